@@ -1,0 +1,1 @@
+"""Noise mechanisms, privacy accounting and the budget ledger."""

@@ -1,0 +1,50 @@
+"""Shared fixtures: no test may reach the network, and caches go to a temporary folder."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+_LOOPBACK_HOSTS = {None, "", "localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
+
+def _is_loopback(host) -> bool:
+    host = "" if host is None else str(host)
+    return host in _LOOPBACK_HOSTS or host.startswith("127.") or host.startswith("::ffff:127.")
+
+
+@pytest.fixture(autouse=True)
+def network_guard(monkeypatch):
+    """Fail any connection or DNS lookup that leaves the loopback interface."""
+    real_connect = socket.socket.connect
+    real_getaddrinfo = socket.getaddrinfo
+
+    def guarded_connect(self, address, *args, **kwargs):
+        if isinstance(address, tuple) and not _is_loopback(address[0]):
+            raise OSError(f"network blocked in tests: {address!r}")
+        return real_connect(self, address, *args, **kwargs)
+
+    def guarded_getaddrinfo(host, *args, **kwargs):
+        if not _is_loopback(host):
+            raise OSError(f"DNS blocked in tests: {host!r}")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket, "getaddrinfo", guarded_getaddrinfo)
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """Point the result cache and the session database at per-run temporary folders."""
+    root = tmp_path_factory.mktemp("dashboard")
+    os.environ["DASHBOARD_CACHE_DIR"] = str(root / "cache")
+    os.environ.setdefault("DASHBOARD_DB_URL", f"sqlite:///{root / 'sessions.sqlite'}")
+    yield root
