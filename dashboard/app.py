@@ -12,7 +12,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from dashboard.page_registry import HOME, PAGES  # noqa: E402
 
-st.set_page_config(page_title="Private & fair release workbench", page_icon=":material/shield:",
+st.set_page_config(page_title="Private & fair release workbench", page_icon="🛡️",
                    layout="wide")
 
 home = st.Page(HOME.file, title=HOME.title, url_path=HOME.url_path, icon=HOME.icon, default=True)

@@ -1,0 +1,114 @@
+"""Load every registered page in headless Chromium and check it rendered without an exception."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from dashboard.page_registry import ALL_PAGES
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = REPO_ROOT / "tests" / "browser" / "artifacts"
+README_SHOT = REPO_ROOT / "docs" / "home.png"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, timeout: float = 60.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.read().strip() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError("the dashboard did not start within a minute")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    env = dict(os.environ, DASHBOARD_CACHE_DIR=str(tmp_path_factory.mktemp("browser_cache")))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--browser.gatherUsageStats", "false"],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _wait_until_idle(page, timeout_ms: int) -> None:
+    """Wait until Streamlit has started and finished running the page's script."""
+    page.wait_for_selector("[data-testid='stMain']", timeout=timeout_ms)
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=\"stMainBlockContainer\"]') !== null"
+        " && document.querySelectorAll('[data-testid=\"stMainBlockContainer\"] *').length > 5",
+        timeout=timeout_ms)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
+
+
+def test_every_page_renders_without_exception(server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    failures: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        outside_requests: list[str] = []
+        page.on("request", lambda r: None if r.url.startswith(("http://127.0.0.1", "data:", "blob:"))
+                else outside_requests.append(r.url))
+        for entry in ALL_PAGES:
+            start = time.perf_counter()
+            page.goto(f"{server}/{'' if entry.url_path == 'home' else entry.url_path}")
+            _wait_until_idle(page, timeout_ms=120_000)
+            page.wait_for_timeout(1500)  # let plotly draw before the screenshot
+            timings[entry.url_path] = round(time.perf_counter() - start, 2)
+            shot = ARTIFACTS / f"{entry.url_path}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            exceptions = page.locator("[data-testid='stException']")
+            if exceptions.count():
+                failures.append(f"{entry.title}: {exceptions.first.inner_text()[:500]}")
+            title_text = page.locator("h1").first.inner_text(timeout=10_000)
+            if not title_text.strip():
+                failures.append(f"{entry.title}: no page title rendered")
+            if entry.url_path == "home" and os.environ.get("UPDATE_README_SCREENSHOT") == "1":
+                README_SHOT.parent.mkdir(exist_ok=True)
+                shutil.copy(shot, README_SHOT)
+        browser.close()
+    (ARTIFACTS / "render_times.json").write_text(json.dumps(timings, indent=2))
+    assert not failures, "\n".join(failures)
+    assert not outside_requests, f"pages requested outside addresses: {outside_requests[:5]}"
