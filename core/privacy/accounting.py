@@ -1,13 +1,35 @@
-"""Conversions between privacy units. Every conversion in the project lives here."""
+"""Conversions between privacy units. Every conversion in the project lives here.
+
+Units: pure epsilon-DP, zero-concentrated DP (rho-zCDP) and approximate (epsilon, delta)-DP.
+scipy is imported inside the functions that need it, so ``import core`` stays cheap.
+"""
 from __future__ import annotations
 
 import math
 
 
+def _check_positive(value: float, name: str) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number; got {value}.")
+    return value
+
+
+def _check_delta(delta: float) -> float:
+    delta = float(delta)
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie strictly between 0 and 1 (e.g. 1e-6); got {delta}.")
+    return delta
+
+
+def _check_rho_delta(rho: float, delta: float) -> None:
+    _check_positive(rho, "rho")
+    _check_delta(delta)
+
+
 def epsilon_to_rho(epsilon: float) -> float:
     """rho of zCDP implied by pure epsilon-DP: rho = epsilon^2 / 2 (Bun-Steinke 2016, Prop. 1.4)."""
-    if epsilon <= 0:
-        raise ValueError(f"epsilon must be positive; got {epsilon}.")
+    epsilon = _check_positive(epsilon, "epsilon")
     return epsilon * epsilon / 2.0
 
 
@@ -17,15 +39,99 @@ def rho_to_epsilon_simple(rho: float, delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
+def _log_alpha_search(objective, rho: float, log_inv_delta: float) -> float:
+    """Minimum over alpha > 1 of ``objective(alpha)``, searched on u = log(alpha - 1).
+
+    Bounded Brent around the heuristic optimum alpha ~ 1 + sqrt(ln(1/delta) / rho).
+    """
+    from scipy.optimize import minimize_scalar
+
+    u0 = 0.5 * (math.log(max(log_inv_delta, 1e-300)) - math.log(rho))
+    f = lambda u: objective(1.0 + math.exp(u))  # noqa: E731 - a one-line change of variable
+    res = minimize_scalar(f, bounds=(u0 - 12.0, u0 + 12.0), method="bounded",
+                          options={"xatol": 1e-10, "maxiter": 500})
+    return float(min(res.fun, f(u0)))
+
+
+def rho_to_epsilon(rho: float, delta: float) -> float:
+    """Tight epsilon for rho-zCDP at the given delta (Canonne, Kamath, Steinke 2020, Prop. 12 / Cor. 13).
+
+    epsilon = inf over alpha > 1 of rho alpha + (ln(1/(alpha delta)) + (alpha - 1) ln(1 - 1/alpha)) / (alpha - 1),
+    found with a bounded 1-D minimiser on log(alpha - 1); never above ``rho_to_epsilon_simple``.
+    """
+    _check_rho_delta(rho, delta)
+    log_inv_delta = -math.log(delta)
+
+    def eps_at(alpha: float) -> float:
+        return rho * alpha + (log_inv_delta - math.log(alpha) + (alpha - 1.0) * math.log1p(-1.0 / alpha)) / (
+            alpha - 1.0)
+
+    return max(0.0, _log_alpha_search(eps_at, rho, log_inv_delta))
+
+
+def delta_for(rho: float, epsilon: float) -> float:
+    """Smallest delta the tight conversion certifies for rho-zCDP at this epsilon (CKS 2020, Cor. 13).
+
+    delta = inf over alpha > 1 of exp((alpha - 1)(alpha rho - epsilon)) (1 - 1/alpha)^alpha / (alpha - 1).
+    """
+    rho = _check_positive(rho, "rho")
+    epsilon = _check_positive(epsilon, "epsilon")
+
+    def log_delta_at(alpha: float) -> float:
+        return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * math.log1p(-1.0 / alpha) - math.log(alpha - 1.0)
+
+    # the unconstrained optimum of the leading term sits at alpha = (epsilon + rho) / (2 rho)
+    log_inv_guess = max(((epsilon - rho) ** 2) / (4.0 * rho), 1e-12)
+    return min(1.0, math.exp(_log_alpha_search(log_delta_at, rho, log_inv_guess)))
+
+
 def gaussian_sigma(sensitivity: float, rho: float) -> float:
-    """Gaussian noise sigma for rho-zCDP: sigma = Delta_2 / sqrt(2 rho)."""
-    if rho <= 0:
-        raise ValueError(f"rho must be positive; got {rho}.")
+    """Gaussian noise sigma for rho-zCDP: sigma = Delta_2 / sqrt(2 rho) (Bun-Steinke 2016, Prop. 1.6)."""
+    sensitivity = _check_positive(sensitivity, "The sensitivity")
+    rho = _check_positive(rho, "rho")
     return sensitivity / math.sqrt(2.0 * rho)
 
 
-def _check_rho_delta(rho: float, delta: float) -> None:
-    if rho <= 0:
-        raise ValueError(f"rho must be positive; got {rho}.")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie strictly between 0 and 1; got {delta}.")
+def classical_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Classical Gaussian-mechanism sigma sqrt(2 ln(1.25/delta)) Delta_2 / epsilon (Dwork-Roth 2014, Thm. A.1; eps < 1)."""
+    epsilon = _check_positive(epsilon, "epsilon")
+    delta = _check_delta(delta)
+    sensitivity = _check_positive(sensitivity, "The sensitivity")
+    return math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
+
+
+def gaussian_privacy_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
+    """Exact delta of the Gaussian mechanism at epsilon (Balle-Wang 2018, Thm. 8).
+
+    delta = Phi(D/(2 s) - eps s/D) - e^eps Phi(-D/(2 s) - eps s/D); the second term in log space.
+    """
+    from scipy.special import log_ndtr, ndtr
+
+    sigma = _check_positive(sigma, "sigma")
+    epsilon = float(epsilon)
+    if not math.isfinite(epsilon) or epsilon < 0:
+        raise ValueError(f"epsilon must be a non-negative finite number; got {epsilon}.")
+    sensitivity = _check_positive(sensitivity, "The sensitivity")
+    a = sensitivity / (2.0 * sigma)
+    b = epsilon * sigma / sensitivity
+    return float(ndtr(a - b) - math.exp(epsilon + log_ndtr(-a - b)))
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Smallest Gaussian sigma giving (epsilon, delta)-DP, the analytic Gaussian mechanism (Balle-Wang 2018, Thm. 8).
+
+    Solves gaussian_privacy_delta(sigma, epsilon, sensitivity) = delta with brentq on log(sigma).
+    """
+    from scipy.optimize import brentq
+
+    epsilon = _check_positive(epsilon, "epsilon")
+    delta = _check_delta(delta)
+    sensitivity = _check_positive(sensitivity, "The sensitivity")
+    gap = lambda log_s: gaussian_privacy_delta(math.exp(log_s), epsilon, sensitivity) - delta  # noqa: E731
+    hi = math.log(classical_gaussian_sigma(min(epsilon, 1.0), delta, sensitivity)) + 1.0
+    lo = hi - 2.0
+    while gap(lo) <= 0:  # the privacy curve decreases in sigma: widen the bracket until it changes sign
+        lo -= 2.0
+    while gap(hi) > 0:
+        hi += 2.0
+    return math.exp(brentq(gap, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500))

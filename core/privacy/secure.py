@@ -1,0 +1,89 @@
+"""The release path: noise from OpenDP's samplers, for numbers that will actually be published.
+
+Same mechanism names and ``scale`` meaning as ``core.privacy.mechanisms``, but no ``rng``:
+OpenDP draws from the operating system's cryptographic randomness and, for the integer
+mechanisms, samples the discrete Laplace / discrete Gaussian exactly. Use the seeded
+samplers in ``mechanisms`` for simulations and this module for releases.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from core.privacy.mechanisms import get_mechanism
+
+# OpenDP measurement per mechanism name: (atom type, metric, measurement constructor name)
+_OPENDP_SETUP = {
+    "laplace": ("f64", "l1", "then_laplace"),
+    "geometric": ("i64", "l1", "then_laplace"),
+    "gaussian": ("f64", "l2", "then_gaussian"),
+    "discrete_gaussian": ("i64", "l2", "then_gaussian"),
+}
+
+
+@lru_cache(maxsize=1)
+def _opendp():
+    """Import OpenDP lazily (it takes about 2 s) and switch on its contributed mechanisms."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+@lru_cache(maxsize=64)
+def _measurement(mechanism_name: str, scale: float):
+    dp = _opendp()
+    atom, metric, constructor = _OPENDP_SETUP[mechanism_name]
+    if atom == "f64":
+        domain = dp.vector_domain(dp.atom_domain(T="f64", nan=False))
+        distance = dp.l1_distance(T="f64") if metric == "l1" else dp.l2_distance(T="f64")
+    else:
+        domain = dp.vector_domain(dp.atom_domain(T="i64"))
+        distance = dp.l1_distance(T="i64") if metric == "l1" else dp.l2_distance(T="i64")
+    return (domain, distance) >> getattr(dp.m, constructor)(scale=scale)
+
+
+def secure_release(values, mechanism_name: str, scale: float) -> np.ndarray:
+    """Release ``values`` plus noise from OpenDP (not reproducible: OS randomness). RELEASE PATH.
+
+    Discrete mechanisms ("geometric", "discrete_gaussian") take and return integers; the
+    continuous ones return floats. The output has the shape of ``values``.
+    """
+    mechanism = get_mechanism(mechanism_name)
+    scale = float(scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"The noise scale must be a positive finite number; got {scale}.")
+    arr = np.asarray(values)
+    if arr.size and not np.issubdtype(arr.dtype, np.number):
+        raise ValueError(f"Only numbers can be released; got values of type {arr.dtype}.")
+    if mechanism.discrete:
+        if arr.size and not np.all(np.equal(np.mod(arr, 1), 0)):
+            raise ValueError(f"The {mechanism.label} mechanism releases integer counts; round the "
+                             "values first or choose a continuous mechanism.")
+        flat = [int(v) for v in arr.astype(np.int64).ravel()]
+        dtype = np.int64
+    else:
+        if arr.size and not np.all(np.isfinite(arr)):
+            raise ValueError("The values to release contain NaN or infinity; remove or impute them first.")
+        flat = [float(v) for v in arr.astype(float).ravel()]
+        dtype = float
+    if not flat:
+        return np.zeros(arr.shape, dtype=dtype)
+    noisy = _measurement(mechanism.name, scale)(flat)
+    return np.asarray(noisy, dtype=dtype).reshape(arr.shape)
+
+
+def secure_noise(mechanism_name: str, scale: float, size) -> np.ndarray:
+    """Pure noise draws from OpenDP's sampler (a release of zeros), shaped like numpy's ``size``."""
+    n = int(np.prod(size)) if np.ndim(size) else int(size)
+    dtype = np.int64 if get_mechanism(mechanism_name).discrete else float
+    return secure_release(np.zeros(n, dtype=dtype), mechanism_name, scale).reshape(size)
+
+
+def secure_privacy_cost(mechanism_name: str, scale: float, sensitivity: float = 1.0) -> float:
+    """OpenDP's own privacy map: epsilon (Laplace, geometric) or rho (Gaussians) at this scale."""
+    mechanism = get_mechanism(mechanism_name)
+    d_in = int(sensitivity) if mechanism.discrete and float(sensitivity).is_integer() else float(sensitivity)
+    return float(_measurement(mechanism.name, float(scale)).map(d_in))
