@@ -1,0 +1,89 @@
+"""Unit conversions against hand-computed values and their defining conditions."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from core.privacy import accounting as acc
+
+
+def test_epsilon_to_rho_and_gaussian_sigma_by_hand():
+    assert acc.epsilon_to_rho(1.0) == 0.5
+    assert acc.epsilon_to_rho(0.2) == pytest.approx(0.02)
+    assert acc.gaussian_sigma(1.0, 0.5) == pytest.approx(1.0)
+    assert acc.gaussian_sigma(3.0, 1 / 18) == pytest.approx(9.0)
+
+
+def test_simple_bound_by_hand():
+    # rho + 2 sqrt(rho ln(1/delta)) at rho = 0.5, delta = 1e-5:
+    # ln(1e5) = 11.512925465, times 0.5 = 5.756462732, sqrt = 2.399263 -> 0.5 + 4.798526 = 5.298526
+    assert acc.rho_to_epsilon_simple(0.5, 1e-5) == pytest.approx(5.298526, abs=1e-6)
+
+
+def test_tight_conversion_matches_opendp_value_from_packages_note():
+    # OpenDP 0.16: make_zCDP_to_approxDP(...).map(1).epsilon(1e-6) at rho = 1/18 gives 1.558
+    assert acc.rho_to_epsilon(1 / 18, 1e-6) == pytest.approx(1.5577, abs=1e-3)
+
+
+def _tight_objective(alpha: np.ndarray, rho: float, delta: float) -> np.ndarray:
+    return rho * alpha + (np.log(1 / (alpha * delta)) + (alpha - 1) * np.log(1 - 1 / alpha)) / (alpha - 1)
+
+
+@pytest.mark.parametrize("rho,delta", [(0.5, 1e-5), (1 / 18, 1e-6), (1e-4, 1e-9), (5.0, 1e-3), (200.0, 1e-12)])
+def test_tight_conversion_is_the_infimum_and_beats_the_simple_bound(rho, delta):
+    eps = acc.rho_to_epsilon(rho, delta)
+    alphas = 1 + np.logspace(-6, 8, 400_001)
+    grid_min = float(np.min(_tight_objective(alphas, rho, delta)))
+    assert eps <= grid_min + 1e-9  # no alpha on a fine grid does better
+    assert eps == pytest.approx(grid_min, rel=1e-6)
+    assert eps < acc.rho_to_epsilon_simple(rho, delta)
+
+
+@pytest.mark.parametrize("rho,epsilon", [(0.5, 4.0), (0.01, 0.8), (2.0, 12.0)])
+def test_delta_for_inverts_the_tight_conversion(rho, epsilon):
+    delta = acc.delta_for(rho, epsilon)
+    assert 0 < delta < 1
+    assert acc.rho_to_epsilon(rho, delta) == pytest.approx(epsilon, rel=1e-7)
+
+
+def _classical_delta(sigma: float, eps: float) -> float:
+    """The Balle-Wang condition evaluated directly with scipy's normal CDF (independent check)."""
+    return norm.cdf(1 / (2 * sigma) - eps * sigma) - math.exp(eps) * norm.cdf(-1 / (2 * sigma) - eps * sigma)
+
+
+@pytest.mark.parametrize("eps,delta", [(0.1, 1e-5), (0.5, 1e-6), (0.9, 1e-9), (1.0, 1e-5), (3.0, 1e-6)])
+def test_analytic_gaussian_sigma_meets_its_condition_with_equality(eps, delta):
+    sigma = acc.analytic_gaussian_sigma(eps, delta)
+    assert _classical_delta(sigma, eps) == pytest.approx(delta, rel=1e-6)
+    assert _classical_delta(sigma * 0.999, eps) > delta  # any smaller sigma breaks (eps, delta)
+    if eps < 1:
+        assert sigma < acc.classical_gaussian_sigma(eps, delta)
+
+
+def test_analytic_gaussian_sigma_scales_with_sensitivity_and_handles_large_epsilon():
+    base = acc.analytic_gaussian_sigma(0.5, 1e-6)
+    assert acc.analytic_gaussian_sigma(0.5, 1e-6, sensitivity=4.0) == pytest.approx(4 * base, rel=1e-9)
+    big = acc.analytic_gaussian_sigma(60.0, 1e-6)  # e^60 must not overflow the condition
+    assert acc.gaussian_privacy_delta(big, 60.0) == pytest.approx(1e-6, rel=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: acc.epsilon_to_rho(0.0),
+    lambda: acc.epsilon_to_rho(-1.0),
+    lambda: acc.rho_to_epsilon(0.0, 1e-6),
+    lambda: acc.rho_to_epsilon(0.5, 0.0),
+    lambda: acc.rho_to_epsilon(0.5, 1.0),
+    lambda: acc.rho_to_epsilon_simple(0.5, 2.0),
+    lambda: acc.delta_for(0.5, -1.0),
+    lambda: acc.gaussian_sigma(1.0, 0.0),
+    lambda: acc.gaussian_sigma(0.0, 0.5),
+    lambda: acc.analytic_gaussian_sigma(0.0, 1e-6),
+    lambda: acc.analytic_gaussian_sigma(1.0, 1.5),
+    lambda: acc.analytic_gaussian_sigma(float("inf"), 1e-6),
+])
+def test_bad_inputs_raise_value_error(call):
+    with pytest.raises(ValueError):
+        call()
