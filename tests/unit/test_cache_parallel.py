@@ -1,0 +1,113 @@
+"""The shared result cache (config digests, data fingerprints, memoisation) and trial fan-out."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core import cache
+from core.parallel import map_trials, spawn_rngs
+
+
+@dataclass(frozen=True)
+class _Config:
+    epsilon: float
+    seed: int
+    columns: tuple[str, ...] = ("a", "b")
+
+
+@dataclass(frozen=True)
+class _OtherConfig:
+    epsilon: float
+    seed: int
+    columns: tuple[str, ...] = ("a", "b")
+
+
+def test_config_digest_is_stable_and_follows_every_field():
+    base = cache.config_digest(_Config(1.0, 7))
+    assert base == cache.config_digest(_Config(1.0, 7))
+    assert len(base) == 64
+    assert base != cache.config_digest(_Config(1.5, 7))
+    assert base != cache.config_digest(_Config(1.0, 8))
+    assert base != cache.config_digest(_Config(1.0, 7, ("a", "c")))
+    assert base != cache.config_digest(_OtherConfig(1.0, 7))  # the type is part of the digest
+    assert cache.config_digest({"b": 1, "a": 2}) == cache.config_digest({"a": 2, "b": 1})
+    assert cache.config_digest({"x": np.float64(0.5)}) == cache.config_digest({"x": 0.5})
+
+
+def test_data_fingerprint_follows_values_not_identity():
+    df = pd.DataFrame({"race": pd.Categorical(["Black", "White", "Asian"]), "count": [3, 5, 8]})
+    same = df.copy()
+    assert cache.data_fingerprint(df) == cache.data_fingerprint(same)
+    changed = df.copy()
+    changed.loc[1, "count"] = 6
+    assert cache.data_fingerprint(df) != cache.data_fingerprint(changed)
+    renamed = df.rename(columns={"count": "n"})
+    assert cache.data_fingerprint(df) != cache.data_fingerprint(renamed)
+    arr = np.arange(6.0)
+    assert cache.data_fingerprint(arr) == cache.data_fingerprint(arr.copy())
+    assert cache.data_fingerprint(arr) != cache.data_fingerprint(arr.reshape(2, 3))
+    bumped = arr.copy()
+    bumped[3] += 1e-9
+    assert cache.data_fingerprint(arr) != cache.data_fingerprint(bumped)
+
+
+CALLS: list[float] = []
+
+
+def _expensive(x: float, config: _Config) -> float:
+    CALLS.append(x)
+    return x * config.epsilon
+
+
+def test_cached_function_runs_once_per_distinct_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path))
+    fast = cache.cached(_expensive)
+    CALLS.clear()
+    assert fast(2.0, _Config(3.0, 1)) == 6.0
+    assert fast(2.0, _Config(3.0, 1)) == 6.0
+    assert CALLS == [2.0]  # second call served from disk
+    assert fast(2.0, _Config(4.0, 1)) == 8.0
+    assert CALLS == [2.0, 2.0]  # a changed config is a new entry
+    assert (tmp_path / "joblib").is_dir()
+
+
+def _seeded_sum(rng: np.random.Generator) -> float:
+    return float(rng.normal(size=100).sum())
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_map_trials_keeps_order_and_reports_progress():
+    seen: list[tuple[int, int, str]] = []
+    out = map_trials(_square, list(range(7)), n_jobs=1, progress=lambda d, t, msg: seen.append((d, t, msg)),
+                     label="squares")
+    assert out == [i * i for i in range(7)]
+    assert [s[0] for s in seen] == list(range(1, 8))
+    assert all(s[1] == 7 and s[2] == "squares" for s in seen)
+
+
+def test_parallel_results_equal_serial_results_for_spawned_rngs():
+    serial = map_trials(_seeded_sum, spawn_rngs(np.random.default_rng(42), 6), n_jobs=1)
+    calls: list[int] = []
+    parallel = map_trials(_seeded_sum, spawn_rngs(np.random.default_rng(42), 6), n_jobs=2,
+                          progress=lambda d, t, msg: calls.append(d))
+    assert parallel == serial
+    assert calls == list(range(1, 7))
+    assert len(set(serial)) == 6  # the children are independent streams, not copies
+
+
+def test_spawn_rngs_is_deterministic_and_handles_unseeded_bit_generators():
+    a = [g.integers(1 << 30) for g in spawn_rngs(np.random.default_rng(5), 3)]
+    b = [g.integers(1 << 30) for g in spawn_rngs(np.random.default_rng(5), 3)]
+    assert a == b
+    legacy = np.random.Generator(np.random.MT19937(3))
+    assert len(spawn_rngs(legacy, 4)) == 4
+
+
+def test_map_trials_on_empty_input():
+    assert map_trials(_square, [], n_jobs=2) == []
