@@ -118,7 +118,7 @@ def test_discrete_gaussian_moments_for_large_sigma_match_direct_sum():
     assert m.discrete_gaussian_mean_abs(5.0) < 5.0 * math.sqrt(2 / math.pi)
 
 
-@pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 4.0, 8.0])
+@pytest.mark.parametrize("p", [0.7, 1.0, 1.5, 2.0, 4.0, 8.0, 60.0])
 def test_generalized_gaussian_moments_tail_and_ks(p):
     sigma = 3.0
     var = m.generalized_gaussian_variance(sigma, p)
