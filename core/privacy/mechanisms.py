@@ -39,6 +39,19 @@ def _check_scale(scale: float, what: str = "scale") -> float:
     return scale
 
 
+def _scales(scale, what: str = "scale") -> np.ndarray:
+    """Scale(s) as a float array, all positive and finite (moment functions accept arrays)."""
+    arr = np.asarray(scale, dtype=float)
+    if arr.size == 0 or not np.all(np.isfinite(arr)) or not np.all(arr > 0):
+        raise ValueError(f"The noise {what} must be positive finite number(s); got {scale}.")
+    return arr
+
+
+def _as_output(values: np.ndarray):
+    """A Python float for scalar input, the array otherwise."""
+    return float(values) if np.ndim(values) == 0 else values
+
+
 def sample_laplace(scale: float, size, rng: np.random.Generator) -> np.ndarray:
     """Continuous Laplace(0, scale) draws."""
     return rng.laplace(0.0, _check_scale(scale), size)
@@ -134,63 +147,70 @@ def _discrete_gaussian_support(sigma: float) -> tuple[np.ndarray, np.ndarray]:
     return k, w
 
 
-def discrete_gaussian_variance(sigma: float) -> float:
+def _discrete_gaussian_moment(sigma: float, power: int) -> float:
+    k, w = _discrete_gaussian_support(sigma)
+    return float(np.sum(k ** power * w) / np.sum(w))
+
+
+def discrete_gaussian_variance(sigma):
     """Exact variance of the discrete Gaussian (sum over its mass function; never above sigma^2).
 
     For sigma > 1e4 it equals sigma^2 to double precision (Canonne et al. 2020, Cor. 9 / Poisson summation).
+    Accepts a scalar or an array of sigmas.
     """
-    sigma = _check_scale(sigma, "sigma")
-    if sigma > _DISCRETE_GAUSSIAN_ASYMPTOTIC:
-        return sigma * sigma
-    k, w = _discrete_gaussian_support(sigma)
-    return float(np.sum(k * k * w) / np.sum(w))
+    sig = _scales(sigma, "sigma")
+    out = np.array([s * s if s > _DISCRETE_GAUSSIAN_ASYMPTOTIC else _discrete_gaussian_moment(s, 2)
+                    for s in sig.ravel()]).reshape(sig.shape)
+    return _as_output(out)
 
 
-def discrete_gaussian_mean_abs(sigma: float) -> float:
-    """Exact E|K| of the discrete Gaussian (sum over its mass function).
+def discrete_gaussian_mean_abs(sigma):
+    """Exact E|K| of the discrete Gaussian (sum over its mass function); scalar or array of sigmas.
 
     For sigma > 1e4: Euler-Maclaurin, 2 (sigma^2 - 1/12 - 1/(240 sigma^2)) / (sigma sqrt(2 pi)).
     """
-    sigma = _check_scale(sigma, "sigma")
-    if sigma > _DISCRETE_GAUSSIAN_ASYMPTOTIC:
-        return 2.0 * (sigma * sigma - 1.0 / 12.0 - 1.0 / (240.0 * sigma * sigma)) / (
-            sigma * math.sqrt(2.0 * math.pi))
-    k, w = _discrete_gaussian_support(sigma)
-    return float(np.sum(k * w) / np.sum(w))
+    sig = _scales(sigma, "sigma")
+    asymptotic = lambda s: 2.0 * (s * s - 1.0 / 12.0 - 1.0 / (240.0 * s * s)) / (  # noqa: E731
+        s * math.sqrt(2.0 * math.pi))
+    out = np.array([asymptotic(s) if s > _DISCRETE_GAUSSIAN_ASYMPTOTIC else _discrete_gaussian_moment(s, 1)
+                    for s in sig.ravel()]).reshape(sig.shape)
+    return _as_output(out)
 
 
-def geometric_variance(scale: float) -> float:
-    """Variance of the two-sided geometric: 2 a / (1 - a)^2 with a = exp(-1/scale)."""
-    a = math.exp(-1.0 / _check_scale(scale))
-    return 2.0 * a / (1.0 - a) ** 2
+def geometric_variance(scale):
+    """Variance of the two-sided geometric: 2 a / (1 - a)^2 with a = exp(-1/scale); scalar or array."""
+    b = _scales(scale)
+    a = np.exp(-1.0 / b)
+    return _as_output(2.0 * a / (-np.expm1(-1.0 / b)) ** 2)
 
 
-def geometric_mean_abs(scale: float) -> float:
-    """E|K| of the two-sided geometric: 2 a / ((1 - a)(1 + a)) with a = exp(-1/scale)."""
-    a = math.exp(-1.0 / _check_scale(scale))
-    return 2.0 * a / ((1.0 - a) * (1.0 + a))
+def geometric_mean_abs(scale):
+    """E|K| of the two-sided geometric: 2 a / ((1 - a)(1 + a)) with a = exp(-1/scale); scalar or array."""
+    b = _scales(scale)
+    a = np.exp(-1.0 / b)
+    return _as_output(2.0 * a / ((-np.expm1(-1.0 / b)) * (1.0 + a)))
 
 
-def laplace_variance(scale: float) -> float:
-    """Variance of Laplace(0, b): 2 b^2."""
-    scale = _check_scale(scale)
-    return 2.0 * scale * scale
+def laplace_variance(scale):
+    """Variance of Laplace(0, b): 2 b^2; scalar or array."""
+    b = _scales(scale)
+    return _as_output(2.0 * b * b)
 
 
-def laplace_mean_abs(scale: float) -> float:
-    """E|X| of Laplace(0, b): b."""
-    return _check_scale(scale)
+def laplace_mean_abs(scale):
+    """E|X| of Laplace(0, b): b; scalar or array."""
+    return _as_output(_scales(scale) * 1.0)
 
 
-def gaussian_variance(sigma: float) -> float:
-    """Variance of N(0, sigma^2): sigma^2."""
-    sigma = _check_scale(sigma, "sigma")
-    return sigma * sigma
+def gaussian_variance(sigma):
+    """Variance of N(0, sigma^2): sigma^2; scalar or array."""
+    sig = _scales(sigma, "sigma")
+    return _as_output(sig * sig)
 
 
-def gaussian_mean_abs(sigma: float) -> float:
-    """E|X| of N(0, sigma^2): sigma sqrt(2/pi)."""
-    return _check_scale(sigma, "sigma") * math.sqrt(2.0 / math.pi)
+def gaussian_mean_abs(sigma):
+    """E|X| of N(0, sigma^2): sigma sqrt(2/pi); scalar or array."""
+    return _as_output(_scales(sigma, "sigma") * math.sqrt(2.0 / math.pi))
 
 
 def _check_order(p: float) -> float:
@@ -221,18 +241,18 @@ def sample_generalized_gaussian(sigma: float, p: float, size, rng: np.random.Gen
     return x.reshape(size)
 
 
-def generalized_gaussian_variance(sigma: float, p: float) -> float:
-    """Variance of the Generalized Gaussian: sigma^2 Gamma(3/p) / Gamma(1/p)."""
-    sigma = _check_scale(sigma, "sigma")
+def generalized_gaussian_variance(sigma, p: float):
+    """Variance of the Generalized Gaussian: sigma^2 Gamma(3/p) / Gamma(1/p); sigma scalar or array."""
+    sig = _scales(sigma, "sigma")
     p = _check_order(p)
-    return sigma * sigma * math.exp(math.lgamma(3.0 / p) - math.lgamma(1.0 / p))
+    return _as_output(sig * sig * math.exp(math.lgamma(3.0 / p) - math.lgamma(1.0 / p)))
 
 
-def generalized_gaussian_mean_abs(sigma: float, p: float) -> float:
-    """E|X| of the Generalized Gaussian: sigma Gamma(2/p) / Gamma(1/p)."""
-    sigma = _check_scale(sigma, "sigma")
+def generalized_gaussian_mean_abs(sigma, p: float):
+    """E|X| of the Generalized Gaussian: sigma Gamma(2/p) / Gamma(1/p); sigma scalar or array."""
+    sig = _scales(sigma, "sigma")
     p = _check_order(p)
-    return sigma * math.exp(math.lgamma(2.0 / p) - math.lgamma(1.0 / p))
+    return _as_output(sig * math.exp(math.lgamma(2.0 / p) - math.lgamma(1.0 / p)))
 
 
 @dataclass(frozen=True)
@@ -247,29 +267,32 @@ class NoiseMechanism:
     variance_of_scale: Callable[[float], float]
     mean_abs_of_scale: Callable[[float], float]
 
-    def scale_for(self, sensitivity: float, budget: float) -> float:
+    def scale_for(self, sensitivity, budget):
         """Noise parameter for a query of the given sensitivity and budget in ``self.unit``.
 
         Pure DP: b = Delta_1 / epsilon. zCDP: sigma = Delta_2 / sqrt(2 rho) (Bun-Steinke 2016, Prop. 1.6).
+        Scalars give a float; arrays (e.g. a sweep of budgets) give an array.
         """
-        if not budget > 0:
+        bud = np.asarray(budget, dtype=float)
+        sens = np.asarray(sensitivity, dtype=float)
+        if bud.size == 0 or not np.all(np.isfinite(bud)) or not np.all(bud > 0):
             raise ValueError(f"The privacy budget must be positive; got {budget}.")
-        if not sensitivity > 0:
+        if sens.size == 0 or not np.all(np.isfinite(sens)) or not np.all(sens > 0):
             raise ValueError(f"The sensitivity must be positive; got {sensitivity}.")
         if self.unit == "epsilon":
-            return sensitivity / budget
-        return sensitivity / math.sqrt(2.0 * budget)
+            return _as_output(sens / bud)
+        return _as_output(sens / np.sqrt(2.0 * bud))
 
     def sample(self, scale: float, size, rng: np.random.Generator) -> np.ndarray:
         """Draws of this noise at the given scale (a simulation: the generator is seeded by the caller)."""
         return self.sampler(scale, size, rng)
 
-    def variance(self, scale: float) -> float:
-        """Variance of one draw at the given scale."""
+    def variance(self, scale):
+        """Variance of one draw at the given scale (scalar or array of scales)."""
         return self.variance_of_scale(scale)
 
-    def mean_abs(self, scale: float) -> float:
-        """Expected absolute value of one draw at the given scale."""
+    def mean_abs(self, scale):
+        """Expected absolute value of one draw at the given scale (scalar or array of scales)."""
         return self.mean_abs_of_scale(scale)
 
 

@@ -176,3 +176,19 @@ def test_calibration_rules():
 def test_bad_inputs_raise_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+@pytest.mark.parametrize("name", sorted(m.MECHANISMS))
+def test_moments_and_calibration_accept_arrays(name):
+    mech = m.MECHANISMS[name]
+    scales = np.array([0.5, 2.0, 30.0])
+    assert isinstance(mech.variance(2.0), float) and isinstance(mech.mean_abs(2.0), float)
+    np.testing.assert_allclose(mech.variance(scales), [mech.variance(s) for s in scales], rtol=1e-12)
+    np.testing.assert_allclose(mech.mean_abs(scales), [mech.mean_abs(s) for s in scales], rtol=1e-12)
+    budgets = np.array([0.1, 0.5, 2.0])
+    expected = 1.0 / budgets if mech.unit == "epsilon" else 1.0 / np.sqrt(2 * budgets)
+    np.testing.assert_allclose(mech.scale_for(1.0, budgets), expected)
+    with pytest.raises(ValueError):
+        mech.variance(np.array([1.0, -1.0]))
+    with pytest.raises(ValueError):
+        mech.scale_for(1.0, np.array([0.5, 0.0]))
