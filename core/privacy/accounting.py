@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 
 def _check_positive(value: float, name: str) -> float:
     value = float(value)
@@ -39,18 +41,23 @@ def rho_to_epsilon_simple(rho: float, delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
-def _log_alpha_search(objective, rho: float, log_inv_delta: float) -> float:
-    """Minimum over alpha > 1 of ``objective(alpha)``, searched on u = log(alpha - 1).
+def _log_alpha_search(objective) -> float:
+    """Minimum over alpha > 1 of ``objective(alpha)`` (vectorised), searched on u = log(alpha - 1).
 
-    Bounded Brent around the heuristic optimum alpha ~ 1 + sqrt(ln(1/delta) / rho).
+    A coarse grid over alpha - 1 in [e^-25, e^40] finds the best cell, then bounded Brent
+    refines it inside the neighbouring cells.
     """
     from scipy.optimize import minimize_scalar
 
-    u0 = 0.5 * (math.log(max(log_inv_delta, 1e-300)) - math.log(rho))
-    f = lambda u: objective(1.0 + math.exp(u))  # noqa: E731 - a one-line change of variable
-    res = minimize_scalar(f, bounds=(u0 - 12.0, u0 + 12.0), method="bounded",
-                          options={"xatol": 1e-10, "maxiter": 500})
-    return float(min(res.fun, f(u0)))
+    grid = np.arange(-25.0, 40.0 + 1e-9, 0.25)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = objective(1.0 + np.exp(grid))
+    values = np.where(np.isfinite(values), values, np.inf)
+    best = int(np.argmin(values))
+    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
+    f = lambda u: float(objective(1.0 + np.exp(np.float64(u))))  # noqa: E731 - change of variable
+    res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10, "maxiter": 500})
+    return float(min(res.fun, values[best]))
 
 
 def rho_to_epsilon(rho: float, delta: float) -> float:
@@ -62,11 +69,11 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     _check_rho_delta(rho, delta)
     log_inv_delta = -math.log(delta)
 
-    def eps_at(alpha: float) -> float:
-        return rho * alpha + (log_inv_delta - math.log(alpha) + (alpha - 1.0) * math.log1p(-1.0 / alpha)) / (
+    def eps_at(alpha):
+        return rho * alpha + (log_inv_delta - np.log(alpha) + (alpha - 1.0) * np.log1p(-1.0 / alpha)) / (
             alpha - 1.0)
 
-    return max(0.0, _log_alpha_search(eps_at, rho, log_inv_delta))
+    return max(0.0, _log_alpha_search(eps_at))
 
 
 def delta_for(rho: float, epsilon: float) -> float:
@@ -77,12 +84,10 @@ def delta_for(rho: float, epsilon: float) -> float:
     rho = _check_positive(rho, "rho")
     epsilon = _check_positive(epsilon, "epsilon")
 
-    def log_delta_at(alpha: float) -> float:
-        return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * math.log1p(-1.0 / alpha) - math.log(alpha - 1.0)
+    def log_delta_at(alpha):
+        return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * np.log1p(-1.0 / alpha) - np.log(alpha - 1.0)
 
-    # the unconstrained optimum of the leading term sits at alpha = (epsilon + rho) / (2 rho)
-    log_inv_guess = max(((epsilon - rho) ** 2) / (4.0 * rho), 1e-12)
-    return min(1.0, math.exp(_log_alpha_search(log_delta_at, rho, log_inv_guess)))
+    return min(1.0, math.exp(_log_alpha_search(log_delta_at)))
 
 
 def gaussian_sigma(sensitivity: float, rho: float) -> float:

@@ -87,3 +87,17 @@ def test_analytic_gaussian_sigma_scales_with_sensitivity_and_handles_large_epsil
 def test_bad_inputs_raise_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+@pytest.mark.parametrize("rho", [1e-3, 0.05, 0.5, 4.0])
+def test_delta_for_is_the_infimum_and_decreases_in_epsilon(rho):
+    alphas = 1 + np.logspace(-8, 7, 300_001)
+    deltas = []
+    for eps in [0.5 * rho, rho, 2 * rho, 1.0, 3.0]:
+        log_d = (alphas - 1) * (alphas * rho - eps) + alphas * np.log1p(-1 / alphas) - np.log(alphas - 1)
+        brute = float(np.exp(log_d.min()))
+        got = acc.delta_for(rho, eps)
+        assert got == pytest.approx(brute, rel=1e-6, abs=1e-300)
+        deltas.append(got)
+    order = np.argsort([0.5 * rho, rho, 2 * rho, 1.0, 3.0], kind="stable")
+    assert np.all(np.diff(np.array(deltas)[order]) <= 1e-12)
