@@ -140,3 +140,32 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     while gap(hi) > 0:
         hi += 2.0
     return math.exp(brentq(gap, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500))
+
+
+def generalized_gaussian_sigma_bound(k: int, p: float, epsilon: float, delta: float,
+                                     check_range: bool = True) -> float:
+    """The proven Generalized Gaussian scale for k queries of l_inf sensitivity 1 (Ganesh-Zhao 2021, Lemma 14 / Thm. 17).
+
+    sigma = 185 sqrt(k p ln(1/delta)) / epsilon gives (epsilon, delta)-DP for an even integer p with
+    4 <= p <= ln k, delta <= 1/k and epsilon = O(1) (read here as epsilon <= 1). With check_range the
+    function raises ValueError outside that range; the constant is loose (numeric calibration is far smaller).
+    """
+    epsilon = _check_positive(epsilon, "epsilon")
+    delta = _check_delta(delta)
+    p = _check_positive(p, "The order p")
+    if int(k) != k or k < 1:
+        raise ValueError(f"k (the number of queries) must be a positive integer; got {k}.")
+    if check_range:
+        problems = []
+        if p != int(p) or int(p) % 2:
+            problems.append(f"p = {p:g} is not an even integer (round it up to one)")
+        if not 4 <= p <= math.log(k):
+            problems.append(f"p = {p:g} is outside [4, ln k = {math.log(k):.3g}]")
+        if delta > 1.0 / k:
+            problems.append(f"delta = {delta:g} is above 1/k = {1.0 / k:.3g}")
+        if epsilon > 1:
+            problems.append(f"epsilon = {epsilon:g} is above 1")
+        if problems:
+            raise ValueError("The Generalized Gaussian bound is only proven for even p in [4, ln k], "
+                             "delta <= 1/k and epsilon <= 1: " + "; ".join(problems) + ".")
+    return 185.0 * math.sqrt(k * p * math.log(1.0 / delta)) / epsilon

@@ -3,8 +3,8 @@
 Each mechanism is calibrated in one unit: pure epsilon (Laplace, geometric) or zCDP rho
 (Gaussian, discrete Gaussian). ``scale`` always means the parameter the sampler takes:
 the Laplace/geometric scale b, or the Gaussian standard-deviation parameter sigma.
-The Generalized Gaussian of order p is offered as plain functions (its calibration is an
-(epsilon, delta) statement that depends on the number of queries, see ``accounting``).
+The Generalized Gaussian of order p is offered as plain functions: its calibration is an
+(epsilon, delta) statement about k queries at once (``accounting.generalized_gaussian_sigma_bound``).
 Seeded draws are simulations; ``core.privacy.secure`` holds the release path.
 """
 from __future__ import annotations
@@ -110,9 +110,11 @@ def _discrete_gaussian_candidates(sigma: float, n: int, rng: np.random.Generator
 
 
 def sample_discrete_gaussian(sigma: float, size, rng: np.random.Generator) -> np.ndarray:
-    """Exact discrete Gaussian draws, P(k) proportional to exp(-k^2 / (2 sigma^2)).
+    """Discrete Gaussian draws, P(k) proportional to exp(-k^2 / (2 sigma^2)).
 
-    Vectorised rejection sampler after Canonne, Kamath, Steinke 2020 (Alg. 3), in chunks.
+    Vectorised rejection sampler after Canonne, Kamath, Steinke 2020 (Alg. 3), in chunks. Exact in
+    law up to the double-precision rounding of the acceptance probabilities (a simulation sampler;
+    ``core.privacy.secure`` uses OpenDP's bit-exact one).
     """
     sigma = _check_scale(sigma, "sigma")
     n = _count(size)

@@ -101,3 +101,19 @@ def test_delta_for_is_the_infimum_and_decreases_in_epsilon(rho):
         deltas.append(got)
     order = np.argsort([0.5 * rho, rho, 2 * rho, 1.0, 3.0], kind="stable")
     assert np.all(np.diff(np.array(deltas)[order]) <= 1e-12)
+
+
+def test_generalized_gaussian_bound_by_hand_and_its_range():
+    # k = 10**4, p = 4, eps = 1, delta = 1e-6: 185 sqrt(4e4 * ln(1e6)) = 185 * 200 * 3.716922 = 137526.1
+    k = 10 ** 4
+    assert acc.generalized_gaussian_sigma_bound(k, 4, 1.0, 1e-6) == pytest.approx(137_526.1, rel=1e-6)
+    # k = 1000, p = 4 lies in the range (ln 1000 = 6.9); the topdown spec's table lists 43,490
+    assert acc.generalized_gaussian_sigma_bound(1000, 4, 1.0, 1e-6) == pytest.approx(43_490, rel=1e-3)
+    with pytest.raises(ValueError, match="even integer"):
+        acc.generalized_gaussian_sigma_bound(1000, 3, 1.0, 1e-6)
+    with pytest.raises(ValueError, match="ln k"):
+        acc.generalized_gaussian_sigma_bound(20, 4, 1.0, 1e-6)
+    with pytest.raises(ValueError, match="1/k"):
+        acc.generalized_gaussian_sigma_bound(1000, 4, 1.0, 0.01)
+    # outside the proven range the formula is still available on request (e.g. to plot it)
+    assert acc.generalized_gaussian_sigma_bound(100, 2, 1.0, 1e-6, check_range=False) == pytest.approx(9_725, rel=1e-3)
