@@ -87,3 +87,32 @@ def secure_privacy_cost(mechanism_name: str, scale: float, sensitivity: float = 
     mechanism = get_mechanism(mechanism_name)
     d_in = int(sensitivity) if mechanism.discrete and float(sensitivity).is_integer() else float(sensitivity)
     return float(_measurement(mechanism.name, float(scale)).map(d_in))
+
+
+class SecureMechanism:
+    """A named mechanism on the release path, mirroring ``NoiseMechanism`` without an ``rng``.
+
+    ``sample(scale, size)`` draws noise and ``release(values, scale)`` adds it, both through OpenDP.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.mechanism = get_mechanism(name)
+        self.name = self.mechanism.name
+        self.unit = self.mechanism.unit
+        self.discrete = self.mechanism.discrete
+
+    def scale_for(self, sensitivity: float, budget: float) -> float:
+        """Same calibration as the simulation mechanism (so both paths spend the same budget)."""
+        return self.mechanism.scale_for(sensitivity, budget)
+
+    def sample(self, scale: float, size) -> np.ndarray:
+        """Noise draws from OpenDP (OS randomness): the release path."""
+        return secure_noise(self.name, scale, size)
+
+    def release(self, values, scale: float) -> np.ndarray:
+        """``values`` plus OpenDP noise: the release path."""
+        return secure_release(values, self.name, scale)
+
+    def privacy_cost(self, scale: float, sensitivity: float = 1.0) -> float:
+        """OpenDP's own privacy map at this scale, in ``self.unit``."""
+        return secure_privacy_cost(self.name, scale, sensitivity)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.privacy.accounting import rho_to_epsilon
 from core.privacy.ledger import BudgetLedger, Spend
@@ -99,3 +101,33 @@ def test_group_cannot_mix_compositions_and_bad_total_unit():
         ledger.spend("b", 0.1, "epsilon", "sequential", group="counties")
     with pytest.raises(ValueError):
         ledger.total("delta")
+
+_spend = st.tuples(
+    st.floats(0.01, 3.0),                       # amount
+    st.sampled_from(["epsilon", "rho"]),
+    st.sampled_from([None, "counties", "strata"]),  # None = sequential
+    st.sampled_from(["p1", "p2", "p3"]),        # part inside a parallel group
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_spend, min_size=1, max_size=12))
+def test_rho_total_is_sequential_sum_plus_group_maxima(spends):
+    ledger = BudgetLedger()
+    expected_seq, parts = 0.0, {}
+    for i, (amount, unit, group, part) in enumerate(spends):
+        rho = amount * amount / 2 if unit == "epsilon" else amount
+        if group is None:
+            ledger.spend(f"s{i}", amount, unit)
+            expected_seq += rho
+        else:
+            ledger.spend(f"s{i}", amount, unit, "parallel", group=group, part=part)
+            parts.setdefault(group, {}).setdefault(part, 0.0)
+            parts[group][part] += rho
+    expected = expected_seq + sum(max(p.values()) for p in parts.values())
+    assert ledger.total("rho") == pytest.approx(expected)
+    eps = ledger.total("epsilon", delta=1e-6)
+    if ledger.is_pure():
+        assert eps <= sum(a for a, *_ in spends) + 1e-9  # parallel groups never cost more than their sum
+    else:
+        assert eps <= rho_to_epsilon(ledger.total("rho"), 1e-6) + 1e-9

@@ -59,3 +59,15 @@ def test_opendp_zcdp_conversion_agrees_with_the_tight_conversion():
 def test_bad_release_inputs_raise_value_error(values, name, scale):
     with pytest.raises(ValueError):
         secure.secure_release(values, name, scale)
+
+
+def test_secure_mechanism_mirrors_the_simulation_interface():
+    mech = secure.SecureMechanism("discrete_gaussian")
+    assert mech.unit == "rho" and mech.discrete
+    scale = mech.scale_for(1.0, 0.125)
+    assert scale == pytest.approx(2.0)
+    assert mech.privacy_cost(scale) == pytest.approx(0.125)
+    draws = mech.sample(scale, (2, 5))
+    assert draws.shape == (2, 5) and draws.dtype == np.int64
+    released = mech.release(np.full(4, 1000), scale)
+    assert released.dtype == np.int64 and np.all(np.abs(released - 1000) < 40)  # 20 sigma
