@@ -143,6 +143,14 @@ class BudgetLedger:
         pooled = rho_to_epsilon(sum(c.rho for c in charges), delta)
         return float(min(split, pooled))
 
+    def summary(self, delta: float | None = None) -> dict:
+        """Both totals in one dict for exports: rho, epsilon (None when it would need a missing delta),
+        the delta used (0 for a pure ledger) and whether the ledger is pure."""
+        pure = self.is_pure()
+        eps = self.total("epsilon") if pure else (self.total("epsilon", delta) if delta is not None else None)
+        return {"rho": self.total("rho"), "epsilon": eps, "delta": 0.0 if pure else delta,
+                "pure": pure, "n_spends": len(self._spends)}
+
     def to_frame(self) -> pd.DataFrame:
         """One row per spend: what it measured, its amount and unit, how it composes, its rho,
         and whether it sets its parallel group's cost (``charged``)."""

@@ -131,3 +131,13 @@ def test_rho_total_is_sequential_sum_plus_group_maxima(spends):
         assert eps <= sum(a for a, *_ in spends) + 1e-9  # parallel groups never cost more than their sum
     else:
         assert eps <= rho_to_epsilon(ledger.total("rho"), 1e-6) + 1e-9
+
+
+def test_summary_reports_both_units():
+    ledger = _pure_scenario()
+    assert ledger.summary() == {"rho": pytest.approx(0.21), "epsilon": pytest.approx(1.0), "delta": 0.0,
+                                "pure": True, "n_spends": 4}
+    ledger.spend("extra", 0.1, "rho")
+    assert ledger.summary()["epsilon"] is None
+    s = ledger.summary(delta=1e-6)
+    assert s["epsilon"] == pytest.approx(ledger.total("epsilon", delta=1e-6)) and s["delta"] == 1e-6
