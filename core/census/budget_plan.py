@@ -67,6 +67,7 @@ class BudgetResult:
     presets_levels: pd.DataFrame
     presets_targets: pd.DataFrame
     recommendation: pd.DataFrame
+    recommended_budgets: tuple[float, ...]
     source: str
 
 
@@ -211,7 +212,7 @@ def run_budget_plan(config: BudgetConfig, progress=None) -> BudgetResult:
                                                                       [n for n, _ in targets], mean_coeffs)
     fig2, fig2_opt = figure2_curves(config.fig2_fanouts, config.total, config.mechanism, config.sensitivity)
     return BudgetResult(alloc, levels, target_table, fig2, fig2_opt, presets_levels, presets_targets,
-                        recommendation, geo.source)
+                        recommendation, tuple(recommendation.attrs["budgets"]), geo.source)
 
 
 def _levels_table(h: Hierarchy, config: BudgetConfig, budgets, v, unit_coeffs) -> pd.DataFrame:

@@ -1,0 +1,99 @@
+"""Plotly figures for the Budget allocation page, built from core.census tables (no Streamlit here)."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+SIMULATION_NOTE = "simulation, not a release"
+
+
+def budget_shares_figure(levels: pd.DataFrame, unit: str) -> go.Figure:
+    """Bar chart of the budget given to each level."""
+    col = f"budget ({unit})"
+    fig = px.bar(levels, x="level", y=col, text=levels["share"].map(lambda s: f"{100 * s:.1f}%"))
+    fig.update_layout(title="Budget per level", yaxis_title=f"budget ({unit})", height=320,
+                      margin=dict(t=50, b=30, l=40, r=10))
+    return fig
+
+
+def target_error_figure(targets: pd.DataFrame) -> go.Figure:
+    """Analytic error sd of each target (bars) with the seeded ToyDown estimate and its 95% interval."""
+    fig = go.Figure()
+    fig.add_bar(x=targets["target"], y=targets["analytic sd"], name="analytic (Cor. 3)",
+                marker_color="#4C78A8", opacity=0.8)
+    sim = targets.dropna(subset=["simulated sd"])
+    if not sim.empty:
+        fig.add_scatter(x=sim["target"], y=sim["simulated sd"], mode="markers", name=f"ToyDown Monte Carlo ({SIMULATION_NOTE})",
+                        marker=dict(color="#E45756", size=11, symbol="diamond"),
+                        error_y=dict(type="data", symmetric=False,
+                                     array=sim["sd 95% high"] - sim["simulated sd"],
+                                     arrayminus=sim["simulated sd"] - sim["sd 95% low"]))
+    fig.update_layout(title="Error sd of each target: closed form vs simulated ToyDown", yaxis_type="log",
+                      yaxis_title="standard deviation of the error (people)", height=420,
+                      legend=dict(orientation="h", y=-0.2), margin=dict(t=50, b=30, l=50, r=10))
+    return fig
+
+
+def figure2_figure(curves: pd.DataFrame, optimum: pd.DataFrame) -> go.Figure:
+    """Leaf variance against the top level's share of the upper budget, one line per bottom share, optimum marked."""
+    data = curves.assign(**{"bottom share": curves["bottom share"].map(lambda b: f"{b:.2f}")})
+    fig = px.line(data, x="top share of upper levels", y="leaf variance", color="bottom share")
+    fig.add_scatter(x=optimum["top share of upper levels"], y=optimum["leaf variance"], mode="markers+text",
+                    marker=dict(size=14, symbol="star", color="black"), name="optimum",
+                    text=[f"optimum {b}" for b in optimum["budgets"]], textposition="top center")
+    fig.update_layout(title="Leaf variance vs split of the upper levels (three-level tree)", yaxis_type="log",
+                      xaxis_title="epsilon_1 / (epsilon_1 + epsilon_2)", yaxis_title="variance of one leaf's error",
+                      height=420, margin=dict(t=50, b=30, l=50, r=10))
+    return fig
+
+
+def presets_figure(table: pd.DataFrame, by: str) -> go.Figure:
+    """Grouped bars of error sd per split, for each level (by='level') or target (by='target')."""
+    fig = px.bar(table, x=by, y="sd", color="split", barmode="group", log_y=True)
+    what = "whole units at each level" if by == "level" else "each target"
+    fig.update_layout(title=f"Error sd of {what} under each split", yaxis_title="error sd (people, log scale)",
+                      height=400, margin=dict(t=50, b=30, l=50, r=10))
+    return fig
+
+
+def mechanism_figure(sweep: pd.DataFrame, show_bound: bool = True) -> go.Figure:
+    """Error against epsilon on log-log axes, one panel per metric, one line per mechanism and calibration."""
+    data = sweep if show_bound else sweep[sweep["calibration"] != "proven bound"]
+    data = data.assign(curve=data["label"] + data["calibration"].map(
+        lambda c: " (proven bound)" if c == "proven bound" else ""))
+    fig = px.line(data, x="epsilon", y="value", color="curve", facet_col="metric", facet_col_wrap=2,
+                  log_x=True, log_y=True, markers=True, line_dash="calibration",
+                  category_orders={"metric": ["MAE", "RMSE", "E max error", "95th pct of max error"]})
+    fig.update_yaxes(matches=None, showticklabels=True)
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+    fig.update_layout(title="Error of k overlapping counting queries against epsilon", height=640,
+                      legend=dict(orientation="h", y=-0.15), margin=dict(t=60, b=30, l=50, r=10))
+    return fig
+
+
+def invariant_figure(effects: pd.DataFrame, column: str) -> go.Figure:
+    """Whole-unit error sd per level for each choice of invariant levels."""
+    fig = px.bar(effects, x="level", y=column, color="invariant", barmode="group")
+    fig.update_layout(title=f"Whole-unit error sd per level with invariants ({column})",
+                      yaxis_title="error sd (people)", height=380, margin=dict(t=50, b=30, l=50, r=10))
+    return fig
+
+
+def delta_z_heatmap(grid: pd.DataFrame, n: int) -> go.Figure:
+    """Heatmap of the count's sensitivity Delta_z over the dependence parameters (z1 rows, z0 columns)."""
+    fig = px.imshow(grid.to_numpy(), x=[f"{z:g}" for z in grid.columns], y=[f"{z:g}" for z in grid.index],
+                    text_auto=True, color_continuous_scale="Viridis", aspect="auto",
+                    labels=dict(x="z0 (others are 1 given X_j = 0)", y="z1 (others are 1 given X_j = 1)",
+                                color="Delta_z"))
+    fig.update_layout(title=f"Sensitivity of a count of n = {n} records under dependence", height=420,
+                      margin=dict(t=50, b=30, l=50, r=10))
+    return fig
+
+
+def wem_cells_figure(cells: pd.DataFrame) -> go.Figure:
+    """Mean absolute error per cell against its true count, for each WEM variant."""
+    fig = px.scatter(cells, x="true count", y="mean abs error", color="method", log_x=False)
+    fig.update_layout(title=f"Per-cell error of the count vector with a public total ({SIMULATION_NOTE})",
+                      height=380, margin=dict(t=50, b=30, l=50, r=10), legend=dict(orientation="h", y=-0.25))
+    return fig
