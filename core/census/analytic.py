@@ -288,6 +288,10 @@ def optimal_split(h: Hierarchy, total_budget: float, targets, unit: str = "epsil
 
 
 def split_objective(coefficients, budgets, mechanism: str = "laplace", sensitivity: float = 2.0) -> float:
-    """Weighted target variance sum_l a_l v_l for given per-level budgets."""
-    return float(np.dot(np.asarray(coefficients, dtype=float),
-                        level_node_variance(budgets, mechanism, sensitivity)))
+    """Weighted target variance sum_l a_l v_l for given per-level budgets (levels with a_l = 0 may get 0)."""
+    a = np.asarray(coefficients, dtype=float)
+    b = np.asarray(budgets, dtype=float)
+    used = a > 0
+    if np.any(b[used] <= 0):
+        return float("inf")
+    return float(np.dot(a[used], level_node_variance(b[used], mechanism, sensitivity)))
