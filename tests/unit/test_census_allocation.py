@@ -1,0 +1,57 @@
+"""Allocation JSON exchange and budget conversions."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from core.census.allocation import Allocation
+from core.census.mechanism_comparison import _rho_for_epsilon
+from core.privacy.accounting import epsilon_to_rho, rho_to_epsilon
+
+
+def test_round_trip_and_helpers():
+    a = Allocation(("state", "county", "block"), (0.1, 0.3, 0.6), "epsilon", "laplace")
+    b = Allocation.from_json(a.to_json())
+    assert b == a
+    assert a.total == pytest.approx(1.0)
+    np.testing.assert_allclose(a.eps_by_level, [0.1, 0.3, 0.6])
+    assert Allocation.from_json(a.to_json(), level_names=("state", "county", "block")) == a
+
+
+def test_rho_allocation_states_epsilon_delta():
+    a = Allocation(("state", "block"), (0.1, 0.4), "rho", "gaussian", 1.4142, 1e-6)
+    assert a.epsilon_total() == pytest.approx(rho_to_epsilon(0.5, 1e-6))
+    assert Allocation.from_json(a.to_json()).delta == 1e-6
+
+
+@pytest.mark.parametrize("text,match", [
+    ("not json", "not valid JSON"),
+    (json.dumps({"a": 1}), "not a budget allocation"),
+    (json.dumps({"format": "census-budget-allocation", "budgets": [1]}), "missing"),
+    (json.dumps({"format": "census-budget-allocation", "level_names": ["a", "b"], "budgets": [1],
+                 "unit": "epsilon", "mechanism": "laplace"}), "one budget per level"),
+    (json.dumps({"format": "census-budget-allocation", "level_names": ["a"], "budgets": [1],
+                 "unit": "rho", "mechanism": "laplace"}), "calibrated in epsilon"),
+    (json.dumps({"format": "census-budget-allocation", "level_names": ["a"], "budgets": [-1],
+                 "unit": "epsilon", "mechanism": "laplace"}), "positive"),
+])
+def test_bad_json_messages(text, match):
+    with pytest.raises(ValueError, match=match):
+        Allocation.from_json(text)
+
+
+def test_mismatched_levels_message():
+    a = Allocation(("state", "block"), (0.5, 0.5), "epsilon", "geometric")
+    with pytest.raises(ValueError, match="this geography has"):
+        Allocation.from_json(a.to_json(), level_names=("state", "county", "block"))
+
+
+def test_conversion_round_trips():
+    for eps in (0.1, 1.0, 4.0):
+        assert rho_to_epsilon(_rho_for_epsilon(eps, 1e-6), 1e-6) == pytest.approx(eps, rel=1e-9)
+        rho = epsilon_to_rho(eps)
+        assert rho == pytest.approx(eps ** 2 / 2)
+    # pure epsilon-DP implies eps^2/2-zCDP, whose tight conversion is at least eps for small delta
+    assert rho_to_epsilon(epsilon_to_rho(1.0), 1e-6) > 1.0
+    assert math.isfinite(rho_to_epsilon(0.01, 1e-10))

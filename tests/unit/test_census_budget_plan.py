@@ -1,0 +1,52 @@
+"""The Budget allocation page's core run."""
+import numpy as np
+import pytest
+
+from core.census.budget_plan import BudgetConfig, figure2_curves, run_budget_plan, target_labels
+from core.census.hierarchy import Hierarchy
+
+
+def test_levels_table_equal_laplace():
+    r = run_budget_plan(BudgetConfig(fanouts=(4, 3, 5), runs=0))
+    lv = r.levels.set_index("level")
+    assert np.allclose(lv["noise scale"], 2 / 0.25)
+    assert np.allclose(lv["node noise variance"], 8 / 0.25 ** 2)
+    assert lv["whole-unit error sd"].iloc[0] == pytest.approx(np.sqrt(128))
+    assert r.allocation.total == pytest.approx(1.0)
+
+
+def test_simulation_agrees_with_closed_form():
+    r = run_budget_plan(BudgetConfig(fanouts=(5, 4, 6), runs=200, targets=("leaf", "unit:1", "scattered:3")))
+    t = r.targets
+    inside = (t["analytic sd"] >= t["sd 95% low"] * 0.97) & (t["analytic sd"] <= t["sd 95% high"] * 1.03)
+    assert inside.all(), t
+
+
+def test_recommended_split_beats_equal_and_optimise_uses_it():
+    cfg = BudgetConfig(fanouts=(5, 4, 6), runs=0, targets=("leaf",), split="optimise")
+    r = run_budget_plan(cfg)
+    assert np.allclose(r.allocation.budgets, r.recommended_budgets)
+    rec = r.recommendation.iloc[0]
+    assert rec["sd recommended"] < rec["sd equal split"] and rec["gain over equal (%)"] > 0
+
+
+def test_split_changes_table_and_errors():
+    a = run_budget_plan(BudgetConfig(fanouts=(5, 4, 6), runs=0, preset="block-heavy"))
+    b = run_budget_plan(BudgetConfig(fanouts=(5, 4, 6), runs=0, split="custom", custom_shares=(1, 1, 1, 5)))
+    assert a.levels["whole-unit error sd"].iloc[-1] != b.levels["whole-unit error sd"].iloc[-1]
+    with pytest.raises(ValueError, match="positive share"):
+        run_budget_plan(BudgetConfig(fanouts=(5, 4, 6), split="custom", custom_shares=(0, 1, 1, 1)))
+    with pytest.raises(ValueError, match="spends"):
+        run_budget_plan(BudgetConfig(mechanism="gaussian"))
+
+
+def test_figure2_optimum():
+    _, opt = figure2_curves()
+    assert opt["leaf variance"].iloc[0] == pytest.approx(14.5237, abs=1e-4)
+    assert opt["bottom share"].iloc[0] == pytest.approx(0.79144, abs=1e-5)
+
+
+def test_greedy_targets_are_equal_runs_of_leaves():
+    h = Hierarchy.homogeneous([4, 5])
+    name, labels = target_labels(h, "greedy:4", np.random.default_rng(0))
+    assert np.bincount(labels).tolist() == [5, 5, 5, 5]

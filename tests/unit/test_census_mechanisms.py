@@ -1,0 +1,67 @@
+"""Mechanism comparison: Generalized Gaussian calibration and error metrics."""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from core.census.mechanism_comparison import (MechanismSweepConfig, _abs_gaussian, _abs_laplace,
+                                              _gg_metrics, calibrate_generalized_gaussian, expected_max_abs,
+                                              gg_delta_curve, max_abs_quantile, mechanism_sweep)
+from core.privacy.accounting import analytic_gaussian_sigma
+from core.privacy.mechanisms import (generalized_gaussian_variance, sample_generalized_gaussian)
+
+
+def test_gg_order2_calibration_is_the_analytic_gaussian():
+    # density exp(-(x/sigma)^2) has sd sigma/sqrt(2); analytic Gaussian sd for l2 sensitivity sqrt(k)
+    for k, expected in ((10, 13.36), (100, 42.25)):
+        sigma = calibrate_generalized_gaussian(k, 2.0, 1.0, 1e-6)
+        assert sigma / math.sqrt(2) == pytest.approx(analytic_gaussian_sigma(1.0, 1e-6, math.sqrt(k)), rel=0.005)
+        assert sigma / math.sqrt(2) == pytest.approx(expected, rel=0.005)
+        assert sigma / math.sqrt(2) >= analytic_gaussian_sigma(1.0, 1e-6, math.sqrt(k)) * 0.9999  # pessimistic
+
+
+def test_gg_order1_is_laplace():
+    rng = np.random.default_rng(0)
+    draws = sample_generalized_gaussian(2.0, 1.0, 20000, rng)
+    assert stats.kstest(draws, stats.laplace(scale=2.0).cdf).pvalue > 1e-3
+    assert generalized_gaussian_variance(2.0, 1.0) == pytest.approx(8.0)
+    # one query, Laplace scale 1 at shift 1: pure 1-DP, so delta vanishes just above epsilon = 1
+    assert gg_delta_curve(1.0, 1.0, 1, [1.02])[0] < 1e-10
+    assert gg_delta_curve(1.0, 1.0, 1, [0.5])[0] > 0.1
+
+
+def test_gg_order2_sampler_is_gaussian():
+    rng = np.random.default_rng(1)
+    draws = sample_generalized_gaussian(3.0, 2.0, 20000, rng)
+    assert stats.kstest(draws, stats.norm(scale=3.0 / math.sqrt(2)).cdf).pvalue > 1e-3
+
+
+def test_gg_spec_table_k100_p3():
+    sigma = calibrate_generalized_gaussian(100, 3.0, 1.0, 1e-6)
+    assert sigma == pytest.approx(75.3, rel=0.01)
+    m = _gg_metrics(sigma, 3.0, 100)
+    assert m["MAE"] == pytest.approx(38.1, rel=0.01)
+    assert m["E max error"] == pytest.approx(111, rel=0.02)
+
+
+def test_max_error_closed_forms():
+    s, q = _abs_laplace(2.0)
+    harmonic = sum(1.0 / i for i in range(1, 51))
+    assert expected_max_abs(s, q, 50) == pytest.approx(2.0 * harmonic, rel=1e-4)
+    assert max_abs_quantile(q, 50) == pytest.approx(-2.0 * math.log(1 - 0.95 ** (1 / 50)))
+    s, q = _abs_gaussian(1.0)
+    assert expected_max_abs(s, q, 1) == pytest.approx(math.sqrt(2 / math.pi), rel=1e-4)
+
+
+def test_sweep_values():
+    df = mechanism_sweep(MechanismSweepConfig(k=10, epsilons=(0.5, 2.0), mechanisms=("laplace", "geometric", "gaussian")))
+    lap = df[(df.mechanism == "laplace") & (df.metric == "MAE")].set_index("epsilon")["value"]
+    assert lap[0.5] == pytest.approx(20.0) and lap[2.0] == pytest.approx(5.0)
+    geo = df[(df.mechanism == "geometric") & (df.metric == "RMSE") & (df.epsilon == 0.5)]["value"].iloc[0]
+    beta = math.exp(-0.05)
+    assert geo == pytest.approx(math.sqrt(2 * beta) / (1 - beta))
+    gauss = df[(df.mechanism == "gaussian") & (df.metric == "RMSE")].set_index("epsilon")["value"]
+    assert gauss[2.0] < gauss[0.5]
+    with pytest.raises(ValueError, match="k"):
+        mechanism_sweep(MechanismSweepConfig(k=0))
