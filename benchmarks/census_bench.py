@@ -1,0 +1,118 @@
+"""Benchmark of core.census: prints each figure beside its target (run from the repository root)."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from core.census.analytic import district_variances  # noqa: E402
+from core.census.hierarchy import Hierarchy  # noqa: E402
+from core.census.mechanism_comparison import _gg_metrics, calibrate_generalized_gaussian  # noqa: E402
+from core.census.toydown import toydown  # noqa: E402
+
+# Peer ToyDown (scipy path, L2 objective, eps = 1 split equally over all levels incl. the root,
+# leaves ~ Poisson(50)): median seconds per run and leaf MAE, from the shared peer-baseline notes.
+PEER = {(10, 10, 10): (1.20, 7.93), (10, 10, 10, 10): (12.4, 9.84), (10, 10, 10, 10, 10): (128.0, 11.77)}
+
+
+def _timed(func, repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def bench_large_toydown() -> None:
+    h = Hierarchy.homogeneous([10, 10, 100, 100])
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(5, h.n_leaves)
+    eps = [0.2] * h.depth
+    t = _timed(lambda: toydown(h, counts, eps, nonnegative=True, rng=rng))
+    print(f"ToyDown non-negative, {h.n_leaves:,} leaves, 4 levels below the root: {t:.2f} s per run (target <= 3 s)")
+
+
+def bench_county_runs() -> None:
+    h = Hierarchy.homogeneous([25, 4, 100])
+    rng = np.random.default_rng(1)
+    counts = rng.poisson(30, h.n_leaves)
+    eps = [0.25] * h.depth
+
+    def hundred():
+        for _ in range(100):
+            toydown(h, counts, eps, nonnegative=True, rng=rng)
+    t = _timed(hundred, repeat=1)
+    print(f"100 non-negative ToyDown runs of a {h.n_leaves:,}-leaf county: {t:.2f} s in all (target <= 2 s)")
+
+
+def bench_district_variance() -> None:
+    h = Hierarchy.homogeneous([10, 10, 10, 100])
+    rng = np.random.default_rng(2)
+    offset = int(rng.integers(h.n_leaves))
+    contiguous = ((np.arange(h.n_leaves) + offset) % h.n_leaves) * 1000 // h.n_leaves
+    scattered = rng.permutation(h.n_leaves) * 1000 // h.n_leaves
+    for name, labels in (("contiguous", contiguous), ("scattered", scattered)):
+        t = _timed(lambda: district_variances(h, labels, [0.2] * 5))
+        print(f"district_variance for 1,000 {name} districts on {h.n_leaves:,} leaves: {t:.3f} s (target < 1 s)")
+
+
+def bench_peer_toydown() -> None:
+    print("ToyDown vs peer ToyDown (peer: scipy SLSQP, L2 objective; both non-negative, eps = 1 equal over levels):")
+    for fan, (peer_t, peer_mae) in PEER.items():
+        h = Hierarchy.homogeneous(list(fan))
+        rng = np.random.default_rng(3)
+        counts = rng.poisson(50, h.n_leaves)
+        eps = [1.0 / h.depth] * h.depth
+        runs = 5
+        maes = []
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            alpha = toydown(h, counts, eps, nonnegative=True, rng=rng)
+            maes.append(np.mean(np.abs(alpha[h.leaf_nodes] - counts)))
+        t = (time.perf_counter() - t0) / runs
+        print(f"  {h.n_leaves:>7,} leaves {fan}: {t * 1000:8.1f} ms per run (peer {peer_t:.1f} s, "
+              f"{peer_t / t:,.0f}x faster); leaf MAE {np.mean(maes):.2f} (peer L2 {peer_mae:.2f})")
+
+
+def bench_gg_calibration() -> None:
+    spec = {(100, 3.0): (75.3, 111), (1000, 3.0): (233.2, 404), (1000, 4.0): (271.8, 402)}
+    for (k, p), (sigma_ref, emax_ref) in spec.items():
+        t0 = time.perf_counter()
+        sigma = calibrate_generalized_gaussian(k, p, 1.0, 1e-6)
+        t = time.perf_counter() - t0
+        emax = _gg_metrics(sigma, p, k)["E max error"]
+        print(f"GG calibration k={k}, p={p:g}, eps=1, delta=1e-6: sigma {sigma:.1f} (spec {sigma_ref}), "
+              f"E max {emax:.0f} (spec {emax_ref}), {t:.2f} s (spec: 1-20 s per pair)")
+
+
+def bench_page() -> None:
+    from streamlit.testing.v1 import AppTest
+    page = str(Path(__file__).resolve().parent.parent / "dashboard" / "pages" / "budget_allocation.py")
+    t0 = time.perf_counter()
+    at = AppTest.from_file(page, default_timeout=120)
+    at.run()
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    at.selectbox(key="ba_preset").set_value("block-heavy").run()
+    change = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    at.slider(key="ba_runs").set_value(50).run()
+    change2 = time.perf_counter() - t0
+    ok = not at.exception
+    print(f"Page first render {first:.2f} s (target < 3 s); preset change {change:.2f} s, runs change {change2:.2f} s "
+          f"(target < 1 s); no exception: {ok}")
+
+
+if __name__ == "__main__":
+    print("Timings on a shared 2-core machine; other work may be running.")
+    bench_large_toydown()
+    bench_county_runs()
+    bench_district_variance()
+    bench_peer_toydown()
+    bench_gg_calibration()
+    bench_page()
