@@ -72,6 +72,15 @@ class Allocation:
         from core.privacy.accounting import rho_to_epsilon
         return rho_to_epsilon(self.total, float(self.delta))
 
+    def ledger(self):
+        """A BudgetLedger with one spend per level; a level's units are disjoint, so they compose in parallel."""
+        from core.privacy.ledger import BudgetLedger
+        book = BudgetLedger()
+        for name, budget in zip(self.level_names, self.budgets):
+            book.spend(f"{name} counts", budget, self.unit, composition="parallel", group=f"{name} units",
+                       part="every unit", measured=f"noisy count of every {name} ({self.mechanism})")
+        return book
+
     def to_json(self) -> str:
         """JSON text another page can load with Allocation.from_json."""
         return json.dumps({"format": _FORMAT, "version": _VERSION, "level_names": list(self.level_names),

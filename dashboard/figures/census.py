@@ -97,3 +97,13 @@ def wem_cells_figure(cells: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=f"Per-cell error of the count vector with a public total ({SIMULATION_NOTE})",
                       height=380, margin=dict(t=50, b=30, l=50, r=10), legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def algorithm_figure(errors: pd.DataFrame) -> go.Figure:
+    """Mean absolute error of unit totals per level for each algorithm (mean over runs)."""
+    mean = errors.groupby(["algorithm", "level"], sort=False, as_index=False)["MAE of unit totals"].mean()
+    fig = px.bar(mean, x="level", y="MAE of unit totals", color="algorithm", barmode="group", log_y=True)
+    fig.update_layout(title=f"Error of unit totals: ToyDown vs TopDown-lite ({SIMULATION_NOTE})",
+                      yaxis_title="mean |error| of a unit's total (people)", height=400,
+                      margin=dict(t=50, b=30, l=50, r=10))
+    return fig

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.cache import config_digest
+from core.census.algorithm_comparison import AlgorithmConfig, compare_algorithms
 from core.census.budget_plan import BudgetConfig, load_geography, run_budget_plan
 from core.census.mechanism_comparison import MechanismSweepConfig, mechanism_sweep
 from core.census.public_info import (WemConfig, beta_equicorrelated, delta_z_grid, dpz_statement,
@@ -37,6 +38,13 @@ def _sweep(digest: str, config: MechanismSweepConfig) -> pd.DataFrame:
 @st.cache_data(show_spinner=False, max_entries=16)
 def _wem(counts: tuple[int, ...], digest: str, _config: WemConfig):
     return wem_comparison(np.asarray(counts), _config)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _algorithms(digest: str, _plan: BudgetConfig, _config: AlgorithmConfig, budgets: tuple[float, ...]):
+    geo = load_geography(_plan.hierarchy, tuple(_plan.fanouts), int(_plan.seed))
+    return compare_algorithms(geo.hierarchy, geo.leaf_counts, np.asarray(budgets), _config,
+                              _plan.mechanism, _plan.sensitivity)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -113,8 +121,8 @@ else:
     m2.metric("Guarantee", f"{alloc.total:.3g}-DP")
 m3.metric("Leaves", f"{h.n_leaves:,}")
 
-tab_levels, tab_split, tab_mech, tab_public, tab_export = st.tabs(
-    ["Levels & targets", "Best split", "Mechanisms", "Public information", "Export"])
+tab_levels, tab_split, tab_algo, tab_mech, tab_public, tab_export = st.tabs(
+    ["Levels & targets", "Best split", "ToyDown vs TopDown-lite", "Mechanisms", "Public information", "Export"])
 
 # ------------------------------------------------------------------------- levels/targets
 with tab_levels:
@@ -126,6 +134,10 @@ with tab_levels:
                "Diamonds: ToyDown runs with a 95% interval. " + SIM)
     st.plotly_chart(figs.target_error_figure(result.targets), key="ba_fig_targets")
     st.dataframe(result.targets, hide_index=True, key="ba_targets_table")
+    st.subheader("Budget ledger")
+    ledger = alloc.ledger()
+    st.caption(ledger.statement(alloc.delta))
+    st.dataframe(ledger.to_frame(), hide_index=True, key="ba_ledger")
 
 # ---------------------------------------------------------------------------- best split
 with tab_split:
@@ -147,6 +159,32 @@ with tab_split:
     st.subheader("Presets of the paper")
     st.plotly_chart(figs.presets_figure(result.presets_levels, "level"), key="ba_fig_presets_levels")
     st.plotly_chart(figs.presets_figure(result.presets_targets, "target"), key="ba_fig_presets_targets")
+
+# ------------------------------------------------------------------------ TopDown-lite
+with tab_algo:
+    st.markdown("**TopDown-lite** is this dashboard's feasible stand-in for the Census TopDown algorithm, not the "
+                "Bureau's code: several histograms per unit with budget shares, the total population held exact, "
+                "a least-squares fit, then non-negative integer counts that add up. Its invariants and constraints "
+                "depend on the data, so its end-to-end guarantee does not follow from the noise alone "
+                "(see Public information). Person types are simulated from the populations. " + SIM)
+    a1, a2, a3, a4 = st.columns(4)
+    n_types = int(a1.number_input("Person types", 1, 12, 4, key="ba_algo_types"))
+    det_share = float(a2.slider("Detailed histogram share", 0.05, 1.0, 0.5, 0.05, key="ba_algo_share",
+                                help="The rest goes to the total-population histogram."))
+    exact = int(a3.selectbox("Also publish exactly", [-1] + list(range(h.depth - 1)),
+                             format_func=lambda m: "only the total" if m < 0 else f"all counts through {h.level_names[m]}",
+                             key="ba_algo_exact"))
+    algo_runs = int(a4.slider("Runs", 1, 20, 3, key="ba_algo_runs"))
+    weighted = st.checkbox("Inverse-variance weights in the least-squares fit", key="ba_algo_weights")
+    algo_cfg = AlgorithmConfig(n_types, det_share, True, exact, "inverse_variance" if weighted else "unweighted",
+                               algo_runs, seed)
+    try:
+        errors = _algorithms(config_digest([config, algo_cfg]), config, algo_cfg, tuple(alloc.budgets))
+        st.plotly_chart(figs.algorithm_figure(errors), key="ba_fig_algo")
+        summary = errors.groupby(["algorithm", "level"], sort=False).mean(numeric_only=True).drop(columns="run")
+        st.dataframe(summary.reset_index(), hide_index=True, key="ba_algo_table")
+    except ValueError as exc:
+        st.error(str(exc))
 
 # ----------------------------------------------------------------------------- mechanisms
 with tab_mech:
@@ -230,6 +268,6 @@ with tab_export:
     export_panel("Budget allocation", config,
                  {"levels": result.levels, "targets": result.targets, "presets_levels": result.presets_levels,
                   "presets_targets": result.presets_targets, "recommendation": result.recommendation,
-                  "figure2": result.figure2},
+                  "figure2": result.figure2, "ledger": alloc.ledger().to_frame()},
                  extra={"allocation": alloc.to_json(), "source": result.source,
                         "note": "Monte Carlo columns are simulations, not releases."}, key="budget_allocation")

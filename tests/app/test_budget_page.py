@@ -84,3 +84,11 @@ def test_bad_fanouts_show_error_and_keep_input():
 def test_export_offers_allocation_json(app):
     assert app.session_state["census_allocation_json"].startswith("{")
     assert '"format": "census-budget-allocation"' in app.session_state["census_allocation_json"]
+
+
+def test_topdown_lite_tab_and_ledger(app):
+    algo = _table(app, "leaf L1 error")
+    assert set(algo["algorithm"]) == {"ToyDown (negatives allowed)", "ToyDown non-negative integer", "TopDown-lite"}
+    assert (algo[algo.algorithm == "TopDown-lite"]["total error"] == 0).all()
+    ledger = _table(app, "rho_equivalent")
+    assert ledger["amount"].sum() == pytest.approx(1.0)
