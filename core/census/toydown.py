@@ -31,7 +31,11 @@ def check_budgets(h: Hierarchy, eps_by_level) -> np.ndarray:
 
 
 def level_noise_scales(eps_by_level, mechanism: str = "laplace", sensitivity: float = 2.0) -> np.ndarray:
-    """Noise parameter per level: b = sensitivity/epsilon (pure DP) or sigma = sensitivity/sqrt(2 rho) (zCDP)."""
+    """Noise parameter per level: b = sensitivity/epsilon (pure DP) or sigma = sensitivity/sqrt(2 rho) (zCDP).
+
+    The paper's §3.2 text says scale 1/epsilon but its Algorithm 2 and variance 8/epsilon^2 use 2/epsilon:
+    we follow the algorithm (sensitivity 2 of a histogram under bounded DP) and keep it a parameter.
+    """
     mech = get_mechanism(mechanism)
     return np.atleast_1d(np.asarray(mech.scale_for(sensitivity, np.asarray(eps_by_level, dtype=float)), dtype=float))
 

@@ -226,6 +226,11 @@ with tab_public:
     inv_names = [] if inv_level < 0 else (["the total population"] if inv_level == 0 else
                                           [f"every count at the {h.level_names[inv_level]} level and above"])
     st.info(dpz_statement(alloc.total, alloc.unit, inv_names))
+    if inv_names:
+        st.caption(f"If an invariant were enforced by conditioning (redrawing until the noisy counts meet it), the "
+                   f"guarantee could only be stated as up to {2 * alloc.total:.3g} (twice the budget, Lemma 5). "
+                   "Projecting noisy counts onto the invariant, as ToyDown and TopDown-lite do, is post-processing "
+                   "given Z and costs nothing more relative to Z (Lemma 3).")
     effects = invariant_effects(h, h.aggregate(geo.leaf_counts), alloc.eps_by_level, alloc.mechanism,
                                 alloc.sensitivity)
     chosen = effects[effects["exact through level"].isin([-1, inv_level])]
