@@ -43,7 +43,7 @@ def figure2_figure(curves: pd.DataFrame, optimum: pd.DataFrame) -> go.Figure:
                     marker=dict(size=14, symbol="star", color="black"), name="optimum",
                     text=[f"optimum {b}" for b in optimum["budgets"]], textposition="top center")
     fig.update_layout(title="Leaf variance vs split of the upper levels (three-level tree)", yaxis_type="log",
-                      xaxis_title="epsilon_1 / (epsilon_1 + epsilon_2)", yaxis_title="variance of one leaf's error",
+                      xaxis_title="top level's share of the two upper levels' budget", yaxis_title="variance of one leaf's error",
                       height=420, margin=dict(t=50, b=30, l=50, r=10))
     return fig
 
