@@ -90,3 +90,34 @@ def to_gerrychain(adj: UnitAdjacency, node_data: dict[str, np.ndarray]):
                      for i in range(n))
     g.add_edges_from((int(i), int(j), {"shared_perim": float(s)}) for (i, j), s in zip(adj.edges, adj.shared))
     return Graph.from_networkx(g)
+
+
+def block_adjacency(geo) -> UnitAdjacency:
+    """Rook adjacency of a BlockGeography's blocks (grid geometry computed exactly), memoised on ``geo``."""
+    key = "__block_adjacency__"
+    if key not in geo._units:
+        b = geo.blocks
+        if {"row", "col"} <= set(b.columns):
+            rows, cols = b["row"].to_numpy(), b["col"].to_numpy()
+            n_r, n_c = int(rows.max()) + 1, int(cols.max()) + 1
+            grid = grid_adjacency(n_r, n_c, cell=float(np.sqrt(b["area_km2"].iloc[0]) * 1000.0))
+            pos_to_leaf = np.empty(n_r * n_c, dtype=np.int64)
+            pos_to_leaf[rows * n_c + cols] = np.arange(len(b))
+            geo._units[key] = UnitAdjacency(np.sort(pos_to_leaf[grid.edges], axis=1), grid.shared,
+                                            grid.area, grid.perimeter)
+        else:
+            geo._units[key] = rook_adjacency(b)
+    return geo._units[key]
+
+
+def unit_adjacency(geo, level: str) -> UnitAdjacency:
+    """Adjacency of the units of ``level`` built from block adjacency (exact nesting, summed lengths)."""
+    key = f"__adjacency_{level}__"
+    if key not in geo._units:
+        blocks = block_adjacency(geo)
+        if level == "block":
+            geo._units[key] = blocks
+        else:
+            lu = geo.leaf_unit_index(level)
+            geo._units[key] = relabel(blocks, lu, int(lu.max()) + 1)
+    return geo._units[key]

@@ -1,0 +1,54 @@
+"""Per-district metrics of a plan: population balance, cut edges, Polsby-Popper, fragmentation, split counties."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from core.census.analytic import level_coefficients
+from core.census.hierarchy import Hierarchy
+from core.districts.adjacency import UnitAdjacency
+
+
+def district_fragmentation(h: Hierarchy, labels: np.ndarray) -> np.ndarray:
+    """Frag(D) for every district of a labelling (Cohen et al. 2021, Def. 5; no root term)."""
+    return level_coefficients(h, leaf_labels=labels)[1:].sum(axis=0)
+
+
+def district_metrics(h: Hierarchy, adj: UnitAdjacency, population: np.ndarray, counties: np.ndarray,
+                     labels: np.ndarray) -> pd.DataFrame:
+    """One row per district: population, deviation from ideal (%), cut edges, Polsby-Popper 4piA/P^2,
+    fragmentation, counties it shares with another district, and whether it is contiguous."""
+    lab = np.asarray(labels, dtype=np.int64)
+    k = int(lab.max()) + 1
+    pop = np.bincount(lab, weights=np.asarray(population, dtype=float), minlength=k)
+    ideal = pop.sum() / k
+    e = adj.edges
+    cross = lab[e[:, 0]] != lab[e[:, 1]]
+    cut = np.bincount(lab[e[cross, 0]], minlength=k) + np.bincount(lab[e[cross, 1]], minlength=k)
+    area = np.bincount(lab, weights=adj.area, minlength=k)
+    inner = np.bincount(lab[e[~cross, 0]], weights=adj.shared[~cross], minlength=k)
+    perimeter = np.bincount(lab, weights=adj.perimeter, minlength=k) - 2 * inner
+    pp = 4 * np.pi * area / np.maximum(perimeter, 1e-9) ** 2
+    cty_codes = pd.factorize(pd.Series(counties))[0]
+    pairs = np.unique(np.column_stack([cty_codes, lab]), axis=0)
+    n_dist_in_county = np.bincount(pairs[:, 0])
+    split_pairs = pairs[n_dist_in_county[pairs[:, 0]] > 1]
+    split = np.bincount(split_pairs[:, 1], minlength=k)
+    return pd.DataFrame({
+        "district": np.arange(1, k + 1),
+        "population": pop.astype(np.int64),
+        "deviation_pct": 100 * (pop - ideal) / ideal,
+        "cut_edges": cut,
+        "polsby_popper": pp,
+        "fragmentation": district_fragmentation(h, lab),
+        "split_counties": split,
+        "contiguous": adj.n_components(lab) == 1,
+    })
+
+
+def plan_summary(metrics: pd.DataFrame, n_cut_edges: int | None = None) -> dict:
+    """Plan-level numbers: largest absolute deviation, total cut edges, mean Polsby-Popper, split counties."""
+    return {"max_abs_deviation_pct": float(metrics["deviation_pct"].abs().max()),
+            "cut_edges": int(metrics["cut_edges"].sum() // 2) if n_cut_edges is None else n_cut_edges,
+            "mean_polsby_popper": float(metrics["polsby_popper"].mean()),
+            "all_contiguous": bool(metrics["contiguous"].all())}
