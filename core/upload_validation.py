@@ -55,9 +55,16 @@ def _read_bytes(file: bytes | bytearray | str | Path | BinaryIO, max_bytes: int)
     return data
 
 
+def _human_size(n: int) -> str:
+    if n < 1_000:
+        return f"{n} bytes"
+    return f"{n / 1e3:.1f} kB" if n < 1_000_000 else f"{n / 1e6:.1f} MB"
+
+
 def _too_large(size: int, max_bytes: int) -> str:
-    shown = "more than " if size == max_bytes + 1 else ""
-    return (f"The file is too large ({shown}{size / 1e6:.1f} MB); the limit is {max_bytes / 1e6:.1f} MB. "
+    # A file-like upload is read only up to one byte past the limit, so its size is a lower bound.
+    shown = f"more than {_human_size(max_bytes)}" if size == max_bytes + 1 else _human_size(size)
+    return (f"The file is too large ({shown}); the limit is {_human_size(max_bytes)}. "
             "Upload a smaller extract.")
 
 
