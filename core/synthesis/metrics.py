@@ -1,0 +1,127 @@
+"""Utility and disparity metrics as tidy frames: marginal TVD, the paper's parity error and max
+disparity (Rosenblatt et al., Def. 11 and Sec. 5), and train-on-synthetic test-on-real utility."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.synthesis.marginals import one_way_counts, tvd, two_way_counts
+
+
+def one_way_tvd(real: pd.DataFrame, synth: pd.DataFrame, domain: Mapping[str, int],
+                columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """TVD of each column's marginal: columns ``column``, ``tvd``."""
+    cols = list(columns if columns is not None else real.columns)
+    return pd.DataFrame({"column": cols, "tvd": [
+        tvd(one_way_counts(real[c].to_numpy(), domain[c]), one_way_counts(synth[c].to_numpy(), domain[c]))
+        for c in cols]})
+
+
+def two_way_tvd(real: pd.DataFrame, synth: pd.DataFrame, domain: Mapping[str, int],
+                columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """TVD of every pair's two-way marginal: columns ``column_a``, ``column_b``, ``tvd``."""
+    cols = list(columns if columns is not None else real.columns)
+    rows = []
+    for i, a in enumerate(cols):
+        ra, sa = real[a].to_numpy(), synth[a].to_numpy()
+        for b in cols[i + 1:]:
+            rows.append((a, b, tvd(two_way_counts(ra, real[b].to_numpy(), domain[a], domain[b]),
+                                   two_way_counts(sa, synth[b].to_numpy(), domain[a], domain[b]))))
+    return pd.DataFrame(rows, columns=["column_a", "column_b", "tvd"])
+
+
+def group_keys(df: pd.DataFrame, strata_columns: Sequence[str], domain: Mapping[str, int]) -> np.ndarray:
+    """Flat stratum index of each row in the product of the strata domains."""
+    sizes = tuple(int(domain[c]) for c in strata_columns)
+    codes = df[list(strata_columns)].to_numpy(np.int64)
+    return np.ravel_multi_index(tuple(codes.T), sizes) if len(df) else np.zeros(0, np.int64)
+
+
+def tvd_by_stratum(real: pd.DataFrame, synth: pd.DataFrame, domain: Mapping[str, int],
+                   strata_columns: Sequence[str]) -> pd.DataFrame:
+    """Mean one-way and two-way TVD of the non-strata columns inside each stratum.
+
+    Real and synthetic rows are each normalised within the stratum. Strata with no real rows
+    are skipped; a stratum missing from the synthetic data scores the uniform table's TVD.
+    Columns: ``stratum`` (flat index), ``real_rows``, ``synth_rows``, ``tvd_1way``, ``tvd_2way``.
+    """
+    others = [c for c in real.columns if c not in strata_columns]
+    rk, sk = group_keys(real, strata_columns, domain), group_keys(synth, strata_columns, domain)
+    rows = []
+    for g in np.unique(rk):
+        r, s = real.loc[rk == g, others], synth.loc[sk == g, others]
+        one = one_way_tvd(r, s, domain, others)["tvd"].mean()
+        two = two_way_tvd(r, s, domain, others)["tvd"].mean() if len(others) > 1 else np.nan
+        rows.append((int(g), len(r), len(s), one, two))
+    return pd.DataFrame(rows, columns=["stratum", "real_rows", "synth_rows", "tvd_1way", "tvd_2way"])
+
+
+def _group_means(df: pd.DataFrame, keys: np.ndarray, groups: np.ndarray, cols: Sequence[str]) -> np.ndarray:
+    """(len(groups), len(cols)) matrix of column means per group (NaN for an empty group)."""
+    vals = df[list(cols)].to_numpy(float)
+    pos = np.searchsorted(groups, keys)
+    ok = (pos < groups.size) & (groups[np.minimum(pos, groups.size - 1)] == keys)
+    sums = np.zeros((groups.size, len(cols)))
+    np.add.at(sums, pos[ok], vals[ok])
+    counts = np.bincount(pos[ok], minlength=groups.size).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums / counts[:, None]
+
+
+def parity_error(real: pd.DataFrame, synth: pd.DataFrame, domain: Mapping[str, int],
+                 strata_columns: Sequence[str], columns: Sequence[str] | None = None,
+                 omega: float | None = None, average: bool = False) -> dict[str, float]:
+    """Parity error on column means and max disparity (Rosenblatt et al., Def. 11 and Sec. 5).
+
+    phi = omega |rel. error of the global mean| + sum over groups |rel. error of the group mean|,
+    per column, summed over columns (NaN ignored); omega defaults to 1/k. ``average`` divides
+    the group sum by k instead. Relative errors divide by the real value; a real value of 0 is
+    skipped. Max disparity is the largest relative error over groups and columns. Groups are
+    those with real rows.
+    """
+    cols = list(columns if columns is not None else real.columns)
+    rk, sk = group_keys(real, strata_columns, domain), group_keys(synth, strata_columns, domain)
+    groups = np.unique(rk)
+    k = groups.size
+    omega = 1.0 / k if omega is None else omega
+    true_g, syn_g = _group_means(real, rk, groups, cols), _group_means(synth, sk, groups, cols)
+    true_all, syn_all = real[cols].to_numpy(float).mean(0), synth[cols].to_numpy(float).mean(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel_g = np.abs((true_g - syn_g) / np.where(true_g == 0, np.nan, true_g))
+        rel_all = np.abs((true_all - syn_all) / np.where(true_all == 0, np.nan, true_all))
+    group_term = np.nansum(rel_g, axis=0) / (k if average else 1)
+    phi = np.nansum(omega * np.nan_to_num(rel_all) + group_term)
+    finite = rel_g[np.isfinite(rel_g)]
+    return {"parity_error": float(phi), "max_disparity": float(finite.max()) if finite.size else float("nan")}
+
+
+def ml_utility(synth_train: pd.DataFrame, real_test: pd.DataFrame, target: str, group: np.ndarray,
+               n_estimators: int = 30, seed: int = 42) -> tuple[dict[str, float], pd.DataFrame]:
+    """Train on synthetic, test on real: accuracy overall and per group, FPR/FNR gaps (fairlearn).
+
+    A random forest (``n_estimators`` trees, fixed seed) predicts ``target`` code > 0 from the
+    other columns' codes. Returns overall figures and a per-group frame (group, accuracy, fpr, fnr).
+    """
+    from fairlearn.metrics import MetricFrame, false_negative_rate, false_positive_rate
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.metrics import accuracy_score
+
+    features = [c for c in synth_train.columns if c != target]
+    y_train = (synth_train[target].to_numpy() > 0).astype(int)
+    y_test = (real_test[target].to_numpy() > 0).astype(int)
+    if np.unique(y_train).size < 2:
+        pred = np.full(y_test.size, y_train[0] if y_train.size else 0)
+    else:
+        model = RandomForestClassifier(n_estimators=n_estimators, max_depth=12, random_state=seed, n_jobs=1)
+        model.fit(synth_train[features].to_numpy(), y_train)
+        pred = model.predict(real_test[features].to_numpy())
+    mf = MetricFrame(metrics={"accuracy": accuracy_score, "fpr": false_positive_rate,
+                              "fnr": false_negative_rate},
+                     y_true=y_test, y_pred=pred, sensitive_features=pd.Series(group, name="group"))
+    diff = mf.difference()
+    overall = {"accuracy": float(mf.overall["accuracy"]), "fpr_gap": float(diff["fpr"]),
+               "fnr_gap": float(diff["fnr"])}
+    by_group = mf.by_group.reset_index()
+    return overall, by_group

@@ -1,0 +1,191 @@
+"""One synthesizer per stratum with the full budget (parallel composition), recombined by size.
+
+Strata are all combinations of the public domains of the strata columns, never only the
+combinations seen in the data, so the partition does not depend on the private data. Each
+stratum's model sees only its own rows, without the (constant) strata columns, which are added
+back after sampling. Sizes are either declared public by the user or estimated with a Gaussian
+count histogram that takes its own share of the budget.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.parallel import map_trials, spawn_rngs
+from core.privacy.ledger import BudgetLedger
+from core.synthesis.encoding import check_codes
+
+SIZE_POLICIES = ("public", "dp_count")
+SMALL_ACTIONS = ("keep", "merge", "drop")
+MERGED = "merged small strata"
+
+
+def largest_remainder(weights: np.ndarray, n: int) -> np.ndarray:
+    """Split ``n`` rows in proportion to ``weights`` so the parts sum to exactly ``n``."""
+    w = np.asarray(weights, float)
+    if n <= 0 or w.sum() <= 0:
+        return np.zeros(w.size, np.int64)
+    quota = w / w.sum() * n
+    base = np.floor(quota).astype(np.int64)
+    order = np.argsort(-(quota - base), kind="stable")
+    base[order[: n - base.sum()]] += 1
+    return base
+
+
+@dataclass
+class _FitJob:
+    key: str
+    rows: pd.DataFrame
+    domain: dict
+    rho: float
+    rng: np.random.Generator
+    factory: Callable
+
+
+def _fit_one(job: _FitJob):
+    return job.key, job.factory().fit(job.rows, job.domain, job.rho, job.rng)
+
+
+class StratifiedSynthesizer:
+    """Fit ``synth_factory()`` on every stratum of ``strata_columns`` and sample each from its own model.
+
+    size_policy "public": stratum sizes are public (``public_sizes`` by stratum key, or the data's
+    counts, which the caller must have declared public); "dp_count": a Gaussian histogram of the
+    counts spends ``count_share`` of rho first. Strata smaller than ``min_size`` are reported and,
+    by explicit ``small_action``, kept, merged into one stratum, or dropped (absent from the output).
+    """
+
+    def __init__(self, synth_factory: Callable[[], object], strata_columns: Sequence[str],
+                 size_policy: str = "public", count_share: float = 0.1, min_size: float = 0.0,
+                 small_action: str = "keep", public_sizes: Mapping[str, float] | None = None,
+                 n_jobs: int | None = 1, progress=None) -> None:
+        self.synth_factory = synth_factory
+        self.strata_columns = tuple(strata_columns)
+        self.size_policy = size_policy
+        self.count_share = count_share
+        self.min_size = min_size
+        self.small_action = small_action
+        self.public_sizes = public_sizes
+        self.n_jobs = n_jobs
+        self.progress = progress
+
+    def _check(self, df: pd.DataFrame) -> None:
+        if not self.strata_columns:
+            raise ValueError("Choose at least one strata column.")
+        missing = [c for c in self.strata_columns if c not in df.columns]
+        if missing:
+            raise ValueError(f"Strata column(s) {missing} are not in the data.")
+        if len(self.strata_columns) == len(df.columns):
+            raise ValueError("Keep at least one column besides the strata columns to synthesise.")
+        if self.size_policy not in SIZE_POLICIES:
+            raise ValueError(f"size_policy must be one of {SIZE_POLICIES}; got {self.size_policy!r}.")
+        if self.small_action not in SMALL_ACTIONS:
+            raise ValueError(f"small_action must be one of {SMALL_ACTIONS}; got {self.small_action!r}.")
+        if self.size_policy == "dp_count" and not 0 < self.count_share < 1:
+            raise ValueError("The share of budget for counting strata must be strictly between 0 and 1.")
+
+    def stratum_keys(self, codes: np.ndarray) -> np.ndarray:
+        """Flat index of each row's stratum in the product of the strata domains."""
+        return np.ravel_multi_index(tuple(codes.T), self.strata_sizes_) if codes.size else np.zeros(0, np.int64)
+
+    def stratum_label(self, flat: int) -> str:
+        """Readable key like 'sex=1|race=4' (codes; pages map them to labels)."""
+        idx = np.unravel_index(flat, self.strata_sizes_)
+        return "|".join(f"{c}={int(i)}" for c, i in zip(self.strata_columns, idx))
+
+    def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float,
+            rng: np.random.Generator) -> "StratifiedSynthesizer":
+        """Size the strata, decide their fate, and fit one model per fitted stratum in parallel."""
+        self._check(df)
+        rho = float(rho)
+        if not math.isfinite(rho) or rho <= 0:
+            raise ValueError(f"The budget rho must be a positive number; got {rho}.")
+        arr = check_codes(df, domain)
+        self.columns_ = list(df.columns)
+        self.domain_ = {c: int(domain[c]) for c in self.columns_}
+        s_idx = [self.columns_.index(c) for c in self.strata_columns]
+        self.strata_sizes_ = tuple(self.domain_[c] for c in self.strata_columns)
+        k = int(np.prod(self.strata_sizes_))
+        keys = self.stratum_keys(arr[:, s_idx])
+        true_counts = np.bincount(keys, minlength=k).astype(float)
+        self.ledger_ = BudgetLedger()
+        count_rng, fit_rng = spawn_rngs(rng, 2)
+        if self.size_policy == "dp_count":
+            rho_count = self.count_share * rho
+            sigma = 1.0 / math.sqrt(2 * rho_count)  # add/remove one person moves one count by 1
+            sizes = np.maximum(true_counts + count_rng.normal(0, sigma, k), 0.0)
+            self.ledger_.spend("stratum sizes (Gaussian counts)", rho_count, "rho",
+                               measured=f"{k} stratum counts, sigma {sigma:.3g}")
+            self.count_sigma_ = sigma
+        else:
+            rho_count = 0.0
+            if self.public_sizes is not None:
+                sizes = np.array([float(self.public_sizes.get(self.stratum_label(i), 0.0)) for i in range(k)])
+            else:
+                sizes = true_counts.copy()
+            self.count_sigma_ = 0.0
+        rho_strata = rho - rho_count
+        small = sizes < self.min_size
+        fate = np.where(small, {"keep": "kept (small)", "merge": "merged", "drop": "dropped"}[self.small_action],
+                        "kept")
+        self.strata_ = pd.DataFrame({
+            "stratum": [self.stratum_label(i) for i in range(k)],
+            "size_used": sizes, "small": small, "fate": fate,
+        })
+        # fitting jobs: every kept stratum alone; merged ones pooled into one extra stratum
+        other = [c for c in self.columns_ if c not in self.strata_columns]
+        jobs: list[_FitJob] = []
+        job_rngs = spawn_rngs(fit_rng, k + 1)
+        self.weights_: dict[str, float] = {}
+        for i in range(k):
+            if fate[i] in ("kept", "kept (small)"):
+                label = self.stratum_label(i)
+                rows = df.loc[keys == i, other].reset_index(drop=True)
+                jobs.append(_FitJob(label, rows, {c: self.domain_[c] for c in other}, rho_strata,
+                                    job_rngs[i], self.synth_factory))
+                self.weights_[label] = float(sizes[i])
+        merged = np.flatnonzero(fate == "merged")
+        if merged.size:
+            rows = df.loc[np.isin(keys, merged)].reset_index(drop=True)
+            jobs.append(_FitJob(MERGED, rows, dict(self.domain_), rho_strata, job_rngs[k], self.synth_factory))
+            self.weights_[MERGED] = float(sizes[merged].sum())
+        for job in jobs:
+            self.ledger_.spend(f"synthesizer on stratum {job.key}", rho_strata, "rho", composition="parallel",
+                               group="strata", measured=f"{len(job.rows)} rows")
+        fitted = map_trials(_fit_one, jobs, n_jobs=self.n_jobs, progress=self.progress, label="stratum fits")
+        self.models_ = dict(fitted)
+        self.rho_ = rho
+        self.rho_per_stratum_ = rho_strata
+        return self
+
+    def allocation(self, n: int) -> dict[str, int]:
+        """Rows per fitted stratum for an output of ``n`` rows (largest remainder on the sizes)."""
+        keys = list(self.models_)
+        counts = largest_remainder(np.array([self.weights_[k] for k in keys]), int(n))
+        return dict(zip(keys, counts.tolist()))
+
+    def sample(self, n: int, rng: np.random.Generator) -> pd.DataFrame:
+        """``n`` rows: each stratum's share drawn from that stratum's model (looked up by key)."""
+        alloc = self.allocation(n)
+        rngs = spawn_rngs(rng, len(alloc))
+        parts = []
+        for (key, m), r in zip(alloc.items(), rngs):
+            if m == 0:
+                continue
+            part = self.models_[key].sample(m, r)
+            if key != MERGED:
+                idx = np.unravel_index(self._flat(key), self.strata_sizes_)
+                for c, v in zip(self.strata_columns, idx):
+                    part[c] = int(v)
+            parts.append(part[self.columns_])
+        if not parts:
+            return pd.DataFrame({c: np.zeros(0, np.int64) for c in self.columns_})
+        return pd.concat(parts, ignore_index=True).astype(np.int64)
+
+    def _flat(self, key: str) -> int:
+        codes = [int(p.split("=", 1)[1]) for p in key.split("|")]
+        return int(np.ravel_multi_index(tuple(codes), self.strata_sizes_))
