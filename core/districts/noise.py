@@ -1,0 +1,189 @@
+"""What repeated ToyDown / TopDown-lite runs do to district populations (Cohen et al. 2021, §5-7).
+
+Every run noises the whole hierarchy once; a district's noisy population is the sum of its blocks'
+noisy counts, so one run serves every district of every plan at once. Seeded runs are simulations,
+not releases.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+from scipy.stats import chi2
+
+from core.census.analytic import district_variances, level_coefficients, level_node_variance, preset_shares
+from core.census.hierarchy import Hierarchy
+from core.census.toydown import check_budgets, topdown_lite, toydown
+
+ALGORITHMS = {
+    "toydown": "ToyDown (negative counts allowed)",
+    "toydown_nonneg": "ToyDown, non-negative",
+    "toydown_nonneg_int": "ToyDown, non-negative integers",
+    "topdown_lite": "TopDown-lite (non-negative integers, exact state total)",
+}
+Progress = Callable[[int, int, str], None] | None
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """Budgets per level (top first, in the mechanism's unit), mechanism, algorithm, runs and seed."""
+
+    budgets: tuple[float, ...]
+    mechanism: str = "laplace"
+    sensitivity: float = 2.0
+    algorithm: str = "toydown"
+    runs: int = 16
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"Unknown algorithm {self.algorithm!r}; choose one of {list(ALGORITHMS)}.")
+        if not 2 <= int(self.runs) <= 5000:
+            raise ValueError(f"Runs must be between 2 and 5000; got {self.runs}.")
+
+
+def noisy_leaf_counts(h: Hierarchy, leaf_counts: np.ndarray, config: NoiseConfig,
+                      rng: np.random.Generator) -> np.ndarray:
+    """One run of the chosen algorithm; the noisy count of every leaf (same shape as ``leaf_counts``)."""
+    eps = check_budgets(h, config.budgets)
+    if config.algorithm == "topdown_lite":
+        counts = np.asarray(leaf_counts)
+        out = topdown_lite(h, counts if counts.ndim == 2 else counts[:, None], eps, mechanism=config.mechanism,
+                           sensitivity=config.sensitivity, rng=rng)
+        leaf = out[h.leaf_nodes].astype(float)
+        return leaf if counts.ndim == 2 else leaf[:, 0]
+    alpha = toydown(h, leaf_counts, eps, mechanism=config.mechanism, sensitivity=config.sensitivity,
+                    nonnegative=config.algorithm != "toydown", integer=config.algorithm == "toydown_nonneg_int",
+                    rng=rng)
+    return np.asarray(alpha[h.leaf_nodes], dtype=float)
+
+
+def sd_interval(sd: np.ndarray, runs: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Chi-square confidence interval for a standard deviation estimated from ``runs`` draws."""
+    a = (1 - level) / 2
+    df = runs - 1
+    return sd * np.sqrt(df / chi2.ppf(1 - a, df)), sd * np.sqrt(df / chi2.ppf(a, df))
+
+
+@dataclass(frozen=True)
+class DistrictNoiseResult:
+    """Per-district table, per-run errors (long), and each block's mean error over the runs."""
+
+    table: pd.DataFrame
+    runs: pd.DataFrame
+    block_mean_error: np.ndarray
+    summary: dict
+
+
+def district_noise(h: Hierarchy, population: np.ndarray, labels: np.ndarray, config: NoiseConfig,
+                   progress: Progress = None) -> DistrictNoiseResult:
+    """Repeated noisy runs for one plan: true and mean noisy population, mean and 95th percentile |E_D|,
+    empirical sd (with a 95% interval) and analytic ToyDown sd (Cor. 3), and the true deviation the plan
+    would have had if it had been balanced exactly on the noisy counts."""
+    lab = np.asarray(labels, dtype=np.int64)
+    pop = np.asarray(population, dtype=np.int64)
+    k = int(lab.max()) + 1
+    true = np.bincount(lab, weights=pop, minlength=k)
+    rng = np.random.default_rng(config.seed)
+    noisy = np.empty((config.runs, k))
+    block_err = np.zeros(pop.shape[0])
+    for r in range(config.runs):
+        leaf = noisy_leaf_counts(h, pop, config, rng)
+        noisy[r] = np.bincount(lab, weights=leaf, minlength=k)
+        block_err += leaf - pop
+        if progress is not None:
+            progress(r + 1, config.runs, "Noisy runs")
+    err = noisy - true
+    ideal = true.sum() / k
+    # balanced on noisy counts: each district's noisy count is the noisy ideal, so its true count is
+    # noisy ideal - E_D; the deviation is measured against the true ideal
+    noisy_ideal = noisy.sum(axis=1, keepdims=True) / k
+    balanced_dev = 100 * (noisy_ideal - err - ideal) / ideal
+    sd = err.std(axis=0, ddof=1)
+    lo, hi = sd_interval(sd, config.runs)
+    analytic = np.sqrt(district_variances(h, lab, config.budgets, config.mechanism, config.sensitivity))
+    table = pd.DataFrame({
+        "district": np.arange(1, k + 1), "true_population": true.astype(np.int64),
+        "mean_noisy_population": noisy.mean(axis=0), "mean_abs_error": np.abs(err).mean(axis=0),
+        "p95_abs_error": np.percentile(np.abs(err), 95, axis=0), "empirical_sd": sd,
+        "empirical_sd_low": lo, "empirical_sd_high": hi, "analytic_toydown_sd": analytic,
+        "balanced_on_noisy_mean_abs_dev_pct": np.abs(balanced_dev).mean(axis=0),
+        "balanced_on_noisy_max_abs_dev_pct": np.abs(balanced_dev).max(axis=0),
+    })
+    long = pd.DataFrame({"run": np.repeat(np.arange(config.runs), k), "district": np.tile(np.arange(1, k + 1), config.runs),
+                         "true_population": np.tile(true, config.runs), "noisy_population": noisy.ravel(),
+                         "error": err.ravel(), "balanced_on_noisy_dev_pct": balanced_dev.ravel()})
+    summary = {"districts": k, "runs": config.runs, "algorithm": ALGORITHMS[config.algorithm],
+               "mean_abs_error": float(np.abs(err).mean()),
+               "worst_balanced_on_noisy_dev_pct": float(np.abs(balanced_dev).max()),
+               "analytic_valid": config.algorithm == "toydown"}
+    return DistrictNoiseResult(table, long, block_err / config.runs, summary)
+
+
+# ------------------------------------------------------------------------- ensembles
+def membership_matrix(labels_or_masks: np.ndarray) -> sparse.csr_matrix:
+    """Sparse (n_leaves, n_districts) 0/1 matrix from plans (n_plans, n_leaves labels) or masks (n_leaves, m)."""
+    arr = np.asarray(labels_or_masks)
+    if arr.dtype == bool:
+        return sparse.csr_matrix(arr.astype(float))
+    n_plans, n_leaves = arr.shape
+    k = int(arr.max()) + 1
+    cols = (arr + k * np.arange(n_plans)[:, None]).ravel()
+    rows = np.tile(np.arange(n_leaves), n_plans)
+    return sparse.csr_matrix((np.ones(rows.shape[0]), (rows, cols)), shape=(n_leaves, n_plans * k))
+
+
+def ensemble_coefficients(h: Hierarchy, labels_or_masks: np.ndarray) -> np.ndarray:
+    """Level coefficients a (depth, n_districts) of every district (plans: labels; generators: masks)."""
+    arr = np.asarray(labels_or_masks)
+    if arr.dtype == bool:
+        return np.hstack([level_coefficients(h, leaf_mask=arr[:, i:i + 64].astype(float))
+                          for i in range(0, arr.shape[1], 64)])
+    return np.hstack([level_coefficients(h, leaf_labels=plan) for plan in arr])
+
+
+def ensemble_study(h: Hierarchy, population: np.ndarray, generators: Mapping[str, np.ndarray],
+                   total_budget: float, splits=("equal", "tract-heavy", "block-heavy"), runs: int = 16,
+                   mechanism: str = "laplace", sensitivity: float = 2.0, algorithm: str = "toydown",
+                   seed: int = 0, progress: Progress = None) -> pd.DataFrame:
+    """District error across ensembles (Fig. 4 and Fig. 6 analogues): one row per generator x split x district
+    with Frag, w_1^2, mean observed |E_D| over ``runs``, empirical and analytic ToyDown variance."""
+    pop = np.asarray(population, dtype=np.int64)
+    mats = {g: membership_matrix(x) for g, x in generators.items()}
+    coef = {g: ensemble_coefficients(h, x) for g, x in generators.items()}
+    frames = []
+    total_steps = len(splits) * runs
+    step = 0
+    for split in splits:
+        budgets = tuple(total_budget * preset_shares(split, h.depth))
+        cfg = NoiseConfig(budgets, mechanism, sensitivity, algorithm, runs, seed)
+        rng = np.random.default_rng([seed, len(frames)])
+        errs = {g: [] for g in generators}
+        for _ in range(runs):
+            leaf_err = noisy_leaf_counts(h, pop, cfg, rng) - pop
+            for g, m in mats.items():
+                errs[g].append(m.T @ leaf_err)
+            step += 1
+            if progress is not None:
+                progress(step, total_steps, f"Noisy runs ({split} split)")
+        v = level_node_variance(budgets, mechanism, sensitivity)
+        for g in generators:
+            e = np.vstack(errs[g])
+            size = np.asarray(mats[g].sum(axis=0)).ravel()
+            keep = size > 0
+            frames.append(pd.DataFrame({
+                "generator": g, "split": split, "district": np.arange(keep.sum()),
+                "fragmentation": coef[g][1:, keep].sum(axis=0), "w1_squared": coef[g][0, keep],
+                "mean_abs_error": np.abs(e[:, keep]).mean(axis=0), "empirical_variance": e[:, keep].var(axis=0, ddof=1),
+                "analytic_variance": v @ coef[g][:, keep], "depth": h.depth,
+                "eps_equal_line": total_budget}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def equal_split_line(frag: np.ndarray, w1_squared: float, depth: int, total_budget: float,
+                     sensitivity: float = 2.0) -> np.ndarray:
+    """Var(E_D) = 2 s^2 d^2 / eps^2 (w_1^2 + Frag) under the equal split (Cohen et al. 2021, §6; 8 d^2/eps^2 for s=2)."""
+    return 2 * sensitivity ** 2 * depth ** 2 / total_budget ** 2 * (w1_squared + np.asarray(frag))
