@@ -30,7 +30,7 @@ from core.upload_validation import DEFAULT_MAX_BYTES, UPLOAD_KINDS, read_upload
 
 __all__ = [
     "DATA_DIR", "DATASETS", "DatasetInfo", "DEFAULT_MAX_BYTES", "UPLOAD_KINDS",
-    "cps_domain", "load_adult", "load_compas", "load_cps", "load_dataset",
+    "cps_domain", "datasets_summary", "load_adult", "load_compas", "load_cps", "load_dataset",
     "load_georgia_counties", "read_upload",
 ]
 
@@ -200,3 +200,12 @@ def load_dataset(key: str) -> pd.DataFrame:
     if key not in _LOADERS:
         raise ValueError(f"Unknown data set {key!r}; choose one of {sorted(_LOADERS)}")
     return _LOADERS[key]()
+
+
+def datasets_summary() -> pd.DataFrame:
+    """One row per bundled data set: key, title, rows, columns, provenance, licence, file."""
+    return pd.DataFrame([
+        {"key": i.key, "data set": i.title, "rows": i.rows, "columns": i.columns,
+         "provenance": i.provenance, "licence": i.licence, "file": f"data/{i.file}"}
+        for i in DATASETS.values()
+    ])
