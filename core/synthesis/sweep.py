@@ -1,0 +1,195 @@
+"""Privacy-utility sweep: epsilons x seeds x {stratified, pooled}, metrics per group, cached on disk."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+
+from core.cache import memory
+from core.parallel import map_trials
+from core.privacy.accounting import rho_to_epsilon
+from core.synthesis.encoding import decode_categories, encode_categories
+from core.synthesis.metrics import group_keys, ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd
+from core.synthesis.registry import SYNTHESIZERS
+from core.synthesis.stratified import StratifiedSynthesizer
+
+METHODS = ("stratified", "pooled")
+
+
+def rho_for_epsilon(epsilon: float, delta: float) -> float:
+    """Largest zCDP rho whose tight (epsilon, delta) conversion is at most ``epsilon`` (Canonne et al. 2020)."""
+    if epsilon <= 0 or not 0 < delta < 1:
+        raise ValueError("epsilon must be positive and delta strictly between 0 and 1.")
+    return float(brentq(lambda r: rho_to_epsilon(r, delta) - epsilon, 1e-15, epsilon * epsilon / 2 + 1,
+                        xtol=1e-15, rtol=1e-10))
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Everything a sweep depends on (the data is passed separately and fingerprinted by the cache)."""
+
+    columns: tuple[str, ...]
+    strata_columns: tuple[str, ...] = ("sex", "race")
+    target: str | None = "income"
+    synthesizer: str = "mst"
+    epsilons: tuple[float, ...] = (0.1, 1.0, 5.0)
+    seeds: tuple[int, ...] = (0, 1)
+    delta: float = 1e-9
+    size_policy: str = "public"
+    sizes_declared_public: bool = False
+    count_share: float = 0.1
+    min_stratum_size: int = 0
+    small_action: str = "keep"
+    test_fraction: float = 0.2
+    split_seed: int = 42
+    n_trees: int = 20
+    n_jobs: int = 1
+
+    def validate(self) -> None:
+        """Raise ValueError saying what to change when the configuration cannot run."""
+        if self.synthesizer not in SYNTHESIZERS:
+            raise ValueError(f"Unknown synthesizer {self.synthesizer!r}.")
+        if not self.epsilons or any(e <= 0 for e in self.epsilons):
+            raise ValueError("Give at least one positive epsilon.")
+        if not self.seeds:
+            raise ValueError("Give at least one seed.")
+        if not self.strata_columns:
+            raise ValueError("Choose at least one strata column.")
+        missing = [c for c in self.strata_columns if c not in self.columns]
+        if missing:
+            raise ValueError(f"Strata column(s) {missing} must be among the columns to synthesise.")
+        if self.target is not None and self.target not in self.columns:
+            raise ValueError("The target column must be among the columns to synthesise.")
+        if len(self.columns) - len(self.strata_columns) < 1:
+            raise ValueError("Synthesise at least one column besides the strata columns.")
+        if self.size_policy == "public" and not self.sizes_declared_public:
+            raise ValueError("Public stratum sizes must be declared public: tick the box, or choose DP counts.")
+        if not 0 < self.test_fraction < 1:
+            raise ValueError("The held-out test fraction must be between 0 and 1.")
+
+
+@dataclass
+class SweepResult:
+    """Tidy results: per-group and overall metrics per (epsilon, seed, method), strata fates, a ledger."""
+
+    group_metrics: pd.DataFrame
+    overall_metrics: pd.DataFrame
+    strata: pd.DataFrame
+    ledger: pd.DataFrame
+    budget_statement: str
+    group_labels: dict = field(default_factory=dict)
+
+
+def stratum_labels(strata_columns, labels, domain) -> dict[int, str]:
+    """Readable name of every stratum flat index, e.g. 'Female · White'."""
+    sizes = tuple(domain[c] for c in strata_columns)
+    out = {}
+    for flat in range(int(np.prod(sizes))):
+        idx = np.unravel_index(flat, sizes)
+        out[flat] = " · ".join(str(labels[c][i]) for c, i in zip(strata_columns, idx))
+    return out
+
+
+def split_train_test(codes: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Random train/test split; synthesizers see only the training rows."""
+    perm = np.random.default_rng(seed).permutation(len(codes))
+    n_test = int(round(fraction * len(codes)))
+    return codes.iloc[perm[n_test:]].reset_index(drop=True), codes.iloc[perm[:n_test]].reset_index(drop=True)
+
+
+def build_synthesizer(config: SweepConfig, method: str):
+    """The pooled synthesizer or its stratified wrapper for this configuration."""
+    factory = SYNTHESIZERS[config.synthesizer][1]
+    if method == "pooled":
+        return factory()
+    return StratifiedSynthesizer(factory, config.strata_columns, config.size_policy, config.count_share,
+                                 config.min_stratum_size, config.small_action, n_jobs=1)
+
+
+def _one_run(args) -> dict:
+    config, train, test, domain, epsilon, seed, method = args
+    rho = rho_for_epsilon(epsilon, config.delta)
+    rng = np.random.default_rng([seed, int(round(epsilon * 1e6)), METHODS.index(method)])
+    model = build_synthesizer(config, method).fit(train, domain, rho, rng)
+    synth = model.sample(len(train), rng)
+    per = tvd_by_stratum(train, synth, domain, config.strata_columns)
+    rows = [(g, m, v) for g, a, b in zip(per["stratum"], per["tvd_1way"], per["tvd_2way"])
+            for m, v in (("tvd_1way", a), ("tvd_2way", b))]
+    overall = {"tvd_1way": float(one_way_tvd(train, synth, domain)["tvd"].mean()),
+               "tvd_2way": float(two_way_tvd(train, synth, domain)["tvd"].mean()),
+               **parity_error(train, synth, domain, config.strata_columns), "rho": rho}
+    if config.target is not None:
+        keys = group_keys(test, config.strata_columns, domain)
+        util, by_group = ml_utility(synth, test, config.target, keys, config.n_trees)
+        overall.update(util)
+        rows += [(int(g), "accuracy", float(a)) for g, a in zip(by_group["group"], by_group["accuracy"])]
+    strata = model.strata_.assign(epsilon=epsilon, seed=seed) if method == "stratified" else None
+    ledger = model.ledger_.to_frame() if method == "stratified" else None
+    statement = model.ledger_.statement(delta=config.delta) if method == "stratified" else ""
+    return {"epsilon": epsilon, "seed": seed, "method": method, "groups": rows, "overall": overall,
+            "strata": strata, "ledger": ledger, "statement": statement}
+
+
+def _run_sweep(config: SweepConfig, data: pd.DataFrame, progress: Callable | None = None) -> SweepResult:
+    config.validate()
+    codes, domain, labels = encode_categories(data[list(config.columns)])
+    train, test = split_train_test(codes, config.test_fraction, config.split_seed)
+    items = [(config, train, test, domain, e, s, m) for e in config.epsilons for s in config.seeds for m in METHODS]
+    runs = map_trials(_one_run, items, n_jobs=config.n_jobs, progress=progress, label="synthesizer fits")
+    names = stratum_labels(config.strata_columns, labels, domain)
+    real_sizes = np.bincount(group_keys(train, config.strata_columns, domain), minlength=len(names))
+    group_rows, overall_rows, strata, ledger, statement = [], [], [], None, ""
+    for r in runs:
+        for g, metric, value in r["groups"]:
+            group_rows.append((r["epsilon"], r["seed"], r["method"], names[g], int(real_sizes[g]), metric, value))
+        for metric, value in r["overall"].items():
+            overall_rows.append((r["epsilon"], r["seed"], r["method"], metric, value))
+        if r["strata"] is not None:
+            strata.append(r["strata"])
+            if ledger is None:
+                ledger, statement = r["ledger"], r["statement"]
+    strata_df = pd.concat(strata, ignore_index=True)
+    strata_df["group"] = [names[_flat_of(s, config.strata_columns, domain)] for s in strata_df["stratum"]]
+    strata_df["real_rows"] = [int(real_sizes[_flat_of(s, config.strata_columns, domain)]) for s in strata_df["stratum"]]
+    return SweepResult(
+        group_metrics=pd.DataFrame(group_rows, columns=["epsilon", "seed", "method", "group", "real_rows",
+                                                        "metric", "value"]),
+        overall_metrics=pd.DataFrame(overall_rows, columns=["epsilon", "seed", "method", "metric", "value"]),
+        strata=strata_df, ledger=ledger, budget_statement=statement, group_labels=names)
+
+
+def _flat_of(key: str, strata_columns, domain) -> int:
+    codes = [int(p.split("=", 1)[1]) for p in key.split("|")]
+    return int(np.ravel_multi_index(tuple(codes), tuple(domain[c] for c in strata_columns)))
+
+
+_cached_sweep = None
+
+
+def run_sweep(config: SweepConfig, data: pd.DataFrame, progress: Callable | None = None) -> SweepResult:
+    """Run (or load from the shared cache) the sweep of ``config`` on category-dtype ``data``."""
+    global _cached_sweep
+    config.validate()
+    if _cached_sweep is None:
+        _cached_sweep = memory().cache(_run_sweep, ignore=["progress"])
+    return _cached_sweep(config, data, progress)
+
+
+def synthesize_release(config: SweepConfig, data: pd.DataFrame, epsilon: float, seed: int,
+                       method: str = "stratified") -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """One synthetic data set (category labels) fitted on all rows, its ledger and budget statement."""
+    config.validate()
+    codes, domain, labels = encode_categories(data[list(config.columns)])
+    rho = rho_for_epsilon(epsilon, config.delta)
+    rng = np.random.default_rng([seed, 7])
+    model = build_synthesizer(config, method).fit(codes, domain, rho, rng)
+    synth = decode_categories(model.sample(len(codes), rng), labels)
+    if method == "stratified":
+        return synth, model.ledger_.to_frame(), model.ledger_.statement(delta=config.delta)
+    from core.privacy.ledger import BudgetLedger
+    ledger = BudgetLedger()
+    ledger.spend(f"{SYNTHESIZERS[config.synthesizer][0]} on all rows", rho, "rho", measured=f"{len(codes)} rows")
+    return synth, ledger.to_frame(), ledger.statement(delta=config.delta)
