@@ -304,5 +304,5 @@ def figure2_curves(fanouts: tuple[int, int] = (10, 10), total: float = 1.0, mech
     best = split_for_coefficients(c, total, get_mechanism(mechanism).unit)
     opt = pd.DataFrame([{"bottom share": best[2] / total, "top share of upper levels": best[0] / (best[0] + best[1]),
                          "leaf variance": float(np.dot(c, level_node_variance(best, mechanism, sensitivity))),
-                         "budgets": tuple(np.round(best, 5))}])
+                         "budgets": tuple(round(float(b), 4) for b in best)}])
     return pd.DataFrame(rows), opt

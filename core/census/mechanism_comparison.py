@@ -254,7 +254,7 @@ def mechanism_sweep(config: MechanismSweepConfig, progress=None) -> pd.DataFrame
                     from core.privacy.mechanisms import discrete_gaussian_mean_abs, discrete_gaussian_variance
                     m = _metrics(s, q, k, True, float(discrete_gaussian_mean_abs(sigma)),
                                  math.sqrt(float(discrete_gaussian_variance(sigma))))
-                rows += _rows(name, _LABELS[name], f"zCDP rho={rho:.4g}", eps, sigma, m)
+                rows += _rows(name, _LABELS[name], "zCDP, tight conversion", eps, sigma, m, rho=rho)
             elif name == "generalized_gaussian":
                 for p in config.gg_orders:
                     sig = calibrate_generalized_gaussian(k, p, eps, config.delta)
@@ -279,6 +279,7 @@ def _gg_metrics(sigma: float, p: float, k: int) -> dict:
     return _metrics(s, q, k, False, mae, rmse)
 
 
-def _rows(name: str, label: str, calibration: str, eps: float, scale: float, metrics: dict) -> list[dict]:
-    return [{"mechanism": name, "label": label, "calibration": calibration, "epsilon": eps, "scale": scale,
-             "metric": metric, "value": value} for metric, value in metrics.items()]
+def _rows(name: str, label: str, calibration: str, eps: float, scale: float, metrics: dict,
+          rho: float | None = None) -> list[dict]:
+    return [{"mechanism": name, "label": label, "calibration": calibration, "epsilon": eps, "rho": rho,
+             "scale": scale, "metric": metric, "value": value} for metric, value in metrics.items()]

@@ -41,7 +41,7 @@ def figure2_figure(curves: pd.DataFrame, optimum: pd.DataFrame) -> go.Figure:
     fig = px.line(data, x="top share of upper levels", y="leaf variance", color="bottom share")
     fig.add_scatter(x=optimum["top share of upper levels"], y=optimum["leaf variance"], mode="markers+text",
                     marker=dict(size=14, symbol="star", color="black"), name="optimum",
-                    text=[f"optimum {b}" for b in optimum["budgets"]], textposition="top center")
+                    text=["optimum (" + ", ".join(f"{x:.3g}" for x in b) + ")" for b in optimum["budgets"]], textposition="top center")
     fig.update_layout(title="Leaf variance vs split of the upper levels (three-level tree)", yaxis_type="log",
                       xaxis_title="top level's share of the two upper levels' budget", yaxis_title="variance of one leaf's error",
                       height=420, margin=dict(t=50, b=30, l=50, r=10))

@@ -21,29 +21,33 @@ from dashboard.figures import census as figs
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
 
 
-def _memo(store_key: str, digest: str, compute, limit: int = 24):
-    """Per-session memo of results by config digest (keeps progress bars outside st.cache_data)."""
+def _memo(store_key: str, digest: str, compute, label: str, limit: int = 24):
+    """Per-session memo of results by config digest, computed behind a progress bar.
+
+    The bar lives in a placeholder that is created on every run, so the page keeps the same
+    element layout whether or not the result was cached (otherwise the tabs below would reset).
+    """
+    slot = st.empty()
     store = st.session_state.setdefault(store_key, {})
     if digest not in store:
         if len(store) >= limit:
             store.pop(next(iter(store)))
-        store[digest] = compute()
+        with slot.container():
+            with progress_bar(label) as progress:
+                store[digest] = compute(progress)
+        slot.empty()
     return store[digest]
 
 
 def _plan(digest: str, config: BudgetConfig):
-    def compute():
-        with progress_bar("Analytic error and ToyDown runs") as progress:
-            return run_budget_plan(config, progress=progress)
-    return _memo("ba_plans", digest, compute)
+    return _memo("ba_plans", digest, lambda progress: run_budget_plan(config, progress=progress),
+                 "Analytic error and ToyDown runs")
 
 
 def _sweep(digest: str, config: MechanismSweepConfig) -> pd.DataFrame:
     """Mechanism sweep, kept per session by its digest (the calibration itself is cached in core)."""
-    def compute():
-        with progress_bar("Calibrating mechanisms") as progress:
-            return mechanism_sweep(config, progress=progress)
-    return _memo("ba_sweeps", digest, compute)
+    return _memo("ba_sweeps", digest, lambda progress: mechanism_sweep(config, progress=progress),
+                 "Calibrating mechanisms")
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -220,7 +224,8 @@ with tab_mech:
     try:
         sweep = _sweep(config_digest(sweep_cfg), sweep_cfg)
         st.plotly_chart(figs.mechanism_figure(sweep, show_bound), key="ba_fig_mech")
-        wide = sweep.pivot_table(index=["label", "calibration", "epsilon"], columns="metric", values="value")
+        wide = sweep.pivot_table(index=["label", "calibration", "epsilon", "scale"], columns="metric",
+                                 values="value")
         st.dataframe(wide.reset_index(), hide_index=True, key="ba_mech_table")
     except ValueError as exc:
         st.error(str(exc))
@@ -243,8 +248,9 @@ with tab_public:
                    "Projecting noisy counts onto the invariant, as ToyDown and TopDown-lite do, is post-processing "
                    "given Z and costs nothing more relative to Z (Lemma 3).")
     effects = _memo("ba_invariants", config_digest([kind, fanouts, seed, alloc]),
-                    lambda: invariant_effects(h, h.aggregate(geo.leaf_counts), alloc.eps_by_level,
-                                              alloc.mechanism, alloc.sensitivity))
+                    lambda progress: invariant_effects(h, h.aggregate(geo.leaf_counts), alloc.eps_by_level,
+                                                       alloc.mechanism, alloc.sensitivity),
+                    "Invariant effects")
     chosen = effects[effects["exact through level"].isin([-1, inv_level])]
     st.plotly_chart(figs.invariant_figure(chosen, "sd (freed budget re-spent)"), key="ba_fig_inv")
     st.dataframe(chosen, hide_index=True, key="ba_inv_table")
