@@ -1,0 +1,1 @@
+"""Pairwise fairness elicitation: pair sampling, the session store, the learner and its frontier."""
