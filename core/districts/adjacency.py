@@ -41,16 +41,19 @@ class UnitAdjacency:
         return np.bincount(pairs[:, 0].astype(np.int64))
 
 
-def rook_adjacency(units: gpd.GeoDataFrame, min_shared_m: float = 1e-3) -> UnitAdjacency:
+def rook_adjacency(units: gpd.GeoDataFrame, min_shared_m: float = 1.0, grid_m: float = 0.01) -> UnitAdjacency:
     """Units that share a boundary of positive length (corner-only contacts dropped), in EPSG:5070."""
     if units.geometry.isna().any() or units.geometry.is_empty.any():
         raise ValueError("Some units have no geometry; every unit needs a polygon to build adjacency.")
-    geoms = units.to_crs(EQUAL_AREA_CRS).geometry.to_numpy()
-    left, right = units.to_crs(EQUAL_AREA_CRS).sindex.query(geoms, predicate="intersects")
+    projected = units.to_crs(EQUAL_AREA_CRS)
+    geoms = projected.geometry.to_numpy()
+    # reprojection leaves gaps and overlaps of ~1e-9 m along shared edges: search within a small
+    # distance and intersect on a snapping grid so collinear edges are recognised as shared
+    left, right = projected.sindex.query(geoms, predicate="dwithin", distance=grid_m)
     keep = left < right
     left, right = left[keep], right[keep]
-    # polygons of a coverage meet along lines; a positive length means rook neighbours
-    shared = shapely.length(shapely.intersection(shapely.boundary(geoms[left]), shapely.boundary(geoms[right])))
+    bounds = shapely.set_precision(shapely.boundary(geoms), grid_m)
+    shared = shapely.length(shapely.intersection(bounds[left], bounds[right], grid_size=grid_m))
     rook = shared > min_shared_m
     return UnitAdjacency(np.column_stack([left[rook], right[rook]]).astype(np.int64), shared[rook],
                          shapely.area(geoms), shapely.length(geoms))
