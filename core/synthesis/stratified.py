@@ -22,6 +22,7 @@ from core.synthesis.encoding import check_codes
 SIZE_POLICIES = ("public", "dp_count")
 SMALL_ACTIONS = ("keep", "merge", "drop")
 MERGED = "merged small strata"
+MERGED_COLUMN = "__merged_stratum__"
 
 
 def largest_remainder(weights: np.ndarray, n: int) -> np.ndarray:
@@ -149,9 +150,15 @@ class StratifiedSynthesizer:
                                     job_rngs[i], self.synth_factory))
                 self.weights_[label] = float(sizes[i])
         merged = np.flatnonzero(fate == "merged")
+        self.merged_strata_ = merged
         if merged.size:
-            rows = df.loc[np.isin(keys, merged)].reset_index(drop=True)
-            jobs.append(_FitJob(MERGED, rows, dict(self.domain_), rho_strata, job_rngs[k], self.synth_factory))
+            # the pooled small strata are modelled with one extra column, the index of the stratum
+            # among the merged ones, so the merged model can only emit rows of merged strata
+            inside = np.isin(keys, merged)
+            rows = df.loc[inside, other].reset_index(drop=True)
+            rows[MERGED_COLUMN] = np.searchsorted(merged, keys[inside])
+            dom = {**{c: self.domain_[c] for c in other}, MERGED_COLUMN: int(merged.size)}
+            jobs.append(_FitJob(MERGED, rows, dom, rho_strata, job_rngs[k], self.synth_factory))
             self.weights_[MERGED] = float(sizes[merged].sum())
         for job in jobs:
             self.ledger_.spend(f"synthesizer on stratum {job.key}", rho_strata, "rho", composition="parallel",
@@ -181,6 +188,10 @@ class StratifiedSynthesizer:
                 idx = np.unravel_index(self._flat(key), self.strata_sizes_)
                 for c, v in zip(self.strata_columns, idx):
                     part[c] = int(v)
+            else:
+                flat = self.merged_strata_[part.pop(MERGED_COLUMN).to_numpy(np.int64)]
+                for c, v in zip(self.strata_columns, np.unravel_index(flat, self.strata_sizes_)):
+                    part[c] = v.astype(np.int64)
             parts.append(part[self.columns_])
         if not parts:
             return pd.DataFrame({c: np.zeros(0, np.int64) for c in self.columns_})
