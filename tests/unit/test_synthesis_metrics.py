@@ -1,0 +1,113 @@
+"""Metrics on hand-made frames, and the sweep's tidy output and accounting on a small CPS sample."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.datasets import load_cps
+from core.privacy.accounting import rho_to_epsilon
+from core.synthesis.metrics import ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd
+from core.synthesis.sweep import SweepConfig, rho_for_epsilon, run_sweep, synthesize_release
+
+
+def test_tvd_identical_disjoint_and_half():
+    real = pd.DataFrame({"a": [0, 0, 1, 1], "b": [0, 1, 0, 1]})
+    dom = {"a": 2, "b": 2}
+    assert one_way_tvd(real, real, dom)["tvd"].tolist() == [0.0, 0.0]
+    other = pd.DataFrame({"a": [1, 1, 1, 1], "b": [0, 0, 0, 0]})
+    assert one_way_tvd(real, other, dom)["tvd"].tolist() == pytest.approx([0.5, 0.5])
+    two = two_way_tvd(real, other, dom)
+    assert list(two.columns) == ["column_a", "column_b", "tvd"] and two["tvd"].iloc[0] == pytest.approx(0.75)
+    # different sizes are normalised first
+    assert one_way_tvd(real, pd.concat([real, real]), dom)["tvd"].max() == 0.0
+
+
+def test_tvd_by_stratum_normalises_within_each_stratum():
+    real = pd.DataFrame({"s": [0, 0, 1, 1], "x": [0, 1, 0, 0], "y": [0, 0, 1, 1]})
+    synth = pd.DataFrame({"s": [0, 0, 0, 1], "x": [0, 1, 1, 1], "y": [0, 0, 0, 1]})
+    dom = {"s": 2, "x": 2, "y": 2}
+    out = tvd_by_stratum(real, synth, dom, ["s"]).set_index("stratum")
+    assert out.loc[0, "real_rows"] == 2 and out.loc[0, "synth_rows"] == 3
+    # stratum 0: x real (1/2, 1/2) vs synth (1/3, 2/3) -> 1/6 ; y identical -> 0
+    assert out.loc[0, "tvd_1way"] == pytest.approx((1 / 6 + 0) / 2)
+    # stratum 1: x real all 0 vs synth all 1 -> 1 ; y both all 1 -> 0
+    assert out.loc[1, "tvd_1way"] == pytest.approx(0.5)
+    assert out.loc[1, "tvd_2way"] == pytest.approx(1.0)
+
+
+def test_parity_error_and_max_disparity_by_hand():
+    real = pd.DataFrame({"g": [0, 0, 1, 1], "v": [2, 2, 4, 4]})
+    synth = pd.DataFrame({"g": [0, 0, 1, 1], "v": [3, 3, 4, 2]})
+    dom = {"g": 2, "v": 5}
+    got = parity_error(real, synth, dom, ["g"], columns=["v"])
+    # group 0: |2-3|/2 = 0.5; group 1: |4-3|/4 = 0.25; overall: real 3, synth 3 -> 0; omega = 1/2
+    assert got["parity_error"] == pytest.approx(0.75)
+    assert got["max_disparity"] == pytest.approx(0.5)
+    avg = parity_error(real, synth, dom, ["g"], columns=["v"], average=True)
+    assert avg["parity_error"] == pytest.approx(0.375)
+    # a real mean of zero is skipped, not divided by
+    zero = parity_error(pd.DataFrame({"g": [0, 1], "v": [0, 1]}), pd.DataFrame({"g": [0, 1], "v": [1, 1]}),
+                        {"g": 2, "v": 2}, ["g"], columns=["v"])
+    assert np.isfinite(zero["parity_error"]) and zero["max_disparity"] == 0.0
+
+
+def test_ml_utility_perfect_and_gaps():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 2, 400)
+    train = pd.DataFrame({"x": x, "y": x})
+    test = pd.DataFrame({"x": [0, 1, 0, 1], "y": [0, 1, 1, 0]})   # group 1 rows are mislabelled
+    overall, by_group = ml_utility(train, test, "y", np.array([0, 0, 1, 1]), n_estimators=5)
+    assert overall["accuracy"] == pytest.approx(0.5)
+    assert overall["fpr_gap"] == pytest.approx(1.0) and overall["fnr_gap"] == pytest.approx(1.0)
+    assert by_group.set_index("group")["accuracy"].tolist() == [1.0, 0.0]
+
+
+def test_rho_for_epsilon_inverts_the_conversion():
+    for eps in (0.1, 1.0, 5.0):
+        rho = rho_for_epsilon(eps, 1e-9)
+        assert rho_to_epsilon(rho, 1e-9) == pytest.approx(eps, rel=1e-6)
+    with pytest.raises(ValueError, match="epsilon must be positive"):
+        rho_for_epsilon(0.0, 1e-9)
+
+
+COLS = ("age_band", "education", "sex", "race", "income")
+
+
+@pytest.fixture(scope="module")
+def small_cps():
+    return load_cps().sample(3000, random_state=0).reset_index(drop=True)
+
+
+def test_sweep_is_tidy_and_spends_the_declared_budget(small_cps):
+    cfg = SweepConfig(columns=COLS, epsilons=(0.3, 3.0), seeds=(0, 1), size_policy="dp_count",
+                      count_share=0.2, n_trees=5)
+    res = run_sweep(cfg, small_cps)
+    assert set(res.overall_metrics["method"]) == {"stratified", "pooled"}
+    assert set(res.overall_metrics["epsilon"]) == {0.3, 3.0}
+    assert {"tvd_1way", "tvd_2way", "parity_error", "max_disparity", "accuracy", "fpr_gap", "fnr_gap"} \
+        <= set(res.overall_metrics["metric"])
+    assert set(res.group_metrics["group"]) <= set(res.group_labels.values())
+    assert len(res.strata) == 2 * 2 * 10  # every (eps, seed) lists all 10 sex x race strata
+    led = res.ledger
+    assert led[led["label"].str.startswith("stratum sizes")]["amount"].iloc[0] == pytest.approx(
+        0.2 * rho_for_epsilon(0.3, 1e-9))
+    assert "rho" in res.budget_statement
+
+
+def test_sweep_requires_an_explicit_public_size_declaration(small_cps):
+    with pytest.raises(ValueError, match="tick the box"):
+        run_sweep(SweepConfig(columns=COLS, size_policy="public"), small_cps)
+    with pytest.raises(ValueError, match="must be among the columns"):
+        SweepConfig(columns=("age_band", "income"), strata_columns=("sex",)).validate()
+
+
+def test_release_has_labels_and_budget_statement(small_cps):
+    cfg = SweepConfig(columns=COLS, size_policy="public", sizes_declared_public=True)
+    synth, ledger, statement = synthesize_release(cfg, small_cps, 1.0, 0)
+    assert len(synth) == len(small_cps) and list(synth.columns) == list(COLS)
+    assert set(synth["sex"].astype(str)) <= set(small_cps["sex"].astype(str))
+    assert ledger["rho_equivalent"].max() == pytest.approx(rho_for_epsilon(1.0, 1e-9))
+    assert "epsilon = 1" in statement
+    pooled, pooled_ledger, _ = synthesize_release(cfg, small_cps, 1.0, 0, method="pooled")
+    assert len(pooled_ledger) == 1 and len(pooled) == len(small_cps)
