@@ -1,0 +1,1 @@
+"""Demographic coherence: release algorithms, adversaries, the audit and the theory calculator."""
