@@ -1,0 +1,354 @@
+"""Learning under elicited pairwise constraints: the Lagrangian game of Jung et al. (FORC 2021).
+
+A regulator runs exponentiated gradient over one multiplier per ordered pair (plus projected
+gradient ascent on the budget multiplier tau in the eta mode); a learner best-responds each
+round with a cost-sensitive classification oracle (weighted logistic regression from
+scikit-learn by default). The output is the uniform mixture of the learner's iterates.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from sklearn.linear_model import LogisticRegression
+
+from core.fairness.learning_data import LearningData
+
+Progress = Callable[[int, int, str], None]
+
+AVERAGING = {
+    "paper": "paper: uniform average of all rounds (Theorem 1 applies)",
+    "fast": "fast: average of the second half of the rounds (heuristic, no guarantee)",
+}
+ORACLES = ("logistic", "ols")
+#: Realised slack beyond the target that the fast average may use before falling back (spec 2).
+FAST_FALLBACK_TOL = 0.02
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """Parameters of one fit (Jung et al. Algorithm 1; step sizes are spec section 1.8 choices)."""
+
+    gamma: float = 0.1           # per-pair slack on p_i - p_j
+    eta: float = 0.0             # budget on the weighted average excess per judgment (0 = hard)
+    T: int = 1000                # rounds (oracle calls)
+    C_lambda: float = 10.0       # l1 bound of the pair multipliers
+    C_tau: float = 10.0          # bound of the budget multiplier
+    mu_lambda: float | None = None   # None: sqrt(ln(m + 1) / T)
+    averaging: str = "paper"     # "paper" (all rounds) or "fast" (second half)
+    oracle: str = "logistic"     # "logistic" (weighted LogisticRegression) or "ols"
+    record_every: int = 10
+
+    def validate(self) -> "LearnerConfig":
+        if not self.gamma >= 0:
+            raise ValueError("gamma (per-pair slack) must be >= 0; 0 asks for identical treatment.")
+        if not self.eta >= 0:
+            raise ValueError("eta (violation budget) must be >= 0; use 0 for hard constraints.")
+        if int(self.T) < 1:
+            raise ValueError("T (number of rounds) must be at least 1; the paper uses 1000.")
+        if self.C_lambda <= 0 or self.C_tau <= 0:
+            raise ValueError("C_lambda and C_tau must be positive; the default is 10.")
+        if self.averaging not in AVERAGING:
+            raise ValueError(f"averaging must be one of {sorted(AVERAGING)}.")
+        if self.oracle not in ORACLES:
+            raise ValueError(f"oracle must be one of {list(ORACLES)}.")
+        return self
+
+
+@dataclass(frozen=True)
+class OrderedPairs:
+    """Ordered constraints (i, j): p_i - p_j <= gamma, with weights and the per-judgment normaliser."""
+
+    I: np.ndarray
+    J: np.ndarray
+    w: np.ndarray
+    W: float                     # total weight of the asserted judgments (spec 1.8 eta-units note)
+    row: np.ndarray              # row of the constraint frame each ordered pair came from
+
+    @property
+    def m(self) -> int:
+        return int(self.I.shape[0])
+
+    def incidence(self, n: int) -> sp.csr_matrix:
+        """Sparse m x n matrix with +1 at (p, I_p) and -1 at (p, J_p), so M @ h = h_I - h_J."""
+        rows = np.repeat(np.arange(self.m), 2)
+        cols = np.column_stack([self.I, self.J]).ravel()
+        vals = np.tile([1.0, -1.0], self.m)
+        return sp.csr_matrix((vals, (rows, cols)), shape=(self.m, n))
+
+
+def ordered_pairs(constraints: pd.DataFrame, n: int) -> OrderedPairs:
+    """Both orientations of every "treat alike" row with positive weight (spec 1.2-1.3)."""
+    missing = {"i", "j", "weight"} - set(constraints.columns)
+    if missing:
+        raise ValueError(f"The constraint table lacks column(s) {sorted(missing)}; "
+                         "it needs i, j and weight.")
+    i = pd.to_numeric(constraints["i"], errors="coerce").to_numpy(dtype=float)
+    j = pd.to_numeric(constraints["j"], errors="coerce").to_numpy(dtype=float)
+    w = pd.to_numeric(constraints["weight"], errors="coerce").to_numpy(dtype=float)
+    if np.isnan(i).any() or np.isnan(j).any() or np.isnan(w).any():
+        raise ValueError("Constraint columns i, j and weight must be numbers without gaps.")
+    if (w < 0).any():
+        raise ValueError("Constraint weights must be >= 0.")
+    if ((i < 0) | (j < 0) | (i >= n) | (j >= n)).any() or (i != np.round(i)).any() \
+            or (j != np.round(j)).any():
+        raise ValueError(f"Pair indices must be whole row positions between 0 and {n - 1}.")
+    if (i == j).any():
+        raise ValueError("A pair must join two different individuals (found i == j).")
+    keep = w > 0
+    rows = np.flatnonzero(keep)
+    i, j, w = i[keep].astype(np.int64), j[keep].astype(np.int64), w[keep]
+    return OrderedPairs(I=np.concatenate([i, j]), J=np.concatenate([j, i]),
+                        w=np.concatenate([w, w]), W=float(w.sum()) if len(w) else 1.0,
+                        row=np.concatenate([rows, rows]))
+
+
+@dataclass
+class FairFit:
+    """A randomised classifier (uniform mixture of linear threshold rules) and its diagnostics."""
+
+    config: LearnerConfig
+    p_hat: np.ndarray            # probability of the positive label for every individual
+    hypotheses: np.ndarray       # (k, d + 1): coefficients then intercept; h(x) = 1[x.b + c > 0]
+    alpha_hat: np.ndarray        # (m,) averaged excess indicators
+    lambda_bar: np.ndarray       # (m,) averaged multipliers = shadow price of each pair
+    pairs: OrderedPairs
+    fit_rows: np.ndarray         # individuals whose error the learner minimised
+    trajectory: pd.DataFrame
+    averaging_used: str
+    notes: list[str] = field(default_factory=list)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Probability that a draw from the mixture classifies each row of X as positive."""
+        scores = X @ self.hypotheses[:, :-1].T + self.hypotheses[:, -1]
+        return (scores > 0).mean(axis=1)
+
+    def sample(self, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Decisions drawn from the mixture, one independent draw per row (the faithful deployment)."""
+        return (rng.random(X.shape[0]) < self.predict_proba(X)).astype(int)
+
+
+# ---------------------------------------------------------------- oracles (spec 1.5, 1.7)
+
+class _LogisticOracle:
+    """Cost-sensitive classification by weighted logistic regression on the cheaper label."""
+
+    def __init__(self, X: np.ndarray):
+        self.X = X
+        self.model = LogisticRegression(C=1.0, warm_start=True, max_iter=100, tol=1e-4)
+        self.fitted = False
+
+    def __call__(self, diff: np.ndarray) -> np.ndarray:
+        rows = np.flatnonzero(diff != 0)
+        z = (diff[rows] < 0).astype(int)           # label 1 where predicting 1 is cheaper
+        if rows.size == 0 or z.min() == z.max():
+            return np.r_[np.zeros(self.X.shape[1]), 1.0 if rows.size and z[0] == 1 else -1.0]
+        weight = np.abs(diff[rows])
+        weight = weight * (rows.size / weight.sum())
+        self.model.fit(self.X[rows], z, sample_weight=weight)
+        self.fitted = True
+        return np.r_[self.model.coef_[0], self.model.intercept_[0]]
+
+
+class _OlsOracle:
+    """Linear-threshold heuristic: regress the cost difference on [X, 1] and predict 1 where < 0."""
+
+    def __init__(self, X: np.ndarray):
+        design = np.column_stack([X, np.ones(X.shape[0])])
+        q, r = np.linalg.qr(design)
+        self.q, self.r = q, r
+
+    def __call__(self, diff: np.ndarray) -> np.ndarray:
+        beta = np.linalg.solve(self.r, self.q.T @ diff)
+        return -beta                                # h = 1[x.(-beta) > 0] = 1[prediction < 0]
+
+
+def _best_response(oracle, X: np.ndarray, c0: np.ndarray, c1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Oracle rule, or a constant classifier when cheaper (H contains both constants, spec 5)."""
+    diff = c1 - c0
+    params = oracle(diff)
+    h = (X @ params[:-1] + params[-1] > 0).astype(float)
+    costs = (h @ diff, 0.0, diff.sum())               # relative to the all-zero classifier
+    best = int(np.argmin(costs))
+    if best == 1:
+        return np.r_[np.zeros(X.shape[1]), -1.0], np.zeros(X.shape[0])
+    if best == 2:
+        return np.r_[np.zeros(X.shape[1]), 1.0], np.ones(X.shape[0])
+    return params, h
+
+
+# ---------------------------------------------------------------- the game (spec 1.6-1.8)
+
+def fit_elicited_fair(data: LearningData, pairs: OrderedPairs, config: LearnerConfig,
+                      fit_rows: np.ndarray | None = None,
+                      progress: Progress | None = None) -> FairFit:
+    """Run the regulator/learner game and return the mixture of iterates (Jung et al. Alg. 1-2).
+
+    ``fit_rows`` are the individuals whose error is minimised (default: all); pair members
+    outside them enter the costs only through their multipliers (spec 4.4).
+    """
+    config = config.validate()
+    X, y, n = data.X, data.y.astype(float), data.n
+    fit_rows = np.arange(n) if fit_rows is None else np.asarray(fit_rows, dtype=np.int64)
+    if fit_rows.size == 0:
+        raise ValueError("No individuals to learn from; lower the held-out share.")
+    mask = np.zeros(n)
+    mask[fit_rows] = 1.0
+    n_fit = float(fit_rows.size)
+    c0 = y * mask / n_fit                                  # cost of predicting 0
+    base1 = (1.0 - y) * mask / n_fit                       # error part of the cost of predicting 1
+    oracle = _LogisticOracle(X) if config.oracle == "logistic" else _OlsOracle(X)
+    m, T = pairs.m, int(config.T)
+    notes: list[str] = []
+
+    if m == 0 or config.gamma >= 1.0:
+        # Exact reductions (spec 1.3 and the gamma >= 1 note of 1.8): no constraint can bind.
+        params, h = _best_response(oracle, X, c0, base1)
+        notes.append("No constraint can bind (no weighted pairs or gamma >= 1): "
+                     "the unconstrained oracle solution is returned.")
+        traj = pd.DataFrame({"round": [1], "error": [float(np.abs(h - y)[fit_rows].mean())],
+                             "max_violation": [float((h[pairs.I] - h[pairs.J]).max()) if m else 0.0],
+                             "mean_excess": [0.0]})
+        if progress:
+            progress(1, 1, "unconstrained solution")
+        return FairFit(config, h, params[None, :], np.zeros(m), np.zeros(m), pairs, fit_rows,
+                       traj, "exact", notes)
+
+    M = pairs.incidence(n)
+    MT = M.T.tocsr()
+    hard = config.eta == 0
+    mu = config.mu_lambda if config.mu_lambda is not None else math.sqrt(math.log(m + 1) / T)
+    t0 = T // 2 if config.averaging == "fast" else 0
+    theta = np.zeros(m)
+    tau = 0.0
+    alpha = np.zeros(m)
+    hyps = np.empty((T, X.shape[1] + 1))
+    h_all = np.zeros(n)
+    h_tail = np.zeros(n)
+    a_all, a_tail = np.zeros(m), np.zeros(m)
+    l_all, l_tail = np.zeros(m), np.zeros(m)
+    records = []
+    report_every = max(1, T // 50)
+    for t in range(1, T + 1):
+        s = max(0.0, float(theta.max()))
+        e = np.exp(theta - s)
+        lam = config.C_lambda * e / (math.exp(-s) + e.sum())
+        if not hard:
+            # Per-judgment units: the gradient can reach 2, hence the halved step (spec 1.8 note).
+            grad = float(pairs.w @ alpha) / pairs.W - config.eta
+            tau = min(config.C_tau, max(0.0, tau + config.C_tau / (2.0 * math.sqrt(t)) * grad))
+        params, h = _best_response(oracle, X, c0, base1 + MT @ lam)
+        alpha = np.zeros(m) if hard else (tau * pairs.w / pairs.W - lam <= 0).astype(float)
+        theta += mu * (M @ h - alpha - config.gamma)
+        hyps[t - 1] = params
+        h_all += h
+        a_all += alpha
+        l_all += lam
+        if t > t0:
+            h_tail += h
+            a_tail += alpha
+            l_tail += lam
+        if t % config.record_every == 0 or t == T:
+            p = h_all / t
+            gap = M @ p
+            records.append((t, float(np.abs(p - y)[fit_rows].mean()), float(gap.max()),
+                            float(pairs.w @ np.maximum(gap - config.gamma, 0.0)) / pairs.W))
+        if progress and (t % report_every == 0 or t == T):
+            progress(t, T, "learner rounds")
+
+    p_full = h_all / T
+    used = "paper"
+    if config.averaging == "fast":
+        p_fast = h_tail / (T - t0)
+        gap = M @ p_fast
+        excess = float(pairs.w @ np.maximum(gap - config.gamma, 0.0)) / pairs.W
+        over = gap.max() > config.gamma + FAST_FALLBACK_TOL if hard \
+            else excess > config.eta + FAST_FALLBACK_TOL
+        if over:
+            notes.append("The second-half average overshot its fairness target by more than "
+                         f"{FAST_FALLBACK_TOL}; the full (paper) average is reported instead.")
+        else:
+            used = "fast"
+    if used == "fast":
+        k = T - t0
+        p_hat, hyp, a_hat, l_bar = h_tail / k, hyps[t0:], a_tail / k, l_tail / k
+    else:
+        p_hat, hyp, a_hat, l_bar = p_full, hyps, a_all / T, l_all / T
+    traj = pd.DataFrame(records, columns=["round", "error", "max_violation", "mean_excess"])
+    return FairFit(config, p_hat, hyp, a_hat, l_bar, pairs, fit_rows, traj, used, notes)
+
+
+# ---------------------------------------------------------------- evaluation (spec 1.4, 1.10, 1.11)
+
+def pair_metrics(p: np.ndarray, pairs: OrderedPairs, gamma: float) -> dict[str, float]:
+    """Realised gamma, weighted average excess per judgment and share of pairs over their slack."""
+    if pairs.m == 0:
+        return {"realized_gamma": 0.0, "mean_excess": 0.0, "fairness_loss": 0.0,
+                "share_violated": 0.0, "pairs": 0}
+    gap = p[pairs.I] - p[pairs.J]
+    excess = np.maximum(gap - gamma, 0.0)
+    return {"realized_gamma": float(gap.max()),
+            "mean_excess": float(pairs.w @ excess) / pairs.W,
+            "fairness_loss": float((pairs.w * excess).mean()),     # Pi of spec 1.4 on these pairs
+            "share_violated": float((gap > gamma + FAST_FALLBACK_TOL).mean()),
+            "pairs": int(pairs.m // 2)}
+
+
+def subset_pairs(pairs: OrderedPairs, keep_rows: np.ndarray) -> OrderedPairs:
+    """The ordered pairs that came from the given rows of the constraint frame."""
+    keep = np.isin(pairs.row, keep_rows)
+    W = float(pairs.w[keep].sum() / 2) if keep.any() else 1.0
+    return OrderedPairs(pairs.I[keep], pairs.J[keep], pairs.w[keep], W, pairs.row[keep])
+
+
+@dataclass
+class FitReport:
+    """A fit with its in-sample and held-out figures (held-out individuals and held-out pairs)."""
+
+    fit: FairFit
+    train_pairs: OrderedPairs
+    test_pairs: OrderedPairs
+    summary: dict[str, float]
+
+
+def fit_with_holdout(data: LearningData, constraints: pd.DataFrame, config: LearnerConfig,
+                     pair_holdout: float = 0.0, individual_holdout: bool = False,
+                     rng: np.random.Generator | None = None,
+                     progress: Progress | None = None) -> FitReport:
+    """Fit on training individuals and pairs; report error and pair fairness on both splits."""
+    if not 0.0 <= pair_holdout < 1.0:
+        raise ValueError("The held-out share of pairs must be in [0, 1).")
+    pairs = ordered_pairs(constraints, data.n)
+    rows = np.unique(pairs.row)
+    rng = rng if rng is not None else np.random.default_rng(0)
+    n_test = int(round(pair_holdout * rows.size))
+    test_rows = rng.choice(rows, size=n_test, replace=False) if n_test else np.array([], dtype=int)
+    train_pairs = subset_pairs(pairs, np.setdiff1d(rows, test_rows))
+    test_pairs = subset_pairs(pairs, test_rows)
+    fit_rows = data.train if individual_holdout else np.arange(data.n)
+    fit = fit_elicited_fair(data, train_pairs, config, fit_rows=fit_rows, progress=progress)
+    y = data.y
+    summary = {"gamma": config.gamma, "eta": config.eta,
+               "error": float(np.abs(fit.p_hat - y)[fit_rows].mean()),
+               "error_heldout": float(np.abs(fit.p_hat - y)[data.test].mean())
+               if individual_holdout and data.test.size else float("nan")}
+    for prefix, prs in (("", train_pairs), ("heldout_", test_pairs)):
+        for k, v in pair_metrics(fit.p_hat, prs, config.gamma).items():
+            summary[prefix + k] = float(v) if prs.m or not prefix else float("nan")
+    summary["averaging"] = fit.averaging_used
+    return FitReport(fit, train_pairs, test_pairs, summary)
+
+
+def best_constant_error(y: np.ndarray) -> float:
+    """Error of the better of the two constant classifiers (the gamma = 0 reference of spec 2)."""
+    rate = float(np.mean(y))
+    return min(rate, 1.0 - rate)
+
+
+def with_gamma(config: LearnerConfig, gamma: float) -> LearnerConfig:
+    """A copy of ``config`` with another slack."""
+    return replace(config, gamma=float(gamma))
