@@ -1,0 +1,204 @@
+"""Accuracy-fairness frontier under elicited constraints: a sweep of the per-pair slack gamma.
+
+Each slack gives one fitted mixture; the page shows the lower convex hull of (realised
+unfairness, error), every point of which a mixture of two fitted models attains (spec 0, 2).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from core.cache import memory
+from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, LearnerConfig, best_constant_error,
+                                   fit_with_holdout)
+from core.fairness.learning_data import compas_learning_data
+
+Progress = Callable[[int, int, str], None]
+DEFAULT_GAMMAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class FrontierConfig:
+    """A slack sweep: learner settings shared by every point plus the held-out design."""
+
+    gammas: tuple[float, ...] = DEFAULT_GAMMAS
+    T: int = 1000
+    C_lambda: float = 10.0
+    averaging: str = "fast"
+    oracle: str = "logistic"
+    pair_holdout: float = 0.25
+    individual_holdout: bool = True
+    use_protected: bool = True
+    seed: int = 0
+    tol: float = FAST_FALLBACK_TOL
+
+    def validate(self) -> "FrontierConfig":
+        if len(self.gammas) < 2:
+            raise ValueError("Give at least two slack values to trace a frontier.")
+        if any(not 0 <= g <= 1 for g in self.gammas):
+            raise ValueError("Slack values (gamma) must lie in [0, 1].")
+        if self.averaging not in AVERAGING:
+            raise ValueError(f"averaging must be one of {sorted(AVERAGING)}.")
+        if not 0.0 <= self.pair_holdout < 1.0:
+            raise ValueError("The held-out share of pairs must be in [0, 1).")
+        return self
+
+    def learner(self, gamma: float) -> LearnerConfig:
+        return LearnerConfig(gamma=float(gamma), T=int(self.T), C_lambda=self.C_lambda,
+                             averaging=self.averaging, oracle=self.oracle)
+
+
+@dataclass
+class FrontierResult:
+    """Tidy tables of a sweep; ``p_hat`` holds each point's scores (rows in load_compas order)."""
+
+    points: pd.DataFrame         # one row per slack: error, realised unfairness, hull flag, ...
+    pairs: pd.DataFrame          # one row per slack x elicited pair: gap, violated, shadow price
+    groups: pd.DataFrame         # one row per slack x attribute x group: FPR, FNR with intervals
+    trajectories: pd.DataFrame   # learner trajectories per slack
+    p_hat: np.ndarray            # (points, n)
+    baseline: dict = field(default_factory=dict)
+
+
+def lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of the decreasing lower convex hull of points (x = unfairness, y = error), by x."""
+    order = np.lexsort((y, x))
+    hull: list[int] = []
+    for k in order:
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            cross = (x[b] - x[a]) * (y[k] - y[a]) - (y[b] - y[a]) * (x[k] - x[a])
+            if cross <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(int(k))
+    best = int(np.argmin([y[k] for k in hull]))
+    return np.array(hull[:best + 1], dtype=int)
+
+
+def _wilson(successes: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """95% Wilson interval for a rate of randomised decisions (each draw is Bernoulli)."""
+    n = np.maximum(n, 1)
+    p = successes / n
+    denom = 1 + Z95 ** 2 / n
+    centre = (p + Z95 ** 2 / (2 * n)) / denom
+    half = Z95 * np.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n ** 2)) / denom
+    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+
+
+def group_rates(p: np.ndarray, y: np.ndarray, groups: pd.DataFrame) -> pd.DataFrame:
+    """False positive and false negative rates of a randomised classifier by race and by sex."""
+    rows = []
+    for attribute in ("race", "sex"):
+        labels = groups[attribute].to_numpy()
+        frame = pd.DataFrame({"g": labels, "p": p, "y": y})
+        neg = frame[frame.y == 0].groupby("g", observed=True)["p"].agg(["sum", "count"])
+        pos = frame[frame.y == 1].groupby("g", observed=True)["p"].agg(["sum", "count"])
+        table = neg.join(pos, lsuffix="_neg", rsuffix="_pos", how="outer").fillna(0.0)
+        fpr_lo, fpr_hi = _wilson(table["sum_neg"].to_numpy(), table["count_neg"].to_numpy())
+        fnr_lo, fnr_hi = _wilson((table["count_pos"] - table["sum_pos"]).to_numpy(),
+                                 table["count_pos"].to_numpy())
+        rows.append(pd.DataFrame({
+            "attribute": attribute, "group": table.index.astype(str),
+            "n": (table["count_neg"] + table["count_pos"]).astype(int).to_numpy(),
+            "fpr": table["sum_neg"].to_numpy() / np.maximum(table["count_neg"].to_numpy(), 1),
+            "fpr_low": fpr_lo, "fpr_high": fpr_hi,
+            "fnr": 1 - table["sum_pos"].to_numpy() / np.maximum(table["count_pos"].to_numpy(), 1),
+            "fnr_low": fnr_lo, "fnr_high": fnr_hi}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def _pair_table(p: np.ndarray, report, constraints: pd.DataFrame, gamma: float, tol: float) -> pd.DataFrame:
+    """Per elicited pair: worse-orientation gap, whether it exceeds the slack, and its shadow price."""
+    frames = []
+    for split, prs, lam in (("fit", report.train_pairs, report.fit.lambda_bar),
+                            ("held-out", report.test_pairs, None)):
+        if prs.m == 0:
+            continue
+        half = prs.m // 2                     # first half: (i, j) as stored; second: reversed
+        gap = p[prs.I[:half]] - p[prs.J[:half]]
+        price = lam[:half] + lam[half:] if lam is not None else np.full(half, np.nan)
+        rows = prs.row[:half]
+        frames.append(pd.DataFrame({
+            "gamma": gamma, "split": split, "i": prs.I[:half], "j": prs.J[:half],
+            "weight": prs.w[:half], "p_i": p[prs.I[:half]], "p_j": p[prs.J[:half]],
+            "gap": np.abs(gap), "excess": np.maximum(np.abs(gap) - gamma, 0.0),
+            "violated": np.abs(gap) > gamma + tol, "shadow_price": price,
+            "agreement": constraints["agreement"].to_numpy()[rows]
+            if "agreement" in constraints else np.nan}))
+    if not frames:
+        return pd.DataFrame(columns=["gamma", "split", "i", "j", "weight", "p_i", "p_j", "gap",
+                                     "excess", "violated", "shadow_price", "agreement"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _frontier(constraints: pd.DataFrame, config: FrontierConfig, progress: Progress | None = None
+              ) -> FrontierResult:
+    config = config.validate()
+    data = compas_learning_data(seed=config.seed, use_protected=config.use_protected)
+    gammas = sorted(set(float(g) for g in config.gammas))
+    k = len(gammas)
+    points, pair_tables, group_tables, trajs, scores = [], [], [], [], []
+    for idx, gamma in enumerate(gammas):
+        def step(done: int, total: int, message: str, _i=idx, _g=gamma) -> None:
+            if progress:
+                progress(_i * total + done, k * total, f"slack {_g:.2f}: {message}")
+        report = fit_with_holdout(data, constraints, config.learner(gamma),
+                                  pair_holdout=config.pair_holdout,
+                                  individual_holdout=config.individual_holdout,
+                                  rng=np.random.default_rng(config.seed),   # same pair split at every slack
+                                  progress=step)
+        p = report.fit.p_hat
+        points.append({**report.summary, "notes": " ".join(report.fit.notes)})
+        pair_tables.append(_pair_table(p, report, constraints, gamma, config.tol))
+        g = group_rates(p, data.y, data.groups)
+        g.insert(0, "gamma", gamma)
+        group_tables.append(g)
+        t = report.fit.trajectory.copy()
+        t.insert(0, "gamma", gamma)
+        trajs.append(t)
+        scores.append(p)
+    pts = pd.DataFrame(points)
+    hull = lower_hull(pts["realized_gamma"].to_numpy(), pts["error"].to_numpy())
+    pts["on_hull"] = False
+    pts.loc[hull, "on_hull"] = True
+    pairs = pd.concat(pair_tables, ignore_index=True)
+    viol = pairs[pairs.split == "fit"].groupby("gamma")["violated"].sum()
+    pts["violated_pairs"] = pts["gamma"].map(viol).fillna(0).astype(int)
+    baseline = {"best_constant_error": best_constant_error(data.y[data.train]
+                                                           if config.individual_holdout else data.y),
+                "n_individuals": data.n, "n_pairs": int(len(constraints)),
+                "averaging": AVERAGING[config.averaging], "config": asdict(config)}
+    return FrontierResult(pts, pairs, pd.concat(group_tables, ignore_index=True),
+                          pd.concat(trajs, ignore_index=True), np.vstack(scores), baseline)
+
+
+_cached_frontier = memory().cache(_frontier, ignore=["progress"])
+
+
+def _canonical(constraints: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in ("i", "j", "weight", "n_judges", "agreement") if c in constraints.columns]
+    if not {"i", "j", "weight"} <= set(cols):
+        raise ValueError("The constraint table needs columns i, j and weight.")
+    return constraints[cols].reset_index(drop=True)
+
+
+def trade_off_frontier(constraints: pd.DataFrame, config: FrontierConfig = FrontierConfig(),
+                       progress: Progress | None = None) -> FrontierResult:
+    """Sweep gamma, fit one mixture per slack and mark the lower convex hull (cached on disk)."""
+    return _cached_frontier(_canonical(constraints), config.validate(), progress=progress)
+
+
+def is_cached(constraints: pd.DataFrame, config: FrontierConfig) -> bool:
+    """Whether this sweep is already in the result cache (the page then shows it at once)."""
+    try:
+        return bool(_cached_frontier.check_call_in_cache(_canonical(constraints), config.validate(),
+                                                         progress=None))
+    except Exception:
+        return False
+
