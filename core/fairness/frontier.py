@@ -114,22 +114,25 @@ def group_rates(p: np.ndarray, y: np.ndarray, groups: pd.DataFrame) -> pd.DataFr
 
 
 def _pair_table(p: np.ndarray, report, constraints: pd.DataFrame, gamma: float, tol: float) -> pd.DataFrame:
-    """Per elicited pair: worse-orientation gap, whether it exceeds the slack, and its shadow price."""
+    """Per elicited pair: worse asserted gap, whether it exceeds the slack, and its shadow price."""
     frames = []
     for split, prs, lam in (("fit", report.train_pairs, report.fit.lambda_bar),
                             ("held-out", report.test_pairs, None)):
         if prs.m == 0:
             continue
-        half = prs.m // 2                     # first half: (i, j) as stored; second: reversed
-        gap = p[prs.I[:half]] - p[prs.J[:half]]
-        price = lam[:half] + lam[half:] if lam is not None else np.full(half, np.nan)
-        rows = prs.row[:half]
+        ordered = pd.DataFrame({"row": prs.row, "gap": p[prs.I] - p[prs.J],
+                                "price": lam if lam is not None else np.nan})
+        per_row = ordered.groupby("row").agg(gap=("gap", "max"), shadow_price=("price", "sum"))
+        rows = per_row.index.to_numpy()
+        i = constraints["i"].to_numpy(dtype=np.int64)[rows]
+        j = constraints["j"].to_numpy(dtype=np.int64)[rows]
+        gap = per_row["gap"].to_numpy()
         frames.append(pd.DataFrame({
-            "gamma": gamma, "split": split, "i": prs.I[:half], "j": prs.J[:half],
-            "weight": prs.w[:half], "p_i": p[prs.I[:half]], "p_j": p[prs.J[:half]],
-            "gap": np.abs(gap), "excess": np.maximum(np.abs(gap) - gamma, 0.0),
-            "violated": np.abs(gap) > gamma + tol, "shadow_price": price,
-            "agreement": constraints["agreement"].to_numpy()[rows]
+            "gamma": gamma, "split": split, "i": i, "j": j,
+            "weight": constraints["weight"].to_numpy(dtype=float)[rows], "p_i": p[i], "p_j": p[j],
+            "gap": gap, "excess": np.maximum(gap - gamma, 0.0), "violated": gap > gamma + tol,
+            "shadow_price": per_row["shadow_price"].to_numpy() if lam is not None else np.nan,
+            "agreement": constraints["agreement"].to_numpy(dtype=float)[rows]
             if "agreement" in constraints else np.nan}))
     if not frames:
         return pd.DataFrame(columns=["gamma", "split", "i", "j", "weight", "p_i", "p_j", "gap",
@@ -182,7 +185,8 @@ _cached_frontier = memory().cache(_frontier, ignore=["progress"])
 
 
 def _canonical(constraints: pd.DataFrame) -> pd.DataFrame:
-    cols = [c for c in ("i", "j", "weight", "n_judges", "agreement") if c in constraints.columns]
+    cols = [c for c in ("i", "j", "weight", "w_ij", "w_ji", "n_judges", "agreement")
+            if c in constraints.columns]
     if not {"i", "j", "weight"} <= set(cols):
         raise ValueError("The constraint table needs columns i, j and weight.")
     return constraints[cols].reset_index(drop=True)

@@ -82,29 +82,38 @@ class OrderedPairs:
 
 
 def ordered_pairs(constraints: pd.DataFrame, n: int) -> OrderedPairs:
-    """Both orientations of every "treat alike" row with positive weight (spec 1.2-1.3)."""
+    """Ordered constraints with positive weight from the constraint frame (spec 1.2-1.3).
+
+    Ordered weights ``w_ij`` / ``w_ji`` are used when the frame has them (directional answers);
+    otherwise the "treat alike" ``weight`` applies to both orientations.
+    """
     missing = {"i", "j", "weight"} - set(constraints.columns)
     if missing:
         raise ValueError(f"The constraint table lacks column(s) {sorted(missing)}; "
                          "it needs i, j and weight.")
-    i = pd.to_numeric(constraints["i"], errors="coerce").to_numpy(dtype=float)
-    j = pd.to_numeric(constraints["j"], errors="coerce").to_numpy(dtype=float)
-    w = pd.to_numeric(constraints["weight"], errors="coerce").to_numpy(dtype=float)
-    if np.isnan(i).any() or np.isnan(j).any() or np.isnan(w).any():
+    def numbers(col: str) -> np.ndarray:
+        return pd.to_numeric(constraints[col], errors="coerce").to_numpy(dtype=float)
+    i, j, same = numbers("i"), numbers("j"), numbers("weight")
+    directed = {"w_ij", "w_ji"} <= set(constraints.columns)
+    w_ij, w_ji = (numbers("w_ij"), numbers("w_ji")) if directed else (same, same)
+    if any(np.isnan(a).any() for a in (i, j, same, w_ij, w_ji)):
         raise ValueError("Constraint columns i, j and weight must be numbers without gaps.")
-    if (w < 0).any():
+    if (same < 0).any() or (w_ij < 0).any() or (w_ji < 0).any():
         raise ValueError("Constraint weights must be >= 0.")
     if ((i < 0) | (j < 0) | (i >= n) | (j >= n)).any() or (i != np.round(i)).any() \
             or (j != np.round(j)).any():
         raise ValueError(f"Pair indices must be whole row positions between 0 and {n - 1}.")
     if (i == j).any():
         raise ValueError("A pair must join two different individuals (found i == j).")
+    rows = np.arange(len(i))
+    I = np.concatenate([i, j]).astype(np.int64)
+    J = np.concatenate([j, i]).astype(np.int64)
+    w = np.concatenate([w_ij, w_ji])
+    row = np.concatenate([rows, rows])
     keep = w > 0
-    rows = np.flatnonzero(keep)
-    i, j, w = i[keep].astype(np.int64), j[keep].astype(np.int64), w[keep]
-    return OrderedPairs(I=np.concatenate([i, j]), J=np.concatenate([j, i]),
-                        w=np.concatenate([w, w]), W=float(w.sum()) if len(w) else 1.0,
-                        row=np.concatenate([rows, rows]))
+    # Total weight of the asserted judgments: a "same" answer counts once, not once per orientation.
+    W = float(np.sum(w_ij + w_ji - np.minimum(same, np.minimum(w_ij, w_ji))))
+    return OrderedPairs(I=I[keep], J=J[keep], w=w[keep], W=W if W > 0 else 1.0, row=row[keep])
 
 
 @dataclass
@@ -295,13 +304,14 @@ def pair_metrics(p: np.ndarray, pairs: OrderedPairs, gamma: float) -> dict[str, 
             "mean_excess": float(pairs.w @ excess) / pairs.W,
             "fairness_loss": float((pairs.w * excess).mean()),     # Pi of spec 1.4 on these pairs
             "share_violated": float((gap > gamma + FAST_FALLBACK_TOL).mean()),
-            "pairs": int(pairs.m // 2)}
+            "pairs": int(np.unique(pairs.row).size)}
 
 
 def subset_pairs(pairs: OrderedPairs, keep_rows: np.ndarray) -> OrderedPairs:
     """The ordered pairs that came from the given rows of the constraint frame."""
     keep = np.isin(pairs.row, keep_rows)
-    W = float(pairs.w[keep].sum() / 2) if keep.any() else 1.0
+    share = float(pairs.w[keep].sum() / pairs.w.sum()) if pairs.m else 0.0
+    W = pairs.W * share if share > 0 else 1.0          # normaliser in proportion to the weight kept
     return OrderedPairs(pairs.I[keep], pairs.J[keep], pairs.w[keep], W, pairs.row[keep])
 
 

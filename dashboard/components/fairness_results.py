@@ -1,0 +1,146 @@
+"""Results of learning under elicited pairwise constraints: frontier, binding pairs, group rates."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.cache import config_digest, data_fingerprint
+from core.fairness.frontier import FrontierConfig, is_cached, trade_off_frontier
+from core.fairness.learner import AVERAGING, ORACLES
+from dashboard.components.progress import progress_bar
+from dashboard.figures import fairness as figs
+
+ROUND_CHOICES = (100, 300, 1000, 2000)
+ORACLE_LABELS = {"logistic": "weighted logistic regression (scikit-learn)",
+                 "ols": "least-squares threshold (fast heuristic)"}
+
+
+def _settings(key: str) -> FrontierConfig:
+    """Learner settings as widgets; returns the frozen sweep configuration."""
+    with st.expander("Learner settings", expanded=False):
+        c1, c2, c3 = st.columns(3)
+        averaging = c1.radio("Averaging of the iterates", list(AVERAGING), index=1,
+                             format_func=lambda a: AVERAGING[a], key=f"{key}_averaging")
+        rounds = c2.select_slider("Rounds per slack value", ROUND_CHOICES, value=1000,
+                                  key=f"{key}_rounds",
+                                  help="The paper reports convergence after about 1,000 rounds.")
+        oracle = c3.selectbox("Learner (cost-sensitive oracle)", list(ORACLES),
+                              format_func=ORACLE_LABELS.get, key=f"{key}_oracle")
+        c4, c5, c6 = st.columns(3)
+        holdout = c4.slider("Share of pairs held out", 0.0, 0.5, 0.25, 0.05, key=f"{key}_holdout",
+                            help="Held-out pairs and 30% held-out individuals estimate how the "
+                                 "fairness and the error carry over to people not used in fitting.")
+        protected = c5.checkbox("Learner sees race and sex", value=True, key=f"{key}_protected",
+                                help="A normative choice the paper leaves open; it is logged in the export.")
+        seed = int(c6.number_input("Seed", 0, 10_000, 0, key=f"{key}_seed"))
+    return FrontierConfig(T=int(rounds), averaging=averaging, oracle=oracle,
+                          pair_holdout=float(holdout), individual_holdout=True,
+                          use_protected=bool(protected), seed=seed)
+
+
+def _pick_point(key: str, points: pd.DataFrame) -> pd.Series:
+    """Operating-point slider over the frontier's hull points."""
+    hull = points[points["on_hull"]].sort_values("realized_gamma").reset_index(drop=True)
+    labels = [f"γ={r.gamma:g} · unfairness {r.realized_gamma:.2f} · error {r.error:.3f}"
+              for r in hull.itertuples()]
+    start = int(np.argmin(np.abs(hull["gamma"].to_numpy() - 0.3)))   # a middle slack by default
+    choice = st.select_slider("Operating point on the frontier", labels, value=labels[start],
+                              key=f"{key}_point",
+                              help="Move right for more accuracy and less fairness to the elicited pairs.")
+    return hull.iloc[labels.index(choice)]
+
+
+def _has_constraints(constraints: pd.DataFrame | None) -> bool:
+    """Whether any pair carries positive weight in either orientation."""
+    if constraints is None or len(constraints) == 0 or "weight" not in constraints:
+        return False
+    cols = [c for c in ("weight", "w_ij", "w_ji") if c in constraints]
+    return bool((constraints[cols].apply(pd.to_numeric, errors="coerce") > 0).to_numpy().any())
+
+
+def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> dict[str, pd.DataFrame]:
+    """Frontier, operating point, binding constraints and group rates for a constraint frame.
+
+    Work runs behind a button with a progress bar and is cached on disk; returns the tables
+    shown, for the page's export.
+    """
+    st.subheader("Learning under the elicited constraints")
+    st.caption(f"Constraints: {label}. Individuals are the 7,214 rows of the bundled COMPAS file; "
+               "the label is two-year reoffence and every classifier is a randomised mixture.")
+    if not _has_constraints(constraints):
+        st.info("No 'treat alike' constraints yet: once stakeholders have answered, the trade-off "
+                "between accuracy and their pairwise judgments appears here.")
+        return {}
+    config = _settings(key)
+    n_pairs = len(constraints)
+    st.caption(f"{n_pairs} elicited pairs; slack values swept: "
+               + ", ".join(f"{g:g}" for g in config.gammas) + ".")
+    digest = config_digest({"config": config, "constraints": data_fingerprint(
+        constraints[[c for c in ("i", "j", "weight", "w_ij", "w_ji", "n_judges", "agreement")
+                     if c in constraints]]
+        .reset_index(drop=True))})
+    store = st.session_state.setdefault(f"{key}_results", {})
+    clicked = st.button("Run the learner", key=f"{key}_run", type="primary",
+                        help="Fits one mixture per slack value; results are cached for these settings.")
+    if digest not in store and (clicked or is_cached(constraints, config)):
+        try:
+            with progress_bar("Learning under the elicited constraints") as progress:
+                store[digest] = trade_off_frontier(constraints, config, progress=progress)
+        except ValueError as exc:
+            st.error(str(exc))
+            return {}
+    result = store.get(digest)
+    if result is None:
+        st.info("Press **Run the learner** to trace the accuracy-fairness frontier "
+                f"({len(config.gammas)} slack values × {config.T} rounds).")
+        return {}
+
+    points = result.points
+    base = result.baseline
+    best_const = base["best_constant_error"]
+    unconstrained = float(points.loc[points["gamma"].idxmax(), "error"])
+    point = _pick_point(key, points)
+    gamma = float(point["gamma"])
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Error at this point", f"{point['error']:.3f}",
+              delta=f"{point['error'] - unconstrained:+.3f} vs least constrained", delta_color="inverse")
+    m2.metric("Held-out error", "n/a" if pd.isna(point["error_heldout"]) else f"{point['error_heldout']:.3f}")
+    m3.metric("Realised unfairness", f"{point['realized_gamma']:.3f}", help="Largest p_i − p_j over fitted pairs")
+    m4.metric("Pairs over their slack", f"{int(point['violated_pairs'])} of {int(point['pairs'])}")
+    st.plotly_chart(figs.frontier_figure(points, best_const, gamma), key=f"{key}_frontier_chart")
+    st.caption(f"Best constant classifier error {best_const:.3f}; least-constrained error "
+               f"{unconstrained:.3f}. Averaging: {base['averaging']}. "
+               "Every point on the hull is reached by mixing its two neighbouring fits. "
+               "Sample a decision per person from the mixture: thresholding its probability "
+               "breaks the pairwise guarantee.")
+    notes = [n for n in points["notes"] if n]
+    if notes:
+        st.caption(" ".join(sorted(set(notes))))
+
+    pairs = result.pairs[np.isclose(result.pairs["gamma"], gamma)]
+    st.markdown("**Binding constraints at this operating point**")
+    binding = (pairs[pairs["split"] == "fit"].sort_values("shadow_price", ascending=False)
+               .loc[:, ["i", "j", "weight", "agreement", "p_i", "p_j", "gap", "violated", "shadow_price"]]
+               .rename(columns={"shadow_price": "error cost per unit of slack"}))
+    st.caption("Error cost per unit of slack is the pair's averaged multiplier: how much error the "
+               "learner would save if this pair's slack were loosened by one unit (a shadow price). "
+               "Pairs are ordered by it; violated means the gap exceeds the slack by more than 0.02.")
+    st.dataframe(binding.head(25), hide_index=True, key=f"{key}_binding")
+    held = pairs[pairs["split"] == "held-out"]
+    if len(held):
+        st.caption(f"Held-out pairs: realised unfairness {point['heldout_realized_gamma']:.3f}, "
+                   f"{int(held['violated'].sum())} of {len(held)} over the slack "
+                   "(pairs not used in fitting; the paper reports in-sample figures only).")
+
+    groups = result.groups[np.isclose(result.groups["gamma"], gamma)]
+    st.plotly_chart(figs.group_rates_figure(groups, f"Error rates by group at γ={gamma:g} (95% intervals)"),
+                    key=f"{key}_groups_chart")
+    st.caption("Rates of the randomised classifier on all 7,214 individuals; groups with few people "
+               "(Asian, Native American) have wide intervals and should not be read as gaps.")
+    with st.expander("Convergence of the learner", expanded=False):
+        st.plotly_chart(figs.trajectory_figure(result.trajectories), key=f"{key}_traj_chart")
+    st.info("Not yet available: the companion panel (calibrated scores with equal error rates).")
+    return {"fairness_frontier": points, "fairness_pairs": pairs.reset_index(drop=True),
+            "fairness_groups": groups.reset_index(drop=True),
+            "fairness_trajectories": result.trajectories}
