@@ -1,0 +1,238 @@
+"""Adversaries: turn a release into a fixed confidence-rated predictor h(lens) in [-1, 1].
+
+Each adversary sees only the report (and the public schema), never the data or the split.
+Microdata and count tables are both read as a weighted training set over lens codes, so
+every adversary works on either kind of report. Scores are 2 p - 1 for a probability p that
+the target holds (coherence spec Sec. 1.1 and 2.7). A new adversary is one class in ``ADVERSARIES``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from core.coherence.releases import AuditSchema, MicrodataReport, TableReport
+
+Predictor = Callable[[np.ndarray], np.ndarray]
+
+
+def training_set(report, schema: AuditSchema) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lens codes (m, L), binary target (m,), weights (m,)) read from a report.
+
+    Table cells count as records weighted by their counts clipped at 0 (noisy tables may be negative).
+    """
+    if isinstance(report, MicrodataReport):
+        rows = report.rows
+        x = np.column_stack([rows[c].to_numpy(np.int64) for c in schema.lens]) if len(rows) \
+            else np.zeros((0, len(schema.lens)), np.int64)
+        y = (rows[schema.target].to_numpy(np.int64) == schema.positive_code).astype(np.int64)
+        return x, y, np.ones(len(rows))
+    if isinstance(report, TableReport):
+        counts = np.clip(report.counts, 0.0, None)
+        cell, yy = np.nonzero(counts)
+        x = np.column_stack(np.unravel_index(cell, schema.lens_sizes)).astype(np.int64) if cell.size \
+            else np.zeros((0, len(schema.lens)), np.int64)
+        return x, yy.astype(np.int64), counts[cell, yy]
+    raise ValueError(f"Unsupported report type {type(report).__name__}.")
+
+
+def one_hot(x: np.ndarray, sizes: tuple[int, ...]) -> sp.csr_matrix:
+    """Sparse one-hot encoding of lens codes with fixed (public) column sizes."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    m, L = x.shape
+    cols = (x + offsets).ravel()
+    rows = np.repeat(np.arange(m), L)
+    return sp.csr_matrix((np.ones(m * L), (rows, cols)), shape=(m, int(np.sum(sizes))))
+
+
+def _constant(p: float) -> Predictor:
+    score = float(np.clip(2.0 * p - 1.0, -1.0, 1.0))
+    return lambda x: np.full(len(x), score)
+
+
+def _base_rate(y: np.ndarray, w: np.ndarray) -> float:
+    total = w.sum()
+    return 0.5 if total <= 0 else float((w * y).sum() / total)
+
+
+class Adversary:
+    """Base: ``fit(report, schema, rng) -> predictor`` on lens codes; the predictor is deterministic."""
+    key = "base"
+    label = "base"
+
+    def fit(self, report, schema: AuditSchema, rng: np.random.Generator) -> Predictor:  # pragma: no cover
+        raise NotImplementedError
+
+
+class LogisticAdversary(Adversary):
+    """Logistic regression on one-hot lens codes, trained on the released (weighted) records."""
+    key, label = "logistic", "Logistic regression"
+
+    def __init__(self, C: float = 1.0) -> None:
+        self.C = float(C)
+
+    def fit(self, report, schema, rng):
+        from sklearn.linear_model import LogisticRegression
+
+        x, y, w = training_set(report, schema)
+        if w.sum() <= 0 or np.unique(y[w > 0]).size < 2:
+            return _constant(_base_rate(y, w))
+        sizes = schema.lens_sizes
+        model = LogisticRegression(C=self.C, max_iter=300)
+        model.fit(one_hot(x, sizes), y, sample_weight=w / w.mean())
+        return lambda q: 2.0 * model.predict_proba(one_hot(q, sizes))[:, 1] - 1.0
+
+
+class BoostingAdversary(Adversary):
+    """Histogram gradient boosting with categorical lens features, trained on the release."""
+    key, label = "boosting", "Gradient boosting"
+
+    def __init__(self, max_iter: int = 40, learning_rate: float = 0.2) -> None:
+        self.max_iter = int(max_iter)
+        self.learning_rate = float(learning_rate)
+
+    def fit(self, report, schema, rng):
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        x, y, w = training_set(report, schema)
+        if w.sum() <= 0 or np.unique(y[w > 0]).size < 2:
+            return _constant(_base_rate(y, w))
+        cat = [s <= 255 for s in schema.lens_sizes]
+        model = HistGradientBoostingClassifier(
+            max_iter=self.max_iter, learning_rate=self.learning_rate, categorical_features=cat,
+            early_stopping=False, random_state=int(rng.integers(2**31 - 1)))
+        model.fit(x, y, sample_weight=w / w.mean())
+        return lambda q: 2.0 * model.predict_proba(q)[:, 1] - 1.0
+
+
+class NaiveBayesAdversary(Adversary):
+    """Naive Bayes from released one-way tables of every lens column by target (add-one smoothing)."""
+    key, label = "naive_bayes", "Naive Bayes from tables"
+
+    def fit(self, report, schema, rng):
+        x, y, w = training_set(report, schema)
+        sizes = schema.lens_sizes
+        prior = np.array([w[y == 0].sum(), w[y == 1].sum()]) + 1.0
+        log_tables = []
+        for j, size in enumerate(sizes):
+            t = np.stack([np.bincount(x[y == k, j], weights=w[y == k], minlength=size) for k in (0, 1)]) + 1.0
+            log_tables.append(np.log(t / t.sum(axis=1, keepdims=True)))
+        log_prior = np.log(prior / prior.sum())
+
+        def predict(q: np.ndarray) -> np.ndarray:
+            logit = np.full(len(q), log_prior[1] - log_prior[0])
+            for j, lt in enumerate(log_tables):
+                logit += lt[1, q[:, j]] - lt[0, q[:, j]]
+            return 2.0 / (1.0 + np.exp(-logit)) - 1.0
+        return predict
+
+
+def _cell_ids(x: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    if x.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    if np.prod(sizes, dtype=np.float64) < 2**62:
+        return np.ravel_multi_index(tuple(x.T), sizes)
+    raise ValueError("The lens is too fine to index; choose fewer lens columns.")
+
+
+class NearestNeighbourAdversary(Adversary):
+    """Memorising matcher: the released target of the nearest record, confidence max(0, 1 - d/tau).
+
+    d is the Hamming distance on lens columns; tau = 1 keeps exact matches only (several exact
+    matches vote by their weighted mean). Spec Sec. 2.7, NearestNeighbourAttribute.
+    """
+    key, label = "nearest_neighbour", "Nearest-neighbour matcher"
+
+    def __init__(self, tau: float = 1.0) -> None:
+        if not tau > 0:
+            raise ValueError("tau must be positive.")
+        self.tau = float(tau)
+
+    def fit(self, report, schema, rng):
+        x, y, w = training_set(report, schema)
+        sizes = schema.lens_sizes
+        keep = w >= 0.5                       # a table cell counts as a record only if its count rounds to >= 1
+        x, y, w = x[keep], y[keep], w[keep]
+        ids = _cell_ids(x, sizes)
+        uniq, inv = np.unique(ids, return_inverse=True)
+        wy = np.bincount(inv, weights=w * y, minlength=uniq.size)
+        ww = np.bincount(inv, weights=w, minlength=uniq.size)
+        vote = 2.0 * wy / np.maximum(ww, 1e-300) - 1.0
+        tau = self.tau
+        tree = None
+        if tau > 1 and uniq.size:
+            from scipy.spatial import cKDTree
+            ux = np.column_stack(np.unravel_index(uniq, sizes))
+            tree = cKDTree(one_hot(ux, sizes).toarray())
+
+        def predict(q: np.ndarray) -> np.ndarray:
+            out = np.zeros(len(q))
+            if uniq.size == 0:
+                return out
+            qid = _cell_ids(q, sizes)
+            pos = np.clip(np.searchsorted(uniq, qid), 0, uniq.size - 1)
+            hit = uniq[pos] == qid
+            out[hit] = vote[pos[hit]]
+            if tree is not None and (~hit).any():
+                d, j = tree.query(one_hot(q[~hit], sizes).toarray(), k=1, p=1)
+                out[~hit] = vote[j] * np.maximum(0.0, 1.0 - (d / 2.0) / tau)
+            return out
+        return predict
+
+
+class LinkageAdversary(Adversary):
+    """Membership by exact linkage: +1 if a person's lens values appear in the release, else -1."""
+    key, label = "linkage", "Exact linkage (membership)"
+
+    def fit(self, report, schema, rng):
+        x, _, w = training_set(report, schema)
+        sizes = schema.lens_sizes
+        present = np.unique(_cell_ids(x[w >= 0.5], sizes))
+
+        def predict(q: np.ndarray) -> np.ndarray:
+            return np.where(np.isin(_cell_ids(q, sizes), present), 1.0, -1.0)
+        return predict
+
+
+class RandomScoreAdversary(Adversary):
+    """Null adversary: a fixed pseudo-random score per lens cell, ignoring the report."""
+    key, label = "random", "Random score (null)"
+
+    def __init__(self, salt: int = 12345) -> None:
+        self.salt = int(salt)
+
+    def fit(self, report, schema, rng):
+        sizes = schema.lens_sizes
+        salt = np.uint64(self.salt)
+
+        def predict(q: np.ndarray) -> np.ndarray:
+            h = _cell_ids(q, sizes).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + salt
+            h ^= h >> np.uint64(31)
+            h *= np.uint64(0xBF58476D1CE4E5B9)
+            h ^= h >> np.uint64(29)
+            return 2.0 * (h >> np.uint64(11)).astype(float) / 2.0**53 - 1.0
+        return predict
+
+
+ADVERSARIES: dict[str, type[Adversary]] = {
+    cls.key: cls for cls in (LogisticAdversary, BoostingAdversary, NaiveBayesAdversary,
+                             NearestNeighbourAdversary, LinkageAdversary, RandomScoreAdversary)
+}
+
+
+def make_adversary(key: str, **params) -> Adversary:
+    """An adversary from its registry key."""
+    if key not in ADVERSARIES:
+        raise ValueError(f"Unknown adversary {key!r}; choose one of {sorted(ADVERSARIES)}.")
+    return ADVERSARIES[key](**params)
+
+
+def checked_scores(scores: np.ndarray, name: str) -> np.ndarray:
+    """Scores validated to lie in [-1, 1]; tiny overshoots (<= 1e-9) are clipped, others raise."""
+    s = np.asarray(scores, float)
+    if not np.all(np.isfinite(s)):
+        raise ValueError(f"Adversary {name!r} produced non-finite scores.")
+    if np.any(np.abs(s) > 1.0 + 1e-9):
+        raise ValueError(f"Adversary {name!r} produced scores outside [-1, 1].")
+    return np.clip(s, -1.0, 1.0)

@@ -1,0 +1,439 @@
+"""The coherence audit: the paper's predictor game run many times, with a null control and verdicts.
+
+Per trial: a fresh uniform split of the data, each release algorithm run on one half, each
+adversary fitted on the release only, then exact W1 between the score distributions of the two
+halves inside every eligible subgroup (size >= gamma in the full data), and the same with the
+same scores on an independent split (the null). Coherence spec Sec. 2.3-2.6.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from core.coherence import theory
+from core.coherence.adversaries import Adversary, checked_scores, make_adversary
+from core.coherence.releases import (AuditSchema, PrivacyGuarantee, Release, encode_for_audit,
+                                     replace_one_epsilon)
+from core.coherence.wasserstein import subgroup_distances
+from core.parallel import map_trials
+
+Progress = Callable[[int, int, str], None]
+TOL = 1e-9          # strict comparison D > alpha, robust to float rounding (spec Sec. 2.3 note)
+VERDICTS = ("FAIL", "PASS", "INCONCLUSIVE")
+
+
+@dataclass(frozen=True)
+class Subgroup:
+    """A named sub-population: a boolean mask over the full records."""
+    name: str
+    mask: np.ndarray = field(repr=False, compare=False)
+
+
+def build_subgroups(df: pd.DataFrame, columns: Sequence[str], order: int = 2,
+                    include_everyone: bool = True) -> list[Subgroup]:
+    """Every level of each column plus intersections of up to ``order`` columns (observed cells)."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"Subgroup column(s) {missing} are not in the data.")
+    if order < 1:
+        raise ValueError("The intersection order must be at least 1.")
+    out = [Subgroup("everyone", np.ones(len(df), bool))] if include_everyone else []
+    codes = {c: df[c].astype("category") for c in columns}
+    for k in range(1, min(order, len(columns)) + 1):
+        for combo in itertools.combinations(columns, k):
+            cats = [codes[c].cat.codes.to_numpy(np.int64) for c in combo]
+            sizes = [len(codes[c].cat.categories) for c in combo]
+            flat = np.ravel_multi_index(tuple(cats), sizes)
+            for cell in np.unique(flat):
+                idx = np.unravel_index(cell, sizes)
+                name = " & ".join(f"{c}={codes[c].cat.categories[i]}" for c, i in zip(combo, idx))
+                out.append(Subgroup(name, flat == cell))
+    return out
+
+
+def clopper_pearson(x: int, t: int, confidence: float = 0.95) -> tuple[float, float]:
+    """One-sided Clopper-Pearson bounds (lower, upper) at level ``confidence`` (spec Sec. 2.6 note)."""
+    if t <= 0:
+        return 0.0, 1.0
+    lo = 0.0 if x == 0 else float(stats.beta.ppf(1 - confidence, x, t - x + 1))
+    hi = 1.0 if x == t else float(stats.beta.ppf(confidence, x + 1, t - x))
+    return lo, hi
+
+
+def decide(lo: float, hi: float, beta: float) -> str:
+    """FAIL if the lower bound exceeds beta, PASS if the upper bound is at most beta, else INCONCLUSIVE."""
+    if lo > beta:
+        return "FAIL"
+    if hi <= beta:
+        return "PASS"
+    return "INCONCLUSIVE"
+
+
+def trials_needed(x: int, t: int, beta: float, confidence: float = 0.95, limit: int = 100_000) -> int | None:
+    """Trials at which the same exceedance rate would decide (PASS if below beta, FAIL if above)."""
+    rate = x / t if t else 0.0
+    grid = np.arange(max(t, 1), limit + 1)
+    xs = np.round(rate * grid).astype(int)
+    if rate < beta:
+        hi = np.where(xs >= grid, 1.0, stats.beta.ppf(confidence, xs + 1, np.maximum(grid - xs, 1)))
+        ok = np.flatnonzero(hi <= beta)
+    elif rate > beta:
+        lo = np.where(xs == 0, 0.0, stats.beta.ppf(1 - confidence, np.maximum(xs, 1), grid - xs + 1))
+        ok = np.flatnonzero(lo > beta)
+    else:
+        return None
+    return int(grid[ok[0]]) if ok.size else None
+
+
+def alpha_at_beta(d: np.ndarray, beta: float) -> float:
+    """Smallest a >= 0 with #{D > a} <= beta T: an order statistic of the trial maxima."""
+    d = np.nan_to_num(np.asarray(d, float), nan=0.0)
+    if d.size == 0:
+        return float("nan")
+    k = int(math.floor(beta * d.size + 1e-12))
+    if k >= d.size:
+        return 0.0
+    return float(max(0.0, np.sort(d)[::-1][k]))
+
+
+def _theory_fn(g: PrivacyGuarantee, n: int, beta: float, n_groups: int, constants: str):
+    """gamma as a function of alpha for a declared guarantee, or (None, reason)."""
+    if g.kind == "pure_dp" and g.epsilon is not None:
+        eps = g.epsilon * (2.0 if g.neighbour == "add_remove" else 1.0)
+        return (lambda a: theory.gamma_pure_dp(eps, n, a, beta, n_groups, constants=constants)), \
+            f"pure DP, eps={eps:g} (Thm 7)"
+    if g.kind == "zcdp" and g.rho is not None:
+        cap = lambda e: theory.delta_cap(e, n, beta, n_groups)  # noqa: E731
+        if replace_one_epsilon(g, cap(0.5)) > 0.5:
+            return None, "outside theorem: the zCDP budget gives epsilon > 1/2 at Thm 8's delta cap"
+        lo, hi = 1e-12, 0.5
+        for _ in range(50):
+            mid = 0.5 * (lo + hi)
+            if replace_one_epsilon(g, cap(mid)) <= mid:
+                hi = mid
+            else:
+                lo = mid
+        eps = hi
+        return (lambda a: theory.gamma_approx_dp(eps, cap(eps), n, a, beta, n_groups, constants=constants)), \
+            f"zCDP read as ({eps:.3g}, {cap(eps):.2g})-DP replace-one (Thm 8)"
+    if g.kind == "finite_outputs" and g.k_records is not None:
+        n_half = n // 2
+        zeta = theory.zeta_description_length(theory.log_binomial(n_half, min(g.k_records, n_half)), beta, n_groups)
+        return (lambda a: theory.gamma_from_zeta(zeta, a, beta, n_groups, constants=constants)), \
+            f"at most C(n/2, k) outputs, zeta={zeta:.1f} (derived, not in the paper)"
+    return None, "no privacy guarantee declared: theory certifies nothing"
+
+
+def release_theory(g: PrivacyGuarantee, n: int, alpha: float, beta: float, n_groups: int,
+                   constants: str = "conservative") -> tuple[theory.TheoryResult, str, Callable | None]:
+    """gamma guaranteed at (alpha, beta) for a release's declared guarantee, its basis, and gamma(alpha)."""
+    fn, basis = _theory_fn(g, n, beta, n_groups, constants)
+    if fn is None:
+        return theory.TheoryResult(None, None, "", basis), basis, None
+    return fn(alpha), basis, fn
+
+
+@dataclass
+class _Chunk:
+    trials: list[int]
+    seeds: list
+    codes: np.ndarray
+    columns: list[str]
+    schema: AuditSchema
+    releases: list[Release]
+    adversaries: list[Adversary]
+    members: np.ndarray
+    lens_unique: np.ndarray
+    lens_inverse: np.ndarray
+    n_null: int
+    keep_example: bool
+
+
+def _run_chunk(job: _Chunk) -> list[dict]:
+    """Run the trials of one chunk; returns distance arrays per trial (no DataFrames in workers)."""
+    n = job.codes.shape[0]
+    n_a = n // 2                                   # odd n: |X_a| = floor(n/2) (spec Sec. 5 item 5)
+    out = []
+    for t, seed in zip(job.trials, job.seeds):
+        ss = np.random.SeedSequence(seed) if not isinstance(seed, np.random.SeedSequence) else seed
+        split_ss, null_ss, rel_ss = ss.spawn(3)
+        idx = np.random.default_rng(split_ss).choice(n, n_a, replace=False)
+        half = np.zeros(n, bool)
+        half[idx] = True
+        null_rng = np.random.default_rng(null_ss)
+        halves = [half]
+        for _ in range(job.n_null):
+            m = np.zeros(n, bool)
+            m[null_rng.choice(n, n_a, replace=False)] = True
+            halves.append(m)
+        halves = np.stack(halves)
+        half_df = pd.DataFrame(job.codes[idx], columns=job.columns)    # idx is in random order: shuffled input
+        R, L = len(job.releases), len(job.adversaries)
+        G = job.members.shape[1]
+        w1 = np.full((R, L, 1 + job.n_null, G), np.nan)
+        ks = np.full_like(w1, np.nan)
+        p = q = None
+        example = {}
+        for r, (rel, r_ss) in enumerate(zip(job.releases, rel_ss.spawn(R))):
+            a_ss, *adv_ss = r_ss.spawn(1 + L)
+            report = rel.release(half_df, np.random.default_rng(a_ss))
+            for a, (adv, s_ss) in enumerate(zip(job.adversaries, adv_ss)):
+                predictor = adv.fit(report, job.schema, np.random.default_rng(s_ss))
+                u = checked_scores(predictor(job.lens_unique), adv.label)
+                scores = u[job.lens_inverse]
+                w1[r, a], ks[r, a], p, q = subgroup_distances(scores, halves, job.members)
+                if job.keep_example:
+                    example[(r, a)] = scores.astype(np.float32)
+        out.append({"trial": t, "w1": w1, "ks": ks, "p": p, "q": q,
+                    "half": half if job.keep_example else None, "scores": example})
+        job.keep_example = False
+    return out
+
+
+@dataclass
+class AuditResult:
+    """Tidy outputs of an audit (see ``coherence_audit``)."""
+    trials: pd.DataFrame
+    maxima: pd.DataFrame
+    summary: pd.DataFrame
+    releases: pd.DataFrame
+    subgroups: pd.DataFrame
+    excluded: pd.DataFrame
+    example_half: np.ndarray
+    example_scores: dict
+    subgroup_masks: dict
+    settings: dict
+    runtime_s: float
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens: Sequence[str],
+                    subgroups, alpha: float = 0.1, beta: float = 0.05, gamma: int = 80, trials: int = 100,
+                    rng: np.random.Generator | None = None, progress: Progress | None = None, *,
+                    positive=None, subgroup_order: int = 2, n_null_splits: int = 1,
+                    confidence: float = 0.95, constants: str = "conservative",
+                    n_jobs: int | None = None) -> AuditResult:
+    """Audit one or more release algorithms against adversaries for (alpha, beta) coherence.
+
+    ``release``: a Release or a list of them (compared on the same splits); ``adversaries``:
+    Adversary objects or registry keys; ``subgroups``: Subgroup objects or column names (levels
+    and intersections up to ``subgroup_order``). Verdicts per spec Sec. 2.6.
+    """
+    t0 = time.perf_counter()
+    rng = rng if rng is not None else np.random.default_rng()
+    releases = _as_list(release)
+    advs = [make_adversary(a) if isinstance(a, str) else a for a in _as_list(adversaries)]
+    if not releases:
+        raise ValueError("Choose at least one release algorithm.")
+    if not advs:
+        raise ValueError("Choose at least one adversary.")
+    lens = list(lens)
+    if not lens:
+        raise ValueError("Choose at least one lens column (what the predictor sees).")
+    if not 0 < alpha <= 2:
+        raise ValueError(f"alpha must lie in (0, 2]; got {alpha}.")
+    if not 0 < beta < 1:
+        raise ValueError(f"beta must lie strictly between 0 and 1; got {beta}.")
+    if int(gamma) < 1:
+        raise ValueError("gamma, the minimum subgroup size, must be at least 1.")
+    if int(trials) < 1:
+        raise ValueError("Run at least one trial.")
+    if target not in data.columns:
+        raise ValueError(f"Target {target!r} is not a column of the data.")
+    if len(data) < 4:
+        raise ValueError("The data need at least 4 rows to split in halves.")
+    names = [r.name for r in releases]
+    if len(set(names)) != len(names):
+        raise ValueError("Two releases have the same name and parameters; give them different parameters.")
+
+    strata = [c for r in releases for c in getattr(r, "strata", ())]
+    columns = list(dict.fromkeys([*lens, target, *strata]))
+    codes_df, domain, labels = encode_for_audit(data, columns)
+    tlabels = labels[target]
+    if positive is None:
+        if len(tlabels) != 2:
+            raise ValueError(f"Target {target!r} has {len(tlabels)} values; choose the positive value "
+                             "(the audit is one-vs-rest).")
+        positive = tlabels[-1]
+    if positive not in tlabels:
+        raise ValueError(f"{positive!r} is not a value of {target!r}; choose one of {tlabels[:20]}.")
+    schema = AuditSchema(domain, labels, tuple(lens), target, tlabels.index(positive))
+    for r in releases:
+        r.bind(schema)
+
+    groups = [g if isinstance(g, Subgroup) else None for g in _as_list(subgroups)]
+    if any(g is None for g in groups):
+        cols = [c for c in _as_list(subgroups) if not isinstance(c, Subgroup)]
+        groups = [g for g in groups if g is not None] + build_subgroups(data, cols, subgroup_order)
+    if not groups:
+        groups = [Subgroup("everyone", np.ones(len(data), bool))]
+    sizes = np.array([int(np.asarray(g.mask).sum()) for g in groups])
+    eligible = sizes >= int(gamma)
+    members_all = np.column_stack([np.asarray(g.mask, bool) for g in groups])
+    if members_all.shape[0] != len(data):
+        raise ValueError("Every subgroup mask must have one entry per row of the data.")
+    excluded = pd.DataFrame({"subgroup": [g.name for g, e in zip(groups, eligible) if not e],
+                             "size": sizes[~eligible]})
+    elig_idx = np.flatnonzero(eligible)
+    if elig_idx.size == 0:
+        raise ValueError(f"No subgroup has at least gamma={gamma} members; lower gamma or choose coarser subgroups.")
+    members = members_all[:, elig_idx]
+    gnames = [groups[i].name for i in elig_idx]
+
+    codes = codes_df.to_numpy(np.int64)
+    lens_sizes = schema.lens_sizes
+    cell = np.ravel_multi_index(tuple(codes[:, [columns.index(c) for c in lens]].T), lens_sizes)
+    uniq_cells, inverse = np.unique(cell, return_inverse=True)
+    lens_unique = np.column_stack(np.unravel_index(uniq_cells, lens_sizes)).astype(np.int64)
+
+    seeds = rng.bit_generator.seed_seq.spawn(int(trials)) if getattr(rng.bit_generator, "seed_seq", None) \
+        else [np.random.SeedSequence(int(rng.integers(2**63 - 1))) for _ in range(int(trials))]
+    n_chunks = min(int(trials), 25)
+    bounds = np.linspace(0, int(trials), n_chunks + 1).astype(int)
+    jobs = [_Chunk(list(range(a, b)), seeds[a:b], codes, columns, schema, releases, advs, members,
+                   lens_unique, inverse, int(n_null_splits), a == 0)
+            for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    chunks = map_trials(_run_chunk, jobs, n_jobs=n_jobs, progress=progress, label="audit trials")
+    results = [r for c in chunks for r in c]
+
+    rel_names = names
+    adv_names = [a.label for a in advs]
+    T, R, L, G = len(results), len(releases), len(advs), len(gnames)
+    w1 = np.stack([r["w1"] for r in results])          # (T, R, L, 1+J, G)
+    ks = np.stack([r["ks"] for r in results])
+    p = np.stack([r["p"][0] for r in results])          # (T, G) real split
+    q = np.stack([r["q"][0] for r in results])
+    tt, rr, aa, gg = np.meshgrid(np.arange(T), np.arange(R), np.arange(L), np.arange(G), indexing="ij")
+    trials_df = pd.DataFrame({
+        "trial": tt.ravel(), "release": np.array(rel_names, object)[rr.ravel()],
+        "adversary": np.array(adv_names, object)[aa.ravel()], "subgroup": np.array(gnames, object)[gg.ravel()],
+        "p": p[tt.ravel(), gg.ravel()], "q": q[tt.ravel(), gg.ravel()],
+        "w1": w1[:, :, :, 0, :].ravel(), "ks": ks[:, :, :, 0, :].ravel(),
+        "w1_null": w1[:, :, :, 1, :].ravel() if n_null_splits else np.nan,
+        "ks_null": ks[:, :, :, 1, :].ravel() if n_null_splits else np.nan,
+    })
+    dmax = np.fmax.reduce(w1, axis=-1)                  # (T, R, L, 1+J), NaN ignored
+    ksmax = np.fmax.reduce(ks, axis=-1)
+    t2, r2, a2 = np.meshgrid(np.arange(T), np.arange(R), np.arange(L), indexing="ij")
+    maxima = pd.DataFrame({
+        "trial": t2.ravel(), "release": np.array(rel_names, object)[r2.ravel()],
+        "adversary": np.array(adv_names, object)[a2.ravel()],
+        "D": dmax[..., 0].ravel(), "KS": ksmax[..., 0].ravel(),
+        "D_null": dmax[..., 1].ravel() if n_null_splits else np.nan,
+    })
+
+    n = len(data)
+    conf_fail = 1 - (1 - confidence) / L                # Bonferroni on FAIL bounds only
+    rows, rel_rows, sub_rows = [], [], []
+    for r, rel in enumerate(releases):
+        g = rel.privacy
+        th, basis, gamma_fn = release_theory(g, n, min(alpha, 2.0), beta, len(groups), constants)
+        min_elig = int(sizes[eligible].min())
+        certifies = th.gamma is not None and th.gamma <= min_elig
+        verdicts = []
+        for a in range(L):
+            D = dmax[:, r, a, 0]
+            D0 = dmax[:, r, a, 1] if n_null_splits else np.full(T, np.nan)
+            x = int(np.sum(D > alpha + TOL))
+            x0 = int(np.sum(D0 > alpha + TOL))
+            lo, hi = clopper_pearson(x, T, conf_fail)[0], clopper_pearson(x, T, confidence)[1]
+            v = decide(lo, hi, beta)
+            exc = D - D0
+            valid = np.isfinite(exc) & (exc != 0)
+            sign_p = float(stats.binomtest(int(np.sum(exc[valid] > 0)), int(valid.sum()), 0.5,
+                                           alternative="greater").pvalue) if valid.sum() else 1.0
+            warns = []
+            if x0 / T > beta:
+                warns.append("alpha below noise floor: even a predictor that learned nothing exceeds alpha "
+                             "this often; raise alpha or gamma")
+            if v == "FAIL" and sign_p >= 0.05:
+                warns.append("sampling-dominated: the real split is not clearly worse than the null")
+            if v == "FAIL" and certifies:
+                warns.append("inconsistent with declared DP: check the mechanism or the audit")
+            need = trials_needed(x, T, beta, confidence) if v == "INCONCLUSIVE" else None
+            verdicts.append(v)
+            rows.append({
+                "release": rel_names[r], "adversary": adv_names[a], "trials": T, "exceedances": x,
+                "beta_hat": x / T, "ci_low": lo, "ci_high": hi, "null_exceedances": x0, "null_beta_hat": x0 / T,
+                "alpha_hat": alpha_at_beta(D, beta), "alpha_hat_null": alpha_at_beta(D0, beta),
+                "excess_median": float(np.nanmedian(exc)) if np.isfinite(exc).any() else float("nan"),
+                "excess_mean": float(np.nanmean(exc)) if np.isfinite(exc).any() else float("nan"),
+                "sign_test_p": sign_p, "verdict": v, "trials_needed": need, "warnings": "; ".join(warns),
+            })
+            W = w1[:, r, a, 0, :]
+            W0 = w1[:, r, a, 1, :] if n_null_splits else np.full_like(W, np.nan)
+            with np.errstate(all="ignore"):
+                import warnings as _w
+                with _w.catch_warnings():
+                    _w.simplefilter("ignore", RuntimeWarning)
+                    stats_sub = {
+                        "median_w1": np.nanmedian(W, axis=0), "q_w1": np.nanquantile(W, 1 - beta, axis=0),
+                        "q05_w1": np.nanquantile(W, 0.05, axis=0), "q95_w1": np.nanquantile(W, 0.95, axis=0),
+                        "exceed_rate": np.mean(W > alpha + TOL, axis=0),
+                        "median_null": np.nanmedian(W0, axis=0), "q_null": np.nanquantile(W0, 1 - beta, axis=0),
+                        "excess_median": np.nanmedian(W - W0, axis=0), "nan_trials": np.isnan(W).sum(axis=0),
+                    }
+            for j, gname in enumerate(gnames):
+                size = int(sizes[elig_idx[j]])
+                ca = theory.certified_alpha(size, gamma_fn, constants) if gamma_fn is not None else None
+                sub_rows.append({"release": rel_names[r], "adversary": adv_names[a], "subgroup": gname,
+                                 "size": size, **{k: float(v_[j]) for k, v_ in stats_sub.items()},
+                                 "certified_alpha": ca})
+        overall = "FAIL" if "FAIL" in verdicts else ("PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE")
+        rel_rows.append({
+            "release": rel_names[r], "key": rel.key, "verdict": overall, "privacy": g.kind,
+            "privacy_statement": g.statement, "epsilon": getattr(rel, "epsilon", None),
+            "theory_gamma": th.gamma, "theory_binding": th.binding, "theory_basis": basis,
+            "theory_note": th.reason, "certified_subgroups": int(np.sum(sizes[eligible] >= th.gamma)) if th.gamma else 0,
+            "eligible_subgroups": int(eligible.sum()),
+        })
+    summary = pd.DataFrame(rows)
+    sub_df = pd.DataFrame(sub_rows)
+    example = results[0]
+    ex_scores = {(rel_names[r], adv_names[a]): s for (r, a), s in example["scores"].items()}
+    settings = {"n": n, "n_half": n // 2, "alpha": alpha, "beta": beta, "gamma": int(gamma), "trials": T,
+                "confidence": confidence, "constants": constants, "lens": lens, "target": target,
+                "positive": str(positive), "n_subgroups": len(groups), "n_eligible": int(eligible.sum()),
+                "n_null_splits": int(n_null_splits)}
+    return AuditResult(trials_df, maxima, summary, pd.DataFrame(rel_rows), sub_df, excluded,
+                       example["half"], ex_scores, {g.name: np.asarray(g.mask, bool) for g in groups},
+                       settings, time.perf_counter() - t0)
+
+
+def coherence_curve(maxima: pd.DataFrame, grid: np.ndarray | None = None, confidence: float = 0.95) -> pd.DataFrame:
+    """beta_hat(alpha) and its one-sided CP bounds on an alpha grid, real and null, per release x adversary."""
+    grid = np.linspace(0, 2, 101) if grid is None else np.asarray(grid, float)
+    parts = []
+    for (rel, adv), g in maxima.groupby(["release", "adversary"], sort=False):
+        T = len(g)
+        for col, which in (("D", "release"), ("D_null", "null")):
+            d = np.nan_to_num(g[col].to_numpy(float), nan=0.0)
+            x = (d[None, :] > grid[:, None] + TOL).sum(axis=1)
+            lo = np.where(x == 0, 0.0, stats.beta.ppf(1 - confidence, np.maximum(x, 1), T - x + 1))
+            hi = np.where(x == T, 1.0, stats.beta.ppf(confidence, x + 1, np.maximum(T - x, 1)))
+            parts.append(pd.DataFrame({"release": rel, "adversary": adv, "split": which, "alpha": grid,
+                                       "beta_hat": x / T, "ci_low": lo, "ci_high": hi}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def theory_alpha_curve(guarantee_of_eps: Callable[[float], PrivacyGuarantee], epsilons: np.ndarray, n: int,
+                       size: int, beta: float, n_groups: int) -> pd.DataFrame:
+    """Certified alpha for a subgroup of ``size`` as epsilon varies, in both constant modes (None = vacuous)."""
+    rows = []
+    for eps in np.asarray(epsilons, float):
+        g = guarantee_of_eps(float(eps))
+        for mode in theory.CONSTANTS:
+            fn, _ = _theory_fn(g, n, beta, n_groups, mode)
+            ca = theory.certified_alpha(size, fn, mode) if fn is not None else None
+            rows.append({"epsilon": float(eps), "constants": mode, "certified_alpha": ca, "size": size})
+    return pd.DataFrame(rows)
