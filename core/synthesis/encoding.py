@@ -52,3 +52,24 @@ def check_codes(df: pd.DataFrame, domain: Mapping[str, int]) -> np.ndarray:
     if arr.size and (arr.min() < 0 or np.any(arr.max(axis=0) >= sizes)):
         raise ValueError("Some codes fall outside the declared domain; codes must be 0..size-1.")
     return arr
+
+
+def categorical_view(df: pd.DataFrame, max_levels: int = 40, bins: int = 8) -> tuple[pd.DataFrame, list[str]]:
+    """Every column as a category: columns with at most ``max_levels`` values as they are, wider
+    numeric columns cut into ``bins`` equal-width bins over their range (stated in the notes,
+    since that range is then treated as public); wide text columns are left out with a note."""
+    out, notes = {}, []
+    for col in df.columns:
+        s = df[col]
+        if isinstance(s.dtype, pd.CategoricalDtype) or s.nunique(dropna=True) <= max_levels:
+            out[col] = s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
+        elif pd.api.types.is_numeric_dtype(s):
+            cut = pd.cut(s, bins=bins, include_lowest=True)
+            out[col] = cut.cat.rename_categories([str(c) for c in cut.cat.categories])
+            notes.append(f"{col}: {bins} equal-width bins over [{s.min():g}, {s.max():g}] "
+                         "(this range is treated as public).")
+        else:
+            notes.append(f"{col}: left out ({s.nunique()} distinct text values; at most {max_levels} allowed).")
+    if not out:
+        raise ValueError("No column can be used as a category; upload a table with categorical columns.")
+    return pd.DataFrame(out, index=df.index), notes

@@ -269,3 +269,20 @@ def mean_estimation_curves(sizes: Sequence[int], R: float, gamma: float, epsilon
             rows.append((eps, "stratified", "simulated |error|", abs(strat - emp)))
             rows.append((eps, "pooled", "simulated |error|", abs(pooled - emp)))
     return pd.DataFrame(rows, columns=["epsilon", "method", "kind", "value"])
+
+
+def dirichlet_summary(sizes: Sequence[float], alphas: Sequence[float] | None = None) -> tuple[dict, pd.DataFrame]:
+    """Observed sum of log sizes beside Lemma 12's worst case, the best case, the MLE alpha and
+    Thm. 10's value at it; plus Thm. 10 over a grid of alpha. Empty groups are left out."""
+    g = np.asarray(sizes, float)
+    g = g[g > 0]
+    k, n = int(g.size), float(g.sum())
+    if k < 2:
+        raise ValueError("Need at least two non-empty strata to compare group-size scenarios.")
+    alpha = dirichlet_alpha_mle(g / n)
+    grid = np.asarray(alphas if alphas is not None else np.geomspace(0.05, 5, 60), float)
+    table = pd.DataFrame({"alpha": grid, "expected": [dirichlet_expected_log_sizes(a, k, n) for a in grid]})
+    summary = {"k": k, "n": n, "observed": float(np.log(g).sum()), "worst": worst_case_log_sizes(n, k),
+               "best": best_case_log_sizes(n, k), "alpha_mle": alpha,
+               "theorem10_at_mle": dirichlet_expected_log_sizes(alpha, k, n)}
+    return summary, table

@@ -81,6 +81,7 @@ class SweepResult:
     ledger: pd.DataFrame
     budget_statement: str
     group_labels: dict = field(default_factory=dict)
+    real_baseline: dict = field(default_factory=dict)
 
 
 def stratum_labels(strata_columns, labels, domain) -> dict[int, str]:
@@ -151,6 +152,13 @@ def _run_sweep(config: SweepConfig, data: pd.DataFrame, progress: Callable | Non
             strata.append(r["strata"])
             if ledger is None:
                 ledger, statement = r["ledger"], r["statement"]
+    baseline = {}
+    if config.target is not None:
+        # curator-only reference: the same classifier trained on the real training rows
+        baseline, _ = ml_utility(train, test, config.target, group_keys(test, config.strata_columns, domain),
+                                 config.n_trees)
+        majority = float(max(np.mean(test[config.target].to_numpy() > 0), np.mean(test[config.target].to_numpy() == 0)))
+        baseline["majority_accuracy"] = majority
     strata_df = pd.concat(strata, ignore_index=True)
     strata_df["group"] = [names[_flat_of(s, config.strata_columns, domain)] for s in strata_df["stratum"]]
     strata_df["real_rows"] = [int(real_sizes[_flat_of(s, config.strata_columns, domain)]) for s in strata_df["stratum"]]
@@ -158,7 +166,8 @@ def _run_sweep(config: SweepConfig, data: pd.DataFrame, progress: Callable | Non
         group_metrics=pd.DataFrame(group_rows, columns=["epsilon", "seed", "method", "group", "real_rows",
                                                         "metric", "value"]),
         overall_metrics=pd.DataFrame(overall_rows, columns=["epsilon", "seed", "method", "metric", "value"]),
-        strata=strata_df, ledger=ledger, budget_statement=statement, group_labels=names)
+        strata=strata_df, ledger=ledger, budget_statement=statement, group_labels=names,
+        real_baseline=baseline)
 
 
 def _flat_of(key: str, strata_columns, domain) -> int:
@@ -193,3 +202,70 @@ def synthesize_release(config: SweepConfig, data: pd.DataFrame, epsilon: float, 
     ledger = BudgetLedger()
     ledger.spend(f"{SYNTHESIZERS[config.synthesizer][0]} on all rows", rho, "rho", measured=f"{len(codes)} rows")
     return synth, ledger.to_frame(), ledger.statement(delta=config.delta)
+
+
+def curve_table(frame: pd.DataFrame, by: tuple[str, ...] = ("epsilon", "method", "group")) -> pd.DataFrame:
+    """Mean, min and max over seeds of ``value`` for each (epsilon, method, group) (the curve and its band)."""
+    keys = [c for c in by if c in frame.columns]
+    out = frame.groupby(keys, observed=True)["value"].agg(["mean", "min", "max", "count"]).reset_index()
+    return out.rename(columns={"count": "seeds"})
+
+
+def smallest_strata(result: SweepResult, metric: str = "tvd_2way", n: int = 6) -> pd.DataFrame:
+    """The ``n`` smallest strata by real rows, their fate, the size the release used, and their mean
+    ``metric`` per method at the smallest and largest epsilon (curator-only diagnostics)."""
+    st = result.strata
+    eps_lo = float(st["epsilon"].min())
+    fate = (st[st["epsilon"] == eps_lo].groupby("group", observed=True)
+            .agg(real_rows=("real_rows", "first"), size_used=("size_used", "mean"),
+                 fate=("fate", lambda f: ", ".join(sorted(set(f)))))
+            .reset_index().sort_values("real_rows").head(n))
+    gm = result.group_metrics
+    gm = gm[gm["metric"] == metric]
+    for eps in sorted({float(gm["epsilon"].min()), float(gm["epsilon"].max())}) if len(gm) else []:
+        for method in METHODS:
+            col = gm[(gm["epsilon"] == eps) & (gm["method"] == method)].groupby("group")["value"].mean()
+            fate[f"{metric} {method} eps={eps:g}"] = fate["group"].map(col)
+    return fate.reset_index(drop=True)
+
+
+def strata_overview(data: pd.DataFrame, strata_columns: tuple[str, ...]) -> pd.DataFrame:
+    """Every stratum of the public domain with its real size and share (curator-only diagnostic)."""
+    codes, domain, labels = encode_categories(data[list(strata_columns)])
+    names = stratum_labels(strata_columns, labels, domain)
+    sizes = np.bincount(group_keys(codes, strata_columns, domain), minlength=len(names))
+    out = pd.DataFrame({"group": [names[i] for i in range(len(names))], "real_rows": sizes,
+                        "share": sizes / max(sizes.sum(), 1)})
+    return out.sort_values("real_rows", ascending=False).reset_index(drop=True)
+
+
+def worst_group_table(result: SweepResult, metric: str = "tvd_2way") -> pd.DataFrame:
+    """Per (epsilon, method): the population ``metric`` and the worst group's, each averaged over seeds."""
+    pop = (result.overall_metrics[result.overall_metrics["metric"] == metric]
+           .groupby(["epsilon", "method"])["value"].mean().rename("population"))
+    gm = result.group_metrics[result.group_metrics["metric"] == metric]
+    per_group = gm.groupby(["epsilon", "method", "group"])["value"].mean()
+    worst = per_group.groupby(["epsilon", "method"]).max().rename("worst_group")
+    which = per_group.groupby(["epsilon", "method"]).idxmax().map(lambda t: t[2]).rename("worst_group_name")
+    return pd.concat([pop, worst, which], axis=1).reset_index()
+
+
+def noise_table(config: SweepConfig, n_rows: int) -> pd.DataFrame:
+    """Per epsilon: rho, the Gaussian sd on each cell of the chosen synthesizer's measurements
+    inside one stratum, and the sd of the DP stratum counts (0 when sizes are public)."""
+    d = len(config.columns) - len(config.strata_columns)  # a stratum's model sees the other columns
+    rows = []
+    for eps in config.epsilons:
+        rho = rho_for_epsilon(eps, config.delta)
+        rho_count = config.count_share * rho if config.size_policy == "dp_count" else 0.0
+        rho_s = rho - rho_count
+        if config.synthesizer == "mst" and d > 1:
+            one, two = np.sqrt(d / (2 * rho_s / 3)), np.sqrt((d - 1) / (2 * rho_s / 3))
+        else:
+            one, two = np.sqrt(max(d, 1) / (2 * rho_s)), np.nan
+        pooled_d = len(config.columns)
+        pooled_one = (np.sqrt(pooled_d / (2 * rho / 3)) if config.synthesizer == "mst" and pooled_d > 1
+                      else np.sqrt(pooled_d / (2 * rho)))
+        rows.append((eps, rho, one, two, pooled_one, np.sqrt(1 / (2 * rho_count)) if rho_count else 0.0))
+    return pd.DataFrame(rows, columns=["epsilon", "rho", "stratum one-way cell sd", "stratum two-way cell sd",
+                                       "pooled one-way cell sd", "stratum count sd"])

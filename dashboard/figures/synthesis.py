@@ -1,0 +1,148 @@
+"""Plotly figures for the Stratified synthesis page, built from core.synthesis tables (no Streamlit here)."""
+from __future__ import annotations
+
+import plotly.colors as pcolors
+import plotly.graph_objects as go
+import pandas as pd
+from plotly.subplots import make_subplots
+
+METHOD_COLORS = {"stratified": "#E45756", "pooled": "#4C78A8"}
+METRIC_LABELS = {
+    "tvd_2way": "two-way marginal TVD (lower is better)",
+    "tvd_1way": "one-way marginal TVD (lower is better)",
+    "accuracy": "TSTR accuracy on real held-out rows (higher is better)",
+    "parity_error": "parity error on column means (lower is better)",
+    "max_disparity": "max disparity over groups and columns (lower is better)",
+    "fpr_gap": "false-positive-rate gap between groups",
+    "fnr_gap": "false-negative-rate gap between groups",
+}
+
+
+def _rgba(color: str, alpha: float) -> str:
+    r, g, b = pcolors.hex_to_rgb(color) if color.startswith("#") else pcolors.unlabel_rgb(color)
+    return f"rgba({int(r)}, {int(g)}, {int(b)}, {alpha})"
+
+
+def _band(fig: go.Figure, x, lo, hi, color: str, group: str, row=None, col=None) -> None:
+    """Filled band between ``lo`` and ``hi`` (min and max over seeds)."""
+    kw = dict(row=row, col=col) if row else {}
+    fig.add_scatter(x=list(x) + list(x)[::-1], y=list(hi) + list(lo)[::-1], fill="toself", mode="lines",
+                    line=dict(width=0), fillcolor=_rgba(color, 0.15), hoverinfo="skip", showlegend=False,
+                    legendgroup=group, **kw)
+
+
+def group_curves_figure(curves: pd.DataFrame, metric: str, sizes: dict[str, int] | None = None,
+                        bands: bool = True, log_y: bool = False) -> go.Figure:
+    """Metric against epsilon, one line per group, stratified and pooled side by side (shared y axis).
+
+    ``curves`` holds epsilon, method, group, mean, min, max (from core.synthesis.sweep.curve_table).
+    """
+    groups = list(pd.unique(curves.sort_values("group")["group"]))
+    if sizes:
+        groups.sort(key=lambda g: -sizes.get(g, 0))
+    palette = pcolors.qualitative.Dark24
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("Stratified: one model per group", "Pooled: one model for everyone"))
+    for c, method in enumerate(("stratified", "pooled"), start=1):
+        part = curves[curves["method"] == method]
+        for i, g in enumerate(groups):
+            d = part[part["group"] == g].sort_values("epsilon")
+            if d.empty:
+                continue
+            color = palette[i % len(palette)]
+            name = f"{g} (n={sizes[g]:,})" if sizes and g in sizes else g
+            if bands and (d["max"] > d["min"]).any():
+                _band(fig, d["epsilon"], d["min"], d["max"], color, g, 1, c)
+            fig.add_scatter(x=d["epsilon"], y=d["mean"], mode="lines+markers", name=name, legendgroup=g,
+                            showlegend=c == 1, line=dict(color=color), row=1, col=c,
+                            hovertemplate=f"{g}<br>epsilon %{{x}}<br>{metric} %{{y:.4f}}<extra>{method}</extra>")
+    fig.update_xaxes(type="log", title_text="epsilon (log scale)")
+    fig.update_yaxes(title_text=METRIC_LABELS.get(metric, metric), row=1, col=1)
+    if log_y:
+        fig.update_yaxes(type="log")
+    fig.update_layout(height=480, margin=dict(t=60, b=40, l=60, r=10), legend=dict(font=dict(size=11)),
+                      title="Per-group error against the privacy budget (bands: min to max over seeds)")
+    return fig
+
+
+def method_curves_figure(curves: pd.DataFrame, metrics: tuple[str, ...], title: str,
+                         baseline: dict[str, float] | None = None) -> go.Figure:
+    """One panel per metric, stratified vs pooled against epsilon with seed bands; optional real-data lines."""
+    fig = make_subplots(rows=1, cols=len(metrics), horizontal_spacing=0.08,
+                        subplot_titles=[METRIC_LABELS.get(m, m).split(" (")[0] for m in metrics])
+    for c, metric in enumerate(metrics, start=1):
+        part = curves[curves["metric"] == metric]
+        for method, color in METHOD_COLORS.items():
+            d = part[part["method"] == method].sort_values("epsilon")
+            if d.empty:
+                continue
+            if (d["max"] > d["min"]).any():
+                _band(fig, d["epsilon"], d["min"], d["max"], color, method, 1, c)
+            fig.add_scatter(x=d["epsilon"], y=d["mean"], mode="lines+markers", name=method, legendgroup=method,
+                            showlegend=c == 1, line=dict(color=color), row=1, col=c)
+        if baseline and metric in baseline:
+            fig.add_hline(y=baseline[metric], line_dash="dot", line_color="grey", row=1, col=c,
+                          annotation_text="real data", annotation_position="bottom right")
+    fig.update_xaxes(type="log", title_text="epsilon (log scale)")
+    fig.update_layout(height=400, title=title, margin=dict(t=70, b=40, l=50, r=10),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def worst_vs_population_figure(worst: pd.DataFrame) -> go.Figure:
+    """Population error against worst-group error, one point per method and epsilon (what fairness costs)."""
+    fig = go.Figure()
+    for method, color in METHOD_COLORS.items():
+        d = worst[worst["method"] == method].sort_values("epsilon")
+        fig.add_scatter(x=d["population"], y=d["worst_group"], mode="lines+markers+text", name=method,
+                        text=[f"eps {e:g}" for e in d["epsilon"]], textposition="top center",
+                        line=dict(color=color))
+    fig.update_layout(title="Population error vs worst-group error (two-way TVD)", height=380,
+                      xaxis_title="population two-way TVD", yaxis_title="worst group's two-way TVD",
+                      margin=dict(t=50, b=40, l=60, r=10))
+    return fig
+
+
+def strata_sizes_figure(overview: pd.DataFrame, min_size: float = 0.0) -> go.Figure:
+    """Bar chart of stratum sizes (log scale), strata under the small-stratum threshold highlighted."""
+    colors = ["#E45756" if r < max(min_size, 1) else "#4C78A8" for r in overview["real_rows"]]
+    fig = go.Figure(go.Bar(x=overview["group"], y=overview["real_rows"].clip(lower=0.5), marker_color=colors,
+                           text=overview["real_rows"], textposition="outside"))
+    fig.update_layout(title="Rows per stratum (red: below the small-stratum threshold or empty)", yaxis_type="log",
+                      yaxis_title="rows (log scale)", height=360, margin=dict(t=50, b=110, l=50, r=10))
+    return fig
+
+
+def mean_error_figure(curves: pd.DataFrame) -> go.Figure:
+    """Theory curve (error sd, and the implied mean |error| band) over simulated |error| points, per method."""
+    fig = go.Figure()
+    for method, color in METHOD_COLORS.items():
+        th = curves[(curves["method"] == method) & (curves["kind"] == "theory sd")].sort_values("epsilon")
+        sim = curves[(curves["method"] == method) & (curves["kind"] == "simulated |error|")]
+        agg = sim.groupby("epsilon")["value"].mean().reset_index()
+        fig.add_scatter(x=sim["epsilon"], y=sim["value"], mode="markers", name=f"{method}: simulated |error|",
+                        marker=dict(color=_rgba(color, 0.25), size=5), legendgroup=method)
+        fig.add_scatter(x=agg["epsilon"], y=agg["value"], mode="markers", name=f"{method}: simulated mean |error|",
+                        marker=dict(color=color, size=11, symbol="diamond"), legendgroup=method)
+        fig.add_scatter(x=th["epsilon"], y=th["value"], mode="lines", name=f"{method}: theory sd",
+                        line=dict(color=color), legendgroup=method)
+    fig.update_layout(title="Privacy error of the population mean: closed form over simulation",
+                      xaxis_type="log", yaxis_type="log", xaxis_title="epsilon (log scale)",
+                      yaxis_title="error of the population mean (log scale)", height=440,
+                      margin=dict(t=50, b=40, l=60, r=10), legend=dict(font=dict(size=11)))
+    return fig
+
+
+def dirichlet_figure(table: pd.DataFrame, observed: float, worst: float, best: float, alpha_hat: float) -> go.Figure:
+    """Theorem 10's expected sum of log group sizes against alpha, with worst, best and observed values."""
+    fig = go.Figure()
+    fig.add_scatter(x=table["alpha"], y=table["expected"], mode="lines", name="Thm. 10: E sum log |G_i|")
+    fig.add_hline(y=worst, line_dash="dash", annotation_text="worst case k log(n/k)")
+    fig.add_hline(y=best, line_dash="dot", annotation_text="best case log(n-k+1)")
+    fig.add_scatter(x=[alpha_hat], y=[observed], mode="markers+text", marker=dict(size=13, symbol="star"),
+                    text=[f"these strata (alpha MLE {alpha_hat:.3g})"], textposition="bottom right",
+                    name="observed sum log sizes")
+    fig.update_layout(title="How skewed group sizes soften the cost of stratifying (Dirichlet sizes)",
+                      xaxis_title="Dirichlet concentration alpha", yaxis_title="sum of log group sizes",
+                      height=380, margin=dict(t=50, b=40, l=60, r=10))
+    return fig

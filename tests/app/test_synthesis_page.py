@@ -1,0 +1,102 @@
+"""Stratified synthesis page end to end with Streamlit's AppTest."""
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "pages" / "stratified_synthesis.py")
+
+
+def _table(at, column):
+    """The first rendered table having this column (tables carry no key in AppTest)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def _chart_titles(at):
+    import json
+    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+
+
+@pytest.fixture(scope="module")
+def app():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_default_view_shows_strata_and_mean_estimation_without_running(app):
+    assert not app.error
+    assert app.title[0].value == "Stratified synthesis"
+    strata = _table(app, "real_rows")
+    assert len(strata) == 10                       # sex (2) x race (5) from the public categories
+    assert strata["real_rows"].sum() == 50000
+    assert any("Run sweep" in i.value for i in app.info)
+    titles = _chart_titles(app)
+    assert any("closed form over simulation" in t for t in titles)
+    assert any(m.label == "Strata (public domain)" and m.value == "10" for m in app.metric)
+    assert any("Simulation, not a release" in c.value for c in app.caption)
+
+
+def test_public_sizes_need_an_explicit_tick():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.radio(key="ss_size_policy").set_value("public").run()
+    assert not at.exception
+    assert any("tick the box" in e.value for e in at.error)
+    at.checkbox(key="ss_public_ok").check().run()
+    assert not at.error
+    assert any("declared public" in i.value for i in at.info)
+
+
+def test_sweep_with_two_epsilons_and_two_seeds_renders_curves():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.multiselect(key="ss_columns_cps").set_value(["age_band", "education", "marital", "sex", "race", "income"])
+    at.text_input(key="ss_epsilons").input("0.5, 5").run()
+    at.number_input(key="ss_seeds").set_value(2).run()
+    at.button(key="ss_run").click().run()
+    assert not at.exception and not at.error
+    (result,) = at.session_state["ss_results"].values()
+    gm = result.group_metrics
+    assert set(gm["epsilon"]) == {0.5, 5.0} and set(gm["seed"]) == {0, 1}
+    assert set(gm["method"]) == {"stratified", "pooled"}
+    curves = _table(at, "seeds")
+    assert (curves["seeds"] == 2).all() and len(curves) == 2 * 2 * 10
+    assert (curves["min"] <= curves["mean"]).all() and (curves["mean"] <= curves["max"]).all()
+    titles = _chart_titles(at)
+    assert any("Per-group error" in t for t in titles)
+    assert any("Disparity" in t for t in titles)
+    assert any("Train on synthetic" in t for t in titles)
+    small = _table(at, "fate")
+    assert len(small) == 6 and (small["fate"] == "kept").all()
+    # a plot option does not recompute: the stored result is the same object
+    before = dict(at.session_state["ss_results"])
+    at.selectbox(key="ss_metric").set_value("accuracy").run()
+    assert not at.exception
+    assert dict(at.session_state["ss_results"]).keys() == before.keys()
+    assert all(at.session_state["ss_results"][k] is before[k] for k in before)
+
+
+def test_synthesizer_and_strata_changes_and_release():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.selectbox(key="ss_synth").set_value("independent").run()
+    at.multiselect(key="ss_strata_cps").set_value(["sex"]).run()
+    assert not at.exception
+    assert len(_table(at, "real_rows")) == 2
+    at.button(key="ss_rel_run").click().run()
+    assert not at.exception
+    ledger = _table(at, "rho_equivalent")
+    assert "stratum sizes (Gaussian counts)" in set(ledger["label"])
+    assert any("rho" in s.value for s in at.success)
+    assert at.get("download_button")
+
+
+def test_bad_epsilons_show_an_error_and_keep_inputs():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.text_input(key="ss_epsilons").input("0.1, abc").run()
+    assert not at.exception
+    assert any("Epsilons must be numbers" in e.value for e in at.error)
+    assert at.text_input(key="ss_epsilons").value == "0.1, abc"
