@@ -109,8 +109,25 @@ def block_adjacency(geo) -> UnitAdjacency:
             geo._units[key] = UnitAdjacency(np.sort(pos_to_leaf[grid.edges], axis=1), grid.shared,
                                             grid.area, grid.perimeter)
         else:
-            geo._units[key] = rook_adjacency(b)
+            geo._units[key] = _cached_rook_adjacency(b, geo._units.get("__cache_path__"))
     return geo._units[key]
+
+
+def _cached_rook_adjacency(blocks: gpd.GeoDataFrame, path) -> UnitAdjacency:
+    """Rook adjacency, read from / written to an .npz next to the cached geography when there is one."""
+    if path is None:
+        return rook_adjacency(blocks)
+    from pathlib import Path
+    npz = Path(path).with_suffix(".adjacency.npz")
+    if npz.exists():
+        with np.load(npz) as z:
+            if z["area"].shape[0] == len(blocks):
+                return UnitAdjacency(z["edges"], z["shared"], z["area"], z["perimeter"])
+    adj = rook_adjacency(blocks)
+    tmp = npz.with_suffix(".tmp.npz")
+    np.savez(tmp, edges=adj.edges, shared=adj.shared, area=adj.area, perimeter=adj.perimeter)
+    tmp.replace(npz)
+    return adj
 
 
 def unit_adjacency(geo, level: str) -> UnitAdjacency:

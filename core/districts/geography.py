@@ -234,4 +234,6 @@ def load_georgia_blocks(seed: int = 0, counties: gpd.GeoDataFrame | None = None,
         tmp = path.with_suffix(".tmp")
         blocks.to_parquet(tmp)
         tmp.replace(path)
-    return geography_from_blocks(blocks, cty, True, "Georgia (synthetic below county)")
+    geo = geography_from_blocks(blocks, cty, True, "Georgia (synthetic below county)")
+    geo._units["__cache_path__"] = path  # lets the block adjacency be cached next to the blocks
+    return geo

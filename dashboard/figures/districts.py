@@ -1,0 +1,172 @@
+"""Plotly figures for the District maps page: plan map, district error bars, ensemble and ER panels (no streamlit)."""
+from __future__ import annotations
+
+import json
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from core.districts.geography import EQUAL_AREA_CRS
+from core.districts.noise import equal_split_line
+
+SIMULATION_NOTE = "simulation, not a release"
+# colour choice -> (column of the display table, colour-bar title, scale, diverging?)
+COLOUR_BY: dict[str, tuple[str, str, str, bool]] = {
+    "error": ("mean_abs_error", "district mean |error| (people)", "Reds", False),
+    "population": ("district_population", "district population", "Blues", False),
+    "deviation": ("district_deviation_pct", "district deviation from ideal (%)", "RdBu_r", True),
+    "group share": ("black_share_pct", "% Black in the unit", "Purples", False),
+    "block error": ("mean_block_error", "mean noisy - true count in the unit", "RdBu_r", True),
+}
+HOVER = {"unit_id": True, "district": True, "district_population": ":,", "district_deviation_pct": ":.2f",
+         "mean_abs_error": ":.1f", "p95_abs_error": ":.1f", "analytic_toydown_sd": ":.1f",
+         "black_share_pct": ":.1f", "mean_block_error": ":.1f"}
+LABELS = {"unit_id": "unit", "district_population": "district population",
+          "district_deviation_pct": "district deviation %", "mean_abs_error": "district mean |E_D|",
+          "p95_abs_error": "district 95th pct |E_D|", "analytic_toydown_sd": "analytic ToyDown sd",
+          "black_share_pct": "% Black (unit)", "mean_block_error": "mean count error (unit)"}
+
+
+def map_geojson(gdf: gpd.GeoDataFrame, id_col: str, tolerance_m: float) -> dict:
+    """GeoJSON (EPSG:4326) of ``gdf`` keyed by ``id_col``, simplified by ``tolerance_m`` metres for the browser."""
+    geom = gdf.geometry.to_crs(EQUAL_AREA_CRS).simplify(tolerance_m, preserve_topology=True).to_crs("EPSG:4326")
+    slim = gpd.GeoDataFrame({id_col: gdf[id_col].astype(str).to_numpy()}, geometry=geom.to_numpy(), crs="EPSG:4326")
+    return json.loads(slim.to_json(drop_id=True))
+
+
+def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataFrame, outline_geojson: dict,
+             colour: str, title: str) -> go.Figure:
+    """Choropleth of the display units coloured by ``colour``; district boundaries drawn on top."""
+    if colour not in COLOUR_BY:
+        raise ValueError(f"Colour by one of {list(COLOUR_BY)}, not {colour!r}.")
+    col, bar, scale, diverging = COLOUR_BY[colour]
+    data = units.drop(columns="geometry").assign(unit_id=units["unit_id"].astype(str))
+    vals = data[col].astype(float)
+    if diverging:
+        m = float(np.nanpercentile(np.abs(vals), 98)) if vals.notna().any() else 1.0
+        rng = (-max(m, 1e-9), max(m, 1e-9))
+    else:
+        rng = (float(np.nanmin(vals)) if vals.notna().any() else 0.0,
+               float(np.nanpercentile(vals, 98)) if vals.notna().any() else 1.0)
+    bounds = units.total_bounds
+    center = {"lon": float((bounds[0] + bounds[2]) / 2), "lat": float((bounds[1] + bounds[3]) / 2)}
+    span = max(bounds[2] - bounds[0], (bounds[3] - bounds[1]) * 1.3, 1e-3)
+    zoom = float(np.clip(np.log2(360.0 / span) - 0.4, 3, 14))
+    fig = px.choropleth_map(data, geojson=unit_geojson, locations="unit_id", featureidkey="properties.unit_id",
+                            color=col, color_continuous_scale=scale, range_color=rng,
+                            hover_data={k: v for k, v in HOVER.items() if k in data.columns}, labels=LABELS,
+                            map_style="white-bg", center=center, zoom=zoom, opacity=0.85)
+    fig.update_traces(marker_line_width=0.2, marker_line_color="rgba(255,255,255,0.6)")
+    ids = outlines["district"].astype(str)
+    fig.add_trace(go.Choroplethmap(geojson=outline_geojson, locations=ids, featureidkey="properties.district",
+                                   z=np.zeros(len(ids)), colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]],
+                                   showscale=False, marker_line_width=2.2, marker_line_color="#222",
+                                   hoverinfo="skip", name="district boundaries"))
+    pts = outlines.geometry.to_crs(EQUAL_AREA_CRS).representative_point().to_crs("EPSG:4326")
+    fig.add_trace(go.Scattermap(lon=pts.x, lat=pts.y, mode="text", text=ids, textfont=dict(size=13, color="#000"),
+                                hoverinfo="skip", showlegend=False))
+    fig.update_layout(title=title, height=600, margin=dict(l=0, r=0, t=40, b=0),
+                      coloraxis_colorbar=dict(title=dict(text=bar)))
+    return fig
+
+
+def district_error_figure(table: pd.DataFrame) -> go.Figure:
+    """Per district: empirical error sd with its 95% interval against the analytic ToyDown sd (Cor. 3)."""
+    d = table.sort_values("district")
+    x = d["district"].astype(str)
+    fig = go.Figure()
+    fig.add_bar(x=x, y=d["mean_abs_error"], name="mean |E_D|", marker_color="#F58518", opacity=0.6)
+    fig.add_scatter(x=x, y=d["empirical_sd"], mode="markers", name=f"empirical sd ({SIMULATION_NOTE})",
+                    marker=dict(color="#E45756", size=10, symbol="diamond"),
+                    error_y=dict(type="data", symmetric=False, array=d["empirical_sd_high"] - d["empirical_sd"],
+                                 arrayminus=d["empirical_sd"] - d["empirical_sd_low"]))
+    fig.add_scatter(x=x, y=d["analytic_toydown_sd"], mode="markers", name="analytic ToyDown sd",
+                    marker=dict(color="#4C78A8", size=10, symbol="line-ew-open", line=dict(width=3)))
+    fig.update_layout(title="District population error: observed vs closed form", xaxis_title="district",
+                      yaxis_title="people", height=380, legend=dict(orientation="h", y=-0.25),
+                      margin=dict(t=50, b=30, l=50, r=10))
+    return fig
+
+
+def ensemble_histogram(study: pd.DataFrame) -> go.Figure:
+    """Figure 4 analogue: histogram of log10 mean |E_D| per district, by generator, one panel per split."""
+    d = study.assign(log10_error=np.log10(study["mean_abs_error"].clip(lower=1e-3)))
+    fig = px.histogram(d, x="log10_error", color="generator", facet_col="split", barmode="overlay",
+                       opacity=0.6, nbins=30)
+    fig.update_xaxes(title="log10 mean |E_D| (people)")
+    fig.update_layout(title=f"District error by generator and split ({SIMULATION_NOTE})", height=380,
+                      legend=dict(orientation="h", y=-0.3), margin=dict(t=70, b=30, l=50, r=10))
+    return fig
+
+
+def fragmentation_histogram(study: pd.DataFrame) -> go.Figure:
+    """Figure 6 analogue (left): fragmentation score of every district, by generator."""
+    d = study.drop_duplicates(["generator", "district"])
+    fig = px.histogram(d, x="fragmentation", color="generator", barmode="overlay", opacity=0.6, nbins=30)
+    fig.update_layout(title="Fragmentation of the districts (Def. 5)", height=340,
+                      legend=dict(orientation="h", y=-0.3), margin=dict(t=50, b=30, l=50, r=10))
+    return fig
+
+
+def fragmentation_variance_figure(study: pd.DataFrame, sensitivity: float, laplace: bool) -> go.Figure:
+    """Figure 6 analogue (right): Frag against observed error variance under the equal split, with the line
+    8 d^2 / eps^2 (w1^2 + Frag) (Cohen et al. 2021, §6) when the mechanism is Laplace."""
+    d = study[study["split"] == "equal"]
+    if d.empty:
+        d = study[study["split"] == study["split"].iloc[0]]
+    fig = px.scatter(d, x="fragmentation", y="empirical_variance", color="generator", opacity=0.7,
+                     labels={"empirical_variance": "observed variance of E_D"})
+    if laplace and not d.empty:
+        f = np.linspace(0, float(d["fragmentation"].max()) * 1.05, 100)
+        w1 = float(d["w1_squared"].mean())
+        line = equal_split_line(f, w1, int(d["depth"].iloc[0]), float(d["eps_equal_line"].iloc[0]), sensitivity)
+        fig.add_scatter(x=f, y=line, mode="lines", name="8 d²/ε² (w1² + Frag)", line=dict(color="#222", dash="dash"))
+    fig.update_layout(title=f"Fragmentation vs error variance, split {d['split'].iloc[0] if len(d) else ''}",
+                      height=380, legend=dict(orientation="h", y=-0.3), margin=dict(t=50, b=30, l=60, r=10))
+    return fig
+
+
+def er_scatter(precincts: pd.DataFrame, estimates: pd.DataFrame, noisy_shares: pd.DataFrame, mode: str) -> go.Figure:
+    """Group share against vote share per precinct (true counts), with the fitted line of the true counts and of
+    a few noisy runs in the chosen mode."""
+    p = precincts.dropna(subset=["group_share", "vote_share"])
+    fig = go.Figure()
+    size = np.clip(np.sqrt(p["votes"].to_numpy(dtype=float)) / 3, 2, 14)
+    fig.add_scattergl(x=p["group_share"], y=p["vote_share"], mode="markers", name="precincts (true counts)",
+                      marker=dict(size=size, color="#4C78A8", opacity=0.35))
+    e = estimates[estimates["mode"] == mode]
+    xs = np.array([0.0, 1.0])
+    for _, row in e[e["run"] >= 0].head(8).iterrows():
+        fig.add_scatter(x=xs, y=[row["complement_support"], row["group_support"]], mode="lines",
+                        line=dict(color="#E45756", width=1), opacity=0.6, showlegend=bool(row["run"] == 0),
+                        name=f"noisy runs ({SIMULATION_NOTE})")
+    t = e[e["run"] < 0]
+    if not t.empty:
+        fig.add_scatter(x=xs, y=[t["complement_support"].iloc[0], t["group_support"].iloc[0]], mode="lines",
+                        line=dict(color="#222", width=3), name="fit on true counts")
+    fig.update_layout(title=f"Ecological regression ({mode}): synthetic election on synthetic precincts",
+                      xaxis_title="Black share of voting-age population", yaxis_title="candidate's share of votes",
+                      xaxis_range=[-0.02, 1.02], yaxis_range=[-0.02, 1.02], height=420,
+                      legend=dict(orientation="h", y=-0.25), margin=dict(t=50, b=30, l=50, r=10))
+    return fig
+
+
+def er_histogram(estimates: pd.DataFrame, truth: dict) -> go.Figure:
+    """Point estimates over the noisy runs, per mode, with the fit on true counts and the simulated truth."""
+    noisy = estimates[estimates["run"] >= 0].melt(id_vars=["run", "mode"], value_vars=["group_support",
+                                                                                       "complement_support"],
+                                                  var_name="estimate", value_name="support")
+    fig = px.histogram(noisy, x="support", color="estimate", facet_col="mode", barmode="overlay", opacity=0.6,
+                       nbins=25)
+    for i, mode in enumerate(["all", "filtered", "weighted"], start=1):
+        t = estimates[(estimates["run"] < 0) & (estimates["mode"] == mode)]
+        for col, colour in (("group_support", "#1f3d7a"), ("complement_support", "#7a1f1f")):
+            if not t.empty:
+                fig.add_vline(x=float(t[col].iloc[0]), line_dash="dash", line_color=colour, col=i, row=1)
+    fig.update_layout(title=f"ER estimates over noisy runs (dashed: fit on true counts; simulated truth "
+                            f"{truth['group']:.2f} / {truth['complement']:.2f})", height=360,
+                      legend=dict(orientation="h", y=-0.3), margin=dict(t=70, b=30, l=50, r=10))
+    return fig
