@@ -345,6 +345,14 @@ class ElicitationStore:
             row = self._stakeholder(conn, token)
         return StakeholderLogin(row["session_id"], row["stakeholder_id"], row["pseudonym"], token.strip())
 
+    def my_session(self, token: str) -> dict:
+        """The session a stakeholder belongs to: name, status and card settings (no keys)."""
+        with self._read() as conn:
+            me = self._stakeholder(conn, token)
+            row = conn.execute(select(sessions).where(sessions.c.session_id == me["session_id"])).mappings().first()
+        info = self._public_session(row)
+        return {k: info[k] for k in ("name", "join_code", "status", "simulated", "config")}
+
     def my_assignment(self, token: str) -> pd.DataFrame:
         """The stakeholder's own cards with their live answers (None where unanswered)."""
         with self._read() as conn:

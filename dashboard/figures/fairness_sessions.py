@@ -1,0 +1,47 @@
+"""Plotly figures for elicitation sessions: progress per stakeholder and agreement on pairs."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+
+def progress_figure(progress: pd.DataFrame) -> go.Figure:
+    """Stacked bars per stakeholder: cards answered, skipped and still open."""
+    fig = go.Figure()
+    if progress.empty:
+        fig.add_annotation(text="No stakeholder has joined yet", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+        fig.update_layout(height=220, xaxis_visible=False, yaxis_visible=False)
+        return fig
+    names = progress["stakeholder"].astype(str)
+    judged = progress["answered"] - progress["skipped"]
+    remaining = (progress["of"] - progress["answered"]).clip(lower=0)
+    for label, values, color in (("answered", judged, "#2e7d32"), ("skipped", progress["skipped"], "#f9a825"),
+                                 ("open", remaining, "#cfd8dc")):
+        fig.add_bar(y=names, x=values, name=label, orientation="h", marker_color=color,
+                    hovertemplate="%{y}: %{x} " + label + "<extra></extra>")
+    fig.update_layout(barmode="stack", height=max(220, 28 * len(progress) + 90),
+                      margin=dict(l=10, r=10, t=30, b=10), xaxis_title="cards",
+                      legend=dict(orientation="h", y=1.08), yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def agreement_figure(constraints: pd.DataFrame, min_judges: int = 2) -> go.Figure:
+    """Share of judges asking for equal treatment on each pair seen by several judges."""
+    seen = constraints[constraints["n_judges"] >= min_judges].copy()
+    fig = go.Figure()
+    if seen.empty:
+        fig.add_annotation(text="No pair has been judged by two or more stakeholders yet", showarrow=False,
+                           x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_layout(height=220, xaxis_visible=False, yaxis_visible=False)
+        return fig
+    seen["share_same"] = seen["n_same"] / seen["n_judges"]
+    seen = seen.sort_values("share_same")
+    labels = [f"{i} & {j}" for i, j in zip(seen["i"], seen["j"])]
+    fig.add_bar(x=labels, y=seen["share_same"], marker_color="#1565c0",
+                customdata=seen[["n_judges", "n_same"]].to_numpy(),
+                hovertemplate="pair %{x}<br>%{customdata[1]} of %{customdata[0]} say treat alike<extra></extra>")
+    fig.add_hline(y=0.5, line_dash="dot", line_color="grey")
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), yaxis=dict(range=[0, 1],
+                      title="share saying 'same'"), xaxis_title="pair (row indices)")
+    return fig
