@@ -6,8 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from core.cache import config_digest, data_fingerprint
+from core.fairness.companion import CompanionConfig, cost_ratio, equal_error_rate_scores
 from core.fairness.frontier import FrontierConfig, is_cached, trade_off_frontier
 from core.fairness.learner import AVERAGING, ORACLES
+from core.fairness.learning_data import compas_learning_data
 from dashboard.components.progress import progress_bar
 from dashboard.figures import fairness as figs
 
@@ -140,7 +142,57 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
                "(Asian, Native American) have wide intervals and should not be read as gaps.")
     with st.expander("Convergence of the learner", expanded=False):
         st.plotly_chart(figs.trajectory_figure(result.trajectories), key=f"{key}_traj_chart")
-    st.info("Not yet available: the companion panel (calibrated scores with equal error rates).")
+    scores = result.p_hat[int(np.flatnonzero(np.isclose(points["gamma"], gamma))[0])]
+    companion = _companion(key, scores, gamma, config.seed)
     return {"fairness_frontier": points, "fairness_pairs": pairs.reset_index(drop=True),
             "fairness_groups": groups.reset_index(drop=True),
-            "fairness_trajectories": result.trajectories}
+            "fairness_trajectories": result.trajectories, **companion}
+
+
+GROUP_PAIRS = {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")}
+
+
+def _companion(key: str, scores: np.ndarray, gamma: float, seed: int) -> dict[str, pd.DataFrame]:
+    """Reich and Vijaykumar panel: calibrated scores whose decisions have equal error rates."""
+    st.markdown("#### Companion: calibrated scores with equal error rates")
+    st.caption(f"Post-processes the learned scores at γ={gamma:g} (Reich and Vijaykumar, FORC 2021): "
+               "scores stay calibrated within each group while the decision 'score ≥ cut-off' "
+               "(flagged high risk = predicted to reoffend) has the same false and true positive "
+               "rates in both groups.")
+    c1, c2, c3 = st.columns(3)
+    attribute = c1.selectbox("Groups compared", list(GROUP_PAIRS), key=f"{key}_rv_attribute",
+                             format_func=lambda a: " vs ".join(GROUP_PAIRS[a]))
+    cutoff = c2.slider("Cut-off for flagging high risk", 0.05, 0.95, 0.5, 0.01, key=f"{key}_rv_cutoff",
+                       help="A cut-off c is optimal when a false positive costs c/(1−c) false negatives.")
+    bins = int(c3.slider("Score bins", 2, 20, 10, key=f"{key}_rv_bins"))
+    data = compas_learning_data(seed=seed)
+    try:
+        res = equal_error_rate_scores(scores, data.y, data.groups,
+                                      CompanionConfig(cutoff=cutoff, bins=bins, attribute=attribute,
+                                                      groups=GROUP_PAIRS[attribute], seed=seed))
+    except ValueError as exc:
+        st.error(str(exc))
+        return {}
+    k = cost_ratio(cutoff)
+    if res.feasible and res.nonconstant:
+        st.success(f"Feasible: both groups can share FPR {res.target['fpr']:.3f} and TPR "
+                   f"{res.target['tpr']:.3f} with calibrated scores (a false positive costs {k:.2f}).")
+    elif res.feasible:
+        st.warning("Only a constant decision (flag nobody or everybody) has equal error rates with "
+                   "calibrated scores at this cut-off.")
+    else:
+        st.warning(res.message)
+    if res.message and res.feasible:
+        st.caption(res.message)
+    c5 = res.corollary5
+    st.caption("Corollary 5 check: " + (f"trivially feasible ({c5['trivial']})" if c5.get("trivial")
+               else c5["note"] or f"both ROC curves must pass above ({c5['a1']:.3f}, {c5['a2']:.3f}): "
+               + ("yes" if c5.get("both_above") else "no")))
+    left, right = st.columns(2)
+    left.plotly_chart(figs.roc_figure(res.roc, res.target, cutoff), key=f"{key}_rv_roc")
+    right.plotly_chart(figs.calibration_figure(res.calibration), key=f"{key}_rv_calibration")
+    st.dataframe(res.rates.round(4), hide_index=True, key=f"{key}_rv_rates")
+    st.caption("Each person's post-processed score is drawn from their score bin's row of the "
+               "transport kernel (a randomised, mean-preserving contraction); rates in the table are "
+               "expected values, the right-hand chart shows one draw (simulation, not a release).")
+    return {"companion_rates": res.rates, "companion_calibration": res.calibration}
