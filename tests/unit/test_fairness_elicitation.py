@@ -1,0 +1,229 @@
+"""Elicitation: sampling design, pair cards, orientation, aggregation weightings, diagnostics."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.fairness import elicitation as el
+
+
+def J(rows):
+    """Hand-made judgments: (stakeholder, position, a, b, response[, kind[, repeat_of]])."""
+    cols = ["stakeholder", "position", "a", "b", "response", "kind", "repeat_of"]
+    full = [tuple(r) + ("random", -1)[len(r) - 5:] for r in rows]
+    return pd.DataFrame(full, columns=cols)
+
+
+# ----------------------------------------------------------------------------- orientation
+
+@pytest.mark.parametrize("fav, a_ge_b, b_ge_a", [(0, [(1, 2)], [(2, 1)]), (1, [(2, 1)], [(1, 2)])])
+def test_orientation_for_both_favourable_labels(fav, a_ge_b, b_ge_a):
+    # (x, x') means p(x) - p(x') <= gamma on the positive-label probability.
+    assert el.judgment_to_ordered_constraints("a_at_least_b", 1, 2, fav) == a_ge_b
+    assert el.judgment_to_ordered_constraints("b_at_least_a", 1, 2, fav) == b_ge_a
+    assert sorted(el.judgment_to_ordered_constraints("same", 1, 2, fav)) == [(1, 2), (2, 1)]
+    for nothing in ("differ", "none", "skip", "retract"):
+        assert el.judgment_to_ordered_constraints(nothing, 1, 2, fav) == []
+    with pytest.raises(ValueError, match="Unknown response"):
+        el.judgment_to_ordered_constraints("maybe", 1, 2, fav)
+
+
+def test_aggregate_orientation_matches_single_answer_mapping():
+    # Person A is the larger index (7 vs 3) to exercise the side swap.
+    for fav in (0, 1):
+        for resp in ("a_at_least_b", "b_at_least_a"):
+            out = el.aggregate_constraints(J([("u", 0, 7, 3, resp)]), "panel", favourable_label=fav)
+            expected = el.judgment_to_ordered_constraints(resp, 7, 3, fav)
+            got = ([(3, 7)] if out["w_ij"][0] > 0 else []) + ([(7, 3)] if out["w_ji"][0] > 0 else [])
+            assert got == expected and out["weight"][0] == 0.0
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+def test_panel_and_judged_weightings_by_hand():
+    rows = [
+        ("u1", 0, 1, 2, "same", "core"), ("u2", 0, 2, 1, "same", "core"), ("u3", 0, 1, 2, "differ", "core"),
+        ("u1", 1, 5, 6, "same"),                          # only u1 saw (5, 6)
+        ("u2", 1, 8, 9, "differ"), ("u3", 1, 9, 8, "same"),
+        ("u3", 2, 4, 3, "skip"),                          # skip: not a judgment
+    ]
+    panel = el.aggregate_constraints(J(rows), "panel").set_index(["i", "j"])
+    judged = el.aggregate_constraints(J(rows), "judged").set_index(["i", "j"])
+    assert panel.loc[(1, 2), "weight"] == pytest.approx(2 / 3)
+    assert judged.loc[(1, 2), "weight"] == pytest.approx(2 / 3)     # core pair: both agree
+    assert panel.loc[(5, 6), "weight"] == pytest.approx(1 / 3)
+    assert judged.loc[(5, 6), "weight"] == pytest.approx(1.0)
+    assert panel.loc[(8, 9), "weight"] == pytest.approx(1 / 3)
+    assert judged.loc[(8, 9), "weight"] == pytest.approx(1 / 2)
+    assert (3, 4) not in judged.index
+    assert list(panel.loc[(1, 2), ["n_judges", "n_same"]]) == [3, 2]
+    assert panel.loc[(1, 2), "agreement"] == pytest.approx(2 / 3)
+    assert panel.loc[(8, 9), "agreement"] == pytest.approx(1 / 2)
+    # The panel size can be larger than those who answered (someone joined but answered nothing).
+    wide = el.aggregate_constraints(J(rows), "panel", n_stakeholders=4).set_index(["i", "j"])
+    assert wide.loc[(1, 2), "weight"] == pytest.approx(0.5)
+    assert (panel["w_ij"] == panel["weight"]).all() and (panel["w_ji"] == panel["weight"]).all()
+    assert list(el.aggregate_constraints(J(rows), "panel").columns[:5]) == ["i", "j", "weight", "n_judges", "agreement"]
+    assert (el.aggregate_constraints(J(rows), "panel")["i"] < el.aggregate_constraints(J(rows), "panel")["j"]).all()
+
+
+def test_each_stakeholder_counts_once_per_pair_and_repeats_only_measure_consistency():
+    rows = [("u1", 0, 1, 2, "same"), ("u1", 1, 2, 1, "differ", "repeat", 0),
+            ("u1", 2, 1, 2, "differ"),  # the same pair drawn again at random: first one counts
+            ("u2", 0, 3, 4, "differ")]
+    out = el.aggregate_constraints(J(rows), "judged").set_index(["i", "j"])
+    assert out.loc[(1, 2), "n_judges"] == 1 and out.loc[(1, 2), "weight"] == 1.0
+    sa = el.self_agreement(J(rows)).set_index("stakeholder")
+    assert sa.loc["u1", "n_repeats"] == 1 and sa.loc["u1", "self_agreement"] == 0.0
+
+
+def test_self_agreement_respects_side_swap_in_four_option_mode():
+    rows = [("u", 0, 1, 2, "a_at_least_b"), ("u", 1, 2, 1, "b_at_least_a", "repeat", 0),
+            ("v", 0, 1, 2, "a_at_least_b"), ("v", 1, 2, 1, "a_at_least_b", "repeat", 0)]
+    sa = el.self_agreement(J(rows)).set_index("stakeholder")["self_agreement"]
+    assert sa["u"] == 1.0 and sa["v"] == 0.0
+
+
+def test_min_support_and_ordered_expansion():
+    rows = [("u1", 0, 1, 2, "same"), ("u2", 0, 1, 2, "differ"), ("u1", 1, 3, 4, "a_at_least_b"),
+            ("u2", 1, 3, 4, "a_at_least_b")]
+    out = el.aggregate_constraints(J(rows), "panel", min_support=0.75)
+    assert list(zip(out["i"], out["j"])) == [(3, 4)]
+    ordered = el.ordered_constraints(el.aggregate_constraints(J(rows), "panel"))
+    assert set(zip(ordered["i"], ordered["j"], ordered["w"])) == {(1, 2, 0.5), (2, 1, 0.5), (3, 4, 1.0)}
+
+
+def test_aggregation_rejects_bad_input():
+    with pytest.raises(ValueError, match="Weighting"):
+        el.aggregate_constraints(J([("u", 0, 1, 2, "same")]), "votes")
+    with pytest.raises(ValueError, match="missing"):
+        el.aggregate_constraints(pd.DataFrame({"a": [1], "b": [2]}), "panel")
+    with pytest.raises(ValueError, match="Unknown responses"):
+        el.aggregate_constraints(J([("u", 0, 1, 2, "yes")]), "panel")
+    with pytest.raises(ValueError, match="two different"):
+        el.aggregate_constraints(J([("u", 0, 1, 1, "same")]), "panel")
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        el.aggregate_constraints(J([("u", 0, 1, 2, "same")]), "panel", min_support=2)
+    empty = el.aggregate_constraints(J([]), "panel")
+    assert empty.empty and list(empty.columns[:5]) == ["i", "j", "weight", "n_judges", "agreement"]
+
+
+# ----------------------------------------------------------------------------- diagnostics
+
+def test_fleiss_kappa_matches_the_textbook_example():
+    # Fleiss (1971) worked example as reproduced in most references: 10 items, 14 raters -> 0.210.
+    counts = np.array([[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+                       [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]])
+    assert el.fleiss_kappa(counts) == pytest.approx(0.210, abs=5e-4)
+    assert el.fleiss_kappa(np.array([[3, 0], [0, 3]])) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same number"):
+        el.fleiss_kappa(np.array([[2, 0], [1, 0]]))
+
+
+def test_inter_rater_agreement_on_core_pairs():
+    rows = []
+    answers = {"u1": ["same", "same", "differ"], "u2": ["same", "differ", "differ"], "u3": ["same", "same", "differ"]}
+    for u, resp in answers.items():
+        for p, r in enumerate(resp):
+            rows.append((u, p, 10 + p, 20 + p, r, "core"))
+    rows.append(("u1", 3, 1, 2, "same"))  # random pairs do not enter
+    out = el.inter_rater_agreement(J(rows))
+    counts = np.array([[3, 0], [1, 2], [0, 3]])
+    assert out["core_pairs_used"] == 3 and out["raters"] == 3
+    assert out["fleiss_kappa"] == pytest.approx(el.fleiss_kappa(counts))
+    assert out["pairwise_agreement"] == pytest.approx((1 + 1 / 3 + 1) / 3)
+
+
+def test_contested_pairs_flag_splits_and_opposite_orientations():
+    rows = [("u1", 0, 1, 2, "a_at_least_b"), ("u2", 0, 2, 1, "a_at_least_b"),    # opposite claims
+            ("u1", 1, 3, 4, "same"), ("u2", 1, 3, 4, "same"),                  # agreement
+            ("u1", 2, 5, 6, "same"), ("u2", 2, 5, 6, "none")]                   # split
+    out = el.contested_pairs(J(rows))
+    assert set(zip(out["i"], out["j"])) == {(1, 2), (5, 6)}
+    assert bool(out.set_index(["i", "j"]).loc[(1, 2), "opposite_orientations"])
+    # Opposite claims pool into equality: both orientations carry weight.
+    agg = el.aggregate_constraints(J(rows), "panel").set_index(["i", "j"])
+    assert agg.loc[(1, 2), "w_ij"] == 0.5 and agg.loc[(1, 2), "w_ji"] == 0.5
+
+
+# ----------------------------------------------------------------------------- sampling
+
+def test_assignment_design_core_random_and_repeats():
+    cfg = el.SessionConfig(n_core=10, n_random=40, n_repeat=2, seed=5)
+    core = el.core_pairs(cfg, 7214)
+    plans = [el.sample_assignment(cfg, core, 7214, np.random.default_rng(el.stakeholder_seed(5, s)))
+             for s in ("x", "y")]
+    core_set = {tuple(sorted(p)) for p in core}
+    for plan in plans:
+        assert len(plan) == 52 and list(plan["position"]) == list(range(52))
+        assert (plan["a"] != plan["b"]).all() and plan[["a", "b"]].to_numpy().max() < 7214
+        assert {tuple(sorted(p)) for p in plan.loc[plan["kind"] == "core", ["a", "b"]].to_numpy()} == core_set
+        reps = plan[plan["kind"] == "repeat"]
+        assert len(reps) == 2
+        for _, r in reps.iterrows():
+            orig = plan.loc[r["repeat_of"]]
+            assert orig["kind"] != "repeat" and r["repeat_of"] < r["position"] - 1
+            assert (orig["a"], orig["b"]) == (r["b"], r["a"])        # shown with sides swapped
+    # Order and sides differ between stakeholders; the same stakeholder id reproduces exactly.
+    assert not plans[0][["a", "b"]].equals(plans[1][["a", "b"]])
+    again = el.sample_assignment(cfg, core, 7214, np.random.default_rng(el.stakeholder_seed(5, "x")))
+    pd.testing.assert_frame_equal(plans[0], again)
+
+
+def test_random_pairs_cover_the_population_uniformly():
+    pairs = el._random_pairs(5, 20000, np.random.default_rng(0))
+    assert (pairs[:, 0] != pairs[:, 1]).all()
+    counts = np.zeros((5, 5))
+    np.add.at(counts, (pairs[:, 0], pairs[:, 1]), 1)
+    off = counts[~np.eye(5, dtype=bool)]
+    assert off.min() > 850 and off.max() < 1150   # 20 cells of expected 1000
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"features": ()}, "at least one feature"),
+    ({"features": ("two_year_recid",)}, "cannot be shown"),
+    ({"n_core": -1}, "n_core"),
+    ({"n_core": 0, "n_random": 0}, "at least one"),
+    ({"n_repeat": 20, "n_core": 2, "n_random": 3}, "repeated"),
+    ({"response_mode": "likert"}, "Response mode"),
+    ({"favourable_label": 2}, "favourable"),
+    ({"dataset": "adult"}, "COMPAS"),
+])
+def test_session_config_validation(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        el.SessionConfig(**kwargs)
+
+
+def test_pair_card_speaks_plain_words():
+    frame = pd.DataFrame({"age": [34, 19], "sex": ["Male", "Female"], "priors_count": [1, 0],
+                          "juv_fel_count": [2, 0], "c_charge_degree": ["F", "M"]})
+    card = el.pair_card(frame, 0, 1, ("age", "sex", "priors_count", "juv_fel_count", "c_charge_degree"))
+    assert list(card["Feature"]) == ["Age", "Sex", "Prior offences", "Juvenile felonies", "Current charge"]
+    assert list(card["Person A"]) == ["34 years old", "Male", "1 prior offence", "2 juvenile felonies", "Felony"]
+    assert list(card["Person B"]) == ["19 years old", "Female", "None", "None", "Misdemeanour"]
+    with pytest.raises(ValueError, match="outside the data"):
+        el.pair_card(frame, 0, 5, ("age",))
+
+
+# ----------------------------------------------------------------------------- simulation
+
+def test_simulated_judges_mark_close_pairs_and_are_reproducible():
+    frame = pd.DataFrame({"priors_count": [0, 0, 20, 1], "age": [30, 31, 60, 30], "juv_fel_count": 0,
+                          "juv_misd_count": 0, "juv_other_count": 0, "c_charge_degree": ["F", "F", "M", "F"],
+                          "sex": "Male", "race": "Caucasian"})
+    pairs = pd.DataFrame({"stakeholder": ["s"] * 3, "a": [0, 0, 1], "b": [1, 2, 2]})
+    out = el.simulate_judgments(frame, pairs, np.random.default_rng(1), flip_noise=0.0)
+    # The closest pair (0, 1) is always within the judge's q share (q >= 0.1 covers the first of three).
+    assert out.loc[0, "response"] == "same" and out["simulated"].all()
+    assert out.loc[1, "response"] == "differ" or out.loc[2, "response"] == "differ"
+    a = el.demo_panel(5, el.SessionConfig(n_core=3, n_random=10, n_repeat=1), seed=2, frame=_compas())
+    b = el.demo_panel(5, el.SessionConfig(n_core=3, n_random=10, n_repeat=1), seed=2, frame=_compas())
+    pd.testing.assert_frame_equal(a, b)
+    share = a.groupby("stakeholder")["response"].apply(lambda r: (r == "same").mean())
+    assert share.between(0.0, 0.9).all() and a["stakeholder"].nunique() == 5
+
+
+def _compas():
+    from core.datasets import load_compas
+    return load_compas()
