@@ -53,8 +53,10 @@ def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataF
                float(np.nanpercentile(vals, 98)) if vals.notna().any() else 1.0)
     bounds = units.total_bounds
     center = {"lon": float((bounds[0] + bounds[2]) / 2), "lat": float((bounds[1] + bounds[3]) / 2)}
-    span = max(bounds[2] - bounds[0], (bounds[3] - bounds[1]) * 1.3, 1e-3)
-    zoom = float(np.clip(np.log2(360.0 / span) - 0.4, 3, 14))
+    # web-mercator zoom that fits the bounds into about 900 x 540 pixels (512 px per 360 degrees at zoom 0)
+    dx = max(bounds[2] - bounds[0], 1e-4)
+    dy = max(bounds[3] - bounds[1], 1e-4) / np.cos(np.radians(center["lat"]))
+    zoom = float(np.clip(min(np.log2(900 * 360 / (512 * dx)), np.log2(540 * 360 / (512 * dy))), 2, 16))
     fig = px.choropleth_map(data, geojson=unit_geojson, locations="unit_id", featureidkey="properties.unit_id",
                             color=col, color_continuous_scale=scale, range_color=rng,
                             hover_data={k: v for k, v in HOVER.items() if k in data.columns}, labels=LABELS,

@@ -144,6 +144,9 @@ with st.container(border=True):
     elif generator == "greedy":
         steps = 10 * int(st.number_input("Greedy plans (random label offsets; the first starts at label 0)",
                                          1, 50, 4, key="dm_greedy_n"))
+    if generator in ("greedy", "square"):
+        st.caption("Greedy and Square balance the number of blocks, not people (as in the paper's §6), so their "
+                   "population deviations are large; they are here to compare fragmentation and error.")
     plan_cfg = PlanConfig(generator, unit, k, float(tol), steps, thin, plan_seed)
     try:
         if generator == "csv":

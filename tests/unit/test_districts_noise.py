@@ -1,0 +1,89 @@
+"""Noise on districts: analytic and simulated sd agree, invariants of the per-district table, ensemble line."""
+import numpy as np
+import pytest
+
+from core.census.analytic import preset_shares
+from core.districts.grid import synthetic_grid
+from core.districts.noise import NoiseConfig, district_noise, ensemble_study, equal_split_line, sd_interval
+from core.districts.plans import greedy_plan
+from core.districts.study import district_table, random_squares, square_tiling
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return synthetic_grid((16, 4, 4), seed=4)
+
+
+def test_analytic_and_simulated_sd_agree_within_interval(grid):
+    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
+    labels = greedy_plan(h, 8, np.random.default_rng(1))
+    res = district_noise(h, pop, labels, NoiseConfig((0.1, 0.2, 0.3, 0.4), runs=1500, seed=11))
+    t = res.table
+    lo, hi = sd_interval(t["empirical_sd"].to_numpy(), 1500, level=0.999)
+    assert ((lo <= t["analytic_toydown_sd"]) & (t["analytic_toydown_sd"] <= hi)).all()
+    # ToyDown is unbiased: the mean error is within 4 standard errors of zero in every district
+    mean_err = t["mean_noisy_population"] - t["true_population"]
+    assert (mean_err.abs() < 4 * t["analytic_toydown_sd"] / np.sqrt(1500)).all()
+    assert res.summary["analytic_valid"] is True
+
+
+def test_equal_split_closed_form_for_whole_tract_quadrants(grid):
+    """Quadrants of 4 whole tracts of 16: w1 = 1/4, Frag = 3, so Var = 8 d^2/eps^2 (1/16 + 3) = 392 at eps 1."""
+    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
+    labels = square_tiling(grid, 4)
+    res = district_noise(h, pop, labels, NoiseConfig((0.25,) * 4, runs=4, seed=0))
+    assert np.allclose(res.table["analytic_toydown_sd"], np.sqrt(392.0))
+    assert equal_split_line(3.0, 1 / 16, 4, 1.0) == pytest.approx(392.0)
+
+
+def test_balanced_on_noisy_deviation_averages_to_zero_and_topdown_keeps_state_total(grid):
+    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
+    labels = square_tiling(grid, 4)
+    res = district_noise(h, pop, labels, NoiseConfig((0.25,) * 4, algorithm="topdown_lite", runs=6, seed=3))
+    runs = res.runs
+    # the true populations of a plan balanced on noisy counts still add up to the true total
+    assert np.allclose(runs.groupby("run")["balanced_on_noisy_dev_pct"].sum(), 0.0, atol=1e-9)
+    # TopDown-lite holds the top-level total exactly, so district errors cancel in every run
+    assert np.allclose(runs.groupby("run")["error"].sum(), 0.0, atol=1e-6)
+    assert (runs["noisy_population"] == np.round(runs["noisy_population"])).all()
+    assert res.summary["analytic_valid"] is False
+
+
+def test_district_table_joins_metrics_and_group_share(grid):
+    labels = square_tiling(grid, 4)
+    out = district_table(grid, labels, NoiseConfig((0.25,) * 4, runs=3))
+    t = out.table
+    b = grid.blocks
+    assert t["population"].tolist() == t["true_population"].tolist()
+    assert t["population"].sum() == b["total"].sum()
+    black = np.bincount(labels, weights=b["black"].to_numpy())
+    assert np.allclose(t["black_share_pct"], 100 * black / t["population"])
+    assert out.block_mean_error.shape == (len(b),)
+
+
+def test_ensemble_analytic_variance_is_the_equal_split_line(grid):
+    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
+    gens = {"Greedy": np.vstack([greedy_plan(h, 4, np.random.default_rng(i)) for i in range(2)]),
+            "Square": random_squares(grid, 4, 20, seed=1)}
+    study = ensemble_study(h, pop, gens, 1.0, splits=("equal", "block-heavy"), runs=5, seed=2)
+    assert set(study["generator"]) == {"Greedy", "Square"}
+    assert len(study) == 2 * (8 + 20)
+    eq = study[study["split"] == "equal"]
+    line = equal_split_line(eq["fragmentation"].to_numpy(), eq["w1_squared"].to_numpy(), 4, 1.0)
+    assert np.allclose(eq["analytic_variance"], line)
+    # square districts cut across tracts more than greedy ones
+    mean_frag = study.groupby("generator")["fragmentation"].mean()
+    assert mean_frag["Square"] > mean_frag["Greedy"]
+    assert np.allclose(preset_shares("equal", 4), 0.25)
+
+
+def test_bad_noise_settings_raise(grid):
+    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
+    with pytest.raises(ValueError, match="Unknown algorithm"):
+        NoiseConfig((0.25,) * 4, algorithm="exact")
+    with pytest.raises(ValueError, match="Runs must be between"):
+        NoiseConfig((0.25,) * 4, runs=1)
+    with pytest.raises(ValueError, match="one budget per level"):
+        district_noise(h, pop, square_tiling(grid, 4), NoiseConfig((0.2,) * 5, runs=2))
+    with pytest.raises(ValueError, match="positive budget"):
+        district_noise(h, pop, square_tiling(grid, 4), NoiseConfig((0.5, 0.5, 0.0, 0.5), runs=2))
