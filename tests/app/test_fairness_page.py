@@ -1,0 +1,102 @@
+"""Fairness elicitation page end to end with Streamlit's AppTest (facilitator, stakeholder, demo)."""
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "pages" / "fairness_elicitation.py")
+
+
+def _app(**query) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _progress(at) -> "object":
+    return next(d.value for d in at.dataframe if "answered" in d.value.columns)
+
+
+def test_default_view_is_facilitator_setup():
+    at = _app()
+    assert at.title[0].value == "Pairwise fairness elicitation"
+    assert at.radio(key="fe_role").value == "Facilitator"
+    assert at.button(key="fe_create") is not None and not at.error
+
+
+def test_stakeholder_answers_three_cards_and_facilitator_sees_them():
+    fac = _app()
+    fac.text_input(key="fe_name").input("Workshop").run()
+    fac.button(key="fe_create").click().run()
+    assert not fac.exception and not fac.error
+    session = fac.session_state["fe_fac"]
+    # The key is shown once, then hidden after confirmation.
+    assert any(session["key"] in c.value for c in fac.code)
+    fac.button(key="fe_key_saved").click().run()
+    assert not any(session["key"] in c.value for c in fac.code)
+    assert _progress(fac).empty
+
+    sh = _app(join=session["join_code"])
+    assert sh.radio(key="fe_role").value == "Stakeholder"
+    assert sh.text_input(key="fe_join_code").value == session["join_code"]
+    sh.text_input(key="fe_join_name").input("Ann").run()
+    sh.button(key="fe_join").click().run()
+    assert not sh.error
+    assert any("Card 1 of 52" in m.value for m in sh.markdown)
+    for _ in range(3):
+        sh.button(key="fe_ans_same").click().run()
+        assert not sh.exception and not sh.error
+    assert any("Card 4 of 52" in m.value for m in sh.markdown)
+    assert "3 of 52" in sh.get("progress")[0].proto.text
+
+    # Back, change the third answer, and return to the first open card.
+    sh.button(key="fe_back").click().run()
+    assert any("Card 3 of 52" in m.value for m in sh.markdown)
+    sh.button(key="fe_ans_differ").click().run()
+    assert any("Card 4 of 52" in m.value for m in sh.markdown)
+
+    fac.button(key="fe_refresh").click().run()
+    table = _progress(fac)
+    assert list(table["stakeholder"]) == ["Ann"]
+    assert int(table["answered"].iloc[0]) == 3 and int(table["of"].iloc[0]) == 52
+    assert abs(float(table["share_same"].iloc[0]) - 2 / 3) < 1e-9
+
+    # A fresh browser session resumes with the resume code at the same card.
+    again = _app()
+    again.radio(key="fe_role").set_value("Stakeholder").run()
+    again.text_input(key="fe_resume_token").input(sh.session_state["fe_login"]["token"]).run()
+    again.button(key="fe_resume").click().run()
+    assert any("Card 4 of 52" in m.value for m in again.markdown)
+
+
+def test_bad_join_code_and_wrong_key_show_errors_and_keep_inputs():
+    sh = _app()
+    sh.radio(key="fe_role").set_value("Stakeholder").run()
+    sh.text_input(key="fe_join_code").input("NOPE").run()
+    sh.text_input(key="fe_join_name").input("Bob").run()
+    sh.button(key="fe_join").click().run()
+    assert not sh.exception and "join code" in sh.error[0].value
+    assert sh.text_input(key="fe_join_name").value == "Bob"
+    fac = _app()
+    fac.text_input(key="fe_open_code").input("ABCDEF").run()
+    fac.text_input(key="fe_open_key").input("wrong").run()
+    fac.button(key="fe_open").click().run()
+    assert "facilitator key" in fac.error[0].value
+
+
+def test_demo_fills_a_labelled_simulated_session():
+    at = _app()
+    at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
+    at.number_input(key="fe_demo_n").set_value(6).run()
+    at.button(key="fe_demo_run").click().run()
+    assert not at.exception and not at.error
+    assert any("Simulation, not a release" in w.value for w in at.warning)
+    table = _progress(at)
+    assert len(table) == 6 and (table["answered"] == 52).all() and table["simulated"].all()
+    constraints = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    assert (constraints["weight"] > 0).any()
+    at.radio(key="fe_weighting").set_value("judged").run()
+    judged = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    assert judged["weight"].max() <= 1.0 and judged["weight"].max() >= constraints["weight"].max()
