@@ -99,17 +99,19 @@ def group_rates(p: np.ndarray, y: np.ndarray, groups: pd.DataFrame) -> pd.DataFr
         frame = pd.DataFrame({"g": labels, "p": p, "y": y})
         neg = frame[frame.y == 0].groupby("g", observed=True)["p"].agg(["sum", "count"])
         pos = frame[frame.y == 1].groupby("g", observed=True)["p"].agg(["sum", "count"])
-        table = neg.join(pos, lsuffix="_neg", rsuffix="_pos", how="outer").fillna(0.0)
-        fpr_lo, fpr_hi = _wilson(table["sum_neg"].to_numpy(), table["count_neg"].to_numpy())
-        fnr_lo, fnr_hi = _wilson((table["count_pos"] - table["sum_pos"]).to_numpy(),
-                                 table["count_pos"].to_numpy())
+        table = pd.concat([neg.add_suffix("_neg"), pos.add_suffix("_pos")], axis=1).fillna(0.0)
+        n_neg, n_pos = table["count_neg"].to_numpy(), table["count_pos"].to_numpy()
+        fpr_lo, fpr_hi = _wilson(table["sum_neg"].to_numpy(), n_neg)
+        fnr_lo, fnr_hi = _wilson(n_pos - table["sum_pos"].to_numpy(), n_pos)
+        with np.errstate(invalid="ignore", divide="ignore"):   # a group without negatives has no FPR
+            fpr = np.where(n_neg > 0, table["sum_neg"].to_numpy() / n_neg, np.nan)
+            fnr = np.where(n_pos > 0, 1 - table["sum_pos"].to_numpy() / n_pos, np.nan)
         rows.append(pd.DataFrame({
             "attribute": attribute, "group": table.index.astype(str),
-            "n": (table["count_neg"] + table["count_pos"]).astype(int).to_numpy(),
-            "fpr": table["sum_neg"].to_numpy() / np.maximum(table["count_neg"].to_numpy(), 1),
-            "fpr_low": fpr_lo, "fpr_high": fpr_hi,
-            "fnr": 1 - table["sum_pos"].to_numpy() / np.maximum(table["count_pos"].to_numpy(), 1),
-            "fnr_low": fnr_lo, "fnr_high": fnr_hi}))
+            "n": (n_neg + n_pos).astype(int), "fpr": fpr,
+            "fpr_low": np.where(n_neg > 0, fpr_lo, np.nan), "fpr_high": np.where(n_neg > 0, fpr_hi, np.nan),
+            "fnr": fnr, "fnr_low": np.where(n_pos > 0, fnr_lo, np.nan),
+            "fnr_high": np.where(n_pos > 0, fnr_hi, np.nan)}))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -150,7 +152,9 @@ def _frontier(constraints: pd.DataFrame, config: FrontierConfig, progress: Progr
     for idx, gamma in enumerate(gammas):
         def step(done: int, total: int, message: str, _i=idx, _g=gamma) -> None:
             if progress:
-                progress(_i * total + done, k * total, f"slack {_g:.2f}: {message}")
+                # each slack counts 1,000 units whatever its round count (gamma >= 1 needs one)
+                progress(int(1000 * _i + 1000 * done / max(total, 1)), 1000 * k,
+                         f"slack {_g:.2f}: {message}")
         report = fit_with_holdout(data, constraints, config.learner(gamma),
                                   pair_holdout=config.pair_holdout,
                                   individual_holdout=config.individual_holdout,
@@ -181,7 +185,9 @@ def _frontier(constraints: pd.DataFrame, config: FrontierConfig, progress: Progr
                           pd.concat(trajs, ignore_index=True), np.vstack(scores), baseline)
 
 
-_cached_frontier = memory().cache(_frontier, ignore=["progress"])
+def _cached_frontier():
+    """The cached sweep, bound to the cache directory in force now (it may change in tests)."""
+    return memory().cache(_frontier, ignore=["progress"])
 
 
 def _canonical(constraints: pd.DataFrame) -> pd.DataFrame:
@@ -195,13 +201,13 @@ def _canonical(constraints: pd.DataFrame) -> pd.DataFrame:
 def trade_off_frontier(constraints: pd.DataFrame, config: FrontierConfig = FrontierConfig(),
                        progress: Progress | None = None) -> FrontierResult:
     """Sweep gamma, fit one mixture per slack and mark the lower convex hull (cached on disk)."""
-    return _cached_frontier(_canonical(constraints), config.validate(), progress=progress)
+    return _cached_frontier()(_canonical(constraints), config.validate(), progress=progress)
 
 
 def is_cached(constraints: pd.DataFrame, config: FrontierConfig) -> bool:
     """Whether this sweep is already in the result cache (the page then shows it at once)."""
     try:
-        return bool(_cached_frontier.check_call_in_cache(_canonical(constraints), config.validate(),
+        return bool(_cached_frontier().check_call_in_cache(_canonical(constraints), config.validate(),
                                                          progress=None))
     except Exception:
         return False

@@ -1,0 +1,102 @@
+"""Trade-off frontier: convex hull, monotonicity, per-pair tables, group rates, cache, progress."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.fairness.frontier import (FrontierConfig, group_rates, is_cached, lower_hull,
+                                    trade_off_frontier)
+
+SMALL = FrontierConfig(gammas=(0.0, 0.2, 0.5, 1.0), T=150, oracle="ols", averaging="paper")
+
+
+def random_pairs(n, k, seed):
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, n, k), rng.integers(0, n, k)
+    keep = i != j
+    return pd.DataFrame({"i": np.minimum(i, j)[keep], "j": np.maximum(i, j)[keep], "weight": 1.0,
+                         "n_judges": 2, "agreement": 0.75})
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    import os
+    os.environ["DASHBOARD_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    calls = []
+    res = trade_off_frontier(random_pairs(7214, 200, 0), SMALL,
+                             progress=lambda d, t, m: calls.append((d, t, m)))
+    return res, calls
+
+
+def test_lower_hull_closed_form():
+    x = np.array([0.0, 0.1, 0.2, 0.5, 1.0, 0.6])
+    y = np.array([0.45, 0.45, 0.40, 0.38, 0.32, 0.44])
+    hull = lower_hull(x, y)
+    assert hull.tolist() == [0, 2, 4]            # (0.1, .45) dominated, (.5, .38) above the chord
+    ys = y[hull]
+    assert np.all(np.diff(ys) < 0) and np.all(np.diff(x[hull]) > 0)
+
+
+def test_frontier_is_monotone_and_convex(sweep):
+    res, _ = sweep
+    pts = res.points
+    assert list(pts["gamma"]) == [0.0, 0.2, 0.5, 1.0]
+    hull = pts[pts["on_hull"]].sort_values("realized_gamma")
+    assert len(hull) >= 2
+    assert np.all(np.diff(hull["error"].to_numpy()) <= 1e-12)
+    slopes = np.diff(hull["error"]) / np.diff(hull["realized_gamma"])
+    assert np.all(np.diff(slopes) >= -1e-9)                      # convex
+    # every fitted point lies on or above the hull's piecewise-linear curve
+    interp = np.interp(pts["realized_gamma"], hull["realized_gamma"], hull["error"])
+    assert np.all(pts["error"].to_numpy() >= interp - 1e-12)
+    # the fitted errors fall as the slack grows, from near the best constant to near 0.32
+    assert pts["error"].iloc[0] >= pts["error"].iloc[-1] + 0.08
+    assert 0.30 <= pts["error"].iloc[-1] <= 0.34
+    assert res.baseline["best_constant_error"] == pytest.approx(pts["error"].iloc[0], abs=0.03)
+
+
+def test_pairs_table_per_point(sweep):
+    res, _ = sweep
+    pairs = res.pairs
+    assert set(pairs["split"]) == {"fit", "held-out"}
+    per_gamma = pairs.groupby("gamma").size()
+    assert (per_gamma == len(random_pairs(7214, 200, 0))).all()
+    assert np.allclose(pairs["gap"], np.abs(pairs["p_i"] - pairs["p_j"]))
+    assert (pairs["violated"] == (pairs["gap"] > pairs["gamma"] + 0.02)).all()
+    fit = pairs[pairs.split == "fit"]
+    assert (fit["shadow_price"] >= 0).all()
+    assert pairs.loc[pairs.split == "held-out", "shadow_price"].isna().all()
+    at1 = res.points.set_index("gamma").loc[1.0]
+    assert at1["violated_pairs"] == 0
+
+
+def test_group_rates_and_intervals(sweep):
+    res, _ = sweep
+    g = res.groups[res.groups["gamma"] == 1.0]
+    assert set(g["attribute"]) == {"race", "sex"}
+    assert (g["fpr_low"] <= g["fpr"] + 1e-12).all() and (g["fpr"] <= g["fpr_high"] + 1e-12).all()
+    # closed form: a classifier flagging everybody has FPR 1 and FNR 0 in every group
+    groups = pd.DataFrame({"race": ["a", "a", "b", "b"], "sex": ["m", "f", "m", "f"]})
+    rates = group_rates(np.ones(4), np.array([0, 1, 0, 1]), groups).set_index(["attribute", "group"])
+    assert np.allclose(rates.loc["race", "fpr"], 1) and np.allclose(rates.loc["race", "fnr"], 0)
+    assert np.isnan(rates.loc[("sex", "f"), "fpr"]) and np.isnan(rates.loc[("sex", "m"), "fnr"])
+    half = group_rates(np.full(4, 0.5), np.array([0, 1, 0, 0]), groups)
+    assert half.set_index("group").loc["b", "fpr"] == pytest.approx(0.5)
+
+
+def test_progress_and_cache(sweep):
+    res, calls = sweep
+    assert calls, "progress was never reported"
+    done = [c[0] for c in calls]
+    assert done == sorted(done) and calls[-1][0] == calls[-1][1]
+    assert is_cached(random_pairs(7214, 200, 0), SMALL)
+    again = trade_off_frontier(random_pairs(7214, 200, 0), SMALL)
+    pd.testing.assert_frame_equal(again.points, res.points)
+
+
+def test_bad_frontier_config():
+    with pytest.raises(ValueError, match="two slack"):
+        FrontierConfig(gammas=(0.1,)).validate()
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        FrontierConfig(gammas=(0.0, 1.5)).validate()
+    with pytest.raises(ValueError, match="columns i, j and weight"):
+        trade_off_frontier(pd.DataFrame({"a": [1]}), SMALL)

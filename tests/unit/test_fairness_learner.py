@@ -1,0 +1,169 @@
+"""Pairwise-fair learner on COMPAS: paper figures, slack satisfaction, invariants, bad input."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.fairness.learner import (LearnerConfig, best_constant_error, fit_elicited_fair,
+                                   fit_with_holdout, ordered_pairs, pair_metrics)
+from core.fairness.learning_data import compas_learning_data
+
+
+@pytest.fixture(scope="module")
+def data():
+    return compas_learning_data(seed=0)
+
+
+def random_pairs(n, k, seed):
+    """A pooled panel of "treat alike" judgments on random pairs (weight 1 each)."""
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, n, k), rng.integers(0, n, k)
+    keep = i != j
+    return pd.DataFrame({"i": np.minimum(i, j)[keep], "j": np.maximum(i, j)[keep], "weight": 1.0,
+                         "n_judges": 1, "agreement": 1.0})
+
+
+def error(fit, data):
+    return float(np.abs(fit.p_hat - data.y).mean())
+
+
+def test_learning_data_matches_compas_rows(data):
+    from core.datasets import load_compas
+    frame = load_compas()
+    assert data.X.shape == (7214, len(data.feature_names))
+    assert np.array_equal(data.y, frame["two_year_recid"].to_numpy())
+    assert (data.groups["race"].to_numpy() == frame["race"].astype(str).to_numpy()).all()
+    assert np.allclose(data.X.mean(axis=0), 0, atol=1e-9)
+    assert len(np.intersect1d(data.train, data.test)) == 0
+    assert len(data.train) + len(data.test) == 7214
+    blind = compas_learning_data(seed=0, use_protected=False)
+    assert not any(n.startswith(("race", "sex")) for n in blind.feature_names)
+    with pytest.raises(ValueError, match="test_share"):
+        compas_learning_data(test_share=1.5)
+
+
+@pytest.mark.parametrize("oracle", ["logistic", "ols"])
+def test_unconstrained_error_near_paper(data, oracle):
+    """Paper (a): the unconstrained linear threshold classifier errs about 0.32 on COMPAS."""
+    empty = ordered_pairs(random_pairs(data.n, 0, 0), data.n)
+    fit = fit_elicited_fair(data, empty, LearnerConfig(gamma=0.0, oracle=oracle))
+    assert fit.averaging_used == "exact"
+    assert 0.30 <= error(fit, data) <= 0.34
+    # gamma >= 1 is the same exact reduction even with constraints
+    pairs = ordered_pairs(random_pairs(data.n, 50, 1), data.n)
+    fit1 = fit_elicited_fair(data, pairs, LearnerConfig(gamma=1.0, oracle=oracle))
+    assert error(fit1, data) == pytest.approx(error(fit, data))
+
+
+def test_gamma_zero_on_pooled_constraints_approaches_best_constant(data):
+    """Spec 2 (R4): at gamma = 0 the error moves to the best constant's (about 0.45-0.46 here)."""
+    pairs = ordered_pairs(random_pairs(data.n, 800, 2), data.n)
+    fit = fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.0, T=400, oracle="logistic"))
+    best = best_constant_error(data.y)
+    assert 0.44 <= best <= 0.46
+    assert abs(error(fit, data) - best) <= 0.02
+    assert error(fit, data) <= 0.51
+    assert pair_metrics(fit.p_hat, pairs, 0.0)["realized_gamma"] <= 0.05
+
+
+@pytest.mark.parametrize("gamma", [0.1, 0.3])
+def test_every_constraint_within_slack_at_convergence(data, gamma):
+    """After 1,000 rounds every elicited pair satisfies p_i - p_j <= gamma + 0.03 (spec R3)."""
+    pairs = ordered_pairs(random_pairs(data.n, 300, 3), data.n)
+    fit = fit_elicited_fair(data, pairs, LearnerConfig(gamma=gamma, T=1000, oracle="ols"))
+    gaps = fit.p_hat[pairs.I] - fit.p_hat[pairs.J]
+    assert gaps.max() <= gamma + 0.03
+    # and the constraint is not vacuous: the unconstrained model breaks it
+    free = fit_elicited_fair(data, ordered_pairs(random_pairs(data.n, 0, 0), data.n), LearnerConfig())
+    assert (free.p_hat[pairs.I] - free.p_hat[pairs.J]).max() > gamma + 0.3
+    assert error(fit, data) > error(free, data)
+
+
+def test_mixture_invariants(data):
+    pairs = ordered_pairs(random_pairs(data.n, 100, 4), data.n)
+    fit = fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.2, T=200, oracle="ols"))
+    assert fit.p_hat.min() >= 0 and fit.p_hat.max() <= 1
+    assert np.allclose(fit.predict_proba(data.X), fit.p_hat)
+    # error of the mixture = mean error of its components
+    h = (data.X @ fit.hypotheses[:, :-1].T + fit.hypotheses[:, -1] > 0)
+    component_errors = (h != data.y[:, None]).mean(axis=0)
+    assert component_errors.mean() == pytest.approx(error(fit, data))
+    assert fit.lambda_bar.sum() <= fit.config.C_lambda + 1e-9
+    assert len(fit.trajectory) == 20
+    draws = fit.sample(data.X, np.random.default_rng(0))
+    assert set(np.unique(draws)) <= {0, 1}
+
+
+def test_fast_averaging_is_labelled_and_uses_the_slack(data):
+    pairs = ordered_pairs(random_pairs(data.n, 300, 5), data.n)
+    paper = fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.3, T=600, oracle="ols"))
+    fast = fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.3, T=600, oracle="ols",
+                                                        averaging="fast"))
+    assert paper.averaging_used == "paper"
+    assert fast.averaging_used in ("fast", "paper")
+    if fast.averaging_used == "fast":
+        assert len(fast.hypotheses) == 300
+        assert pair_metrics(fast.p_hat, pairs, 0.3)["realized_gamma"] <= 0.3 + 0.02
+        assert error(fast, data) <= error(paper, data) + 1e-9
+    else:
+        assert fast.notes
+
+
+def test_eta_budget_mode(data):
+    """With eta > 0 the weighted average excess per judgment stays near eta; a loose eta frees the fit."""
+    cons = random_pairs(data.n, 300, 6)
+    pairs = ordered_pairs(cons, data.n)
+    tight = fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.0, eta=0.05, T=1500, oracle="ols"))
+    loose = fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.0, eta=2.0, T=1500, oracle="ols"))
+    assert pair_metrics(tight.p_hat, pairs, 0.0)["mean_excess"] <= 0.05 + 0.05
+    assert error(loose, data) < error(tight, data)
+    assert error(loose, data) <= 0.35
+    assert pairs.W == pytest.approx(len(cons))          # per-judgment normaliser
+
+
+def test_directional_weights_give_one_orientation(data):
+    cons = pd.DataFrame({"i": [0, 2], "j": [1, 3], "weight": [0.0, 0.5], "w_ij": [1.0, 0.5],
+                         "w_ji": [0.0, 0.5]})
+    pairs = ordered_pairs(cons, data.n)
+    assert sorted(zip(pairs.I.tolist(), pairs.J.tolist())) == [(0, 1), (2, 3), (3, 2)]
+    assert pairs.W == pytest.approx(1.0 + 0.5)
+
+
+def test_holdout_reports_both_splits(data):
+    cons = random_pairs(data.n, 200, 7)
+    rep = fit_with_holdout(data, cons, LearnerConfig(gamma=0.2, T=100, oracle="ols"),
+                           pair_holdout=0.25, individual_holdout=True)
+    assert rep.summary["pairs"] + rep.summary["heldout_pairs"] == len(cons)
+    assert rep.summary["heldout_pairs"] == round(0.25 * len(cons))
+    assert 0.2 < rep.summary["error_heldout"] < 0.6
+    assert np.array_equal(rep.fit.fit_rows, data.train)
+
+
+@pytest.mark.parametrize("frame, message", [
+    (pd.DataFrame({"i": [0], "j": [0], "weight": [1.0]}), "different individuals"),
+    (pd.DataFrame({"i": [0], "j": [99999], "weight": [1.0]}), "between 0 and 7213"),
+    (pd.DataFrame({"i": [0], "j": [1], "weight": [-1.0]}), ">= 0"),
+    (pd.DataFrame({"i": [0], "j": [1]}), "lacks column"),
+    (pd.DataFrame({"i": [0], "j": ["x"], "weight": [1.0]}), "numbers"),
+])
+def test_bad_constraints_rejected(data, frame, message):
+    with pytest.raises(ValueError, match=message):
+        ordered_pairs(frame, data.n)
+
+
+@pytest.mark.parametrize("kwargs, message", [({"gamma": -0.1}, "gamma"), ({"eta": -1}, "eta"),
+                                             ({"T": 0}, "rounds"), ({"averaging": "x"}, "averaging"),
+                                             ({"oracle": "svm"}, "oracle")])
+def test_bad_config_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        LearnerConfig(**kwargs).validate()
+
+
+def test_session_panel_constraints_fit(data):
+    """Constraint frames from the elicitation module's simulated panel are accepted as they are."""
+    elicitation = pytest.importorskip("core.fairness.elicitation")
+    judgments = elicitation.demo_panel(n_stakeholders=4, seed=0)
+    cons = elicitation.aggregate_constraints(judgments, "panel")
+    pairs = ordered_pairs(cons, data.n)
+    assert pairs.m > 0
+    fit = fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.2, T=100, oracle="ols"))
+    assert 0.3 <= error(fit, data) <= 0.5
