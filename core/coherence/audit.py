@@ -427,13 +427,92 @@ def coherence_curve(maxima: pd.DataFrame, grid: np.ndarray | None = None, confid
 
 
 def theory_alpha_curve(guarantee_of_eps: Callable[[float], PrivacyGuarantee], epsilons: np.ndarray, n: int,
-                       size: int, beta: float, n_groups: int) -> pd.DataFrame:
-    """Certified alpha for a subgroup of ``size`` as epsilon varies, in both constant modes (None = vacuous)."""
+                       sizes: Sequence[int], beta: float, n_groups: int) -> pd.DataFrame:
+    """Certified alpha for subgroups of the given sizes as epsilon varies, both constant modes (NaN = vacuous)."""
     rows = []
     for eps in np.asarray(epsilons, float):
         g = guarantee_of_eps(float(eps))
         for mode in theory.CONSTANTS:
             fn, _ = _theory_fn(g, n, beta, n_groups, mode)
-            ca = theory.certified_alpha(size, fn, mode) if fn is not None else None
-            rows.append({"epsilon": float(eps), "constants": mode, "certified_alpha": ca, "size": size})
+            for size in sizes:
+                ca = theory.certified_alpha(int(size), fn, mode) if fn is not None else None
+                rows.append({"epsilon": float(eps), "constants": mode, "size": int(size),
+                             "certified_alpha": np.nan if ca is None else ca})
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """Every parameter of an audit, seed included; releases as (key, ((param, value), ...))."""
+    target: str
+    positive: str | None
+    lens: tuple[str, ...]
+    subgroup_columns: tuple[str, ...]
+    releases: tuple[tuple[str, tuple], ...]
+    adversaries: tuple[str, ...]
+    subgroup_order: int = 2
+    alpha: float = 0.1
+    beta: float = 0.05
+    gamma: int = 80
+    trials: int = 100
+    seed: int = 0
+    constants: str = "conservative"
+    confidence: float = 0.95
+    n_null_splits: int = 1
+
+
+def build_releases(specs: Sequence[tuple[str, tuple]]) -> list[Release]:
+    """Release objects from (registry key, parameter pairs) specs."""
+    from core.coherence.releases import make_release
+    return [make_release(key, **dict(params)) for key, params in specs]
+
+
+def _positive_label(data: pd.DataFrame, target: str, positive):
+    """The target value whose text matches ``positive`` (widgets hand back strings)."""
+    if positive is None or target not in data.columns:
+        return positive
+    values = data[target].astype("category").cat.categories
+    for v in values:
+        if str(v) == str(positive):
+            return v
+    raise ValueError(f"{positive!r} is not a value of {target!r}.")
+
+
+def run_audit(config: AuditConfig, data: pd.DataFrame, progress: Progress | None = None,
+              n_jobs: int | None = None) -> AuditResult:
+    """Run ``coherence_audit`` from a config (the page's entry point)."""
+    return coherence_audit(
+        data, build_releases(config.releases), list(config.adversaries), config.target, list(config.lens),
+        list(config.subgroup_columns), config.alpha, config.beta, config.gamma, config.trials,
+        np.random.default_rng(config.seed), progress, positive=_positive_label(data, config.target, config.positive),
+        subgroup_order=config.subgroup_order, n_null_splits=config.n_null_splits,
+        confidence=config.confidence, constants=config.constants, n_jobs=n_jobs)
+
+
+def epsilon_sweep(config: AuditConfig, data: pd.DataFrame, release_key: str, epsilons: Sequence[float],
+                  params: tuple = (), progress: Progress | None = None, n_jobs: int | None = None
+                  ) -> tuple[AuditResult, pd.DataFrame]:
+    """Audit one DP release at several epsilons on shared splits, plus the certified alpha by theory.
+
+    The theory curve is for the smallest, median and largest eligible subgroup sizes, audit
+    view n = |X| (spec Sec. 3.5).
+    """
+    from core.coherence.releases import RELEASES, make_release
+    if release_key not in RELEASES or not RELEASES[release_key].dp:
+        raise ValueError(f"{release_key!r} is not a differentially private release.")
+    eps = sorted({float(e) for e in epsilons})
+    if not eps or min(eps) <= 0:
+        raise ValueError("Give one or more positive epsilons.")
+    extra = {k: v for k, v in dict(params).items() if k != "epsilon"}
+    rels = [make_release(release_key, epsilon=e, **extra) for e in eps]
+    res = coherence_audit(
+        data, rels, list(config.adversaries), config.target, list(config.lens), list(config.subgroup_columns),
+        config.alpha, config.beta, config.gamma, config.trials, np.random.default_rng(config.seed), progress,
+        positive=_positive_label(data, config.target, config.positive), subgroup_order=config.subgroup_order,
+        confidence=config.confidence, constants=config.constants, n_jobs=n_jobs)
+    sizes = np.unique(res.subgroups["size"].to_numpy())
+    picks = sorted({int(sizes.min()), int(np.median(sizes)), int(sizes.max())})
+    grid = np.unique(np.concatenate([np.geomspace(1e-4, max(eps), 30), eps]))
+    curve = theory_alpha_curve(lambda e: make_release(release_key, epsilon=e, **extra).privacy, grid,
+                               len(data), picks, config.beta, res.settings["n_subgroups"])
+    return res, curve

@@ -1,0 +1,135 @@
+"""Plotly figures for the coherence audit page (no streamlit here)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+VERDICT_COLOURS = {"FAIL": "#c0392b", "PASS": "#1e8449", "INCONCLUSIVE": "#b9770e"}
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
+
+
+def _short(name: str, width: int = 38) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def distance_heatmap(subgroups: pd.DataFrame, adversary: str, alpha: float, value: str = "q_w1") -> go.Figure:
+    """Subgroup x release heat map of W1 for one adversary; hover shows the 5-95% band and the null."""
+    d = subgroups[subgroups["adversary"] == adversary]
+    order = d.groupby("subgroup")[value].max().sort_values(ascending=True).index.tolist()   # worst on top
+    rels = list(dict.fromkeys(d["release"]))
+    z = d.pivot(index="subgroup", columns="release", values=value).reindex(index=order, columns=rels)
+    lo = d.pivot(index="subgroup", columns="release", values="q05_w1").reindex(index=order, columns=rels)
+    hi = d.pivot(index="subgroup", columns="release", values="q95_w1").reindex(index=order, columns=rels)
+    null = d.pivot(index="subgroup", columns="release", values="q_null").reindex(index=order, columns=rels)
+    size = d.groupby("subgroup")["size"].first().reindex(order)
+    text = [[f"{z.iat[i, j]:.3f}<br>[{lo.iat[i, j]:.3f}, {hi.iat[i, j]:.3f}]" for j in range(len(rels))]
+            for i in range(len(order))]
+    custom = np.dstack([lo.to_numpy(), hi.to_numpy(), null.to_numpy(),
+                        np.repeat(size.to_numpy()[:, None], len(rels), axis=1)])
+    fig = go.Figure(go.Heatmap(
+        z=z.to_numpy(), x=[_short(r, 30) for r in rels], y=[f"{s} (n={size[s]:,})" for s in order],
+        text=text, texttemplate="%{text}", customdata=custom, colorscale="OrRd", zmin=0,
+        zmax=max(float(np.nanmax(z.to_numpy())) if z.size else 0, alpha * 1.5),
+        colorbar=dict(title="W1"),
+        hovertemplate=("%{y}<br>%{x}<br>W1 (%{z:.3f}); 5-95%% of trials [%{customdata[0]:.3f}, "
+                       "%{customdata[1]:.3f}]<br>null at the same quantile %{customdata[2]:.3f}<extra></extra>"),
+    ))
+    fig.update_layout(title=f"Wasserstein distance per subgroup ({adversary}); alpha = {alpha:g}",
+                      height=max(320, 28 * len(order) + 140), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def score_histograms(scores: np.ndarray, in_release: np.ndarray, subgroup: str, label: str) -> go.Figure:
+    """Overlaid histograms of scores for the released half and the held-out half of a subgroup."""
+    from core.coherence.wasserstein import wasserstein1
+    a, b = scores[in_release], scores[~in_release]
+    w = wasserstein1(a, b)
+    bins = dict(start=-1.0, end=1.0, size=0.05)
+    fig = go.Figure()
+    fig.add_histogram(x=a, xbins=bins, histnorm="probability", name=f"in the release's half (n={a.size:,})",
+                      marker_color=PALETTE[1], opacity=0.6)
+    fig.add_histogram(x=b, xbins=bins, histnorm="probability", name=f"held out (n={b.size:,})",
+                      marker_color=PALETTE[0], opacity=0.6)
+    fig.update_layout(barmode="overlay", title=f"{_short(subgroup, 50)}: {_short(label, 60)} (trial 1, W1 = {w:.3f})",
+                      xaxis=dict(title="score h(x) in [-1, 1]", range=[-1.05, 1.05]),
+                      yaxis_title="share of the subgroup's half", height=380, margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def coherence_curve_figure(curve: pd.DataFrame, release: str, alpha: float, beta: float) -> go.Figure:
+    """beta_hat(alpha) per adversary with its one-sided CP band, the null dashed, the chosen (alpha, beta) marked."""
+    d = curve[curve["release"] == release]
+    fig = go.Figure()
+    for i, (adv, g) in enumerate(d.groupby("adversary", sort=False)):
+        col = PALETTE[i % len(PALETTE)]
+        real, null = g[g["split"] == "release"], g[g["split"] == "null"]
+        fig.add_scatter(x=np.r_[real["alpha"], real["alpha"][::-1]], y=np.r_[real["ci_high"], real["ci_low"][::-1]],
+                        fill="toself", line=dict(width=0), fillcolor=col, opacity=0.15, showlegend=False,
+                        hoverinfo="skip")
+        fig.add_scatter(x=real["alpha"], y=real["beta_hat"], name=adv, line=dict(color=col, shape="hv"))
+        fig.add_scatter(x=null["alpha"], y=null["beta_hat"], name=f"{adv} (null)",
+                        line=dict(color=col, dash="dot", shape="hv"))
+    fig.add_vline(x=alpha, line_dash="dash", line_color="grey")
+    fig.add_hline(y=beta, line_dash="dash", line_color="grey")
+    fig.update_layout(title=f"Failure rate against alpha: {_short(release, 60)}",
+                      xaxis_title="alpha (W1 threshold)", yaxis=dict(title="share of trials with W1 > alpha",
+                                                                      range=[-0.02, 1.02]),
+                      height=380, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def size_scatter(subgroups: pd.DataFrame, adversary: str, alpha: float) -> go.Figure:
+    """Subgroup size against the W1 quantile per release, with the null quantile as hollow markers."""
+    d = subgroups[subgroups["adversary"] == adversary]
+    fig = go.Figure()
+    for i, (rel, g) in enumerate(d.groupby("release", sort=False)):
+        col = PALETTE[i % len(PALETTE)]
+        fig.add_scatter(x=g["size"], y=g["q_w1"], mode="markers", name=_short(rel, 40), text=g["subgroup"],
+                        marker=dict(color=col, size=9), hovertemplate="%{text}<br>size %{x}<br>W1 %{y:.3f}<extra></extra>")
+        fig.add_scatter(x=g["size"], y=g["q_null"], mode="markers", name=f"{_short(rel, 30)} (null)",
+                        text=g["subgroup"], marker=dict(color=col, size=9, symbol="circle-open"))
+    fig.add_hline(y=alpha, line_dash="dash", line_color="grey")
+    fig.update_layout(title=f"Small groups carry more sampling noise ({adversary})",
+                      xaxis=dict(title="subgroup size (full data)", type="log"),
+                      yaxis_title="W1 at the (1 - beta) quantile", height=380, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def epsilon_figure(summary: pd.DataFrame, releases: pd.DataFrame, theory: pd.DataFrame, beta: float) -> go.Figure:
+    """Empirical alpha_hat(beta) against epsilon per adversary (and the null), with the certified alpha."""
+    eps = releases.set_index("release")["epsilon"]
+    d = summary.assign(epsilon=summary["release"].map(eps)).sort_values("epsilon")
+    fig = go.Figure()
+    for i, (adv, g) in enumerate(d.groupby("adversary", sort=False)):
+        col = PALETTE[i % len(PALETTE)]
+        fig.add_scatter(x=g["epsilon"], y=g["alpha_hat"], name=f"{adv}: audit", mode="lines+markers",
+                        line=dict(color=col))
+        fig.add_scatter(x=g["epsilon"], y=g["alpha_hat_null"], name=f"{adv}: null", mode="lines+markers",
+                        line=dict(color=col, dash="dot"), marker=dict(symbol="circle-open"))
+    dashes = {"conservative": "solid", "paper": "dash"}
+    for (mode, size), g in theory.groupby(["constants", "size"]):
+        g = g.dropna(subset=["certified_alpha"])
+        if g.empty:
+            continue
+        fig.add_scatter(x=g["epsilon"], y=g["certified_alpha"], mode="lines", line=dict(color="black", dash=dashes[mode],
+                        width=1.5), name=f"theory, size {size:,} ({'as printed' if mode == 'paper' else mode})")
+    fig.update_layout(title=f"Incoherence against epsilon (alpha at beta = {beta:g}) and what theory certifies",
+                      xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="alpha", range=[0, 2.05]),
+                      height=430, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def gamma_figure(grid: pd.DataFrame, sizes: np.ndarray) -> go.Figure:
+    """Subgroup size theory needs against epsilon, with a rug of the actual subgroup sizes."""
+    fig = go.Figure()
+    for mode, g in grid.groupby("constants"):
+        fig.add_scatter(x=g["epsilon"], y=g["gamma"], mode="lines", name="as printed (unproven)" if mode == "paper" else mode,
+                        line=dict(dash="dash" if mode == "paper" else "solid"))
+    for s in np.unique(sizes):
+        fig.add_hline(y=float(s), line_color="rgba(120,120,120,0.3)", line_width=1)
+    fig.update_layout(title="Subgroup size needed by theory (grey lines: your subgroups' sizes)",
+                      xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="gamma", type="log"),
+                      height=360, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
