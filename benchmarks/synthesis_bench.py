@@ -1,0 +1,117 @@
+"""Stratified synthesis benchmark: MST speed and accuracy on the bundled CPS extract against the
+issue's targets and the peer SmartNoise MST figures (measured separately, see
+shared/specs/peer_baselines.md; smartnoise-synth is never a dependency of this project).
+
+Run: DASHBOARD_N_JOBS=1 .venv/bin/python benchmarks/synthesis_bench.py
+"""
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core.datasets import load_cps  # noqa: E402
+from core.synthesis.encoding import encode_categories  # noqa: E402
+from core.synthesis.metrics import one_way_tvd, tvd_by_stratum, two_way_tvd  # noqa: E402
+from core.synthesis.stratified import StratifiedSynthesizer  # noqa: E402
+from core.synthesis.sweep import rho_for_epsilon  # noqa: E402
+from core.synthesis.synthesizers import MST, IndependentMarginals  # noqa: E402
+
+# SmartNoise MST 1.0.8 with mbi's i.i.d. sampler, same 50,000-row CPS extract, delta 1e-9, 3 repeats
+PEER_TWO_WAY = {0.1: 0.0445, 1.0: 0.0289, 5.0: 0.0278}
+PEER_ONE_WAY = {0.1: 0.0104, 1.0: 0.0027, 5.0: 0.0023}
+PEER_STRATA_WEIGHTED = {0.1: 0.0992, 1.0: 0.0818, 5.0: 0.0805}
+PEER_SECONDS = {0.1: 33.7, 1.0: 27.1, 5.0: 34.0}
+DELTA = 1e-9
+REPEATS = 3
+
+
+def fit_sample(factory, codes, dom, eps, seed):
+    rho = rho_for_epsilon(eps, DELTA)
+    t = time.perf_counter()
+    model = factory().fit(codes, dom, rho, np.random.default_rng(seed))
+    synth = model.sample(len(codes), np.random.default_rng(seed + 1000))
+    return time.perf_counter() - t, model, synth
+
+
+def weighted_strata_tvd(codes, synth, dom, strata):
+    per = tvd_by_stratum(codes, synth, dom, strata)
+    return float(np.average(per["tvd_2way"], weights=per["real_rows"])), float(per["tvd_2way"].max())
+
+
+def main() -> None:
+    codes, dom, labels = encode_categories(load_cps())
+    print(f"CPS extract: {len(codes):,} rows x {codes.shape[1]} columns, domain "
+          f"{int(np.prod(list(dom.values()))):,} cells; delta {DELTA:g}; {REPEATS} repeats each\n")
+
+    print("1. MST fit + sample 50,000 rows x 10 columns at epsilon 1 (target <= 3 s)")
+    times = [fit_sample(MST, codes, dom, 1.0, s)[0] for s in range(REPEATS)]
+    print(f"   median {np.median(times):.3f} s (runs {', '.join(f'{t:.3f}' for t in times)}); "
+          f"peer SmartNoise MST {PEER_SECONDS[1.0]} s -> {'PASS' if np.median(times) <= 3 else 'FAIL'}\n")
+
+    print("2. Stratified MST over 12 strata (sex x hispanic x income) on the same data (target <= 20 s)")
+    strata12 = ("sex", "hispanic", "income")
+    k12 = int(np.prod([dom[c] for c in strata12]))
+    t12 = [fit_sample(lambda: StratifiedSynthesizer(MST, strata12, n_jobs=1), codes, dom, 1.0, s)[0]
+           for s in range(REPEATS)]
+    print(f"   {k12} strata: median {np.median(t12):.3f} s -> {'PASS' if np.median(t12) <= 20 else 'FAIL'}")
+    t10 = [fit_sample(lambda: StratifiedSynthesizer(MST, ("sex", "race"), n_jobs=1), codes, dom, 1.0, s)[0]
+           for s in range(REPEATS)]
+    print(f"   sex x race (10 strata, the page default): median {np.median(t10):.3f} s\n")
+
+    print("3. Two-way marginal TVD, mean over the 45 pairs (target: ours <= 1.25 x peer at epsilon 1 and 5)")
+    print(f"   {'eps':>5} {'ours 2-way':>14} {'peer 2-way':>11} {'ratio':>6} {'ours 1-way':>11} {'peer 1-way':>11} "
+          f"{'on-tree':>8} {'off-tree':>8}  verdict")
+    for eps in (0.1, 1.0, 5.0):
+        two, one, on, off = [], [], [], []
+        for s in range(REPEATS):
+            _, m, synth = fit_sample(MST, codes, dom, eps, s)
+            tv = two_way_tvd(codes, synth, dom)
+            tree = {frozenset(e) for e in m.tree_edges_}
+            mask = np.array([frozenset((a, b)) in tree for a, b in zip(tv["column_a"], tv["column_b"])])
+            two.append(tv["tvd"].mean())
+            on.append(tv["tvd"][mask].mean())
+            off.append(tv["tvd"][~mask].mean())
+            one.append(one_way_tvd(codes, synth, dom)["tvd"].mean())
+        ratio = np.mean(two) / PEER_TWO_WAY[eps]
+        verdict = ("PASS" if ratio <= 1.25 else "FAIL") if eps in (1.0, 5.0) else "(info)"
+        print(f"   {eps:>5g} {np.mean(two):.4f}±{np.std(two):.4f} {PEER_TWO_WAY[eps]:>11.4f} {ratio:>6.2f} "
+              f"{np.mean(one):>11.4f} {PEER_ONE_WAY[eps]:>11.4f} {np.mean(on):>8.4f} {np.mean(off):>8.4f}  {verdict}")
+
+    print("\n4. Within sex x race strata: 2-way TVD weighted by stratum size / worst stratum (mean of repeats)")
+    print(f"   {'eps':>5} {'pooled MST':>16} {'stratified MST':>16} {'indep. (pooled)':>16} {'peer pooled':>12}")
+    for eps in (0.1, 1.0, 5.0):
+        rows = {}
+        for name, factory in (("pooled", MST), ("stratified", lambda: StratifiedSynthesizer(MST, ("sex", "race"))),
+                              ("independent", IndependentMarginals)):
+            vals = [weighted_strata_tvd(codes, fit_sample(factory, codes, dom, eps, s)[2], dom, ("sex", "race"))
+                    for s in range(REPEATS)]
+            rows[name] = np.mean(vals, axis=0)
+        print(f"   {eps:>5g} " + " ".join(f"{rows[k][0]:>8.4f}/{rows[k][1]:.3f}" for k in ("pooled", "stratified",
+                                                                                         "independent"))
+              + f" {PEER_STRATA_WEIGHTED[eps]:>12.4f}")
+
+    print(f"\nPeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB "
+          "(peer SmartNoise MST: about 1,500-1,700 MB per fit)")
+
+    print("\n5. Page: default render and a 3-epsilon x 2-seed sweep through AppTest")
+    from streamlit.testing.v1 import AppTest
+    page = str(Path(__file__).resolve().parents[1] / "dashboard" / "pages" / "stratified_synthesis.py")
+    t = time.perf_counter()
+    at = AppTest.from_file(page, default_timeout=300)
+    at.run()
+    t_render = time.perf_counter() - t
+    t = time.perf_counter()
+    at.button(key="ss_run").click().run()
+    t_sweep = time.perf_counter() - t
+    print(f"   default render {t_render:.2f} s (exception: {bool(at.exception)}); "
+          f"sweep of 12 fits with scoring {t_sweep:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
