@@ -60,9 +60,10 @@ def cost_ratio(cutoff: float) -> float:
 
 def calibrate_in_bins(score: np.ndarray, y: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
     """Bin index per person (quantile bins of the score) and the bin means of y (calibrated p*)."""
-    ranks = pd.Series(score).rank(method="dense").to_numpy()
-    codes = pd.qcut(ranks, q=min(bins, int(ranks.max())), labels=False, duplicates="drop")
-    codes = pd.factorize(codes, sort=True)[0]
+    values, codes = np.unique(np.asarray(score, dtype=float), return_inverse=True)
+    if values.size > bins:                 # many distinct scores: quantile bins, ties kept together
+        codes = pd.qcut(score, q=bins, labels=False, duplicates="drop")
+        codes = pd.factorize(codes, sort=True)[0]
     means = np.bincount(codes, weights=y) / np.bincount(codes)
     return codes, means
 
