@@ -143,6 +143,6 @@ def dirichlet_figure(table: pd.DataFrame, observed: float, worst: float, best: f
                     text=[f"these strata (alpha MLE {alpha_hat:.3g})"], textposition="bottom right",
                     name="observed sum log sizes")
     fig.update_layout(title="How skewed group sizes soften the cost of stratifying (Dirichlet sizes)",
-                      xaxis_title="Dirichlet concentration alpha", yaxis_title="sum of log group sizes",
+                      xaxis_type="log", xaxis_title="Dirichlet concentration alpha (log scale)", yaxis_title="sum of log group sizes",
                       height=380, margin=dict(t=50, b=40, l=60, r=10))
     return fig

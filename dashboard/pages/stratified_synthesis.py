@@ -308,8 +308,10 @@ with tab_mean:
         st.plotly_chart(figs.dirichlet_figure(table, summary["observed"], summary["worst"], summary["best"],
                                               summary["alpha_mle"]), width="stretch", key="ss_dirichlet_chart")
         st.caption(f"Theorem 10 (an equality, not only a bound) at the fitted alpha {summary['alpha_mle']:.3g}: "
-                   f"{summary['theorem10_at_mle']:.2f}; observed sum of log sizes {summary['observed']:.2f}; "
-                   f"worst case {summary['worst']:.2f}; best case {summary['best']:.2f}.")
+                   f"{summary['theorem10_at_mle']:.2f}; observed sum of log sizes {summary['observed']:.2f} (the "
+                   "maximum-likelihood alpha puts the observed point on the curve by construction); "
+                   f"worst case {summary['worst']:.2f}; best case {summary['best']:.2f}. The stratified error "
+                   "grows with this sum: the further below the worst case, the cheaper stratifying is.")
 
 with tab_release:
     if config is None:

@@ -111,3 +111,45 @@ def test_release_has_labels_and_budget_statement(small_cps):
     assert "epsilon = 1" in statement
     pooled, pooled_ledger, _ = synthesize_release(cfg, small_cps, 1.0, 0, method="pooled")
     assert len(pooled_ledger) == 1 and len(pooled) == len(small_cps)
+
+
+def test_summaries_for_the_page(small_cps):
+    from core.synthesis.sweep import curve_table, noise_table, smallest_strata, strata_overview, worst_group_table
+    cfg = SweepConfig(columns=COLS, epsilons=(0.5, 5.0), seeds=(0, 1), size_policy="public",
+                      sizes_declared_public=True, n_trees=5)
+    res = run_sweep(cfg, small_cps)
+    curves = curve_table(res.group_metrics[res.group_metrics["metric"] == "tvd_2way"])
+    assert (curves["seeds"] == 2).all() and (curves["min"] <= curves["mean"]).all()
+    worst = worst_group_table(res)
+    assert len(worst) == 4 and (worst["worst_group"] >= worst["population"]).all()
+    small = smallest_strata(res, n=3)
+    assert len(small) == 3 and small["real_rows"].is_monotonic_increasing
+    assert (small["size_used"] == small["real_rows"]).all()     # public sizes are the training counts
+    over = strata_overview(small_cps, ("sex", "race"))
+    assert len(over) == 10 and over["real_rows"].sum() == len(small_cps)
+    noise = noise_table(cfg, len(small_cps)).set_index("epsilon")
+    d = len(COLS) - 2
+    assert noise.loc[5.0, "stratum one-way cell sd"] == pytest.approx(np.sqrt(d / (2 * rho_for_epsilon(5.0, 1e-9) / 3)))
+    assert (noise["stratum count sd"] == 0).all()
+
+
+def test_categorical_view_bins_wide_numbers():
+    from core.synthesis.encoding import categorical_view
+    df = pd.DataFrame({"age": np.arange(100), "g": ["a", "b"] * 50, "id": [f"x{i}" for i in range(100)]})
+    out, notes = categorical_view(df, max_levels=40, bins=5)
+    assert list(out.columns) == ["age", "g"] and out["age"].cat.categories.size == 5
+    assert any("age" in n and "bins" in n for n in notes) and any("id" in n and "left out" in n for n in notes)
+    with pytest.raises(ValueError, match="No column can be used"):
+        categorical_view(df[["id"]])
+
+
+def test_dirichlet_summary():
+    from core.synthesis.mean_estimation import dirichlet_summary
+    ny = [138474, 24024, 17030, 10964, 5646, 508, 244, 72, 5]
+    summary, table = dirichlet_summary(ny + [0])
+    assert summary["k"] == 9 and summary["worst"] == pytest.approx(89.94, abs=0.01)
+    assert summary["alpha_mle"] == pytest.approx(0.257, abs=0.005)
+    assert summary["theorem10_at_mle"] == pytest.approx(summary["observed"], abs=0.05)  # MLE identity
+    assert table["expected"].is_monotonic_increasing
+    with pytest.raises(ValueError, match="at least two non-empty"):
+        dirichlet_summary([5, 0])
