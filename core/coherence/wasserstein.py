@@ -53,7 +53,8 @@ def subgroup_distances(scores: np.ndarray, halves: np.ndarray, members: np.ndarr
         diff = np.cumsum(in_a, axis=1, dtype=float) / p[:, None, :] - np.cumsum(in_b, axis=1, dtype=float) / q[:, None, :]
         diff = np.abs(diff)
         w1 = np.einsum("snk,n->sk", diff[:, :-1, :], gaps) if n > 1 else np.zeros_like(p)
-        ks = diff.max(axis=1) if n else np.zeros_like(p)
+        block_end = np.r_[gaps > 0, True]                          # CDFs are read at the end of tie blocks
+        ks = diff[:, block_end, :].max(axis=1) if n else np.zeros_like(p)
     empty = (p == 0) | (q == 0)
     w1 = np.where(empty, np.nan, w1)
     ks = np.where(empty, np.nan, ks)
