@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import geopandas as gpd
 import networkx as nx
 import numpy as np
+import pandas as pd
 import shapely
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
@@ -141,3 +142,44 @@ def unit_adjacency(geo, level: str) -> UnitAdjacency:
             lu = geo.leaf_unit_index(level)
             geo._units[key] = relabel(blocks, lu, int(lu.max()) + 1)
     return geo._units[key]
+
+
+def connect_units(adj: UnitAdjacency, labels: np.ndarray, groups: np.ndarray, max_rounds: int = 30) -> np.ndarray:
+    """Relabel leaves (returning values from ``labels``) so every unit is one connected piece of the leaf graph.
+
+    Every piece of a unit other than its largest joins the neighbouring unit (within the same ``groups``
+    value, e.g. the same county) with which it shares the longest boundary. Pieces with no such
+    neighbour (islands) keep their label.
+    """
+    codes, uniques = pd.factorize(np.asarray(labels))
+    lab = codes.astype(np.int64)
+    grp = np.asarray(groups)
+    e = adj.edges
+    n = adj.n_units
+    for _ in range(max_rounds):
+        same = lab[e[:, 0]] == lab[e[:, 1]]
+        m = coo_matrix((np.ones(int(same.sum())), (e[same, 0], e[same, 1])), shape=(n, n))
+        _, comp = connected_components(m, directed=False)
+        size = np.bincount(comp)
+        # the largest piece of each unit stays; the others are orphans
+        order = np.lexsort((-size[comp], lab))
+        main = np.full(lab.max() + 1, -1)
+        first = np.r_[True, lab[order][1:] != lab[order][:-1]]
+        main[lab[order][first]] = comp[order][first]
+        orphan_piece = comp != main[lab]
+        if not orphan_piece.any():
+            break
+        # boundary between an orphan piece and a different unit of the same group, both directions
+        a = np.concatenate([e[:, 0], e[:, 1]])
+        b = np.concatenate([e[:, 1], e[:, 0]])
+        length = np.concatenate([adj.shared, adj.shared])
+        ok = orphan_piece[a] & (lab[a] != lab[b]) & (grp[a] == grp[b])
+        if not ok.any():
+            break
+        cand = pd.DataFrame({"piece": comp[a[ok]], "to": lab[b[ok]], "length": length[ok]})
+        best = cand.groupby(["piece", "to"], as_index=False)["length"].sum().sort_values(
+            ["piece", "length"], ascending=[True, False]).drop_duplicates("piece")
+        target = pd.Series(best["to"].to_numpy(), index=best["piece"].to_numpy())
+        moved = orphan_piece & np.isin(comp, target.index.to_numpy())
+        lab[moved] = target.loc[comp[moved]].to_numpy()
+    return np.asarray(uniques)[lab]

@@ -22,7 +22,7 @@ from core.districts.rounding import largest_remainder
 EQUAL_AREA_CRS = "EPSG:5070"  # CONUS Albers equal-area: areas and Polsby-Popper are computed here
 LEVEL_NAMES = ("state", "county", "tract", "block group", "block")
 LEVEL_COLUMNS = {"county": "county", "tract": "tract", "block group": "block_group", "block": "GEOID"}
-_FORMAT_VERSION = 2
+_FORMAT_VERSION = 3  # 3: tracts and block groups made connected
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,9 +117,10 @@ def _county_blocks(poly, n_blocks: int, n_tracts: int, n_precincts: int, rng: np
 
 def synthesize_blocks(counties: gpd.GeoDataFrame, seed: int = 0, n_blocks: int = 30_000,
                       people_per_tract: int = 4_000, bgs_per_tract: int = 3, zero_share: float = 0.12,
-                      progress=None) -> gpd.GeoDataFrame:
+                      progress=None, return_adjacency: bool = False):
     """Synthetic blocks nested in real counties (columns GEOID, county, tract, block_group, precinct,
-    total, black, vap, bvap, geometry); county totals and Black totals match the county table exactly."""
+    total, black, vap, bvap, geometry); county totals and Black totals match the county table exactly.
+    Every tract and block group is connected. With ``return_adjacency``, also the blocks' rook adjacency."""
     need = {"GEOID", "TotPop90", "PctBlack", "geometry"}
     if not need <= set(counties.columns):
         raise ValueError(f"The county table needs columns {sorted(need)}; it has {list(counties.columns)}.")
@@ -138,8 +139,13 @@ def synthesize_blocks(counties: gpd.GeoDataFrame, seed: int = 0, n_blocks: int =
             progress(i + 1, len(cty), "Subdividing counties")
     cidx, pts, cells, tract, precinct, pf, gf = (np.concatenate([p[k] for p in parts]) for k in range(7))
     n = cidx.shape[0]
+    # nearest-seed tracts and angular block groups can come out in pieces: merge stray pieces into
+    # the neighbouring unit of the same parent so every unit is connected on the rook graph
+    from core.districts.adjacency import connect_units, rook_adjacency
+    adj = rook_adjacency(gpd.GeoDataFrame(geometry=cells, crs=EQUAL_AREA_CRS))
+    tkey = connect_units(adj, cidx * 100_000 + tract, cidx)
+    tract = tkey % 100_000
     # block groups: split each tract into angular sectors around the tract's mean point
-    tkey = cidx * 100_000 + tract
     _, tinv = np.unique(tkey, return_inverse=True)
     tsize = np.bincount(tinv)
     cx = np.bincount(tinv, weights=pts[:, 0]) / tsize
@@ -150,8 +156,9 @@ def synthesize_blocks(counties: gpd.GeoDataFrame, seed: int = 0, n_blocks: int =
     rank[order] = np.arange(n) - np.searchsorted(tinv[order], tinv[order])
     nbg = np.clip(tsize // 8, 1, bgs_per_tract)[tinv]
     bg = rank * nbg // tsize[tinv]
+    bkey = connect_units(adj, tkey * 10 + bg, tkey)
+    bg = bkey % 10
     # block number within its block group
-    bkey = tkey * 10 + bg
     order = np.lexsort((np.arange(n), bkey))
     brank = np.empty(n, dtype=np.int64)
     brank[order] = np.arange(n) - np.searchsorted(bkey[order], bkey[order])
@@ -176,8 +183,15 @@ def synthesize_blocks(counties: gpd.GeoDataFrame, seed: int = 0, n_blocks: int =
                             "total": total, "black": black, "vap": vap, "bvap": bvap},
                            geometry=cells, crs=EQUAL_AREA_CRS)
     out["area_km2"] = out.geometry.area / 1e6
-    out = out.sort_values("GEOID", kind="stable").reset_index(drop=True)
-    return out.to_crs("EPSG:4326")
+    out = out.sort_values("GEOID", kind="stable")
+    perm = out.index.to_numpy()
+    out = out.reset_index(drop=True).to_crs("EPSG:4326")
+    if not return_adjacency:
+        return out
+    new_pos = np.empty(n, dtype=np.int64)
+    new_pos[perm] = np.arange(n)
+    from core.districts.adjacency import UnitAdjacency
+    return out, UnitAdjacency(np.sort(new_pos[adj.edges], axis=1), adj.shared, adj.area[perm], adj.perimeter[perm])
 
 
 def _solve_group_shift(total: np.ndarray, field_values: np.ndarray, group: np.ndarray,
@@ -230,7 +244,12 @@ def load_georgia_blocks(seed: int = 0, counties: gpd.GeoDataFrame | None = None,
     if path.exists():
         blocks = gpd.read_parquet(path)
     else:
-        blocks = synthesize_blocks(cty, seed=int(seed), n_blocks=n_blocks, progress=progress)
+        blocks, adj = synthesize_blocks(cty, seed=int(seed), n_blocks=n_blocks, progress=progress,
+                                        return_adjacency=True)
+        npz = path.with_suffix(".adjacency.npz")
+        np.savez(npz.with_suffix(".tmp.npz"), edges=adj.edges, shared=adj.shared, area=adj.area,
+                 perimeter=adj.perimeter)
+        npz.with_suffix(".tmp.npz").replace(npz)
         tmp = path.with_suffix(".tmp")
         blocks.to_parquet(tmp)
         tmp.replace(path)

@@ -57,6 +57,9 @@ def test_graph_connected_and_tract_graph_matches_dissolved_tracts(geo):
     assert adj.n_components() == 1
     tracts = unit_adjacency(geo, "tract")
     assert tracts.n_components() == 1
+    # every tract and block group is one connected piece of the block graph
+    for level in ("county", "tract", "block group"):
+        assert (adj.n_components(geo.leaf_unit_index(level)) == 1).all(), level
     direct = rook_adjacency(geo.units("tract"))
     assert np.allclose(direct.area, tracts.area, rtol=1e-9)
     # snapping shared edges to a 1 cm grid moves perimeters by centimetres on tens of kilometres
