@@ -13,6 +13,7 @@ import io
 import json
 import os
 import secrets
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sqlalchemy import (JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String,
-                        Table, UniqueConstraint, create_engine, event, func, insert, select)
+                        Table, UniqueConstraint, bindparam, create_engine, event, func, insert, select)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
@@ -99,6 +100,20 @@ judgments = Table(
     Index("ix_judgments_owner", "session_id", "stakeholder_id", "position"),
     sqlite_autoincrement=True,
 )
+
+
+# Statements on the answer path, built once (building them per call costs more than SQLite does).
+_Q_EVENT = select(judgments.c.seq).where(judgments.c.event_id == bindparam("event_id"))
+_Q_TOKEN = select(stakeholders).where(stakeholders.c.token_hash == bindparam("token_hash"))
+_Q_SESSION = select(sessions.c.status, sessions.c.config).where(sessions.c.session_id == bindparam("sid"))
+_Q_STATUS = select(sessions.c.status).where(sessions.c.session_id == bindparam("sid"))
+_Q_CARD = select(assignments.c.position).where(
+    assignments.c.session_id == bindparam("sid"), assignments.c.stakeholder_id == bindparam("uid"),
+    assignments.c.position == bindparam("pos"))
+_Q_REVISION = select(func.coalesce(func.max(judgments.c.revision), 0)).where(
+    judgments.c.session_id == bindparam("sid"), judgments.c.stakeholder_id == bindparam("uid"),
+    judgments.c.position == bindparam("pos"))
+_INSERT_EVENT = insert(judgments)
 
 
 @dataclass(frozen=True)
@@ -184,18 +199,21 @@ class ElicitationStore:
     def __init__(self, url: str | None = None, engine: Engine | None = None):
         self.engine = engine or make_engine(url)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        # SQLite's busy handler backs off by sleeping, which starves some threads under load;
+        # writers of this process queue on a lock instead (other processes still use busy_timeout).
+        self._write_lock = threading.Lock() if self.is_sqlite else None
         self._create_schema()
 
     # ------------------------------------------------------------------ plumbing
     def _write(self) -> Any:
         """A connection whose transaction takes the write lock up front (SQLite) and commits on exit."""
-        conn = self.engine.connect()
-        if self.is_sqlite:
-            conn = conn.execution_options(sqlite_begin="IMMEDIATE")
-        return _Tx(conn)
+        if self._write_lock is not None:
+            return _Tx(lambda: self.engine.connect().execution_options(sqlite_begin="IMMEDIATE"),
+                       self._write_lock)
+        return _Tx(self.engine.connect)
 
     def _read(self) -> Any:
-        return _Tx(self.engine.connect())
+        return _Tx(self.engine.connect)
 
     def _create_schema(self) -> None:
         for attempt in range(5):
@@ -334,7 +352,7 @@ class ElicitationStore:
 
     def _stakeholder(self, conn: Connection, token: str):
         token = _check_secret(token, "resume code")
-        row = conn.execute(select(stakeholders).where(stakeholders.c.token_hash == _digest(token))).mappings().first()
+        row = conn.execute(_Q_TOKEN, {"token_hash": _digest(token)}).mappings().first()
         if row is None or not hmac.compare_digest(row["token_hash"], _digest(token)):
             raise PermissionError("This resume code is not valid; check it or join again.")
         return row
@@ -397,16 +415,20 @@ class ElicitationStore:
         is computed inside the write transaction, so concurrent tabs cannot collide.
         """
         event_id = self._check_event(event_id)
+        # Checks that only read run outside the write lock; the write itself stays minimal.
+        with self._read() as conn:
+            me = self._stakeholder(conn, token)
+            if conn.execute(_Q_EVENT, {"event_id": event_id}).first():
+                return False
+            values = self._validate(conn, me, position, response, confidence, latency_ms)
         for attempt in range(3):
             try:
                 with self._write() as conn:
-                    me = self._stakeholder(conn, token)
-                    if conn.execute(select(judgments.c.seq).where(judgments.c.event_id == event_id)).first():
-                        return False
-                    return self._append(conn, me, position, response, event_id, confidence, latency_ms)
+                    self._insert(conn, me, event_id, values)
+                return True
             except IntegrityError:
                 # Either the same event id raced in from another thread, or a revision clash
-                # (PostgreSQL without a table lock): re-check, then retry.
+                # (PostgreSQL has no up-front write lock): re-check, then retry.
                 with self._read() as conn:
                     if conn.execute(select(judgments.c.seq).where(judgments.c.event_id == event_id)).first():
                         return False
@@ -423,14 +445,15 @@ class ElicitationStore:
         need = {"position", "response"}
         if not need <= set(answers.columns):
             raise ValueError(f"Answers need columns {sorted(need)}.")
-        written = 0
-        with self._write() as conn:
+        rows = answers.to_dict("records")
+        with self._read() as conn:
             me = self._stakeholder(conn, token)
-            for row in answers.to_dict("records"):
-                written += self._append(conn, me, row["position"], row["response"],
-                                        row.get("event_id") or uuid.uuid4().hex,
-                                        row.get("confidence"), row.get("latency_ms"))
-        return written
+            checked = [self._validate(conn, me, r["position"], r["response"], r.get("confidence"),
+                                      r.get("latency_ms")) for r in rows]
+        with self._write() as conn:
+            for r, values in zip(rows, checked):
+                self._insert(conn, me, r.get("event_id") or uuid.uuid4().hex, values)
+        return len(rows)
 
     @staticmethod
     def _check_event(event_id: Any) -> str:
@@ -438,10 +461,10 @@ class ElicitationStore:
             raise ValueError("Each answer needs an event id of 8 to 64 characters.")
         return event_id
 
-    def _append(self, conn: Connection, me, position: Any, response: Any, event_id: str,
-                confidence: Any, latency_ms: Any) -> bool:
-        session = conn.execute(select(sessions.c.status, sessions.c.config)
-                               .where(sessions.c.session_id == me["session_id"])).mappings().first()
+    def _validate(self, conn: Connection, me, position: Any, response: Any, confidence: Any,
+                  latency_ms: Any) -> dict:
+        """Check one answer against the session and the stakeholder's cards; ValueError if unusable."""
+        session = conn.execute(_Q_SESSION, {"sid": me["session_id"]}).mappings().first()
         if session["status"] != "open":
             raise ValueError("This session is closed; answers can no longer be changed.")
         options = RESPONSE_MODES[session["config"]["response_mode"]]
@@ -451,9 +474,8 @@ class ElicitationStore:
         if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
             raise ValueError(f"Card position must be a whole number, got {position!r}.")
         position = int(position)
-        exists = conn.execute(select(assignments.c.position).where(
-            assignments.c.session_id == me["session_id"], assignments.c.stakeholder_id == me["stakeholder_id"],
-            assignments.c.position == position)).first()
+        exists = conn.execute(_Q_CARD, {"sid": me["session_id"], "uid": me["stakeholder_id"],
+                                        "pos": position}).first()
         if exists is None:
             raise ValueError(f"Card {position} is not in your assignment.")
         if confidence is not None and not (isinstance(confidence, (int, np.integer)) and 1 <= confidence <= 5):
@@ -462,15 +484,19 @@ class ElicitationStore:
             latency_ms = float(latency_ms)
             if not np.isfinite(latency_ms) or latency_ms < 0:
                 raise ValueError("Latency must be a non-negative number of milliseconds.")
-        revision = conn.execute(select(func.coalesce(func.max(judgments.c.revision), 0)).where(
-            judgments.c.session_id == me["session_id"], judgments.c.stakeholder_id == me["stakeholder_id"],
-            judgments.c.position == position)).scalar() + 1
-        conn.execute(insert(judgments).values(
-            event_id=event_id, session_id=me["session_id"], stakeholder_id=me["stakeholder_id"],
-            position=position, revision=int(revision), response=response,
-            confidence=None if confidence is None else int(confidence), latency_ms=latency_ms,
-            created_at=_now()))
-        return True
+        return {"position": position, "response": response,
+                "confidence": None if confidence is None else int(confidence), "latency_ms": latency_ms}
+
+    def _insert(self, conn: Connection, me, event_id: str, values: dict) -> None:
+        """The write: status re-checked and the revision computed inside the same transaction."""
+        status = conn.execute(_Q_STATUS, {"sid": me["session_id"]}).scalar()
+        if status != "open":
+            raise ValueError("This session is closed; answers can no longer be changed.")
+        revision = conn.execute(_Q_REVISION, {"sid": me["session_id"], "uid": me["stakeholder_id"],
+                                              "pos": values["position"]}).scalar() + 1
+        conn.execute(_INSERT_EVENT, {"event_id": event_id, "session_id": me["session_id"],
+                                     "stakeholder_id": me["stakeholder_id"], "revision": int(revision),
+                                     "created_at": _now(), **values})
 
     def my_answers(self, token: str) -> pd.DataFrame:
         """The stakeholder's own live answers (position, pair and response)."""
@@ -660,11 +686,20 @@ class ElicitationStore:
 class _Tx:
     """Context manager: begin on enter, commit on success, roll back on error, always close."""
 
-    def __init__(self, conn: Connection):
-        self.conn = conn
+    def __init__(self, connect, lock: threading.Lock | None = None):
+        self.connect, self.lock = connect, lock
 
     def __enter__(self) -> Connection:
-        self.tx = self.conn.begin()
+        self.conn = self.connect()  # pool checkout outside the lock
+        if self.lock is not None:
+            self.lock.acquire()
+        try:
+            self.tx = self.conn.begin()
+        except BaseException:
+            self.conn.close()
+            if self.lock is not None:
+                self.lock.release()
+            raise
         return self.conn
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -675,6 +710,8 @@ class _Tx:
                 self.tx.rollback()
         finally:
             self.conn.close()
+            if self.lock is not None:
+                self.lock.release()
 
 
 # ---------------------------------------------------------------------- parsing exports

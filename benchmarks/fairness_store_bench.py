@@ -1,0 +1,90 @@
+"""Benchmark of the elicitation store: latency of one answer with 20 concurrent writers (target p95 < 20 ms).
+
+Run from the repository root: `python benchmarks/fairness_store_bench.py [--writers 20] [--answers 50]
+[--url sqlite:///...]`. By default the database is a fresh SQLite file under data/sessions/ (the real
+disk, WAL, synchronous=FULL), removed afterwards. Writers are threads, as Streamlit sessions are.
+
+Two regimes are printed. "Paced": every writer pauses a random 0-200 ms between answers, still ten
+times faster than a person reading a card, so twenty writers are genuinely concurrent; the target is
+checked here. "Saturated": no pause at all, a stress test whose latency is mostly queueing for the
+write lock and the interpreter lock (throughput is the figure that matters there).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from core.fairness.elicitation import SessionConfig  # noqa: E402
+from core.fairness.store import ElicitationStore  # noqa: E402
+
+TARGET_P95_MS = 20.0
+
+
+def run(url: str, writers: int, answers: int, think_ms: float) -> dict:
+    store = ElicitationStore(url)
+    config = SessionConfig(n_core=10, n_random=max(0, answers - 10), n_repeat=0, seed=1)
+    created = store.create_session(config, "benchmark")
+    logins = [store.join(created.join_code, f"writer {k}") for k in range(writers)]
+    latencies: list[list[float]] = [[] for _ in range(writers)]
+    barrier = threading.Barrier(writers)
+
+    def writer(k: int) -> None:
+        token = logins[k].token
+        pause = np.random.default_rng(k).uniform(0, 2 * think_ms, size=answers) / 1000
+        barrier.wait()
+        for position in range(answers):
+            if think_ms:
+                time.sleep(pause[position])
+            t0 = time.perf_counter()
+            store.record_answer(token, position, "same" if position % 3 else "differ", uuid.uuid4().hex)
+            latencies[k].append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(writers)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    lat = np.array([x for part in latencies for x in part]) * 1000
+    stored = len(store.event_log(created.session_id, created.facilitator_key))
+    store.dispose()
+    return {"n": lat.size, "stored": stored, "wall": wall, "p50": np.percentile(lat, 50),
+            "p95": np.percentile(lat, 95), "p99": np.percentile(lat, 99), "max": lat.max()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--writers", type=int, default=20)
+    parser.add_argument("--answers", type=int, default=50)
+    parser.add_argument("--url", default=None, help="database URL (default: temporary SQLite under data/sessions/)")
+    args = parser.parse_args()
+    folder = ROOT / "data" / "sessions"
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"Elicitation store: one transaction per answer, {args.writers} concurrent writers x "
+          f"{args.answers} answers each")
+    for label, think in (("paced, pause U(0, 200) ms", 100.0), ("saturated, no pause", 0.0)):
+        with tempfile.TemporaryDirectory(dir=folder, prefix="bench-") as tmp:
+            url = args.url or f"sqlite:///{Path(tmp) / 'bench.sqlite'}"
+            r = run(url, args.writers, args.answers, think)
+        verdict = ("OK" if r["p95"] < TARGET_P95_MS else "MISSED") if think else "(stress, no target)"
+        print(f"[{label}] on {url.split(':', 1)[0]}")
+        print(f"  answers written        {r['n']:>8d}   stored {r['stored']} (must be equal)")
+        print(f"  throughput             {r['n'] / r['wall']:>8.0f} answers/s over {r['wall']:.2f} s")
+        print(f"  latency p50            {r['p50']:>8.2f} ms")
+        print(f"  latency p95            {r['p95']:>8.2f} ms   target < {TARGET_P95_MS:.0f} ms  {verdict}")
+        print(f"  latency p99 / max      {r['p99']:>8.2f} / {r['max']:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
