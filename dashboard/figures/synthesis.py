@@ -146,3 +146,37 @@ def dirichlet_figure(table: pd.DataFrame, observed: float, worst: float, best: f
                       xaxis_type="log", xaxis_title="Dirichlet concentration alpha (log scale)", yaxis_title="sum of log group sizes",
                       height=380, margin=dict(t=50, b=40, l=60, r=10))
     return fig
+
+
+def group_error_figure(table: pd.DataFrame, names: list[str]) -> go.Figure:
+    """Per-group mean |error| of its own private mean (stratified) vs the pooled mean standing in, log scale."""
+    x = [f"{n} (n={s:,})" for n, s in zip(names, table["size"])]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=table["stratified mean |error|"], name="stratified: own private mean",
+                marker_color=METHOD_COLORS["stratified"])
+    fig.add_bar(x=x, y=table["pooled mean |error|"], name="pooled: population mean used for the group",
+                marker_color=METHOD_COLORS["pooled"])
+    fig.add_scatter(x=x, y=table["stratified theory sd"] * (2 / 3.14159265) ** 0.5, mode="markers",
+                    name="stratified closed form (sqrt(2/pi) x sd)", marker=dict(symbol="line-ew-open", size=26,
+                                                                               color="black", line=dict(width=2)))
+    fig.update_layout(barmode="group", yaxis_type="log", height=420, title="Who pays: each group's error",
+                      yaxis_title="mean |error| of the group's mean (log scale)",
+                      margin=dict(t=50, b=120, l=60, r=10), legend=dict(orientation="h", y=1.08, x=0))
+    return fig
+
+
+def coinpress_figure(table: pd.DataFrame) -> go.Figure:
+    """Mean absolute error of COINPRESS, stratified COINPRESS and PubStrat against the private n."""
+    agg = table.groupby(["n_private", "method"])["abs_error"].agg(["mean", "sem"]).reset_index()
+    colors = {"COINPRESS": METHOD_COLORS["pooled"], "Strat": METHOD_COLORS["stratified"], "PubStrat": "#54A24B"}
+    fig = go.Figure()
+    for method, color in colors.items():
+        d = agg[agg["method"] == method]
+        fig.add_scatter(x=d["n_private"], y=d["mean"], error_y=dict(type="data", array=1.96 * d["sem"]),
+                        mode="lines+markers", name=method, line=dict(color=color))
+    fig.add_hline(y=0.01, line_dash="dot", annotation_text="1% error")
+    fig.update_layout(title="COINPRESS on a Gaussian mixture with Dirichlet group sizes (Sec. 4.2)",
+                      xaxis_type="log", yaxis_type="log", xaxis_title="private n (log scale)",
+                      yaxis_title="mean |error| of the population mean", height=400,
+                      margin=dict(t=50, b=40, l=60, r=10))
+    return fig

@@ -49,6 +49,18 @@ def _mean_curves(sizes: tuple[int, ...], R: float, gamma: float, eps: tuple[floa
     return me.mean_estimation_curves(list(sizes), R, gamma, list(eps), runs, np.random.default_rng(seed))
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _group_errors(sizes, mus, R, gamma, eps, runs, policy, count_eps):
+    return me.group_error_table(list(sizes), list(mus), R, gamma, eps, runs, np.random.default_rng(1), policy, count_eps)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _coinpress(alpha: float, k: int, runs: int) -> pd.DataFrame:
+    rng = np.random.default_rng(2)
+    return pd.concat([me.simulate_mixture_coinpress(n, alpha, k, runs, rng) for n in (1000, 4000, 10000, 20000)],
+                     ignore_index=True)
+
+
 def _parse_epsilons(text: str) -> tuple[float, ...]:
     try:
         vals = tuple(sorted({float(p) for p in text.replace(";", ",").split(",") if p.strip()}))
@@ -83,10 +95,12 @@ for note in notes:
 
 cols = list(data.columns)
 narrow = [c for c in cols if data[c].nunique() <= 16]
-default_cols = cols if len(cols) <= 10 else (narrow[:10] if narrow else cols[:10])
-for must in ("sex", "race", "income"):
-    if must in cols and must not in default_cols:
-        default_cols = default_cols[:9] + [must] if len(default_cols) >= 10 else default_cols + [must]
+if len(cols) <= 10:
+    default_cols = cols
+else:  # the usual strata and target first, then the narrowest-domain columns, at most ten in data order
+    musts = [c for c in ("sex", "race", "income") if c in cols]
+    pick = set(musts + [c for c in (narrow or cols) if c not in musts][: 10 - len(musts)])
+    default_cols = [c for c in cols if c in pick]
 with st.container(border=True):
     c1, c2, c3 = st.columns([2.2, 1.3, 1])
     columns = c1.multiselect("Columns to synthesise", cols, default=default_cols, key=f"ss_columns_{slug}",
@@ -304,6 +318,40 @@ with tab_mean:
         st.caption(f"At epsilon 1 the stratified privacy error sd is {me.population_error_sd(sizes, R, gamma, 1.0):.2e}, "
                    f"against a sampling error sd of {1 / np.sqrt(n):.2e}: both privacy errors shrink like 1/(n epsilon), "
                    "usually far below the sampling error.")
+        st.markdown("#### Who pays for each choice")
+        names = [g for g, s in zip(overview["group"], overview["real_rows"]) if s > 0]
+        w1, w2, w3, w4 = st.columns(4)
+        eps_g = float(w1.selectbox("Epsilon", list(eps_me), index=min(1, len(eps_me) - 1), key="ss_me_eps"))
+        spread = float(w2.slider("Spread of the group means", 0.0, 2.0, 0.5, 0.1, key="ss_me_spread",
+                                 help="Group means are drawn once as spread x N(0, 1), clipped to [-R, R]."))
+        weights = w3.radio("Recombination weights", ["exact", "dp"], key="ss_me_weights",
+                           format_func={"exact": "public exact sizes", "dp": "DP-noised sizes"}.get)
+        count_eps = float(w4.number_input("Epsilon for the size counts", 0.01, 10.0, 0.1, 0.05, key="ss_me_count_eps",
+                                          disabled=weights != "dp"))
+        mus = np.clip(spread * np.random.default_rng(11).normal(0, 1, len(sizes)), -R, R)
+        gtab = _group_errors(sizes, tuple(mus.round(6)), R, gamma, eps_g, runs, weights,
+                             count_eps if weights == "dp" else None)
+        st.plotly_chart(figs.group_error_figure(gtab, names), width="stretch", key="ss_group_error_chart")
+        pop = gtab.attrs["population"]
+        spent = eps_g + (count_eps if weights == "dp" else 0.0)
+        st.caption(f"Population mean |error|: stratified {pop['stratified']:.2e}, pooled {pop['pooled']:.2e}. "
+                   f"Budget: every group's mean uses the full epsilon {eps_g:g} (disjoint groups, parallel "
+                   f"composition){f', plus {count_eps:g} for the DP size counts' if weights == 'dp' else ''}: "
+                   f"{spent:g}-DP in total. Publishing a separate pooled mean as well would cost {spent + eps_g:g}. "
+                   "The pooled mean is accurate for the population but wrong for groups whose mean differs from it.")
+        with st.expander("Per-group numbers"):
+            st.dataframe(gtab.assign(group=names), hide_index=True, width="stretch")
+
+        st.markdown("#### Adaptive means: univariate COINPRESS")
+        v1, v2 = st.columns(2)
+        cp_alpha = float(v1.select_slider("Dirichlet alpha of group sizes", [0.1, 0.3, 1.0, 3.0], 0.3, key="ss_cp_alpha"))
+        cp_k = int(v2.select_slider("Groups k", [2, 3, 6, 12], 3, key="ss_cp_k"))
+        st.plotly_chart(figs.coinpress_figure(_coinpress(cp_alpha, cp_k, 20)), width="stretch", key="ss_cp_chart")
+        st.caption("Two steps (rho 0.125 then 0.375, total 0.5 zCDP) from the interval [-3, 3], sigma 1, 20 runs "
+                   "per point; PubStrat takes weights from an equal-size public half. Every stratum runs the whole "
+                   "schedule (parallel composition) and the strata are recombined with normalised weights.")
+
+        st.markdown("#### How skewed group sizes soften the cost")
         summary, table = me.dirichlet_summary(sizes)
         st.plotly_chart(figs.dirichlet_figure(table, summary["observed"], summary["worst"], summary["best"],
                                               summary["alpha_mle"]), width="stretch", key="ss_dirichlet_chart")
@@ -336,10 +384,17 @@ with tab_release:
                        "release should draw its noise from a secure sampler (OpenDP).")
             st.dataframe(ledger, hide_index=True, width="stretch")
             st.dataframe(synth.head(20), hide_index=True, width="stretch")
-            header = f"# {statement}\n# method={rel_method}, synthesizer={config.synthesizer}, epsilon={rel_eps}, delta={config.delta}\n"
-            st.download_button("Download synthetic data (CSV)", header + synth.to_csv(index=False),
-                               file_name=f"synthetic_{rel_method}_eps{rel_eps:g}.csv", mime="text/csv",
-                               key="ss_rel_download")
+            stem = f"synthetic_{rel_method}_{config.synthesizer}_eps{rel_eps:g}"
+            note = (f"{statement}\n\nMethod: {rel_method}; synthesizer: {SYNTHESIZERS[config.synthesizer][0]}; "
+                    f"epsilon {rel_eps:g}, delta {config.delta:g}; seed {rel_seed}; size policy {config.size_policy}; "
+                    f"columns {', '.join(config.columns)}; strata {', '.join(config.strata_columns)}.\n"
+                    "Neighbouring data sets differ by adding or removing one person.\n\n"
+                    + ledger.to_csv(index=False))
+            dl1, dl2 = st.columns(2)
+            dl1.download_button("Download synthetic data (CSV)", synth.to_csv(index=False), file_name=f"{stem}.csv",
+                                mime="text/csv", key="ss_rel_download")
+            dl2.download_button("Download its budget statement (TXT)", note, file_name=f"{stem}_budget.txt",
+                                mime="text/plain", key="ss_rel_statement")
         else:
             st.info("Press **Generate synthetic data** to fit on all rows and draw a data set of the same size.")
 

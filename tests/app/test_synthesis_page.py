@@ -90,7 +90,8 @@ def test_synthesizer_and_strata_changes_and_release():
     ledger = _table(at, "rho_equivalent")
     assert "stratum sizes (Gaussian counts)" in set(ledger["label"])
     assert any("rho" in s.value for s in at.success)
-    assert at.get("download_button")
+    keys = {b.proto.id for b in at.get("download_button")}
+    assert len(at.get("download_button")) >= 4  # release CSV, budget statement, export JSON and zip
 
 
 def test_bad_epsilons_show_an_error_and_keep_inputs():
@@ -100,3 +101,23 @@ def test_bad_epsilons_show_an_error_and_keep_inputs():
     assert not at.exception
     assert any("Epsilons must be numbers" in e.value for e in at.error)
     assert at.text_input(key="ss_epsilons").value == "0.1, abc"
+
+
+def test_adult_bins_numbers_and_mean_tab_widgets():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.selectbox(key="ss_dataset").set_value("adult").run()
+    assert not at.exception and not at.error
+    assert any("equal-width bins" in c.value for c in at.caption)
+    assert len(_table(at, "real_rows")) == 10          # sex x race in Adult: 2 x 5
+    cols = at.multiselect(key="ss_columns_adult").value
+    assert len(cols) <= 10 and {"sex", "race", "income"} <= set(cols)
+    before = _table(at, "pooled mean |error|")
+    at.slider(key="ss_me_spread").set_value(0.0).run()
+    assert not at.exception
+    after = _table(at, "pooled mean |error|")
+    # with equal group means the pooled mean serves every group far better than with spread means
+    assert after["pooled mean |error|"].max() < before["pooled mean |error|"].max()
+    at.radio(key="ss_me_weights").set_value("dp").run()
+    assert not at.exception
+    assert any("for the DP size counts" in c.value for c in at.caption)

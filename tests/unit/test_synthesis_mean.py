@@ -130,3 +130,16 @@ def test_coinpress_single_stratum_total_rho():
     x = np.random.default_rng(0).normal(1.5, 1.0, 50000)
     est = me.coinpress_mean(x, -3.0, 3.0, [0.125, 0.375], np.random.default_rng(1))
     assert est == pytest.approx(x.mean(), abs=0.01)
+
+
+def test_group_error_table_who_pays():
+    t = me.group_error_table([5000, 500, 50], [0.0, 0.6, -0.6], 1.0, 0.1, 1.0, 300, np.random.default_rng(0))
+    # stratified per-group error tracks its closed form: mean |Laplace| = b, sd = sqrt(2) b
+    ratio = t["stratified mean |error|"] / (t["stratified theory sd"] / math.sqrt(2))
+    assert ratio.between(0.85, 1.15).all()
+    # the pooled mean misses the minority groups by about their distance from the population mean
+    assert t["pooled mean |error|"].iloc[1] == pytest.approx(0.6 - (500 * 0.6 - 50 * 0.6) / 5550, abs=0.08)
+    assert (t["pooled mean |error|"].iloc[1:] > t["stratified mean |error|"].iloc[1:]).all()
+    assert t.attrs["population"]["stratified"] > 0
+    with pytest.raises(ValueError, match="one mean per group"):
+        me.group_error_table([10, 10], [0.0], 1.0, 0.1, 1.0, 5, np.random.default_rng(0))
