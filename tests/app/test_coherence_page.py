@@ -1,0 +1,86 @@
+"""Coherence audit page end to end with Streamlit's AppTest."""
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "pages" / "coherence_audit.py")
+
+
+def _small(at):
+    at.number_input(key="coh_rows").set_value(3000)
+    at.number_input(key="coh_trials").set_value(8)
+    return at
+
+
+@pytest.fixture(scope="module")
+def ran():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    assert not at.exception
+    _small(at).button(key="coh_run").click().run()
+    assert not at.exception
+    return at
+
+
+def test_default_view_is_fast_and_honest():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    assert not at.exception and not at.error
+    assert at.title[0].value == "Coherence audit"
+    assert any("Simulation, not a release" in c.value for c in at.caption)
+    assert any("Run audit" in i.value for i in at.info)
+    assert any("covers *only the adversaries tested*" in i.value for i in at.info)
+    # theory calculator at its defaults reproduces the spec's first row (pure DP, eps 0.01, n 200,000)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["gamma, conservative"] == "2,503.6" and metrics["gamma, as printed"] == "625.9"
+
+
+def test_two_releases_show_two_verdict_cards_and_the_heat_map(ran):
+    verdicts = [m for m in ran.metric if m.label.startswith("Verdict: ")]
+    assert len(verdicts) == 2
+    labels = {m.label: m.value for m in verdicts}
+    assert labels["Verdict: Half in the clear"] == "FAIL"
+    assert labels["Verdict: Noisy table (Laplace) (epsilon=1.0)"] != "FAIL"
+    charts = ran.get("plotly_chart")
+    assert len(charts) >= 4
+    summary = next(d.value for d in ran.dataframe if "beta_hat" in d.value.columns)
+    assert len(summary) == 2 * 3
+    assert set(summary["verdict"]) <= {"FAIL", "PASS", "INCONCLUSIVE"}
+    assert any(b.label.startswith("Download report") for b in ran.get("download_button"))
+
+
+def test_changing_outputs_widgets_keeps_results(ran):
+    ran.selectbox(key="coh_heat_adv").select("Nearest-neighbour matcher").run()
+    ran.selectbox(key="coh_hist_group").select_index(2).run()
+    ran.selectbox(key="coh_hist_release").select_index(1).run()
+    assert not ran.exception
+    assert len([m for m in ran.metric if m.label.startswith("Verdict: ")]) == 2
+    subgroups = next(d.value for d in ran.dataframe if "q_w1" in d.value.columns)
+    assert set(subgroups["adversary"]) == {"Nearest-neighbour matcher"}
+
+
+def test_user_error_is_shown_and_inputs_kept():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    _small(at)
+    at.number_input(key="coh_gamma").set_value(1_000_000)
+    at.button(key="coh_run").click().run()
+    assert not at.exception
+    assert any("gamma" in e.value for e in at.error)
+    assert at.number_input(key="coh_gamma").value == 1_000_000
+
+
+def test_epsilon_sweep_and_theory_modes():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.number_input(key="coh_rows").set_value(2000)
+    at.multiselect(key="coh_sweep_eps").set_value([0.01, 10.0])
+    at.number_input(key="coh_sweep_trials").set_value(3)
+    at.button(key="coh_sweep_run").click().run()
+    assert not at.exception and not at.error
+    sweep = next(d.value for d in at.dataframe if "alpha_hat_null" in d.value.columns)
+    assert len(sweep) == 2 * 3
+    at.selectbox(key="coh_th_mech").select("approximate DP (Thm 8)").run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["gamma, conservative"] != "" and not at.exception
