@@ -29,8 +29,8 @@ def subgroup_distances(scores: np.ndarray, halves: np.ndarray, members: np.ndarr
 
     scores: (n,) in [-1, 1]; halves: (n,) or (s, n) booleans, True = released half; members:
     (n, g) booleans. Returns w1, ks, p, q each of shape (s, g) (or (g,) for a single split);
-    a subgroup with an empty side gets NaN distances. Scores are sorted once; the CDF gaps of
-    all subgroups and splits are accumulated in one cumulative sum (spec Sec. 2.4).
+    a subgroup with an empty side gets NaN distances. Scores are sorted once; within each
+    subgroup the CDF gaps of all splits come from one cumulative sum (spec Sec. 2.4).
     """
     scores = np.asarray(scores, float)
     single = np.ndim(halves) == 1
@@ -42,19 +42,25 @@ def subgroup_distances(scores: np.ndarray, halves: np.ndarray, members: np.ndarr
     if halves.shape[1] != n or members.shape[0] != n:
         raise ValueError("scores, halves and subgroup memberships must describe the same people.")
     order = np.argsort(scores, kind="stable")
-    gaps = np.diff(scores[order])                                  # (n-1,)
+    zs = scores[order]
     m_sorted = members[order]                                      # (n, g)
     h_sorted = halves[:, order]                                    # (s, n)
-    in_a = h_sorted[:, :, None] & m_sorted[None]                   # (s, n, g)
-    in_b = (~h_sorted)[:, :, None] & m_sorted[None]
-    p = in_a.sum(axis=1).astype(float)                             # (s, g)
-    q = in_b.sum(axis=1).astype(float)
+    S, G = halves.shape[0], members.shape[1]
+    w1, ks = np.zeros((S, G)), np.zeros((S, G))
+    p, q = np.zeros((S, G)), np.zeros((S, G))
     with np.errstate(invalid="ignore", divide="ignore"):
-        diff = np.cumsum(in_a, axis=1, dtype=float) / p[:, None, :] - np.cumsum(in_b, axis=1, dtype=float) / q[:, None, :]
-        diff = np.abs(diff)
-        w1 = np.einsum("snk,n->sk", diff[:, :-1, :], gaps) if n > 1 else np.zeros_like(p)
-        block_end = np.r_[gaps > 0, True]                          # CDFs are read at the end of tie blocks
-        ks = diff[:, block_end, :].max(axis=1) if n else np.zeros_like(p)
+        for g in range(G):                                             # few subgroups; each pass is vectorised
+            idx = np.flatnonzero(m_sorted[:, g])
+            if idx.size == 0:
+                continue
+            hg = h_sorted[:, idx]                                      # members in score order, per split
+            p[:, g] = hg.sum(axis=1)
+            q[:, g] = idx.size - p[:, g]
+            diff = np.abs(np.cumsum(hg, axis=1) / p[:, g:g + 1] - np.cumsum(~hg, axis=1) / q[:, g:g + 1])
+            gaps = np.diff(zs[idx])
+            w1[:, g] = diff[:, :-1] @ gaps
+            block_end = np.r_[gaps > 0, True]                          # CDFs are read at the end of tie blocks
+            ks[:, g] = diff[:, block_end].max(axis=1)
     empty = (p == 0) | (q == 0)
     w1 = np.where(empty, np.nan, w1)
     ks = np.where(empty, np.nan, ks)
