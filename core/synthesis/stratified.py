@@ -195,7 +195,9 @@ class StratifiedSynthesizer:
             parts.append(part[self.columns_])
         if not parts:
             return pd.DataFrame({c: np.zeros(0, np.int64) for c in self.columns_})
-        return pd.concat(parts, ignore_index=True).astype(np.int64)
+        out = pd.concat(parts, ignore_index=True).astype(np.int64)
+        # rows in random order, so row position says nothing about the stratum
+        return out.iloc[rng.permutation(len(out))].reset_index(drop=True)
 
     def _flat(self, key: str) -> int:
         codes = [int(p.split("=", 1)[1]) for p in key.split("|")]

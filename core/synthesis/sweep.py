@@ -166,8 +166,22 @@ def _run_sweep(config: SweepConfig, data: pd.DataFrame, progress: Callable | Non
         group_metrics=pd.DataFrame(group_rows, columns=["epsilon", "seed", "method", "group", "real_rows",
                                                         "metric", "value"]),
         overall_metrics=pd.DataFrame(overall_rows, columns=["epsilon", "seed", "method", "metric", "value"]),
-        strata=strata_df, ledger=ledger, budget_statement=statement, group_labels=names,
+        strata=strata_df, ledger=readable_ledger(ledger, config.strata_columns, labels, domain),
+        budget_statement=statement, group_labels=names,
         real_baseline=baseline)
+
+
+def readable_ledger(ledger: pd.DataFrame, strata_columns, labels, domain) -> pd.DataFrame:
+    """The ledger with stratum keys like 'sex=0|race=4' replaced by their category names."""
+    names = stratum_labels(strata_columns, labels, domain)
+    sizes = tuple(domain[c] for c in strata_columns)
+    keys = {"|".join(f"{c}={int(i)}" for c, i in zip(strata_columns, np.unravel_index(flat, sizes))): name
+            for flat, name in names.items()}
+    out = ledger.copy()
+    for col in ("label", "part"):
+        out[col] = [next((v.replace(k, n) for k, n in keys.items() if isinstance(v, str) and v.endswith(k)), v)
+                    for v in out[col]]
+    return out
 
 
 def _flat_of(key: str, strata_columns, domain) -> int:
@@ -197,7 +211,8 @@ def synthesize_release(config: SweepConfig, data: pd.DataFrame, epsilon: float, 
     model = build_synthesizer(config, method).fit(codes, domain, rho, rng)
     synth = decode_categories(model.sample(len(codes), rng), labels)
     if method == "stratified":
-        return synth, model.ledger_.to_frame(), model.ledger_.statement(delta=config.delta)
+        ledger = readable_ledger(model.ledger_.to_frame(), config.strata_columns, labels, domain)
+        return synth, ledger, model.ledger_.statement(delta=config.delta)
     from core.privacy.ledger import BudgetLedger
     ledger = BudgetLedger()
     ledger.spend(f"{SYNTHESIZERS[config.synthesizer][0]} on all rows", rho, "rho", measured=f"{len(codes)} rows")

@@ -156,8 +156,9 @@ def group_error_figure(table: pd.DataFrame, names: list[str]) -> go.Figure:
                 marker_color=METHOD_COLORS["stratified"])
     fig.add_bar(x=x, y=table["pooled mean |error|"], name="pooled: population mean used for the group",
                 marker_color=METHOD_COLORS["pooled"])
-    fig.add_scatter(x=x, y=table["stratified theory sd"] * (2 / 3.14159265) ** 0.5, mode="markers",
-                    name="stratified closed form (sqrt(2/pi) x sd)", marker=dict(symbol="line-ew-open", size=26,
+    # a Laplace(b) error has sd sqrt(2) b and mean absolute value b
+    fig.add_scatter(x=x, y=table["stratified theory sd"] / 2 ** 0.5, mode="markers",
+                    name="stratified closed form: mean |Laplace| = b", marker=dict(symbol="line-ew-open", size=26,
                                                                                color="black", line=dict(width=2)))
     fig.update_layout(barmode="group", yaxis_type="log", height=420, title="Who pays: each group's error",
                       yaxis_title="mean |error| of the group's mean (log scale)",

@@ -153,3 +153,13 @@ def test_dirichlet_summary():
     assert table["expected"].is_monotonic_increasing
     with pytest.raises(ValueError, match="at least two non-empty"):
         dirichlet_summary([5, 0])
+
+
+def test_release_ledger_names_strata_and_rows_are_shuffled(small_cps):
+    cfg = SweepConfig(columns=COLS, size_policy="public", sizes_declared_public=True)
+    synth, ledger, _ = synthesize_release(cfg, small_cps, 1.0, 0)
+    assert any(lbl.endswith("Female · White") for lbl in ledger["label"])
+    assert not any("sex=" in lbl for lbl in ledger["label"])
+    # rows are not grouped by stratum: the stratum changes often along the file
+    key = synth["sex"].astype(str) + synth["race"].astype(str)
+    assert (key != key.shift()).mean() > 0.2
