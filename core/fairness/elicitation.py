@@ -127,7 +127,11 @@ def core_pairs(config: SessionConfig, n_individuals: int) -> np.ndarray:
 
 
 def stakeholder_seed(session_seed: int, stakeholder_id: str) -> list[int]:
-    """Deterministic seed material for one stakeholder's assignment (session seed, stakeholder id)."""
+    """Deterministic seed material for one stakeholder's assignment (session seed, stakeholder name).
+
+    The store passes the pseudonym, unique within a session, so a session is reproducible from its
+    seed and roster; the drawn cards are also stored, so later changes cannot alter them.
+    """
     digest = hashlib.sha256(str(stakeholder_id).encode()).digest()
     return [int(session_seed), int.from_bytes(digest[:8], "little")]
 

@@ -339,7 +339,7 @@ class ElicitationStore:
             config = SessionConfig.from_dict(dict(row["config"]))
             plan = sample_assignment(config, np.asarray(row["core_pairs"], dtype=np.int64).reshape(-1, 2),
                                      int(row["n_individuals"]),
-                                     np.random.default_rng(stakeholder_seed(config.seed, stakeholder_id)))
+                                     np.random.default_rng(stakeholder_seed(config.seed, pseudonym)))
             conn.execute(insert(stakeholders).values(
                 stakeholder_id=stakeholder_id, session_id=row["session_id"], pseudonym=pseudonym,
                 token_hash=_digest(token), simulated=bool(simulated), joined_at=_now()))

@@ -27,8 +27,8 @@ except ImportError:  # pragma: no cover - only while the component is missing
 P = "fe_"
 ROLES = ("Facilitator", "Stakeholder", "Demo with simulated stakeholders")
 FAC, SH, DEMO = ROLES
-SIM_NOTE = ("Simulation, not a release: these answers come from simulated stakeholders "
-            f"({el.SIMULATION_LABEL.lower()}), drawn with a fixed seed.")
+SIM_NOTE = (f"Simulation, not a release: {el.SIMULATION_LABEL.lower()}. Answers were drawn with a "
+            "fixed seed by judges who compare records on a few features (spec section 2).")
 
 
 @st.cache_resource(show_spinner=False)
@@ -167,7 +167,7 @@ def stakeholder_view(join_code: str | None) -> None:
                   on_click=_goto, args=(max(0, view - 1),))
     nav[1].button("Skip this card", key=P + "skip", use_container_width=True,
                   on_click=_answer, args=(token, view, el.SKIP, event_id))
-    nav[2].button("Undo this answer", key=P + "undo", disabled=current is None, use_container_width=True,
+    nav[2].button("Undo answer", key=P + "undo", disabled=current is None, use_container_width=True,
                   on_click=_answer, args=(token, view, el.RETRACT, event_id))
     nav[3].button("Next →", key=P + "next", disabled=current is None or view >= n - 1,
                   use_container_width=True, on_click=_goto, args=(view + 1,))

@@ -296,3 +296,13 @@ def test_withdrawal_deletes_only_that_stakeholder(store):
     assert list(store.judgments(created.session_id, created.facilitator_key)["stakeholder"]) == ["Bob"]
     with pytest.raises(PermissionError):
         store.my_answers(ann.token)
+
+
+def test_assignments_reproducible_from_seed_and_roster(store):
+    cfg = SessionConfig(n_core=3, n_random=5, n_repeat=1, seed=21)
+    first, second = store.create_session(cfg, "a"), store.create_session(cfg, "b")
+    one = store.my_assignment(store.join(first.join_code, "Dee").token)
+    two = store.my_assignment(store.join(second.join_code, "Dee").token)
+    other = store.my_assignment(store.join(second.join_code, "Eve").token)
+    pd.testing.assert_frame_equal(one, two)
+    assert not one[["a", "b"]].equals(other[["a", "b"]])
