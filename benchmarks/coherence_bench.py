@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 
 from core.coherence.audit import Subgroup, coherence_audit  # noqa: E402
 from core.coherence.releases import make_release  # noqa: E402
-from core.coherence.wasserstein import subgroup_distances  # noqa: E402
+from core.coherence.wasserstein import cell_distances, member_pairs, subgroup_distances  # noqa: E402
 from core.datasets import load_dataset  # noqa: E402
 from core.parallel import default_n_jobs  # noqa: E402
 
@@ -69,14 +69,22 @@ def main() -> None:
     ms = 1000 * float(np.median(times))
     print(f"[2] W1 + KS for 10 subgroups, real split and null, one score vector, n={len(df):,}: "
           f"median {ms:.1f} ms (target < 50 ms) -> {'OK' if ms < 50 else 'MISSED'}")
-    pairs = len(releases) * len(adversaries)
-    vectors = [rng.uniform(-1, 1, len(df)) for _ in range(pairs)]
-    t = time.perf_counter()
-    for v in vectors:
-        subgroup_distances(v, halves, members)
-    whole = 1000 * (time.perf_counter() - t)
-    print(f"    whole trial ({pairs} release x adversary score vectors): {whole:.1f} ms "
-          f"(target < 50 ms) -> {'OK' if whole < 50 else 'MISSED'}")
+    # the audit's path: scores depend on the lens cell only, so CDFs come from per-cell counts
+    cells = df[lens].astype(str).agg("|".join, axis=1)
+    _, cell_of = np.unique(cells.to_numpy(), return_inverse=True)
+    n_cells = int(cell_of.max()) + 1
+    pairs = member_pairs(cell_of, members)
+    n_pairs = len(releases) * len(adversaries)
+    vectors = [rng.uniform(-1, 1, n_cells) for _ in range(n_pairs)]
+    runs = []
+    for _ in range(10):
+        t = time.perf_counter()
+        for v in vectors:
+            cell_distances(v, cell_of, halves, members, pairs)
+        runs.append(1000 * (time.perf_counter() - t))
+    whole = float(np.median(runs))
+    print(f"    whole trial as the audit runs it ({n_pairs} release x adversary predictors, {n_cells:,} lens cells): "
+          f"median {whole:.1f} ms (target < 50 ms) -> {'OK' if whole < 50 else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from core.coherence import theory
 from core.coherence.adversaries import Adversary, checked_scores, make_adversary
 from core.coherence.releases import (AuditSchema, PrivacyGuarantee, Release, encode_for_audit,
                                      replace_one_epsilon)
-from core.coherence.wasserstein import subgroup_distances
+from core.coherence.wasserstein import cell_distances, member_pairs
 from core.parallel import map_trials
 
 Progress = Callable[[int, int, str], None]
@@ -152,6 +152,7 @@ class _Chunk:
     members: np.ndarray
     lens_unique: np.ndarray
     lens_inverse: np.ndarray
+    pairs: tuple
     n_null: int
     keep_example: bool
 
@@ -187,10 +188,9 @@ def _run_chunk(job: _Chunk) -> list[dict]:
             for a, (adv, s_ss) in enumerate(zip(job.adversaries, adv_ss)):
                 predictor = adv.fit(report, job.schema, np.random.default_rng(s_ss))
                 u = checked_scores(predictor(job.lens_unique), adv.label)
-                scores = u[job.lens_inverse]
-                w1[r, a], ks[r, a], p, q = subgroup_distances(scores, halves, job.members)
+                w1[r, a], ks[r, a], p, q = cell_distances(u, job.lens_inverse, halves, job.members, job.pairs)
                 if job.keep_example:
-                    example[(r, a)] = scores.astype(np.float32)
+                    example[(r, a)] = u[job.lens_inverse].astype(np.float32)
         out.append({"trial": t, "w1": w1, "ks": ks, "p": p, "q": q,
                     "half": half if job.keep_example else None, "scores": example})
         job.keep_example = False
@@ -300,8 +300,9 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
         else [np.random.SeedSequence(int(rng.integers(2**63 - 1))) for _ in range(int(trials))]
     n_chunks = min(int(trials), 25)
     bounds = np.linspace(0, int(trials), n_chunks + 1).astype(int)
+    pairs = member_pairs(inverse, members)
     jobs = [_Chunk(list(range(a, b)), seeds[a:b], codes, columns, schema, releases, advs, members,
-                   lens_unique, inverse, int(n_null_splits), a == 0)
+                   lens_unique, inverse, pairs, int(n_null_splits), a == 0)
             for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
     chunks = map_trials(_run_chunk, jobs, n_jobs=n_jobs, progress=progress, label="audit trials")
     results = [r for c in chunks for r in c]

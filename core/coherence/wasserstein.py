@@ -67,3 +67,55 @@ def subgroup_distances(scores: np.ndarray, halves: np.ndarray, members: np.ndarr
     if single:
         return w1[0], ks[0], p[0], q[0]
     return w1, ks, p, q
+
+
+def member_pairs(cell_of: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(subgroup, lens cell, person) of every membership, computed once per audit."""
+    members = np.asarray(members, bool)
+    if members.ndim == 1:
+        members = members[:, None]
+    gi, ii = np.nonzero(members.T)
+    return gi, np.asarray(cell_of)[ii], ii
+
+
+def cell_distances(cell_scores: np.ndarray, cell_of: np.ndarray, halves: np.ndarray, members: np.ndarray,
+                   pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Same as ``subgroup_distances`` when each person's score is ``cell_scores[cell_of[i]]``.
+
+    A predictor sees only the lens, so scores take one value per lens cell: the CDFs are built
+    from per-cell counts (one bincount per split over all subgroups) on the U sorted cell
+    scores, which avoids sorting all n people.
+    """
+    u = np.asarray(cell_scores, float)
+    single = np.ndim(halves) == 1
+    halves = np.atleast_2d(np.asarray(halves, bool))
+    members = np.asarray(members, bool)
+    if members.ndim == 1:
+        members = members[:, None]
+    U, G, S = u.size, members.shape[1], halves.shape[0]
+    order = np.argsort(u, kind="stable")
+    rank = np.empty(U, np.int64)
+    rank[order] = np.arange(U)
+    gi, ci, ii = pairs if pairs is not None else member_pairs(cell_of, members)
+    key = gi * U + rank[ci]
+    zs = u[order]
+    gaps = np.diff(zs)
+    block_end = np.r_[gaps > 0, True]
+    w1, ks = np.empty((S, G)), np.empty((S, G))
+    p, q = np.empty((S, G)), np.empty((S, G))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for s in range(S):
+            side = halves[s, ii]
+            ca = np.bincount(key[side], minlength=G * U).reshape(G, U)
+            cb = np.bincount(key[~side], minlength=G * U).reshape(G, U)
+            p[s], q[s] = ca.sum(axis=1), cb.sum(axis=1)
+            diff = np.abs(np.cumsum(ca, axis=1) / p[s][:, None] - np.cumsum(cb, axis=1) / q[s][:, None])
+            w1[s] = diff[:, :-1] @ gaps
+            ks[s] = diff[:, block_end].max(axis=1)
+    empty = (p == 0) | (q == 0)
+    w1 = np.where(empty, np.nan, w1)
+    ks = np.where(empty, np.nan, ks)
+    if single:
+        return w1[0], ks[0], p[0], q[0]
+    return w1, ks, p, q

@@ -75,3 +75,21 @@ def test_binary_universe_invariant_and_exact_rate():
     assert exact == pytest.approx(0.084408, abs=1e-6)
     rate = np.mean(w1[:, 0] > 0.1 + 1e-9)
     assert abs(rate - exact) < 4 * np.sqrt(exact * (1 - exact) / S)
+
+
+def test_cell_distances_equal_person_level_distances():
+    """Scores that depend on the lens cell only: the per-cell path gives the same W1, KS, p, q."""
+    from core.coherence.wasserstein import cell_distances, member_pairs
+    rng = np.random.default_rng(4)
+    n, U = 5000, 300
+    cell = rng.integers(0, U, n)
+    u = np.round(rng.uniform(-1, 1, U), 1)             # ties between cells on purpose
+    members = np.column_stack([np.ones(n, bool), rng.random(n) < 0.1, np.zeros(n, bool), rng.random(n) < 0.002])
+    halves = np.zeros((2, n), bool)
+    for j in range(2):
+        halves[j, rng.choice(n, n // 2, replace=False)] = True
+    want = subgroup_distances(u[cell], halves, members)
+    got = cell_distances(u, cell, halves, members, member_pairs(cell, members))
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(a, b, atol=1e-12, equal_nan=True)
+    assert np.isnan(got[0][:, 2]).all()
