@@ -284,3 +284,49 @@ def noise_table(config: SweepConfig, n_rows: int) -> pd.DataFrame:
         rows.append((eps, rho, one, two, pooled_one, np.sqrt(1 / (2 * rho_count)) if rho_count else 0.0))
     return pd.DataFrame(rows, columns=["epsilon", "rho", "stratum one-way cell sd", "stratum two-way cell sd",
                                        "pooled one-way cell sd", "stratum count sd"])
+
+
+def marginal_comparison(config: SweepConfig, data: pd.DataFrame, epsilon: float,
+                        seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Real, stratified and pooled one-way shares of every non-strata column inside every group, for one
+    (epsilon, seed) of the sweep (same training rows and seeds), and the per group x column TVD.
+
+    Returns (shares: group, column, category, real, stratified, pooled) and
+    (tvd: group, real_rows, column, method, tvd). Curator-only diagnostics.
+    """
+    config.validate()
+    codes, domain, labels = encode_categories(data[list(config.columns)])
+    train, _ = split_train_test(codes, config.test_fraction, config.split_seed)
+    rho = rho_for_epsilon(epsilon, config.delta)
+    synths = {}
+    for method in METHODS:
+        rng = np.random.default_rng([seed, int(round(epsilon * 1e6)), METHODS.index(method)])
+        synths[method] = build_synthesizer(config, method).fit(train, domain, rho, rng).sample(len(train), rng)
+    names = stratum_labels(config.strata_columns, labels, domain)
+    k = len(names)
+    keys = {"real": group_keys(train, config.strata_columns, domain),
+            **{m: group_keys(s, config.strata_columns, domain) for m, s in synths.items()}}
+    frames = {"real": train, **synths}
+    real_rows = np.bincount(keys["real"], minlength=k)
+    present = np.flatnonzero(real_rows > 0)
+    share_parts, tvd_rows = [], []
+    for col in [c for c in config.columns if c not in config.strata_columns]:
+        size = domain[col]
+        tables = {}
+        for src, frame in frames.items():
+            counts = np.bincount(keys[src] * size + frame[col].to_numpy(np.int64), minlength=k * size)
+            counts = counts.reshape(k, size).astype(float)
+            tot = counts.sum(1, keepdims=True)
+            tables[src] = np.divide(counts, tot, out=np.full_like(counts, np.nan), where=tot > 0)[present]
+        grid_g, grid_v = np.meshgrid(present, np.arange(size), indexing="ij")
+        share_parts.append(pd.DataFrame({
+            "group": [names[g] for g in grid_g.ravel()], "column": col,
+            "category": [str(labels[col][v]) for v in grid_v.ravel()],
+            **{src: tables[src].ravel() for src in frames}}))
+        for method in METHODS:
+            tv = 0.5 * np.abs(tables["real"] - tables[method]).sum(1)
+            tv[np.isnan(tables[method]).all(1)] = 1.0  # a group the method never produced
+            tvd_rows += [(names[g], int(real_rows[g]), col, method, float(t)) for g, t in zip(present, tv)]
+    shares = pd.concat(share_parts, ignore_index=True).rename(columns={})
+    tvd_df = pd.DataFrame(tvd_rows, columns=["group", "real_rows", "column", "method", "tvd"])
+    return shares, tvd_df

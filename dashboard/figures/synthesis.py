@@ -181,3 +181,34 @@ def coinpress_figure(table: pd.DataFrame) -> go.Figure:
                       yaxis_title="mean |error| of the population mean", height=400,
                       margin=dict(t=50, b=40, l=60, r=10))
     return fig
+
+
+def tvd_heatmap_figure(tvd: pd.DataFrame) -> go.Figure:
+    """Group x column one-way TVD, stratified and pooled side by side on one colour scale."""
+    order = (tvd.groupby("group")["real_rows"].first().sort_values(ascending=False).index.tolist())
+    cols = list(pd.unique(tvd["column"]))
+    zmax = float(tvd["tvd"].max()) if len(tvd) else 1.0
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=("Stratified", "Pooled"))
+    for c, method in enumerate(("stratified", "pooled"), start=1):
+        z = (tvd[tvd["method"] == method].pivot(index="group", columns="column", values="tvd")
+             .reindex(index=order, columns=cols))
+        fig.add_heatmap(z=z.to_numpy(), x=cols, y=order, zmin=0, zmax=zmax, colorscale="Reds",
+                        showscale=c == 2, text=z.round(3).to_numpy(), texttemplate="%{text}",
+                        hovertemplate="%{y}<br>%{x}: TVD %{z:.3f}<extra>" + method + "</extra>", row=1, col=c)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title="One-way TVD of each column inside each group (largest groups on top)",
+                      height=140 + 34 * len(order), margin=dict(t=70, b=40, l=10, r=10))
+    return fig
+
+
+def marginal_bars_figure(shares: pd.DataFrame, group: str, column: str) -> go.Figure:
+    """Real, stratified and pooled distribution of one column inside one group."""
+    d = shares[(shares["group"] == group) & (shares["column"] == column)]
+    fig = go.Figure()
+    for src, color in (("real", "#555555"), ("stratified", METHOD_COLORS["stratified"]),
+                       ("pooled", METHOD_COLORS["pooled"])):
+        fig.add_bar(x=d["category"], y=d[src], name=src, marker_color=color)
+    fig.update_layout(barmode="group", title=f"{column} within {group}", yaxis_title="share of the group's rows",
+                      height=380, margin=dict(t=50, b=80, l=50, r=10), legend=dict(orientation="h", y=1.1))
+    return fig

@@ -17,8 +17,8 @@ from core.synthesis import mean_estimation as me  # noqa: E402
 from core.synthesis.encoding import categorical_view  # noqa: E402
 from core.synthesis.registry import SYNTHESIZERS  # noqa: E402
 from core.synthesis.stratified import SMALL_ACTIONS  # noqa: E402
-from core.synthesis.sweep import (SweepConfig, curve_table, noise_table, run_sweep, smallest_strata,  # noqa: E402
-                                  strata_overview, synthesize_release, worst_group_table)
+from core.synthesis.sweep import (SweepConfig, curve_table, marginal_comparison, noise_table, run_sweep,  # noqa: E402
+                                  smallest_strata, strata_overview, synthesize_release, worst_group_table)
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.export import export_panel  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
@@ -175,9 +175,9 @@ if config is not None:
             f"{n_strata}. {budget_text} Neighbouring data sets differ by adding or removing one person; if "
             "instead one person's group may change (replace-one), a stratified release costs twice the budget.")
 
-tab_setup, tab_curves, tab_disp, tab_small, tab_ml, tab_mean, tab_release, tab_export = st.tabs(
-    ["Strata setup", "Per-group curves", "Disparity", "Smallest strata", "ML utility", "Mean estimation",
-     "Synthetic release", "Export"])
+tab_setup, tab_curves, tab_marg, tab_disp, tab_small, tab_ml, tab_mean, tab_release, tab_export = st.tabs(
+    ["Strata setup", "Per-group curves", "Marginals", "Disparity", "Smallest strata", "ML utility",
+     "Mean estimation", "Synthetic release", "Export"])
 
 with tab_setup:
     if overview.empty:
@@ -239,6 +239,26 @@ with tab_curves:
             st.caption("Two-way TVD inside each group among the non-strata columns, against the group's real "
                        "training rows. Stratification does not always help: with MST the smallest groups often "
                        "lose at small epsilon because each cell's noise is large against their size.")
+
+with tab_marg:
+    if result is None:
+        st.info(NOT_RUN)
+    else:
+        st.caption(CURATOR + " " + SIM)
+        g1, g2 = st.columns(2)
+        mg_eps = float(g1.selectbox("Epsilon", list(config.epsilons), key="ss_mg_eps"))
+        mg_seed = int(g2.selectbox("Seed", list(config.seeds), key="ss_mg_seed"))
+        memo = st.session_state.setdefault("ss_marginals", {})
+        mg_key = (digest, mg_eps, mg_seed)
+        if mg_key not in memo:
+            memo[mg_key] = marginal_comparison(config, data, mg_eps, mg_seed)
+        shares, col_tvd = memo[mg_key]
+        st.plotly_chart(figs.tvd_heatmap_figure(col_tvd), width="stretch", key="ss_heatmap")
+        h1, h2 = st.columns(2)
+        groups_by_size = col_tvd.groupby("group")["real_rows"].first().sort_values().index.tolist()
+        mg_group = h1.selectbox("Group", groups_by_size, key="ss_mg_group")
+        mg_col = h2.selectbox("Column", list(pd.unique(col_tvd["column"])), key="ss_mg_col")
+        st.plotly_chart(figs.marginal_bars_figure(shares, mg_group, mg_col), width="stretch", key="ss_mg_bars")
 
 with tab_disp:
     if result is None:

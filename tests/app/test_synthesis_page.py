@@ -121,3 +121,20 @@ def test_adult_bins_numbers_and_mean_tab_widgets():
     at.radio(key="ss_me_weights").set_value("dp").run()
     assert not at.exception
     assert any("for the DP size counts" in c.value for c in at.caption)
+
+
+def test_marginals_tab_after_a_sweep():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.multiselect(key="ss_columns_cps").set_value(["age_band", "education", "sex", "race", "income"])
+    at.text_input(key="ss_epsilons").input("1").run()
+    at.number_input(key="ss_seeds").set_value(1).run()
+    at.button(key="ss_run").click().run()
+    assert not at.exception
+    titles = _chart_titles(at)
+    assert any("One-way TVD of each column inside each group" in t for t in titles)
+    # the default group is the smallest one
+    assert at.selectbox(key="ss_mg_group").value == "Male · Amer Indian Aleut or Eskimo"
+    at.selectbox(key="ss_mg_col").set_value("education").run()
+    assert not at.exception
+    assert any(t.startswith("education within") for t in _chart_titles(at))

@@ -163,3 +163,15 @@ def test_release_ledger_names_strata_and_rows_are_shuffled(small_cps):
     # rows are not grouped by stratum: the stratum changes often along the file
     key = synth["sex"].astype(str) + synth["race"].astype(str)
     assert (key != key.shift()).mean() > 0.2
+
+
+def test_marginal_comparison_shares_and_tvd(small_cps):
+    from core.synthesis.sweep import marginal_comparison
+    cfg = SweepConfig(columns=COLS, size_policy="public", sizes_declared_public=True)
+    shares, tv = marginal_comparison(cfg, small_cps, 1.0, 0)
+    sums = shares.groupby(["group", "column"])[["real", "stratified", "pooled"]].sum()
+    assert np.allclose(sums["real"], 1.0) and np.allclose(sums["stratified"].dropna(), 1.0)
+    assert set(tv["column"]) == {"age_band", "education", "income"} and set(tv["method"]) == {"stratified", "pooled"}
+    one = shares[(shares["group"] == tv["group"].iloc[0]) & (shares["column"] == "income")]
+    assert tv[(tv["group"] == tv["group"].iloc[0]) & (tv["column"] == "income") & (tv["method"] == "pooled")][
+        "tvd"].iloc[0] == pytest.approx(0.5 * np.abs(one["real"] - one["pooled"]).sum())
