@@ -162,9 +162,21 @@ def display_values(geo: BlockGeography, level: str, labels: np.ndarray, table: p
 
 def district_shapes(geo: BlockGeography, labels: np.ndarray, table: pd.DataFrame) -> gpd.GeoDataFrame:
     """District polygons (blocks dissolved by label) with the per-district table, EPSG:4326."""
-    b = geo.blocks[["geometry"]].copy()
-    b["district"] = np.asarray(labels) + 1
-    shapes = b.dissolve(by="district").reset_index()  # blocks of different counties are not exactly noded
+    lab = np.asarray(labels)
+    # dissolve the coarsest units the plan keeps whole (far fewer polygons than blocks)
+    pieces = None
+    for level in ("county", "tract", "block group"):
+        lu = geo.leaf_unit_index(level)
+        first = np.full(int(lu.max()) + 1, -1)
+        first[lu] = lab
+        if np.array_equal(first[lu], lab):
+            pieces = geo.units(level)[["geometry"]].copy()
+            pieces["district"] = first + 1
+            break
+    if pieces is None:
+        pieces = geo.blocks[["geometry"]].copy()
+        pieces["district"] = lab + 1
+    shapes = pieces.dissolve(by="district").reset_index()  # units of different counties are not exactly noded
     return gpd.GeoDataFrame(shapes.merge(table, on="district"), geometry="geometry", crs=geo.blocks.crs)
 
 

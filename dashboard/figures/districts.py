@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import geopandas as gpd
 import numpy as np
@@ -13,6 +14,7 @@ from core.districts.geography import EQUAL_AREA_CRS
 from core.districts.noise import equal_split_line
 
 SIMULATION_NOTE = "simulation, not a release"
+_DIGITS = re.compile(r"(-?\d+\.\d{5})\d+")
 # colour choice -> (column of the display table, colour-bar title, scale, diverging?)
 COLOUR_BY: dict[str, tuple[str, str, str, bool]] = {
     "error": ("mean_abs_error", "district mean |error| (people)", "Reds", False),
@@ -33,8 +35,9 @@ LABELS = {"unit_id": "unit", "district_population": "district population",
 def map_geojson(gdf: gpd.GeoDataFrame, id_col: str, tolerance_m: float) -> dict:
     """GeoJSON (EPSG:4326) of ``gdf`` keyed by ``id_col``, simplified by ``tolerance_m`` metres for the browser."""
     geom = gdf.geometry.to_crs(EQUAL_AREA_CRS).simplify(tolerance_m, preserve_topology=True).to_crs("EPSG:4326")
-    slim = gpd.GeoDataFrame({id_col: gdf[id_col].astype(str).to_numpy()}, geometry=geom.to_numpy(), crs="EPSG:4326")
-    return json.loads(slim.to_json(drop_id=True))
+    slim = gpd.GeoDataFrame({id_col: gdf[id_col].astype(str).to_numpy()}, geometry=geom, crs="EPSG:4326")
+    # five decimals of a degree (about 1 m) are plenty on screen and halve the JSON sent to the browser
+    return json.loads(_DIGITS.sub(r"\1", slim.to_json(drop_id=True)))
 
 
 def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataFrame, outline_geojson: dict,
@@ -137,7 +140,7 @@ def er_scatter(precincts: pd.DataFrame, estimates: pd.DataFrame, noisy_shares: p
     p = precincts.dropna(subset=["group_share", "vote_share"])
     fig = go.Figure()
     size = np.clip(np.sqrt(p["votes"].to_numpy(dtype=float)) / 3, 2, 14)
-    fig.add_scattergl(x=p["group_share"], y=p["vote_share"], mode="markers", name="precincts (true counts)",
+    fig.add_scatter(x=p["group_share"], y=p["vote_share"], mode="markers", name="precincts (true counts)",
                       marker=dict(size=size, color="#4C78A8", opacity=0.35))
     e = estimates[estimates["mode"] == mode]
     xs = np.array([0.0, 1.0])

@@ -250,7 +250,7 @@ with tab_map:
     shapes = shapes.drop(columns=[c for c in shapes.columns if c not in ("district", "geometry")]).merge(
         table, on="district")
     units = display_values(geo, display, labels, table, result.block_mean_error, county)
-    tolerance = {"county": 300.0, "tract": 120.0, "block group": 40.0, "block": 5.0}[display]
+    tolerance = {"county": 400.0, "tract": 400.0, "block group": 40.0, "block": 5.0}[display]
     unit_gj = _unit_geojson(geo_key, display, county, units, tolerance)
     outline = shapes if county is None else shapes[shapes["district"].isin(units["district"].unique())]
     outline_gj = figs.map_geojson(outline, "district", 5.0 if display == "block" else 150.0)

@@ -1,0 +1,115 @@
+"""Benchmark of the district tools: prints each figure the District maps issue names beside its target.
+
+Run from the repository root: ``.venv/bin/python benchmarks/districts_bench.py [--browser]``. The geography
+is built in a fresh temporary cache so "from scratch" really is from scratch; ``--browser`` also times the
+page in headless Chromium (needs /usr/bin/chromium).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DASHBOARD_N_JOBS", "1")
+os.environ["DASHBOARD_CACHE_DIR"] = tempfile.mkdtemp(prefix="districts_bench_")
+
+import numpy as np  # noqa: E402
+
+from core.districts.adjacency import unit_adjacency  # noqa: E402
+from core.districts.geography import load_georgia_blocks  # noqa: E402
+from core.districts.noise import NoiseConfig  # noqa: E402
+from core.districts.plans import recom_ensemble  # noqa: E402
+from core.districts.study import district_table  # noqa: E402
+
+
+def _line(what: str, seconds: float, target: float) -> None:
+    verdict = "ok" if seconds <= target else "MISSED"
+    print(f"{what:<72s} {seconds:8.2f} s   (target < {target:g} s, {verdict})")
+
+
+def bench_geography():
+    t0 = time.perf_counter()
+    geo = load_georgia_blocks(seed=0)
+    _line(f"Georgia block geography from scratch ({len(geo.blocks):,} blocks, incl. adjacency)",
+          time.perf_counter() - t0, 20)
+    t0 = time.perf_counter()
+    geo = load_georgia_blocks(seed=0)
+    unit_adjacency(geo, "tract")
+    _line("Georgia block geography loaded from cache (incl. tract graph)", time.perf_counter() - t0, 1)
+    return geo
+
+
+def bench_recom(geo):
+    adj = unit_adjacency(geo, "tract")
+    pop = geo.units("tract")["total"].to_numpy()
+    t0 = time.perf_counter()
+    plans = recom_ensemble(adj, pop, 14, 0.05, steps=1000, thin=100, seed=0, use_cache=False)
+    _line(f"1,000 ReCom steps, {adj.n_units:,} tracts, k = 14, 5% tolerance ({plans.shape[0]} plans kept)",
+          time.perf_counter() - t0, 60)
+    return plans[-1][geo.leaf_unit_index("tract")]
+
+
+def bench_noise(geo, labels):
+    for algorithm in ("toydown", "topdown_lite"):
+        cfg = NoiseConfig((0.2,) * 5, algorithm=algorithm, runs=100, seed=0)
+        t0 = time.perf_counter()
+        out = district_table(geo, labels, cfg)
+        _line(f"100 {algorithm} runs + table, 14 districts over {len(geo.blocks):,} blocks "
+              f"(mean |E_D| {out.table['mean_abs_error'].mean():.0f})", time.perf_counter() - t0, 5)
+
+
+def bench_page():
+    from streamlit.testing.v1 import AppTest
+    page = str(ROOT / "dashboard" / "pages" / "district_maps.py")
+    for label in ("first render, cold process caches", "second render, same process"):
+        t0 = time.perf_counter()
+        at = AppTest.from_file(page, default_timeout=120)
+        at.run()
+        ok = not at.exception and any("choroplethmap" in c.proto.spec for c in at.get("plotly_chart"))
+        _line(f"District maps page, AppTest {label}{'' if ok else ' (FAILED)'}", time.perf_counter() - t0, 5)
+
+
+def bench_browser():
+    from playwright.sync_api import sync_playwright
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(ROOT / ".venv" / "bin" / "streamlit"), "run", str(ROOT / "dashboard" / "app.py"),
+                               "--server.headless", "true", "--server.port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        time.sleep(5)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            # as in the browser test, the home page is visited first (the server process is warm)
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_selector("h1", timeout=60_000)
+            page.wait_for_timeout(3000)
+            for label in ("first visit", "second visit"):
+                t0 = time.perf_counter()
+                page.goto(f"http://127.0.0.1:{port}/district-maps")
+                page.wait_for_selector("h1:has-text('District maps')", timeout=60_000)
+                t1 = time.perf_counter() - t0
+                page.wait_for_selector(".js-plotly-plot .maplibregl-canvas, .js-plotly-plot canvas", timeout=60_000)
+                _line(f"District maps in Chromium, {label}: h1 after {t1:.2f} s, map drawn after",
+                      time.perf_counter() - t0, 5)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    geography = bench_geography()
+    plan = bench_recom(geography)
+    bench_noise(geography, plan)
+    bench_page()
+    if "--browser" in sys.argv:
+        bench_browser()
