@@ -160,6 +160,15 @@ class StratifiedSynthesizer:
             dom = {**{c: self.domain_[c] for c in other}, MERGED_COLUMN: int(merged.size)}
             jobs.append(_FitJob(MERGED, rows, dom, rho_strata, job_rngs[k], self.synth_factory))
             self.weights_[MERGED] = float(sizes[merged].sum())
+        total_w = sum(self.weights_.values())
+        share = np.zeros(k)
+        for i in range(k):
+            if fate[i] in ("kept", "kept (small)"):
+                share[i] = sizes[i] / total_w if total_w > 0 else 0.0
+            elif fate[i] == "merged":
+                share[i] = sizes[i] / total_w if total_w > 0 else 0.0
+        # share of the synthetic rows each stratum will receive (0: fitted but sized to nothing, or dropped)
+        self.strata_["sample_share"] = share
         for job in jobs:
             self.ledger_.spend(f"synthesizer on stratum {job.key}", rho_strata, "rho", composition="parallel",
                                group="strata", measured=f"{len(job.rows)} rows")

@@ -233,6 +233,7 @@ def smallest_strata(result: SweepResult, metric: str = "tvd_2way", n: int = 6) -
     eps_lo = float(st["epsilon"].min())
     fate = (st[st["epsilon"] == eps_lo].groupby("group", observed=True)
             .agg(real_rows=("real_rows", "first"), size_used=("size_used", "mean"),
+                 sample_share=("sample_share", "mean"),
                  fate=("fate", lambda f: ", ".join(sorted(set(f)))))
             .reset_index().sort_values("real_rows").head(n))
     gm = result.group_metrics

@@ -191,7 +191,8 @@ with tab_setup:
         if config is not None:
             noise = noise_table(config, len(data))
             st.markdown("**Noise per measured cell against the strata** (standard deviations, in rows)")
-            st.dataframe(noise, hide_index=True, width="stretch")
+            st.dataframe(noise, hide_index=True, width="stretch",
+                         column_config={"rho": st.column_config.NumberColumn(format="%.3g")})
             smallest = int(overview.loc[overview["real_rows"] > 0, "real_rows"].min()) if (overview["real_rows"] > 0).any() else 0
             loud = noise[noise["stratum one-way cell sd"] * 3 > smallest]
             if not loud.empty:
@@ -290,7 +291,12 @@ with tab_small:
             st.info(f"Merged into one shared model: {', '.join(merged)}.")
         if not len(dropped) and not len(merged):
             st.success("Every stratum has its own model; none was dropped or merged.")
-        st.caption("size_used is what steered the sample sizes: the DP count (averaged over seeds) or the public size.")
+        st.caption("size_used is what steered the sample sizes: the DP count (averaged over seeds) or the public "
+                   "size; sample_share is the stratum's share of the synthetic rows (0 when dropped, or when its "
+                   "DP count came out at zero).")
+        starved = small_tab[(small_tab["sample_share"] == 0) & (small_tab["real_rows"] > 0)]
+        if len(starved):
+            st.warning(f"Present in the data but given no synthetic rows: {', '.join(starved['group'])}.")
 
 with tab_ml:
     if result is None:

@@ -143,3 +143,13 @@ def test_bad_configurations_raise():
         StratifiedSynthesizer(MST, ["g"], size_policy="dp_count", count_share=1.0).fit(df, dom, 1.0, rng)
     with pytest.raises(ValueError, match="rho must be a positive"):
         StratifiedSynthesizer(MST, ["g"]).fit(df, dom, -1.0, rng)
+
+
+def test_sample_share_reports_each_strata_part_of_the_output():
+    df, dom = toy(np.random.default_rng(0))
+    s = StratifiedSynthesizer(MST, ["g", "h"], min_size=50, small_action="drop").fit(
+        df, dom, 1.0, np.random.default_rng(0))
+    share = s.strata_.set_index("stratum")["sample_share"]
+    assert share.sum() == pytest.approx(1.0)
+    assert share["g=1|h=1"] == 0 and share["g=2|h=0"] == 0           # the dropped ones
+    assert share["g=0|h=0"] == pytest.approx(400 / 995)
