@@ -1,6 +1,6 @@
-"""Accuracy-fairness frontier under elicited constraints: a sweep of the per-pair slack gamma.
+"""Accuracy-fairness frontier under elicited constraints: a sweep of the slack gamma or budget eta.
 
-Each slack gives one fitted mixture; the page shows the lower convex hull of (realised
+Each swept value gives one fitted mixture; the page shows the lower convex hull of (realised
 unfairness, error), every point of which a mixture of two fitted models attains (spec 0, 2).
 """
 from __future__ import annotations
@@ -18,6 +18,9 @@ from core.fairness.learning_data import compas_learning_data
 
 Progress = Callable[[int, int, str], None]
 DEFAULT_GAMMAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+DEFAULT_ETAS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
+SWEEPS = {"gamma": "per-pair slack γ (every pair within γ; η = 0)",
+          "eta": "violation budget η (average excess per judgment at most η; γ fixed)"}
 Z95 = 1.959963984540054
 
 
@@ -26,6 +29,9 @@ class FrontierConfig:
     """A slack sweep: learner settings shared by every point plus the held-out design."""
 
     gammas: tuple[float, ...] = DEFAULT_GAMMAS
+    sweep: str = "gamma"                     # "gamma" or "eta" (spec R4 and R6)
+    etas: tuple[float, ...] = DEFAULT_ETAS
+    eta_gamma: float = 0.0                   # the fixed slack of an eta sweep
     T: int = 1000
     C_lambda: float = 10.0
     averaging: str = "fast"
@@ -37,18 +43,28 @@ class FrontierConfig:
     tol: float = FAST_FALLBACK_TOL
 
     def validate(self) -> "FrontierConfig":
-        if len(self.gammas) < 2:
+        if self.sweep not in SWEEPS:
+            raise ValueError(f"sweep must be one of {sorted(SWEEPS)}.")
+        if len(self.values) < 2:
             raise ValueError("Give at least two slack values to trace a frontier.")
-        if any(not 0 <= g <= 1 for g in self.gammas):
+        if any(not 0 <= g <= 1 for g in self.gammas) or not 0 <= self.eta_gamma <= 1:
             raise ValueError("Slack values (gamma) must lie in [0, 1].")
+        if any(e < 0 for e in self.etas):
+            raise ValueError("Budget values (eta) must be >= 0.")
         if self.averaging not in AVERAGING:
             raise ValueError(f"averaging must be one of {sorted(AVERAGING)}.")
         if not 0.0 <= self.pair_holdout < 1.0:
             raise ValueError("The held-out share of pairs must be in [0, 1).")
         return self
 
-    def learner(self, gamma: float) -> LearnerConfig:
-        return LearnerConfig(gamma=float(gamma), T=int(self.T), C_lambda=self.C_lambda,
+    @property
+    def values(self) -> list[float]:
+        """The swept values, ascending and distinct."""
+        return sorted(set(float(v) for v in (self.gammas if self.sweep == "gamma" else self.etas)))
+
+    def learner(self, value: float) -> LearnerConfig:
+        gamma, eta = (value, 0.0) if self.sweep == "gamma" else (self.eta_gamma, value)
+        return LearnerConfig(gamma=float(gamma), eta=float(eta), T=int(self.T), C_lambda=self.C_lambda,
                              averaging=self.averaging, oracle=self.oracle)
 
 
@@ -146,41 +162,52 @@ def _frontier(constraints: pd.DataFrame, config: FrontierConfig, progress: Progr
               ) -> FrontierResult:
     config = config.validate()
     data = compas_learning_data(seed=config.seed, use_protected=config.use_protected)
-    gammas = sorted(set(float(g) for g in config.gammas))
-    k = len(gammas)
+    values = config.values
+    k = len(values)
     points, pair_tables, group_tables, trajs, scores = [], [], [], [], []
-    for idx, gamma in enumerate(gammas):
-        def step(done: int, total: int, message: str, _i=idx, _g=gamma) -> None:
+    symbol = "γ" if config.sweep == "gamma" else "η"
+    for idx, value in enumerate(values):
+        lcfg = config.learner(value)
+        gamma = lcfg.gamma
+
+        def step(done: int, total: int, message: str, _i=idx, _v=value) -> None:
             if progress:
                 # each slack counts 1,000 units whatever its round count (gamma >= 1 needs one)
                 progress(int(1000 * _i + 1000 * done / max(total, 1)), 1000 * k,
-                         f"slack {_g:.2f}: {message}")
-        report = fit_with_holdout(data, constraints, config.learner(gamma),
+                         f"{symbol} = {_v:.2f}: {message}")
+        report = fit_with_holdout(data, constraints, lcfg,
                                   pair_holdout=config.pair_holdout,
                                   individual_holdout=config.individual_holdout,
                                   rng=np.random.default_rng(config.seed),   # same pair split at every slack
                                   progress=step)
         p = report.fit.p_hat
-        points.append({**report.summary, "notes": " ".join(report.fit.notes)})
-        pair_tables.append(_pair_table(p, report, constraints, gamma, config.tol))
+        unfair = report.summary["realized_gamma" if config.sweep == "gamma" else "mean_excess"]
+        points.append({"target": value, **report.summary, "unfairness": unfair,
+                       "notes": " ".join(report.fit.notes)})
+        pt = _pair_table(p, report, constraints, gamma, config.tol)
+        pt.insert(0, "target", value)
+        pair_tables.append(pt)
         g = group_rates(p, data.y, data.groups)
         g.insert(0, "gamma", gamma)
+        g.insert(0, "target", value)
         group_tables.append(g)
         t = report.fit.trajectory.copy()
-        t.insert(0, "gamma", gamma)
+        t.insert(0, "target", value)
         trajs.append(t)
         scores.append(p)
     pts = pd.DataFrame(points)
-    hull = lower_hull(pts["realized_gamma"].to_numpy(), pts["error"].to_numpy())
+    hull = lower_hull(pts["unfairness"].to_numpy(), pts["error"].to_numpy())
     pts["on_hull"] = False
     pts.loc[hull, "on_hull"] = True
     pairs = pd.concat(pair_tables, ignore_index=True)
-    viol = pairs[pairs.split == "fit"].groupby("gamma")["violated"].sum()
-    pts["violated_pairs"] = pts["gamma"].map(viol).fillna(0).astype(int)
+    viol = pairs[pairs.split == "fit"].groupby("target")["violated"].sum()
+    pts["violated_pairs"] = pts["target"].map(viol).fillna(0).astype(int)
     baseline = {"best_constant_error": best_constant_error(data.y[data.train]
                                                            if config.individual_holdout else data.y),
                 "n_individuals": data.n, "n_pairs": int(len(constraints)),
-                "averaging": AVERAGING[config.averaging], "config": asdict(config)}
+                "averaging": AVERAGING[config.averaging], "sweep": config.sweep, "symbol": symbol,
+                "unfairness": "largest gap p_i − p_j over elicited pairs" if config.sweep == "gamma"
+                else "average excess over the slack per judgment", "config": asdict(config)}
     return FrontierResult(pts, pairs, pd.concat(group_tables, ignore_index=True),
                           pd.concat(trajs, ignore_index=True), np.vstack(scores), baseline)
 
@@ -200,7 +227,7 @@ def _canonical(constraints: pd.DataFrame) -> pd.DataFrame:
 
 def trade_off_frontier(constraints: pd.DataFrame, config: FrontierConfig = FrontierConfig(),
                        progress: Progress | None = None) -> FrontierResult:
-    """Sweep gamma, fit one mixture per slack and mark the lower convex hull (cached on disk)."""
+    """Sweep gamma (or eta), fit one mixture per value and mark the lower convex hull (cached on disk)."""
     return _cached_frontier()(_canonical(constraints), config.validate(), progress=progress)
 
 

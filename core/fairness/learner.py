@@ -217,8 +217,8 @@ def fit_elicited_fair(data: LearningData, pairs: OrderedPairs, config: LearnerCo
     if m == 0 or config.gamma >= 1.0:
         # Exact reductions (spec 1.3 and the gamma >= 1 note of 1.8): no constraint can bind.
         params, h = _best_response(oracle, X, c0, base1)
-        notes.append("No constraint can bind (no weighted pairs or gamma >= 1): "
-                     "the unconstrained oracle solution is returned.")
+        notes.append("No pair constraint can bind at γ = 1 (or without weighted pairs), so that "
+                     "point is the unconstrained fit, computed directly.")
         traj = pd.DataFrame({"round": [1], "error": [float(np.abs(h - y)[fit_rows].mean())],
                              "max_violation": [float((h[pairs.I] - h[pairs.J]).max()) if m else 0.0],
                              "mean_excess": [0.0]})

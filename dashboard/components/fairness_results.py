@@ -7,7 +7,7 @@ import streamlit as st
 
 from core.cache import config_digest, data_fingerprint
 from core.fairness.companion import CompanionConfig, cost_ratio, equal_error_rate_scores
-from core.fairness.frontier import FrontierConfig, is_cached, trade_off_frontier
+from core.fairness.frontier import SWEEPS, FrontierConfig, is_cached, trade_off_frontier
 from core.fairness.learner import AVERAGING, ORACLES
 from core.fairness.learning_data import compas_learning_data
 from dashboard.components.progress import progress_bar
@@ -29,6 +29,11 @@ def _settings(key: str) -> FrontierConfig:
                                   help="The paper reports convergence after about 1,000 rounds.")
         oracle = c3.selectbox("Learner (cost-sensitive oracle)", list(ORACLES),
                               format_func=ORACLE_LABELS.get, key=f"{key}_oracle")
+        sweep = st.radio("Trade-off traced by", list(SWEEPS), format_func=SWEEPS.get, horizontal=True,
+                         key=f"{key}_sweep",
+                         help="γ: each elicited pair may differ by at most γ. η: pairs may exceed the "
+                              "slack as long as the average excess per judgment stays within η "
+                              "(2,000+ rounds recommended).")
         c4, c5, c6 = st.columns(3)
         holdout = c4.slider("Share of pairs held out", 0.0, 0.5, 0.25, 0.05, key=f"{key}_holdout",
                             help="Held-out pairs and 30% held-out individuals estimate how the "
@@ -36,17 +41,17 @@ def _settings(key: str) -> FrontierConfig:
         protected = c5.checkbox("Learner sees race and sex", value=True, key=f"{key}_protected",
                                 help="A normative choice the paper leaves open; it is logged in the export.")
         seed = int(c6.number_input("Seed", 0, 10_000, 0, key=f"{key}_seed"))
-    return FrontierConfig(T=int(rounds), averaging=averaging, oracle=oracle,
+    return FrontierConfig(sweep=sweep, T=int(rounds), averaging=averaging, oracle=oracle,
                           pair_holdout=float(holdout), individual_holdout=True,
                           use_protected=bool(protected), seed=seed)
 
 
-def _pick_point(key: str, points: pd.DataFrame) -> pd.Series:
+def _pick_point(key: str, points: pd.DataFrame, symbol: str) -> pd.Series:
     """Operating-point slider over the frontier's hull points."""
-    hull = points[points["on_hull"]].sort_values("realized_gamma").reset_index(drop=True)
-    labels = [f"γ={r.gamma:g} · unfairness {r.realized_gamma:.2f} · error {r.error:.3f}"
+    hull = points[points["on_hull"]].sort_values("unfairness").reset_index(drop=True)
+    labels = [f"{symbol}={r.target:g} · unfairness {r.unfairness:.2f} · error {r.error:.3f}"
               for r in hull.itertuples()]
-    start = int(np.argmin(np.abs(hull["gamma"].to_numpy() - 0.3)))   # a middle slack by default
+    start = int(np.argmin(np.abs(hull["target"].to_numpy() - 0.3)))   # a middle value by default
     choice = st.select_slider("Operating point on the frontier", labels, value=labels[start],
                               key=f"{key}_point",
                               help="Move right for more accuracy and less fairness to the elicited pairs.")
@@ -76,8 +81,10 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
         return {}
     config = _settings(key)
     n_pairs = len(constraints)
-    st.caption(f"{n_pairs} elicited pairs; slack values swept: "
-               + ", ".join(f"{g:g}" for g in config.gammas) + ".")
+    cols = [c for c in ("weight", "w_ij", "w_ji") if c in constraints]
+    n_alike = int((constraints[cols].apply(pd.to_numeric, errors="coerce") > 0).any(axis=1).sum())
+    st.caption(f"{n_pairs} elicited pairs, {n_alike} of them with a constraint; slack values swept: "
+               + ", ".join(f"{g:g}" for g in config.values) + ".")
     digest = config_digest({"config": config, "constraints": data_fingerprint(
         constraints[[c for c in ("i", "j", "weight", "w_ij", "w_ji", "n_judges", "agreement")
                      if c in constraints]]
@@ -95,22 +102,25 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
     result = store.get(digest)
     if result is None:
         st.info("Press **Run the learner** to trace the accuracy-fairness frontier "
-                f"({len(config.gammas)} slack values × {config.T} rounds).")
+                f"({len(config.values)} values × {config.T} rounds).")
         return {}
 
     points = result.points
     base = result.baseline
     best_const = base["best_constant_error"]
-    unconstrained = float(points.loc[points["gamma"].idxmax(), "error"])
-    point = _pick_point(key, points)
-    gamma = float(point["gamma"])
+    symbol = base["symbol"]
+    unconstrained = float(points.loc[points["target"].idxmax(), "error"])
+    point = _pick_point(key, points, symbol)
+    target = float(point["target"])
+    here = f"{symbol}={target:g}"
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Error at this point", f"{point['error']:.3f}",
               delta=f"{point['error'] - unconstrained:+.3f} vs least constrained", delta_color="inverse")
     m2.metric("Held-out error", "n/a" if pd.isna(point["error_heldout"]) else f"{point['error_heldout']:.3f}")
-    m3.metric("Realised unfairness", f"{point['realized_gamma']:.3f}", help="Largest p_i − p_j over fitted pairs")
+    m3.metric("Realised unfairness", f"{point['unfairness']:.3f}", help=base["unfairness"].capitalize())
     m4.metric("Pairs over their slack", f"{int(point['violated_pairs'])} of {int(point['pairs'])}")
-    st.plotly_chart(figs.frontier_figure(points, best_const, gamma), key=f"{key}_frontier_chart")
+    st.plotly_chart(figs.frontier_figure(points, best_const, target, symbol, base["unfairness"]),
+                    key=f"{key}_frontier_chart")
     st.caption(f"Best constant classifier error {best_const:.3f}; least-constrained error "
                f"{unconstrained:.3f}. Averaging: {base['averaging']}. "
                "Every point on the hull is reached by mixing its two neighbouring fits. "
@@ -120,7 +130,7 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
     if notes:
         st.caption(" ".join(sorted(set(notes))))
 
-    pairs = result.pairs[np.isclose(result.pairs["gamma"], gamma)]
+    pairs = result.pairs[np.isclose(result.pairs["target"], target)]
     st.markdown("**Binding constraints at this operating point**")
     binding = (pairs[pairs["split"] == "fit"].sort_values("shadow_price", ascending=False)
                .loc[:, ["i", "j", "weight", "agreement", "p_i", "p_j", "gap", "violated", "shadow_price"]]
@@ -131,19 +141,19 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
     st.dataframe(binding.head(25), hide_index=True, key=f"{key}_binding")
     held = pairs[pairs["split"] == "held-out"]
     if len(held):
-        st.caption(f"Held-out pairs: realised unfairness {point['heldout_realized_gamma']:.3f}, "
+        st.caption(f"Held-out pairs: largest gap {point['heldout_realized_gamma']:.3f}, "
                    f"{int(held['violated'].sum())} of {len(held)} over the slack "
                    "(pairs not used in fitting; the paper reports in-sample figures only).")
 
-    groups = result.groups[np.isclose(result.groups["gamma"], gamma)]
-    st.plotly_chart(figs.group_rates_figure(groups, f"Error rates by group at γ={gamma:g} (95% intervals)"),
+    groups = result.groups[np.isclose(result.groups["target"], target)]
+    st.plotly_chart(figs.group_rates_figure(groups, f"Error rates by group at {here} (95% intervals)"),
                     key=f"{key}_groups_chart")
     st.caption("Rates of the randomised classifier on all 7,214 individuals; groups with few people "
                "(Asian, Native American) have wide intervals and should not be read as gaps.")
     with st.expander("Convergence of the learner", expanded=False):
-        st.plotly_chart(figs.trajectory_figure(result.trajectories), key=f"{key}_traj_chart")
-    scores = result.p_hat[int(np.flatnonzero(np.isclose(points["gamma"], gamma))[0])]
-    companion = _companion(key, scores, gamma, config.seed)
+        st.plotly_chart(figs.trajectory_figure(result.trajectories, symbol), key=f"{key}_traj_chart")
+    scores = result.p_hat[int(np.flatnonzero(np.isclose(points["target"], target))[0])]
+    companion = _companion(key, scores, here, config.seed)
     return {"fairness_frontier": points, "fairness_pairs": pairs.reset_index(drop=True),
             "fairness_groups": groups.reset_index(drop=True),
             "fairness_trajectories": result.trajectories, **companion}
@@ -152,10 +162,10 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
 GROUP_PAIRS = {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")}
 
 
-def _companion(key: str, scores: np.ndarray, gamma: float, seed: int) -> dict[str, pd.DataFrame]:
+def _companion(key: str, scores: np.ndarray, here: str, seed: int) -> dict[str, pd.DataFrame]:
     """Reich and Vijaykumar panel: calibrated scores whose decisions have equal error rates."""
     st.markdown("#### Companion: calibrated scores with equal error rates")
-    st.caption(f"Post-processes the learned scores at γ={gamma:g} (Reich and Vijaykumar, FORC 2021): "
+    st.caption(f"Post-processes the learned scores at {here} (Reich and Vijaykumar, FORC 2021): "
                "scores stay calibrated within each group while the decision 'score ≥ cut-off' "
                "(flagged high risk = predicted to reoffend) has the same false and true positive "
                "rates in both groups.")

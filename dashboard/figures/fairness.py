@@ -12,33 +12,38 @@ PICK = "#E45756"
 WORST = "#F58518"
 
 
-def frontier_figure(points: pd.DataFrame, best_constant: float, selected_gamma: float | None = None
+def frontier_figure(points: pd.DataFrame, best_constant: float, selected: float | None = None,
+                    symbol: str = "γ", unfairness_label: str = "largest gap p_i − p_j over elicited pairs"
                     ) -> go.Figure:
     """Fitted (unfairness, error) points, their lower convex hull and the always-reachable line."""
     fig = go.Figure()
-    fig.add_scatter(x=points["realized_gamma"], y=points["error"], mode="markers+text",
-                    text=[f"γ={g:g}" for g in points["gamma"]], textposition="top right",
+    close = np.r_[False, np.diff(points["unfairness"].to_numpy()) < 0.03]   # avoid stacked labels
+    fig.add_scatter(x=points["unfairness"], y=points["error"], mode="markers+text",
+                    text=["" if c else f"{symbol}={v:g}" for v, c in zip(points["target"], close)],
+                    textposition="top right", customdata=points["target"],
                     marker=dict(color=POINT, size=9), name="fitted mixtures",
-                    hovertemplate="slack %{text}<br>realised unfairness %{x:.3f}"
+                    hovertemplate=f"{symbol}=%{{customdata}}<br>unfairness %{{x:.3f}}"
                                   "<br>error %{y:.4f}<extra></extra>")
-    hull = points[points["on_hull"]].sort_values("realized_gamma")
-    fig.add_scatter(x=hull["realized_gamma"], y=hull["error"], mode="lines+markers",
+    hull = points[points["on_hull"]].sort_values("unfairness")
+    fig.add_scatter(x=hull["unfairness"], y=hull["error"], mode="lines+markers",
                     line=dict(color=HULL, width=3), marker=dict(size=10), name="frontier (lower convex hull)",
-                    hovertemplate="realised unfairness %{x:.3f}<br>error %{y:.4f}<extra></extra>")
-    top = points.loc[points["gamma"].idxmax()]
-    fig.add_scatter(x=[0.0, top["realized_gamma"]], y=[best_constant, top["error"]], mode="lines",
-                    line=dict(color=WORST, dash="dot"), name="mixing the best constant with the least-constrained fit")
-    if "error_heldout" in points and points["error_heldout"].notna().any():
-        fig.add_scatter(x=points["heldout_realized_gamma"], y=points["error_heldout"], mode="markers",
+                    hovertemplate="unfairness %{x:.3f}<br>error %{y:.4f}<extra></extra>")
+    top = points.loc[points["target"].idxmax()]
+    fig.add_scatter(x=[0.0, top["unfairness"]], y=[best_constant, top["error"]], mode="lines",
+                    line=dict(color=WORST, dash="dot"),
+                    name="mixing the best constant with the least-constrained fit")
+    held_x = "heldout_realized_gamma" if symbol == "γ" else "heldout_mean_excess"
+    if "error_heldout" in points and points["error_heldout"].notna().any() and held_x in points:
+        fig.add_scatter(x=points[held_x], y=points["error_heldout"], mode="markers",
                         marker=dict(symbol="x", color="#54A24B", size=8),
                         name="held-out individuals and pairs")
-    if selected_gamma is not None:
-        sel = points[np.isclose(points["gamma"], selected_gamma)]
-        fig.add_scatter(x=sel["realized_gamma"], y=sel["error"], mode="markers",
+    if selected is not None:
+        sel = points[np.isclose(points["target"], selected)]
+        fig.add_scatter(x=sel["unfairness"], y=sel["error"], mode="markers",
                         marker=dict(color=PICK, size=18, symbol="circle-open", line=dict(width=3)),
                         name="operating point")
     fig.update_layout(title="Accuracy against fairness to the elicited pairs",
-                      xaxis_title="realised unfairness: largest gap p_i − p_j over elicited pairs",
+                      xaxis_title=f"realised unfairness: {unfairness_label}",
                       yaxis_title="classification error", height=440,
                       legend=dict(orientation="h", y=-0.25), margin=dict(t=50, b=30, l=50, r=10))
     return fig
@@ -64,17 +69,17 @@ def group_rates_figure(groups: pd.DataFrame, title: str) -> go.Figure:
     return fig
 
 
-def trajectory_figure(trajectories: pd.DataFrame) -> go.Figure:
-    """Error and largest pair gap of the running average by round, one line per slack."""
+def trajectory_figure(trajectories: pd.DataFrame, symbol: str = "γ") -> go.Figure:
+    """Error and largest pair gap of the running average by round, one line per swept value."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("error of the running mixture",
                                                         "largest pair gap of the running mixture"))
-    for gamma, part in trajectories.groupby("gamma"):
+    for value, part in trajectories.groupby("target"):
         if len(part) < 2:
             continue
-        fig.add_scatter(x=part["round"], y=part["error"], mode="lines", name=f"γ={gamma:g}",
-                        legendgroup=str(gamma), row=1, col=1)
-        fig.add_scatter(x=part["round"], y=part["max_violation"], mode="lines", name=f"γ={gamma:g}",
-                        legendgroup=str(gamma), showlegend=False, row=1, col=2)
+        fig.add_scatter(x=part["round"], y=part["error"], mode="lines", name=f"{symbol}={value:g}",
+                        legendgroup=str(value), row=1, col=1)
+        fig.add_scatter(x=part["round"], y=part["max_violation"], mode="lines", name=f"{symbol}={value:g}",
+                        legendgroup=str(value), showlegend=False, row=1, col=2)
     fig.update_layout(height=340, margin=dict(t=50, b=30, l=50, r=10), xaxis_title="round",
                       xaxis2_title="round")
     return fig

@@ -96,3 +96,12 @@ def test_bad_constraints_show_an_error_not_a_crash():
     at.button(key="fx_run").click().run()
     assert not at.exception
     assert any("different individuals" in e.value for e in at.error)
+
+
+def test_eta_sweep_from_the_settings():
+    at = app()
+    at.radio(key="fx_sweep").set_value("eta")
+    at = run_small(at)
+    labels = at.select_slider(key="fx_point").options
+    assert all(label.startswith("η=") for label in labels)
+    assert at.session_state["tables"]["fairness_frontier"][0] == 10

@@ -100,3 +100,20 @@ def test_bad_frontier_config():
         FrontierConfig(gammas=(0.0, 1.5)).validate()
     with pytest.raises(ValueError, match="columns i, j and weight"):
         trade_off_frontier(pd.DataFrame({"a": [1]}), SMALL)
+
+
+def test_eta_sweep_traces_budget_against_error():
+    """Spec R6: at gamma = 0, a larger budget eta lowers the error; the x-axis is the realised excess."""
+    cons = random_pairs(7214, 150, 1)
+    cfg = FrontierConfig(sweep="eta", etas=(0.0, 0.2, 2.0), T=600, oracle="ols", averaging="paper",
+                         pair_holdout=0.0)
+    res = trade_off_frontier(cons, cfg)
+    pts = res.points.set_index("target")
+    assert list(pts.index) == [0.0, 0.2, 2.0]
+    assert (pts["gamma"] == 0).all() and list(pts["eta"]) == [0.0, 0.2, 2.0]
+    assert np.allclose(pts["unfairness"], pts["mean_excess"])
+    assert pts.loc[2.0, "error"] < pts.loc[0.0, "error"] - 0.05
+    assert pts.loc[0.2, "mean_excess"] <= 0.2 + 0.05
+    assert res.baseline["symbol"] == "η"
+    with pytest.raises(ValueError, match="sweep"):
+        FrontierConfig(sweep="delta").validate()
