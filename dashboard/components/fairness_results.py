@@ -154,7 +154,11 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
         st.plotly_chart(figs.trajectory_figure(result.trajectories, symbol), key=f"{key}_traj_chart")
     scores = result.p_hat[int(np.flatnonzero(np.isclose(points["target"], target))[0])]
     companion = _companion(key, scores, here, config.seed)
-    return {"fairness_frontier": points, "fairness_pairs": pairs.reset_index(drop=True),
+    settings = pd.DataFrame({"setting": list(base["config"]) + ["averaging used", "constraints"],
+                             "value": [str(v) for v in base["config"].values()]
+                             + [base["averaging"], label]})
+    return {"fairness_learner_settings": settings,
+            "fairness_frontier": points, "fairness_pairs": pairs.reset_index(drop=True),
             "fairness_groups": groups.reset_index(drop=True),
             "fairness_trajectories": result.trajectories, **companion}
 

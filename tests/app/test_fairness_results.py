@@ -62,7 +62,7 @@ def test_waits_for_the_button_then_shows_frontier_tables_and_companion():
     assert {"i", "j", "gap", "violated", "error cost per unit of slack"} <= set(binding.columns)
     assert binding["error cost per unit of slack"].is_monotonic_decreasing
     tables = at.session_state["tables"]
-    assert {"fairness_frontier", "fairness_pairs", "fairness_groups", "fairness_trajectories",
+    assert {"fairness_learner_settings", "fairness_frontier", "fairness_pairs", "fairness_groups", "fairness_trajectories",
             "companion_rates"} <= set(tables)
     assert tables["fairness_frontier"][0] == 10
     assert at.success or at.warning                 # the companion feasibility badge
