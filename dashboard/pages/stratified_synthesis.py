@@ -150,7 +150,12 @@ except ValueError as exc:
     st.error(config_error)
 
 # ------------------------------------------------------------------------------- strata setup (cheap)
-overview = _overview(fp, tuple(strata), data) if strata else pd.DataFrame(columns=["group", "real_rows", "share"])
+overview = pd.DataFrame(columns=["group", "real_rows", "share"])
+if strata:
+    try:
+        overview = _overview(fp, tuple(strata), data)
+    except ValueError as exc:
+        st.error(str(exc))
 if not overview.empty:
     overview = overview.assign(
         flag=np.where(overview["real_rows"] == 0, "empty",
@@ -273,6 +278,8 @@ with tab_disp:
         worst = worst_group_table(result)
         st.plotly_chart(figs.worst_vs_population_figure(worst), width="stretch", key="ss_pareto_chart")
         st.dataframe(worst, hide_index=True, width="stretch")
+        st.caption("Not yet available: the three-way workload error of the paper's Figure 9, and the AIM and GEM "
+                   "synthesizers (AIM takes minutes per fit; GEM needs a GPU).")
         st.caption("Parity error sums, over columns, the relative error of each group's column mean plus 1/k times "
                    "that of the population mean; max disparity is the largest relative error of any group's mean.")
 

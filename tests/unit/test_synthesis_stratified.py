@@ -153,3 +153,23 @@ def test_sample_share_reports_each_strata_part_of_the_output():
     assert share.sum() == pytest.approx(1.0)
     assert share["g=1|h=1"] == 0 and share["g=2|h=0"] == 0           # the dropped ones
     assert share["g=0|h=0"] == pytest.approx(400 / 995)
+
+
+from hypothesis import given, settings, strategies as hst  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=hst.integers(0, 300), sizes=hst.tuples(hst.integers(1, 4), hst.integers(1, 3), hst.integers(1, 5)),
+       rho=hst.floats(1e-3, 10.0), policy=hst.sampled_from(["public", "dp_count"]),
+       seed=hst.integers(0, 2**16), n_out=hst.integers(0, 500))
+def test_any_data_spends_exactly_rho_and_stays_in_domain(n, sizes, rho, policy, seed, n_out):
+    rng = np.random.default_rng(seed)
+    dom = {"s": sizes[0], "t": sizes[1], "x": sizes[2]}
+    df = pd.DataFrame({c: rng.integers(0, k, n) for c, k in dom.items()})
+    model = StratifiedSynthesizer(MST, ["s", "t"], size_policy=policy).fit(df, dom, rho, rng)
+    assert model.ledger_.total("rho") == pytest.approx(rho)
+    assert len(model.strata_) == sizes[0] * sizes[1]
+    out = model.sample(n_out, rng)
+    assert len(out) == (n_out if model.strata_["size_used"].sum() > 0 else 0)
+    for c, k in dom.items():
+        assert out[c].between(0, k - 1).all()
