@@ -52,8 +52,10 @@ def _set(name: str, value) -> None:
 
 def _answer(token: str, position: int, response: str, event_id: str) -> None:
     """Button callback: one answer, one transaction; the card advances only after the commit."""
+    confidence = st.session_state.get(P + "confidence", "not given")
+    confidence = confidence if isinstance(confidence, int) and response not in (el.SKIP, el.RETRACT) else None
     try:
-        written = _store().record_answer(token, position, response, event_id)
+        written = _store().record_answer(token, position, response, event_id, confidence=confidence)
     except (ValueError, PermissionError) as err:
         _set("answer_error", str(err))
         return
@@ -162,6 +164,8 @@ def stakeholder_view(join_code: str | None) -> None:
     for col, option in zip(cols, options):
         col.button(el.RESPONSE_LABELS[option], key=f"{P}ans_{option}", type="primary",
                    use_container_width=True, on_click=_answer, args=(token, view, option, event_id))
+    st.select_slider("How sure are you? (optional)", ["not given", 1, 2, 3, 4, 5], value="not given",
+                     key=P + "confidence", help="1 = a guess, 5 = certain. Leave it if you prefer.")
     nav = st.columns(4)
     nav[0].button("← Back", key=P + "back", disabled=view == 0, use_container_width=True,
                   on_click=_goto, args=(max(0, view - 1),))
@@ -261,6 +265,18 @@ def _progress_block(store: ElicitationStore, fac: dict) -> pd.DataFrame:
     return progress
 
 
+def _withdraw(fac: dict) -> None:
+    name = st.session_state.get(P + "withdraw_name")
+    if not name:
+        return
+    try:
+        _store().delete_stakeholder(fac["session_id"], fac["key"], name)
+    except (ValueError, PermissionError) as err:
+        _set("manage_error", str(err))
+        return
+    _set("manage_error", None)
+
+
 def _set_status(fac: dict, status: str) -> None:
     _store().set_status(fac["session_id"], fac["key"], status)
 
@@ -274,6 +290,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         st.button("Forget this session", key=P + "forget_err", on_click=_set, args=("fac", None))
         return
     config = el.SessionConfig.from_dict(info["config"])
+    if _state("manage_error"):
+        st.error(_state("manage_error"))
     head = st.columns([3, 1, 1])
     head[0].subheader(info["name"])
     head[1].metric("Join code", info["join_code"])
@@ -304,6 +322,10 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         else:
             b[1].button("Reopen", key=P + "reopen", on_click=_set_status, args=(fac, "open"))
         b[2].button("Leave this session", key=P + "leave", on_click=_set, args=("fac", None))
+        with st.expander("Withdraw a stakeholder (deletes all their answers)"):
+            names = list(store.progress(fac["session_id"], fac["key"])["stakeholder"])
+            st.selectbox("Stakeholder", names, key=P + "withdraw_name", index=None)
+            st.button("Withdraw and delete", key=P + "withdraw", on_click=_withdraw, args=(fac,))
 
     judged = store.judgments(info["session_id"], fac["key"])
     progress = store.progress(info["session_id"], fac["key"])
@@ -331,6 +353,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         st.dataframe(contested, hide_index=True, key=P + "contested_table")
         st.markdown("**Constraint set** (one row per pair; `weight` = treat alike, `w_ij`/`w_ji` ordered)")
         st.dataframe(constraints, hide_index=True, key=P + "constraints_table")
+        with st.expander("Every live answer (facilitator only; pseudonyms)"):
+            st.dataframe(judged, hide_index=True, key=P + "judgments_table")
 
     results: dict[str, pd.DataFrame] = {}
     with tab_results:

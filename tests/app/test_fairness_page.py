@@ -100,3 +100,23 @@ def test_demo_fills_a_labelled_simulated_session():
     at.radio(key="fe_weighting").set_value("judged").run()
     judged = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
     assert judged["weight"].max() <= 1.0 and judged["weight"].max() >= constraints["weight"].max()
+
+
+def test_confidence_is_stored_live_refresh_renders_and_withdrawal_removes_answers():
+    fac = _app()
+    fac.button(key="fe_create").click().run()
+    session = fac.session_state["fe_fac"]
+    sh = _app(join=session["join_code"])
+    sh.text_input(key="fe_join_name").input("Cy").run()
+    sh.button(key="fe_join").click().run()
+    sh.select_slider(key="fe_confidence").set_value(4).run()
+    sh.button(key="fe_ans_differ").click().run()
+    assert not sh.exception
+    fac.toggle(key="fe_live").set_value(True).run()
+    assert not fac.exception
+    judged = next(d.value for d in fac.dataframe if "confidence" in d.value.columns)
+    assert list(judged["confidence"]) == [4] and list(judged["response"]) == ["differ"]
+    fac.selectbox(key="fe_withdraw_name").select("Cy").run()
+    fac.button(key="fe_withdraw").click().run()
+    assert not fac.exception and not fac.error
+    assert _progress(fac).empty
