@@ -115,7 +115,12 @@ with st.container(border=True):
                                "its first category, and is tested on real held-out rows.")
     d1, d2, d3, d4 = st.columns([1.3, 1.4, 0.8, 0.9])
     synth_key = d1.selectbox("Synthesizer", list(SYNTHESIZERS), index=list(SYNTHESIZERS).index("mst"),
-                             format_func=lambda k: SYNTHESIZERS[k][0], key="ss_synth")
+                             format_func=lambda k: SYNTHESIZERS[k][0], key="ss_synth",
+                             help="MST (McKenna et al. 2021): a third of the budget on all one-way marginals (rare "
+                                  "values merged), a third to pick a spanning tree of column pairs with the "
+                                  "exponential mechanism, a third on the tree's two-way marginals; the tree model is "
+                                  "fitted by weighted least squares onto consistent non-negative marginals and "
+                                  "sampled parents first. Independent marginals: noisy one-way marginals only.")
     eps_text = d2.text_input("Epsilons for the sweep", "0.1, 1, 5", key="ss_epsilons",
                              help="Comma-separated; each is a total (epsilon, delta) budget for one release.")
     n_seeds = int(d3.number_input("Seeds", 1, 10, 2, key="ss_seeds"))

@@ -90,7 +90,6 @@ def test_synthesizer_and_strata_changes_and_release():
     ledger = _table(at, "rho_equivalent")
     assert "stratum sizes (Gaussian counts)" in set(ledger["label"])
     assert any("rho" in s.value for s in at.success)
-    keys = {b.proto.id for b in at.get("download_button")}
     assert len(at.get("download_button")) >= 4  # release CSV, budget statement, export JSON and zip
 
 
