@@ -106,6 +106,8 @@ def validate_config(config: SessionConfig) -> None:
         raise ValueError(f"Response mode must be one of {list(RESPONSE_MODES)}, got {config.response_mode!r}.")
     if config.favourable_label not in (0, 1):
         raise ValueError("The favourable label must be 0 or 1.")
+    if not isinstance(config.instructions, str) or len(config.instructions) > 2000:
+        raise ValueError("Instructions must be text of at most 2,000 characters.")
 
 
 # ----------------------------------------------------------------------------- sampling

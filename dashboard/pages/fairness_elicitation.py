@@ -69,6 +69,9 @@ def _goto(position: int | None) -> None:
 
 
 def _join(code_key: str, name_key: str) -> None:
+    if not st.session_state.get(P + "consent"):
+        _set("join_error", "Please read the note on how your answers are used and tick the box to join.")
+        return
     try:
         login = _store().join(st.session_state.get(code_key, ""), st.session_state.get(name_key, ""))
     except (ValueError, PermissionError) as err:
@@ -108,6 +111,9 @@ def stakeholder_view(join_code: str | None) -> None:
         c1, c2 = st.columns(2)
         c1.text_input("Join code", value=join_code or "", key=P + "join_code", max_chars=12)
         c2.text_input("Your name or nickname", key=P + "join_name", max_chars=60)
+        st.checkbox("I understand that my answers are stored under this name, shown to the facilitator, "
+                    "and used, pooled with others, to constrain a statistical model. I can ask the "
+                    "facilitator to withdraw them.", key=P + "consent")
         st.button("Join", key=P + "join", type="primary", on_click=_join,
                   args=(P + "join_code", P + "join_name"))
         with st.expander("Resume after a disconnect"):
@@ -187,7 +193,8 @@ def _create_session() -> None:
             features=tuple(st.session_state[P + "features"]),
             n_core=int(st.session_state[P + "n_core"]), n_random=int(st.session_state[P + "n_random"]),
             n_repeat=int(st.session_state[P + "n_repeat"]),
-            response_mode=st.session_state[P + "mode"], seed=int(st.session_state[P + "seed"]))
+            response_mode=st.session_state[P + "mode"], seed=int(st.session_state[P + "seed"]),
+            instructions=st.session_state.get(P + "instructions", "").strip() or el.SessionConfig.instructions)
         created = _store().create_session(config, st.session_state.get(P + "name", ""))
     except ValueError as err:
         _set("create_error", str(err))
@@ -241,6 +248,8 @@ def facilitator_setup() -> None:
     c[3].selectbox("Answers", list(el.RESPONSE_MODES), key=P + "mode",
                    format_func=lambda m: "same / may differ" if m == "binary" else "four options")
     c[4].number_input("Seed", 0, 2**31 - 1, 0, key=P + "seed")
+    st.text_area("Instructions shown to stakeholders (keep them neutral: no fairness guidance)",
+                 el.SessionConfig.instructions, key=P + "instructions", height=80)
     st.button("Create session", key=P + "create", type="primary", on_click=_create_session)
 
     st.subheader("Open a session")

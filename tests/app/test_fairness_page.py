@@ -43,6 +43,9 @@ def test_stakeholder_answers_three_cards_and_facilitator_sees_them():
     assert sh.text_input(key="fe_join_code").value == session["join_code"]
     sh.text_input(key="fe_join_name").input("Ann").run()
     sh.button(key="fe_join").click().run()
+    assert "tick the box" in sh.error[0].value            # consent is required
+    sh.checkbox(key="fe_consent").check().run()
+    sh.button(key="fe_join").click().run()
     assert not sh.error
     assert any("Card 1 of 52" in m.value for m in sh.markdown)
     for _ in range(3):
@@ -76,6 +79,7 @@ def test_bad_join_code_and_wrong_key_show_errors_and_keep_inputs():
     sh.radio(key="fe_role").set_value("Stakeholder").run()
     sh.text_input(key="fe_join_code").input("NOPE").run()
     sh.text_input(key="fe_join_name").input("Bob").run()
+    sh.checkbox(key="fe_consent").check().run()
     sh.button(key="fe_join").click().run()
     assert not sh.exception and "join code" in sh.error[0].value
     assert sh.text_input(key="fe_join_name").value == "Bob"
@@ -108,6 +112,7 @@ def test_confidence_is_stored_live_refresh_renders_and_withdrawal_removes_answer
     session = fac.session_state["fe_fac"]
     sh = _app(join=session["join_code"])
     sh.text_input(key="fe_join_name").input("Cy").run()
+    sh.checkbox(key="fe_consent").check().run()
     sh.button(key="fe_join").click().run()
     sh.select_slider(key="fe_confidence").set_value(4).run()
     sh.button(key="fe_ans_differ").click().run()
