@@ -342,10 +342,14 @@ def fit_with_holdout(data: LearningData, constraints: pd.DataFrame, config: Lear
     fit_rows = data.train if individual_holdout else np.arange(data.n)
     fit = fit_elicited_fair(data, train_pairs, config, fit_rows=fit_rows, progress=progress)
     y = data.y
+    # Held-out individuals who appear in a fitted pair shaped the model through their multipliers,
+    # so the held-out error is measured on the others only.
+    unseen = np.setdiff1d(data.test, np.r_[train_pairs.I, train_pairs.J])
     summary = {"gamma": config.gamma, "eta": config.eta,
                "error": float(np.abs(fit.p_hat - y)[fit_rows].mean()),
-               "error_heldout": float(np.abs(fit.p_hat - y)[data.test].mean())
-               if individual_holdout and data.test.size else float("nan")}
+               "error_heldout": float(np.abs(fit.p_hat - y)[unseen].mean())
+               if individual_holdout and unseen.size else float("nan"),
+               "heldout_individuals": int(unseen.size) if individual_holdout else 0}
     for prefix, prs in (("", train_pairs), ("heldout_", test_pairs)):
         for k, v in pair_metrics(fit.p_hat, prs, config.gamma).items():
             summary[prefix + k] = float(v) if prs.m or not prefix else float("nan")

@@ -135,6 +135,8 @@ def test_holdout_reports_both_splits(data):
     assert rep.summary["pairs"] + rep.summary["heldout_pairs"] == len(cons)
     assert rep.summary["heldout_pairs"] == round(0.25 * len(cons))
     assert 0.2 < rep.summary["error_heldout"] < 0.6
+    members = np.r_[rep.train_pairs.I, rep.train_pairs.J]
+    assert rep.summary["heldout_individuals"] == len(np.setdiff1d(data.test, members)) < len(data.test)
     assert np.array_equal(rep.fit.fit_rows, data.train)
 
 
