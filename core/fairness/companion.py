@@ -28,6 +28,7 @@ class CompanionConfig:
     seed: int = 0
 
     def validate(self) -> "CompanionConfig":
+        """Raise ValueError naming the setting to change; return self when valid."""
         if not 0.0 < self.cutoff < 1.0:
             raise ValueError("The cut-off must lie strictly between 0 and 1.")
         if not 2 <= int(self.bins) <= 50:

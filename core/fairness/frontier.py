@@ -43,6 +43,7 @@ class FrontierConfig:
     tol: float = FAST_FALLBACK_TOL
 
     def validate(self) -> "FrontierConfig":
+        """Raise ValueError naming the setting to change; return self when valid."""
         if self.sweep not in SWEEPS:
             raise ValueError(f"sweep must be one of {sorted(SWEEPS)}.")
         if len(self.values) < 2:
@@ -63,6 +64,7 @@ class FrontierConfig:
         return sorted(set(float(v) for v in (self.gammas if self.sweep == "gamma" else self.etas)))
 
     def learner(self, value: float) -> LearnerConfig:
+        """Learner settings of the point at this swept value."""
         gamma, eta = (value, 0.0) if self.sweep == "gamma" else (self.eta_gamma, value)
         return LearnerConfig(gamma=float(gamma), eta=float(eta), T=int(self.T), C_lambda=self.C_lambda,
                              averaging=self.averaging, oracle=self.oracle)

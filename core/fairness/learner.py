@@ -25,6 +25,7 @@ AVERAGING = {
     "fast": "fast: average of the second half of the rounds (heuristic, no guarantee)",
 }
 ORACLES = ("logistic", "ols")
+_ALL_ORACLES = ORACLES + ("exact1d",)   # exact1d: toy checks against the LP only
 #: Realised slack beyond the target that the fast average may use before falling back (spec 2).
 FAST_FALLBACK_TOL = 0.02
 
@@ -44,6 +45,7 @@ class LearnerConfig:
     record_every: int = 10
 
     def validate(self) -> "LearnerConfig":
+        """Raise ValueError naming the parameter to change; return self when valid."""
         if not self.gamma >= 0:
             raise ValueError("gamma (per-pair slack) must be >= 0; 0 asks for identical treatment.")
         if not self.eta >= 0:
@@ -54,7 +56,7 @@ class LearnerConfig:
             raise ValueError("C_lambda and C_tau must be positive; the default is 10.")
         if self.averaging not in AVERAGING:
             raise ValueError(f"averaging must be one of {sorted(AVERAGING)}.")
-        if self.oracle not in ORACLES:
+        if self.oracle not in _ALL_ORACLES:
             raise ValueError(f"oracle must be one of {list(ORACLES)}.")
         return self
 
@@ -71,6 +73,7 @@ class OrderedPairs:
 
     @property
     def m(self) -> int:
+        """Number of ordered pairs."""
         return int(self.I.shape[0])
 
     def incidence(self, n: int) -> sp.csr_matrix:
@@ -176,6 +179,40 @@ class _OlsOracle:
         return -beta                                # h = 1[x.(-beta) > 0] = 1[prediction < 0]
 
 
+class _ExactThresholdOracle:
+    """Exact cost-sensitive oracle over 1-D thresholds 1[s * x > t] (toy problems, spec R8)."""
+
+    def __init__(self, X: np.ndarray):
+        if X.shape[1] != 1:
+            raise ValueError("The exact threshold oracle needs a single feature.")
+        self.x = X[:, 0]
+        self.values = np.unique(self.x)
+        self.cuts = np.r_[self.values[0] - 1.0, (self.values[:-1] + self.values[1:]) / 2,
+                          self.values[-1] + 1.0]
+        self.code = np.searchsorted(self.values, self.x)
+
+    def __call__(self, diff: np.ndarray) -> np.ndarray:
+        per_value = np.bincount(self.code, weights=diff, minlength=self.values.size)
+        above = np.r_[np.cumsum(per_value[::-1])[::-1], 0.0]     # cost of 1 for x > cuts[k]
+        below = np.r_[0.0, np.cumsum(per_value)]                 # cost of 1 for x < cuts[k]
+        k_up, k_down = int(np.argmin(above)), int(np.argmin(below))
+        if above[k_up] <= below[k_down]:
+            return np.r_[1.0, -self.cuts[k_up]]
+        return np.r_[-1.0, self.cuts[k_down]]
+
+
+def exact_fair_erm(H: np.ndarray, y: np.ndarray, pairs: OrderedPairs, gamma: float) -> float:
+    """Optimal error of problem (1)-(2) with eta = 0 over mixtures of the columns of H (an LP)."""
+    from scipy.optimize import linprog
+    errors = (H != y[:, None]).mean(axis=0)
+    A_ub = H[pairs.I] - H[pairs.J]
+    res = linprog(errors, A_ub=A_ub, b_ub=np.full(pairs.m, gamma), A_eq=np.ones((1, H.shape[1])),
+                  b_eq=[1.0], bounds=[(0, 1)] * H.shape[1], method="highs")
+    if res.status != 0:
+        raise ValueError("The fair ERM linear programme has no solution; the class needs a constant.")
+    return float(res.fun)
+
+
 def _best_response(oracle, X: np.ndarray, c0: np.ndarray, c1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Oracle rule, or a constant classifier when cheaper (H contains both constants, spec 5)."""
     diff = c1 - c0
@@ -210,7 +247,8 @@ def fit_elicited_fair(data: LearningData, pairs: OrderedPairs, config: LearnerCo
     n_fit = float(fit_rows.size)
     c0 = y * mask / n_fit                                  # cost of predicting 0
     base1 = (1.0 - y) * mask / n_fit                       # error part of the cost of predicting 1
-    oracle = _LogisticOracle(X) if config.oracle == "logistic" else _OlsOracle(X)
+    oracle = {"logistic": _LogisticOracle, "ols": _OlsOracle,
+              "exact1d": _ExactThresholdOracle}[config.oracle](X)
     m, T = pairs.m, int(config.T)
     notes: list[str] = []
 

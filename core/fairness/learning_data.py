@@ -37,6 +37,7 @@ class LearningData:
 
     @property
     def n(self) -> int:
+        """Number of individuals."""
         return int(self.y.shape[0])
 
 
