@@ -19,7 +19,7 @@ from core.datasets import load_cps  # noqa: E402
 from core.synthesis.encoding import encode_categories  # noqa: E402
 from core.synthesis.metrics import one_way_tvd, tvd_by_stratum, two_way_tvd  # noqa: E402
 from core.synthesis.stratified import StratifiedSynthesizer  # noqa: E402
-from core.synthesis.sweep import rho_for_epsilon  # noqa: E402
+from core.privacy.accounting import rho_for_epsilon  # noqa: E402
 from core.synthesis.synthesizers import MST, IndependentMarginals  # noqa: E402
 
 # SmartNoise MST 1.0.8 with mbi's i.i.d. sampler, same 50,000-row CPS extract, delta 1e-9, 3 repeats

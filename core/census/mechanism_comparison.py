@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from core.privacy.accounting import generalized_gaussian_sigma_bound, rho_to_epsilon
+from core.privacy.accounting import generalized_gaussian_sigma_bound, rho_for_epsilon
 
 # ---------------------------------------------------------------- |X| distribution per mechanism
 # Each returns (survival function of |X| at t >= 0, quantile function of |X|) for one query.
@@ -186,14 +186,6 @@ def calibrate_generalized_gaussian(k: int, p: float, epsilon: float, delta: floa
     return _calibrate_gg_cached(int(k), float(p), float(round(epsilon, 12)), float(delta))
 
 
-def _rho_for_epsilon(epsilon: float, delta: float) -> float:
-    """The rho whose tight conversion gives exactly (epsilon, delta)."""
-    from scipy.optimize import brentq
-    f = lambda lr: rho_to_epsilon(math.exp(lr), delta) - epsilon  # noqa: E731
-    lo, hi = math.log(epsilon) - 20.0, math.log(epsilon) + 3.0
-    return math.exp(brentq(f, lo, hi, xtol=1e-12))
-
-
 # --------------------------------------------------------------------------------- sweep
 @dataclass(frozen=True)
 class MechanismSweepConfig:
@@ -244,7 +236,7 @@ def mechanism_sweep(config: MechanismSweepConfig, progress=None) -> pd.DataFrame
                 mae = 2 * beta / ((1 - beta) * (1 + beta))
                 rows += _rows(name, _LABELS[name], "pure epsilon", eps, b, _metrics(s, q, k, True, mae, math.sqrt(var)))
             elif name in ("gaussian", "discrete_gaussian"):
-                rho = _rho_for_epsilon(eps, config.delta)
+                rho = rho_for_epsilon(eps, config.delta)
                 sigma = math.sqrt(k) / math.sqrt(2.0 * rho)
                 if name == "gaussian":
                     s, q = _abs_gaussian(sigma)

@@ -76,6 +76,17 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     return max(0.0, _log_alpha_search(eps_at))
 
 
+def rho_for_epsilon(epsilon: float, delta: float) -> float:
+    """Largest rho whose tight (epsilon, delta) conversion stays within ``epsilon``: the inverse of
+    ``rho_to_epsilon`` at fixed delta, found by root finding on log(rho) (CKS 2020, Cor. 13)."""
+    from scipy.optimize import brentq
+
+    epsilon = _check_positive(epsilon, "epsilon")
+    _check_delta(delta)
+    lo, hi = math.log(epsilon) - 30.0, math.log(epsilon) + 3.0
+    return math.exp(brentq(lambda lr: rho_to_epsilon(math.exp(lr), delta) - epsilon, lo, hi, xtol=1e-13))
+
+
 def delta_for(rho: float, epsilon: float) -> float:
     """Smallest delta the tight conversion certifies for rho-zCDP at this epsilon (CKS 2020, Cor. 13).
 

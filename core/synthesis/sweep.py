@@ -6,25 +6,16 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import brentq
 
 from core.cache import memory
 from core.parallel import map_trials
-from core.privacy.accounting import rho_to_epsilon
+from core.privacy.accounting import rho_for_epsilon
 from core.synthesis.encoding import decode_categories, encode_categories
 from core.synthesis.metrics import group_keys, ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd
 from core.synthesis.registry import SYNTHESIZERS
 from core.synthesis.stratified import StratifiedSynthesizer
 
 METHODS = ("stratified", "pooled")
-
-
-def rho_for_epsilon(epsilon: float, delta: float) -> float:
-    """Largest zCDP rho whose tight (epsilon, delta) conversion is at most ``epsilon`` (Canonne et al. 2020)."""
-    if epsilon <= 0 or not 0 < delta < 1:
-        raise ValueError("epsilon must be positive and delta strictly between 0 and 1.")
-    return float(brentq(lambda r: rho_to_epsilon(r, delta) - epsilon, 1e-15, epsilon * epsilon / 2 + 1,
-                        xtol=1e-15, rtol=1e-10))
 
 
 @dataclass(frozen=True)

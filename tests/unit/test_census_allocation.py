@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from core.census.allocation import Allocation
-from core.census.mechanism_comparison import _rho_for_epsilon
+from core.privacy.accounting import rho_for_epsilon
 from core.privacy.accounting import epsilon_to_rho, rho_to_epsilon
 
 
@@ -49,7 +49,7 @@ def test_mismatched_levels_message():
 
 def test_conversion_round_trips():
     for eps in (0.1, 1.0, 4.0):
-        assert rho_to_epsilon(_rho_for_epsilon(eps, 1e-6), 1e-6) == pytest.approx(eps, rel=1e-9)
+        assert rho_to_epsilon(rho_for_epsilon(eps, 1e-6), 1e-6) == pytest.approx(eps, rel=1e-9)
         rho = epsilon_to_rho(eps)
         assert rho == pytest.approx(eps ** 2 / 2)
     # pure epsilon-DP implies eps^2/2-zCDP, whose tight conversion is at least eps for small delta

@@ -117,3 +117,19 @@ def test_generalized_gaussian_bound_by_hand_and_its_range():
         acc.generalized_gaussian_sigma_bound(1000, 4, 1.0, 0.01)
     # outside the proven range the formula is still available on request (e.g. to plot it)
     assert acc.generalized_gaussian_sigma_bound(100, 2, 1.0, 1e-6, check_range=False) == pytest.approx(9_725, rel=1e-3)
+
+
+@pytest.mark.parametrize("epsilon,delta", [(0.1, 1e-9), (1.0, 1e-6), (5.0, 1e-5)])
+def test_rho_for_epsilon_inverts_the_tight_conversion(epsilon, delta):
+    rho = acc.rho_for_epsilon(epsilon, delta)
+    assert acc.rho_to_epsilon(rho, delta) == pytest.approx(epsilon, rel=1e-9)
+    # inverting the simple bound rho + 2 sqrt(rho ln(1/delta)) by hand gives a smaller rho
+    log_inv = math.log(1 / delta)
+    assert rho > (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
+
+
+def test_rho_for_epsilon_rejects_bad_input():
+    with pytest.raises(ValueError):
+        acc.rho_for_epsilon(0.0, 1e-6)
+    with pytest.raises(ValueError):
+        acc.rho_for_epsilon(1.0, 1.5)
