@@ -202,6 +202,7 @@ class ElicitationStore:
         # SQLite's busy handler backs off by sleeping, which starves some threads under load;
         # writers of this process queue on a lock instead (other processes still use busy_timeout).
         self._write_lock = threading.Lock() if self.is_sqlite else None
+        self._memo: dict[str, tuple] = {}
         self._create_schema()
 
     # ------------------------------------------------------------------ plumbing
@@ -415,22 +416,19 @@ class ElicitationStore:
         is computed inside the write transaction, so concurrent tabs cannot collide.
         """
         event_id = self._check_event(event_id)
-        # Checks that only read run outside the write lock; the write itself stays minimal.
-        with self._read() as conn:
-            me = self._stakeholder(conn, token)
-            if conn.execute(_Q_EVENT, {"event_id": event_id}).first():
-                return False
-            values = self._validate(conn, me, position, response, confidence, latency_ms)
         for attempt in range(3):
+            # Checks that only read run outside the write lock, from a per-token memo after the first.
+            me, values = self._checked(token, position, response, confidence, latency_ms)
             try:
                 with self._write() as conn:
                     self._insert(conn, me, event_id, values)
                 return True
             except IntegrityError:
-                # Either the same event id raced in from another thread, or a revision clash
-                # (PostgreSQL has no up-front write lock): re-check, then retry.
+                # The same event id stored already (a re-delivered click), a revision clash on
+                # PostgreSQL, or the stakeholder withdrawn by another process: re-check and retry.
+                self._memo.pop(_digest(token.strip()), None)
                 with self._read() as conn:
-                    if conn.execute(select(judgments.c.seq).where(judgments.c.event_id == event_id)).first():
+                    if conn.execute(_Q_EVENT, {"event_id": event_id}).first():
                         return False
                 if attempt == 2:
                     raise
@@ -440,16 +438,56 @@ class ElicitationStore:
                 time.sleep(0.05 * (attempt + 1))
         return False  # pragma: no cover
 
+    def _checked(self, token: str, position: Any, response: Any, confidence: Any,
+                 latency_ms: Any) -> tuple[dict, dict]:
+        """Validate an answer; the stakeholder, their cards and the session mode are memoised per token."""
+        token = _check_secret(token, "resume code")
+        key = _digest(token)
+        memo = self._memo.get(key)
+        if memo is None:
+            with self._read() as conn:
+                me = dict(self._stakeholder(conn, token))
+                mode = conn.execute(_Q_SESSION, {"sid": me["session_id"]}).mappings().first()["config"]["response_mode"]
+                cards = {r[0] for r in conn.execute(select(assignments.c.position).where(
+                    assignments.c.session_id == me["session_id"],
+                    assignments.c.stakeholder_id == me["stakeholder_id"]))}
+            memo = (me, RESPONSE_MODES[mode], frozenset(cards))
+            if len(self._memo) > 10_000:
+                self._memo.clear()
+            self._memo[key] = memo
+        me, options, cards = memo
+        return me, self._check_values(options, cards, position, response, confidence, latency_ms)
+
+    @staticmethod
+    def _check_values(options: tuple, cards: frozenset, position: Any, response: Any, confidence: Any,
+                      latency_ms: Any) -> dict:
+        if response not in (*options, SKIP, RETRACT):
+            raise ValueError(f"Unknown answer {response!r}; this session accepts {list(options)}, "
+                             f"'{SKIP}' or '{RETRACT}'.")
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+            raise ValueError(f"Card position must be a whole number, got {position!r}.")
+        position = int(position)
+        if position not in cards:
+            raise ValueError(f"Card {position} is not in your assignment.")
+        if confidence is not None and not (isinstance(confidence, (int, np.integer)) and 1 <= confidence <= 5):
+            raise ValueError("Confidence must be a whole number from 1 to 5.")
+        if latency_ms is not None:
+            latency_ms = float(latency_ms)
+            if not np.isfinite(latency_ms) or latency_ms < 0:
+                raise ValueError("Latency must be a non-negative number of milliseconds.")
+        return {"position": position, "response": response,
+                "confidence": None if confidence is None else int(confidence), "latency_ms": latency_ms}
+
     def record_answers(self, token: str, answers: pd.DataFrame) -> int:
         """Append many answers of one stakeholder in one transaction (demo panels, imports)."""
         need = {"position", "response"}
         if not need <= set(answers.columns):
             raise ValueError(f"Answers need columns {sorted(need)}.")
         rows = answers.to_dict("records")
-        with self._read() as conn:
-            me = self._stakeholder(conn, token)
-            checked = [self._validate(conn, me, r["position"], r["response"], r.get("confidence"),
-                                      r.get("latency_ms")) for r in rows]
+        checked = [self._checked(token, r["position"], r["response"], r.get("confidence"), r.get("latency_ms"))
+                   for r in rows]
+        me = checked[0][0] if checked else None
+        checked = [values for _, values in checked]
         with self._write() as conn:
             for r, values in zip(rows, checked):
                 self._insert(conn, me, r.get("event_id") or uuid.uuid4().hex, values)
@@ -460,32 +498,6 @@ class ElicitationStore:
         if not isinstance(event_id, str) or not 8 <= len(event_id) <= 64:
             raise ValueError("Each answer needs an event id of 8 to 64 characters.")
         return event_id
-
-    def _validate(self, conn: Connection, me, position: Any, response: Any, confidence: Any,
-                  latency_ms: Any) -> dict:
-        """Check one answer against the session and the stakeholder's cards; ValueError if unusable."""
-        session = conn.execute(_Q_SESSION, {"sid": me["session_id"]}).mappings().first()
-        if session["status"] != "open":
-            raise ValueError("This session is closed; answers can no longer be changed.")
-        options = RESPONSE_MODES[session["config"]["response_mode"]]
-        if response not in (*options, SKIP, RETRACT):
-            raise ValueError(f"Unknown answer {response!r}; this session accepts {list(options)}, "
-                             f"'{SKIP}' or '{RETRACT}'.")
-        if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
-            raise ValueError(f"Card position must be a whole number, got {position!r}.")
-        position = int(position)
-        exists = conn.execute(_Q_CARD, {"sid": me["session_id"], "uid": me["stakeholder_id"],
-                                        "pos": position}).first()
-        if exists is None:
-            raise ValueError(f"Card {position} is not in your assignment.")
-        if confidence is not None and not (isinstance(confidence, (int, np.integer)) and 1 <= confidence <= 5):
-            raise ValueError("Confidence must be a whole number from 1 to 5.")
-        if latency_ms is not None:
-            latency_ms = float(latency_ms)
-            if not np.isfinite(latency_ms) or latency_ms < 0:
-                raise ValueError("Latency must be a non-negative number of milliseconds.")
-        return {"position": position, "response": response,
-                "confidence": None if confidence is None else int(confidence), "latency_ms": latency_ms}
 
     def _insert(self, conn: Connection, me, event_id: str, values: dict) -> None:
         """The write: status re-checked and the revision computed inside the same transaction."""
@@ -677,6 +689,7 @@ class ElicitationStore:
             n = conn.execute(judgments.delete().where(judgments.c.stakeholder_id == row[0])).rowcount
             conn.execute(assignments.delete().where(assignments.c.stakeholder_id == row[0]))
             conn.execute(stakeholders.delete().where(stakeholders.c.stakeholder_id == row[0]))
+        self._memo.clear()
         return int(n)
 
     def dispose(self) -> None:
