@@ -306,3 +306,38 @@ def test_assignments_reproducible_from_seed_and_roster(store):
     other = store.my_assignment(store.join(second.join_code, "Eve").token)
     pd.testing.assert_frame_equal(one, two)
     assert not one[["a", "b"]].equals(other[["a", "b"]])
+
+
+WRITER = textwrap.dedent("""
+    import sys, uuid
+    sys.path.insert(0, {repo!r})
+    from core.fairness.store import ElicitationStore
+    store = ElicitationStore({url!r})
+    for token in sys.argv[1:]:
+        for p in range(50):
+            assert store.record_answer(token, p, "same" if p % 2 else "differ", uuid.uuid4().hex)
+""")
+
+
+def test_writers_in_separate_processes_share_the_file_safely(store, db, tmp_path):
+    created = store.create_session(FIFTY, "procs")
+    logins = [store.join(created.join_code, f"p{k}") for k in range(8)]
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER.format(repo=str(REPO), url=db))
+    procs = [subprocess.Popen([sys.executable, str(script), a.token, b.token])
+             for a, b in zip(logins[::2], logins[1::2])]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    log = store.event_log(created.session_id, created.facilitator_key)
+    assert len(log) == 8 * 50 and log["event_id"].is_unique
+    assert not log.duplicated(["stakeholder_id", "position"]).any()
+
+
+def test_withdrawal_seen_by_another_process_rejects_cached_writer(db):
+    first, second = ElicitationStore(db), ElicitationStore(db)
+    created = first.create_session(SessionConfig(n_core=2, n_random=0, n_repeat=0), "stale")
+    me = first.join(created.join_code, "Ann")
+    assert first.record_answer(me.token, 0, "same", eid())          # memoises Ann in `first`
+    second.delete_stakeholder(created.session_id, created.facilitator_key, "Ann")
+    with pytest.raises(PermissionError, match="resume code"):
+        first.record_answer(me.token, 1, "same", eid())
+    first.dispose(), second.dispose()
