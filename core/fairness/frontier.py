@@ -126,7 +126,8 @@ def group_rates(p: np.ndarray, y: np.ndarray, groups: pd.DataFrame) -> pd.DataFr
             fnr = np.where(n_pos > 0, 1 - table["sum_pos"].to_numpy() / n_pos, np.nan)
         rows.append(pd.DataFrame({
             "attribute": attribute, "group": table.index.astype(str),
-            "n": (n_neg + n_pos).astype(int), "fpr": fpr,
+            "n": (n_neg + n_pos).astype(int), "n_negative": n_neg.astype(int),
+            "n_positive": n_pos.astype(int), "fpr": fpr,
             "fpr_low": np.where(n_neg > 0, fpr_lo, np.nan), "fpr_high": np.where(n_neg > 0, fpr_hi, np.nan),
             "fnr": fnr, "fnr_low": np.where(n_pos > 0, fnr_lo, np.nan),
             "fnr_high": np.where(n_pos > 0, fnr_hi, np.nan)}))
@@ -240,4 +241,20 @@ def is_cached(constraints: pd.DataFrame, config: FrontierConfig) -> bool:
                                                          progress=None))
     except Exception:
         return False
+
+
+def fpr_gap(groups: pd.DataFrame, a: str = "African-American", b: str = "Caucasian",
+            attribute: str = "race") -> pd.DataFrame:
+    """FPR of group a minus group b at every swept value, with a 95% normal interval (spec R7)."""
+    part = groups[groups["attribute"] == attribute].set_index(["target", "group"])
+    rows = []
+    for target in sorted(groups["target"].unique()):
+        if (target, a) not in part.index or (target, b) not in part.index:
+            continue
+        ra, rb = part.loc[(target, a)], part.loc[(target, b)]
+        neg_a, neg_b = max(int(ra["n_negative"]), 1), max(int(rb["n_negative"]), 1)
+        se = float(np.sqrt(ra["fpr"] * (1 - ra["fpr"]) / neg_a + rb["fpr"] * (1 - rb["fpr"]) / neg_b))
+        gap = float(ra["fpr"] - rb["fpr"])
+        rows.append({"target": float(target), "fpr_gap": gap, "low": gap - Z95 * se, "high": gap + Z95 * se})
+    return pd.DataFrame(rows, columns=["target", "fpr_gap", "low", "high"])
 

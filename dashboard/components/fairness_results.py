@@ -7,7 +7,7 @@ import streamlit as st
 
 from core.cache import config_digest, data_fingerprint
 from core.fairness.companion import CompanionConfig, cost_ratio, equal_error_rate_scores
-from core.fairness.frontier import SWEEPS, FrontierConfig, is_cached, trade_off_frontier
+from core.fairness.frontier import SWEEPS, FrontierConfig, fpr_gap, is_cached, trade_off_frontier
 from core.fairness.learner import AVERAGING, ORACLES
 from core.fairness.learning_data import compas_learning_data
 from dashboard.components.progress import progress_bar
@@ -132,7 +132,9 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
 
     pairs = result.pairs[np.isclose(result.pairs["target"], target)]
     st.markdown("**Binding constraints at this operating point**")
-    binding = (pairs[pairs["split"] == "fit"].sort_values("shadow_price", ascending=False)
+    only = st.checkbox("Show only pairs over their slack", key=f"{key}_only_violated")
+    fitted = pairs[(pairs["split"] == "fit") & (pairs["violated"] | (not only))]
+    binding = (fitted.sort_values("shadow_price", ascending=False)
                .loc[:, ["i", "j", "weight", "agreement", "p_i", "p_j", "gap", "violated", "shadow_price"]]
                .rename(columns={"shadow_price": "error cost per unit of slack"}))
     st.caption("Error cost per unit of slack is the pair's averaged multiplier: how much error the "
@@ -150,6 +152,13 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
                     key=f"{key}_groups_chart")
     st.caption("Rates of the randomised classifier on all 7,214 individuals; groups with few people "
                "(Asian, Native American) have wide intervals and should not be read as gaps.")
+    gap = fpr_gap(result.groups)
+    if not gap.empty:
+        st.plotly_chart(figs.fpr_gap_figure(gap, points, symbol,
+                                            "False positive rate gap, African-American minus Caucasian"),
+                        key=f"{key}_gap_chart")
+        st.caption("Does fairness to the elicited pairs go with a smaller gap in false positive rates "
+                   "between the two largest groups? (The paper's Fig. 2e asks this across subjects.)")
     with st.expander("Convergence of the learner", expanded=False):
         st.plotly_chart(figs.trajectory_figure(result.trajectories, symbol), key=f"{key}_traj_chart")
     scores = result.p_hat[int(np.flatnonzero(np.isclose(points["target"], target))[0])]
@@ -159,7 +168,7 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
                              + [base["averaging"], label]})
     return {"fairness_learner_settings": settings,
             "fairness_frontier": points, "fairness_pairs": pairs.reset_index(drop=True),
-            "fairness_groups": groups.reset_index(drop=True),
+            "fairness_groups": groups.reset_index(drop=True), "fairness_fpr_gap": gap,
             "fairness_trajectories": result.trajectories, **companion}
 
 

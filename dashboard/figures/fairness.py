@@ -69,6 +69,22 @@ def group_rates_figure(groups: pd.DataFrame, title: str) -> go.Figure:
     return fig
 
 
+def fpr_gap_figure(gap: pd.DataFrame, points: pd.DataFrame, symbol: str, label: str) -> go.Figure:
+    """FPR gap between two groups against realised unfairness along the sweep, with 95% intervals."""
+    data = gap.merge(points[["target", "unfairness"]], on="target").sort_values("unfairness")
+    fig = go.Figure()
+    fig.add_scatter(x=data["unfairness"], y=data["fpr_gap"], mode="lines+markers+text",
+                    text=[f"{symbol}={v:g}" for v in data["target"]], textposition="top center",
+                    error_y=dict(type="data", symmetric=False, array=data["high"] - data["fpr_gap"],
+                                 arrayminus=data["fpr_gap"] - data["low"]),
+                    marker=dict(color=HULL), name="FPR gap")
+    fig.add_hline(y=0, line=dict(color="#BBBBBB", dash="dot"))
+    fig.update_layout(title=label, xaxis_title="realised unfairness to the elicited pairs",
+                      yaxis_title="difference in false positive rate", height=340,
+                      margin=dict(t=50, b=30, l=50, r=10), showlegend=False)
+    return fig
+
+
 def trajectory_figure(trajectories: pd.DataFrame, symbol: str = "γ") -> go.Figure:
     """Error and largest pair gap of the running average by round, one line per swept value."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("error of the running mixture",

@@ -62,7 +62,7 @@ def test_waits_for_the_button_then_shows_frontier_tables_and_companion():
     assert {"i", "j", "gap", "violated", "error cost per unit of slack"} <= set(binding.columns)
     assert binding["error cost per unit of slack"].is_monotonic_decreasing
     tables = at.session_state["tables"]
-    assert {"fairness_learner_settings", "fairness_frontier", "fairness_pairs", "fairness_groups", "fairness_trajectories",
+    assert {"fairness_learner_settings", "fairness_fpr_gap", "fairness_frontier", "fairness_pairs", "fairness_groups", "fairness_trajectories",
             "companion_rates"} <= set(tables)
     assert tables["fairness_frontier"][0] == 10
     assert at.success or at.warning                 # the companion feasibility badge
@@ -105,3 +105,12 @@ def test_eta_sweep_from_the_settings():
     labels = at.select_slider(key="fx_point").options
     assert all(label.startswith("η=") for label in labels)
     assert at.session_state["tables"]["fairness_frontier"][0] == 10
+
+
+def test_only_violated_filter():
+    at = run_small(app())
+    at.select_slider(key="fx_point").set_value(at.select_slider(key="fx_point").options[0]).run()
+    at.checkbox(key="fx_only_violated").check().run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert table.empty or table["violated"].all()

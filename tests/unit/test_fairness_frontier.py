@@ -117,3 +117,15 @@ def test_eta_sweep_traces_budget_against_error():
     assert res.baseline["symbol"] == "η"
     with pytest.raises(ValueError, match="sweep"):
         FrontierConfig(sweep="delta").validate()
+
+
+def test_fpr_gap_along_the_sweep(sweep):
+    from core.fairness.frontier import fpr_gap
+    res, _ = sweep
+    gap = fpr_gap(res.groups)
+    assert list(gap["target"]) == [0.0, 0.2, 0.5, 1.0]
+    g = res.groups.set_index(["target", "attribute", "group"])
+    expect = g.loc[(1.0, "race", "African-American"), "fpr"] - g.loc[(1.0, "race", "Caucasian"), "fpr"]
+    assert gap.iloc[-1]["fpr_gap"] == pytest.approx(expect)
+    assert (gap["low"] <= gap["fpr_gap"]).all() and (gap["fpr_gap"] <= gap["high"]).all()
+    assert gap.iloc[-1]["fpr_gap"] > 0.05        # the unconstrained fit flags more African-Americans wrongly
