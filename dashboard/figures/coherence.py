@@ -13,30 +13,35 @@ def _short(name: str, width: int = 38) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def distance_heatmap(subgroups: pd.DataFrame, adversary: str, alpha: float, value: str = "q_w1") -> go.Figure:
-    """Subgroup x release heat map of W1 for one adversary; hover shows the 5-95% band and the null."""
+def distance_heatmap(subgroups: pd.DataFrame, adversary: str, alpha: float) -> go.Figure:
+    """Subgroup x release heat map of median W1 for one adversary, 5-95% of trials in brackets.
+
+    Rows are sorted by the worst (1 - beta)-quantile across releases, worst on top; hover adds
+    that quantile and the null's.
+    """
     d = subgroups[subgroups["adversary"] == adversary]
-    order = d.groupby("subgroup")[value].max().sort_values(ascending=True).index.tolist()   # worst on top
+    order = d.groupby("subgroup")["q_w1"].max().sort_values(ascending=True).index.tolist()   # worst on top
     rels = list(dict.fromkeys(d["release"]))
-    z = d.pivot(index="subgroup", columns="release", values=value).reindex(index=order, columns=rels)
-    lo = d.pivot(index="subgroup", columns="release", values="q05_w1").reindex(index=order, columns=rels)
-    hi = d.pivot(index="subgroup", columns="release", values="q95_w1").reindex(index=order, columns=rels)
-    null = d.pivot(index="subgroup", columns="release", values="q_null").reindex(index=order, columns=rels)
+
+    def grid(col: str) -> np.ndarray:
+        return d.pivot(index="subgroup", columns="release", values=col).reindex(index=order, columns=rels).to_numpy()
+
+    med, lo, hi, q, null = grid("median_w1"), grid("q05_w1"), grid("q95_w1"), grid("q_w1"), grid("q_null")
     size = d.groupby("subgroup")["size"].first().reindex(order)
-    text = [[f"{z.iat[i, j]:.3f}<br>[{lo.iat[i, j]:.3f}, {hi.iat[i, j]:.3f}]" for j in range(len(rels))]
+    text = [[f"{med[i, j]:.3f}<br>[{lo[i, j]:.3f}, {hi[i, j]:.3f}]" for j in range(len(rels))]
             for i in range(len(order))]
-    custom = np.dstack([lo.to_numpy(), hi.to_numpy(), null.to_numpy(),
-                        np.repeat(size.to_numpy()[:, None], len(rels), axis=1)])
+    custom = np.dstack([lo, hi, q, null])
+    top = float(np.nanmax(hi)) if np.isfinite(hi).any() else 0.0
     fig = go.Figure(go.Heatmap(
-        z=z.to_numpy(), x=[_short(r, 30) for r in rels], y=[f"{s} (n={size[s]:,})" for s in order],
+        z=med, x=[_short(r, 30) for r in rels], y=[f"{s} (n={size[s]:,})" for s in order],
         text=text, texttemplate="%{text}", customdata=custom, colorscale="OrRd", zmin=0,
-        zmax=max(float(np.nanmax(z.to_numpy())) if z.size else 0, alpha * 1.5),
-        colorbar=dict(title="W1"),
-        hovertemplate=("%{y}<br>%{x}<br>W1 (%{z:.3f}); 5-95%% of trials [%{customdata[0]:.3f}, "
-                       "%{customdata[1]:.3f}]<br>null at the same quantile %{customdata[2]:.3f}<extra></extra>"),
+        zmax=max(top, alpha), colorbar=dict(title="median W1"),
+        hovertemplate=("%{y}<br>%{x}<br>median W1 %{z:.3f}; 5-95%% of trials [%{customdata[0]:.3f}, "
+                       "%{customdata[1]:.3f}]<br>(1 - beta) quantile %{customdata[2]:.3f}; null at that quantile "
+                       "%{customdata[3]:.3f}<extra></extra>"),
     ))
-    fig.update_layout(title=f"Wasserstein distance per subgroup ({adversary}); alpha = {alpha:g}",
-                      height=max(320, 28 * len(order) + 140), margin=dict(l=10, r=10, t=50, b=10))
+    fig.update_layout(title=f"Wasserstein distance per subgroup and release ({adversary}); alpha = {alpha:g}",
+                      height=max(320, 30 * len(order) + 140), margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
 
@@ -45,7 +50,7 @@ def score_histograms(scores: np.ndarray, in_release: np.ndarray, subgroup: str, 
     from core.coherence.wasserstein import wasserstein1
     a, b = scores[in_release], scores[~in_release]
     w = wasserstein1(a, b)
-    bins = dict(start=-1.0, end=1.0, size=0.05)
+    bins = dict(start=-1.0, end=1.0001, size=0.05)
     fig = go.Figure()
     fig.add_histogram(x=a, xbins=bins, histnorm="probability", name=f"in the release's half (n={a.size:,})",
                       marker_color=PALETTE[1], opacity=0.6)
@@ -109,12 +114,14 @@ def epsilon_figure(summary: pd.DataFrame, releases: pd.DataFrame, theory: pd.Dat
         fig.add_scatter(x=g["epsilon"], y=g["alpha_hat_null"], name=f"{adv}: null", mode="lines+markers",
                         line=dict(color=col, dash="dot"), marker=dict(symbol="circle-open"))
     dashes = {"conservative": "solid", "paper": "dash"}
+    greys = dict(zip(sorted(theory["size"].unique()), ["#000000", "#6e6e6e", "#b0b0b0"]))
     for (mode, size), g in theory.groupby(["constants", "size"]):
         g = g.dropna(subset=["certified_alpha"])
         if g.empty:
             continue
-        fig.add_scatter(x=g["epsilon"], y=g["certified_alpha"], mode="lines", line=dict(color="black", dash=dashes[mode],
-                        width=1.5), name=f"theory, size {size:,} ({'as printed' if mode == 'paper' else mode})")
+        fig.add_scatter(x=g["epsilon"], y=g["certified_alpha"], mode="lines",
+                        line=dict(color=greys.get(size, "#000000"), dash=dashes[mode], width=2),
+                        name=f"theory, size {size:,} ({'as printed' if mode == 'paper' else mode})")
     fig.update_layout(title=f"Incoherence against epsilon (alpha at beta = {beta:g}) and what theory certifies",
                       xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="alpha", range=[0, 2.05]),
                       height=430, margin=dict(l=10, r=10, t=50, b=10))

@@ -189,7 +189,7 @@ else:
                 colour = figs.VERDICT_COLOURS[row["verdict"]]
                 st.markdown(f"**{row['release']}**")
                 st.metric(f"Verdict: {row['release']}", row["verdict"] if row["verdict"] != "PASS"
-                          else "PASS (tested adversaries)")
+                          else "PASS (tested adversaries)", label_visibility="collapsed")
                 st.markdown(f"<span style='color:{colour};font-weight:600'>worst adversary: {worst['adversary']}, "
                             f"failure rate {worst['beta_hat']:.2f} (one-sided 95% bounds {worst['ci_low']:.2f}"
                             f"-{worst['ci_high']:.2f}); null {worst['null_beta_hat']:.2f}</span>",
@@ -215,21 +215,23 @@ else:
 
     adv_names = list(dict.fromkeys(result.summary["adversary"]))
     rel_names = list(rels["release"])
+    worst_adv = result.summary.sort_values(["beta_hat", "alpha_hat"], ascending=False)["adversary"].iloc[0]
     tab_heat, tab_hist, tab_curve, tab_size, tab_excl = st.tabs(
         ["Subgroup heat map", "Score histograms", "Failure rate against alpha", "Size against incoherence",
          "Excluded subgroups"])
     with tab_heat:
-        heat_adv = st.selectbox("Adversary", adv_names, key="coh_heat_adv")
+        heat_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_heat_adv")
         st.plotly_chart(figs.distance_heatmap(result.subgroups, heat_adv, s["alpha"]), key="coh_heat_chart")
-        st.caption("Cells: W1 at the (1 - beta) quantile over trials, with the 5-95% range of trials underneath; "
-                   "worst subgroups on top. Hover for the null at the same quantile.")
+        st.caption("Cells: median W1 over trials between the released and held-out halves of each subgroup, with "
+                   "the 5-95% range of trials in brackets; subgroups with the worst (1 - beta) quantile on top. "
+                   "Hover for that quantile and the null's.")
         table = result.subgroups[result.subgroups["adversary"] == heat_adv].sort_values("q_w1", ascending=False)
         st.dataframe(table, hide_index=True, width="stretch")
     with tab_hist:
         h1, h2, h3 = st.columns(3)
         hist_group = h1.selectbox("Subgroup", list(result.subgroup_masks), key="coh_hist_group")
         hist_rel = h2.selectbox("Release", rel_names, key="coh_hist_release")
-        hist_adv = h3.selectbox("Adversary", adv_names, key="coh_hist_adv")
+        hist_adv = h3.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_hist_adv")
         mask = result.subgroup_masks[hist_group]
         scores = result.example_scores[(hist_rel, hist_adv)]
         st.plotly_chart(figs.score_histograms(scores[mask], result.example_half[mask], hist_group,
@@ -243,7 +245,7 @@ else:
         st.caption("Solid: share of trials in which some eligible subgroup exceeds alpha, with its one-sided 95% "
                    "band; dotted: the same predictors on an independent split (the noise floor).")
     with tab_size:
-        size_adv = st.selectbox("Adversary", adv_names, key="coh_size_adv")
+        size_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_size_adv")
         st.plotly_chart(figs.size_scatter(result.subgroups, size_adv, s["alpha"]), key="coh_size_chart")
     with tab_excl:
         if result.excluded.empty:
