@@ -14,6 +14,7 @@ from core.districts.geography import EQUAL_AREA_CRS
 from core.districts.noise import equal_split_line
 
 SIMULATION_NOTE = "simulation, not a release"
+QUALITATIVE = px.colors.qualitative.Set1
 _DIGITS = re.compile(r"(-?\d+\.\d{5})\d+")
 # colour choice -> (column of the display table, colour-bar title, scale, diverging?)
 COLOUR_BY: dict[str, tuple[str, str, str, bool]] = {
@@ -100,7 +101,7 @@ def ensemble_histogram(study: pd.DataFrame) -> go.Figure:
     """Figure 4 analogue: histogram of log10 mean |E_D| per district, by generator, one panel per split."""
     d = study.assign(log10_error=np.log10(study["mean_abs_error"].clip(lower=1e-3)))
     fig = px.histogram(d, x="log10_error", color="generator", facet_col="split", barmode="overlay",
-                       opacity=0.6, nbins=30)
+                       opacity=0.6, nbins=30, color_discrete_sequence=QUALITATIVE)
     fig.update_xaxes(title="log10 mean |E_D| (people)")
     fig.update_layout(title=f"District error by generator and split ({SIMULATION_NOTE})", height=380,
                       legend=dict(orientation="h", y=-0.3), margin=dict(t=70, b=30, l=50, r=10))
@@ -110,7 +111,8 @@ def ensemble_histogram(study: pd.DataFrame) -> go.Figure:
 def fragmentation_histogram(study: pd.DataFrame) -> go.Figure:
     """Figure 6 analogue (left): fragmentation score of every district, by generator."""
     d = study.drop_duplicates(["generator", "district"])
-    fig = px.histogram(d, x="fragmentation", color="generator", barmode="overlay", opacity=0.6, nbins=30)
+    fig = px.histogram(d, x="fragmentation", color="generator", barmode="overlay", opacity=0.6, nbins=30,
+                       color_discrete_sequence=QUALITATIVE)
     fig.update_layout(title="Fragmentation of the districts (Def. 5)", height=340,
                       legend=dict(orientation="h", y=-0.3), margin=dict(t=50, b=30, l=50, r=10))
     return fig
@@ -123,12 +125,13 @@ def fragmentation_variance_figure(study: pd.DataFrame, sensitivity: float, lapla
     if d.empty:
         d = study[study["split"] == study["split"].iloc[0]]
     fig = px.scatter(d, x="fragmentation", y="empirical_variance", color="generator", opacity=0.7,
+                     color_discrete_sequence=QUALITATIVE,
                      labels={"empirical_variance": "observed variance of E_D"})
-    if laplace and not d.empty:
+    if laplace and not d.empty and d["split"].iloc[0] == "equal":  # the line holds under the equal split only
         f = np.linspace(0, float(d["fragmentation"].max()) * 1.05, 100)
         w1 = float(d["w1_squared"].mean())
         line = equal_split_line(f, w1, int(d["depth"].iloc[0]), float(d["eps_equal_line"].iloc[0]), sensitivity)
-        fig.add_scatter(x=f, y=line, mode="lines", name="8 d²/ε² (w1² + Frag)", line=dict(color="#222", dash="dash"))
+        fig.add_scatter(x=f, y=line, mode="lines", name="8 d²/ε² (w1² + Frag)" if sensitivity == 2 else "2 s² d²/ε² (w1² + Frag)", line=dict(color="#222", dash="dash"))
     fig.update_layout(title=f"Fragmentation vs error variance, split {d['split'].iloc[0] if len(d) else ''}",
                       height=380, legend=dict(orientation="h", y=-0.3), margin=dict(t=50, b=30, l=60, r=10))
     return fig
@@ -160,18 +163,21 @@ def er_scatter(precincts: pd.DataFrame, estimates: pd.DataFrame, noisy_shares: p
 
 
 def er_histogram(estimates: pd.DataFrame, truth: dict) -> go.Figure:
-    """Point estimates over the noisy runs, per mode, with the fit on true counts and the simulated truth."""
+    """Point estimates over the noisy runs per mode (dots), beside the fit on true counts (black cross), for the
+    group and the complement; each panel has its own scale so the spread is visible."""
     noisy = estimates[estimates["run"] >= 0].melt(id_vars=["run", "mode"], value_vars=["group_support",
                                                                                        "complement_support"],
                                                   var_name="estimate", value_name="support")
-    fig = px.histogram(noisy, x="support", color="estimate", facet_col="mode", barmode="overlay", opacity=0.6,
-                       nbins=25)
-    for i, mode in enumerate(["all", "filtered", "weighted"], start=1):
-        t = estimates[(estimates["run"] < 0) & (estimates["mode"] == mode)]
-        for col, colour in (("group_support", "#1f3d7a"), ("complement_support", "#7a1f1f")):
-            if not t.empty:
-                fig.add_vline(x=float(t[col].iloc[0]), line_dash="dash", line_color=colour, col=i, row=1)
-    fig.update_layout(title=f"ER estimates over noisy runs (dashed: fit on true counts; simulated truth "
-                            f"{truth['group']:.2f} / {truth['complement']:.2f})", height=360,
-                      legend=dict(orientation="h", y=-0.3), margin=dict(t=70, b=30, l=50, r=10))
+    cols = ["group_support", "complement_support"]
+    fig = px.strip(noisy, x="mode", y="support", color="mode", facet_col="estimate",
+                   category_orders={"mode": ["all", "filtered", "weighted"], "estimate": cols},
+                   color_discrete_sequence=QUALITATIVE)
+    fig.update_yaxes(matches=None, showticklabels=True)
+    true = estimates[estimates["run"] < 0]
+    for c, col in enumerate(cols, start=1):
+        fig.add_scatter(x=true["mode"], y=true[col], mode="markers", marker=dict(symbol="x", size=12, color="#111"),
+                        name="fit on true counts", showlegend=c == 1, row=1, col=c)
+    fig.update_layout(title=f"ER estimates over noisy runs ({SIMULATION_NOTE}; simulated truth "
+                            f"{truth['group']:.2f} / {truth['complement']:.2f})", height=400,
+                      legend=dict(orientation="h", y=-0.2), margin=dict(t=70, b=30, l=50, r=10))
     return fig
