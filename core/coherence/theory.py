@@ -40,7 +40,7 @@ def _alpha_range(constants: str) -> float:
 
 
 def zeta_pure_dp(eps: float, n: int, beta: float, n_groups: int) -> float:
-    """Max-information bound of an eps-DP algorithm on n/2 records at slack beta/(4|C|)... (Thm 7)."""
+    """zeta of Thm 7: the max-information bound of an eps-DP algorithm run on n/2 records."""
     return eps * eps * n / 4.0 + eps / 2.0 * math.sqrt(n * math.log(4.0 * n_groups / beta))
 
 
@@ -144,17 +144,26 @@ def certified_alpha_pure_dp(size: float, eps: float, n: int, beta: float, n_grou
 
 
 def max_epsilon(size: float, n: int, alpha: float, beta: float, n_groups: int,
-                constants: str = "conservative") -> float | None:
-    """Largest pure-DP epsilon whose gamma is at most ``size`` (gamma grows with eps); None if none."""
+                constants: str = "conservative", mechanism: str = "pure_dp") -> float | None:
+    """Largest epsilon whose gamma is at most ``size`` (gamma grows with eps); None if none.
+
+    mechanism "pure_dp" searches Thm 7 on (0, 1]; "approx_dp" searches Thm 8 on (0, 1/2] with a
+    delta at or below the cap (the cap does not enter gamma).
+    """
+    if mechanism not in ("pure_dp", "approx_dp"):
+        raise ValueError(f"mechanism must be 'pure_dp' or 'approx_dp'; got {mechanism!r}.")
+    top = 1.0 if mechanism == "pure_dp" else 0.5
+
     def too_big(e: float) -> bool:
-        res = gamma_pure_dp(e, n, alpha, beta, n_groups, constants=constants)
+        res = gamma_pure_dp(e, n, alpha, beta, n_groups, constants=constants) if mechanism == "pure_dp" \
+            else gamma_approx_dp(e, 0.0, n, alpha, beta, n_groups, constants=constants)
         return res.gamma is None or res.gamma > size
 
     if too_big(1e-12):
         return None
-    if not too_big(1.0):
-        return 1.0
-    return _bisect(too_big, 1e-12, 1.0)
+    if not too_big(top):
+        return top
+    return _bisect(too_big, 1e-12, top)
 
 
 def null_envelope(m: int, alpha: float, constants: str = "conservative") -> float:

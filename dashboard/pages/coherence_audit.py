@@ -168,6 +168,9 @@ elif st.session_state.get("coh_last") in st.session_state.get("coh_results", {})
                    "Press Run audit to update.")
 
 st.info(CAVEATS)
+st.caption("Not yet available: custom subgroup predicates, adversary plug-ins from the page, an add/remove "
+           "neighbour option for the noisy tables, and more than one null split per trial from the page "
+           "(the core function takes n_null_splits).")
 
 if result is None:
     st.info(f"Set up the audit above and press **Run audit** ({len(data):,} rows, {trials} trials, "
@@ -259,7 +262,8 @@ else:
     export_panel("Coherence audit", {"config": config, "data": data_name, "rows": len(data)},
                  {"summary": result.summary, "releases": result.releases, "subgroups": result.subgroups,
                   "maxima": result.maxima, "trials": result.trials, "excluded": result.excluded},
-                 extra={"settings": result.settings, "runtime_s": result.runtime_s}, key="coh_export")
+                 extra={"settings": result.settings, "runtime_s": result.runtime_s,
+                        "data_fingerprint": data_fingerprint(data)}, key="coh_export")
 
 st.subheader("Incoherence against epsilon")
 st.caption("One differentially private release audited at several epsilons on the same splits, next to the "
@@ -332,14 +336,16 @@ for i, mode in enumerate(theory.CONSTANTS):
     m_cols[i].metric(label, "outside theorem" if res.gamma is None else f"{res.gamma:,.1f}",
                      help=res.reason or f"binding: {res.binding}; zeta = {res.zeta:.4g}")
     ca = theory.certified_alpha(th_size, lambda a, mode=mode: _gamma(mode, a=a), mode)
-    me = theory.max_epsilon(th_size, th_n, th_alpha, th_beta, th_groups, constants=mode)
+    me = theory.max_epsilon(th_size, th_n, th_alpha, th_beta, th_groups, constants=mode,
+                            mechanism="approx_dp" if mech.startswith("approximate") else "pure_dp")
     calc_rows.append({"constants": mode, "gamma": res.gamma, "binding": res.binding, "zeta": res.zeta,
-                      "note": res.reason, "certified_alpha_at_size": ca, "max_pure_dp_epsilon_at_size": me})
+                      "note": res.reason, "certified_alpha_at_size": ca, "max_epsilon_at_size": me})
 m_cols[2].metric("certified alpha at that size", "vacuous" if calc_rows[0]["certified_alpha_at_size"] is None
                  else f"{calc_rows[0]['certified_alpha_at_size']:.4f}", help="conservative constants")
-m_cols[3].metric("largest pure-DP epsilon at that size",
-                 "none" if calc_rows[0]["max_pure_dp_epsilon_at_size"] is None
-                 else f"{calc_rows[0]['max_pure_dp_epsilon_at_size']:.5f}", help="conservative constants")
+m_cols[3].metric("largest epsilon at that size",
+                 "none" if calc_rows[0]["max_epsilon_at_size"] is None
+                 else f"{calc_rows[0]['max_epsilon_at_size']:.5f}",
+                 help="conservative constants; Thm 8 (delta at or below its cap) for approximate DP, else Thm 7")
 st.dataframe(pd.DataFrame(calc_rows), hide_index=True, width="stretch")
 if mech.startswith(("pure", "approximate")):
     grid = np.geomspace(1e-4, 0.5 if mech.startswith("approximate") else 1.0, 40)

@@ -228,3 +228,21 @@ def test_bad_inputs_raise_with_guidance():
     with pytest.raises(ValueError, match="same name"):
         coherence_audit(df, [make_release("clear_half"), make_release("clear_half")], ["logistic"], "y", ["age"],
                         ["sex"], **ok)
+
+
+def test_inconsistent_with_declared_dp_is_flagged():
+    """A release that leaks everything but declares a tiny epsilon must be caught by the check."""
+    from core.coherence.releases import ClearHalf, PrivacyGuarantee
+
+    class Liar(ClearHalf):
+        key, label = "liar", "Clear half declared DP"
+
+        @property
+        def privacy(self):
+            return PrivacyGuarantee("pure_dp", epsilon=1e-6, statement="claims 1e-6-DP")
+
+    df = _fixture(3000)
+    res = coherence_audit(df, Liar(), ["linkage"], "y", ["age", "sex", "region", "race"], ["sex"], alpha=0.5,
+                          gamma=1000, trials=6, rng=np.random.default_rng(0), n_jobs=1)
+    row = res.summary.iloc[0]
+    assert row["verdict"] == "FAIL" and "inconsistent with declared DP" in row["warnings"]

@@ -95,3 +95,12 @@ def test_gamma_monotone_and_bad_input():
         th.gamma_pure_dp(0.0, 10**5, 0.5, 0.05, 10)
     with pytest.raises(ValueError, match="constants"):
         th.gamma_from_zeta(1.0, 0.5, 0.05, 10, constants="bogus")
+
+
+def test_max_epsilon_for_approximate_dp_inverts_thm8():
+    e = th.max_epsilon(10_000, 10**5, 0.5, 0.05, 100, constants="paper", mechanism="approx_dp")
+    assert e is not None and 0 < e < 0.5
+    assert th.gamma_approx_dp(e, 0.0, 10**5, 0.5, 0.05, 100, constants="paper").gamma == pytest.approx(10_000, rel=1e-6)
+    assert th.gamma_approx_dp(e * 1.01, 0.0, 10**5, 0.5, 0.05, 100, constants="paper").gamma > 10_000
+    with pytest.raises(ValueError, match="mechanism"):
+        th.max_epsilon(10_000, 10**5, 0.5, 0.05, 100, mechanism="gaussian")
