@@ -166,7 +166,11 @@ def stakeholder_view(join_code: str | None) -> None:
 
     event_id = uuid.uuid4().hex  # minted per drawn card: a re-delivered click is a no-op
     options = el.RESPONSE_MODES[config.response_mode]
-    cols = st.columns(len(options))
+    if config.response_mode == "four_option":
+        better = "a risk prediction no higher" if config.favourable_label == 0 else "a prediction no less favourable"
+        st.caption(f"'At least as well' means {better} than the other person's.")
+    per_row = 2 if len(options) > 2 else len(options)  # long labels stay readable on a phone
+    cols = [c for _ in range(0, len(options), per_row) for c in st.columns(per_row)]
     for col, option in zip(cols, options):
         col.button(el.RESPONSE_LABELS[option], key=f"{P}ans_{option}", type="primary",
                    use_container_width=True, on_click=_answer, args=(token, view, option, event_id))
