@@ -61,7 +61,8 @@ def _fits(bvap: np.ndarray, vap: np.ndarray, votes: np.ndarray, cand: np.ndarray
 
 @dataclass(frozen=True)
 class EcologicalResult:
-    """Precinct table (true shares), per-run estimates (run -1 = true counts), noisy shares of a few runs."""
+    """Precinct table (true shares), per-run estimates (run -1 = true counts; sources noisy counts and the naive
+    Gaussian baseline), noisy shares of a few runs, and the simulated truth with the baseline's sigma."""
 
     precincts: pd.DataFrame
     estimates: pd.DataFrame
@@ -73,7 +74,8 @@ def ecological_study(h: Hierarchy, blocks: pd.DataFrame, config: NoiseConfig, el
                      group_support: float = 0.85, other_support: float = 0.5, keep_runs: int = 5,
                      progress: Callable[[int, int, str], None] | None = None) -> EcologicalResult:
     """ER of candidate share on Black VAP share over precincts, on true counts and on ``config.runs`` noisy
-    runs of the hierarchy's (Black VAP, other VAP) block counts; votes are exact."""
+    runs of the hierarchy's (Black VAP, other VAP) block counts, and on as many runs of the naive Gaussian
+    baseline matched to their average precinct L1 error; votes are exact."""
     elec = synthetic_election(blocks, election_seed, group_support, other_support)
     pcode, pnames = pd.factorize(blocks["precinct"])
     n_p = len(pnames)
@@ -87,10 +89,12 @@ def ecological_study(h: Hierarchy, blocks: pd.DataFrame, config: NoiseConfig, el
     rng = np.random.default_rng(config.seed)
     counts = np.column_stack([bvap, vap - bvap])
     shares = []
+    l1 = np.empty(config.runs)
     for r in range(config.runs):
         leaf = noisy_leaf_counts(h, counts, config, rng)
         nb = np.bincount(pcode, weights=leaf[:, 0], minlength=n_p)
         nv = nb + np.bincount(pcode, weights=leaf[:, 1], minlength=n_p)
+        l1[r] = np.abs(nb - p_bvap).sum() + np.abs((nv - nb) - (p_vap - p_bvap)).sum()
         rows += [dict(run=r, source="noisy counts", **f) for f in _fits(nb, nv, votes, cand)]
         if r < keep_runs:
             shares.append(pd.DataFrame({"run": r, "precinct": pnames, "noisy_group_share":
@@ -98,10 +102,25 @@ def ecological_study(h: Hierarchy, blocks: pd.DataFrame, config: NoiseConfig, el
                                         "noisy_vap": nv}))
         if progress is not None:
             progress(r + 1, config.runs, "Noisy runs for ecological regression")
+    # naive baseline: i.i.d. Gaussian noise on each precinct's two counts, matched to the average L1 error
+    sigma = naive_gaussian_sigma(float(l1.mean()), n_p, 2)
+    for r in range(config.runs):
+        nb = p_bvap + rng.normal(0.0, sigma, n_p)
+        nv = nb + (p_vap - p_bvap) + rng.normal(0.0, sigma, n_p)
+        rows += [dict(run=r, source="naive Gaussian", **f) for f in _fits(nb, nv, votes, cand)]
     with np.errstate(invalid="ignore", divide="ignore"):
         precincts = pd.DataFrame({"precinct": pnames, "vap": p_vap.astype(np.int64), "bvap": p_bvap.astype(np.int64),
                                   "votes": votes.astype(np.int64), "candidate_votes": cand.astype(np.int64),
                                   "group_share": np.where(p_vap > 0, p_bvap / p_vap, np.nan),
                                   "vote_share": np.where(votes > 0, cand / votes, np.nan)})
     return EcologicalResult(precincts, pd.DataFrame(rows), pd.concat(shares, ignore_index=True) if shares else
-                            pd.DataFrame(), {"group": group_support, "complement": other_support})
+                            pd.DataFrame(), {"group": group_support, "complement": other_support,
+                                             "naive_sigma": sigma, "mean_l1_error": float(l1.mean())})
+
+
+def naive_gaussian_sigma(mean_l1: float, n_units: int, n_attributes: int) -> float:
+    """sigma of i.i.d. Gaussian noise whose expected L1 error over b units x c attributes equals ``mean_l1``:
+    sigma = E_avg sqrt(pi) / (b c sqrt(2)) (Cohen et al. 2021, §7.3; E|N(0, s^2)| = s sqrt(2/pi))."""
+    if n_units < 1 or n_attributes < 1:
+        raise ValueError("The naive baseline needs at least one unit and one attribute.")
+    return float(mean_l1) * np.sqrt(np.pi) / (n_units * n_attributes * np.sqrt(2.0))

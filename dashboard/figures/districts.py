@@ -147,7 +147,7 @@ def er_scatter(precincts: pd.DataFrame, estimates: pd.DataFrame, noisy_shares: p
                       marker=dict(size=size, color="#4C78A8", opacity=0.35))
     e = estimates[estimates["mode"] == mode]
     xs = np.array([0.0, 1.0])
-    for _, row in e[e["run"] >= 0].head(8).iterrows():
+    for _, row in e[e["source"] == "noisy counts"].head(8).iterrows():
         fig.add_scatter(x=xs, y=[row["complement_support"], row["group_support"]], mode="lines",
                         line=dict(color="#E45756", width=1), opacity=0.6, showlegend=bool(row["run"] == 0),
                         name=f"noisy runs ({SIMULATION_NOTE})")
@@ -163,14 +163,15 @@ def er_scatter(precincts: pd.DataFrame, estimates: pd.DataFrame, noisy_shares: p
 
 
 def er_histogram(estimates: pd.DataFrame, truth: dict) -> go.Figure:
-    """Point estimates over the noisy runs per mode (dots), beside the fit on true counts (black cross), for the
-    group and the complement; each panel has its own scale so the spread is visible."""
-    noisy = estimates[estimates["run"] >= 0].melt(id_vars=["run", "mode"], value_vars=["group_support",
-                                                                                       "complement_support"],
+    """Point estimates per mode over the noisy runs and the naive Gaussian baseline (dots), beside the fit on true
+    counts (black cross), for the group and the complement; each panel has its own scale."""
+    noisy = estimates[estimates["run"] >= 0].melt(id_vars=["run", "mode", "source"],
+                                                  value_vars=["group_support", "complement_support"],
                                                   var_name="estimate", value_name="support")
     cols = ["group_support", "complement_support"]
-    fig = px.strip(noisy, x="mode", y="support", color="mode", facet_col="estimate",
-                   category_orders={"mode": ["all", "filtered", "weighted"], "estimate": cols},
+    fig = px.strip(noisy, x="mode", y="support", color="source", facet_col="estimate",
+                   category_orders={"mode": ["all", "filtered", "weighted"], "estimate": cols,
+                                    "source": ["noisy counts", "naive Gaussian"]},
                    color_discrete_sequence=QUALITATIVE)
     fig.update_yaxes(matches=None, showticklabels=True)
     true = estimates[estimates["run"] < 0]

@@ -283,22 +283,35 @@ with tab_ens:
     ens_runs = int(e2.number_input("Runs per split", 2, 400, 16, key="dm_ens_runs"))
     n_square = int(e3.number_input("Random Square districts", 0, 2000, 200, 50, key="dm_ens_squares",
                                    disabled=kind != "grid"))
+    extra_units = [u for u in unit_options if not (generator == "recom" and u == unit)]
+    also = st.multiselect("Also compare ReCom ensembles built from", extra_units, format_func=UNIT_LABELS.get,
+                          key=f"dm_ens_units_{kind}",
+                          help="Same k, tolerance, steps, thinning and seed as the plan above; larger building "
+                               "units cut fewer units of the hierarchy (lower fragmentation).")
     run_ens = st.button("Run ensemble study", key="dm_run_ensemble", type="primary")
-    ens_key = f"{plan_key}:{config_digest([splits, ens_runs, n_square, asdict(noise_cfg)])}"
+    ens_key = f"{plan_key}:{config_digest([splits, ens_runs, n_square, also, asdict(noise_cfg), asdict(plan_cfg)])}"
     store = st.session_state.setdefault("dm_ensembles", {})
     if run_ens:
         if not splits:
             st.error("Choose at least one split.")
         else:
             try:
-                gens_map = {f"{GENERATORS[generator].split(' (')[0]} ({UNIT_LABELS.get(unit, unit)})"
-                            if generator == "recom" else GENERATORS[generator].split(" (")[0]: plans}
+                gens_map = {f"ReCom ({UNIT_LABELS[unit]})" if generator == "recom"
+                            else GENERATORS[generator].split(" (")[0]: plans}
                 if kind == "grid":
                     rng = np.random.default_rng(plan_seed)
                     if generator != "greedy":
                         gens_map["Greedy"] = np.vstack([greedy_plan(h, k, rng) for _ in range(4)])
                     if n_square:
                         gens_map["Square (random)"] = random_squares(geo, k, n_square, plan_seed)
+                for u in also:
+                    cfg_u = PlanConfig("recom", u, k, float(tol), steps, thin, plan_seed)
+                    try:
+                        gens_map[f"ReCom ({UNIT_LABELS[u]})"] = _memo(
+                            "dm_plans", f"{geo_key}:{config_digest(cfg_u)}",
+                            lambda progress, c=cfg_u: make_plans(geo, c, progress), f"ReCom on {UNIT_LABELS[u]}")
+                    except ValueError as exc:
+                        st.warning(f"ReCom on {UNIT_LABELS[u]} left out: {exc}")
                 pop = geo.blocks["total"].to_numpy()
                 with progress_bar("Ensemble study") as progress:
                     store[ens_key] = ensemble_study(h, pop, gens_map, alloc.total, tuple(splits), ens_runs,
@@ -356,11 +369,13 @@ with tab_er:
             precincts_used=("precincts_used", "mean"), dropped_nonpositive_vap=("dropped_nonpositive_vap", "mean"))
         st.dataframe(er_table, hide_index=True, key="dm_er_table")
         small = int((er.precincts["votes"] < 10).sum())
-        st.caption(f"{len(er.precincts):,} precincts, {small:,} with fewer than 10 votes. {SIM}")
+        st.caption(f"{len(er.precincts):,} precincts, {small:,} with fewer than 10 votes. Naive Gaussian "
+                   f"baseline: i.i.d. noise of sd {er.true_support['naive_sigma']:.2f} on each precinct count, "
+                   f"matching the noisy runs' mean precinct L1 error ({er.true_support['mean_l1_error']:,.0f}). "
+                   f"{SIM}")
     except ValueError as exc:
         st.error(str(exc))
         er = None
-    st.info("Not yet available: the naive Gaussian baseline (i.i.d. noise matched to the average L1 error).")
 
 # ------------------------------------------------------------------------------- export
 with tab_exp:

@@ -88,5 +88,20 @@ def test_tab_outputs_and_block_view():
     assert "blocks" in json.loads(_map(at).proto.spec)["layout"]["title"]["text"]
     er = _table(at, "complement_support")
     assert set(er["mode"]) == {"all", "filtered", "weighted"}
+    assert "naive Gaussian" in set(er["source"])
     labels = [b.label for b in at.get("download_button")]
     assert any("GeoJSON" in lbl for lbl in labels) and any("CSV" in lbl for lbl in labels)
+
+
+def test_georgia_ensemble_compares_building_units():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.multiselect(key="dm_ens_units_georgia").set_value(["county", "block group"]).run()
+    at.button(key="dm_run_ensemble").click().run()
+    assert not at.exception and not at.error
+    # counties cannot hold 14 balanced districts (Fulton alone is too big): left out with a warning
+    assert any("ReCom on counties left out" in w.value for w in at.warning)
+    study = _table(at, "mean_fragmentation")
+    assert set(study["generator"]) == {"ReCom (tracts)", "ReCom (block groups)"}
+    frag = study.groupby("generator")["mean_fragmentation"].first()
+    assert frag["ReCom (tracts)"] < frag["ReCom (block groups)"]
