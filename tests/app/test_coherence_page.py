@@ -1,4 +1,5 @@
 """Coherence audit page end to end with Streamlit's AppTest."""
+import json
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,10 @@ def test_two_releases_show_two_verdict_cards_and_the_heat_map(ran):
     assert labels["Verdict: Noisy table (Laplace) (epsilon=1.0)"] != "FAIL"
     charts = ran.get("plotly_chart")
     assert len(charts) >= 4
+    specs = [json.loads(c.proto.spec) for c in charts]
+    heat = [sp for sp in specs if sp["data"] and sp["data"][0]["type"] == "heatmap"]
+    assert len(heat) == 1
+    assert len(heat[0]["data"][0]["x"]) == 2 and "Half in the clear" in heat[0]["data"][0]["x"]
     summary = next(d.value for d in ran.dataframe if "beta_hat" in d.value.columns)
     assert len(summary) == 2 * 3
     assert set(summary["verdict"]) <= {"FAIL", "PASS", "INCONCLUSIVE"}
