@@ -385,6 +385,7 @@ class ElicitationStore:
             live = self._live(conn, me["session_id"], me["stakeholder_id"])
         plan = plan.merge(live[["position", "response", "revision"]], on="position", how="left")
         plan["response"] = plan["response"].astype(object).where(plan["response"].notna(), None)
+        plan["revision"] = plan["revision"].astype("Int64")
         return plan
 
     def _live(self, conn: Connection, session_id: str, stakeholder_id: str | None = None) -> pd.DataFrame:

@@ -237,6 +237,29 @@ def _import_session() -> None:
     _set("show_key", True)
 
 
+def _design_preview() -> None:
+    """The core pairs the chosen seed gives everyone, and an export of the planned design."""
+    try:
+        config = el.SessionConfig(
+            features=tuple(st.session_state.get(P + "features", el.DEFAULT_FEATURES)),
+            n_core=int(st.session_state.get(P + "n_core", 10)), n_random=int(st.session_state.get(P + "n_random", 40)),
+            n_repeat=int(st.session_state.get(P + "n_repeat", 2)),
+            response_mode=st.session_state.get(P + "mode", "binary"), seed=int(st.session_state.get(P + "seed", 0)))
+    except ValueError as err:
+        st.error(str(err))
+        return
+    people = _people()
+    core = el.core_pairs(config, len(people))
+    cols = list(config.features)
+    left = people.iloc[core[:, 0]][cols].reset_index(drop=True).add_suffix(" (A)")
+    right = people.iloc[core[:, 1]][cols].reset_index(drop=True).add_suffix(" (B)")
+    table = pd.concat([pd.DataFrame({"i": core[:, 0], "j": core[:, 1]}), left, right], axis=1)
+    with st.expander(f"Preview: the {len(core)} core pairs every stakeholder will see"):
+        st.dataframe(table, hide_index=True, key=P + "core_preview")
+        export_panel("Fairness elicitation design", config.to_dict(), {"core_pairs": table},
+                     key=P + "design_export")
+
+
 def facilitator_setup() -> None:
     st.subheader("Create a session")
     if _state("create_error"):
@@ -255,6 +278,7 @@ def facilitator_setup() -> None:
     st.text_area("Instructions shown to stakeholders (keep them neutral: no fairness guidance)",
                  el.SessionConfig.instructions, key=P + "instructions", height=80)
     st.button("Create session", key=P + "create", type="primary", on_click=_create_session)
+    _design_preview()
 
     st.subheader("Open a session")
     if _state("open_error"):

@@ -24,6 +24,14 @@ def test_default_view_is_facilitator_setup():
     assert at.title[0].value == "Pairwise fairness elicitation"
     assert at.radio(key="fe_role").value == "Facilitator"
     assert at.button(key="fe_create") is not None and not at.error
+    core = next(d.value for d in at.dataframe if "age (A)" in d.value.columns)
+    assert len(core) == 10 and (core["i"] != core["j"]).all()
+    at.number_input(key="fe_n_core").set_value(4).run()
+    assert len(next(d.value for d in at.dataframe if "age (A)" in d.value.columns)) == 4
+    at.number_input(key="fe_n_random").set_value(0).run()
+    at.number_input(key="fe_n_core").set_value(0).run()
+    assert any("at least one core or random pair" in e.value for e in at.error)   # inputs kept
+    assert at.number_input(key="fe_n_random").value == 0
 
 
 def test_stakeholder_answers_three_cards_and_facilitator_sees_them():
