@@ -89,3 +89,20 @@ def test_epsilon_sweep_and_theory_modes():
     at.selectbox(key="coh_th_mech").select("approximate DP (Thm 8)").run()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["gamma, conservative"] != "" and not at.exception
+
+
+def test_adult_with_a_synthesizer_and_suppression():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.selectbox(key="coh_dataset").select("adult").run()
+    assert not at.exception
+    assert at.selectbox(key="coh_target").value == "income"
+    assert at.selectbox(key="coh_positive").value == ">50K"
+    at.number_input(key="coh_rows").set_value(2000)
+    at.number_input(key="coh_trials").set_value(3)
+    at.multiselect(key="coh_releases").set_value(["suppression", "strat_mst"]).run()
+    at.multiselect(key="coh_param_strat_mst_strata").set_value(["sex"])
+    at.button(key="coh_run").click().run()
+    assert not at.exception and not at.error
+    verdicts = [m.label for m in at.metric if m.label.startswith("Verdict: ")]
+    assert len(verdicts) == 2 and any("stratified" in v for v in verdicts)
