@@ -161,8 +161,12 @@ def _pair_table(p: np.ndarray, report, constraints: pd.DataFrame, gamma: float, 
     return pd.concat(frames, ignore_index=True)
 
 
-def _frontier(constraints: pd.DataFrame, config: FrontierConfig, progress: Progress | None = None
-              ) -> FrontierResult:
+#: Bumped whenever the result tables change shape, so stale disk-cache entries are not reused.
+RESULT_VERSION = 2
+
+
+def _frontier(constraints: pd.DataFrame, config: FrontierConfig, version: int = RESULT_VERSION,
+              progress: Progress | None = None) -> FrontierResult:
     config = config.validate()
     data = compas_learning_data(seed=config.seed, use_protected=config.use_protected)
     values = config.values
@@ -231,14 +235,15 @@ def _canonical(constraints: pd.DataFrame) -> pd.DataFrame:
 def trade_off_frontier(constraints: pd.DataFrame, config: FrontierConfig = FrontierConfig(),
                        progress: Progress | None = None) -> FrontierResult:
     """Sweep gamma (or eta), fit one mixture per value and mark the lower convex hull (cached on disk)."""
-    return _cached_frontier()(_canonical(constraints), config.validate(), progress=progress)
+    return _cached_frontier()(_canonical(constraints), config.validate(), RESULT_VERSION,
+                              progress=progress)
 
 
 def is_cached(constraints: pd.DataFrame, config: FrontierConfig) -> bool:
     """Whether this sweep is already in the result cache (the page then shows it at once)."""
     try:
         return bool(_cached_frontier().check_call_in_cache(_canonical(constraints), config.validate(),
-                                                         progress=None))
+                                                           RESULT_VERSION, progress=None))
     except Exception:
         return False
 

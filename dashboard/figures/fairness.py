@@ -73,8 +73,10 @@ def fpr_gap_figure(gap: pd.DataFrame, points: pd.DataFrame, symbol: str, label: 
     """FPR gap between two groups against realised unfairness along the sweep, with 95% intervals."""
     data = gap.merge(points[["target", "unfairness"]], on="target").sort_values("unfairness")
     fig = go.Figure()
-    fig.add_scatter(x=data["unfairness"], y=data["fpr_gap"], mode="lines+markers+text",
-                    text=[f"{symbol}={v:g}" for v in data["target"]], textposition="top center",
+    fig.add_scatter(x=data["unfairness"], y=data["fpr_gap"], mode="lines+markers",
+                    customdata=data["target"],
+                    hovertemplate=f"{symbol}=%{{customdata}}<br>unfairness %{{x:.3f}}"
+                                  "<br>FPR gap %{y:.3f}<extra></extra>",
                     error_y=dict(type="data", symmetric=False, array=data["high"] - data["fpr_gap"],
                                  arrayminus=data["fpr_gap"] - data["low"]),
                     marker=dict(color=HULL), name="FPR gap")
