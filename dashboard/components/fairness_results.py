@@ -145,7 +145,8 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
     if len(held):
         st.caption(f"Held-out pairs: largest gap {point['heldout_realized_gamma']:.3f}, "
                    f"{int(held['violated'].sum())} of {len(held)} over the slack "
-                   "(pairs not used in fitting; the paper reports in-sample figures only).")
+                   "(pairs not used in fitting; the paper reports in-sample figures only). "
+                   "Neither figure says how a different panel of stakeholders would judge.")
 
     groups = result.groups[np.isclose(result.groups["target"], target)]
     st.plotly_chart(figs.group_rates_figure(groups, f"Error rates by group at {here} (95% intervals)"),
