@@ -105,6 +105,8 @@ def test_every_page_renders_without_exception(server):
             title_text = page.locator("h1").first.inner_text(timeout=10_000)
             if not title_text.strip():
                 failures.append(f"{entry.title}: no page title rendered")
+            if page.get_by_text("Under construction").count():
+                failures.append(f"{entry.title}: still a placeholder")
             if entry.url_path == "home" and os.environ.get("UPDATE_README_SCREENSHOT") == "1":
                 README_SHOT.parent.mkdir(exist_ok=True)
                 shutil.copy(shot, README_SHOT)
