@@ -371,8 +371,14 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         weighting = c[0].radio("Weighting", el.WEIGHTINGS, key=P + "weighting", horizontal=True,
                                format_func=lambda w: {"panel": "share of the whole panel (paper)",
                                                       "judged": "share of those who saw the pair"}[w])
-        min_support = c[1].slider("Minimum support", 0.0, 1.0, 0.0, 0.05, key=P + "min_support")
-        constraints = el.aggregate_constraints(judged, weighting, n_stakeholders=max(1, len(progress)),
+        min_support = c[1].slider("Minimum support", 0.0, 1.0, 0.0, 0.05, key=P + "min_support",
+                                  help="Drop pairs whose weight is below this share (a veto guard).")
+        roster = list(progress["stakeholder"])
+        chosen = st.multiselect("Stakeholders whose answers are pooled (empty = the whole panel)", roster,
+                                key=P + "include", placeholder="the whole panel")
+        panel = chosen or roster
+        judged = judged[judged["stakeholder"].isin(panel)].reset_index(drop=True)
+        constraints = el.aggregate_constraints(judged, weighting, n_stakeholders=max(1, len(panel)),
                                                favourable_label=config.favourable_label,
                                                min_support=min_support)
         agreement = el.inter_rater_agreement(judged, config.favourable_label) if len(judged) else {}
@@ -402,7 +408,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
             st.info("No constraints yet: results appear once stakeholders have asked for equal treatment "
                     "of at least one pair.")
         else:
-            label = f"{info['name']} ({weighting} weighting, {len(usable)} pairs)"
+            who = "whole panel" if not chosen else ", ".join(chosen[:3]) + ("..." if len(chosen) > 3 else "")
+            label = f"{info['name']} ({who}, {weighting} weighting, {len(usable)} pairs)"
             if simulated or info["simulated"]:
                 label += " - simulated stakeholders"
             try:
@@ -424,6 +431,7 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                   "contested_pairs": contested, **results}
         export_panel("Fairness elicitation",
                      {**config.to_dict(), "weighting": weighting, "min_support": min_support,
+                      "stakeholders_pooled": sorted(panel),
                       "simulated": bool(simulated or info["simulated"])},
                      tables, extra={"agreement": agreement}, key=P + "export")
 

@@ -133,3 +133,16 @@ def test_confidence_is_stored_live_refresh_renders_and_withdrawal_removes_answer
     fac.button(key="fe_withdraw").click().run()
     assert not fac.exception and not fac.error
     assert _progress(fac).empty
+
+
+def test_pooling_one_stakeholder_uses_only_their_answers():
+    at = _app()
+    at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
+    at.number_input(key="fe_demo_n").set_value(3).run()
+    at.button(key="fe_demo_run").click().run()
+    at.multiselect(key="fe_include").select("simulated-02").run()
+    assert not at.exception
+    cons = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    judged = next(d.value for d in at.dataframe if "confidence" in d.value.columns)
+    assert set(judged["stakeholder"]) == {"simulated-02"}
+    assert (cons["n_judges"] == 1).all() and set(cons["weight"]) <= {0.0, 1.0}
