@@ -297,6 +297,8 @@ def aggregate_constraints(judgments: pd.DataFrame, mode: str = "panel", *,
         raise ValueError(f"Weighting must be one of {list(WEIGHTINGS)}, got {mode!r}.")
     if not 0.0 <= float(min_support) <= 1.0:
         raise ValueError("Minimum support must lie between 0 and 1.")
+    if favourable_label not in (0, 1):
+        raise ValueError("The favourable label must be 0 or 1.")
     columns = ["i", "j", "weight", "n_judges", "agreement", "w_ij", "w_ji", "n_same"]
     if judgments is None or len(judgments) == 0:
         return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("i", "j", "n_judges", "n_same") else "float64")
