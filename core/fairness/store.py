@@ -27,6 +27,7 @@ from sqlalchemy import (JSON, Boolean, Column, Float, ForeignKey, Index, Integer
                         Table, UniqueConstraint, bindparam, create_engine, event, func, insert, select)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.pool import StaticPool
 
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
                                        sample_assignment, stakeholder_seed)
@@ -167,8 +168,11 @@ def make_engine(url: str | None = None) -> Engine:
         path = url.split("///", 1)[-1] if "///" in url else ""
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False},
-                               pool_size=32, max_overflow=32, pool_timeout=60)
+        if path in ("", ":memory:"):  # one shared connection, or every checkout sees an empty database
+            engine = create_engine(url, connect_args={"check_same_thread": False}, poolclass=StaticPool)
+        else:
+            engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False},
+                                   pool_size=32, max_overflow=32, pool_timeout=60)
 
         @event.listens_for(engine, "connect")
         def _sqlite_connect(dbapi_conn, _record):  # pragma: no cover - exercised through the store
