@@ -39,7 +39,8 @@ def _recom_labels(edges: np.ndarray, shared: np.ndarray, area: np.ndarray, perim
     try:
         seed_plan = recursive_tree_part(graph, list(range(k)), ideal, "population", tolerance, rng=seed)
     except Exception as exc:  # gerrychain raises its own error types when no balanced cut exists
-        raise ValueError(f"Could not draw a starting plan with {k} districts within {tolerance:.1%}: {exc}. "
+        raise ValueError(f"Could not draw a starting plan with {k} districts within {tolerance:.1%} "
+                         f"({str(exc).rstrip('.')}). "
                          "Use smaller units or a larger tolerance.") from None
     part = Partition(graph, seed_plan, {"population": Tally("population", alias="population")})
     proposal = partial(recom, pop_col="population", pop_target=ideal, epsilon=tolerance)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
+import shapely
 
 from core.districts.geography import EQUAL_AREA_CRS
 from core.districts.noise import equal_split_line
@@ -35,8 +36,13 @@ LABELS = {"unit_id": "unit", "district_population": "district population",
 
 def map_geojson(gdf: gpd.GeoDataFrame, id_col: str, tolerance_m: float) -> dict:
     """GeoJSON (EPSG:4326) of ``gdf`` keyed by ``id_col``, simplified by ``tolerance_m`` metres for the browser."""
-    geom = gdf.geometry.to_crs(EQUAL_AREA_CRS).simplify(tolerance_m, preserve_topology=True).to_crs("EPSG:4326")
-    slim = gpd.GeoDataFrame({id_col: gdf[id_col].astype(str).to_numpy()}, geometry=geom, crs="EPSG:4326")
+    projected = gdf.geometry.to_crs(EQUAL_AREA_CRS)
+    try:  # simplify the units as one coverage so neighbours keep a common edge (no slivers between them)
+        simple = shapely.coverage_simplify(projected.to_numpy(), tolerance_m)
+    except shapely.errors.GEOSException:
+        simple = shapely.simplify(projected.to_numpy(), tolerance_m, preserve_topology=True)
+    geom = gpd.GeoSeries(simple, crs=EQUAL_AREA_CRS).to_crs("EPSG:4326")
+    slim = gpd.GeoDataFrame({id_col: gdf[id_col].astype(str).to_numpy()}, geometry=geom.to_numpy(), crs="EPSG:4326")
     # five decimals of a degree (about 1 m) are plenty on screen and halve the JSON sent to the browser
     return json.loads(_DIGITS.sub(r"\1", slim.to_json(drop_id=True)))
 

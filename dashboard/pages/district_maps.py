@@ -117,7 +117,8 @@ with st.container(border=True):
             zb, cb = zfile.getvalue(), cfile.getvalue()
             geo_key = f"upload:{_sha(zb)}:{_sha(cb)}"
             geo = _uploaded(geo_key, zb, cb)
-            st.caption(f"Your blocks: {len(geo.blocks):,} blocks in {geo.blocks['county'].nunique()} counties, "
+            n_cty = geo.blocks["county"].nunique()
+            st.caption(f"Your blocks: {len(geo.blocks):,} blocks in {n_cty} {'county' if n_cty == 1 else 'counties'}, "
                        f"total population {int(geo.blocks['total'].sum()):,}. Precincts are taken as block groups.")
     except ValueError as exc:
         st.error(str(exc))
@@ -130,7 +131,9 @@ with st.container(border=True):
     gens = ["recom", "csv"] if kind != "grid" else ["greedy", "square", "recom", "csv"]
     p1, p2, p3 = st.columns(3)
     generator = p1.selectbox("Plan generator", gens, format_func=GENERATORS.get, key=f"dm_gen_{kind}")
-    k = int(p2.number_input("Districts (k)", 2, 400, 14 if kind != "grid" else 4, key=f"dm_k_{kind}"))
+    k = int(p2.number_input("Districts (k)", 2, 400, 14 if kind == "georgia" else 4, key=f"dm_k_{kind}",
+                            help="Georgia: 14 congressional-size districts. Grid and uploads: 4, like the "
+                                 "county-commission districts of the paper."))
     plan_seed = int(p3.number_input("Plan seed", 0, 1_000_000, 0, key="dm_plan_seed"))
     unit_options = ["tract", "county", "block group"] if kind != "grid" else ["tract", "block group", "block"]
     unit, tol, steps, thin = "tract", 0.05, 40, 10
@@ -139,7 +142,7 @@ with st.container(border=True):
         unit = r1.selectbox("Building unit", unit_options, format_func=UNIT_LABELS.get, key=f"dm_unit_{kind}")
         tol = r2.number_input("Population tolerance (%)", 0.5, 40.0, 5.0, 0.5, key="dm_tol") / 100
         steps = int(r3.number_input("ReCom steps", 1, 20_000, 40, 10, key="dm_steps",
-                                    help="Long chains are cached on disk; 1,000 steps on tracts take about 20 s."))
+                                    help="Chains are cached on disk; 1,000 steps on Georgia's tracts take about 10 s."))
         thin = int(r4.number_input("Keep one plan every (steps)", 1, 10_000, 10, key="dm_thin"))
     elif generator == "greedy":
         steps = 10 * int(st.number_input("Greedy plans (random label offsets; the first starts at label 0)",
@@ -233,7 +236,7 @@ with tab_map:
         displays = ["tract", "county", "block"]
     else:  # tens of thousands of blocks are too many polygons for the browser
         displays = ["block", "block group", "tract"] if len(geo.blocks) <= 10_000 else ["block group", "tract", "block"]
-    disp_names = {"tract": "tracts (statewide)" if kind != "grid" else "tracts", "county": "counties",
+    disp_names = {"tract": "tracts (statewide)" if kind == "georgia" else "tracts", "county": "counties",
                   "block group": "block groups", "block": "blocks of one county" if kind != "grid" else "blocks"}
     display = c1.selectbox("Draw", displays, format_func=disp_names.get, key=f"dm_display_{kind}")
     colour = c2.selectbox("Colour by", list(figs.COLOUR_BY), key="dm_colour",
