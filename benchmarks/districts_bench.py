@@ -19,7 +19,6 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DASHBOARD_N_JOBS", "1")
 os.environ["DASHBOARD_CACHE_DIR"] = tempfile.mkdtemp(prefix="districts_bench_")
 
-import numpy as np  # noqa: E402
 
 from core.districts.adjacency import unit_adjacency  # noqa: E402
 from core.districts.geography import load_georgia_blocks  # noqa: E402

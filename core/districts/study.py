@@ -26,6 +26,8 @@ GENERATORS = {
     "csv": "Uploaded block-assignment CSV",
 }
 
+UNIT_LABELS = {"county": "counties", "tract": "tracts", "block group": "block groups", "block": "blocks"}
+
 
 @dataclass(frozen=True)
 class PlanConfig:
@@ -62,6 +64,39 @@ def make_plans(geo: BlockGeography, config: PlanConfig, progress: Progress = Non
     if config.generator == "square":
         return square_tiling(geo, k)[None, :]
     raise ValueError("CSV plans are read with plan_from_csv; upload a file.")
+
+
+def generator_label(config: PlanConfig) -> str:
+    """Short name of a plan source for legends, e.g. "ReCom (tracts)" or "Greedy"."""
+    if config.generator == "recom":
+        return f"ReCom ({UNIT_LABELS.get(config.unit, config.unit)})"
+    return GENERATORS[config.generator].split(" (")[0]
+
+
+def ensemble_generators(geo: BlockGeography, config: PlanConfig, plans: np.ndarray, n_square: int = 0,
+                        extra_units: tuple[str, ...] = (), progress: Progress = None
+                        ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Districts to compare in an ensemble study (Cohen et al. 2021, Figs. 4 and 6): the given plans, on a grid
+    four Greedy plans and ``n_square`` random Square districts, and ReCom ensembles on ``extra_units`` with the
+    same settings. Returns the generators and, for those that could not be drawn, the reason."""
+    gens = {generator_label(config): plans}
+    skipped: dict[str, str] = {}
+    if {"row", "col"} <= set(geo.blocks.columns):
+        rng = np.random.default_rng(config.seed)
+        if config.generator != "greedy":
+            gens["Greedy"] = np.vstack([greedy_plan(geo.hierarchy, int(config.k), rng) for _ in range(4)])
+        if n_square:
+            try:
+                gens["Square (random)"] = random_squares(geo, int(config.k), int(n_square), config.seed)
+            except ValueError as exc:
+                skipped["Square (random)"] = str(exc)
+    for unit in extra_units:
+        other = PlanConfig("recom", unit, config.k, config.tolerance, config.steps, config.thin, config.seed)
+        try:
+            gens[generator_label(other)] = make_plans(geo, other, progress)
+        except ValueError as exc:
+            skipped[f"ReCom on {UNIT_LABELS.get(unit, unit)}"] = str(exc)
+    return gens, skipped
 
 
 def square_tiling(geo: BlockGeography, k: int) -> np.ndarray:

@@ -12,7 +12,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.cache import config_digest  # noqa: E402
@@ -22,9 +21,10 @@ from core.districts.ecological import ecological_study  # noqa: E402
 from core.districts.geography import load_georgia_blocks  # noqa: E402
 from core.districts.grid import synthetic_grid  # noqa: E402
 from core.districts.noise import ALGORITHMS, NoiseConfig, ensemble_study  # noqa: E402
-from core.districts.plans import greedy_plan, plan_from_csv, plan_to_frame  # noqa: E402
-from core.districts.study import (GENERATORS, PlanConfig, display_values, district_shapes,  # noqa: E402
-                                  district_table, ensemble_metrics, make_plans, random_squares)
+from core.districts.plans import plan_from_csv, plan_to_frame  # noqa: E402
+from core.districts.study import (GENERATORS, UNIT_LABELS, PlanConfig, display_values,  # noqa: E402
+                                  district_shapes, district_table, ensemble_generators, ensemble_metrics,
+                                  make_plans)
 from core.districts.uploads import load_uploaded_blocks  # noqa: E402
 from dashboard.components.budget_input import budget_input  # noqa: E402
 from dashboard.components.export import export_panel  # noqa: E402
@@ -35,7 +35,6 @@ SIM = "Simulation, not a release: seeded floating-point noise for illustration o
 GRIDS = {"(64, 4, 16)": (64, 4, 16), "(16, 4, 16)": (16, 4, 16), "(484, 4, 25) Dallas-like": (484, 4, 25)}
 GEO_LABELS = {"georgia": "Georgia (real counties, synthetic tracts and blocks)",
               "grid": "Synthetic square-grid county (paper §6)", "upload": "My TIGER/Line + PL 94-171 files"}
-UNIT_LABELS = {"county": "counties", "tract": "tracts", "block group": "block groups", "block": "blocks"}
 
 
 def _memo(store_key: str, digest: str, compute, label: str, limit: int = 12):
@@ -299,22 +298,11 @@ with tab_ens:
             st.error("Choose at least one split.")
         else:
             try:
-                gens_map = {f"ReCom ({UNIT_LABELS[unit]})" if generator == "recom"
-                            else GENERATORS[generator].split(" (")[0]: plans}
-                if kind == "grid":
-                    rng = np.random.default_rng(plan_seed)
-                    if generator != "greedy":
-                        gens_map["Greedy"] = np.vstack([greedy_plan(h, k, rng) for _ in range(4)])
-                    if n_square:
-                        gens_map["Square (random)"] = random_squares(geo, k, n_square, plan_seed)
-                for u in also:
-                    cfg_u = PlanConfig("recom", u, k, float(tol), steps, thin, plan_seed)
-                    try:
-                        gens_map[f"ReCom ({UNIT_LABELS[u]})"] = _memo(
-                            "dm_plans", f"{geo_key}:{config_digest(cfg_u)}",
-                            lambda progress, c=cfg_u: make_plans(geo, c, progress), f"ReCom on {UNIT_LABELS[u]}")
-                    except ValueError as exc:
-                        st.warning(f"ReCom on {UNIT_LABELS[u]} left out: {exc}")
+                with progress_bar("Building the generators' districts") as progress:
+                    gens_map, skipped = ensemble_generators(geo, plan_cfg, plans, n_square if kind == "grid" else 0,
+                                                            tuple(also), progress)
+                for name, why in skipped.items():
+                    st.warning(f"{name} left out: {why}")
                 pop = geo.blocks["total"].to_numpy()
                 with progress_bar("Ensemble study") as progress:
                     store[ens_key] = ensemble_study(h, pop, gens_map, alloc.total, tuple(splits), ens_runs,
