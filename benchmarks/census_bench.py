@@ -92,7 +92,7 @@ def bench_gg_calibration() -> None:
 
 def bench_page() -> None:
     from streamlit.testing.v1 import AppTest
-    page = str(Path(__file__).resolve().parent.parent / "dashboard" / "pages" / "budget_allocation.py")
+    page = str(Path(__file__).resolve().parent.parent / "dashboard" / "tools" / "budget_allocation.py")
     t0 = time.perf_counter()
     at = AppTest.from_file(page, default_timeout=120)
     at.run()

@@ -65,7 +65,7 @@ def bench_noise(geo, labels):
 
 def bench_page():
     from streamlit.testing.v1 import AppTest
-    page = str(ROOT / "dashboard" / "pages" / "district_maps.py")
+    page = str(ROOT / "dashboard" / "tools" / "district_maps.py")
     for label in ("first render, cold process caches", "second render, same process"):
         t0 = time.perf_counter()
         at = AppTest.from_file(page, default_timeout=120)

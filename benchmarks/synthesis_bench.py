@@ -101,7 +101,7 @@ def main() -> None:
 
     print("\n5. Page: default render and a 3-epsilon x 2-seed sweep through AppTest")
     from streamlit.testing.v1 import AppTest
-    page = str(Path(__file__).resolve().parents[1] / "dashboard" / "pages" / "stratified_synthesis.py")
+    page = str(Path(__file__).resolve().parents[1] / "dashboard" / "tools" / "stratified_synthesis.py")
     t = time.perf_counter()
     at = AppTest.from_file(page, default_timeout=300)
     at.run()

@@ -18,10 +18,10 @@ class PageEntry:
 
 HOME = PageEntry("home.py", "Home", "home", ":material/home:")
 PAGES: tuple[PageEntry, ...] = (
-    PageEntry("pages/coherence_audit.py", "Coherence audit", "coherence-audit", ":material/fact_check:"),
-    PageEntry("pages/budget_allocation.py", "Budget allocation", "budget-allocation", ":material/account_tree:"),
-    PageEntry("pages/stratified_synthesis.py", "Stratified synthesis", "stratified-synthesis", ":material/stacked_bar_chart:"),
-    PageEntry("pages/fairness_elicitation.py", "Fairness elicitation", "fairness-elicitation", ":material/balance:"),
-    PageEntry("pages/district_maps.py", "District maps", "district-maps", ":material/map:"),
+    PageEntry("tools/coherence_audit.py", "Coherence audit", "coherence-audit", ":material/fact_check:"),
+    PageEntry("tools/budget_allocation.py", "Budget allocation", "budget-allocation", ":material/account_tree:"),
+    PageEntry("tools/stratified_synthesis.py", "Stratified synthesis", "stratified-synthesis", ":material/stacked_bar_chart:"),
+    PageEntry("tools/fairness_elicitation.py", "Fairness elicitation", "fairness-elicitation", ":material/balance:"),
+    PageEntry("tools/district_maps.py", "District maps", "district-maps", ":material/map:"),
 )
 ALL_PAGES: tuple[PageEntry, ...] = (HOME, *PAGES)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "pages" / "coherence_audit.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "coherence_audit.py")
 
 
 def _small(at):

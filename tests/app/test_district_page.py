@@ -7,7 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.census.allocation import Allocation
 
-PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "pages" / "district_maps.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "district_maps.py")
 LEVELS_GA = ("state", "county", "tract", "block group", "block")
 
 

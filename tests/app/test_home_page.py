@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.page_registry import PAGES
 
-PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "home.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")  # the entry point opens on Home
 
 
 def map_spec(at: AppTest) -> dict:
