@@ -1,4 +1,5 @@
-"""Learner figures of issue 7: 1,000 rounds with 1,500 pair constraints, and a ten-point frontier.
+"""Fairness figures: 1,000 learner rounds with 1,500 pair constraints, a ten-point frontier, and the
+elicitation store's write latency with 20 concurrent writers (from fairness_store_latency.py).
 
 Run: .venv/bin/python benchmarks/fairness_bench.py  (prints timings against their targets)
 """
@@ -18,6 +19,7 @@ import pandas as pd  # noqa: E402
 from core.fairness.frontier import FrontierConfig, trade_off_frontier  # noqa: E402
 from core.fairness.learner import LearnerConfig, fit_elicited_fair, ordered_pairs, pair_metrics  # noqa: E402
 from core.fairness.learning_data import compas_learning_data  # noqa: E402
+from benchmarks.fairness_store_latency import main as store_latency  # noqa: E402
 
 
 def pooled_constraints(n: int, k: int, seed: int) -> pd.DataFrame:
@@ -63,6 +65,8 @@ def main() -> None:
         cols = ["gamma", "error", "error_heldout", "realized_gamma", "heldout_realized_gamma",
                 "violated_pairs", "on_hull", "averaging"]
         print(res.points[cols].round(3).to_string(index=False))
+    print()
+    store_latency()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark of the elicitation store: latency of one answer with 20 concurrent writers (target p95 < 20 ms).
 
-Run from the repository root: `python benchmarks/fairness_store_bench.py [--writers 20] [--answers 50]
+Run from the repository root: `python benchmarks/fairness_store_latency.py [--writers 20] [--answers 50]
 [--url sqlite:///...]`. By default the database is a fresh SQLite file under data/sessions/ (the real
 disk, WAL, synchronous=FULL), removed afterwards. Writers are threads, as Streamlit sessions are.
 
