@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import streamlit as st
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -20,3 +22,22 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int, str], None]]:
         yield update
     finally:
         bar.empty()
+
+
+def session_memo(store_key: str, digest: str, compute: Callable[[Callable], T], label: str,
+                 limit: int = 12) -> T:
+    """Per-session memo of ``compute(progress)`` by config digest, run behind a progress bar once.
+
+    The bar sits in a placeholder created on every run, so the page keeps the same element layout
+    whether or not the result was memoised (otherwise tabs and widgets below would reset).
+    """
+    slot = st.empty()
+    store = st.session_state.setdefault(store_key, {})
+    if digest not in store:
+        if len(store) >= limit:
+            store.pop(next(iter(store)))
+        with slot.container():
+            with progress_bar(label) as progress:
+                store[digest] = compute(progress)
+        slot.empty()
+    return store[digest]

@@ -15,38 +15,21 @@ from core.census.public_info import (WemConfig, beta_equicorrelated, delta_z_gri
                                      invariant_effects, wem_comparison)
 from dashboard.components.budget_input import budget_input
 from dashboard.components.export import export_panel
-from dashboard.components.progress import progress_bar
+from dashboard.components.progress import session_memo
 from dashboard.figures import census as figs
 
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
 
 
-def _memo(store_key: str, digest: str, compute, label: str, limit: int = 24):
-    """Per-session memo of results by config digest, computed behind a progress bar.
-
-    The bar lives in a placeholder that is created on every run, so the page keeps the same
-    element layout whether or not the result was cached (otherwise the tabs below would reset).
-    """
-    slot = st.empty()
-    store = st.session_state.setdefault(store_key, {})
-    if digest not in store:
-        if len(store) >= limit:
-            store.pop(next(iter(store)))
-        with slot.container():
-            with progress_bar(label) as progress:
-                store[digest] = compute(progress)
-        slot.empty()
-    return store[digest]
-
 
 def _plan(digest: str, config: BudgetConfig):
-    return _memo("ba_plans", digest, lambda progress: run_budget_plan(config, progress=progress),
+    return session_memo("ba_plans", digest, lambda progress: run_budget_plan(config, progress=progress),
                  "Analytic error and ToyDown runs")
 
 
 def _sweep(digest: str, config: MechanismSweepConfig) -> pd.DataFrame:
     """Mechanism sweep, kept per session by its digest (the calibration itself is cached in core)."""
-    return _memo("ba_sweeps", digest, lambda progress: mechanism_sweep(config, progress=progress),
+    return session_memo("ba_sweeps", digest, lambda progress: mechanism_sweep(config, progress=progress),
                  "Calibrating mechanisms")
 
 
@@ -247,7 +230,7 @@ with tab_public:
                    f"guarantee could only be stated as up to {2 * alloc.total:.3g} (twice the budget, Lemma 5). "
                    "Projecting noisy counts onto the invariant, as ToyDown and TopDown-lite do, is post-processing "
                    "given Z and costs nothing more relative to Z (Lemma 3).")
-    effects = _memo("ba_invariants", config_digest([kind, fanouts, seed, alloc]),
+    effects = session_memo("ba_invariants", config_digest([kind, fanouts, seed, alloc]),
                     lambda progress: invariant_effects(h, h.aggregate(geo.leaf_counts), alloc.eps_by_level,
                                                        alloc.mechanism, alloc.sensitivity),
                     "Invariant effects")

@@ -19,7 +19,7 @@ from core.coherence.audit import AuditConfig, coherence_curve, epsilon_sweep, ru
 from core.coherence.releases import MAX_DOMAIN, RELEASES  # noqa: E402
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.export import export_panel  # noqa: E402
-from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.progress import session_memo  # noqa: E402
 from dashboard.figures import coherence as figs  # noqa: E402
 
 SIM = "Simulation, not a release: every split and every release on this page is a seeded draw for auditing."
@@ -38,16 +38,6 @@ CAVEATS = """**What a verdict means.**
   shrink with n is relatively noisier here than on the full file.
 """
 
-
-def _memo(store_key: str, digest: str, compute, label: str, limit: int = 8):
-    """Per-session memo of results by digest, computed behind a progress bar."""
-    store = st.session_state.setdefault(store_key, {})
-    if digest not in store:
-        if len(store) >= limit:
-            store.pop(next(iter(store)))
-        with progress_bar(label) as progress:
-            store[digest] = compute(progress)
-    return store[digest]
 
 
 def _usable_columns(df: pd.DataFrame) -> list[str]:
@@ -155,7 +145,7 @@ run = st.button("Run audit", type="primary", key="coh_run", icon=":material/play
 result = None
 if run:
     try:
-        result = _memo("coh_results", digest, lambda pr: run_audit(config, data, progress=pr),
+        result = session_memo("coh_results", digest, lambda pr: run_audit(config, data, progress=pr),
                        "Running the audit")
         st.session_state["coh_last"] = digest
     except ValueError as err:
@@ -282,7 +272,7 @@ if st.button("Run epsilon sweep", key="coh_sweep_run", icon=":material/show_char
     sweep_digest = config_digest({"sweep": sweep_cfg, "key": sweep_key, "eps": sorted(sweep_eps),
                                   "params": sweep_params, "data": data_fingerprint(data)})
     try:
-        st.session_state["coh_sweep"] = _memo(
+        st.session_state["coh_sweep"] = session_memo(
             "coh_sweeps", sweep_digest,
             lambda pr: epsilon_sweep(sweep_cfg, data, sweep_key, sweep_eps, sweep_params, progress=pr),
             "Sweeping epsilon")

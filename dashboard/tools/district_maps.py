@@ -28,7 +28,7 @@ from core.districts.study import (GENERATORS, UNIT_LABELS, PlanConfig, display_v
 from core.districts.uploads import load_uploaded_blocks  # noqa: E402
 from dashboard.components.budget_input import budget_input  # noqa: E402
 from dashboard.components.export import export_panel  # noqa: E402
-from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.progress import progress_bar, session_memo  # noqa: E402
 from dashboard.figures import districts as figs  # noqa: E402
 
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
@@ -36,19 +36,6 @@ GRIDS = {"(64, 4, 16)": (64, 4, 16), "(16, 4, 16)": (16, 4, 16), "(484, 4, 25) D
 GEO_LABELS = {"georgia": "Georgia (real counties, synthetic tracts and blocks)",
               "grid": "Synthetic square-grid county (paper §6)", "upload": "My TIGER/Line + PL 94-171 files"}
 
-
-def _memo(store_key: str, digest: str, compute, label: str, limit: int = 12):
-    """Per-session memo by config digest; the first computation runs behind a progress bar."""
-    slot = st.empty()
-    store = st.session_state.setdefault(store_key, {})
-    if digest not in store:
-        if len(store) >= limit:
-            store.pop(next(iter(store)))
-        with slot.container():
-            with progress_bar(label) as progress:
-                store[digest] = compute(progress)
-        slot.empty()
-    return store[digest]
 
 
 @st.cache_resource(show_spinner="Loading the Georgia block geography")
@@ -161,7 +148,7 @@ with st.container(border=True):
             plan_key = f"{geo_key}:csv:{_sha(pfile.getvalue())}"
         else:
             plan_key = f"{geo_key}:{config_digest(plan_cfg)}"
-            plans = _memo("dm_plans", plan_key, lambda progress: make_plans(geo, plan_cfg, progress),
+            plans = session_memo("dm_plans", plan_key, lambda progress: make_plans(geo, plan_cfg, progress),
                           "Drawing plans")
     except ValueError as exc:
         st.error(str(exc))
@@ -207,7 +194,7 @@ with st.container(border=True):
     try:
         noise_cfg = NoiseConfig(alloc.budgets, alloc.mechanism, alloc.sensitivity, algorithm, runs, noise_seed)
         run_key = f"{plan_key}:{plan_idx}:{config_digest(noise_cfg)}"
-        result = _memo("dm_results", run_key, lambda progress: district_table(geo, labels, noise_cfg, progress),
+        result = session_memo("dm_results", run_key, lambda progress: district_table(geo, labels, noise_cfg, progress),
                        "Noisy runs")
     except ValueError as exc:
         st.error(str(exc))
@@ -247,7 +234,7 @@ with tab_map:
         biggest = geo.blocks.groupby("county")["total"].sum().idxmax()
         county = c3.selectbox("County", cty_ids, index=cty_ids.index(biggest), key="dm_county",
                               format_func=lambda c: f"{names.get(c, c)} ({c})" if names is not None else c)
-    shapes = _memo("dm_shapes", f"{plan_key}:{plan_idx}", lambda progress: district_shapes(geo, labels, table),
+    shapes = session_memo("dm_shapes", f"{plan_key}:{plan_idx}", lambda progress: district_shapes(geo, labels, table),
                    "Outlining districts")
     shapes = shapes.drop(columns=[c for c in shapes.columns if c not in ("district", "geometry")]).merge(
         table, on="district")
@@ -332,7 +319,7 @@ with tab_ens:
         st.dataframe(summary, hide_index=True, key="dm_ens_table")
     if plans.shape[0] > 1:
         st.markdown("**Plans of the ensemble**")
-        st.dataframe(_memo("dm_plan_summaries", plan_key, lambda progress: ensemble_metrics(geo, plans),
+        st.dataframe(session_memo("dm_plan_summaries", plan_key, lambda progress: ensemble_metrics(geo, plans),
                            "Summarising plans"), hide_index=True, key="dm_plans_table")
 
 # ------------------------------------------------------------------------------- ecological regression
@@ -348,7 +335,7 @@ with tab_er:
                                      "weighted": "weighted by votes"}.get)
     try:
         er_key = f"{geo_key}:{config_digest([asdict(noise_cfg), support, other])}"
-        er = _memo("dm_er", er_key, lambda progress: ecological_study(h, geo.blocks, noise_cfg, noise_cfg.seed,
+        er = session_memo("dm_er", er_key, lambda progress: ecological_study(h, geo.blocks, noise_cfg, noise_cfg.seed,
                                                                        support, other, progress=progress),
                    "Ecological regression runs")
         st.plotly_chart(figs.er_scatter(er.precincts, er.estimates, er.noisy_shares, mode), key="dm_er_scatter")
