@@ -1,4 +1,8 @@
-"""One on-disk result cache for every page (joblib.Memory keyed on a config digest)."""
+"""One on-disk result cache for every page (joblib.Memory keyed on a config digest).
+
+Results live under a folder named after a digest of the ``core`` source, so a code change never
+serves a result computed by older code (joblib alone only watches the decorated function).
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -13,6 +17,7 @@ import pandas as pd
 from joblib import Memory
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+CORE_DIR = Path(__file__).resolve().parent
 
 
 def cache_dir() -> Path:
@@ -21,13 +26,26 @@ def cache_dir() -> Path:
 
 
 _memory: Memory | None = None
+_code_digests: dict[Path, str] = {}
+
+
+def code_digest(root: Path = CORE_DIR) -> str:
+    """SHA-256 (first 16 hex digits) over the paths and contents of every ``.py`` file below ``root``."""
+    root = Path(root)
+    if root not in _code_digests:
+        sha = hashlib.sha256()
+        for path in sorted(root.rglob("*.py")):
+            sha.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+        _code_digests[root] = sha.hexdigest()[:16]
+    return _code_digests[root]
 
 
 def memory() -> Memory:
-    """The shared joblib.Memory (created lazily so importing core stays cheap)."""
+    """The shared joblib.Memory for this version of ``core`` (created lazily so imports stay cheap)."""
     global _memory
-    if _memory is None or Path(_memory.location) != cache_dir() / "joblib":
-        _memory = Memory(cache_dir() / "joblib", verbose=0)
+    location = cache_dir() / "joblib" / code_digest()
+    if _memory is None or Path(_memory.location) != location:
+        _memory = Memory(location, verbose=0)
     return _memory
 
 

@@ -71,7 +71,22 @@ def test_cached_function_runs_once_per_distinct_input(tmp_path, monkeypatch):
     assert CALLS == [2.0]  # second call served from disk
     assert fast(2.0, _Config(4.0, 1)) == 8.0
     assert CALLS == [2.0, 2.0]  # a changed config is a new entry
-    assert (tmp_path / "joblib").is_dir()
+    assert (tmp_path / "joblib" / cache.code_digest()).is_dir()
+
+
+def test_code_digest_follows_source_changes(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("X = 1\n")
+    (package / "sub" / "b.py").write_text("Y = 2\n")
+    before = cache.code_digest(package)
+    cache._code_digests.clear()
+    assert cache.code_digest(package) == before          # same files, same digest
+    (package / "sub" / "b.py").write_text("Y = 3\n")
+    cache._code_digests.clear()
+    after = cache.code_digest(package)
+    assert after != before and len(after) == 16         # an edited helper moves the cache folder
+    cache._code_digests.clear()
 
 
 def _seeded_sum(rng: np.random.Generator) -> float:
