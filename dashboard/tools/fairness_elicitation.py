@@ -62,6 +62,8 @@ def _answer(token: str, position: int, response: str, event_id: str) -> None:
     _set("answer_error", None)
     if written:
         _set("view_pos", None)  # go to the first open card, computed from the database
+        # Confidence belongs to one card: clear it so it is not silently stored with the next one.
+        st.session_state[P + "confidence"] = "not given"
 
 
 def _goto(position: int | None) -> None:
@@ -315,7 +317,12 @@ def _withdraw(fac: dict) -> None:
 
 
 def _set_status(fac: dict, status: str) -> None:
-    _store().set_status(fac["session_id"], fac["key"], status)
+    try:
+        _store().set_status(fac["session_id"], fac["key"], status)
+    except (ValueError, PermissionError) as err:
+        _set("manage_error", str(err))
+        return
+    _set("manage_error", None)
 
 
 def facilitator_session(fac: dict, simulated: bool = False) -> None:

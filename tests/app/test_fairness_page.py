@@ -125,10 +125,14 @@ def test_confidence_is_stored_live_refresh_renders_and_withdrawal_removes_answer
     sh.select_slider(key="fe_confidence").set_value(4).run()
     sh.button(key="fe_ans_differ").click().run()
     assert not sh.exception
+    # The confidence belongs to the card answered: the next card starts without one.
+    assert sh.select_slider(key="fe_confidence").value == "not given"
+    sh.button(key="fe_ans_same").click().run()
     fac.toggle(key="fe_live").set_value(True).run()
     assert not fac.exception
     judged = next(d.value for d in fac.dataframe if "confidence" in d.value.columns)
-    assert list(judged["confidence"]) == [4] and list(judged["response"]) == ["differ"]
+    assert list(judged["response"]) == ["differ", "same"]
+    assert judged["confidence"].iloc[0] == 4 and judged["confidence"].isna().iloc[1]
     fac.selectbox(key="fe_withdraw_name").select("Cy").run()
     fac.button(key="fe_withdraw").click().run()
     assert not fac.exception and not fac.error
