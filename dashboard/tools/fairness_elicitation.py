@@ -294,14 +294,15 @@ def facilitator_setup() -> None:
         st.button("Import", key=P + "import", on_click=_import_session)
 
 
-def _progress_block(store: ElicitationStore, fac: dict) -> pd.DataFrame:
-    progress = store.progress(fac["session_id"], fac["key"])
+def _progress_block(store: ElicitationStore, fac: dict, progress: pd.DataFrame | None = None) -> None:
+    """Progress table and chart; re-read from the store when refreshed live (progress None)."""
+    if progress is None:
+        progress = store.progress(fac["session_id"], fac["key"])
     st.dataframe(progress, hide_index=True, key=P + "progress_table",
                  column_config={"share_same": st.column_config.NumberColumn("share 'same'", format="%.2f"),
                                 "self_agreement": st.column_config.NumberColumn("self-agreement",
                                                                                 format="%.2f")})
     st.plotly_chart(figs.progress_figure(progress), key=P + "progress_fig")
-    return progress
 
 
 def _withdraw(fac: dict) -> None:
@@ -351,6 +352,9 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                "'Stakeholder'. Cards per stakeholder: "
                f"{config.n_core} core + {config.n_random} random + {config.n_repeat} repeated.")
 
+    # One read of the roster and answers per run, shared by every tab.
+    progress = store.progress(info["session_id"], fac["key"])
+    judged = store.judgments(info["session_id"], fac["key"])
     tab_progress, tab_constraints, tab_results, tab_export = st.tabs(
         ["Live progress", "Agreement and constraints", "Learning results", "Export"])
     with tab_progress:
@@ -358,7 +362,7 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         if live:
             st.fragment(run_every=5)(_progress_block)(store, fac)
         else:
-            _progress_block(store, fac)
+            _progress_block(store, fac, progress)
         b = st.columns(3)
         b[0].button("Refresh now", key=P + "refresh")
         if info["status"] == "open":
@@ -367,12 +371,9 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
             b[1].button("Reopen", key=P + "reopen", on_click=_set_status, args=(fac, "open"))
         b[2].button("Leave this session", key=P + "leave", on_click=_set, args=("fac", None))
         with st.expander("Withdraw a stakeholder (deletes all their answers)"):
-            names = list(store.progress(fac["session_id"], fac["key"])["stakeholder"])
-            st.selectbox("Stakeholder", names, key=P + "withdraw_name", index=None)
+            st.selectbox("Stakeholder", list(progress["stakeholder"]), key=P + "withdraw_name", index=None)
             st.button("Withdraw and delete", key=P + "withdraw", on_click=_withdraw, args=(fac,))
 
-    judged = store.judgments(info["session_id"], fac["key"])
-    progress = store.progress(info["session_id"], fac["key"])
     with tab_constraints:
         c = st.columns(2)
         weighting = c[0].radio("Weighting", el.WEIGHTINGS, key=P + "weighting", horizontal=True,
@@ -428,10 +429,12 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         st.write("The session export holds settings, pseudonyms, cards and every answer event "
                  "(no keys or resume codes). It can be imported again as a new session.")
         d = st.columns(2)
-        d[0].download_button("Export session (JSON)", store.export_json(info["session_id"], fac["key"]),
+        # Built only when clicked: every event of the session would otherwise be read on each rerun.
+        sid, key = info["session_id"], fac["key"]
+        d[0].download_button("Export session (JSON)", lambda: store.export_json(sid, key),
                              file_name=f"session_{info['join_code']}.json", mime="application/json",
                              key=P + "dl_session_json")
-        d[1].download_button("Export session (CSV)", store.export_csv(info["session_id"], fac["key"]),
+        d[1].download_button("Export session (CSV)", lambda: store.export_csv(sid, key),
                              file_name=f"session_{info['join_code']}.csv", mime="text/csv",
                              key=P + "dl_session_csv")
         tables = {"progress": progress, "judgments": judged, "constraints": constraints,
