@@ -109,6 +109,16 @@ def test_demo_fills_a_labelled_simulated_session():
     assert len(table) == 6 and (table["answered"] == 52).all() and table["simulated"].all()
     constraints = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
     assert (constraints["weight"] > 0).any()
+    # The agreement tab's figures agree with core on the answers shown beside them.
+    from core.fairness.elicitation import inter_rater_agreement
+    judged = next(d.value for d in at.dataframe if "confidence" in d.value.columns)
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Answers"] == str(6 * 52)
+    constrained = ((constraints["w_ij"] > 0) | (constraints["w_ji"] > 0)).sum()
+    assert shown["Pairs with a constraint"] == str(constrained) and constrained > 0
+    kappa = inter_rater_agreement(judged)["fleiss_kappa"]
+    assert shown["Fleiss' kappa (core pairs)"] == f"{kappa:.2f}"
+    assert shown["Self-agreement on repeats"] == f"{table['self_agreement'].mean():.2f}"
     at.radio(key="fe_weighting").set_value("judged").run()
     judged = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
     assert judged["weight"].max() <= 1.0 and judged["weight"].max() >= constraints["weight"].max()
