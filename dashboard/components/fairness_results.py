@@ -10,7 +10,7 @@ from core.fairness.companion import CompanionConfig, cost_ratio, equal_error_rat
 from core.fairness.frontier import SWEEPS, FrontierConfig, fpr_gap, is_cached, trade_off_frontier
 from core.fairness.learner import AVERAGING, ORACLES
 from core.fairness.learning_data import compas_learning_data
-from dashboard.components.progress import progress_bar
+from dashboard.components.progress import session_memo
 from dashboard.figures import fairness as figs
 
 ROUND_CHOICES = (100, 300, 1000, 2000)
@@ -89,17 +89,18 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
         constraints[[c for c in ("i", "j", "weight", "w_ij", "w_ji", "n_judges", "agreement")
                      if c in constraints]]
         .reset_index(drop=True))})
-    store = st.session_state.setdefault(f"{key}_results", {})
+    memo_key = f"{key}_results"
     clicked = st.button("Run the learner", key=f"{key}_run", type="primary",
                         help="Fits one mixture per slack value; results are cached for these settings.")
-    if digest not in store and (clicked or is_cached(constraints, config)):
+    result = None
+    if digest in st.session_state.get(memo_key, {}) or clicked or is_cached(constraints, config):
         try:
-            with progress_bar("Learning under the elicited constraints") as progress:
-                store[digest] = trade_off_frontier(constraints, config, progress=progress)
+            result = session_memo(memo_key, digest,
+                                  lambda progress: trade_off_frontier(constraints, config, progress=progress),
+                                  "Learning under the elicited constraints", limit=6)
         except ValueError as exc:
             st.error(str(exc))
             return {}
-    result = store.get(digest)
     if result is None:
         st.info("Press **Run the learner** to trace the accuracy-fairness frontier "
                 f"({len(config.values)} values × {config.T} rounds).")

@@ -78,6 +78,12 @@ def test_operating_point_slider_moves_the_metrics():
     last = [m.value for m in at.metric]
     assert first != last
     assert float(last[0]) < 0.35                   # least-constrained end of the frontier
+    # The four figures are the chosen hull point's row of the frontier table.
+    (result,) = at.session_state["fx_results"].values()
+    hull = result.points[result.points["on_hull"]].sort_values("unfairness")
+    row = hull.iloc[-1]
+    assert last == [f"{row['error']:.3f}", f"{row['error_heldout']:.3f}", f"{row['unfairness']:.3f}",
+                    f"{int(row['violated_pairs'])} of {int(row['pairs'])}"]
 
 
 def test_companion_cutoff_changes_the_badge():
