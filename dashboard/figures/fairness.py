@@ -42,10 +42,13 @@ def frontier_figure(points: pd.DataFrame, best_constant: float, selected: float 
         fig.add_scatter(x=sel["unfairness"], y=sel["error"], mode="markers",
                         marker=dict(color=PICK, size=18, symbol="circle-open", line=dict(width=3)),
                         name="operating point")
-    fig.update_layout(title="Accuracy against fairness to the elicited pairs",
+    fig.update_layout(title=dict(text="Accuracy against fairness to the elicited pairs", y=0.98,
+                                 yanchor="top"),
                       xaxis_title=f"realised unfairness: {unfairness_label}",
-                      yaxis_title="classification error", height=440,
-                      legend=dict(orientation="h", y=-0.25), margin=dict(t=50, b=30, l=50, r=10))
+                      yaxis_title="classification error", height=500,
+                      # legend between the title and the plot: below it, it covered the axis title
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+                      margin=dict(t=120, b=40, l=50, r=10))
     return fig
 
 
