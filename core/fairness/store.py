@@ -161,9 +161,17 @@ def default_db_url() -> str:
     return f"sqlite:///{DEFAULT_DB_FILE}"
 
 
+def normalise_url(url: str) -> str:
+    """A plain `postgresql://` (or Heroku-style `postgres://`) URL goes through psycopg 3, the driver we ship."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
 def make_engine(url: str | None = None) -> Engine:
     """An engine with SQLite tuned for many writers: WAL, busy timeout, BEGIN IMMEDIATE on writes."""
-    url = url or default_db_url()
+    url = normalise_url(url or default_db_url())
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1] if "///" in url else ""
         if path and path != ":memory:":

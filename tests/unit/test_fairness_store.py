@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -13,17 +14,40 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from sqlalchemy import create_engine, make_url
 
 from core.fairness.elicitation import SessionConfig, aggregate_constraints
-from core.fairness.store import SCHEMA_VERSION, ElicitationStore, parse_export
+from core.fairness.store import SCHEMA_VERSION, ElicitationStore, normalise_url, parse_export
 
 REPO = Path(__file__).resolve().parents[2]
 FIFTY = SessionConfig(n_core=2, n_random=48, n_repeat=0, seed=3)
 
 
-@pytest.fixture
-def db(tmp_path):
-    return f"sqlite:///{tmp_path / 'sessions.sqlite'}"
+# A PostgreSQL URL whose role may create databases (`make test` starts a local server when run
+# as root and sets it); every test gets a database of its own. Without it only SQLite runs.
+PG_ADMIN_URL = os.environ.get("DASHBOARD_TEST_PG_URL", "")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'sessions.sqlite'}"
+        return
+    if not PG_ADMIN_URL:
+        pytest.skip("PostgreSQL variant needs DASHBOARD_TEST_PG_URL")
+    admin_url = make_url(normalise_url(PG_ADMIN_URL))
+    name = f"store_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    yield admin_url.set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+    admin.dispose()
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
 
 
 @pytest.fixture
@@ -39,8 +63,10 @@ def eid() -> str:
 
 def test_schema_is_versioned_and_sqlite_runs_in_wal(store, db):
     assert store.schema_version() == SCHEMA_VERSION
-    with sqlite3.connect(db.split("///", 1)[1]) as raw:
-        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.engine.dialect.name == ("sqlite" if is_sqlite(db) else "postgresql")
+    if is_sqlite(db):
+        with sqlite3.connect(db.split("///", 1)[1]) as raw:
+            assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     # Reopening the same file keeps one version row.
     again = ElicitationStore(db)
     assert again.schema_version() == SCHEMA_VERSION
@@ -114,8 +140,9 @@ def test_killed_writer_leaves_consistent_database_and_stakeholder_resumes(store,
     finally:
         child.kill()
         child.wait(timeout=30)
-    with sqlite3.connect(db.split("///", 1)[1]) as raw:
-        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    if is_sqlite(db):
+        with sqlite3.connect(db.split("///", 1)[1]) as raw:
+            assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     # The seven committed answers survive; the open transaction left nothing behind.
     mine = store.my_answers(login.token)
     assert list(mine["position"]) == list(range(7))
@@ -341,3 +368,13 @@ def test_withdrawal_seen_by_another_process_rejects_cached_writer(db):
     with pytest.raises(PermissionError, match="resume code"):
         first.record_answer(me.token, 1, "same", eid())
     first.dispose(), second.dispose()
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("postgresql://u:p@h:5432/d", "postgresql+psycopg://u:p@h:5432/d"),
+    ("postgres://u@h/d", "postgresql+psycopg://u@h/d"),
+    ("postgresql+psycopg://u@h/d", "postgresql+psycopg://u@h/d"),
+    ("sqlite:///x.sqlite", "sqlite:///x.sqlite"),
+])
+def test_plain_postgresql_urls_use_the_shipped_driver(given, expected):
+    assert normalise_url(given) == expected
