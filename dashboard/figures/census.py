@@ -5,6 +5,8 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from dashboard.figures.axes import tidy_log_axes
+
 SIMULATION_NOTE = "simulation, not a release"
 
 
@@ -14,7 +16,7 @@ def budget_shares_figure(levels: pd.DataFrame, unit: str) -> go.Figure:
     fig = px.bar(levels, x="level", y=col, text=levels["share"].map(lambda s: f"{100 * s:.1f}%"))
     fig.update_layout(title="Budget per level", yaxis_title=f"budget ({unit})", height=320,
                       margin=dict(t=50, b=30, l=40, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def target_error_figure(targets: pd.DataFrame) -> go.Figure:
@@ -32,7 +34,7 @@ def target_error_figure(targets: pd.DataFrame) -> go.Figure:
     fig.update_layout(title="Error sd of each target: closed form vs simulated ToyDown", yaxis_type="log",
                       yaxis_title="standard deviation of the error (people)", height=420,
                       legend=dict(orientation="h", y=-0.2), margin=dict(t=50, b=30, l=50, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def figure2_figure(curves: pd.DataFrame, optimum: pd.DataFrame) -> go.Figure:
@@ -45,7 +47,7 @@ def figure2_figure(curves: pd.DataFrame, optimum: pd.DataFrame) -> go.Figure:
     fig.update_layout(title="Leaf variance vs split of the upper levels (three-level tree)", yaxis_type="log",
                       xaxis_title="top level's share of the two upper levels' budget", yaxis_title="variance of one leaf's error",
                       height=420, margin=dict(t=50, b=30, l=50, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def presets_figure(table: pd.DataFrame, by: str) -> go.Figure:
@@ -54,7 +56,7 @@ def presets_figure(table: pd.DataFrame, by: str) -> go.Figure:
     what = "whole units at each level" if by == "level" else "each target"
     fig.update_layout(title=f"Error sd of {what} under each split", yaxis_title="error sd (people, log scale)",
                       height=400, margin=dict(t=50, b=30, l=50, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def mechanism_figure(sweep: pd.DataFrame, show_bound: bool = True) -> go.Figure:
@@ -69,7 +71,7 @@ def mechanism_figure(sweep: pd.DataFrame, show_bound: bool = True) -> go.Figure:
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_layout(title="Error of k overlapping counting queries against epsilon", height=640,
                       legend=dict(orientation="h", y=-0.15), margin=dict(t=60, b=30, l=50, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def invariant_figure(effects: pd.DataFrame, column: str) -> go.Figure:
@@ -77,7 +79,7 @@ def invariant_figure(effects: pd.DataFrame, column: str) -> go.Figure:
     fig = px.bar(effects, x="level", y=column, color="invariant", barmode="group")
     fig.update_layout(title=f"Whole-unit error sd per level with invariants ({column})",
                       yaxis_title="error sd (people)", height=380, margin=dict(t=50, b=30, l=50, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def delta_z_heatmap(grid: pd.DataFrame, n: int) -> go.Figure:
@@ -88,7 +90,7 @@ def delta_z_heatmap(grid: pd.DataFrame, n: int) -> go.Figure:
                                 color="Delta_z"))
     fig.update_layout(title=f"Sensitivity of a count of n = {n} records under dependence", height=420,
                       margin=dict(t=50, b=30, l=50, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def wem_cells_figure(cells: pd.DataFrame) -> go.Figure:
@@ -96,7 +98,7 @@ def wem_cells_figure(cells: pd.DataFrame) -> go.Figure:
     fig = px.scatter(cells, x="true count", y="mean abs error", color="method", log_x=False)
     fig.update_layout(title=f"Per-cell error of the count vector with a public total ({SIMULATION_NOTE})",
                       height=380, margin=dict(t=50, b=30, l=50, r=10), legend=dict(orientation="h", y=-0.25))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def algorithm_figure(errors: pd.DataFrame) -> go.Figure:
@@ -106,4 +108,4 @@ def algorithm_figure(errors: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=f"Error of unit totals: ToyDown vs TopDown-lite ({SIMULATION_NOTE})",
                       yaxis_title="mean |error| of a unit's total (people)", height=400,
                       margin=dict(t=50, b=30, l=50, r=10))
-    return fig
+    return tidy_log_axes(fig)

@@ -5,6 +5,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboard.figures.axes import tidy_log_axes
+
 VERDICT_COLOURS = {"FAIL": "#c0392b", "PASS": "#1e8449", "INCONCLUSIVE": "#b9770e"}
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
@@ -42,7 +44,7 @@ def distance_heatmap(subgroups: pd.DataFrame, adversary: str, alpha: float) -> g
     ))
     fig.update_layout(title=f"Wasserstein distance per subgroup and release ({adversary}); alpha = {alpha:g}",
                       height=max(320, 30 * len(order) + 140), margin=dict(l=10, r=10, t=50, b=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def score_histograms(scores: np.ndarray, in_release: np.ndarray, subgroup: str, label: str) -> go.Figure:
@@ -60,7 +62,7 @@ def score_histograms(scores: np.ndarray, in_release: np.ndarray, subgroup: str, 
                       xaxis=dict(title="score h(x) in [-1, 1]", range=[-1.05, 1.05]),
                       yaxis_title="share of the subgroup's half", height=380, margin=dict(l=10, r=10, t=50, b=10),
                       legend=dict(orientation="h", y=-0.25))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def coherence_curve_figure(curve: pd.DataFrame, release: str, alpha: float, beta: float) -> go.Figure:
@@ -82,7 +84,7 @@ def coherence_curve_figure(curve: pd.DataFrame, release: str, alpha: float, beta
                       xaxis_title="alpha (W1 threshold)", yaxis=dict(title="share of trials with W1 > alpha",
                                                                       range=[-0.02, 1.02]),
                       height=380, margin=dict(l=10, r=10, t=50, b=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def size_scatter(subgroups: pd.DataFrame, adversary: str, alpha: float) -> go.Figure:
@@ -99,7 +101,7 @@ def size_scatter(subgroups: pd.DataFrame, adversary: str, alpha: float) -> go.Fi
     fig.update_layout(title=f"Small groups carry more sampling noise ({adversary})",
                       xaxis=dict(title="subgroup size (full data)", type="log"),
                       yaxis_title="W1 at the (1 - beta) quantile", height=380, margin=dict(l=10, r=10, t=50, b=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def epsilon_figure(summary: pd.DataFrame, releases: pd.DataFrame, theory: pd.DataFrame, beta: float) -> go.Figure:
@@ -125,7 +127,7 @@ def epsilon_figure(summary: pd.DataFrame, releases: pd.DataFrame, theory: pd.Dat
     fig.update_layout(title=f"Incoherence against epsilon (alpha at beta = {beta:g}) and what theory certifies",
                       xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="alpha", range=[0, 2.05]),
                       height=430, margin=dict(l=10, r=10, t=50, b=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def gamma_figure(grid: pd.DataFrame, sizes: np.ndarray) -> go.Figure:
@@ -139,4 +141,4 @@ def gamma_figure(grid: pd.DataFrame, sizes: np.ndarray) -> go.Figure:
     fig.update_layout(title="Subgroup size needed by theory (grey lines: your subgroups' sizes)",
                       xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="gamma", type="log"),
                       height=360, margin=dict(l=10, r=10, t=50, b=10))
-    return fig
+    return tidy_log_axes(fig)

@@ -1,10 +1,12 @@
 """Plotly figures for the Stratified synthesis page, built from core.synthesis tables (no Streamlit here)."""
 from __future__ import annotations
 
+import pandas as pd
 import plotly.colors as pcolors
 import plotly.graph_objects as go
-import pandas as pd
 from plotly.subplots import make_subplots
+
+from dashboard.figures.axes import tidy_log_axes
 
 METHOD_COLORS = {"stratified": "#E45756", "pooled": "#4C78A8"}
 METRIC_LABELS = {
@@ -62,7 +64,7 @@ def group_curves_figure(curves: pd.DataFrame, metric: str, sizes: dict[str, int]
         fig.update_yaxes(type="log")
     fig.update_layout(height=480, margin=dict(t=60, b=40, l=60, r=10), legend=dict(font=dict(size=11)),
                       title="Per-group error against the privacy budget (bands: min to max over seeds)")
-    return fig
+    return tidy_log_axes(fig)
 
 
 def method_curves_figure(curves: pd.DataFrame, metrics: tuple[str, ...], title: str,
@@ -86,7 +88,7 @@ def method_curves_figure(curves: pd.DataFrame, metrics: tuple[str, ...], title: 
     fig.update_xaxes(type="log", title_text="epsilon (log scale)")
     fig.update_layout(height=400, title=title, margin=dict(t=70, b=40, l=50, r=10),
                       legend=dict(orientation="h", y=-0.25))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def worst_vs_population_figure(worst: pd.DataFrame) -> go.Figure:
@@ -100,7 +102,7 @@ def worst_vs_population_figure(worst: pd.DataFrame) -> go.Figure:
     fig.update_layout(title="Population error vs worst-group error (two-way TVD)", height=380,
                       xaxis_title="population two-way TVD", yaxis_title="worst group's two-way TVD",
                       margin=dict(t=50, b=40, l=60, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def strata_sizes_figure(overview: pd.DataFrame, min_size: float = 0.0) -> go.Figure:
@@ -110,7 +112,7 @@ def strata_sizes_figure(overview: pd.DataFrame, min_size: float = 0.0) -> go.Fig
                            text=overview["real_rows"], textposition="outside"))
     fig.update_layout(title="Rows per stratum (red: below the small-stratum threshold or empty)", yaxis_type="log",
                       yaxis_title="rows (log scale)", height=360, margin=dict(t=50, b=110, l=50, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def mean_error_figure(curves: pd.DataFrame) -> go.Figure:
@@ -130,7 +132,7 @@ def mean_error_figure(curves: pd.DataFrame) -> go.Figure:
                       xaxis_type="log", yaxis_type="log", xaxis_title="epsilon (log scale)",
                       yaxis_title="error of the population mean (log scale)", height=440,
                       margin=dict(t=50, b=40, l=60, r=10), legend=dict(font=dict(size=11)))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def dirichlet_figure(table: pd.DataFrame, observed: float, worst: float, best: float, alpha_hat: float) -> go.Figure:
@@ -145,7 +147,7 @@ def dirichlet_figure(table: pd.DataFrame, observed: float, worst: float, best: f
     fig.update_layout(title="How skewed group sizes soften the cost of stratifying (Dirichlet sizes)",
                       xaxis_type="log", xaxis_title="Dirichlet concentration alpha (log scale)", yaxis_title="sum of log group sizes",
                       height=380, margin=dict(t=50, b=40, l=60, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def group_error_figure(table: pd.DataFrame, names: list[str]) -> go.Figure:
@@ -163,7 +165,7 @@ def group_error_figure(table: pd.DataFrame, names: list[str]) -> go.Figure:
     fig.update_layout(barmode="group", yaxis_type="log", height=420, title="Who pays: each group's error",
                       yaxis_title="mean |error| of the group's mean (log scale)",
                       margin=dict(t=50, b=120, l=60, r=10), legend=dict(orientation="h", y=1.08, x=0))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def coinpress_figure(table: pd.DataFrame) -> go.Figure:
@@ -180,7 +182,7 @@ def coinpress_figure(table: pd.DataFrame) -> go.Figure:
                       xaxis_type="log", yaxis_type="log", xaxis_title="private n (log scale)",
                       yaxis_title="mean |error| of the population mean", height=400,
                       margin=dict(t=50, b=40, l=60, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def tvd_heatmap_figure(tvd: pd.DataFrame) -> go.Figure:
@@ -199,7 +201,7 @@ def tvd_heatmap_figure(tvd: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title="One-way TVD of each column inside each group (largest groups on top)",
                       height=140 + 34 * len(order), margin=dict(t=70, b=40, l=10, r=10))
-    return fig
+    return tidy_log_axes(fig)
 
 
 def marginal_bars_figure(shares: pd.DataFrame, group: str, column: str) -> go.Figure:
@@ -211,4 +213,4 @@ def marginal_bars_figure(shares: pd.DataFrame, group: str, column: str) -> go.Fi
         fig.add_bar(x=d["category"], y=d[src], name=src, marker_color=color)
     fig.update_layout(barmode="group", title=f"{column} within {group}", yaxis_title="share of the group's rows",
                       height=380, margin=dict(t=50, b=80, l=50, r=10), legend=dict(orientation="h", y=1.1))
-    return fig
+    return tidy_log_axes(fig)
