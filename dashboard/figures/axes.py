@@ -51,7 +51,7 @@ def tidy_log_axes(fig: go.Figure) -> go.Figure:
             continue
         lo, hi = values.min(), values.max()
         ticks = log_tick_values(lo, hi)
-        axis.update(tickvals=ticks, tickformat=",~g")
+        axis.update(tickvals=ticks, tickformat=",~r")
         if sum(lo / 1.01 <= t <= hi * 1.01 for t in ticks) < 2:  # widen a narrow axis to show its ticks
             pad = 0.05 * np.log10(max(ticks[-1], hi) / min(ticks[0], lo))
             axis.update(range=[np.log10(min(ticks[0], lo)) - pad, np.log10(max(ticks[-1], hi)) + pad])

@@ -21,7 +21,7 @@ def test_only_log_axes_change_and_narrow_ones_are_widened():
     fig.add_scatter(x=[0.1, 5], y=[1, 2], xaxis="x2", yaxis="y2")
     fig.update_layout(yaxis_type="log", xaxis2=dict(type="log"), yaxis2=dict(type="linear"))
     tidy_log_axes(fig)
-    assert fig.layout.yaxis.tickvals == (10, 20) and fig.layout.yaxis.tickformat == ",~g"
+    assert fig.layout.yaxis.tickvals == (10, 20) and fig.layout.yaxis.tickformat == ",~r"
     low, high = fig.layout.yaxis.range
     assert low < 1 and high > np.log10(20)          # both ticks inside the widened range
     assert fig.layout.xaxis2.tickvals == (0.1, 0.2, 0.5, 1, 2, 5)
