@@ -199,9 +199,9 @@ class Suppression(Release):
         return MicrodataReport(out)
 
 
-class LaplaceTable(Release):
-    """Counts over lens cell x target with Laplace noise of scale 2/eps: eps-DP, replace-one."""
-    key, label, kind = "laplace_table", "Noisy table (Laplace)", "table"
+class _NoisyTable(Release):
+    """Counts over lens cell x target plus independent noise per cell; subclasses choose the noise."""
+    kind = "table"
 
     def __init__(self, epsilon: float = 1.0) -> None:
         if not epsilon > 0:
@@ -211,29 +211,31 @@ class LaplaceTable(Release):
     @property
     def params(self):
         return {"epsilon": self.epsilon}
+
+    def noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def release(self, half, rng):
+        c = table_counts(half, self.schema_)
+        return TableReport(c + self.noise(c.shape, rng))
+
+
+class LaplaceTable(_NoisyTable):
+    """Laplace noise of scale 2/eps per cell: eps-DP, replace-one."""
+    key, label = "laplace_table", "Noisy table (Laplace)"
 
     @property
     def privacy(self):
         return PrivacyGuarantee("pure_dp", epsilon=self.epsilon,
                                 statement=f"{self.epsilon:g}-DP (replace-one neighbours; L1 sensitivity 2).")
 
-    def release(self, half, rng):
-        c = table_counts(half, self.schema_)
-        return TableReport(c + rng.laplace(0.0, 2.0 / self.epsilon, c.shape))
+    def noise(self, shape, rng):
+        return rng.laplace(0.0, 2.0 / self.epsilon, shape)
 
 
-class GaussianTable(Release):
-    """Counts over lens cell x target with Gaussian noise: rho-zCDP, rho = eps^2/2, replace-one."""
-    key, label, kind = "gaussian_table", "Noisy table (Gaussian)", "table"
-
-    def __init__(self, epsilon: float = 1.0) -> None:
-        if not epsilon > 0:
-            raise ValueError("epsilon must be positive.")
-        self.epsilon = float(epsilon)
-
-    @property
-    def params(self):
-        return {"epsilon": self.epsilon}
+class GaussianTable(_NoisyTable):
+    """Gaussian noise per cell: rho-zCDP, rho = eps^2/2, replace-one."""
+    key, label = "gaussian_table", "Noisy table (Gaussian)"
 
     @property
     def rho(self) -> float:
@@ -248,9 +250,8 @@ class GaussianTable(Release):
     def sigma(self) -> float:
         return math.sqrt(2.0) / math.sqrt(2.0 * self.rho)
 
-    def release(self, half, rng):
-        c = table_counts(half, self.schema_)
-        return TableReport(c + rng.normal(0.0, self.sigma, c.shape))
+    def noise(self, shape, rng):
+        return rng.normal(0.0, self.sigma, shape)
 
 
 class SynthesizerRelease(Release):
