@@ -118,3 +118,41 @@ def test_every_page_renders_without_exception(server):
     (ARTIFACTS / "render_times.json").write_text(json.dumps(timings, indent=2))
     assert not failures, "\n".join(failures)
     assert not outside_requests, f"pages requested outside addresses: {outside_requests[:5]}"
+
+
+def _upload(page, name: str, payload: bytes) -> None:
+    page.locator("input[type=file]").first.set_input_files(
+        files=[{"name": name, "mimeType": "text/csv", "buffer": payload}])
+    page.wait_for_timeout(1000)
+    _wait_until_idle(page, timeout_ms=60_000)
+
+
+def test_microdata_upload_rejects_bad_files_and_feeds_the_page(server):
+    """The upload path AppTest cannot drive: bad files get a named error, a good file drives the page."""
+    from playwright.sync_api import sync_playwright
+
+    from core.datasets import load_adult
+
+    adult = load_adult().sample(3000, random_state=1)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page.goto(f"{server}/stratified-synthesis")
+        _wait_until_idle(page, timeout_ms=120_000)
+        page.locator("[data-testid='stSelectbox']").filter(has_text="Microdata").first.click()
+        page.get_by_role("option", name="Upload CSV").click()
+        _wait_until_idle(page, timeout_ms=60_000)
+
+        _upload(page, "semicolons.csv", adult.head(50).to_csv(sep=";", index=False).encode())
+        error = page.locator("[data-testid='stAlertContentError']")
+        assert "semicolon" in error.first.inner_text(timeout=30_000)
+        _upload(page, "binary.csv", bytes(range(256)) * 20)
+        assert "binary" in error.first.inner_text(timeout=30_000)
+
+        _upload(page, "adult_sample.csv", adult.to_csv(index=False).encode())
+        page.get_by_text("adult_sample.csv: 3,000 rows x 15 columns").first.wait_for(timeout=30_000)
+        assert not error.count()
+        metrics = [m.split() for m in page.locator("[data-testid='stMetric']").all_inner_texts()]
+        assert ["Rows", "3,000"] in metrics and ["Strata", "(public", "domain)", "10"] in metrics
+        assert not page.locator("[data-testid='stException']").count()
+        browser.close()
