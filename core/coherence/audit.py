@@ -59,6 +59,49 @@ def build_subgroups(df: pd.DataFrame, columns: Sequence[str], order: int = 2,
     return out
 
 
+@dataclass(frozen=True)
+class Range:
+    """A closed numeric interval [low, high] used as a subgroup condition."""
+    low: float
+    high: float
+
+
+def predicate_subgroup(df: pd.DataFrame, conditions: dict, name: str | None = None) -> Subgroup:
+    """The people meeting every condition: ``{column: [values]}`` (one of) or ``{column: Range}``.
+
+    A structured predicate (no expression strings are evaluated); the name spells it out unless
+    one is given. Unknown columns or values raise ValueError, so a typo never becomes an empty group.
+    """
+    if not conditions:
+        raise ValueError("A custom subgroup needs at least one condition.")
+    mask = np.ones(len(df), bool)
+    parts = []
+    for column, cond in conditions.items():
+        if column not in df.columns:
+            raise ValueError(f"Subgroup column {column!r} is not in the data.")
+        col = df[column]
+        if isinstance(cond, Range):
+            if not pd.api.types.is_numeric_dtype(col):
+                raise ValueError(f"{column!r} is not numeric; choose values instead of a range.")
+            if cond.low > cond.high:
+                raise ValueError(f"Range for {column!r} is empty ({cond.low:g} > {cond.high:g}).")
+            mask &= col.between(cond.low, cond.high).to_numpy()
+            parts.append(f"{cond.low:g} <= {column} <= {cond.high:g}")
+            continue
+        wanted = list(cond)
+        if not wanted:
+            raise ValueError(f"Choose at least one value of {column!r}.")
+        levels = col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else col.dropna().unique()
+        known = {str(v): v for v in levels}
+        unknown = [v for v in wanted if str(v) not in known]
+        if unknown:
+            raise ValueError(f"{unknown} are not values of {column!r}.")
+        mask &= col.isin([known[str(v)] for v in wanted]).to_numpy()
+        parts.append(f"{column}={wanted[0]}" if len(wanted) == 1
+                     else f"{column} in {{{', '.join(map(str, wanted))}}}")
+    return Subgroup(name or " & ".join(parts), mask)
+
+
 def clopper_pearson(x: int, t: int, confidence: float = 0.95) -> tuple[float, float]:
     """One-sided Clopper-Pearson bounds (lower, upper) at level ``confidence`` (spec Sec. 2.6 note)."""
     if t <= 0:
@@ -278,6 +321,10 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
         groups = [g for g in groups if g is not None] + build_subgroups(data, cols, subgroup_order)
     if not groups:
         groups = [Subgroup("everyone", np.ones(len(data), bool))]
+    seen = pd.Series([g.name for g in groups])
+    if seen.duplicated().any():
+        raise ValueError(f"Subgroup(s) {sorted(set(seen[seen.duplicated()]))} are defined twice; "
+                         "rename the custom subgroup or drop its column from the subgroup columns.")
     sizes = np.array([int(np.asarray(g.mask).sum()) for g in groups])
     eligible = sizes >= int(gamma)
     members_all = np.column_stack([np.asarray(g.mask, bool) for g in groups])
@@ -347,9 +394,11 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
         verdicts = []
         for a in range(L):
             D = dmax[:, r, a, 0]
-            D0 = dmax[:, r, a, 1] if n_null_splits else np.full(T, np.nan)
+            # every null split pooled for the null's rate and quantile; the paired excess uses their mean
+            D0_all = dmax[:, r, a, 1:] if n_null_splits else np.full((T, 1), np.nan)
+            D0 = D0_all.mean(axis=1)
             x = int(np.sum(D > alpha + TOL))
-            x0 = int(np.sum(D0 > alpha + TOL))
+            x0 = int(np.sum(D0_all > alpha + TOL))
             lo, hi = clopper_pearson(x, T, conf_fail)[0], clopper_pearson(x, T, confidence)[1]
             v = decide(lo, hi, beta)
             exc = D - D0
@@ -357,7 +406,7 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
             sign_p = float(stats.binomtest(int(np.sum(exc[valid] > 0)), int(valid.sum()), 0.5,
                                            alternative="greater").pvalue) if valid.sum() else 1.0
             warns = []
-            if x0 / T > beta:
+            if x0 / D0_all.size > beta:
                 warns.append("alpha below noise floor: even a predictor that learned nothing exceeds alpha "
                              "this often; raise alpha or gamma")
             if v == "FAIL" and sign_p >= 0.05:
@@ -368,21 +417,22 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
             verdicts.append(v)
             rows.append({
                 "release": rel_names[r], "adversary": adv_names[a], "trials": T, "exceedances": x,
-                "beta_hat": x / T, "ci_low": lo, "ci_high": hi, "null_exceedances": x0, "null_beta_hat": x0 / T,
-                "alpha_hat": alpha_at_beta(D, beta), "alpha_hat_null": alpha_at_beta(D0, beta),
+                "beta_hat": x / T, "ci_low": lo, "ci_high": hi, "null_exceedances": x0, "null_beta_hat": x0 / D0_all.size,
+                "alpha_hat": alpha_at_beta(D, beta), "alpha_hat_null": alpha_at_beta(D0_all.ravel(), beta),
                 "excess_median": float(np.nanmedian(exc)) if np.isfinite(exc).any() else float("nan"),
                 "excess_mean": float(np.nanmean(exc)) if np.isfinite(exc).any() else float("nan"),
                 "sign_test_p": sign_p, "verdict": v, "trials_needed": need, "warnings": "; ".join(warns),
             })
             W = w1[:, r, a, 0, :]
-            W0 = w1[:, r, a, 1, :] if n_null_splits else np.full_like(W, np.nan)
+            W0_all = w1[:, r, a, 1:, :].reshape(-1, G) if n_null_splits else np.full_like(W, np.nan)
+            W0 = w1[:, r, a, 1:, :].mean(axis=1) if n_null_splits else W0_all
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN subgroups (never both halves filled)
                 stats_sub = {
                     "median_w1": np.nanmedian(W, axis=0), "q_w1": np.nanquantile(W, 1 - beta, axis=0),
                     "q05_w1": np.nanquantile(W, 0.05, axis=0), "q95_w1": np.nanquantile(W, 0.95, axis=0),
                     "exceed_rate": np.mean(W > alpha + TOL, axis=0),
-                    "median_null": np.nanmedian(W0, axis=0), "q_null": np.nanquantile(W0, 1 - beta, axis=0),
+                    "median_null": np.nanmedian(W0_all, axis=0), "q_null": np.nanquantile(W0_all, 1 - beta, axis=0),
                     "excess_median": np.nanmedian(W - W0, axis=0), "nan_trials": np.isnan(W).sum(axis=0),
                 }
             for j, gname in enumerate(gnames):
@@ -461,6 +511,13 @@ class AuditConfig:
     constants: str = "conservative"
     confidence: float = 0.95
     n_null_splits: int = 1
+    custom_subgroups: tuple[tuple[str, tuple], ...] = ()   # (name, ((column, values or Range), ...))
+
+
+def config_subgroups(config: AuditConfig, data: pd.DataFrame) -> list:
+    """Subgroup columns (levels and intersections are built by the audit) plus the custom predicates."""
+    custom = [predicate_subgroup(data, dict(conds), name or None) for name, conds in config.custom_subgroups]
+    return [*config.subgroup_columns, *custom]
 
 
 def build_releases(specs: Sequence[tuple[str, tuple]]) -> list[Release]:
@@ -485,7 +542,7 @@ def run_audit(config: AuditConfig, data: pd.DataFrame, progress: Progress | None
     """Run ``coherence_audit`` from a config (the page's entry point)."""
     return coherence_audit(
         data, build_releases(config.releases), list(config.adversaries), config.target, list(config.lens),
-        list(config.subgroup_columns), config.alpha, config.beta, config.gamma, config.trials,
+        config_subgroups(config, data), config.alpha, config.beta, config.gamma, config.trials,
         np.random.default_rng(config.seed), progress, positive=_positive_label(data, config.target, config.positive),
         subgroup_order=config.subgroup_order, n_null_splits=config.n_null_splits,
         confidence=config.confidence, constants=config.constants, n_jobs=n_jobs)
@@ -508,10 +565,11 @@ def epsilon_sweep(config: AuditConfig, data: pd.DataFrame, release_key: str, eps
     extra = {k: v for k, v in dict(params).items() if k != "epsilon"}
     rels = [make_release(release_key, epsilon=e, **extra) for e in eps]
     res = coherence_audit(
-        data, rels, list(config.adversaries), config.target, list(config.lens), list(config.subgroup_columns),
+        data, rels, list(config.adversaries), config.target, list(config.lens), config_subgroups(config, data),
         config.alpha, config.beta, config.gamma, config.trials, np.random.default_rng(config.seed), progress,
         positive=_positive_label(data, config.target, config.positive), subgroup_order=config.subgroup_order,
-        confidence=config.confidence, constants=config.constants, n_jobs=n_jobs)
+        n_null_splits=config.n_null_splits, confidence=config.confidence, constants=config.constants,
+        n_jobs=n_jobs)
     sizes = np.unique(res.subgroups["size"].to_numpy())
     picks = sorted({int(sizes.min()), int(np.median(sizes)), int(sizes.max())})
     grid = np.unique(np.concatenate([np.geomspace(1e-4, max(eps), 30), eps]))

@@ -199,18 +199,34 @@ class Suppression(Release):
         return MicrodataReport(out)
 
 
+NEIGHBOURS = {"replace_one": "replace one person", "add_remove": "add or remove one person"}
+
+
 class _NoisyTable(Release):
-    """Counts over lens cell x target plus independent noise per cell; subclasses choose the noise."""
+    """Counts over lens cell x target plus independent noise per cell; subclasses choose the noise.
+
+    ``neighbour`` is the convention the noise is calibrated for: replace-one moves one person
+    between two cells (L1 sensitivity 2, L2 sqrt 2), add/remove changes one cell by one. The
+    guarantee records it, and the theory reads an add/remove budget as 2 eps (pure DP) or 4 rho
+    (zCDP) under the paper's replace-one definition.
+    """
     kind = "table"
 
-    def __init__(self, epsilon: float = 1.0) -> None:
+    def __init__(self, epsilon: float = 1.0, neighbour: str = "replace_one") -> None:
         if not epsilon > 0:
             raise ValueError("epsilon must be positive.")
+        if neighbour not in NEIGHBOURS:
+            raise ValueError(f"neighbour must be one of {sorted(NEIGHBOURS)}, not {neighbour!r}.")
         self.epsilon = float(epsilon)
+        self.neighbour = neighbour
 
     @property
     def params(self):
-        return {"epsilon": self.epsilon}
+        return {"epsilon": self.epsilon, **({"neighbour": self.neighbour} if self.neighbour != "replace_one" else {})}
+
+    @property
+    def l1_sensitivity(self) -> float:
+        return 2.0 if self.neighbour == "replace_one" else 1.0
 
     def noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
@@ -221,20 +237,21 @@ class _NoisyTable(Release):
 
 
 class LaplaceTable(_NoisyTable):
-    """Laplace noise of scale 2/eps per cell: eps-DP, replace-one."""
+    """Laplace noise of scale (L1 sensitivity)/eps per cell: eps-DP for the chosen neighbours."""
     key, label = "laplace_table", "Noisy table (Laplace)"
 
     @property
     def privacy(self):
-        return PrivacyGuarantee("pure_dp", epsilon=self.epsilon,
-                                statement=f"{self.epsilon:g}-DP (replace-one neighbours; L1 sensitivity 2).")
+        return PrivacyGuarantee("pure_dp", epsilon=self.epsilon, neighbour=self.neighbour, statement=(
+            f"{self.epsilon:g}-DP ({self.neighbour.replace('_', '-')} neighbours; "
+            f"L1 sensitivity {self.l1_sensitivity:g})."))
 
     def noise(self, shape, rng):
-        return rng.laplace(0.0, 2.0 / self.epsilon, shape)
+        return rng.laplace(0.0, self.l1_sensitivity / self.epsilon, shape)
 
 
 class GaussianTable(_NoisyTable):
-    """Gaussian noise per cell: rho-zCDP, rho = eps^2/2, replace-one."""
+    """Gaussian noise per cell: rho-zCDP with rho = eps^2/2 for the chosen neighbours."""
     key, label = "gaussian_table", "Noisy table (Gaussian)"
 
     @property
@@ -243,12 +260,14 @@ class GaussianTable(_NoisyTable):
 
     @property
     def privacy(self):
-        return PrivacyGuarantee("zcdp", rho=self.rho, statement=(
-            f"{self.rho:.4g}-zCDP (rho = eps^2/2; replace-one, L2 sensitivity sqrt 2, sigma {self.sigma:.3g})."))
+        return PrivacyGuarantee("zcdp", rho=self.rho, neighbour=self.neighbour, statement=(
+            f"{self.rho:.4g}-zCDP (rho = eps^2/2; {self.neighbour.replace('_', '-')} neighbours, "
+            f"L2 sensitivity {math.sqrt(self.l1_sensitivity):.3g}, sigma {self.sigma:.3g})."))
 
     @property
     def sigma(self) -> float:
-        return math.sqrt(2.0) / math.sqrt(2.0 * self.rho)
+        """sigma = Delta_2 / sqrt(2 rho), with Delta_2 = sqrt(2) (replace-one) or 1 (add/remove)."""
+        return math.sqrt(self.l1_sensitivity) / math.sqrt(2.0 * self.rho)
 
     def noise(self, shape, rng):
         return rng.normal(0.0, self.sigma, shape)
@@ -323,8 +342,10 @@ def _registry() -> dict[str, ReleaseSpec]:
         "clear_half": ReleaseSpec(ClearHalf.label, ClearHalf),
         "clear_sample": ReleaseSpec(ClearSample.label, ClearSample, {"k": 100}),
         "suppression": ReleaseSpec(Suppression.label, Suppression, {"k": 5, "generalise": ()}),
-        "laplace_table": ReleaseSpec(LaplaceTable.label, LaplaceTable, {"epsilon": 1.0}, dp=True),
-        "gaussian_table": ReleaseSpec(GaussianTable.label, GaussianTable, {"epsilon": 1.0}, dp=True),
+        "laplace_table": ReleaseSpec(LaplaceTable.label, LaplaceTable, {"epsilon": 1.0, "neighbour": "replace_one"},
+                                     dp=True),
+        "gaussian_table": ReleaseSpec(GaussianTable.label, GaussianTable, {"epsilon": 1.0, "neighbour": "replace_one"},
+                                      dp=True),
     }
     for key, (label, _) in SYNTHESIZERS.items():
         reg[f"synth_{key}"] = ReleaseSpec(

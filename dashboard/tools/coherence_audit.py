@@ -15,8 +15,8 @@ import streamlit as st  # noqa: E402
 from core.cache import config_digest, data_fingerprint  # noqa: E402
 from core.coherence import theory  # noqa: E402
 from core.coherence.adversaries import ADVERSARIES  # noqa: E402
-from core.coherence.audit import AuditConfig, coherence_curve, epsilon_sweep, run_audit  # noqa: E402
-from core.coherence.releases import MAX_DOMAIN, RELEASES  # noqa: E402
+from core.coherence.audit import AuditConfig, Range, coherence_curve, epsilon_sweep, run_audit  # noqa: E402
+from core.coherence.releases import MAX_DOMAIN, NEIGHBOURS, RELEASES  # noqa: E402
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.export import export_panel  # noqa: E402
 from dashboard.components.progress import session_memo  # noqa: E402
@@ -60,10 +60,50 @@ def _release_params(key: str, lens: list[str], columns: list[str], groups: list[
         elif name == "generalise":
             out.append((name, tuple(st.multiselect(f"lens columns generalised away ({spec.label})", lens,
                                                    default=[], key=wkey))))
+        elif name == "neighbour":
+            out.append((name, st.radio(f"neighbours the noise is calibrated for ({spec.label})", list(NEIGHBOURS),
+                                       format_func=NEIGHBOURS.get, key=wkey, horizontal=True,
+                                       help="Add/remove halves the noise; the theory then reads the budget as "
+                                            "2 epsilon (pure DP) or 4 rho (zCDP) under replace-one.")))
         elif name == "strata":
             dflt = [g for g in groups[:1] if g in columns]
             out.append((name, tuple(st.multiselect(f"strata columns, public sizes ({spec.label})", columns,
                                                    default=dflt, key=wkey))))
+    return tuple(out)
+
+
+MAX_CUSTOM = 3
+SLIDER_MIN_VALUES = 20   # numeric columns with more distinct values get a range slider
+
+
+def _custom_subgroups(frame: pd.DataFrame) -> tuple:
+    """Up to MAX_CUSTOM named subgroups, each an AND of per-column conditions (values or a range)."""
+    n = int(st.number_input("Custom subgroups (conditions on any column, combined with AND)", 0, MAX_CUSTOM, 0,
+                            key="coh_n_custom", help="For example women aged 65 or over with no degree. "
+                            "Each must still have at least gamma members to be audited."))
+    out = []
+    for i in range(n):
+        c1, c2 = st.columns([1, 3])
+        name = c1.text_input(f"Name of custom subgroup {i + 1}", key=f"coh_custom_name_{i}",
+                             placeholder="spelled out if empty").strip()
+        cols = c2.multiselect(f"Columns of custom subgroup {i + 1}", list(frame.columns), key=f"coh_custom_cols_{i}")
+        conds = []
+        places = st.columns(len(cols)) if cols else []
+        for where, col in zip(places, cols):
+            values = frame[col].dropna()
+            if pd.api.types.is_numeric_dtype(values) and values.nunique() > SLIDER_MIN_VALUES:
+                lo, hi = float(values.min()), float(values.max())
+                low, high = where.slider(f"{col} between (subgroup {i + 1})", lo, hi, (lo, hi), key=f"coh_custom_{i}_{col}")
+                conds.append((col, Range(low, high)))
+            else:
+                options = [str(v) for v in pd.unique(values.sort_values())]
+                chosen = where.multiselect(f"{col} is one of (subgroup {i + 1})", options, key=f"coh_custom_{i}_{col}")
+                conds.append((col, tuple(chosen)))
+        undecided = [col for col, cond in conds if not isinstance(cond, Range) and not cond]
+        if conds and not undecided:
+            out.append((name, tuple(conds)))
+        elif cols:
+            st.caption(f"Custom subgroup {i + 1} is left out until it has values for: {', '.join(undecided)}.")
     return tuple(out)
 
 
@@ -103,9 +143,10 @@ with st.expander("Data, target, lens and subgroups", expanded=True):
     group_cols = g1.multiselect("Subgroup columns (levels and intersections; membership uses full records)",
                                 usable, default=group_default, key="coh_groups")
     order = int(g2.selectbox("Intersections up to order", [1, 2, 3], index=1, key="coh_order"))
+    custom = _custom_subgroups(full)
 
 with st.expander("Coherence parameters", expanded=True):
-    p1, p2, p3, p4, p5 = st.columns(5)
+    p1, p2, p3, p4, p5, p6 = st.columns(6)
     alpha = float(p1.number_input("alpha (max W1)", 0.01, 2.0, 0.4, 0.01, key="coh_alpha",
                                  help="The spec default 0.1 lies below the sampling noise floor of groups near "
                                  "gamma = 80 at 10,000 rows; 0.4 separates a leaky release from a private one."))
@@ -113,7 +154,10 @@ with st.expander("Coherence parameters", expanded=True):
     gamma = int(p3.number_input("gamma (min subgroup size)", 1, 1_000_000, 80, key="coh_gamma"))
     trials = int(p4.number_input("trials", 1, 2000, 60, key="coh_trials",
                                  help="At 95% confidence a PASS at beta = 0.05 needs at least 59 trials."))
-    constants = p5.selectbox("Theory constants", ["conservative", "paper"], key="coh_constants",
+    n_null = int(p5.number_input("null splits per trial", 1, 10, 1, key="coh_null_splits",
+                                 help="Extra independent splits scored by the same predictors: a steadier noise "
+                                      "floor for little extra time (the rate pools them; intervals use the first)."))
+    constants = p6.selectbox("Theory constants", ["conservative", "paper"], key="coh_constants",
                              format_func=lambda m: "conservative (repaired)" if m == "conservative"
                              else "as printed (unproven)")
 
@@ -131,7 +175,8 @@ with st.expander("Releases and adversaries", expanded=True):
 
 config = AuditConfig(target=target, positive=positive, lens=tuple(lens), subgroup_columns=tuple(group_cols),
                      releases=tuple(rel_specs), adversaries=tuple(adv_keys), subgroup_order=order, alpha=alpha,
-                     beta=beta, gamma=gamma, trials=trials, seed=seed, constants=constants)
+                     beta=beta, gamma=gamma, trials=trials, seed=seed, constants=constants,
+                     n_null_splits=n_null, custom_subgroups=custom)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -158,9 +203,8 @@ elif st.session_state.get("coh_last") in st.session_state.get("coh_results", {})
                    "Press Run audit to update.")
 
 st.info(CAVEATS)
-st.caption("Not yet available: custom subgroup predicates, adversary plug-ins from the page, an add/remove "
-           "neighbour option for the noisy tables, and more than one null split per trial from the page "
-           "(the core function takes n_null_splits).")
+st.caption("New release algorithms and adversaries are one class each in core.coherence (releases.py, "
+           "adversaries.py); the page lists every registered one. Code is never uploaded through the page.")
 
 if result is None:
     st.info(f"Set up the audit above and press **Run audit** ({len(data):,} rows, {trials} trials, "
@@ -168,7 +212,8 @@ if result is None:
 else:
     s = result.settings
     st.subheader("Verdicts")
-    st.caption(f"n = {s['n']:,} rows, releases see n/2 = {s['n_half']:,}; {s['trials']} trials; "
+    st.caption(f"n = {s['n']:,} rows, releases see n/2 = {s['n_half']:,}; {s['trials']} trials with "
+               f"{s['n_null_splits']} null split(s) each; "
                f"{s['n_eligible']} of {s['n_subgroups']} subgroups have at least gamma = {s['gamma']} members; "
                f"alpha = {s['alpha']:g}, beta = {s['beta']:g}. Runtime {result.runtime_s:.1f} s.")
     rels = result.releases

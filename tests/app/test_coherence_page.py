@@ -106,3 +106,25 @@ def test_adult_with_a_synthesizer_and_suppression():
     assert not at.exception and not at.error
     verdicts = [m.label for m in at.metric if m.label.startswith("Verdict: ")]
     assert len(verdicts) == 2 and any("stratified" in v for v in verdicts)
+
+
+def test_custom_subgroup_add_remove_tables_and_null_splits():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    _small(at)
+    at.number_input(key="coh_n_custom").set_value(1).run()
+    at.text_input(key="coh_custom_name_0").set_value("older women")
+    at.multiselect(key="coh_custom_cols_0").set_value(["sex", "age_band"]).run()
+    at.multiselect(key="coh_custom_0_sex").set_value(["Female"])
+    older = [v for v in at.multiselect(key="coh_custom_0_age_band").options if v.startswith(("65", "75"))]
+    assert older, "expected CPS age bands of 65 and over"
+    at.multiselect(key="coh_custom_0_age_band").set_value(older)
+    at.radio(key="coh_param_laplace_table_neighbour").set_value("add_remove")
+    at.number_input(key="coh_null_splits").set_value(3)
+    at.button(key="coh_run").click().run()
+    assert not at.exception and not at.error
+    verdicts = [m.label for m in at.metric if m.label.startswith("Verdict: ")]
+    assert "Verdict: Noisy table (Laplace) (epsilon=1.0, neighbour=add_remove)" in verdicts
+    subgroups = next(d.value for d in at.dataframe if "q_w1" in d.value.columns)
+    assert "older women" in set(subgroups["subgroup"])
+    assert any("8 trials with 3 null split(s) each" in c.value for c in at.caption)

@@ -5,8 +5,9 @@ import pytest
 from scipy import stats
 
 from core.coherence.adversaries import Adversary
-from core.coherence.audit import (AuditConfig, Subgroup, alpha_at_beta, build_subgroups, clopper_pearson,
-                                  coherence_audit, coherence_curve, decide, run_audit, trials_needed)
+from core.coherence.audit import (AuditConfig, Range, Subgroup, alpha_at_beta, build_subgroups, clopper_pearson,
+                                  coherence_audit, coherence_curve, decide, predicate_subgroup, release_theory,
+                                  run_audit, trials_needed)
 from core.coherence.releases import make_release
 
 
@@ -246,3 +247,67 @@ def test_inconsistent_with_declared_dp_is_flagged():
                           gamma=1000, trials=6, rng=np.random.default_rng(0), n_jobs=1)
     row = res.summary.iloc[0]
     assert row["verdict"] == "FAIL" and "inconsistent with declared DP" in row["warnings"]
+
+
+# ---- custom subgroups, neighbour convention, pooled null splits -------------------------------
+
+def test_predicate_subgroup_values_ranges_and_errors():
+    df = _fixture(500)
+    g = predicate_subgroup(df, {"sex": [1], "age": Range(10, 17)})
+    assert g.name == "sex=1 & 10 <= age <= 17"
+    assert np.array_equal(g.mask, ((df["sex"] == 1) & df["age"].between(10, 17)).to_numpy())
+    two = predicate_subgroup(df, {"race": ["2", "3"]}, name="small races")
+    assert two.name == "small races" and two.mask.sum() == df["race"].isin([2, 3]).sum()
+    with pytest.raises(ValueError, match="not values of 'race'"):
+        predicate_subgroup(df, {"race": [9]})
+    with pytest.raises(ValueError, match="not numeric"):
+        predicate_subgroup(df, {"y": Range(0, 1)})
+    with pytest.raises(ValueError, match="empty"):
+        predicate_subgroup(df, {"age": Range(5, 1)})
+    with pytest.raises(ValueError, match="at least one condition"):
+        predicate_subgroup(df, {})
+
+
+def test_custom_subgroups_join_the_audit_and_duplicates_are_refused():
+    df = _fixture(2000)
+    older_men = ("older men", (("sex", (1,)), ("age", Range(12, 17))))
+    cfg = AuditConfig(target="y", positive="yes", lens=("age", "sex", "region"), subgroup_columns=("race",),
+                      releases=(("clear_half", ()),), adversaries=("nearest_neighbour",), subgroup_order=1,
+                      alpha=0.3, gamma=80, trials=4, custom_subgroups=(older_men,))
+    res = run_audit(cfg, df, n_jobs=1)
+    row = res.subgroups.set_index("subgroup").loc["older men"]
+    assert row["size"] == int(((df["sex"] == 1) & df["age"].between(12, 17)).sum())
+    clash = AuditConfig(**{**cfg.__dict__, "custom_subgroups": (("race=0", (("race", (0,)),)),)})
+    with pytest.raises(ValueError, match="defined twice"):
+        run_audit(clash, df, n_jobs=1)
+
+
+def test_add_remove_tables_halve_the_noise_and_double_the_theory_epsilon():
+    rep, ar = make_release("laplace_table", epsilon=1.0), make_release("laplace_table", epsilon=1.0, neighbour="add_remove")
+    draws = {k: r.noise((200_000,), np.random.default_rng(0)) for k, r in (("rep", rep), ("ar", ar))}
+    assert np.std(draws["rep"]) == pytest.approx(2 * np.sqrt(2), rel=0.02)   # Laplace scale 2: sd 2 sqrt 2
+    assert np.std(draws["ar"]) == pytest.approx(np.sqrt(2), rel=0.02)
+    assert ar.name == "Noisy table (Laplace) (epsilon=1.0, neighbour=add_remove)"
+    # theory reads an add/remove eps as 2 eps replace-one: same gamma as a replace-one release at eps 2
+    args = (20_000, 0.3, 0.05, 10)
+    assert release_theory(ar.privacy, *args)[1] == release_theory(make_release("laplace_table", epsilon=2.0).privacy, *args)[1]
+    g_rep, g_ar = make_release("gaussian_table", epsilon=1.0), make_release("gaussian_table", epsilon=1.0, neighbour="add_remove")
+    assert g_rep.sigma == pytest.approx(np.sqrt(2) * g_ar.sigma) and g_ar.sigma == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="neighbour"):
+        make_release("laplace_table", neighbour="swap")
+
+
+def test_extra_null_splits_are_pooled_and_leave_the_real_split_alone():
+    df = _fixture(1500)
+    kw = dict(alpha=0.15, gamma=80, trials=40, n_jobs=1, subgroup_order=1)
+    one = coherence_audit(df, make_release("clear_half"), ["random"], "y", ["age", "sex"], ["race", "sex"],
+                          rng=np.random.default_rng(4), n_null_splits=1, **kw)
+    four = coherence_audit(df, make_release("clear_half"), ["random"], "y", ["age", "sex"], ["race", "sex"],
+                           rng=np.random.default_rng(4), n_null_splits=4, **kw)
+    # the real split and the first null split are drawn from the same streams
+    pd.testing.assert_frame_equal(one.maxima, four.maxima)
+    s1, s4 = one.summary.iloc[0], four.summary.iloc[0]
+    assert s1["beta_hat"] == s4["beta_hat"]
+    assert s4["null_exceedances"] >= s1["null_exceedances"]
+    assert s4["null_beta_hat"] == pytest.approx(s4["null_exceedances"] / (4 * 40))
+    assert four.settings["n_null_splits"] == 4
