@@ -152,6 +152,46 @@ def square_labels(rows: np.ndarray, cols: np.ndarray, side: int, k: int, n_distr
 
 
 # ----------------------------------------------------------------------------- from CSV
+def disconn_district(population: np.ndarray, target: float, tolerance: float, rng: np.random.Generator,
+                     max_tries: int = 20) -> np.ndarray:
+    """Unit indices of one Disconn district (Cohen et al. 2021, Sec. 5): random units, not connected.
+
+    The paper leaves the stopping rule open; ours: walk the units in a random order, keep each one that
+    does not push the total past target (1 + tol), and stop once the total is within tolerance. Each
+    pass keeps the longest prefix of the still-fitting units that stays under the cap (vectorised), so a
+    district takes a handful of passes, not one step per unit.
+    """
+    pop = np.asarray(population, dtype=float)
+    low, high = target * (1 - tolerance), target * (1 + tolerance)
+    if pop.sum() < low:
+        raise ValueError("The geography holds fewer people than one district needs.")
+    for _ in range(max_tries):
+        order = rng.permutation(len(pop))
+        chosen = np.zeros(len(pop), bool)
+        total = 0.0
+        while total < low:
+            room = high - total
+            fits = order[~chosen[order] & (pop[order] <= room)]
+            if fits.size == 0:
+                break
+            take = fits[np.cumsum(pop[fits]) <= room]
+            chosen[take] = True
+            total += pop[take].sum()
+        if low <= total <= high:
+            return np.flatnonzero(chosen)
+    raise ValueError(f"No Disconn district within {100 * tolerance:g}% of {target:,.0f} people after "
+                     f"{max_tries} tries; raise the tolerance or use smaller units.")
+
+
+def disconn_masks(population: np.ndarray, leaf_unit: np.ndarray, target: float, tolerance: float,
+                  n_districts: int, rng: np.random.Generator) -> np.ndarray:
+    """Block masks (n_blocks, n_districts) of independent Disconn districts built from units."""
+    out = np.zeros((len(leaf_unit), int(n_districts)), bool)
+    for d in range(int(n_districts)):
+        out[:, d] = np.isin(leaf_unit, disconn_district(population, target, tolerance, rng))
+    return out
+
+
 def plan_from_csv(file, geoids: np.ndarray, max_bytes: int = 50_000_000) -> np.ndarray:
     """Block-assignment CSV (columns GEOID, district) -> label per block in ``geoids`` order (0..k-1)."""
     raw = file.read() if hasattr(file, "read") else open(file, "rb").read()

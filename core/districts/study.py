@@ -16,7 +16,7 @@ from core.districts.adjacency import block_adjacency, unit_adjacency
 from core.districts.geography import BlockGeography
 from core.districts.metrics import district_metrics, plan_summary
 from core.districts.noise import NoiseConfig, district_noise
-from core.districts.plans import greedy_plan, recom_ensemble, square_labels
+from core.districts.plans import disconn_masks, greedy_plan, recom_ensemble, square_labels
 
 Progress = Callable[[int, int, str], None] | None
 GENERATORS = {
@@ -74,11 +74,14 @@ def generator_label(config: PlanConfig) -> str:
 
 
 def ensemble_generators(geo: BlockGeography, config: PlanConfig, plans: np.ndarray, n_square: int = 0,
-                        extra_units: tuple[str, ...] = (), progress: Progress = None
+                        extra_units: tuple[str, ...] = (), progress: Progress = None,
+                        disconn_units: tuple[str, ...] = (), n_disconn: int = 0
                         ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Districts to compare in an ensemble study (Cohen et al. 2021, Figs. 4 and 6): the given plans, on a grid
-    four Greedy plans and ``n_square`` random Square districts, and ReCom ensembles on ``extra_units`` with the
-    same settings. Returns the generators and, for those that could not be drawn, the reason."""
+    four Greedy plans and ``n_square`` random Square districts, ReCom ensembles on ``extra_units`` with the
+    same settings, and ``n_disconn`` Disconn districts (random, not connected) from each of ``disconn_units``
+    at the plan's ideal population and tolerance. Returns the generators and, for those that could not be
+    drawn, the reason."""
     gens = {generator_label(config): plans}
     skipped: dict[str, str] = {}
     if {"row", "col"} <= set(geo.blocks.columns):
@@ -96,6 +99,15 @@ def ensemble_generators(geo: BlockGeography, config: PlanConfig, plans: np.ndarr
             gens[generator_label(other)] = make_plans(geo, other, progress)
         except ValueError as exc:
             skipped[f"ReCom on {UNIT_LABELS.get(unit, unit)}"] = str(exc)
+    ideal = float(geo.blocks["total"].sum()) / int(config.k)
+    for unit in disconn_units if n_disconn else ():
+        name = f"Disconn ({UNIT_LABELS.get(unit, unit)})"
+        try:
+            gens[name] = disconn_masks(geo.units(unit)["total"].to_numpy(), geo.leaf_unit_index(unit), ideal,
+                                       float(config.tolerance), int(n_disconn),
+                                       np.random.default_rng([config.seed, len(gens)]))
+        except ValueError as exc:
+            skipped[name] = str(exc)
     return gens, skipped
 
 

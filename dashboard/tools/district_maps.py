@@ -277,8 +277,15 @@ with tab_ens:
                           key=f"dm_ens_units_{kind}",
                           help="Same k, tolerance, steps, thinning and seed as the plan above; larger building "
                                "units cut fewer units of the hierarchy (lower fragmentation).")
+    d1, d2 = st.columns([3, 1])
+    disconn = d1.multiselect("Also compare Disconn districts (random units up to the ideal population, not "
+                             "connected) built from", ["county", "tract", "block group", "block"],
+                             format_func=UNIT_LABELS.get, key=f"dm_ens_disconn_{kind}",
+                             help="The paper's Disconn generator: ignores geography, so its fragmentation shows "
+                                  "what cutting the hierarchy costs (blocks far more than tracts).")
+    n_disconn = int(d2.number_input("Disconn districts each", 10, 1000, 100, 10, key="dm_ens_disconn_n"))
     run_ens = st.button("Run ensemble study", key="dm_run_ensemble", type="primary")
-    ens_key = f"{plan_key}:{config_digest([splits, ens_runs, n_square, also, asdict(noise_cfg), asdict(plan_cfg)])}"
+    ens_key = f"{plan_key}:{config_digest([splits, ens_runs, n_square, also, disconn, n_disconn, asdict(noise_cfg), asdict(plan_cfg)])}"
     store = st.session_state.setdefault("dm_ensembles", {})
     if run_ens:
         if not splits:
@@ -287,7 +294,7 @@ with tab_ens:
             try:
                 with progress_bar("Building the generators' districts") as progress:
                     gens_map, skipped = ensemble_generators(geo, plan_cfg, plans, n_square if kind == "grid" else 0,
-                                                            tuple(also), progress)
+                                                            tuple(also), progress, tuple(disconn), n_disconn)
                 for name, why in skipped.items():
                     st.warning(f"{name} left out: {why}")
                 pop = geo.blocks["total"].to_numpy()

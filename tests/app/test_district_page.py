@@ -97,11 +97,16 @@ def test_georgia_ensemble_compares_building_units():
     at = AppTest.from_file(PAGE, default_timeout=120)
     at.run()
     at.multiselect(key="dm_ens_units_georgia").set_value(["county", "block group"]).run()
+    at.multiselect(key="dm_ens_disconn_georgia").set_value(["tract", "block"])
+    at.number_input(key="dm_ens_disconn_n").set_value(20)
     at.button(key="dm_run_ensemble").click().run()
     assert not at.exception and not at.error
     # counties cannot hold 14 balanced districts (Fulton alone is too big): left out with a warning
     assert any("ReCom on counties left out" in w.value for w in at.warning)
     study = _table(at, "mean_fragmentation")
-    assert set(study["generator"]) == {"ReCom (tracts)", "ReCom (block groups)"}
+    assert set(study["generator"]) == {"ReCom (tracts)", "ReCom (block groups)", "Disconn (tracts)",
+                                       "Disconn (blocks)"}
+    assert (study.loc[study["generator"].str.startswith("Disconn"), "districts"] == 20).all()
     frag = study.groupby("generator")["mean_fragmentation"].first()
-    assert frag["ReCom (tracts)"] < frag["ReCom (block groups)"]
+    assert frag["ReCom (tracts)"] < frag["ReCom (block groups)"] < frag["Disconn (blocks)"]
+    assert frag["Disconn (tracts)"] < frag["Disconn (blocks)"]
