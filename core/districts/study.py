@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from core.districts.adjacency import block_adjacency, unit_adjacency
+from core.districts.enumeration import enumerate_plans
 from core.districts.geography import BlockGeography
 from core.districts.metrics import district_metrics, plan_summary
 from core.districts.noise import NoiseConfig, district_noise
@@ -23,6 +24,7 @@ GENERATORS = {
     "recom": "ReCom ensemble (gerrychain)",
     "greedy": "Greedy (hierarchy-following, Alg. 3)",
     "square": "Square tiling (k equal squares)",
+    "exact": "Every plan (exact enumeration, tiny maps)",
     "csv": "Uploaded block-assignment CSV",
 }
 
@@ -63,13 +65,39 @@ def make_plans(geo: BlockGeography, config: PlanConfig, progress: Progress = Non
         return np.vstack([greedy_plan(geo.hierarchy, k, rng if i else None) for i in range(n_plans)])
     if config.generator == "square":
         return square_tiling(geo, k)[None, :]
+    if config.generator == "exact":
+        return exact_plans(geo, config)
     raise ValueError("CSV plans are read with plan_from_csv; upload a file.")
+
+
+EXACT_MAX_UNITS = 40
+EXACT_MAX_PLANS = 5_000
+
+
+def exact_plans(geo: BlockGeography, config: PlanConfig) -> np.ndarray:
+    """Every contiguous plan of the building units within the population tolerance, as block labels."""
+    units = geo.units(config.unit)
+    n = len(units)
+    if n > EXACT_MAX_UNITS:
+        raise ValueError(f"Exact enumeration is for maps of at most {EXACT_MAX_UNITS} units; this one has {n} "
+                         f"{UNIT_LABELS.get(config.unit, config.unit)}. Choose larger units, a smaller grid, or ReCom.")
+    pop = units["total"].to_numpy(dtype=float)
+    ideal = pop.sum() / int(config.k)
+    tol = float(config.tolerance)
+    unit_labels = enumerate_plans(n, unit_adjacency(geo, config.unit).edges, int(config.k), pop,
+                                  ideal * (1 - tol), ideal * (1 + tol), limit=EXACT_MAX_PLANS)
+    if not len(unit_labels):
+        raise ValueError(f"No plan of {config.k} contiguous districts lies within {100 * tol:g}% of the ideal "
+                         "population; raise the tolerance.")
+    return unit_labels[:, geo.leaf_unit_index(config.unit)]
 
 
 def generator_label(config: PlanConfig) -> str:
     """Short name of a plan source for legends, e.g. "ReCom (tracts)" or "Greedy"."""
     if config.generator == "recom":
         return f"ReCom ({UNIT_LABELS.get(config.unit, config.unit)})"
+    if config.generator == "exact":
+        return f"Every plan ({UNIT_LABELS.get(config.unit, config.unit)})"
     return GENERATORS[config.generator].split(" (")[0]
 
 

@@ -22,9 +22,9 @@ from core.districts.geography import load_georgia_blocks  # noqa: E402
 from core.districts.grid import synthetic_grid  # noqa: E402
 from core.districts.noise import ALGORITHMS, NoiseConfig, ensemble_study  # noqa: E402
 from core.districts.plans import plan_from_csv, plan_to_frame  # noqa: E402
-from core.districts.study import (GENERATORS, UNIT_LABELS, PlanConfig, display_values,  # noqa: E402
-                                  district_shapes, district_table, ensemble_generators, ensemble_metrics,
-                                  make_plans)
+from core.districts.study import (EXACT_MAX_PLANS, EXACT_MAX_UNITS, GENERATORS, UNIT_LABELS,  # noqa: E402
+                                  PlanConfig, display_values, district_shapes, district_table,
+                                  ensemble_generators, ensemble_metrics, make_plans)
 from core.districts.uploads import load_uploaded_blocks  # noqa: E402
 from dashboard.components.budget_input import budget_input  # noqa: E402
 from dashboard.components.export import export_panel  # noqa: E402
@@ -114,7 +114,7 @@ with st.container(border=True):
 # ------------------------------------------------------------------------------- plan
 with st.container(border=True):
     st.subheader("2. Plan")
-    gens = ["recom", "csv"] if kind != "grid" else ["greedy", "square", "recom", "csv"]
+    gens = ["recom", "csv"] if kind != "grid" else ["greedy", "square", "recom", "exact", "csv"]
     p1, p2, p3 = st.columns(3)
     generator = p1.selectbox("Plan generator", gens, format_func=GENERATORS.get, key=f"dm_gen_{kind}")
     k = int(p2.number_input("Districts (k)", 2, 400, 14 if kind == "georgia" else 4, key=f"dm_k_{kind}",
@@ -123,10 +123,16 @@ with st.container(border=True):
     plan_seed = int(p3.number_input("Plan seed", 0, 1_000_000, 0, key="dm_plan_seed"))
     unit_options = ["tract", "county", "block group"] if kind != "grid" else ["tract", "block group", "block"]
     unit, tol, steps, thin = "tract", 0.05, 40, 10
-    if generator == "recom":
+    if generator in ("recom", "exact"):
         r1, r2, r3, r4 = st.columns(4)
         unit = r1.selectbox("Building unit", unit_options, format_func=UNIT_LABELS.get, key=f"dm_unit_{kind}")
-        tol = r2.number_input("Population tolerance (%)", 0.5, 40.0, 5.0, 0.5, key="dm_tol") / 100
+        tol = r2.number_input("Population tolerance (%)", 0.5, 40.0, 20.0 if generator == "exact" else 5.0, 0.5,
+                              key=f"dm_tol_{generator}") / 100
+    if generator == "exact":
+        st.caption(f"Every contiguous plan of the building units within the tolerance, listed exactly (up to "
+                   f"{EXACT_MAX_PLANS:,} plans, {EXACT_MAX_UNITS} units): the whole plan space of a tiny map, "
+                   "for example the 16 tracts of the (16, 4, 16) grid.")
+    elif generator == "recom":
         steps = int(r3.number_input("ReCom steps", 1, 20_000, 40, 10, key="dm_steps",
                                     help="Chains are cached on disk; 1,000 steps on Georgia's tracts take about 10 s."))
         thin = int(r4.number_input("Keep one plan every (steps)", 1, 10_000, 10, key="dm_thin"))

@@ -110,3 +110,19 @@ def test_georgia_ensemble_compares_building_units():
     frag = study.groupby("generator")["mean_fragmentation"].first()
     assert frag["ReCom (tracts)"] < frag["ReCom (block groups)"] < frag["Disconn (blocks)"]
     assert frag["Disconn (tracts)"] < frag["Disconn (blocks)"]
+
+
+def test_exact_enumeration_on_the_small_grid():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.radio(key="dm_geo").set_value("grid").run()
+    at.selectbox(key="dm_grid").select("(16, 4, 16)").run()
+    at.selectbox(key="dm_gen_grid").select("exact").run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="dm_tol_exact").value == 20.0
+    assert at.slider(key="dm_plan_idx").max > 10              # every plan of the 16 tracts is in the ensemble
+    table = _table(at, "analytic_toydown_sd")
+    assert len(table) == 4 and table["contiguous"].all() and (table["deviation_pct"].abs() <= 20).all()
+    at.number_input(key="dm_tol_exact").set_value(0.5).run()
+    assert not at.exception
+    assert any("raise the tolerance" in e.value for e in at.error)
