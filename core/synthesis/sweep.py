@@ -11,7 +11,8 @@ from core.cache import memory
 from core.parallel import map_trials
 from core.privacy.accounting import rho_for_epsilon
 from core.synthesis.encoding import decode_categories, encode_categories
-from core.synthesis.metrics import group_keys, ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd
+from core.synthesis.metrics import (group_keys, ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd,
+                                    workload_error)
 from core.synthesis.registry import SYNTHESIZERS
 from core.synthesis.stratified import StratifiedSynthesizer
 
@@ -108,10 +109,12 @@ def _one_run(args) -> dict:
     model = build_synthesizer(config, method).fit(train, domain, rho, rng)
     synth = model.sample(len(train), rng)
     per = tvd_by_stratum(train, synth, domain, config.strata_columns)
-    rows = [(g, m, v) for g, a, b in zip(per["stratum"], per["tvd_1way"], per["tvd_2way"])
-            for m, v in (("tvd_1way", a), ("tvd_2way", b))]
+    per_metric = ("tvd_1way", "tvd_2way", "workload_3way")
+    rows = [(g, m, v) for g, *values in zip(per["stratum"], *(per[m] for m in per_metric))
+            for m, v in zip(per_metric, values)]
     overall = {"tvd_1way": float(one_way_tvd(train, synth, domain)["tvd"].mean()),
                "tvd_2way": float(two_way_tvd(train, synth, domain)["tvd"].mean()),
+               "workload_3way": workload_error(train, synth, domain),
                **parity_error(train, synth, domain, config.strata_columns), "rho": rho}
     if config.target is not None:
         keys = group_keys(test, config.strata_columns, domain)

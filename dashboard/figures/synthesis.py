@@ -12,6 +12,7 @@ METHOD_COLORS = {"stratified": "#E45756", "pooled": "#4C78A8"}
 METRIC_LABELS = {
     "tvd_2way": "two-way marginal TVD (lower is better)",
     "tvd_1way": "one-way marginal TVD (lower is better)",
+    "workload_3way": "three-way workload error, mean L1 (lower is better)",
     "accuracy": "TSTR accuracy on real held-out rows (higher is better)",
     "parity_error": "parity error on column means (lower is better)",
     "max_disparity": "max disparity over groups and columns (lower is better)",

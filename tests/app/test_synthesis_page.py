@@ -1,4 +1,5 @@
 """Stratified synthesis page end to end with Streamlit's AppTest."""
+import json
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,12 @@ def test_sweep_with_two_epsilons_and_two_seeds_renders_curves():
     assert not at.exception
     assert dict(at.session_state["ss_results"]).keys() == before.keys()
     assert all(at.session_state["ss_results"][k] is before[k] for k in before)
+    at.selectbox(key="ss_metric").set_value("workload_3way").run()
+    chart = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "Per-group error" in c.proto.spec)
+    assert chart["layout"]["yaxis"]["title"]["text"].startswith("three-way workload error")
+    assert sum(trace.get("mode") == "lines+markers" for trace in chart["data"]) == 2 * 10   # 10 groups x 2
+    work = result.group_metrics.query("metric == 'workload_3way'")["value"]
+    assert len(work) and work.between(0, 2).all()               # an L1 distance between distributions
 
 
 def test_synthesizer_and_strata_changes_and_release():

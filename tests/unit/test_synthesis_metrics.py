@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from core.datasets import load_cps
-from core.synthesis.metrics import ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd
+from core.synthesis.metrics import (ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd,
+                                    workload_error)
 from core.privacy.accounting import rho_for_epsilon
 from core.synthesis.sweep import SweepConfig, run_sweep, synthesize_release
 
@@ -34,6 +35,20 @@ def test_tvd_by_stratum_normalises_within_each_stratum():
     # stratum 1: x real all 0 vs synth all 1 -> 1 ; y both all 1 -> 0
     assert out.loc[1, "tvd_1way"] == pytest.approx(0.5)
     assert out.loc[1, "tvd_2way"] == pytest.approx(1.0)
+
+
+def test_three_way_workload_error_by_hand():
+    real = pd.DataFrame({"a": [0, 0, 1, 1], "b": [0, 1, 0, 1], "c": [0, 0, 0, 0], "d": [1, 1, 1, 1]})
+    dom = {"a": 2, "b": 2, "c": 2, "d": 2}
+    assert workload_error(real, real, dom) == 0.0
+    assert workload_error(real, pd.concat([real] * 3), dom) == 0.0          # sizes normalised
+    flipped = real.assign(d=0)                                                # d differs in every row
+    # triples with d (3 of 4) are disjoint (L1 = 2); (a, b, c) is identical (0)
+    assert workload_error(real, flipped, dom) == pytest.approx(3 * 2.0 / 4)
+    assert np.isnan(workload_error(real[["a", "b"]], real[["a", "b"]], dom))
+    per = tvd_by_stratum(real, flipped, dom, ["a"]).set_index("stratum")
+    # inside each stratum of a: triples of (b, c, d) only, all involve d -> 2
+    assert per["workload_3way"].tolist() == pytest.approx([2.0, 2.0])
 
 
 def test_parity_error_and_max_disparity_by_hand():
@@ -77,8 +92,9 @@ def test_sweep_is_tidy_and_spends_the_declared_budget(small_cps):
     res = run_sweep(cfg, small_cps)
     assert set(res.overall_metrics["method"]) == {"stratified", "pooled"}
     assert set(res.overall_metrics["epsilon"]) == {0.3, 3.0}
-    assert {"tvd_1way", "tvd_2way", "parity_error", "max_disparity", "accuracy", "fpr_gap", "fnr_gap"} \
-        <= set(res.overall_metrics["metric"])
+    assert {"tvd_1way", "tvd_2way", "workload_3way", "parity_error", "max_disparity", "accuracy", "fpr_gap",
+            "fnr_gap"} <= set(res.overall_metrics["metric"])
+    assert {"tvd_1way", "tvd_2way", "workload_3way", "accuracy"} == set(res.group_metrics["metric"])
     assert set(res.group_metrics["group"]) <= set(res.group_labels.values())
     assert len(res.strata) == 2 * 2 * 10  # every (eps, seed) lists all 10 sex x race strata
     led = res.ledger
