@@ -3,7 +3,11 @@
 Judgments are append-only events ordered by a database sequence; a position's live answer is its
 latest event (a retraction empties it). Every click carries a unique event id minted when the
 card was drawn, so a rerun or a re-delivered click never writes twice (spec 4.3 review notes).
-Keys and resume tokens are random and only their SHA-256 digests are stored.
+Keys and resume tokens are random and only their SHA-256 digests are stored. An answer may carry
+a free-text reason, which only the facilitator reads. Every run of the learner on a session's
+pooled constraints is logged (fit runs) with the choices that led to it (spec 4.3).
+
+Schema changes are numbered migrations applied in place when a store opens an older database.
 """
 from __future__ import annotations
 
@@ -13,13 +17,16 @@ import io
 import json
 import os
 import secrets
+import subprocess
 import threading
 import time
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -32,12 +39,14 @@ from sqlalchemy.pool import StaticPool
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
                                        sample_assignment, stakeholder_seed)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 EXPORT_FORMAT = "fairness-elicitation-session"
 DEFAULT_DB_FILE = Path(__file__).resolve().parents[2] / "data" / "sessions" / "elicitation.sqlite"
 JOIN_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I lookalikes
 JOIN_CODE_LENGTH = 6
 MAX_NAME_LENGTH = 60
+MAX_REASON_LENGTH = 500
+MAX_NOTE_LENGTH = 300
 COMPAS_ROWS = 7214
 
 metadata = MetaData()
@@ -97,9 +106,28 @@ judgments = Table(
     Column("confidence", Integer, nullable=True),
     Column("latency_ms", Float, nullable=True),
     Column("created_at", String(40), nullable=False),
+    Column("reason", String(MAX_REASON_LENGTH), nullable=True),   # schema 2; sensitive free text
     UniqueConstraint("session_id", "stakeholder_id", "position", "revision", name="uq_revision"),
     Index("ix_judgments_owner", "session_id", "stakeholder_id", "position"),
     sqlite_autoincrement=True,
+)
+
+fit_runs = Table(  # schema 2: what led to each learning result (spec 4.3, audit log)
+    "fit_runs", metadata,
+    Column("run_id", String(32), primary_key=True),
+    Column("session_id", String(32), ForeignKey("sessions.session_id"), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("constraint_hash", String(64), nullable=False),
+    Column("settings_hash", String(64), nullable=False),
+    Column("aggregation", JSON, nullable=False),
+    Column("learner", JSON, nullable=False),
+    Column("code_version", String(64), nullable=True),
+    Column("n_constraints", Integer, nullable=False),
+    Column("unconstrained_error", Float, nullable=True),
+    Column("frontier", JSON, nullable=False),
+    Column("superseded", Boolean, nullable=False, default=False),
+    Column("note", String(MAX_NOTE_LENGTH), nullable=True),
+    UniqueConstraint("session_id", "constraint_hash", "settings_hash", name="uq_fit_run"),
 )
 
 
@@ -152,6 +180,34 @@ def _check_secret(secret: Any, what: str) -> str:
     return secret.strip()
 
 
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def check_reason(reason: Any) -> str | None:
+    """A stakeholder's optional reason: trimmed text of at most MAX_REASON_LENGTH characters.
+
+    Blank means no reason (None). Line breaks and tabs are kept; other control characters and
+    text-direction overrides are refused, since the facilitator reads the text as written.
+    """
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise ValueError(f"A reason must be text, got {type(reason).__name__}.")
+    reason = reason.replace("\r\n", "\n").strip()
+    if not reason:
+        return None
+    if len(reason) > MAX_REASON_LENGTH:
+        raise ValueError(f"Reasons are limited to {MAX_REASON_LENGTH} characters; this one has "
+                         f"{len(reason)}.")
+    for char in reason:
+        if char in "\n\t":
+            continue
+        if unicodedata.category(char) == "Cc" or char in _BIDI_CONTROLS:
+            raise ValueError(f"The reason contains a control character (U+{ord(char):04X}); "
+                             "remove it and try again.")
+    return reason
+
+
 def default_db_url() -> str:
     """`DASHBOARD_DB_URL` if set, else the SQLite file under data/sessions/."""
     url = os.environ.get("DASHBOARD_DB_URL")
@@ -201,6 +257,15 @@ def make_engine(url: str | None = None) -> Engine:
     return engine
 
 
+def _migrate_to_2(conn: Connection) -> None:
+    """Version 2: an optional reason on each judgment event, and the fit-run audit table."""
+    conn.exec_driver_sql(f"ALTER TABLE judgments ADD COLUMN reason VARCHAR({MAX_REASON_LENGTH})")
+    fit_runs.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _migrate_to_2}
+
+
 class ElicitationStore:
     """Sessions, stakeholders, assignments and judgment events with per-role access checks.
 
@@ -229,21 +294,32 @@ class ElicitationStore:
         return _Tx(self.engine.connect)
 
     def _create_schema(self) -> None:
+        """Create missing tables, then bring an older database up to SCHEMA_VERSION in place."""
         for attempt in range(5):
             try:
                 metadata.create_all(self.engine)
                 with self._write() as conn:
-                    found = conn.execute(select(func.max(schema_version.c.version))).scalar()
-                    if found is None:
-                        conn.execute(insert(schema_version).values(version=SCHEMA_VERSION, applied_at=_now()))
-                    elif found > SCHEMA_VERSION:
-                        raise ValueError(f"The session database has schema version {found}, newer "
-                                         f"than this code ({SCHEMA_VERSION}); upgrade the dashboard.")
+                    self._upgrade(conn)
                 return
             except OperationalError:
                 if attempt == 4:
                     raise
                 time.sleep(0.2 * (attempt + 1))
+
+    def _upgrade(self, conn: Connection) -> None:
+        """Apply the missing migrations in one transaction, appending one version row per step."""
+        if not self.is_sqlite:  # SQLite holds the write lock already (BEGIN IMMEDIATE)
+            conn.exec_driver_sql("LOCK TABLE schema_version IN EXCLUSIVE MODE")
+        found = conn.execute(select(func.max(schema_version.c.version))).scalar()
+        if found is None:  # a new database: create_all built the current schema
+            conn.execute(insert(schema_version).values(version=SCHEMA_VERSION, applied_at=_now()))
+            return
+        if found > SCHEMA_VERSION:
+            raise ValueError(f"The session database has schema version {found}, newer "
+                             f"than this code ({SCHEMA_VERSION}); upgrade the dashboard.")
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            MIGRATIONS[version](conn)
+            conn.execute(insert(schema_version).values(version=version, applied_at=_now()))
 
     def schema_version(self) -> int:
         with self._read() as conn:
@@ -395,7 +471,7 @@ class ElicitationStore:
                        assignments.c.stakeholder_id == me["stakeholder_id"])
                 .order_by(assignments.c.position)).mappings().all())
             live = self._live(conn, me["session_id"], me["stakeholder_id"])
-        plan = plan.merge(live[["position", "response", "revision"]], on="position", how="left")
+        plan = plan.merge(live[["position", "response", "revision"]], on="position", how="left")  # no reasons
         plan["response"] = plan["response"].astype(object).where(plan["response"].notna(), None)
         plan["revision"] = plan["revision"].astype("Int64")
         return plan
@@ -409,10 +485,10 @@ class ElicitationStore:
                   .group_by(judgments.c.stakeholder_id, judgments.c.position).subquery())
         rows = conn.execute(select(judgments.c.stakeholder_id, judgments.c.position, judgments.c.response,
                                    judgments.c.revision, judgments.c.confidence, judgments.c.latency_ms,
-                                   judgments.c.created_at, judgments.c.seq)
+                                   judgments.c.created_at, judgments.c.reason, judgments.c.seq)
                             .join(latest, latest.c.seq == judgments.c.seq)).mappings().all()
         frame = pd.DataFrame(rows, columns=["stakeholder_id", "position", "response", "revision",
-                                            "confidence", "latency_ms", "created_at", "seq"])
+                                            "confidence", "latency_ms", "created_at", "reason", "seq"])
         return frame[frame["response"] != RETRACT].reset_index(drop=True)
 
     def next_position(self, token: str) -> int | None:
@@ -422,16 +498,18 @@ class ElicitationStore:
         return None if open_.empty else int(open_.iloc[0])
 
     def record_answer(self, token: str, position: int, response: str, event_id: str, *,
-                      confidence: int | None = None, latency_ms: float | None = None) -> bool:
+                      confidence: int | None = None, latency_ms: float | None = None,
+                      reason: str | None = None) -> bool:
         """Append one answer in its own transaction; False if this event id was already stored.
 
         `response` is an option of the session's mode, "skip", or "retract" (undo). The revision
-        is computed inside the write transaction, so concurrent tabs cannot collide.
+        is computed inside the write transaction, so concurrent tabs cannot collide. `reason` is
+        optional free text (see check_reason); an undo carries none.
         """
         event_id = self._check_event(event_id)
         for attempt in range(3):
             # Checks that only read run outside the write lock, from a per-token memo after the first.
-            me, values = self._checked(token, position, response, confidence, latency_ms)
+            me, values = self._checked(token, position, response, confidence, latency_ms, reason)
             try:
                 with self._write() as conn:
                     self._insert(conn, me, event_id, values)
@@ -452,7 +530,7 @@ class ElicitationStore:
         return False  # pragma: no cover
 
     def _checked(self, token: str, position: Any, response: Any, confidence: Any,
-                 latency_ms: Any) -> tuple[dict, dict]:
+                 latency_ms: Any, reason: Any = None) -> tuple[dict, dict]:
         """Validate an answer; the stakeholder, their cards and the session mode are memoised per token."""
         token = _check_secret(token, "resume code")
         key = _digest(token)
@@ -469,11 +547,11 @@ class ElicitationStore:
                 self._memo.clear()
             self._memo[key] = memo
         me, options, cards = memo
-        return me, self._check_values(options, cards, position, response, confidence, latency_ms)
+        return me, self._check_values(options, cards, position, response, confidence, latency_ms, reason)
 
     @staticmethod
     def _check_values(options: tuple, cards: frozenset, position: Any, response: Any, confidence: Any,
-                      latency_ms: Any) -> dict:
+                      latency_ms: Any, reason: Any = None) -> dict:
         if response not in (*options, SKIP, RETRACT):
             raise ValueError(f"Unknown answer {response!r}; this session accepts {list(options)}, "
                              f"'{SKIP}' or '{RETRACT}'.")
@@ -488,8 +566,12 @@ class ElicitationStore:
             latency_ms = float(latency_ms)
             if not np.isfinite(latency_ms) or latency_ms < 0:
                 raise ValueError("Latency must be a non-negative number of milliseconds.")
+        reason = check_reason(reason)
+        if reason is not None and response == RETRACT:
+            raise ValueError("An undo carries no reason; give it with the new answer instead.")
         return {"position": position, "response": response,
-                "confidence": None if confidence is None else int(confidence), "latency_ms": latency_ms}
+                "confidence": None if confidence is None else int(confidence), "latency_ms": latency_ms,
+                "reason": reason}
 
     def record_answers(self, token: str, answers: pd.DataFrame) -> int:
         """Append many answers of one stakeholder in one transaction (demo panels, imports)."""
@@ -497,7 +579,8 @@ class ElicitationStore:
         if not need <= set(answers.columns):
             raise ValueError(f"Answers need columns {sorted(need)}.")
         rows = answers.to_dict("records")
-        checked = [self._checked(token, r["position"], r["response"], r.get("confidence"), r.get("latency_ms"))
+        checked = [self._checked(token, r["position"], r["response"], r.get("confidence"), r.get("latency_ms"),
+                                 _opt(r.get("reason")))
                    for r in rows]
         me = checked[0][0] if checked else None
         checked = [values for _, values in checked]
@@ -580,13 +663,17 @@ class ElicitationStore:
         return out
 
     def judgments(self, session_id: str, facilitator_key: str) -> pd.DataFrame:
-        """Everyone's live answers with their pairs (facilitator only): input of aggregate_constraints."""
+        """Everyone's live answers with their pairs and reasons (facilitator only).
+
+        The input of aggregate_constraints; the `reason` column is sensitive free text.
+        """
         with self._read() as conn:
             self._session_by_key(conn, session_id, facilitator_key)
             frame = self._judgment_frame(conn, session_id)
+        frame["reason"] = frame["reason"].astype(object).where(frame["reason"].notna(), None)
         return frame.rename(columns={"pseudonym": "stakeholder"})[
             ["stakeholder", "position", "a", "b", "kind", "repeat_of", "response", "revision",
-             "confidence", "latency_ms", "created_at"]]
+             "confidence", "latency_ms", "created_at", "reason"]]
 
     def event_log(self, session_id: str, facilitator_key: str) -> pd.DataFrame:
         """Every stored event in database order, retractions and earlier revisions included."""
@@ -620,9 +707,11 @@ class ElicitationStore:
                                 .order_by(assignments.c.stakeholder_id, assignments.c.position)).mappings().all()
             events = conn.execute(select(judgments.c.seq, judgments.c.event_id, judgments.c.stakeholder_id,
                                          judgments.c.position, judgments.c.revision, judgments.c.response,
-                                         judgments.c.confidence, judgments.c.latency_ms, judgments.c.created_at)
+                                         judgments.c.confidence, judgments.c.latency_ms, judgments.c.created_at,
+                                         judgments.c.reason)
                                   .where(judgments.c.session_id == session_id)
                                   .order_by(judgments.c.seq)).mappings().all()
+            runs = [_public_run(r) for r in self._runs(conn, session_id)]
         alias = {p["stakeholder_id"]: f"s{n + 1:03d}" for n, p in enumerate(people)}
         return {
             "format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION,
@@ -637,17 +726,22 @@ class ElicitationStore:
             "events": [{"stakeholder": alias[e["stakeholder_id"]], "event_id": e["event_id"],
                         "position": e["position"], "revision": e["revision"], "response": e["response"],
                         "confidence": e["confidence"], "latency_ms": e["latency_ms"],
-                        "created_at": e["created_at"]} for e in events],
+                        "created_at": e["created_at"], "reason": e["reason"]} for e in events],
+            "fit_runs": runs,
         }
 
     def export_json(self, session_id: str, facilitator_key: str) -> str:
         return json.dumps(self.export_session(session_id, facilitator_key), indent=1, sort_keys=True)
 
     def export_csv(self, session_id: str, facilitator_key: str) -> str:
-        """One CSV row per event with its pair; the settings ride along in a leading comment line."""
+        """One CSV row per event with its pair; the settings ride along in a leading comment line.
+
+        Fit runs are left out (they are in the JSON export).
+        """
         data = self.export_session(session_id, facilitator_key)
         events = pd.DataFrame(data["events"], columns=["stakeholder", "event_id", "position", "revision",
-                                                       "response", "confidence", "latency_ms", "created_at"])
+                                                       "response", "confidence", "latency_ms", "created_at",
+                                                       "reason"])
         plan = pd.DataFrame(data["assignments"], columns=["stakeholder", "position", "a", "b", "kind", "repeat_of"])
         people = pd.DataFrame(data["stakeholders"], columns=["id", "pseudonym", "simulated", "joined_at"])
         # Assignments without events still need a row so the import can rebuild every card.
@@ -687,8 +781,12 @@ class ElicitationStore:
                 conn.execute(insert(judgments), [
                     {"event_id": uuid.uuid4().hex, "session_id": sid, "stakeholder_id": ids[e["stakeholder"]],
                      "position": e["position"], "revision": e["revision"], "response": e["response"],
-                     "confidence": e["confidence"], "latency_ms": e["latency_ms"], "created_at": e["created_at"]}
+                     "confidence": e["confidence"], "latency_ms": e["latency_ms"], "created_at": e["created_at"],
+                     "reason": e["reason"]}
                     for e in data["events"]])
+            if data["fit_runs"]:
+                conn.execute(insert(fit_runs), [{**run, "run_id": uuid.uuid4().hex, "session_id": sid}
+                                                for run in data["fit_runs"]])
         return created
 
     def delete_stakeholder(self, session_id: str, facilitator_key: str, pseudonym: str) -> int:
@@ -702,8 +800,66 @@ class ElicitationStore:
             n = conn.execute(judgments.delete().where(judgments.c.stakeholder_id == row[0])).rowcount
             conn.execute(assignments.delete().where(assignments.c.stakeholder_id == row[0]))
             conn.execute(stakeholders.delete().where(stakeholders.c.stakeholder_id == row[0]))
+            self._supersede_runs_of(conn, session_id, pseudonym)
         self._memo.clear()
         return int(n)
+
+    # ------------------------------------------------------------------ fit runs (audit log)
+    def record_fit_run(self, session_id: str, facilitator_key: str, *, constraint_hash: str,
+                       aggregation: dict, learner: dict, summary: dict,
+                       code_version: str | None = None) -> tuple[str, bool]:
+        """Log one learner run on the session's pooled constraints (facilitator only).
+
+        Idempotent: the same constraint-set hash with the same aggregation and learner settings
+        maps to one row. Returns (run id, whether a row was written now).
+        """
+        values = _check_run(constraint_hash, aggregation, learner, summary, code_version)
+        settings_hash = _json_digest({"aggregation": values["aggregation"], "learner": values["learner"]})
+        where = (fit_runs.c.session_id == session_id, fit_runs.c.constraint_hash == values["constraint_hash"],
+                 fit_runs.c.settings_hash == settings_hash)
+        try:
+            with self._write() as conn:
+                self._session_by_key(conn, session_id, facilitator_key)
+                found = conn.execute(select(fit_runs.c.run_id).where(*where)).scalar()
+                if found is not None:
+                    return found, False
+                run_id = uuid.uuid4().hex
+                conn.execute(insert(fit_runs).values(run_id=run_id, session_id=session_id, created_at=_now(),
+                                                     settings_hash=settings_hash, superseded=False,
+                                                     note=None, **values))
+                return run_id, True
+        except IntegrityError:  # another tab or process logged the same run first
+            with self._read() as conn:
+                found = conn.execute(select(fit_runs.c.run_id).where(*where)).scalar()
+            if found is None:
+                raise
+            return found, False
+
+    def fit_runs(self, session_id: str, facilitator_key: str) -> list[dict]:
+        """The session's logged learner runs, oldest first, as plain data (facilitator only)."""
+        with self._read() as conn:
+            self._session_by_key(conn, session_id, facilitator_key)
+            return [_public_run(r) | {"run_id": r["run_id"]} for r in self._runs(conn, session_id)]
+
+    @staticmethod
+    def _runs(conn: Connection, session_id: str) -> list:
+        return conn.execute(select(fit_runs).where(fit_runs.c.session_id == session_id)
+                            .order_by(fit_runs.c.created_at, fit_runs.c.run_id)).mappings().all()
+
+    def _supersede_runs_of(self, conn: Connection, session_id: str, pseudonym: str) -> None:
+        """Withdrawal: runs that pooled this stakeholder are superseded and forget their name."""
+        note = (f"Superseded on {_now()[:10]}: a pooled stakeholder was withdrawn; "
+                "refit on the remaining answers.")
+        for run in self._runs(conn, session_id):
+            pooled = list(run["aggregation"].get("stakeholders") or [])
+            if pseudonym not in pooled:
+                continue
+            aggregation = {**run["aggregation"],
+                           "stakeholders": [WITHDRAWN if p == pseudonym else p for p in pooled]}
+            update = {"aggregation": aggregation}
+            if not run["superseded"]:
+                update.update(superseded=True, note=note)
+            conn.execute(fit_runs.update().where(fit_runs.c.run_id == run["run_id"]).values(**update))
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -738,6 +894,115 @@ class _Tx:
             self.conn.close()
             if self.lock is not None:
                 self.lock.release()
+
+
+# ---------------------------------------------------------------------- fit runs
+
+WITHDRAWN = "(withdrawn stakeholder)"
+_RUN_FIELDS = ("created_at", "constraint_hash", "aggregation", "learner", "code_version", "n_constraints",
+               "unconstrained_error", "frontier", "superseded", "note")
+
+
+def _json_digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def constraint_set_hash(constraints: pd.DataFrame) -> str:
+    """SHA-256 of a constraint frame's pairs and weights, independent of row order and dtypes."""
+    cols = [c for c in ("i", "j", "weight", "w_ij", "w_ji") if c in constraints.columns]
+    if not {"i", "j"} <= set(cols):
+        raise ValueError("The constraint table needs columns i and j.")
+    frame = constraints[cols].sort_values(["i", "j"], kind="stable")
+    rows = [[int(r[0]), int(r[1]), *(round(float(v), 12) for v in r[2:])]
+            for r in frame.itertuples(index=False)]
+    return _json_digest({"columns": cols, "rows": rows})
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str | None:
+    """The dashboard's version for the audit log: `DASHBOARD_CODE_VERSION`, else the git commit."""
+    if os.environ.get("DASHBOARD_CODE_VERSION"):
+        return os.environ["DASHBOARD_CODE_VERSION"][:64]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).parent,
+                             capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip()[:64] or None
+
+
+def frontier_summary(points: pd.DataFrame, n_constraints: int) -> dict:
+    """The metrics a fit run logs: constraint count, least-constrained error, each frontier point."""
+    need = {"target", "error", "unfairness"}
+    if not need <= set(points.columns) or points.empty:
+        raise ValueError(f"A frontier needs rows with columns {sorted(need)}.")
+    rows = points.sort_values("target")
+    frontier = [{"target": float(r["target"]), "error": float(r["error"]), "unfairness": float(r["unfairness"]),
+                 "on_hull": bool(r.get("on_hull", False))} for _, r in rows.iterrows()]
+    return {"n_constraints": int(n_constraints), "unconstrained_error": frontier[-1]["error"],
+            "frontier": frontier}
+
+
+def _finite(value: Any, what: str) -> float:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r}.") from None
+    if not np.isfinite(f):
+        raise ValueError(f"{what} must be finite, got {value!r}.")
+    return f
+
+
+def _check_run(constraint_hash: Any, aggregation: Any, learner: Any, summary: Any,
+               code_version_: Any) -> dict:
+    """Validate a fit run's fields; returns the columns to store (plain JSON-able data)."""
+    if not isinstance(constraint_hash, str) or not 8 <= len(constraint_hash) <= 64:
+        raise ValueError("A fit run needs the constraint-set hash (8 to 64 characters).")
+    for part, value in (("aggregation", aggregation), ("learner", learner), ("summary", summary)):
+        if not isinstance(value, dict):
+            raise ValueError(f"A fit run's {part} must be a dictionary of settings.")
+    try:
+        aggregation = json.loads(json.dumps(aggregation, allow_nan=False))
+        learner = json.loads(json.dumps(learner, allow_nan=False))
+    except (TypeError, ValueError):
+        raise ValueError("A fit run's settings must be plain JSON values (finite numbers, text, lists).") from None
+    frontier = summary.get("frontier")
+    if not isinstance(frontier, list) or not all(isinstance(p, dict) for p in frontier):
+        raise ValueError("A fit run's frontier must be a list of points.")
+    points = [{"target": _finite(p.get("target"), "target"), "error": _finite(p.get("error"), "error"),
+               "unfairness": _finite(p.get("unfairness"), "unfairness"), "on_hull": bool(p.get("on_hull"))}
+              for p in frontier]
+    n = _int(summary.get("n_constraints"), "n_constraints")
+    if n < 0:
+        raise ValueError("n_constraints must be >= 0.")
+    error = _opt(summary.get("unconstrained_error"))
+    if code_version_ is not None and (not isinstance(code_version_, str) or len(code_version_) > 64):
+        raise ValueError("The code version must be text of at most 64 characters.")
+    return {"constraint_hash": constraint_hash, "aggregation": aggregation, "learner": learner,
+            "code_version": code_version_, "n_constraints": n,
+            "unconstrained_error": None if error is None else _finite(error, "unconstrained_error"),
+            "frontier": points}
+
+
+def _public_run(row) -> dict:
+    """A stored run as exported: everything but the internal ids."""
+    return {k: (bool(row[k]) if k == "superseded" else row[k]) for k in _RUN_FIELDS}
+
+
+def _imported_run(run: Any) -> dict:
+    """A fit run read from an export, validated like a new one."""
+    if not isinstance(run, dict):
+        raise ValueError("Every fit run must be an object.")
+    values = _check_run(run.get("constraint_hash"), run.get("aggregation"), run.get("learner"), run,
+                        _opt(run.get("code_version")))
+    note = _opt(run.get("note"))
+    return {**values, "settings_hash": _json_digest({"aggregation": values["aggregation"],
+                                                     "learner": values["learner"]}),
+            "created_at": str(run.get("created_at") or _now())[:40],
+            "superseded": bool(run.get("superseded", False)),
+            "note": None if note is None else str(note)[:MAX_NOTE_LENGTH]}
 
 
 # ---------------------------------------------------------------------- parsing exports
@@ -848,11 +1113,26 @@ def parse_export(payload: str | bytes | dict) -> dict:
         events.append({"stakeholder": key[0], "position": key[1], "revision": rev, "response": e["response"],
                        "confidence": None if conf is None else _int(conf, "confidence"),
                        "latency_ms": None if lat is None else float(lat),
-                       "created_at": str(e.get("created_at") or _now())})
+                       "created_at": str(e.get("created_at") or _now()),
+                       "reason": _imported_reason(e.get("reason"), key)})
     # Replay order: by revision within a card, keeping the file order otherwise.
     events.sort(key=lambda ev: (ev["revision"]))
+    runs = payload.get("fit_runs") or []  # absent from CSV exports and from schema-1 files
+    if not isinstance(runs, list):
+        raise ValueError("fit_runs must be a list of runs.")
+    runs = [_imported_run(run) for run in runs]
+    if len({(r["constraint_hash"], r["settings_hash"]) for r in runs}) != len(runs):
+        raise ValueError("A fit run appears twice in the export.")
     return {"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION, "session": s,
-            "stakeholders": people, "assignments": plan, "events": events}
+            "stakeholders": people, "assignments": plan, "events": events, "fit_runs": runs}
+
+
+def _imported_reason(value: Any, card: tuple) -> str | None:
+    """A reason read from an export (missing in older files); errors name the card."""
+    try:
+        return check_reason(_opt(value))
+    except ValueError as err:
+        raise ValueError(f"Card {card[1]} of {card[0]!r}: {err}") from None
 
 
 def _parse_csv_export(text_: str) -> dict:
@@ -862,8 +1142,10 @@ def _parse_csv_export(text_: str) -> dict:
     except json.JSONDecodeError:
         raise ValueError("The CSV export's first line is not the settings comment.") from None
     try:
-        rows = pd.read_csv(io.StringIO(body), dtype={"stakeholder": str, "event_id": str, "response": str,
-                                                    "pseudonym": str, "kind": str})
+        # Only empty cells are missing: a reason such as "NA" or "None" stays text.
+        rows = pd.read_csv(io.StringIO(body), keep_default_na=False, na_values=[""],
+                           dtype={"stakeholder": str, "event_id": str, "response": str,
+                                  "pseudonym": str, "kind": str, "reason": str})
     except Exception as err:  # pandas raises several parser error types
         raise ValueError(f"The CSV export could not be read: {err}") from None
     need = {"stakeholder", "position", "a", "b", "kind", "repeat_of", "revision", "response", "pseudonym"}
@@ -882,7 +1164,8 @@ def _parse_csv_export(text_: str) -> dict:
             "events": [{"stakeholder": r["stakeholder"], "position": r["position"], "revision": r["revision"],
                         "response": r["response"], "confidence": none_if_nan(r.get("confidence")),
                         "latency_ms": none_if_nan(r.get("latency_ms")),
-                        "created_at": none_if_nan(r.get("created_at"))} for r in ev.to_dict("records")]}
+                        "created_at": none_if_nan(r.get("created_at")),
+                        "reason": none_if_nan(r.get("reason"))} for r in ev.to_dict("records")]}
 
 
 _STORES: dict[str, ElicitationStore] = {}

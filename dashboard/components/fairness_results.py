@@ -1,13 +1,16 @@
 """Results of learning under elicited pairwise constraints: frontier, binding pairs, group rates."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from core.cache import config_digest, data_fingerprint
 from core.fairness.companion import CompanionConfig, cost_ratio, equal_error_rate_scores
-from core.fairness.frontier import SWEEPS, FrontierConfig, fpr_gap, is_cached, trade_off_frontier
+from core.fairness.frontier import (SWEEPS, FrontierConfig, FrontierResult, fpr_gap, is_cached,
+                                   trade_off_frontier)
 from core.fairness.learner import AVERAGING, ORACLES
 from core.fairness.learning_data import compas_learning_data
 from dashboard.components.progress import session_memo
@@ -66,12 +69,54 @@ def _has_constraints(constraints: pd.DataFrame | None) -> bool:
     return bool((constraints[cols].apply(pd.to_numeric, errors="coerce") > 0).to_numpy().any())
 
 
-def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> dict[str, pd.DataFrame]:
+ResultHook = Callable[[FrontierConfig, FrontierResult], "bool | None"]
+
+
+def render_fairness_results(key: str, constraints: pd.DataFrame, label: str, *,
+                            on_result: ResultHook | None = None, run_context: Any = None,
+                            run_history: Callable[[], pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
     """Frontier, operating point, binding constraints and group rates for a constraint frame.
 
     Work runs behind a button with a progress bar and is cached on disk; returns the tables
-    shown, for the page's export.
+    shown, for the page's export. `on_result(config, result)` is called once per browser session
+    for each (constraints, learner settings, `run_context`) when its result is first obtained,
+    e.g. to log the run (returning False asks again on the next rerun); `run_history()` gives a
+    table of logged runs shown under the results.
     """
+    tables = _render_results(key, constraints, label, on_result, run_context)
+    if run_history is not None:
+        _run_history_table(key, run_history)
+    return tables
+
+
+def _report_once(key: str, digest: str, run_context: Any, on_result: ResultHook | None,
+                 config: FrontierConfig, result: FrontierResult) -> None:
+    """Hand a result to `on_result` the first time it is seen with this context (not on every rerun)."""
+    if on_result is None:
+        return
+    marker = config_digest({"result": digest, "context": run_context})
+    reported = st.session_state.get(f"{key}_reported", set())
+    if marker in reported:
+        return
+    if on_result(config, result) is not False:
+        st.session_state[f"{key}_reported"] = reported | {marker}
+
+
+def _run_history_table(key: str, run_history: Callable[[], pd.DataFrame]) -> None:
+    """The logged runs of these results, newest first."""
+    st.markdown("#### Run history")
+    history = run_history()
+    if history is None or history.empty:
+        st.caption("No run logged yet: each run of the learner is recorded with the choices behind it.")
+        return
+    st.caption("Every run of the learner with the aggregation choices and settings behind it "
+               "(also in the session export). Superseded runs pooled answers since withdrawn.")
+    st.dataframe(history, hide_index=True, key=f"{key}_run_history")
+
+
+def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: ResultHook | None,
+                    run_context: Any) -> dict[str, pd.DataFrame]:
+    """The results proper; see render_fairness_results."""
     st.subheader("Learning under the elicited constraints")
     st.caption(f"Constraints: {label}. Individuals are the 7,214 rows of the bundled COMPAS file; "
                "the label is two-year reoffence and every classifier is a randomised mixture.")
@@ -105,6 +150,7 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str) -> 
         st.info("Press **Run the learner** to trace the accuracy-fairness frontier "
                 f"({len(config.values)} values × {config.T} rounds).")
         return {}
+    _report_once(key, digest, run_context, on_result, config, result)
 
     points = result.points
     base = result.baseline

@@ -1,6 +1,7 @@
 """Fairness elicitation: stakeholders judge pairs of real people; their answers become constraints."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
 from pathlib import Path
@@ -12,10 +13,12 @@ if str(REPO_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
+from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
 from core.datasets import load_compas  # noqa: E402
 from core.fairness import elicitation as el  # noqa: E402
-from core.fairness.store import ElicitationStore, get_store  # noqa: E402
+from core.fairness.store import (MAX_REASON_LENGTH, ElicitationStore, code_version,  # noqa: E402
+                                 constraint_set_hash, frontier_summary, get_store)
 from dashboard.components.export import export_panel  # noqa: E402
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
 
@@ -27,6 +30,8 @@ except ImportError:  # pragma: no cover - only while the component is missing
 P = "fe_"
 ROLES = ("Facilitator", "Stakeholder", "Demo with simulated stakeholders")
 FAC, SH, DEMO = ROLES
+REASON_NOTE = ("Reasons are free text written by stakeholders and may reveal personal views or "
+               "details: keep them within the facilitation team. They are part of the session export.")
 SIM_NOTE = (f"Simulation, not a release: {el.SIMULATION_LABEL.lower()}. Answers were drawn with a "
             "fixed seed by judges who compare records on a few features (spec section 2).")
 
@@ -50,24 +55,36 @@ def _set(name: str, value) -> None:
 
 # ============================================================================ stakeholder
 
+def _clear_card_inputs() -> None:
+    """Confidence and reason belong to one card: clear them so they never ride along with the next."""
+    st.session_state[P + "confidence"] = "not given"
+    st.session_state[P + "reason"] = ""
+
+
 def _answer(token: str, position: int, response: str, event_id: str) -> None:
-    """Button callback: one answer, one transaction; the card advances only after the commit."""
+    """Button callback: one answer, one transaction; the card advances only after the commit.
+
+    The confidence and reason typed on this card go with it (an undo takes neither); if the
+    write fails they stay on the card so the stakeholder can correct them.
+    """
     confidence = st.session_state.get(P + "confidence", "not given")
     confidence = confidence if isinstance(confidence, int) and response not in (el.SKIP, el.RETRACT) else None
+    reason = None if response == el.RETRACT else st.session_state.get(P + "reason") or None
     try:
-        written = _store().record_answer(token, position, response, event_id, confidence=confidence)
+        written = _store().record_answer(token, position, response, event_id, confidence=confidence,
+                                         reason=reason)
     except (ValueError, PermissionError) as err:
         _set("answer_error", str(err))
         return
     _set("answer_error", None)
     if written:
         _set("view_pos", None)  # go to the first open card, computed from the database
-        # Confidence belongs to one card: clear it so it is not silently stored with the next one.
-        st.session_state[P + "confidence"] = "not given"
+        _clear_card_inputs()
 
 
 def _goto(position: int | None) -> None:
     _set("view_pos", position)
+    _clear_card_inputs()
 
 
 def _join(code_key: str, name_key: str) -> None:
@@ -178,6 +195,9 @@ def stakeholder_view(join_code: str | None) -> None:
                    use_container_width=True, on_click=_answer, args=(token, view, option, event_id))
     st.select_slider("How sure are you? (optional)", ["not given", 1, 2, 3, 4, 5], value="not given",
                      key=P + "confidence", help="1 = a guess, 5 = certain. Leave it if you prefer.")
+    st.text_area("Why? (optional, only the facilitator sees it)", key=P + "reason", max_chars=MAX_REASON_LENGTH,
+                 height=68, placeholder="A few words on what decided it for you",
+                 help="Sent with your answer or skip. Avoid names or details that identify anyone.")
     nav = st.columns(4)
     nav[0].button("← Back", key=P + "back", disabled=view == 0, use_container_width=True,
                   on_click=_goto, args=(max(0, view - 1),))
@@ -401,10 +421,14 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         m[3].metric("Self-agreement on repeats", "n/a" if sa.empty else f"{sa.mean():.2f}")
         st.plotly_chart(figs.agreement_figure(constraints), key=P + "agreement_fig")
         st.markdown("**Contested pairs** (judges split, or opposite orientations asserted)")
+        contested = _with_reasons(contested, judged)
         st.dataframe(contested, hide_index=True, key=P + "contested_table")
+        if len(judged) and judged["reason"].notna().any():
+            st.caption("The `reasons` column quotes what stakeholders wrote about the pair. " + REASON_NOTE)
         st.markdown("**Constraint set** (one row per pair; `weight` = treat alike, `w_ij`/`w_ji` ordered)")
         st.dataframe(constraints, hide_index=True, key=P + "constraints_table")
-        with st.expander("Every live answer (facilitator only; pseudonyms)"):
+        with st.expander("Every live answer with its reason (facilitator only; pseudonyms)"):
+            st.caption(REASON_NOTE)
             st.dataframe(judged, hide_index=True, key=P + "judgments_table")
 
     results: dict[str, pd.DataFrame] = {}
@@ -420,14 +444,22 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
             label = f"{info['name']} ({who}, {weighting} weighting, {len(usable)} pairs)"
             if simulated or info["simulated"]:
                 label += " - simulated stakeholders"
+            aggregation = {"weighting": weighting, "min_support": float(min_support),
+                           "selection": "chosen" if chosen else "whole panel", "stakeholders": sorted(panel)}
+            usable = usable.reset_index(drop=True)
             try:
-                results = render_fairness_results(P + "results", usable.reset_index(drop=True), label) or {}
+                results = render_fairness_results(
+                    P + "results", usable, label, run_context=aggregation,
+                    on_result=lambda cfg, res: _log_run(store, fac, usable, aggregation, cfg, res),
+                    run_history=lambda: _run_history(store, fac)) or {}
             except ValueError as err:
                 st.error(str(err))
 
     with tab_export:
-        st.write("The session export holds settings, pseudonyms, cards and every answer event "
-                 "(no keys or resume codes). It can be imported again as a new session.")
+        st.write("The session export holds settings, pseudonyms, cards, every answer event with its "
+                 "reason, and the log of learner runs (no keys or resume codes). It can be imported "
+                 "again as a new session; the CSV leaves the run log out.")
+        st.caption(REASON_NOTE)
         d = st.columns(2)
         # Built only when clicked: every event of the session would otherwise be read on each rerun.
         sid, key = info["session_id"], fac["key"]
@@ -444,6 +476,57 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                       "stakeholders_pooled": sorted(panel),
                       "simulated": bool(simulated or info["simulated"])},
                      tables, extra={"agreement": agreement}, key=P + "export")
+
+
+def _with_reasons(contested: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
+    """Contested pairs with what each stakeholder wrote about them ("name: reason" joined by " | ")."""
+    if contested.empty or judged.empty:
+        return contested.assign(reasons=pd.Series(dtype=object))
+    given = judged[judged["reason"].notna()]
+    quotes = pd.DataFrame({"i": np.minimum(given["a"], given["b"]), "j": np.maximum(given["a"], given["b"]),
+                           "quote": given["stakeholder"] + ": " + given["reason"].astype(str)})
+    joined = quotes.groupby(["i", "j"])["quote"].agg(" | ".join).rename("reasons").reset_index()
+    return contested.merge(joined, on=["i", "j"], how="left")
+
+
+def _log_run(store: ElicitationStore, fac: dict, constraints: pd.DataFrame, aggregation: dict,
+             config, result) -> bool:
+    """Record a learner run in the session's audit log; False (retry on the next rerun) if it failed."""
+    try:
+        store.record_fit_run(fac["session_id"], fac["key"], constraint_hash=constraint_set_hash(constraints),
+                             aggregation=aggregation, learner=dataclasses.asdict(config),
+                             summary=frontier_summary(result.points, len(constraints)),
+                             code_version=code_version())
+    except (ValueError, PermissionError, SQLAlchemyError) as err:
+        st.warning(f"This run could not be added to the run history: {err}")
+        return False
+    return True
+
+
+def _run_history(store: ElicitationStore, fac: dict) -> pd.DataFrame:
+    """The session's logged learner runs as a table, newest first."""
+    runs = store.fit_runs(fac["session_id"], fac["key"])
+    rows = []
+    for run in reversed(runs):
+        agg, learner = run["aggregation"], run["learner"]
+        pooled = agg.get("stakeholders") or []
+        hull = [p for p in run["frontier"] if p["on_hull"]] or run["frontier"]
+        fairest = min(hull, key=lambda p: p["unfairness"]) if hull else {}
+        rows.append({
+            "when (UTC)": str(run["created_at"])[:19].replace("T", " "),
+            "status": "superseded" if run["superseded"] else "current",
+            "constraint set": str(run["constraint_hash"])[:12], "pairs": run["n_constraints"],
+            "weighting": agg.get("weighting"), "min support": agg.get("min_support"),
+            "stakeholders": (f"whole panel ({len(pooled)})" if agg.get("selection") == "whole panel"
+                             else ", ".join(pooled)),
+            "sweep": learner.get("sweep"), "rounds": learner.get("T"), "oracle": learner.get("oracle"),
+            "averaging": learner.get("averaging"), "pairs held out": learner.get("pair_holdout"),
+            "race and sex used": learner.get("use_protected"), "seed": learner.get("seed"),
+            "least-constrained error": run["unconstrained_error"],
+            "fairest hull point": (f"unfairness {fairest['unfairness']:.3f}, error {fairest['error']:.3f}"
+                                   if fairest else ""),
+            "code": run["code_version"], "note": run["note"] or ""})
+    return pd.DataFrame(rows)
 
 
 # ============================================================================ demo

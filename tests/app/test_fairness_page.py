@@ -19,6 +19,10 @@ def _progress(at) -> "object":
     return next(d.value for d in at.dataframe if "answered" in d.value.columns)
 
 
+def _run_history(at) -> "object":
+    return next(d.value for d in at.dataframe if "constraint set" in d.value.columns)
+
+
 def test_default_view_is_facilitator_setup():
     at = _app()
     assert at.title[0].value == "Pairwise fairness elicitation"
@@ -124,25 +128,55 @@ def test_demo_fills_a_labelled_simulated_session():
     assert judged["weight"].max() <= 1.0 and judged["weight"].max() >= constraints["weight"].max()
 
 
-def test_confidence_is_stored_live_refresh_renders_and_withdrawal_removes_answers():
+def test_confidence_and_reason_are_stored_live_refresh_renders_and_withdrawal_removes_answers():
+    import uuid
+
+    from core.fairness.store import get_store
+
     fac = _app()
+    fac.number_input(key="fe_n_random").set_value(0).run()       # core pairs only: everyone sees them
     fac.button(key="fe_create").click().run()
     session = fac.session_state["fe_fac"]
     sh = _app(join=session["join_code"])
     sh.text_input(key="fe_join_name").input("Cy").run()
     sh.checkbox(key="fe_consent").check().run()
     sh.button(key="fe_join").click().run()
+    assert sh.text_area(key="fe_reason").label == "Why? (optional, only the facilitator sees it)"
     sh.select_slider(key="fe_confidence").set_value(4).run()
+    sh.text_area(key="fe_reason").input("  Same priors, but one is far younger  ").run()
     sh.button(key="fe_ans_differ").click().run()
-    assert not sh.exception
-    # The confidence belongs to the card answered: the next card starts without one.
+    assert not sh.exception and not sh.error
+    # Confidence and reason belong to the card answered: the next card starts without them.
     assert sh.select_slider(key="fe_confidence").value == "not given"
+    assert sh.text_area(key="fe_reason").value == ""
+    sh.text_area(key="fe_reason").input("tab\tok, bell \a not").run()
     sh.button(key="fe_ans_same").click().run()
+    assert "control character (U+0007)" in sh.error[0].value          # the card and the text stay
+    assert "tab" in sh.text_area(key="fe_reason").value
+    sh.text_area(key="fe_reason").input("").run()
+    sh.button(key="fe_ans_same").click().run()
+    assert not sh.error
+    # A second stakeholder (through the store) judges Cy's first pair the other way, with a reason.
+    store = get_store()
+    cy = store.my_assignment(sh.session_state["fe_login"]["token"])
+    dee = store.join(session["join_code"], "Dee")
+    plan = store.my_assignment(dee.token)
+    first = {int(cy["a"].iloc[0]), int(cy["b"].iloc[0])}
+    position = int(plan[[{int(a), int(b)} == first for a, b in zip(plan["a"], plan["b"])]]["position"].iloc[0])
+    store.record_answer(dee.token, position, "same", uuid.uuid4().hex, reason="Their records read alike")
     fac.toggle(key="fe_live").set_value(True).run()
     assert not fac.exception
     judged = next(d.value for d in fac.dataframe if "confidence" in d.value.columns)
-    assert list(judged["response"]) == ["differ", "same"]
-    assert judged["confidence"].iloc[0] == 4 and judged["confidence"].isna().iloc[1]
+    cys = judged[judged["stakeholder"] == "Cy"]
+    assert list(cys["response"]) == ["differ", "same"]
+    assert cys["confidence"].iloc[0] == 4 and cys["confidence"].isna().iloc[1]
+    assert cys["reason"].iloc[0] == "Same priors, but one is far younger" and cys["reason"].isna().iloc[1]
+    contested = next(d.value for d in fac.dataframe if "opposite_orientations" in d.value.columns)
+    (quotes,) = contested["reasons"].dropna()
+    assert quotes == "Cy: Same priors, but one is far younger | Dee: Their records read alike" \
+        or quotes == "Dee: Their records read alike | Cy: Same priors, but one is far younger"
+    assert any("keep them within the facilitation team" in c.value for c in fac.caption)
+    store.delete_stakeholder(session["session_id"], session["key"], "Dee")
     fac.selectbox(key="fe_withdraw_name").select("Cy").run()
     fac.button(key="fe_withdraw").click().run()
     assert not fac.exception and not fac.error
@@ -160,3 +194,24 @@ def test_pooling_one_stakeholder_uses_only_their_answers():
     judged = next(d.value for d in at.dataframe if "confidence" in d.value.columns)
     assert set(judged["stakeholder"]) == {"simulated-02"}
     assert (cons["n_judges"] == 1).all() and set(cons["weight"]) <= {0.0, 1.0}
+    # Running the learner logs the run with the choices behind it, once across reruns.
+    assert not any(d.value is not None and "constraint set" in d.value.columns for d in at.dataframe)
+    at.select_slider(key="fe_results_rounds").set_value(100)
+    at.selectbox(key="fe_results_oracle").select("ols")
+    at.button(key="fe_results_run").click().run()
+    assert not at.exception and not at.error
+    history = _run_history(at)
+    assert len(history) == 1
+    row = history.iloc[0]
+    assert row["stakeholders"] == "simulated-02" and row["weighting"] == "panel" and row["status"] == "current"
+    assert row["rounds"] == 100 and row["oracle"] == "ols"
+    assert row["pairs"] == ((cons["w_ij"] > 0) | (cons["w_ji"] > 0)).sum()
+    at.select_slider(key="fe_results_point").set_value(at.select_slider(key="fe_results_point").options[0]).run()
+    at.button(key="fe_refresh").click().run()
+    assert len(_run_history(at)) == 1
+    from core.fairness.store import get_store
+    demo = at.session_state["fe_demo"]
+    (run,) = get_store().fit_runs(demo["session_id"], demo["key"])
+    assert run["aggregation"] == {"weighting": "panel", "min_support": 0.0, "selection": "chosen",
+                                  "stakeholders": ["simulated-02"]}
+    assert run["learner"]["T"] == 100 and len(run["frontier"]) == 10

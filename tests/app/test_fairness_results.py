@@ -23,7 +23,13 @@ else:
     keep = i != j
     cons = pd.DataFrame({{"i": np.minimum(i, j)[keep], "j": np.maximum(i, j)[keep], "weight": 1.0,
                          "n_judges": 3, "agreement": 2 / 3}})
-tables = render_fairness_results("fx", cons, "simulated panel")
+logged = st.session_state.setdefault("logged", [])
+context = st.session_state.get("context", {{"weighting": "panel"}})
+tables = render_fairness_results(
+    "fx", cons, "simulated panel", run_context=context,
+    on_result=lambda cfg, res: logged.append({{"sweep": cfg.sweep, "T": cfg.T, "points": len(res.points),
+                                              **context}}),
+    run_history=lambda: pd.DataFrame(logged))
 st.session_state["tables"] = {{k: v.shape for k, v in tables.items()}}
 """
 
@@ -54,7 +60,12 @@ def test_waits_for_the_button_then_shows_frontier_tables_and_companion():
     at = app()
     assert any("Run the learner" in i.value for i in at.info)
     assert len(at.get("plotly_chart")) == 0
+    assert any("No run logged yet" in c.value for c in at.caption) and at.session_state["logged"] == []
     run_small(at)
+    # The result is handed over once, with the caller's context, and shown in the run history.
+    assert at.session_state["logged"] == [{"sweep": "gamma", "T": 100, "points": 10, "weighting": "panel"}]
+    history = next(d.value for d in at.dataframe if "points" in d.value.columns)
+    assert len(history) == 1 and any(m.value == "#### Run history" for m in at.markdown)
     assert len(at.get("plotly_chart")) >= 4          # frontier, groups, trajectories, ROC, calibration
     labels = [m.label for m in at.metric]
     assert "Error at this point" in labels and "Pairs over their slack" in labels
@@ -77,6 +88,10 @@ def test_operating_point_slider_moves_the_metrics():
     assert not at.exception
     last = [m.value for m in at.metric]
     assert first != last
+    assert len(at.session_state["logged"]) == 1           # a rerun on the same result logs nothing
+    at.session_state["context"] = {"weighting": "judged"}
+    at.run()                                              # other choices upstream: the same result, logged again
+    assert [r["weighting"] for r in at.session_state["logged"]] == ["panel", "judged"]
     assert float(last[0]) < 0.35                   # least-constrained end of the frontier
     # The four figures are the chosen hull point's row of the frontier table.
     (result,) = at.session_state["fx_results"].values()

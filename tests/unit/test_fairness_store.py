@@ -1,6 +1,7 @@
 """Session store: concurrency, crash safety, idempotency, access rules, export/import, bad input."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -14,10 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import create_engine, make_url
+from sqlalchemy import create_engine, make_url, text
 
 from core.fairness.elicitation import SessionConfig, aggregate_constraints
-from core.fairness.store import SCHEMA_VERSION, ElicitationStore, normalise_url, parse_export
+from core.fairness.store import (MAX_REASON_LENGTH, SCHEMA_VERSION, WITHDRAWN, ElicitationStore,
+                                 constraint_set_hash, frontier_summary, normalise_url, parse_export)
 
 REPO = Path(__file__).resolve().parents[2]
 FIFTY = SessionConfig(n_core=2, n_random=48, n_repeat=0, seed=3)
@@ -218,6 +220,19 @@ def test_access_rules(store):
     with pytest.raises(PermissionError, match="resume code"):
         store.my_answers(one.facilitator_key)
     assert len(store.judgments(one.session_id, one.facilitator_key)) == 2
+    # Reasons are for the facilitator only: a stakeholder's own view carries none, and the run
+    # history needs the key like every other facilitator read or write.
+    store.record_answer(bob.token, 0, "same", eid(), reason="Bob's private reason")
+    assert "reason" not in store.my_assignment(ann.token).columns
+    assert "Bob's private reason" not in store.my_answers(bob.token).to_string()
+    assert list(store.judgments(one.session_id, one.facilitator_key)["reason"].dropna()) == ["Bob's private reason"]
+    run = _run_args(store, one)
+    for bad in (ann.token, two.facilitator_key):
+        with pytest.raises(PermissionError, match="facilitator key"):
+            store.fit_runs(one.session_id, bad)
+        with pytest.raises(PermissionError, match="facilitator key"):
+            store.record_fit_run(one.session_id, bad, **run)
+    assert store.fit_runs(one.session_id, one.facilitator_key) == []
     # Keys and tokens are never stored in clear.
     raw = json.dumps(store.export_session(one.session_id, one.facilitator_key))
     with store.engine.connect() as conn:
@@ -273,13 +288,17 @@ def test_export_import_round_trip_json_and_csv(store):
     cfg = SessionConfig(n_core=3, n_random=5, n_repeat=1, response_mode="four_option", seed=4)
     created = store.create_session(cfg, "trip")
     responses = ["same", "a_at_least_b", "b_at_least_a", "none", "skip"]
+    reasons = ['Same record, "really"; age, priors\nand charge match', "NA", "None", "  é 数 ✓  ", ""]
     for k, name in enumerate(["Ann", "Bob", "Cy"]):
         me = store.join(created.join_code, name)
         for p in range(6):
-            store.record_answer(me.token, p, responses[(p + k) % 5], eid())
+            store.record_answer(me.token, p, responses[(p + k) % 5], eid(), reason=reasons[(p + 2 * k) % 5])
         store.record_answer(me.token, 1, "retract", eid())
     original = store.judgments(created.session_id, created.facilitator_key)
-    cols = ["stakeholder", "position", "a", "b", "kind", "response", "revision"]
+    assert set(original["reason"].dropna()) == {reasons[0], "NA", "None", "é 数 ✓"}
+    run = _run_args(store, created)
+    store.record_fit_run(created.session_id, created.facilitator_key, **run)
+    cols = ["stakeholder", "position", "a", "b", "kind", "response", "revision", "reason"]
     for text in (store.export_json(created.session_id, created.facilitator_key),
                  store.export_csv(created.session_id, created.facilitator_key)):
         copy = store.import_session(text)
@@ -290,6 +309,244 @@ def test_export_import_round_trip_json_and_csv(store):
         pd.testing.assert_frame_equal(aggregate_constraints(original, "judged"), aggregate_constraints(again, "judged"))
         assert len(store.event_log(copy.session_id, copy.facilitator_key)) == 3 * 7
         assert store.config(copy.session_id, copy.facilitator_key) == cfg
+        # Every reason, earlier revisions included, and blanks stay missing.
+        events = store.event_log(copy.session_id, copy.facilitator_key)
+        before = store.event_log(created.session_id, created.facilitator_key)
+        assert sorted(events["reason"].dropna()) == sorted(before["reason"].dropna())
+        assert len(before["reason"].dropna()) == 14
+    # The run log travels in the JSON export (the CSV may leave it out).
+    copy = store.import_session(store.export_json(created.session_id, created.facilitator_key))
+    (logged,) = store.fit_runs(copy.session_id, copy.facilitator_key)
+    (first,) = store.fit_runs(created.session_id, created.facilitator_key)
+    assert logged["constraint_hash"] == run["constraint_hash"] and logged["run_id"] != first["run_id"]
+    assert {k: logged[k] for k in ("aggregation", "learner", "frontier", "n_constraints")} == \
+        {k: first[k] for k in ("aggregation", "learner", "frontier", "n_constraints")}
+
+
+def test_older_exports_without_reasons_or_runs_still_import(store):
+    created = store.create_session(SessionConfig(n_core=1, n_random=2, n_repeat=0), "old")
+    me = store.join(created.join_code, "Ann")
+    store.record_answer(me.token, 0, "same", eid(), reason="kept")
+    store.record_answer(me.token, 1, "differ", eid())
+    data = store.export_session(created.session_id, created.facilitator_key)
+    old = json.loads(json.dumps(data))
+    old["schema_version"] = 1
+    del old["fit_runs"]
+    for e in old["events"]:
+        del e["reason"]
+    copy = store.import_session(old)
+    assert store.judgments(copy.session_id, copy.facilitator_key)["reason"].isna().all()
+    csv = store.export_csv(created.session_id, created.facilitator_key)
+    header, body = csv.split("\n", 1)
+    table = pd.read_csv(__import__("io").StringIO(body)).drop(columns=["reason"])
+    copy = store.import_session(header + "\n" + table.to_csv(index=False))
+    again = store.judgments(copy.session_id, copy.facilitator_key)
+    assert list(again["response"]) == ["same", "differ"] and again["reason"].isna().all()
+    bad = json.loads(json.dumps(data))
+    bad["events"][0]["reason"] = "tab\tok but bell\a is not"
+    with pytest.raises(ValueError, match="Card 0 of 's001'.*U\\+0007"):
+        parse_export(bad)
+
+
+@pytest.mark.parametrize("reason, message", [
+    ("x" * (MAX_REASON_LENGTH + 1), f"limited to {MAX_REASON_LENGTH} characters; this one has {MAX_REASON_LENGTH + 1}"),
+    ("ring the bell\a", "control character \\(U\\+0007\\)"),
+    ("null\x00byte", "U\\+0000"),
+    ("reversed \u202etext", "U\\+202E"),
+    (42, "must be text, got int"),
+])
+def test_reason_is_checked_with_clear_messages(store, reason, message):
+    created = store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "reasons")
+    me = store.join(created.join_code, "Ann")
+    with pytest.raises(ValueError, match=message):
+        store.record_answer(me.token, 0, "same", eid(), reason=reason)
+    assert store.event_log(created.session_id, created.facilitator_key).empty
+
+
+def test_reason_is_trimmed_blank_is_none_and_undo_takes_none(store):
+    created = store.create_session(SessionConfig(n_core=2, n_random=1, n_repeat=0), "reasons")
+    me = store.join(created.join_code, "Ann")
+    longest = "  " + "y" * MAX_REASON_LENGTH + "\r\n"
+    assert store.record_answer(me.token, 0, "same", eid(), reason=longest)
+    assert store.record_answer(me.token, 1, "skip", eid(), reason="cannot tell\r\nfrom this")
+    assert store.record_answer(me.token, 2, "differ", eid(), reason="   ")
+    with pytest.raises(ValueError, match="undo carries no reason"):
+        store.record_answer(me.token, 0, "retract", eid(), reason="changed my mind")
+    got = store.judgments(created.session_id, created.facilitator_key).set_index("position")["reason"]
+    assert got[0] == "y" * MAX_REASON_LENGTH and got[1] == "cannot tell\nfrom this" and got[2] is None
+    # Bulk answers (demo panels) take reasons too, checked the same way.
+    other = store.join(created.join_code, "Bob")
+    store.record_answers(other.token, pd.DataFrame({"position": [0, 1], "response": ["same", "differ"],
+                                                    "reason": ["bulk", None]}))
+    bob = store.judgments(created.session_id, created.facilitator_key).query("stakeholder == 'Bob'")
+    assert list(bob["reason"]) == ["bulk", None]
+
+
+V1_DDL = """
+CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at VARCHAR(40) NOT NULL);
+CREATE TABLE sessions (session_id VARCHAR(32) PRIMARY KEY, name VARCHAR(120) NOT NULL,
+    join_code VARCHAR(16) NOT NULL UNIQUE, facilitator_key_hash VARCHAR(64) NOT NULL,
+    config JSON NOT NULL, core_pairs JSON NOT NULL, n_individuals INTEGER NOT NULL,
+    status VARCHAR(16) NOT NULL, simulated BOOLEAN NOT NULL, created_at VARCHAR(40) NOT NULL);
+CREATE TABLE stakeholders (stakeholder_id VARCHAR(32) PRIMARY KEY,
+    session_id VARCHAR(32) NOT NULL REFERENCES sessions (session_id), pseudonym VARCHAR(60) NOT NULL,
+    token_hash VARCHAR(64) NOT NULL UNIQUE, simulated BOOLEAN NOT NULL, joined_at VARCHAR(40) NOT NULL,
+    CONSTRAINT uq_stakeholder_name UNIQUE (session_id, pseudonym));
+CREATE TABLE assignments (session_id VARCHAR(32) NOT NULL REFERENCES sessions (session_id),
+    stakeholder_id VARCHAR(32) NOT NULL REFERENCES stakeholders (stakeholder_id),
+    position INTEGER NOT NULL, a INTEGER NOT NULL, b INTEGER NOT NULL, kind VARCHAR(8) NOT NULL,
+    repeat_of INTEGER NOT NULL, CONSTRAINT uq_assignment UNIQUE (session_id, stakeholder_id, position));
+CREATE TABLE judgments (seq {seq}, event_id VARCHAR(64) NOT NULL UNIQUE,
+    session_id VARCHAR(32) NOT NULL REFERENCES sessions (session_id),
+    stakeholder_id VARCHAR(32) NOT NULL REFERENCES stakeholders (stakeholder_id),
+    position INTEGER NOT NULL, revision INTEGER NOT NULL, response VARCHAR(16) NOT NULL,
+    confidence INTEGER, latency_ms FLOAT, created_at VARCHAR(40) NOT NULL,
+    CONSTRAINT uq_revision UNIQUE (session_id, stakeholder_id, position, revision));
+CREATE INDEX ix_judgments_owner ON judgments (session_id, stakeholder_id, position);
+"""
+
+
+def _sha(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _make_v1_database(url: str) -> dict:
+    """A schema-1 database written with that version's DDL, holding one session with answers."""
+    seq = "INTEGER PRIMARY KEY AUTOINCREMENT" if is_sqlite(url) else "SERIAL PRIMARY KEY"
+    cfg = SessionConfig(n_core=2, n_random=1, n_repeat=0, seed=5)
+    ids = {"session": "s" * 32, "person": "p" * 32, "key": "old-facilitator-key", "token": "old-resume-token",
+           "code": "QLDV2X"}
+    engine = create_engine(normalise_url(url))
+    with engine.begin() as conn:
+        for statement in V1_DDL.format(seq=seq).split(";"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
+        conn.execute(text("INSERT INTO schema_version VALUES (1, '2025-01-01T00:00:00')"))
+        conn.execute(text("INSERT INTO sessions VALUES (:sid, 'Old workshop', :code, :key, :cfg, :core, 7214, "
+                          "'open', :f, '2025-01-01T00:00:00')"),
+                     {"sid": ids["session"], "code": ids["code"], "key": _sha(ids["key"]),
+                      "cfg": json.dumps(cfg.to_dict()), "core": "[[10, 20], [30, 40]]", "f": False})
+        conn.execute(text("INSERT INTO stakeholders VALUES (:uid, :sid, 'Old Ann', :tok, :f, '2025-01-01')"),
+                     {"uid": ids["person"], "sid": ids["session"], "tok": _sha(ids["token"]), "f": False})
+        for pos, (a, b) in enumerate([(10, 20), (40, 30), (5, 6)]):
+            conn.execute(text("INSERT INTO assignments VALUES (:sid, :uid, :pos, :a, :b, :kind, -1)"),
+                         {"sid": ids["session"], "uid": ids["person"], "pos": pos, "a": a, "b": b,
+                          "kind": "core" if pos < 2 else "random"})
+        for n, (pos, response) in enumerate([(0, "same"), (1, "differ"), (1, "same")]):
+            conn.execute(text("INSERT INTO judgments (event_id, session_id, stakeholder_id, position, revision, "
+                              "response, confidence, latency_ms, created_at) "
+                              "VALUES (:eid, :sid, :uid, :pos, :rev, :resp, 3, 1200.0, '2025-01-02')"),
+                         {"eid": f"old-event-{n}", "sid": ids["session"], "uid": ids["person"], "pos": pos,
+                          "rev": 1 + (n == 2), "resp": response})
+    engine.dispose()
+    return ids
+
+
+def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
+    ids = _make_v1_database(db)
+    store = ElicitationStore(db)
+    try:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        with store.engine.connect() as conn:
+            versions = [r[0] for r in conn.execute(text("SELECT version FROM schema_version ORDER BY version"))]
+        assert versions == [1, 2]
+        info = store.open_session(ids["code"], ids["key"])
+        judged = store.judgments(info["session_id"], ids["key"])
+        assert list(judged["response"]) == ["same", "same"] and list(judged["revision"]) == [1, 2]
+        assert list(judged["confidence"]) == [3, 3] and judged["reason"].isna().all()
+        assert len(store.event_log(info["session_id"], ids["key"])) == 3
+        # The old stakeholder resumes and can now give a reason; runs can be logged.
+        assert store.next_position(ids["token"]) == 2
+        assert store.record_answer(ids["token"], 2, "differ", eid(), reason="different charges")
+        judged = store.judgments(info["session_id"], ids["key"])
+        assert judged.set_index("position")["reason"][2] == "different charges"
+        store.record_fit_run(info["session_id"], ids["key"], **_run_args(store, None, judged))
+        assert len(store.fit_runs(info["session_id"], ids["key"])) == 1
+    finally:
+        store.dispose()
+    # Opening again applies nothing twice.
+    again = ElicitationStore(db)
+    with again.engine.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 2
+    assert len(again.event_log(ids["session"], ids["key"])) == 4
+    again.dispose()
+
+
+def test_newer_database_is_refused(db):
+    first = ElicitationStore(db)
+    with first.engine.begin() as conn:
+        conn.execute(text("INSERT INTO schema_version VALUES (:v, 'later')"), {"v": SCHEMA_VERSION + 1})
+    first.dispose()
+    with pytest.raises(ValueError, match="newer than this code"):
+        ElicitationStore(db)
+
+
+def _run_args(store, created, judged=None, **learner) -> dict:
+    """A fit-run record for a session's current answers (the learner's figures are made up)."""
+    if judged is None:
+        judged = store.judgments(created.session_id, created.facilitator_key)
+    constraints = aggregate_constraints(judged, "panel", n_stakeholders=max(1, judged["stakeholder"].nunique()))
+    points = pd.DataFrame({"target": [0.0, 0.5, 1.0], "error": [0.36, 0.33, 0.32],
+                           "unfairness": [0.01, 0.4, 0.9], "on_hull": [True, True, True]})
+    return {"constraint_hash": constraint_set_hash(constraints),
+            "aggregation": {"weighting": "panel", "min_support": 0.0, "selection": "whole panel",
+                            "stakeholders": sorted(judged["stakeholder"].unique())},
+            "learner": {"sweep": "gamma", "T": 100, "oracle": "ols", "seed": 0, **learner},
+            "summary": frontier_summary(points, len(constraints)), "code_version": "test"}
+
+
+def test_fit_runs_are_logged_once_and_superseded_when_a_pooled_stakeholder_withdraws(store):
+    created = store.create_session(SessionConfig(n_core=3, n_random=0, n_repeat=0), "runs")
+    sid, key = created.session_id, created.facilitator_key
+    people = {n: store.join(created.join_code, n) for n in ("Ann", "Bob", "Cy")}
+    for k, login in enumerate(people.values()):
+        for p in range(3):
+            store.record_answer(login.token, p, "same" if (p + k) % 2 else "differ", eid())
+    whole = _run_args(store, created)
+    run_id, written = store.record_fit_run(sid, key, **whole)
+    assert written
+    # A rerun, or another tab, with the same constraints and settings: no second row.
+    assert store.record_fit_run(sid, key, **whole) == (run_id, False)
+    assert store.record_fit_run(sid, key, **{**whole, "code_version": "other build"}) == (run_id, False)
+    # Other learner settings are another run; so is another constraint set (Cy and Bob only).
+    other, written = store.record_fit_run(sid, key, **_run_args(store, created, seed=7))
+    assert written and other != run_id
+    judged = store.judgments(sid, key)
+    without_ann = _run_args(store, None, judged[judged["stakeholder"] != "Ann"])
+    assert without_ann["constraint_hash"] != whole["constraint_hash"]
+    kept, _ = store.record_fit_run(sid, key, **without_ann)
+    runs = {r["run_id"]: r for r in store.fit_runs(sid, key)}
+    assert set(runs) == {run_id, other, kept}
+    first = runs[run_id]
+    assert first["aggregation"]["stakeholders"] == ["Ann", "Bob", "Cy"] and first["learner"]["T"] == 100
+    assert first["n_constraints"] == 3 and first["unconstrained_error"] == 0.32
+    assert [p["error"] for p in first["frontier"]] == [0.36, 0.33, 0.32]
+    assert first["code_version"] == "test" and not first["superseded"] and first["created_at"]
+    # Withdrawing Ann supersedes the runs that pooled her, and her name leaves the log.
+    store.delete_stakeholder(sid, key, "Ann")
+    runs = {r["run_id"]: r for r in store.fit_runs(sid, key)}
+    assert runs[run_id]["superseded"] and runs[other]["superseded"] and not runs[kept]["superseded"]
+    assert "withdrawn" in runs[run_id]["note"] and runs[kept]["note"] is None
+    assert runs[run_id]["aggregation"]["stakeholders"] == [WITHDRAWN, "Bob", "Cy"]
+    assert "Ann" not in json.dumps(store.export_session(sid, key)["fit_runs"])
+    # A refit on what is left matches the run without Ann, which stays current; old rows stay.
+    assert store.record_fit_run(sid, key, **_run_args(store, created)) == (kept, False)
+    assert len(store.fit_runs(sid, key)) == 3
+
+
+def test_fit_run_records_are_checked(store):
+    created = store.create_session(SessionConfig(n_core=1, n_random=0, n_repeat=0), "bad runs")
+    store.record_answer(store.join(created.join_code, "Ann").token, 0, "same", eid())
+    good = _run_args(store, created)
+    cases = [({"constraint_hash": "abc"}, "constraint-set hash"),
+             ({"learner": "fast"}, "learner must be a dictionary"),
+             ({"aggregation": {"when": object()}}, "plain JSON"),
+             ({"summary": {**good["summary"], "frontier": [{"target": 0, "error": float("nan"),
+                                                            "unfairness": 0}]}}, "error must be finite")]
+    for change, message in cases:
+        with pytest.raises(ValueError, match=message):
+            store.record_fit_run(created.session_id, created.facilitator_key, **{**good, **change})
+    assert store.fit_runs(created.session_id, created.facilitator_key) == []
 
 
 def test_import_rejects_inconsistent_exports(store):
