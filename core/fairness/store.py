@@ -749,6 +749,8 @@ class ElicitationStore:
         rows = rows.merge(people.rename(columns={"id": "stakeholder"}), on="stakeholder", how="left")
         header = json.dumps({"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION,
                              "session": data["session"]}, sort_keys=True)
+        for col in FREE_TEXT_COLUMNS:
+            rows[col] = rows[col].map(_guard_formula)
         buf = io.StringIO()
         buf.write("# " + header + "\n")
         rows.to_csv(buf, index=False)
@@ -1135,6 +1137,20 @@ def _imported_reason(value: Any, card: tuple) -> str | None:
         raise ValueError(f"Card {card[1]} of {card[0]!r}: {err}") from None
 
 
+FREE_TEXT_COLUMNS = ("reason", "pseudonym")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def _guard_formula(value):
+    """Free text that a spreadsheet would run as a formula gets a leading apostrophe (so does text that
+    already starts with one, which makes the import's removal of one apostrophe exact)."""
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_START) else value
+
+
+def _unguard_formula(value):
+    return value[1:] if isinstance(value, str) and value.startswith("'") else value
+
+
 def _parse_csv_export(text_: str) -> dict:
     first, _, body = text_.partition("\n")
     try:
@@ -1148,6 +1164,9 @@ def _parse_csv_export(text_: str) -> dict:
                                   "pseudonym": str, "kind": str, "reason": str})
     except Exception as err:  # pandas raises several parser error types
         raise ValueError(f"The CSV export could not be read: {err}") from None
+    for col in FREE_TEXT_COLUMNS:
+        if col in rows:
+            rows[col] = rows[col].map(_unguard_formula)
     need = {"stakeholder", "position", "a", "b", "kind", "repeat_of", "revision", "response", "pseudonym"}
     missing = need - set(rows.columns)
     if missing:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import sqlite3
@@ -288,14 +289,17 @@ def test_export_import_round_trip_json_and_csv(store):
     cfg = SessionConfig(n_core=3, n_random=5, n_repeat=1, response_mode="four_option", seed=4)
     created = store.create_session(cfg, "trip")
     responses = ["same", "a_at_least_b", "b_at_least_a", "none", "skip"]
-    reasons = ['Same record, "really"; age, priors\nand charge match', "NA", "None", "  é 数 ✓  ", ""]
+    reasons = ['Same record, "really"; age, priors\nand charge match', "NA", '=HYPERLINK("x")', "  é 数 ✓  ", ""]
     for k, name in enumerate(["Ann", "Bob", "Cy"]):
         me = store.join(created.join_code, name)
         for p in range(6):
             store.record_answer(me.token, p, responses[(p + k) % 5], eid(), reason=reasons[(p + 2 * k) % 5])
         store.record_answer(me.token, 1, "retract", eid())
     original = store.judgments(created.session_id, created.facilitator_key)
-    assert set(original["reason"].dropna()) == {reasons[0], "NA", "None", "é 数 ✓"}
+    assert set(original["reason"].dropna()) == {reasons[0], "NA", '=HYPERLINK("x")', "é 数 ✓"}
+    # a spreadsheet opening the CSV must not run a reason as a formula
+    cells = pd.read_csv(io.StringIO(store.export_csv(created.session_id, created.facilitator_key)), skiprows=1)
+    assert '\'=HYPERLINK("x")' in set(cells["reason"]) and not cells["reason"].astype(str).str.startswith("=").any()
     run = _run_args(store, created)
     store.record_fit_run(created.session_id, created.facilitator_key, **run)
     cols = ["stakeholder", "position", "a", "b", "kind", "response", "revision", "reason"]
