@@ -21,6 +21,7 @@ os.environ["DASHBOARD_CACHE_DIR"] = tempfile.mkdtemp(prefix="districts_bench_")
 
 
 from core.districts.adjacency import unit_adjacency  # noqa: E402
+from core.districts.enumeration import enumerate_plans, grid_edges  # noqa: E402
 from core.districts.geography import load_georgia_blocks  # noqa: E402
 from core.districts.noise import NoiseConfig  # noqa: E402
 from core.districts.plans import recom_ensemble  # noqa: E402
@@ -52,6 +53,13 @@ def bench_recom(geo):
     _line(f"1,000 ReCom steps, {adj.n_units:,} tracts, k = 14, 5% tolerance ({plans.shape[0]} plans kept)",
           time.perf_counter() - t0, 60)
     return plans[-1][geo.leaf_unit_index("tract")]
+
+
+def bench_enumeration():
+    t0 = time.perf_counter()
+    plans = enumerate_plans(25, grid_edges(5, 5), 5)
+    _line(f"Every plan of a 5 x 5 grid into 5 districts of 5 ({len(plans):,} plans; spec: 4,006)",
+          time.perf_counter() - t0, 1)
 
 
 def bench_noise(geo, labels):
@@ -109,6 +117,7 @@ if __name__ == "__main__":
     geography = bench_geography()
     plan = bench_recom(geography)
     bench_noise(geography, plan)
+    bench_enumeration()
     bench_page()
     if "--browser" in sys.argv:
         bench_browser()
