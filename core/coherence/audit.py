@@ -417,7 +417,8 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
             verdicts.append(v)
             rows.append({
                 "release": rel_names[r], "adversary": adv_names[a], "trials": T, "exceedances": x,
-                "beta_hat": x / T, "ci_low": lo, "ci_high": hi, "null_exceedances": x0, "null_beta_hat": x0 / D0_all.size,
+                "beta_hat": x / T, "ci_low": lo, "ci_high": hi, "null_exceedances": x0,
+                "null_beta_hat": x0 / D0_all.size,
                 "alpha_hat": alpha_at_beta(D, beta), "alpha_hat_null": alpha_at_beta(D0_all.ravel(), beta),
                 "excess_median": float(np.nanmedian(exc)) if np.isfinite(exc).any() else float("nan"),
                 "excess_mean": float(np.nanmean(exc)) if np.isfinite(exc).any() else float("nan"),
