@@ -156,3 +156,64 @@ def test_microdata_upload_rejects_bad_files_and_feeds_the_page(server):
         assert ["Rows", "3,000"] in metrics and ["Strata", "(public", "domain)", "10"] in metrics
         assert not page.locator("[data-testid='stException']").count()
         browser.close()
+
+
+def _block_files(tmp_path) -> tuple[bytes, bytes]:
+    """A TIGER-style zipped shapefile of 64 blocks (8 x 8 boxes: 2 counties x 2 tracts x 2 block groups x
+    8 blocks) and its PL-style counts, every tract holding the same 160 people."""
+    import io
+    import zipfile
+
+    import geopandas as gpd
+    import numpy as np
+    import pandas as pd
+    import shapely
+
+    rows, cols = divmod(np.arange(64), 8)
+    geoids = [f"13{1 + 2 * (c // 4):03d}{100 * (1 + r // 4):06d}{1 + (r % 4) // 2}{1 + (r % 2) * 4 + c % 4:03d}"
+              for r, c in zip(rows, cols)]
+    boxes = [shapely.box(-84 + 0.01 * c, 33 + 0.01 * r, -83.99 + 0.01 * c, 33.01 + 0.01 * r) for r, c in zip(rows, cols)]
+    folder = tmp_path / "tiger"
+    folder.mkdir()
+    gpd.GeoDataFrame({"GEOID20": geoids}, geometry=boxes, crs="EPSG:4269").to_file(folder / "blocks.shp")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for f in folder.iterdir():
+            z.write(f, f.name)
+    counts = pd.DataFrame({"GEOID": geoids, "total": 10, "vap": 8, "black": 3, "bvap": 2})
+    return buf.getvalue(), counts.to_csv(index=False).encode()
+
+
+def test_district_upload_builds_a_map_and_rejects_bad_counts(server, tmp_path):
+    """The TIGER/PL upload path of the district maps page, driven as a user would."""
+    from playwright.sync_api import sync_playwright
+
+    shapes, counts = _block_files(tmp_path)
+    bad = counts.decode().replace(",10,8,", ",-10,8,", 1).encode()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page.goto(f"{server}/district-maps")
+        _wait_until_idle(page, timeout_ms=120_000)
+        page.get_by_text("My TIGER/Line + PL 94-171 files").click()
+        _wait_until_idle(page, timeout_ms=60_000)
+        inputs = page.locator("input[type=file]")
+        inputs.nth(0).set_input_files(files=[{"name": "blocks.zip", "mimeType": "application/zip", "buffer": shapes}])
+        page.wait_for_timeout(1000)
+        inputs.nth(1).set_input_files(files=[{"name": "pl.csv", "mimeType": "text/csv", "buffer": bad}])
+        page.wait_for_timeout(1000)
+        _wait_until_idle(page, timeout_ms=60_000)
+        error = page.locator("[data-testid='stAlertContentError']")
+        assert "negative" in error.first.inner_text(timeout=30_000).lower()
+
+        inputs.nth(1).set_input_files(files=[{"name": "pl.csv", "mimeType": "text/csv", "buffer": counts}])
+        page.get_by_text("Your blocks: 64 blocks in 2 counties, total population 640").first.wait_for(timeout=60_000)
+        _wait_until_idle(page, timeout_ms=120_000)
+        assert not error.count()
+        metrics = [m.split() for m in page.locator("[data-testid='stMetric']").all_inner_texts()]
+        assert ["Districts", "4"] in metrics
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        assert not page.locator("[data-testid='stException']").count()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "district-maps-upload.png"), full_page=True)
+        browser.close()
