@@ -128,6 +128,7 @@ def ml_utility(synth_train: pd.DataFrame, real_test: pd.DataFrame, target: str, 
 
     A random forest (``n_estimators`` trees, fixed seed) predicts ``target`` code > 0 from the
     other columns' codes. Returns overall figures and a per-group frame (group, accuracy, fpr, fnr).
+    A group without real positives (negatives) has no FNR (FPR): NaN, and it does not enter the gap.
     """
     from fairlearn.metrics import MetricFrame, false_negative_rate, false_positive_rate
     from sklearn.ensemble import RandomForestClassifier
@@ -145,8 +146,20 @@ def ml_utility(synth_train: pd.DataFrame, real_test: pd.DataFrame, target: str, 
     mf = MetricFrame(metrics={"accuracy": accuracy_score, "fpr": false_positive_rate,
                               "fnr": false_negative_rate},
                      y_true=y_test, y_pred=pred, sensitive_features=pd.Series(group, name="group"))
-    diff = mf.difference()
-    overall = {"accuracy": float(mf.overall["accuracy"]), "fpr_gap": float(diff["fpr"]),
-               "fnr_gap": float(diff["fnr"])}
     by_group = mf.by_group.reset_index()
+    # fairlearn scores a rate whose denominator is empty as 0 (a group with no real positives has
+    # "FNR 0"), which would force the gap to the largest rate seen; such a rate is undefined, so
+    # it is NaN here and left out of the gap
+    labels = pd.Series(group, name="group")
+    positives = pd.Series(y_test, index=labels.index).groupby(labels).sum()
+    negatives = pd.Series(1 - y_test, index=labels.index).groupby(labels).sum()
+    by_group["fnr"] = by_group["fnr"].where(by_group["group"].map(positives).to_numpy() > 0)
+    by_group["fpr"] = by_group["fpr"].where(by_group["group"].map(negatives).to_numpy() > 0)
+
+    def gap(rates: pd.Series) -> float:
+        rates = rates.dropna()
+        return float(rates.max() - rates.min()) if len(rates) else float("nan")
+
+    overall = {"accuracy": float(mf.overall["accuracy"]), "fpr_gap": gap(by_group["fpr"]),
+               "fnr_gap": gap(by_group["fnr"])}
     return overall, by_group

@@ -78,6 +78,20 @@ def test_ml_utility_perfect_and_gaps():
     assert by_group.set_index("group")["accuracy"].tolist() == [1.0, 0.0]
 
 
+
+def test_rate_gaps_skip_groups_where_the_rate_is_undefined():
+    # group 0 has no real positives (no FNR) and group 2 no real negatives (no FPR); scoring those
+    # as 0 would report gaps of 0.5 although every defined rate is 0.5
+    train = pd.DataFrame({"x": [0, 1] * 50, "y": [0, 1] * 50})
+    test = pd.DataFrame({"x": [0, 1, 0, 1, 0, 1, 1, 0],
+                         "y": [0, 0, 1, 1, 0, 0, 1, 1]})
+    group = np.array([0, 0, 1, 1, 1, 1, 2, 2])
+    overall, by_group = ml_utility(train, test, "y", group, n_estimators=5)
+    rates = by_group.set_index("group")
+    assert np.isnan(rates.loc[0, "fnr"]) and np.isnan(rates.loc[2, "fpr"])
+    assert rates.loc[[1, 2], "fnr"].tolist() == [0.5, 0.5] and rates.loc[[0, 1], "fpr"].tolist() == [0.5, 0.5]
+    assert overall["fnr_gap"] == pytest.approx(0.0) and overall["fpr_gap"] == pytest.approx(0.0)
+
 COLS = ("age_band", "education", "sex", "race", "income")
 
 
