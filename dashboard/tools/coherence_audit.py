@@ -372,14 +372,17 @@ for i, mode in enumerate(theory.CONSTANTS):
     m_cols[i].metric(label, "outside theorem" if res.gamma is None else f"{res.gamma:,.1f}",
                      help=res.reason or f"binding: {res.binding}; zeta = {res.zeta:.4g}")
     ca = theory.certified_alpha(th_size, lambda a, mode=mode: _gamma(mode, a=a), mode)
+    # an epsilon bound only means something for the DP guarantees; zeta and k records have none
     me = theory.max_epsilon(th_size, th_n, th_alpha, th_beta, th_groups, constants=mode,
-                            mechanism="approx_dp" if mech.startswith("approximate") else "pure_dp")
+                            mechanism="approx_dp" if mech.startswith("approximate") else "pure_dp") \
+        if mech.startswith(("pure", "approximate")) else None
     calc_rows.append({"constants": mode, "gamma": res.gamma, "binding": res.binding, "zeta": res.zeta,
                       "note": res.reason, "certified_alpha_at_size": ca, "max_epsilon_at_size": me})
 m_cols[2].metric("certified alpha at that size", "vacuous" if calc_rows[0]["certified_alpha_at_size"] is None
                  else f"{calc_rows[0]['certified_alpha_at_size']:.4f}", help="conservative constants")
 m_cols[3].metric("largest epsilon at that size",
-                 "none" if calc_rows[0]["max_epsilon_at_size"] is None
+                 "not a DP guarantee" if not mech.startswith(("pure", "approximate"))
+                 else "none" if calc_rows[0]["max_epsilon_at_size"] is None
                  else f"{calc_rows[0]['max_epsilon_at_size']:.5f}",
                  help="conservative constants; Thm 8 (delta at or below its cap) for approximate DP, else Thm 7")
 st.dataframe(pd.DataFrame(calc_rows), hide_index=True, width="stretch")

@@ -35,6 +35,13 @@ def test_default_view_is_fast_and_honest():
     # theory calculator at its defaults reproduces the spec's first row (pure DP, eps 0.01, n 200,000)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["gamma, conservative"] == "2,503.6" and metrics["gamma, as printed"] == "625.9"
+    # a zeta or k-records guarantee has no epsilon: no epsilon bound may be read off it
+    for mech in ("max-information zeta (Thm 6)", "k records in the clear (derived)"):
+        at.selectbox(key="coh_th_mech").select(mech).run()
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["largest epsilon at that size"] == "not a DP guarantee", mech
+        table = next(d.value for d in at.dataframe if "max_epsilon_at_size" in d.value.columns)
+        assert table["max_epsilon_at_size"].isna().all()
 
 
 def test_two_releases_show_two_verdict_cards_and_the_heat_map(ran):
