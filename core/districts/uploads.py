@@ -113,8 +113,16 @@ def join_blocks(shapes: gpd.GeoDataFrame, counts: pd.DataFrame) -> gpd.GeoDataFr
     no_geom = shapes.geometry.isna() | shapes.geometry.is_empty
     if no_geom.any():
         raise ValueError(f"{int(no_geom.sum())} blocks have no geometry (first: {shapes['GEOID'][no_geom].iloc[0]}).")
-    if ("vap" in counts) and (counts["vap"] > counts["total"]).any():
-        raise ValueError("Some blocks have more voting-age people than people; check the vap column.")
+    # a part never exceeds its whole: otherwise group shares above 100% reach the map and the regression
+    for part, whole, what in (("vap", "total", "voting-age people than people"),
+                              ("black", "total", "Black people than people"),
+                              ("bvap", "vap", "Black voting-age people than voting-age people"),
+                              ("bvap", "black", "Black voting-age people than Black people")):
+        if part in counts and whole in counts:
+            over = counts["GEOID"][counts[part] > counts[whole]]
+            if len(over):
+                raise ValueError(f"{len(over)} blocks have more {what} (first: {over.iloc[0]}); "
+                                 f"check the {part} and {whole} columns.")
     merged = shapes.merge(counts, on="GEOID", how="inner")
     merged["county"] = merged["GEOID"].str[:5]
     merged["tract"] = merged["GEOID"].str[:11]

@@ -83,6 +83,12 @@ def test_bad_joins_each_say_what_to_fix(tmp_path):
         _load(tmp_path, counts=c.iloc[:-1])
     with pytest.raises(ValueError, match="more voting-age people than people"):
         _load(tmp_path, counts=c.assign(vap=c["total"] + 1))
+    with pytest.raises(ValueError, match="more Black people than people"):
+        _load(tmp_path, counts=c.assign(black=c["total"] + 1))
+    with pytest.raises(ValueError, match="more Black voting-age people than voting-age people"):
+        _load(tmp_path, counts=c.assign(bvap=c["vap"] + 1, black=c["total"]))
+    with pytest.raises(ValueError, match="more Black voting-age people than Black people"):
+        _load(tmp_path, counts=c.assign(bvap=c["black"] + 1))
     s = _shapes()
     s.loc[3, "geometry"] = None
     with pytest.raises(ValueError, match="have no geometry"):
