@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Iterable
@@ -24,6 +25,8 @@ MIN_MICRODATA_ROWS = 10
 MIN_MICRODATA_COLUMNS = 2
 # A zip may expand to at most this multiple of the byte limit (guards against zip bombs).
 MAX_ZIP_EXPANSION = 5
+# Largest count accepted: whole numbers stay exact in float64 far beyond any population.
+MAX_COUNT = 10**12
 OTHER_DELIMITERS = {";": "semicolon", "\t": "tab", "|": "pipe"}
 POLYGON_TYPES = {"Polygon", "MultiPolygon"}
 
@@ -95,9 +98,16 @@ def _parse_csv(text: str, dtype: dict[str, Any] | None = None) -> pd.DataFrame:
                 raise ValueError(f"The file seems to use a {name} ({sep!r}) as separator; "
                                  "save it as comma-separated CSV.")
     try:
-        frame = pd.read_csv(io.StringIO(text), dtype=dtype, skipinitialspace=True)
+        # index_col=False: without it pandas silently turns the first field into a row index when the
+        # first data row is longer than the header, shifting every value one column to the right.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(io.StringIO(text), dtype=dtype, skipinitialspace=True, index_col=False)
+    except pd.errors.ParserWarning:
+        raise ValueError("The first data row has more comma-separated fields than the header; every row "
+                         "needs the same number of fields as the header.") from None
     except pd.errors.ParserError as err:
-        raise ValueError(f"The CSV could not be parsed: {err}. Check that every row has the same "
+        raise ValueError(f"The CSV could not be parsed: {str(err).strip()}. Check that every row has the same "
                          "number of comma-separated fields.") from None
     except pd.errors.EmptyDataError:
         raise ValueError("The CSV has no columns; it needs a header row.") from None
@@ -163,6 +173,10 @@ def _counts(text: str, required: Iterable[str] | None) -> pd.DataFrame:
         if values.isna().any():
             i = int(np.flatnonzero(values.isna().to_numpy())[0])
             raise ValueError(f"Column {col!r} is blank on line {i + 2}; fill in every count (0 if none).")
+        if not np.isfinite(values).all() or (values.abs() > MAX_COUNT).any():
+            i = int(np.flatnonzero((~np.isfinite(values) | (values.abs() > MAX_COUNT)).to_numpy())[0])
+            raise ValueError(f"Column {col!r} has an impossible count ({str(frame[col].iloc[i])!r}) on line {i + 2}; "
+                             f"counts must be finite and at most {MAX_COUNT:,}.")
         if (values < 0).any():
             i = int(np.flatnonzero((values < 0).to_numpy())[0])
             raise ValueError(f"Column {col!r} has a negative count ({values.iloc[i]:g}) on line {i + 2}; "

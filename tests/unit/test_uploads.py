@@ -86,6 +86,11 @@ def test_counts_keep_leading_zeros_and_integer_counts():
     assert frame["black"].tolist() == [2, 0]  # other columns are kept as they are
 
 
+def test_trailing_commas_do_not_shift_columns():
+    out = read_upload(b"GEOID,pop\n1,2,\n2,3,\n", "counts_csv")
+    assert out["GEOID"].tolist() == ["1", "2"] and out["pop"].tolist() == [2, 3]
+
+
 def test_counts_accept_whole_floats():
     frame = read_upload(counts_csv(["GEOID,pop", "a,3.0", "b,4"]), "counts_csv")
     assert frame["pop"].tolist() == [3, 4] and frame["pop"].dtype == "int64"
@@ -139,6 +144,9 @@ BAD_TEXT_CASES = [
     ("negative", b"GEOID,pop\n1,2\n2,-4\n", "counts_csv", "negative count \\(-4\\) on line 3"),
     ("fractional", b"GEOID,pop\n1,2.5\n", "counts_csv", "fractional count \\(2.5\\)"),
     ("blank count", b"GEOID,pop\n1,\n", "counts_csv", "blank on line 2"),
+    ("infinite count", b"GEOID,pop\n1,2\n2,inf\n", "counts_csv", "impossible count \\('inf'\\) on line 3"),
+    ("overflowing count", b"GEOID,pop\n1,2\n2,1e30\n", "counts_csv", "impossible count \\('1e\\+30'\\) on line 3"),
+    ("extra field in first row", b"a,b\n1,2,3\n" + b"1,2\n" * 10, "microdata_csv", "more comma-separated fields"),
     ("duplicate GEOID", b"GEOID,pop\n13001,2\n13001,3\n13003,1\n", "counts_csv", "Duplicate GEOIDs \\['13001'\\]"),
     ("empty GEOID", b"GEOID,pop\n,2\n", "counts_csv", "GEOID is empty on line 2"),
     ("bad JSON", b'{"type": "FeatureCollection", "features": [', "geojson", "not valid JSON"),
