@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 DEFAULT_LEVEL_NAMES = ("nation", "state", "county", "tract", "block group", "block")
+# Prefix lengths of a census block GEOID: state, county, tract, block group, block.
+CENSUS_GEOID_CUTS = (2, 5, 11, 12, 15)
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,6 +176,30 @@ class Hierarchy:
         return cls(parent.astype(np.int64), level.astype(np.int64), np.asarray(offsets, dtype=np.int64),
                    child_ptr.astype(np.int64), leaf_nodes.astype(np.int64),
                    _names(level_names, len(cols) + 1), np.concatenate(labels))
+
+    @classmethod
+    def from_geoids(cls, geoids, cuts: Sequence[int] = CENSUS_GEOID_CUTS,
+                    level_names: Sequence[str] | None = None) -> "Hierarchy":
+        """Tree from block GEOIDs read as nested prefixes: level k's unit is the first ``cuts[k]`` characters.
+
+        The default cuts are the census spine of a 15-character block GEOID: state (2), county (5),
+        tract (11), block group (12, the first digit of the block code) and block (15), under a
+        nation root. Leaves keep the order of ``geoids``.
+        """
+        ids = pd.Series(np.asarray(geoids, dtype=object).reshape(-1))
+        if ids.isna().any():
+            raise ValueError("Some GEOIDs are missing; every row needs one.")
+        ids = ids.astype(str).str.strip()
+        cut = [int(c) for c in cuts]
+        if not cut or cut[0] < 1 or any(b <= a for a, b in zip(cut, cut[1:])):
+            raise ValueError(f"Cuts must be increasing prefix lengths of at least 1; got {list(cuts)}.")
+        lengths = ids.str.len()
+        if len(ids) and (lengths != cut[-1]).any():
+            bad = ids[lengths != cut[-1]].iloc[0]
+            raise ValueError(f"Every GEOID must have {cut[-1]} characters for these cuts; {bad!r} has {len(bad)}.")
+        if level_names is None and tuple(cut) == CENSUS_GEOID_CUTS:
+            level_names = DEFAULT_LEVEL_NAMES
+        return cls.from_unit_ids([ids.str.slice(0, c).to_numpy() for c in cut], level_names)
 
     @classmethod
     def from_geodataframe(cls, gdf, level_columns: Sequence[str],

@@ -56,6 +56,31 @@ def test_from_unit_ids_rejects_duplicate_leaves_and_bad_names():
         Hierarchy.from_unit_ids([np.array(["a", "b"])], ["only", "too", "many"])
 
 
+def test_from_geoids_reads_census_prefixes():
+    geoids = ["130010001001001", "130010001002000", "130010001001000", "130030002001000", "010010201001000"]
+    h = Hierarchy.from_geoids(geoids)
+    assert h.level_names == ("nation", "state", "county", "tract", "block group", "block")
+    # 2 states, 3 counties, 3 tracts, 4 block groups (first digit of the block code), 5 blocks
+    assert h.level_sizes().tolist() == [1, 2, 3, 3, 4, 5]
+    agg = h.aggregate(np.array([1, 2, 4, 8, 16]))
+    assert agg[0] == 31
+    assert agg[h.level_slice(1)].tolist() == [16, 15]        # Alabama sorts first
+    assert agg[h.leaf_nodes].tolist() == [1, 2, 4, 8, 16]   # leaves keep the input order
+    short = Hierarchy.from_geoids(["1300100", "1300101", "1300200"], cuts=(5, 7), level_names=["county", "tract"])
+    assert short.level_sizes().tolist() == [1, 2, 3] and short.level_names[0] == "root"
+
+
+def test_from_geoids_rejects_bad_input():
+    with pytest.raises(ValueError, match="15 characters"):
+        Hierarchy.from_geoids(["130010001001001", "13001000100100"])
+    with pytest.raises(ValueError, match="increasing"):
+        Hierarchy.from_geoids(["1300100"], cuts=(5, 5))
+    with pytest.raises(ValueError, match="missing"):
+        Hierarchy.from_geoids(["130010001001001", None])
+    with pytest.raises(ValueError, match="distinct"):
+        Hierarchy.from_geoids(["130010001001001", "130010001001001"])
+
+
 def test_from_geodataframe():
     gdf = gpd.GeoDataFrame({"county": ["A", "A", "B"], "tract": ["1", "2", "1"], "pop": [5, 6, 7]},
                            geometry=[box(0, 0, 1, 1), box(1, 0, 2, 1), box(2, 0, 3, 1)], crs="EPSG:4326")
