@@ -61,6 +61,16 @@ def _coinpress(alpha: float, k: int, runs: int) -> pd.DataFrame:
                      ignore_index=True)
 
 
+def _remember(store: dict, key, value, limit: int):
+    """Keep ``value`` under ``key`` in a per-session dict holding at most ``limit`` entries (oldest out),
+    so a long session that tries many settings does not pile up sweeps and synthetic data sets."""
+    store.pop(key, None)
+    while len(store) >= limit:
+        store.pop(next(iter(store)))
+    store[key] = value
+    return value
+
+
 def _parse_epsilons(text: str) -> tuple[float, ...]:
     try:
         vals = tuple(sorted({float(p) for p in text.replace(";", ",").split(",") if p.strip()}))
@@ -222,7 +232,7 @@ if run_clicked and config is not None and digest not in store:
     try:
         with slot.container():
             with progress_bar("Running the privacy-utility sweep") as progress:
-                store[digest] = run_sweep(config, data, progress=progress)
+                _remember(store, digest, run_sweep(config, data, progress=progress), 6)
         slot.empty()
     except ValueError as exc:
         st.error(str(exc))
@@ -262,7 +272,7 @@ with tab_marg:
         memo = st.session_state.setdefault("ss_marginals", {})
         mg_key = (digest, mg_eps, mg_seed)
         if mg_key not in memo:
-            memo[mg_key] = marginal_comparison(config, data, mg_eps, mg_seed)
+            _remember(memo, mg_key, marginal_comparison(config, data, mg_eps, mg_seed), 12)
         shares, col_tvd = memo[mg_key]
         st.plotly_chart(figs.tvd_heatmap_figure(col_tvd), width="stretch", key="ss_heatmap")
         h1, h2 = st.columns(2)
@@ -412,7 +422,7 @@ with tab_release:
         releases = st.session_state.setdefault("ss_releases", {})
         if st.button("Generate synthetic data", key="ss_rel_run"):
             try:
-                releases[rel_key] = synthesize_release(config, data, rel_eps, rel_seed, rel_method)
+                _remember(releases, rel_key, synthesize_release(config, data, rel_eps, rel_seed, rel_method), 3)
             except ValueError as exc:
                 st.error(str(exc))
         if rel_key in releases:

@@ -98,6 +98,12 @@ def test_synthesizer_and_strata_changes_and_release():
     assert "stratum sizes (Gaussian counts)" in set(ledger["label"])
     assert any("rho" in s.value for s in at.success)
     assert len(at.get("download_button")) >= 4  # release CSV, budget statement, export JSON and zip
+    # every new seed is a fresh 50,000-row data set; the session keeps only the latest few
+    for seed in (1, 2, 3, 4):
+        at.number_input(key="ss_rel_seed").set_value(seed).run()
+        at.button(key="ss_rel_run").click().run()
+    assert not at.exception
+    assert len(at.session_state["ss_releases"]) == 3
 
 
 def test_bad_epsilons_show_an_error_and_keep_inputs():
