@@ -310,9 +310,15 @@ sweep_key = e1.selectbox("DP release", dp_keys, format_func=lambda k: RELEASES[k
 sweep_eps = e2.multiselect("epsilons", [0.001, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
                            default=[0.01, 0.1, 1.0, 10.0], key="coh_sweep_eps")
 sweep_trials = int(e3.number_input("trials", 1, 1000, 20, key="coh_sweep_trials"))
-sweep_params = tuple((k, v) for k, v in RELEASES[sweep_key].defaults.items() if k != "epsilon")
-if "strata" in dict(sweep_params):
-    sweep_params = (("strata", tuple(group_cols[:1])),)
+# the release's other parameters as set above when it is among the compared releases, else its defaults
+chosen = dict(rel_specs).get(sweep_key, tuple(RELEASES[sweep_key].defaults.items()))
+sweep_params = tuple((k, v) for k, v in chosen if k != "epsilon")
+if sweep_key not in dict(rel_specs) and "strata" in dict(sweep_params):
+    strata = st.multiselect("strata columns for the sweep (public sizes)", usable,
+                            default=[g for g in group_cols[:1] if g in usable] or usable[:1], key="coh_sweep_strata")
+    sweep_params = tuple((k, tuple(strata) if k == "strata" else v) for k, v in sweep_params)
+elif sweep_key in dict(rel_specs):
+    st.caption("The sweep uses this release's settings from 'Releases and adversaries' (epsilon aside).")
 if st.button("Run epsilon sweep", key="coh_sweep_run", icon=":material/show_chart:"):
     sweep_cfg = AuditConfig(**{**config.__dict__, "trials": sweep_trials, "releases": ()})
     sweep_digest = config_digest({"sweep": sweep_cfg, "key": sweep_key, "eps": sorted(sweep_eps),

@@ -135,3 +135,19 @@ def test_custom_subgroup_add_remove_tables_and_null_splits():
     subgroups = next(d.value for d in at.dataframe if "q_w1" in d.value.columns)
     assert "older women" in set(subgroups["subgroup"])
     assert any("8 trials with 3 null split(s) each" in c.value for c in at.caption)
+
+
+def test_epsilon_sweep_of_a_stratified_synthesizer_uses_its_own_strata():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.number_input(key="coh_rows").set_value(2000)
+    at.multiselect(key="coh_groups").set_value([]).run()          # no subgroup columns at all
+    at.selectbox(key="coh_sweep_release").select("strat_mst").run()
+    assert at.multiselect(key="coh_sweep_strata").value == ["age_band"]
+    at.multiselect(key="coh_sweep_strata").set_value(["sex"])
+    at.multiselect(key="coh_sweep_eps").set_value([0.1, 10.0])
+    at.number_input(key="coh_sweep_trials").set_value(2)
+    at.button(key="coh_sweep_run").click().run()
+    assert not at.exception and not at.error
+    sweep = next(d.value for d in at.dataframe if "alpha_hat_null" in d.value.columns)
+    assert sweep["release"].str.contains("strata=\\('sex',\\)").all()
