@@ -108,4 +108,10 @@ def algorithm_figure(errors: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=f"Error of unit totals: ToyDown vs TopDown-lite ({SIMULATION_NOTE})",
                       yaxis_title="mean |error| of a unit's total (people)", height=400,
                       margin=dict(t=50, b=30, l=50, r=10))
+    # A level held exact has zero error, which a log axis cannot draw: say so under the level's name.
+    exact = mean[mean["MAE of unit totals"] == 0].groupby("level", sort=False)["algorithm"].agg(", ".join)
+    if len(exact):
+        levels = list(dict.fromkeys(mean["level"]))
+        fig.update_xaxes(tickvals=levels, ticktext=[f"{lv}<br><sub>exact: {exact[lv]}</sub>" if lv in exact.index
+                                                    else lv for lv in levels])
     return tidy_log_axes(fig)

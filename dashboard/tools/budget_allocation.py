@@ -98,6 +98,10 @@ with st.container(border=True):
     nonneg = st.checkbox("Non-negative ToyDown in the simulation (adds bias; the closed form assumes none)",
                          key="ba_nonneg")
 
+if k_districts > h.n_leaves and any(t in ("greedy", "scattered") for t in picked):
+    st.warning(f"This tree has only {h.n_leaves:,} {h.level_names[-1]}(s), so the district targets use "
+               f"k = {h.n_leaves:,} instead of {k_districts:,}.")
+    k_districts = h.n_leaves
 targets = tuple(f"{t}:{k_districts}" if t in ("greedy", "scattered") else t for t in picked)
 config = BudgetConfig(total=choice.total, unit=choice.unit, delta=choice.delta, hierarchy=kind,
                       fanouts=fanouts, split=choice.split, preset=choice.preset,

@@ -92,3 +92,20 @@ def test_topdown_lite_tab_and_ledger(app):
     assert (algo[algo.algorithm == "TopDown-lite"]["total error"] == 0).all()
     ledger = _table(app, "rho_equivalent")
     assert ledger["amount"].sum() == pytest.approx(1.0)
+
+
+def test_tiny_tree_caps_k_instead_of_stopping_the_page():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.text_input(key="ba_fanouts").input("2").run()
+    assert not at.exception and not at.error
+    assert any("k = 2 instead of 4" in w.value for w in at.warning)
+    assert set(_table(at, "simulated sd")["units"]) == {2}
+
+
+def test_exact_levels_are_labelled_on_the_log_chart(app):
+    import json
+    spec = next(json.loads(c.proto.spec) for c in app.get("plotly_chart")
+                if "TopDown-lite (" in json.dumps(json.loads(c.proto.spec)["layout"].get("title", "")))
+    ticks = spec["layout"]["xaxis"]["ticktext"]
+    assert ticks[0] == "state<br><sub>exact: TopDown-lite</sub>" and ticks[1] == "county"
