@@ -178,14 +178,18 @@ class BudgetLedger:
         if not self._spends:
             return "No privacy budget has been spent."
         n_seq = sum(s.composition == "sequential" for s in self._spends)
-        groups = sorted({s.group for s in self._spends if s.composition == "parallel"})
+        # groups in the order they were first spent on, so the text follows the table
+        groups = list(dict.fromkeys(s.group for s in self._spends if s.composition == "parallel"))
         parts = [f"{len(self._spends)} measurement{'s' if len(self._spends) != 1 else ''}"]
         detail = []
         if n_seq:
             detail.append(f"{n_seq} composed one after another")
         for g in groups:
             k = len({s.part for s in self._spends if s.group == g})
-            detail.append(f"{k} over disjoint parts of '{g}', which count once (the largest)")
+            detail.append(f"'{g}': one spend shared by disjoint units, counted once" if k == 1 else
+                          f"'{g}': {k} disjoint parts, of which only the largest counts")
+        if len(groups) + (n_seq > 0) > 1:
+            detail.append("these add up one after another")
         rho = self.total("rho")
         text = f"The release makes {parts[0]} ({'; '.join(detail)}). "
         if self.is_pure():

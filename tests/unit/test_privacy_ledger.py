@@ -141,3 +141,16 @@ def test_summary_reports_both_units():
     assert ledger.summary()["epsilon"] is None
     s = ledger.summary(delta=1e-6)
     assert s["epsilon"] == pytest.approx(ledger.total("epsilon", delta=1e-6)) and s["delta"] == 1e-6
+
+
+def test_statement_follows_spend_order_and_names_disjoint_groups():
+    ledger = BudgetLedger()
+    ledger.spend("tracts", 0.2, "epsilon", "parallel", group="tract units", part="every unit")
+    ledger.spend("counties", 0.3, "epsilon", "parallel", group="county units", part="every unit")
+    ledger.spend("block A", 0.1, "epsilon", "parallel", group="blocks", part="A")
+    ledger.spend("block B", 0.2, "epsilon", "parallel", group="blocks", part="B")
+    text = ledger.statement()
+    assert text.index("'tract units'") < text.index("'county units'") < text.index("'blocks'")
+    assert "'tract units': one spend shared by disjoint units, counted once" in text
+    assert "'blocks': 2 disjoint parts, of which only the largest counts" in text
+    assert "add up one after another" in text and "epsilon = 0.7" in text
