@@ -13,6 +13,7 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.cache import config_digest, data_fingerprint  # noqa: E402
+from core.parallel import default_n_jobs  # noqa: E402
 from core.synthesis import mean_estimation as me  # noqa: E402
 from core.synthesis.encoding import categorical_view  # noqa: E402
 from core.synthesis.registry import SYNTHESIZERS  # noqa: E402
@@ -158,7 +159,8 @@ try:
                          target=None if target == "(none)" else target, synthesizer=synth_key,
                          epsilons=epsilons, seeds=tuple(range(n_seeds)), delta=delta, size_policy=size_policy,
                          sizes_declared_public=bool(public_ok), count_share=float(count_share),
-                         min_stratum_size=min_size, small_action=small_action)
+                         min_stratum_size=min_size, small_action=small_action,
+                         n_jobs=default_n_jobs())  # the fits of a sweep spread over the cores
     config.validate()
 except ValueError as exc:
     config, config_error = None, str(exc)

@@ -150,3 +150,25 @@ def test_marginals_tab_after_a_sweep():
     at.selectbox(key="ss_mg_col").set_value("education").run()
     assert not at.exception
     assert any(t.startswith("education within") for t in _chart_titles(at))
+
+
+def test_sweep_fits_fan_out_over_the_cores(monkeypatch):
+    import core.synthesis.sweep as sweep
+
+    workers = []
+    real = sweep.map_trials
+
+    def spy(func, items, **kwargs):
+        workers.append(kwargs["n_jobs"])
+        return real(func, items, **kwargs)
+
+    monkeypatch.setattr(sweep, "map_trials", spy)
+    monkeypatch.setenv("DASHBOARD_N_JOBS", "2")
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.multiselect(key="ss_columns_cps").set_value(["education", "sex", "race", "income"])
+    at.text_input(key="ss_epsilons").input("0.7").run()
+    at.number_input(key="ss_seeds").set_value(1).run()
+    at.button(key="ss_run").click().run()
+    assert not at.exception and not at.error
+    assert workers == [2]

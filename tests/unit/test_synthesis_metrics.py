@@ -1,6 +1,8 @@
 """Metrics on hand-made frames, and the sweep's tidy output and accounting on a small CPS sample."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -115,6 +117,16 @@ def test_sweep_is_tidy_and_spends_the_declared_budget(small_cps):
     assert led[led["label"].str.startswith("stratum sizes")]["amount"].iloc[0] == pytest.approx(
         0.2 * rho_for_epsilon(0.3, 1e-9))
     assert "rho" in res.budget_statement
+
+
+def test_sweep_fanned_out_over_workers_gives_the_same_numbers(small_cps):
+    # the page spreads a sweep's fits over the cores; every run seeds itself, so scheduling cannot matter
+    from core.synthesis.sweep import _run_sweep
+    cfg = SweepConfig(columns=COLS, epsilons=(1.0,), seeds=(0, 1), size_policy="dp_count", n_trees=5)
+    serial = _run_sweep(cfg, small_cps)
+    fanned = _run_sweep(dataclasses.replace(cfg, n_jobs=2), small_cps)
+    pd.testing.assert_frame_equal(serial.overall_metrics, fanned.overall_metrics)
+    pd.testing.assert_frame_equal(serial.group_metrics, fanned.group_metrics)
 
 
 def test_sweep_requires_an_explicit_public_size_declaration(small_cps):
