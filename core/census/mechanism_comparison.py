@@ -73,9 +73,31 @@ def _abs_discrete_gaussian(sigma: float):
     return surv, quant
 
 
+def _tail_point(surv: Callable, quant: Callable, tail: float) -> float:
+    """A point t with S(t) <= tail, found on the survival function itself.
+
+    Asking the quantile function for 1 - tail fails once tail is below float spacing near 1
+    (for k in the hundreds 1 - 1e-13/k rounds to 1 and the Gaussian quantile is infinite).
+    """
+    hi = float(quant(0.5))
+    hi = hi if math.isfinite(hi) and hi > 0 else 1.0
+    for _ in range(2000):
+        if float(surv(hi)) <= tail:
+            break
+        hi *= 2.0
+    lo = 0.0
+    for _ in range(60):                       # shrink to the first such point, within 1e-18 of hi
+        mid = 0.5 * (lo + hi)
+        if float(surv(mid)) <= tail:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def expected_max_abs(surv: Callable, quant: Callable, k: int, discrete: bool = False) -> float:
     """E max_i |X_i| over k i.i.d. queries: integral of 1 - (1 - S(t))^k (sum over integers if discrete)."""
-    hi = float(quant(1.0 - 1e-13 / max(k, 1)))
+    hi = _tail_point(surv, quant, 1e-13 / max(k, 1))
     if discrete:
         t = np.arange(0.0, hi + 2.0)
         with np.errstate(divide="ignore"):

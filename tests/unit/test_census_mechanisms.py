@@ -52,6 +52,12 @@ def test_max_error_closed_forms():
     assert max_abs_quantile(q, 50) == pytest.approx(-2.0 * math.log(1 - 0.95 ** (1 / 50)))
     s, q = _abs_gaussian(1.0)
     assert expected_max_abs(s, q, 1) == pytest.approx(math.sqrt(2 / math.pi), rel=1e-4)
+    # many queries: the search for the upper limit must not ask the quantile for 1 - 1e-16
+    from scipy import integrate, special
+    for k in (300, 1000, 100_000):
+        exact = integrate.quad(lambda t: -math.expm1(k * math.log1p(-special.erfc(t / math.sqrt(2)))), 0, 12,
+                               limit=200)[0]
+        assert expected_max_abs(s, q, k) == pytest.approx(exact, rel=1e-4)
 
 
 def test_sweep_values():
