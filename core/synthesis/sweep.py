@@ -250,14 +250,20 @@ def strata_overview(data: pd.DataFrame, strata_columns: tuple[str, ...]) -> pd.D
 
 
 def worst_group_table(result: SweepResult, metric: str = "tvd_2way") -> pd.DataFrame:
-    """Per (epsilon, method): the population ``metric`` and the worst group's, each averaged over seeds."""
+    """Per (epsilon, method): the population ``metric`` and the worst group's, each averaged over seeds.
+
+    Groups where the metric is undefined (NaN, e.g. a two-way TVD with one column besides the strata)
+    are left out; with no defined group the worst-group columns are NaN.
+    """
     pop = (result.overall_metrics[result.overall_metrics["metric"] == metric]
            .groupby(["epsilon", "method"])["value"].mean().rename("population"))
-    gm = result.group_metrics[result.group_metrics["metric"] == metric]
+    gm = result.group_metrics[(result.group_metrics["metric"] == metric) & result.group_metrics["value"].notna()]
     per_group = gm.groupby(["epsilon", "method", "group"])["value"].mean()
     worst = per_group.groupby(["epsilon", "method"]).max().rename("worst_group")
     which = per_group.groupby(["epsilon", "method"]).idxmax().map(lambda t: t[2]).rename("worst_group_name")
-    return pd.concat([pop, worst, which], axis=1).reset_index()
+    out = pd.concat([pop, worst, which], axis=1)
+    out.index.names = ["epsilon", "method"]
+    return out.reset_index()
 
 
 def noise_table(config: SweepConfig, n_rows: int) -> pd.DataFrame:

@@ -92,7 +92,7 @@ def method_curves_figure(curves: pd.DataFrame, metrics: tuple[str, ...], title: 
     return tidy_log_axes(fig)
 
 
-def worst_vs_population_figure(worst: pd.DataFrame) -> go.Figure:
+def worst_vs_population_figure(worst: pd.DataFrame, measure: str = "two-way TVD") -> go.Figure:
     """Population error against worst-group error, one point per method and epsilon (what fairness costs)."""
     fig = go.Figure()
     for method, color in METHOD_COLORS.items():
@@ -100,8 +100,8 @@ def worst_vs_population_figure(worst: pd.DataFrame) -> go.Figure:
         fig.add_scatter(x=d["population"], y=d["worst_group"], mode="lines+markers+text", name=method,
                         text=[f"eps {e:g}" for e in d["epsilon"]], textposition="top center",
                         line=dict(color=color))
-    fig.update_layout(title="Population error vs worst-group error (two-way TVD)", height=380,
-                      xaxis_title="population two-way TVD", yaxis_title="worst group's two-way TVD",
+    fig.update_layout(title=f"Population error vs worst-group error ({measure})", height=380,
+                      xaxis_title=f"population {measure}", yaxis_title=f"worst group's {measure}",
                       margin=dict(t=50, b=40, l=60, r=10))
     return tidy_log_axes(fig)
 

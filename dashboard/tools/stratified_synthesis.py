@@ -239,6 +239,11 @@ if run_clicked and config is not None and digest not in store:
     except ValueError as exc:
         st.error(str(exc))
 result = store.get(digest) if digest else None
+# per-group measures need enough columns besides the strata: two for a two-way TVD, three for the workload
+n_other = len(config.columns) - len(config.strata_columns) if config is not None else 0
+defined_metrics = {"tvd_1way"} | ({"tvd_2way"} if n_other >= 2 else set()) | ({"workload_3way"} if n_other >= 3 else set())
+main_metric = "tvd_2way" if "tvd_2way" in defined_metrics else "tvd_1way"
+MEASURE = {"tvd_2way": "two-way TVD", "tvd_1way": "one-way TVD"}
 NOT_RUN = "Press **Run sweep** in the sidebar to fit stratified and pooled synthesizers for these settings."
 
 with tab_curves:
@@ -246,7 +251,8 @@ with tab_curves:
         st.info(NOT_RUN)
     else:
         st.caption(CURATOR + " " + SIM)
-        metrics = ["tvd_2way", "tvd_1way", "workload_3way"] + (["accuracy"] if config.target else [])
+        metrics = ([m for m in ("tvd_2way", "tvd_1way", "workload_3way") if m in defined_metrics]
+                   + (["accuracy"] if config.target else []))
         p1, p2, p3 = st.columns([2, 1, 1])
         metric = p1.selectbox("Error measure", metrics, format_func=lambda m: figs.METRIC_LABELS[m], key="ss_metric")
         bands = p2.checkbox("Bands over seeds", True, key="ss_bands")
@@ -292,8 +298,9 @@ with tab_disp:
         st.plotly_chart(figs.method_curves_figure(oc, ("parity_error", "max_disparity"),
                                                   "Disparity against the privacy budget (Rosenblatt et al., Def. 11)"),
                         width="stretch", key="ss_disp_chart")
-        worst = worst_group_table(result)
-        st.plotly_chart(figs.worst_vs_population_figure(worst), width="stretch", key="ss_pareto_chart")
+        worst = worst_group_table(result, main_metric)
+        st.plotly_chart(figs.worst_vs_population_figure(worst, MEASURE[main_metric]), width="stretch",
+                        key="ss_pareto_chart")
         st.dataframe(worst, hide_index=True, width="stretch")
         st.caption("Not yet available: the AIM and GEM synthesizers (AIM takes minutes per fit; GEM needs a GPU). "
                    "The three-way workload error of the paper's Figure 9 is under Per-group curves.")
@@ -305,7 +312,7 @@ with tab_small:
         st.info(NOT_RUN)
     else:
         st.caption(CURATOR)
-        small_tab = smallest_strata(result)
+        small_tab = smallest_strata(result, main_metric)
         st.dataframe(small_tab, hide_index=True, width="stretch")
         dropped = result.strata[result.strata["fate"] == "dropped"]["group"].unique()
         merged = result.strata[result.strata["fate"] == "merged"]["group"].unique()

@@ -172,3 +172,17 @@ def test_sweep_fits_fan_out_over_the_cores(monkeypatch):
     at.button(key="ss_run").click().run()
     assert not at.exception and not at.error
     assert workers == [2]
+
+
+def test_one_column_besides_the_strata_offers_only_defined_measures():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.multiselect(key="ss_columns_cps").set_value(["sex", "race", "income"])
+    at.text_input(key="ss_epsilons").input("1").run()
+    at.number_input(key="ss_seeds").set_value(1).run()
+    at.button(key="ss_run").click().run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="ss_metric").options == [
+        "one-way marginal TVD (lower is better)", "TSTR accuracy on real held-out rows (higher is better)"]
+    assert "Population error vs worst-group error (one-way TVD)" in _chart_titles(at)
+    assert _table(at, "worst_group")["worst_group"].notna().all()

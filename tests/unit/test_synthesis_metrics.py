@@ -129,6 +129,19 @@ def test_sweep_fanned_out_over_workers_gives_the_same_numbers(small_cps):
     pd.testing.assert_frame_equal(serial.group_metrics, fanned.group_metrics)
 
 
+def test_worst_group_skips_measures_undefined_for_every_group(small_cps):
+    # one column besides the strata: no two-way table inside any group, so its TVD is NaN everywhere
+    from core.synthesis.sweep import worst_group_table
+    cfg = SweepConfig(columns=("sex", "race", "income"), epsilons=(1.0,), seeds=(0,), size_policy="dp_count",
+                      n_trees=5)
+    res = run_sweep(cfg, small_cps)
+    assert res.group_metrics.query("metric == 'tvd_2way'")["value"].isna().all()
+    two = worst_group_table(res, "tvd_2way")
+    assert len(two) == 2 and two["worst_group"].isna().all() and two["population"].notna().all()
+    one = worst_group_table(res, "tvd_1way")
+    assert one["worst_group"].notna().all() and set(one["worst_group_name"]) <= set(res.group_labels.values())
+
+
 def test_sweep_requires_an_explicit_public_size_declaration(small_cps):
     with pytest.raises(ValueError, match="tick the box"):
         run_sweep(SweepConfig(columns=COLS, size_policy="public"), small_cps)
