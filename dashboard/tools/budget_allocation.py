@@ -202,7 +202,8 @@ with tab_mech:
                             key="ba_mech_p")
     show_bound = st.toggle("Show the paper's proven bound beside the numeric calibration", value=False,
                            key="ba_mech_bound")
-    calibrate = st.toggle("Include the Generalized Gaussian (numeric calibration takes a few seconds, then cached)",
+    calibrate = st.toggle("Include the Generalized Gaussian (numeric calibration: about 2 s per order and epsilon "
+                          "the first time, then cached)",
                           value=False, key="ba_mech_gg")
     mechs = ("laplace", "geometric", "gaussian", "discrete_gaussian") + (
         ("generalized_gaussian",) if calibrate and orders else ())
