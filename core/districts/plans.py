@@ -19,6 +19,7 @@ Progress = Callable[[int, int, str], None] | None
 
 
 # ------------------------------------------------------------------------------- ReCom
+MAX_KEPT_PLANS = 200
 def _recom_labels(edges: np.ndarray, shared: np.ndarray, area: np.ndarray, perimeter: np.ndarray,
                   population: np.ndarray, k: int, tolerance: float, steps: int, thin: int, seed: int,
                   progress: Progress = None) -> np.ndarray:
@@ -71,6 +72,12 @@ def recom_ensemble(adj: UnitAdjacency, population: np.ndarray, k: int, tolerance
         raise ValueError(f"The population tolerance must be between 0 and 50%; got {tolerance:.2%}.")
     if steps < 1 or thin < 1:
         raise ValueError("Steps and thinning must be at least 1.")
+    if steps // thin > MAX_KEPT_PLANS:
+        # every kept plan becomes a row of block labels (and, in an ensemble study, a column block of
+        # a sparse matrix): 20,000 plans of Georgia's 30,000 blocks would need about 5 GB
+        raise ValueError(f"{steps:,} steps keeping one plan every {thin:,} would keep {steps // thin:,} plans; "
+                         f"keep at most {MAX_KEPT_PLANS} (keep one plan every {-(-steps // MAX_KEPT_PLANS):,} "
+                         "steps or more).")
     if adj.n_components() != 1:
         raise ValueError("The unit graph is not connected; ReCom needs one connected piece of geography.")
     args = (adj.edges, adj.shared, adj.area, adj.perimeter, np.asarray(population), int(k), float(tolerance),

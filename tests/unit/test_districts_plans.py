@@ -89,6 +89,8 @@ def test_recom_refuses_bad_inputs(small_grid):
         recom_ensemble(adj, pop, 4, tolerance=0.7, use_cache=False)
     with pytest.raises(ValueError, match="more than a district may hold"):
         recom_ensemble(adj, pop, 15, tolerance=0.01, use_cache=False)
+    with pytest.raises(ValueError, match="keep at most 200"):
+        recom_ensemble(adj, pop, 4, tolerance=0.1, steps=20_000, thin=1, use_cache=False)
 
 
 def test_make_plans_for_every_generator(small_grid):
