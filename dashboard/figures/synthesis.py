@@ -95,10 +95,12 @@ def method_curves_figure(curves: pd.DataFrame, metrics: tuple[str, ...], title: 
 def worst_vs_population_figure(worst: pd.DataFrame, measure: str = "two-way TVD") -> go.Figure:
     """Population error against worst-group error, one point per method and epsilon (what fairness costs)."""
     fig = go.Figure()
+    # the two methods' points often sit close together at large epsilon: labels above one, below the other
+    positions = dict(zip(METHOD_COLORS, ("top center", "bottom center")))
     for method, color in METHOD_COLORS.items():
         d = worst[worst["method"] == method].sort_values("epsilon")
         fig.add_scatter(x=d["population"], y=d["worst_group"], mode="lines+markers+text", name=method,
-                        text=[f"eps {e:g}" for e in d["epsilon"]], textposition="top center",
+                        text=[f"eps {e:g}" for e in d["epsilon"]], textposition=positions[method],
                         line=dict(color=color))
     fig.update_layout(title=f"Population error vs worst-group error ({measure})", height=380,
                       xaxis_title=f"population {measure}", yaxis_title=f"worst group's {measure}",

@@ -185,4 +185,6 @@ def test_one_column_besides_the_strata_offers_only_defined_measures():
     assert at.selectbox(key="ss_metric").options == [
         "one-way marginal TVD (lower is better)", "TSTR accuracy on real held-out rows (higher is better)"]
     assert "Population error vs worst-group error (one-way TVD)" in _chart_titles(at)
+    pareto = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "worst-group" in c.proto.spec)
+    assert {t["textposition"] for t in pareto["data"]} == {"top center", "bottom center"}  # labels do not collide
     assert _table(at, "worst_group")["worst_group"].notna().all()
