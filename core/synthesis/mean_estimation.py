@@ -88,17 +88,28 @@ class StratifiedMean:
 
 def stratified_mean(x: np.ndarray, groups: np.ndarray, k: int, R: float, gamma: float, epsilon: float,
                     rng: np.random.Generator, policy: str = "exact", count_epsilon: float | None = None,
-                    user_weights: Sequence[float] | None = None, margin: str = "paper") -> StratifiedMean:
-    """Eq. 3 per stratum with the full epsilon, recombined by eq. 4 with the chosen weights (Prop. 8).
+                    user_weights: Sequence[float] | None = None, margin: str = "paper",
+                    noise: str = "laplace") -> StratifiedMean:
+    """Eq. 3 per stratum with the full budget, recombined by eq. 4 with the chosen weights (Prop. 8).
 
-    Vectorised over strata: clipped sums by np.bincount, one Laplace draw per stratum.
+    ``epsilon`` is the pure-DP epsilon with Laplace noise, or the zCDP rho with ``noise="gaussian"``
+    (each stratum's mean gets N(0, (2B/g)^2 / (2 rho)); parallel composition holds for rho as well).
+    Vectorised over strata: clipped sums by np.bincount, one noise draw per stratum.
     """
+    if epsilon <= 0:
+        raise ValueError("The privacy budget must be positive.")
     x, groups = np.asarray(x, float), np.asarray(groups, np.int64)
     sizes = np.bincount(groups, minlength=k).astype(float)
     B = clip_bound(sizes, R, gamma, margin)
     clipped = np.clip(x, -B[groups], B[groups])
     sums = np.bincount(groups, weights=clipped, minlength=k)
-    means = sums / np.maximum(sizes, 1) + rng.laplace(0, laplace_scale(sizes, R, gamma, epsilon, margin))
+    if noise == "laplace":
+        draw = rng.laplace(0, laplace_scale(sizes, R, gamma, epsilon, margin))
+    elif noise == "gaussian":
+        draw = rng.normal(0, 2 * B / np.maximum(sizes, 1) / math.sqrt(2 * epsilon))
+    else:
+        raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
+    means = sums / np.maximum(sizes, 1) + draw
     w = recombination_weights(sizes, policy, rng, count_epsilon, user_weights)
     total = epsilon + (count_epsilon if policy == "dp" else 0.0)
     return StratifiedMean(means, w, float(w @ means), total)
@@ -106,11 +117,17 @@ def stratified_mean(x: np.ndarray, groups: np.ndarray, k: int, R: float, gamma: 
 
 # ---- error expressions -----------------------------------------------------------------------
 def population_error_sd(sizes: Sequence[float], R: float, gamma: float, epsilon: float,
-                        stratified: bool = True) -> float:
+                        stratified: bool = True, noise: str = "laplace") -> float:
     """Standard deviation of the privacy error of the population mean with exact weights (Sec. 2.3):
-    sqrt(2 sum b_i^2)/n stratified, sqrt(2) b_0 / n pooled, with b = (2R + 2 sqrt(log(g/gamma)))/epsilon."""
+    sqrt(2 sum b_i^2)/n stratified, sqrt(2) b_0 / n pooled, with b = (2R + 2 sqrt(log(g/gamma)))/epsilon.
+    With ``noise="gaussian"`` the budget is rho and each sqrt(2) b becomes 2B / sqrt(2 rho)."""
     sizes = np.asarray(sizes, float)
     n = sizes.sum()
+    if noise == "gaussian":
+        B = clip_bound(sizes, R, gamma) if stratified else clip_bound(n, R, gamma)
+        return float(np.sqrt(((2 * np.atleast_1d(B)) ** 2).sum() / (2 * epsilon)) / n)
+    if noise != "laplace":
+        raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
     if stratified:
         b = 2 * clip_bound(sizes, R, gamma) / epsilon
         return float(math.sqrt(2 * (b ** 2).sum()) / n)

@@ -69,6 +69,26 @@ def test_stratified_estimator_error_matches_theory_on_real_draws():
     assert runs.std() == pytest.approx(me.population_error_sd(sizes, R, gamma, eps), rel=0.05)
 
 
+def test_gaussian_means_match_their_closed_form():
+    # rho-zCDP versions: the clipped mean's noise sd is (2B/n)/sqrt(2 rho), and the stratified
+    # population error adds one such term per stratum, weighted by g_i/n
+    sizes = np.array([3000, 400, 60])
+    R, gamma, rho = 1.0, 0.1, 0.08
+    groups = np.repeat(np.arange(3), sizes)
+    rng = np.random.default_rng(9)
+    x = np.clip(rng.normal(0.2, 1.0, groups.size), -2.5, 2.5)   # nothing clipped: the error is the noise
+    n = x.size
+    pooled = np.array([me.clipped_mean(x, R, gamma, rho, rng, noise="gaussian") for _ in range(4000)])
+    assert pooled.std() == pytest.approx(2 * me.clip_bound(n, R, gamma) / n / math.sqrt(2 * rho), rel=0.05)
+    assert pooled.std() == pytest.approx(me.population_error_sd(sizes, R, gamma, rho, False, "gaussian"), rel=0.05)
+    strat = np.array([me.stratified_mean(x, groups, 3, R, gamma, rho, rng, noise="gaussian").population
+                      for _ in range(4000)])
+    assert strat.mean() == pytest.approx(x.mean(), abs=4 * strat.std() / math.sqrt(4000))
+    assert strat.std() == pytest.approx(me.population_error_sd(sizes, R, gamma, rho, True, "gaussian"), rel=0.05)
+    with pytest.raises(ValueError, match="laplace' or 'gaussian"):
+        me.stratified_mean(x, groups, 3, R, gamma, rho, rng, noise="cauchy")
+
+
 def test_mean_estimation_curves_theory_over_simulation():
     df = me.mean_estimation_curves([800, 150, 50], 1.0, 0.1, [0.5, 2.0], 300, np.random.default_rng(0))
     for eps in (0.5, 2.0):
