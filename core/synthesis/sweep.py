@@ -17,6 +17,7 @@ from core.synthesis.registry import SYNTHESIZERS
 from core.synthesis.stratified import StratifiedSynthesizer
 
 METHODS = ("stratified", "pooled")
+MAX_STRATA = 200   # beyond this a sweep takes minutes and its per-group views are unreadable
 
 
 @dataclass(frozen=True)
@@ -128,9 +129,17 @@ def _one_run(args) -> dict:
             "strata": strata, "ledger": ledger, "statement": statement}
 
 
+def check_strata_count(n_strata: int) -> None:
+    """Refuse sweeps over more than MAX_STRATA strata (the public domain's product, empty cells included)."""
+    if n_strata > MAX_STRATA:
+        raise ValueError(f"These strata columns make {n_strata:,} strata (every combination of their values); "
+                         f"choose fewer or coarser columns (at most {MAX_STRATA}).")
+
+
 def _run_sweep(config: SweepConfig, data: pd.DataFrame, progress: Callable | None = None) -> SweepResult:
     config.validate()
     codes, domain, labels = encode_categories(data[list(config.columns)])
+    check_strata_count(int(np.prod([domain[c] for c in config.strata_columns])))
     train, test = split_train_test(codes, config.test_fraction, config.split_seed)
     items = [(config, train, test, domain, e, s, m) for e in config.epsilons for s in config.seeds for m in METHODS]
     runs = map_trials(_one_run, items, n_jobs=config.n_jobs, progress=progress, label="synthesizer fits")

@@ -18,8 +18,9 @@ from core.synthesis import mean_estimation as me  # noqa: E402
 from core.synthesis.encoding import categorical_view  # noqa: E402
 from core.synthesis.registry import SYNTHESIZERS  # noqa: E402
 from core.synthesis.stratified import SMALL_ACTIONS  # noqa: E402
-from core.synthesis.sweep import (SweepConfig, curve_table, marginal_comparison, noise_table, run_sweep,  # noqa: E402
-                                  smallest_strata, strata_overview, synthesize_release, worst_group_table)
+from core.synthesis.sweep import (SweepConfig, check_strata_count, curve_table, marginal_comparison,  # noqa: E402
+                                  noise_table, run_sweep, smallest_strata, strata_overview, synthesize_release,
+                                  worst_group_table)
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.export import export_panel  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
@@ -172,6 +173,12 @@ if strata:
     try:
         overview = _overview(fp, tuple(strata), data)
     except ValueError as exc:
+        st.error(str(exc))
+if not overview.empty and config is not None:
+    try:
+        check_strata_count(len(overview))
+    except ValueError as exc:
+        config = None
         st.error(str(exc))
 if not overview.empty:
     overview = overview.assign(

@@ -133,6 +133,13 @@ def test_adult_bins_numbers_and_mean_tab_widgets():
     at.radio(key="ss_me_weights").set_value("dp").run()
     assert not at.exception
     assert any("for the DP size counts" in c.value for c in at.caption)
+    # education x occupation x workclass: thousands of strata are refused before any fit
+    cols = at.multiselect(key="ss_columns_adult").value
+    wide = [c for c in ("education", "occupation", "workclass") if c in cols]
+    at.multiselect(key="ss_strata_adult").set_value(wide).run()
+    assert not at.exception
+    assert any("at most 200" in e.value for e in at.error)
+    assert at.button(key="ss_run").disabled
 
 
 def test_marginals_tab_after_a_sweep():

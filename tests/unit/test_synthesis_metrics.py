@@ -222,3 +222,10 @@ def test_marginal_comparison_shares_and_tvd(small_cps):
     one = shares[(shares["group"] == tv["group"].iloc[0]) & (shares["column"] == "income")]
     assert tv[(tv["group"] == tv["group"].iloc[0]) & (tv["column"] == "income") & (tv["method"] == "pooled")][
         "tvd"].iloc[0] == pytest.approx(0.5 * np.abs(one["real"] - one["pooled"]).sum())
+
+
+def test_sweeps_over_too_many_strata_are_refused(small_cps):
+    cfg = SweepConfig(columns=COLS, strata_columns=("age_band", "education", "race"), epsilons=(1.0,),
+                      seeds=(0,), size_policy="dp_count", n_trees=5)
+    with pytest.raises(ValueError, match="at most 200"):
+        run_sweep(cfg, small_cps)
