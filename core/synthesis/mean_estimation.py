@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import digamma
 
+from core.privacy.accounting import rho_for_epsilon
+
 WEIGHT_POLICIES = ("exact", "dp", "user")
 
 
@@ -266,23 +268,36 @@ def simulate_mixture_coinpress(n_private: int, alpha: float, k: int, runs: int, 
     return out
 
 
+def noise_budget(epsilon: float, noise: str = "laplace", delta: float = 1e-9) -> float:
+    """The budget a mechanism takes for a target epsilon: epsilon itself (Laplace, pure DP), or the
+    largest zCDP rho that is (epsilon, delta)-DP (Gaussian), so both noises are compared at equal epsilon."""
+    if noise == "laplace":
+        return float(epsilon)
+    if noise == "gaussian":
+        return float(rho_for_epsilon(epsilon, delta))
+    raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
+
+
 def mean_estimation_curves(sizes: Sequence[int], R: float, gamma: float, epsilons: Sequence[float], runs: int,
-                           rng: np.random.Generator, means: Sequence[float] | None = None) -> pd.DataFrame:
+                           rng: np.random.Generator, means: Sequence[float] | None = None,
+                           noise: str = "laplace", delta: float = 1e-9) -> pd.DataFrame:
     """Population privacy error against epsilon: theory sd (Sec. 2.3) and simulated |error| of the real
-    estimators on Gaussian data with these group sizes. Tidy: epsilon, method, kind, value."""
+    estimators on Gaussian data with these group sizes. Tidy: epsilon, method, kind, value.
+    Gaussian noise runs at the rho that is (epsilon, delta)-DP (``noise_budget``)."""
     sizes = np.asarray(sizes, int)
     k = sizes.size
     mu = np.zeros(k) if means is None else np.asarray(means, float)
     groups = np.repeat(np.arange(k), sizes)
     rows = []
     for eps in epsilons:
-        rows.append((eps, "stratified", "theory sd", population_error_sd(sizes, R, gamma, eps, True)))
-        rows.append((eps, "pooled", "theory sd", population_error_sd(sizes, R, gamma, eps, False)))
+        budget = noise_budget(eps, noise, delta)
+        rows.append((eps, "stratified", "theory sd", population_error_sd(sizes, R, gamma, budget, True, noise)))
+        rows.append((eps, "pooled", "theory sd", population_error_sd(sizes, R, gamma, budget, False, noise)))
         for r in range(runs):
             x = rng.normal(mu[groups], 1.0)
             emp = x.mean()
-            strat = stratified_mean(x, groups, k, R, gamma, eps, rng).population
-            pooled = clipped_mean(x, R, gamma, eps, rng)
+            strat = stratified_mean(x, groups, k, R, gamma, budget, rng, noise=noise).population
+            pooled = clipped_mean(x, R, gamma, budget, rng, noise=noise)
             rows.append((eps, "stratified", "simulated |error|", abs(strat - emp)))
             rows.append((eps, "pooled", "simulated |error|", abs(pooled - emp)))
     return pd.DataFrame(rows, columns=["epsilon", "method", "kind", "value"])
@@ -307,10 +322,13 @@ def dirichlet_summary(sizes: Sequence[float], alphas: Sequence[float] | None = N
 
 def group_error_table(sizes: Sequence[int], means: Sequence[float], R: float, gamma: float, epsilon: float,
                       runs: int, rng: np.random.Generator, policy: str = "exact",
-                      count_epsilon: float | None = None) -> pd.DataFrame:
+                      count_epsilon: float | None = None, noise: str = "laplace",
+                      delta: float = 1e-9) -> pd.DataFrame:
     """Who pays: each group's mean |error| when it gets its own private mean (stratified) versus
     when the pooled private mean stands in for it, over ``runs`` simulated data sets of N(mu_i, 1);
-    plus the population error of both and the stratified closed-form sd sqrt(2) b_i / g_i (Sec. 2.3)."""
+    plus the population error of both and the stratified closed-form sd (Sec. 2.3): sqrt(2) b_i / g_i
+    with Laplace noise, 2 B_i / (g_i sqrt(2 rho)) with Gaussian noise at the (epsilon, delta) rho."""
+    budget = noise_budget(epsilon, noise, delta)
     sizes = np.asarray(sizes, int)
     mu = np.asarray(means, float)
     if sizes.size != mu.size or sizes.size < 1 or np.any(sizes < 1):
@@ -321,11 +339,12 @@ def group_error_table(sizes: Sequence[int], means: Sequence[float], R: float, ga
     for r in range(runs):
         x = rng.normal(mu[groups], 1.0)
         emp = np.bincount(groups, weights=x, minlength=k) / sizes
-        res = stratified_mean(x, groups, k, R, gamma, epsilon, rng, policy, count_epsilon)
-        pooled = clipped_mean(x, R, gamma, epsilon, rng)
+        res = stratified_mean(x, groups, k, R, gamma, budget, rng, policy, count_epsilon, noise=noise)
+        pooled = clipped_mean(x, R, gamma, budget, rng, noise=noise)
         strat_err[r], pooled_err[r] = np.abs(res.group_means - emp), np.abs(pooled - emp)
         pop[r] = abs(res.population - x.mean()), abs(pooled - x.mean())
-    theory = np.sqrt(2) * 2 * clip_bound(sizes, R, gamma) / (sizes * epsilon)
+    spread = np.sqrt(2) / budget if noise == "laplace" else 1 / math.sqrt(2 * budget)
+    theory = 2 * clip_bound(sizes, R, gamma) / sizes * spread
     out = pd.DataFrame({"group": np.arange(k), "size": sizes, "true mean": mu,
                         "stratified mean |error|": strat_err.mean(0), "stratified theory sd": theory,
                         "pooled mean |error|": pooled_err.mean(0)})

@@ -47,13 +47,16 @@ def _overview(fingerprint: str, strata: tuple[str, ...], _data: pd.DataFrame) ->
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _mean_curves(sizes: tuple[int, ...], R: float, gamma: float, eps: tuple[float, ...], runs: int, seed: int):
-    return me.mean_estimation_curves(list(sizes), R, gamma, list(eps), runs, np.random.default_rng(seed))
+def _mean_curves(sizes: tuple[int, ...], R: float, gamma: float, eps: tuple[float, ...], runs: int, seed: int,
+                 noise: str, delta: float):
+    return me.mean_estimation_curves(list(sizes), R, gamma, list(eps), runs, np.random.default_rng(seed),
+                                     noise=noise, delta=delta)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _group_errors(sizes, mus, R, gamma, eps, runs, policy, count_eps):
-    return me.group_error_table(list(sizes), list(mus), R, gamma, eps, runs, np.random.default_rng(1), policy, count_eps)
+def _group_errors(sizes, mus, R, gamma, eps, runs, policy, count_eps, noise, delta):
+    return me.group_error_table(list(sizes), list(mus), R, gamma, eps, runs, np.random.default_rng(1), policy,
+                                count_eps, noise=noise, delta=delta)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -360,26 +363,33 @@ with tab_ml:
 with tab_mean:
     st.caption(SIM + " Group sizes are those of the chosen strata; values are N(mu_i, 1) draws.")
     sizes = tuple(int(s) for s in overview["real_rows"] if s > 0) if not overview.empty else ()
-    q1, q2, q3 = st.columns(3)
+    q1, q2, q3, q4 = st.columns(4)
     R = float(q1.number_input("Bound R on |mean|", 0.1, 100.0, 1.0, 0.5, key="ss_me_R"))
     gamma = float(q2.number_input("gamma (failure probability)", 0.001, 0.5, 0.1, 0.01, key="ss_me_gamma",
                                   format="%.3f"))
     runs = int(q3.slider("Simulated runs per epsilon", 10, 200, 40, 10, key="ss_me_runs"))
+    me_noise = q4.radio("Noise", ["laplace", "gaussian"], key="ss_me_noise",
+                        format_func={"laplace": "Laplace (pure epsilon-DP)",
+                                     "gaussian": "Gaussian (zCDP at the page's delta)"}.get,
+                        help="Gaussian noise runs at the largest rho that is (epsilon, delta)-DP, so both noises "
+                             "are compared at the same epsilon.")
     if len(sizes) < 2:
         st.info("Choose strata with at least two non-empty groups.")
     else:
         eps_me = epsilons if config_error is None else (0.1, 1.0, 5.0)
-        curves = _mean_curves(sizes, R, gamma, tuple(eps_me), runs, 0)
+        curves = _mean_curves(sizes, R, gamma, tuple(eps_me), runs, 0, me_noise, delta)
         st.plotly_chart(figs.mean_error_figure(curves), width="stretch", key="ss_mean_chart")
         n = sum(sizes)
-        ratio = (me.population_error_sd(sizes, R, gamma, 1.0) / me.population_error_sd(sizes, R, gamma, 1.0, False))
+        b1 = me.noise_budget(1.0, me_noise, delta)
+        sd1 = me.population_error_sd(sizes, R, gamma, b1, True, me_noise)
+        ratio = sd1 / me.population_error_sd(sizes, R, gamma, b1, False, me_noise)
         lo, hi = me.cost_ratio_bounds(len(sizes), n, R, gamma)
         k1, k2, k3 = st.columns(3)
         k1.metric("Stratification cost multiplier", f"{ratio:.2f}x", help="sd of the stratified population "
                   "error over the pooled one, sqrt(sum b_i^2)/b_0 (same for every epsilon).")
         k2.metric("Bounds", f"[{lo:.2f}, {hi:.2f}]")
         k3.metric("Sampling sd of the mean, 1/sqrt(n)", f"{1 / np.sqrt(n):.2e}")
-        st.caption(f"At epsilon 1 the stratified privacy error sd is {me.population_error_sd(sizes, R, gamma, 1.0):.2e}, "
+        st.caption(f"At epsilon 1 the stratified privacy error sd is {sd1:.2e}, "
                    f"against a sampling error sd of {1 / np.sqrt(n):.2e}: both privacy errors shrink like 1/(n epsilon), "
                    "usually far below the sampling error.")
         st.markdown("#### Who pays for each choice")
@@ -394,15 +404,20 @@ with tab_mean:
                                           disabled=weights != "dp"))
         mus = np.clip(spread * np.random.default_rng(11).normal(0, 1, len(sizes)), -R, R)
         gtab = _group_errors(sizes, tuple(mus.round(6)), R, gamma, eps_g, runs, weights,
-                             count_eps if weights == "dp" else None)
+                             count_eps if weights == "dp" else None, me_noise, delta)
         st.plotly_chart(figs.group_error_figure(gtab, names), width="stretch", key="ss_group_error_chart")
         pop = gtab.attrs["population"]
         spent = eps_g + (count_eps if weights == "dp" else 0.0)
+        guarantee = f"{spent:g}-DP" if me_noise == "laplace" else f"({spent:g}, {delta:g})-DP"
+        per_group = (f"the full epsilon {eps_g:g}" if me_noise == "laplace" else
+                     f"Gaussian noise at rho {me.noise_budget(eps_g, me_noise, delta):.3g}, which is "
+                     f"({eps_g:g}, {delta:g})-DP")
         st.caption(f"Population mean |error|: stratified {pop['stratified']:.2e}, pooled {pop['pooled']:.2e}. "
-                   f"Budget: every group's mean uses the full epsilon {eps_g:g} (disjoint groups, parallel "
+                   f"Budget: every group's mean uses {per_group} (disjoint groups, parallel "
                    f"composition){f', plus {count_eps:g} for the DP size counts' if weights == 'dp' else ''}: "
-                   f"{spent:g}-DP in total. Publishing a separate pooled mean as well would cost {spent + eps_g:g}. "
-                   "The pooled mean is accurate for the population but wrong for groups whose mean differs from it.")
+                   f"{guarantee} in total. Publishing a separate pooled mean as well would cost epsilon "
+                   f"{spent + eps_g:g}. The pooled mean is accurate for the population but wrong for groups whose "
+                   "mean differs from it.")
         with st.expander("Per-group numbers"):
             st.dataframe(gtab.assign(group=names), hide_index=True, width="stretch")
 

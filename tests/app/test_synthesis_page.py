@@ -133,6 +133,13 @@ def test_adult_bins_numbers_and_mean_tab_widgets():
     at.radio(key="ss_me_weights").set_value("dp").run()
     assert not at.exception
     assert any("for the DP size counts" in c.value for c in at.caption)
+    laplace = _table(at, "stratified theory sd")["stratified theory sd"].to_numpy()
+    at.radio(key="ss_me_noise").set_value("gaussian").run()
+    assert not at.exception
+    gaussian = _table(at, "stratified theory sd")["stratified theory sd"].to_numpy()
+    # at epsilon 1, delta 1e-9 the matching rho is about 0.015: Gaussian noise is wider than Laplace here
+    assert (gaussian > laplace).all()
+    assert any("1e-09)-DP in total" in c.value for c in at.caption)
     # education x occupation x workclass: thousands of strata are refused before any fit
     cols = at.multiselect(key="ss_columns_adult").value
     wide = [c for c in ("education", "occupation", "workclass") if c in cols]

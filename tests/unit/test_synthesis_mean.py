@@ -163,3 +163,26 @@ def test_group_error_table_who_pays():
     assert t.attrs["population"]["stratified"] > 0
     with pytest.raises(ValueError, match="one mean per group"):
         me.group_error_table([10, 10], [0.0], 1.0, 0.1, 1.0, 5, np.random.default_rng(0))
+
+
+def test_gaussian_noise_on_the_mean_tab_runs_at_the_equivalent_rho():
+    from core.privacy.accounting import rho_for_epsilon, rho_to_epsilon
+    rho = me.noise_budget(1.0, "gaussian", 1e-6)
+    assert rho == pytest.approx(rho_for_epsilon(1.0, 1e-6)) and rho_to_epsilon(rho, 1e-6) == pytest.approx(1.0)
+    assert me.noise_budget(1.0, "laplace") == 1.0
+    t = me.group_error_table([5000, 500, 50], [0.0, 0.6, -0.6], 1.0, 0.1, 1.0, 400, np.random.default_rng(0),
+                             noise="gaussian", delta=1e-6)
+    # per-group error is |N(0, sd)|: its mean is sqrt(2/pi) sd with sd = 2 B / (g sqrt(2 rho))
+    sd = 2 * me.clip_bound(np.array([5000, 500, 50]), 1.0, 0.1) / np.array([5000, 500, 50]) / math.sqrt(2 * rho)
+    assert t["stratified theory sd"].to_numpy() == pytest.approx(sd)
+    ratio = t["stratified mean |error|"] / (t["stratified theory sd"] * math.sqrt(2 / math.pi))
+    assert ratio.between(0.85, 1.15).all()
+    curves = me.mean_estimation_curves([800, 150, 50], 1.0, 0.1, [1.0], 300, np.random.default_rng(1),
+                                       noise="gaussian", delta=1e-6)
+    for method in ("stratified", "pooled"):
+        part = curves[curves.method == method]
+        theory = part[part.kind == "theory sd"]["value"].iloc[0]
+        assert part[part.kind == "simulated |error|"]["value"].mean() == pytest.approx(
+            theory * math.sqrt(2 / math.pi), rel=0.12)
+    with pytest.raises(ValueError, match="noise must be"):
+        me.noise_budget(1.0, "cauchy")
