@@ -105,41 +105,52 @@ def wem_naive(counts, epsilon: float, delta_z: float, rng: np.random.Generator) 
     return x + rng.geometric(p, x.shape) - rng.geometric(p, x.shape)
 
 
+# The exact sampler keeps two (cells x (total + 1)) float arrays; beyond this many entries it would
+# take hundreds of megabytes, so larger vectors are refused with a message.
+WEM_MAX_ENTRIES = 10_000_000
+
+
 def wem_congenial(counts, total: int, epsilon: float, delta_z: float, rng: np.random.Generator,
-                  normalizer_safe: bool = True) -> np.ndarray:
-    """Exact WEM draw with L1 loss on {y >= 0 integer, sum y = total} (the public total).
+                  normalizer_safe: bool = True, size: int | None = None) -> np.ndarray:
+    """Exact WEM draw(s) with L1 loss on {y >= 0 integer, sum y = total} (the public total).
 
     kappa = epsilon / (2 Delta_z) when ``normalizer_safe`` (needed: the base measure is bounded).
     The weight factorises over cells apart from the sum, so a forward pass of convolutions over
-    the running total and a backward draw give an exact sample (float rounding aside).
+    the running total and a backward draw give an exact sample (float rounding aside). The forward
+    pass does not depend on the randomness, so ``size`` draws share it: shape (J,) without
+    ``size``, (size, J) with it.
     """
     x = np.asarray(counts, dtype=float)
     s = int(total)
     if s < 0 or x.ndim != 1 or x.size == 0:
         raise ValueError("Need a 1-D count vector and a non-negative public total.")
-    if s > 200_000 or x.size > 2_000:
-        raise ValueError("The exact sampler handles totals up to 200,000 and up to 2,000 cells; pick a smaller unit.")
+    if s > 200_000 or x.size > 2_000 or x.size * (s + 1) > WEM_MAX_ENTRIES:
+        raise ValueError(f"The exact sampler handles totals up to 200,000, up to 2,000 cells and cells x (total + 1) "
+                         f"up to {WEM_MAX_ENTRIES:,}; this vector has {x.size:,} cells and total {s:,}. "
+                         "Pick a smaller unit.")
     kappa = epsilon / ((2.0 if normalizer_safe else 1.0) * delta_z)
     grid = np.arange(s + 1, dtype=float)
     weights = np.exp(-kappa * np.abs(grid[None, :] - x[:, None]))   # (J, s+1), max 1 near x_j
-    messages = [np.zeros(s + 1)]
-    messages[0][0] = 1.0
+    messages = np.empty_like(weights)     # messages[j][r]: weight of the first j cells summing to r
+    messages[0] = 0.0
+    messages[0, 0] = 1.0
     for j in range(x.size - 1):
-        nxt = _convolve_head(messages[-1], weights[j], s + 1)
+        nxt = _convolve_head(messages[j], weights[j], s + 1)
         peak = nxt.max()
-        messages.append(nxt / peak if peak > 0 else nxt)
-    out = np.empty(x.size, dtype=np.int64)
-    remaining = s
-    for j in range(x.size - 1, -1, -1):
-        prev = messages[j]
-        y = np.arange(remaining + 1)
-        w = weights[j, : remaining + 1] * prev[remaining - y]
-        if w.sum() <= 0:
-            w = prev[remaining - y] + 1e-300
-        pick = rng.choice(remaining + 1, p=w / w.sum())
-        out[j] = pick
-        remaining -= pick
-    return out
+        messages[j + 1] = nxt / peak if peak > 0 else nxt
+    n = 1 if size is None else int(size)
+    out = np.empty((n, x.size), dtype=np.int64)
+    for i in range(n):
+        remaining = s
+        for j in range(x.size - 1, -1, -1):
+            w = weights[j, : remaining + 1] * messages[j, remaining::-1]
+            if not w.sum() > 0:
+                w = messages[j, remaining::-1] + 1e-300
+            cdf = np.cumsum(w)
+            pick = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), remaining)
+            out[i, j] = pick
+            remaining -= pick
+    return out[0] if size is None else out
 
 
 def _convolve_head(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
@@ -176,12 +187,12 @@ def wem_comparison(counts, config: WemConfig) -> tuple[pd.DataFrame, pd.DataFram
     x = np.asarray(counts, dtype=np.int64)
     total = int(x.sum())
     rng = np.random.default_rng(config.seed)
-    draws = {"naive WEM (lattice)": [], "naive + projection": [], "congenial WEM (sum = total, y >= 0)": []}
+    draws = {"naive WEM (lattice)": [], "naive + projection": []}
     for _ in range(int(config.runs)):
         draws["naive WEM (lattice)"].append(wem_naive(x, config.epsilon, config.delta_z, rng))
         draws["naive + projection"].append(wem_postprocessed(x, total, config.epsilon, config.delta_z, rng))
-        draws["congenial WEM (sum = total, y >= 0)"].append(
-            wem_congenial(x, total, config.epsilon, config.delta_z, rng, config.normalizer_safe))
+    draws["congenial WEM (sum = total, y >= 0)"] = wem_congenial(x, total, config.epsilon, config.delta_z, rng,
+                                                                 config.normalizer_safe, size=int(config.runs))
     summary, cells = [], []
     for name, ys in draws.items():
         arr = np.asarray(ys, dtype=float)

@@ -51,6 +51,23 @@ def test_congenial_wem_matches_enumeration():
         counts[index[tuple(wem_congenial(x, s, eps, dz, rng))]] += 1
     tv = 0.5 * np.abs(counts / n - target).sum()
     assert tv < 0.02
+    # many draws at once share the forward pass and follow the same law
+    batch = np.zeros(len(support))
+    for y in wem_congenial(x, s, eps, dz, rng, size=n):
+        batch[index[tuple(y)]] += 1
+    assert 0.5 * np.abs(batch / n - target).sum() < 0.02
+
+
+def test_congenial_wem_refuses_vectors_too_big_to_hold():
+    rng = np.random.default_rng(0)
+    big = np.full(1000, 20_000)                     # 1,000 cells, total 20 million: over every limit
+    with pytest.raises(ValueError, match="Pick a smaller unit"):
+        wem_congenial(big, int(big.sum()), 1.0, 2.0, rng)
+    wide = np.full(1500, 10)                        # cells x (total + 1) = 22.5 million entries
+    with pytest.raises(ValueError, match="cells x \\(total \\+ 1\\)"):
+        wem_congenial(wide, int(wide.sum()), 1.0, 2.0, rng)
+    draws = wem_congenial(np.array([5, 0, 7, 1]), 13, 0.5, 2.0, rng, size=50)
+    assert draws.shape == (50, 4) and (draws >= 0).all() and (draws.sum(axis=1) == 13).all()
 
 
 def test_naive_wem_is_discrete_laplace():
