@@ -19,6 +19,9 @@ from dashboard.components.progress import session_memo
 from dashboard.figures import census as figs
 
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
+# Above this many leaves the ToyDown / TopDown-lite comparison (several typed runs) takes seconds, so it
+# waits for the curator to ask for it instead of rerunning on every change of the budget.
+LARGE_TREE = 200_000
 
 
 
@@ -180,13 +183,24 @@ with tab_algo:
     weighted = st.checkbox("Inverse-variance weights in the least-squares fit", key="ba_algo_weights")
     algo_cfg = AlgorithmConfig(n_types, det_share, True, exact, "inverse_variance" if weighted else "unweighted",
                                algo_runs, seed)
-    try:
-        errors = _algorithms(config_digest([config, algo_cfg]), config, algo_cfg, tuple(alloc.budgets))
-        st.plotly_chart(figs.algorithm_figure(errors), key="ba_fig_algo")
-        summary = errors.groupby(["algorithm", "level"], sort=False).mean(numeric_only=True).drop(columns="run")
-        st.dataframe(summary.reset_index(), hide_index=True, key="ba_algo_table")
-    except ValueError as exc:
-        st.error(str(exc))
+    # Only what the comparison reads goes into its key: changing targets, k or the ToyDown runs above
+    # must not rerun it.
+    algo_key = config_digest([kind, fanouts, seed, tuple(alloc.budgets), alloc.mechanism, alloc.sensitivity,
+                              algo_cfg])
+    run_algo = h.n_leaves <= LARGE_TREE or st.toggle(
+        f"Run the comparison on this tree of {h.n_leaves:,} {h.level_names[-1]}s (about "
+        f"{math.ceil(h.n_leaves * algo_runs * n_types / 500_000)} s on each change of the budget)",
+        value=False, key="ba_algo_large")
+    if not run_algo:
+        st.info(f"Trees above {LARGE_TREE:,} leaves run this comparison only on request (switch above).")
+    else:
+        try:
+            errors = _algorithms(algo_key, config, algo_cfg, tuple(alloc.budgets))
+            st.plotly_chart(figs.algorithm_figure(errors), key="ba_fig_algo")
+            summary = errors.groupby(["algorithm", "level"], sort=False).mean(numeric_only=True).drop(columns="run")
+            st.dataframe(summary.reset_index(), hide_index=True, key="ba_algo_table")
+        except ValueError as exc:
+            st.error(str(exc))
 
 # ----------------------------------------------------------------------------- mechanisms
 with tab_mech:

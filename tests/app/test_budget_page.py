@@ -109,3 +109,34 @@ def test_exact_levels_are_labelled_on_the_log_chart(app):
                 if "TopDown-lite (" in json.dumps(json.loads(c.proto.spec)["layout"].get("title", "")))
     ticks = spec["layout"]["xaxis"]["ticktext"]
     assert ticks[0] == "state<br><sub>exact: TopDown-lite</sub>" and ticks[1] == "county"
+
+
+def test_topdown_comparison_reruns_only_for_its_own_inputs(monkeypatch):
+    import core.census.algorithm_comparison as algo
+    calls = []
+    real = algo.compare_algorithms
+    monkeypatch.setattr(algo, "compare_algorithms", lambda *a, **k: calls.append(1) or real(*a, **k))
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.number_input(key="ba_seed").set_value(4242).run()      # a seed no other test uses: fresh cache
+    assert len(calls) == 1
+    at.slider(key="ba_runs").set_value(10).run()
+    at.number_input(key="ba_k").set_value(7).run()
+    assert not at.exception and len(calls) == 1                # ToyDown runs and k do not feed it
+    at.selectbox(key="ba_preset").set_value("BG-heavy").run()
+    assert len(calls) == 2                                     # the budgets do
+
+
+def test_large_tree_runs_the_comparison_on_request():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.slider(key="ba_runs").set_value(0)
+    at.text_input(key="ba_fanouts").input("1000, 201").run()
+    assert not at.exception and not at.error
+    assert any("only on request" in i.value for i in at.info)
+    assert not any("leaf L1 error" in d.value.columns for d in at.dataframe)
+    at.number_input(key="ba_algo_types").set_value(1)
+    at.slider(key="ba_algo_runs").set_value(1)
+    at.toggle(key="ba_algo_large").set_value(True).run()
+    assert not at.exception
+    assert any("leaf L1 error" in d.value.columns for d in at.dataframe)
