@@ -105,11 +105,13 @@ def georgia_geography(seed: int = 0) -> GeographyData:
 
 
 def stylised_level_names(depth: int) -> tuple[str, ...]:
-    """Census-like names for a stylised tree: state ... block, with 'nation' on top of six levels."""
+    """Census-like names for a stylised tree, read from the block upwards (three fan-outs give county >
+    tract > block group > block, as on the district maps' grid county, so an allocation made here loads
+    there); 'nation' tops six levels."""
     if depth <= 1:
         return ("block",)
     if depth <= len(STYLISED_NAMES):
-        return STYLISED_NAMES[: depth - 1] + ("block",)
+        return STYLISED_NAMES[len(STYLISED_NAMES) - depth:]
     if depth == len(STYLISED_NAMES) + 1:
         return ("nation",) + STYLISED_NAMES
     return tuple(f"level {i}" for i in range(depth))

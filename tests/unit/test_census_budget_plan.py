@@ -15,6 +15,16 @@ def test_levels_table_equal_laplace():
     assert r.allocation.total == pytest.approx(1.0)
 
 
+def test_stylised_allocation_loads_on_the_grid_county_of_the_maps_page():
+    from core.census.allocation import Allocation
+    from core.districts.grid import GRID_LEVEL_NAMES
+    r = run_budget_plan(BudgetConfig(fanouts=(64, 4, 16), runs=0, targets=("leaf",)))
+    assert r.allocation.level_names == GRID_LEVEL_NAMES
+    assert Allocation.from_json(r.allocation.to_json(), GRID_LEVEL_NAMES).budgets == r.allocation.budgets
+    five = run_budget_plan(BudgetConfig(runs=0, targets=("leaf",))).allocation.level_names
+    assert five == ("state", "county", "tract", "block group", "block")
+
+
 def test_simulation_agrees_with_closed_form():
     r = run_budget_plan(BudgetConfig(fanouts=(5, 4, 6), runs=200, targets=("leaf", "unit:1", "scattered:3")))
     t = r.targets
