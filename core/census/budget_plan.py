@@ -38,6 +38,7 @@ class BudgetConfig:
     preset: str = "equal"
     custom_shares: tuple[float, ...] = ()
     targets: tuple[str, ...] = ("leaf", "unit:2", "greedy:4", "scattered:4")
+    target_weights: tuple[float, ...] = ()   # importance of each target in the recommended split; () = equal
     mechanism: str = "laplace"
     sensitivity: float = 2.0
     runs: int = 30
@@ -168,14 +169,16 @@ def _split_budgets(config: BudgetConfig, h: Hierarchy, target_coeffs: list[np.nd
 
 
 def recommended_split(config: BudgetConfig, target_coeffs: list[np.ndarray]) -> np.ndarray:
-    """Budgets minimising the sum of each target's variance relative to its equal-split variance.
+    """Budgets minimising the weighted sum of each target's variance relative to its equal-split variance.
 
-    Normalising by the equal-split variance keeps one large target from drowning the others;
-    every level keeps at least 0.5% of the budget so each node still gets finite noise.
+    Normalising by the equal-split variance keeps one large target from drowning the others, so a
+    weight reads as plain importance (weight 2 = twice as important); every level keeps at least
+    0.5% of the budget so each node still gets finite noise.
     """
     depth = target_coeffs[0].shape[0]
+    weights = config.target_weights or (1.0,) * len(target_coeffs)
     v_eq = level_node_variance(np.full(depth, config.total / depth), config.mechanism, config.sensitivity)
-    a = sum(c / max(float(np.dot(c, v_eq)), 1e-300) for c in target_coeffs)
+    a = sum(w * c / max(float(np.dot(c, v_eq)), 1e-300) for w, c in zip(weights, target_coeffs))
     return split_for_coefficients(a, config.total, get_mechanism(config.mechanism).unit, min_share=0.005)
 
 
@@ -192,6 +195,10 @@ def _check(config: BudgetConfig) -> None:
         raise ValueError("Runs must be between 0 and 2,000.")
     if not config.targets:
         raise ValueError("Pick at least one target.")
+    if config.target_weights:
+        w = np.asarray(config.target_weights, dtype=float)
+        if w.shape != (len(config.targets),) or not np.all(np.isfinite(w)) or (w < 0).any() or not (w > 0).any():
+            raise ValueError("Give one non-negative weight per target, at least one of them positive.")
 
 
 def run_budget_plan(config: BudgetConfig, progress=None) -> BudgetResult:

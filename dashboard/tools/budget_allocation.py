@@ -106,10 +106,17 @@ if k_districts > h.n_leaves and any(t in ("greedy", "scattered") for t in picked
                f"k = {h.n_leaves:,} instead of {k_districts:,}.")
     k_districts = h.n_leaves
 targets = tuple(f"{t}:{k_districts}" if t in ("greedy", "scattered") else t for t in picked)
+with st.expander("Importance of each target in the recommended split"):
+    st.caption("Each target's variance is measured against its own equal-split variance, so a weight of 2 makes "
+               "that target count twice as much; 0 leaves it out of the optimisation (it is still reported).")
+    wcols = st.columns(max(len(picked), 1))
+    weights = tuple(float(wcols[i].number_input(target_names[t], 0.0, 100.0, 1.0, 0.5, key=f"ba_weight_{t}"))
+                    for i, t in enumerate(picked))
 config = BudgetConfig(total=choice.total, unit=choice.unit, delta=choice.delta, hierarchy=kind,
                       fanouts=fanouts, split=choice.split, preset=choice.preset,
                       custom_shares=tuple(choice.shares) if choice.split == "custom" else (),
-                      targets=targets, mechanism=choice.mechanism, sensitivity=choice.sensitivity,
+                      targets=targets, target_weights=weights if any(w != 1.0 for w in weights) else (),
+                      mechanism=choice.mechanism, sensitivity=choice.sensitivity,
                       runs=runs, seed=seed, nonnegative=nonneg)
 try:
     result = _plan(config_digest(config), config)
@@ -149,7 +156,7 @@ with tab_split:
     rec = result.recommendation
     rec_budgets = list(result.recommended_budgets)
     st.subheader("Recommended split for your targets")
-    st.markdown("Minimises the sum of each target's variance relative to its equal-split variance "
+    st.markdown("Minimises the (importance-weighted) sum of each target's variance relative to its equal-split variance "
                 f"({'cube-root' if alloc.unit == 'epsilon' else 'square-root'} rule; every level keeps at least 0.5%).")
     st.dataframe(pd.DataFrame({"level": list(h.level_names), f"recommended ({alloc.unit})": rec_budgets,
                                "share": np.asarray(rec_budgets) / alloc.total}), hide_index=True,

@@ -72,6 +72,19 @@ def test_custom_sliders_optimise_and_rho():
     assert any("e-06" in m.value for m in at.metric)
 
 
+def test_target_importance_moves_the_optimised_split():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.radio(key="ba_split").set_value("optimise").run()
+    before = _levels(at)["share"].to_numpy()
+    at.number_input(key="ba_weight_leaf").set_value(20.0).run()      # one block matters most
+    assert not at.exception and not at.error
+    after = _levels(at)["share"].to_numpy()
+    assert after[-1] > before[-1]                                    # the block level gets more budget
+    rec = _table(at, "gain over equal (%)").set_index("target")
+    assert rec.loc[rec.index[0], "gain over equal (%)"] > 0
+
+
 def test_bad_fanouts_show_error_and_keep_input():
     at = AppTest.from_file(PAGE, default_timeout=120)
     at.run()

@@ -40,6 +40,24 @@ def test_recommended_split_beats_equal_and_optimise_uses_it():
     assert rec["sd recommended"] < rec["sd equal split"] and rec["gain over equal (%)"] > 0
 
 
+def test_target_weights_steer_the_recommended_split():
+    base = dict(fanouts=(5, 4, 6), runs=0, targets=("leaf", "unit:0"), split="optimise")
+    equal = run_budget_plan(BudgetConfig(**base))
+    leaf_first = run_budget_plan(BudgetConfig(**base, target_weights=(10.0, 1.0)))
+    top_first = run_budget_plan(BudgetConfig(**base, target_weights=(1.0, 10.0)))
+    sd = lambda r, i: r.recommendation.iloc[i]["sd recommended"]  # noqa: E731
+    # weighting a target lowers its error at the other's expense
+    assert sd(leaf_first, 0) < sd(equal, 0) < sd(top_first, 0)
+    assert sd(top_first, 1) < sd(equal, 1) < sd(leaf_first, 1)
+    # a zero weight is the same as optimising for the other target alone
+    alone = run_budget_plan(BudgetConfig(fanouts=(5, 4, 6), runs=0, targets=("leaf",), split="optimise"))
+    zero = run_budget_plan(BudgetConfig(**base, target_weights=(1.0, 0.0)))
+    assert np.allclose(zero.recommended_budgets, alone.recommended_budgets)
+    for bad in ((1.0,), (-1.0, 1.0), (0.0, 0.0)):
+        with pytest.raises(ValueError, match="one non-negative weight per target"):
+            run_budget_plan(BudgetConfig(**base, target_weights=bad))
+
+
 def test_split_changes_table_and_errors():
     a = run_budget_plan(BudgetConfig(fanouts=(5, 4, 6), runs=0, preset="block-heavy"))
     b = run_budget_plan(BudgetConfig(fanouts=(5, 4, 6), runs=0, split="custom", custom_shares=(1, 1, 1, 5)))
