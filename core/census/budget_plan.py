@@ -39,6 +39,7 @@ class BudgetConfig:
     custom_shares: tuple[float, ...] = ()
     targets: tuple[str, ...] = ("leaf", "unit:2", "greedy:4", "scattered:4")
     target_weights: tuple[float, ...] = ()   # importance of each target in the recommended split; () = equal
+    district_plan: tuple[int, ...] = ()      # district label per leaf for the "plan" target (a user's plan)
     mechanism: str = "laplace"
     sensitivity: float = 2.0
     runs: int = 30
@@ -54,6 +55,7 @@ class GeographyData:
     hierarchy: Hierarchy
     leaf_counts: np.ndarray = field(repr=False)
     source: str
+    leaf_ids: np.ndarray | None = field(default=None, repr=False)   # block GEOIDs, when the leaves have them
 
 
 @dataclass
@@ -93,7 +95,7 @@ def georgia_geography(seed: int = 0) -> GeographyData:
         geo = load_georgia_blocks(seed=seed)
         return GeographyData(geo.hierarchy, np.asarray(geo.blocks["total"], dtype=np.int64),
                              "Georgia: synthetic blocks nested in the real counties (state > county > tract > "
-                             "block group > block)")
+                             "block group > block)", geo.blocks["GEOID"].to_numpy())
     try:
         from core.datasets import load_georgia_counties
     except ImportError:
@@ -129,9 +131,18 @@ def load_geography(kind: str, fanouts: tuple[int, ...], seed: int) -> GeographyD
 
 
 # -------------------------------------------------------------------------------- targets
-def target_labels(h: Hierarchy, spec: str, rng: np.random.Generator) -> tuple[str, np.ndarray]:
-    """Name and per-leaf district labels of a target spec ('leaf', 'unit:L', 'greedy:k', 'scattered:k')."""
+def target_labels(h: Hierarchy, spec: str, rng: np.random.Generator,
+                  plan: np.ndarray | None = None) -> tuple[str, np.ndarray]:
+    """Name and per-leaf district labels of a target spec ('leaf', 'unit:L', 'greedy:k', 'scattered:k', or
+    'plan' for the districts of ``plan``, one label per leaf such as a plan from the district maps page)."""
     kind, _, arg = spec.partition(":")
+    if kind == "plan":
+        labels = np.asarray(plan if plan is not None else (), dtype=np.int64)
+        if labels.shape != (h.n_leaves,) or (labels < 0).any():
+            raise ValueError(f"The district plan needs one district per {h.level_names[-1]} "
+                             f"({h.n_leaves:,}); load a plan made for this geography.")
+        _, labels = np.unique(labels, return_inverse=True)
+        return f"your {labels.max() + 1}-district plan", labels
     if kind == "leaf":
         return f"one {h.level_names[-1]}", np.arange(h.n_leaves)
     if kind == "unit":
@@ -150,7 +161,7 @@ def target_labels(h: Hierarchy, spec: str, rng: np.random.Generator) -> tuple[st
             return f"{k} hierarchy-following districts", ((rank + offset) % h.n_leaves) * k // h.n_leaves
         perm = rng.permutation(h.n_leaves)
         return f"{k} scattered districts", perm[rank] * k // h.n_leaves
-    raise ValueError(f"Unknown target {spec!r}; use leaf, unit:<level>, greedy:<k> or scattered:<k>.")
+    raise ValueError(f"Unknown target {spec!r}; use leaf, unit:<level>, greedy:<k>, scattered:<k> or plan.")
 
 
 def _split_budgets(config: BudgetConfig, h: Hierarchy, target_coeffs: list[np.ndarray]) -> np.ndarray:
@@ -207,7 +218,8 @@ def run_budget_plan(config: BudgetConfig, progress=None) -> BudgetResult:
     geo = load_geography(config.hierarchy, tuple(config.fanouts), int(config.seed))
     h = geo.hierarchy
     rng = np.random.default_rng(config.seed)
-    targets = [target_labels(h, spec, rng) for spec in config.targets]
+    plan = np.asarray(config.district_plan, dtype=np.int64) if config.district_plan else None
+    targets = [target_labels(h, spec, rng, plan) for spec in config.targets]
     coeffs = [level_coefficients(h, leaf_labels=labels) for _, labels in targets]
     mean_coeffs = [c.mean(axis=1) for c in coeffs]
     budgets = _split_budgets(config, h, mean_coeffs)

@@ -1,6 +1,7 @@
 """Budget allocation: split a privacy budget across a census hierarchy and see what it does to every level."""
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ from core.cache import config_digest
 from core.census.algorithm_comparison import AlgorithmConfig, compare_algorithms
 from core.census.budget_plan import BudgetConfig, load_geography, run_budget_plan
 from core.census.mechanism_comparison import MechanismSweepConfig, mechanism_sweep
+from core.districts.plans import plan_from_csv
 from core.census.public_info import (WemConfig, beta_equicorrelated, delta_z_grid, dpz_statement,
                                      invariant_effects, wem_comparison)
 from dashboard.components.budget_input import budget_input
@@ -65,6 +67,23 @@ def _parse_fanouts(text: str) -> tuple[int, ...]:
     return fan
 
 
+def _district_plan(geo) -> np.ndarray | None:
+    """A block-assignment CSV from the District maps page as one more target (Georgia only)."""
+    if geo.leaf_ids is None:
+        return None
+    with st.expander("Your district plan as a target (block-assignment CSV from the District maps page)"):
+        upload = st.file_uploader("Plan CSV (columns GEOID, district)", type=["csv"], key="ba_plan_csv")
+        if upload is None:
+            st.caption("Export a plan on the District maps page (Georgia, seed 0 there and here) and load it to "
+                       "see and optimise the error of your own districts.")
+            return None
+        try:
+            return plan_from_csv(io.BytesIO(upload.getvalue()), geo.leaf_ids)
+        except ValueError as exc:
+            st.error(f"{upload.name}: {exc}")
+            return None
+
+
 st.title("Budget allocation")
 st.caption("Split a privacy budget over the levels of a census geography (nation to block) and see the error "
            "it leaves at every level and in districts that cut across the hierarchy. Errors follow ToyDown "
@@ -106,6 +125,10 @@ if k_districts > h.n_leaves and any(t in ("greedy", "scattered") for t in picked
                f"k = {h.n_leaves:,} instead of {k_districts:,}.")
     k_districts = h.n_leaves
 targets = tuple(f"{t}:{k_districts}" if t in ("greedy", "scattered") else t for t in picked)
+plan = _district_plan(geo)
+if plan is not None:
+    picked, targets = [*picked, "plan"], (*targets, "plan")
+    target_names["plan"] = f"your {len(np.unique(plan))}-district plan"
 with st.expander("Importance of each target in the recommended split"):
     st.caption("Each target's variance is measured against its own equal-split variance, so a weight of 2 makes "
                "that target count twice as much; 0 leaves it out of the optimisation (it is still reported).")
@@ -116,6 +139,7 @@ config = BudgetConfig(total=choice.total, unit=choice.unit, delta=choice.delta, 
                       fanouts=fanouts, split=choice.split, preset=choice.preset,
                       custom_shares=tuple(choice.shares) if choice.split == "custom" else (),
                       targets=targets, target_weights=weights if any(w != 1.0 for w in weights) else (),
+                      district_plan=tuple(plan.tolist()) if plan is not None else (),
                       mechanism=choice.mechanism, sensitivity=choice.sensitivity,
                       runs=runs, seed=seed, nonnegative=nonneg)
 try:
@@ -139,7 +163,8 @@ tab_levels, tab_split, tab_algo, tab_mech, tab_public, tab_export = st.tabs(
 # ------------------------------------------------------------------------- levels/targets
 with tab_levels:
     st.subheader("Per level")
-    st.dataframe(result.levels, hide_index=True, key="ba_levels_table")
+    leaves_have_none = result.levels["mean children"].map(lambda x: "" if pd.isna(x) else f"{x:,.2f}")
+    st.dataframe(result.levels.assign(**{"mean children": leaves_have_none}), hide_index=True, key="ba_levels_table")
     st.plotly_chart(figs.budget_shares_figure(result.levels, alloc.unit), key="ba_fig_budget")
     st.subheader("Targets")
     st.caption("Bars: closed-form error sd (Cohen et al. 2021, Cor. 3, with the mechanism's node variance). "

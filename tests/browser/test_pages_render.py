@@ -219,3 +219,34 @@ def test_district_upload_builds_a_map_and_rejects_bad_counts(server, tmp_path):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "district-maps-upload.png"), full_page=True)
         browser.close()
+
+
+def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
+    """The plan export of the District maps page, loaded on the Budget allocation page (Georgia)."""
+    from playwright.sync_api import sync_playwright
+
+    from core.census.budget_plan import load_geography
+    from core.districts.plans import plan_to_frame
+
+    geo = load_geography("georgia", (1,), 0)
+    h = geo.hierarchy
+    labels = (h.ancestors_at(1) - h.level_offsets[1]) % 14          # 14 districts of whole counties
+    csv = plan_to_frame(geo.leaf_ids, labels).to_csv(index=False).encode()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 2400})
+        page.goto(f"{server}/budget-allocation")
+        _wait_until_idle(page, timeout_ms=120_000)
+        page.get_by_text("Georgia", exact=True).click()
+        _wait_until_idle(page, timeout_ms=120_000)
+        page.get_by_text("Your district plan as a target").click()
+        page.locator("input[type=file]").first.set_input_files(
+            files=[{"name": "plan.csv", "mimeType": "text/csv", "buffer": csv}])
+        # the plan becomes a bar of the target error chart (an SVG tick label)
+        page.locator(".js-plotly-plot text", has_text="your 14-district plan").first.wait_for(timeout=120_000)
+        _wait_until_idle(page, timeout_ms=120_000)
+        assert not page.locator("[data-testid='stAlertContentError']").count()
+        assert not page.locator("[data-testid='stException']").count()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "budget-allocation-plan.png"), full_page=True)
+        browser.close()

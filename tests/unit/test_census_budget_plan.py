@@ -78,3 +78,26 @@ def test_greedy_targets_are_equal_runs_of_leaves():
     h = Hierarchy.homogeneous([4, 5])
     name, labels = target_labels(h, "greedy:4", np.random.default_rng(0))
     assert np.bincount(labels).tolist() == [5, 5, 5, 5]
+
+
+def test_a_district_plan_is_a_target_on_the_georgia_blocks():
+    import io
+
+    from core.census.analytic import district_variances
+    from core.census.budget_plan import load_geography
+    from core.districts.plans import plan_from_csv, plan_to_frame
+    geo = load_geography("georgia", (1,), 0)
+    h = geo.hierarchy
+    county = h.ancestors_at(1) - h.level_offsets[1]
+    labels = county % 14                                   # 14 districts of whole counties
+    csv = plan_to_frame(geo.leaf_ids, labels).to_csv(index=False).encode()
+    plan = plan_from_csv(io.BytesIO(csv), geo.leaf_ids)     # the District maps page's export format
+    cfg = BudgetConfig(hierarchy="georgia", runs=0, targets=("leaf", "plan"), district_plan=tuple(plan.tolist()),
+                       split="optimise")
+    r = run_budget_plan(cfg)
+    row = r.targets.set_index("target").loc["your 14-district plan"]
+    assert row["units"] == 14
+    v = district_variances(h, plan, r.allocation.budgets)
+    assert row["analytic sd"] == pytest.approx(np.sqrt(v.mean()))
+    with pytest.raises(ValueError, match="one district per block"):
+        run_budget_plan(BudgetConfig(hierarchy="georgia", runs=0, targets=("plan",), district_plan=(0, 1, 2)))
