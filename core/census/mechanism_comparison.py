@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -173,8 +174,27 @@ def gg_delta_curve(sigma: float, p: float, k: int, epsilons: Sequence[float]) ->
     return out
 
 
+GG_GRID_FILE = Path(__file__).with_name("gg_calibration_grid.csv")
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_grid() -> dict[tuple[int, float, float, float], float]:
+    """Scales precomputed for the page's default settings (scripts/build_gg_calibration.py)."""
+    if not GG_GRID_FILE.exists():
+        return {}
+    table = pd.read_csv(GG_GRID_FILE)
+    return {(int(r.k), float(r.p), float(round(r.epsilon, 12)), float(r.delta)): float(r.sigma)
+            for r in table.itertuples()}
+
+
 @functools.lru_cache(maxsize=512)
 def _calibrate_gg_cached(k: int, p: float, epsilon: float, delta: float) -> float:
+    shipped = _shipped_grid().get((k, p, epsilon, delta))
+    return shipped if shipped is not None else gg_scale_by_bisection(k, p, epsilon, delta)
+
+
+def gg_scale_by_bisection(k: int, p: float, epsilon: float, delta: float) -> float:
+    """The numerical calibration itself (no lookup): bisection on log sigma against the PLD's delta."""
     # start from the Gaussian-like scale sqrt(k) * sqrt(2 ln(1.25/delta)) / epsilon and bracket
     guess = math.sqrt(k) * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
     lo, hi = math.log(guess) - 1.5, math.log(guess) + 1.5

@@ -2,6 +2,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -71,3 +72,19 @@ def test_sweep_values():
     assert gauss[2.0] < gauss[0.5]
     with pytest.raises(ValueError, match="k"):
         mechanism_sweep(MechanismSweepConfig(k=0))
+
+
+def test_shipped_generalized_gaussian_grid_matches_the_calibration_and_is_used(monkeypatch):
+    import core.census.mechanism_comparison as mc
+    grid = pd.read_csv(mc.GG_GRID_FILE)
+    assert len(grid) == 7 * 3 * 6 and set(grid["delta"]) == {1e-6}
+    row = grid[(grid.k == 3) & (grid.p == 3.0) & (grid.epsilon == 1.0)].iloc[0]
+    assert row["sigma"] == pytest.approx(mc.gg_scale_by_bisection(3, 3.0, 1.0, 1e-6), rel=1e-9)
+    # the page's default settings come from the grid; anything else is still calibrated
+    mc._calibrate_gg_cached.cache_clear()
+    monkeypatch.setattr(mc, "gg_scale_by_bisection", lambda *a: (_ for _ in ()).throw(RuntimeError("computed")))
+    assert mc.calibrate_generalized_gaussian(1000, 3.0, 1.0, 1e-6) == pytest.approx(
+        grid[(grid.k == 1000) & (grid.p == 3.0) & (grid.epsilon == 1.0)]["sigma"].iloc[0])
+    with pytest.raises(RuntimeError, match="computed"):
+        mc.calibrate_generalized_gaussian(7, 3.0, 1.0, 1e-6)
+    mc._calibrate_gg_cached.cache_clear()
