@@ -17,14 +17,12 @@ import io
 import json
 import os
 import secrets
-import subprocess
 import threading
 import time
 import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,6 +34,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
+from core.cache import code_digest, config_digest
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
                                        sample_assignment, stakeholder_seed)
 
@@ -816,7 +815,7 @@ class ElicitationStore:
         maps to one row. Returns (run id, whether a row was written now).
         """
         values = _check_run(constraint_hash, aggregation, learner, summary, code_version)
-        settings_hash = _json_digest({"aggregation": values["aggregation"], "learner": values["learner"]})
+        settings_hash = config_digest({"aggregation": values["aggregation"], "learner": values["learner"]})
         where = (fit_runs.c.session_id == session_id, fit_runs.c.constraint_hash == values["constraint_hash"],
                  fit_runs.c.settings_hash == settings_hash)
         try:
@@ -905,10 +904,6 @@ _RUN_FIELDS = ("created_at", "constraint_hash", "aggregation", "learner", "code_
                "unconstrained_error", "frontier", "superseded", "note")
 
 
-def _json_digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()
-
-
 def constraint_set_hash(constraints: pd.DataFrame) -> str:
     """SHA-256 of a constraint frame's pairs and weights, independent of row order and dtypes."""
     cols = [c for c in ("i", "j", "weight", "w_ij", "w_ji") if c in constraints.columns]
@@ -917,22 +912,13 @@ def constraint_set_hash(constraints: pd.DataFrame) -> str:
     frame = constraints[cols].sort_values(["i", "j"], kind="stable")
     rows = [[int(r[0]), int(r[1]), *(round(float(v), 12) for v in r[2:])]
             for r in frame.itertuples(index=False)]
-    return _json_digest({"columns": cols, "rows": rows})
+    return config_digest({"columns": cols, "rows": rows})
 
 
-@lru_cache(maxsize=1)
-def code_version() -> str | None:
-    """The dashboard's version for the audit log: `DASHBOARD_CODE_VERSION`, else the git commit."""
-    if os.environ.get("DASHBOARD_CODE_VERSION"):
-        return os.environ["DASHBOARD_CODE_VERSION"][:64]
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).parent,
-                             capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip()[:64] or None
+def code_version() -> str:
+    """The dashboard's version for the audit log: `DASHBOARD_CODE_VERSION`, else the digest of core's
+    source (the one the result cache is namespaced by), which needs no git checkout."""
+    return os.environ.get("DASHBOARD_CODE_VERSION", "")[:64] or f"core-{code_digest()}"
 
 
 def frontier_summary(points: pd.DataFrame, n_constraints: int) -> dict:
@@ -1000,7 +986,7 @@ def _imported_run(run: Any) -> dict:
     values = _check_run(run.get("constraint_hash"), run.get("aggregation"), run.get("learner"), run,
                         _opt(run.get("code_version")))
     note = _opt(run.get("note"))
-    return {**values, "settings_hash": _json_digest({"aggregation": values["aggregation"],
+    return {**values, "settings_hash": config_digest({"aggregation": values["aggregation"],
                                                      "learner": values["learner"]}),
             "created_at": str(run.get("created_at") or _now())[:40],
             "superseded": bool(run.get("superseded", False)),
