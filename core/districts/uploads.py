@@ -14,6 +14,7 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
+from core.census.hierarchy import CENSUS_GEOID_CUTS
 from core.districts.geography import BlockGeography, geography_from_blocks
 
 MAX_BYTES = 200_000_000
@@ -124,9 +125,9 @@ def join_blocks(shapes: gpd.GeoDataFrame, counts: pd.DataFrame) -> gpd.GeoDataFr
                 raise ValueError(f"{len(over)} blocks have more {what} (first: {over.iloc[0]}); "
                                  f"check the {part} and {whole} columns.")
     merged = shapes.merge(counts, on="GEOID", how="inner")
-    merged["county"] = merged["GEOID"].str[:5]
-    merged["tract"] = merged["GEOID"].str[:11]
-    merged["block_group"] = merged["GEOID"].str[:12]
+    _, county, tract, block_group, _ = CENSUS_GEOID_CUTS      # prefix lengths of the census spine
+    for column, cut in (("county", county), ("tract", tract), ("block_group", block_group)):
+        merged[column] = merged["GEOID"].str[:cut]
     for c in ("black", "bvap"):
         if c not in merged:
             merged[c] = 0
