@@ -34,10 +34,19 @@ def session_memo(store_key: str, digest: str, compute: Callable[[Callable], T], 
     slot = st.empty()
     store = st.session_state.setdefault(store_key, {})
     if digest not in store:
-        if len(store) >= limit:
-            store.pop(next(iter(store)))
         with slot.container():
             with progress_bar(label) as progress:
-                store[digest] = compute(progress)
+                remember(store_key, digest, compute(progress), limit)
         slot.empty()
     return store[digest]
+
+
+def remember(store_key: str, key, value: T, limit: int = 12) -> T:
+    """Keep ``value`` under ``key`` in the per-session dict ``store_key``, holding at most ``limit``
+    entries (oldest out), so a long session that tries many settings does not pile up results."""
+    store = st.session_state.setdefault(store_key, {})
+    store.pop(key, None)
+    while len(store) >= limit:
+        store.pop(next(iter(store)))
+    store[key] = value
+    return value

@@ -23,7 +23,7 @@ from core.synthesis.sweep import (SweepConfig, check_strata_count, curve_table, 
                                   worst_group_table)
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.export import export_panel  # noqa: E402
-from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.progress import progress_bar, remember  # noqa: E402
 from dashboard.figures import synthesis as figs  # noqa: E402
 
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
@@ -64,16 +64,6 @@ def _coinpress(alpha: float, k: int, runs: int) -> pd.DataFrame:
     rng = np.random.default_rng(2)
     return pd.concat([me.simulate_mixture_coinpress(n, alpha, k, runs, rng) for n in (1000, 4000, 10000, 20000)],
                      ignore_index=True)
-
-
-def _remember(store: dict, key, value, limit: int):
-    """Keep ``value`` under ``key`` in a per-session dict holding at most ``limit`` entries (oldest out),
-    so a long session that tries many settings does not pile up sweeps and synthetic data sets."""
-    store.pop(key, None)
-    while len(store) >= limit:
-        store.pop(next(iter(store)))
-    store[key] = value
-    return value
 
 
 def _parse_epsilons(text: str) -> tuple[float, ...]:
@@ -244,7 +234,7 @@ if run_clicked and config is not None and digest not in store:
     try:
         with slot.container():
             with progress_bar("Running the privacy-utility sweep") as progress:
-                _remember(store, digest, run_sweep(config, data, progress=progress), 6)
+                remember("ss_results", digest, run_sweep(config, data, progress=progress), 6)
         slot.empty()
     except ValueError as exc:
         st.error(str(exc))
@@ -290,7 +280,7 @@ with tab_marg:
         memo = st.session_state.setdefault("ss_marginals", {})
         mg_key = (digest, mg_eps, mg_seed)
         if mg_key not in memo:
-            _remember(memo, mg_key, marginal_comparison(config, data, mg_eps, mg_seed), 12)
+            remember("ss_marginals", mg_key, marginal_comparison(config, data, mg_eps, mg_seed), 12)
         shares, col_tvd = memo[mg_key]
         st.plotly_chart(figs.tvd_heatmap_figure(col_tvd), width="stretch", key="ss_heatmap")
         h1, h2 = st.columns(2)
@@ -453,7 +443,7 @@ with tab_release:
         releases = st.session_state.setdefault("ss_releases", {})
         if st.button("Generate synthetic data", key="ss_rel_run"):
             try:
-                _remember(releases, rel_key, synthesize_release(config, data, rel_eps, rel_seed, rel_method), 3)
+                remember("ss_releases", rel_key, synthesize_release(config, data, rel_eps, rel_seed, rel_method), 3)
             except ValueError as exc:
                 st.error(str(exc))
         if rel_key in releases:
