@@ -67,7 +67,13 @@ def _parse_fanouts(text: str) -> tuple[int, ...]:
     return fan
 
 
-def _district_plan(geo) -> np.ndarray | None:
+@st.cache_data(max_entries=4, show_spinner=False)
+def _parse_plan(data: bytes, geo_key: str, _leaf_ids: np.ndarray) -> np.ndarray:
+    """The uploaded plan's district per leaf, parsed once per file and geography (not on every rerun)."""
+    return plan_from_csv(io.BytesIO(data), _leaf_ids)
+
+
+def _district_plan(geo, geo_key: str) -> np.ndarray | None:
     """A block-assignment CSV from the District maps page as one more target (Georgia only)."""
     if geo.leaf_ids is None:
         return None
@@ -78,7 +84,7 @@ def _district_plan(geo) -> np.ndarray | None:
                        "see and optimise the error of your own districts.")
             return None
         try:
-            return plan_from_csv(io.BytesIO(upload.getvalue()), geo.leaf_ids)
+            return _parse_plan(upload.getvalue(), geo_key, geo.leaf_ids)
         except ValueError as exc:
             st.error(f"{upload.name}: {exc}")
             return None
@@ -125,7 +131,7 @@ if k_districts > h.n_leaves and any(t in ("greedy", "scattered") for t in picked
                f"k = {h.n_leaves:,} instead of {k_districts:,}.")
     k_districts = h.n_leaves
 targets = tuple(f"{t}:{k_districts}" if t in ("greedy", "scattered") else t for t in picked)
-plan = _district_plan(geo)
+plan = _district_plan(geo, f"{kind}:{seed}")
 if plan is not None:
     picked, targets = [*picked, "plan"], (*targets, "plan")
     target_names["plan"] = f"your {len(np.unique(plan))}-district plan"
