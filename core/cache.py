@@ -1,11 +1,14 @@
-"""One on-disk result cache for every page (joblib.Memory keyed on a config digest).
+"""One on-disk result cache for every tool (joblib.Memory keyed on plan digest + data fingerprint).
 
 Results live under a folder named after a digest of the ``core`` source, so a code change never
 serves a result computed by older code (joblib alone only watches the decorated function).
+``@cached`` wraps an area's ``run(plan, data=None, *, progress=None)``; ``cached_call`` memoises
+any pure function of hashable arguments (progress callbacks are never part of a key).
 """
 from __future__ import annotations
 
-import dataclasses
+import functools
+import inspect
 import hashlib
 import json
 import os
@@ -15,6 +18,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 from joblib import Memory
+
+from core.contracts import bytes_fingerprint, digest_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORE_DIR = Path(__file__).resolve().parent
@@ -49,25 +54,9 @@ def memory() -> Memory:
     return _memory
 
 
-def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"__type__": type(value).__name__, **{f.name: _jsonable(getattr(value, f.name))
-                                                     for f in dataclasses.fields(value)}}
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (np.integer, np.floating)):
-        return value.item()
-    return value
-
-
 def config_digest(config: Any) -> str:
-    """Stable SHA-256 of a config dataclass (or any JSON-able value) as canonical JSON."""
-    text = json.dumps(_jsonable(config), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """Stable SHA-256 of a plan, params dataclass or any JSON-able value (canonical JSON)."""
+    return digest_of(config)
 
 
 def data_fingerprint(data: pd.DataFrame | np.ndarray) -> str:
@@ -80,6 +69,66 @@ def data_fingerprint(data: pd.DataFrame | np.ndarray) -> str:
     return hashlib.sha256(str(arr.dtype).encode() + str(arr.shape).encode() + arr.tobytes()).hexdigest()
 
 
-def cached(func: Callable) -> Callable:
-    """Wrap ``func`` with the shared on-disk cache (arguments must be hashable by joblib)."""
-    return memory().cache(func)
+def fingerprint_of(data: Any) -> str:
+    """Fingerprint of whatever a run receives as ``data``: nothing, bytes, a table, an array, or a
+    tuple of those; objects may define ``fingerprint()`` (e.g. a block geography)."""
+    if data is None:
+        return "none"
+    if isinstance(data, (bytes, bytearray)):
+        return bytes_fingerprint(bytes(data))
+    if isinstance(data, (pd.DataFrame, np.ndarray)):
+        return data_fingerprint(data)
+    if isinstance(data, (tuple, list)):
+        return digest_of([fingerprint_of(d) for d in data])
+    method = getattr(data, "fingerprint", None)
+    if callable(method):
+        return str(method())
+    raise ValueError(f"Cannot fingerprint data of type {type(data).__name__}.")
+
+
+def cached_call(func: Callable, ignore: tuple[str, ...] = ("progress",)) -> Callable:
+    """``func`` memoised on disk on its arguments (joblib-hashed) and the code digest."""
+    state: dict[Path, Callable] = {}
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        mem = memory()
+        location = Path(mem.location)
+        if location not in state:
+            names = inspect.signature(func).parameters
+            state[location] = mem.cache(func, ignore=[n for n in ignore if n in names])
+        return state[location](*args, **kwargs)
+
+    wrapper.uncached = func
+    return wrapper
+
+
+def cached(run: Callable) -> Callable:
+    """The result cache of an area's ``run(plan, data=None, *, progress=None)``.
+
+    The key is the plan's digest and the data's fingerprint (the code digest picks the folder);
+    the plan and data themselves are not hashed again, and progress is not part of the key.
+    ``wrapper.uncached`` is the plain function, ``wrapper.is_cached(plan, data)`` says whether a
+    call would be answered from the cache.
+    """
+    def keyed(key: str, plan, data, progress):
+        return run(plan, data, progress=progress)
+
+    keyed.__name__ = keyed.__qualname__ = f"{run.__module__.replace('.', '_')}_{run.__name__}"
+    keyed.__module__ = run.__module__
+    memo = cached_call(keyed, ignore=("plan", "data", "progress"))
+
+    def key_of(plan, data) -> str:
+        return f"{plan.digest()}:{fingerprint_of(data)}"
+
+    @functools.wraps(run)
+    def wrapper(plan, data=None, *, progress=None):
+        return memo(key_of(plan, data), plan, data, progress)
+
+    def is_cached(plan, data=None) -> bool:
+        cache = memory().cache(keyed, ignore=["plan", "data", "progress"])
+        return cache.check_call_in_cache(key_of(plan, data), plan, data, None)
+
+    wrapper.uncached = run
+    wrapper.is_cached = is_cached
+    return wrapper

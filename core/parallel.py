@@ -1,48 +1,52 @@
-"""Fan-out of independent trials with joblib."""
+"""Fan-out of independent items (trials, runs, chains, sweep points) with joblib.
+
+Each item that draws random numbers gets its own child generator spawned from the plan's seed
+(``seed=``), so the numbers do not depend on how many workers run them or in what order.
+"""
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
-import numpy as np
 from joblib import Parallel, delayed
+
+from core.contracts import Progress, SeedLike, spawn_rngs
 
 T = TypeVar("T")
 R = TypeVar("R")
-Progress = Callable[[int, int, str], None]
+
+__all__ = ["default_n_jobs", "map_trials", "spawn_rngs"]
 
 
 def default_n_jobs() -> int:
     """Worker count from ``DASHBOARD_N_JOBS`` (default: all cores)."""
-    return int(os.environ.get("DASHBOARD_N_JOBS", os.cpu_count() or 1))
+    raw = os.environ.get("DASHBOARD_N_JOBS", "")
+    try:
+        return max(1, int(raw)) if raw else max(1, os.cpu_count() or 1)
+    except ValueError:
+        raise ValueError(f"DASHBOARD_N_JOBS must be a whole number of workers; got {raw!r}.") from None
 
 
-def spawn_rngs(rng: np.random.Generator, n: int) -> list[np.random.Generator]:
-    """Independent child generators, one per trial, so results do not depend on scheduling."""
-    return [np.random.default_rng(s) for s in rng.bit_generator.seed_seq.spawn(n)] \
-        if hasattr(rng.bit_generator, "seed_seq") and rng.bit_generator.seed_seq is not None \
-        else [np.random.default_rng(rng.integers(0, 2**63 - 1)) for _ in range(n)]
+def map_trials(func: Callable[..., R], items: Sequence[T], *, seed: SeedLike | None = None,
+               n_jobs: int | None = None, progress: Progress | None = None,
+               label: str = "trials") -> list[R]:
+    """``[func(item) for item in items]``, or ``func(item, rng)`` with one child RNG per item when
+    ``seed`` is given; in parallel when ``n_jobs`` > 1, reporting progress as items finish.
 
-
-def map_trials(func: Callable[[T], R], items: Sequence[T], *, n_jobs: int | None = None,
-               progress: Progress | None = None, label: str = "trials") -> list[R]:
-    """Apply ``func`` to every item, in parallel when ``n_jobs`` > 1, reporting progress.
-
-    Results come back in the order of ``items``. With n_jobs == 1 it runs in-process, which is
-    what tests and small jobs want.
+    Results come back in the order of ``items``. With n_jobs == 1 it runs in-process.
     """
-    n_jobs = default_n_jobs() if n_jobs is None else n_jobs
+    items = list(items)
     total = len(items)
-    if n_jobs <= 1 or total <= 1:
-        out = []
-        for i, item in enumerate(items):
-            out.append(func(item))
-            if progress:
-                progress(i + 1, total, label)
-        return out
+    rngs = spawn_rngs(seed, total) if seed is not None else None
+    calls = [(item,) if rngs is None else (item, rng) for item, rng in zip(items, rngs or [None] * total)]
+    n_jobs = default_n_jobs() if n_jobs is None else n_jobs
     out: list[R] = []
-    runner = Parallel(n_jobs=n_jobs, return_as="generator")
-    for i, result in enumerate(runner(delayed(func)(item) for item in items)):
+    if n_jobs <= 1 or total <= 1:
+        results = (func(*args) for args in calls)
+    else:
+        results = Parallel(n_jobs=min(n_jobs, total), return_as="generator")(
+            delayed(func)(*args) for args in calls)
+    for i, result in enumerate(results):
         out.append(result)
         if progress:
             progress(i + 1, total, label)

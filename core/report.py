@@ -1,21 +1,34 @@
-"""Export bundles: a page's configuration, its result tables and the versions that made them."""
+"""Reports: a result's plan, data fingerprint, ledger, versions and tables, saved and reloaded.
+
+A report is what a page exports and what ``python -m core reproduce`` reruns. ``load_plan`` gives
+the plan back (pages restore their widgets from it); ``reproduce`` reruns it and
+``tables_match`` checks the tables came out the same.
+
+Every CSV the tool writes goes through :func:`guarded_csv`, which keeps spreadsheet programs from
+running a cell as a formula.
+"""
 from __future__ import annotations
 
-import dataclasses
+import importlib
 import io
 import json
+import math
 import platform
 import zipfile
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 
-from core.cache import _jsonable, config_digest
+from core.contracts import DataRef, Plan, Result, bytes_fingerprint, plan_from_dict, plan_to_dict
 
+SCHEMA_VERSION = 2
 _VERSIONED = ("numpy", "pandas", "scipy", "scikit-learn", "opendp", "gerrychain", "geopandas",
-              "streamlit", "plotly")
+              "networkx", "joblib", "streamlit", "plotly")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+NOT_A_REPORT = "This file is not a report saved by this tool (it has no plan)."
 
 
 def package_versions() -> dict[str, str]:
@@ -29,39 +42,189 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def build_report(page: str, config: Any, tables: Mapping[str, pd.DataFrame],
-                 extra: Mapping[str, Any] | None = None) -> dict:
-    """A JSON-able record of one result: config, its digest, tables (records), versions."""
+# --------------------------------------------------------------------------------------------------
+# Guarded CSV
+# --------------------------------------------------------------------------------------------------
+
+def guard_cell(value: Any) -> Any:
+    """Text a spreadsheet would run as a formula (or text that already starts with an apostrophe)
+    gets a leading apostrophe; everything else is returned unchanged."""
+    if isinstance(value, str) and value and (value[0] in _FORMULA_START or value[0] == "'"):
+        return "'" + value
+    return value
+
+
+def unguard_cell(value: Any) -> Any:
+    """Undo :func:`guard_cell` (for files this tool wrote and reads back)."""
+    if isinstance(value, str) and value.startswith("'") and len(value) > 1 \
+            and (value[1] in _FORMULA_START or value[1] == "'"):
+        return value[1:]
+    return value
+
+
+def guarded_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose text cells and column names are guarded against formula injection."""
+    out = df.copy()
+    out.columns = [guard_cell(str(c)) for c in out.columns]
+    for col in out.columns:
+        if out[col].dtype == object or isinstance(out[col].dtype, (pd.CategoricalDtype, pd.StringDtype)):
+            out[col] = out[col].astype(object).map(guard_cell)
+    return out
+
+
+def guarded_csv(df: pd.DataFrame, **kwargs) -> str:
+    """The one CSV writer for exports: ``df.to_csv`` with formula-like cells guarded."""
+    kwargs.setdefault("index", False)
+    return guarded_frame(df).to_csv(**kwargs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tables as exact JSON
+# --------------------------------------------------------------------------------------------------
+
+def _plain(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return None if math.isnan(value) else (str(value) if math.isinf(value) else value)
+    if isinstance(value, (pd.Timestamp, datetime)):
+        return value.isoformat()
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, (tuple, list, np.ndarray)):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, (int, str)) else str(value)
+
+
+def table_records(df: pd.DataFrame) -> dict:
+    """A table as JSON-able columns and rows; floats keep every bit (Python's shortest repr)."""
+    columns = [str(c) for c in df.columns]
+    rows = [[_plain(v) for v in row] for row in df.itertuples(index=False, name=None)]
+    return {"columns": columns, "rows": rows}
+
+
+def table_from_records(record: Mapping[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame(record.get("rows", []), columns=record.get("columns", []))
+
+
+# --------------------------------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------------------------------
+
+def data_ref_of(plan: Plan) -> DataRef | None:
+    ref = getattr(plan, "data", None)
+    return ref if isinstance(ref, DataRef) else None
+
+
+def build_report(result: Result, *, page: str = "", ledger=None, extra: Mapping[str, Any] | None = None,
+                 tables: Mapping[str, pd.DataFrame] | None = None) -> dict:
+    """A JSON-able record of one result: schema, plan, its digest, data reference, ledger,
+    headline numbers, versions and tables (``result.tables()`` unless ``tables`` is given)."""
+    plan = result.plan
+    ledger = result.ledger() if ledger is None else ledger
+    tables = result.tables() if tables is None else tables
+    ref = data_ref_of(plan)
     return {
+        "schema": SCHEMA_VERSION,
         "page": page,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "config": _jsonable(config),
-        "config_digest": config_digest(config),
+        "plan": plan_to_dict(plan),
+        "plan_digest": plan.digest(),
+        "data": None if ref is None else {"source": ref.source, "fingerprint": ref.fingerprint},
+        "ledger": None if ledger is None else {
+            "spends": table_records(ledger.to_frame()), "statement": ledger.statement()},
+        "headline": {k: _plain(v) for k, v in result.headline().items()},
         "versions": package_versions(),
-        "tables": {name: json.loads(df.to_json(orient="records")) for name, df in tables.items()},
-        **({"extra": _jsonable(dict(extra))} if extra else {}),
+        "tables": {name: table_records(df) for name, df in tables.items()},
+        **({"extra": json.loads(json.dumps(dict(extra), default=str))} if extra else {}),
     }
 
 
 def report_json(report: dict) -> str:
-    return json.dumps(report, indent=2, default=str)
+    return json.dumps(report, indent=1, allow_nan=False)
+
+
+def parse_report(text: str | bytes) -> dict:
+    """Read a saved report; ``ValueError`` for anything that is not one (or is from an old schema)."""
+    try:
+        report = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"The report is not valid JSON ({exc}).") from exc
+    if not isinstance(report, dict):
+        raise ValueError(NOT_A_REPORT)
+    return migrate(report)
+
+
+def migrate(report: dict) -> dict:
+    """Bring an older report up to the current schema, or refuse it with a reason."""
+    schema = report.get("schema")
+    if schema is None and "config" in report:
+        raise ValueError("This report comes from an older version (schema 1) that saved the settings "
+                         "but not the full plan (data sample, seeds, every tab), so it cannot be "
+                         "reproduced. Rerun it on the page and export it again.")
+    if schema is None or "plan" not in report:
+        raise ValueError(NOT_A_REPORT)
+    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+        raise ValueError(f"This report has schema {schema!r}; this version of the tool reads up to "
+                         f"{SCHEMA_VERSION}. Update the tool to open it.")
+    return report
+
+
+def load_plan(report: Mapping[str, Any] | str | bytes) -> Plan:
+    """The plan a report was made from (validated like any new plan)."""
+    if isinstance(report, (str, bytes)):
+        report = parse_report(report)
+    else:
+        report = migrate(dict(report))
+    return plan_from_dict(report["plan"])
+
+
+def area_of(plan: Plan):
+    """The ``core`` package that runs ``plan`` (it exports ``run``)."""
+    module = type(plan).__module__
+    return importlib.import_module(".".join(module.split(".")[:2]))
+
+
+def run_plan(plan: Plan, data: Any = None, *, progress=None) -> Result:
+    """Run any plan with its area's ``run``."""
+    return area_of(plan).run(plan, data, progress=progress)
+
+
+def check_upload(plan: Plan, files: tuple[bytes, ...]) -> Any:
+    """The data to pass to ``run`` for ``plan`` from uploaded file bytes, after checking their
+    fingerprint against the plan's; bundled data need no files."""
+    ref = data_ref_of(plan)
+    if ref is None or not ref.is_upload:
+        if files:
+            raise ValueError("This plan runs on bundled data; it takes no data file.")
+        return None
+    if not files:
+        raise ValueError("This plan ran on an uploaded file: pass the same file (its fingerprint is "
+                         f"{ref.fingerprint[:12]}...).")
+    if bytes_fingerprint(*files) != ref.fingerprint:
+        raise ValueError("The data file given is not the one the plan ran on (its fingerprint differs).")
+    return files[0] if len(files) == 1 else tuple(files)
+
+
+def tables_match(report: Mapping[str, Any], tables: Mapping[str, pd.DataFrame]) -> list[str]:
+    """Names of the tables that differ between a report and a rerun (empty when all match)."""
+    saved = report.get("tables", {})
+    fresh = {name: table_records(df) for name, df in tables.items()}
+    names = sorted(set(saved) | set(fresh))
+    return [n for n in names if json.dumps(saved.get(n)) != json.dumps(fresh.get(n))]
 
 
 def tables_zip(tables: Mapping[str, pd.DataFrame], report: dict | None = None) -> bytes:
-    """A zip of one CSV per table (plus the JSON report when given)."""
+    """A zip of one guarded CSV per table (plus the JSON report when given)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, df in tables.items():
-            archive.writestr(f"{name}.csv", df.to_csv(index=False))
+            archive.writestr(f"{name}.csv", guarded_csv(df))
         if report is not None:
             archive.writestr("report.json", report_json(report))
     return buffer.getvalue()
-
-
-def config_from_dict(cls: type, data: Mapping[str, Any]):
-    """Rebuild a (flat) config dataclass from an exported dict, rejecting unknown fields."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(data) - names - {"__type__"}
-    if unknown:
-        raise ValueError(f"Unknown fields in the configuration: {sorted(unknown)}.")
-    return cls(**{k: v for k, v in data.items() if k in names})

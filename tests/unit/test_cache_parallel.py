@@ -64,7 +64,7 @@ def _expensive(x: float, config: _Config) -> float:
 
 def test_cached_function_runs_once_per_distinct_input(tmp_path, monkeypatch):
     monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path))
-    fast = cache.cached(_expensive)
+    fast = cache.cached_call(_expensive)
     CALLS.clear()
     assert fast(2.0, _Config(3.0, 1)) == 6.0
     assert fast(2.0, _Config(3.0, 1)) == 6.0

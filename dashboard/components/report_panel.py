@@ -1,0 +1,58 @@
+"""Export a result as a report (JSON + zipped guarded CSVs) and open a saved report to restore a page."""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+import streamlit as st
+
+from core.contracts import Plan, Result
+from core.report import build_report, load_plan, parse_report, report_json, tables_zip
+
+
+def report_panel(result: Result, *, page: str, key: str, ledger=None,
+                 extra: Mapping[str, Any] | None = None,
+                 tables: Mapping[str, pd.DataFrame] | None = None) -> dict:
+    """Download buttons for a result's report (plan, data fingerprint, ledger, versions, tables)."""
+    report = build_report(result, page=page, ledger=ledger, extra=extra, tables=tables)
+    left, right = st.columns(2)
+    left.download_button("Download report (JSON)", report_json(report), file_name=f"{key}.json",
+                         mime="application/json", key=f"{key}_json", icon=":material/download:",
+                         help="The plan, data fingerprint, ledger, versions and every table. Open it "
+                              "again here, or rerun it with: python -m core reproduce FILE --out DIR")
+    right.download_button("Download tables (CSV, zipped)",
+                          tables_zip(tables if tables is not None else result.tables(), report),
+                          file_name=f"{key}.zip", mime="application/zip", key=f"{key}_zip",
+                          icon=":material/table_view:")
+    return report
+
+
+def saved_report_loader(key: str, accepts: tuple[type, ...],
+                        to_widgets: Callable[[Plan], Mapping[str, Any]]) -> Plan | None:
+    """An "Open a saved report" uploader. A new report's plan is turned into widget values
+    (``to_widgets``), written to the session and the page reruns with them; the loaded plan is
+    returned on that rerun. Call it before the page's widgets are created."""
+    applied = f"{key}__report_applied"
+    with st.expander("Open a saved report", icon=":material/folder_open:"):
+        upload = st.file_uploader("Report (JSON) exported from this page", type=["json"],
+                                  key=f"{key}__report_file")
+        if upload is None:
+            return st.session_state.get(f"{key}__report_plan")
+        raw = upload.getvalue()
+        digest = hashlib.sha256(raw).hexdigest()
+        if st.session_state.get(applied) == digest:
+            st.caption("Settings restored from the report; change any of them to explore from there.")
+            return st.session_state.get(f"{key}__report_plan")
+        try:
+            plan = load_plan(parse_report(raw))
+            if not isinstance(plan, accepts):
+                raise ValueError(f"This report was saved by another page ({type(plan).__name__}).")
+            values = dict(to_widgets(plan))
+        except ValueError as exc:
+            st.error(f"Could not open the report: {exc}")
+            return None
+    st.session_state.update(values)
+    st.session_state[applied] = digest
+    st.session_state[f"{key}__report_plan"] = plan
+    st.rerun()
