@@ -3,16 +3,22 @@
 Each adversary sees only the report (and the public schema), never the data or the split.
 Microdata and count tables are both read as a weighted training set over lens codes, so
 every adversary works on either kind of report. Scores are 2 p - 1 for a probability p that
-the target holds (coherence spec Sec. 1.1 and 2.7). A new adversary is one class in ``ADVERSARIES``.
+the target holds (coherence spec Sec. 1.1 and 2.7).
+
+``ADVERSARIES`` is a :class:`core.contracts.Registry` (key -> Spec with a Params dataclass of
+defaults, bounds and help): a new adversary is one class, one Params and one registry line.
 """
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
 from core.coherence.releases import AuditSchema, MicrodataReport, TableReport
+from core.contracts import Registry, Spec, check_params, param
 
 Predictor = Callable[[np.ndarray], np.ndarray]
 
@@ -60,6 +66,15 @@ class Adversary:
     """Base: ``fit(report, schema, rng) -> predictor`` on lens codes; the predictor is deterministic."""
     key = "base"
     label = "base"
+
+    @property
+    def name(self) -> str:
+        """How results name this adversary (its label, plus any non-default parameter)."""
+        return self.__dict__.get("_name", self.label)
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
 
     def fit(self, report, schema: AuditSchema, rng: np.random.Generator) -> Predictor:  # pragma: no cover
         raise NotImplementedError
@@ -145,8 +160,6 @@ class NearestNeighbourAdversary(Adversary):
     key, label = "nearest_neighbour", "Nearest-neighbour matcher"
 
     def __init__(self, tau: float = 1.0) -> None:
-        if not tau > 0:
-            raise ValueError("tau must be positive.")
         self.tau = float(tau)
 
     def fit(self, report, schema, rng):
@@ -215,17 +228,78 @@ class RandomScoreAdversary(Adversary):
         return predict
 
 
-ADVERSARIES: dict[str, type[Adversary]] = {
-    cls.key: cls for cls in (LogisticAdversary, BoostingAdversary, NaiveBayesAdversary,
-                             NearestNeighbourAdversary, LinkageAdversary, RandomScoreAdversary)
-}
+class _Checked:
+    def __post_init__(self) -> None:
+        check_params(self)
 
 
-def make_adversary(key: str, **params) -> Adversary:
-    """An adversary from its registry key."""
-    if key not in ADVERSARIES:
-        raise ValueError(f"Unknown adversary {key!r}; choose one of {sorted(ADVERSARIES)}.")
-    return ADVERSARIES[key](**params)
+@dataclass(frozen=True)
+class LogisticParams(_Checked):
+    C: float = param(1.0, label="inverse regularisation C", low=1e-4, high=1e4, step=0.1,
+                     help="Larger C fits the released records more closely.")
+
+
+@dataclass(frozen=True)
+class BoostingParams(_Checked):
+    max_iter: int = param(40, label="boosting rounds", low=1, high=500, help="Number of trees.")
+    learning_rate: float = param(0.2, label="learning rate", low=0.001, high=1.0, step=0.05,
+                                 help="Shrinkage of each tree's contribution.")
+
+
+@dataclass(frozen=True)
+class NaiveBayesParams(_Checked):
+    """Naive Bayes takes no parameter (add-one smoothing is fixed)."""
+
+
+@dataclass(frozen=True)
+class NearestNeighbourParams(_Checked):
+    tau: float = param(1.0, label="match radius tau (lens columns)", low=0.01, high=50.0, step=0.5,
+                       help="1 keeps exact matches only; larger values also score near matches, with "
+                            "confidence falling linearly in the number of differing lens columns.")
+
+
+@dataclass(frozen=True)
+class LinkageParams(_Checked):
+    """Exact linkage takes no parameter."""
+
+
+@dataclass(frozen=True)
+class RandomScoreParams(_Checked):
+    salt: int = param(12345, label="salt", low=0, high=2**31 - 1,
+                      help="Picks which fixed pseudo-random score each lens cell gets.")
+
+
+def _kwargs(params) -> dict:
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+
+
+ADVERSARIES: Registry = Registry("adversary", [
+    Spec(cls.key, cls.label, lambda p, cls=cls: cls(**_kwargs(p)), params, (cls.__doc__ or "").split("\n")[0])
+    for cls, params in ((LogisticAdversary, LogisticParams), (BoostingAdversary, BoostingParams),
+                        (NaiveBayesAdversary, NaiveBayesParams), (NearestNeighbourAdversary, NearestNeighbourParams),
+                        (LinkageAdversary, LinkageParams), (RandomScoreAdversary, RandomScoreParams))
+])
+
+
+def adversary_params(key: str, **values):
+    """The Params of adversary ``key`` from keyword values; unknown names raise ValueError."""
+    spec = ADVERSARIES[key]
+    unknown = set(values) - {f.name for f in dataclasses.fields(spec.params)}
+    if unknown:
+        raise ValueError(f"Adversary {key!r} takes no parameter(s) {sorted(unknown)}.")
+    return spec.params(**values)
+
+
+def make_adversary(key: str, **values) -> Adversary:
+    """An adversary from its registry key and parameter values; its name spells out non-default values."""
+    spec = ADVERSARIES[key]
+    params = adversary_params(key, **values)
+    adversary = spec.build(params)
+    default = spec.default_params()
+    changed = [f"{f.name}={getattr(params, f.name)}" for f in dataclasses.fields(params)
+               if getattr(params, f.name) != getattr(default, f.name)]
+    adversary.name = f"{spec.label} ({', '.join(changed)})" if changed else spec.label
+    return adversary
 
 
 def checked_scores(scores: np.ndarray, name: str) -> np.ndarray:

@@ -7,11 +7,8 @@ same scores on an independent split (the null). Coherence spec Sec. 2.3-2.6.
 """
 from __future__ import annotations
 
-import itertools
-import math
-import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -22,130 +19,16 @@ from core.coherence import theory
 from core.coherence.adversaries import Adversary, checked_scores, make_adversary
 from core.coherence.releases import (AuditSchema, PrivacyGuarantee, Release, encode_for_audit,
                                      replace_one_epsilon)
+from core.coherence.subgroups import Subgroup, build_subgroups
+from core.coherence.verdicts import (alpha_at_beta, clopper_pearson, decide, overall_verdict, trials_needed,
+                                     verdict_label)
 from core.coherence.wasserstein import cell_distances, member_pairs
+from core.contracts import Progress, make_rng, seed_sequence, stream_key
 from core.parallel import map_trials
 
-Progress = Callable[[int, int, str], None]
 TOL = 1e-9          # strict comparison D > alpha, robust to float rounding (spec Sec. 2.3 note)
-VERDICTS = ("FAIL", "PASS", "INCONCLUSIVE")
-
-
-@dataclass(frozen=True)
-class Subgroup:
-    """A named sub-population: a boolean mask over the full records."""
-    name: str
-    mask: np.ndarray = field(repr=False, compare=False)
-
-
-def build_subgroups(df: pd.DataFrame, columns: Sequence[str], order: int = 2,
-                    include_everyone: bool = True) -> list[Subgroup]:
-    """Every level of each column plus intersections of up to ``order`` columns (observed cells)."""
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"Subgroup column(s) {missing} are not in the data.")
-    if order < 1:
-        raise ValueError("The intersection order must be at least 1.")
-    out = [Subgroup("everyone", np.ones(len(df), bool))] if include_everyone else []
-    codes = {c: df[c].astype("category") for c in columns}
-    for k in range(1, min(order, len(columns)) + 1):
-        for combo in itertools.combinations(columns, k):
-            cats = [codes[c].cat.codes.to_numpy(np.int64) for c in combo]
-            sizes = [len(codes[c].cat.categories) for c in combo]
-            flat = np.ravel_multi_index(tuple(cats), sizes)
-            for cell in np.unique(flat):
-                idx = np.unravel_index(cell, sizes)
-                name = " & ".join(f"{c}={codes[c].cat.categories[i]}" for c, i in zip(combo, idx))
-                out.append(Subgroup(name, flat == cell))
-    return out
-
-
-@dataclass(frozen=True)
-class Range:
-    """A closed numeric interval [low, high] used as a subgroup condition."""
-    low: float
-    high: float
-
-
-def predicate_subgroup(df: pd.DataFrame, conditions: dict, name: str | None = None) -> Subgroup:
-    """The people meeting every condition: ``{column: [values]}`` (one of) or ``{column: Range}``.
-
-    A structured predicate (no expression strings are evaluated); the name spells it out unless
-    one is given. Unknown columns or values raise ValueError, so a typo never becomes an empty group.
-    """
-    if not conditions:
-        raise ValueError("A custom subgroup needs at least one condition.")
-    mask = np.ones(len(df), bool)
-    parts = []
-    for column, cond in conditions.items():
-        if column not in df.columns:
-            raise ValueError(f"Subgroup column {column!r} is not in the data.")
-        col = df[column]
-        if isinstance(cond, Range):
-            if not pd.api.types.is_numeric_dtype(col):
-                raise ValueError(f"{column!r} is not numeric; choose values instead of a range.")
-            if cond.low > cond.high:
-                raise ValueError(f"Range for {column!r} is empty ({cond.low:g} > {cond.high:g}).")
-            mask &= col.between(cond.low, cond.high).to_numpy()
-            parts.append(f"{cond.low:g} <= {column} <= {cond.high:g}")
-            continue
-        wanted = list(cond)
-        if not wanted:
-            raise ValueError(f"Choose at least one value of {column!r}.")
-        levels = col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else col.dropna().unique()
-        known = {str(v): v for v in levels}
-        unknown = [v for v in wanted if str(v) not in known]
-        if unknown:
-            raise ValueError(f"{unknown} are not values of {column!r}.")
-        mask &= col.isin([known[str(v)] for v in wanted]).to_numpy()
-        parts.append(f"{column}={wanted[0]}" if len(wanted) == 1
-                     else f"{column} in {{{', '.join(map(str, wanted))}}}")
-    return Subgroup(name or " & ".join(parts), mask)
-
-
-def clopper_pearson(x: int, t: int, confidence: float = 0.95) -> tuple[float, float]:
-    """One-sided Clopper-Pearson bounds (lower, upper) at level ``confidence`` (spec Sec. 2.6 note)."""
-    if t <= 0:
-        return 0.0, 1.0
-    lo = 0.0 if x == 0 else float(stats.beta.ppf(1 - confidence, x, t - x + 1))
-    hi = 1.0 if x == t else float(stats.beta.ppf(confidence, x + 1, t - x))
-    return lo, hi
-
-
-def decide(lo: float, hi: float, beta: float) -> str:
-    """FAIL if the lower bound exceeds beta, PASS if the upper bound is at most beta, else INCONCLUSIVE."""
-    if lo > beta:
-        return "FAIL"
-    if hi <= beta:
-        return "PASS"
-    return "INCONCLUSIVE"
-
-
-def trials_needed(x: int, t: int, beta: float, confidence: float = 0.95, limit: int = 100_000) -> int | None:
-    """Trials at which the same exceedance rate would decide (PASS if below beta, FAIL if above)."""
-    rate = x / t if t else 0.0
-    grid = np.arange(max(t, 1), limit + 1)
-    xs = np.round(rate * grid).astype(int)
-    if rate < beta:
-        hi = np.where(xs >= grid, 1.0, stats.beta.ppf(confidence, xs + 1, np.maximum(grid - xs, 1)))
-        ok = np.flatnonzero(hi <= beta)
-    elif rate > beta:
-        lo = np.where(xs == 0, 0.0, stats.beta.ppf(1 - confidence, np.maximum(xs, 1), grid - xs + 1))
-        ok = np.flatnonzero(lo > beta)
-    else:
-        return None
-    return int(grid[ok[0]]) if ok.size else None
-
-
-def alpha_at_beta(d: np.ndarray, beta: float) -> float:
-    """Smallest a >= 0 with #{D > a} <= beta T: an order statistic of the trial maxima."""
-    d = np.nan_to_num(np.asarray(d, float), nan=0.0)
-    if d.size == 0:
-        return float("nan")
-    k = int(math.floor(beta * d.size + 1e-12))
-    if k >= d.size:
-        return 0.0
-    return float(max(0.0, np.sort(d)[::-1][k]))
-
+SPLIT_STREAM = stream_key("split")
+NULL_STREAM = stream_key("null split")
 
 def _theory_fn(g: PrivacyGuarantee, n: int, beta: float, n_groups: int, constants: str):
     """gamma as a function of alpha for a declared guarantee, or (None, reason)."""
@@ -187,7 +70,7 @@ def release_theory(g: PrivacyGuarantee, n: int, alpha: float, beta: float, n_gro
 @dataclass
 class _Chunk:
     trials: list[int]
-    seeds: list
+    seed: int
     codes: np.ndarray
     columns: list[str]
     schema: AuditSchema
@@ -201,24 +84,30 @@ class _Chunk:
     keep_example: bool
 
 
+def _random_half(n: int, n_a: int, seq: np.random.SeedSequence) -> np.ndarray:
+    """A uniform subset of n_a of n rows, as a boolean mask, drawn from its own stream."""
+    m = np.zeros(n, bool)
+    m[make_rng(seq).choice(n, n_a, replace=False)] = True
+    return m
+
+
 def _run_chunk(job: _Chunk) -> list[dict]:
-    """Run the trials of one chunk; returns distance arrays per trial (no DataFrames in workers)."""
+    """Run the trials of one chunk; returns distance arrays per trial (no DataFrames in workers).
+
+    Every draw has its own stream keyed by what it is for and the trial number: the split, each
+    null split, each release (by registry key) and each adversary on it. Adding a release, an
+    adversary or a null split therefore leaves every other number unchanged.
+    """
     n = job.codes.shape[0]
     n_a = n // 2                                   # odd n: |X_a| = floor(n/2) (spec Sec. 5 item 5)
     out = []
-    for t, seed in zip(job.trials, job.seeds):
-        ss = np.random.SeedSequence(seed) if not isinstance(seed, np.random.SeedSequence) else seed
-        split_ss, null_ss, rel_ss = ss.spawn(3)
-        idx = np.random.default_rng(split_ss).choice(n, n_a, replace=False)
+    for t in job.trials:
+        split_seq = seed_sequence(job.seed, SPLIT_STREAM, t)
+        idx = make_rng(split_seq).choice(n, n_a, replace=False)
         half = np.zeros(n, bool)
         half[idx] = True
-        null_rng = np.random.default_rng(null_ss)
-        halves = [half]
-        for _ in range(job.n_null):
-            m = np.zeros(n, bool)
-            m[null_rng.choice(n, n_a, replace=False)] = True
-            halves.append(m)
-        halves = np.stack(halves)
+        nulls = [_random_half(n, n_a, seed_sequence(job.seed, NULL_STREAM, t, j)) for j in range(job.n_null)]
+        halves = np.stack([half, *nulls])
         half_df = pd.DataFrame(job.codes[idx], columns=job.columns)    # idx is in random order: shuffled input
         R, L = len(job.releases), len(job.adversaries)
         G = job.members.shape[1]
@@ -226,12 +115,13 @@ def _run_chunk(job: _Chunk) -> list[dict]:
         ks = np.full_like(w1, np.nan)
         p = q = None
         example = {}
-        for r, (rel, r_ss) in enumerate(zip(job.releases, rel_ss.spawn(R))):
-            a_ss, *adv_ss = r_ss.spawn(1 + L)
-            report = rel.release(half_df, np.random.default_rng(a_ss))
-            for a, (adv, s_ss) in enumerate(zip(job.adversaries, adv_ss)):
-                predictor = adv.fit(report, job.schema, np.random.default_rng(s_ss))
-                u = checked_scores(predictor(job.lens_unique), adv.label)
+        for r, rel in enumerate(job.releases):
+            rel_key = stream_key(rel.key)
+            report = rel.release(half_df, make_rng(seed_sequence(job.seed, rel_key, t)))
+            for a, adv in enumerate(job.adversaries):
+                adv_rng = make_rng(seed_sequence(job.seed, rel_key, stream_key(adv.key), t))
+                predictor = adv.fit(report, job.schema, adv_rng)
+                u = checked_scores(predictor(job.lens_unique), adv.name)
                 w1[r, a], ks[r, a], p, q = cell_distances(u, job.lens_inverse, halves, job.members, job.pairs)
                 if job.keep_example:
                     example[(r, a)] = u[job.lens_inverse].astype(np.float32)
@@ -254,7 +144,6 @@ class AuditResult:
     example_scores: dict
     subgroup_masks: dict
     settings: dict
-    runtime_s: float
 
 
 def _as_list(x):
@@ -263,7 +152,7 @@ def _as_list(x):
 
 def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens: Sequence[str],
                     subgroups, alpha: float = 0.1, beta: float = 0.05, gamma: int = 80, trials: int = 100,
-                    rng: np.random.Generator | None = None, progress: Progress | None = None, *,
+                    seed: int = 0, progress: Progress | None = None, *,
                     positive=None, subgroup_order: int = 2, n_null_splits: int = 1,
                     confidence: float = 0.95, constants: str = "conservative",
                     n_jobs: int | None = None) -> AuditResult:
@@ -271,10 +160,9 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
 
     ``release``: a Release or a list of them (compared on the same splits); ``adversaries``:
     Adversary objects or registry keys; ``subgroups``: Subgroup objects or column names (levels
-    and intersections up to ``subgroup_order``). Verdicts per spec Sec. 2.6.
+    and intersections up to ``subgroup_order``). ``seed`` keys every stream of the audit (see
+    ``_run_chunk``). Verdicts per spec Sec. 2.6.
     """
-    t0 = time.perf_counter()
-    rng = rng if rng is not None else np.random.default_rng()
     releases = _as_list(release)
     advs = [make_adversary(a) if isinstance(a, str) else a for a in _as_list(adversaries)]
     if not releases:
@@ -299,6 +187,9 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
     names = [r.name for r in releases]
     if len(set(names)) != len(names):
         raise ValueError("Two releases have the same name and parameters; give them different parameters.")
+    adv_names = [a.name for a in advs]
+    if len(set(adv_names)) != len(adv_names):
+        raise ValueError("Two adversaries have the same name and parameters; give them different parameters.")
 
     strata = [c for r in releases for c in getattr(r, "strata", ())]
     columns = list(dict.fromkeys([*lens, target, *strata]))
@@ -344,19 +235,16 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
     uniq_cells, inverse = np.unique(cell, return_inverse=True)
     lens_unique = np.column_stack(np.unravel_index(uniq_cells, lens_sizes)).astype(np.int64)
 
-    seeds = rng.bit_generator.seed_seq.spawn(int(trials)) if getattr(rng.bit_generator, "seed_seq", None) \
-        else [np.random.SeedSequence(int(rng.integers(2**63 - 1))) for _ in range(int(trials))]
     n_chunks = min(int(trials), 25)
     bounds = np.linspace(0, int(trials), n_chunks + 1).astype(int)
     pairs = member_pairs(inverse, members)
-    jobs = [_Chunk(list(range(a, b)), seeds[a:b], codes, columns, schema, releases, advs, members,
+    jobs = [_Chunk(list(range(a, b)), int(seed), codes, columns, schema, releases, advs, members,
                    lens_unique, inverse, pairs, int(n_null_splits), a == 0)
             for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
     chunks = map_trials(_run_chunk, jobs, n_jobs=n_jobs, progress=progress, label="audit trials")
     results = [r for c in chunks for r in c]
 
     rel_names = names
-    adv_names = [a.label for a in advs]
     T, R, L, G = len(results), len(releases), len(advs), len(gnames)
     w1 = np.stack([r["w1"] for r in results])          # (T, R, L, 1+J, G)
     ks = np.stack([r["ks"] for r in results])
@@ -442,9 +330,10 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
                 sub_rows.append({"release": rel_names[r], "adversary": adv_names[a], "subgroup": gname,
                                  "size": size, **{k: float(v_[j]) for k, v_ in stats_sub.items()},
                                  "certified_alpha": ca})
-        overall = "FAIL" if "FAIL" in verdicts else ("PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE")
+        overall = overall_verdict(verdicts)
         rel_rows.append({
-            "release": rel_names[r], "key": rel.key, "verdict": overall, "privacy": g.kind,
+            "release": rel_names[r], "key": rel.key, "verdict": overall,
+            "verdict_shown": verdict_label(overall, g.kind), "privacy": g.kind,
             "privacy_statement": g.statement, "epsilon": getattr(rel, "epsilon", None),
             "theory_gamma": th.gamma, "theory_binding": th.binding, "theory_basis": basis,
             "theory_note": th.reason, "certified_subgroups": int(np.sum(sizes[eligible] >= th.gamma)) if th.gamma else 0,
@@ -460,7 +349,7 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
                 "n_null_splits": int(n_null_splits)}
     return AuditResult(trials_df, maxima, summary, pd.DataFrame(rel_rows), sub_df, excluded,
                        example["half"], ex_scores, {g.name: np.asarray(g.mask, bool) for g in groups},
-                       settings, time.perf_counter() - t0)
+                       settings)
 
 
 def coherence_curve(maxima: pd.DataFrame, grid: np.ndarray | None = None, confidence: float = 0.95) -> pd.DataFrame:
@@ -492,88 +381,3 @@ def theory_alpha_curve(guarantee_of_eps: Callable[[float], PrivacyGuarantee], ep
                 rows.append({"epsilon": float(eps), "constants": mode, "size": int(size),
                              "certified_alpha": np.nan if ca is None else ca})
     return pd.DataFrame(rows)
-
-
-@dataclass(frozen=True)
-class AuditConfig:
-    """Every parameter of an audit, seed included; releases as (key, ((param, value), ...))."""
-    target: str
-    positive: str | None
-    lens: tuple[str, ...]
-    subgroup_columns: tuple[str, ...]
-    releases: tuple[tuple[str, tuple], ...]
-    adversaries: tuple[str, ...]
-    subgroup_order: int = 2
-    alpha: float = 0.1
-    beta: float = 0.05
-    gamma: int = 80
-    trials: int = 100
-    seed: int = 0
-    constants: str = "conservative"
-    confidence: float = 0.95
-    n_null_splits: int = 1
-    custom_subgroups: tuple[tuple[str, tuple], ...] = ()   # (name, ((column, values or Range), ...))
-
-
-def config_subgroups(config: AuditConfig, data: pd.DataFrame) -> list:
-    """Subgroup columns (levels and intersections are built by the audit) plus the custom predicates."""
-    custom = [predicate_subgroup(data, dict(conds), name or None) for name, conds in config.custom_subgroups]
-    return [*config.subgroup_columns, *custom]
-
-
-def build_releases(specs: Sequence[tuple[str, tuple]]) -> list[Release]:
-    """Release objects from (registry key, parameter pairs) specs."""
-    from core.coherence.releases import make_release
-    return [make_release(key, **dict(params)) for key, params in specs]
-
-
-def _positive_label(data: pd.DataFrame, target: str, positive):
-    """The target value whose text matches ``positive`` (widgets hand back strings)."""
-    if positive is None or target not in data.columns:
-        return positive
-    values = data[target].astype("category").cat.categories
-    for v in values:
-        if str(v) == str(positive):
-            return v
-    raise ValueError(f"{positive!r} is not a value of {target!r}.")
-
-
-def run_audit(config: AuditConfig, data: pd.DataFrame, progress: Progress | None = None,
-              n_jobs: int | None = None) -> AuditResult:
-    """Run ``coherence_audit`` from a config (the page's entry point)."""
-    return coherence_audit(
-        data, build_releases(config.releases), list(config.adversaries), config.target, list(config.lens),
-        config_subgroups(config, data), config.alpha, config.beta, config.gamma, config.trials,
-        np.random.default_rng(config.seed), progress, positive=_positive_label(data, config.target, config.positive),
-        subgroup_order=config.subgroup_order, n_null_splits=config.n_null_splits,
-        confidence=config.confidence, constants=config.constants, n_jobs=n_jobs)
-
-
-def epsilon_sweep(config: AuditConfig, data: pd.DataFrame, release_key: str, epsilons: Sequence[float],
-                  params: tuple = (), progress: Progress | None = None, n_jobs: int | None = None
-                  ) -> tuple[AuditResult, pd.DataFrame]:
-    """Audit one DP release at several epsilons on shared splits, plus the certified alpha by theory.
-
-    The theory curve is for the smallest, median and largest eligible subgroup sizes, audit
-    view n = |X| (spec Sec. 3.5).
-    """
-    from core.coherence.releases import RELEASES, make_release
-    if release_key not in RELEASES or not RELEASES[release_key].dp:
-        raise ValueError(f"{release_key!r} is not a differentially private release.")
-    eps = sorted({float(e) for e in epsilons})
-    if not eps or min(eps) <= 0:
-        raise ValueError("Give one or more positive epsilons.")
-    extra = {k: v for k, v in dict(params).items() if k != "epsilon"}
-    rels = [make_release(release_key, epsilon=e, **extra) for e in eps]
-    res = coherence_audit(
-        data, rels, list(config.adversaries), config.target, list(config.lens), config_subgroups(config, data),
-        config.alpha, config.beta, config.gamma, config.trials, np.random.default_rng(config.seed), progress,
-        positive=_positive_label(data, config.target, config.positive), subgroup_order=config.subgroup_order,
-        n_null_splits=config.n_null_splits, confidence=config.confidence, constants=config.constants,
-        n_jobs=n_jobs)
-    sizes = np.unique(res.subgroups["size"].to_numpy())
-    picks = sorted({int(sizes.min()), int(np.median(sizes)), int(sizes.max())})
-    grid = np.unique(np.concatenate([np.geomspace(1e-4, max(eps), 30), eps]))
-    curve = theory_alpha_curve(lambda e: make_release(release_key, epsilon=e, **extra).privacy, grid,
-                               len(data), picks, config.beta, res.settings["n_subgroups"])
-    return res, curve

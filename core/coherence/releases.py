@@ -2,22 +2,25 @@
 
 Every algorithm is one class with ``bind(schema)`` (public schema: column domains, lens, target)
 and ``release(half_df, rng) -> report``; the half holds integer codes. Reports are either
-microdata (a table of codes) or a count table over lens cell x target. The registry
-``RELEASES`` lists every algorithm; each synthesizer of ``core.synthesis`` appears pooled and
-stratified automatically.
+microdata (a table of codes) or a count table over lens cell x target.
+
+``RELEASES`` is a :class:`core.contracts.Registry`: key -> Spec whose Params dataclass carries
+every parameter's default, bounds and help, so the page draws each release's widgets from it.
+Each synthesizer exported by ``core.synthesis`` appears pooled and stratified.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from core.privacy.accounting import epsilon_to_rho, rho_to_epsilon
-from core.synthesis.registry import SYNTHESIZERS
-from core.synthesis.stratified import StratifiedSynthesizer
+from core.contracts import Registry, Spec, check_params, param
+from core.privacy.accounting import epsilon_to_rho, gaussian_sigma, rho_to_epsilon
+from core.privacy.mechanisms import sample_gaussian, sample_laplace
 
 MAX_TABLE_CELLS = 2_000_000
 MAX_DOMAIN = 255
@@ -101,6 +104,74 @@ def table_counts(half: pd.DataFrame, schema: AuditSchema) -> np.ndarray:
     return np.bincount(cell * 2 + y, minlength=n_cells * 2).reshape(n_cells, 2).astype(float)
 
 
+NEIGHBOURS = {"replace_one": "replace one person", "add_remove": "add or remove one person"}
+EPSILON_HELP = "Privacy-loss budget of the release; smaller means more noise."
+NEIGHBOUR_HELP = ("The neighbouring data sets the noise is calibrated for. Add/remove halves the noise; the "
+                  "theory then reads the budget as 2 epsilon (pure DP) or 4 rho (zCDP) under replace-one.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Params: one frozen dataclass per release, checked against the bounds its fields declare
+# --------------------------------------------------------------------------------------------------
+
+class _Checked:
+    def __post_init__(self) -> None:
+        check_params(self)
+
+
+@dataclass(frozen=True)
+class ClearHalfParams(_Checked):
+    """Publishing the half in the clear takes no parameter."""
+
+
+@dataclass(frozen=True)
+class ClearSampleParams(_Checked):
+    k: int = param(100, label="records published", low=1, high=1_000_000,
+                   help="How many records of the half are published unchanged, chosen at random.")
+
+
+@dataclass(frozen=True)
+class SuppressionParams(_Checked):
+    k: int = param(5, label="minimum cell size k", low=1, high=1_000_000,
+                   help="Lens values of records in cells with fewer than k people are blanked.")
+    generalise: tuple[str, ...] = param((), label="lens columns generalised away", kind="lens",
+                                        help="These lens columns are blanked for everyone.")
+
+
+@dataclass(frozen=True)
+class NoisyTableParams(_Checked):
+    epsilon: float = param(1.0, label="epsilon", low=1e-6, high=1000.0, step=0.1, help=EPSILON_HELP)
+    neighbour: str = param("replace_one", label="neighbours", choices=NEIGHBOURS, help=NEIGHBOUR_HELP)
+
+
+@dataclass(frozen=True)
+class LaplaceTableParams(NoisyTableParams):
+    pass
+
+
+@dataclass(frozen=True)
+class GaussianTableParams(NoisyTableParams):
+    pass
+
+
+@dataclass(frozen=True)
+class SynthesizerParams(_Checked):
+    epsilon: float = param(1.0, label="epsilon", low=1e-6, high=1000.0, step=0.1,
+                           help=EPSILON_HELP + " Spent as rho = epsilon^2 / 2 zCDP.")
+
+
+@dataclass(frozen=True)
+class StratifiedSynthesizerParams(_Checked):
+    epsilon: float = param(1.0, label="epsilon", low=1e-6, high=1000.0, step=0.1,
+                           help=EPSILON_HELP + " Spent as rho = epsilon^2 / 2 zCDP in every stratum.")
+    strata: tuple[str, ...] = param((), label="strata columns (sizes public)", kind="columns",
+                                    help="One model per stratum; the stratum sizes are treated as public.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Release algorithms
+# --------------------------------------------------------------------------------------------------
+
 class Release:
     """Base class: parameters in __init__, the schema bound by ``bind``."""
     key = "base"
@@ -124,6 +195,11 @@ class Release:
         extra = ", ".join(f"{k}={v}" for k, v in self.params.items() if v not in ((), None, ""))
         return f"{self.label} ({extra})" if extra else self.label
 
+    @property
+    def strata(self) -> tuple[str, ...]:
+        """Columns the release needs beside the lens and the target."""
+        return ()
+
     def release(self, half: pd.DataFrame, rng: np.random.Generator):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -141,8 +217,6 @@ class ClearSample(Release):
     key, label = "clear_sample", "k records in the clear"
 
     def __init__(self, k: int = 100) -> None:
-        if int(k) < 1:
-            raise ValueError("k, the number of records published, must be at least 1.")
         self.k = int(k)
 
     @property
@@ -166,8 +240,6 @@ class Suppression(Release):
     key, label = "suppression", "Suppression / generalisation"
 
     def __init__(self, k: int = 5, generalise: tuple[str, ...] = ()) -> None:
-        if int(k) < 1:
-            raise ValueError("The minimum cell size k must be at least 1.")
         self.k = int(k)
         self.generalise = tuple(generalise)
 
@@ -199,9 +271,6 @@ class Suppression(Release):
         return MicrodataReport(out)
 
 
-NEIGHBOURS = {"replace_one": "replace one person", "add_remove": "add or remove one person"}
-
-
 class _NoisyTable(Release):
     """Counts over lens cell x target plus independent noise per cell; subclasses choose the noise.
 
@@ -213,10 +282,6 @@ class _NoisyTable(Release):
     kind = "table"
 
     def __init__(self, epsilon: float = 1.0, neighbour: str = "replace_one") -> None:
-        if not epsilon > 0:
-            raise ValueError("epsilon must be positive.")
-        if neighbour not in NEIGHBOURS:
-            raise ValueError(f"neighbour must be one of {sorted(NEIGHBOURS)}, not {neighbour!r}.")
         self.epsilon = float(epsilon)
         self.neighbour = neighbour
 
@@ -247,7 +312,7 @@ class LaplaceTable(_NoisyTable):
             f"L1 sensitivity {self.l1_sensitivity:g})."))
 
     def noise(self, shape, rng):
-        return rng.laplace(0.0, self.l1_sensitivity / self.epsilon, shape)
+        return sample_laplace(self.l1_sensitivity / self.epsilon, shape, rng)
 
 
 class GaussianTable(_NoisyTable):
@@ -266,11 +331,11 @@ class GaussianTable(_NoisyTable):
 
     @property
     def sigma(self) -> float:
-        """sigma = Delta_2 / sqrt(2 rho), with Delta_2 = sqrt(2) (replace-one) or 1 (add/remove)."""
-        return math.sqrt(self.l1_sensitivity) / math.sqrt(2.0 * self.rho)
+        """Calibrated by core.privacy for L2 sensitivity sqrt 2 (replace-one) or 1 (add/remove)."""
+        return gaussian_sigma(math.sqrt(self.l1_sensitivity), self.rho)
 
     def noise(self, shape, rng):
-        return rng.normal(0.0, self.sigma, shape)
+        return sample_gaussian(self.sigma, shape, rng)
 
 
 class SynthesizerRelease(Release):
@@ -283,19 +348,20 @@ class SynthesizerRelease(Release):
 
     def __init__(self, synth_key: str, epsilon: float = 1.0, strata: tuple[str, ...] = (),
                  stratified: bool = False) -> None:
-        if synth_key not in SYNTHESIZERS:
-            raise ValueError(f"Unknown synthesizer {synth_key!r}; choose one of {sorted(SYNTHESIZERS)}.")
-        if not epsilon > 0:
-            raise ValueError("epsilon must be positive.")
-        if stratified and not strata:
-            raise ValueError("A stratified synthesizer needs at least one strata column.")
+        choices = synthesizer_choices()
+        if synth_key not in choices:
+            raise ValueError(f"Unknown synthesizer {synth_key!r}; choose one of {sorted(choices)}.")
         self.synth_key = synth_key
         self.epsilon = float(epsilon)
-        self.strata = tuple(strata) if stratified else ()
         self.stratified = bool(stratified)
+        self._strata = tuple(strata) if stratified else ()
         self.key = ("strat_" if stratified else "synth_") + synth_key
-        base = SYNTHESIZERS[synth_key][0]
+        base, self.factory = choices[synth_key]
         self.label = f"{base}, stratified" if stratified else f"{base}, pooled"
+
+    @property
+    def strata(self) -> tuple[str, ...]:
+        return self._strata
 
     @property
     def params(self):
@@ -309,6 +375,8 @@ class SynthesizerRelease(Release):
                                 statement=f"{rho:.4g}-zCDP, add/remove neighbours{note}.")
 
     def bind(self, schema):
+        if self.stratified and not self.strata:
+            raise ValueError(f"{self.label} needs at least one strata column; choose them under its settings.")
         self.columns_ = list(dict.fromkeys([*schema.lens, schema.target, *self.strata]))
         missing = [c for c in self.columns_ if c not in schema.domain]
         if missing:
@@ -316,59 +384,88 @@ class SynthesizerRelease(Release):
         return super().bind(schema)
 
     def release(self, half, rng):
+        from core.synthesis.stratified import StratifiedSynthesizer
+
         cols = self.columns_
         domain = {c: int(self.schema_.domain[c]) for c in cols}
         fit_rng, sample_rng = rng.spawn(2)
-        factory = SYNTHESIZERS[self.synth_key][1]
         if self.stratified:
-            model = StratifiedSynthesizer(factory, self.strata, size_policy="public", n_jobs=1)
+            model = StratifiedSynthesizer(self.factory, self.strata, size_policy="public", n_jobs=1)
         else:
-            model = factory()
+            model = self.factory()
         model.fit(half[cols].reset_index(drop=True), domain, epsilon_to_rho(self.epsilon), fit_rng)
         return MicrodataReport(model.sample(len(half), sample_rng)[cols].reset_index(drop=True))
 
 
-@dataclass(frozen=True)
-class ReleaseSpec:
-    """Registry entry: label, factory taking keyword parameters, parameter defaults, DP or not."""
-    label: str
-    factory: Callable[..., Release]
-    defaults: dict = field(default_factory=dict)
-    dp: bool = False
+# --------------------------------------------------------------------------------------------------
+# The registry
+# --------------------------------------------------------------------------------------------------
+
+def synthesizer_choices() -> dict[str, tuple[str, Callable[[], object]]]:
+    """key -> (label, factory of a fresh synthesizer) for every synthesizer ``core.synthesis`` exports.
+
+    Read from its registry (``SYNTHESIZERS``, built with default Params) when the package exports one,
+    else from the synthesizer classes it exports.
+    """
+    import core.synthesis as synthesis
+
+    registry = getattr(synthesis, "SYNTHESIZERS", None)
+    if isinstance(registry, Registry):
+        return {key: (spec.label, spec.build) for key, spec in registry.items()}
+    return {"independent": ("Independent marginals (baseline)", synthesis.IndependentMarginals),
+            "mst": ("MST (maximum spanning tree)", synthesis.MST)}
 
 
-def _registry() -> dict[str, ReleaseSpec]:
-    reg = {
-        "clear_half": ReleaseSpec(ClearHalf.label, ClearHalf),
-        "clear_sample": ReleaseSpec(ClearSample.label, ClearSample, {"k": 100}),
-        "suppression": ReleaseSpec(Suppression.label, Suppression, {"k": 5, "generalise": ()}),
-        "laplace_table": ReleaseSpec(LaplaceTable.label, LaplaceTable, {"epsilon": 1.0, "neighbour": "replace_one"},
-                                     dp=True),
-        "gaussian_table": ReleaseSpec(GaussianTable.label, GaussianTable, {"epsilon": 1.0, "neighbour": "replace_one"},
-                                      dp=True),
-    }
-    for key, (label, _) in SYNTHESIZERS.items():
-        reg[f"synth_{key}"] = ReleaseSpec(
-            f"{label}, pooled", lambda key=key, **kw: SynthesizerRelease(key, stratified=False, **kw),
-            {"epsilon": 1.0}, dp=True)
-        reg[f"strat_{key}"] = ReleaseSpec(
-            f"{label}, stratified", lambda key=key, **kw: SynthesizerRelease(key, stratified=True, **kw),
-            {"epsilon": 1.0, "strata": ()}, dp=True)
-    return reg
+def _kwargs(params) -> dict[str, Any]:
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
 
 
-RELEASES: dict[str, ReleaseSpec] = _registry()
+def _registry() -> Registry:
+    specs = [
+        Spec("clear_half", ClearHalf.label, lambda p: ClearHalf(), ClearHalfParams,
+             "The released half itself, unchanged: the worst case, no privacy."),
+        Spec("clear_sample", ClearSample.label, lambda p: ClearSample(**_kwargs(p)), ClearSampleParams,
+             "A random sample of k records of the half, unchanged: not private."),
+        Spec("suppression", Suppression.label, lambda p: Suppression(**_kwargs(p)), SuppressionParams,
+             "k-anonymity style suppression and generalisation: not differentially private."),
+        Spec("laplace_table", LaplaceTable.label, lambda p: LaplaceTable(**_kwargs(p)), LaplaceTableParams,
+             "Counts over every lens cell by target with Laplace noise: epsilon-DP."),
+        Spec("gaussian_table", GaussianTable.label, lambda p: GaussianTable(**_kwargs(p)), GaussianTableParams,
+             "Counts over every lens cell by target with Gaussian noise: rho-zCDP."),
+    ]
+    for key, (label, _) in synthesizer_choices().items():
+        specs.append(Spec(f"synth_{key}", f"{label}, pooled",
+                          lambda p, key=key: SynthesizerRelease(key, p.epsilon, stratified=False),
+                          SynthesizerParams, "Synthetic records from one model of the whole half: zCDP."))
+        specs.append(Spec(f"strat_{key}", f"{label}, stratified",
+                          lambda p, key=key: SynthesizerRelease(key, p.epsilon, p.strata, stratified=True),
+                          StratifiedSynthesizerParams,
+                          "Synthetic records from one model per public stratum: zCDP."))
+    return Registry("release", specs)
 
 
-def make_release(key: str, **params) -> Release:
-    """A release algorithm from its registry key and parameters."""
-    if key not in RELEASES:
-        raise ValueError(f"Unknown release {key!r}; choose one of {sorted(RELEASES)}.")
+RELEASES: Registry = _registry()
+DP_KINDS = ("pure_dp", "zcdp")
+
+
+def is_private(key: str) -> bool:
+    """Whether a registered release carries a differential privacy guarantee (at its default Params)."""
+    return RELEASES[key].build().privacy.kind in DP_KINDS
+
+
+def release_params(key: str, **values):
+    """The Params of release ``key`` from keyword values; unknown names raise ValueError."""
     spec = RELEASES[key]
-    unknown = set(params) - set(spec.defaults)
+    names = {f.name for f in dataclasses.fields(spec.params)}
+    unknown = set(values) - names
     if unknown:
         raise ValueError(f"Release {key!r} takes no parameter(s) {sorted(unknown)}.")
-    return spec.factory(**{**spec.defaults, **params})
+    return spec.params(**values)
+
+
+def make_release(key: str, **values) -> Release:
+    """A release algorithm from its registry key and parameter values."""
+    return RELEASES[key].build(release_params(key, **values))
 
 
 def replace_one_epsilon(guarantee: PrivacyGuarantee, delta: float) -> float | None:

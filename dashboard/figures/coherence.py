@@ -10,6 +10,45 @@ from dashboard.figures.axes import tidy_log_axes
 VERDICT_COLOURS = {"FAIL": "#c0392b", "PASS": "#1e8449", "INCONCLUSIVE": "#b9770e"}
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
+# Human column labels (with units) for the tables the page shows; the result's tables keep machine names.
+SUMMARY_COLUMNS = {
+    "release": "Release", "adversary": "Adversary", "verdict": "Verdict",
+    "beta_hat": "Failure rate (share of trials, W1 > alpha)",
+    "ci_low": "Failure rate, lower 95% bound", "ci_high": "Failure rate, upper 95% bound",
+    "null_beta_hat": "Null failure rate (share of null splits)",
+    "alpha_hat": "W1 exceeded in beta of trials (0-2)", "alpha_hat_null": "Same, null splits (0-2)",
+    "excess_median": "Median W1 over the null (0-2)", "sign_test_p": "Sign test p-value (real worse than null)",
+    "trials_needed": "Trials that would decide (at this rate)",
+}
+SUBGROUP_COLUMNS = {
+    "subgroup": "Subgroup", "release": "Release", "size": "Size (people, full sample)",
+    "median_w1": "Median W1 (0-2)", "q_w1": "W1 at the (1 - beta) quantile (0-2)",
+    "median_null": "Null median W1 (0-2)", "q_null": "Null W1 at the (1 - beta) quantile (0-2)",
+    "excess_median": "Median W1 over the null (0-2)", "exceed_rate": "Share of trials with W1 > alpha",
+    "nan_trials": "Trials with an empty half (count)", "certified_alpha": "Alpha certified by theory (0-2)",
+}
+EXCLUDED_COLUMNS = {"subgroup": "Subgroup", "size": "Size (people, below gamma)"}
+SWEEP_COLUMNS = {
+    "release": "Release at epsilon", "adversary": "Adversary", "verdict": "Verdict",
+    "alpha_hat": "W1 exceeded in beta of trials (0-2)", "alpha_hat_null": "Same, null splits (0-2)",
+    "beta_hat": "Failure rate (share of trials)", "trials_needed": "Trials that would decide (at this rate)",
+}
+THEORY_COLUMNS = {
+    "constants": "Constants", "gamma": "Subgroup size needed, gamma (people)", "binding": "Binding term",
+    "zeta": "Max-information zeta (nats)", "certified_alpha": "Alpha certified at that size (0-2)",
+    "max_epsilon": "Largest epsilon at that size", "note": "Note",
+}
+CONSTANT_LABELS = {"conservative": "conservative (repaired)", "paper": "as printed (unproven)"}
+
+
+def readable(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """The listed columns of ``df`` in that order, renamed to their human labels."""
+    keep = [c for c in columns if c in df.columns]
+    out = df[keep].rename(columns=columns)
+    if "Constants" in out.columns:
+        out["Constants"] = out["Constants"].map(CONSTANT_LABELS).fillna(out["Constants"])
+    return out
+
 
 def _short(name: str, width: int = 38) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"

@@ -5,10 +5,13 @@ import pytest
 from scipy import stats
 
 from core.coherence.adversaries import Adversary
-from core.coherence.audit import (AuditConfig, Range, Subgroup, alpha_at_beta, build_subgroups, clopper_pearson,
-                                  coherence_audit, coherence_curve, decide, predicate_subgroup, release_theory,
-                                  run_audit, trials_needed)
-from core.coherence.releases import make_release
+from core.coherence import AuditPlan, Condition, CustomSubgroup, ReleaseChoice, AdversaryChoice, RowSample, run
+from core.coherence.audit import coherence_audit, coherence_curve, release_theory
+from core.coherence.releases import make_release, release_params
+from core.coherence.run import compare_releases
+from core.coherence.subgroups import Subgroup, build_subgroups, custom_subgroup
+from core.coherence.verdicts import (alpha_at_beta, clopper_pearson, decide, min_trials_for_pass, overall_verdict,
+                                     trials_needed, verdict_label)
 
 
 class CodeScore(Adversary):
@@ -88,14 +91,14 @@ def test_build_subgroups_levels_and_intersections():
 def test_subgroups_below_gamma_are_excluded():
     df = _fixture(600)
     res = coherence_audit(df, make_release("clear_half"), ["naive_bayes"], "y", ["age", "sex"], ["race"],
-                          alpha=0.5, gamma=100, trials=3, rng=np.random.default_rng(0), n_jobs=1)
+                          alpha=0.5, gamma=100, trials=3, seed=0, n_jobs=1)
     sizes = df["race"].value_counts()
     small = {f"race={k}" for k, v in sizes.items() if v < 100}
     assert set(res.excluded["subgroup"]) == small
     assert set(res.subgroups["subgroup"]) == {"everyone"} | {f"race={k}" for k, v in sizes.items() if v >= 100}
     with pytest.raises(ValueError, match="gamma"):
         coherence_audit(df, make_release("clear_half"), ["naive_bayes"], "y", ["age"], ["race"],
-                        gamma=10_000, trials=1, rng=np.random.default_rng(0), n_jobs=1)
+                        gamma=10_000, trials=1, seed=0, n_jobs=1)
 
 
 # ---- worked examples from the paper (spec T1) ---------------------------------------------------
@@ -108,7 +111,7 @@ def test_two_person_subgroup_splits_with_probability_50_over_99():
     pair = Subgroup("the pair", np.isin(np.arange(n), [0, 1]))
     T = 2000
     res = coherence_audit(df, make_release("clear_half"), [CodeScore(table)], "y", ["who"], [pair],
-                          alpha=1.0, beta=0.05, gamma=1, trials=T, rng=np.random.default_rng(3), n_jobs=1)
+                          alpha=1.0, beta=0.05, gamma=1, trials=T, seed=3, n_jobs=1)
     w1 = res.trials["w1"].to_numpy()
     split = np.isfinite(w1)
     assert np.all(w1[split] == 2.0)                         # split pair: W1 = 2 exactly, else NaN
@@ -116,7 +119,7 @@ def test_two_person_subgroup_splits_with_probability_50_over_99():
     assert abs(split.mean() - p) < 4 * np.sqrt(p * (1 - p) / T)
     res3 = coherence_audit(df, make_release("clear_half"), [CodeScore(table)], "y", ["who"],
                            [pair, Subgroup("everyone", np.ones(n, bool))], gamma=3, trials=2,
-                           rng=np.random.default_rng(0), n_jobs=1)
+                           seed=0, n_jobs=1)
     assert list(res3.excluded["subgroup"]) == ["the pair"]
 
 
@@ -126,7 +129,7 @@ def test_clear_half_with_linkage_matches_exact_formula_and_fails():
     df = _fixture(2000)
     lens = ["age", "sex", "region", "race"]
     res = coherence_audit(df, make_release("clear_half"), ["linkage", "nearest_neighbour"], "y", lens, ["race"],
-                          alpha=0.1, gamma=80, trials=8, rng=np.random.default_rng(5), n_jobs=1)
+                          alpha=0.1, gamma=80, trials=8, seed=5, n_jobs=1)
     half = res.example_half
     key = df[lens].astype(str).agg("|".join, axis=1).to_numpy()
     released = set(key[half])
@@ -148,7 +151,7 @@ def test_strongly_private_release_passes_with_enough_trials():
     lens = ["age", "sex", "race"]
     res = coherence_audit(df, make_release("laplace_table", epsilon=0.01), ["nearest_neighbour", "naive_bayes"],
                           "y", lens, ["sex"], alpha=0.5, beta=0.05, gamma=500, trials=60,
-                          rng=np.random.default_rng(7), n_jobs=1)
+                          seed=7, n_jobs=1)
     assert (res.summary["verdict"] == "PASS").all()
     assert res.releases.loc[0, "verdict"] == "PASS"
     assert res.releases.loc[0, "privacy"] == "pure_dp"
@@ -158,7 +161,7 @@ def test_null_adversary_has_the_null_distribution():
     """Spec S1: a predictor that ignores the report gives D and D0 with the same law."""
     df = _fixture(1500)
     res = coherence_audit(df, make_release("clear_half"), ["random"], "y", ["age", "sex", "region"], ["race", "sex"],
-                          alpha=0.1, gamma=80, trials=300, rng=np.random.default_rng(11), n_jobs=1,
+                          alpha=0.1, gamma=80, trials=300, seed=11, n_jobs=1,
                           subgroup_order=1)
     m = res.maxima
     assert stats.ks_2samp(m["D"], m["D_null"]).pvalue > 1e-3
@@ -169,7 +172,7 @@ def test_null_adversary_has_the_null_distribution():
 def test_null_control_of_clear_half_stays_under_its_real_split():
     df = _fixture(2000)
     res = coherence_audit(df, make_release("clear_half"), ["nearest_neighbour"], "y", ["age", "sex", "region", "race"],
-                          ["race"], alpha=0.3, gamma=250, trials=20, rng=np.random.default_rng(2), n_jobs=1)
+                          ["race"], alpha=0.3, gamma=250, trials=20, seed=2, n_jobs=1)
     s = res.summary.iloc[0]
     assert s["null_beta_hat"] <= 0.05 < s["beta_hat"]
     assert s["excess_median"] > 0.3 and s["sign_test_p"] < 1e-4
@@ -179,7 +182,7 @@ def test_epsilon_sweep_shrinks_incoherence_towards_the_null():
     df = _fixture(3000)
     rels = [make_release("laplace_table", epsilon=e) for e in (0.05, 1000.0)]
     res = coherence_audit(df, rels, ["naive_bayes", "nearest_neighbour"], "y", ["age", "sex", "race"], ["sex"],
-                          alpha=0.2, gamma=200, trials=10, rng=np.random.default_rng(4), n_jobs=1)
+                          alpha=0.2, gamma=200, trials=10, seed=4, n_jobs=1)
     nn = res.summary[res.summary.adversary == "Nearest-neighbour matcher"].set_index("release")
     loose, tight = nn.loc[rels[1].name], nn.loc[rels[0].name]
     assert loose["alpha_hat"] - loose["alpha_hat_null"] > tight["alpha_hat"] - tight["alpha_hat_null"]
@@ -191,21 +194,22 @@ def test_same_seed_same_result_across_worker_counts():
     df = _fixture(800)
     args = (df, [make_release("clear_half"), make_release("gaussian_table", epsilon=1.0)], ["logistic", "naive_bayes"],
             "y", ["age", "sex", "race"], ["sex"])
-    a = coherence_audit(*args, trials=4, rng=np.random.default_rng(9), n_jobs=1)
-    b = coherence_audit(*args, trials=4, rng=np.random.default_rng(9), n_jobs=2)
+    a = coherence_audit(*args, trials=4, seed=9, n_jobs=1)
+    b = coherence_audit(*args, trials=4, seed=9, n_jobs=2)
     pd.testing.assert_frame_equal(a.maxima, b.maxima)
     calls = []
-    coherence_audit(*args, trials=3, rng=np.random.default_rng(9), n_jobs=1,
+    coherence_audit(*args, trials=3, seed=9, n_jobs=1,
                     progress=lambda d, t, m: calls.append((d, t)))
     assert calls[-1][0] == calls[-1][1] and len(calls) == 3
 
 
-def test_run_audit_from_config_and_curve():
+def test_plan_on_a_frame_and_curve():
     df = _fixture(1000)
-    cfg = AuditConfig(target="y", positive="yes", lens=("age", "sex"), subgroup_columns=("sex",),
-                      releases=(("clear_sample", (("k", 50),)), ("suppression", (("k", 5), ("generalise", ())))),
-                      adversaries=("logistic",), alpha=0.3, trials=3, gamma=50)
-    res = run_audit(cfg, df, n_jobs=1)
+    plan = AuditPlan(target="y", positive="yes", lens=("age", "sex"), subgroup_columns=("sex",),
+                     releases=(ReleaseChoice("clear_sample", release_params("clear_sample", k=50)),
+                               ReleaseChoice("suppression")),
+                     adversaries=(AdversaryChoice("logistic"),), alpha=0.3, trials=3, gamma=50)
+    res = compare_releases(plan, df)
     assert len(res.releases) == 2 and set(res.releases["privacy"]) == {"finite_outputs", "none"}
     assert res.releases.loc[0, "theory_basis"].startswith("at most C(n/2, k)")
     curve = coherence_curve(res.maxima)
@@ -215,7 +219,7 @@ def test_run_audit_from_config_and_curve():
 
 def test_bad_inputs_raise_with_guidance():
     df = _fixture(300)
-    ok = dict(rng=np.random.default_rng(0), trials=1, n_jobs=1)
+    ok = dict(seed=0, trials=1, n_jobs=1)
     with pytest.raises(ValueError, match="alpha"):
         coherence_audit(df, make_release("clear_half"), ["logistic"], "y", ["age"], ["sex"], alpha=0, **ok)
     with pytest.raises(ValueError, match="lens"):
@@ -244,42 +248,44 @@ def test_inconsistent_with_declared_dp_is_flagged():
 
     df = _fixture(3000)
     res = coherence_audit(df, Liar(), ["linkage"], "y", ["age", "sex", "region", "race"], ["sex"], alpha=0.5,
-                          gamma=1000, trials=6, rng=np.random.default_rng(0), n_jobs=1)
+                          gamma=1000, trials=6, seed=0, n_jobs=1)
     row = res.summary.iloc[0]
     assert row["verdict"] == "FAIL" and "inconsistent with declared DP" in row["warnings"]
 
 
 # ---- custom subgroups, neighbour convention, pooled null splits -------------------------------
 
-def test_predicate_subgroup_values_ranges_and_errors():
+def test_custom_subgroup_values_ranges_and_errors():
     df = _fixture(500)
-    g = predicate_subgroup(df, {"sex": [1], "age": Range(10, 17)})
+    g = custom_subgroup(df, CustomSubgroup("", (Condition("sex", ("1",)), Condition("age", low=10, high=17))))
     assert g.name == "sex=1 & 10 <= age <= 17"
     assert np.array_equal(g.mask, ((df["sex"] == 1) & df["age"].between(10, 17)).to_numpy())
-    two = predicate_subgroup(df, {"race": ["2", "3"]}, name="small races")
+    two = custom_subgroup(df, CustomSubgroup("small races", (Condition("race", ("2", "3")),)))
     assert two.name == "small races" and two.mask.sum() == df["race"].isin([2, 3]).sum()
     with pytest.raises(ValueError, match="not values of 'race'"):
-        predicate_subgroup(df, {"race": [9]})
+        custom_subgroup(df, CustomSubgroup("", (Condition("race", ("9",)),)))
     with pytest.raises(ValueError, match="not numeric"):
-        predicate_subgroup(df, {"y": Range(0, 1)})
+        custom_subgroup(df, CustomSubgroup("", (Condition("y", low=0, high=1),)))
     with pytest.raises(ValueError, match="empty"):
-        predicate_subgroup(df, {"age": Range(5, 1)})
+        Condition("age", low=5, high=1)
     with pytest.raises(ValueError, match="at least one condition"):
-        predicate_subgroup(df, {})
+        CustomSubgroup("nobody", ())
+    with pytest.raises(ValueError, match="at least one value"):
+        Condition("race", ())
 
 
 def test_custom_subgroups_join_the_audit_and_duplicates_are_refused():
     df = _fixture(2000)
-    older_men = ("older men", (("sex", (1,)), ("age", Range(12, 17))))
-    cfg = AuditConfig(target="y", positive="yes", lens=("age", "sex", "region"), subgroup_columns=("race",),
-                      releases=(("clear_half", ()),), adversaries=("nearest_neighbour",), subgroup_order=1,
-                      alpha=0.3, gamma=80, trials=4, custom_subgroups=(older_men,))
-    res = run_audit(cfg, df, n_jobs=1)
+    older_men = CustomSubgroup("older men", (Condition("sex", ("1",)), Condition("age", low=12, high=17)))
+    plan = AuditPlan(target="y", positive="yes", lens=("age", "sex", "region"), subgroup_columns=("race",),
+                     releases=(ReleaseChoice("clear_half"),), adversaries=(AdversaryChoice("nearest_neighbour"),),
+                     subgroup_order=1, alpha=0.3, gamma=80, trials=4, custom_subgroups=(older_men,))
+    res = compare_releases(plan, df)
     row = res.subgroups.set_index("subgroup").loc["older men"]
     assert row["size"] == int(((df["sex"] == 1) & df["age"].between(12, 17)).sum())
-    clash = AuditConfig(**{**cfg.__dict__, "custom_subgroups": (("race=0", (("race", (0,)),)),)})
+    clash = plan.replace(custom_subgroups=(CustomSubgroup("race=0", (Condition("race", ("0",)),)),))
     with pytest.raises(ValueError, match="defined twice"):
-        run_audit(clash, df, n_jobs=1)
+        compare_releases(clash, df)
 
 
 def test_add_remove_tables_halve_the_noise_and_double_the_theory_epsilon():
@@ -301,9 +307,9 @@ def test_extra_null_splits_are_pooled_and_leave_the_real_split_alone():
     df = _fixture(1500)
     kw = dict(alpha=0.15, gamma=80, trials=40, n_jobs=1, subgroup_order=1)
     one = coherence_audit(df, make_release("clear_half"), ["random"], "y", ["age", "sex"], ["race", "sex"],
-                          rng=np.random.default_rng(4), n_null_splits=1, **kw)
+                          seed=4, n_null_splits=1, **kw)
     four = coherence_audit(df, make_release("clear_half"), ["random"], "y", ["age", "sex"], ["race", "sex"],
-                           rng=np.random.default_rng(4), n_null_splits=4, **kw)
+                           seed=4, n_null_splits=4, **kw)
     # the real split and the first null split are drawn from the same streams
     pd.testing.assert_frame_equal(one.maxima, four.maxima)
     s1, s4 = one.summary.iloc[0], four.summary.iloc[0]

@@ -8,9 +8,8 @@ import pytest
 from core.coherence.adversaries import ADVERSARIES, checked_scores, make_adversary, training_set
 from core.coherence.audit import release_theory
 from core.coherence.releases import (RELEASES, AuditSchema, MicrodataReport, TableReport, encode_for_audit,
-                                     make_release, table_counts)
+                                     is_private, make_release, synthesizer_choices, table_counts)
 from core.privacy.accounting import epsilon_to_rho
-from core.synthesis.registry import SYNTHESIZERS
 
 
 def _half(n=400, seed=0):
@@ -23,9 +22,10 @@ def _half(n=400, seed=0):
 
 
 def test_registry_lists_every_synthesizer_pooled_and_stratified():
-    for key in SYNTHESIZERS:
+    for key in synthesizer_choices():
         assert f"synth_{key}" in RELEASES and f"strat_{key}" in RELEASES
-        assert RELEASES[f"synth_{key}"].dp and RELEASES[f"strat_{key}"].dp
+        assert is_private(f"synth_{key}") and is_private(f"strat_{key}")
+    assert not is_private("clear_half") and not is_private("suppression") and not is_private("clear_sample")
     assert {"clear_half", "clear_sample", "suppression", "laplace_table", "gaussian_table"} <= set(RELEASES)
 
 
@@ -33,7 +33,7 @@ def test_every_release_declares_its_guarantee():
     expect = {"clear_half": "none", "clear_sample": "finite_outputs", "suppression": "none",
               "laplace_table": "pure_dp", "gaussian_table": "zcdp"}
     for key, spec in RELEASES.items():
-        params = {"strata": ("s",)} if "strata" in spec.defaults else {}
+        params = {"strata": ("s",)} if hasattr(spec.params(), "strata") else {}
         g = make_release(key, **params).privacy
         assert g.kind == expect.get(key, "zcdp"), key
         assert g.statement
@@ -65,6 +65,8 @@ def test_clear_releases():
     k = make_release("clear_sample", k=25).bind(schema).release(codes, rng)
     assert len(k.rows) == 25 and len(k.rows.merge(codes.drop_duplicates(), how="inner")) >= 25
     with pytest.raises(ValueError, match="at least 1"):
+        make_release("clear_sample", k=0)
+    with pytest.raises(ValueError, match="records published"):
         make_release("clear_sample", k=0)
 
 
@@ -110,8 +112,9 @@ def test_unknown_release_and_params():
         make_release("magic")
     with pytest.raises(ValueError, match="no parameter"):
         make_release("clear_half", epsilon=1.0)
+    codes, schema = _half()
     with pytest.raises(ValueError, match="strata column"):
-        make_release("strat_mst", epsilon=1.0)
+        make_release("strat_mst", epsilon=1.0).bind(schema)
 
 
 def test_encode_for_audit_rejects_wide_or_missing_columns():

@@ -1,0 +1,154 @@
+"""Run an :class:`AuditPlan`: load and sample the data, compare releases, sweep epsilon, do the theory.
+
+``run(plan, data=None, *, progress=None)`` is cached on the plan digest and data fingerprint; the
+comparison and the sweep are cached sub-runs keyed on only what each reads, so changing the
+sweep never recomputes the comparison and the other way round.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from core.cache import cached, cached_call
+from core.coherence.adversaries import make_adversary
+from core.coherence.audit import AuditResult, coherence_audit, coherence_curve, theory_alpha_curve
+from core.coherence.calculator import TheoryOutcome, calculate
+from core.coherence.plan import AuditPlan, RowSample
+from core.coherence.releases import MAX_DOMAIN, RELEASES
+from core.coherence.subgroups import custom_subgroup
+from core.coherence.verdicts import min_trials_for_pass
+from core.contracts import DataRef, Progress, Result, bytes_fingerprint, make_rng, seed_sequence, stream_key
+
+ROWS_STREAM = stream_key("row sample")
+
+
+def load_frame(ref: DataRef, data: bytes | None = None) -> pd.DataFrame:
+    """The full table a plan names: a bundled data set, or the uploaded CSV bytes (fingerprint checked)."""
+    if ref.is_upload:
+        if not isinstance(data, (bytes, bytearray)):
+            raise ValueError("This plan audits an uploaded CSV: give the same file's bytes.")
+        if bytes_fingerprint(bytes(data)) != ref.fingerprint:
+            raise ValueError("The file given is not the one the plan was made with (its fingerprint differs).")
+        from core.datasets import read_upload
+        return read_upload(bytes(data), "microdata_csv")
+    if data is not None:
+        raise ValueError(f"This plan audits the bundled {ref.source!r} data; it takes no data file.")
+    from core.datasets import load_dataset
+    return load_dataset(ref.source)
+
+
+def sample_rows(frame: pd.DataFrame, rows: RowSample) -> pd.DataFrame:
+    """A uniform sample of ``rows.size`` rows without replacement (kept in file order), from the
+    row-sample stream of ``rows.seed``; every row when the size is None or at least the file's."""
+    if rows.size is None or rows.size >= len(frame):
+        return frame.reset_index(drop=True)
+    rng = make_rng(seed_sequence(rows.seed, ROWS_STREAM))
+    idx = np.sort(rng.choice(len(frame), int(rows.size), replace=False))
+    return frame.iloc[idx].reset_index(drop=True)
+
+
+def usable_columns(frame: pd.DataFrame) -> list[str]:
+    """Columns the audit can encode: no missing values and at most MAX_DOMAIN distinct values."""
+    return [c for c in frame.columns if not frame[c].isna().any() and frame[c].nunique() <= MAX_DOMAIN]
+
+
+def _positive(frame: pd.DataFrame, target: str, positive: str | None):
+    """The target value whose text is ``positive`` (None: the second of a binary target's two values)."""
+    if positive is None or target not in frame.columns:
+        return None
+    for v in frame[target].astype("category").cat.categories:
+        if str(v) == str(positive):
+            return v
+    raise ValueError(f"{positive!r} is not a value of {target!r}.")
+
+
+def _audit(plan: AuditPlan, frame: pd.DataFrame, releases, trials: int, progress: Progress | None) -> AuditResult:
+    subgroups = [*plan.subgroup_columns, *(custom_subgroup(frame, c) for c in plan.custom_subgroups)]
+    adversaries = [make_adversary(a.key, **a.params.__dict__) for a in plan.adversaries]
+    return coherence_audit(
+        frame, [r.build() for r in releases], adversaries, plan.target, list(plan.lens), subgroups,
+        plan.alpha, plan.beta, plan.gamma, trials, plan.seed, progress,
+        positive=_positive(frame, plan.target, plan.positive), subgroup_order=plan.subgroup_order,
+        n_null_splits=plan.null_splits, confidence=plan.confidence, constants=plan.constants)
+
+
+def compare_releases(plan: AuditPlan, frame: pd.DataFrame, progress: Progress | None = None) -> AuditResult:
+    """The release comparison of ``plan`` on the sampled rows."""
+    return _audit(plan, frame, plan.releases, plan.trials, progress)
+
+
+@dataclass
+class SweepOutcome:
+    """The swept release audited at each epsilon, and the alpha theory certifies against epsilon."""
+    audit: AuditResult
+    theory: pd.DataFrame
+
+
+def sweep_epsilon(plan: AuditPlan, frame: pd.DataFrame, progress: Progress | None = None) -> SweepOutcome:
+    """Audit ``plan.sweep``'s release at every epsilon on the same splits, plus the certified alpha for
+    the smallest, median and largest eligible subgroup (audit view n = |X|, spec Sec. 3.5)."""
+    sweep = plan.sweep
+    res = _audit(plan, frame, sweep.releases(), sweep.trials, progress)
+    sizes = np.unique(res.subgroups["size"].to_numpy())
+    picks = sorted({int(sizes.min()), int(np.median(sizes)), int(sizes.max())})
+    grid = np.unique(np.concatenate([np.geomspace(1e-4, max(sweep.epsilons), 30), sweep.epsilons]))
+    spec, params = RELEASES[sweep.release.key], sweep.release.params
+
+    def guarantee(e: float):
+        return spec.build(params.__class__(**{**params.__dict__, "epsilon": e})).privacy
+
+    curve = theory_alpha_curve(guarantee, grid, len(frame), picks, plan.beta, res.settings["n_subgroups"])
+    return SweepOutcome(res, curve)
+
+
+_compare_cached = cached_call(compare_releases)
+_sweep_cached = cached_call(sweep_epsilon)
+
+
+@dataclass
+class CoherenceResult(Result):
+    """What the page draws: the release comparison, the sweep and the calculator (each None if not asked)."""
+    plan: AuditPlan
+    n_rows: int
+    comparison: AuditResult | None = None
+    sweep: SweepOutcome | None = None
+    theory: TheoryOutcome | None = None
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        out: dict[str, pd.DataFrame] = {}
+        if self.comparison is not None:
+            c = self.comparison
+            out.update({"verdicts": c.releases, "adversaries": c.summary, "subgroups": c.subgroups,
+                        "excluded": c.excluded, "maxima": c.maxima, "trials": c.trials,
+                        "curve": coherence_curve(c.maxima, confidence=self.plan.confidence)})
+        if self.sweep is not None:
+            out.update({"sweep_verdicts": self.sweep.audit.summary, "sweep_releases": self.sweep.audit.releases,
+                        "sweep_theory": self.sweep.theory})
+        if self.theory is not None:
+            out.update({"theory": self.theory.summary, "theory_gamma": self.theory.gamma_curve})
+        return out
+
+    def headline(self) -> dict[str, float]:
+        out = {"rows audited": float(self.n_rows),
+               "trials a PASS needs at least": float(min_trials_for_pass(self.plan.beta, self.plan.confidence))}
+        if self.comparison is not None:
+            worst = self.comparison.summary.groupby("release", sort=False)["beta_hat"].max()
+            out.update({f"worst failure rate: {rel}": float(v) for rel, v in worst.items()})
+        if self.theory is not None:
+            row = self.theory.summary.iloc[0]
+            out["theory gamma (conservative)"] = float("nan") if row["gamma"] is None else float(row["gamma"])
+        return out
+
+
+@cached
+def run(plan: AuditPlan, data: bytes | None = None, *, progress: Progress | None = None) -> CoherenceResult:
+    """Run every part of ``plan`` that was asked for; ``data`` is the uploaded CSV's bytes for an upload."""
+    if not isinstance(plan, AuditPlan):
+        raise ValueError(f"run takes an AuditPlan, not {type(plan).__name__}.")
+    frame = sample_rows(load_frame(plan.data, data), plan.rows)
+    comparison = _compare_cached(plan.for_comparison, frame, progress=progress) if plan.compare else None
+    sweep = _sweep_cached(plan.for_sweep, frame, progress=progress) if plan.sweep is not None else None
+    theory = calculate(plan.theory) if plan.theory is not None else None
+    return CoherenceResult(plan, len(frame), comparison, sweep, theory)
