@@ -114,7 +114,7 @@ class AuditPlan(Plan):
     data: DataRef = DataRef("cps")
     rows: RowSample = RowSample()
     target: str = "income"
-    positive: str | None = None
+    positive: str | None = "50K+"
     lens: tuple[str, ...] = DEFAULT_LENS["cps"]
     subgroup_columns: tuple[str, ...] = ("race", "sex")
     subgroup_order: int = 2

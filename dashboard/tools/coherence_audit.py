@@ -182,12 +182,13 @@ def _verdict_card(row: pd.Series, summary: pd.DataFrame) -> None:
         worst = summary.sort_values("beta_hat", ascending=False).iloc[0]
         st.markdown(f"**{row['release']}**")
         private = row["privacy"] not in ("none", "finite_outputs")
-        shown = row["verdict_shown"]
-        if private:
-            st.metric(f"Verdict: {row['release']}", shown, label_visibility="collapsed")
-        else:   # a non-private PASS is not set beside a guarantee in the same large type
-            st.markdown(f"Verdict: **{shown}**")
-            st.caption("No privacy guarantee." + (" " + NOT_PRIVATE_PASS if row["verdict"] == "PASS" else ""))
+        if private or row["verdict"] != "PASS":
+            st.metric(f"Verdict: {row['release']}", row["verdict_shown"], label_visibility="collapsed")
+        else:   # a PASS without a guarantee is not set beside a guarantee in the same large type
+            st.markdown(f"Verdict: **{row['verdict_shown']}**")
+            st.caption(NOT_PRIVATE_PASS)
+        if not private:
+            st.caption("This release has no privacy guarantee: no verdict here certifies it.")
         colour = figs.VERDICT_COLOURS[row["verdict"]]
         st.markdown(f"<span style='color:{colour};font-weight:600'>worst adversary: {worst['adversary']}, "
                     f"failure rate {worst['beta_hat']:.2f} (one-sided 95% bounds {worst['ci_low']:.2f} to "
@@ -377,6 +378,7 @@ try:
         sweep=sweep_plan if st.session_state.get("coh_sweep_on") else None, theory=theory_plan)
 except ValueError as err:
     st.error(str(err))
+st.session_state["coh_plan"] = plan
 
 # Results belong to the plan that made them: reuse the session's result when only the calculator
 # changed, or the on-disk cache when this exact plan ran before; otherwise the earlier result is
