@@ -26,7 +26,7 @@ from pathlib import Path
 import geopandas as gpd
 import pandas as pd
 
-from core.upload_validation import DEFAULT_MAX_BYTES, UPLOAD_KINDS, read_upload
+from core.uploads import DEFAULT_MAX_BYTES, UPLOAD_KINDS, read_upload
 
 __all__ = [
     "DATA_DIR", "DATASETS", "DatasetInfo", "DEFAULT_MAX_BYTES", "UPLOAD_KINDS",
