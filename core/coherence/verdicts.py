@@ -29,9 +29,9 @@ VERDICT_MEANING = {
                      "sits at beta. A private release often lands here when trials are few, because a "
                      "PASS needs a minimum number of trials without any exceedance."),
 }
-NOT_PRIVATE_PASS = ("This release has no privacy guarantee. Its PASS only means the tested adversaries did "
-                    "not find a gap at this alpha; it protects no one and is not comparable with a "
-                    "differentially private release.")
+NOT_PRIVATE_PASS = ("A PASS for a release with no privacy guarantee (records in the clear, suppression) only "
+                    "means the tested adversaries found no gap at this alpha: it protects no one and does not "
+                    "rank with a differentially private release.")
 
 
 def clopper_pearson(x: int, t: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -54,6 +54,18 @@ def _short(name: str, width: int = 38) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def _wrap(name: str, width: int = 22) -> str:
+    """A long label broken into lines of about ``width`` characters (plotly breaks at <br>)."""
+    lines, line = [], ""
+    for word in name.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "<br>".join([*lines, line])
+
+
 def distance_heatmap(subgroups: pd.DataFrame, adversary: str, alpha: float) -> go.Figure:
     """Subgroup x release heat map of median W1 for one adversary, 5-95% of trials in brackets.
 
@@ -74,15 +86,15 @@ def distance_heatmap(subgroups: pd.DataFrame, adversary: str, alpha: float) -> g
     custom = np.dstack([lo, hi, q, null])
     top = float(np.nanmax(hi)) if np.isfinite(hi).any() else 0.0
     fig = go.Figure(go.Heatmap(
-        z=med, x=[_short(r, 30) for r in rels], y=[f"{s} (n={size[s]:,})" for s in order],
+        z=med, x=[_wrap(r) for r in rels], y=[f"{s} (n={size[s]:,})" for s in order],
         text=text, texttemplate="%{text}", customdata=custom, colorscale="OrRd", zmin=0,
-        zmax=max(top, alpha), colorbar=dict(title="median W1"),
+        zmax=max(top, alpha), colorbar=dict(title="median<br>W1 (0-2)"),
         hovertemplate=("%{y}<br>%{x}<br>median W1 %{z:.3f}; 5-95%% of trials [%{customdata[0]:.3f}, "
                        "%{customdata[1]:.3f}]<br>(1 - beta) quantile %{customdata[2]:.3f}; null at that quantile "
                        "%{customdata[3]:.3f}<extra></extra>"),
     ))
-    fig.update_layout(title=f"Wasserstein distance per subgroup and release ({adversary}); alpha = {alpha:g}",
-                      height=max(320, 30 * len(order) + 140), margin=dict(l=10, r=10, t=50, b=10))
+    fig.update_layout(title=f"W1 per subgroup and release ({_short(adversary, 40)}); alpha = {alpha:g}",
+                      height=max(320, 30 * len(order) + 160), margin=dict(l=10, r=10, t=50, b=10))
     return tidy_log_axes(fig)
 
 
@@ -97,10 +109,11 @@ def score_histograms(scores: np.ndarray, in_release: np.ndarray, subgroup: str, 
                       marker_color=PALETTE[1], opacity=0.6)
     fig.add_histogram(x=b, xbins=bins, histnorm="probability", name=f"held out (n={b.size:,})",
                       marker_color=PALETTE[0], opacity=0.6)
-    fig.update_layout(barmode="overlay", title=f"{_short(subgroup, 50)}: {_short(label, 60)} (trial 1, W1 = {w:.3f})",
-                      xaxis=dict(title="score h(x) in [-1, 1]", range=[-1.05, 1.05]),
-                      yaxis_title="share of the subgroup's half", height=380, margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(barmode="overlay",
+                      title=dict(text=f"{_short(subgroup, 70)}: W1 = {w:.3f} in trial 1<br><sup>{_short(label, 110)}</sup>"),
+                      xaxis=dict(title="score h(x), from -1 (surely not) to 1 (surely)", range=[-1.05, 1.05]),
+                      yaxis_title="share of the subgroup's half", height=420, margin=dict(l=10, r=10, t=70, b=10),
+                      legend=dict(orientation="h", y=-0.3))
     return tidy_log_axes(fig)
 
 
@@ -120,7 +133,7 @@ def coherence_curve_figure(curve: pd.DataFrame, release: str, alpha: float, beta
     fig.add_vline(x=alpha, line_dash="dash", line_color="grey")
     fig.add_hline(y=beta, line_dash="dash", line_color="grey")
     fig.update_layout(title=f"Failure rate against alpha: {_short(release, 60)}",
-                      xaxis_title="alpha (W1 threshold)", yaxis=dict(title="share of trials with W1 > alpha",
+                      xaxis_title="alpha, the W1 threshold (0-2)", yaxis=dict(title="share of trials with W1 > alpha",
                                                                       range=[-0.02, 1.02]),
                       height=380, margin=dict(l=10, r=10, t=50, b=10))
     return tidy_log_axes(fig)
@@ -137,9 +150,9 @@ def size_scatter(subgroups: pd.DataFrame, adversary: str, alpha: float) -> go.Fi
         fig.add_scatter(x=g["size"], y=g["q_null"], mode="markers", name=f"{_short(rel, 30)} (null)",
                         text=g["subgroup"], marker=dict(color=col, size=9, symbol="circle-open"))
     fig.add_hline(y=alpha, line_dash="dash", line_color="grey")
-    fig.update_layout(title=f"Small groups carry more sampling noise ({adversary})",
-                      xaxis=dict(title="subgroup size (full data)", type="log"),
-                      yaxis_title="W1 at the (1 - beta) quantile", height=380, margin=dict(l=10, r=10, t=50, b=10))
+    fig.update_layout(title=f"Small groups carry more sampling noise ({_short(adversary, 40)})",
+                      xaxis=dict(title="subgroup size (people in the audited rows)", type="log"),
+                      yaxis_title="W1 at the (1 - beta) quantile (0-2)", height=380, margin=dict(l=10, r=10, t=50, b=10))
     return tidy_log_axes(fig)
 
 
@@ -163,8 +176,8 @@ def epsilon_figure(summary: pd.DataFrame, releases: pd.DataFrame, theory: pd.Dat
         fig.add_scatter(x=g["epsilon"], y=g["certified_alpha"], mode="lines",
                         line=dict(color=greys.get(size, "#000000"), dash=dashes[mode], width=2),
                         name=f"theory, size {size:,} ({'as printed' if mode == 'paper' else mode})")
-    fig.update_layout(title=f"Incoherence against epsilon (alpha at beta = {beta:g}) and what theory certifies",
-                      xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="alpha", range=[0, 2.05]),
+    fig.update_layout(title=f"W1 exceeded in beta = {beta:g} of trials, against epsilon, beside what theory certifies",
+                      xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="alpha, the W1 threshold (0-2)", range=[0, 2.05]),
                       height=430, margin=dict(l=10, r=10, t=50, b=10))
     return tidy_log_axes(fig)
 
@@ -173,11 +186,11 @@ def gamma_figure(grid: pd.DataFrame, sizes: np.ndarray) -> go.Figure:
     """Subgroup size theory needs against epsilon, with a rug of the actual subgroup sizes."""
     fig = go.Figure()
     for mode, g in grid.groupby("constants"):
-        fig.add_scatter(x=g["epsilon"], y=g["gamma"], mode="lines", name="as printed (unproven)" if mode == "paper" else mode,
+        fig.add_scatter(x=g["epsilon"], y=g["gamma"], mode="lines", name=CONSTANT_LABELS.get(mode, mode),
                         line=dict(dash="dash" if mode == "paper" else "solid"))
     for s in np.unique(sizes):
         fig.add_hline(y=float(s), line_color="rgba(120,120,120,0.3)", line_width=1)
     fig.update_layout(title="Subgroup size needed by theory (grey lines: your subgroups' sizes)",
-                      xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="gamma", type="log"),
+                      xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="subgroup size needed, gamma (people)", type="log"),
                       height=360, margin=dict(l=10, r=10, t=50, b=10))
     return tidy_log_axes(fig)

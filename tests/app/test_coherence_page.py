@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -260,3 +259,23 @@ def test_navigating_away_and_back_keeps_settings_and_results():
     assert at.session_state["coh_plan"] == plan
     assert {m.label: m.value for m in at.metric if m.label.startswith("Verdict: ")} == before
     assert not any("settings changed" in w.value for w in at.warning)
+
+
+def test_uploaded_csv_is_kept_by_fingerprint_across_pages():
+    from core.contracts import bytes_fingerprint
+    from core.datasets import load_dataset
+    raw = load_dataset("cps").head(800).to_csv(index=False).encode()
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    at.switch_page("tools/coherence_audit.py").run()
+    at.selectbox(key="coh_dataset").select("upload").run()
+    at.file_uploader(key="coh_upload").set_value(("people.csv", raw, "text/csv"))
+    at.run()
+    assert not at.exception and not at.error
+    assert at.session_state["coh_plan"].data.fingerprint == bytes_fingerprint(raw)
+    at.switch_page("home.py").run()
+    at.switch_page("tools/coherence_audit.py").run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="coh_dataset").value == "upload"
+    assert at.session_state["coh_plan"].data.fingerprint == bytes_fingerprint(raw)
+    assert any("uploaded earlier" in c.value for c in at.caption) or at.file_uploader(key="coh_upload").value

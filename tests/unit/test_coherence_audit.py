@@ -5,13 +5,12 @@ import pytest
 from scipy import stats
 
 from core.coherence.adversaries import Adversary
-from core.coherence import AuditPlan, Condition, CustomSubgroup, ReleaseChoice, AdversaryChoice, RowSample, run
+from core.coherence import AdversaryChoice, AuditPlan, Condition, CustomSubgroup, ReleaseChoice
 from core.coherence.audit import coherence_audit, coherence_curve, release_theory
 from core.coherence.releases import make_release, release_params
 from core.coherence.run import compare_releases
 from core.coherence.subgroups import Subgroup, build_subgroups, custom_subgroup
-from core.coherence.verdicts import (alpha_at_beta, clopper_pearson, decide, min_trials_for_pass, overall_verdict,
-                                     trials_needed, verdict_label)
+from core.coherence.verdicts import alpha_at_beta, clopper_pearson, decide, overall_verdict, trials_needed
 
 
 class CodeScore(Adversary):
@@ -57,6 +56,12 @@ def test_decide_at_the_boundaries():
     assert decide(*clopper_pearson(0, 58), 0.05) == "INCONCLUSIVE"
     assert decide(*clopper_pearson(0, 59), 0.05) == "PASS"
     assert decide(*clopper_pearson(1, 59), 0.05) == "INCONCLUSIVE"
+
+
+def test_overall_verdict():
+    assert overall_verdict(["PASS", "FAIL"]) == "FAIL"
+    assert overall_verdict(["PASS", "PASS"]) == "PASS"
+    assert overall_verdict(["PASS", "INCONCLUSIVE"]) == "INCONCLUSIVE"
 
 
 def test_trials_needed():
