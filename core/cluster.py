@@ -1,0 +1,344 @@
+"""Where fan-outs run: this machine's cores (joblib) or a Dask cluster named by its scheduler.
+
+A scheduler is chosen, first match wins, by ``map_trials(..., scheduler=...)``, by
+:func:`use_scheduler` around a call (a page or a script that names one), or by the
+``DASHBOARD_DASK_SCHEDULER`` environment variable (e.g. ``tcp://scheduler-host:8786``). The
+address is deliberately not part of any plan: results are identical wherever they are computed,
+so a result computed on the cluster answers the same plan digest from the cache.
+
+A scheduler that cannot be reached within ``DASHBOARD_DASK_TIMEOUT`` seconds (default 5) is
+reported by a :class:`ClusterUnavailable` warning and the work runs locally; the failure is
+remembered for a short while so a page does not wait on the same dead address at every rerun.
+"""
+from __future__ import annotations
+
+import contextvars
+import os
+import threading
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+__all__ = ["Backend", "ClusterUnavailable", "SCHEDULER_ENV", "TIMEOUT_ENV", "backend_for", "client_for",
+           "connect_timeout", "describe_backend", "inside_cluster_task", "scheduler_address",
+           "use_scheduler"]
+
+SCHEDULER_ENV = "DASHBOARD_DASK_SCHEDULER"
+TIMEOUT_ENV = "DASHBOARD_DASK_TIMEOUT"
+LOCAL = "local"
+"""``scheduler="local"`` forces local execution even when the environment names a cluster."""
+
+RETRY_AFTER = 30.0
+"""Seconds during which an unreachable address is not tried again."""
+
+
+class ClusterUnavailable(UserWarning):
+    """The named Dask scheduler could not be reached; the work ran on this machine instead."""
+
+
+_chosen: contextvars.ContextVar[str | None] = contextvars.ContextVar("dashboard_dask_scheduler", default=None)
+_lock = threading.Lock()
+_clients: dict[tuple[int, str], Any] = {}
+_failures: dict[str, tuple[float, str]] = {}
+_task_depth = threading.local()
+
+
+@contextmanager
+def use_scheduler(address: str | None) -> Iterator[None]:
+    """Run the fan-outs inside the block on the Dask scheduler at ``address`` ("local": this machine)."""
+    token = _chosen.set(address)
+    try:
+        yield
+    finally:
+        _chosen.reset(token)
+
+
+def scheduler_address(explicit: str | None = None) -> str | None:
+    """The scheduler to use (None: run locally), from the argument, :func:`use_scheduler` or the env."""
+    for candidate in (explicit, _chosen.get(), os.environ.get(SCHEDULER_ENV, "")):
+        if candidate:
+            candidate = str(candidate).strip()
+            return None if candidate.lower() == LOCAL else candidate
+    return None
+
+
+def connect_timeout() -> float:
+    """Seconds to wait for a scheduler before running locally (``DASHBOARD_DASK_TIMEOUT``, default 5)."""
+    raw = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else 5.0
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds; got {raw!r}.") from None
+    if not value > 0:
+        raise ValueError(f"{TIMEOUT_ENV} must be a positive number of seconds; got {raw!r}.")
+    return value
+
+
+def inside_cluster_task() -> bool:
+    """True while a fan-out item runs on a Dask worker (nested fan-outs then run in-process)."""
+    return getattr(_task_depth, "value", 0) > 0
+
+
+@contextmanager
+def cluster_task() -> Iterator[None]:
+    """Mark the current thread as running one cluster task (see :func:`inside_cluster_task`)."""
+    _task_depth.value = getattr(_task_depth, "value", 0) + 1
+    try:
+        yield
+    finally:
+        _task_depth.value -= 1
+
+
+def _warn_unavailable(address: str, reason: str) -> None:
+    warnings.warn(ClusterUnavailable(
+        f"The Dask scheduler {address} could not be reached ({reason}); the work runs on this machine."),
+        stacklevel=3)
+
+
+def client_for(address: str, *, timeout: float | None = None):
+    """A connected ``distributed.Client`` for ``address``, or None (with a :class:`ClusterUnavailable`
+    warning) when the scheduler cannot be reached within the timeout. Clients are reused per process."""
+    timeout = connect_timeout() if timeout is None else float(timeout)
+    key = (os.getpid(), address)
+    with _lock:
+        client = _clients.get(key)
+        if client is not None and client.status == "running":
+            return client
+        _clients.pop(key, None)
+        failed = _failures.get(address)
+        if failed and time.monotonic() - failed[0] < RETRY_AFTER:
+            _warn_unavailable(address, failed[1])
+            return None
+        try:
+            from distributed import Client
+        except ImportError as exc:  # the requirement is missing from this environment
+            _failures[address] = (time.monotonic(), f"dask.distributed is not installed: {exc}")
+            _warn_unavailable(address, _failures[address][1])
+            return None
+        try:
+            client = Client(address, timeout=timeout, set_as_default=False)
+        except Exception as exc:  # refused, timed out, bad address: all mean "not here"
+            reason = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+            _failures[address] = (time.monotonic(), reason[:200])
+            _warn_unavailable(address, _failures[address][1])
+            return None
+        _failures.pop(address, None)
+        _clients[key] = client
+        return client
+
+
+def forget_failures() -> None:
+    """Try unreachable addresses again at the next call (e.g. after starting the cluster)."""
+    with _lock:
+        _failures.clear()
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where a fan-out runs: ``kind`` is "local" or "dask"; ``workers`` counts parallel slots."""
+
+    kind: str
+    workers: int
+    address: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "dask":
+            unit = "worker" if self.workers == 1 else "workers"
+            return f"Dask cluster {self.address}: {self.workers} {unit}"
+        unit = "core" if self.workers == 1 else "cores"
+        return f"{self.workers} local {unit}"
+
+
+def cluster_slots(client) -> int:
+    """Parallel slots of a cluster: the threads of all its workers."""
+    return int(sum(client.nthreads().values()))
+
+
+def backend_for(n_jobs: int | None = None, scheduler: str | None = None) -> Backend:
+    """Where a ``map_trials`` call with these arguments would run now (connecting if needed)."""
+    from core.parallel import default_n_jobs
+
+    address = None if inside_cluster_task() else scheduler_address(scheduler)
+    if address:
+        client = client_for(address)
+        if client is not None:
+            return Backend("dask", cluster_slots(client), address)
+    jobs = default_n_jobs() if n_jobs is None else max(1, int(n_jobs))
+    return Backend(LOCAL, jobs)
+
+
+def describe_backend(n_jobs: int | None = None, scheduler: str | None = None) -> str:
+    """A caption such as "2 local cores" or "Dask cluster tcp://host:8786: 4 workers"."""
+    return backend_for(n_jobs, scheduler).describe()
+
+
+# --------------------------------------------------------------------------------------------------
+# Large inputs travel once: shared parts of the tasks are scattered, the tasks hold references
+# --------------------------------------------------------------------------------------------------
+
+SCATTER_BYTES = 128 * 1024
+"""Inputs at least this large that several tasks share are scattered to the workers once per run."""
+
+
+@dataclass(frozen=True)
+class SharedRef:
+    """Stands in a task for a scattered input; the worker puts the input back before calling."""
+
+    index: int
+
+
+def _slots(obj) -> list[tuple[Any, Any]]:
+    """The shallow parts of a task argument: ``(slot, value)`` for tuples, lists, dicts, dataclass
+    instances and ``functools.partial`` objects; nothing for anything else."""
+    import dataclasses
+    import functools
+
+    if isinstance(obj, functools.partial):
+        return [(("args", i), v) for i, v in enumerate(obj.args)] + \
+            [(("kw", k), v) for k, v in obj.keywords.items()]
+    if isinstance(obj, (tuple, list)) and type(obj) in (tuple, list):
+        return list(enumerate(obj))
+    if type(obj) is dict:
+        return list(obj.items())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+    return []
+
+
+def _with_slots(obj, values: dict) -> Any:
+    """A shallow copy of ``obj`` with the parts in ``values`` (slot -> value) replaced."""
+    import copy
+    import dataclasses
+    import functools
+
+    if not values:
+        return obj
+    if isinstance(obj, functools.partial):
+        args = [values.get(("args", i), v) for i, v in enumerate(obj.args)]
+        kw = {k: values.get(("kw", k), v) for k, v in obj.keywords.items()}
+        return functools.partial(obj.func, *args, **kw)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(values.get(i, v) for i, v in enumerate(obj))
+    if isinstance(obj, dict):
+        return {k: values.get(k, v) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj):
+        clone = copy.copy(obj)
+        for name, value in values.items():
+            object.__setattr__(clone, name, value)
+        return clone
+    return obj
+
+
+def _is_small_scalar(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, complex, str, bytes)) and \
+        (not isinstance(value, (str, bytes)) or len(value) < SCATTER_BYTES)
+
+
+def payload_bytes(value) -> int:
+    """Bytes a value takes on the wire: array/frame buffers, else its pickle."""
+    import cloudpickle
+    import pandas as pd
+
+    if isinstance(value, pd.DataFrame):
+        return int(value.memory_usage(index=True, deep=False).sum())
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, (int,)) and not isinstance(nbytes, bool):
+        return int(nbytes)
+    try:
+        return len(cloudpickle.dumps(value))
+    except Exception:  # unpicklable parts fail later with a clearer message from Dask
+        return 0
+
+
+def split_shared(func, items: list, threshold: int = SCATTER_BYTES):
+    """Pull out the large inputs of a fan-out: the parts of ``func`` (a partial's bound arguments, or
+    ``func`` itself) and the parts of items that several items hold (the same object), when they
+    are at least ``threshold`` bytes.
+
+    Returns ``(func_skeleton, item_skeletons, shared_values)``: skeletons hold :class:`SharedRef`
+    where a shared value was; :func:`fill` puts the values back.
+    """
+    seen: dict[int, int] = {}
+    for item in items:
+        for _, value in _slots(item):
+            if not _is_small_scalar(value):
+                seen[id(value)] = seen.get(id(value), 0) + 1
+    shared: list = []
+    where: dict[int, int] = {}
+
+    def ref_for(value) -> SharedRef | None:
+        if _is_small_scalar(value):
+            return None
+        if id(value) not in where:
+            if payload_bytes(value) < threshold:
+                where[id(value)] = -1
+            else:
+                where[id(value)] = len(shared)
+                shared.append(value)
+        index = where[id(value)]
+        return None if index < 0 else SharedRef(index)
+
+    func_parts = _slots(func)
+    if func_parts:
+        func_skeleton = _with_slots(func, {slot: ref for slot, value in func_parts
+                                           if (ref := ref_for(value)) is not None})
+    else:
+        ref = ref_for(func)
+        func_skeleton = func if ref is None else ref
+    skeletons = []
+    for item in items:
+        swaps = {slot: ref for slot, value in _slots(item)
+                 if seen.get(id(value), 0) > 1 and (ref := ref_for(value)) is not None}
+        skeletons.append(_with_slots(item, swaps))
+    return func_skeleton, skeletons, shared
+
+
+def refs_in(skeleton) -> list[int]:
+    """Indices of the shared values a skeleton refers to."""
+    if isinstance(skeleton, SharedRef):
+        return [skeleton.index]
+    return [v.index for _, v in _slots(skeleton) if isinstance(v, SharedRef)]
+
+
+def fill(skeleton, shared: dict[int, Any]):
+    """Put the shared values back into a skeleton made by :func:`split_shared`."""
+    if isinstance(skeleton, SharedRef):
+        return shared[skeleton.index]
+    return _with_slots(skeleton, {slot: shared[v.index] for slot, v in _slots(skeleton)
+                                  if isinstance(v, SharedRef)})
+
+
+class Shipment:
+    """A value pickled in-band for the trip to or from a worker.
+
+    Dask would send array buffers out of band and rebuild them wherever they land in its receive
+    buffer, sometimes not even 8-byte aligned, and numpy sums misaligned float arrays in another
+    order (the last bits differ). Pickling in-band makes the receiver allocate fresh, aligned
+    arrays, so a computation gives the same bits on a worker as in-process.
+    """
+
+    __slots__ = ("payload",)
+
+    def __init__(self, value: Any) -> None:
+        import cloudpickle
+
+        self.payload = cloudpickle.dumps(value, protocol=5)
+
+    def __reduce__(self):
+        return unship, (self.payload,)
+
+
+def unship(payload) -> Any:
+    """The value inside a :class:`Shipment` (or its payload)."""
+    import pickle
+
+    if isinstance(payload, Shipment):
+        payload = payload.payload
+    return pickle.loads(payload)
+
+
+def opened(value: Any) -> Any:
+    """``value``, unpacked if it is still a :class:`Shipment` (as on an in-process cluster)."""
+    return unship(value) if isinstance(value, Shipment) else value
