@@ -204,3 +204,55 @@ class BudgetLedger:
             text += (f"Together they satisfy zero-concentrated DP with rho = {rho:.4g}, which implies "
                      f"(epsilon = {eps:.4g}, delta = {delta:.3g})-differential privacy.")
         return text
+
+
+class ReleaseLog:
+    """Every release made from one data set, composed into one ledger.
+
+    Releases of the same data compose one after another, whatever each one's own structure: a
+    release's parallel groups stay parallel inside it (renamed after the release so they never
+    merge with another release's) and the releases' costs add up. Recording the same release
+    twice (same key, e.g. a seeded simulation drawn again) changes nothing; every secure release
+    is new. Statements made from this log cover all releases so far, never one as if it were alone.
+    """
+
+    def __init__(self, data_name: str = "this data set") -> None:
+        self.data_name = data_name
+        self._releases: list[tuple[str, str, BudgetLedger]] = []
+
+    def __len__(self) -> int:
+        return len(self._releases)
+
+    def record(self, key: str, label: str, ledger: BudgetLedger) -> bool:
+        """Add one release's ledger; False (and nothing added) when ``key`` was already recorded."""
+        if not len(ledger):
+            raise ValueError(f"Release {label!r} records no spends; a release always spends budget.")
+        if any(k == key for k, _, _ in self._releases):
+            return False
+        self._releases.append((str(key), str(label), ledger))
+        return True
+
+    def combined(self) -> BudgetLedger:
+        """One ledger of every spend of every release, composed as described above."""
+        out = BudgetLedger()
+        for i, (_, label, ledger) in enumerate(self._releases, start=1):
+            for s in ledger.spends:
+                group = None if s.group is None else f"release {i} ({label}): {s.group}"
+                out.spend(f"release {i} ({label}): {s.label}", s.amount, s.unit, s.composition, group,
+                          s.measured, s.part)
+        return out
+
+    def total(self, unit: Unit, delta: float | None = None) -> float:
+        return self.combined().total(unit, delta) if self._releases else 0.0
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per release: its label and its own cost in rho."""
+        return pd.DataFrame([(i, label, ledger.total("rho")) for i, (_, label, ledger)
+                             in enumerate(self._releases, start=1)], columns=["release", "label", "rho"])
+
+    def statement(self, delta: float | None = None) -> str:
+        n = len(self._releases)
+        if not n:
+            return f"No release has been made from {self.data_name} yet."
+        head = (f"{n} release{'s' if n != 1 else ''} from {self.data_name} so far, composed one after another. ")
+        return head + self.combined().statement(delta)

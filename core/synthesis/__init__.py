@@ -1,6 +1,15 @@
-"""Stratified private estimation and synthesis: mean estimators, synthesizers, the stratification
-wrapper, utility and disparity metrics, and the sweep behind the Stratified synthesis page."""
+"""Stratified private estimation and synthesis: mean estimators, synthesizers (one registry), the
+stratification wrapper, utility and disparity metrics, and the plan -> run -> result of the
+Stratified synthesis page."""
 from core.synthesis.encoding import decode_categories, encode_categories
+from core.synthesis.plan import (MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan, SynthesisPlan,
+                                 parse_epsilons)
+from core.synthesis.registry import SYNTHESIZERS, IndependentParams, MSTParams, make_synthesizer
+from core.synthesis.run import SynthesisResult, run, secure_release
+from core.synthesis.stratified import StratifiedSynthesizer
 from core.synthesis.synthesizers import MST, IndependentMarginals
 
-__all__ = ["MST", "IndependentMarginals", "encode_categories", "decode_categories"]
+__all__ = ["SynthesisPlan", "SweepPlan", "MarginalsPlan", "ReleasePlan", "MeansPlan", "SynthesisResult", "run",
+           "secure_release", "parse_epsilons", "SYNTHESIZERS", "IndependentParams", "MSTParams",
+           "make_synthesizer", "StratifiedSynthesizer", "MST", "IndependentMarginals", "encode_categories",
+           "decode_categories"]

@@ -54,22 +54,46 @@ def check_codes(df: pd.DataFrame, domain: Mapping[str, int]) -> np.ndarray:
     return arr
 
 
-def categorical_view(df: pd.DataFrame, max_levels: int = 40, bins: int = 8) -> tuple[pd.DataFrame, list[str]]:
-    """Every column as a category: columns with at most ``max_levels`` values as they are, wider
-    numeric columns cut into ``bins`` equal-width bins over their range (stated in the notes,
-    since that range is then treated as public); wide text columns are left out with a note."""
+def identifier_like(df: pd.DataFrame, min_rows: int = 20) -> list[str]:
+    """Columns that look like identifiers: a distinct value in (almost) every row.
+
+    Such a column carries no shared structure to synthesise and, if kept, its category list is a
+    list of the people in the data; pages warn and never pre-select it.
+    """
+    n = len(df)
+    if n < min_rows:
+        return []
+    return [c for c in df.columns if df[c].nunique(dropna=True) >= 0.95 * n]
+
+
+def categorical_view(df: pd.DataFrame, bounds: Mapping[str, tuple[float, float]] | None = None,
+                     max_levels: int = 40, bins: int = 8) -> tuple[pd.DataFrame, list[str]]:
+    """Every usable column as a category, with notes on what was done to the others.
+
+    Columns with at most ``max_levels`` values are kept as they are. A wider numeric column is cut
+    into ``bins`` equal-width bins over the PUBLIC range given in ``bounds`` (values outside are
+    clipped into it); without public bounds it is left out, because bins read from the data's own
+    minimum and maximum would publish them. Wide text columns are left out.
+    """
+    bounds = dict(bounds or {})
     out, notes = {}, []
     for col in df.columns:
         s = df[col]
         if isinstance(s.dtype, pd.CategoricalDtype) or s.nunique(dropna=True) <= max_levels:
             out[col] = s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
         elif pd.api.types.is_numeric_dtype(s):
-            cut = pd.cut(s, bins=bins, include_lowest=True)
+            if col not in bounds:
+                notes.append(f"{col}: left out. It is numeric with {s.nunique()} values; give public bounds "
+                             "(a range known without looking at the data) to bin it.")
+                continue
+            lo, hi = (float(b) for b in bounds[col])
+            edges = np.linspace(lo, hi, bins + 1)
+            cut = pd.cut(s.clip(lo, hi), bins=edges, include_lowest=True)
             out[col] = cut.cat.rename_categories([str(c) for c in cut.cat.categories])
-            notes.append(f"{col}: {bins} equal-width bins over [{s.min():g}, {s.max():g}] "
-                         "(this range is treated as public).")
+            notes.append(f"{col}: {bins} equal-width bins over the declared public range [{lo:g}, {hi:g}].")
         else:
             notes.append(f"{col}: left out ({s.nunique()} distinct text values; at most {max_levels} allowed).")
     if not out:
-        raise ValueError("No column can be used as a category; upload a table with categorical columns.")
+        raise ValueError("No column can be used as a category; upload a table with categorical columns "
+                         "or give public bounds for its numeric columns.")
     return pd.DataFrame(out, index=df.index), notes

@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 from scipy.special import digamma
 
-from core.privacy.accounting import rho_for_epsilon
+from core.privacy.accounting import gaussian_sigma, rho_for_epsilon
+from core.privacy.ledger import BudgetLedger
+from core.privacy.mechanisms import sample_gaussian, sample_laplace
 
 WEIGHT_POLICIES = ("exact", "dp", "user")
 
@@ -41,16 +43,16 @@ def clipped_mean(x: np.ndarray, R: float, gamma: float, budget: float, rng: np.r
                  noise: str = "laplace", margin: str = "paper") -> float:
     """Clipped mean plus Laplace (budget = epsilon) or Gaussian (budget = rho) noise of sensitivity 2B/n."""
     x = np.asarray(x, float)
-    if budget <= 0:
-        raise ValueError("The privacy budget must be positive.")
+    if not math.isfinite(budget) or budget <= 0:
+        raise ValueError(f"The privacy budget must be a positive finite number; got {budget}.")
     n = max(x.size, 1)
     B = float(clip_bound(n, R, gamma, margin))
     base = np.clip(x, -B, B).mean() if x.size else 0.0
     sens = 2 * B / n
     if noise == "laplace":
-        return float(base + rng.laplace(0, sens / budget))
+        return float(base + sample_laplace(sens / budget, None, rng))
     if noise == "gaussian":
-        return float(base + rng.normal(0, sens / math.sqrt(2 * budget)))
+        return float(base + sample_gaussian(gaussian_sigma(sens, budget), None, rng))
     raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
 
 
@@ -64,7 +66,7 @@ def recombination_weights(sizes: np.ndarray, policy: str, rng: np.random.Generat
     elif policy == "dp":
         if not count_epsilon or count_epsilon <= 0 or rng is None:
             raise ValueError("DP weights need a positive count epsilon and a random generator.")
-        w = np.maximum(sizes + rng.laplace(0, 1 / count_epsilon, sizes.size), 0.0)
+        w = np.maximum(sizes + sample_laplace(1 / count_epsilon, sizes.size, rng), 0.0)
     elif policy == "user":
         if user_weights is None or len(user_weights) != sizes.size:
             raise ValueError(f"Give exactly {sizes.size} user weights, one per stratum.")
@@ -80,12 +82,25 @@ def recombination_weights(sizes: np.ndarray, policy: str, rng: np.random.Generat
 
 @dataclass(frozen=True)
 class StratifiedMean:
-    """Per-stratum private means, their weights, the recombined mean and the budget spent."""
+    """Per-stratum private means, their weights, the recombined mean and the ledger of what it spent.
+
+    ``budget_total`` is stated in one ``unit``: "epsilon" (pure DP) when every part used Laplace
+    noise, "rho" (zCDP) when the means used Gaussian noise; a pure-epsilon count then enters as
+    epsilon^2 / 2 (through ``core.privacy``), never added to rho as it is.
+    """
 
     group_means: np.ndarray
     weights: np.ndarray
     population: float
-    epsilon_total: float
+    ledger: BudgetLedger
+
+    @property
+    def unit(self) -> str:
+        return "epsilon" if self.ledger.is_pure() else "rho"
+
+    @property
+    def budget_total(self) -> float:
+        return self.ledger.total(self.unit)
 
 
 def stratified_mean(x: np.ndarray, groups: np.ndarray, k: int, R: float, gamma: float, epsilon: float,
@@ -98,23 +113,30 @@ def stratified_mean(x: np.ndarray, groups: np.ndarray, k: int, R: float, gamma: 
     (each stratum's mean gets N(0, (2B/g)^2 / (2 rho)); parallel composition holds for rho as well).
     Vectorised over strata: clipped sums by np.bincount, one noise draw per stratum.
     """
-    if epsilon <= 0:
-        raise ValueError("The privacy budget must be positive.")
+    if not math.isfinite(epsilon) or epsilon <= 0:
+        raise ValueError(f"The privacy budget must be a positive finite number; got {epsilon}.")
     x, groups = np.asarray(x, float), np.asarray(groups, np.int64)
     sizes = np.bincount(groups, minlength=k).astype(float)
     B = clip_bound(sizes, R, gamma, margin)
     clipped = np.clip(x, -B[groups], B[groups])
     sums = np.bincount(groups, weights=clipped, minlength=k)
+    # one standard draw per stratum, scaled by that stratum's own calibration from core.privacy
     if noise == "laplace":
-        draw = rng.laplace(0, laplace_scale(sizes, R, gamma, epsilon, margin))
+        draw = sample_laplace(1.0, k, rng) * laplace_scale(sizes, R, gamma, epsilon, margin)
     elif noise == "gaussian":
-        draw = rng.normal(0, 2 * B / np.maximum(sizes, 1) / math.sqrt(2 * epsilon))
+        draw = sample_gaussian(1.0, k, rng) * (2 * B / np.maximum(sizes, 1)) * gaussian_sigma(1.0, epsilon)
     else:
         raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
     means = sums / np.maximum(sizes, 1) + draw
     w = recombination_weights(sizes, policy, rng, count_epsilon, user_weights)
-    total = epsilon + (count_epsilon if policy == "dp" else 0.0)
-    return StratifiedMean(means, w, float(w @ means), total)
+    ledger = BudgetLedger()
+    ledger.spend("stratum means", epsilon, "epsilon" if noise == "laplace" else "rho",
+                 composition="parallel", group="strata", part="every stratum",
+                 measured=f"{k} clipped means, one per stratum")
+    if policy == "dp":
+        ledger.spend("stratum sizes for the weights (Laplace counts)", count_epsilon, "epsilon",
+                     measured=f"{k} noisy stratum counts")
+    return StratifiedMean(means, w, float(w @ means), ledger)
 
 
 # ---- error expressions -----------------------------------------------------------------------
@@ -189,7 +211,7 @@ def uvm(x: np.ndarray, lo: float, hi: float, sigma: float, rho_s: float, beta_s:
     c = sigma * math.sqrt(2 * math.log(2 * n / beta_s))
     delta = (hi - lo + 2 * c) / n
     z = np.clip(x, lo - c, hi + c).mean() if x.size else (lo + hi) / 2
-    z += rng.normal(0, delta / math.sqrt(2 * rho_s))
+    z += sample_gaussian(gaussian_sigma(delta, rho_s), None, rng)
     half = math.sqrt(2 * (sigma ** 2 / n + delta ** 2 / (2 * rho_s)) * math.log(2 / beta_s))
     return z - half, z + half
 
@@ -226,8 +248,8 @@ def simulate_laplace_cost(sizes: Sequence[int], R: float, gamma: float, epsilon:
     sizes = np.asarray(sizes, float)
     n = sizes.sum()
     b = 2 * clip_bound(sizes, R, gamma) / epsilon
-    strat = (rng.laplace(0, 1, (runs, sizes.size)) * b).sum(1) / n
-    pooled = rng.laplace(0, 2 * float(clip_bound(n, R, gamma)) / epsilon, runs) / n
+    strat = (sample_laplace(1.0, (runs, sizes.size), rng) * b).sum(1) / n
+    pooled = sample_laplace(2 * float(clip_bound(n, R, gamma)) / epsilon, runs, rng) / n
     return {"sd_stratified": float(strat.std()), "sd_pooled": float(pooled.std()),
             "mae_stratified": float(np.abs(strat).mean()), "mae_pooled": float(np.abs(pooled).mean()),
             "sd_ratio": float(strat.std() / pooled.std()), "mae_ratio": float(np.abs(strat).mean() / np.abs(pooled).mean())}

@@ -95,18 +95,55 @@ def _group_means(df: pd.DataFrame, keys: np.ndarray, groups: np.ndarray, cols: S
         return sums / counts[:, None]
 
 
-def parity_error(real: pd.DataFrame, synth: pd.DataFrame, domain: Mapping[str, int],
-                 strata_columns: Sequence[str], columns: Sequence[str] | None = None,
-                 omega: float | None = None, average: bool = False) -> dict[str, float]:
-    """Parity error on column means and max disparity (Rosenblatt et al., Def. 11 and Sec. 5).
+PARITY_DEFINITIONS = {
+    "proportions": "per-category proportions, relative error with a small-denominator guard (default)",
+    "paper_codes": "paper's Def. 11 on means of integer codes (nominal columns averaged as numbers)",
+}
+PARITY_GUARD = 0.05
 
-    phi = omega |rel. error of the global mean| + sum over groups |rel. error of the group mean|,
-    per column, summed over columns (NaN ignored); omega defaults to 1/k. ``average`` divides
-    the group sum by k instead. Relative errors divide by the real value; a real value of 0 is
-    skipped. Max disparity is the largest relative error over groups and columns. Groups are
-    those with real rows.
+
+def _category_shares(df: pd.DataFrame, keys: np.ndarray, k: int, col: str, size: int) -> np.ndarray:
+    """(k + 1, size) shares of each category of ``col`` per group (rows 0..k-1) and overall (row k);
+    a group with no rows has all-zero shares."""
+    codes = df[col].to_numpy(np.int64)
+    counts = np.bincount(keys * size + codes, minlength=k * size).reshape(k, size).astype(float)
+    counts = np.vstack([counts, counts.sum(0, keepdims=True)])
+    totals = counts.sum(1, keepdims=True)
+    return np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+
+
+def _parity_proportions(real, synth, domain, strata_columns, cols, omega, average, guard):
+    """Parity error on one-hot category proportions (the stratification spec's repair of Def. 11).
+
+    For a column c, group g and category v, with real share p and synthetic share q:
+    r(g, c) = mean over v of |p - q| / max(p, guard). phi sums, per column, omega r(all, c) plus the
+    group terms, then sums over columns. Relabelling categories moves the shares and is scored; a
+    handful of rows in a near-empty category is bounded by the guard instead of exploding.
     """
-    cols = list(columns if columns is not None else real.columns)
+    rk_all = group_keys(real, strata_columns, domain)
+    groups = np.unique(rk_all)
+    k = groups.size
+    omega = 1.0 / k if omega is None else omega
+    rk = np.searchsorted(groups, rk_all)
+    sk_all = group_keys(synth, strata_columns, domain)
+    pos = np.searchsorted(groups, sk_all)
+    inside = (pos < k) & (groups[np.minimum(pos, k - 1)] == sk_all)
+    synth_in = synth.loc[inside]
+    phi, worst = 0.0, np.nan
+    for col in cols:
+        size = int(domain[col])
+        p = _category_shares(real, rk, k, col, size)
+        q = _category_shares(synth_in, pos[inside], k, col, size)
+        q[k] = _category_shares(synth, np.zeros(len(synth), np.int64), 1, col, size)[1]
+        r = (np.abs(p - q) / np.maximum(p, guard)).mean(1)
+        group_term = r[:k].sum() / (k if average else 1)
+        phi += omega * r[k] + group_term
+        worst = np.nanmax([worst, r[:k].max()]) if k else worst
+    return {"parity_error": float(phi), "max_disparity": float(worst)}
+
+
+def _parity_paper_codes(real, synth, domain, strata_columns, cols, omega, average):
+    """Def. 11 as the paper computes it: relative error of each column's mean of integer codes."""
     rk, sk = group_keys(real, strata_columns, domain), group_keys(synth, strata_columns, domain)
     groups = np.unique(rk)
     k = groups.size
@@ -120,6 +157,28 @@ def parity_error(real: pd.DataFrame, synth: pd.DataFrame, domain: Mapping[str, i
     phi = np.nansum(omega * np.nan_to_num(rel_all) + group_term)
     finite = rel_g[np.isfinite(rel_g)]
     return {"parity_error": float(phi), "max_disparity": float(finite.max()) if finite.size else float("nan")}
+
+
+def parity_error(real: pd.DataFrame, synth: pd.DataFrame, domain: Mapping[str, int],
+                 strata_columns: Sequence[str], columns: Sequence[str] | None = None,
+                 omega: float | None = None, average: bool = False, definition: str = "proportions",
+                 guard: float = PARITY_GUARD) -> dict[str, float]:
+    """Parity error and max disparity (Rosenblatt et al., Def. 11 and Sec. 5), by ``definition``.
+
+    "proportions" (default): every column is nominal, so each group's one-hot category shares are
+    compared, relative errors divided by max(real share, ``guard``). "paper_codes": the paper's
+    version on means of integer codes (a relative error of each column's mean; a real mean of 0 is
+    skipped), kept for comparison with the published figures. omega defaults to 1/k; ``average``
+    divides the group sum by k. Groups are those with real rows.
+    """
+    if definition not in PARITY_DEFINITIONS:
+        raise ValueError(f"Parity definition must be one of {list(PARITY_DEFINITIONS)}; got {definition!r}.")
+    cols = list(columns if columns is not None else real.columns)
+    if definition == "paper_codes":
+        return _parity_paper_codes(real, synth, domain, strata_columns, cols, omega, average)
+    if not (0 < guard <= 1):
+        raise ValueError(f"The small-denominator guard must lie in (0, 1]; got {guard}.")
+    return _parity_proportions(real, synth, domain, strata_columns, cols, omega, average, guard)
 
 
 def ml_utility(synth_train: pd.DataFrame, real_test: pd.DataFrame, target: str, group: np.ndarray,

@@ -5,6 +5,9 @@ combinations seen in the data, so the partition does not depend on the private d
 stratum's model sees only its own rows, without the (constant) strata columns, which are added
 back after sampling. Sizes are either declared public by the user or estimated with a Gaussian
 count histogram that takes its own share of the budget.
+
+Under DP counts nothing the wrapper records (ledger, strata table) holds an exact stratum size:
+only the noisy sizes, which are the ones that steer the release and its row count.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import pandas as pd
 from core.parallel import map_trials, spawn_rngs
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import check_codes
+from core.synthesis.noise import noise_source
 
 SIZE_POLICIES = ("public", "dp_count")
 SMALL_ACTIONS = ("keep", "merge", "drop")
@@ -45,10 +49,12 @@ class _FitJob:
     rho: float
     rng: np.random.Generator
     factory: Callable
+    noise: object = None
 
 
 def _fit_one(job: _FitJob):
-    return job.key, job.factory().fit(job.rows, job.domain, job.rho, job.rng)
+    extra = {} if job.noise is None else {"noise": job.noise}
+    return job.key, job.factory().fit(job.rows, job.domain, job.rho, job.rng, **extra)
 
 
 class StratifiedSynthesizer:
@@ -99,8 +105,11 @@ class StratifiedSynthesizer:
         return "|".join(f"{c}={int(i)}" for c, i in zip(self.strata_columns, idx))
 
     def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float,
-            rng: np.random.Generator) -> "StratifiedSynthesizer":
-        """Size the strata, decide their fate, and fit one model per fitted stratum in parallel."""
+            rng: np.random.Generator, noise=None) -> "StratifiedSynthesizer":
+        """Size the strata, decide their fate, and fit one model per fitted stratum in parallel.
+
+        ``noise`` is the source of every privacy draw (seeded by default; ``SecureNoise`` for a release).
+        """
         self._check(df)
         rho = float(rho)
         if not math.isfinite(rho) or rho <= 0:
@@ -117,10 +126,11 @@ class StratifiedSynthesizer:
         count_rng, fit_rng = spawn_rngs(rng, 2)
         if self.size_policy == "dp_count":
             rho_count = self.count_share * rho
-            sigma = 1.0 / math.sqrt(2 * rho_count)  # add/remove one person moves one count by 1
-            sizes = np.maximum(true_counts + count_rng.normal(0, sigma, k), 0.0)
+            # add/remove one person moves one count by 1: L2 sensitivity 1
+            draw, sigma = (noise if noise is not None else noise_source(count_rng)).gaussian(1.0, rho_count, k)
+            sizes = np.maximum(true_counts + draw, 0.0)
             self.ledger_.spend("stratum sizes (Gaussian counts)", rho_count, "rho",
-                               measured=f"{k} stratum counts, sigma {sigma:.3g}")
+                               measured=f"{k} noisy stratum counts, sigma {sigma:.3g}")
             self.count_sigma_ = sigma
         else:
             rho_count = 0.0
@@ -147,7 +157,7 @@ class StratifiedSynthesizer:
                 label = self.stratum_label(i)
                 rows = df.loc[keys == i, other].reset_index(drop=True)
                 jobs.append(_FitJob(label, rows, {c: self.domain_[c] for c in other}, rho_strata,
-                                    job_rngs[i], self.synth_factory))
+                                    job_rngs[i], self.synth_factory, noise))
                 self.weights_[label] = float(sizes[i])
         merged = np.flatnonzero(fate == "merged")
         self.merged_strata_ = merged
@@ -158,7 +168,7 @@ class StratifiedSynthesizer:
             rows = df.loc[inside, other].reset_index(drop=True)
             rows[MERGED_COLUMN] = np.searchsorted(merged, keys[inside])
             dom = {**{c: self.domain_[c] for c in other}, MERGED_COLUMN: int(merged.size)}
-            jobs.append(_FitJob(MERGED, rows, dom, rho_strata, job_rngs[k], self.synth_factory))
+            jobs.append(_FitJob(MERGED, rows, dom, rho_strata, job_rngs[k], self.synth_factory, noise))
             self.weights_[MERGED] = float(sizes[merged].sum())
         total_w = sum(self.weights_.values())
         share = np.zeros(k)
@@ -170,13 +180,19 @@ class StratifiedSynthesizer:
         # share of the synthetic rows each stratum will receive (0: fitted but sized to nothing, or dropped)
         self.strata_["sample_share"] = share
         for job in jobs:
+            # what was measured is named, never how many rows it held (that is the private size)
             self.ledger_.spend(f"synthesizer on stratum {job.key}", rho_strata, "rho", composition="parallel",
-                               group="strata", measured=f"{len(job.rows)} rows")
+                               group="strata", measured="the stratum's own rows")
         fitted = map_trials(_fit_one, jobs, n_jobs=self.n_jobs, progress=self.progress, label="stratum fits")
         self.models_ = dict(fitted)
         self.rho_ = rho
         self.rho_per_stratum_ = rho_strata
         return self
+
+    def release_size(self) -> int:
+        """Rows a release may have: the sum of the sizes used (noisy under DP counts, public otherwise),
+        so the output never repeats the exact private row count."""
+        return int(round(sum(self.weights_.values())))
 
     def allocation(self, n: int) -> dict[str, int]:
         """Rows per fitted stratum for an output of ``n`` rows (largest remainder on the sizes)."""

@@ -1,67 +1,25 @@
-"""Privacy-utility sweep: epsilons x seeds x {stratified, pooled}, metrics per group, cached on disk."""
+"""Privacy-utility sweep: epsilons x seeds x {stratified, pooled}, metrics per group.
+
+Every function here takes the page's :class:`~core.synthesis.plan.SynthesisPlan` and the prepared
+category frame of its columns. The metrics are measured against the real rows: they are
+curator-only diagnostics, never a release.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from core.cache import memory
+from core.contracts import Progress, make_rng, seed_sequence
 from core.parallel import map_trials
-from core.privacy.accounting import rho_for_epsilon
-from core.synthesis.encoding import decode_categories, encode_categories
+from core.privacy.accounting import gaussian_sigma, rho_for_epsilon
+from core.synthesis.encoding import encode_categories
 from core.synthesis.metrics import (group_keys, ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd,
                                     workload_error)
+from core.synthesis.plan import MAX_STRATA, METHODS, SynthesisPlan
 from core.synthesis.registry import SYNTHESIZERS
 from core.synthesis.stratified import StratifiedSynthesizer
-
-METHODS = ("stratified", "pooled")
-MAX_STRATA = 200   # beyond this a sweep takes minutes and its per-group views are unreadable
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """Everything a sweep depends on (the data is passed separately and fingerprinted by the cache)."""
-
-    columns: tuple[str, ...]
-    strata_columns: tuple[str, ...] = ("sex", "race")
-    target: str | None = "income"
-    synthesizer: str = "mst"
-    epsilons: tuple[float, ...] = (0.1, 1.0, 5.0)
-    seeds: tuple[int, ...] = (0, 1)
-    delta: float = 1e-9
-    size_policy: str = "public"
-    sizes_declared_public: bool = False
-    count_share: float = 0.1
-    min_stratum_size: int = 0
-    small_action: str = "keep"
-    test_fraction: float = 0.2
-    split_seed: int = 42
-    n_trees: int = 20
-    n_jobs: int = 1
-
-    def validate(self) -> None:
-        """Raise ValueError saying what to change when the configuration cannot run."""
-        if self.synthesizer not in SYNTHESIZERS:
-            raise ValueError(f"Unknown synthesizer {self.synthesizer!r}.")
-        if not self.epsilons or any(e <= 0 for e in self.epsilons):
-            raise ValueError("Give at least one positive epsilon.")
-        if not self.seeds:
-            raise ValueError("Give at least one seed.")
-        if not self.strata_columns:
-            raise ValueError("Choose at least one strata column.")
-        missing = [c for c in self.strata_columns if c not in self.columns]
-        if missing:
-            raise ValueError(f"Strata column(s) {missing} must be among the columns to synthesise.")
-        if self.target is not None and self.target not in self.columns:
-            raise ValueError("The target column must be among the columns to synthesise.")
-        if len(self.columns) - len(self.strata_columns) < 1:
-            raise ValueError("Synthesise at least one column besides the strata columns.")
-        if self.size_policy == "public" and not self.sizes_declared_public:
-            raise ValueError("Public stratum sizes must be declared public: tick the box, or choose DP counts.")
-        if not 0 < self.test_fraction < 1:
-            raise ValueError("The held-out test fraction must be between 0 and 1.")
 
 
 @dataclass
@@ -89,62 +47,76 @@ def stratum_labels(strata_columns, labels, domain) -> dict[int, str]:
 
 def split_train_test(codes: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Random train/test split; synthesizers see only the training rows."""
-    perm = np.random.default_rng(seed).permutation(len(codes))
+    perm = make_rng(seed, what="the train/test split").permutation(len(codes))
     n_test = int(round(fraction * len(codes)))
     return codes.iloc[perm[n_test:]].reset_index(drop=True), codes.iloc[perm[:n_test]].reset_index(drop=True)
 
 
-def build_synthesizer(config: SweepConfig, method: str):
-    """The pooled synthesizer or its stratified wrapper for this configuration."""
-    factory = SYNTHESIZERS[config.synthesizer][1]
+def build_synthesizer(plan: SynthesisPlan, method: str, n_jobs: int = 1):
+    """The pooled synthesizer or its stratified wrapper for this plan."""
+    spec, params = SYNTHESIZERS[plan.synthesizer], plan.params
+
+    def factory():
+        return spec.build(params)
+
     if method == "pooled":
         return factory()
-    return StratifiedSynthesizer(factory, config.strata_columns, config.size_policy, config.count_share,
-                                 config.min_stratum_size, config.small_action, n_jobs=1)
+    return StratifiedSynthesizer(factory, plan.strata, plan.size_policy, plan.count_share,
+                                 plan.min_stratum_size, plan.small_action, n_jobs=n_jobs)
+
+
+def fit_rng(seed: int, epsilon: float, method: str) -> np.random.Generator:
+    """The sub-stream of one (seed, epsilon, method) fit: the same in the sweep and the marginals tab."""
+    return make_rng(seed_sequence(seed, int(round(epsilon * 1e6)), METHODS.index(method)))
 
 
 def _one_run(args) -> dict:
-    config, train, test, domain, epsilon, seed, method = args
-    rho = rho_for_epsilon(epsilon, config.delta)
-    rng = np.random.default_rng([seed, int(round(epsilon * 1e6)), METHODS.index(method)])
-    model = build_synthesizer(config, method).fit(train, domain, rho, rng)
+    plan, train, test, domain, epsilon, seed, method = args
+    rho = rho_for_epsilon(epsilon, plan.delta)
+    rng = fit_rng(seed, epsilon, method)
+    model = build_synthesizer(plan, method).fit(train, domain, rho, rng)
     synth = model.sample(len(train), rng)
-    per = tvd_by_stratum(train, synth, domain, config.strata_columns)
+    per = tvd_by_stratum(train, synth, domain, plan.strata)
     per_metric = ("tvd_1way", "tvd_2way", "workload_3way")
     rows = [(g, m, v) for g, *values in zip(per["stratum"], *(per[m] for m in per_metric))
             for m, v in zip(per_metric, values)]
+    codes_parity = parity_error(train, synth, domain, plan.strata, definition="paper_codes")
     overall = {"tvd_1way": float(one_way_tvd(train, synth, domain)["tvd"].mean()),
                "tvd_2way": float(two_way_tvd(train, synth, domain)["tvd"].mean()),
                "workload_3way": workload_error(train, synth, domain),
-               **parity_error(train, synth, domain, config.strata_columns), "rho": rho}
-    if config.target is not None:
-        keys = group_keys(test, config.strata_columns, domain)
-        util, by_group = ml_utility(synth, test, config.target, keys, config.n_trees)
+               **parity_error(train, synth, domain, plan.strata),
+               "parity_error_codes": codes_parity["parity_error"],
+               "max_disparity_codes": codes_parity["max_disparity"], "rho": rho}
+    if plan.target is not None:
+        keys = group_keys(test, plan.strata, domain)
+        util, by_group = ml_utility(synth, test, plan.target, keys, plan.sweep.n_trees)
         overall.update(util)
         rows += [(int(g), "accuracy", float(a)) for g, a in zip(by_group["group"], by_group["accuracy"])]
     strata = model.strata_.assign(epsilon=epsilon, seed=seed) if method == "stratified" else None
     ledger = model.ledger_.to_frame() if method == "stratified" else None
-    statement = model.ledger_.statement(delta=config.delta) if method == "stratified" else ""
+    statement = model.ledger_.statement(delta=plan.delta) if method == "stratified" else ""
     return {"epsilon": epsilon, "seed": seed, "method": method, "groups": rows, "overall": overall,
             "strata": strata, "ledger": ledger, "statement": statement}
 
 
 def check_strata_count(n_strata: int) -> None:
-    """Refuse sweeps over more than MAX_STRATA strata (the public domain's product, empty cells included)."""
+    """Refuse more than MAX_STRATA strata (the public domain's product, empty cells included)."""
     if n_strata > MAX_STRATA:
         raise ValueError(f"These strata columns make {n_strata:,} strata (every combination of their values); "
                          f"choose fewer or coarser columns (at most {MAX_STRATA}).")
 
 
-def _run_sweep(config: SweepConfig, data: pd.DataFrame, progress: Callable | None = None) -> SweepResult:
-    config.validate()
-    codes, domain, labels = encode_categories(data[list(config.columns)])
-    check_strata_count(int(np.prod([domain[c] for c in config.strata_columns])))
-    train, test = split_train_test(codes, config.test_fraction, config.split_seed)
-    items = [(config, train, test, domain, e, s, m) for e in config.epsilons for s in config.seeds for m in METHODS]
-    runs = map_trials(_one_run, items, n_jobs=config.n_jobs, progress=progress, label="synthesizer fits")
-    names = stratum_labels(config.strata_columns, labels, domain)
-    real_sizes = np.bincount(group_keys(train, config.strata_columns, domain), minlength=len(names))
+def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | None = None,
+              n_jobs: int | None = None) -> SweepResult:
+    """The sweep of ``plan.sweep`` on the prepared category ``frame`` (curator-only diagnostics)."""
+    sweep = plan.sweep
+    codes, domain, labels = encode_categories(frame[list(plan.columns)])
+    check_strata_count(int(np.prod([domain[c] for c in plan.strata])))
+    train, test = split_train_test(codes, sweep.test_fraction, sweep.split_seed)
+    items = [(plan, train, test, domain, e, s, m) for e in sweep.epsilons for s in sweep.seeds for m in METHODS]
+    runs = map_trials(_one_run, items, n_jobs=n_jobs, progress=progress, label="synthesizer fits")
+    names = stratum_labels(plan.strata, labels, domain)
+    real_sizes = np.bincount(group_keys(train, plan.strata, domain), minlength=len(names))
     group_rows, overall_rows, strata, ledger, statement = [], [], [], None, ""
     for r in runs:
         for g, metric, value in r["groups"]:
@@ -156,22 +128,22 @@ def _run_sweep(config: SweepConfig, data: pd.DataFrame, progress: Callable | Non
             if ledger is None:
                 ledger, statement = r["ledger"], r["statement"]
     baseline = {}
-    if config.target is not None:
+    if plan.target is not None:
         # curator-only reference: the same classifier trained on the real training rows
-        baseline, _ = ml_utility(train, test, config.target, group_keys(test, config.strata_columns, domain),
-                                 config.n_trees)
-        majority = float(max(np.mean(test[config.target].to_numpy() > 0), np.mean(test[config.target].to_numpy() == 0)))
-        baseline["majority_accuracy"] = majority
+        baseline, _ = ml_utility(train, test, plan.target, group_keys(test, plan.strata, domain),
+                                 sweep.n_trees)
+        y = test[plan.target].to_numpy()
+        baseline["majority_accuracy"] = float(max(np.mean(y > 0), np.mean(y == 0)))
     strata_df = pd.concat(strata, ignore_index=True)
-    strata_df["group"] = [names[_flat_of(s, config.strata_columns, domain)] for s in strata_df["stratum"]]
-    strata_df["real_rows"] = [int(real_sizes[_flat_of(s, config.strata_columns, domain)]) for s in strata_df["stratum"]]
+    flat = [_flat_of(s, plan.strata, domain) for s in strata_df["stratum"]]
+    strata_df["group"] = [names[f] for f in flat]
+    strata_df["real_rows"] = [int(real_sizes[f]) for f in flat]
     return SweepResult(
         group_metrics=pd.DataFrame(group_rows, columns=["epsilon", "seed", "method", "group", "real_rows",
                                                         "metric", "value"]),
         overall_metrics=pd.DataFrame(overall_rows, columns=["epsilon", "seed", "method", "metric", "value"]),
-        strata=strata_df, ledger=readable_ledger(ledger, config.strata_columns, labels, domain),
-        budget_statement=statement, group_labels=names,
-        real_baseline=baseline)
+        strata=strata_df, ledger=readable_ledger(ledger, plan.strata, labels, domain),
+        budget_statement=statement, group_labels=names, real_baseline=baseline)
 
 
 def readable_ledger(ledger: pd.DataFrame, strata_columns, labels, domain) -> pd.DataFrame:
@@ -190,36 +162,6 @@ def readable_ledger(ledger: pd.DataFrame, strata_columns, labels, domain) -> pd.
 def _flat_of(key: str, strata_columns, domain) -> int:
     codes = [int(p.split("=", 1)[1]) for p in key.split("|")]
     return int(np.ravel_multi_index(tuple(codes), tuple(domain[c] for c in strata_columns)))
-
-
-_cached_sweep = None
-
-
-def run_sweep(config: SweepConfig, data: pd.DataFrame, progress: Callable | None = None) -> SweepResult:
-    """Run (or load from the shared cache) the sweep of ``config`` on category-dtype ``data``."""
-    global _cached_sweep
-    config.validate()
-    if _cached_sweep is None:
-        _cached_sweep = memory().cache(_run_sweep, ignore=["progress"])
-    return _cached_sweep(config, data, progress)
-
-
-def synthesize_release(config: SweepConfig, data: pd.DataFrame, epsilon: float, seed: int,
-                       method: str = "stratified") -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """One synthetic data set (category labels) fitted on all rows, its ledger and budget statement."""
-    config.validate()
-    codes, domain, labels = encode_categories(data[list(config.columns)])
-    rho = rho_for_epsilon(epsilon, config.delta)
-    rng = np.random.default_rng([seed, 7])
-    model = build_synthesizer(config, method).fit(codes, domain, rho, rng)
-    synth = decode_categories(model.sample(len(codes), rng), labels)
-    if method == "stratified":
-        ledger = readable_ledger(model.ledger_.to_frame(), config.strata_columns, labels, domain)
-        return synth, ledger, model.ledger_.statement(delta=config.delta)
-    from core.privacy.ledger import BudgetLedger
-    ledger = BudgetLedger()
-    ledger.spend(f"{SYNTHESIZERS[config.synthesizer][0]} on all rows", rho, "rho", measured=f"{len(codes)} rows")
-    return synth, ledger.to_frame(), ledger.statement(delta=config.delta)
 
 
 def curve_table(frame: pd.DataFrame, by: tuple[str, ...] = ("epsilon", "method", "group")) -> pd.DataFrame:
@@ -251,6 +193,7 @@ def smallest_strata(result: SweepResult, metric: str = "tvd_2way", n: int = 6) -
 def strata_overview(data: pd.DataFrame, strata_columns: tuple[str, ...]) -> pd.DataFrame:
     """Every stratum of the public domain with its real size and share (curator-only diagnostic)."""
     codes, domain, labels = encode_categories(data[list(strata_columns)])
+    check_strata_count(int(np.prod([domain[c] for c in strata_columns])))
     names = stratum_labels(strata_columns, labels, domain)
     sizes = np.bincount(group_keys(codes, strata_columns, domain), minlength=len(names))
     out = pd.DataFrame({"group": [names[i] for i in range(len(names))], "real_rows": sizes,
@@ -275,56 +218,57 @@ def worst_group_table(result: SweepResult, metric: str = "tvd_2way") -> pd.DataF
     return out.reset_index()
 
 
-def noise_table(config: SweepConfig, n_rows: int) -> pd.DataFrame:
-    """Per epsilon: rho, the Gaussian sd on each cell of the chosen synthesizer's measurements
-    inside one stratum, and the sd of the DP stratum counts (0 when sizes are public)."""
-    d = len(config.columns) - len(config.strata_columns)  # a stratum's model sees the other columns
+def noise_table(plan: SynthesisPlan, epsilons) -> pd.DataFrame:
+    """Per epsilon: rho, the Gaussian sd on each cell of the chosen synthesizer's measurements inside
+    one stratum and pooled, and the sd of the DP counts (0 when sizes are public). Calibrated by
+    ``core.privacy.accounting.gaussian_sigma``; MST spends a third of its rho per measurement."""
+    d = len(plan.columns) - len(plan.strata)  # a stratum's model sees the other columns
+    pooled_d = len(plan.columns)
+    mst = plan.synthesizer == "mst"
     rows = []
-    for eps in config.epsilons:
-        rho = rho_for_epsilon(eps, config.delta)
-        rho_count = config.count_share * rho if config.size_policy == "dp_count" else 0.0
+    for eps in epsilons:
+        rho = rho_for_epsilon(eps, plan.delta)
+        rho_count = plan.count_share * rho if plan.size_policy == "dp_count" else 0.0
         rho_s = rho - rho_count
-        if config.synthesizer == "mst" and d > 1:
-            one, two = np.sqrt(d / (2 * rho_s / 3)), np.sqrt((d - 1) / (2 * rho_s / 3))
+        if mst and d > 1:
+            one, two = gaussian_sigma(np.sqrt(d), rho_s / 3), gaussian_sigma(np.sqrt(d - 1), rho_s / 3)
         else:
-            one, two = np.sqrt(max(d, 1) / (2 * rho_s)), np.nan
-        pooled_d = len(config.columns)
-        pooled_one = (np.sqrt(pooled_d / (2 * rho / 3)) if config.synthesizer == "mst" and pooled_d > 1
-                      else np.sqrt(pooled_d / (2 * rho)))
-        rows.append((eps, rho, one, two, pooled_one, np.sqrt(1 / (2 * rho_count)) if rho_count else 0.0))
+            one, two = gaussian_sigma(np.sqrt(max(d, 1)), rho_s), np.nan
+        pooled_one = gaussian_sigma(np.sqrt(pooled_d), rho / 3 if mst and pooled_d > 1 else rho)
+        rows.append((eps, rho, one, two, pooled_one, gaussian_sigma(1.0, rho_count) if rho_count else 0.0))
     return pd.DataFrame(rows, columns=["epsilon", "rho", "stratum one-way cell sd", "stratum two-way cell sd",
                                        "pooled one-way cell sd", "stratum count sd"])
 
 
-def marginal_comparison(config: SweepConfig, data: pd.DataFrame, epsilon: float,
-                        seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Real, stratified and pooled one-way shares of every non-strata column inside every group, for one
-    (epsilon, seed) of the sweep (same training rows and seeds), and the per group x column TVD.
+def marginal_comparison(plan: SynthesisPlan, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Real, stratified and pooled one-way shares of every non-strata column inside every group, for
+    ``plan.marginals`` (epsilon, seed), fitted on the sweep's training rows with the sweep's seeds.
 
     Returns (shares: group, column, category, real, stratified, pooled) and
     (tvd: group, real_rows, column, method, tvd). Curator-only diagnostics.
     """
-    config.validate()
-    codes, domain, labels = encode_categories(data[list(config.columns)])
-    train, _ = split_train_test(codes, config.test_fraction, config.split_seed)
-    rho = rho_for_epsilon(epsilon, config.delta)
+    sub = plan.marginals
+    split = plan.sweep if plan.sweep is not None else None
+    codes, domain, labels = encode_categories(frame[list(plan.columns)])
+    train, _ = split_train_test(codes, split.test_fraction if split else 0.2, split.split_seed if split else 42)
+    rho = rho_for_epsilon(sub.epsilon, plan.delta)
     synths = {}
     for method in METHODS:
-        rng = np.random.default_rng([seed, int(round(epsilon * 1e6)), METHODS.index(method)])
-        synths[method] = build_synthesizer(config, method).fit(train, domain, rho, rng).sample(len(train), rng)
-    names = stratum_labels(config.strata_columns, labels, domain)
+        rng = fit_rng(sub.seed, sub.epsilon, method)
+        synths[method] = build_synthesizer(plan, method).fit(train, domain, rho, rng).sample(len(train), rng)
+    names = stratum_labels(plan.strata, labels, domain)
     k = len(names)
-    keys = {"real": group_keys(train, config.strata_columns, domain),
-            **{m: group_keys(s, config.strata_columns, domain) for m, s in synths.items()}}
+    keys = {"real": group_keys(train, plan.strata, domain),
+            **{m: group_keys(s, plan.strata, domain) for m, s in synths.items()}}
     frames = {"real": train, **synths}
     real_rows = np.bincount(keys["real"], minlength=k)
     present = np.flatnonzero(real_rows > 0)
     share_parts, tvd_rows = [], []
-    for col in [c for c in config.columns if c not in config.strata_columns]:
+    for col in [c for c in plan.columns if c not in plan.strata]:
         size = domain[col]
         tables = {}
-        for src, frame in frames.items():
-            counts = np.bincount(keys[src] * size + frame[col].to_numpy(np.int64), minlength=k * size)
+        for src, fr in frames.items():
+            counts = np.bincount(keys[src] * size + fr[col].to_numpy(np.int64), minlength=k * size)
             counts = counts.reshape(k, size).astype(float)
             tot = counts.sum(1, keepdims=True)
             tables[src] = np.divide(counts, tot, out=np.full_like(counts, np.nan), where=tot > 0)[present]
@@ -337,6 +281,6 @@ def marginal_comparison(config: SweepConfig, data: pd.DataFrame, epsilon: float,
             tv = 0.5 * np.abs(tables["real"] - tables[method]).sum(1)
             tv[np.isnan(tables[method]).all(1)] = 1.0  # a group the method never produced
             tvd_rows += [(names[g], int(real_rows[g]), col, method, float(t)) for g, t in zip(present, tv)]
-    shares = pd.concat(share_parts, ignore_index=True).rename(columns={})
+    shares = pd.concat(share_parts, ignore_index=True)
     tvd_df = pd.DataFrame(tvd_rows, columns=["group", "real_rows", "column", "method", "tvd"])
     return shares, tvd_df

@@ -1,8 +1,10 @@
 """Private synthesizers with one contract: ``fit(df, domain, rho, rng)`` then ``sample(n, rng)``.
 
 ``df`` holds non-negative integer codes, ``domain`` maps each column to its public size and
-``rho`` is the zero-concentrated DP budget (Bun-Steinke 2016). Both synthesizers are vectorised
-numpy: tables are counted with np.bincount and rows are drawn with searchsorted.
+``rho`` is the zero-concentrated DP budget (Bun-Steinke 2016). Noise is calibrated and drawn in
+``core.privacy`` through a noise source (seeded simulation, or the secure sampler for a release:
+``fit(..., noise=SecureNoise())``). Both synthesizers are vectorised numpy: tables are counted with
+np.bincount and rows are drawn with searchsorted.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from core.synthesis.encoding import check_codes
+from core.synthesis.noise import noise_source
 from core.synthesis.marginals import one_way_counts, project_to_simplex, two_way_counts
 
 
@@ -52,17 +55,18 @@ class IndependentMarginals:
         pass
 
     def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float,
-            rng: np.random.Generator) -> "IndependentMarginals":
+            rng: np.random.Generator, noise=None) -> "IndependentMarginals":
         """Measure every column's histogram with one Gaussian release of L2 sensitivity sqrt(d)."""
         rho = _check_rho(rho)
+        noise = noise_source(rng, noise)
         arr = check_codes(df, domain)
         self.columns_ = list(df.columns)
         self.domain_ = {c: int(domain[c]) for c in self.columns_}
         d = len(self.columns_)
-        self.sigma_ = math.sqrt(max(d, 1) / (2.0 * rho))
         self.marginals_ = {}
         for j, col in enumerate(self.columns_):
-            noisy = one_way_counts(arr[:, j], self.domain_[col]) + rng.normal(0, self.sigma_, self.domain_[col])
+            draw, self.sigma_ = noise.gaussian(math.sqrt(max(d, 1)), rho, self.domain_[col])
+            noisy = one_way_counts(arr[:, j], self.domain_[col]) + draw
             proj = project_to_simplex(noisy, max(noisy.sum(), 0.0))
             self.marginals_[col] = proj / proj.sum() if proj.sum() > 0 else np.full(proj.size, 1 / proj.size)
         self.rho_ = rho
@@ -230,9 +234,11 @@ class MST:
                     self.parent_[child] = node
                     queue.append(child)
 
-    def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float, rng: np.random.Generator) -> "MST":
+    def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float, rng: np.random.Generator,
+            noise=None) -> "MST":
         """Measure, select, measure and estimate with total budget ``rho`` (zCDP)."""
         rho = _check_rho(rho)
+        noise = noise_source(rng, noise)
         arr = check_codes(df, domain)
         self.columns_ = list(df.columns)
         self.domain_ = {c: int(domain[c]) for c in self.columns_}
@@ -244,14 +250,18 @@ class MST:
         self.budget_split_ = {"one-way marginals": rho_parts[0], "tree selection": rho_parts[1],
                               "two-way marginals": rho_parts[2]}
         # d histograms released together: L2 sensitivity sqrt(d)
-        self.sigma_one_way_ = math.sqrt(d / (2 * rho_parts[0]))
-        noisy = [one_way_counts(arr[:, j], self.domain_[c]) + rng.normal(0, self.sigma_one_way_, self.domain_[c])
-                 for j, c in enumerate(self.columns_)]
+        noisy = []
+        for j, c in enumerate(self.columns_):
+            draw, self.sigma_one_way_ = noise.gaussian(math.sqrt(d), rho_parts[0], self.domain_[c])
+            noisy.append(one_way_counts(arr[:, j], self.domain_[c]) + draw)
         comp = self._compress(arr, noisy)
         edges = self._select(comp, rho_parts[1], rng)
-        self.sigma_two_way_ = math.sqrt(max(d - 1, 1) / (2 * rho_parts[2])) if d > 1 else float("inf")
-        tables = {(i, j): two_way_counts(comp[:, i], comp[:, j], self.sizes_[i], self.sizes_[j])
-                  + rng.normal(0, self.sigma_two_way_, (self.sizes_[i], self.sizes_[j])) for i, j in edges}
+        self.sigma_two_way_ = float("inf")
+        tables = {}
+        for i, j in edges:  # d-1 tables released together: L2 sensitivity sqrt(d-1)
+            draw, self.sigma_two_way_ = noise.gaussian(math.sqrt(d - 1), rho_parts[2],
+                                                       (self.sizes_[i], self.sizes_[j]))
+            tables[(i, j)] = two_way_counts(comp[:, i], comp[:, j], self.sizes_[i], self.sizes_[j]) + draw
         self._estimate(tables)
         self._orient(edges, d)
         self.edges_ = edges

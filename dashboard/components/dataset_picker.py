@@ -1,14 +1,38 @@
-"""Reusable widget: choose bundled microdata (CPS extract, UCI Adult) or upload a CSV."""
+"""Reusable widget: choose bundled microdata (CPS extract, UCI Adult) or upload a CSV.
+
+File uploaders cannot keep their file when the user leaves the page, so uploaded bytes are kept in
+``st.session_state`` by fingerprint and reused when the user comes back.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
-from core.datasets import DATASETS, load_dataset, read_upload
+from core.contracts import DataRef, bytes_fingerprint
+from core.datasets import DATASETS, load_dataset
+from core.uploads import read_upload
 
 UPLOAD = "upload"
 MICRODATA_CHOICES = ("cps", "adult", UPLOAD)
 CHOICE_LABELS = {"cps": "CPS 1994-95 extract", "adult": "UCI Adult", UPLOAD: "Upload CSV"}
+
+
+@dataclass(frozen=True)
+class PickedData:
+    """What the user chose: a reference a plan can hold, a name, the table, and (uploads) the bytes."""
+
+    ref: DataRef
+    name: str
+    frame: pd.DataFrame
+    raw: bytes | None = None
+
+    def __iter__(self):  # (name, frame), the shape callers unpack
+        return iter((self.name, self.frame))
+
+    def __getitem__(self, i):
+        return (self.name, self.frame)[i]
 
 
 @st.cache_data(show_spinner="Checking the uploaded file...", max_entries=4)
@@ -17,13 +41,17 @@ def _parse_microdata(data: bytes) -> pd.DataFrame:
     return read_upload(data, "microdata_csv")
 
 
-def pick_microdata(key: str, default: str = "cps") -> tuple[str, pd.DataFrame] | None:
-    """Selectbox of bundled microdata plus CSV upload; returns (name, frame) or None if nothing usable."""
+def _kept(key: str) -> dict:
+    return st.session_state.setdefault(f"{key}__uploads", {})
+
+
+def pick_microdata(key: str, default: str = "cps") -> PickedData | None:
+    """Selectbox of bundled microdata plus CSV upload; None when nothing usable is chosen yet."""
     if default not in MICRODATA_CHOICES:
         raise ValueError(f"default must be one of {MICRODATA_CHOICES}, not {default!r}")
     choice = st.selectbox(
         "Microdata", MICRODATA_CHOICES, index=MICRODATA_CHOICES.index(default),
-        format_func=CHOICE_LABELS.__getitem__, key=f"{key}_dataset",
+        format_func=CHOICE_LABELS.__getitem__, key=f"{key}_dataset", persist_state="session",
         help="A bundled real data set, or your own comma-separated file with a header row.",
     )
     if choice != UPLOAD:
@@ -31,20 +59,32 @@ def pick_microdata(key: str, default: str = "cps") -> tuple[str, pd.DataFrame] |
         frame = load_dataset(choice)
         st.caption(f"{info.title}: {len(frame):,} rows x {frame.shape[1]} columns. "
                    f"Source: {info.provenance}. Licence: {info.licence}.")
-        return info.title, frame
+        return PickedData(DataRef(choice), info.title, frame)
 
     uploaded = st.file_uploader(
         "CSV file (UTF-8, comma-separated, header row, at least 10 rows and 2 columns)",
         type=["csv"], key=f"{key}_upload",
     )
-    if uploaded is None:
+    kept = _kept(key)
+    if uploaded is not None:
+        raw, name = uploaded.getvalue(), uploaded.name
+    elif kept.get("current") in kept.get("files", {}):
+        name, raw = kept["files"][kept["current"]]
+    else:
         st.info("Upload a CSV file to continue, or choose a bundled data set.")
         return None
     try:
-        frame = _parse_microdata(uploaded.getvalue())
+        frame = _parse_microdata(raw)
     except ValueError as err:
-        st.error(f"{uploaded.name}: {err}")
+        st.error(f"{name}: {err}")
         return None
-    st.caption(f"{uploaded.name}: {len(frame):,} rows x {frame.shape[1]} columns (your upload; "
-               "text columns read as categories).")
-    return uploaded.name, frame.copy()
+    fingerprint = bytes_fingerprint(raw)
+    files = kept.setdefault("files", {})
+    files[fingerprint] = (name, raw)
+    for old in [f for f in files if f != fingerprint][:-2]:   # keep the current file and two before it
+        files.pop(old)
+    kept["current"] = fingerprint
+    again = "" if uploaded is not None else " Kept from earlier in this session."
+    st.caption(f"{name}: {len(frame):,} rows x {frame.shape[1]} columns (your upload; "
+               f"text columns read as categories).{again}")
+    return PickedData(DataRef(DataRef.UPLOAD, fingerprint), name, frame.copy(), raw)

@@ -120,10 +120,31 @@ def test_dp_weights_charge_count_epsilon():
     x = np.zeros(300)
     groups = np.repeat([0, 1, 2], 100)
     res = me.stratified_mean(x, groups, 3, 1.0, 0.1, 0.7, np.random.default_rng(0), policy="dp", count_epsilon=0.2)
-    assert res.epsilon_total == pytest.approx(0.9)
+    assert res.unit == "epsilon" and res.budget_total == pytest.approx(0.9)
     exact = me.stratified_mean(x, groups, 3, 1.0, 0.1, 0.7, np.random.default_rng(0))
-    assert exact.epsilon_total == pytest.approx(0.7)
+    assert exact.unit == "epsilon" and exact.budget_total == pytest.approx(0.7)
+
     assert exact.population == pytest.approx(exact.weights @ exact.group_means)
+
+
+def test_gaussian_stratified_mean_with_dp_weights_states_one_unit():
+    """Gaussian means spend rho; Laplace DP weights spend pure epsilon. The total is one rho:
+    rho + eps_c^2 / 2 (0.3 + 0.2^2 / 2 = 0.32), not rho + eps_c (0.5)."""
+    rng = np.random.default_rng(1)
+    groups = np.repeat(np.arange(3), [50, 100, 200])
+    x = rng.normal(0, 1, groups.size)
+    res = me.stratified_mean(x, groups, 3, 1.0, 0.1, 0.3, np.random.default_rng(0), policy="dp",
+                             count_epsilon=0.2, noise="gaussian")
+    assert res.unit == "rho"
+    assert res.budget_total == pytest.approx(0.3 + 0.2 ** 2 / 2)
+    assert res.budget_total != pytest.approx(0.5)
+    frame = res.ledger.to_frame()
+    assert set(frame["unit"]) == {"rho", "epsilon"}
+    # stated as (epsilon, delta) it goes through the one tight conversion in core.privacy
+    from core.privacy.accounting import rho_to_epsilon
+    assert res.ledger.total("epsilon", delta=1e-6) <= 0.2 + rho_to_epsilon(0.3, 1e-6) + 1e-12
+    with pytest.raises(ValueError, match="finite"):
+        me.stratified_mean(x, groups, 3, 1.0, 0.1, float("nan"), np.random.default_rng(0))
 
 
 def test_clip_interval_is_symmetric():
@@ -134,7 +155,7 @@ def test_clip_interval_is_symmetric():
     got = me.clipped_mean(np.array([-1e6, 1e6, 1e6]), 2.0, 0.1, 1e12, np.random.default_rng(0))
     B3 = float(me.clip_bound(3, 2.0, 0.1))
     assert got == pytest.approx(B3 / 3, abs=1e-6)
-    with pytest.raises(ValueError, match="budget must be positive"):
+    with pytest.raises(ValueError, match="budget must be a positive"):
         me.clipped_mean(np.ones(3), 1.0, 0.1, 0.0, np.random.default_rng(0))
 
 

@@ -11,7 +11,10 @@ from core.datasets import load_cps
 from core.synthesis.metrics import (ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd,
                                     workload_error)
 from core.privacy.accounting import rho_for_epsilon
-from core.synthesis.sweep import SweepConfig, run_sweep, synthesize_release
+from core.contracts import DataRef
+from core.synthesis.plan import ReleasePlan, SweepPlan, SynthesisPlan
+from core.synthesis.release import make_release
+from core.synthesis.sweep import run_sweep
 
 
 def test_tvd_identical_disjoint_and_half():
@@ -57,16 +60,62 @@ def test_parity_error_and_max_disparity_by_hand():
     real = pd.DataFrame({"g": [0, 0, 1, 1], "v": [2, 2, 4, 4]})
     synth = pd.DataFrame({"g": [0, 0, 1, 1], "v": [3, 3, 4, 2]})
     dom = {"g": 2, "v": 5}
-    got = parity_error(real, synth, dom, ["g"], columns=["v"])
+    got = parity_error(real, synth, dom, ["g"], columns=["v"], definition="paper_codes")
     # group 0: |2-3|/2 = 0.5; group 1: |4-3|/4 = 0.25; overall: real 3, synth 3 -> 0; omega = 1/2
     assert got["parity_error"] == pytest.approx(0.75)
     assert got["max_disparity"] == pytest.approx(0.5)
-    avg = parity_error(real, synth, dom, ["g"], columns=["v"], average=True)
+    avg = parity_error(real, synth, dom, ["g"], columns=["v"], average=True, definition="paper_codes")
     assert avg["parity_error"] == pytest.approx(0.375)
     # a real mean of zero is skipped, not divided by
     zero = parity_error(pd.DataFrame({"g": [0, 1], "v": [0, 1]}), pd.DataFrame({"g": [0, 1], "v": [1, 1]}),
-                        {"g": 2, "v": 2}, ["g"], columns=["v"])
+                        {"g": 2, "v": 2}, ["g"], columns=["v"], definition="paper_codes")
     assert np.isfinite(zero["parity_error"]) and zero["max_disparity"] == 0.0
+
+
+def _relabel_and_near_zero_cases():
+    """The two failures of the paper's code-mean parity error: a full relabelling of a nominal
+    column, and a 40-row change in a column whose real code mean is almost zero."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    g = rng.integers(0, 2, n)
+    # shares 1/3, 1/2, 1/6 (code mean 5/6); renaming 0->2, 1->0, 2->1 keeps the code mean at 5/6
+    v = rng.choice(3, n, p=[1 / 3, 1 / 2, 1 / 6])
+    real = pd.DataFrame({"g": g, "v": v})
+    relabelled = real.assign(v=np.array([2, 0, 1])[v])
+    # a column that is 0 in every row but two; the synthetic copy has 40 more ones
+    z = np.zeros(n, np.int64)
+    z[:2] = 1
+    near_zero = real.assign(z=z)
+    moved = near_zero.copy()
+    moved.loc[moved.index[2:42], "z"] = 1
+    return real, relabelled, near_zero, moved
+
+
+def test_parity_error_on_codes_misses_relabelling_and_explodes_near_zero():
+    real, relabelled, near_zero, moved = _relabel_and_near_zero_cases()
+    dom = {"g": 2, "v": 3, "z": 2}
+    swap = parity_error(real, relabelled, dom, ["g"], columns=["v"], definition="paper_codes")
+    tiny = parity_error(near_zero, moved, dom, ["g"], columns=["z"], definition="paper_codes")
+    assert swap["parity_error"] < 0.3            # a complete relabelling barely registers
+    assert tiny["parity_error"] > 10             # 40 rows out of 4000 look like a disaster
+
+
+def test_parity_error_on_proportions_scores_relabelling_and_bounds_small_changes():
+    real, relabelled, near_zero, moved = _relabel_and_near_zero_cases()
+    dom = {"g": 2, "v": 3, "z": 2}
+    swap = parity_error(real, relabelled, dom, ["g"], columns=["v"])
+    tiny = parity_error(near_zero, moved, dom, ["g"], columns=["z"])
+    # relabelling: shares become 1/2, 1/6, 1/3; mean over categories of |dq|/p = (0.5 + 2/3 + 1) / 3,
+    # counted for both groups and omega = 1/2 times overall: 2.5 times that
+    assert swap["parity_error"] == pytest.approx(2.5 * (0.5 + 2 / 3 + 1) / 3, rel=0.1)
+    # 40 of 4000 rows move into a category of real share 0.0005: |dq| ~ 0.01 is divided by the guard 0.05
+    assert tiny["parity_error"] < 0.5
+    assert tiny["parity_error"] > 0
+    # identical data score exactly zero under both definitions
+    for definition in ("proportions", "paper_codes"):
+        assert parity_error(real, real, dom, ["g"], columns=["v"], definition=definition)["parity_error"] == 0
+    with pytest.raises(ValueError, match="Parity definition"):
+        parity_error(real, real, dom, ["g"], definition="codes")
 
 
 def test_ml_utility_perfect_and_gaps():
@@ -102,14 +151,18 @@ def small_cps():
     return load_cps().sample(3000, random_state=0).reset_index(drop=True)
 
 
+def _plan(columns=COLS, strata=("sex", "race"), epsilons=(1.0,), seeds=(0,), target="income", **kw):
+    return SynthesisPlan(data=DataRef("cps"), columns=columns, strata=strata, target=target,
+                         sweep=SweepPlan(epsilons=epsilons, seeds=seeds, n_trees=5), **kw)
+
+
 def test_sweep_is_tidy_and_spends_the_declared_budget(small_cps):
-    cfg = SweepConfig(columns=COLS, epsilons=(0.3, 3.0), seeds=(0, 1), size_policy="dp_count",
-                      count_share=0.2, n_trees=5)
-    res = run_sweep(cfg, small_cps)
+    plan = _plan(epsilons=(0.3, 3.0), seeds=(0, 1), count_share=0.2)
+    res = run_sweep(plan, small_cps)
     assert set(res.overall_metrics["method"]) == {"stratified", "pooled"}
     assert set(res.overall_metrics["epsilon"]) == {0.3, 3.0}
-    assert {"tvd_1way", "tvd_2way", "workload_3way", "parity_error", "max_disparity", "accuracy", "fpr_gap",
-            "fnr_gap"} <= set(res.overall_metrics["metric"])
+    assert {"tvd_1way", "tvd_2way", "workload_3way", "parity_error", "max_disparity", "parity_error_codes",
+            "max_disparity_codes", "accuracy", "fpr_gap", "fnr_gap"} <= set(res.overall_metrics["metric"])
     assert {"tvd_1way", "tvd_2way", "workload_3way", "accuracy"} == set(res.group_metrics["metric"])
     assert set(res.group_metrics["group"]) <= set(res.group_labels.values())
     assert len(res.strata) == 2 * 2 * 10  # every (eps, seed) lists all 10 sex x race strata
@@ -121,10 +174,9 @@ def test_sweep_is_tidy_and_spends_the_declared_budget(small_cps):
 
 def test_sweep_fanned_out_over_workers_gives_the_same_numbers(small_cps):
     # the page spreads a sweep's fits over the cores; every run seeds itself, so scheduling cannot matter
-    from core.synthesis.sweep import _run_sweep
-    cfg = SweepConfig(columns=COLS, epsilons=(1.0,), seeds=(0, 1), size_policy="dp_count", n_trees=5)
-    serial = _run_sweep(cfg, small_cps)
-    fanned = _run_sweep(dataclasses.replace(cfg, n_jobs=2), small_cps)
+    plan = _plan(seeds=(0, 1))
+    serial = run_sweep(plan, small_cps, n_jobs=1)
+    fanned = run_sweep(plan, small_cps, n_jobs=2)
     pd.testing.assert_frame_equal(serial.overall_metrics, fanned.overall_metrics)
     pd.testing.assert_frame_equal(serial.group_metrics, fanned.group_metrics)
 
@@ -132,9 +184,7 @@ def test_sweep_fanned_out_over_workers_gives_the_same_numbers(small_cps):
 def test_worst_group_skips_measures_undefined_for_every_group(small_cps):
     # one column besides the strata: no two-way table inside any group, so its TVD is NaN everywhere
     from core.synthesis.sweep import worst_group_table
-    cfg = SweepConfig(columns=("sex", "race", "income"), epsilons=(1.0,), seeds=(0,), size_policy="dp_count",
-                      n_trees=5)
-    res = run_sweep(cfg, small_cps)
+    res = run_sweep(_plan(columns=("sex", "race", "income")), small_cps)
     assert res.group_metrics.query("metric == 'tvd_2way'")["value"].isna().all()
     two = worst_group_table(res, "tvd_2way")
     assert len(two) == 2 and two["worst_group"].isna().all() and two["population"].notna().all()
@@ -142,29 +192,28 @@ def test_worst_group_skips_measures_undefined_for_every_group(small_cps):
     assert one["worst_group"].notna().all() and set(one["worst_group_name"]) <= set(res.group_labels.values())
 
 
-def test_sweep_requires_an_explicit_public_size_declaration(small_cps):
+def test_plan_requires_an_explicit_public_size_declaration():
     with pytest.raises(ValueError, match="tick the box"):
-        run_sweep(SweepConfig(columns=COLS, size_policy="public"), small_cps)
+        _plan(size_policy="public")
     with pytest.raises(ValueError, match="must be among the columns"):
-        SweepConfig(columns=("age_band", "income"), strata_columns=("sex",)).validate()
+        _plan(columns=("age_band", "income"), strata=("sex",))
 
 
 def test_release_has_labels_and_budget_statement(small_cps):
-    cfg = SweepConfig(columns=COLS, size_policy="public", sizes_declared_public=True)
-    synth, ledger, statement = synthesize_release(cfg, small_cps, 1.0, 0)
-    assert len(synth) == len(small_cps) and list(synth.columns) == list(COLS)
-    assert set(synth["sex"].astype(str)) <= set(small_cps["sex"].astype(str))
-    assert ledger["rho_equivalent"].max() == pytest.approx(rho_for_epsilon(1.0, 1e-9))
-    assert "epsilon = 1" in statement
-    pooled, pooled_ledger, _ = synthesize_release(cfg, small_cps, 1.0, 0, method="pooled")
-    assert len(pooled_ledger) == 1 and len(pooled) == len(small_cps)
+    plan = _plan(size_policy="public", sizes_declared_public=True).replace(release=ReleasePlan(epsilon=1.0))
+    rel = make_release(plan, small_cps)
+    assert len(rel.data) == len(small_cps) and list(rel.data.columns) == list(COLS)
+    assert set(rel.data["sex"].astype(str)) <= set(small_cps["sex"].astype(str))
+    assert rel.ledger_table["rho_equivalent"].max() == pytest.approx(rho_for_epsilon(1.0, 1e-9))
+    assert "epsilon = 1" in rel.statement and "Simulation, not a release" in rel.statement
+    pooled = make_release(plan.replace(release=ReleasePlan(epsilon=1.0, method="pooled")), small_cps)
+    assert len(pooled.ledger) == 1 and len(pooled.data) == len(small_cps)
 
 
 def test_summaries_for_the_page(small_cps):
     from core.synthesis.sweep import curve_table, noise_table, smallest_strata, strata_overview, worst_group_table
-    cfg = SweepConfig(columns=COLS, epsilons=(0.5, 5.0), seeds=(0, 1), size_policy="public",
-                      sizes_declared_public=True, n_trees=5)
-    res = run_sweep(cfg, small_cps)
+    plan = _plan(epsilons=(0.5, 5.0), seeds=(0, 1), size_policy="public", sizes_declared_public=True)
+    res = run_sweep(plan, small_cps)
     curves = curve_table(res.group_metrics[res.group_metrics["metric"] == "tvd_2way"])
     assert (curves["seeds"] == 2).all() and (curves["min"] <= curves["mean"]).all()
     worst = worst_group_table(res)
@@ -174,18 +223,26 @@ def test_summaries_for_the_page(small_cps):
     assert (small["size_used"] == small["real_rows"]).all()     # public sizes are the training counts
     over = strata_overview(small_cps, ("sex", "race"))
     assert len(over) == 10 and over["real_rows"].sum() == len(small_cps)
-    noise = noise_table(cfg, len(small_cps)).set_index("epsilon")
+    noise = noise_table(plan, (0.5, 5.0)).set_index("epsilon")
     d = len(COLS) - 2
     assert noise.loc[5.0, "stratum one-way cell sd"] == pytest.approx(np.sqrt(d / (2 * rho_for_epsilon(5.0, 1e-9) / 3)))
     assert (noise["stratum count sd"] == 0).all()
 
 
-def test_categorical_view_bins_wide_numbers():
-    from core.synthesis.encoding import categorical_view
-    df = pd.DataFrame({"age": np.arange(100), "g": ["a", "b"] * 50, "id": [f"x{i}" for i in range(100)]})
+def test_categorical_view_bins_wide_numbers_only_over_public_bounds():
+    from core.synthesis.encoding import categorical_view, identifier_like
+    df = pd.DataFrame({"age": np.arange(100) + 17, "g": ["a", "b"] * 50, "id": [f"x{i}" for i in range(100)]})
+    # without declared bounds the observed min and max would become public: the column is left out
     out, notes = categorical_view(df, max_levels=40, bins=5)
+    assert list(out.columns) == ["g"]
+    assert any("age" in n and "public bounds" in n for n in notes)
+    assert not any("17" in n or "116" in n for n in notes)      # the private range is never printed
+    out, notes = categorical_view(df, bounds={"age": (0, 150)}, max_levels=40, bins=5)
     assert list(out.columns) == ["age", "g"] and out["age"].cat.categories.size == 5
-    assert any("age" in n and "bins" in n for n in notes) and any("id" in n and "left out" in n for n in notes)
+    assert out["age"].cat.categories[0].startswith("(-0.001, 30")  # edges from the declared range
+    assert any("age" in n and "declared public range [0, 150]" in n for n in notes)
+    assert any("id" in n and "left out" in n for n in notes)
+    assert identifier_like(df) == ["age", "id"]
     with pytest.raises(ValueError, match="No column can be used"):
         categorical_view(df[["id"]])
 
@@ -203,19 +260,20 @@ def test_dirichlet_summary():
 
 
 def test_release_ledger_names_strata_and_rows_are_shuffled(small_cps):
-    cfg = SweepConfig(columns=COLS, size_policy="public", sizes_declared_public=True)
-    synth, ledger, _ = synthesize_release(cfg, small_cps, 1.0, 0)
-    assert any(lbl.endswith("Female · White") for lbl in ledger["label"])
-    assert not any("sex=" in lbl for lbl in ledger["label"])
+    plan = _plan(size_policy="public", sizes_declared_public=True).replace(release=ReleasePlan())
+    rel = make_release(plan, small_cps)
+    assert any(lbl.endswith("Female · White") for lbl in rel.ledger_table["label"])
+    assert not any("sex=" in lbl for lbl in rel.ledger_table["label"])
     # rows are not grouped by stratum: the stratum changes often along the file
-    key = synth["sex"].astype(str) + synth["race"].astype(str)
+    key = rel.data["sex"].astype(str) + rel.data["race"].astype(str)
     assert (key != key.shift()).mean() > 0.2
 
 
 def test_marginal_comparison_shares_and_tvd(small_cps):
+    from core.synthesis.plan import MarginalsPlan
     from core.synthesis.sweep import marginal_comparison
-    cfg = SweepConfig(columns=COLS, size_policy="public", sizes_declared_public=True)
-    shares, tv = marginal_comparison(cfg, small_cps, 1.0, 0)
+    plan = _plan(size_policy="public", sizes_declared_public=True).replace(marginals=MarginalsPlan(1.0, 0))
+    shares, tv = marginal_comparison(plan, small_cps)
     sums = shares.groupby(["group", "column"])[["real", "stratified", "pooled"]].sum()
     assert np.allclose(sums["real"], 1.0) and np.allclose(sums["stratified"].dropna(), 1.0)
     assert set(tv["column"]) == {"age_band", "education", "income"} and set(tv["method"]) == {"stratified", "pooled"}
@@ -225,7 +283,6 @@ def test_marginal_comparison_shares_and_tvd(small_cps):
 
 
 def test_sweeps_over_too_many_strata_are_refused(small_cps):
-    cfg = SweepConfig(columns=COLS, strata_columns=("age_band", "education", "race"), epsilons=(1.0,),
-                      seeds=(0,), size_policy="dp_count", n_trees=5)
+    plan = _plan(strata=("age_band", "education", "race"))
     with pytest.raises(ValueError, match="at most 200"):
-        run_sweep(cfg, small_cps)
+        run_sweep(plan, small_cps)

@@ -1,0 +1,269 @@
+"""The Stratified synthesis plan: every choice that shapes a number, validated once.
+
+A :class:`SynthesisPlan` names the data, the columns and strata, what the curator declares public
+(category lists, stratum sizes, numeric ranges), the synthesizer and its Params, delta, and one
+sub-plan per tab (``None`` when that tab has not been asked to run). ``core.synthesis.run`` turns
+it into a :class:`~core.synthesis.result.SynthesisResult`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from core.contracts import DataRef, Plan
+from core.synthesis.registry import SYNTHESIZERS, IndependentParams, MSTParams
+
+SIZE_POLICIES = {"dp_count": "Estimate with a DP count (charged)", "public": "Public (e.g. census totals)"}
+SMALL_ACTIONS = {"keep": "kept (own model)", "merge": "merged into one model", "drop": "dropped (absent from output)"}
+METHODS = ("stratified", "pooled")
+NOISES = {"laplace": "Laplace (pure epsilon-DP)", "gaussian": "Gaussian (zCDP at the plan's delta)"}
+WEIGHTS = {"exact": "public exact sizes", "dp": "DP-noised sizes"}
+MAX_EPSILON = 50.0
+MAX_STRATA = 200   # beyond this a sweep takes minutes and its per-group views are unreadable
+
+
+def check_number(value, name: str, low: float | None = None, high: float | None = None,
+                 low_open: bool = False) -> float:
+    """``value`` as a finite float within bounds, or a ValueError naming ``name`` and what to change."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number; got {value!r}.") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number; got {value}. Enter a number such as 1.")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ValueError(f"{name} must be {'above' if low_open else 'at least'} {low:g}; got {value:g}.")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be at most {high:g}; got {value:g}.")
+    return value
+
+
+def check_epsilon(value, name: str = "Epsilon") -> float:
+    return check_number(value, name, 0.0, MAX_EPSILON, low_open=True)
+
+
+def check_whole(value, name: str, low: int, high: int) -> int:
+    number = check_number(value, name, low, high)
+    if number != int(number):
+        raise ValueError(f"{name} must be a whole number; got {number:g}.")
+    return int(number)
+
+
+def parse_epsilons(text: str) -> tuple[float, ...]:
+    """Comma-separated epsilons from a text box, sorted and de-duplicated (ValueError says what to fix)."""
+    try:
+        values = tuple(sorted({float(p) for p in str(text).replace(";", ",").split(",") if p.strip()}))
+    except ValueError:
+        raise ValueError("Epsilons must be numbers separated by commas, e.g. 0.1, 1, 5.") from None
+    if not values:
+        raise ValueError("Give at least one epsilon, e.g. 0.1, 1, 5.")
+    for v in values:
+        check_epsilon(v, "Each epsilon")
+    if len(values) > 8:
+        raise ValueError("Give at most eight epsilons, so the sweep stays interactive.")
+    return values
+
+
+def parse_bounds(text: str) -> tuple[tuple[str, float, float], ...]:
+    """Public numeric ranges from text like "age: 0-120; hours_per_week: 0-99" (ValueError says what to fix)."""
+    out = []
+    for part in str(text).replace("\n", ";").split(";"):
+        if not part.strip():
+            continue
+        name, sep, rng = part.partition(":")
+        lo, dash, hi = rng.strip().partition("-") if not rng.strip().startswith("-") else ("", "", "")
+        if not sep or not dash or not name.strip():
+            raise ValueError(f"Write each public range as 'column: low-high' (e.g. age: 0-120); got {part.strip()!r}.")
+        low, high = check_number(lo, f"The lower bound of {name.strip()}"), check_number(hi, f"The upper bound of {name.strip()}")
+        if high <= low:
+            raise ValueError(f"The public range of {name.strip()} must have its upper bound above its lower bound.")
+        out.append((name.strip(), low, high))
+    return tuple(out)
+
+
+def bounds_text(bounds: tuple[tuple[str, float, float], ...]) -> str:
+    return "; ".join(f"{c}: {lo:g}-{hi:g}" for c, lo, hi in bounds)
+
+
+@dataclass(frozen=True)
+class SweepPlan(Plan):
+    """Privacy-utility sweep: epsilons x seeds x {stratified, pooled}, fitted on a training split."""
+
+    epsilons: tuple[float, ...] = (0.1, 1.0, 5.0)
+    seeds: tuple[int, ...] = (0, 1)
+    test_fraction: float = 0.2
+    split_seed: int = 42
+    n_trees: int = 20
+
+    def __post_init__(self) -> None:
+        if not self.epsilons:
+            raise ValueError("Give at least one epsilon for the sweep.")
+        for e in self.epsilons:
+            check_epsilon(e, "Each epsilon of the sweep")
+        if len(self.epsilons) > 8:
+            raise ValueError("Give at most eight epsilons, so the sweep stays interactive.")
+        if not self.seeds or len(self.seeds) > 10:
+            raise ValueError("Give between one and ten seeds.")
+        for s in self.seeds:
+            check_whole(s, "Each seed", 0, 2**31 - 1)
+        check_number(self.test_fraction, "The held-out test fraction", 0.0, 0.9, low_open=True)
+        check_whole(self.split_seed, "The split seed", 0, 2**31 - 1)
+        check_whole(self.n_trees, "The number of trees", 1, 500)
+
+
+@dataclass(frozen=True)
+class MarginalsPlan(Plan):
+    """One (epsilon, seed) of the sweep's fits, compared column by column inside each group."""
+
+    epsilon: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_epsilon(self.epsilon)
+        check_whole(self.seed, "The seed", 0, 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class ReleasePlan(Plan):
+    """A synthetic data set fitted on every row (the seeded version is a simulation)."""
+
+    epsilon: float = 1.0
+    method: str = "stratified"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_epsilon(self.epsilon, "The release's epsilon")
+        if self.method not in METHODS:
+            raise ValueError(f"The release method must be one of {METHODS}; got {self.method!r}.")
+        check_whole(self.seed, "The release seed", 0, 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class MeansPlan(Plan):
+    """Simulated private means on N(mu_i, 1) data with the strata's group sizes (Sec. 3 of the paper)."""
+
+    epsilons: tuple[float, ...] = (0.1, 1.0, 5.0)
+    R: float = 1.0
+    gamma: float = 0.1
+    runs: int = 40
+    noise: str = "laplace"
+    group_epsilon: float = 1.0
+    spread: float = 0.5
+    weights: str = "exact"
+    count_epsilon: float = 0.1
+    coinpress_alpha: float = 0.3
+    coinpress_k: int = 3
+    coinpress_runs: int = 20
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.epsilons:
+            raise ValueError("Give at least one epsilon for the mean-estimation curves.")
+        for e in self.epsilons:
+            check_epsilon(e, "Each epsilon of the mean-estimation curves")
+        check_epsilon(self.group_epsilon, "The epsilon of the per-group comparison")
+        check_number(self.R, "The bound R on |mean|", 0.0, 100.0, low_open=True)
+        check_number(self.gamma, "gamma (failure probability)", 0.0, 0.5, low_open=True)
+        check_whole(self.runs, "Simulated runs", 1, 1000)
+        if self.noise not in NOISES:
+            raise ValueError(f"Noise must be one of {list(NOISES)}; got {self.noise!r}.")
+        check_number(self.spread, "The spread of the group means", 0.0, 10.0)
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"Recombination weights must be one of {list(WEIGHTS)}; got {self.weights!r}.")
+        check_epsilon(self.count_epsilon, "The epsilon for the size counts")
+        check_number(self.coinpress_alpha, "The Dirichlet alpha", 0.0, 100.0, low_open=True)
+        check_whole(self.coinpress_k, "The number of groups k", 2, 50)
+        check_whole(self.coinpress_runs, "COINPRESS runs", 1, 500)
+        check_whole(self.seed, "The seed", 0, 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class SynthesisPlan(Plan):
+    """Everything the Stratified synthesis page computes from, for one data set.
+
+    Public declarations: ``domain_declared_public`` (the category lists of the chosen columns are
+    known without reading the private rows; required for uploads, where they would otherwise come
+    from the data), ``sizes_declared_public`` (with size policy "public": stratum sizes, and hence
+    the row count, are public), ``numeric_bounds`` ((column, low, high) public ranges to bin wide
+    numeric columns). Under "dp_count" the stratum counts (stratified) or the row count (pooled)
+    are measured with ``count_share`` of each budget, and releases have that noisy size.
+    """
+
+    data: DataRef
+    columns: tuple[str, ...]
+    strata: tuple[str, ...] = ("sex", "race")
+    target: str | None = "income"
+    synthesizer: str = "mst"
+    synth_params: MSTParams | IndependentParams | None = None
+    delta: float = 1e-9
+    size_policy: str = "dp_count"
+    sizes_declared_public: bool = False
+    count_share: float = 0.1
+    min_stratum_size: int = 0
+    small_action: str = "keep"
+    domain_declared_public: bool = False
+    numeric_bounds: tuple[tuple[str, float, float], ...] = ()
+    sweep: SweepPlan | None = None
+    marginals: MarginalsPlan | None = None
+    release: ReleasePlan | None = None
+    means: MeansPlan | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, DataRef):
+            raise ValueError("The plan needs a data reference (a bundled data set or an upload).")
+        if len(set(self.columns)) != len(self.columns) or not self.columns:
+            raise ValueError("Choose the columns to synthesise, each once.")
+        if not self.strata:
+            raise ValueError("Choose at least one strata column.")
+        if len(self.strata) > 3:
+            raise ValueError("Choose at most three strata columns.")
+        missing = [c for c in self.strata if c not in self.columns]
+        if missing:
+            raise ValueError(f"Strata column(s) {missing} must be among the columns to synthesise.")
+        if len(self.columns) - len(self.strata) < 1:
+            raise ValueError("Synthesise at least one column besides the strata columns.")
+        if self.target is not None and (self.target not in self.columns or self.target in self.strata):
+            raise ValueError("The target must be one of the synthesised columns that is not a strata column.")
+        spec = SYNTHESIZERS[self.synthesizer]
+        if self.synth_params is not None and not isinstance(self.synth_params, spec.params):
+            raise ValueError(f"{spec.label} takes {spec.params.__name__}, not {type(self.synth_params).__name__}.")
+        delta = check_number(self.delta, "delta", 0.0, 0.01, low_open=True)
+        if delta <= 0:
+            raise ValueError("delta must be above 0.")
+        if self.size_policy not in SIZE_POLICIES:
+            raise ValueError(f"The stratum-size policy must be one of {list(SIZE_POLICIES)}; got {self.size_policy!r}.")
+        if self.size_policy == "public" and not self.sizes_declared_public:
+            raise ValueError("Public stratum sizes must be declared public: tick the box, or choose DP counts.")
+        check_number(self.count_share, "The share of the budget for the counts", 0.0, 0.9, low_open=True)
+        check_whole(self.min_stratum_size, "The small-stratum threshold", 0, 10**9)
+        if self.small_action not in SMALL_ACTIONS:
+            raise ValueError(f"Small strata must be one of {list(SMALL_ACTIONS)}; got {self.small_action!r}.")
+        if self.data.is_upload and not self.domain_declared_public:
+            raise ValueError("For an uploaded file the category lists would be read from the private rows. "
+                             "Declare that the categories of the chosen columns are public knowledge (tick "
+                             "the box), or choose a bundled data set.")
+        for entry in self.numeric_bounds:
+            if len(entry) != 3:
+                raise ValueError("Each numeric bound is (column, low, high).")
+            col, lo, hi = entry
+            lo = check_number(lo, f"The lower bound of {col}")
+            hi = check_number(hi, f"The upper bound of {col}")
+            if hi <= lo:
+                raise ValueError(f"The public range of {col} must have its upper bound above its lower bound.")
+
+    @property
+    def params(self):
+        """The synthesizer's Params (its defaults when the plan leaves them out)."""
+        return self.synth_params if self.synth_params is not None else SYNTHESIZERS[self.synthesizer].params()
+
+    @property
+    def bounds(self) -> dict[str, tuple[float, float]]:
+        return {c: (float(lo), float(hi)) for c, lo, hi in self.numeric_bounds}
+
+    @property
+    def sizes_public(self) -> bool:
+        return self.size_policy == "public" and self.sizes_declared_public
+
+    def setup(self) -> "SynthesisPlan":
+        """The plan without its tab sub-plans: what every tab shares (used to key cached sub-runs)."""
+        return self.replace(sweep=None, marginals=None, release=None, means=None)

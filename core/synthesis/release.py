@@ -1,0 +1,119 @@
+"""A synthetic data set fitted on every row, with the ledger of what it spent.
+
+Two paths share one procedure. The seeded path draws its noise from ``core.privacy.mechanisms``
+through the plan's seed: reproducible, and labelled a simulation. The secure path
+(``secure=True``) draws every privacy noise value from OpenDP (``core.privacy.secure``): that is a
+release. Nothing confidential enters the ledger or the statement: the row count of the output is
+public only when declared so; otherwise it is the noisy count the release paid for.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from core.contracts import make_rng, seed_sequence, stream_key
+from core.privacy.accounting import rho_for_epsilon
+from core.privacy.ledger import BudgetLedger
+from core.synthesis.encoding import decode_categories, encode_categories
+from core.synthesis.noise import SecureNoise, SeededNoise
+from core.synthesis.plan import SynthesisPlan
+from core.synthesis.registry import SYNTHESIZERS
+from core.synthesis.sweep import build_synthesizer, readable_ledger
+
+SIMULATION = ("Simulation, not a release: the noise comes from a seeded generator so the numbers can be "
+              "reproduced from the plan.")
+RELEASE = "Release: every privacy noise value was drawn by OpenDP's secure sampler."
+ADJACENCY = ("Neighbouring data sets differ by adding or removing one person; if instead one person's group "
+             "may change (replace-one), a stratified release costs twice the budget.")
+
+
+@dataclass
+class SyntheticRelease:
+    """The synthetic rows (category labels), their ledger and budget statement, and how they were drawn."""
+
+    data: pd.DataFrame
+    ledger: BudgetLedger
+    ledger_table: pd.DataFrame
+    statement: str
+    secure: bool
+    method: str
+    epsilon: float
+
+    def shares(self) -> pd.DataFrame:
+        """One-way category shares of the synthetic data (releasable: computed from the release only)."""
+        parts = []
+        for col in self.data.columns:
+            counts = self.data[col].value_counts(sort=False)
+            total = max(int(counts.sum()), 1)
+            parts.append(pd.DataFrame({"column": col, "category": [str(c) for c in counts.index],
+                                       "share": counts.to_numpy() / total}))
+        return pd.concat(parts, ignore_index=True)
+
+
+def domain_note(plan: SynthesisPlan) -> str:
+    if plan.data.is_upload:
+        return "Category lists: declared public by the curator (not read as private information)."
+    return "Category lists: the bundled data set's documented categories."
+
+
+def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = False) -> SyntheticRelease:
+    """Fit ``plan.release.method`` on every row of the prepared ``frame`` and draw the synthetic rows.
+
+    Stratified: the strata's sizes are public (declared) or the noisy counts it paid for, and the
+    output has their total. Pooled: under DP counts a Gaussian row count takes ``count_share`` of
+    rho and sets the output size; with declared public sizes the real row count is public.
+    """
+    sub = plan.release
+    codes, domain, labels = encode_categories(frame[list(plan.columns)])
+    rho = rho_for_epsilon(sub.epsilon, plan.delta)
+    if secure:
+        # post-processing draws (rows from the fitted model) need no seed; the privacy noise is OpenDP's
+        rng = np.random.default_rng(secrets.randbits(128))
+        noise = SecureNoise()
+    else:
+        rng = make_rng(seed_sequence(sub.seed, stream_key("release"), int(round(sub.epsilon * 1e6))))
+        noise = SeededNoise(rng)
+    if sub.method == "stratified":
+        model = build_synthesizer(plan, "stratified").fit(codes, domain, rho, rng, noise=noise)
+        n_out = len(codes) if plan.sizes_public else model.release_size()
+        ledger = model.ledger_
+        table = readable_ledger(ledger.to_frame(), plan.strata, labels, domain)
+    else:
+        ledger = BudgetLedger()
+        rho_fit = rho
+        n_out = len(codes)
+        if not plan.sizes_public:
+            rho_count = plan.count_share * rho
+            draw, sigma = noise.gaussian(1.0, rho_count, 1)
+            n_out = int(round(max(len(codes) + float(draw[0]), 0.0)))
+            rho_fit = rho - rho_count
+            ledger.spend("row count (Gaussian count)", rho_count, "rho", measured=f"one noisy row count, sigma {sigma:.3g}")
+        model = SYNTHESIZERS[plan.synthesizer].build(plan.params).fit(codes, domain, rho_fit, rng, noise=noise)
+        ledger.spend(f"{SYNTHESIZERS[plan.synthesizer].label} on all rows", rho_fit, "rho", measured="every row")
+        table = ledger.to_frame()
+    synth = decode_categories(model.sample(n_out, rng), labels)
+    size_note = ("Row count: public, as declared." if plan.sizes_public else
+                 "Row count: the noisy count paid for above, not the real one.")
+    statement = " ".join([RELEASE if secure else SIMULATION, ledger.statement(delta=plan.delta), size_note,
+                          domain_note(plan), ADJACENCY])
+    return SyntheticRelease(synth, ledger, table, statement, secure, sub.method, sub.epsilon)
+
+
+def budget_statement_text(plan: SynthesisPlan, release: SyntheticRelease, log_statement: str = "") -> str:
+    """The downloadable budget statement: the release's own ledger and, when given, every release so far.
+
+    Only what the ledger holds is printed (labels, what was measured, amounts): never a private count.
+    """
+    lines = [release.statement, "",
+             f"Method: {release.method}; synthesizer: {SYNTHESIZERS[plan.synthesizer].label}; "
+             f"epsilon {release.epsilon:g}, delta {plan.delta:g}; size policy {plan.size_policy}; "
+             f"columns {', '.join(plan.columns)}; strata {', '.join(plan.strata)}.",
+             f"Rows released: {len(release.data):,}" + ("" if plan.sizes_public else " (a noisy count)") + ".", ""]
+    if log_statement:
+        lines += ["All releases from this data set:", log_statement, ""]
+    cols = ["label", "measured", "amount", "unit", "composition", "group"]
+    lines += [release.ledger_table[cols].to_string(index=False)]
+    return "\n".join(lines)

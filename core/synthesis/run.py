@@ -1,0 +1,211 @@
+"""``run(plan, data=None, *, progress=None) -> SynthesisResult``: every number of the Stratified
+synthesis page from its plan.
+
+Each tab is a cached sub-run keyed on the shared setup, its own sub-plan and the data's
+fingerprint, so changing one tab's settings recomputes only that tab.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from core.cache import cached, cached_call, fingerprint_of
+from core.contracts import Progress, Result, bytes_fingerprint
+from core.synthesis.encoding import categorical_view, encode_categories, identifier_like
+from core.synthesis.mean_study import MeanStudy, run_means
+from core.synthesis.plan import SynthesisPlan
+from core.synthesis.release import SyntheticRelease, make_release
+from core.synthesis.sweep import SweepResult, marginal_comparison, noise_table, run_sweep, strata_overview
+
+CURATOR = ("Curator-only diagnostics: every error here is measured against the real data and is not itself "
+           "private; share only a synthetic release and its budget statement.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------------
+
+def load_raw(plan: SynthesisPlan, data=None) -> pd.DataFrame:
+    """The raw table a plan runs on: the bundled data set, or the uploaded bytes after their fingerprint
+    is checked against the plan's (a table may be passed directly for bundled data)."""
+    ref = plan.data
+    if ref.is_upload:
+        if not isinstance(data, (bytes, bytearray)):
+            raise ValueError("This plan runs on an uploaded CSV: pass the file's bytes.")
+        if bytes_fingerprint(bytes(data)) != ref.fingerprint:
+            raise ValueError("The file given is not the one the plan was made for (its fingerprint differs).")
+        from core.uploads import read_upload
+
+        return read_upload(bytes(data), "microdata_csv")
+    if isinstance(data, pd.DataFrame):
+        return data
+    if data is not None:
+        raise ValueError(f"This plan runs on the bundled data set {ref.source!r}; it takes no file.")
+    from core.datasets import load_dataset
+
+    return load_dataset(ref.source)
+
+
+def prepared_view(raw: pd.DataFrame, bounds=None) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """Every usable column as a category (numeric ones only over declared public bounds), the notes on
+    what was done, and the identifier-like columns (warned about, never pre-selected)."""
+    view, notes = categorical_view(raw, bounds)
+    ids = identifier_like(raw)
+    for col in ids:
+        notes.append(f"{col}: looks like an identifier (a different value in almost every row); it is not "
+                     "pre-selected, and synthesising it would publish its category list.")
+    return view, notes, ids
+
+
+def prepare(plan: SynthesisPlan, data=None) -> tuple[pd.DataFrame, list[str]]:
+    """The category frame of the plan's columns and the preparation notes."""
+    view, notes, _ = prepared_view(load_raw(plan, data), plan.bounds)
+    missing = [c for c in plan.columns if c not in view.columns]
+    if missing:
+        raise ValueError(f"Column(s) {missing} cannot be synthesised as categories: give public bounds for "
+                         "numeric columns, or leave them out.")
+    return view[list(plan.columns)], notes
+
+
+def accounting_text(plan: SynthesisPlan, n_strata: int) -> str:
+    """How one stratified release composes, in plain words (no private number)."""
+    if plan.size_policy == "dp_count":
+        sizes = (f"{plan.count_share:.0%} of each budget buys a Gaussian histogram of the {n_strata} stratum "
+                 f"sizes (one person moves one count by one); the remaining {1 - plan.count_share:.0%} goes to "
+                 "every stratum's synthesizer in full. A release has the noisy total, never the real row count.")
+    else:
+        sizes = ("Stratum sizes (and so the row count) are declared public, so they cost nothing; each "
+                 "stratum's synthesizer gets the full budget.")
+    return (f"**Accounting.** Each person belongs to exactly one stratum and strata come from the public "
+            f"categories, so one model per stratum composes in parallel: the release costs one budget, not "
+            f"{n_strata}. {sizes} Neighbouring data sets differ by adding or removing one person; if instead "
+            "one person's group may change (replace-one), a stratified release costs twice the budget. Every "
+            "release from the same data adds to one ledger.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Cached sub-runs (one per tab)
+# --------------------------------------------------------------------------------------------------
+
+def _sweep_part(setup: SynthesisPlan, sub, key: str, frame: pd.DataFrame, n_jobs=None, progress=None) -> SweepResult:
+    return run_sweep(setup.replace(sweep=sub), frame, progress, n_jobs)
+
+
+def _marginals_part(setup: SynthesisPlan, split, sub, key: str, frame: pd.DataFrame):
+    return marginal_comparison(setup.replace(sweep=split, marginals=sub), frame)
+
+
+def _release_part(setup: SynthesisPlan, sub, key: str, frame: pd.DataFrame) -> SyntheticRelease:
+    return make_release(setup.replace(release=sub), frame)
+
+
+def _means_part(sub, sizes: tuple[int, ...], delta: float) -> MeanStudy:
+    return run_means(sub, sizes, delta)
+
+
+_sweep_cached = cached_call(_sweep_part, ignore=("frame", "n_jobs", "progress"))
+_marginals_cached = cached_call(_marginals_part, ignore=("frame",))
+_release_cached = cached_call(_release_part, ignore=("frame",))
+_means_cached = cached_call(_means_part)
+
+
+# --------------------------------------------------------------------------------------------------
+# Result
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class SynthesisResult(Result):
+    """What the page draws. ``overview`` and the ``real_rows`` columns are curator-only; ``tables()``
+    (what reports and downloads hold) keeps exact sizes out unless they were declared public."""
+
+    plan: SynthesisPlan
+    overview: pd.DataFrame
+    notes: tuple[str, ...]
+    noise: pd.DataFrame
+    sweep: SweepResult | None = None
+    marginals: tuple[pd.DataFrame, pd.DataFrame] | None = None
+    release: SyntheticRelease | None = None
+    means: MeanStudy | None = None
+    accounting: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def _private(self, df: pd.DataFrame, *columns: str) -> pd.DataFrame:
+        """``df`` without exact-size columns unless the plan declared sizes public."""
+        if self.plan.sizes_public:
+            return df
+        return df.drop(columns=[c for c in columns if c in df.columns])
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        out = {"strata": self._private(self.overview, "real_rows", "share"), "noise": self.noise}
+        if self.sweep is not None:
+            out["group_metrics"] = self._private(self.sweep.group_metrics, "real_rows")
+            out["overall_metrics"] = self.sweep.overall_metrics
+            out["strata_fates"] = self._private(self.sweep.strata, "real_rows")
+            out["sweep_ledger"] = self.sweep.ledger
+        if self.marginals is not None:
+            out["marginal_shares"] = self.marginals[0]
+            out["marginal_tvd"] = self._private(self.marginals[1], "real_rows")
+        if self.release is not None:
+            out["release_ledger"] = self.release.ledger_table
+            out["release_shares"] = self.release.shares()
+        if self.means is not None:
+            out["mean_curves"] = self.means.curves
+            out["mean_group_errors"] = self._private(self.means.group_errors, "size")
+            out["coinpress"] = self.means.coinpress
+            out["dirichlet"] = self.means.dirichlet
+        return out
+
+    def headline(self) -> dict[str, float]:
+        head: dict[str, float] = {"strata": float(len(self.overview))}
+        if self.sweep is not None:
+            gm = self.sweep.group_metrics
+            gm = gm[gm["metric"] == "tvd_1way"]
+            top = gm["epsilon"].max()
+            for method in ("stratified", "pooled"):
+                part = gm[(gm["epsilon"] == top) & (gm["method"] == method)]
+                head[f"worst-group one-way TVD, {method}, epsilon {top:g}"] = float(
+                    part.groupby("group")["value"].mean().max())
+        if self.release is not None:
+            head["release rho"] = self.release.ledger.total("rho")
+            head["release epsilon"] = self.release.ledger.total("epsilon", delta=self.plan.delta)
+        if self.means is not None:
+            head["stratification cost multiplier"] = self.means.summary["cost_multiplier"]
+        return head
+
+    def ledger(self):
+        return None if self.release is None else self.release.ledger
+
+
+@cached
+def run(plan: SynthesisPlan, data=None, *, progress: Progress | None = None) -> SynthesisResult:
+    """Every tab the plan asks for, on the bundled data or the uploaded bytes."""
+    if not isinstance(plan, SynthesisPlan):
+        raise ValueError("run takes a SynthesisPlan.")
+    frame, notes = prepare(plan, data)
+    overview = strata_overview(frame, plan.strata)
+    setup = plan.setup()
+    key = fingerprint_of(frame)
+    epsilons = plan.sweep.epsilons if plan.sweep is not None else (0.1, 1.0, 5.0)
+    result = SynthesisResult(plan=plan, overview=overview, notes=tuple(notes), noise=noise_table(plan, epsilons),
+                             accounting=accounting_text(plan, len(overview)))
+    if plan.sweep is not None:
+        result.sweep = _sweep_cached(setup, plan.sweep, key, frame, progress=progress)
+    if plan.marginals is not None:
+        result.marginals = _marginals_cached(setup, plan.sweep, plan.marginals, key, frame)
+    if plan.release is not None:
+        result.release = _release_cached(setup, plan.release, key, frame)
+    if plan.means is not None:
+        sizes = tuple(int(s) for s in overview["real_rows"] if s > 0)
+        result.means = _means_cached(plan.means, sizes, plan.delta)
+    return result
+
+
+def secure_release(plan: SynthesisPlan, data=None) -> SyntheticRelease:
+    """A real release of ``plan.release`` with OpenDP's sampler: never cached, never reproducible."""
+    if plan.release is None:
+        raise ValueError("Choose the release's epsilon and method first.")
+    frame, _ = prepare(plan, data)
+    strata_overview(frame, plan.strata)   # refuses too many strata before spending anything
+    return make_release(plan, frame, secure=True)
