@@ -384,7 +384,7 @@ class SynthesizerRelease(Release):
         return super().bind(schema)
 
     def release(self, half, rng):
-        from core.synthesis.stratified import StratifiedSynthesizer
+        from core.synthesis import StratifiedSynthesizer
 
         cols = self.columns_
         domain = {c: int(self.schema_.domain[c]) for c in cols}
@@ -402,18 +402,11 @@ class SynthesizerRelease(Release):
 # --------------------------------------------------------------------------------------------------
 
 def synthesizer_choices() -> dict[str, tuple[str, Callable[[], object]]]:
-    """key -> (label, factory of a fresh synthesizer) for every synthesizer ``core.synthesis`` exports.
+    """key -> (label, factory of a fresh synthesizer with its default Params) for every synthesizer
+    in ``core.synthesis``'s registry."""
+    from core.synthesis import SYNTHESIZERS
 
-    Read from its registry (``SYNTHESIZERS``, built with default Params) when the package exports one,
-    else from the synthesizer classes it exports.
-    """
-    import core.synthesis as synthesis
-
-    registry = getattr(synthesis, "SYNTHESIZERS", None)
-    if isinstance(registry, Registry):
-        return {key: (spec.label, spec.build) for key, spec in registry.items()}
-    return {"independent": ("Independent marginals (baseline)", synthesis.IndependentMarginals),
-            "mst": ("MST (maximum spanning tree)", synthesis.MST)}
+    return {key: (spec.label, spec.build) for key, spec in SYNTHESIZERS.items()}
 
 
 def _kwargs(params) -> dict[str, Any]:

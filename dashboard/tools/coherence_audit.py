@@ -374,7 +374,7 @@ try:
         subgroup_columns=tuple(group_cols), subgroup_order=order, custom_subgroups=custom,
         releases=tuple(releases), adversaries=tuple(adversaries), alpha=alpha, beta=beta, gamma=gamma,
         trials=trials, null_splits=n_null, seed=seed, constants=constants,
-        compare=bool(st.session_state.get("coh_compare_on")) and bool(releases),
+        compare=bool(st.session_state.get("coh_compare_on")),
         sweep=sweep_plan if st.session_state.get("coh_sweep_on") else None, theory=theory_plan)
 except ValueError as err:
     st.error(str(err))
@@ -390,8 +390,10 @@ if plan is not None and (plan.compare or plan.sweep is not None):
     fresh = run_clicked or sweep_clicked
     same = stored is not None and stored.plan.replace(theory=None) == heavy
     try:
-        if fresh or same or run.is_cached(plan, raw):
-            with progress_bar("Running the audit") as bar:
+        if not fresh and stored is not None and stored.plan == plan:
+            result = stored                     # an output widget changed: nothing to recompute
+        elif fresh or same or run.is_cached(plan, raw):
+            with run_area, progress_bar("Running the audit") as bar:
                 result = run(plan, raw, progress=bar)
             st.session_state["coh_result"] = result
     except Cancelled:
@@ -441,7 +443,7 @@ with results_area:
             ["Subgroup heat map", "Score histograms", "Failure rate against alpha", "Size against incoherence",
              "Excluded subgroups"])
         with tab_heat:
-            heat_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_heat_adv")
+            heat_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_heat_adv", **KEEP)
             st.plotly_chart(figs.distance_heatmap(comparison.subgroups, heat_adv, s["alpha"]), key="coh_heat_chart")
             st.caption("Cells: median W1 over trials between the released and held-out halves of each subgroup, with "
                        "the 5-95% range of trials in brackets; subgroups with the worst (1 - beta) quantile on top.")
@@ -449,9 +451,9 @@ with results_area:
             st.dataframe(figs.readable(table, figs.SUBGROUP_COLUMNS), hide_index=True, width="stretch")
         with tab_hist:
             h1, h2, h3 = st.columns(3)
-            hist_group = h1.selectbox("Subgroup", list(comparison.subgroup_masks), key="coh_hist_group")
-            hist_rel = h2.selectbox("Release", rel_names, key="coh_hist_release")
-            hist_adv = h3.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_hist_adv")
+            hist_group = h1.selectbox("Subgroup", list(comparison.subgroup_masks), key="coh_hist_group", **KEEP)
+            hist_rel = h2.selectbox("Release", rel_names, key="coh_hist_release", **KEEP)
+            hist_adv = h3.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_hist_adv", **KEEP)
             mask = comparison.subgroup_masks[hist_group]
             scores = comparison.example_scores[(hist_rel, hist_adv)]
             st.plotly_chart(figs.score_histograms(scores[mask], comparison.example_half[mask], hist_group,
@@ -459,13 +461,13 @@ with results_area:
             st.caption("The two mounds of scores of the first trial: the half whose records fed the release against "
                        "the held-out half. W1 is the work needed to move one mound onto the other.")
         with tab_curve:
-            curve_rel = st.selectbox("Release", rel_names, key="coh_curve_release")
+            curve_rel = st.selectbox("Release", rel_names, key="coh_curve_release", **KEEP)
             st.plotly_chart(figs.coherence_curve_figure(tables["curve"], curve_rel, s["alpha"], s["beta"]),
                             key="coh_curve_chart")
             st.caption("Solid: share of trials in which some eligible subgroup exceeds alpha, with its one-sided 95% "
                        "band; dotted: the same predictors on an independent split (the noise floor).")
         with tab_size:
-            size_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_size_adv")
+            size_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_size_adv", **KEEP)
             st.plotly_chart(figs.size_scatter(comparison.subgroups, size_adv, s["alpha"]), key="coh_size_chart")
         with tab_excl:
             if comparison.excluded.empty:
