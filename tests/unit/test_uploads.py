@@ -59,6 +59,19 @@ def zip_of(members: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
+class OneWayStream:
+    """A file-like object that can only be read forward (a socket or pipe), counting what was read."""
+
+    def __init__(self, data: bytes):
+        self._data, self.consumed = data, 0
+
+    def read(self, n: int = -1) -> bytes:
+        n = len(self._data) - self.consumed if n < 0 else n
+        chunk = self._data[self.consumed:self.consumed + n]
+        self.consumed += len(chunk)
+        return chunk
+
+
 # ----------------------------------------------------------------------------- good files
 def test_microdata_from_bytes_file_object_and_path(tmp_path):
     data = microdata_csv()
@@ -168,8 +181,14 @@ def test_too_large_is_refused_before_parsing(tmp_path):
     data = microdata_csv(rows=40)
     with pytest.raises(ValueError, match=rf"too large \({len(data)} bytes\); the limit is 100 bytes"):
         read_upload(data, "microdata_csv", max_bytes=100)
-    with pytest.raises(ValueError, match=r"too large \(more than 100 bytes\)"):
+    # a seekable file tells its size before any byte is read
+    with pytest.raises(ValueError, match=rf"too large \({len(data)} bytes\)"):
         read_upload(io.BytesIO(data), "microdata_csv", max_bytes=100)
+    # a stream that cannot tell its size is read one byte past the limit, never more
+    stream = OneWayStream(data)
+    with pytest.raises(ValueError, match=r"too large \(more than 100 bytes\)"):
+        read_upload(stream, "microdata_csv", max_bytes=100)
+    assert stream.consumed == 101
     path = tmp_path / "big.csv"
     path.write_bytes(microdata_csv(rows=40))
     with pytest.raises(ValueError, match="too large"):
@@ -228,3 +247,186 @@ def test_corrupted_zip_member(tmp_path):
 def test_two_shapefiles_in_one_zip(tmp_path):
     with pytest.raises(ValueError, match="holds 2 shapefiles"):
         read_upload(zip_of({"a.shp": b"x", "b.shp": b"y"}), "shapefile_zip")
+
+
+# ----------------------------------------------------------------------------- hostile files
+def _units_zip(tmp_path: Path, shp_payload: bytes | None = None) -> dict[str, bytes]:
+    """The parts of a real three-square shapefile, the .shp optionally replaced."""
+    squares().to_file(tmp_path / "units.shp")
+    parts = {p.name: p.read_bytes() for p in sorted(tmp_path.glob("units.*"))}
+    if shp_payload is not None:
+        parts["units.shp"] = shp_payload
+    return parts
+
+
+def deflated_zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, payload in members.items():
+            archive.writestr(name, payload)
+    return buffer.getvalue()
+
+
+def refuse_inflating(monkeypatch) -> None:
+    """Any attempt to open (inflate) a zip member fails the test."""
+    def no_open(self, *args, **kwargs):
+        raise AssertionError("a zip member was inflated before the archive was checked")
+    monkeypatch.setattr(zipfile.ZipFile, "open", no_open)
+
+
+def test_zip_bomb_is_refused_from_declared_sizes_before_extraction(tmp_path, monkeypatch):
+    bomb = deflated_zip(_units_zip(tmp_path, shp_payload=bytes(40_000_000)))
+    assert len(bomb) < 200_000  # 40 MB of zeros deflates to a few dozen kB
+    refuse_inflating(monkeypatch)
+    for kind in ("shapefile_zip", "block_shapefile_zip"):
+        with pytest.raises(ValueError, match="would expand .* times .*zip bomb"):
+            read_upload(bomb, kind)
+
+
+def test_zip_whose_declared_total_exceeds_the_cap_is_refused_before_extraction(tmp_path, monkeypatch):
+    # two-letter noise deflates about sevenfold: each member passes the ratio check, the total does not
+    rng = np.random.default_rng(2)
+    members = _units_zip(tmp_path)
+    members.update({f"padding{i}.bin": rng.choice(np.frombuffer(b"ab", np.uint8), 300_000).tobytes()
+                    for i in range(4)})
+    archive = deflated_zip(members)
+    assert len(archive) < 200_000
+    refuse_inflating(monkeypatch)
+    with pytest.raises(ValueError, match="expands to 1.2 MB, more than the 1.0 MB accepted"):
+        read_upload(archive, "shapefile_zip", max_bytes=200_000)
+
+
+def _lie_about_size(archive: bytes, member: str, declared: int) -> bytes:
+    """Rewrite a member's uncompressed size in its local header and central directory entry."""
+    import struct
+
+    data = bytearray(archive)
+    name = member.encode()
+    local = data.find(b"PK\x03\x04")
+    while local >= 0:
+        name_len = struct.unpack_from("<H", data, local + 26)[0]
+        if bytes(data[local + 30:local + 30 + name_len]) == name:
+            struct.pack_into("<I", data, local + 22, declared)
+        local = data.find(b"PK\x03\x04", local + 4)
+    central = data.find(b"PK\x01\x02")
+    while central >= 0:
+        name_len = struct.unpack_from("<H", data, central + 28)[0]
+        if bytes(data[central + 46:central + 46 + name_len]) == name:
+            struct.pack_into("<I", data, central + 24, declared)
+        central = data.find(b"PK\x01\x02", central + 4)
+    return bytes(data)
+
+
+def test_member_inflating_past_its_declared_size_is_stopped(tmp_path, monkeypatch):
+    rng = np.random.default_rng(1)
+    payload = rng.integers(0, 256, 3_000_000, dtype=np.uint8).tobytes()  # does not compress
+    archive = _lie_about_size(deflated_zip(_units_zip(tmp_path, shp_payload=payload)), "units.shp", 1_000)
+    inflated: list[int] = []
+    real_open = zipfile.ZipFile.open
+
+    def counting_open(self, *args, **kwargs):
+        handle = real_open(self, *args, **kwargs)
+        real_read = handle.read
+
+        def read(n=-1):
+            chunk = real_read(n)
+            inflated.append(len(chunk))
+            return chunk
+        handle.read = read
+        return handle
+    monkeypatch.setattr(zipfile.ZipFile, "open", counting_open)
+    with pytest.raises(ValueError, match="corrupted|declared size"):
+        read_upload(archive, "shapefile_zip")
+    assert sum(inflated) <= 1_000 + 1_000_000  # never much past the 1 kB it claimed
+
+
+def test_zip_with_too_many_members_is_refused(monkeypatch):
+    archive = zip_of({f"part{i}.txt": b"x" for i in range(100)})
+    refuse_inflating(monkeypatch)
+    with pytest.raises(ValueError, match="holds 100 entries; at most 64"):
+        read_upload(archive, "shapefile_zip")
+
+
+def test_million_column_header_is_refused_before_parsing(monkeypatch):
+    import core.uploads
+
+    header = ",".join(f"c{i}" for i in range(1_000_000))
+    data = (header + "\n" + ",".join("1" for _ in range(1_000_000)) + "\n").encode()
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("pandas parsed a header that should have been refused")
+    monkeypatch.setattr(core.uploads.pd, "read_csv", no_parse)
+    for kind in ("microdata_csv", "counts_csv", "block_counts_csv", "assignment_csv"):
+        with pytest.raises(ValueError, match="1,000,000 columns; at most 2,000"):
+            read_upload(data, kind)
+
+
+def test_duplicate_check_counts_names_once(monkeypatch):
+    """Duplicates are found by one counting pass, not by list.count per name (quadratic)."""
+    class NoCount(list):
+        def count(self, value):
+            raise AssertionError("list.count scans the header once per name")
+    names = [f"c{i}" for i in range(1_999)] + ["c0"]
+    import core.uploads
+    real_reader = core.uploads.csv.reader
+    monkeypatch.setattr(core.uploads.csv, "reader", lambda lines: (NoCount(r) for r in real_reader(lines)))
+    with pytest.raises(ValueError, match=r"Duplicate column names \['c0'\]"):
+        read_upload((",".join(names) + "\n" + "1," * 1_999 + "1\n").encode(), "microdata_csv")
+
+
+def test_size_known_up_front_is_refused_without_reading():
+    class Uploaded:
+        size = 10_000_000
+
+        def read(self, *args):
+            raise AssertionError("read an upload already known to be too large")
+    with pytest.raises(ValueError, match=r"too large \(10.0 MB\); the limit is 1.0 MB"):
+        read_upload(Uploaded(), "microdata_csv", max_bytes=1_000_000)
+
+
+NUMBER_CASES = [
+    ("counts 1e20", b"GEOID,pop\n1,2\n2,1e20\n", "counts_csv", "impossible count \\('1e\\+20'\\) on line 3"),
+    ("counts past int64", b"GEOID,pop\n1,2\n2,99999999999999999999999\n", "counts_csv", "impossible count"),
+    ("counts NaN", b"GEOID,pop\n1,2\n2,NaN\n", "counts_csv", "blank on line 3"),
+    ("block counts 1e20", b"GEOID,total,vap\n1,2,1\n2,1e20,1\n", "block_counts_csv", "impossible count"),
+    ("block counts negative", b"geoid,TOTAL,vap\n1,-2,1\n", "block_counts_csv", "negative count"),
+    ("microdata inf", b"a,b\n" + b"x,1\n" * 10 + b"x,inf\n", "microdata_csv", "'b' has an infinite value on line 12"),
+    ("microdata NaN", b"a,b\n" + b"x,1\n" * 10 + b"x,\n", "microdata_csv", "'b' is blank or NaN on line 12"),
+    ("microdata past int64", b"a,b\n" + b"x,1\n" * 10 + b"x,18446744073709551615\n", "microdata_csv",
+     "'b' has a whole number beyond .* wrap"),
+    ("microdata 1e300", b"a,b\n" + b"x,1\n" * 10 + b"x,1e300\n", "microdata_csv", "'b' has a value beyond"),
+    ("json NaN", b'{"seed": NaN}', "json", "NaN, which is not a number"),
+    ("json Infinity", b'{"epsilon": -Infinity}', "json", "-Infinity, which is not a number"),
+    ("json 1e400", b'{"epsilon": 1e400}', "json", "too large to represent \\(1e400\\)"),
+    ("json huge int", b'{"seed": 123456789012345678901234567890}', "json", "30 digits"),
+    ("json past int64", b'{"seed": 9300000000000000000}', "json", "beyond \\+-9,223,372,036,854,775,807"),
+    ("json deep", b"[" * 100_000 + b"]" * 100_000, "json", "nests more than 64 levels"),
+    ("json not object", b"[1, 2]", "json", "holds a list, not an object"),
+    ("geojson NaN", b'{"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {}, '
+                    b'"geometry": {"type": "Polygon", "coordinates": [[[0, 0], [1, NaN], [1, 0], [0, 0]]]}}]}',
+     "geojson", "NaN, which is not a number"),
+    ("assignment blank district", b"GEOID,district\n1,1\n2,\n", "assignment_csv", "district is empty on line 3"),
+    ("assignment duplicate", b"GEOID,district\n1,1\n1,2\n", "assignment_csv", "Duplicate GEOIDs \\['1'\\]"),
+    ("assignment columns", b"GEOID,plan\n1,1\n", "assignment_csv", "needs columns GEOID and district"),
+]
+
+
+@pytest.mark.parametrize("label,data,kind,message", NUMBER_CASES, ids=[c[0] for c in NUMBER_CASES])
+def test_numbers_that_would_wrap_get_named_errors(label, data, kind, message):
+    with pytest.raises(ValueError, match=message):
+        read_upload(data, kind)
+
+
+# ----------------------------------------------------------------------------- the other kinds
+def test_block_files_and_assignment_and_json_and_session(tmp_path):
+    blocks = squares().rename(columns={"GEOID": "GEOID20"})
+    gdf = read_upload(shapefile_zip(tmp_path, blocks), "block_shapefile_zip")
+    assert list(gdf.columns) == ["GEOID", "geometry"] and gdf.crs.to_epsg() == 4326
+    counts = read_upload(b"Geoid,Total,VAP,black\n01,10,8,2\n02,0,0,0\n", "block_counts_csv")
+    assert counts.columns.tolist() == ["GEOID", "total", "vap", "black"]
+    assert counts["GEOID"].tolist() == ["01", "02"] and counts["total"].dtype == "int64"
+    plan = read_upload(b"GEOID,district\n01, 3\n02,A\n", "assignment_csv")
+    assert plan.to_dict("list") == {"GEOID": ["01", "02"], "district": ["3", "A"]}
+    assert read_upload(b'{"schema": 2, "seed": 7, "epsilon": 0.5}', "json") == {
+        "schema": 2, "seed": 7, "epsilon": 0.5}
+    assert read_upload("# {}\na,b\n".encode(), "session") == "# {}\na,b\n"
