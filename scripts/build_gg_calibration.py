@@ -1,6 +1,6 @@
 """Precompute Generalized Gaussian scales for the Budget allocation page's default settings.
 
-The numerical calibration (privacy-loss distribution, core.census.mechanism_comparison) takes about
+The numerical calibration (privacy-loss distribution, core.privacy.calibration) takes about
 a second per (k, p, epsilon) the first time; shipping the page's default grid makes its Mechanisms
 tab answer at once. Other settings are still calibrated on demand. Run by maintainers:
 
@@ -19,14 +19,15 @@ from joblib import Parallel, delayed
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.census.mechanism_comparison import GG_GRID_FILE, MechanismSweepConfig, gg_scale_by_bisection  # noqa: E402
+from core.census.mechanism_comparison import MechanismSweepPlan  # noqa: E402
+from core.privacy.calibration import GG_GRID_FILE, gg_scale_by_bisection  # noqa: E402
 
 K_VALUES = (1, 3, 10, 30, 100, 300, 1000)      # the page's k slider
 ORDERS = (2.0, 3.0, 4.0)                        # default order 3 and its neighbours
 
 
 def main() -> None:
-    cfg = MechanismSweepConfig()
+    cfg = MechanismSweepPlan()
     grid = list(itertools.product(K_VALUES, ORDERS, cfg.epsilons))
     t0 = time.perf_counter()
     sigmas = Parallel(n_jobs=-1)(delayed(gg_scale_by_bisection)(k, p, e, cfg.delta) for k, p, e in grid)

@@ -6,18 +6,28 @@ non-negativity constraints bind where groups are small, as in real block data.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from core.census.hierarchy import Hierarchy
+from core.census.geography_data import Hierarchy
 from core.census.toydown import detailed_histogram, topdown_lite, total_histogram, toydown
+from core.contracts import Plan, make_rng, seed_sequence, stream_key
+
+# Above this many leaves the comparison (several typed runs) takes seconds, so the page runs it
+# only when the curator asks.
+LARGE_TREE = 200_000
+WEIGHTS = {"unweighted": "Unweighted", "inverse_variance": "Inverse-variance"}
 
 
 @dataclass(frozen=True)
-class AlgorithmConfig:
-    """Settings of the ToyDown / TopDown-lite comparison."""
+class AlgorithmPlan(Plan):
+    """Settings of the ToyDown / TopDown-lite comparison (the budgets come from the allocation).
+
+    ``exact_level`` -1 publishes only the total exactly; m >= 0 publishes every count through level m.
+    """
 
     n_types: int = 4
     detailed_share: float = 0.5
@@ -26,6 +36,27 @@ class AlgorithmConfig:
     weights: str = "unweighted"
     runs: int = 3
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        _whole(self.n_types, "The number of person types", 1, 20)
+        _whole(self.runs, "The comparison's runs", 1, 50)
+        _whole(self.exact_level, "The exact level", -1, 10)
+        _whole(self.seed, "The seed", 0, 2**63 - 1)
+        if not (isinstance(self.detailed_share, (int, float)) and math.isfinite(self.detailed_share)
+                and 0 < self.detailed_share <= 1):
+            raise ValueError("The detailed histogram's share must lie in (0, 1].")
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {list(WEIGHTS)}; got {self.weights!r}.")
+
+
+def _whole(value, what: str, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{what} must be a whole number from {low:,} to {high:,}; got {value!r}.")
+
+
+def runtime_estimate(n_leaves: int, runs: int, n_types: int) -> int:
+    """Seconds the comparison takes on this machine, roughly (measured: about 500,000 leaf-type-runs a second)."""
+    return max(1, math.ceil(int(n_leaves) * int(runs) * int(n_types) / 500_000))
 
 
 def simulate_types(h: Hierarchy, leaf_counts: np.ndarray, n_types: int, rng: np.random.Generator) -> np.ndarray:
@@ -37,21 +68,26 @@ def simulate_types(h: Hierarchy, leaf_counts: np.ndarray, n_types: int, rng: np.
     return rng.multinomial(np.asarray(leaf_counts, dtype=np.int64), shares)
 
 
-def compare_algorithms(h: Hierarchy, leaf_counts, budgets, config: AlgorithmConfig,
+def compare_algorithms(h: Hierarchy, leaf_counts, budgets, config: AlgorithmPlan,
                        pure_mechanism: str = "laplace", sensitivity: float = 2.0, progress=None) -> pd.DataFrame:
     """Tidy errors per algorithm and level: MAE of unit totals, share of negative cells, L1 error of leaves.
 
     L1 error is sum over leaves and types of |alpha - a| / (2 x total), the Census validator's measure.
     """
-    if not 1 <= config.n_types <= 20:
-        raise ValueError("Use between 1 and 20 person types.")
-    if not 0 < config.detailed_share <= 1:
-        raise ValueError("The detailed histogram's share must lie in (0, 1].")
-    rng = np.random.default_rng(config.seed)
-    typed = simulate_types(h, leaf_counts, config.n_types, rng)
+    if h.depth < 2:
+        raise ValueError("The comparison needs at least two levels.")
+    if config.exact_level >= h.depth - 1:
+        raise ValueError(f"Publishing every count through level {config.exact_level} leaves nothing noisy; "
+                         f"choose a level above {h.level_names[-1]}.")
+    typed = simulate_types(h, leaf_counts, config.n_types,
+                           make_rng(seed_sequence(config.seed, stream_key("person types"))))
+    rng = make_rng(seed_sequence(config.seed, stream_key("algorithm noise")))
     true = h.aggregate(typed)
     total = true[0].sum()
-    discrete = "geometric" if pure_mechanism in ("laplace", "geometric") else "discrete_gaussian"
+    from core.privacy.mechanisms import get_mechanism
+    # TopDown-lite draws integer noise: the geometric for epsilon budgets (pure DP, so it also meets any
+    # (epsilon, delta) the allocation promises) and the discrete Gaussian for rho budgets.
+    discrete = "geometric" if get_mechanism(pure_mechanism).unit == "epsilon" else "discrete_gaussian"
     if config.detailed_share < 1:
         hists, shares = [detailed_histogram(config.n_types), total_histogram(config.n_types)], \
             (config.detailed_share, 1 - config.detailed_share)

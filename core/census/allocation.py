@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.privacy.mechanisms import MECHANISMS
+from core.privacy.ledger import BudgetLedger
+from core.privacy.mechanisms import get_mechanism
 
 _FORMAT = "census-budget-allocation"
 _VERSION = 1
@@ -18,7 +19,9 @@ class Allocation:
     """Per-level budgets (top level first) in one unit: epsilon (pure DP) or rho (zCDP).
 
     Levels compose sequentially and units within a level in parallel, so the total is the sum.
-    ``delta`` is only meaningful for rho, where it fixes the (epsilon, delta) statement.
+    ``mechanism`` is a mechanism id from ``core.privacy.mechanisms`` (a key, or a key with its
+    parameters). ``delta``: for rho it fixes the (epsilon, delta) statement; for an (epsilon, delta)
+    mechanism it is the release's total delta (each level's mechanism carries its share).
     """
 
     level_names: tuple[str, ...]
@@ -38,15 +41,30 @@ class Allocation:
             raise ValueError(f"Every level's budget must be a positive number; got {list(self.budgets)}.")
         if self.unit not in ("epsilon", "rho"):
             raise ValueError(f"The unit must be 'epsilon' or 'rho'; got {self.unit!r}.")
-        if self.mechanism not in MECHANISMS:
-            raise ValueError(f"Unknown mechanism {self.mechanism!r}; choose one of {sorted(MECHANISMS)}.")
-        if MECHANISMS[self.mechanism].unit != self.unit:
-            raise ValueError(f"The {self.mechanism} mechanism is calibrated in {MECHANISMS[self.mechanism].unit}, "
-                             f"not {self.unit}.")
+        mech = get_mechanism(self.mechanism)
+        if mech.unit != self.unit:
+            raise ValueError(f"The {mech.label} mechanism is calibrated in {mech.unit}, not {self.unit}.")
         if not (math.isfinite(float(self.sensitivity)) and float(self.sensitivity) > 0):
             raise ValueError(f"The sensitivity must be positive; got {self.sensitivity}.")
         if self.delta is not None and not 0 < float(self.delta) < 1:
             raise ValueError(f"delta must lie strictly between 0 and 1; got {self.delta}.")
+
+    @property
+    def noise(self):
+        """The mechanism (from the registry) that noises every level."""
+        return get_mechanism(self.mechanism)
+
+    @property
+    def level_delta(self) -> float | None:
+        """delta of each level's measurement for an (epsilon, delta) mechanism, else None."""
+        return self.noise.delta
+
+    @property
+    def total_delta(self) -> float | None:
+        """delta of the whole release: the rho statement's delta, or the levels' deltas added up."""
+        if self.noise.approximate:
+            return float(self.noise.delta) * len(self.budgets)
+        return None if self.delta is None else float(self.delta)
 
     @property
     def total(self) -> float:
@@ -72,14 +90,17 @@ class Allocation:
         from core.privacy.accounting import rho_to_epsilon
         return rho_to_epsilon(self.total, float(self.delta))
 
-    def ledger(self):
-        """A BudgetLedger with one spend per level; a level's units are disjoint, so they compose in parallel."""
-        from core.privacy.ledger import BudgetLedger
-        book = BudgetLedger()
+    def ledger(self) -> "AllocationLedger":
+        """One spend per level; a level's units are disjoint, so they compose in parallel."""
+        book = AllocationLedger(self.noise.delta)
         for name, budget in zip(self.level_names, self.budgets):
             book.spend(f"{name} counts", budget, self.unit, composition="parallel", group=f"{name} units",
-                       part="every unit", measured=f"noisy count of every {name} ({self.mechanism})")
+                       part="every unit", measured=f"noisy count of every {name} ({self.noise.label})")
         return book
+
+    def statement(self) -> str:
+        """The guarantee of the whole allocation in plain words."""
+        return self.ledger().statement(self.delta)
 
     def to_json(self) -> str:
         """JSON text another page can load with Allocation.from_json."""
@@ -111,3 +132,31 @@ class Allocation:
             raise ValueError(f"The allocation is for levels {list(alloc.level_names)} but this geography has "
                              f"{list(level_names)}; make an allocation for this geography on the Budget page.")
         return alloc
+
+
+class AllocationLedger(BudgetLedger):
+    """A budget ledger whose spends may each carry a delta (an (epsilon, delta) mechanism per level).
+
+    Without a delta it is the plain ledger. With one, every spend is an (epsilon, delta)-DP
+    measurement and the levels add up by basic composition: the epsilons add, and so do the deltas.
+    """
+
+    def __init__(self, level_delta: float | None = None) -> None:
+        super().__init__()
+        self.level_delta = level_delta
+
+    def to_frame(self):
+        frame = super().to_frame()
+        if self.level_delta is not None:
+            frame.insert(frame.columns.get_loc("unit") + 1, "delta", self.level_delta)
+        return frame
+
+    def statement(self, delta: float | None = None) -> str:
+        if self.level_delta is None:
+            return super().statement(delta)
+        n = len(self)
+        eps = sum(s.amount for s in self.spends)
+        return (f"The release makes {n} measurement{'s' if n != 1 else ''} (one per level; the units within a "
+                f"level are disjoint, so each level counts once). Each level is (epsilon, "
+                f"{self.level_delta:.3g})-DP at its own epsilon; added up one after another they give "
+                f"(epsilon = {eps:.4g}, delta = {self.level_delta * n:.3g})-differential privacy.")

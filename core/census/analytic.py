@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from core.census.hierarchy import Hierarchy
+from core.census.geography_data import Hierarchy
 from core.census.toydown import check_budgets, level_noise_scales
 from core.privacy.mechanisms import get_mechanism
 
@@ -133,10 +133,19 @@ def fragmentation(h: Hierarchy, leaf_mask) -> float | np.ndarray:
     return float(out) if np.ndim(out) == 0 else out
 
 
-def level_node_variance(eps_by_level, mechanism: str = "laplace", sensitivity: float = 2.0) -> np.ndarray:
-    """Variance of one node's noise at each level, e.g. 8/epsilon_l^2 for Laplace with sensitivity 2."""
+def level_node_variance(eps_by_level, mechanism: str = "laplace", sensitivity: float = 2.0,
+                        estimate: bool = False) -> np.ndarray:
+    """Variance of one node's noise at each level, e.g. 8/epsilon_l^2 for Laplace with sensitivity 2.
+
+    ``estimate`` reads numerically calibrated scales off their interpolated curve (for what-if
+    curves over many budgets); the noise actually drawn uses the exact scale.
+    """
     mech = get_mechanism(mechanism)
-    scales = level_noise_scales(eps_by_level, mechanism, sensitivity)
+    if estimate:
+        scales = np.atleast_1d(np.asarray(mech.scale_estimate(sensitivity, np.asarray(eps_by_level, dtype=float)),
+                                          dtype=float))
+    else:
+        scales = level_noise_scales(eps_by_level, mechanism, sensitivity)
     return np.atleast_1d(np.asarray(mech.variance(scales), dtype=float))
 
 

@@ -1,13 +1,14 @@
-"""The Budget allocation page's computation: config in, tidy tables out (no UI code here).
+"""The Budget allocation page as a plan: every choice in one frozen :class:`BudgetPlan`, one ``run``.
 
-Given a total budget, a hierarchy, a split rule, targets and a mechanism, it reports per-level noise,
-the analytic ToyDown error of each target (Cohen et al. 2021, Cor. 3) beside a seeded Monte Carlo
-ToyDown estimate, the paper's Figure 2 curves, the Table 1 presets, and the split that minimises the
-targets' variance (cube-root rule for epsilon, square-root rule for rho).
+Given a total budget, a geography, a split rule, targets and a noise mechanism, ``run`` reports the
+per-level noise, the analytic ToyDown error of each target (Cohen et al. 2021, Cor. 3) beside a
+seeded Monte Carlo ToyDown estimate, the paper's Figure 2 curves, the Table 1 presets and the split
+that minimises the targets' weighted variance (cube-root rule for epsilon, square-root rule for rho).
+Each tab's sub-plan (ToyDown vs TopDown-lite, mechanism comparison, public information) runs as its
+own cached sub-run, so changing one tab does not recompute the others.
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 
@@ -15,53 +16,173 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from core.cache import cached, cached_call
+from core.census.algorithm_comparison import LARGE_TREE, AlgorithmPlan, compare_algorithms
 from core.census.allocation import Allocation
 from core.census.analytic import (PRESETS, level_coefficients, level_node_variance, preset_shares,
                                   split_for_coefficients, unit_coefficients)
-from core.census.hierarchy import Hierarchy
+from core.census.geography_data import (GEOGRAPHIES, GeographyData, Hierarchy, check_fanouts, load_geography)
+from core.census.mechanism_comparison import MechanismSweepPlan, generalized_gaussian_advantage, mechanism_sweep
+from core.census.public_info import (PublicInfoPlan, beta_equicorrelated, delta_z_grid, dpz_statement,
+                                     invariant_effects, wem_comparison)
 from core.census.toydown import consistent_top_down, draw_node_noise
-from core.privacy.mechanisms import get_mechanism
+from core.contracts import DataRef, Plan, Result, bytes_fingerprint, make_rng, seed_sequence, stream_key
+from core.parallel import map_trials
+from core.privacy.mechanisms import (MECHANISMS, AnalyticGaussianParams, GeneralizedGaussianParams, NoParams,
+                                     get_mechanism, mechanism_id)
 
-STYLISED_NAMES = ("state", "county", "tract", "block group", "block")
+SPLITS = {"preset": "Preset from the paper", "custom": "Custom sliders", "optimise": "Optimise for my targets"}
+MAX_DISTRICTS = 10_000
+SIMULATION = "Simulation, not a release: seeded floating-point noise for illustration only."
+
+
+def _whole(value, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{what} must be a whole number from {low:,} to {high:,}; got {value!r}.")
+    return int(value)
+
+
+def _finite(value, what: str, low: float, high: float, *, open_low: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or not (low < value if open_low else low <= value) or value > high:
+        bound = f"above {low:g}" if open_low else f"at least {low:g}"
+        raise ValueError(f"{what} must be a finite number {bound} and at most {high:g}; got {value!r}.")
+    return float(value)
+
+
+def parse_target(spec: str) -> tuple[str, int | None]:
+    """('leaf' | 'unit' | 'greedy' | 'scattered' | 'plan', argument) of a target spec, checked."""
+    kind, _, arg = str(spec).partition(":")
+    if kind in ("leaf", "plan") and not arg:
+        return kind, None
+    if kind in ("unit", "greedy", "scattered") and arg.isdigit() and len(arg) <= 6:
+        n = int(arg)
+        if kind == "unit" and n <= 10:
+            return kind, n
+        if kind != "unit" and 1 <= n <= MAX_DISTRICTS:
+            return kind, n
+    raise ValueError(f"Target {spec!r} is not one of leaf, unit:<level>, greedy:<k>, scattered:<k> (k from 1 to "
+                     f"{MAX_DISTRICTS:,}) or plan.")
 
 
 @dataclass(frozen=True)
-class BudgetConfig:
-    """Every choice on the Budget allocation page; the seed makes the simulation reproducible."""
+class BudgetPlan(Plan):
+    """Every choice on the Budget allocation page. The seed makes every simulated number reproducible.
 
+    ``data`` names the geography ("stylised" or "georgia"), or an uploaded district plan (a
+    block-assignment CSV on Georgia) by its fingerprint: ``run`` then takes the CSV's bytes.
+    ``mechanism`` is a registry key of ``core.privacy.mechanisms`` with its ``mechanism_params``; an
+    (epsilon, delta) mechanism gets ``delta`` (the release's total) split evenly over the levels.
+    ``algorithms``, ``mechanisms`` and ``public`` are the tabs' sub-plans (None: not run).
+    """
+
+    data: DataRef = DataRef("stylised")
+    fanouts: tuple[int, ...] = (20, 10, 4, 12)
     total: float = 1.0
     unit: str = "epsilon"
     delta: float | None = None
-    hierarchy: str = "stylised"              # "stylised" or "georgia"
-    fanouts: tuple[int, ...] = (20, 10, 4, 12)
-    split: str = "preset"                    # "preset", "custom" or "optimise"
+    split: str = "preset"
     preset: str = "equal"
     custom_shares: tuple[float, ...] = ()
-    targets: tuple[str, ...] = ("leaf", "unit:2", "greedy:4", "scattered:4")
-    target_weights: tuple[float, ...] = ()   # importance of each target in the recommended split; () = equal
-    district_plan: tuple[int, ...] = ()      # district label per leaf for the "plan" target (a user's plan)
     mechanism: str = "laplace"
+    mechanism_params: NoParams | AnalyticGaussianParams | GeneralizedGaussianParams = NoParams()
     sensitivity: float = 2.0
+    targets: tuple[str, ...] = ("leaf", "unit:2", "greedy:4", "scattered:4")
+    target_weights: tuple[float, ...] = ()
     runs: int = 30
     seed: int = 0
     nonnegative: bool = False
     fig2_fanouts: tuple[int, int] = (10, 10)
+    algorithms: AlgorithmPlan | None = AlgorithmPlan()
+    mechanisms: MechanismSweepPlan | None = MechanismSweepPlan(
+        mechanisms=("laplace", "geometric", "analytic_gaussian", "discrete_gaussian"))
+    public: PublicInfoPlan | None = PublicInfoPlan()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, DataRef):
+            raise ValueError("data must name the geography (a DataRef).")
+        if self.data.source not in (*GEOGRAPHIES, DataRef.UPLOAD):
+            raise ValueError(f"Unknown geography {self.data.source!r}; choose one of {list(GEOGRAPHIES)} or "
+                             "upload a district plan on Georgia.")
+        if self.geography == "stylised":
+            check_fanouts(self.fanouts)
+        _finite(self.total, "The total budget", 0.0, 100.0, open_low=True)
+        if self.unit not in ("epsilon", "rho"):
+            raise ValueError(f"The unit must be 'epsilon' (pure or approximate DP) or 'rho' (zCDP); got {self.unit!r}.")
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"Unknown mechanism {self.mechanism!r}; choose one of {list(MECHANISMS)}.")
+        spec = MECHANISMS[self.mechanism]
+        if not isinstance(self.mechanism_params, spec.params):
+            raise ValueError(f"{spec.label} takes {spec.params.__name__}, not {type(self.mechanism_params).__name__}.")
+        mech = get_mechanism(self.mechanism)
+        if mech.unit != self.unit:
+            raise ValueError(f"The {spec.label} mechanism spends {mech.unit}; switch the unit or the mechanism.")
+        if (self.unit == "rho" or mech.approximate) and self.delta is None:
+            raise ValueError(f"Give a delta (between 0 and 1) for the {spec.label}'s (epsilon, delta) statement.")
+        if self.delta is not None:
+            _finite(self.delta, "delta", 0.0, 0.1, open_low=True)
+        _finite(self.sensitivity, "The sensitivity", 0.0, 100.0, open_low=True)
+        if self.split not in SPLITS:
+            raise ValueError(f"Unknown split rule {self.split!r}; use one of {list(SPLITS)}.")
+        if self.preset not in PRESETS:
+            raise ValueError(f"Unknown preset {self.preset!r}; choose one of {list(PRESETS)}.")
+        if self.split == "custom":
+            if not self.custom_shares or len(self.custom_shares) > 10:
+                raise ValueError("Give one custom share per level.")
+            shares = [_finite(s, "A level's share", 0.0, 1e6) for s in self.custom_shares]
+            if not sum(shares) > 0:
+                raise ValueError("At least one level needs a positive share; raise a slider.")
+        if not self.targets or len(self.targets) > 20:
+            raise ValueError("Pick between 1 and 20 targets.")
+        kinds = [parse_target(t)[0] for t in self.targets]
+        if "plan" in kinds and not self.data.is_upload:
+            raise ValueError("The 'plan' target needs an uploaded district plan.")
+        if self.target_weights:
+            bad = "Give one non-negative weight per target (at most 1,000,000), at least one of them positive; " \
+                  f"got {list(self.target_weights)}."
+            if len(self.target_weights) != len(self.targets):
+                raise ValueError(bad)
+            try:
+                w = [_finite(x, "A target's weight", 0.0, 1e6) for x in self.target_weights]
+            except ValueError:
+                raise ValueError(bad) from None
+            if not any(x > 0 for x in w):
+                raise ValueError(bad)
+        _whole(self.runs, "ToyDown runs", 0, 2000)
+        _whole(self.seed, "The seed", 0, 2**63 - 1)
+        if len(self.fig2_fanouts) != 2:
+            raise ValueError("The Figure 2 tree takes two fan-outs.")
+        for f in self.fig2_fanouts:
+            _whole(f, "A Figure 2 fan-out", 1, 1000)
+
+    # ------------------------------------------------------------------ derived choices
+    @property
+    def geography(self) -> str:
+        """'stylised' or 'georgia' (an uploaded district plan is always on Georgia)."""
+        return "georgia" if self.data.is_upload else self.data.source
+
+    def geography_data(self) -> GeographyData:
+        return load_geography(self.geography, tuple(self.fanouts) if self.geography == "stylised" else (),
+                              _geo_seed(self))
+
+    def level_mechanism(self, depth: int) -> str:
+        """The mechanism id every level uses: an (epsilon, delta) mechanism gets delta / depth per level."""
+        params = self.mechanism_params
+        if get_mechanism(self.mechanism).approximate:
+            params = params.__class__(**{**params.__dict__, "delta": float(self.delta) / depth})
+        return mechanism_id(self.mechanism, params)
 
 
-@dataclass(frozen=True)
-class GeographyData:
-    """A hierarchy with its leaf populations and a description of where they come from."""
-
-    hierarchy: Hierarchy
-    leaf_counts: np.ndarray = field(repr=False)
-    source: str
-    leaf_ids: np.ndarray | None = field(default=None, repr=False)   # block GEOIDs, when the leaves have them
+def _geo_seed(plan: BudgetPlan) -> int:
+    """Georgia's blocks are built from the plan's seed (seed 0 here and on the District maps page match)."""
+    return int(plan.seed)
 
 
 @dataclass
-class BudgetResult:
+class BudgetResult(Result):
     """Tables behind every output of the page (tidy DataFrames) plus the allocation itself."""
 
+    plan: BudgetPlan
     allocation: Allocation
     levels: pd.DataFrame
     targets: pd.DataFrame
@@ -70,72 +191,67 @@ class BudgetResult:
     presets_levels: pd.DataFrame
     presets_targets: pd.DataFrame
     recommendation: pd.DataFrame
-    recommended_budgets: tuple[float, ...]
+    recommended_split: pd.DataFrame
     source: str
+    n_leaves: int
+    level_names: tuple[str, ...]
+    algorithms: pd.DataFrame | None = None
+    sweep: pd.DataFrame | None = None
+    gg_advantage: pd.DataFrame | None = None
+    public: dict = field(default_factory=dict)
+
+    @property
+    def recommended_budgets(self) -> tuple[float, ...]:
+        return tuple(self.recommended_split["budget"])
+
+    @property
+    def mean_gain(self) -> float:
+        """Mean over targets of the recommended split's gain in error sd over the equal split (%)."""
+        return float(self.recommendation["gain over equal (%)"].mean()) if len(self.recommendation) else float("nan")
+
+    @property
+    def algorithm_summary(self) -> pd.DataFrame | None:
+        if self.algorithms is None:
+            return None
+        return (self.algorithms.groupby(["algorithm", "level"], sort=False).mean(numeric_only=True)
+                .drop(columns="run").reset_index())
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        out = {"levels": self.levels, "targets": self.targets, "recommended_split": self.recommended_split,
+               "recommendation": self.recommendation, "presets_levels": self.presets_levels,
+               "presets_targets": self.presets_targets, "figure2": self.figure2,
+               "figure2_optimum": self.figure2_optimum.assign(
+                   budgets=self.figure2_optimum["budgets"].map(lambda b: ", ".join(f"{x:g}" for x in b))),
+               "ledger": self.allocation.ledger().to_frame()}
+        if self.algorithms is not None:
+            out["algorithms"] = self.algorithms
+        if self.sweep is not None:
+            out["mechanism_sweep"] = self.sweep
+            out["gg_advantage"] = self.gg_advantage
+        for name in ("invariants", "wem_summary", "wem_cells", "delta_z"):
+            if name in self.public:
+                out[name] = self.public[name]
+        return out
+
+    def headline(self) -> dict[str, float]:
+        out = {"total budget": self.allocation.total, "leaves": float(self.n_leaves),
+               "mean gain of the recommended split (%)": self.mean_gain}
+        if self.allocation.unit == "rho":
+            out["epsilon (tight conversion)"] = self.allocation.epsilon_total()
+        for _, row in self.targets.iterrows():
+            out[f"error sd: {row['target']}"] = float(row["analytic sd"])
+        return out
+
+    def ledger(self):
+        return self.allocation.ledger()
 
 
-# ------------------------------------------------------------------------------ geography
-def stylised_geography(fanouts: tuple[int, ...], seed: int = 0) -> GeographyData:
-    """Homogeneous tree with the given fan-outs; leaf populations Poisson(50) from the seed."""
-    h = Hierarchy.homogeneous(fanouts, stylised_level_names(len(fanouts) + 1))
-    if h.n_leaves > 2_000_000:
-        raise ValueError(f"{h.n_leaves:,} leaves is too many for the page; keep it under 2 million.")
-    counts = np.random.default_rng(seed).poisson(50, h.n_leaves)
-    return GeographyData(h, counts, f"stylised homogeneous tree {' x '.join(map(str, fanouts))} "
-                                    f"({h.n_leaves:,} leaves, populations simulated as Poisson(50))")
-
-
-def georgia_geography(seed: int = 0) -> GeographyData:
-    """Georgia: synthetic blocks under real counties when available, else the 159 real counties."""
-    try:
-        from core.districts.geography import load_georgia_blocks
-    except ImportError:
-        load_georgia_blocks = None
-    if load_georgia_blocks is not None:
-        geo = load_georgia_blocks(seed=seed)
-        return GeographyData(geo.hierarchy, np.asarray(geo.blocks["total"], dtype=np.int64),
-                             "Georgia: synthetic blocks nested in the real counties (state > county > tract > "
-                             "block group > block)", geo.blocks["GEOID"].to_numpy())
-    try:
-        from core.datasets import load_georgia_counties
-    except ImportError:
-        raise ValueError("The Georgia geography is not installed yet; choose the stylised hierarchy.") from None
-    gdf = load_georgia_counties()
-    h = Hierarchy.from_unit_ids([gdf["GEOID"].astype(str).to_numpy()], ("state", "county"))
-    return GeographyData(h, gdf["TotPop90"].to_numpy(dtype=np.int64),
-                         "Georgia: the 159 real counties (1990 populations) under the state; the synthetic "
-                         "block-level geography is not available, so this tree has two levels")
-
-
-def stylised_level_names(depth: int) -> tuple[str, ...]:
-    """Census-like names for a stylised tree, read from the block upwards (three fan-outs give county >
-    tract > block group > block, as on the district maps' grid county, so an allocation made here loads
-    there); 'nation' tops six levels."""
-    if depth <= 1:
-        return ("block",)
-    if depth <= len(STYLISED_NAMES):
-        return STYLISED_NAMES[len(STYLISED_NAMES) - depth:]
-    if depth == len(STYLISED_NAMES) + 1:
-        return ("nation",) + STYLISED_NAMES
-    return tuple(f"level {i}" for i in range(depth))
-
-
-@functools.lru_cache(maxsize=8)
-def load_geography(kind: str, fanouts: tuple[int, ...], seed: int) -> GeographyData:
-    """The geography a config asks for (cached per process)."""
-    if kind == "stylised":
-        return stylised_geography(tuple(int(f) for f in fanouts), seed)
-    if kind == "georgia":
-        return georgia_geography(seed)
-    raise ValueError(f"Unknown hierarchy {kind!r}; choose 'stylised' or 'georgia'.")
-
-
-# -------------------------------------------------------------------------------- targets
+# ------------------------------------------------------------------------------ targets
 def target_labels(h: Hierarchy, spec: str, rng: np.random.Generator,
                   plan: np.ndarray | None = None) -> tuple[str, np.ndarray]:
     """Name and per-leaf district labels of a target spec ('leaf', 'unit:L', 'greedy:k', 'scattered:k', or
     'plan' for the districts of ``plan``, one label per leaf such as a plan from the district maps page)."""
-    kind, _, arg = spec.partition(":")
+    kind, arg = parse_target(spec)
     if kind == "plan":
         labels = np.asarray(plan if plan is not None else (), dtype=np.int64)
         if labels.shape != (h.n_leaves,) or (labels < 0).any():
@@ -146,162 +262,200 @@ def target_labels(h: Hierarchy, spec: str, rng: np.random.Generator,
     if kind == "leaf":
         return f"one {h.level_names[-1]}", np.arange(h.n_leaves)
     if kind == "unit":
-        lvl = int(arg)
-        if not 0 <= lvl < h.depth:
-            raise ValueError(f"Whole-unit target level {lvl} is not in this hierarchy (levels 0..{h.depth - 1}).")
-        return f"whole {h.level_names[lvl]}", h.ancestors_at(lvl) - h.level_offsets[lvl]
-    if kind in ("greedy", "scattered"):
-        k = int(arg)
-        if not 1 <= k <= h.n_leaves:
-            raise ValueError(f"The number of districts must be between 1 and {h.n_leaves}.")
-        rank = h.leaf_nodes - h.level_offsets[h.depth - 1]   # position in storage (label) order
-        if kind == "greedy":
-            # Greedy (Alg. 3) on a labelled tree: equal runs of consecutive leaves from a random offset
-            offset = int(rng.integers(h.n_leaves))
-            return f"{k} hierarchy-following districts", ((rank + offset) % h.n_leaves) * k // h.n_leaves
-        perm = rng.permutation(h.n_leaves)
-        return f"{k} scattered districts", perm[rank] * k // h.n_leaves
-    raise ValueError(f"Unknown target {spec!r}; use leaf, unit:<level>, greedy:<k>, scattered:<k> or plan.")
+        if not 0 <= arg < h.depth:
+            raise ValueError(f"Whole-unit target level {arg} is not in this hierarchy (levels 0..{h.depth - 1}).")
+        return f"whole {h.level_names[arg]}", h.ancestors_at(arg) - h.level_offsets[arg]
+    k = arg
+    if not 1 <= k <= h.n_leaves:
+        raise ValueError(f"The number of districts must be between 1 and {h.n_leaves:,} (the leaves of this tree).")
+    rank = h.leaf_nodes - h.level_offsets[h.depth - 1]   # position in storage (label) order
+    if kind == "greedy":
+        # Greedy (Alg. 3) on a labelled tree: equal runs of consecutive leaves from a random offset
+        offset = int(rng.integers(h.n_leaves))
+        return f"{k} hierarchy-following districts", ((rank + offset) % h.n_leaves) * k // h.n_leaves
+    perm = rng.permutation(h.n_leaves)
+    return f"{k} scattered districts", perm[rank] * k // h.n_leaves
 
 
-def _split_budgets(config: BudgetConfig, h: Hierarchy, target_coeffs: list[np.ndarray]) -> np.ndarray:
-    if config.split == "preset":
-        return config.total * preset_shares(config.preset, h.depth)
-    if config.split == "custom":
-        shares = np.asarray(config.custom_shares, dtype=float)
+def district_plan_labels(data: bytes | None, geo: GeographyData) -> np.ndarray | None:
+    """The uploaded block-assignment CSV's district per leaf (None without an upload)."""
+    if data is None:
+        return None
+    if geo.leaf_ids is None:
+        raise ValueError("A district plan needs block GEOIDs; this Georgia geography has none.")
+    import io
+
+    from core.districts.plans import plan_from_csv
+    return plan_from_csv(io.BytesIO(data), geo.leaf_ids)
+
+
+# ------------------------------------------------------------------------------ splits
+def _split_budgets(plan: BudgetPlan, h: Hierarchy, target_coeffs: list[np.ndarray], mech: str) -> np.ndarray:
+    if plan.split == "preset":
+        return plan.total * preset_shares(plan.preset, h.depth)
+    if plan.split == "custom":
+        shares = np.asarray(plan.custom_shares, dtype=float)
         if shares.shape[0] != h.depth:
             raise ValueError(f"Give one share per level ({h.depth}); got {shares.shape[0]}.")
         if np.any(shares <= 0):
             raise ValueError("Every level needs a positive share of the budget; raise the zero sliders.")
-        return config.total * shares / shares.sum()
-    if config.split == "optimise":
-        return recommended_split(config, target_coeffs)
-    raise ValueError(f"Unknown split rule {config.split!r}; use preset, custom or optimise.")
+        return plan.total * shares / shares.sum()
+    return recommended_split(plan, target_coeffs, mech)
 
 
-def recommended_split(config: BudgetConfig, target_coeffs: list[np.ndarray]) -> np.ndarray:
+def recommended_split(plan: BudgetPlan, target_coeffs: list[np.ndarray], mech: str) -> np.ndarray:
     """Budgets minimising the weighted sum of each target's variance relative to its equal-split variance.
 
     Normalising by the equal-split variance keeps one large target from drowning the others, so a
     weight reads as plain importance (weight 2 = twice as important); every level keeps at least
-    0.5% of the budget so each node still gets finite noise.
+    0.5% of the budget so each node still gets finite noise. The closed forms hold for noise whose
+    variance scales as 1/budget^2 (epsilon) or 1/budget (rho); (epsilon, delta) mechanisms are
+    close to the former.
     """
     depth = target_coeffs[0].shape[0]
-    weights = config.target_weights or (1.0,) * len(target_coeffs)
-    v_eq = level_node_variance(np.full(depth, config.total / depth), config.mechanism, config.sensitivity)
+    weights = plan.target_weights or (1.0,) * len(target_coeffs)
+    v_eq = level_node_variance(np.full(depth, plan.total / depth), mech, plan.sensitivity, estimate=True)
     a = sum(w * c / max(float(np.dot(c, v_eq)), 1e-300) for w, c in zip(weights, target_coeffs))
-    return split_for_coefficients(a, config.total, get_mechanism(config.mechanism).unit, min_share=0.005)
+    return split_for_coefficients(a, plan.total, get_mechanism(mech).unit, min_share=0.005)
 
 
 # ---------------------------------------------------------------------------------- run
-def _check(config: BudgetConfig) -> None:
-    mech = get_mechanism(config.mechanism)
-    if config.unit != mech.unit:
-        raise ValueError(f"The {mech.label} mechanism spends {mech.unit}; switch the unit or the mechanism.")
-    if not config.total > 0:
-        raise ValueError("The total budget must be positive.")
-    if config.unit == "rho" and not (config.delta and 0 < config.delta < 1):
-        raise ValueError("Under rho (zCDP) give a delta between 0 and 1 to state the (epsilon, delta) guarantee.")
-    if not 0 <= config.runs <= 2000:
-        raise ValueError("Runs must be between 0 and 2,000.")
-    if not config.targets:
-        raise ValueError("Pick at least one target.")
-    if config.target_weights:
-        w = np.asarray(config.target_weights, dtype=float)
-        if w.shape != (len(config.targets),) or not np.all(np.isfinite(w)) or (w < 0).any() or not (w > 0).any():
-            raise ValueError("Give one non-negative weight per target, at least one of them positive.")
+@cached
+def run(plan: BudgetPlan, data: bytes | None = None, *, progress=None) -> BudgetResult:
+    """Everything the Budget allocation page shows for one plan (analytic + seeded simulation).
+
+    ``data`` is the uploaded district-plan CSV when ``plan.data`` is an upload (its fingerprint is
+    checked), else None.
+    """
+    if plan.data.is_upload:
+        if data is None:
+            raise ValueError("This plan uses an uploaded district plan: pass the same CSV file.")
+        if bytes_fingerprint(bytes(data)) != plan.data.fingerprint:
+            raise ValueError("The district plan file given is not the one the plan was made with "
+                             "(its fingerprint differs).")
+    elif data is not None:
+        raise ValueError("This plan uses no uploaded file.")
+    report = progress or (lambda *a: None)
+    report(0, 4, "Loading the geography")
+    geo = plan.geography_data()
+    report(1, 4, "Allocating the budget and running ToyDown")
+    core = cached_call(_allocation_part)(plan.replace(algorithms=None, mechanisms=None, public=None), data,
+                                         progress=progress)
+    alloc = core["allocation"]
+    algorithms = None
+    if plan.algorithms is not None:
+        report(2, 4, "Comparing ToyDown and TopDown-lite")
+        algorithms = cached_call(_algorithms_part)(plan.geography, plan.fanouts if plan.geography == "stylised"
+                                                   else (), _geo_seed(plan), alloc.budgets, alloc.mechanism,
+                                                   alloc.sensitivity, plan.algorithms, progress=progress)
+    sweep = advantage = None
+    if plan.mechanisms is not None:
+        report(3, 4, "Comparing noise mechanisms")
+        sweep = sweep_part(plan.mechanisms, progress=progress)
+        advantage = generalized_gaussian_advantage(sweep)
+    public = {}
+    if plan.public is not None:
+        report(3, 4, "Public information")
+        public = cached_call(_public_part)(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
+                                           _geo_seed(plan), alloc, plan.public)
+    report(4, 4, "Done")
+    return BudgetResult(plan=plan, algorithms=algorithms, sweep=sweep, gg_advantage=advantage, public=public,
+                        source=geo.source, n_leaves=geo.hierarchy.n_leaves,
+                        level_names=geo.hierarchy.level_names, **core)
 
 
-def run_budget_plan(config: BudgetConfig, progress=None) -> BudgetResult:
-    """Everything the Budget allocation page shows for one configuration (analytic + seeded simulation)."""
-    _check(config)
-    geo = load_geography(config.hierarchy, tuple(config.fanouts), int(config.seed))
+def _allocation_part(plan: BudgetPlan, data: bytes | None, progress=None) -> dict:
+    geo = plan.geography_data()
     h = geo.hierarchy
-    rng = np.random.default_rng(config.seed)
-    plan = np.asarray(config.district_plan, dtype=np.int64) if config.district_plan else None
-    targets = [target_labels(h, spec, rng, plan) for spec in config.targets]
+    mech = plan.level_mechanism(h.depth)
+    district_plan = district_plan_labels(data, geo)
+    target_rng = make_rng(seed_sequence(plan.seed, stream_key("targets")))
+    targets = [target_labels(h, spec, target_rng, district_plan) for spec in plan.targets]
     coeffs = [level_coefficients(h, leaf_labels=labels) for _, labels in targets]
     mean_coeffs = [c.mean(axis=1) for c in coeffs]
-    budgets = _split_budgets(config, h, mean_coeffs)
-    alloc = Allocation(h.level_names, tuple(budgets), config.unit, config.mechanism, config.sensitivity,
-                       config.delta if config.unit == "rho" else None)
-    v = level_node_variance(budgets, config.mechanism, config.sensitivity)
+    budgets = _split_budgets(plan, h, mean_coeffs, mech)
+    alloc = Allocation(h.level_names, tuple(budgets), plan.unit, mech, plan.sensitivity,
+                       plan.delta if plan.unit == "rho" or get_mechanism(mech).approximate else None)
+    v = level_node_variance(budgets, mech, plan.sensitivity)
     unit_coeffs = [unit_coefficients(h, lvl).mean(axis=1) for lvl in range(h.depth)]
-    levels = _levels_table(h, config, budgets, v, unit_coeffs)
-    target_table = _targets_table(h, geo, config, targets, coeffs, budgets, v, rng, progress)
-    presets_levels, presets_targets, recommendation = _compare_splits(h, config, budgets, unit_coeffs,
-                                                                      [n for n, _ in targets], mean_coeffs)
-    fig2, fig2_opt = figure2_curves(config.fig2_fanouts, config.total, config.mechanism, config.sensitivity)
-    return BudgetResult(alloc, levels, target_table, fig2, fig2_opt, presets_levels, presets_targets,
-                        recommendation, tuple(recommendation.attrs["budgets"]), geo.source)
+    levels = _levels_table(h, plan, budgets, v, unit_coeffs, mech)
+    target_table = _targets_table(h, geo, plan, targets, coeffs, budgets, v, mech, progress)
+    presets_levels, presets_targets, recommendation, recommended = _compare_splits(
+        h, plan, budgets, unit_coeffs, [n for n, _ in targets], mean_coeffs, mech)
+    fig2, fig2_opt = figure2_curves(plan.fig2_fanouts, plan.total, mech, plan.sensitivity)
+    rec_split = pd.DataFrame({"level": list(h.level_names), "budget": recommended,
+                              "share": recommended / recommended.sum()})
+    return dict(allocation=alloc, levels=levels, targets=target_table, figure2=fig2, figure2_optimum=fig2_opt,
+                presets_levels=presets_levels, presets_targets=presets_targets, recommendation=recommendation,
+                recommended_split=rec_split)
 
 
-def _levels_table(h: Hierarchy, config: BudgetConfig, budgets, v, unit_coeffs) -> pd.DataFrame:
-    mech = get_mechanism(config.mechanism)
-    scales = np.atleast_1d(mech.scale_for(config.sensitivity, budgets))
-    sizes = h.level_sizes()
+def _levels_table(h: Hierarchy, plan: BudgetPlan, budgets, v, unit_coeffs, mech: str) -> pd.DataFrame:
+    scales = np.atleast_1d(get_mechanism(mech).scale_for(plan.sensitivity, budgets))
     fan = np.append(h.mean_fanouts(), np.nan)
     return pd.DataFrame({
-        "level": list(h.level_names), "units": sizes, "mean children": fan,
-        f"budget ({config.unit})": budgets, "share": budgets / budgets.sum(),
+        "level": list(h.level_names), "units": h.level_sizes(), "mean children": fan,
+        f"budget ({plan.unit})": budgets, "share": budgets / budgets.sum(),
         "noise scale": scales, "node noise variance": v,
         "whole-unit error sd": [math.sqrt(float(np.dot(c, v))) for c in unit_coeffs]})
 
 
-def _targets_table(h, geo, config, targets, coeffs, budgets, v, rng, progress) -> pd.DataFrame:
+def _toydown_errors(args, rng) -> np.ndarray:
+    """One ToyDown run: mean squared and mean absolute error of each target (rows) -> (targets, 2)."""
+    h, counts, budgets, mech, sensitivity, nonnegative, labels = args
+    noise = draw_node_noise(h, budgets, mech, sensitivity, rng=rng)
+    alpha = consistent_top_down(h, counts + noise, nonnegative=nonnegative)
+    err_leaf = (alpha - counts)[h.leaf_nodes]
+    out = np.empty((len(labels), 2))
+    for i, lab in enumerate(labels):
+        e = np.bincount(lab, weights=err_leaf)
+        out[i] = (np.mean(e * e), np.mean(np.abs(e)))
+    return out
+
+
+def _targets_table(h, geo, plan: BudgetPlan, targets, coeffs, budgets, v, mech, progress) -> pd.DataFrame:
     analytic = [np.sqrt(np.mean(v @ c)) for c in coeffs]
-    runs = int(config.runs)
-    sq = np.zeros((len(targets), runs))
-    absval = np.zeros((len(targets), runs))
+    runs = int(plan.runs)
     counts = h.aggregate(geo.leaf_counts).astype(float)
-    leaf_slice = h.level_slice(h.depth - 1)
-    for r in range(runs):
-        noise = draw_node_noise(h, budgets, config.mechanism, config.sensitivity, rng=rng)
-        alpha = consistent_top_down(h, counts + noise, nonnegative=config.nonnegative)
-        err_leaf = (alpha - counts)[h.leaf_nodes]
-        for i, (_, labels) in enumerate(targets):
-            e = np.bincount(labels, weights=err_leaf)
-            sq[i, r] = np.mean(e * e)
-            absval[i, r] = np.mean(np.abs(e))
-        if progress is not None and (r % 5 == 4 or r == runs - 1):
-            progress(r + 1, runs, "ToyDown runs")
+    args = (h, counts, np.asarray(budgets), mech, plan.sensitivity, plan.nonnegative, [lab for _, lab in targets])
+    # one child generator per run, so the numbers do not depend on the worker count; in-process
+    # below LARGE_TREE leaves, where shipping the tree to workers costs more than a run
+    per_run = map_trials(_toydown_errors, [args] * runs, seed=seed_sequence(plan.seed, stream_key("toydown")),
+                         n_jobs=1 if h.n_leaves <= LARGE_TREE else None, progress=progress, label="ToyDown runs")
+    err = np.stack(per_run, axis=2) if runs else np.zeros((len(targets), 2, 0))
     rows = []
     for i, (name, labels) in enumerate(targets):
         row = {"target": name, "units": int(labels.max()) + 1, "analytic sd": float(analytic[i]),
                "simulated sd": np.nan, "sd 95% low": np.nan, "sd 95% high": np.nan,
                "simulated mean |error|": np.nan, "runs": runs}
         if runs >= 2:
-            mean_sq = float(sq[i].mean())
-            half = stats.t.ppf(0.975, runs - 1) * sq[i].std(ddof=1) / math.sqrt(runs)
+            sq = err[i, 0]
+            mean_sq = float(sq.mean())
+            half = stats.t.ppf(0.975, runs - 1) * sq.std(ddof=1) / math.sqrt(runs)
             row.update({"simulated sd": math.sqrt(mean_sq), "sd 95% low": math.sqrt(max(mean_sq - half, 0.0)),
-                        "sd 95% high": math.sqrt(mean_sq + half), "simulated mean |error|": float(absval[i].mean())})
+                        "sd 95% high": math.sqrt(mean_sq + half), "simulated mean |error|": float(err[i, 1].mean())})
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _compare_splits(h, config, budgets, unit_coeffs, target_names, target_coeffs):
-    splits = {name: config.total * preset_shares(name, h.depth) for name in PRESETS}
+def _compare_splits(h, plan: BudgetPlan, budgets, unit_coeffs, target_names, target_coeffs, mech):
+    splits = {name: plan.total * preset_shares(name, h.depth) for name in PRESETS}
     splits["current"] = np.asarray(budgets)
-    recommended = recommended_split(config, target_coeffs)
+    recommended = recommended_split(plan, target_coeffs, mech)
     splits["recommended"] = recommended
+    variances = {name: level_node_variance(b, mech, plan.sensitivity, estimate=True) for name, b in splits.items()}
     lv_rows, tg_rows = [], []
-    for name, b in splits.items():
-        v = level_node_variance(b, config.mechanism, config.sensitivity)
+    for name, v in variances.items():
         for lvl, c in enumerate(unit_coeffs):
             lv_rows.append({"split": name, "level": h.level_names[lvl], "sd": math.sqrt(float(np.dot(c, v)))})
         for tname, c in zip(target_names, target_coeffs):
             tg_rows.append({"split": name, "target": tname, "sd": math.sqrt(float(np.dot(c, v)))})
-    v_eq = level_node_variance(splits["equal"], config.mechanism, config.sensitivity)
-    v_rec = level_node_variance(recommended, config.mechanism, config.sensitivity)
-    v_cur = level_node_variance(budgets, config.mechanism, config.sensitivity)
     rec_rows = []
     for tname, c in zip(target_names, target_coeffs):
-        eq, rec, cur = (math.sqrt(float(np.dot(c, x))) for x in (v_eq, v_rec, v_cur))
+        eq, rec, cur = (math.sqrt(float(np.dot(c, variances[x]))) for x in ("equal", "recommended", "current"))
         rec_rows.append({"target": tname, "sd equal split": eq, "sd recommended": rec, "sd current": cur,
                          "gain over equal (%)": 100.0 * (1.0 - rec / eq)})
-    rec_table = pd.DataFrame(rec_rows)
-    rec_table.attrs["budgets"] = recommended.tolist()
-    return pd.DataFrame(lv_rows), pd.DataFrame(tg_rows), rec_table
+    return pd.DataFrame(lv_rows), pd.DataFrame(tg_rows), pd.DataFrame(rec_rows), recommended
 
 
 def figure2_curves(fanouts: tuple[int, int] = (10, 10), total: float = 1.0, mechanism: str = "laplace",
@@ -315,15 +469,62 @@ def figure2_curves(fanouts: tuple[int, int] = (10, 10), total: float = 1.0, mech
     h = Hierarchy.homogeneous(list(fanouts))
     c = level_coefficients(h, leaf_labels=np.r_[0, np.full(h.n_leaves - 1, -1)])[:, 0]
     x = np.linspace(0.01, 0.99, points)
-    rows = []
-    for b3 in bottom_shares:
-        upper = (1.0 - b3) * total
-        for xi in x:
-            budgets = np.array([xi * upper, (1 - xi) * upper, b3 * total])
-            rows.append({"bottom share": b3, "top share of upper levels": xi,
-                         "leaf variance": float(np.dot(c, level_node_variance(budgets, mechanism, sensitivity)))})
+    b3 = np.repeat(np.asarray(bottom_shares, dtype=float), x.size)
+    xi = np.tile(x, len(bottom_shares))
+    upper = (1.0 - b3) * total
+    budgets = np.stack([xi * upper, (1 - xi) * upper, b3 * total])
+    v = level_node_variance(budgets.ravel(), mechanism, sensitivity, estimate=True).reshape(budgets.shape)
+    curves = pd.DataFrame({"bottom share": b3, "top share of upper levels": xi, "leaf variance": c @ v})
     best = split_for_coefficients(c, total, get_mechanism(mechanism).unit)
     opt = pd.DataFrame([{"bottom share": best[2] / total, "top share of upper levels": best[0] / (best[0] + best[1]),
-                         "leaf variance": float(np.dot(c, level_node_variance(best, mechanism, sensitivity))),
+                         "leaf variance": float(np.dot(c, level_node_variance(best, mechanism, sensitivity, estimate=True))),
                          "budgets": tuple(round(float(b), 4) for b in best)}])
-    return pd.DataFrame(rows), opt
+    return curves, opt
+
+
+# ------------------------------------------------------------------------- tab sub-runs
+def _algorithms_part(geography: str, fanouts, seed: int, budgets, mechanism: str, sensitivity: float,
+                     algo: AlgorithmPlan, progress=None) -> pd.DataFrame:
+    geo = load_geography(geography, tuple(fanouts), seed)
+    return compare_algorithms(geo.hierarchy, geo.leaf_counts, np.asarray(budgets), algo, mechanism, sensitivity,
+                              progress=progress)
+
+
+def wem_vector(h: Hierarchy, leaf_counts) -> tuple[np.ndarray, str]:
+    """The count vector of the WEM demonstration (the leaf counts of the first parent of leaves) and its name."""
+    parent = h.level_offsets[h.depth - 2] if h.depth >= 2 else 0
+    lo, hi = h.child_ptr[parent], h.child_ptr[parent + 1]
+    counts = h.aggregate(leaf_counts)[lo:hi]
+    above = h.level_names[-2] if h.depth >= 2 else "unit"
+    return np.asarray(counts, dtype=np.int64), f"the {hi - lo} {h.level_names[-1]} counts of the first {above}"
+
+
+def _public_part(geography: str, fanouts, seed: int, alloc: Allocation, public: PublicInfoPlan) -> dict:
+    geo = load_geography(geography, tuple(fanouts), seed)
+    h = geo.hierarchy
+    if public.exact_through >= h.depth:
+        raise ValueError(f"This geography has levels 0..{h.depth - 1}; publish exactly through one of them.")
+    effects = invariant_effects(h, h.aggregate(geo.leaf_counts), alloc.eps_by_level, alloc.mechanism,
+                                alloc.sensitivity)
+    m = public.exact_through
+    invariants = [] if m < 0 else (["the total population"] if m == 0 else
+                                   [f"every count at the {h.level_names[m]} level and above"])
+    counts, vector_name = wem_vector(h, geo.leaf_counts)
+    summary, cells = wem_comparison(counts, public.wem)
+    n = public.dz_records
+    return {
+        "invariants": effects[effects["exact through level"].isin([-1, m])].reset_index(drop=True),
+        "wem_summary": summary, "wem_cells": cells,
+        "delta_z": delta_z_grid(n).rename_axis(columns=None).reset_index().melt(
+            id_vars="z1", var_name="z0", value_name="Delta_z"),
+        "statement": dpz_statement(alloc.total, alloc.unit, invariants),
+        "conditioning_bound": 2.0 * alloc.total if invariants else None,
+        "wem_vector": vector_name, "wem_total": int(counts.sum()),
+        "dependence_factor": beta_equicorrelated(n, public.correlation) * n,
+    }
+
+
+def sweep_part(sweep: MechanismSweepPlan, progress=None) -> pd.DataFrame:
+    """The Mechanisms tab's sub-run (cached on disk): pages call it to calibrate with progress shown
+    next to the request, and ``run`` then finds it done."""
+    return cached_call(mechanism_sweep)(sweep, progress=progress)

@@ -19,7 +19,9 @@ from scipy.special import gammaln
 
 from core.census.analytic import level_node_variance, unit_coefficients
 from core.census.consistency import project_to_simplex, round_total
-from core.census.hierarchy import Hierarchy
+from core.census.geography_data import Hierarchy
+from core.contracts import Plan, make_rng, seed_sequence, stream_key
+from core.privacy.mechanisms import sample_geometric
 
 
 # ------------------------------------------------------------------ sensitivity in log space
@@ -98,11 +100,9 @@ def beta_equicorrelated(n: int, rho: float) -> float:
 
 # --------------------------------------------------------------------------- WEM samplers
 def wem_naive(counts, epsilon: float, delta_z: float, rng: np.random.Generator) -> np.ndarray:
-    """WEM with L1 loss on the whole integer lattice: independent discrete Laplace, a = epsilon/Delta_z."""
+    """WEM with L1 loss on the whole integer lattice: independent discrete Laplace of scale Delta_z/epsilon."""
     x = np.asarray(counts, dtype=np.int64)
-    a = epsilon / delta_z
-    p = -math.expm1(-a)
-    return x + rng.geometric(p, x.shape) - rng.geometric(p, x.shape)
+    return x + sample_geometric(delta_z / epsilon, x.shape, rng)
 
 
 # The exact sampler keeps two (cells x (total + 1)) float arrays; beyond this many entries it would
@@ -168,25 +168,62 @@ def wem_postprocessed(counts, total: int, epsilon: float, delta_z: float, rng: n
     return round_total(proj, int(total))
 
 
+def _number(value, what: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or not low <= float(value) <= high:
+        raise ValueError(f"{what} must be a number from {low:g} to {high:g}; got {value!r}.")
+    return float(value)
+
+
 @dataclass(frozen=True)
-class WemConfig:
+class WemPlan(Plan):
     """Settings of the public-total WEM comparison."""
 
     epsilon: float = 0.5
     delta_z: float = 2.0
-    runs: int = 50
+    runs: int = 30
     seed: int = 0
     normalizer_safe: bool = True
 
+    def __post_init__(self) -> None:
+        _number(self.epsilon, "The WEM's epsilon", 0.01, 10.0)
+        _number(self.delta_z, "Delta_z", 1.0, 1000.0)
+        if isinstance(self.runs, bool) or not isinstance(self.runs, (int, np.integer)) or not 1 <= self.runs <= 500:
+            raise ValueError(f"The WEM runs must be a whole number from 1 to 500; got {self.runs!r}.")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"The seed must be a non-negative whole number; got {self.seed!r}.")
 
-def wem_comparison(counts, config: WemConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+
+DZ_RECORDS = (10, 100, 200, 500)
+
+
+@dataclass(frozen=True)
+class PublicInfoPlan(Plan):
+    """The Public information tab: which levels are published exactly, the WEM run, and the
+    dependence examples (records n for Example 3, correlation for Example 2)."""
+
+    exact_through: int = 0
+    wem: WemPlan = WemPlan()
+    dz_records: int = 10
+    correlation: float = 0.1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.exact_through, bool) or not isinstance(self.exact_through, (int, np.integer)) \
+                or not -1 <= self.exact_through <= 10:
+            raise ValueError(f"The exact level must be -1 (nothing) or a level index; got {self.exact_through!r}.")
+        if self.dz_records not in DZ_RECORDS:
+            raise ValueError(f"Records n must be one of {list(DZ_RECORDS)}; got {self.dz_records!r}.")
+        _number(self.correlation, "The correlation between records", 0.0, 1.0)
+
+
+def wem_comparison(counts, config: WemPlan) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Error of naive, post-processed and congenial WEM draws for a count vector with a public total.
 
     Returns (summary per method, per-cell mean absolute error per method). Simulation, not a release.
     """
     x = np.asarray(counts, dtype=np.int64)
     total = int(x.sum())
-    rng = np.random.default_rng(config.seed)
+    rng = make_rng(seed_sequence(config.seed, stream_key("wem")))
     draws = {"naive WEM (lattice)": [], "naive + projection": []}
     for _ in range(int(config.runs)):
         draws["naive WEM (lattice)"].append(wem_naive(x, config.epsilon, config.delta_z, rng))
@@ -217,7 +254,7 @@ def invariant_effects(h: Hierarchy, node_counts: np.ndarray, eps_by_level, mecha
     presence secrets z decides (exact count 0 or 1).
     """
     eps = np.asarray(eps_by_level, dtype=float)
-    v = level_node_variance(eps, mechanism, sensitivity)
+    v = level_node_variance(eps, mechanism, sensitivity, estimate=True)
     coeffs = [unit_coefficients(h, lvl).mean(axis=1) for lvl in range(h.depth)]
     totals = node_counts if node_counts.ndim == 1 else node_counts.sum(axis=1)
     rows = []
@@ -227,7 +264,7 @@ def invariant_effects(h: Hierarchy, node_counts: np.ndarray, eps_by_level, mecha
             freed_v = np.zeros_like(v)
         else:
             scale = eps.sum() / eps[keep].sum()
-            freed_v = level_node_variance(eps * scale, mechanism, sensitivity) * keep
+            freed_v = level_node_variance(eps * scale, mechanism, sensitivity, estimate=True) * keep
         exact_nodes = int(h.level_offsets[m + 1]) if m >= 0 else 0
         decided = int(np.sum(totals[: exact_nodes] <= 1)) if m >= 0 else 0
         name = "none" if m < 0 else ("root total" if m == 0 else f"all counts through {h.level_names[m]}")

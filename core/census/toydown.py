@@ -16,7 +16,7 @@ import numpy as np
 
 from core.census.consistency import (project_to_simplex, round_keeping_sums, round_total,
                                      spread_discrepancy)
-from core.census.hierarchy import Hierarchy
+from core.census.geography_data import Hierarchy
 from core.privacy.mechanisms import get_mechanism
 
 

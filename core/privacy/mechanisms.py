@@ -3,19 +3,30 @@
 Each mechanism is calibrated in one unit: pure epsilon (Laplace, geometric) or zCDP rho
 (Gaussian, discrete Gaussian). ``scale`` always means the parameter the sampler takes:
 the Laplace/geometric scale b, or the Gaussian standard-deviation parameter sigma.
-The Generalized Gaussian of order p is offered as plain functions: its calibration is an
-(epsilon, delta) statement about k queries at once (``accounting.generalized_gaussian_sigma_bound``).
+Two mechanisms are calibrated in (epsilon, delta): the analytic Gaussian (Balle and Wang 2018) and
+the Generalized Gaussian of order p (Ganesh and Zhao 2021, scale found numerically in
+``core.privacy.calibration``); their budget is an epsilon with a delta fixed by their Params.
+
+``MECHANISMS`` is the one registry: key -> Spec(label, factory, Params). ``get_mechanism(id)``
+builds a :class:`NoiseMechanism`, which knows its calibration (``scale_for``), sampler, moments and
+how it is spent (``guarantee``). An id is a registry key, or a key with its parameters, e.g.
+``generalized_gaussian[p=3,delta=2e-07]`` (see :func:`mechanism_id`), so a mechanism with
+non-default parameters travels between pages as one string.
 Seeded draws are simulations; ``core.privacy.secure`` holds the release path.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field, fields
 from typing import Callable, Literal
 
 import numpy as np
 
+from core.contracts import Registry, Spec, check_params, param
+
 Unit = Literal["epsilon", "rho"]
+UNITS = ("epsilon", "rho")
 
 # Candidates are generated in chunks of this many draws: small enough that the working
 # arrays stay in cache, large enough that per-call numpy overhead is negligible.
@@ -257,9 +268,25 @@ def generalized_gaussian_mean_abs(sigma, p: float):
     return _as_output(sig * math.exp(math.lgamma(2.0 / p) - math.lgamma(1.0 / p)))
 
 
+# --------------------------------------------------------------------------------------------------
+# Mechanisms: calibration, sampler, moments and spend in one object
+# --------------------------------------------------------------------------------------------------
+
+def _positive_array(value, what: str) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    if arr.size == 0 or not np.all(np.isfinite(arr)) or not np.all(arr > 0):
+        raise ValueError(f"{what} must be positive finite number(s); got {value}.")
+    return arr
+
+
 @dataclass(frozen=True)
 class NoiseMechanism:
-    """A noise distribution with its calibration rule and closed-form error moments."""
+    """A noise distribution with its calibration rule, sampler, closed-form moments and spend.
+
+    ``unit`` is what its budget is counted in: "epsilon" or "rho". ``delta`` is None for pure
+    epsilon-DP and zCDP mechanisms; for (epsilon, delta) mechanisms it is the delta of each
+    noisy measurement, fixed by the mechanism's Params.
+    """
 
     name: str
     label: str
@@ -268,26 +295,53 @@ class NoiseMechanism:
     sampler: Callable[[float, object, np.random.Generator], np.ndarray]
     variance_of_scale: Callable[[float], float]
     mean_abs_of_scale: Callable[[float], float]
+    calibration: Callable[[float, float], float] | None = field(default=None, repr=False)
+    estimate: Callable[[float, float], float] | None = field(default=None, repr=False)
+    delta: float | None = None
+    key: str = ""
+    params: object = None
+
+    @property
+    def approximate(self) -> bool:
+        """True for (epsilon, delta) mechanisms (their spends carry a delta)."""
+        return self.delta is not None
 
     def scale_for(self, sensitivity, budget):
         """Noise parameter for a query of the given sensitivity and budget in ``self.unit``.
 
         Pure DP: b = Delta_1 / epsilon. zCDP: sigma = Delta_2 / sqrt(2 rho) (Bun-Steinke 2016, Prop. 1.6).
-        Scalars give a float; arrays (e.g. a sweep of budgets) give an array.
+        (epsilon, delta) mechanisms use their own calibration per budget. Scalars give a float;
+        arrays (e.g. a sweep of budgets) give an array.
         """
-        bud = np.asarray(budget, dtype=float)
-        sens = np.asarray(sensitivity, dtype=float)
-        if bud.size == 0 or not np.all(np.isfinite(bud)) or not np.all(bud > 0):
-            raise ValueError(f"The privacy budget must be positive; got {budget}.")
-        if sens.size == 0 or not np.all(np.isfinite(sens)) or not np.all(sens > 0):
-            raise ValueError(f"The sensitivity must be positive; got {sensitivity}.")
+        bud = _positive_array(budget, "The privacy budget")
+        sens = _positive_array(sensitivity, "The sensitivity")
+        if self.calibration is not None:
+            sens_b, bud_b = np.broadcast_arrays(sens, bud)
+            out = np.array([self.calibration(float(s), float(b)) for s, b in zip(sens_b.ravel(), bud_b.ravel())])
+            return _as_output(out.reshape(bud_b.shape))
         if self.unit == "epsilon":
             return _as_output(sens / bud)
-        return _as_output(sens / np.sqrt(2.0 * bud))
+        from core.privacy.accounting import gaussian_sigma
+        return _as_output(np.vectorize(gaussian_sigma, otypes=[float])(sens, bud))
+
+    def scale_estimate(self, sensitivity, budget):
+        """``scale_for``, or for mechanisms calibrated numerically a close interpolation of it: for
+        what-if curves over many budgets. Noise that is drawn uses ``scale_for``."""
+        if self.estimate is None:
+            return self.scale_for(sensitivity, budget)
+        bud = _positive_array(budget, "The privacy budget")
+        sens = _positive_array(sensitivity, "The sensitivity")
+        sens_b, bud_b = np.broadcast_arrays(sens, bud)
+        out = np.array([self.estimate(float(s), float(b)) for s, b in zip(sens_b.ravel(), bud_b.ravel())])
+        return _as_output(out.reshape(bud_b.shape))
 
     def sample(self, scale: float, size, rng: np.random.Generator) -> np.ndarray:
         """Draws of this noise at the given scale (a simulation: the generator is seeded by the caller)."""
         return self.sampler(scale, size, rng)
+
+    def draw(self, sensitivity: float, budget: float, size, rng: np.random.Generator) -> np.ndarray:
+        """Noise for a query of this sensitivity at this budget: calibrate, then sample (simulation)."""
+        return self.sample(float(self.scale_for(sensitivity, budget)), size, rng)
 
     def variance(self, scale):
         """Variance of one draw at the given scale (scalar or array of scales)."""
@@ -297,26 +351,162 @@ class NoiseMechanism:
         """Expected absolute value of one draw at the given scale (scalar or array of scales)."""
         return self.mean_abs_of_scale(scale)
 
-
-MECHANISMS: dict[str, NoiseMechanism] = {
-    "laplace": NoiseMechanism(
-        "laplace", "Laplace", "epsilon", False, sample_laplace,
-        laplace_variance, laplace_mean_abs),
-    "geometric": NoiseMechanism(
-        "geometric", "Two-sided geometric", "epsilon", True, sample_geometric,
-        geometric_variance, geometric_mean_abs),
-    "gaussian": NoiseMechanism(
-        "gaussian", "Gaussian (zCDP)", "rho", False, sample_gaussian,
-        gaussian_variance, gaussian_mean_abs),
-    "discrete_gaussian": NoiseMechanism(
-        "discrete_gaussian", "Discrete Gaussian (zCDP)", "rho", True, sample_discrete_gaussian,
-        discrete_gaussian_variance, discrete_gaussian_mean_abs),
-}
+    def guarantee(self, budget: float) -> str:
+        """What one measurement at this budget satisfies, in words."""
+        if self.unit == "rho":
+            return f"{budget:.4g}-zCDP (rho)"
+        if self.approximate:
+            return f"({budget:.4g}, {self.delta:.3g})-DP"
+        return f"{budget:.4g}-DP (pure)"
 
 
-def get_mechanism(name: str) -> NoiseMechanism:
-    """Look up a mechanism by name, with a message listing the known names."""
-    try:
-        return MECHANISMS[name]
-    except KeyError:
-        raise ValueError(f"Unknown mechanism {name!r}; choose one of {sorted(MECHANISMS)}.") from None
+# ---------------------------------------------------------------------------------------- Params
+@dataclass(frozen=True)
+class NoParams:
+    """A mechanism with nothing to set beyond its budget."""
+
+
+@dataclass(frozen=True)
+class AnalyticGaussianParams:
+    """The analytic Gaussian's delta (per noisy measurement)."""
+
+    delta: float = param(1e-6, label="delta", low=1e-15, high=0.1,
+                         help="Probability with which the epsilon guarantee may fail, per measurement.")
+
+    def __post_init__(self) -> None:
+        check_params(self)
+
+
+@dataclass(frozen=True)
+class GeneralizedGaussianParams:
+    """The Generalized Gaussian's order p and delta (per noisy measurement)."""
+
+    order: float = param(3.0, label="order p", low=1.0, high=16.0, step=1.0,
+                         help="1 is Laplace-shaped, 2 Gaussian; higher orders have lighter tails.")
+    delta: float = param(1e-6, label="delta", low=1e-15, high=0.1,
+                         help="Probability with which the epsilon guarantee may fail, per measurement.")
+
+    def __post_init__(self) -> None:
+        check_params(self)
+
+
+def _whole_queries(sensitivity: float) -> int:
+    k = int(round(sensitivity))
+    if k < 1 or abs(k - sensitivity) > 1e-9:
+        raise ValueError("The Generalized Gaussian is calibrated for a whole number of counts that one person "
+                         f"changes by at most 1 each; give the sensitivity as that number (got {sensitivity:g}).")
+    return k
+
+
+def _laplace(_: NoParams) -> NoiseMechanism:
+    return NoiseMechanism("laplace", "Laplace", "epsilon", False, sample_laplace, laplace_variance,
+                          laplace_mean_abs, key="laplace", params=NoParams())
+
+
+def _geometric(_: NoParams) -> NoiseMechanism:
+    return NoiseMechanism("geometric", "Two-sided geometric", "epsilon", True, sample_geometric,
+                          geometric_variance, geometric_mean_abs, key="geometric", params=NoParams())
+
+
+def _gaussian(_: NoParams) -> NoiseMechanism:
+    return NoiseMechanism("gaussian", "Gaussian (zCDP)", "rho", False, sample_gaussian, gaussian_variance,
+                          gaussian_mean_abs, key="gaussian", params=NoParams())
+
+
+def _discrete_gaussian(_: NoParams) -> NoiseMechanism:
+    return NoiseMechanism("discrete_gaussian", "Discrete Gaussian (zCDP)", "rho", True, sample_discrete_gaussian,
+                          discrete_gaussian_variance, discrete_gaussian_mean_abs, key="discrete_gaussian",
+                          params=NoParams())
+
+
+def _analytic_gaussian(params: AnalyticGaussianParams) -> NoiseMechanism:
+    from core.privacy.accounting import analytic_gaussian_sigma
+
+    delta = float(params.delta)
+    return NoiseMechanism(
+        mechanism_id("analytic_gaussian", params), f"Analytic Gaussian (delta {delta:.0e})", "epsilon", False,
+        sample_gaussian, gaussian_variance, gaussian_mean_abs,
+        calibration=lambda sens, eps: analytic_gaussian_sigma(eps, delta, sens),
+        delta=delta, key="analytic_gaussian", params=params)
+
+
+def _generalized_gaussian(params: GeneralizedGaussianParams) -> NoiseMechanism:
+    from core.privacy.calibration import calibrate_generalized_gaussian, gg_scale_estimate
+
+    p, delta = float(params.order), float(params.delta)
+    return NoiseMechanism(
+        mechanism_id("generalized_gaussian", params), f"Generalized Gaussian p={p:g} (delta {delta:.0e})",
+        "epsilon", False,
+        lambda scale, size, rng: sample_generalized_gaussian(scale, p, size, rng),
+        lambda scale: generalized_gaussian_variance(scale, p),
+        lambda scale: generalized_gaussian_mean_abs(scale, p),
+        calibration=lambda sens, eps: calibrate_generalized_gaussian(_whole_queries(sens), p, eps, delta),
+        estimate=lambda sens, eps: gg_scale_estimate(_whole_queries(sens), p, eps, delta),
+        delta=delta, key="generalized_gaussian", params=params)
+
+
+MECHANISMS = Registry("noise mechanism", [
+    Spec("laplace", "Laplace", _laplace, NoParams, "Pure epsilon-DP; scale = l1 sensitivity / epsilon."),
+    Spec("geometric", "Two-sided geometric", _geometric, NoParams,
+         "Pure epsilon-DP integer noise (discrete Laplace); scale = l1 sensitivity / epsilon."),
+    Spec("gaussian", "Gaussian (zCDP)", _gaussian, NoParams,
+         "rho-zCDP; sigma = l2 sensitivity / sqrt(2 rho) (Bun and Steinke 2016)."),
+    Spec("discrete_gaussian", "Discrete Gaussian (zCDP)", _discrete_gaussian, NoParams,
+         "rho-zCDP integer noise (Canonne, Kamath and Steinke 2020); same sigma as the Gaussian."),
+    Spec("analytic_gaussian", "Analytic Gaussian", _analytic_gaussian, AnalyticGaussianParams,
+         "(epsilon, delta)-DP with the smallest Gaussian sigma that meets it (Balle and Wang 2018)."),
+    Spec("generalized_gaussian", "Generalized Gaussian", _generalized_gaussian, GeneralizedGaussianParams,
+         "(epsilon, delta)-DP noise with density exp(-(|x|/sigma)^p) (Ganesh and Zhao 2021); sigma found "
+         "numerically for the counts one person changes."),
+])
+
+
+def mechanism_id(key: str, params=None) -> str:
+    """One string naming a mechanism and its parameters: the key when they are the defaults (or there
+    are none), else ``key[name=value,...]`` with every field."""
+    spec = MECHANISMS[key]
+    params = spec.params() if params is None else params
+    if params == spec.params():
+        return key
+    return key + "[" + ",".join(f"{f.name}={getattr(params, f.name)!r}" for f in fields(params)) + "]"
+
+
+def parse_mechanism_id(text: str):
+    """(key, Params) of a mechanism id; ValueError naming the problem for anything else."""
+    text = str(text).strip()
+    key, bracket, rest = text.partition("[")
+    spec = MECHANISMS[key]
+    if not bracket:
+        return key, spec.params()
+    if not rest.endswith("]"):
+        raise ValueError(f"Mechanism {text!r} is not written as key[name=value,...].")
+    names = {f.name: f.type for f in fields(spec.params)}
+    values = {}
+    for item in filter(None, rest[:-1].split(",")):
+        name, _, raw = item.partition("=")
+        if name not in names:
+            raise ValueError(f"{spec.label} has no parameter {name!r}; it takes {sorted(names)}.")
+        try:
+            values[name] = float(raw)
+        except ValueError:
+            raise ValueError(f"Parameter {name} of {spec.label} must be a number; got {raw!r}.") from None
+    return key, spec.params(**values)
+
+
+@functools.lru_cache(maxsize=256)
+def _built(key: str, params) -> NoiseMechanism:
+    return MECHANISMS[key].build(params)
+
+
+def get_mechanism(name: str, params=None) -> NoiseMechanism:
+    """The mechanism for a registry key (with ``params``, or its defaults) or a full mechanism id."""
+    if params is None:
+        key, params = parse_mechanism_id(name)
+    else:
+        key = str(name)
+    return _built(key, params)
+
+
+def mechanism_keys(unit: str | None = None) -> list[str]:
+    """Registry keys, optionally only those whose budget is counted in ``unit``."""
+    return [k for k in MECHANISMS if unit is None or _built(k, MECHANISMS[k].params()).unit == unit]

@@ -20,7 +20,26 @@ _OPENDP_SETUP = {
     "geometric": ("i64", "l1", "then_laplace"),
     "gaussian": ("f64", "l2", "then_gaussian"),
     "discrete_gaussian": ("i64", "l2", "then_gaussian"),
+    "analytic_gaussian": ("f64", "l2", "then_gaussian"),
 }
+
+
+def _release_mechanism(mechanism_name: str):
+    """The registry mechanism for a release, refused by name when OpenDP has no sampler for it."""
+    mechanism = get_mechanism(mechanism_name)
+    if mechanism.key not in _OPENDP_SETUP:
+        raise ValueError(f"The {mechanism.label} has no secure sampler here; a real release can use "
+                         f"{', '.join(sorted(_OPENDP_SETUP))}. Simulate it instead.")
+    return mechanism
+
+
+def supports_release(mechanism_name: str) -> bool:
+    """True when a mechanism can be released through OpenDP's samplers."""
+    try:
+        _release_mechanism(mechanism_name)
+    except ValueError:
+        return False
+    return True
 
 
 @lru_cache(maxsize=1)
@@ -51,7 +70,7 @@ def secure_release(values, mechanism_name: str, scale: float) -> np.ndarray:
     Discrete mechanisms ("geometric", "discrete_gaussian") take and return integers; the
     continuous ones return floats. The output has the shape of ``values``.
     """
-    mechanism = get_mechanism(mechanism_name)
+    mechanism = _release_mechanism(mechanism_name)
     scale = float(scale)
     if not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"The noise scale must be a positive finite number; got {scale}.")
@@ -71,22 +90,22 @@ def secure_release(values, mechanism_name: str, scale: float) -> np.ndarray:
         dtype = float
     if not flat:
         return np.zeros(arr.shape, dtype=dtype)
-    noisy = _measurement(mechanism.name, scale)(flat)
+    noisy = _measurement(mechanism.key, scale)(flat)
     return np.asarray(noisy, dtype=dtype).reshape(arr.shape)
 
 
 def secure_noise(mechanism_name: str, scale: float, size) -> np.ndarray:
     """Pure noise draws from OpenDP's sampler (a release of zeros), shaped like numpy's ``size``."""
     n = int(np.prod(size)) if np.ndim(size) else int(size)
-    dtype = np.int64 if get_mechanism(mechanism_name).discrete else float
+    dtype = np.int64 if _release_mechanism(mechanism_name).discrete else float
     return secure_release(np.zeros(n, dtype=dtype), mechanism_name, scale).reshape(size)
 
 
 def secure_privacy_cost(mechanism_name: str, scale: float, sensitivity: float = 1.0) -> float:
     """OpenDP's own privacy map: epsilon (Laplace, geometric) or rho (Gaussians) at this scale."""
-    mechanism = get_mechanism(mechanism_name)
+    mechanism = _release_mechanism(mechanism_name)
     d_in = int(sensitivity) if mechanism.discrete and float(sensitivity).is_integer() else float(sensitivity)
-    return float(_measurement(mechanism.name, float(scale)).map(d_in))
+    return float(_measurement(mechanism.key, float(scale)).map(d_in))
 
 
 class SecureMechanism:
@@ -96,7 +115,7 @@ class SecureMechanism:
     """
 
     def __init__(self, name: str) -> None:
-        self.mechanism = get_mechanism(name)
+        self.mechanism = _release_mechanism(name)
         self.name = self.mechanism.name
         self.unit = self.mechanism.unit
         self.discrete = self.mechanism.discrete

@@ -1,4 +1,4 @@
-"""Reusable widget: a total privacy budget, its unit and mechanism, and its split across levels."""
+"""Reusable widget: a total privacy budget, its unit and mechanism (any of the registry's), and its split."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,67 +9,102 @@ import streamlit as st
 
 from core.census.allocation import Allocation
 from core.census.analytic import PRESETS, preset_shares
-from core.privacy.mechanisms import MECHANISMS
+from core.privacy.mechanisms import MECHANISMS, get_mechanism, mechanism_id, mechanism_keys
 
 SPLIT_LABELS = {"preset": "Preset from the paper", "custom": "Custom sliders",
                 "optimise": "Optimise for my targets"}
+DELTAS = [1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
+GG_ORDERS = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
+KEEP = {"persist_state": "session"}
 
 
 @dataclass(frozen=True)
 class BudgetChoice:
-    """What the curator entered; ``shares`` are None when the split is to be optimised."""
+    """What the curator entered; ``shares`` are None when the split is to be optimised.
+
+    ``mechanism`` is a registry key and ``params`` its Params; ``delta`` is the release's total delta
+    (rho statement, or split evenly over the levels for an (epsilon, delta) mechanism).
+    """
 
     total: float
     unit: str
     delta: float | None
     mechanism: str
+    params: object
     sensitivity: float
     split: str
     preset: str
     shares: tuple[float, ...] | None
+
+    def level_mechanism(self, depth: int) -> str:
+        """Mechanism id for each level (an (epsilon, delta) mechanism gets delta / depth per level)."""
+        params = self.params
+        if get_mechanism(self.mechanism).approximate:
+            params = params.__class__(**{**params.__dict__, "delta": float(self.delta) / depth})
+        return mechanism_id(self.mechanism, params)
 
     def allocation(self, level_names: Sequence[str]) -> Allocation:
         """The allocation for a preset or custom split (ValueError when the split is to be optimised)."""
         if self.shares is None:
             raise ValueError("The split is set to be optimised; compute it first.")
         return Allocation(tuple(level_names), tuple(self.total * np.asarray(self.shares)), self.unit,
-                          self.mechanism, self.sensitivity, self.delta)
+                          self.level_mechanism(len(level_names)), self.sensitivity, self.delta)
+
+
+def _mechanism_params(key: str, prefix: str):
+    """Widgets for a mechanism's own parameters (delta is the release's, set above)."""
+    spec = MECHANISMS[key]
+    values = {}
+    if "order" in spec.params.__dataclass_fields__:
+        values["order"] = float(st.select_slider(
+            "Generalized Gaussian order p", GG_ORDERS, value=3.0, key=f"{prefix}_gg_order", **KEEP,
+            help="1 is Laplace-shaped, 2 Gaussian; higher orders have lighter tails (smaller largest error over "
+                 "many counts, a little more error per count). Calibrated numerically for the counts one person "
+                 "changes; each new setting takes about 0.2 s per budget the first time, then it is cached."))
+    return spec.params(**values)
 
 
 def budget_input(key: str, level_names: Sequence[str], allow_optimise: bool = True) -> BudgetChoice:
-    """Render total, unit (with delta for rho), mechanism, sensitivity and the split; return the choice."""
+    """Render total, unit, mechanism (with delta when it needs one), sensitivity and the split; return the choice."""
     c1, c2 = st.columns(2)
-    unit = c1.radio("Budget unit", ["epsilon", "rho"], key=f"{key}_unit", horizontal=True,
-                    help="epsilon: pure DP (Laplace, geometric). rho: zero-concentrated DP (Gaussian mechanisms).")
+    unit = c1.radio("Budget unit", ["epsilon", "rho"], key=f"{key}_unit", horizontal=True, **KEEP,
+                    help="epsilon: pure DP (Laplace, geometric) or (epsilon, delta)-DP (analytic and Generalized "
+                         "Gaussian). rho: zero-concentrated DP (Gaussian mechanisms).")
     total = c2.number_input(f"Total budget ({unit})", min_value=0.001, max_value=100.0, value=1.0, step=0.1,
-                            format="%.3f", key=f"{key}_total_{unit}")
-    delta = None
-    names = [n for n, m in MECHANISMS.items() if m.unit == unit]
-    if unit == "rho":
-        delta = float(st.select_slider("delta for the (epsilon, delta) statement",
-                                       options=[1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10], value=1e-6,
-                                       format_func=lambda d: f"{d:.0e}", key=f"{key}_delta"))
+                            format="%.3f", key=f"{key}_total_{unit}", **KEEP)
+    names = mechanism_keys(unit)
     m1, m2 = st.columns(2)
-    mechanism = m1.selectbox("Mechanism", names, format_func=lambda n: MECHANISMS[n].label, key=f"{key}_mech_{unit}")
+    mechanism = m1.selectbox("Mechanism", names, format_func=lambda n: MECHANISMS[n].label,
+                             key=f"{key}_mech_{unit}", help=" ".join(f"{MECHANISMS[n].label}: {MECHANISMS[n].help}"
+                                                                     for n in names), **KEEP)
+    approximate = get_mechanism(mechanism).approximate
     sensitivity = m2.number_input(
-        "Sensitivity", min_value=0.1, max_value=100.0, value=2.0 if unit == "epsilon" else 1.4142, step=0.1,
-        format="%.4f", key=f"{key}_sens_{unit}",
+        "Sensitivity (counts one person changes)" if approximate else "Sensitivity",
+        min_value=0.1, max_value=100.0, value=2.0 if unit == "epsilon" else 1.4142, step=0.1,
+        format="%.4f", key=f"{key}_sens_{unit}", **KEEP,
         help="Bounded DP moves one person between two cells: l1 sensitivity 2 (pure DP), l2 sensitivity "
-             "sqrt(2) (zCDP). Use 1 for add/remove-one neighbours.")
+             "sqrt(2) (zCDP). Use 1 for add/remove-one neighbours. The Generalized Gaussian takes the number of "
+             "counts one person changes by 1 (2 under bounded DP).")
+    delta = None
+    if unit == "rho" or approximate:
+        what = "for the (epsilon, delta) statement" if unit == "rho" else "of the whole release (split over the levels)"
+        delta = float(st.select_slider(f"delta {what}", options=DELTAS, value=1e-6,
+                                       format_func=lambda d: f"{d:.0e}", key=f"{key}_delta", **KEEP))
+    params = _mechanism_params(mechanism, key)
     options = list(SPLIT_LABELS) if allow_optimise else ["preset", "custom"]
     split = st.radio("Split across levels", options, format_func=SPLIT_LABELS.get, key=f"{key}_split",
-                     horizontal=True)
+                     horizontal=True, **KEEP)
     preset = "equal"
     shares: tuple[float, ...] | None = None
     depth = len(level_names)
     if split == "preset":
-        preset = st.selectbox("Preset (Cohen et al. 2021, Table 1)", list(PRESETS), key=f"{key}_preset")
+        preset = st.selectbox("Preset (Cohen et al. 2021, Table 1)", list(PRESETS), key=f"{key}_preset", **KEEP)
         shares = tuple(preset_shares(preset, depth))
     elif split == "custom":
         st.caption("Each slider is a level's weight; budgets are the weights rescaled to sum to the total.")
         cols = st.columns(min(depth, 6))
         weights = [cols[i % len(cols)].slider(name, 0.0, 1.0, round(1.0 / depth, 3), 0.005,
-                                              key=f"{key}_w{i}_{depth}")
+                                              key=f"{key}_w{i}_{depth}", **KEEP)
                    for i, name in enumerate(level_names)]
         w = np.asarray(weights, dtype=float)
         if w.sum() <= 0:
@@ -77,4 +112,4 @@ def budget_input(key: str, level_names: Sequence[str], allow_optimise: bool = Tr
             w = np.ones(depth)
         shares = tuple(w / w.sum())
         st.caption("Budgets: " + ", ".join(f"{n} {total * s:.4g}" for n, s in zip(level_names, shares)))
-    return BudgetChoice(float(total), unit, delta, mechanism, float(sensitivity), split, preset, shares)
+    return BudgetChoice(float(total), unit, delta, mechanism, params, float(sensitivity), split, preset, shares)

@@ -82,8 +82,9 @@ def invariant_figure(effects: pd.DataFrame, column: str) -> go.Figure:
     return tidy_log_axes(fig)
 
 
-def delta_z_heatmap(grid: pd.DataFrame, n: int) -> go.Figure:
-    """Heatmap of the count's sensitivity Delta_z over the dependence parameters (z1 rows, z0 columns)."""
+def delta_z_heatmap(cells: pd.DataFrame, n: int) -> go.Figure:
+    """Heatmap of the count's sensitivity Delta_z over the dependence parameters (tidy z1, z0, Delta_z)."""
+    grid = cells.pivot(index="z1", columns="z0", values="Delta_z")
     fig = px.imshow(grid.to_numpy(), x=[f"{z:g}" for z in grid.columns], y=[f"{z:g}" for z in grid.index],
                     text_auto=True, color_continuous_scale="Viridis", aspect="auto",
                     labels=dict(x="z0 (others are 1 given X_j = 0)", y="z1 (others are 1 given X_j = 1)",

@@ -1,112 +1,204 @@
-"""Budget allocation: split a privacy budget across a census hierarchy and see what it does to every level."""
+"""Budget allocation: split a privacy budget across a census hierarchy and see what it does to every level.
+
+The page turns its widgets into one ``BudgetPlan``, calls ``core.census.run`` and draws the result;
+every number comes from core. A real release of noisy counts (OpenDP) is a separate, explicit action.
+"""
 from __future__ import annotations
 
-import io
-import math
-
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.cache import config_digest
-from core.census.algorithm_comparison import AlgorithmConfig, compare_algorithms
-from core.census.budget_plan import BudgetConfig, load_geography, run_budget_plan
-from core.census.mechanism_comparison import MechanismSweepConfig, mechanism_sweep
-from core.districts.plans import plan_from_csv
-from core.census.public_info import (WemConfig, beta_equicorrelated, delta_z_grid, dpz_statement,
-                                     invariant_effects, wem_comparison)
+from core.census import AlgorithmPlan, BudgetPlan, MechanismSweepPlan, PublicInfoPlan, WemPlan, run
+from core.census.algorithm_comparison import LARGE_TREE, runtime_estimate
+from core.census.budget_plan import SIMULATION, parse_target, sweep_part
+from core.census.geography_data import GEOGRAPHIES, georgia_is_cached, load_geography, parse_fanouts
+from core.census.mechanism_comparison import K_CHOICES
+from core.census.public_info import DZ_RECORDS
+from core.census.release import RELEASE_NOTE, can_release, release_noisy_counts
+from core.contracts import DataRef, bytes_fingerprint
+from core.report import guarded_csv
 from dashboard.components.budget_input import budget_input
-from dashboard.components.export import export_panel
-from dashboard.components.progress import session_memo
+from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.figures import census as figs
 
-SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
-# Above this many leaves the ToyDown / TopDown-lite comparison (several typed runs) takes seconds, so it
-# waits for the curator to ask for it instead of rerunning on every change of the budget.
-LARGE_TREE = 200_000
+KEEP = {"persist_state": "session"}
+PAGE = "Budget allocation"
+UPLOADS = "ba_uploaded_plans"           # fingerprint -> (file name, bytes): uploads survive navigation
+GG_ORDERS = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
+DEFAULT_SWEEP = ("laplace", "geometric", "analytic_gaussian", "discrete_gaussian")
+
+GLOSSARY = """
+- **Invariant**: a count published exactly, with no noise (for example the state's total population).
+- **Public information Z**: everything published exactly. Guarantees are then stated *relative to Z*:
+  an attacker who already knows Z learns little more about any one person, but secrets that Z itself
+  settles (such as whether a block with an exact count of 0 has residents) are not protected.
+- **Delta_z (sensitivity given Z)**: how far one person's record can move a statistic once Z is known.
+  It is 2 for a count when records are independent (one person moves between two cells) and grows
+  when records depend on each other; the noise must grow with it.
+- **WEM (Wasserstein exponential mechanism)**: draws a noisy release with probability falling off
+  with its distance from the true counts. **kappa** is how steeply it falls off: epsilon / Delta_z,
+  halved (epsilon / (2 Delta_z)) when the release is restricted to a bounded set such as counts that
+  add up to the public total.
+- **Congenial WEM**: the WEM drawn directly among releases that already agree with the public
+  information (non-negative counts adding up to the published total), instead of noising freely
+  and repairing afterwards.
+- **Lemma 3** (Seeman, Slavkovic and Reimherr 2022): adjusting noisy counts to fit the invariants
+  afterwards is post-processing and costs no extra privacy relative to Z.
+- **Lemma 4**: budgets add up only across releases made with the same public information Z.
+- **Lemma 5**: forcing invariants by redrawing noise until it fits can cost up to twice the budget.
+- **E max error**: the expected size of the largest error among the k counts released together;
+  it matters when any single badly wrong count is a problem.
+"""
+
+LEVEL_LABELS = {"level": "Level", "units": "Units", "mean children": "Children per unit (mean)",
+                "share": "Share of the budget", "noise scale": "Noise scale (b or sigma, people)",
+                "node noise variance": "Noise variance per unit (people²)",
+                "whole-unit error sd": "Error sd of a whole unit (people)"}
+TARGET_LABELS = {"target": "Target", "units": "Districts or units", "analytic sd": "Error sd, closed form (people)",
+                 "simulated sd": "Error sd, ToyDown runs (people)", "sd 95% low": "95% low (people)",
+                 "sd 95% high": "95% high (people)", "simulated mean |error|": "Mean |error|, ToyDown runs (people)",
+                 "runs": "ToyDown runs"}
+REC_LABELS = {"target": "Target", "sd equal split": "Error sd, equal split (people)",
+              "sd recommended": "Error sd, recommended split (people)",
+              "sd current": "Error sd, your split (people)", "gain over equal (%)": "Gain over the equal split (%)"}
+LEDGER_LABELS = {"label": "Spend", "measured": "What was measured", "amount": "Amount", "unit": "Unit",
+                 "delta": "delta", "composition": "Composition", "group": "Group", "part": "Part",
+                 "rho_equivalent": "As rho (zCDP)", "charged": "Counts toward the total"}
+ALGO_LABELS = {"algorithm": "Algorithm", "level": "Level", "MAE of unit totals": "Mean |error| of a unit's total (people)",
+               "share of negative cells": "Share of negative cells", "leaf L1 error": "Leaf L1 error (share of people)",
+               "total error": "Error of the total (people)"}
+SWEEP_LABELS = {"label": "Mechanism", "calibration": "Calibration", "epsilon": "epsilon",
+                "scale": "Noise scale (counts)", "MAE": "Mean |error| per query (counts)",
+                "RMSE": "RMSE per query (counts)", "E max error": "Expected largest error (counts)",
+                "95th pct of max error": "95th percentile of the largest error (counts)"}
+INV_LABELS = {"invariant": "Published exactly", "level": "Level",
+              "sd (same budgets)": "Error sd, same budgets (people)",
+              "sd (freed budget re-spent)": "Error sd, freed budget re-spent (people)",
+              "statistics published exactly": "Statistics published exactly",
+              "units with exact count 0 or 1": "Units whose exact count is 0 or 1", "budget freed": "Budget freed"}
+WEM_LABELS = {"method": "Method", "mean L1 error": "Mean total |error| (people)",
+              "runs meeting the public total": "Share of runs matching the public total",
+              "runs with no negative cell": "Share of runs with no negative count",
+              "zeros created (true > 0, release 0)": "Counts wrongly released as 0 (per run)"}
 
 
-
-def _plan(digest: str, config: BudgetConfig):
-    return session_memo("ba_plans", digest, lambda progress: run_budget_plan(config, progress=progress),
-                 "Analytic error and ToyDown runs")
+def _table(df: pd.DataFrame, labels: dict, key: str, **kwargs) -> None:
+    st.dataframe(df.rename(columns={c: labels.get(c, c) for c in df.columns}), hide_index=True, key=key, **kwargs)
 
 
-def _sweep(digest: str, config: MechanismSweepConfig) -> pd.DataFrame:
-    """Mechanism sweep, kept per session by its digest (the calibration itself is cached in core)."""
-    return session_memo("ba_sweeps", digest, lambda progress: mechanism_sweep(config, progress=progress),
-                 "Calibrating mechanisms")
+def _progress_bar(slot):
+    bar = {}
+
+    def progress(done: int, total: int, message: str) -> None:
+        if "bar" not in bar:
+            bar["bar"] = slot.progress(0.0, text=message)
+        bar["bar"].progress(min(1.0, done / max(total, 1)), text=f"{message} ({done}/{total})")
+    return progress
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _wem(counts: tuple[int, ...], digest: str, _config: WemConfig):
-    return wem_comparison(np.asarray(counts), _config)
+# ------------------------------------------------------------------ plan <-> widgets
+def _target_widgets(plan: BudgetPlan) -> tuple[list[str], int]:
+    picked, k = [], 4
+    for t in plan.targets:
+        kind, arg = parse_target(t)
+        if kind in ("greedy", "scattered"):
+            picked.append(kind)
+            k = arg
+        elif kind == "unit":
+            picked.append(t)
+        elif kind == "leaf":
+            picked.append("leaf")
+    return picked, k
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _algorithms(digest: str, _plan: BudgetConfig, _config: AlgorithmConfig, budgets: tuple[float, ...]):
-    geo = load_geography(_plan.hierarchy, tuple(_plan.fanouts), int(_plan.seed))
-    return compare_algorithms(geo.hierarchy, geo.leaf_counts, np.asarray(budgets), _config,
-                              _plan.mechanism, _plan.sensitivity)
+def plan_to_widgets(plan: BudgetPlan) -> dict:
+    """Widget values that rebuild ``plan`` on this page (for "Open a saved report")."""
+    depth = len(plan.fanouts) + 1 if plan.geography == "stylised" else \
+        load_geography("georgia", (), plan.seed).hierarchy.depth
+    picked, k = _target_widgets(plan)
+    out = {"ba_geo": plan.geography, "ba_fanouts": ", ".join(map(str, plan.fanouts)), "ba_seed": plan.seed,
+           "ba_unit": plan.unit, f"ba_total_{plan.unit}": plan.total, f"ba_mech_{plan.unit}": plan.mechanism,
+           f"ba_sens_{plan.unit}": plan.sensitivity, "ba_split": plan.split, "ba_preset": plan.preset,
+           f"ba_targets_{depth}": picked, "ba_k": k, "ba_runs": plan.runs, "ba_nonneg": plan.nonnegative}
+    if plan.delta is not None:
+        out["ba_delta"] = plan.delta
+    if hasattr(plan.mechanism_params, "order"):
+        out["ba_gg_order"] = plan.mechanism_params.order
+    if plan.split == "custom":
+        out.update({f"ba_w{i}_{depth}": float(s) for i, s in enumerate(plan.custom_shares)})
+    weights = plan.target_weights or (1.0,) * len(plan.targets)
+    names = [*picked] + (["plan"] if "plan" in plan.targets else [])
+    out.update({f"ba_weight_{t}": float(w) for t, w in zip(names, weights)})
+    if plan.algorithms is not None:
+        a = plan.algorithms
+        out.update({"ba_algo_types": a.n_types, "ba_algo_share": a.detailed_share, "ba_algo_exact": a.exact_level,
+                    "ba_algo_runs": a.runs, "ba_algo_weights": a.weights == "inverse_variance",
+                    "ba_algo_large": True})
+    if plan.mechanisms is not None:
+        m = plan.mechanisms
+        out.update({"ba_mech_k": m.k, "ba_mech_delta": m.delta, "ba_mech_bound": m.include_bound,
+                    "ba_mech_gg": "generalized_gaussian" in m.mechanisms, "ba_mech_p": list(m.gg_orders),
+                    "ba_mech_zcdp": "gaussian_zcdp" in m.mechanisms})
+    if plan.public is not None:
+        p = plan.public
+        out.update({"ba_inv_level": p.exact_through, "ba_wem_eps": p.wem.epsilon, "ba_wem_dz": p.wem.delta_z,
+                    "ba_wem_runs": p.wem.runs, "ba_wem_safe": p.wem.normalizer_safe, "ba_dz_n": p.dz_records,
+                    "ba_corr": p.correlation})
+    return out
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _dz_grid(n: int) -> pd.DataFrame:
-    return delta_z_grid(n)
-
-
-def _parse_fanouts(text: str) -> tuple[int, ...]:
-    try:
-        fan = tuple(int(p) for p in text.replace("x", ",").split(",") if p.strip())
-    except ValueError:
-        raise ValueError("Fan-outs must be whole numbers separated by commas, e.g. 20, 10, 4, 12.") from None
-    if not fan or any(f < 1 for f in fan):
-        raise ValueError("Give at least one fan-out, each at least 1.")
-    if len(fan) > 6:
-        raise ValueError("At most six levels below the root.")
-    return fan
-
-
-@st.cache_data(max_entries=4, show_spinner=False)
-def _parse_plan(data: bytes, geo_key: str, _leaf_ids: np.ndarray) -> np.ndarray:
-    """The uploaded plan's district per leaf, parsed once per file and geography (not on every rerun)."""
-    return plan_from_csv(io.BytesIO(data), _leaf_ids)
-
-
-def _district_plan(geo, geo_key: str) -> np.ndarray | None:
-    """A block-assignment CSV from the District maps page as one more target (Georgia only)."""
-    if geo.leaf_ids is None:
-        return None
+def _district_plan_upload(geography: str) -> tuple[DataRef, bytes | None]:
+    """The uploaded district plan (Georgia only), kept in the session by fingerprint so it survives navigation."""
+    if geography != "georgia":
+        return DataRef(geography), None
+    store = st.session_state.setdefault(UPLOADS, {})
     with st.expander("Your district plan as a target (block-assignment CSV from the District maps page)"):
         upload = st.file_uploader("Plan CSV (columns GEOID, district)", type=["csv"], key="ba_plan_csv")
-        if upload is None:
-            st.caption("Export a plan on the District maps page (Georgia, seed 0 there and here) and load it to "
+        if upload is not None:
+            raw = upload.getvalue()
+            fp = bytes_fingerprint(raw)
+            store.clear()
+            store[fp] = (upload.name, raw)
+            st.session_state["ba_plan_fp"] = fp
+        fp = st.session_state.get("ba_plan_fp")
+        if fp in store:
+            name, raw = store[fp]
+            keep = st.checkbox(f"Use {name} as a target", value=True, key="ba_plan_use", **KEEP)
+            if keep:
+                return DataRef(DataRef.UPLOAD, fp), raw
+        else:
+            st.caption("Export a plan on the District maps page (Georgia, same seed there and here) and load it to "
                        "see and optimise the error of your own districts.")
-            return None
-        try:
-            return _parse_plan(upload.getvalue(), geo_key, geo.leaf_ids)
-        except ValueError as exc:
-            st.error(f"{upload.name}: {exc}")
-            return None
+    return DataRef(geography), None
 
 
-st.title("Budget allocation")
+# ----------------------------------------------------------------------------- page
+st.title(PAGE)
 st.caption("Split a privacy budget over the levels of a census geography (nation to block) and see the error "
            "it leaves at every level and in districts that cut across the hierarchy. Errors follow ToyDown "
            "(Cohen et al. 2021): noise at every node, then a top-down fit so children add up to their parent.")
+loaded = saved_report_loader("ba_report", (BudgetPlan,), plan_to_widgets)
+if loaded is not None and loaded.data.is_upload and loaded.data.fingerprint not in st.session_state.get(UPLOADS, {}):
+    st.warning("The saved report used an uploaded district plan: upload the same CSV below to include it.")
 
-# ------------------------------------------------------------------------------- inputs
 with st.container(border=True):
     g1, g2, g3 = st.columns([1.2, 1.4, 1])
-    kind = g1.radio("Hierarchy", ["stylised", "georgia"], key="ba_hier", horizontal=True,
-                    format_func={"stylised": "Stylised fan-outs", "georgia": "Georgia"}.get)
+    kind = g1.radio("Geography", list(GEOGRAPHIES), key="ba_geo", horizontal=True, format_func=GEOGRAPHIES.get,
+                    **KEEP)
     fan_text = g2.text_input("Fan-outs below the root (stylised)", "20, 10, 4, 12", key="ba_fanouts",
-                             disabled=kind != "stylised",
-                             help="Children per node at each level, e.g. 20 counties, 10 tracts per county, ...")
-    seed = int(g3.number_input("Seed", 0, 2**31 - 1, 0, key="ba_seed"))
+                             disabled=kind != "stylised", **KEEP,
+                             help="Children per node at each level, e.g. 20 counties, 10 tracts per county, ... "
+                                  "At most six levels and 2,000,000 leaves.")
+    seed = int(g3.number_input("Seed", 0, 2**31 - 1, 0, key="ba_seed", **KEEP,
+                               help="Seeds the simulated populations and every simulated noise draw."))
     try:
-        fanouts = _parse_fanouts(fan_text) if kind == "stylised" else (1,)
-        geo = load_geography(kind, fanouts, seed)
+        fanouts = parse_fanouts(fan_text) if kind == "stylised" else (20, 10, 4, 12)
+        if kind == "georgia" and not georgia_is_cached(seed):
+            with st.spinner("Building Georgia's 30,000 synthetic blocks for the first time (about 10 s); "
+                            "later visits read them from the cache.", show_time=True):
+                geo = load_geography(kind, (), seed)
+        else:
+            geo = load_geography(kind, fanouts if kind == "stylised" else (), seed)
     except ValueError as exc:
         st.error(str(exc))
         st.stop()
@@ -119,38 +211,144 @@ with st.container(border=True):
                     "scattered": "k scattered districts",
                     **{f"unit:{lvl}": f"whole {h.level_names[lvl]}" for lvl in range(h.depth - 1)}}
     default_targets = [t for t in ["leaf", "unit:2", "greedy", "scattered"] if t in target_options]
-    picked = t1.multiselect("Targets", target_options, default=default_targets, format_func=target_names.get,
-                            key=f"ba_targets_{h.depth}")
-    k_districts = int(t2.number_input("k districts", 1, 10_000, 4, key="ba_k"))
-    runs = int(t3.slider("ToyDown runs", 0, 300, 30, 10, key="ba_runs"))
+    picked = t1.pills("Targets", target_options, selection_mode="multi", default=default_targets,
+                      format_func=target_names.get, key=f"ba_targets_{h.depth}", **KEEP,
+                      help="What the split should make accurate: one leaf, whole units of a level, or k districts "
+                           "that follow the hierarchy or are scattered across it.")
+    k_districts = int(t2.number_input("k districts", 1, 10_000, 4, key="ba_k", **KEEP))
+    runs = int(t3.slider("ToyDown runs", 0, 300, 30, 10, key="ba_runs", **KEEP,
+                         help="Seeded simulations that check the closed-form error; 0 skips them."))
     nonneg = st.checkbox("Non-negative ToyDown in the simulation (adds bias; the closed form assumes none)",
-                         key="ba_nonneg")
+                         key="ba_nonneg", **KEEP)
+    data_ref, plan_bytes = _district_plan_upload(kind)
 
 if k_districts > h.n_leaves and any(t in ("greedy", "scattered") for t in picked):
     st.warning(f"This tree has only {h.n_leaves:,} {h.level_names[-1]}(s), so the district targets use "
                f"k = {h.n_leaves:,} instead of {k_districts:,}.")
     k_districts = h.n_leaves
+picked = list(picked or [])
 targets = tuple(f"{t}:{k_districts}" if t in ("greedy", "scattered") else t for t in picked)
-plan = _district_plan(geo, f"{kind}:{seed}")
-if plan is not None:
+if plan_bytes is not None:
     picked, targets = [*picked, "plan"], (*targets, "plan")
-    target_names["plan"] = f"your {len(np.unique(plan))}-district plan"
+    target_names["plan"] = "your district plan"
+if not targets:
+    st.error("Pick at least one target.")
+    st.stop()
 with st.expander("Importance of each target in the recommended split"):
     st.caption("Each target's variance is measured against its own equal-split variance, so a weight of 2 makes "
                "that target count twice as much; 0 leaves it out of the optimisation (it is still reported).")
     wcols = st.columns(max(len(picked), 1))
-    weights = tuple(float(wcols[i].number_input(target_names[t], 0.0, 100.0, 1.0, 0.5, key=f"ba_weight_{t}"))
-                    for i, t in enumerate(picked))
-config = BudgetConfig(total=choice.total, unit=choice.unit, delta=choice.delta, hierarchy=kind,
-                      fanouts=fanouts, split=choice.split, preset=choice.preset,
-                      custom_shares=tuple(choice.shares) if choice.split == "custom" else (),
-                      targets=targets, target_weights=weights if any(w != 1.0 for w in weights) else (),
-                      district_plan=tuple(plan.tolist()) if plan is not None else (),
-                      mechanism=choice.mechanism, sensitivity=choice.sensitivity,
-                      runs=runs, seed=seed, nonnegative=nonneg)
+    weights = tuple(float(wcols[i].number_input(target_names[t], 0.0, 100.0, 1.0, 0.5, key=f"ba_weight_{t}",
+                                                **KEEP)) for i, t in enumerate(picked))
+progress_slot = st.empty()
+
+tab_levels, tab_split, tab_algo, tab_mech, tab_public, tab_export = st.tabs(
+    ["Levels & targets", "Best split", "ToyDown vs TopDown-lite", "Mechanisms", "Public information",
+     "Export & release"])
+
+# ------------------------------------------------------------------ the tabs' own inputs
+with tab_algo:
+    st.markdown("**TopDown-lite** is this dashboard's feasible stand-in for the Census TopDown algorithm, not the "
+                "Bureau's code: several histograms per unit with budget shares, the total population held exact, "
+                "a least-squares fit, then non-negative integer counts that add up. Its invariants and constraints "
+                "depend on the data, so its end-to-end guarantee does not follow from the noise alone "
+                "(see Public information). Person types are simulated from the populations. " + SIMULATION)
+    a1, a2, a3, a4 = st.columns(4)
+    n_types = int(a1.number_input("Person types", 1, 12, 4, key="ba_algo_types", **KEEP))
+    det_share = float(a2.slider("Detailed histogram share", 0.05, 1.0, 0.5, 0.05, key="ba_algo_share", **KEEP,
+                                help="The rest goes to the total-population histogram."))
+    exact = int(a3.selectbox("Also publish exactly", [-1] + list(range(h.depth - 1)), key="ba_algo_exact", **KEEP,
+                             format_func=lambda m: "only the total" if m < 0 else f"all counts through {h.level_names[m]}"))
+    algo_runs = int(a4.slider("Runs", 1, 20, 3, key="ba_algo_runs", **KEEP))
+    weighted = st.checkbox("Inverse-variance weights in the least-squares fit", key="ba_algo_weights", **KEEP)
+    algo_plan = AlgorithmPlan(n_types, det_share, True, exact, "inverse_variance" if weighted else "unweighted",
+                              algo_runs, seed)
+    if h.n_leaves > LARGE_TREE:
+        secs = runtime_estimate(h.n_leaves, algo_runs, n_types)
+        if not st.toggle(f"Run the comparison on this tree of {h.n_leaves:,} {h.level_names[-1]}s (about {secs} s on "
+                         "each change of the budget)", value=False, key="ba_algo_large", **KEEP):
+            st.info(f"Trees above {LARGE_TREE:,} leaves run this comparison only on request (switch above).")
+            algo_plan = None
+    algo_out = st.container()
+
+with tab_mech:
+    st.markdown("Error of **k overlapping counting queries** (one person can change every query by 1, e.g. "
+                "cumulative age counts or the same district in k plans). Every line is calibrated as tightly as "
+                "its guarantee allows at the same (epsilon, delta): pure-DP mechanisms use scale k/epsilon, the "
+                "Gaussian the analytic calibration (Balle and Wang 2018), the Generalized Gaussian a numerical "
+                "privacy-loss calibration. Gaussians calibrated through zCDP and a conversion are looser and "
+                "drawn as their own lines when asked for.")
+    c1, c2, c3 = st.columns(3)
+    k = int(c1.select_slider("k queries", list(K_CHOICES), value=100, key="ba_mech_k", **KEEP))
+    mdelta = float(c2.select_slider("delta", [1e-4, 1e-5, 1e-6, 1e-8, 1e-10], value=1e-6,
+                                    format_func=lambda d: f"{d:.0e}", key="ba_mech_delta", **KEEP))
+    orders = c3.pills("Generalized Gaussian orders p", GG_ORDERS, selection_mode="multi", default=[3.0],
+                      format_func=lambda p: f"{p:g}", key="ba_mech_p", **KEEP)
+    s1, s2, s3 = st.columns(3)
+    with_gg = s1.toggle("Generalized Gaussian", value=False, key="ba_mech_gg", **KEEP)
+    with_zcdp = s2.toggle("Gaussians via zCDP", value=False, key="ba_mech_zcdp", **KEEP,
+                          help="The Gaussian and discrete Gaussian with rho chosen so the CKS conversion gives "
+                               "(epsilon, delta): a valid but looser calibration than the analytic one.")
+    show_bound = s3.toggle("Proven GG bound", value=False, key="ba_mech_bound", **KEEP,
+                           help="The paper's closed-form scale, about 160 times the numerical one.")
+    mechs = ["laplace", "geometric", "analytic_gaussian"] + (["gaussian_zcdp", "discrete_gaussian"] if with_zcdp else [])
+    sweep_plan = MechanismSweepPlan(k=k, delta=mdelta, gg_orders=tuple(sorted(orders or [3.0])),
+                                    mechanisms=tuple(mechs), include_bound=show_bound)
+    if with_gg:
+        wanted = sweep_plan.replace(mechanisms=(*mechs, "generalized_gaussian"))
+        pending = wanted.pending_calibrations()
+        if not pending:
+            sweep_plan = wanted
+        else:
+            st.warning(f"{pending} Generalized Gaussian scale(s) for these settings are not calibrated yet (about "
+                       f"{2 * pending} s); the chart shows the other mechanisms until you ask for them.")
+            calib_slot = st.empty()
+            if st.button(f"Calibrate {pending} scale(s) now", key="ba_mech_calibrate", icon=":material/tune:"):
+                sweep_part(wanted, progress=_progress_bar(calib_slot))
+                calib_slot.empty()
+                sweep_plan = wanted
+    mech_out = st.container()
+
+with tab_public:
+    st.markdown("Invariants are counts published **exactly** (for example the state total). They become public "
+                "information Z; the guarantee is then stated relative to Z (Seeman, Slavkovic and Reimherr 2022).")
+    with st.expander("What the terms on this tab mean", icon=":material/menu_book:"):
+        st.markdown(GLOSSARY)
+    inv_level = st.select_slider("Publish exactly through level", options=list(range(-1, h.depth)), value=0,
+                                 format_func=lambda m: "nothing" if m < 0 else h.level_names[m], key="ba_inv_level",
+                                 **KEEP)
+    w1, w2, w3 = st.columns(3)
+    wem_eps = float(w1.number_input("WEM epsilon", 0.01, 10.0, 0.5, key="ba_wem_eps", **KEEP))
+    dz = float(w2.number_input("Delta_z (2 when records are independent)", 1.0, 1000.0, 2.0, key="ba_wem_dz", **KEEP,
+                               help="How far one person's record can move a count once the public information is "
+                                    "known; see the glossary above."))
+    wem_runs = int(w3.slider("WEM runs", 5, 200, 30, key="ba_wem_runs", **KEEP))
+    safe = st.checkbox("Normaliser-safe kappa = epsilon / (2 Delta_z) for the bounded set of releases", value=True,
+                       key="ba_wem_safe", **KEEP,
+                       help="kappa is how steeply the WEM's probabilities fall with distance from the true counts; "
+                            "halving it keeps the guarantee when the releases are restricted to add up to the total.")
+    d1, d2 = st.columns(2)
+    n_dz = int(d1.select_slider("Records n (Example 3)", list(DZ_RECORDS), value=10, key="ba_dz_n", **KEEP))
+    corr = float(d2.slider("Correlation between records (Example 2)", 0.0, 1.0, 0.1, 0.05, key="ba_corr", **KEEP))
+    public_out = st.container()
+
+# --------------------------------------------------------------------- plan and run
 try:
-    result = _plan(config_digest(config), config)
+    public_plan = PublicInfoPlan(inv_level, WemPlan(wem_eps, dz, wem_runs, seed, safe), n_dz, corr)
+    plan = BudgetPlan(
+        data=data_ref, fanouts=fanouts, total=choice.total, unit=choice.unit, delta=choice.delta,
+        split=choice.split, preset=choice.preset,
+        custom_shares=tuple(choice.shares) if choice.split == "custom" else (),
+        mechanism=choice.mechanism, mechanism_params=choice.params, sensitivity=choice.sensitivity,
+        targets=targets, target_weights=weights if any(w != 1.0 for w in weights) else (),
+        runs=runs, seed=seed, nonnegative=nonneg, algorithms=algo_plan, mechanisms=sweep_plan, public=public_plan)
+    if run.is_cached(plan, plan_bytes):
+        result = run(plan, plan_bytes)
+    else:
+        result = run(plan, plan_bytes, progress=_progress_bar(progress_slot))
+        progress_slot.empty()
 except ValueError as exc:
+    progress_slot.empty()
     st.error(str(exc))
     st.stop()
 alloc = result.allocation
@@ -159,42 +357,40 @@ m1, m2, m3 = st.columns(3)
 m1.metric(f"Total ({alloc.unit})", f"{alloc.total:.4g}")
 if alloc.unit == "rho":
     m2.metric("As (epsilon, delta)", f"({alloc.epsilon_total():.3f}, {alloc.delta:.0e})")
+elif alloc.noise.approximate:
+    m2.metric("Guarantee", f"({alloc.total:.3g}, {alloc.total_delta:.0e})-DP")
 else:
     m2.metric("Guarantee", f"{alloc.total:.3g}-DP")
-m3.metric("Leaves", f"{h.n_leaves:,}")
-
-tab_levels, tab_split, tab_algo, tab_mech, tab_public, tab_export = st.tabs(
-    ["Levels & targets", "Best split", "ToyDown vs TopDown-lite", "Mechanisms", "Public information", "Export"])
+m3.metric("Leaves", f"{result.n_leaves:,}")
 
 # ------------------------------------------------------------------------- levels/targets
 with tab_levels:
     st.subheader("Per level")
-    leaves_have_none = result.levels["mean children"].map(lambda x: "" if pd.isna(x) else f"{x:,.2f}")
-    st.dataframe(result.levels.assign(**{"mean children": leaves_have_none}), hide_index=True, key="ba_levels_table")
+    levels = result.levels.assign(**{"mean children": result.levels["mean children"].map(
+        lambda x: "" if pd.isna(x) else f"{x:,.2f}")})
+    _table(levels, {**LEVEL_LABELS, f"budget ({alloc.unit})": f"Budget ({alloc.unit})"}, "ba_levels_table")
     st.plotly_chart(figs.budget_shares_figure(result.levels, alloc.unit), key="ba_fig_budget")
     st.subheader("Targets")
     st.caption("Bars: closed-form error sd (Cohen et al. 2021, Cor. 3, with the mechanism's node variance). "
-               "Diamonds: ToyDown runs with a 95% interval. " + SIM)
+               "Diamonds: ToyDown runs with a 95% interval. " + SIMULATION)
     st.plotly_chart(figs.target_error_figure(result.targets), key="ba_fig_targets")
-    st.dataframe(result.targets, hide_index=True, key="ba_targets_table")
+    _table(result.targets, TARGET_LABELS, "ba_targets_table")
     st.subheader("Budget ledger")
-    ledger = alloc.ledger()
+    ledger = result.ledger()
     st.caption(ledger.statement(alloc.delta))
-    st.dataframe(ledger.to_frame(), hide_index=True, key="ba_ledger")
+    _table(ledger.to_frame(), LEDGER_LABELS, "ba_ledger")
 
 # ---------------------------------------------------------------------------- best split
 with tab_split:
-    rec = result.recommendation
-    rec_budgets = list(result.recommended_budgets)
     st.subheader("Recommended split for your targets")
-    st.markdown("Minimises the (importance-weighted) sum of each target's variance relative to its equal-split variance "
-                f"({'cube-root' if alloc.unit == 'epsilon' else 'square-root'} rule; every level keeps at least 0.5%).")
-    st.dataframe(pd.DataFrame({"level": list(h.level_names), f"recommended ({alloc.unit})": rec_budgets,
-                               "share": np.asarray(rec_budgets) / alloc.total}), hide_index=True,
-                 key="ba_rec_split")
-    st.dataframe(rec, hide_index=True, key="ba_rec_gain")
-    if len(rec):
-        st.metric("Mean gain over the equal split (error sd)", f"{rec['gain over equal (%)'].mean():.1f}%")
+    st.markdown("Minimises the (importance-weighted) sum of each target's variance relative to its equal-split "
+                f"variance ({'cube-root' if alloc.unit == 'epsilon' else 'square-root'} rule; every level keeps at "
+                "least 0.5%).")
+    _table(result.recommended_split, {"level": "Level", "budget": f"Recommended budget ({alloc.unit})",
+                                      "share": "Share of the budget"}, "ba_rec_split")
+    _table(result.recommendation, REC_LABELS, "ba_rec_gain")
+    if len(result.recommendation):
+        st.metric("Mean gain over the equal split (error sd)", f"{result.mean_gain:.1f}%")
     st.subheader("Figure 2 analogue")
     st.caption("Three-level tree with 10 x 10 fan-outs and the chosen total and mechanism; the star is the optimum "
                "(for epsilon = 1 and Laplace: budgets 0.038, 0.171, 0.791, variance 14.52).")
@@ -204,133 +400,84 @@ with tab_split:
     st.plotly_chart(figs.presets_figure(result.presets_targets, "target"), key="ba_fig_presets_targets")
 
 # ------------------------------------------------------------------------ TopDown-lite
-with tab_algo:
-    st.markdown("**TopDown-lite** is this dashboard's feasible stand-in for the Census TopDown algorithm, not the "
-                "Bureau's code: several histograms per unit with budget shares, the total population held exact, "
-                "a least-squares fit, then non-negative integer counts that add up. Its invariants and constraints "
-                "depend on the data, so its end-to-end guarantee does not follow from the noise alone "
-                "(see Public information). Person types are simulated from the populations. " + SIM)
-    a1, a2, a3, a4 = st.columns(4)
-    n_types = int(a1.number_input("Person types", 1, 12, 4, key="ba_algo_types"))
-    det_share = float(a2.slider("Detailed histogram share", 0.05, 1.0, 0.5, 0.05, key="ba_algo_share",
-                                help="The rest goes to the total-population histogram."))
-    exact = int(a3.selectbox("Also publish exactly", [-1] + list(range(h.depth - 1)),
-                             format_func=lambda m: "only the total" if m < 0 else f"all counts through {h.level_names[m]}",
-                             key="ba_algo_exact"))
-    algo_runs = int(a4.slider("Runs", 1, 20, 3, key="ba_algo_runs"))
-    weighted = st.checkbox("Inverse-variance weights in the least-squares fit", key="ba_algo_weights")
-    algo_cfg = AlgorithmConfig(n_types, det_share, True, exact, "inverse_variance" if weighted else "unweighted",
-                               algo_runs, seed)
-    # Only what the comparison reads goes into its key: changing targets, k or the ToyDown runs above
-    # must not rerun it.
-    algo_key = config_digest([kind, fanouts, seed, tuple(alloc.budgets), alloc.mechanism, alloc.sensitivity,
-                              algo_cfg])
-    run_algo = h.n_leaves <= LARGE_TREE or st.toggle(
-        f"Run the comparison on this tree of {h.n_leaves:,} {h.level_names[-1]}s (about "
-        f"{math.ceil(h.n_leaves * algo_runs * n_types / 500_000)} s on each change of the budget)",
-        value=False, key="ba_algo_large")
-    if not run_algo:
-        st.info(f"Trees above {LARGE_TREE:,} leaves run this comparison only on request (switch above).")
-    else:
-        try:
-            errors = _algorithms(algo_key, config, algo_cfg, tuple(alloc.budgets))
-            st.plotly_chart(figs.algorithm_figure(errors), key="ba_fig_algo")
-            summary = errors.groupby(["algorithm", "level"], sort=False).mean(numeric_only=True).drop(columns="run")
-            st.dataframe(summary.reset_index(), hide_index=True, key="ba_algo_table")
-        except ValueError as exc:
-            st.error(str(exc))
+with algo_out:
+    if result.algorithms is not None:
+        st.plotly_chart(figs.algorithm_figure(result.algorithms), key="ba_fig_algo")
+        _table(result.algorithm_summary, ALGO_LABELS, "ba_algo_table")
 
 # ----------------------------------------------------------------------------- mechanisms
-with tab_mech:
-    st.markdown("Error of **k overlapping counting queries** (one person can change every query by 1, e.g. "
-                "cumulative age counts or the same district in k plans). Pure-DP mechanisms use scale k/epsilon; "
-                "the Gaussians use the rho whose tight conversion gives (epsilon, delta); the Generalized Gaussian "
-                "is calibrated numerically with a privacy-loss distribution, beside the paper's proven scale.")
-    c1, c2, c3 = st.columns(3)
-    k = int(c1.select_slider("k queries", [1, 3, 10, 30, 100, 300, 1000], value=100, key="ba_mech_k"))
-    mdelta = float(c2.select_slider("delta", [1e-4, 1e-5, 1e-6, 1e-8, 1e-10], value=1e-6,
-                                    format_func=lambda d: f"{d:.0e}", key="ba_mech_delta"))
-    orders = c3.multiselect("Generalized Gaussian orders p", [1.0, 2.0, 3.0, 4.0, 6.0, 8.0], default=[3.0],
-                            key="ba_mech_p")
-    show_bound = st.toggle("Show the paper's proven bound beside the numeric calibration", value=False,
-                           key="ba_mech_bound")
-    calibrate = st.toggle("Include the Generalized Gaussian (numeric calibration: instant at delta 1e-6 for "
-                          "orders 2-4, shipped precomputed; otherwise about 2 s per order and epsilon the first "
-                          "time, then cached)", value=False, key="ba_mech_gg")
-    mechs = ("laplace", "geometric", "gaussian", "discrete_gaussian") + (
-        ("generalized_gaussian",) if calibrate and orders else ())
-    sweep_cfg = MechanismSweepConfig(k=k, delta=mdelta, gg_orders=tuple(sorted(orders)), mechanisms=mechs,
-                                     include_bound=True)
-    try:
-        sweep = _sweep(config_digest(sweep_cfg), sweep_cfg)
-        st.plotly_chart(figs.mechanism_figure(sweep, show_bound), key="ba_fig_mech")
-        wide = sweep.pivot_table(index=["label", "calibration", "epsilon", "scale"], columns="metric",
-                                 values="value")
-        st.dataframe(wide.reset_index(), hide_index=True, key="ba_mech_table")
-    except ValueError as exc:
-        st.error(str(exc))
+with mech_out:
+    sweep = result.sweep
+    st.plotly_chart(figs.mechanism_figure(sweep, show_bound), key="ba_fig_mech")
+    adv = result.gg_advantage
+    if adv is not None and len(adv):
+        row = adv.iloc[(adv["epsilon"] - 1.0).abs().argmin()]
+        st.info(f"At epsilon {row['epsilon']:g} and k = {k}, the best Generalized Gaussian ({row['best order']}) has "
+                f"a {row['advantage (%)']:.1f}% smaller expected largest error than the analytic Gaussian; both are "
+                "calibrated tightly, so this is the like-for-like gain.")
+    wide = sweep.pivot_table(index=["label", "calibration", "epsilon", "scale"], columns="metric",
+                             values="value").reset_index()
+    _table(wide, SWEEP_LABELS, "ba_mech_table")
     st.caption("Numeric calibration rounds privacy losses up, so its scale is slightly conservative. The proven "
                "bound holds only for even p >= 4 up to ln k and delta <= 1/k; outside that range it is drawn for "
                "scale only.")
 
 # ---------------------------------------------------------------------- public information
-with tab_public:
-    st.markdown("Invariants are counts published **exactly** (for example the state total). They become public "
-                "information Z; the guarantee is then stated relative to Z (Seeman, Slavkovic and Reimherr 2022).")
-    inv_level = st.select_slider("Publish exactly through level", options=list(range(-1, h.depth)), value=0,
-                                 format_func=lambda m: "nothing" if m < 0 else h.level_names[m], key="ba_inv_level")
-    inv_names = [] if inv_level < 0 else (["the total population"] if inv_level == 0 else
-                                          [f"every count at the {h.level_names[inv_level]} level and above"])
-    st.info(dpz_statement(alloc.total, alloc.unit, inv_names))
-    if inv_names:
+with public_out:
+    pub = result.public
+    st.info(pub["statement"])
+    if pub["conditioning_bound"] is not None:
         st.caption(f"If an invariant were enforced by conditioning (redrawing until the noisy counts meet it), the "
-                   f"guarantee could only be stated as up to {2 * alloc.total:.3g} (twice the budget, Lemma 5). "
-                   "Projecting noisy counts onto the invariant, as ToyDown and TopDown-lite do, is post-processing "
-                   "given Z and costs nothing more relative to Z (Lemma 3).")
-    effects = session_memo("ba_invariants", config_digest([kind, fanouts, seed, alloc]),
-                    lambda progress: invariant_effects(h, h.aggregate(geo.leaf_counts), alloc.eps_by_level,
-                                                       alloc.mechanism, alloc.sensitivity),
-                    "Invariant effects")
-    chosen = effects[effects["exact through level"].isin([-1, inv_level])]
-    st.plotly_chart(figs.invariant_figure(chosen, "sd (freed budget re-spent)"), key="ba_fig_inv")
-    st.dataframe(chosen, hide_index=True, key="ba_inv_table")
+                   f"guarantee could only be stated as up to {pub['conditioning_bound']:.3g} (twice the budget, "
+                   "Lemma 5). Projecting noisy counts onto the invariant, as ToyDown and TopDown-lite do, is "
+                   "post-processing given Z and costs nothing more relative to Z (Lemma 3).")
+    st.plotly_chart(figs.invariant_figure(pub["invariants"], "sd (freed budget re-spent)"), key="ba_fig_inv")
+    _table(pub["invariants"].drop(columns="exact through level"), INV_LABELS, "ba_inv_table")
     st.subheader("Wasserstein exponential mechanism with a public total")
-    parent = h.level_offsets[h.depth - 2] if h.depth >= 2 else 0
-    lo, hi = h.child_ptr[parent], h.child_ptr[parent + 1]
-    counts = h.aggregate(geo.leaf_counts)[lo:hi]
-    w1, w2, w3 = st.columns(3)
-    wem_eps = float(w1.number_input("epsilon", 0.01, 10.0, 0.5, key="ba_wem_eps"))
-    dz = float(w2.number_input("Delta_z (2 when records are independent)", 1.0, 1000.0, 2.0, key="ba_wem_dz"))
-    wem_runs = int(w3.slider("runs", 5, 200, 30, key="ba_wem_runs"))
-    safe = st.checkbox("Normaliser-safe kappa = epsilon / (2 Delta_z) for the bounded base measure",
-                       value=True, key="ba_wem_safe")
-    st.caption(f"Count vector: the {hi - lo} {h.level_names[-1]} counts of the first {h.level_names[-2] if h.depth >= 2 else 'unit'} "
-               f"(public total {int(counts.sum()):,}). " + SIM)
-    try:
-        wem_cfg = WemConfig(wem_eps, dz, wem_runs, seed, safe)
-        summary, cells = _wem(tuple(int(c) for c in counts), config_digest(wem_cfg), wem_cfg)
-        st.dataframe(summary, hide_index=True, key="ba_wem_table")
-        st.plotly_chart(figs.wem_cells_figure(cells), key="ba_fig_wem")
-    except ValueError as exc:
-        st.error(str(exc))
+    st.caption(f"Count vector: {pub['wem_vector']} (public total {pub['wem_total']:,}). " + SIMULATION)
+    _table(pub["wem_summary"], WEM_LABELS, "ba_wem_table")
+    st.plotly_chart(figs.wem_cells_figure(pub["wem_cells"]), key="ba_fig_wem")
     st.subheader("Sensitivity under dependence (Example 3), exact in log space")
-    n_dz = int(st.select_slider("records n", [10, 100, 200, 500], value=10, key="ba_dz_n"))
-    st.plotly_chart(figs.delta_z_heatmap(_dz_grid(n_dz), n_dz), key="ba_fig_dz")
-    rho = st.slider("Correlation between records (Example 2)", 0.0, 1.0, 0.1, 0.05, key="ba_corr")
-    st.markdown(f"With {n_dz} equicorrelated records at correlation {rho:.2f}, one record moves the mean by up to "
-                f"**{beta_equicorrelated(n_dz, rho) * n_dz:.2f}x** what it moves it under independence, so the noise "
-                "must grow by the same factor.")
+    st.plotly_chart(figs.delta_z_heatmap(pub["delta_z"], n_dz), key="ba_fig_dz")
+    st.markdown(f"With {n_dz} equicorrelated records at correlation {corr:.2f}, one record moves the mean by up to "
+                f"**{pub['dependence_factor']:.2f}x** what it moves it under independence, so the noise must grow by "
+                "the same factor.")
 
-# ------------------------------------------------------------------------------------ export
+# ------------------------------------------------------------------------- export & release
 with tab_export:
-    st.markdown("The allocation below can be loaded on the District maps page.")
+    st.markdown("**Report**: the plan, ledger, versions and every table; open it again above or rerun it with "
+                "`python -m core reproduce FILE --out DIR`. **Allocation**: loads on the District maps page.")
+    report_panel(result, page=PAGE, key="budget_allocation",
+                 extra={"allocation": alloc.to_json(), "source": result.source,
+                        "note": "Monte Carlo columns are simulations, not releases."})
     st.download_button("Download allocation (JSON)", alloc.to_json(), file_name="budget_allocation.json",
                        mime="application/json", key="ba_alloc_json", icon=":material/download:")
-    st.code(alloc.to_json(), language="json")
     st.session_state["census_allocation_json"] = alloc.to_json()
-    export_panel("Budget allocation", config,
-                 {"levels": result.levels, "targets": result.targets, "presets_levels": result.presets_levels,
-                  "presets_targets": result.presets_targets, "recommendation": result.recommendation,
-                  "figure2": result.figure2, "ledger": alloc.ledger().to_frame()},
-                 extra={"allocation": alloc.to_json(), "source": result.source,
-                        "note": "Monte Carlo columns are simulations, not releases."}, key="budget_allocation")
+    with st.expander("Allocation JSON"):
+        st.code(alloc.to_json(), language="json")
+    st.subheader("Release noisy counts")
+    st.caption(RELEASE_NOTE)
+    if not can_release(alloc):
+        st.info(f"The {alloc.noise.label} has no secure sampler here; choose Laplace, geometric, a Gaussian or "
+                "the analytic Gaussian to release counts.")
+    else:
+        confirm = st.checkbox("I understand this is a real release: it spends the budget above and cannot be "
+                              "repeated with the same noise.", key="ba_release_confirm")
+        if st.button("Release noisy counts", key="ba_release", disabled=not confirm, type="primary",
+                     icon=":material/lock:"):
+            release_slot = st.empty()
+            try:
+                st.session_state["ba_release_result"] = release_noisy_counts(
+                    alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
+                                          plan.seed), progress=_progress_bar(release_slot))
+            except ValueError as exc:
+                st.error(str(exc))
+            release_slot.empty()
+    released = st.session_state.get("ba_release_result")
+    if released is not None:
+        st.success(f"Released at {released.created_utc} (UTC). {released.statement()}")
+        _table(released.ledger().to_frame(), LEDGER_LABELS, "ba_release_ledger")
+        st.download_button("Download released counts (CSV)", guarded_csv(released.counts),
+                           file_name="released_counts.csv", mime="text/csv", key="ba_release_csv",
+                           icon=":material/download:")
+        st.dataframe(released.counts.head(200), hide_index=True, key="ba_release_table")

@@ -1,10 +1,19 @@
-"""Budget allocation page end to end with Streamlit's AppTest."""
+"""Budget allocation page end to end with Streamlit's AppTest, and its plan -> run -> report contract."""
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.census import BudgetPlan, run
+from core.report import build_report, load_plan, report_json, tables_match
+
 PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "budget_allocation.py")
+SCALE = "Noise scale (b or sigma, people)"
+WHOLE_UNIT = "Error sd of a whole unit (people)"
+SIM_SD = "Error sd, ToyDown runs (people)"
+GAIN = "Gain over the equal split (%)"
 
 
 def _table(at, column):
@@ -13,85 +22,138 @@ def _table(at, column):
 
 
 def _levels(at):
-    return _table(at, "noise scale")
+    return _table(at, SCALE)
+
+
+def _page():
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    assert not at.exception, at.exception
+    return at
 
 
 @pytest.fixture(scope="module")
 def app():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
-    assert not at.exception
-    return at
+    return _page()
 
 
 def test_first_render_shows_outputs(app):
     assert not app.error
     assert len(app.get("plotly_chart")) >= 8
     levels = _levels(app)
-    assert list(levels["level"]) == ["state", "county", "tract", "block group", "block"]
-    assert levels["noise scale"].round(6).tolist() == [10.0] * 5      # Laplace, sensitivity 2, eps 0.2 each
-    targets = _table(app, "simulated sd")
-    assert targets["simulated sd"].notna().all()
+    assert list(levels["Level"]) == ["state", "county", "tract", "block group", "block"]
+    assert levels[SCALE].round(6).tolist() == [10.0] * 5      # Laplace, sensitivity 2, eps 0.2 each
+    assert _table(app, SIM_SD)[SIM_SD].notna().all()
     assert any("Simulation, not a release" in c.value for c in app.caption)
     assert any(m.value == "1-DP" for m in app.metric)
 
 
+def test_page_numbers_are_the_default_plan_run_in_plain_python(app):
+    """Plan-only: the page's default plan, built in Python, gives the numbers the page shows."""
+    result = run(BudgetPlan())
+    levels = _levels(app)
+    np.testing.assert_allclose(levels[WHOLE_UNIT], result.levels["whole-unit error sd"])
+    np.testing.assert_allclose(_table(app, SIM_SD)[SIM_SD], result.targets["simulated sd"])
+    np.testing.assert_allclose(_table(app, GAIN)[GAIN], result.recommendation["gain over equal (%)"])
+    assert _table(app, "Mean |error| of a unit's total (people)").shape[0] == result.algorithm_summary.shape[0]
+
+
+def test_export_load_rerun_and_cli_reproduce(tmp_path):
+    """Export/load/rerun bit for bit, and python -m core reproduce on the exported report."""
+    from core.__main__ import main
+    plan = BudgetPlan(fanouts=(6, 5, 4), runs=12, seed=11, split="optimise", targets=("leaf", "greedy:3"),
+                      target_weights=(2.0, 1.0))
+    result = run(plan)
+    report = build_report(result, page="Budget allocation")
+    loaded = load_plan(json.loads(report_json(report)))
+    assert loaded == plan
+    assert tables_match(report, run.uncached(loaded).tables()) == []
+    path = tmp_path / "report.json"
+    path.write_text(report_json(report))
+    assert main(["reproduce", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "levels.csv").exists()
+
+
+def test_page_export_is_a_reproducible_report(app, tmp_path):
+    from core.__main__ import main
+    button = next(b for b in app.get("download_button") if "report" in str(b.proto.label).lower())
+    assert button is not None
+    result = run(BudgetPlan())
+    path = tmp_path / "page.json"
+    path.write_text(report_json(build_report(result, page="Budget allocation")))
+    assert main(["reproduce", str(path), "--out", str(tmp_path / "o")]) == 0
+
+
 def test_split_and_mechanism_change_table_and_charts():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
+    at = _page()
     before = _levels(at)
     fig_before = [c.proto.spec for c in at.get("plotly_chart")]
     at.selectbox(key="ba_preset").set_value("block-heavy").run()
     assert not at.exception
     after = _levels(at)
-    assert after["share"].iloc[-1] == pytest.approx(0.5)
-    assert after["whole-unit error sd"].iloc[-1] < before["whole-unit error sd"].iloc[-1]
+    assert after["Share of the budget"].iloc[-1] == pytest.approx(0.5)
+    assert after[WHOLE_UNIT].iloc[-1] < before[WHOLE_UNIT].iloc[-1]
     fig_after = [c.proto.spec for c in at.get("plotly_chart")]
     assert fig_after[0] != fig_before[0] and fig_after[1] != fig_before[1]
     at.selectbox(key="ba_mech_epsilon").set_value("geometric").run()
     assert not at.exception
     geo = _levels(at)
-    assert (geo["node noise variance"] != after["node noise variance"]).all()
-    assert [c.proto.spec for c in at.get("plotly_chart")][1] != fig_after[1]
+    assert (geo["Noise variance per unit (people²)"] != after["Noise variance per unit (people²)"]).all()
+
+
+def test_every_registry_mechanism_can_be_budgeted_including_the_generalized_gaussian():
+    at = _page()
+    at.selectbox(key="ba_mech_epsilon").set_value("generalized_gaussian").run()
+    assert not at.exception and not at.error
+    levels = _levels(at)
+    from core.privacy.calibration import calibrate_generalized_gaussian
+    # 5 levels, delta 1e-6 in all: each level is calibrated at delta 2e-7 for the 2 counts a person changes
+    assert levels[SCALE].iloc[0] == pytest.approx(calibrate_generalized_gaussian(2, 3.0, 0.2, 2e-7))
+    assert any("(1, 1e-06)-DP" in m.value for m in at.metric)
+    assert any("delta" in c.value and "added up" in c.value for c in at.caption)
+    assert "generalized_gaussian" in at.session_state["census_allocation_json"]
+    at.selectbox(key="ba_mech_epsilon").set_value("analytic_gaussian").run()
+    assert not at.exception and not at.error
 
 
 def test_custom_sliders_optimise_and_rho():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
+    at = _page()
     at.radio(key="ba_split").set_value("custom").run()
     at.slider(key="ba_w4_5").set_value(1.0).run()
     lv = _levels(at)
-    assert lv["share"].sum() == pytest.approx(1.0)
-    assert lv["share"].iloc[-1] > 0.5
+    assert lv["Share of the budget"].sum() == pytest.approx(1.0)
+    assert lv["Share of the budget"].iloc[-1] > 0.5
     at.radio(key="ba_split").set_value("optimise").run()
     assert not at.exception
-    rec = _table(at, "gain over equal (%)")
-    assert (rec["gain over equal (%)"] > 0).all()
+    rec = _table(at, GAIN)
+    # the optimum minimises the sum of each target's variance relative to its equal-split variance
+    ratio = rec["Error sd, recommended split (people)"] / rec["Error sd, equal split (people)"]
+    assert (ratio ** 2).sum() < len(rec) and rec[GAIN].mean() > 0
     at.radio(key="ba_unit").set_value("rho").run()
     assert not at.exception
     assert any("e-06" in m.value for m in at.metric)
 
 
 def test_target_importance_moves_the_optimised_split():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
+    at = _page()
     at.radio(key="ba_split").set_value("optimise").run()
-    before = _levels(at)["share"].to_numpy()
+    before = _levels(at)["Share of the budget"].to_numpy()
     at.number_input(key="ba_weight_leaf").set_value(20.0).run()      # one block matters most
     assert not at.exception and not at.error
-    after = _levels(at)["share"].to_numpy()
+    after = _levels(at)["Share of the budget"].to_numpy()
     assert after[-1] > before[-1]                                    # the block level gets more budget
-    rec = _table(at, "gain over equal (%)").set_index("target")
-    assert rec.loc[rec.index[0], "gain over equal (%)"] > 0
 
 
-def test_bad_fanouts_show_error_and_keep_input():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
-    at.text_input(key="ba_fanouts").input("4, a").run()
+@pytest.mark.parametrize("text, message", [("4, a", "whole numbers"),
+                                           ("4294967296, 4294967296", "from 1 to 100,000"),
+                                           ("65536, 65536", "keep the product under"),
+                                           ("1, 1, 1, 1, 1, 1, 1", "between 1 and 6")])
+def test_bad_fanouts_show_error_and_keep_input(text, message):
+    at = _page()
+    at.text_input(key="ba_fanouts").input(text).run()
     assert not at.exception
-    assert any("whole numbers" in e.value for e in at.error)
-    assert at.text_input(key="ba_fanouts").value == "4, a"
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert at.text_input(key="ba_fanouts").value == text
 
 
 def test_export_offers_allocation_json(app):
@@ -100,24 +162,22 @@ def test_export_offers_allocation_json(app):
 
 
 def test_topdown_lite_tab_and_ledger(app):
-    algo = _table(app, "leaf L1 error")
-    assert set(algo["algorithm"]) == {"ToyDown (negatives allowed)", "ToyDown non-negative integer", "TopDown-lite"}
-    assert (algo[algo.algorithm == "TopDown-lite"]["total error"] == 0).all()
-    ledger = _table(app, "rho_equivalent")
-    assert ledger["amount"].sum() == pytest.approx(1.0)
+    algo = _table(app, "Leaf L1 error (share of people)")
+    assert set(algo["Algorithm"]) == {"ToyDown (negatives allowed)", "ToyDown non-negative integer", "TopDown-lite"}
+    assert (algo[algo.Algorithm == "TopDown-lite"]["Error of the total (people)"] == 0).all()
+    ledger = _table(app, "As rho (zCDP)")
+    assert ledger["Amount"].sum() == pytest.approx(1.0)
 
 
 def test_tiny_tree_caps_k_instead_of_stopping_the_page():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
+    at = _page()
     at.text_input(key="ba_fanouts").input("2").run()
     assert not at.exception and not at.error
     assert any("k = 2 instead of 4" in w.value for w in at.warning)
-    assert set(_table(at, "simulated sd")["units"]) == {2}
+    assert set(_table(at, SIM_SD)["Districts or units"]) == {2}
 
 
 def test_exact_levels_are_labelled_on_the_log_chart(app):
-    import json
     spec = next(json.loads(c.proto.spec) for c in app.get("plotly_chart")
                 if "TopDown-lite (" in json.dumps(json.loads(c.proto.spec)["layout"].get("title", "")))
     ticks = spec["layout"]["xaxis"]["ticktext"]
@@ -125,14 +185,13 @@ def test_exact_levels_are_labelled_on_the_log_chart(app):
 
 
 def test_topdown_comparison_reruns_only_for_its_own_inputs(monkeypatch):
-    import core.census.algorithm_comparison as algo
+    import core.census.budget_plan as bp
     calls = []
-    real = algo.compare_algorithms
-    monkeypatch.setattr(algo, "compare_algorithms", lambda *a, **k: calls.append(1) or real(*a, **k))
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
-    at.number_input(key="ba_seed").set_value(4242).run()      # a seed no other test uses: fresh cache
-    assert len(calls) == 1
+    real = bp.compare_algorithms
+    monkeypatch.setattr(bp, "compare_algorithms", lambda *a, **k: calls.append(1) or real(*a, **k))
+    at = _page()
+    at.number_input(key="ba_seed").set_value(int(np.random.default_rng().integers(10**6, 2**31 - 1))).run()
+    assert len(calls) == 1                                     # a fresh seed: computed once
     at.slider(key="ba_runs").set_value(10).run()
     at.number_input(key="ba_k").set_value(7).run()
     assert not at.exception and len(calls) == 1                # ToyDown runs and k do not feed it
@@ -141,15 +200,57 @@ def test_topdown_comparison_reruns_only_for_its_own_inputs(monkeypatch):
 
 
 def test_large_tree_runs_the_comparison_on_request():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
+    at = _page()
     at.slider(key="ba_runs").set_value(0)
     at.text_input(key="ba_fanouts").input("1000, 201").run()
     assert not at.exception and not at.error
     assert any("only on request" in i.value for i in at.info)
-    assert not any("leaf L1 error" in d.value.columns for d in at.dataframe)
+    assert not any("Leaf L1 error (share of people)" in d.value.columns for d in at.dataframe)
     at.number_input(key="ba_algo_types").set_value(1)
     at.slider(key="ba_algo_runs").set_value(1)
     at.toggle(key="ba_algo_large").set_value(True).run()
     assert not at.exception
-    assert any("leaf L1 error" in d.value.columns for d in at.dataframe)
+    assert any("Leaf L1 error (share of people)" in d.value.columns for d in at.dataframe)
+
+
+def test_mechanism_tab_compares_like_with_like():
+    at = _page()
+    at.select_slider(key="ba_mech_k").set_value(1000).run()
+    at.toggle(key="ba_mech_gg").set_value(True).run()          # shipped grid: no calibration to wait for
+    assert not at.exception and not at.error
+    wide = _table(at, "Expected largest error (counts)")
+    labels = set(wide["Mechanism"])
+    assert "Gaussian (analytic, tight)" in labels and "Generalized Gaussian p=3" in labels
+    assert any("like-for-like" in i.value for i in at.info)
+
+
+def test_public_information_tab_explains_its_terms(app):
+    glossary = " ".join(m.value for m in app.markdown)
+    for term in ("Delta_z", "kappa", "Congenial WEM", "Lemma 5", "E max error"):
+        assert term in glossary
+
+
+def test_release_action_uses_the_secure_sampler_and_records_spends():
+    at = _page()
+    at.checkbox(key="ba_release_confirm").check().run()
+    at.button(key="ba_release").click().run()
+    assert not at.exception and not at.error
+    released = at.session_state["ba_release_result"]
+    assert set(released.counts["level"]) == {"state", "county", "tract", "block group", "block"}
+    assert "noisy count" in released.counts.columns and "true" not in " ".join(released.counts.columns)
+    assert len(released.ledger()) == 5
+    assert any("Released at" in s.value for s in at.success)
+
+
+def test_navigating_away_and_back_keeps_the_plan_and_results():
+    """Widgets persist for the session: rerunning the page script with the same session keeps them."""
+    at = _page()
+    at.radio(key="ba_split").set_value("optimise").run()
+    at.number_input(key="ba_weight_leaf").set_value(5.0).run()
+    shares = _levels(at)["Share of the budget"].to_numpy()
+    at.switch_page(str(Path(PAGE).parents[1] / "home.py")).run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    assert at.radio(key="ba_split").value == "optimise"
+    assert at.number_input(key="ba_weight_leaf").value == 5.0
+    np.testing.assert_allclose(_levels(at)["Share of the budget"], shares)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from core.census.algorithm_comparison import AlgorithmConfig, compare_algorithms, simulate_types
+from core.census.algorithm_comparison import AlgorithmPlan, compare_algorithms, simulate_types
 from core.census.allocation import Allocation
 from core.census.hierarchy import Hierarchy
 
@@ -18,13 +18,13 @@ def test_types_keep_leaf_populations():
 def test_topdown_lite_keeps_total_and_toydown_plain_has_negatives():
     h = Hierarchy.homogeneous([4, 5, 6])
     counts = np.random.default_rng(2).poisson(3, h.n_leaves)
-    df = compare_algorithms(h, counts, [0.1] * h.depth, AlgorithmConfig(runs=2))
+    df = compare_algorithms(h, counts, [0.1] * h.depth, AlgorithmPlan(runs=2))
     by = df.groupby("algorithm")
     assert (by.get_group("TopDown-lite")["total error"] == 0).all()
     assert by.get_group("TopDown-lite")["share of negative cells"].max() == 0
     assert by.get_group("ToyDown non-negative integer")["share of negative cells"].max() == 0
     assert by.get_group("ToyDown (negatives allowed)")["share of negative cells"].max() > 0
-    exact = compare_algorithms(h, counts, [0.1] * h.depth, AlgorithmConfig(runs=1, exact_level=1))
+    exact = compare_algorithms(h, counts, [0.1] * h.depth, AlgorithmPlan(runs=1, exact_level=1))
     top = exact[(exact.algorithm == "TopDown-lite") & exact.level.isin([h.level_names[0], h.level_names[1]])]
     assert (top["MAE of unit totals"] == 0).all()
 

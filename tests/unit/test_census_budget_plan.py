@@ -2,8 +2,25 @@
 import numpy as np
 import pytest
 
-from core.census.budget_plan import BudgetConfig, figure2_curves, run_budget_plan, target_labels
-from core.census.hierarchy import Hierarchy
+from core.census import BudgetPlan
+from core.census.budget_plan import figure2_curves, target_labels
+from core.census.geography_data import Hierarchy
+from core.contracts import DataRef
+
+
+def BudgetConfig(**kw):
+    """The allocation alone (the tabs' sub-runs are covered by their own tests)."""
+    if "hierarchy" in kw:
+        kw["data"] = DataRef(kw.pop("hierarchy"))
+    kw.setdefault("algorithms", None)
+    kw.setdefault("mechanisms", None)
+    kw.setdefault("public", None)
+    return BudgetPlan(**kw)
+
+
+def run_budget_plan(plan, data=None):
+    from core.census.budget_plan import run
+    return run.uncached(plan, data)
 
 
 def test_levels_table_equal_laplace():
@@ -65,7 +82,7 @@ def test_split_changes_table_and_errors():
     with pytest.raises(ValueError, match="positive share"):
         run_budget_plan(BudgetConfig(fanouts=(5, 4, 6), split="custom", custom_shares=(0, 1, 1, 1)))
     with pytest.raises(ValueError, match="spends"):
-        run_budget_plan(BudgetConfig(mechanism="gaussian"))
+        BudgetConfig(mechanism="gaussian")
 
 
 def test_figure2_optimum():
@@ -92,12 +109,15 @@ def test_a_district_plan_is_a_target_on_the_georgia_blocks():
     labels = county % 14                                   # 14 districts of whole counties
     csv = plan_to_frame(geo.leaf_ids, labels).to_csv(index=False).encode()
     plan = plan_from_csv(io.BytesIO(csv), geo.leaf_ids)     # the District maps page's export format
-    cfg = BudgetConfig(hierarchy="georgia", runs=0, targets=("leaf", "plan"), district_plan=tuple(plan.tolist()),
+    from core.contracts import bytes_fingerprint
+    cfg = BudgetConfig(data=DataRef("upload", bytes_fingerprint(csv)), runs=0, targets=("leaf", "plan"),
                        split="optimise")
-    r = run_budget_plan(cfg)
+    r = run_budget_plan(cfg, csv)
     row = r.targets.set_index("target").loc["your 14-district plan"]
     assert row["units"] == 14
     v = district_variances(h, plan, r.allocation.budgets)
     assert row["analytic sd"] == pytest.approx(np.sqrt(v.mean()))
-    with pytest.raises(ValueError, match="one district per block"):
-        run_budget_plan(BudgetConfig(hierarchy="georgia", runs=0, targets=("plan",), district_plan=(0, 1, 2)))
+    with pytest.raises(ValueError, match="fingerprint differs"):
+        run_budget_plan(cfg, csv + b"\n")
+    with pytest.raises(ValueError, match="needs an uploaded district plan"):
+        BudgetConfig(hierarchy="georgia", targets=("plan",))

@@ -8,7 +8,7 @@ import pytest
 from core.census.hierarchy import Hierarchy
 from core.census.public_info import (beta_equicorrelated, beta_noisy_public_mean, delta_z_dependent_count,
                                      delta_z_grid, dpz_statement, invariant_effects, wem_comparison,
-                                     wem_congenial, wem_naive, WemConfig)
+                                     wem_congenial, wem_naive, WemPlan)
 
 GRID10 = [[1, 3, 5, 6, 7, 8, 8], [5, 1, 2, 4, 5, 7, 8], [7, 4, 1, 1, 3, 5, 7], [8, 6, 3, 1, 1, 4, 6],
           [9, 7, 5, 3, 1, 2, 5], [10, 9, 7, 6, 4, 1, 3], [10, 10, 9, 8, 7, 5, 1]]
@@ -78,7 +78,7 @@ def test_naive_wem_is_discrete_laplace():
 
 
 def test_wem_comparison_respects_public_total():
-    summary, cells = wem_comparison(np.array([5, 0, 1, 30, 2]), WemConfig(epsilon=0.5, runs=20))
+    summary, cells = wem_comparison(np.array([5, 0, 1, 30, 2]), WemPlan(epsilon=0.5, runs=20))
     s = summary.set_index("method")
     assert s.loc["congenial WEM (sum = total, y >= 0)", "runs meeting the public total"] == 1.0
     assert s.loc["naive + projection", "runs with no negative cell"] == 1.0

@@ -145,7 +145,8 @@ def test_generalized_gaussian_special_orders():
 
 
 def test_shapes_dtypes_and_reproducibility():
-    for name, mech in m.MECHANISMS.items():
+    for name in m.MECHANISMS:
+        mech = m.get_mechanism(name)
         a = mech.sample(2.0, (3, 4), np.random.default_rng(9))
         b = mech.sample(2.0, (3, 4), np.random.default_rng(9))
         assert a.shape == (3, 4)
@@ -180,15 +181,60 @@ def test_bad_inputs_raise_value_error(call):
 
 @pytest.mark.parametrize("name", sorted(m.MECHANISMS))
 def test_moments_and_calibration_accept_arrays(name):
-    mech = m.MECHANISMS[name]
+    mech = m.get_mechanism(name)
     scales = np.array([0.5, 2.0, 30.0])
     assert isinstance(mech.variance(2.0), float) and isinstance(mech.mean_abs(2.0), float)
     np.testing.assert_allclose(mech.variance(scales), [mech.variance(s) for s in scales], rtol=1e-12)
     np.testing.assert_allclose(mech.mean_abs(scales), [mech.mean_abs(s) for s in scales], rtol=1e-12)
     budgets = np.array([0.1, 0.5, 2.0])
-    expected = 1.0 / budgets if mech.unit == "epsilon" else 1.0 / np.sqrt(2 * budgets)
+    if mech.approximate:
+        expected = [mech.scale_for(1.0, b) for b in budgets]
+    else:
+        expected = 1.0 / budgets if mech.unit == "epsilon" else 1.0 / np.sqrt(2 * budgets)
     np.testing.assert_allclose(mech.scale_for(1.0, budgets), expected)
     with pytest.raises(ValueError):
         mech.variance(np.array([1.0, -1.0]))
     with pytest.raises(ValueError):
         mech.scale_for(1.0, np.array([0.5, 0.0]))
+
+
+def test_registry_has_one_shape_and_every_mechanism_knows_its_calibration():
+    from core.contracts import Registry, Spec
+    from core.privacy.accounting import analytic_gaussian_sigma
+    assert isinstance(m.MECHANISMS, Registry)
+    for key in m.MECHANISMS:
+        spec = m.MECHANISMS[key]
+        assert isinstance(spec, Spec) and spec.help
+        mech = spec.build()
+        assert mech.key == key and mech.unit in m.UNITS
+        assert mech.guarantee(0.5)
+    ag = m.get_mechanism("analytic_gaussian")
+    assert ag.approximate and ag.scale_for(math.sqrt(1000), 1.0) == pytest.approx(133.60, abs=0.005)
+    assert ag.scale_for(2.0, 0.5) == pytest.approx(analytic_gaussian_sigma(0.5, 1e-6, 2.0))
+    assert m.mechanism_keys("rho") == ["gaussian", "discrete_gaussian"]
+    assert "generalized_gaussian" in m.mechanism_keys("epsilon")
+
+
+def test_mechanism_ids_carry_parameters_between_pages():
+    params = m.GeneralizedGaussianParams(order=4.0, delta=2e-7)
+    text = m.mechanism_id("generalized_gaussian", params)
+    assert text == "generalized_gaussian[order=4.0,delta=2e-07]"
+    assert m.parse_mechanism_id(text) == ("generalized_gaussian", params)
+    assert m.get_mechanism(text).delta == 2e-7
+    assert m.mechanism_id("generalized_gaussian") == "generalized_gaussian"
+    for bad in ("generalized_gaussian[order=x]", "generalized_gaussian[size=3]", "laplace[", "cauchy[p=1]",
+                "generalized_gaussian[order=0.5]"):
+        with pytest.raises(ValueError):
+            m.get_mechanism(bad)
+
+
+def test_generalized_gaussian_is_calibrated_for_the_counts_one_person_changes():
+    from core.privacy.calibration import calibrate_generalized_gaussian, gg_scale_estimate
+    gg = m.get_mechanism("generalized_gaussian")
+    assert gg.scale_for(2.0, 0.5) == pytest.approx(calibrate_generalized_gaussian(2, 3.0, 0.5, 1e-6))
+    assert gg.scale_estimate(2.0, 0.5) == pytest.approx(gg.scale_for(2.0, 0.5), rel=2e-3)
+    assert gg_scale_estimate(2, 3.0, 0.5, 1e-6) == pytest.approx(gg.scale_for(2.0, 0.5), rel=2e-3)
+    with pytest.raises(ValueError, match="whole number of counts"):
+        gg.scale_for(1.5, 0.5)
+    draws = gg.draw(2.0, 1.0, 1000, np.random.default_rng(0))
+    assert draws.shape == (1000,)

@@ -1,0 +1,153 @@
+"""The geographies the budget page allocates over: stylised homogeneous trees and Georgia.
+
+A stylised tree is given by its fan-outs (children per node at each level below the root); its
+leaf populations are simulated as Poisson(50) from a seed. Georgia is the districts area's
+synthetic block geography nested in the real counties (or the 159 real counties when that is not
+installed). Loaded geographies are kept in memory and, for Georgia, in the on-disk cache, so a
+second visit does not rebuild them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.contracts import make_rng, seed_sequence, stream_key
+
+try:  # the hierarchy moves to core.geography; older trees keep it here
+    from core.geography.hierarchy import Hierarchy
+except ImportError:  # pragma: no cover - depends on the other area's progress
+    from core.census.hierarchy import Hierarchy
+
+STYLISED_NAMES = ("state", "county", "tract", "block group", "block")
+GEOGRAPHIES = {"stylised": "Stylised fan-outs", "georgia": "Georgia"}
+MAX_LEAVES = 2_000_000
+MAX_FANOUT = 100_000
+MAX_LEVELS = 6
+
+
+@dataclass(frozen=True)
+class GeographyData:
+    """A hierarchy with its leaf populations and a description of where they come from."""
+
+    hierarchy: Hierarchy
+    leaf_counts: np.ndarray = field(repr=False)
+    source: str
+    leaf_ids: np.ndarray | None = field(default=None, repr=False)   # block GEOIDs, when the leaves have them
+
+
+def check_fanouts(fanouts) -> tuple[int, ...]:
+    """Fan-outs as whole numbers with a leaf count the page can hold; ValueError saying what to change.
+
+    The leaf count is multiplied in Python integers, so huge fan-outs cannot wrap around (numpy's
+    int64 product of 4294967296 x 4294967296 is 0).
+    """
+    try:
+        fan = tuple(fanouts)
+    except TypeError:
+        raise ValueError("Fan-outs must be a list of whole numbers, e.g. 20, 10, 4, 12.") from None
+    if not 1 <= len(fan) <= MAX_LEVELS:
+        raise ValueError(f"Give between 1 and {MAX_LEVELS} fan-outs (levels below the root); got {len(fan)}.")
+    out = []
+    for f in fan:
+        if isinstance(f, bool) or not isinstance(f, (int, np.integer, float)) or not math.isfinite(f) \
+                or int(f) != f or not 1 <= int(f) <= MAX_FANOUT:
+            raise ValueError(f"Each fan-out must be a whole number from 1 to {MAX_FANOUT:,}; got {f!r}.")
+        out.append(int(f))
+    leaves = math.prod(out)
+    if leaves > MAX_LEAVES:
+        raise ValueError(f"These fan-outs make {leaves:,} leaves; keep the product under {MAX_LEAVES:,} "
+                         "(use smaller fan-outs or fewer levels).")
+    return tuple(out)
+
+
+def parse_fanouts(text: str) -> tuple[int, ...]:
+    """Fan-outs typed as '20, 10, 4, 12' (or '20 x 10 x 4 x 12')."""
+    parts = [p.strip() for p in str(text).replace("x", ",").replace("X", ",").split(",") if p.strip()]
+    if not parts:
+        raise ValueError("Give at least one fan-out, e.g. 20, 10, 4, 12.")
+    if any(not p.isdigit() or len(p) > 12 for p in parts):
+        raise ValueError("Fan-outs must be whole numbers separated by commas, e.g. 20, 10, 4, 12.")
+    return check_fanouts(tuple(int(p) for p in parts))
+
+
+def stylised_level_names(depth: int) -> tuple[str, ...]:
+    """Census-like names for a stylised tree, read from the block upwards (three fan-outs give county >
+    tract > block group > block, as on the district maps' grid county, so an allocation made here loads
+    there); 'nation' tops six levels."""
+    if depth <= 1:
+        return ("block",)
+    if depth <= len(STYLISED_NAMES):
+        return STYLISED_NAMES[len(STYLISED_NAMES) - depth:]
+    if depth == len(STYLISED_NAMES) + 1:
+        return ("nation",) + STYLISED_NAMES
+    return tuple(f"level {i}" for i in range(depth))
+
+
+def stylised_geography(fanouts: tuple[int, ...], seed: int = 0) -> GeographyData:
+    """Homogeneous tree with the given fan-outs; leaf populations Poisson(50) from the seed."""
+    fan = check_fanouts(fanouts)
+    h = Hierarchy.homogeneous(fan, stylised_level_names(len(fan) + 1))
+    rng = make_rng(seed_sequence(int(seed), stream_key("populations")))
+    counts = rng.poisson(50, h.n_leaves)
+    return GeographyData(h, counts, f"stylised homogeneous tree {' x '.join(map(str, fan))} "
+                                    f"({h.n_leaves:,} leaves, populations simulated as Poisson(50))")
+
+
+def _georgia(seed: int) -> GeographyData:
+    try:
+        from core.districts.geography import load_georgia_blocks
+    except ImportError:
+        load_georgia_blocks = None
+    if load_georgia_blocks is not None:
+        geo = load_georgia_blocks(seed=seed)
+        return GeographyData(geo.hierarchy, np.asarray(geo.blocks["total"], dtype=np.int64),
+                             "Georgia: synthetic blocks nested in the real counties (state > county > tract > "
+                             "block group > block)", geo.blocks["GEOID"].to_numpy())
+    try:
+        from core.datasets import load_georgia_counties
+    except ImportError:
+        raise ValueError("The Georgia geography is not installed; choose the stylised hierarchy.") from None
+    gdf = load_georgia_counties()
+    h = Hierarchy.from_unit_ids([gdf["GEOID"].astype(str).to_numpy()], ("state", "county"))
+    return GeographyData(h, gdf["TotPop90"].to_numpy(dtype=np.int64),
+                         "Georgia: the 159 real counties (1990 populations) under the state; the synthetic "
+                         "block-level geography is not available, so this tree has two levels")
+
+
+def georgia_geography(seed: int = 0) -> GeographyData:
+    """Georgia (synthetic blocks under real counties when available), kept in the on-disk cache."""
+    from core.cache import cached_call
+
+    return cached_call(_georgia)(int(seed))
+
+
+def georgia_is_cached(seed: int = 0) -> bool:
+    """True when Georgia loads from the cache (pages say when a first load will take a while)."""
+    if ("georgia", (), int(seed)) in _loaded:
+        return True
+    from core.cache import memory
+
+    try:
+        return memory().cache(_georgia).check_call_in_cache(int(seed))
+    except Exception:  # noqa: BLE001 - a cache probe never decides a number
+        return False
+
+
+_loaded: dict = {}
+
+
+def load_geography(kind: str, fanouts: tuple[int, ...] = (), seed: int = 0) -> GeographyData:
+    """The geography a plan names (kept per process; Georgia also on disk)."""
+    if kind == "stylised":
+        key = (kind, check_fanouts(fanouts), int(seed))
+    elif kind == "georgia":
+        key = (kind, (), int(seed))
+    else:
+        raise ValueError(f"Unknown geography {kind!r}; choose one of {list(GEOGRAPHIES)}.")
+    if key not in _loaded:
+        if len(_loaded) >= 8:
+            _loaded.pop(next(iter(_loaded)))
+        _loaded[key] = stylised_geography(key[1], key[2]) if kind == "stylised" else georgia_geography(key[2])
+    return _loaded[key]
