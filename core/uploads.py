@@ -357,7 +357,7 @@ def _whole_counts(values: pd.Series, raw: pd.Series, col: str) -> np.ndarray:
     if (as_float < 0).any():
         i = int(np.flatnonzero(as_float < 0)[0])
         raise ValueError(f"Column {col!r} has a negative count ({as_float[i]:g}) on line {i + 2}; "
-                         "counts must be 0 or more.")
+                         "counts must be 0 or more (no negative counts).")
     if (as_float != np.round(as_float)).any():
         i = int(np.flatnonzero(as_float != np.round(as_float))[0])
         raise ValueError(f"Column {col!r} has a fractional count ({as_float[i]:g}) on line {i + 2}; "
@@ -374,7 +374,7 @@ def _unique_ids(ids: pd.Series, name: str) -> pd.Series:
     duplicated = ids[ids.duplicated(keep=False)]
     if len(duplicated):
         examples = sorted(duplicated.unique())[:5]
-        raise ValueError(f"Duplicate {name}s {examples}; each unit must appear on one row only.")
+        raise ValueError(f"{name}s {examples} appear more than once; each unit must appear on one row only.")
     return ids.astype(str)
 
 
@@ -435,8 +435,8 @@ def _polygons_in_wgs84(gdf: gpd.GeoDataFrame, source: str) -> gpd.GeoDataFrame:
         raise ValueError(f"The {source} has no features.")
     missing = gdf.geometry.isna() | gdf.geometry.is_empty
     if missing.any():
-        raise ValueError(f"Feature {int(np.flatnonzero(missing.to_numpy())[0]) + 1} of the {source} has "
-                         "no geometry; every feature needs a polygon.")
+        raise ValueError(f"{int(missing.sum())} feature(s) of the {source} have no geometry (first: feature "
+                         f"{int(np.flatnonzero(missing.to_numpy())[0]) + 1}); every feature needs a polygon.")
     kinds = set(gdf.geom_type)
     if not kinds <= POLYGON_TYPES:
         raise ValueError(f"The {source} contains {sorted(kinds - POLYGON_TYPES)} geometries; only "
@@ -537,20 +537,21 @@ def _shapefile_members(infos: list[zipfile.ZipInfo]) -> dict[str, zipfile.ZipInf
     shps = [i for i in infos if i.filename.lower().endswith(".shp")
             and not PurePosixPath(i.filename).name.startswith("._")]
     if not shps:
-        raise ValueError(f"The zip has no .shp file (it holds {names[:8]}); zip the .shp, .shx, .dbf and .prj.")
+        raise ValueError(f"The zip must hold exactly one .shp file; it holds none ({names[:8]}). "
+                         "Zip the .shp, .shx, .dbf and .prj together.")
     if len(shps) > 1:
-        raise ValueError(f"The zip holds {len(shps)} shapefiles {[i.filename for i in shps][:8]}; "
-                         "upload one at a time.")
+        raise ValueError(f"The zip must hold exactly one .shp file; it holds {len(shps)} "
+                         f"{[i.filename for i in shps][:8]}. Upload one shapefile at a time.")
     stem = shps[0].filename[:-4]
     by_lower = {i.filename.lower(): i for i in infos}
     members = {}
     for ext in SHAPEFILE_PARTS:
         member = by_lower.get((stem + ext).lower())
         if member is None and ext in (".shx", ".dbf"):
-            raise ValueError(f"The zip is missing {PurePosixPath(stem).name}{ext}; a shapefile needs "
-                             ".shp, .shx and .dbf together.")
+            raise ValueError(f"The shapefile is missing its {ext} part ({PurePosixPath(stem).name}{ext}); "
+                             "a shapefile needs .shp, .shx and .dbf together.")
         if member is None and ext == ".prj":
-            raise ValueError("The zip has no .prj file, so the coordinate system is unknown; "
+            raise ValueError("The zip has no .prj file, so the shapefile has no coordinate system; "
                              "include the .prj written with the shapefile.")
         if member is not None:
             members[ext] = member
@@ -562,7 +563,8 @@ def _shapefile_zip(data: bytes, required: Iterable[str] | None, max_bytes: int) 
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, ValueError, OSError):
-        raise ValueError("The file is not a valid zip archive (corrupted or another format).") from None
+        raise ValueError("The file is not a zip archive (corrupted or another format); zip the .shp, "
+                         ".shx, .dbf and .prj together.") from None
     with archive, tempfile.TemporaryDirectory() as tmp:
         members = _shapefile_members(_checked_members(archive, min(MAX_EXPANDED_BYTES, 5 * max_bytes)))
         for ext, info in members.items():

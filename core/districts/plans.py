@@ -5,7 +5,6 @@ A plan is an integer district label per block (0..k-1). Generators that work on 
 """
 from __future__ import annotations
 
-import io
 from functools import partial
 from typing import Callable
 
@@ -14,6 +13,7 @@ import pandas as pd
 
 from core.census.hierarchy import Hierarchy
 from core.districts.adjacency import UnitAdjacency, to_gerrychain
+from core.uploads import read_upload
 
 Progress = Callable[[int, int, str], None] | None
 
@@ -201,23 +201,8 @@ def disconn_masks(population: np.ndarray, leaf_unit: np.ndarray, target: float, 
 
 def plan_from_csv(file, geoids: np.ndarray, max_bytes: int = 50_000_000) -> np.ndarray:
     """Block-assignment CSV (columns GEOID, district) -> label per block in ``geoids`` order (0..k-1)."""
-    raw = file.read() if hasattr(file, "read") else open(file, "rb").read()
-    if len(raw) > max_bytes:
-        raise ValueError(f"The plan file is larger than {max_bytes // 1_000_000} MB.")
-    try:
-        df = pd.read_csv(io.BytesIO(raw), dtype=str)
-    except Exception as exc:
-        raise ValueError(f"Could not read the plan CSV ({exc}).") from None
-    cols = {c.strip().lower(): c for c in df.columns}
-    if "geoid" not in cols or "district" not in cols:
-        raise ValueError(f"The plan CSV needs columns GEOID and district; it has {list(df.columns)}.")
-    g = df[cols["geoid"]].str.strip()
-    dist = df[cols["district"]].str.strip()
-    if dist.isna().any() or g.isna().any():
-        raise ValueError("Some rows of the plan CSV have no GEOID or no district.")
-    dup = g[g.duplicated()]
-    if len(dup):
-        raise ValueError(f"{len(dup)} GEOIDs appear more than once in the plan (first: {dup.iloc[0]}).")
+    table = read_upload(file, "assignment_csv", max_bytes=max_bytes)
+    g, dist = table["GEOID"], table["district"]
     known = pd.Index(geoids)
     unknown = g[~g.isin(known)]
     if len(unknown):

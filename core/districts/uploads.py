@@ -5,92 +5,24 @@ first 11, block group = first 12, block = all 15. Every problem raises ValueErro
 """
 from __future__ import annotations
 
-import io
-import tempfile
-import zipfile
-from pathlib import Path
-
 import geopandas as gpd
-import numpy as np
 import pandas as pd
 
 from core.census.hierarchy import CENSUS_GEOID_CUTS
 from core.districts.geography import BlockGeography, geography_from_blocks
+from core.uploads import read_upload
 
 MAX_BYTES = 200_000_000
-GEOID_COLUMNS = ("GEOID", "GEOID20", "GEOID10", "BLOCKID10", "BLOCKID20")
-COUNT_COLUMNS = ("total", "vap", "black", "bvap")
-
-
-def _bytes(file) -> bytes:
-    raw = file.read() if hasattr(file, "read") else Path(file).read_bytes()
-    if len(raw) > MAX_BYTES:
-        raise ValueError(f"The file is larger than {MAX_BYTES // 1_000_000} MB; upload one county at a time.")
-    return raw
 
 
 def read_block_shapefile(file) -> gpd.GeoDataFrame:
-    """Block polygons (GEOID, geometry) from a zipped shapefile, in EPSG:4326."""
-    raw = _bytes(file)
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(raw))
-    except zipfile.BadZipFile:
-        raise ValueError("The block file is not a zip archive; zip the .shp, .shx, .dbf and .prj together.") from None
-    names = archive.namelist()
-    shp = [n for n in names if n.lower().endswith(".shp")]
-    if len(shp) != 1:
-        raise ValueError(f"The zip must hold exactly one .shp file; it holds {len(shp)}.")
-    stem = shp[0][:-4]
-    missing = [ext for ext in (".shx", ".dbf") if stem + ext not in names and stem + ext.upper() not in names]
-    if missing:
-        raise ValueError(f"The shapefile is missing its {', '.join(missing)} part(s); zip all parts together.")
-    if any(n.startswith("/") or ".." in Path(n).parts for n in names):
-        raise ValueError("The zip contains unsafe paths; zip the shapefile parts without folders.")
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in names:
-            if n.startswith(stem) and not n.endswith("/"):
-                (Path(tmp) / Path(n).name).write_bytes(archive.read(n))
-        try:
-            gdf = gpd.read_file(Path(tmp) / Path(shp[0]).name, engine="pyogrio")
-        except Exception as exc:
-            raise ValueError(f"The shapefile could not be read ({exc}).") from None
-    col = next((c for c in GEOID_COLUMNS if c in gdf.columns), None)
-    if col is None:
-        raise ValueError(f"The shapefile has no block id column (one of {list(GEOID_COLUMNS)}); "
-                         f"it has {[c for c in gdf.columns if c != 'geometry']}.")
-    if gdf.crs is None:
-        raise ValueError("The shapefile has no coordinate system (.prj); include the .prj file in the zip.")
-    out = gpd.GeoDataFrame({"GEOID": gdf[col].astype(str).str.strip()}, geometry=gdf.geometry, crs=gdf.crs)
-    return out.to_crs("EPSG:4326")
+    """Block polygons (GEOID, geometry) from a zipped TIGER/Line shapefile, in EPSG:4326."""
+    return read_upload(file, "block_shapefile_zip", max_bytes=MAX_BYTES)
 
 
 def read_block_counts(file) -> pd.DataFrame:
     """PL 94-171 style table: GEOID, total, vap and optionally black and bvap (non-negative integers)."""
-    raw = _bytes(file)
-    try:
-        df = pd.read_csv(io.BytesIO(raw), dtype={"GEOID": str})
-    except Exception as exc:
-        raise ValueError(f"The counts CSV could not be read ({exc}).") from None
-    df.columns = [c.strip() for c in df.columns]
-    lower = {c.lower(): c for c in df.columns}
-    if "geoid" not in lower:
-        raise ValueError(f"The counts CSV needs a GEOID column; it has {list(df.columns)}.")
-    df = df.rename(columns={lower["geoid"]: "GEOID"} | {lower[c]: c for c in COUNT_COLUMNS if c in lower})
-    for need in ("total", "vap"):
-        if need not in df.columns:
-            raise ValueError(f"The counts CSV needs a '{need}' column (total population and voting-age population).")
-    for c in [c for c in COUNT_COLUMNS if c in df.columns]:
-        vals = pd.to_numeric(df[c], errors="coerce")
-        if vals.isna().any():
-            raise ValueError(f"Column '{c}' has missing or non-numeric values (first at row {int(vals.isna().idxmax()) + 2}).")
-        if (vals < 0).any():
-            raise ValueError(f"Column '{c}' has negative counts (first GEOID {df.loc[vals < 0, 'GEOID'].iloc[0]}); "
-                             "counts must be zero or more.")
-        if (vals != np.floor(vals)).any():
-            raise ValueError(f"Column '{c}' must hold whole numbers.")
-        df[c] = vals.astype(np.int64)
-    df["GEOID"] = df["GEOID"].astype(str).str.strip()
-    return df
+    return read_upload(file, "block_counts_csv", max_bytes=MAX_BYTES)
 
 
 def join_blocks(shapes: gpd.GeoDataFrame, counts: pd.DataFrame) -> gpd.GeoDataFrame:

@@ -160,14 +160,14 @@ BAD_TEXT_CASES = [
     ("infinite count", b"GEOID,pop\n1,2\n2,inf\n", "counts_csv", "impossible count \\('inf'\\) on line 3"),
     ("overflowing count", b"GEOID,pop\n1,2\n2,1e30\n", "counts_csv", "impossible count \\('1e\\+30'\\) on line 3"),
     ("extra field in first row", b"a,b\n1,2,3\n" + b"1,2\n" * 10, "microdata_csv", "more comma-separated fields"),
-    ("duplicate GEOID", b"GEOID,pop\n13001,2\n13001,3\n13003,1\n", "counts_csv", "Duplicate GEOIDs \\['13001'\\]"),
+    ("duplicate GEOID", b"GEOID,pop\n13001,2\n13001,3\n13003,1\n", "counts_csv", "GEOIDs \\['13001'\\] appear more than once"),
     ("empty GEOID", b"GEOID,pop\n,2\n", "counts_csv", "GEOID is empty on line 2"),
     ("bad JSON", b'{"type": "FeatureCollection", "features": [', "geojson", "not valid JSON"),
     ("not a collection", b'{"type": "Feature", "geometry": null}', "geojson", "must be a FeatureCollection"),
     ("no features", b'{"type": "FeatureCollection", "features": []}', "geojson", "has no features"),
     ("missing geometry", b'{"type": "FeatureCollection", "features": [{"type": "Feature", '
                          b'"properties": {}, "geometry": null}]}', "geojson", "Feature 1 .*no geometry"),
-    ("not a zip", b"this is plain text, not an archive", "shapefile_zip", "not a valid zip"),
+    ("not a zip", b"this is plain text, not an archive", "shapefile_zip", "not a zip archive"),
 ]
 
 
@@ -218,14 +218,14 @@ def test_projected_coordinates_without_crs_are_refused():
 
 
 def test_zip_without_shp(tmp_path):
-    with pytest.raises(ValueError, match="no .shp file"):
+    with pytest.raises(ValueError, match="exactly one .shp file; it holds none"):
         read_upload(zip_of({"readme.txt": b"hello"}), "shapefile_zip")
 
 
 def test_zip_missing_prj_or_dbf(tmp_path):
     with pytest.raises(ValueError, match="no .prj file"):
         read_upload(shapefile_zip(tmp_path, squares(), drop=(".prj",)), "shapefile_zip")
-    with pytest.raises(ValueError, match="missing units.dbf"):
+    with pytest.raises(ValueError, match="missing its .dbf part \\(units.dbf\\)"):
         read_upload(shapefile_zip(tmp_path, squares(), drop=(".dbf",)), "shapefile_zip")
 
 
@@ -245,7 +245,7 @@ def test_corrupted_zip_member(tmp_path):
 
 
 def test_two_shapefiles_in_one_zip(tmp_path):
-    with pytest.raises(ValueError, match="holds 2 shapefiles"):
+    with pytest.raises(ValueError, match="exactly one .shp file; it holds 2"):
         read_upload(zip_of({"a.shp": b"x", "b.shp": b"y"}), "shapefile_zip")
 
 
@@ -281,6 +281,10 @@ def test_zip_bomb_is_refused_from_declared_sizes_before_extraction(tmp_path, mon
     for kind in ("shapefile_zip", "block_shapefile_zip"):
         with pytest.raises(ValueError, match="would expand .* times .*zip bomb"):
             read_upload(bomb, kind)
+    # the district maps page's block upload goes through the same reader
+    from core.districts.uploads import read_block_shapefile
+    with pytest.raises(ValueError, match="zip bomb"):
+        read_block_shapefile(io.BytesIO(bomb))
 
 
 def test_zip_whose_declared_total_exceeds_the_cap_is_refused_before_extraction(tmp_path, monkeypatch):
@@ -406,7 +410,7 @@ NUMBER_CASES = [
                     b'"geometry": {"type": "Polygon", "coordinates": [[[0, 0], [1, NaN], [1, 0], [0, 0]]]}}]}',
      "geojson", "NaN, which is not a number"),
     ("assignment blank district", b"GEOID,district\n1,1\n2,\n", "assignment_csv", "district is empty on line 3"),
-    ("assignment duplicate", b"GEOID,district\n1,1\n1,2\n", "assignment_csv", "Duplicate GEOIDs \\['1'\\]"),
+    ("assignment duplicate", b"GEOID,district\n1,1\n1,2\n", "assignment_csv", "GEOIDs \\['1'\\] appear more than once"),
     ("assignment columns", b"GEOID,plan\n1,1\n", "assignment_csv", "needs columns GEOID and district"),
 ]
 
