@@ -5,7 +5,7 @@ from core.synthesis.encoding import decode_categories, encode_categories
 from core.synthesis.plan import (MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan, SynthesisPlan,
                                  parse_epsilons)
 from core.synthesis.registry import SYNTHESIZERS, IndependentParams, MSTParams, make_synthesizer
-from core.synthesis.run import SynthesisResult, run, secure_release
+from core.synthesis.workflow import SynthesisResult, run, secure_release
 from core.synthesis.stratified import StratifiedSynthesizer
 from core.synthesis.synthesizers import MST, IndependentMarginals
 

@@ -26,7 +26,7 @@ from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan,
 from core.synthesis.plan import (NOISES, SIZE_POLICIES, SMALL_ACTIONS, WEIGHTS, bounds_text,  # noqa: E402
                                  parse_bounds, parse_epsilons)
 from core.synthesis.release import budget_statement_text  # noqa: E402
-from core.synthesis.run import CURATOR, prepared_view  # noqa: E402
+from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import curve_table, smallest_strata, worst_group_table  # noqa: E402
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.params_form import params_widgets  # noqa: E402

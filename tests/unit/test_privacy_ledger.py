@@ -154,3 +154,28 @@ def test_statement_follows_spend_order_and_names_disjoint_groups():
     assert "'tract units': one spend shared by disjoint units, counted once" in text
     assert "'blocks': 2 disjoint parts, of which only the largest counts" in text
     assert "add up one after another" in text and "epsilon = 0.7" in text
+
+
+def test_release_log_adds_releases_and_keeps_each_parallel_group_inside_its_release():
+    from core.privacy.ledger import ReleaseLog
+
+    first = BudgetLedger()
+    first.spend("counts", 0.1, "rho")
+    for part in ("a", "b", "c"):
+        first.spend(f"model {part}", 0.9, "rho", composition="parallel", group="strata")
+    second = BudgetLedger()
+    second.spend("model a", 0.5, "rho", composition="parallel", group="strata")
+    log = ReleaseLog("toy data")
+    assert log.total("rho") == 0.0 and "No release" in log.statement()
+    assert log.record("k1", "one", first) and log.record("k2", "two", second)
+    # by hand: release one costs 0.1 + 0.9 (parts counted once); release two 0.5; releases add
+    assert log.total("rho") == pytest.approx(1.5)
+    assert not log.record("k1", "one again", first)
+    assert log.total("rho") == pytest.approx(1.5)
+    assert log.to_frame()["rho"].tolist() == pytest.approx([1.0, 0.5])
+    pure = ReleaseLog()
+    one = BudgetLedger()
+    one.spend("histogram", 0.5, "epsilon")
+    pure.record("x", "x", one)
+    pure.record("y", "y", one)
+    assert pure.total("epsilon") == pytest.approx(1.0)
