@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -154,9 +153,7 @@ def test_killed_writer_leaves_consistent_database_and_stakeholder_resumes(store,
     fresh = ElicitationStore(db)
     assert fresh.resume(login.token).pseudonym == "Resumer"
     assert fresh.next_position(login.token) == 7
-    t0 = time.perf_counter()
     assert fresh.record_answer(login.token, 7, "differ", eid())
-    assert time.perf_counter() - t0 < 2.0
     assert fresh.my_assignment(login.token)[["a", "b"]].equals(store.my_assignment(login.token)[["a", "b"]])
     fresh.dispose()
 
