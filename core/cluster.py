@@ -17,12 +17,14 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 __all__ = ["Backend", "ClusterUnavailable", "SCHEDULER_ENV", "TIMEOUT_ENV", "backend_for", "client_for",
-           "connect_timeout", "describe_backend", "inside_cluster_task", "scheduler_address",
+           "close_clients", "forget_failures", "note_failure",
+           "connect_timeout", "describe_backend", "inside_cluster_task", "last_failure", "scheduler_address",
            "use_scheduler"]
 
 SCHEDULER_ENV = "DASHBOARD_DASK_SCHEDULER"
@@ -127,6 +129,38 @@ def client_for(address: str, *, timeout: float | None = None):
         _failures.pop(address, None)
         _clients[key] = client
         return client
+
+
+def note_failure(address: str, reason: str) -> None:
+    """Remember that ``address`` failed (e.g. lost mid-run), so the next calls run locally at once."""
+    with _lock:
+        _failures[address] = (time.monotonic(), reason[:200])
+        client = _clients.pop((os.getpid(), address), None)
+    if client is not None:
+        try:
+            client.close(timeout=1)
+        except Exception:  # already gone
+            pass
+
+
+def last_failure(address: str | None) -> str | None:
+    """Why ``address`` could not be used, if it failed within the last :data:`RETRY_AFTER` seconds."""
+    failed = _failures.get(address) if address else None
+    if failed and time.monotonic() - failed[0] < RETRY_AFTER:
+        return f"The Dask scheduler {address} could not be reached ({failed[1]}); the work runs on this machine."
+    return None
+
+
+def close_clients() -> None:
+    """Close this process's cluster clients (e.g. before the scheduler they talk to shuts down)."""
+    with _lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        try:
+            client.close(timeout=2)
+        except Exception:  # already gone
+            pass
 
 
 def forget_failures() -> None:
@@ -311,34 +345,47 @@ def fill(skeleton, shared: dict[int, Any]):
 
 
 class Shipment:
-    """A value pickled in-band for the trip to or from a worker.
+    """A value pickled in-band for the trip to or from a worker, opened where it is used.
 
-    Dask would send array buffers out of band and rebuild them wherever they land in its receive
+    Dask sends array buffers out of band and rebuilds them wherever they land in its receive
     buffer, sometimes not even 8-byte aligned, and numpy sums misaligned float arrays in another
-    order (the last bits differ). Pickling in-band makes the receiver allocate fresh, aligned
-    arrays, so a computation gives the same bits on a worker as in-process.
+    order (the last bits differ). A shipment stays packed while Dask moves or replicates it; opening
+    it unpickles in-band, which allocates fresh, aligned arrays, so a computation gives the same
+    bits on a worker as in-process. A worker opens each shared shipment once (see :func:`opened`).
     """
 
-    __slots__ = ("payload",)
+    __slots__ = ("payload", "__weakref__")
 
-    def __init__(self, value: Any) -> None:
-        import cloudpickle
+    def __init__(self, value: Any = None, *, payload: bytes | None = None) -> None:
+        if payload is None:
+            import cloudpickle
 
-        self.payload = cloudpickle.dumps(value, protocol=5)
+            payload = cloudpickle.dumps(value, protocol=5)
+        self.payload = payload
 
     def __reduce__(self):
-        return unship, (self.payload,)
+        return packed, (self.payload,)
 
 
-def unship(payload) -> Any:
-    """The value inside a :class:`Shipment` (or its payload)."""
+def packed(payload) -> Shipment:
+    """Rebuild a :class:`Shipment` from its payload (the pickle's reconstructor)."""
+    return Shipment(payload=payload)
+
+
+_opened: "weakref.WeakKeyDictionary[Shipment, Any]" = weakref.WeakKeyDictionary()
+_opened_lock = threading.Lock()
+
+
+def opened(value: Any, *, keep: bool = False) -> Any:
+    """``value``, unpickled if it is a :class:`Shipment`; with ``keep`` the opened value is
+    remembered for as long as the shipment lives (shared inputs: opened once per worker)."""
     import pickle
 
-    if isinstance(payload, Shipment):
-        payload = payload.payload
-    return pickle.loads(payload)
-
-
-def opened(value: Any) -> Any:
-    """``value``, unpacked if it is still a :class:`Shipment` (as on an in-process cluster)."""
-    return unship(value) if isinstance(value, Shipment) else value
+    if not isinstance(value, Shipment):
+        return value
+    if not keep:
+        return pickle.loads(value.payload)
+    with _opened_lock:
+        if value not in _opened:
+            _opened[value] = pickle.loads(value.payload)
+        return _opened[value]

@@ -21,7 +21,7 @@ from typing import Callable, Sequence, TypeVar
 from joblib import Parallel, delayed
 
 from core.cluster import (ClusterUnavailable, Shipment, client_for, cluster_task, connect_timeout, fill,
-                          inside_cluster_task, opened, refs_in, scheduler_address, split_shared)
+                          inside_cluster_task, note_failure, opened, refs_in, scheduler_address, split_shared)
 from core.contracts import Progress, SeedLike, spawn_rngs
 
 T = TypeVar("T")
@@ -96,7 +96,7 @@ def run_task(task, shared: dict) -> Shipment:
     """One item on a Dask worker: put the scattered inputs back into the task ``(func skeleton,
     item skeleton, rng or None, seeded)``, call ``func(item[, rng])`` and pack the result."""
     func_skeleton, item_skeleton, rng, seeded = opened(task)
-    shared = {k: opened(v) for k, v in shared.items()}
+    shared = {k: opened(v, keep=True) for k, v in shared.items()}
     func = fill(func_skeleton, shared)
     item = fill(item_skeleton, shared)
     with cluster_task():
@@ -155,6 +155,7 @@ def _map_on_cluster(client, address: str, func, calls: list[tuple], n_jobs, prog
         if task_failed:
             client.cancel([f for f in futures if not f.done()])
             raise
+        note_failure(address, f"lost during the run: {type(exc).__name__}: {exc}")
         left = [i for i in range(total) if not finished_at[i]]
         warnings.warn(ClusterUnavailable(
             f"Lost the Dask scheduler {address} ({type(exc).__name__}: {exc}); the remaining {len(left)} "

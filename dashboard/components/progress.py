@@ -1,4 +1,5 @@
-"""Bind core's progress callbacks to a Streamlit progress bar."""
+"""Bind core's progress callbacks to a Streamlit progress bar, with a Cancel button and a caption
+saying where the work runs (this machine's cores or a Dask cluster)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -6,22 +7,71 @@ from typing import Callable, Iterator, TypeVar
 
 import streamlit as st
 
+from core.cluster import backend_for, last_failure, scheduler_address
+from core.contracts import Cancelled
+
 T = TypeVar("T")
 
 
+def where_work_runs(n_jobs: int | None = None) -> str:
+    """A caption for the page: "Runs on 2 local cores" or "Runs on Dask cluster tcp://...: 4 workers"."""
+    return f"Runs on {backend_for(n_jobs).describe()}"
+
+
+def _stopped(label: str) -> None:
+    st.toast(f"{label}: stopped; the settings are kept.")
+
+
+def is_cancel_click(interrupt: BaseException, cancel_key: str) -> bool:
+    """Whether Streamlit's rerun request (raised at a bar update while the work runs) is the click
+    of this bar's Cancel button: a keyed widget's id ends with its key."""
+    states = getattr(getattr(interrupt, "rerun_data", None), "widget_states", None)
+    for widget in getattr(states, "widgets", ()):
+        if widget.id.endswith(f"-{cancel_key}") and widget.WhichOneof("value") == "trigger_value" \
+                and widget.trigger_value:
+            return True
+    return False
+
+
 @contextmanager
-def progress_bar(label: str) -> Iterator[Callable[[int, int, str], None]]:
-    """Yield a ``progress(done, total, message)`` callback drawn as ``st.progress``; cleared after."""
-    bar = st.progress(0.0, text=label)
+def progress_bar(label: str, *, cancel_key: str | None = None,
+                 n_jobs: int | None = None) -> Iterator[Callable[[int, int, str], None]]:
+    """Yield a ``progress(done, total, message)`` callback drawn as ``st.progress``; cleared after.
+
+    A caption says where the work runs. With ``cancel_key`` a Cancel button sits under the bar: a
+    click while the work runs makes the callback raise :class:`core.contracts.Cancelled` at its
+    next update (outstanding cluster tasks are cancelled as it unwinds); the page catches it and
+    keeps its inputs. A click that lands as the work ends makes the next use of the same bar raise
+    at once. A scheduler that could not be reached leaves a warning on the page.
+    """
+    slot = st.empty()
+    box = slot.container()
+    backend = backend_for(n_jobs)
+    fallback = last_failure(scheduler_address())
+    if fallback:
+        st.warning(fallback)
+    box.caption(f"Runs on {backend.describe()}")
+    bar = box.progress(0.0, text=label)
+    cancelled = bool(cancel_key) and box.button("Cancel", key=cancel_key, on_click=_stopped, args=(label,))
 
     def update(done: int, total: int, message: str = "") -> None:
+        if cancelled:
+            raise Cancelled(f"{label} was cancelled.")
         fraction = 0.0 if total <= 0 else min(1.0, done / total)
-        bar.progress(fraction, text=f"{label}: {message} ({done}/{total})" if message else label)
+        try:
+            bar.progress(fraction, text=f"{label}: {message} ({done}/{total})" if message else label)
+        except BaseException as interrupt:  # Streamlit's rerun request surfaces at an element update
+            if cancel_key and is_cancel_click(interrupt, cancel_key):
+                raise Cancelled(f"{label} was cancelled.") from None
+            raise
 
     try:
         yield update
     finally:
-        bar.empty()
+        slot.empty()
+        lost = last_failure(scheduler_address())
+        if lost and lost != fallback:
+            st.warning(lost)
 
 
 def session_memo(store_key: str, digest: str, compute: Callable[[Callable], T], label: str,

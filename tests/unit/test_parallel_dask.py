@@ -1,0 +1,153 @@
+"""map_trials on a Dask cluster: the same numbers as a local run, faults survived, fallback when
+the scheduler is away, progress and cancel. Every cluster here listens on 127.0.0.1 only."""
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import socket
+import time
+
+import numpy as np
+import pytest
+from distributed import LocalCluster
+
+from core.cluster import (Backend, ClusterUnavailable, client_for, close_clients, describe_backend,
+                          forget_failures, inside_cluster_task, split_shared, use_scheduler)
+from core.contracts import Cancelled
+from core.parallel import map_trials
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two single-threaded worker processes and a scheduler, all on loopback, no dashboard."""
+    local = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address=None, silence_logs=50)
+    yield local
+    close_clients()
+    local.close()
+
+
+def tasks_seen(cluster) -> int:
+    """Task transitions the scheduler has made so far (grows only when work reaches the cluster)."""
+    return cluster.scheduler.transition_counter
+
+
+def _noisy_row_sum(item: int, rng: np.random.Generator, table: np.ndarray) -> float:
+    return float(table[item].sum() + rng.normal())
+
+
+def _slow_draw(item: int, rng: np.random.Generator) -> float:
+    time.sleep(0.15)
+    return float(rng.normal() + item)
+
+
+def _nested(item: int, rng: np.random.Generator) -> tuple[bool, list[float]]:
+    inner = map_trials(_slow_draw, range(2), seed=item)
+    return inside_cluster_task(), inner
+
+
+def _fails(item: int) -> int:
+    if item == 3:
+        raise ValueError("item 3 is bad")
+    return item
+
+
+def _free_loopback_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cluster_results_equal_in_process_results_bit_for_bit(cluster):
+    table = np.random.default_rng(0).normal(size=(12, 50_000))   # summed rows: order-sensitive floats
+    func = functools.partial(_noisy_row_sum, table=table)
+    local = map_trials(func, range(12), seed=11, n_jobs=1)
+    joblib = map_trials(func, range(12), seed=11, n_jobs=2)
+    before = tasks_seen(cluster)
+    seen = []
+    with use_scheduler(cluster.scheduler_address):
+        remote = map_trials(func, range(12), seed=11, progress=lambda d, t, m: seen.append((d, t)))
+    assert tasks_seen(cluster) > before
+    assert remote == local == joblib
+    assert max(seen) == (12, 12) and all(t == 12 for _, t in seen)
+
+
+def test_large_shared_inputs_are_pulled_out_of_the_tasks():
+    big = np.zeros(100_000)
+    small = np.zeros(3)
+    items = [(i, big, small) for i in range(4)]
+    func = functools.partial(_noisy_row_sum, table=big)
+    func_skeleton, skeletons, shared = split_shared(func, items)
+    assert len(shared) == 1 and shared[0] is big          # scattered once, for the partial and the items
+    assert all(s[1] is not big and s[2] is small for s in skeletons)
+    assert func_skeleton.keywords["table"] is not big
+
+
+def test_a_worker_killed_mid_sweep_does_not_change_the_results(cluster):
+    local = map_trials(_slow_draw, range(16), seed=5, n_jobs=1)
+    client = client_for(cluster.scheduler_address)
+    pids = sorted(client.run(os.getpid).values())
+    killed: list[int] = []
+
+    def kill_once(done, total, message):
+        if done >= 2 and not killed:
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    with use_scheduler(cluster.scheduler_address):
+        remote = map_trials(_slow_draw, range(16), seed=5, progress=kill_once)
+    assert killed and remote == local
+    client.wait_for_workers(2, timeout=60)                 # the nanny brings the worker back
+    assert pids[0] not in client.run(os.getpid).values()
+
+
+def test_unreachable_scheduler_falls_back_to_local_with_a_warning(monkeypatch):
+    monkeypatch.setenv("DASHBOARD_DASK_TIMEOUT", "1")
+    address = f"tcp://127.0.0.1:{_free_loopback_port()}"
+    local = map_trials(_slow_draw, range(3), seed=2, n_jobs=1)
+    try:
+        with use_scheduler(address), pytest.warns(ClusterUnavailable, match="runs on this machine"):
+            fallback = map_trials(_slow_draw, range(3), seed=2, n_jobs=1)
+        assert fallback == local
+        with use_scheduler(address), pytest.warns(ClusterUnavailable):
+            assert describe_backend(n_jobs=1) == "1 local core"
+    finally:
+        forget_failures()
+
+
+def test_environment_variable_names_the_cluster_and_describes_it(cluster, monkeypatch):
+    monkeypatch.setenv("DASHBOARD_DASK_SCHEDULER", cluster.scheduler_address)
+    assert describe_backend() == f"Dask cluster {cluster.scheduler_address}: 2 workers"
+    with use_scheduler("local"):
+        assert describe_backend(n_jobs=3) == "3 local cores"
+    assert Backend("dask", 1, "tcp://h:1").describe() == "Dask cluster tcp://h:1: 1 worker"
+
+
+def test_nested_fan_out_runs_inside_the_task(cluster):
+    local = map_trials(_nested, range(3), seed=9, n_jobs=1)
+    with use_scheduler(cluster.scheduler_address):
+        remote = map_trials(_nested, range(3), seed=9)
+    assert [r[0] for r in remote] == [True] * 3
+    assert [r[1] for r in remote] == [r[1] for r in local]
+
+
+def test_an_item_error_reaches_the_caller_unchanged(cluster):
+    with use_scheduler(cluster.scheduler_address), pytest.raises(ValueError, match="item 3 is bad"):
+        map_trials(_fails, range(6))
+
+
+def test_cancel_from_progress_cancels_outstanding_tasks(cluster):
+    def stop(done, total, message):
+        if done >= 1:
+            raise Cancelled("stop")
+
+    with use_scheduler(cluster.scheduler_address), pytest.raises(Cancelled):
+        map_trials(_slow_draw, range(40), seed=1, progress=stop)
+    def outstanding():
+        return [k for k, ts in cluster.scheduler.tasks.items() if ts.state in ("waiting", "queued", "processing",
+                                                                              "no-worker")]
+    deadline = time.monotonic() + 30
+    while outstanding() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not outstanding()                              # nothing left queued or running
