@@ -122,7 +122,7 @@ CHILD = textwrap.dedent("""
     for p in range(n_before):
         store.record_answer(token, p, "same", uuid.uuid4().hex)
     me = store.resume(token)
-    with store._write() as conn:          # a transaction left open when the process dies
+    with store.write_tx() as conn:         # a transaction left open when the process dies
         conn.execute(insert(judgments).values(
             event_id=uuid.uuid4().hex, session_id=me.session_id, stakeholder_id=me.stakeholder_id,
             position=n_before, revision=1, response="differ", created_at="x"))
@@ -254,7 +254,7 @@ def test_malformed_input_is_rejected_with_clear_messages(store):
         store.record_answer(me.token, 0, "same", "short")
     with pytest.raises(ValueError, match="Confidence"):
         store.record_answer(me.token, 0, "same", eid(), confidence=9)
-    with pytest.raises(ValueError, match="join code has 6"):
+    with pytest.raises(ValueError, match="join code has 12"):
         store.join("12", "Bob")
     with pytest.raises(ValueError, match="No session has the join code"):
         store.join("ZZZZZZ", "Bob")
@@ -447,10 +447,10 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
     ids = _make_v1_database(db)
     store = ElicitationStore(db)
     try:
-        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.schema_version() == SCHEMA_VERSION == 3
         with store.engine.connect() as conn:
             versions = [r[0] for r in conn.execute(text("SELECT version FROM schema_version ORDER BY version"))]
-        assert versions == [1, 2]
+        assert versions == [1, 2, 3]
         info = store.open_session(ids["code"], ids["key"])
         judged = store.judgments(info["session_id"], ids["key"])
         assert list(judged["response"]) == ["same", "same"] and list(judged["revision"]) == [1, 2]
@@ -468,7 +468,7 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
     # Opening again applies nothing twice.
     again = ElicitationStore(db)
     with again.engine.connect() as conn:
-        assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 2
+        assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 3
     assert len(again.event_log(ids["session"], ids["key"])) == 4
     again.dispose()
 
@@ -636,3 +636,223 @@ def test_withdrawal_seen_by_another_process_rejects_cached_writer(db):
 ])
 def test_plain_postgresql_urls_use_the_shipped_driver(given, expected):
     assert normalise_url(given) == expected
+
+
+# ---------------------------------------------------------------------- storage hardening
+
+def test_tabs_answering_the_same_card_at_the_same_instant_all_store(store):
+    """One stakeholder, many tabs, one card: every acknowledged click is stored with its own revision."""
+    created = store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "race")
+    me = store.join(created.join_code, "Ann")
+    tabs, clicks = 12, 8
+    start, acknowledged, errors = threading.Barrier(tabs), [], []
+
+    def tab(k):
+        try:
+            for n in range(clicks):
+                start.wait() if n == 0 else None
+                event = eid()
+                if store.record_answer(me.token, 0, "same" if (k + n) % 2 else "differ", event):
+                    acknowledged.append(event)
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=tab, args=(k,)) for k in range(tabs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    log = store.event_log(created.session_id, created.facilitator_key)
+    assert len(acknowledged) == tabs * clicks
+    assert sorted(log["event_id"]) == sorted(acknowledged)
+    assert sorted(log["revision"]) == list(range(1, tabs * clicks + 1))
+
+
+def test_idempotency_keys_belong_to_one_stakeholder(store):
+    created = store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "keys")
+    ann, bob = store.join(created.join_code, "Ann"), store.join(created.join_code, "Bob")
+    shared = "same-key-" + uuid.uuid4().hex[:8]
+    assert store.record_answer(ann.token, 0, "same", shared) is True
+    assert store.record_answer(bob.token, 0, "differ", shared) is True     # not swallowed
+    assert store.record_answer(ann.token, 0, "same", shared) is False      # a re-delivered click
+    judged = store.judgments(created.session_id, created.facilitator_key)
+    assert dict(zip(judged["stakeholder"], judged["response"])) == {"Ann": "same", "Bob": "differ"}
+    other = store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "other")
+    cy = store.join(other.join_code, "Cy")
+    assert store.record_answer(cy.token, 0, "same", shared) is True
+
+
+def test_join_codes_are_long_and_wrong_guesses_are_limited(store):
+    from core.fairness.store import JOIN_ALPHABET, JOIN_CODE_LENGTH, MAX_FAILURES_PER_CLIENT, TooManyAttempts
+    created = store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "codes")
+    assert len(created.join_code) == JOIN_CODE_LENGTH >= 12
+    assert set(created.join_code) <= set(JOIN_ALPHABET)     # 32 symbols: at least 60 bits
+    wrong = "ZZZZZZZZZZZZ" if created.join_code != "ZZZZZZZZZZZZ" else "YYYYYYYYYYYY"
+    for k in range(MAX_FAILURES_PER_CLIENT):
+        with pytest.raises(ValueError, match="No session has the join code"):
+            store.join(wrong, f"guess {k}", client="attacker")
+    with pytest.raises(TooManyAttempts, match="Too many wrong codes"):
+        store.join(created.join_code, "right code, too late", client="attacker")
+    with pytest.raises(TooManyAttempts):
+        store.resume("not-a-token", client="attacker")
+    with pytest.raises(TooManyAttempts):
+        store.open_session(created.join_code, created.facilitator_key, client="attacker")
+    # Other people are not locked out, and dashes or spaces in a typed code are fine.
+    typed = "-".join(created.join_code[k:k + 4] for k in range(0, 12, 4)).lower()
+    assert store.join(typed, "Ann", client="someone else").pseudonym == "Ann"
+    for k in range(MAX_FAILURES_PER_CLIENT):
+        with pytest.raises(PermissionError):
+            store.open_session(created.join_code, "wrong key", client="guesser 2")
+    with pytest.raises(TooManyAttempts):
+        store.open_session(created.join_code, created.facilitator_key, client="guesser 2")
+
+
+def _on_connect(store, statement: str) -> None:
+    """Run `statement` on every new connection of the store (the pool is emptied first)."""
+    from sqlalchemy import event
+
+    def hook(dbapi_conn, _record):
+        cur = dbapi_conn.cursor()
+        cur.execute(statement)
+        cur.close()
+        if not is_sqlite(str(store.engine.url)):
+            dbapi_conn.commit()
+    event.listen(store.engine, "connect", hook)
+    store.engine.dispose()
+
+
+def test_read_only_database_gives_a_plain_error_and_no_acknowledgement(store, db):
+    from core.fairness.store import StoreUnavailable
+    created = store.create_session(SessionConfig(n_core=1, n_random=2, n_repeat=0), "ro")
+    me = store.join(created.join_code, "Ann")
+    assert store.record_answer(me.token, 0, "same", eid())
+    _on_connect(store, "PRAGMA query_only = ON" if is_sqlite(db) else
+                "SET default_transaction_read_only = on")
+    with pytest.raises(StoreUnavailable, match="read-only.*Nothing from your last action was saved"):
+        store.record_answer(me.token, 1, "same", eid())
+    with pytest.raises(StoreUnavailable, match="read-only"):
+        store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "more")
+    # Reads still work, and show that only the first answer exists.
+    assert list(store.my_answers(me.token)["position"]) == [0]
+
+
+def test_full_disk_gives_a_plain_error_and_every_acknowledged_answer_is_stored(tmp_path):
+    from core.fairness.store import StoreUnavailable
+    url = f"sqlite:///{tmp_path / 'full.sqlite'}"
+    store = ElicitationStore(url)
+    created = store.create_session(SessionConfig(n_core=0, n_random=300, n_repeat=0), "full")
+    me = store.join(created.join_code, "Ann")
+    with store.engine.connect() as conn:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
+    _on_connect(store, f"PRAGMA max_page_count = {pages + 1}")
+    acknowledged, fault = 0, None
+    for position in range(300):
+        try:
+            assert store.record_answer(me.token, position, "same", eid(), reason="x" * 400)
+            acknowledged += 1
+        except StoreUnavailable as err:
+            fault = err
+            break
+    assert fault is not None and "disk is full" in str(fault) and "traceback" not in str(fault).lower()
+    assert len(store.my_answers(me.token)) == acknowledged
+    store.dispose()
+
+
+def test_deleted_database_file_is_detected_and_refuses_to_acknowledge(tmp_path):
+    from core.fairness.store import StoreUnavailable
+    path = tmp_path / "gone.sqlite"
+    store = ElicitationStore(f"sqlite:///{path}")
+    created = store.create_session(SessionConfig(n_core=1, n_random=2, n_repeat=0), "gone")
+    me = store.join(created.join_code, "Ann")
+    assert store.record_answer(me.token, 0, "same", eid())
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with pytest.raises(StoreUnavailable, match="file was deleted.*Nothing from your last action was saved"):
+        store.record_answer(me.token, 1, "same", eid())
+    with pytest.raises(StoreUnavailable, match="deleted"):
+        store.my_answers(me.token)
+    store.dispose()
+
+
+def _one_answer_export(store) -> dict:
+    created = store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "x")
+    store.record_answer(store.join(created.join_code, "Ann").token, 0, "same", eid())
+    return store.export_session(created.session_id, created.facilitator_key)
+
+
+def _session_count(store) -> int:
+    with store.engine.connect() as conn:
+        return conn.exec_driver_sql("SELECT COUNT(*) FROM sessions").scalar()
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (lambda d: d["session"].update(n_individuals=10**6) or d["assignments"][0].update(a=9000),
+     "has 7214"),
+    (lambda d: d["session"].update(core_pairs=[[3, 3]]), "not two different individuals"),
+    (lambda d: d["assignments"][0].update(b=d["assignments"][0]["a"]), "not two different individuals"),
+    (lambda d: d["events"][0].update(created_at="x" * 100), "ISO date"),
+    (lambda d: d["stakeholders"][0].update(joined_at="x" * 100), "ISO date"),
+    (lambda d: d["events"][0].update(position=2**40), "position|not assigned"),
+    (lambda d: d["assignments"][0].update(repeat_of=7), "repeats card 7"),
+    (lambda d: d["stakeholders"][0].update(pseudonym="Ann\u200b"), "invisible character"),
+    (lambda d: d["session"].update(name="Work\u202eshop"), "invisible character"),
+    (lambda d: d["events"][0].update(confidence=9), "Confidence"),
+    (lambda d: d["session"].update(status=["open"]), "status"),
+    (lambda d: d.update(stakeholders=[{"id": "s001", "pseudonym": "Ann", "simulated": False,
+                                        "joined_at": None}] * 2), "appears twice"),
+])
+def test_unusable_imports_are_refused_whole_and_leave_nothing_behind(store, spoil, message):
+    data = _one_answer_export(store)
+    spoil(data)
+    before = _session_count(store)
+    with pytest.raises(ValueError, match=message):
+        store.import_session(json.loads(json.dumps(data)))
+    assert _session_count(store) == before
+
+
+def test_import_that_fails_while_writing_leaves_no_empty_session(store, monkeypatch):
+    data = _one_answer_export(store)
+    before = _session_count(store)
+    import core.fairness.store.exchange as exchange
+    real = exchange.insert
+
+    def failing_insert(table):
+        if table.name == "judgments":
+            raise ValueError("simulated failure half-way")
+        return real(table)
+    monkeypatch.setattr(exchange, "insert", failing_insert)
+    with pytest.raises(ValueError, match="half-way"):
+        store.import_session(data)
+    assert _session_count(store) == before
+
+
+@pytest.mark.parametrize("text, message", [
+    ("Ann\x00", "U\\+0000"),
+    ("A\u200bnn", "U\\+200B"),
+    ("\u202eannA", "U\\+202E"),
+    ("Ann\u2066", "U\\+2066"),
+    ("\ufeffAnn", "U\\+FEFF"),
+])
+def test_names_refuse_invisible_and_direction_characters(store, text, message):
+    created = store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "names")
+    with pytest.raises(ValueError, match=message):
+        store.join(created.join_code, text)
+    with pytest.raises(ValueError, match=message):
+        store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), f"Workshop {text}")
+    # Markdown is stored as the text it is; pages render it as plain text.
+    assert store.join(created.join_code, "![x](http://example.invalid/a.png)").pseudonym.startswith("![x]")
+
+
+def test_csv_export_is_written_by_the_shared_guarded_writer(store):
+    import core.fairness.store.exchange as exchange
+    from core.report import guarded_csv
+    assert exchange.guarded_csv is guarded_csv
+    created = store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "csv")
+    me = store.join(created.join_code, "=HYPERLINK(\"x\")")
+    store.record_answer(me.token, 0, "same", eid(), reason="+1 because")
+    text_ = store.export_csv(created.session_id, created.facilitator_key)
+    assert "'=HYPERLINK" in text_ and "'+1 because" in text_
+    back = store.import_session(text_)
+    judged = store.judgments(back.session_id, back.facilitator_key)
+    assert list(judged["stakeholder"]) == ["=HYPERLINK(\"x\")"] and list(judged["reason"]) == ["+1 because"]

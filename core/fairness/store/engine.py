@@ -1,0 +1,197 @@
+"""Database engines for the store and the transaction wrapper that turns database faults into
+plain-language errors.
+
+SQLite (WAL) is the default; a PostgreSQL URL goes through psycopg 3. A fault the page can do
+nothing about (disk full, a read-only file, the file deleted under a running store, a server
+that cannot be reached) becomes :class:`StoreUnavailable`, a ``ValueError`` whose message says
+what happened and that the last action was not saved.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+
+DEFAULT_DB_FILE = Path(__file__).resolve().parents[3] / "data" / "sessions" / "elicitation.sqlite"
+
+
+class StoreUnavailable(ValueError):
+    """The session database could not store or read data; nothing from the last action was saved.
+
+    `retryable` is True for momentary conditions (a busy database) worth one more try.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+NOT_SAVED = "Nothing from your last action was saved"
+
+
+def describe_fault(err: BaseException) -> StoreUnavailable:
+    """A database error in plain words (the technical detail stays in the chained exception)."""
+    text = str(getattr(err, "orig", err) or err).lower()
+    if isinstance(err, DataError):
+        return StoreUnavailable(f"A value is too long or out of range for the session database. {NOT_SAVED}.")
+    if "disk is full" in text or "no space left" in text or "disk full" in text:
+        return StoreUnavailable(f"The session database's disk is full. {NOT_SAVED}; ask the operator to "
+                                "free disk space, then try again.")
+    if "readonly" in text or "read-only" in text or "read only" in text:
+        return StoreUnavailable(f"The session database is read-only at the moment. {NOT_SAVED}; ask the "
+                                "operator to make it writable again.")
+    if "locked" in text or "busy" in text or "deadlock" in text or "could not serialize" in text:
+        return StoreUnavailable(f"The session database is busy. {NOT_SAVED}; try again in a moment.",
+                                retryable=True)
+    if "unable to open" in text or "disk i/o" in text or "malformed" in text or "not a database" in text:
+        return StoreUnavailable(f"The session database file cannot be read or written. {NOT_SAVED}; ask "
+                                "the operator to check the file.")
+    return StoreUnavailable(f"The session database cannot be reached. {NOT_SAVED}; try again later, and "
+                            "tell the operator if it keeps happening.")
+
+
+def default_db_url() -> str:
+    """`DASHBOARD_DB_URL` if set, else the SQLite file under data/sessions/."""
+    url = os.environ.get("DASHBOARD_DB_URL")
+    if url:
+        return url
+    DEFAULT_DB_FILE.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{DEFAULT_DB_FILE}"
+
+
+def normalise_url(url: str) -> str:
+    """A plain `postgresql://` (or Heroku-style `postgres://`) URL goes through psycopg 3, the driver we ship."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL (None for in-memory databases and other backends)."""
+    if not url.startswith("sqlite") or "///" not in url:
+        return None
+    path = url.split("///", 1)[1].split("?", 1)[0]
+    return None if path in ("", ":memory:") else Path(path)
+
+
+def make_engine(url: str | None = None) -> Engine:
+    """An engine with SQLite tuned for many writers: WAL, busy timeout, BEGIN IMMEDIATE on writes."""
+    url = normalise_url(url or default_db_url())
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True, pool_size=20, max_overflow=20)
+    path = sqlite_file(url)
+    if path is None:  # one shared connection, or every checkout sees an empty database
+        engine = create_engine(url, connect_args={"check_same_thread": False}, poolclass=StaticPool)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False},
+                               pool_size=32, max_overflow=32, pool_timeout=60)
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_connect(dbapi_conn, _record):  # pragma: no cover - exercised through the store
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA busy_timeout=10000")
+        cur.execute("PRAGMA synchronous=FULL")  # an acknowledged answer survives power loss
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _sqlite_begin(conn):  # pragma: no cover - exercised through the store
+        mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+    return engine
+
+
+class FileWatch:
+    """Notices when the SQLite file a store opened is deleted or replaced while it runs.
+
+    SQLite keeps writing to an open file after it is unlinked, so without this check answers
+    would be acknowledged and then vanish with the orphaned file.
+    """
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.identity = self._identity() if path is not None else None
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def check(self) -> None:
+        if self.path is None:
+            return
+        if self.identity is None:  # created after the watch started (first open)
+            self.identity = self._identity()
+            return
+        now = self._identity()
+        if now != self.identity:
+            what = "deleted" if now is None else "replaced by another file"
+            raise StoreUnavailable(
+                f"The session database file was {what} while the dashboard was running. {NOT_SAVED}, "
+                "and answers cannot be stored until the operator restores the file and restarts the "
+                "dashboard.")
+
+
+class Tx:
+    """Context manager: begin on enter, commit on success, roll back on error, always close.
+
+    Database faults (other than integrity conflicts, which callers resolve) leave as
+    :class:`StoreUnavailable`; the file watch runs before every transaction.
+    """
+
+    def __init__(self, connect: Callable[[], Connection], lock: threading.Lock | None = None,
+                 watch: FileWatch | None = None):
+        self.connect, self.lock, self.watch = connect, lock, watch
+
+    def __enter__(self) -> Connection:
+        if self.watch is not None:
+            self.watch.check()
+        try:
+            self.conn = self.connect()  # pool checkout outside the lock
+        except SQLAlchemyError as err:
+            raise describe_fault(err) from err
+        if self.lock is not None:
+            self.lock.acquire()
+        try:
+            self.tx = self.conn.begin()
+        except BaseException as err:
+            self.conn.close()
+            if self.lock is not None:
+                self.lock.release()
+            if isinstance(err, SQLAlchemyError):
+                raise describe_fault(err) from err
+            raise
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb) -> Any:
+        try:
+            try:
+                if exc_type is None:
+                    self.tx.commit()
+                else:
+                    self.tx.rollback()
+            except SQLAlchemyError as err:
+                if isinstance(err, IntegrityError):
+                    raise
+                if exc is not None and not isinstance(exc, DBAPIError):
+                    raise exc from err  # keep the caller's own error
+                raise describe_fault(exc if isinstance(exc, DBAPIError) else err) from err
+        finally:
+            self.conn.close()
+            if self.lock is not None:
+                self.lock.release()
+        if isinstance(exc, DBAPIError) and not isinstance(exc, IntegrityError):
+            raise describe_fault(exc) from exc
+        return False

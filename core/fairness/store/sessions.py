@@ -1,0 +1,588 @@
+"""Sessions, stakeholders, assignments and judgment events, with per-role access checks.
+
+Judgments are append-only events ordered by a database sequence; a position's live answer is its
+latest event (a retraction empties it). Every click carries an event id minted when the card was
+drawn; ids are unique per (session, stakeholder), so a rerun or a re-delivered click never writes
+twice and another stakeholder's id can never swallow an answer. Keys and resume tokens are random
+and only their SHA-256 digests are stored. Wrong join codes, resume codes and keys are logged and
+limited per client and overall, so a code cannot be guessed by trying many.
+"""
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import bindparam, delete, func, insert, select
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from core.contracts import make_rng
+from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
+                                       sample_assignment, self_agreement, stakeholder_seed)
+from core.fairness.store.checks import (check_pseudonym, check_reason, check_secret, check_session_name,
+                                        digest)
+from core.fairness.store.engine import FileWatch, StoreUnavailable, Tx, make_engine, normalise_url, sqlite_file
+from core.fairness.store.schema import (assignments, failed_attempts, judgments, metadata, now_utc,
+                                        schema_version, sessions, stakeholders, upgrade)
+
+JOIN_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I lookalikes
+JOIN_CODE_LENGTH = 12          # 32**12 = 2**60 codes
+LEGACY_CODE_LENGTH = 6         # sessions created before schema 3 keep their codes
+ATTEMPT_WINDOW_S = 15 * 60
+MAX_FAILURES_PER_CLIENT = 10   # wrong codes or keys from one client per window
+MAX_FAILURES_TOTAL = 200       # from everyone per window (a distributed guesser)
+COMPAS_ROWS = 7214
+
+# Statements on the answer path, built once (building them per call costs more than SQLite does).
+Q_EVENT = select(judgments.c.seq).where(
+    judgments.c.session_id == bindparam("sid"), judgments.c.stakeholder_id == bindparam("uid"),
+    judgments.c.event_id == bindparam("event_id"))
+Q_TOKEN = select(stakeholders).where(stakeholders.c.token_hash == bindparam("token_hash"))
+Q_SESSION = select(sessions.c.status, sessions.c.config).where(sessions.c.session_id == bindparam("sid"))
+Q_STATUS = select(sessions.c.status).where(sessions.c.session_id == bindparam("sid"))
+Q_CARD_LOCK = select(assignments.c.position).where(
+    assignments.c.session_id == bindparam("sid"), assignments.c.stakeholder_id == bindparam("uid"),
+    assignments.c.position == bindparam("pos")).with_for_update()
+Q_REVISION = select(func.coalesce(func.max(judgments.c.revision), 0)).where(
+    judgments.c.session_id == bindparam("sid"), judgments.c.stakeholder_id == bindparam("uid"),
+    judgments.c.position == bindparam("pos"))
+INSERT_EVENT = insert(judgments)
+
+
+class TooManyAttempts(ValueError):
+    """Too many wrong codes or keys lately; the message says how long to wait."""
+
+
+@dataclass(frozen=True)
+class CreatedSession:
+    """What the facilitator receives once: the key is never stored in clear and cannot be shown again."""
+
+    session_id: str
+    join_code: str
+    facilitator_key: str
+
+
+@dataclass(frozen=True)
+class StakeholderLogin:
+    """A stakeholder's handle: the resume token is their only credential."""
+
+    session_id: str
+    stakeholder_id: str
+    pseudonym: str
+    token: str
+
+
+def new_join_code() -> str:
+    return "".join(secrets.choice(JOIN_ALPHABET) for _ in range(JOIN_CODE_LENGTH))
+
+
+def normalise_code(join_code: Any) -> str:
+    """A join code as typed (any case, spaces and dashes allowed) in its stored form."""
+    if not isinstance(join_code, str) or not join_code.strip():
+        raise ValueError("Enter the join code your facilitator gave you.")
+    code = join_code.strip().upper().replace(" ", "").replace("-", "")
+    if len(code) not in (JOIN_CODE_LENGTH, LEGACY_CODE_LENGTH) or any(c not in JOIN_ALPHABET for c in code):
+        raise ValueError(f"A join code has {JOIN_CODE_LENGTH} letters and digits, e.g. 'K7QM-2XPA-R4TB'; "
+                         f"got {join_code.strip()[:20]!r}.")
+    return code
+
+
+def format_code(code: str) -> str:
+    """A join code in groups of four for reading aloud ('K7QM-2XPA-R4TB')."""
+    return "-".join(code[k:k + 4] for k in range(0, len(code), 4))
+
+
+def public_session(row) -> dict:
+    return {"session_id": row["session_id"], "name": row["name"], "join_code": row["join_code"],
+            "status": row["status"], "simulated": bool(row["simulated"]),
+            "created_at": row["created_at"], "config": dict(row["config"]),
+            "n_individuals": int(row["n_individuals"])}
+
+
+def check_event_id(event_id: Any) -> str:
+    if not isinstance(event_id, str) or not 8 <= len(event_id) <= 64:
+        raise ValueError("Each answer needs an event id of 8 to 64 characters.")
+    return event_id
+
+
+def check_answer(options: tuple, cards: frozenset, position: Any, response: Any, confidence: Any,
+                 latency_ms: Any, reason: Any = None) -> dict:
+    """One answer's fields checked against the session mode and the stakeholder's cards."""
+    if response not in (*options, SKIP, RETRACT):
+        raise ValueError(f"Unknown answer {response!r}; this session accepts {list(options)}, "
+                         f"'{SKIP}' or '{RETRACT}'.")
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+        raise ValueError(f"Card position must be a whole number, got {position!r}.")
+    position = int(position)
+    if position not in cards:
+        raise ValueError(f"Card {position} is not in your assignment.")
+    if confidence is not None and not (isinstance(confidence, (int, np.integer)) and 1 <= confidence <= 5):
+        raise ValueError("Confidence must be a whole number from 1 to 5.")
+    if latency_ms is not None:
+        latency_ms = float(latency_ms)
+        if not np.isfinite(latency_ms) or latency_ms < 0:
+            raise ValueError("Latency must be a non-negative number of milliseconds.")
+    reason = check_reason(reason)
+    if reason is not None and response == RETRACT:
+        raise ValueError("An undo carries no reason; give it with the new answer instead.")
+    return {"position": position, "response": response,
+            "confidence": None if confidence is None else int(confidence), "latency_ms": latency_ms,
+            "reason": reason}
+
+
+class SessionStore:
+    """Sessions, stakeholders, assignments and judgment events with per-role access checks.
+
+    Stakeholder methods take the stakeholder's resume token and only ever touch that
+    stakeholder's rows; facilitator methods take the session's facilitator key. Methods that
+    take a code or key from a person also take `client` (who is trying: an address or browser
+    id) for the guessing limit.
+    """
+
+    def __init__(self, url: str | None = None, engine: Engine | None = None):
+        self.engine = engine or make_engine(url)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        # SQLite's busy handler backs off by sleeping, which starves some threads under load;
+        # writers of this process queue on a lock instead (other processes still use busy_timeout).
+        self._write_lock = threading.Lock() if self.is_sqlite else None
+        self._watch = FileWatch(sqlite_file(normalise_url(str(self.engine.url))) if self.is_sqlite else None)
+        self._memo: dict[str, tuple] = {}
+        self._create_schema()
+        self._watch = FileWatch(self._watch.path)  # the file exists now
+
+    # ------------------------------------------------------------------ plumbing
+    def write_tx(self) -> Tx:
+        """A transaction that takes the write lock up front (SQLite) and commits on exit."""
+        if self._write_lock is not None:
+            return Tx(lambda: self.engine.connect().execution_options(sqlite_begin="IMMEDIATE"),
+                      self._write_lock, self._watch)
+        return Tx(self.engine.connect, watch=self._watch)
+
+    def read_tx(self) -> Tx:
+        return Tx(self.engine.connect, watch=self._watch)
+
+    def _create_schema(self) -> None:
+        """Create missing tables, then bring an older database up to SCHEMA_VERSION in place."""
+        for attempt in range(5):
+            try:
+                metadata.create_all(self.engine)
+                with self.write_tx() as conn:
+                    upgrade(conn)
+                return
+            except (OperationalError, StoreUnavailable):
+                if attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    def schema_version(self) -> int:
+        with self.read_tx() as conn:
+            return int(conn.execute(select(func.max(schema_version.c.version))).scalar())
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------ guessing limit
+    def _guard_attempts(self, client: str | None) -> str:
+        """Refuse when this client, or everyone together, has guessed wrong too often lately."""
+        client = (str(client) if client else "anonymous")[:64]
+        since = time.time() - ATTEMPT_WINDOW_S
+        with self.read_tx() as conn:
+            mine = conn.execute(select(func.count()).where(failed_attempts.c.client == client,
+                                                           failed_attempts.c.at > since)).scalar()
+            total = conn.execute(select(func.count()).where(failed_attempts.c.at > since)).scalar()
+        minutes = ATTEMPT_WINDOW_S // 60
+        if mine >= MAX_FAILURES_PER_CLIENT:
+            raise TooManyAttempts(f"Too many wrong codes from this browser. Wait {minutes} minutes, then "
+                                  "check the code with your facilitator and try again.")
+        if total >= MAX_FAILURES_TOTAL:
+            raise TooManyAttempts(f"Too many wrong codes have been tried on this dashboard lately. Wait "
+                                  f"{minutes} minutes and try again.")
+        return client
+
+    def _log_failure(self, client: str) -> None:
+        now = time.time()
+        with self.write_tx() as conn:
+            conn.execute(insert(failed_attempts).values(client=client, at=now))
+            conn.execute(delete(failed_attempts).where(failed_attempts.c.at < now - 4 * ATTEMPT_WINDOW_S))
+
+    def _limited(self, client: str | None, attempt):
+        """Run `attempt()`; a wrong code or key (ValueError or PermissionError) counts against the client."""
+        who = self._guard_attempts(client)
+        try:
+            return attempt()
+        except StoreUnavailable:
+            raise
+        except (ValueError, PermissionError):
+            self._log_failure(who)
+            raise
+
+    # ------------------------------------------------------------------ facilitator
+    def insert_session(self, conn: Connection, config: SessionConfig, name: str, *, simulated: bool,
+                       n_individuals: int, core: list | None = None, status: str = "open") -> CreatedSession:
+        """Add a session row inside the caller's transaction (a savepoint retries a code clash)."""
+        key = secrets.token_urlsafe(24)
+        core = core_pairs(config, n_individuals).tolist() if core is None else core
+        for _ in range(20):
+            session_id, code = uuid.uuid4().hex, new_join_code()
+            clash = conn.execute(select(sessions.c.session_id).where(sessions.c.join_code == code)).first()
+            if clash is not None:
+                continue
+            conn.execute(insert(sessions).values(
+                session_id=session_id, name=name, join_code=code, facilitator_key_hash=digest(key),
+                config=config.to_dict(), core_pairs=core, n_individuals=int(n_individuals), status=status,
+                simulated=bool(simulated), created_at=now_utc()))
+            return CreatedSession(session_id, code, key)
+        raise StoreUnavailable("Could not draw a free join code; try again.")
+
+    def create_session(self, config: SessionConfig, name: str = "", *, simulated: bool = False,
+                       n_individuals: int = COMPAS_ROWS) -> CreatedSession:
+        """Open a session; returns its join code and the facilitator key (shown once, stored hashed)."""
+        if not isinstance(config, SessionConfig):
+            raise ValueError("create_session needs a SessionConfig.")
+        name = check_session_name(name)
+        for attempt in range(3):
+            try:
+                with self.write_tx() as conn:
+                    return self.insert_session(conn, config, name, simulated=simulated,
+                                               n_individuals=n_individuals)
+            except IntegrityError:  # a code drawn by another process at the same instant
+                if attempt == 2:
+                    raise StoreUnavailable("Could not draw a free join code; try again.") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def session_row(self, conn: Connection, session_id: str, facilitator_key: str):
+        """The session's row if the key opens it, else PermissionError."""
+        key = check_secret(facilitator_key, "facilitator key")
+        row = conn.execute(select(sessions).where(sessions.c.session_id == str(session_id))).mappings().first()
+        if row is None or not hmac.compare_digest(row["facilitator_key_hash"], digest(key)):
+            raise PermissionError("This facilitator key does not open that session.")
+        return row
+
+    def open_session(self, join_code: str, facilitator_key: str, *, client: str | None = None) -> dict:
+        """A facilitator reopens a session by join code and key; returns the session's record."""
+        def attempt() -> dict:
+            code = normalise_code(join_code)
+            with self.read_tx() as conn:
+                row = conn.execute(select(sessions.c.session_id).where(sessions.c.join_code == code)).first()
+                if row is None:
+                    raise PermissionError("This facilitator key does not open that session.")
+                return public_session(self.session_row(conn, row[0], facilitator_key))
+        return self._limited(client, attempt)
+
+    def set_status(self, session_id: str, facilitator_key: str, status: str) -> None:
+        """Close a session to new answers ("closed") or reopen it ("open")."""
+        if status not in ("open", "closed"):
+            raise ValueError("Status must be 'open' or 'closed'.")
+        with self.write_tx() as conn:
+            self.session_row(conn, session_id, facilitator_key)
+            conn.execute(sessions.update().where(sessions.c.session_id == session_id).values(status=status))
+
+    def session_info(self, join_code: str, *, client: str | None = None) -> dict:
+        """What a stakeholder may see before joining: name, status and the card settings."""
+        def attempt() -> dict:
+            code = normalise_code(join_code)
+            with self.read_tx() as conn:
+                row = conn.execute(select(sessions).where(sessions.c.join_code == code)).mappings().first()
+            if row is None:
+                raise ValueError(f"No session has the join code {code!r}; check it with your facilitator.")
+            info = public_session(row)
+            return {k: info[k] for k in ("name", "join_code", "status", "simulated", "config")}
+        return self._limited(client, attempt)
+
+    # ------------------------------------------------------------------ stakeholders
+    def join(self, join_code: str, pseudonym: str, *, simulated: bool = False,
+             client: str | None = None) -> StakeholderLogin:
+        """Join a session under a pseudonym; the assignment is drawn once and stored (spec 4.3)."""
+        pseudonym = check_pseudonym(pseudonym)
+        code = normalise_code(join_code)
+        who = self._guard_attempts(client)
+        token = secrets.token_urlsafe(18)
+        stakeholder_id = uuid.uuid4().hex
+        with self.write_tx() as conn:
+            row = conn.execute(select(sessions).where(sessions.c.join_code == code)).mappings().first()
+            if row is not None:
+                if row["status"] != "open":
+                    raise ValueError("This session is closed to new answers.")
+                taken = conn.execute(select(stakeholders.c.stakeholder_id).where(
+                    stakeholders.c.session_id == row["session_id"], stakeholders.c.pseudonym == pseudonym)).first()
+                if taken is not None:
+                    raise ValueError(f"The name {pseudonym!r} is already taken in this session. Choose "
+                                     "another, or resume with your resume code.")
+                config = SessionConfig.from_dict(dict(row["config"]))
+                plan = sample_assignment(config, np.asarray(row["core_pairs"], dtype=np.int64).reshape(-1, 2),
+                                         int(row["n_individuals"]),
+                                         make_rng(stakeholder_seed(config.seed, pseudonym)))
+                conn.execute(insert(stakeholders).values(
+                    stakeholder_id=stakeholder_id, session_id=row["session_id"], pseudonym=pseudonym,
+                    token_hash=digest(token), simulated=bool(simulated), joined_at=now_utc()))
+                records = plan.assign(session_id=row["session_id"], stakeholder_id=stakeholder_id)
+                conn.execute(insert(assignments), [
+                    {k: (int(v) if isinstance(v, (np.integer,)) else v) for k, v in r.items()}
+                    for r in records[["session_id", "stakeholder_id", "position", "a", "b", "kind",
+                                      "repeat_of"]].to_dict("records")])
+        if row is None:
+            self._log_failure(who)
+            raise ValueError(f"No session has the join code {code!r}; check it with your facilitator.")
+        return StakeholderLogin(row["session_id"], stakeholder_id, pseudonym, token)
+
+    def _stakeholder(self, conn: Connection, token: str):
+        token = check_secret(token, "resume code")
+        row = conn.execute(Q_TOKEN, {"token_hash": digest(token)}).mappings().first()
+        if row is None or not hmac.compare_digest(row["token_hash"], digest(token)):
+            raise PermissionError("This resume code is not valid; check it or join again.")
+        return row
+
+    def resume(self, token: str, *, client: str | None = None) -> StakeholderLogin:
+        """Find the stakeholder behind a resume token (after a disconnect, a reload or in a new tab)."""
+        def attempt() -> StakeholderLogin:
+            with self.read_tx() as conn:
+                row = self._stakeholder(conn, token)
+            return StakeholderLogin(row["session_id"], row["stakeholder_id"], row["pseudonym"], token.strip())
+        return self._limited(client, attempt)
+
+    def my_session(self, token: str) -> dict:
+        """The session a stakeholder belongs to: name, status and card settings (no keys)."""
+        with self.read_tx() as conn:
+            me = self._stakeholder(conn, token)
+            row = conn.execute(select(sessions).where(sessions.c.session_id == me["session_id"])).mappings().first()
+        info = public_session(row)
+        return {k: info[k] for k in ("name", "join_code", "status", "simulated", "config")}
+
+    def my_assignment(self, token: str) -> pd.DataFrame:
+        """The stakeholder's own cards with their live answers (None where unanswered)."""
+        with self.read_tx() as conn:
+            me = self._stakeholder(conn, token)
+            plan = pd.DataFrame(conn.execute(
+                select(assignments.c.position, assignments.c.a, assignments.c.b, assignments.c.kind,
+                       assignments.c.repeat_of)
+                .where(assignments.c.session_id == me["session_id"],
+                       assignments.c.stakeholder_id == me["stakeholder_id"])
+                .order_by(assignments.c.position)).mappings().all())
+            live = self._live(conn, me["session_id"], me["stakeholder_id"])
+        plan = plan.merge(live[["position", "response", "revision"]], on="position", how="left")  # no reasons
+        plan["response"] = plan["response"].astype(object).where(plan["response"].notna(), None)
+        plan["revision"] = plan["revision"].astype("Int64")
+        return plan
+
+    def _live(self, conn: Connection, session_id: str, stakeholder_id: str | None = None) -> pd.DataFrame:
+        """Latest event per (stakeholder, position); retractions leave the position unanswered."""
+        cond = [judgments.c.session_id == session_id]
+        if stakeholder_id is not None:
+            cond.append(judgments.c.stakeholder_id == stakeholder_id)
+        latest = (select(func.max(judgments.c.seq).label("seq")).where(*cond)
+                  .group_by(judgments.c.stakeholder_id, judgments.c.position).subquery())
+        rows = conn.execute(select(judgments.c.stakeholder_id, judgments.c.position, judgments.c.response,
+                                   judgments.c.revision, judgments.c.confidence, judgments.c.latency_ms,
+                                   judgments.c.created_at, judgments.c.reason, judgments.c.seq)
+                            .join(latest, latest.c.seq == judgments.c.seq)).mappings().all()
+        frame = pd.DataFrame(rows, columns=["stakeholder_id", "position", "response", "revision",
+                                            "confidence", "latency_ms", "created_at", "reason", "seq"])
+        return frame[frame["response"] != RETRACT].reset_index(drop=True)
+
+    def next_position(self, token: str) -> int | None:
+        """Where to resume: the first card without a live answer (None when all are answered)."""
+        plan = self.my_assignment(token)
+        open_ = plan.loc[plan["response"].isna(), "position"]
+        return None if open_.empty else int(open_.iloc[0])
+
+    def record_answer(self, token: str, position: int, response: str, event_id: str, *,
+                      confidence: int | None = None, latency_ms: float | None = None,
+                      reason: str | None = None) -> bool:
+        """Append one answer in its own transaction; False if this stakeholder stored this event id already.
+
+        `response` is an option of the session's mode, "skip", or "retract" (undo). The card's
+        row is locked (PostgreSQL) or the database write-locked (SQLite) before the revision is
+        numbered, so tabs answering the same card at the same instant are serialised and every
+        acknowledged click is stored. `reason` is optional free text (see check_reason).
+        Database faults raise StoreUnavailable: the click is then not acknowledged.
+        """
+        event_id = check_event_id(event_id)
+        attempts = 8
+        for attempt in range(attempts):
+            # Checks that only read run outside the write lock, from a per-token memo after the first.
+            me, values = self._checked(token, position, response, confidence, latency_ms, reason)
+            try:
+                with self.write_tx() as conn:
+                    self._insert(conn, me, event_id, values)
+                return True
+            except IntegrityError:
+                # This stakeholder's event id stored already (a re-delivered click), or the
+                # stakeholder withdrawn by another process: forget the memo, re-check and retry.
+                self._memo.pop(digest(token.strip()), None)
+                with self.read_tx() as conn:
+                    if conn.execute(Q_EVENT, {"sid": me["session_id"], "uid": me["stakeholder_id"],
+                                              "event_id": event_id}).first():
+                        return False
+                if attempt == attempts - 1:
+                    raise StoreUnavailable("Your answer could not be stored after several tries; "
+                                           "click it again.") from None
+            except StoreUnavailable as err:
+                if not err.retryable or attempt == attempts - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _checked(self, token: str, position: Any, response: Any, confidence: Any,
+                 latency_ms: Any, reason: Any = None) -> tuple[dict, dict]:
+        """Validate an answer; the stakeholder, their cards and the session mode are memoised per token."""
+        token = check_secret(token, "resume code")
+        key = digest(token)
+        memo = self._memo.get(key)
+        if memo is None:
+            with self.read_tx() as conn:
+                me = dict(self._stakeholder(conn, token))
+                mode = conn.execute(Q_SESSION, {"sid": me["session_id"]}).mappings().first()["config"]["response_mode"]
+                cards = {r[0] for r in conn.execute(select(assignments.c.position).where(
+                    assignments.c.session_id == me["session_id"],
+                    assignments.c.stakeholder_id == me["stakeholder_id"]))}
+            memo = (me, RESPONSE_MODES[mode], frozenset(cards))
+            if len(self._memo) > 10_000:
+                self._memo.clear()
+            self._memo[key] = memo
+        me, options, cards = memo
+        return me, check_answer(options, cards, position, response, confidence, latency_ms, reason)
+
+    def record_answers(self, token: str, answers: pd.DataFrame) -> int:
+        """Append many answers of one stakeholder in one transaction (demo panels, imports)."""
+        need = {"position", "response"}
+        if not need <= set(answers.columns):
+            raise ValueError(f"Answers need columns {sorted(need)}.")
+        rows = answers.to_dict("records")
+        checked = [self._checked(token, r["position"], r["response"], r.get("confidence"), r.get("latency_ms"),
+                                 optional(r.get("reason")))
+                   for r in rows]
+        me = checked[0][0] if checked else None
+        checked = [values for _, values in checked]
+        with self.write_tx() as conn:
+            for r, values in zip(rows, checked):
+                self._insert(conn, me, r.get("event_id") or uuid.uuid4().hex, values)
+        return len(rows)
+
+    def _insert(self, conn: Connection, me, event_id: str, values: dict) -> None:
+        """The write: status re-checked, the card locked and its revision numbered in one transaction."""
+        status = conn.execute(Q_STATUS, {"sid": me["session_id"]}).scalar()
+        if status != "open":
+            raise ValueError("This session is closed; answers can no longer be changed.")
+        owner = {"sid": me["session_id"], "uid": me["stakeholder_id"], "pos": values["position"]}
+        if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises every writer
+            if conn.execute(Q_CARD_LOCK, owner).first() is None:
+                raise PermissionError("This resume code is not valid any more; ask your facilitator.")
+        revision = conn.execute(Q_REVISION, owner).scalar() + 1
+        conn.execute(INSERT_EVENT, {"event_id": event_id, "session_id": me["session_id"],
+                                    "stakeholder_id": me["stakeholder_id"], "revision": int(revision),
+                                    "created_at": now_utc(), **values})
+
+    def my_answers(self, token: str) -> pd.DataFrame:
+        """The stakeholder's own live answers (position, pair and response)."""
+        plan = self.my_assignment(token)
+        return plan[plan["response"].notna()].reset_index(drop=True)
+
+    # ------------------------------------------------------------------ facilitator reads
+    def progress(self, session_id: str, facilitator_key: str) -> pd.DataFrame:
+        """Per stakeholder: cards, live answers, skips, share "same", self-agreement on repeats."""
+        with self.read_tx() as conn:
+            session = self.session_row(conn, session_id, facilitator_key)
+            people = pd.DataFrame(conn.execute(
+                select(stakeholders.c.stakeholder_id, stakeholders.c.pseudonym, stakeholders.c.simulated,
+                       stakeholders.c.joined_at).where(stakeholders.c.session_id == session_id)
+                .order_by(stakeholders.c.joined_at)).mappings().all(),
+                columns=["stakeholder_id", "pseudonym", "simulated", "joined_at"])
+            frame = self.judgment_frame(conn, session_id)
+            n_items = SessionConfig.from_dict(dict(session["config"])).n_items
+        cols = ["stakeholder", "answered", "of", "skipped", "share_same", "self_agreement",
+                "last_answer", "simulated"]
+        if people.empty:
+            return pd.DataFrame(columns=cols)
+        fav = int(session["config"]["favourable_label"])
+        f = frame.assign(is_skip=frame["response"].eq(SKIP), is_same=frame["response"].eq("same"))
+        per = f.groupby("stakeholder_id").agg(answered=("response", "size"), skipped=("is_skip", "sum"),
+                                               n_same=("is_same", "sum"), last=("created_at", "max"))
+        out = people.set_index("stakeholder_id").join(per, how="left")
+        out["answered"] = out["answered"].fillna(0).astype(int)
+        out["skipped"] = out["skipped"].fillna(0).astype(int)
+        judged = (out["answered"] - out["skipped"]).replace(0, np.nan)
+        out["share_same"] = out["n_same"] / judged
+        sa = self_agreement(frame.rename(columns={"stakeholder_id": "stakeholder"}), fav) if len(frame) else None
+        out["self_agreement"] = np.nan
+        if sa is not None and len(sa):
+            out.loc[sa["stakeholder"], "self_agreement"] = sa["self_agreement"].to_numpy()
+        out = out.reset_index()
+        return pd.DataFrame({"stakeholder": out["pseudonym"], "answered": out["answered"], "of": n_items,
+                             "skipped": out["skipped"], "share_same": out["share_same"].astype(float),
+                             "self_agreement": out["self_agreement"].astype(float),
+                             "last_answer": out["last"], "simulated": out["simulated"].astype(bool)})
+
+    def judgment_frame(self, conn: Connection, session_id: str) -> pd.DataFrame:
+        """Live answers joined with their cards and pseudonyms (no access check: callers do it)."""
+        live = self._live(conn, session_id)
+        plan = pd.DataFrame(conn.execute(
+            select(assignments.c.stakeholder_id, assignments.c.position, assignments.c.a, assignments.c.b,
+                   assignments.c.kind, assignments.c.repeat_of)
+            .where(assignments.c.session_id == session_id)).mappings().all(),
+            columns=["stakeholder_id", "position", "a", "b", "kind", "repeat_of"])
+        names = pd.DataFrame(conn.execute(
+            select(stakeholders.c.stakeholder_id, stakeholders.c.pseudonym)
+            .where(stakeholders.c.session_id == session_id)).mappings().all(),
+            columns=["stakeholder_id", "pseudonym"])
+        out = live.merge(plan, on=["stakeholder_id", "position"], how="inner").merge(names, on="stakeholder_id")
+        return out.sort_values(["pseudonym", "position"]).reset_index(drop=True)
+
+    def judgments(self, session_id: str, facilitator_key: str) -> pd.DataFrame:
+        """Everyone's live answers with their pairs and reasons (facilitator only).
+
+        The input of aggregate_constraints; the `reason` column is sensitive free text.
+        """
+        with self.read_tx() as conn:
+            self.session_row(conn, session_id, facilitator_key)
+            frame = self.judgment_frame(conn, session_id)
+        frame["reason"] = frame["reason"].astype(object).where(frame["reason"].notna(), None)
+        return frame.rename(columns={"pseudonym": "stakeholder"})[
+            ["stakeholder", "position", "a", "b", "kind", "repeat_of", "response", "revision",
+             "confidence", "latency_ms", "created_at", "reason"]]
+
+    def event_log(self, session_id: str, facilitator_key: str) -> pd.DataFrame:
+        """Every stored event in database order, retractions and earlier revisions included."""
+        with self.read_tx() as conn:
+            self.session_row(conn, session_id, facilitator_key)
+            rows = conn.execute(select(judgments, stakeholders.c.pseudonym)
+                                .join(stakeholders, stakeholders.c.stakeholder_id == judgments.c.stakeholder_id)
+                                .where(judgments.c.session_id == session_id)
+                                .order_by(judgments.c.seq)).mappings().all()
+        return pd.DataFrame(rows)
+
+    def config(self, session_id: str, facilitator_key: str) -> SessionConfig:
+        with self.read_tx() as conn:
+            row = self.session_row(conn, session_id, facilitator_key)
+        return SessionConfig.from_dict(dict(row["config"]))
+
+    def delete_stakeholder(self, session_id: str, facilitator_key: str, pseudonym: str) -> int:
+        """Withdraw one stakeholder: delete their events, assignment and record; returns events removed."""
+        with self.write_tx() as conn:
+            self.session_row(conn, session_id, facilitator_key)
+            row = conn.execute(select(stakeholders.c.stakeholder_id).where(
+                stakeholders.c.session_id == session_id, stakeholders.c.pseudonym == pseudonym)).first()
+            if row is None:
+                raise ValueError(f"No stakeholder named {pseudonym!r} in this session.")
+            n = conn.execute(judgments.delete().where(judgments.c.stakeholder_id == row[0])).rowcount
+            conn.execute(assignments.delete().where(assignments.c.stakeholder_id == row[0]))
+            conn.execute(stakeholders.delete().where(stakeholders.c.stakeholder_id == row[0]))
+            self.supersede_runs_of(conn, session_id, pseudonym)
+        self._memo.clear()
+        return int(n)
+
+    def supersede_runs_of(self, conn: Connection, session_id: str, pseudonym: str) -> None:
+        """Hook for the fit-run log (a withdrawal supersedes the runs that pooled this stakeholder)."""
+
+
+def optional(value: Any) -> Any:
+    """None for missing values (None, NaN, inf) read from a file or a frame."""
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return None
+    return value
