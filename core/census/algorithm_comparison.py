@@ -14,6 +14,7 @@ import pandas as pd
 
 from core.census.geography_data import Hierarchy
 from core.census.toydown import detailed_histogram, topdown_lite, total_histogram, toydown
+from core.census.checks import choice, number, whole as _whole
 from core.contracts import Plan, make_rng, seed_sequence, stream_key
 
 # Above this many leaves the comparison (several typed runs) takes seconds, so the page runs it
@@ -42,16 +43,10 @@ class AlgorithmPlan(Plan):
         _whole(self.runs, "The comparison's runs", 1, 50)
         _whole(self.exact_level, "The exact level", -1, 10)
         _whole(self.seed, "The seed", 0, 2**63 - 1)
-        if not (isinstance(self.detailed_share, (int, float)) and math.isfinite(self.detailed_share)
-                and 0 < self.detailed_share <= 1):
-            raise ValueError("The detailed histogram's share must lie in (0, 1].")
-        if self.weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {list(WEIGHTS)}; got {self.weights!r}.")
-
-
-def _whole(value, what: str, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{what} must be a whole number from {low:,} to {high:,}; got {value!r}.")
+        number(self.detailed_share, "The detailed histogram's share", 0.0, 1.0, open_low=True)
+        choice(self.weights, "weights", WEIGHTS)
+        if not isinstance(self.root_total, bool):
+            raise ValueError("root_total must be true or false.")
 
 
 def runtime_estimate(n_leaves: int, runs: int, n_types: int) -> int:

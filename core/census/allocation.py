@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.census.checks import choice, number
 from core.privacy.ledger import BudgetLedger
 from core.privacy.mechanisms import get_mechanism
 
@@ -32,22 +33,27 @@ class Allocation:
     delta: float | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.level_names, (list, tuple)) or not isinstance(self.budgets, (list, tuple)):
+            raise ValueError("An allocation needs a list of level names and a list of budgets.")
+        if len(self.budgets) > 20:
+            raise ValueError("An allocation has at most 20 levels.")
         object.__setattr__(self, "level_names", tuple(str(n) for n in self.level_names))
-        object.__setattr__(self, "budgets", tuple(float(b) for b in self.budgets))
+        object.__setattr__(self, "budgets", tuple(number(b, "Every level's budget", 0.0, 1e6, open_low=True)
+                                                  for b in self.budgets))
         if len(self.level_names) == 0 or len(self.level_names) != len(self.budgets):
             raise ValueError(f"An allocation needs one budget per level; got {len(self.level_names)} level names "
                              f"and {len(self.budgets)} budgets.")
         if any(not math.isfinite(b) or b <= 0 for b in self.budgets):
             raise ValueError(f"Every level's budget must be a positive number; got {list(self.budgets)}.")
-        if self.unit not in ("epsilon", "rho"):
-            raise ValueError(f"The unit must be 'epsilon' or 'rho'; got {self.unit!r}.")
+        choice(self.unit, "The unit", ("epsilon", "rho"))
+        if not isinstance(self.mechanism, str):
+            raise ValueError(f"The mechanism must be named by text; got {self.mechanism!r:.40}.")
         mech = get_mechanism(self.mechanism)
         if mech.unit != self.unit:
             raise ValueError(f"The {mech.label} mechanism is calibrated in {mech.unit}, not {self.unit}.")
-        if not (math.isfinite(float(self.sensitivity)) and float(self.sensitivity) > 0):
-            raise ValueError(f"The sensitivity must be positive; got {self.sensitivity}.")
-        if self.delta is not None and not 0 < float(self.delta) < 1:
-            raise ValueError(f"delta must lie strictly between 0 and 1; got {self.delta}.")
+        number(self.sensitivity, "The sensitivity", 0.0, 100.0, open_low=True)
+        if self.delta is not None:
+            number(self.delta, "delta", 0.0, 0.5, open_low=True)
 
     @property
     def noise(self):
@@ -124,10 +130,13 @@ class Allocation:
         missing = [k for k in needed if k not in data]
         if missing:
             raise ValueError(f"The allocation is missing the fields {missing}.")
-        if not isinstance(data["budgets"], list) or not all(isinstance(b, (int, float)) for b in data["budgets"]):
+        if not isinstance(data["budgets"], list) or \
+                not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in data["budgets"]):
             raise ValueError("The allocation's budgets must be a list of numbers.")
+        if not isinstance(data["level_names"], list):
+            raise ValueError("The allocation's level names must be a list.")
         alloc = cls(tuple(data["level_names"]), tuple(data["budgets"]), data["unit"], data["mechanism"],
-                    float(data.get("sensitivity", 2.0)), data.get("delta"))
+                    data.get("sensitivity", 2.0), data.get("delta"))
         if level_names is not None and tuple(level_names) != alloc.level_names:
             raise ValueError(f"The allocation is for levels {list(alloc.level_names)} but this geography has "
                              f"{list(level_names)}; make an allocation for this geography on the Budget page.")

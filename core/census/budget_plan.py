@@ -19,6 +19,7 @@ from scipy import stats
 from core.cache import cached, cached_call
 from core.census.algorithm_comparison import LARGE_TREE, AlgorithmPlan, compare_algorithms
 from core.census.allocation import Allocation
+from core.census.checks import number as _finite, whole as _whole
 from core.census.analytic import (PRESETS, level_coefficients, level_node_variance, preset_shares,
                                   split_for_coefficients, unit_coefficients)
 from core.census.geography_data import (GEOGRAPHIES, GeographyData, Hierarchy, check_fanouts, load_geography)
@@ -36,23 +37,11 @@ MAX_DISTRICTS = 10_000
 SIMULATION = "Simulation, not a release: seeded floating-point noise for illustration only."
 
 
-def _whole(value, what: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{what} must be a whole number from {low:,} to {high:,}; got {value!r}.")
-    return int(value)
-
-
-def _finite(value, what: str, low: float, high: float, *, open_low: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(value)) or not (low < value if open_low else low <= value) or value > high:
-        bound = f"above {low:g}" if open_low else f"at least {low:g}"
-        raise ValueError(f"{what} must be a finite number {bound} and at most {high:g}; got {value!r}.")
-    return float(value)
-
-
 def parse_target(spec: str) -> tuple[str, int | None]:
     """('leaf' | 'unit' | 'greedy' | 'scattered' | 'plan', argument) of a target spec, checked."""
-    kind, _, arg = str(spec).partition(":")
+    if not isinstance(spec, str):
+        raise ValueError(f"A target is written as text such as 'leaf' or 'greedy:4'; got {spec!r:.40}.")
+    kind, _, arg = spec.partition(":")
     if kind in ("leaf", "plan") and not arg:
         return kind, None
     if kind in ("unit", "greedy", "scattered") and arg.isdigit() and len(arg) <= 6:
@@ -107,9 +96,14 @@ class BudgetPlan(Plan):
         if self.geography == "stylised":
             check_fanouts(self.fanouts)
         _finite(self.total, "The total budget", 0.0, 100.0, open_low=True)
-        if self.unit not in ("epsilon", "rho"):
+        if not isinstance(self.nonnegative, bool):
+            raise ValueError("nonnegative must be true or false.")
+        for name, cls in (("algorithms", AlgorithmPlan), ("mechanisms", MechanismSweepPlan), ("public", PublicInfoPlan)):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), cls):
+                raise ValueError(f"{name} must be a {cls.__name__} (or empty).")
+        if not isinstance(self.unit, str) or self.unit not in ("epsilon", "rho"):
             raise ValueError(f"The unit must be 'epsilon' (pure or approximate DP) or 'rho' (zCDP); got {self.unit!r}.")
-        if self.mechanism not in MECHANISMS:
+        if not isinstance(self.mechanism, str) or self.mechanism not in MECHANISMS:
             raise ValueError(f"Unknown mechanism {self.mechanism!r}; choose one of {list(MECHANISMS)}.")
         spec = MECHANISMS[self.mechanism]
         if not isinstance(self.mechanism_params, spec.params):
@@ -122,21 +116,25 @@ class BudgetPlan(Plan):
         if self.delta is not None:
             _finite(self.delta, "delta", 0.0, 0.1, open_low=True)
         _finite(self.sensitivity, "The sensitivity", 0.0, 100.0, open_low=True)
-        if self.split not in SPLITS:
+        if not isinstance(self.split, str) or self.split not in SPLITS:
             raise ValueError(f"Unknown split rule {self.split!r}; use one of {list(SPLITS)}.")
-        if self.preset not in PRESETS:
+        if not isinstance(self.preset, str) or self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; choose one of {list(PRESETS)}.")
+        if not isinstance(self.custom_shares, tuple):
+            raise ValueError("Custom shares must be a list of numbers, one per level.")
         if self.split == "custom":
             if not self.custom_shares or len(self.custom_shares) > 10:
                 raise ValueError("Give one custom share per level.")
             shares = [_finite(s, "A level's share", 0.0, 1e6) for s in self.custom_shares]
             if not sum(shares) > 0:
                 raise ValueError("At least one level needs a positive share; raise a slider.")
-        if not self.targets or len(self.targets) > 20:
+        if not isinstance(self.targets, tuple) or not 1 <= len(self.targets) <= 20:
             raise ValueError("Pick between 1 and 20 targets.")
         kinds = [parse_target(t)[0] for t in self.targets]
         if "plan" in kinds and not self.data.is_upload:
             raise ValueError("The 'plan' target needs an uploaded district plan.")
+        if not isinstance(self.target_weights, tuple):
+            raise ValueError("Target weights must be a list of numbers, one per target.")
         if self.target_weights:
             bad = "Give one non-negative weight per target (at most 1,000,000), at least one of them positive; " \
                   f"got {list(self.target_weights)}."
@@ -150,7 +148,7 @@ class BudgetPlan(Plan):
                 raise ValueError(bad)
         _whole(self.runs, "ToyDown runs", 0, 2000)
         _whole(self.seed, "The seed", 0, 2**63 - 1)
-        if len(self.fig2_fanouts) != 2:
+        if not isinstance(self.fig2_fanouts, tuple) or len(self.fig2_fanouts) != 2:
             raise ValueError("The Figure 2 tree takes two fan-outs.")
         for f in self.fig2_fanouts:
             _whole(f, "A Figure 2 fan-out", 1, 1000)

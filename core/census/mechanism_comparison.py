@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from core.census.checks import number, numbers, whole
 from core.contracts import Plan
 from core.privacy.accounting import generalized_gaussian_sigma_bound, rho_for_epsilon
 from core.privacy.calibration import calibrate_generalized_gaussian, is_calibrated
@@ -142,23 +143,19 @@ class MechanismSweepPlan(Plan):
     include_bound: bool = True
 
     def __post_init__(self) -> None:
-        try:
-            k = int(self.k)
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"k (the number of overlapping queries) must be a whole number; got {self.k!r}.") from None
-        if k != self.k or not 1 <= k <= 100_000:
-            raise ValueError("k (the number of overlapping queries) must be a whole number between 1 and 100,000.")
-        if not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
-            raise ValueError("delta must lie strictly between 0 and 1.")
-        if not self.epsilons or len(self.epsilons) > 40:
-            raise ValueError("Give between 1 and 40 epsilons.")
-        if any(not (isinstance(e, (int, float)) and math.isfinite(e) and 0 < e <= 100) for e in self.epsilons):
-            raise ValueError("Every epsilon must be a positive number up to 100.")
-        if any(not (isinstance(p, (int, float)) and math.isfinite(p) and 1 <= p <= 16) for p in self.gg_orders):
-            raise ValueError("Generalized Gaussian orders must lie between 1 and 16.")
+        whole(self.k, "k (the number of overlapping queries)", 1, 100_000)
+        number(self.delta, "delta", 0.0, 0.5, open_low=True)
+        numbers(self.epsilons, "Every epsilon", 1e-6, 100.0, min_len=1, max_len=40)
+        if any(e <= 0 for e in self.epsilons):
+            raise ValueError("Every epsilon must be positive.")
+        numbers(self.gg_orders, "Generalized Gaussian orders", 1.0, 16.0, max_len=10)
+        if not isinstance(self.mechanisms, tuple) or any(not isinstance(m, str) for m in self.mechanisms):
+            raise ValueError("mechanisms must be a list of mechanism names.")
         unknown = [m for m in self.mechanisms if m not in MECHANISM_CHOICES]
         if unknown:
             raise ValueError(f"Unknown mechanism(s) {unknown} in the comparison; choose from {list(MECHANISM_CHOICES)}.")
+        if not isinstance(self.include_bound, bool):
+            raise ValueError("include_bound must be true or false.")
 
     def pending_calibrations(self) -> int:
         """How many Generalized Gaussian scales this sweep would compute (not shipped, not cached)."""

@@ -20,6 +20,7 @@ from scipy.special import gammaln
 from core.census.analytic import level_node_variance, unit_coefficients
 from core.census.consistency import project_to_simplex, round_total
 from core.census.geography_data import Hierarchy
+from core.census.checks import number as _number, whole
 from core.contracts import Plan, make_rng, seed_sequence, stream_key
 from core.privacy.mechanisms import sample_geometric
 
@@ -168,13 +169,6 @@ def wem_postprocessed(counts, total: int, epsilon: float, delta_z: float, rng: n
     return round_total(proj, int(total))
 
 
-def _number(value, what: str, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(value)) or not low <= float(value) <= high:
-        raise ValueError(f"{what} must be a number from {low:g} to {high:g}; got {value!r}.")
-    return float(value)
-
-
 @dataclass(frozen=True)
 class WemPlan(Plan):
     """Settings of the public-total WEM comparison."""
@@ -188,10 +182,10 @@ class WemPlan(Plan):
     def __post_init__(self) -> None:
         _number(self.epsilon, "The WEM's epsilon", 0.01, 10.0)
         _number(self.delta_z, "Delta_z", 1.0, 1000.0)
-        if isinstance(self.runs, bool) or not isinstance(self.runs, (int, np.integer)) or not 1 <= self.runs <= 500:
-            raise ValueError(f"The WEM runs must be a whole number from 1 to 500; got {self.runs!r}.")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**63:
-            raise ValueError(f"The seed must be a non-negative whole number; got {self.seed!r}.")
+        whole(self.runs, "The WEM runs", 1, 500)
+        whole(self.seed, "The seed", 0, 2**63 - 1)
+        if not isinstance(self.normalizer_safe, bool):
+            raise ValueError("normalizer_safe must be true or false.")
 
 
 DZ_RECORDS = (10, 100, 200, 500)
@@ -208,10 +202,10 @@ class PublicInfoPlan(Plan):
     correlation: float = 0.1
 
     def __post_init__(self) -> None:
-        if isinstance(self.exact_through, bool) or not isinstance(self.exact_through, (int, np.integer)) \
-                or not -1 <= self.exact_through <= 10:
-            raise ValueError(f"The exact level must be -1 (nothing) or a level index; got {self.exact_through!r}.")
-        if self.dz_records not in DZ_RECORDS:
+        whole(self.exact_through, "The exact level (-1 for nothing)", -1, 10)
+        if not isinstance(self.wem, WemPlan):
+            raise ValueError("The WEM settings must be a WemPlan.")
+        if isinstance(self.dz_records, bool) or self.dz_records not in DZ_RECORDS:
             raise ValueError(f"Records n must be one of {list(DZ_RECORDS)}; got {self.dz_records!r}.")
         _number(self.correlation, "The correlation between records", 0.0, 1.0)
 
