@@ -1,1 +1,19 @@
 """Pairwise fairness elicitation: pair sampling, the session store, the learner and its frontier."""
+from __future__ import annotations
+
+from core.fairness.elicitation_plan import ElicitationDesign, ElicitationPlan, run_elicitation
+
+# Each plan class of the area maps to the run that computes it; `run` dispatches on the plan's type
+# so `core.report.run_plan` and `python -m core reproduce` find every fairness plan.
+RUNS = {ElicitationPlan: run_elicitation}
+
+
+def run(plan, data=None, *, progress=None):
+    """Run a fairness plan with the run registered for its class."""
+    for cls, func in RUNS.items():
+        if isinstance(plan, cls):
+            return func(plan, data, progress=progress)
+    raise ValueError(f"No fairness run takes a {type(plan).__name__}.")
+
+
+__all__ = ["ElicitationDesign", "ElicitationPlan", "RUNS", "run", "run_elicitation"]

@@ -1,0 +1,118 @@
+"""What the facilitator sees of a live session: the pooled constraints, agreement, contested pairs with
+their reasons, headline counts, and the fit-run history as a table.
+
+The page reads the roster and answers from the store and passes them here with the pooling
+choices (weighting, minimum support, which stakeholders); everything it shows is computed here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from core.fairness.elicitation import (SKIP, WEIGHTINGS, SessionConfig, aggregate_constraints,
+                                       contested_pairs, inter_rater_agreement)
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """Which answers are pooled and how: weighting ("panel" or "judged"), minimum support, stakeholders
+    (empty = the whole panel)."""
+
+    weighting: str = "panel"
+    min_support: float = 0.0
+    stakeholders: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"Weighting must be one of {list(WEIGHTINGS)}, got {self.weighting!r}.")
+        support = float(self.min_support)
+        if not np.isfinite(support) or not 0.0 <= support <= 1.0:
+            raise ValueError("Minimum support must lie between 0 and 1.")
+        object.__setattr__(self, "stakeholders", tuple(self.stakeholders))
+
+
+@dataclass
+class SessionSummary:
+    """The pooled view of a session's answers."""
+
+    pooling: Pooling
+    panel: list[str]
+    judged: pd.DataFrame
+    constraints: pd.DataFrame
+    usable: pd.DataFrame
+    agreement: dict
+    contested: pd.DataFrame
+    metrics: dict
+
+    @property
+    def aggregation(self) -> dict:
+        """The pooling choices as logged with a fit run."""
+        return {"weighting": self.pooling.weighting, "min_support": float(self.pooling.min_support),
+                "selection": "chosen" if self.pooling.stakeholders else "whole panel",
+                "stakeholders": sorted(self.panel)}
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"judgments": self.judged, "constraints": self.constraints, "contested_pairs": self.contested}
+
+
+def with_reasons(contested: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
+    """Contested pairs with what each stakeholder wrote about them ("name: reason" joined by " | ")."""
+    if contested.empty or judged.empty:
+        return contested.assign(reasons=pd.Series(dtype=object))
+    given = judged[judged["reason"].notna()]
+    quotes = pd.DataFrame({"i": np.minimum(given["a"], given["b"]), "j": np.maximum(given["a"], given["b"]),
+                           "quote": given["stakeholder"] + ": " + given["reason"].astype(str)})
+    joined = quotes.groupby(["i", "j"])["quote"].agg(" | ".join).rename("reasons").reset_index()
+    return contested.merge(joined, on=["i", "j"], how="left")
+
+
+def summarise_session(judged: pd.DataFrame, progress: pd.DataFrame, config: SessionConfig,
+                      pooling: Pooling) -> SessionSummary:
+    """Pool the chosen stakeholders' live answers into constraints and agreement diagnostics."""
+    roster = list(progress["stakeholder"])
+    unknown = sorted(set(pooling.stakeholders) - set(roster))
+    if unknown:
+        raise ValueError(f"Stakeholders {unknown} are not in this session.")
+    panel = list(pooling.stakeholders) or roster
+    judged = judged[judged["stakeholder"].isin(panel)].reset_index(drop=True)
+    fav = config.favourable_label
+    constraints = aggregate_constraints(judged, pooling.weighting, n_stakeholders=max(1, len(panel)),
+                                        favourable_label=fav, min_support=pooling.min_support)
+    agreement = inter_rater_agreement(judged, fav) if len(judged) else {"fleiss_kappa": float("nan")}
+    contested = contested_pairs(judged, fav) if len(judged) else pd.DataFrame()
+    contested = with_reasons(contested, judged)
+    constrained = np.maximum(constraints["w_ij"], constraints["w_ji"]) > 0
+    sa = progress.loc[progress["stakeholder"].isin(panel), "self_agreement"].dropna()
+    metrics = {"answers": int((judged["response"] != SKIP).sum()) if len(judged) else 0,
+               "pairs with a constraint": int(constrained.sum()),
+               "fleiss_kappa": float(agreement.get("fleiss_kappa", float("nan"))),
+               "self_agreement": float(sa.mean()) if len(sa) else float("nan")}
+    return SessionSummary(pooling, panel, judged, constraints, constraints[constrained].reset_index(drop=True),
+                          agreement, contested, metrics)
+
+
+def run_history_table(runs: list[dict]) -> pd.DataFrame:
+    """The session's logged learner runs as a table, newest first."""
+    rows = []
+    for run in reversed(runs):
+        agg, learner = run["aggregation"], run["learner"]
+        pooled = agg.get("stakeholders") or []
+        hull = [p for p in run["frontier"] if p["on_hull"]] or run["frontier"]
+        fairest = min(hull, key=lambda p: p["unfairness"]) if hull else {}
+        rows.append({
+            "when (UTC)": str(run["created_at"])[:19].replace("T", " "),
+            "status": "superseded" if run["superseded"] else "current",
+            "constraint set": str(run["constraint_hash"])[:12], "pairs": run["n_constraints"],
+            "weighting": agg.get("weighting"), "min support": agg.get("min_support"),
+            "stakeholders": (f"whole panel ({len(pooled)})" if agg.get("selection") == "whole panel"
+                             else ", ".join(pooled)),
+            "sweep": learner.get("sweep"), "rounds": learner.get("T"), "oracle": learner.get("oracle"),
+            "averaging": learner.get("averaging"), "pairs held out": learner.get("pair_holdout"),
+            "race and sex used": learner.get("use_protected"), "seed": learner.get("seed"),
+            "least-constrained error": run["unconstrained_error"],
+            "fairest hull point": (f"unfairness {fairest['unfairness']:.3f}, error {fairest['error']:.3f}"
+                                   if fairest else ""),
+            "code": run["code_version"], "note": run["note"] or ""})
+    return pd.DataFrame(rows)
