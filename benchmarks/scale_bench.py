@@ -1,0 +1,126 @@
+"""Scale-out benchmark: one local worker against a two-worker Dask LocalCluster, in one run (not a test).
+
+1. Coherence audit, 100 trials x 3 adversaries x 2 releases on 20,000 CPS rows: wall time in-process
+   (one worker) and on the cluster, their ratio (target >= 1.7x on a 2-core machine) and a check
+   that both runs give the same table.
+2. MST epsilon x seed sweep (stratified and pooled fits) on CPS rows: the same comparison.
+3. Overhead of the cluster path on a tiny job (10 trials of 1 ms): target under 1 s.
+4. Paper-scale projection: the measured cost of one MST fit x the stratification paper's grid
+   (6 epsilons x 5 seeds x 13 variants x 3 synthesizers) / workers, for 2, 16 and 128 workers.
+   It assumes every fit costs what the measured ones did and ignores the (small) per-task overhead.
+
+Every process runs single-threaded numerics (OMP/BLAS threads = 1), so the ratio measures the
+fan-out, not a BLAS library's threads. The cluster binds 127.0.0.1 only.
+Run: .venv/bin/python benchmarks/scale_bench.py [--trials 100] [--rows 20000] [--sweep-rows 5000]
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from core.cluster import describe_backend, use_scheduler  # noqa: E402
+from core.coherence.audit import coherence_audit  # noqa: E402
+from core.coherence.releases import make_release  # noqa: E402
+from core.contracts import DataRef  # noqa: E402
+from core.datasets import load_dataset  # noqa: E402
+from core.parallel import map_trials  # noqa: E402
+from core.synthesis.plan import SweepPlan, SynthesisPlan  # noqa: E402
+from core.synthesis.sweep import run_sweep  # noqa: E402
+
+PAPER_GRID = {"epsilons": 6, "seeds": 5, "variants": 13, "synthesizers": 3}
+SWEEP_COLUMNS = ("age_band", "education", "sex", "race", "income")
+
+
+def timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def audit(df: pd.DataFrame, trials: int):
+    releases = [make_release("clear_half"), make_release("laplace_table", epsilon=1.0)]
+    return coherence_audit(df, releases, ["logistic", "boosting", "nearest_neighbour"], "income",
+                           ["age_band", "education", "marital", "race", "sex"], ["race", "sex"],
+                           gamma=80, trials=trials, seed=0, n_jobs=1)
+
+
+def one_ms(item: int) -> int:
+    time.sleep(0.001)
+    return item
+
+
+def compare(name: str, local_fn, address: str, same) -> tuple[float, float]:
+    local, t_local = timed(local_fn)
+    with use_scheduler(address):
+        remote, t_remote = timed(local_fn)
+    print(f"{name}: 1 local worker {t_local:.1f} s; {describe_backend(scheduler=address)} {t_remote:.1f} s; "
+          f"speed-up {t_local / t_remote:.2f}x; identical results: {same(local, remote)}")
+    return t_local, t_remote
+
+
+def main() -> None:
+    from distributed import LocalCluster
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=100)
+    ap.add_argument("--rows", type=int, default=20_000)
+    ap.add_argument("--sweep-rows", type=int, default=5_000)
+    args = ap.parse_args()
+
+    cps = load_dataset("cps")
+    df = cps.sample(args.rows, random_state=0).reset_index(drop=True)
+    frame = cps.sample(args.sweep_rows, random_state=1).reset_index(drop=True)
+    plan = SynthesisPlan(data=DataRef("cps"), columns=SWEEP_COLUMNS, strata=("sex", "race"), target="income",
+                         sweep=SweepPlan(epsilons=(0.3, 1.0, 3.0), seeds=(0, 1, 2), n_trees=5))
+    fits = len(plan.sweep.epsilons) * len(plan.sweep.seeds) * 2
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, silence_logs=50) as cluster:
+        address = cluster.scheduler_address
+        with use_scheduler(address):
+            map_trials(one_ms, range(2))                       # connect and warm the workers
+        print(f"Cluster: {describe_backend(scheduler=address)} (LocalCluster, processes, 1 thread each)")
+
+        t_local, t_cluster = compare(
+            f"[1] audit {args.trials} trials x 3 adversaries x 2 releases, {len(df):,} rows",
+            lambda: audit(df, args.trials), address,
+            lambda a, b: a.maxima.equals(b.maxima) and a.trials.equals(b.trials))
+        ratio = t_local / t_cluster
+        print(f"    target >= 1.7x -> {'OK' if ratio >= 1.7 else 'MISSED'}")
+
+        s_local, s_cluster = compare(
+            f"[2] MST sweep {len(plan.sweep.epsilons)} epsilons x {len(plan.sweep.seeds)} seeds x "
+            f"stratified/pooled ({fits} fits), {len(frame):,} rows",
+            lambda: run_sweep(plan, frame, n_jobs=1), address,
+            lambda a, b: a.overall_metrics.equals(b.overall_metrics) and a.group_metrics.equals(b.group_metrics))
+
+        local_tiny, t_tiny_local = timed(lambda: map_trials(one_ms, range(10), n_jobs=1))
+        with use_scheduler(address):
+            remote_tiny, t_tiny = timed(lambda: map_trials(one_ms, range(10)))
+        print(f"[3] tiny job, 10 trials of 1 ms: cluster {1000 * t_tiny:.0f} ms (in-process "
+              f"{1000 * t_tiny_local:.0f} ms; target < 1 s) -> {'OK' if t_tiny < 1 else 'MISSED'}; "
+              f"identical: {local_tiny == remote_tiny}")
+
+    per_fit = s_local / fits
+    grid = int(np.prod(list(PAPER_GRID.values())))
+    print(f"[4] paper grid {' x '.join(f'{v} {k}' for k, v in PAPER_GRID.items())} = {grid:,} fits at "
+          f"{per_fit:.2f} s per measured fit ({len(frame):,} rows; one synthesizer's cost stands for all three):")
+    for workers in (2, 16, 128):
+        seconds = grid * per_fit / workers
+        print(f"    {workers:>3} workers: {seconds / 60:7.1f} min ({seconds / 3600:.2f} h)")
+
+
+if __name__ == "__main__":
+    main()
