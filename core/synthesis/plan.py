@@ -225,7 +225,9 @@ class SynthesisPlan(Plan):
         if self.target is not None and (self.target not in self.columns or self.target in self.strata):
             raise ValueError("The target must be one of the synthesised columns that is not a strata column.")
         spec = SYNTHESIZERS[self.synthesizer]
-        if self.synth_params is not None and not isinstance(self.synth_params, spec.params):
+        if self.synth_params is None:   # one canonical plan whether defaults are spelled out or not
+            object.__setattr__(self, "synth_params", spec.params())
+        if not isinstance(self.synth_params, spec.params):
             raise ValueError(f"{spec.label} takes {spec.params.__name__}, not {type(self.synth_params).__name__}.")
         delta = check_number(self.delta, "delta", 0.0, 0.01, low_open=True)
         if delta <= 0:
@@ -254,7 +256,7 @@ class SynthesisPlan(Plan):
     @property
     def params(self):
         """The synthesizer's Params (its defaults when the plan leaves them out)."""
-        return self.synth_params if self.synth_params is not None else SYNTHESIZERS[self.synthesizer].params()
+        return self.synth_params
 
     @property
     def bounds(self) -> dict[str, tuple[float, float]]:

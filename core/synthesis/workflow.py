@@ -13,6 +13,7 @@ import pandas as pd
 
 from core.cache import cached, cached_call, fingerprint_of
 from core.contracts import Progress, Result, bytes_fingerprint
+from core.parallel import default_n_jobs
 from core.synthesis.encoding import categorical_view, encode_categories, identifier_like
 from core.synthesis.mean_study import MeanStudy, run_means
 from core.synthesis.plan import SynthesisPlan
@@ -191,7 +192,7 @@ def run(plan: SynthesisPlan, data=None, *, progress: Progress | None = None) -> 
     result = SynthesisResult(plan=plan, overview=overview, notes=tuple(notes), noise=noise_table(plan, epsilons),
                              accounting=accounting_text(plan, len(overview)))
     if plan.sweep is not None:
-        result.sweep = _sweep_cached(setup, plan.sweep, key, frame, progress=progress)
+        result.sweep = _sweep_cached(setup, plan.sweep, key, frame, n_jobs=default_n_jobs(), progress=progress)
     if plan.marginals is not None:
         result.marginals = _marginals_cached(setup, plan.sweep, plan.marginals, key, frame)
     if plan.release is not None:

@@ -32,6 +32,7 @@ from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.params_form import params_widgets  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
+from dashboard.components.synthesis_widgets import plan_to_widgets  # noqa: E402
 from dashboard.figures import synthesis as figs  # noqa: E402
 
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
@@ -62,33 +63,6 @@ def show(df: pd.DataFrame, **kwargs) -> None:
 def requested() -> dict:
     """Sub-plans the user asked for, kept with the setup they were asked under."""
     return st.session_state.setdefault("ss_requested", {})
-
-
-def plan_to_widgets(plan: SynthesisPlan) -> dict:
-    """Widget values (and requested tabs) that rebuild ``plan`` on this page."""
-    slug = plan.data.source
-    sweep = plan.sweep or SweepPlan()
-    means = plan.means or MeansPlan()
-    values = {
-        "ss_dataset": slug, f"ss_columns_{slug}": list(plan.columns), f"ss_strata_{slug}": list(plan.strata),
-        f"ss_target_{slug}": plan.target or "(none)", "ss_synth": plan.synthesizer,
-        "ss_epsilons": ", ".join(f"{e:g}" for e in sweep.epsilons), "ss_seeds": len(sweep.seeds),
-        "ss_delta": plan.delta, "ss_size_policy": plan.size_policy, "ss_public_ok": plan.sizes_declared_public,
-        "ss_count_share": plan.count_share, "ss_min_size": plan.min_stratum_size,
-        "ss_small_action": plan.small_action, "ss_domain_public": plan.domain_declared_public,
-        f"ss_bounds_{slug}": bounds_text(plan.numeric_bounds),
-        "ss_me_R": means.R, "ss_me_gamma": means.gamma, "ss_me_runs": means.runs, "ss_me_noise": means.noise,
-        "ss_me_eps": means.group_epsilon, "ss_me_spread": means.spread, "ss_me_weights": means.weights,
-        "ss_me_count_eps": means.count_epsilon, "ss_cp_alpha": means.coinpress_alpha, "ss_cp_k": means.coinpress_k,
-        "ss_requested": {"setup": plan.setup().digest(),
-                         **{k: getattr(plan, k) for k in ("sweep", "marginals", "release") if getattr(plan, k)}},
-    }
-    if plan.release is not None:
-        values.update({"ss_rel_eps": plan.release.epsilon, "ss_rel_method": plan.release.method,
-                       "ss_rel_seed": plan.release.seed})
-    for f in SYNTHESIZERS[plan.synthesizer].params.__dataclass_fields__:
-        values[f"ss_{plan.synthesizer}_{f}"] = getattr(plan.params, f)
-    return values
 
 
 st.title("Stratified synthesis")
@@ -129,7 +103,7 @@ with st.container(border=True):
         st.stop()
     for note in notes:
         st.caption(note)
-    domain_public = True
+    domain_public = False   # bundled data: documented categories, nothing to declare
     if ref.is_upload:
         domain_public = st.checkbox(
             "The category lists of the chosen columns are public knowledge", key="ss_domain_public",

@@ -5,7 +5,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.contracts import DataRef
+from core.report import build_report, report_json
+from core.synthesis import MarginalsPlan, MeansPlan, SweepPlan, SynthesisPlan, run
+
 PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "stratified_synthesis.py")
+HOME = str(Path(PAGE).parents[1] / "home.py")
 
 
 def _table(at, column):
@@ -14,16 +19,19 @@ def _table(at, column):
 
 
 def _chart_titles(at):
-    import json
     return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+
+
+def _page(timeout=180):
+    at = AppTest.from_file(PAGE, default_timeout=timeout)
+    at.run()
+    assert not at.exception
+    return at
 
 
 @pytest.fixture(scope="module")
 def app():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
-    assert not at.exception
-    return at
+    return _page()
 
 
 def test_default_view_shows_strata_and_mean_estimation_without_running(app):
@@ -37,11 +45,26 @@ def test_default_view_shows_strata_and_mean_estimation_without_running(app):
     assert any("closed form over simulation" in t for t in titles)
     assert any(m.label == "Strata (public domain)" and m.value == "10" for m in app.metric)
     assert any("Simulation, not a release" in c.value for c in app.caption)
+    # the Run button sits with the settings, in the main area, not in the sidebar
+    assert app.button(key="ss_run") in app.main.button
+    assert not app.sidebar.button
+
+
+def test_page_numbers_match_a_plan_built_in_plain_python():
+    """The mean-estimation numbers on screen equal run(plan) for the same settings."""
+    at = _page()
+    plan = SynthesisPlan(data=DataRef("cps"), columns=tuple(at.multiselect(key="ss_columns_cps").value),
+                         strata=("sex", "race"), target="income",
+                         means=MeansPlan(epsilons=(0.1, 1.0, 5.0), group_epsilon=1.0))
+    result = run(plan)
+    shown = _table(at, "pooled mean |error|")
+    assert shown["pooled mean |error|"].tolist() == pytest.approx(result.means.group_errors["pooled mean |error|"])
+    multiplier = next(m.value for m in at.metric if m.label == "Stratification cost multiplier")
+    assert multiplier == f"{result.means.summary['cost_multiplier']:.2f}x"
 
 
 def test_public_sizes_need_an_explicit_tick():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
+    at = _page()
     at.radio(key="ss_size_policy").set_value("public").run()
     assert not at.exception
     assert any("tick the box" in e.value for e in at.error)
@@ -51,19 +74,15 @@ def test_public_sizes_need_an_explicit_tick():
 
 
 def test_sweep_with_two_epsilons_and_two_seeds_renders_curves():
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    at.run()
+    at = _page()
     at.multiselect(key="ss_columns_cps").set_value(["age_band", "education", "marital", "sex", "race", "income"])
     at.text_input(key="ss_epsilons").input("0.5, 5").run()
     at.number_input(key="ss_seeds").set_value(2).run()
     at.button(key="ss_run").click().run()
     assert not at.exception and not at.error
-    (result,) = at.session_state["ss_results"].values()
-    gm = result.group_metrics
-    assert set(gm["epsilon"]) == {0.5, 5.0} and set(gm["seed"]) == {0, 1}
-    assert set(gm["method"]) == {"stratified", "pooled"}
     curves = _table(at, "seeds")
     assert (curves["seeds"] == 2).all() and len(curves) == 2 * 2 * 10
+    assert set(curves["epsilon"]) == {0.5, 5.0} and set(curves["method"]) == {"stratified", "pooled"}
     assert (curves["min"] <= curves["mean"]).all() and (curves["mean"] <= curves["max"]).all()
     titles = _chart_titles(at)
     assert any("Per-group error" in t for t in titles)
@@ -71,59 +90,60 @@ def test_sweep_with_two_epsilons_and_two_seeds_renders_curves():
     assert any("Train on synthetic" in t for t in titles)
     small = _table(at, "fate")
     assert len(small) == 6 and (small["fate"] == "kept").all()
-    # a plot option does not recompute: the stored result is the same object
-    before = dict(at.session_state["ss_results"])
-    at.selectbox(key="ss_metric").set_value("accuracy").run()
-    assert not at.exception
-    assert dict(at.session_state["ss_results"]).keys() == before.keys()
-    assert all(at.session_state["ss_results"][k] is before[k] for k in before)
     at.selectbox(key="ss_metric").set_value("workload_3way").run()
+    assert not at.exception
     chart = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "Per-group error" in c.proto.spec)
     assert chart["layout"]["yaxis"]["title"]["text"].startswith("three-way workload error")
     assert sum(trace.get("mode") == "lines+markers" for trace in chart["data"]) == 2 * 10   # 10 groups x 2
-    work = result.group_metrics.query("metric == 'workload_3way'")["value"]
-    assert len(work) and work.between(0, 2).all()               # an L1 distance between distributions
 
 
-def test_synthesizer_and_strata_changes_and_release():
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    at.run()
+def test_seeded_simulation_and_secure_release_both_enter_one_ledger():
+    at = _page()
     at.selectbox(key="ss_synth").set_value("independent").run()
     at.multiselect(key="ss_strata_cps").set_value(["sex"]).run()
     assert not at.exception
     assert len(_table(at, "real_rows")) == 2
     at.button(key="ss_rel_run").click().run()
-    assert not at.exception
+    assert not at.exception and not at.error
     ledger = _table(at, "rho_equivalent")
     assert "stratum sizes (Gaussian counts)" in set(ledger["label"])
-    assert any("rho" in s.value for s in at.success)
-    assert len(at.get("download_button")) >= 4  # release CSV, budget statement, export JSON and zip
-    # every new seed is a fresh 50,000-row data set; the session keeps only the latest few
-    for seed in (1, 2, 3, 4):
-        at.number_input(key="ss_rel_seed").set_value(seed).run()
-        at.button(key="ss_rel_run").click().run()
+    assert not any(ledger["measured"].str.contains("rows").fillna(False) & ledger["measured"].str.contains(r"\d"))
+    assert any(w.value.startswith("Simulation, not a release") for w in at.warning)
+    at.button(key="ss_rel_secure").click().run()
+    assert not at.exception and not at.error
+    assert any(s.value.startswith("Release:") for s in at.success)
+    releases = _table(at, "release")
+    assert len(releases) == 2
+    assert any("2 releases" in c.value for c in at.caption)
+    names = [b.proto.label for b in at.get("download_button")]
+    assert names.count("Download synthetic data (CSV)") == 2
+
+
+@pytest.mark.parametrize("text,message", [("0.1, abc", "Epsilons must be numbers"),
+                                          ("nan", "finite number"), ("1, inf", "finite number")])
+def test_bad_epsilons_show_an_error_and_keep_inputs(text, message):
+    at = _page()
+    at.text_input(key="ss_epsilons").input(text).run()
     assert not at.exception
-    assert len(at.session_state["ss_releases"]) == 3
+    assert any(message in e.value for e in at.error)
+    assert at.text_input(key="ss_epsilons").value == text
+    assert at.button(key="ss_run").disabled
 
 
-def test_bad_epsilons_show_an_error_and_keep_inputs():
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
-    at.text_input(key="ss_epsilons").input("0.1, abc").run()
-    assert not at.exception
-    assert any("Epsilons must be numbers" in e.value for e in at.error)
-    assert at.text_input(key="ss_epsilons").value == "0.1, abc"
-
-
-def test_adult_bins_numbers_and_mean_tab_widgets():
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    at.run()
+def test_adult_numbers_need_public_ranges_and_mean_tab_widgets():
+    at = _page()
     at.selectbox(key="ss_dataset").set_value("adult").run()
     assert not at.exception and not at.error
-    assert any("equal-width bins" in c.value for c in at.caption)
+    assert any("give public bounds" in c.value for c in at.caption)
     assert len(_table(at, "real_rows")) == 10          # sex x race in Adult: 2 x 5
     cols = at.multiselect(key="ss_columns_adult").value
-    assert len(cols) <= 10 and {"sex", "race", "income"} <= set(cols)
+    assert len(cols) <= 10 and {"sex", "race", "income"} <= set(cols) and "age" not in cols
+    at.text_input(key="ss_bounds_adult").input("age: 0-120").run()
+    assert not at.exception and not at.error
+    assert any("declared public range [0, 120]" in c.value for c in at.caption)
+    at.text_input(key="ss_bounds_adult").input("age 0-120").run()
+    assert any("column: low-high" in e.value for e in at.error)
+    at.text_input(key="ss_bounds_adult").input("").run()
     before = _table(at, "pooled mean |error|")
     at.slider(key="ss_me_spread").set_value(0.0).run()
     assert not at.exception
@@ -139,19 +159,16 @@ def test_adult_bins_numbers_and_mean_tab_widgets():
     gaussian = _table(at, "stratified theory sd")["stratified theory sd"].to_numpy()
     # at epsilon 1, delta 1e-9 the matching rho is about 0.015: Gaussian noise is wider than Laplace here
     assert (gaussian > laplace).all()
-    assert any("1e-09)-DP in total" in c.value for c in at.caption)
-    # education x occupation x workclass: thousands of strata are refused before any fit
+    assert any("1e-09)-DP (rho" in c.value for c in at.caption)
     cols = at.multiselect(key="ss_columns_adult").value
     wide = [c for c in ("education", "occupation", "workclass") if c in cols]
     at.multiselect(key="ss_strata_adult").set_value(wide).run()
     assert not at.exception
     assert any("at most 200" in e.value for e in at.error)
-    assert at.button(key="ss_run").disabled
 
 
 def test_marginals_tab_after_a_sweep():
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    at.run()
+    at = _page()
     at.multiselect(key="ss_columns_cps").set_value(["age_band", "education", "sex", "race", "income"])
     at.text_input(key="ss_epsilons").input("1").run()
     at.number_input(key="ss_seeds").set_value(1).run()
@@ -159,8 +176,7 @@ def test_marginals_tab_after_a_sweep():
     assert not at.exception
     titles = _chart_titles(at)
     assert any("One-way TVD of each column inside each group" in t for t in titles)
-    # the default group is the smallest one
-    assert at.selectbox(key="ss_mg_group").value == "Male · Amer Indian Aleut or Eskimo"
+    assert at.selectbox(key="ss_mg_group").value == "Male · Amer Indian Aleut or Eskimo"   # the smallest group
     at.selectbox(key="ss_mg_col").set_value("education").run()
     assert not at.exception
     assert any(t.startswith("education within") for t in _chart_titles(at))
@@ -178,8 +194,7 @@ def test_sweep_fits_fan_out_over_the_cores(monkeypatch):
 
     monkeypatch.setattr(sweep, "map_trials", spy)
     monkeypatch.setenv("DASHBOARD_N_JOBS", "2")
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    at.run()
+    at = _page()
     at.multiselect(key="ss_columns_cps").set_value(["education", "sex", "race", "income"])
     at.text_input(key="ss_epsilons").input("0.7").run()
     at.number_input(key="ss_seeds").set_value(1).run()
@@ -189,8 +204,7 @@ def test_sweep_fits_fan_out_over_the_cores(monkeypatch):
 
 
 def test_one_column_besides_the_strata_offers_only_defined_measures():
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    at.run()
+    at = _page()
     at.multiselect(key="ss_columns_cps").set_value(["sex", "race", "income"])
     at.text_input(key="ss_epsilons").input("1").run()
     at.number_input(key="ss_seeds").set_value(1).run()
@@ -199,6 +213,40 @@ def test_one_column_besides_the_strata_offers_only_defined_measures():
     assert at.selectbox(key="ss_metric").options == [
         "one-way marginal TVD (lower is better)", "TSTR accuracy on real held-out rows (higher is better)"]
     assert "Population error vs worst-group error (one-way TVD)" in _chart_titles(at)
-    pareto = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "worst-group" in c.proto.spec)
-    assert {t["textposition"] for t in pareto["data"]} == {"top center", "bottom center"}  # labels do not collide
     assert _table(at, "worst_group")["worst_group"].notna().all()
+
+
+def test_navigating_away_and_back_keeps_the_plan_and_results():
+    at = _page()
+    at.multiselect(key="ss_columns_cps").set_value(["education", "sex", "race", "income"])
+    at.text_input(key="ss_epsilons").input("2").run()
+    at.number_input(key="ss_seeds").set_value(1).run()
+    at.button(key="ss_run").click().run()
+    at.button(key="ss_rel_run").click().run()
+    curves = _table(at, "seeds")
+    at.switch_page(HOME).run()
+    at.switch_page(PAGE).run()
+    assert not at.exception and not at.error
+    assert at.text_input(key="ss_epsilons").value == "2"
+    assert at.multiselect(key="ss_columns_cps").value == ["education", "sex", "race", "income"]
+    assert _table(at, "seeds").equals(curves)                        # the sweep is still there
+    assert any(w.value.startswith("Simulation, not a release") for w in at.warning)   # and the release
+
+
+def test_a_saved_report_restores_the_settings_and_results():
+    """What "Open a saved report" writes into the session rebuilds the plan and its results."""
+    from core.report import load_plan
+    from dashboard.components.synthesis_widgets import plan_to_widgets
+
+    plan = SynthesisPlan(data=DataRef("cps"), columns=("education", "sex", "race", "income"),
+                         sweep=SweepPlan(epsilons=(3.0,), seeds=(0,)), marginals=MarginalsPlan(3.0, 0),
+                         means=MeansPlan(epsilons=(3.0,), group_epsilon=3.0))
+    report = json.loads(report_json(build_report(run(plan), page="Stratified synthesis")))
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    for key, value in plan_to_widgets(load_plan(report)).items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception and not at.error
+    assert at.text_input(key="ss_epsilons").value == "3"
+    assert at.multiselect(key="ss_columns_cps").value == ["education", "sex", "race", "income"]
+    assert set(_table(at, "seeds")["epsilon"]) == {3.0}          # the sweep result is back without a click
