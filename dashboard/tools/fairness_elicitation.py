@@ -1,7 +1,13 @@
-"""Fairness elicitation: stakeholders judge pairs of real people; their answers become constraints."""
+"""Fairness elicitation: stakeholders judge pairs of real people; their answers become constraints.
+
+The page turns widgets into an ElicitationPlan (the design) or into pooling choices, calls core,
+and draws what comes back. A stakeholder's view lives in the URL (`?join=CODE&me=RESUME-CODE`), so
+a reload or a trip to another page comes back to their cards; that link opens only their own view.
+"""
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -10,16 +16,20 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
 from core.datasets import load_compas  # noqa: E402
+from core.fairness import ElicitationPlan, run  # noqa: E402
 from core.fairness import elicitation as el  # noqa: E402
-from core.fairness.store import (MAX_REASON_LENGTH, ElicitationStore, code_version,  # noqa: E402
-                                 constraint_set_hash, frontier_summary, get_store)
-from dashboard.components.export import export_panel  # noqa: E402
+from core.fairness.elicitation_plan import DEMO_KINDS, fill_demo_session  # noqa: E402
+from core.fairness.session_summary import Pooling, run_history_table, summarise_session  # noqa: E402
+from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
+                                 ElicitationStore, code_version, constraint_set_hash, format_code,
+                                 frontier_summary, get_store)
+from core.report import tables_zip  # noqa: E402
+from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
 
 try:  # the learning results component lives in its own module
@@ -28,12 +38,20 @@ except ImportError:  # pragma: no cover - only while the component is missing
     render_fairness_results = None
 
 P = "fe_"
+PAGE = "Fairness elicitation"
 ROLES = ("Facilitator", "Stakeholder", "Demo with simulated stakeholders")
 FAC, SH, DEMO = ROLES
+KEEP = "session"  # widget values survive a trip to another page
 REASON_NOTE = ("Reasons are free text written by stakeholders and may reveal personal views or "
                "details: keep them within the facilitation team. They are part of the session export.")
 SIM_NOTE = (f"Simulation, not a release: {el.SIMULATION_LABEL.lower()}. Answers were drawn with a "
             "fixed seed by judges who compare records on a few features (spec section 2).")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
+
+
+def plain(text: object) -> str:
+    """User text made inert for st.markdown: every markdown, link, image and emoji character escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
 
 
 @st.cache_resource(show_spinner=False)
@@ -51,6 +69,19 @@ def _state(name: str, default=None):
 
 def _set(name: str, value) -> None:
     st.session_state[P + name] = value
+
+
+def _client() -> str:
+    """Who is trying a code, for the guessing limit: the browser's address, else this browser session."""
+    try:
+        address = st.context.ip_address
+    except Exception:  # noqa: BLE001 - not available outside a served session
+        address = None
+    if not address:
+        if P + "client" not in st.session_state:
+            st.session_state[P + "client"] = uuid.uuid4().hex
+        address = st.session_state[P + "client"]
+    return str(address)
 
 
 # ============================================================================ stakeholder
@@ -87,78 +118,110 @@ def _goto(position: int | None) -> None:
     _clear_card_inputs()
 
 
+def _signed_in(login) -> None:
+    """Remember the stakeholder in this browser session and in the URL (reloads keep their view)."""
+    _set("join_error", None)
+    _set("login", {"token": login.token, "name": login.pseudonym})
+    _set("view_pos", None)
+    st.query_params["me"] = login.token
+
+
 def _join(code_key: str, name_key: str) -> None:
     if not st.session_state.get(P + "consent"):
         _set("join_error", "Please read the note on how your answers are used and tick the box to join.")
         return
     try:
-        login = _store().join(st.session_state.get(code_key, ""), st.session_state.get(name_key, ""))
+        login = _store().join(st.session_state.get(code_key, ""), st.session_state.get(name_key, ""),
+                              client=_client())
     except (ValueError, PermissionError) as err:
         _set("join_error", str(err))
         return
-    _set("join_error", None)
-    _set("login", {"token": login.token, "name": login.pseudonym})
-    _set("view_pos", None)
+    _signed_in(login)
 
 
 def _resume(token_key: str) -> None:
     try:
-        login = _store().resume(st.session_state.get(token_key, ""))
+        login = _store().resume(st.session_state.get(token_key, ""), client=_client())
     except (ValueError, PermissionError) as err:
         _set("join_error", str(err))
         return
-    _set("join_error", None)
-    _set("login", {"token": login.token, "name": login.pseudonym})
-    _set("view_pos", None)
+    _signed_in(login)
+
+
+def _sign_out() -> None:
+    _set("login", None)
+    st.query_params.pop("me", None)
+
+
+def restore_stakeholder() -> None:
+    """A stakeholder link (`?me=...`) signs this browser session in as that stakeholder, once."""
+    token = st.query_params.get("me")
+    login = _state("login")
+    if not token or (login and login["token"] == token):
+        return
+    try:
+        _signed_in(_store().resume(token, client=_client()))
+    except (ValueError, PermissionError) as err:
+        _set("join_error", f"{err} (from the link you opened)")
+        st.query_params.pop("me", None)
+        return
+    st.session_state[P + "role"] = SH
 
 
 def _person_column(container, title: str, card: pd.DataFrame, column: str) -> None:
     with container.container(border=True):
         st.markdown(f"### {title}")
         for feature, value in zip(card["Feature"], card[column]):
-            st.markdown(f"**{feature}:** {value}")
+            st.markdown(f"**{plain(feature)}:** {plain(value)}")
+
+
+def stakeholder_join(join_code: str | None) -> None:
+    st.subheader("Join a session")
+    st.write("Your facilitator gives you a join code. Pick any name or nickname; it is only "
+             "used to show your progress to the facilitator.")
+    if _state("join_error"):
+        st.error(_state("join_error"))
+    if join_code and P + "join_code" not in st.session_state:
+        st.session_state[P + "join_code"] = join_code
+    c1, c2 = st.columns(2)
+    c1.text_input("Join code", key=P + "join_code", max_chars=20, persist_state=KEEP)
+    c2.text_input("Your name or nickname", key=P + "join_name", max_chars=MAX_NAME_LENGTH, persist_state=KEEP)
+    st.checkbox("I understand that my answers are stored under this name, shown to the facilitator, "
+                "and used, pooled with others, to constrain a statistical model. I can ask the "
+                "facilitator to withdraw them.", key=P + "consent", persist_state=KEEP)
+    st.button("Join", key=P + "join", type="primary", on_click=_join, args=(P + "join_code", P + "join_name"))
+    with st.expander("Resume after a disconnect"):
+        st.text_input("Your resume code", key=P + "resume_token", type="password", persist_state=KEEP)
+        st.button("Resume", key=P + "resume", on_click=_resume, args=(P + "resume_token",))
 
 
 def stakeholder_view(join_code: str | None) -> None:
     login = _state("login")
     if not login:
-        st.subheader("Join a session")
-        st.write("Your facilitator gives you a join code. Pick any name or nickname; it is only "
-                 "used to show your progress to the facilitator.")
-        if _state("join_error"):
-            st.error(_state("join_error"))
-        c1, c2 = st.columns(2)
-        c1.text_input("Join code", value=join_code or "", key=P + "join_code", max_chars=12)
-        c2.text_input("Your name or nickname", key=P + "join_name", max_chars=60)
-        st.checkbox("I understand that my answers are stored under this name, shown to the facilitator, "
-                    "and used, pooled with others, to constrain a statistical model. I can ask the "
-                    "facilitator to withdraw them.", key=P + "consent")
-        st.button("Join", key=P + "join", type="primary", on_click=_join,
-                  args=(P + "join_code", P + "join_name"))
-        with st.expander("Resume after a disconnect"):
-            st.text_input("Your resume code", key=P + "resume_token", type="password")
-            st.button("Resume", key=P + "resume", on_click=_resume, args=(P + "resume_token",))
+        stakeholder_join(join_code)
         return
-
     store = _store()
     token = login["token"]
+    st.query_params["me"] = token  # keep the link current after a trip to another page
     try:
         plan = store.my_assignment(token)
-        info = store.resume(token)
         session = store.my_session(token)
     except (ValueError, PermissionError) as err:
         st.error(str(err))
-        st.button("Sign out", key=P + "signout_err", on_click=lambda: _set("login", None))
+        st.button("Sign out", key=P + "signout_err", on_click=_sign_out)
         return
     config = el.SessionConfig.from_dict(session["config"])
     n = len(plan)
     answered = int(plan["response"].notna().sum())
-    st.subheader(f"Welcome, {info.pseudonym}")
-    st.caption(f"Session: {session['name']}" + (" (simulated)" if session["simulated"] else ""))
+    st.subheader(f"Welcome, {plain(login['name'])}")
+    st.caption(f"Session: {plain(session['name'])}" + (" (simulated)" if session["simulated"] else ""))
     if session["status"] != "open":
         st.warning("The facilitator has closed this session; answers can no longer be changed.")
     with st.expander("Your resume code (keep it to continue later or on another device)"):
         st.code(token, language=None)
+        st.caption("This page's address holds it too: bookmark the page to come back to your cards. "
+                   "Anyone with the code or the address can answer as you, so keep it to yourself.")
+        st.button("Sign out on this device", key=P + "signout", on_click=_sign_out)
     st.progress(answered / n if n else 1.0, text=f"{answered} of {n} cards answered")
     if _state("answer_error"):
         st.error(_state("answer_error"))
@@ -175,13 +238,14 @@ def stakeholder_view(join_code: str | None) -> None:
     row = plan.iloc[view]
     card = el.pair_card(_people(), int(row["a"]), int(row["b"]), config.features)
     st.markdown(f"#### Card {view + 1} of {n}")
-    st.write(config.instructions)
+    st.text(config.instructions)
     left, right = st.columns(2)
     _person_column(left, "Person A", card, "Person A")
     _person_column(right, "Person B", card, "Person B")
     current = row["response"]
     if current is not None:
-        st.info(f"Your answer: **{el.RESPONSE_LABELS.get(current, current)}**. Choose again to change it.")
+        st.info(f"Your answer: **{el.RESPONSE_LABELS.get(current, current)}** (highlighted below). "
+                "Choose again to change it.")
 
     event_id = uuid.uuid4().hex  # minted per drawn card: a re-delivered click is a no-op
     options = el.RESPONSE_MODES[config.response_mode]
@@ -191,11 +255,16 @@ def stakeholder_view(join_code: str | None) -> None:
     per_row = 2 if len(options) > 2 else len(options)  # long labels stay readable on a phone
     cols = [c for _ in range(0, len(options), per_row) for c in st.columns(per_row)]
     for col, option in zip(cols, options):
-        col.button(el.RESPONSE_LABELS[option], key=f"{P}ans_{option}", type="primary",
-                   use_container_width=True, on_click=_answer, args=(token, view, option, event_id))
+        chosen = option == current
+        label = ("✓ " if chosen else "") + el.RESPONSE_LABELS[option]
+        # The current choice is the one filled button; before any answer all options look alike.
+        col.button(label, key=f"{P}ans_{option}", type="primary" if chosen or current is None else "secondary",
+                   icon=":material/check_circle:" if chosen else None, use_container_width=True,
+                   on_click=_answer, args=(token, view, option, event_id),
+                   help="Your current answer" if chosen else None)
     st.select_slider("How sure are you? (optional)", ["not given", 1, 2, 3, 4, 5], value="not given",
-                     key=P + "confidence", help="1 = a guess, 5 = certain. Leave it if you prefer.")
-    st.text_area("Why? (optional, only the facilitator sees it)", key=P + "reason", max_chars=MAX_REASON_LENGTH,
+                     key=P + "confidence", persist_state=KEEP, help="1 = a guess, 5 = certain. Leave it if you prefer.")
+    st.text_area("Why? (optional, only the facilitator sees it)", key=P + "reason", max_chars=MAX_REASON_LENGTH, persist_state=KEEP,
                  height=68, placeholder="A few words on what decided it for you",
                  help="Sent with your answer or skip. Avoid names or details that identify anyone.")
     nav = st.columns(4)
@@ -208,19 +277,45 @@ def stakeholder_view(join_code: str | None) -> None:
     nav[3].button("Next →", key=P + "next", disabled=current is None or view >= n - 1,
                   use_container_width=True, on_click=_goto, args=(view + 1,))
     st.caption("Labels and model scores are never shown. Your answers are stored as soon as you click; "
-               "if you lose the connection, come back with your resume code.")
+               "if you lose the connection, reload this page or come back with your resume code.")
 
 
 # ============================================================================ facilitator
 
+DESIGN_WIDGETS = {"features": "features", "n_core": "n_core", "n_random": "n_random", "n_repeat": "n_repeat",
+                  "response_mode": "mode", "seed": "seed", "instructions": "instructions"}
+DEMO_WIDGETS = {"demo_stakeholders": "demo_n", "demo_kind": "demo_kind", "demo_seed": "demo_seed"}
+
+
+def design_plan(demo: bool = False) -> ElicitationPlan:
+    """The design the facilitator's widgets describe (ValueError names the field to change)."""
+    s = st.session_state
+    values = {"features": tuple(s.get(P + "features", el.DEFAULT_FEATURES)),
+              "n_core": int(s.get(P + "n_core", 10)), "n_random": int(s.get(P + "n_random", 40)),
+              "n_repeat": int(s.get(P + "n_repeat", 2)), "response_mode": s.get(P + "mode", "binary"),
+              "seed": int(s.get(P + "seed", 0)),
+              "instructions": (s.get(P + "instructions") or "").strip() or el.SessionConfig.instructions}
+    if demo:
+        values = {**values, "n_core": 10, "n_random": 40, "n_repeat": 2, "response_mode": "binary",
+                  "features": el.DEFAULT_FEATURES, "instructions": el.SessionConfig.instructions,
+                  "seed": int(s.get(P + "demo_seed", 0)), "demo_stakeholders": int(s.get(P + "demo_n", 12)),
+                  "demo_kind": s.get(P + "demo_kind", "metric"), "demo_seed": int(s.get(P + "demo_seed", 0))}
+    return ElicitationPlan(**values)
+
+
+def plan_to_widgets(plan: ElicitationPlan) -> dict:
+    """Widget values that rebuild `plan` (for 'Open a saved report')."""
+    out = {P + key: getattr(plan, field) for field, key in DESIGN_WIDGETS.items()}
+    out[P + "features"] = list(plan.features)
+    if plan.demo_stakeholders:
+        out.update({P + key: getattr(plan, field) for field, key in DEMO_WIDGETS.items()})
+        out[P + "role"] = DEMO
+    return out
+
+
 def _create_session() -> None:
     try:
-        config = el.SessionConfig(
-            features=tuple(st.session_state[P + "features"]),
-            n_core=int(st.session_state[P + "n_core"]), n_random=int(st.session_state[P + "n_random"]),
-            n_repeat=int(st.session_state[P + "n_repeat"]),
-            response_mode=st.session_state[P + "mode"], seed=int(st.session_state[P + "seed"]),
-            instructions=st.session_state.get(P + "instructions", "").strip() or el.SessionConfig.instructions)
+        config = design_plan().session_config()
         created = _store().create_session(config, st.session_state.get(P + "name", ""))
     except ValueError as err:
         _set("create_error", str(err))
@@ -234,7 +329,7 @@ def _create_session() -> None:
 def _open_session() -> None:
     try:
         info = _store().open_session(st.session_state.get(P + "open_code", ""),
-                                     st.session_state.get(P + "open_key", ""))
+                                     st.session_state.get(P + "open_key", ""), client=_client())
     except (ValueError, PermissionError) as err:
         _set("open_error", str(err))
         return
@@ -260,45 +355,36 @@ def _import_session() -> None:
 
 
 def _design_preview() -> None:
-    """The core pairs the chosen seed gives everyone, and an export of the planned design."""
+    """The core pairs the chosen seed gives everyone, and the design as a reloadable report."""
     try:
-        config = el.SessionConfig(
-            features=tuple(st.session_state.get(P + "features", el.DEFAULT_FEATURES)),
-            n_core=int(st.session_state.get(P + "n_core", 10)), n_random=int(st.session_state.get(P + "n_random", 40)),
-            n_repeat=int(st.session_state.get(P + "n_repeat", 2)),
-            response_mode=st.session_state.get(P + "mode", "binary"), seed=int(st.session_state.get(P + "seed", 0)))
+        result = run(design_plan())
     except ValueError as err:
         st.error(str(err))
         return
-    people = _people()
-    core = el.core_pairs(config, len(people))
-    cols = list(config.features)
-    left = people.iloc[core[:, 0]][cols].reset_index(drop=True).add_suffix(" (A)")
-    right = people.iloc[core[:, 1]][cols].reset_index(drop=True).add_suffix(" (B)")
-    table = pd.concat([pd.DataFrame({"i": core[:, 0], "j": core[:, 1]}), left, right], axis=1)
-    with st.expander(f"Preview: the {len(core)} core pairs every stakeholder will see"):
-        st.dataframe(table, hide_index=True, key=P + "core_preview")
-        export_panel("Fairness elicitation design", config.to_dict(), {"core_pairs": table},
-                     key=P + "design_export")
+    with st.expander(f"Preview: the {len(result.core_pairs)} core pairs every stakeholder will see"):
+        st.dataframe(result.core_pairs, hide_index=True, key=P + "core_preview")
+        report_panel(result, page=PAGE, key=P + "design_report")
 
 
 def facilitator_setup() -> None:
     st.subheader("Create a session")
+    saved_report_loader(P + "design", accepts=(ElicitationPlan,), to_widgets=plan_to_widgets)
     if _state("create_error"):
         st.error(_state("create_error"))
-    st.text_input("Session name", key=P + "name", value="Risk tool workshop")
+    st.text_input("Session name", key=P + "name", value="Risk tool workshop", max_chars=MAX_SESSION_NAME_LENGTH,
+                  persist_state=KEEP)
     st.multiselect("Features shown on each card (labels and scores are never shown)",
                    list(el.DISPLAYABLE_FEATURES), default=list(el.DEFAULT_FEATURES), key=P + "features",
-                   format_func=lambda f: el.FEATURE_LABELS.get(f, f))
+                   format_func=lambda f: el.FEATURE_LABELS.get(f, f), persist_state=KEEP)
     c = st.columns(5)
-    c[0].number_input("Core pairs (everyone)", 0, 100, 10, key=P + "n_core")
-    c[1].number_input("Random pairs", 0, 400, 40, key=P + "n_random")
-    c[2].number_input("Repeated pairs", 0, 20, 2, key=P + "n_repeat")
-    c[3].selectbox("Answers", list(el.RESPONSE_MODES), key=P + "mode",
+    c[0].number_input("Core pairs (everyone)", 0, 100, 10, key=P + "n_core", persist_state=KEEP)
+    c[1].number_input("Random pairs", 0, 400, 40, key=P + "n_random", persist_state=KEEP)
+    c[2].number_input("Repeated pairs", 0, 20, 2, key=P + "n_repeat", persist_state=KEEP)
+    c[3].selectbox("Answers", list(el.RESPONSE_MODES), key=P + "mode", persist_state=KEEP,
                    format_func=lambda m: "same / may differ" if m == "binary" else "four options")
-    c[4].number_input("Seed", 0, 2**31 - 1, 0, key=P + "seed")
+    c[4].number_input("Seed", 0, 2**31 - 1, 0, key=P + "seed", persist_state=KEEP)
     st.text_area("Instructions shown to stakeholders (keep them neutral: no fairness guidance)",
-                 el.SessionConfig.instructions, key=P + "instructions", height=80)
+                 el.SessionConfig.instructions, key=P + "instructions", height=80, persist_state=KEEP)
     st.button("Create session", key=P + "create", type="primary", on_click=_create_session)
     _design_preview()
 
@@ -306,8 +392,8 @@ def facilitator_setup() -> None:
     if _state("open_error"):
         st.error(_state("open_error"))
     c1, c2 = st.columns(2)
-    c1.text_input("Join code", key=P + "open_code")
-    c2.text_input("Facilitator key", key=P + "open_key", type="password")
+    c1.text_input("Join code", key=P + "open_code", persist_state=KEEP)
+    c2.text_input("Facilitator key", key=P + "open_key", type="password", persist_state=KEEP)
     st.button("Open", key=P + "open", on_click=_open_session)
     with st.expander("Import an exported session (JSON or CSV)"):
         st.file_uploader("Session file", type=["json", "csv"], key=P + "import_file")
@@ -317,7 +403,11 @@ def facilitator_setup() -> None:
 def _progress_block(store: ElicitationStore, fac: dict, progress: pd.DataFrame | None = None) -> None:
     """Progress table and chart; re-read from the store when refreshed live (progress None)."""
     if progress is None:
-        progress = store.progress(fac["session_id"], fac["key"])
+        try:
+            progress = store.progress(fac["session_id"], fac["key"])
+        except (ValueError, PermissionError) as err:
+            st.error(str(err))
+            return
     st.dataframe(progress, hide_index=True, key=P + "progress_table",
                  column_config={"share_same": st.column_config.NumberColumn("share 'same'", format="%.2f"),
                                 "self_agreement": st.column_config.NumberColumn("self-agreement",
@@ -350,6 +440,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
     store = _store()
     try:
         info = store.open_session(fac["join_code"], fac["key"])
+        progress = store.progress(info["session_id"], fac["key"])  # one read of roster and answers per run
+        judged = store.judgments(info["session_id"], fac["key"])
     except (ValueError, PermissionError) as err:
         st.error(str(err))
         st.button("Forget this session", key=P + "forget_err", on_click=_set, args=("fac", None))
@@ -358,8 +450,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
     if _state("manage_error"):
         st.error(_state("manage_error"))
     head = st.columns([3, 1, 1])
-    head[0].subheader(info["name"])
-    head[1].metric("Join code", info["join_code"])
+    head[0].subheader(plain(info["name"]))
+    head[1].metric("Join code", format_code(info["join_code"]))
     head[2].metric("Status", info["status"])
     if simulated or info["simulated"]:
         st.warning(SIM_NOTE)
@@ -372,13 +464,10 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                "'Stakeholder'. Cards per stakeholder: "
                f"{config.n_core} core + {config.n_random} random + {config.n_repeat} repeated.")
 
-    # One read of the roster and answers per run, shared by every tab.
-    progress = store.progress(info["session_id"], fac["key"])
-    judged = store.judgments(info["session_id"], fac["key"])
     tab_progress, tab_constraints, tab_results, tab_export = st.tabs(
         ["Live progress", "Agreement and constraints", "Learning results", "Export"])
     with tab_progress:
-        live = st.toggle("Refresh every 5 seconds", key=P + "live", value=False)
+        live = st.toggle("Refresh every 5 seconds", key=P + "live", value=False, persist_state=KEEP)
         if live:
             st.fragment(run_every=5)(_progress_block)(store, fac)
         else:
@@ -396,44 +485,39 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
 
     with tab_constraints:
         c = st.columns(2)
-        weighting = c[0].radio("Weighting", el.WEIGHTINGS, key=P + "weighting", horizontal=True,
+        weighting = c[0].radio("Weighting", el.WEIGHTINGS, key=P + "weighting", horizontal=True, persist_state=KEEP,
                                format_func=lambda w: {"panel": "share of the whole panel (paper)",
                                                       "judged": "share of those who saw the pair"}[w])
-        min_support = c[1].slider("Minimum support", 0.0, 1.0, 0.0, 0.05, key=P + "min_support",
+        min_support = c[1].slider("Minimum support", 0.0, 1.0, 0.0, 0.05, key=P + "min_support", persist_state=KEEP,
                                   help="Drop pairs whose weight is below this share (a veto guard).")
         roster = list(progress["stakeholder"])
+        if any(name not in roster for name in st.session_state.get(P + "include", [])):
+            st.session_state[P + "include"] = [n for n in st.session_state[P + "include"] if n in roster]
         chosen = st.multiselect("Stakeholders whose answers are pooled (empty = the whole panel)", roster,
-                                key=P + "include", placeholder="the whole panel")
-        panel = chosen or roster
-        judged = judged[judged["stakeholder"].isin(panel)].reset_index(drop=True)
-        constraints = el.aggregate_constraints(judged, weighting, n_stakeholders=max(1, len(panel)),
-                                               favourable_label=config.favourable_label,
-                                               min_support=min_support)
-        agreement = el.inter_rater_agreement(judged, config.favourable_label) if len(judged) else {}
-        contested = el.contested_pairs(judged, config.favourable_label) if len(judged) else pd.DataFrame()
+                                key=P + "include", placeholder="the whole panel", persist_state=KEEP)
+        summary = summarise_session(judged, progress, config,
+                                    Pooling(weighting, float(min_support), tuple(chosen)))
         m = st.columns(4)
-        m[0].metric("Answers", int((judged["response"] != el.SKIP).sum()) if len(judged) else 0)
-        m[1].metric("Pairs with a constraint", int((np.maximum(constraints["w_ij"], constraints["w_ji"]) > 0).sum()))
-        kappa = agreement.get("fleiss_kappa", float("nan"))
-        m[2].metric("Fleiss' kappa (core pairs)", "n/a" if not np.isfinite(kappa) else f"{kappa:.2f}",
+        m[0].metric("Answers", summary.metrics["answers"])
+        m[1].metric("Pairs with a constraint", summary.metrics["pairs with a constraint"])
+        kappa, sa = summary.metrics["fleiss_kappa"], summary.metrics["self_agreement"]
+        m[2].metric("Fleiss' kappa (core pairs)", "n/a" if kappa != kappa else f"{kappa:.2f}",
                     help="Agreement beyond chance on the pairs everyone saw; needs two or more judges.")
-        sa = progress["self_agreement"].dropna()
-        m[3].metric("Self-agreement on repeats", "n/a" if sa.empty else f"{sa.mean():.2f}")
-        st.plotly_chart(figs.agreement_figure(constraints), key=P + "agreement_fig")
+        m[3].metric("Self-agreement on repeats", "n/a" if sa != sa else f"{sa:.2f}")
+        st.plotly_chart(figs.agreement_figure(summary.constraints), key=P + "agreement_fig")
         st.markdown("**Contested pairs** (judges split, or opposite orientations asserted)")
-        contested = _with_reasons(contested, judged)
-        st.dataframe(contested, hide_index=True, key=P + "contested_table")
-        if len(judged) and judged["reason"].notna().any():
+        st.dataframe(summary.contested, hide_index=True, key=P + "contested_table")
+        if len(summary.judged) and summary.judged["reason"].notna().any():
             st.caption("The `reasons` column quotes what stakeholders wrote about the pair. " + REASON_NOTE)
         st.markdown("**Constraint set** (one row per pair; `weight` = treat alike, `w_ij`/`w_ji` ordered)")
-        st.dataframe(constraints, hide_index=True, key=P + "constraints_table")
+        st.dataframe(summary.constraints, hide_index=True, key=P + "constraints_table")
         with st.expander("Every live answer with its reason (facilitator only; pseudonyms)"):
             st.caption(REASON_NOTE)
-            st.dataframe(judged, hide_index=True, key=P + "judgments_table")
+            st.dataframe(summary.judged, hide_index=True, key=P + "judgments_table")
 
     results: dict[str, pd.DataFrame] = {}
     with tab_results:
-        usable = constraints[np.maximum(constraints["w_ij"], constraints["w_ji"]) > 0]
+        usable = summary.usable
         if render_fairness_results is None:
             st.info("Not yet available: the learning results component is not installed in this build.")
         elif usable.empty:
@@ -441,17 +525,15 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                     "of at least one pair.")
         else:
             who = "whole panel" if not chosen else ", ".join(chosen[:3]) + ("..." if len(chosen) > 3 else "")
-            label = f"{info['name']} ({who}, {weighting} weighting, {len(usable)} pairs)"
+            label = plain(f"{info['name']} ({who}, {weighting} weighting, {len(usable)} pairs)")
             if simulated or info["simulated"]:
                 label += " - simulated stakeholders"
-            aggregation = {"weighting": weighting, "min_support": float(min_support),
-                           "selection": "chosen" if chosen else "whole panel", "stakeholders": sorted(panel)}
-            usable = usable.reset_index(drop=True)
+            aggregation = summary.aggregation
             try:
                 results = render_fairness_results(
                     P + "results", usable, label, run_context=aggregation,
                     on_result=lambda cfg, res: _log_run(store, fac, usable, aggregation, cfg, res),
-                    run_history=lambda: _run_history(store, fac)) or {}
+                    run_history=lambda: run_history_table(store.fit_runs(fac["session_id"], fac["key"]))) or {}
             except ValueError as err:
                 st.error(str(err))
 
@@ -460,7 +542,7 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                  "reason, and the log of learner runs (no keys or resume codes). It can be imported "
                  "again as a new session; the CSV leaves the run log out.")
         st.caption(REASON_NOTE)
-        d = st.columns(2)
+        d = st.columns(3)
         # Built only when clicked: every event of the session would otherwise be read on each rerun.
         sid, key = info["session_id"], fac["key"]
         d[0].download_button("Export session (JSON)", lambda: store.export_json(sid, key),
@@ -469,24 +551,12 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         d[1].download_button("Export session (CSV)", lambda: store.export_csv(sid, key),
                              file_name=f"session_{info['join_code']}.csv", mime="text/csv",
                              key=P + "dl_session_csv")
-        tables = {"progress": progress, "judgments": judged, "constraints": constraints,
-                  "contested_pairs": contested, **results}
-        export_panel("Fairness elicitation",
-                     {**config.to_dict(), "weighting": weighting, "min_support": min_support,
-                      "stakeholders_pooled": sorted(panel),
-                      "simulated": bool(simulated or info["simulated"])},
-                     tables, extra={"agreement": agreement}, key=P + "export")
-
-
-def _with_reasons(contested: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
-    """Contested pairs with what each stakeholder wrote about them ("name: reason" joined by " | ")."""
-    if contested.empty or judged.empty:
-        return contested.assign(reasons=pd.Series(dtype=object))
-    given = judged[judged["reason"].notna()]
-    quotes = pd.DataFrame({"i": np.minimum(given["a"], given["b"]), "j": np.maximum(given["a"], given["b"]),
-                           "quote": given["stakeholder"] + ": " + given["reason"].astype(str)})
-    joined = quotes.groupby(["i", "j"])["quote"].agg(" | ".join).rename("reasons").reset_index()
-    return contested.merge(joined, on=["i", "j"], how="left")
+        tables = {"progress": progress, **summary.tables(), **results}
+        d[2].download_button("Tables shown here (CSV, zipped)", lambda: tables_zip(tables),
+                             file_name=f"session_{info['join_code']}_tables.zip", mime="application/zip",
+                             key=P + "dl_tables")
+        st.markdown("**The session's design** (open it again under 'Open a saved report' to run the same design)")
+        report_panel(run(ElicitationPlan.from_session_config(config)), page=PAGE, key=P + "session_design")
 
 
 def _log_run(store: ElicitationStore, fac: dict, constraints: pd.DataFrame, aggregation: dict,
@@ -503,52 +573,11 @@ def _log_run(store: ElicitationStore, fac: dict, constraints: pd.DataFrame, aggr
     return True
 
 
-def _run_history(store: ElicitationStore, fac: dict) -> pd.DataFrame:
-    """The session's logged learner runs as a table, newest first."""
-    runs = store.fit_runs(fac["session_id"], fac["key"])
-    rows = []
-    for run in reversed(runs):
-        agg, learner = run["aggregation"], run["learner"]
-        pooled = agg.get("stakeholders") or []
-        hull = [p for p in run["frontier"] if p["on_hull"]] or run["frontier"]
-        fairest = min(hull, key=lambda p: p["unfairness"]) if hull else {}
-        rows.append({
-            "when (UTC)": str(run["created_at"])[:19].replace("T", " "),
-            "status": "superseded" if run["superseded"] else "current",
-            "constraint set": str(run["constraint_hash"])[:12], "pairs": run["n_constraints"],
-            "weighting": agg.get("weighting"), "min support": agg.get("min_support"),
-            "stakeholders": (f"whole panel ({len(pooled)})" if agg.get("selection") == "whole panel"
-                             else ", ".join(pooled)),
-            "sweep": learner.get("sweep"), "rounds": learner.get("T"), "oracle": learner.get("oracle"),
-            "averaging": learner.get("averaging"), "pairs held out": learner.get("pair_holdout"),
-            "race and sex used": learner.get("use_protected"), "seed": learner.get("seed"),
-            "least-constrained error": run["unconstrained_error"],
-            "fairest hull point": (f"unfairness {fairest['unfairness']:.3f}, error {fairest['error']:.3f}"
-                                   if fairest else ""),
-            "code": run["code_version"], "note": run["note"] or ""})
-    return pd.DataFrame(rows)
-
-
 # ============================================================================ demo
 
 def _fill_demo() -> None:
     try:
-        n = int(st.session_state[P + "demo_n"])
-        kind = st.session_state[P + "demo_kind"]
-        seed = int(st.session_state[P + "demo_seed"])
-        config = el.SessionConfig(n_core=10, n_random=40, n_repeat=2, seed=seed)
-        store = _store()
-        created = store.create_session(config, f"Demo panel ({n} simulated, {kind} judges)", simulated=True)
-        frame = _people()
-        rng = np.random.default_rng([seed, 11])
-        logins = [store.join(created.join_code, f"simulated-{k + 1:02d}", simulated=True) for k in range(n)]
-        plans = []
-        for login in logins:
-            plan = store.my_assignment(login.token).drop(columns=["response", "revision"])
-            plans.append(plan.assign(stakeholder=login.pseudonym, token=login.token))
-        answered = el.simulate_judgments(frame, pd.concat(plans, ignore_index=True), rng, kind=kind)
-        for token, part in answered.groupby("token", sort=False):
-            store.record_answers(token, part[["position", "response"]])
+        created = fill_demo_session(_store(), design_plan(demo=True), _people())
     except ValueError as err:
         _set("demo_error", str(err))
         return
@@ -560,14 +589,15 @@ def _fill_demo() -> None:
 def demo_view() -> None:
     st.info("The demo opens a session filled by simulated stakeholders (labelled as such everywhere) so "
             "the monitor and results can be explored without a live room.")
+    saved_report_loader(P + "demo_design", accepts=(ElicitationPlan,), to_widgets=plan_to_widgets)
     if _state("demo_error"):
         st.error(_state("demo_error"))
     c = st.columns(3)
-    c[0].number_input("Simulated stakeholders", 2, 60, 12, key=P + "demo_n")
-    c[1].selectbox("Judges", ["metric", "score"], key=P + "demo_kind",
+    c[0].number_input("Simulated stakeholders", 2, 60, 12, key=P + "demo_n", persist_state=KEEP)
+    c[1].selectbox("Judges", list(DEMO_KINDS), key=P + "demo_kind", persist_state=KEEP,
                    format_func=lambda k: {"metric": "similarity on record features",
                                           "score": "similar risk score"}[k])
-    c[2].number_input("Seed", 0, 2**31 - 1, 0, key=P + "demo_seed")
+    c[2].number_input("Seed", 0, 2**31 - 1, 0, key=P + "demo_seed", persist_state=KEEP)
     st.button("Fill a demo session", key=P + "demo_run", type="primary", on_click=_fill_demo)
     demo = _state("demo")
     if demo:
@@ -580,10 +610,11 @@ st.title("Pairwise fairness elicitation")
 st.caption("Which pairs of real people do stakeholders say must be treated alike, and what does "
            "honouring those judgments cost a recidivism risk model?")
 
+restore_stakeholder()
 join_param = st.query_params.get("join")
-if join_param and P + "role" not in st.session_state:
+if (join_param or _state("login")) and P + "role" not in st.session_state:
     st.session_state[P + "role"] = SH
-role = st.radio("Open as", ROLES, key=P + "role", horizontal=True)
+role = st.radio("Open as", ROLES, key=P + "role", horizontal=True, persist_state=KEEP)
 
 if role == SH:
     stakeholder_view(join_param)
@@ -594,6 +625,6 @@ elif role == FAC:
     else:
         facilitator_setup()
         st.caption("Data: ProPublica COMPAS two-year file (7,214 people, identifiers removed). Pairs are "
-                   "drawn uniformly at random plus shared core pairs; see the export for the full design.")
+                   "drawn uniformly at random plus shared core pairs; see the design report for the full design.")
 else:
     demo_view()
