@@ -151,3 +151,77 @@ def test_cancel_from_progress_cancels_outstanding_tasks(cluster):
     while outstanding() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not outstanding()                              # nothing left queued or running
+
+
+def _progress_page():
+    """A page that runs a fan-out behind the shared progress bar (AppTest runs this function's body)."""
+    import streamlit as st
+
+    from core.contracts import Cancelled
+    from core.parallel import map_trials
+    from dashboard.components.progress import progress_bar, where_work_runs
+
+    st.caption(where_work_runs())
+    try:
+        with progress_bar("Squares", cancel_key="stop_squares") as progress:
+            out = map_trials(lambda x: x * x, range(5), progress=progress, label="squares")
+        st.write(f"sum {sum(out)}")
+    except Cancelled:
+        st.info("Stopped")
+
+
+def _page_run(monkeypatch, scheduler: str | None):
+    from streamlit.testing.v1 import AppTest
+
+    if scheduler:
+        monkeypatch.setenv("DASHBOARD_DASK_SCHEDULER", scheduler)
+    else:
+        monkeypatch.delenv("DASHBOARD_DASK_SCHEDULER", raising=False)
+    at = AppTest.from_function(_progress_page, default_timeout=60)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_progress_bar_says_where_the_work_runs_locally(monkeypatch):
+    monkeypatch.setenv("DASHBOARD_N_JOBS", "2")
+    at = _page_run(monkeypatch, None)
+    assert at.caption[0].value == "Runs on 2 local cores"
+    assert at.markdown[0].value == "sum 30" and not at.warning
+
+
+def test_progress_bar_says_where_the_work_runs_on_the_cluster(cluster, monkeypatch):
+    before = tasks_seen(cluster)
+    at = _page_run(monkeypatch, cluster.scheduler_address)
+    assert at.caption[0].value == f"Runs on Dask cluster {cluster.scheduler_address}: 2 workers"
+    assert at.markdown[0].value == "sum 30" and not at.warning
+    assert tasks_seen(cluster) > before
+
+
+def test_progress_bar_warns_when_the_scheduler_is_away(monkeypatch):
+    monkeypatch.setenv("DASHBOARD_DASK_TIMEOUT", "1")
+    try:
+        with pytest.warns(ClusterUnavailable):
+            at = _page_run(monkeypatch, f"tcp://127.0.0.1:{_free_loopback_port()}")
+        assert at.caption[0].value.endswith("local cores")
+        assert "could not be reached" in at.warning[0].value
+        assert at.markdown[0].value == "sum 30"
+    finally:
+        forget_failures()
+
+
+def test_a_click_on_cancel_is_told_apart_from_other_reruns():
+    from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+
+    from dashboard.components.progress import is_cancel_click
+
+    def rerun(widget_id: str, clicked: bool) -> RerunException:
+        states = WidgetStates(widgets=[WidgetState(id=widget_id, trigger_value=clicked)])
+        return RerunException(RerunData(widget_states=states))
+
+    assert is_cancel_click(rerun("$$ID-0123abcd-stop_squares", True), "stop_squares")
+    assert not is_cancel_click(rerun("$$ID-0123abcd-stop_squares", False), "stop_squares")
+    assert not is_cancel_click(rerun("$$ID-0123abcd-epsilon", True), "stop_squares")
+    assert not is_cancel_click(KeyboardInterrupt(), "stop_squares")
