@@ -14,8 +14,10 @@ METRIC_LABELS = {
     "tvd_1way": "one-way marginal TVD (lower is better)",
     "workload_3way": "three-way workload error, mean L1 (lower is better)",
     "accuracy": "TSTR accuracy on real held-out rows (higher is better)",
-    "parity_error": "parity error on column means (lower is better)",
-    "max_disparity": "max disparity over groups and columns (lower is better)",
+    "parity_error": "parity error on category proportions (lower is better)",
+    "max_disparity": "max disparity over groups and columns, category proportions (lower is better)",
+    "parity_error_codes": "paper's parity error on means of integer codes (lower is better)",
+    "max_disparity_codes": "paper's max disparity on means of integer codes (lower is better)",
     "fpr_gap": "false-positive-rate gap between groups",
     "fnr_gap": "false-negative-rate gap between groups",
 }
