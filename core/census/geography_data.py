@@ -15,10 +15,7 @@ import numpy as np
 
 from core.contracts import make_rng, seed_sequence, stream_key
 
-try:  # the hierarchy moves to core.geography; older trees keep it here
-    from core.geography.hierarchy import Hierarchy
-except ImportError:  # pragma: no cover - depends on the other area's progress
-    from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 
 STYLISED_NAMES = ("state", "county", "tract", "block group", "block")
 GEOGRAPHIES = {"stylised": "Stylised fan-outs", "georgia": "Georgia"}

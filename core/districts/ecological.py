@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 from core.districts.noise import NoiseConfig, noisy_leaf_counts
 
 MODES = ("all", "filtered", "weighted")

@@ -16,7 +16,7 @@ import pandas as pd
 import shapely
 from scipy.spatial import cKDTree
 
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 from core.districts.rounding import largest_remainder
 
 EQUAL_AREA_CRS = "EPSG:5070"  # CONUS Albers equal-area: areas and Polsby-Popper are computed here

@@ -14,7 +14,7 @@ import pandas as pd
 import shapely
 from scipy.ndimage import gaussian_filter
 
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 from core.districts.geography import EQUAL_AREA_CRS, BlockGeography
 
 GRID_LEVEL_NAMES = ("county", "tract", "block group", "block")

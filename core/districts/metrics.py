@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from core.census.analytic import level_coefficients
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 from core.districts.adjacency import UnitAdjacency
 
 

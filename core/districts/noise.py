@@ -15,7 +15,7 @@ from scipy import sparse
 from scipy.stats import chi2
 
 from core.census.analytic import district_variances, level_coefficients, level_node_variance, preset_shares
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 from core.census.toydown import check_budgets, topdown_lite, toydown
 
 ALGORITHMS = {

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 from core.districts.adjacency import UnitAdjacency, to_gerrychain
 from core.uploads import read_upload
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import geopandas as gpd
 import pandas as pd
 
-from core.census.hierarchy import CENSUS_GEOID_CUTS
+from core.geography.hierarchy import CENSUS_GEOID_CUTS
 from core.districts.geography import BlockGeography, geography_from_blocks
 from core.uploads import read_upload
 

@@ -4,7 +4,7 @@ import pytest
 
 from core.census.algorithm_comparison import AlgorithmPlan, compare_algorithms, simulate_types
 from core.census.allocation import Allocation
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 
 
 def test_types_keep_leaf_populations():

@@ -7,7 +7,7 @@ from core.census.analytic import (PRESETS, Target, district_variance, district_v
                                   fragmentation, leaf_variance_homogeneous, level_coefficients,
                                   level_node_variance, optimal_split, preset_shares, split_for_coefficients,
                                   split_objective, target_coefficients, unit_coefficients)
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 from core.census.toydown import consistent_top_down, draw_node_noise
 
 

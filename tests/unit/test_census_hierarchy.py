@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from shapely.geometry import box
 
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 
 
 def test_homogeneous_sizes_and_csr():

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 from core.census.public_info import (beta_equicorrelated, beta_noisy_public_mean, delta_z_dependent_count,
                                      delta_z_grid, dpz_statement, invariant_effects, wem_comparison,
                                      wem_congenial, wem_naive, WemPlan)

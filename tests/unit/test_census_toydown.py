@@ -4,7 +4,7 @@ import pytest
 
 from core.census.analytic import district_error_from_noise
 from core.census.consistency import project_to_simplex, round_keeping_sums
-from core.census.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy
 from core.census.toydown import (Histogram, consistent_top_down, detailed_histogram, draw_node_noise,
                                  topdown_lite, total_histogram, toydown)
 
