@@ -30,6 +30,7 @@ TOL = 1e-9          # strict comparison D > alpha, robust to float rounding (spe
 SPLIT_STREAM = stream_key("split")
 NULL_STREAM = stream_key("null split")
 
+
 def _theory_fn(g: PrivacyGuarantee, n: int, beta: float, n_groups: int, constants: str):
     """gamma as a function of alpha for a declared guarantee, or (None, reason)."""
     if g.kind == "pure_dp" and g.epsilon is not None:

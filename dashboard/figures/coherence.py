@@ -145,9 +145,9 @@ def size_scatter(subgroups: pd.DataFrame, adversary: str, alpha: float) -> go.Fi
     fig = go.Figure()
     for i, (rel, g) in enumerate(d.groupby("release", sort=False)):
         col = PALETTE[i % len(PALETTE)]
-        fig.add_scatter(x=g["size"], y=g["q_w1"], mode="markers", name=_short(rel, 40), text=g["subgroup"],
+        fig.add_scatter(x=g["size"], y=g["q_w1"], mode="markers", name=_wrap(rel, 30), text=g["subgroup"],
                         marker=dict(color=col, size=9), hovertemplate="%{text}<br>size %{x}<br>W1 %{y:.3f}<extra></extra>")
-        fig.add_scatter(x=g["size"], y=g["q_null"], mode="markers", name=f"{_short(rel, 30)} (null)",
+        fig.add_scatter(x=g["size"], y=g["q_null"], mode="markers", name=_wrap(f"{rel}: null split", 30),
                         text=g["subgroup"], marker=dict(color=col, size=9, symbol="circle-open"))
     fig.add_hline(y=alpha, line_dash="dash", line_color="grey")
     fig.update_layout(title=f"Small groups carry more sampling noise ({_short(adversary, 40)})",
