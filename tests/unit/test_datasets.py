@@ -5,12 +5,13 @@ import hashlib
 import json
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from core import datasets
-from core.datasets import (DATA_DIR, DATASETS, cps_domain, load_adult, load_compas, load_cps,
-                           load_dataset, load_georgia_counties)
+from core.datasets import (COMPAS_POPULATIONS, DATA_DIR, DATASETS, compas_population, cps_domain,
+                           load_adult, load_compas, load_cps, load_dataset, load_georgia_counties)
 
 README_ROW = re.compile(r"^\| `([^`]+)` \| (\d+) \| (\d+) \| ([0-9a-f]{64}) \|$")
 
@@ -40,7 +41,7 @@ def test_readme_states_licences_and_attribution():
 
 
 @pytest.mark.parametrize("loader,rows,cols", [
-    (load_cps, 50_000, 10), (load_adult, 48_842, 15), (load_compas, 7_214, 15),
+    (load_cps, 50_000, 10), (load_adult, 48_842, 15), (load_compas, 7_214, 16),
     (load_georgia_counties, 159, 10),
 ])
 def test_row_and_column_counts_match_readme_and_metadata(loader, rows, cols):
@@ -86,6 +87,25 @@ def test_compas_has_no_identifying_columns():
     assert compas["two_year_recid"].mean() == pytest.approx(0.45, abs=0.01)
 
 
+def test_compas_populations_match_propublica_and_the_paper():
+    """ProPublica's filter keeps 6,172 rows; dropping race 'Other' gives the elicitation paper's
+    5,829 people with base rate 0.4606 (spec R1); 'full' is every row of the file."""
+    compas = load_compas()
+    assert str(compas["days_b_screening_arrest"].dtype) == "Int64"
+    assert int(compas["days_b_screening_arrest"].isna().sum()) == 307
+    paper, propublica, full = (compas_population(k) for k in ("paper", "propublica", "full"))
+    assert (len(paper), len(propublica), len(full)) == (5_829, 6_172, 7_214)
+    assert compas["two_year_recid"].to_numpy()[paper].mean() == pytest.approx(0.4606, abs=5e-5)
+    kept = compas.iloc[paper]
+    assert kept["days_b_screening_arrest"].abs().max() <= 30
+    assert (kept["is_recid"] != -1).all() and (kept["c_charge_degree"] != "O").all()
+    assert "Other" not in set(kept["race"].astype(str))
+    assert np.all(np.diff(paper) > 0) and set(paper) <= set(propublica)
+    assert set(COMPAS_POPULATIONS) == {"paper", "propublica", "full"}
+    with pytest.raises(ValueError, match="population"):
+        compas_population("everyone")
+
+
 def test_cps_categories_equal_domain_and_peer_cell_sizes():
     cps, domain = load_cps(), cps_domain()
     assert list(cps.columns) == list(domain)
@@ -126,7 +146,9 @@ def test_compas_dtypes():
     compas = load_compas()
     categorical = ["sex", "age_cat", "race", "c_charge_degree", "score_text"]
     assert all(isinstance(compas[c].dtype, pd.CategoricalDtype) for c in categorical)
-    assert all(compas[c].dtype == "int64" for c in compas.columns if c not in categorical)
+    nullable = ["days_b_screening_arrest"]
+    assert all(compas[c].dtype == "Int64" for c in nullable)
+    assert all(compas[c].dtype == "int64" for c in compas.columns if c not in categorical + nullable)
     assert list(compas["score_text"].cat.categories) == ["Low", "Medium", "High"]
 
 
