@@ -44,7 +44,7 @@ LABELS = {  # machine column names -> what the page shows, with units
     "size_used": "Size used (rows; noisy under DP counts)", "sample_share": "Share of synthetic rows",
     "fate": "Fate", "population": "Population error", "worst_group": "Worst group's error",
     "worst_group_name": "Worst group", "label": "Spend", "measured": "What was measured", "amount": "Amount",
-    "unit": "Unit", "composition": "Composition", "rho_equivalent": "As rho", "charged": "Counts toward total",
+    "unit": "Unit", "composition": "Composition", "part": "Part", "rho_equivalent": "As rho", "charged": "Counts toward total",
     "size": "Group size (rows)", "true mean": "True mean",
     "stratified mean |error|": "Stratified: mean |error|", "stratified theory sd": "Stratified: closed-form sd",
     "pooled mean |error|": "Pooled: mean |error|",
