@@ -159,13 +159,12 @@ def restore_stakeholder() -> None:
     login = _state("login")
     if not token or (login and login["token"] == token):
         return
+    st.session_state[P + "role"] = SH  # a stakeholder link never opens the facilitator's screens
     try:
         _signed_in(_store().resume(token, client=_client()))
     except (ValueError, PermissionError) as err:
         _set("join_error", f"{err} (from the link you opened)")
         st.query_params.pop("me", None)
-        return
-    st.session_state[P + "role"] = SH
 
 
 def _person_column(container, title: str, card: pd.DataFrame, column: str) -> None:

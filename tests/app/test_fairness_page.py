@@ -1,6 +1,8 @@
 """Fairness elicitation page end to end with Streamlit's AppTest (facilitator, stakeholder, demo)."""
 from pathlib import Path
 
+import pandas as pd
+
 from streamlit.testing.v1 import AppTest
 
 PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "fairness_elicitation.py")
@@ -215,3 +217,135 @@ def test_pooling_one_stakeholder_uses_only_their_answers():
     assert run["aggregation"] == {"weighting": "panel", "min_support": 0.0, "selection": "chosen",
                                   "stakeholders": ["simulated-02"]}
     assert run["learner"]["T"] == 100 and len(run["frontier"]) == 10
+
+
+# ---------------------------------------------------------------------- navigation, links, plain text
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+TOOL = "tools/fairness_elicitation.py"
+
+
+def _app_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page(TOOL).run()
+    assert not at.exception
+    return at
+
+
+def _join_as(at: AppTest, code: str, name: str) -> None:
+    at.radio(key="fe_role").set_value("Stakeholder").run()
+    at.text_input(key="fe_join_code").input(code).run()
+    at.text_input(key="fe_join_name").input(name).run()
+    at.checkbox(key="fe_consent").check().run()
+    at.button(key="fe_join").click().run()
+    assert not at.exception and not at.error
+
+
+def _created_session(name: str = "Links") -> dict:
+    from core.fairness import ElicitationPlan
+    from core.fairness.store import get_store
+    created = get_store().create_session(ElicitationPlan(n_core=2, n_random=3, n_repeat=0).session_config(), name)
+    return {"session_id": created.session_id, "join_code": created.join_code, "key": created.facilitator_key}
+
+
+def test_stakeholder_keeps_their_view_after_home_and_back_and_after_a_reload():
+    session = _created_session()
+    at = _app_page()
+    _join_as(at, session["join_code"], "Eve")
+    token = at.session_state["fe_login"]["token"]
+    assert at.query_params["me"] in (token, [token])
+    at.button(key="fe_ans_same").click().run()
+    assert any("Card 2 of 5" in m.value for m in at.markdown)
+    # Home and back: still the stakeholder, on the same card, never the facilitator's setup.
+    at.switch_page("home.py").run()
+    at.switch_page(TOOL).run()
+    assert not at.exception
+    assert at.radio(key="fe_role").value == "Stakeholder"
+    assert any("Card 2 of 5" in m.value for m in at.markdown)
+    assert not any(s.value == "Create a session" for s in at.subheader)
+    # A reload is a new browser session that only has the URL: the link brings the same view back.
+    reload = _app(me=token)
+    assert reload.radio(key="fe_role").value == "Stakeholder"
+    assert any("Card 2 of 5" in m.value for m in reload.markdown)
+    assert not any(s.value == "Create a session" for s in reload.subheader)
+    # The link opens only that stakeholder's own cards: no facilitator key, no other people.
+    state = {k: reload.session_state[k] for k in ("fe_login", "fe_role")}
+    assert session["key"] not in str(state) and "fe_fac" not in reload.session_state
+    assert not any("Live progress" in str(t.label) for t in reload.get("tab"))
+
+
+def test_a_bad_stakeholder_link_says_so_and_falls_back_to_joining():
+    at = _app(me="not-a-real-resume-code")
+    assert not at.exception
+    assert any("resume code is not valid" in e.value for e in at.error)
+    assert at.button(key="fe_join") is not None
+
+
+def test_the_current_answer_is_highlighted_on_the_card():
+    session = _created_session()
+    at = _app(join=session["join_code"])
+    _join_as(at, session["join_code"], "Flo")
+    at.button(key="fe_ans_differ").click().run()
+    at.button(key="fe_back").click().run()
+    chosen, other = at.button(key="fe_ans_differ"), at.button(key="fe_ans_same")
+    assert chosen.proto.type == "primary" and other.proto.type == "secondary"
+    assert chosen.label.startswith("✓") and not other.label.startswith("✓")
+    assert any("Your answer" in i.value for i in at.info)
+
+
+def test_facilitator_widgets_persist_across_pages():
+    at = _app_page()
+    at.text_input(key="fe_name").input("Kept name").run()
+    at.number_input(key="fe_n_core").set_value(3).run()
+    at.multiselect(key="fe_features").set_value(["age", "priors_count"]).run()
+    at.switch_page("home.py").run()
+    at.switch_page(TOOL).run()
+    assert not at.exception
+    assert at.text_input(key="fe_name").value == "Kept name"
+    assert at.number_input(key="fe_n_core").value == 3
+    assert at.multiselect(key="fe_features").value == ["age", "priors_count"]
+    preview = next(d.value for d in at.dataframe if "age (A)" in d.value.columns)
+    assert len(preview) == 3
+
+
+def test_names_are_shown_as_plain_text_never_as_markdown():
+    session = _created_session("![pixel](http://example.invalid/p.png) **bold**")
+    at = _app(join=session["join_code"])
+    _join_as(at, session["join_code"], "[click](http://example.invalid)")
+    shown = [m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.subheader]
+    assert not any("![pixel](http" in v or "[click](http" in v for v in shown)
+    assert any("\\!\\[pixel\\]" in v for v in shown)
+    fac = _app()
+    fac.text_input(key="fe_open_code").input(session["join_code"]).run()
+    fac.text_input(key="fe_open_key").input(session["key"]).run()
+    fac.button(key="fe_open").click().run()
+    assert not fac.exception
+    assert all("![pixel](http" not in s.value for s in fac.subheader)
+
+
+def test_invisible_characters_in_a_name_are_refused_on_the_page():
+    session = _created_session()
+    at = _app(join=session["join_code"])
+    at.text_input(key="fe_join_name").input("Ann\u200b").run()
+    at.checkbox(key="fe_consent").check().run()
+    at.button(key="fe_join").click().run()
+    assert not at.exception and "invisible character" in at.error[0].value
+
+
+def test_design_report_reopens_with_the_same_widgets():
+    from core.fairness import ElicitationPlan, run
+    from core.report import build_report, report_json
+    plan = ElicitationPlan(n_core=5, n_random=7, n_repeat=1, seed=42, features=("age", "sex"),
+                           response_mode="four_option")
+    result = run(plan)
+    raw = report_json(build_report(result, page="Fairness elicitation")).encode()
+    at = _app()
+    at.file_uploader(key="fe_design__report_file").set_value(("design.json", raw, "application/json"))
+    at.run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="fe_n_core").value == 5 and at.number_input(key="fe_seed").value == 42
+    assert at.number_input(key="fe_n_random").value == 7 and at.selectbox(key="fe_mode").value == "four_option"
+    assert at.multiselect(key="fe_features").value == ["age", "sex"]
+    preview = next(d.value for d in at.dataframe if "age (A)" in d.value.columns)
+    pd.testing.assert_frame_equal(preview.reset_index(drop=True), result.core_pairs, check_dtype=False)
