@@ -20,9 +20,9 @@ os.environ.setdefault("DASHBOARD_N_JOBS", "1")
 os.environ["DASHBOARD_CACHE_DIR"] = tempfile.mkdtemp(prefix="districts_bench_")
 
 
-from core.districts.adjacency import unit_adjacency  # noqa: E402
+from core.geography.adjacency import unit_adjacency  # noqa: E402
 from core.districts.enumeration import enumerate_plans, grid_edges  # noqa: E402
-from core.districts.geography import load_georgia_blocks  # noqa: E402
+from core.geography.blocks import load_georgia_blocks  # noqa: E402
 from core.districts.noise import NoiseConfig  # noqa: E402
 from core.districts.plans import recom_ensemble  # noqa: E402
 from core.districts.study import district_table  # noqa: E402

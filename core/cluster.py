@@ -185,6 +185,15 @@ class Backend:
         return f"{self.workers} local {unit}"
 
 
+def default_n_jobs() -> int:
+    """Worker count from ``DASHBOARD_N_JOBS`` (default: all cores)."""
+    raw = os.environ.get("DASHBOARD_N_JOBS", "")
+    try:
+        return max(1, int(raw)) if raw else max(1, os.cpu_count() or 1)
+    except ValueError:
+        raise ValueError(f"DASHBOARD_N_JOBS must be a whole number of workers; got {raw!r}.") from None
+
+
 def cluster_slots(client) -> int:
     """Parallel slots of a cluster: the threads of all its workers."""
     return int(sum(client.nthreads().values()))
@@ -192,8 +201,6 @@ def cluster_slots(client) -> int:
 
 def backend_for(n_jobs: int | None = None, scheduler: str | None = None) -> Backend:
     """Where a ``map_trials`` call with these arguments would run now (connecting if needed)."""
-    from core.parallel import default_n_jobs
-
     address = None if inside_cluster_task() else scheduler_address(scheduler)
     if address:
         client = client_for(address)

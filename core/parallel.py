@@ -11,7 +11,6 @@ otherwise (or when the scheduler cannot be reached, with a warning) joblib runs 
 """
 from __future__ import annotations
 
-import os
 import re
 import time
 import uuid
@@ -20,8 +19,8 @@ from typing import Callable, Sequence, TypeVar
 
 from joblib import Parallel, delayed
 
-from core.cluster import (ClusterUnavailable, Shipment, client_for, cluster_task, connect_timeout, fill,
-                          inside_cluster_task, note_failure, opened, refs_in, scheduler_address, split_shared)
+from core.cluster import (ClusterUnavailable, Shipment, client_for, cluster_task, connect_timeout, default_n_jobs,
+                          fill, inside_cluster_task, note_failure, opened, refs_in, scheduler_address, split_shared)
 from core.contracts import Progress, SeedLike, spawn_rngs
 
 T = TypeVar("T")
@@ -33,15 +32,6 @@ HEARTBEAT = 0.5
 """Seconds between progress calls while cluster tasks are still running (lets Cancel act)."""
 POLL = 0.02
 """Seconds between looks at the cluster's finished tasks."""
-
-
-def default_n_jobs() -> int:
-    """Worker count from ``DASHBOARD_N_JOBS`` (default: all cores)."""
-    raw = os.environ.get("DASHBOARD_N_JOBS", "")
-    try:
-        return max(1, int(raw)) if raw else max(1, os.cpu_count() or 1)
-    except ValueError:
-        raise ValueError(f"DASHBOARD_N_JOBS must be a whole number of workers; got {raw!r}.") from None
 
 
 def map_trials(func: Callable[..., R], items: Sequence[T], *, seed: SeedLike | None = None,

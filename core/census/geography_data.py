@@ -94,7 +94,7 @@ def stylised_geography(fanouts: tuple[int, ...], seed: int = 0) -> GeographyData
 
 def _georgia(seed: int) -> GeographyData:
     try:
-        from core.districts.geography import load_georgia_blocks
+        from core.geography.blocks import load_georgia_blocks
     except ImportError:
         load_georgia_blocks = None
     if load_georgia_blocks is not None:

@@ -6,7 +6,7 @@ import pandas as pd
 
 from core.census.analytic import level_coefficients
 from core.geography.hierarchy import Hierarchy
-from core.districts.adjacency import UnitAdjacency
+from core.geography.adjacency import UnitAdjacency
 
 
 def district_fragmentation(h: Hierarchy, labels: np.ndarray) -> np.ndarray:

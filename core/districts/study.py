@@ -12,9 +12,9 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
-from core.districts.adjacency import block_adjacency, unit_adjacency
+from core.geography.adjacency import block_adjacency, unit_adjacency
 from core.districts.enumeration import enumerate_plans
-from core.districts.geography import BlockGeography
+from core.geography.blocks import BlockGeography
 from core.districts.metrics import district_metrics, plan_summary
 from core.districts.noise import NoiseConfig, district_noise
 from core.districts.plans import disconn_masks, greedy_plan, recom_ensemble, square_labels

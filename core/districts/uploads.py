@@ -9,7 +9,7 @@ import geopandas as gpd
 import pandas as pd
 
 from core.geography.hierarchy import CENSUS_GEOID_CUTS
-from core.districts.geography import BlockGeography, geography_from_blocks
+from core.geography.blocks import BlockGeography, geography_from_blocks
 from core.uploads import read_upload
 
 MAX_BYTES = 200_000_000

@@ -11,7 +11,8 @@ import shapely
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from core.districts.geography import EQUAL_AREA_CRS
+
+EQUAL_AREA_CRS = "EPSG:5070"  # CONUS Albers equal-area: areas and Polsby-Popper are computed here
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,9 +17,9 @@ import shapely
 from scipy.spatial import cKDTree
 
 from core.geography.hierarchy import Hierarchy
-from core.districts.rounding import largest_remainder
+from core.geography.adjacency import EQUAL_AREA_CRS, UnitAdjacency, connect_units, rook_adjacency
+from core.geography.rounding import largest_remainder
 
-EQUAL_AREA_CRS = "EPSG:5070"  # CONUS Albers equal-area: areas and Polsby-Popper are computed here
 LEVEL_NAMES = ("state", "county", "tract", "block group", "block")
 LEVEL_COLUMNS = {"county": "county", "tract": "tract", "block group": "block_group", "block": "GEOID"}
 _FORMAT_VERSION = 3  # 3: tracts and block groups made connected
@@ -141,7 +141,6 @@ def synthesize_blocks(counties: gpd.GeoDataFrame, seed: int = 0, n_blocks: int =
     n = cidx.shape[0]
     # nearest-seed tracts and angular block groups can come out in pieces: merge stray pieces into
     # the neighbouring unit of the same parent so every unit is connected on the rook graph
-    from core.districts.adjacency import connect_units, rook_adjacency
     adj = rook_adjacency(gpd.GeoDataFrame(geometry=cells, crs=EQUAL_AREA_CRS))
     tkey = connect_units(adj, cidx * 100_000 + tract, cidx)
     tract = tkey % 100_000
@@ -190,7 +189,6 @@ def synthesize_blocks(counties: gpd.GeoDataFrame, seed: int = 0, n_blocks: int =
         return out
     new_pos = np.empty(n, dtype=np.int64)
     new_pos[perm] = np.arange(n)
-    from core.districts.adjacency import UnitAdjacency
     return out, UnitAdjacency(np.sort(new_pos[adj.edges], axis=1), adj.shared, adj.area[perm], adj.perimeter[perm])
 
 

@@ -15,7 +15,7 @@ import shapely
 from scipy.ndimage import gaussian_filter
 
 from core.geography.hierarchy import Hierarchy
-from core.districts.geography import EQUAL_AREA_CRS, BlockGeography
+from core.geography.blocks import EQUAL_AREA_CRS, BlockGeography
 
 GRID_LEVEL_NAMES = ("county", "tract", "block group", "block")
 GRID_ORIGIN = (1_100_000.0, 1_100_000.0)  # EPSG:5070 metres, roughly central Georgia

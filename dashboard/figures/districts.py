@@ -11,7 +11,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import shapely
 
-from core.districts.geography import EQUAL_AREA_CRS
+from core.geography.blocks import EQUAL_AREA_CRS
 from core.districts.noise import equal_split_line
 
 SIMULATION_NOTE = "simulation, not a release"

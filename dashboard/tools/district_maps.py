@@ -18,10 +18,10 @@ from core.cache import config_digest  # noqa: E402
 from core.census.allocation import Allocation  # noqa: E402
 from core.census.analytic import PRESETS  # noqa: E402
 from core.districts.ecological import ecological_study  # noqa: E402
-from core.districts.geography import load_georgia_blocks  # noqa: E402
-from core.districts.grid import synthetic_grid  # noqa: E402
+from core.geography.blocks import load_georgia_blocks  # noqa: E402
+from core.geography.grid import synthetic_grid  # noqa: E402
 from core.districts.noise import ALGORITHMS, NoiseConfig, ensemble_study  # noqa: E402
-from core.districts.plans import plan_from_csv, plan_to_frame  # noqa: E402
+from core.geography.assignments import plan_from_csv, plan_to_frame  # noqa: E402
 from core.districts.study import (EXACT_MAX_PLANS, EXACT_MAX_UNITS, GENERATORS, UNIT_LABELS,  # noqa: E402
                                   PlanConfig, display_values, district_shapes, district_table,
                                   ensemble_generators, ensemble_metrics, make_plans)

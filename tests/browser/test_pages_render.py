@@ -226,7 +226,7 @@ def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
     from playwright.sync_api import sync_playwright
 
     from core.census.budget_plan import load_geography
-    from core.districts.plans import plan_to_frame
+    from core.geography.assignments import plan_to_frame
 
     geo = load_geography("georgia", (1,), 0)
     h = geo.hierarchy

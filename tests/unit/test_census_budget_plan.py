@@ -34,7 +34,7 @@ def test_levels_table_equal_laplace():
 
 def test_stylised_allocation_loads_on_the_grid_county_of_the_maps_page():
     from core.census.allocation import Allocation
-    from core.districts.grid import GRID_LEVEL_NAMES
+    from core.geography.grid import GRID_LEVEL_NAMES
     r = run_budget_plan(BudgetConfig(fanouts=(64, 4, 16), runs=0, targets=("leaf",)))
     assert r.allocation.level_names == GRID_LEVEL_NAMES
     assert Allocation.from_json(r.allocation.to_json(), GRID_LEVEL_NAMES).budgets == r.allocation.budgets
@@ -102,7 +102,7 @@ def test_a_district_plan_is_a_target_on_the_georgia_blocks():
 
     from core.census.analytic import district_variances
     from core.census.budget_plan import load_geography
-    from core.districts.plans import plan_from_csv, plan_to_frame
+    from core.geography.assignments import plan_from_csv, plan_to_frame
     geo = load_geography("georgia", (1,), 0)
     h = geo.hierarchy
     county = h.ancestors_at(1) - h.level_offsets[1]

@@ -4,7 +4,7 @@ import pytest
 
 from core.districts.ecological import (MIN_VOTES, ecological_fit, ecological_study, naive_gaussian_sigma,
                                        synthetic_election)
-from core.districts.grid import synthetic_grid
+from core.geography.grid import synthetic_grid
 from core.districts.noise import NoiseConfig
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from core.districts.enumeration import enumerate_plans, grid_edges
-from core.districts.grid import synthetic_grid
+from core.geography.grid import synthetic_grid
 from core.districts.study import PlanConfig, make_plans
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import shapely
 
-from core.districts.adjacency import block_adjacency, rook_adjacency, unit_adjacency
-from core.districts.geography import load_georgia_blocks, synthesize_blocks, geography_from_blocks
-from core.districts.grid import grid_positions, synthetic_grid
+from core.geography.adjacency import block_adjacency, rook_adjacency, unit_adjacency
+from core.geography.blocks import load_georgia_blocks, synthesize_blocks, geography_from_blocks
+from core.geography.grid import grid_positions, synthetic_grid
 
 
 def small_counties() -> gpd.GeoDataFrame:

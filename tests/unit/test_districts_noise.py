@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from core.census.analytic import preset_shares
-from core.districts.grid import synthetic_grid
+from core.geography.grid import synthetic_grid
 from core.districts.noise import NoiseConfig, district_noise, ensemble_study, equal_split_line, sd_interval
 from core.districts.plans import greedy_plan
 from core.districts.study import district_table, random_squares, square_tiling

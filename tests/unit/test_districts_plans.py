@@ -4,11 +4,12 @@ import io
 import numpy as np
 import pytest
 
-from core.districts.adjacency import block_adjacency, unit_adjacency
-from core.districts.grid import grid_hierarchy, grid_positions, synthetic_grid
+from core.geography.adjacency import block_adjacency, unit_adjacency
+from core.geography.grid import grid_hierarchy, grid_positions, synthetic_grid
 from core.districts.metrics import district_fragmentation, district_metrics
 from core.districts.noise import ensemble_coefficients
-from core.districts.plans import greedy_plan, plan_from_csv, plan_to_frame, recom_ensemble, square_district
+from core.districts.plans import greedy_plan, recom_ensemble, square_district
+from core.geography.assignments import plan_from_csv, plan_to_frame
 from core.districts.study import PlanConfig, make_plans, square_tiling
 
 DALLAS = (484, 4, 25)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from core.districts.grid import synthetic_grid
+from core.geography.grid import synthetic_grid
 from core.districts.noise import NoiseConfig
 from core.districts.study import (PlanConfig, display_values, district_shapes, district_table, ensemble_generators,
                                   ensemble_metrics, make_plans)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import shapely
 
-from core.districts.adjacency import block_adjacency
+from core.geography.adjacency import block_adjacency
 from core.districts.uploads import load_uploaded_blocks, read_block_counts, read_block_shapefile
 
 # 2 counties x 2 tracts x 2 block groups x 2 blocks, laid out on a 4 x 4 grid of boxes
