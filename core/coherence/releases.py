@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import dataclasses
+import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -152,20 +153,6 @@ class LaplaceTableParams(NoisyTableParams):
 @dataclass(frozen=True)
 class GaussianTableParams(NoisyTableParams):
     pass
-
-
-@dataclass(frozen=True)
-class SynthesizerParams(_Checked):
-    epsilon: float = param(1.0, label="epsilon", low=1e-6, high=1000.0, step=0.1,
-                           help=EPSILON_HELP + " Spent as rho = epsilon^2 / 2 zCDP.")
-
-
-@dataclass(frozen=True)
-class StratifiedSynthesizerParams(_Checked):
-    epsilon: float = param(1.0, label="epsilon", low=1e-6, high=1000.0, step=0.1,
-                           help=EPSILON_HELP + " Spent as rho = epsilon^2 / 2 zCDP in every stratum.")
-    strata: tuple[str, ...] = param((), label="strata columns (sizes public)", kind="columns",
-                                    help="One model per stratum; the stratum sizes are treated as public.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -347,17 +334,16 @@ class SynthesizerRelease(Release):
     kind = "microdata"
 
     def __init__(self, synth_key: str, epsilon: float = 1.0, strata: tuple[str, ...] = (),
-                 stratified: bool = False) -> None:
-        choices = synthesizer_choices()
-        if synth_key not in choices:
-            raise ValueError(f"Unknown synthesizer {synth_key!r}; choose one of {sorted(choices)}.")
+                 stratified: bool = False, synth_params: Any = None) -> None:
+        spec = synthesizers()[synth_key]
         self.synth_key = synth_key
         self.epsilon = float(epsilon)
         self.stratified = bool(stratified)
         self._strata = tuple(strata) if stratified else ()
+        self.synth_params = spec.default_params() if synth_params is None else synth_params
         self.key = ("strat_" if stratified else "synth_") + synth_key
-        base, self.factory = choices[synth_key]
-        self.label = f"{base}, stratified" if stratified else f"{base}, pooled"
+        self.label = f"{spec.label}, stratified" if stratified else f"{spec.label}, pooled"
+        self.factory = lambda: spec.build(self.synth_params)
 
     @property
     def strata(self) -> tuple[str, ...]:
@@ -365,7 +351,10 @@ class SynthesizerRelease(Release):
 
     @property
     def params(self):
-        return {"epsilon": self.epsilon, **({"strata": self.strata} if self.stratified else {})}
+        default = synthesizers()[self.synth_key].default_params()
+        changed = {f.name: getattr(self.synth_params, f.name) for f in dataclasses.fields(self.synth_params)
+                   if getattr(self.synth_params, f.name) != getattr(default, f.name)}
+        return {"epsilon": self.epsilon, **({"strata": self.strata} if self.stratified else {}), **changed}
 
     @property
     def privacy(self):
@@ -401,12 +390,49 @@ class SynthesizerRelease(Release):
 # The registry
 # --------------------------------------------------------------------------------------------------
 
-def synthesizer_choices() -> dict[str, tuple[str, Callable[[], object]]]:
-    """key -> (label, factory of a fresh synthesizer with its default Params) for every synthesizer
-    in ``core.synthesis``'s registry."""
+def synthesizers() -> Registry:
+    """The synthesizer registry of ``core.synthesis`` (key -> Spec with its own Params)."""
     from core.synthesis import SYNTHESIZERS
 
-    return {key: (spec.label, spec.build) for key, spec in SYNTHESIZERS.items()}
+    return SYNTHESIZERS
+
+
+def _release_params_class(spec: Spec, stratified: bool) -> type:
+    """A release's Params for one synthesizer: epsilon (and strata) followed by the synthesizer's own
+    fields, so the page draws every synthesizer setting and none silently stays at its default."""
+    epsilon = ("epsilon", float, param(1.0, label="epsilon", low=1e-6, high=1000.0, step=0.1,
+                                       help=EPSILON_HELP + " Spent as rho = epsilon^2 / 2 zCDP"
+                                       + (" in every stratum." if stratified else ".")))
+    strata = ("strata", tuple[str, ...], param((), label="strata columns (sizes public)", kind="columns",
+                                               help="One model per stratum; the stratum sizes are treated as public."))
+    hints = typing.get_type_hints(spec.params)
+    own = [(f.name, hints.get(f.name, Any), dataclasses.field(default=f.default, metadata=f.metadata))
+           for f in dataclasses.fields(spec.params)]
+    clash = {n for n, *_ in own} & {"epsilon", "strata"}
+    if clash:
+        raise TypeError(f"Synthesizer {spec.key!r} Params may not use the field name(s) {sorted(clash)}.")
+    name = "".join(part.title() for part in spec.key.split("_")) + ("Stratified" if stratified else "Pooled") \
+        + "ReleaseParams"
+    cls = dataclasses.make_dataclass(name, [epsilon, *([strata] if stratified else []), *own],
+                                     bases=(_Checked,), frozen=True)
+    cls.__module__ = __name__
+    globals()[name] = cls                 # plans rebuild it by name from this module
+    return cls
+
+
+def _synth_spec(spec: Spec, stratified: bool) -> Spec:
+    params_cls = _release_params_class(spec, stratified)
+    own = [f.name for f in dataclasses.fields(spec.params)]
+
+    def factory(p):
+        synth = spec.params(**{n: getattr(p, n) for n in own})
+        return SynthesizerRelease(spec.key, p.epsilon, getattr(p, "strata", ()), stratified, synth)
+
+    if stratified:
+        return Spec(f"strat_{spec.key}", f"{spec.label}, stratified", factory, params_cls,
+                    "Synthetic records from one model per public stratum: zCDP.")
+    return Spec(f"synth_{spec.key}", f"{spec.label}, pooled", factory, params_cls,
+                "Synthetic records from one model of the whole half: zCDP.")
 
 
 def _kwargs(params) -> dict[str, Any]:
@@ -426,14 +452,8 @@ def _registry() -> Registry:
         Spec("gaussian_table", GaussianTable.label, lambda p: GaussianTable(**_kwargs(p)), GaussianTableParams,
              "Counts over every lens cell by target with Gaussian noise: rho-zCDP."),
     ]
-    for key, (label, _) in synthesizer_choices().items():
-        specs.append(Spec(f"synth_{key}", f"{label}, pooled",
-                          lambda p, key=key: SynthesizerRelease(key, p.epsilon, stratified=False),
-                          SynthesizerParams, "Synthetic records from one model of the whole half: zCDP."))
-        specs.append(Spec(f"strat_{key}", f"{label}, stratified",
-                          lambda p, key=key: SynthesizerRelease(key, p.epsilon, p.strata, stratified=True),
-                          StratifiedSynthesizerParams,
-                          "Synthetic records from one model per public stratum: zCDP."))
+    for spec in synthesizers().values():
+        specs += [_synth_spec(spec, stratified=False), _synth_spec(spec, stratified=True)]
     return Registry("release", specs)
 
 

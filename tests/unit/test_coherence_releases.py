@@ -8,7 +8,7 @@ import pytest
 from core.coherence.adversaries import ADVERSARIES, checked_scores, make_adversary, training_set
 from core.coherence.audit import release_theory
 from core.coherence.releases import (RELEASES, AuditSchema, MicrodataReport, TableReport, encode_for_audit,
-                                     is_private, make_release, synthesizer_choices, table_counts)
+                                     is_private, make_release, synthesizers, table_counts)
 from core.privacy.accounting import epsilon_to_rho
 
 
@@ -22,7 +22,7 @@ def _half(n=400, seed=0):
 
 
 def test_registry_lists_every_synthesizer_pooled_and_stratified():
-    for key in synthesizer_choices():
+    for key in synthesizers():
         assert f"synth_{key}" in RELEASES and f"strat_{key}" in RELEASES
         assert is_private(f"synth_{key}") and is_private(f"strat_{key}")
     assert not is_private("clear_half") and not is_private("suppression") and not is_private("clear_sample")
@@ -167,3 +167,17 @@ def test_nearest_neighbour_confidence_falls_with_hamming_distance():
     rep = MicrodataReport(pd.DataFrame({"a": [0], "b": [0], "y": [1]}))
     h = make_adversary("nearest_neighbour", tau=3.0).fit(rep, schema, np.random.default_rng(0))
     np.testing.assert_allclose(h(np.array([[0, 0], [1, 0], [1, 1]])), [1.0, 2 / 3, 1 / 3])
+
+
+def test_synthesizer_settings_reach_the_synthesizer_and_the_name():
+    """A synthesizer's own Params are part of its release's Params: none silently stays at its default."""
+    import dataclasses
+    for key, spec in synthesizers().items():
+        own = {f.name for f in dataclasses.fields(spec.params)}
+        for prefix in ("synth_", "strat_"):
+            fields = {f.name for f in dataclasses.fields(RELEASES[prefix + key].params)}
+            assert own <= fields and "epsilon" in fields
+    if "compress" in {f.name for f in dataclasses.fields(synthesizers()["mst"].params)}:
+        rel = make_release("synth_mst", epsilon=1.0, compress=False)
+        assert rel.factory().compress is False
+        assert rel.name == "MST (maximum spanning tree), pooled (epsilon=1.0, compress=False)"
