@@ -227,3 +227,114 @@ def test_simulated_judges_mark_close_pairs_and_are_reproducible():
 def _compas():
     from core.datasets import load_compas
     return load_compas()
+
+
+# ----------------------------------------------------------------------------- the design as a plan
+
+def test_default_plan_gives_the_page_default_design():
+    from core.fairness import ElicitationPlan, run
+    result = run(ElicitationPlan())
+    core = result.core_pairs
+    assert len(core) == 10 and (core["i"] != core["j"]).all()
+    expected = el.core_pairs(el.SessionConfig(), 7214)
+    assert core[["i", "j"]].to_numpy().tolist() == expected.tolist()
+    assert list(core.columns[:4]) == ["i", "j", "age (A)", "sex (A)"]
+    assert result.headline() == {"core pairs": 10.0, "cards per stakeholder": 52.0}
+    assert set(result.tables()) == {"core_pairs"} and result.ledger() is None
+
+
+def test_plan_validation_names_what_to_change():
+    from core.contracts import DataRef
+    from core.fairness import ElicitationPlan
+    with pytest.raises(ValueError, match="n_core"):
+        ElicitationPlan(n_core=-1)
+    with pytest.raises(ValueError, match="at least one core or random pair"):
+        ElicitationPlan(n_core=0, n_random=0)
+    with pytest.raises(ValueError, match="COMPAS"):
+        ElicitationPlan(data=DataRef("adult"))
+    with pytest.raises(ValueError, match="Simulated stakeholders"):
+        ElicitationPlan(demo_stakeholders=61)
+    with pytest.raises(ValueError, match="Simulated judges"):
+        ElicitationPlan(demo_stakeholders=3, demo_kind="coin")
+    with pytest.raises(ValueError, match="demo seed"):
+        ElicitationPlan(demo_seed=-2)
+
+
+def test_simulated_panel_plan_exports_loads_and_reruns_bit_for_bit():
+    from core.fairness import ElicitationPlan, run
+    from core.report import build_report, load_plan, report_json, tables_match
+    plan = ElicitationPlan(n_core=4, n_random=10, n_repeat=1, seed=3, demo_stakeholders=5,
+                           demo_kind="score", demo_seed=9)
+    result = run(plan)
+    assert set(result.tables()) == {"core_pairs", "simulated_judgments", "constraints"}
+    assert result.judgments["stakeholder"].nunique() == 5 and len(result.judgments) == 5 * 15
+    report = build_report(result, page="Fairness elicitation")
+    loaded = load_plan(report_json(report))
+    assert loaded == plan and loaded.digest() == plan.digest()
+    assert tables_match(report, run(loaded).tables()) == []
+    from core.fairness.elicitation_plan import run_elicitation
+    assert tables_match(report, run_elicitation.uncached(loaded).tables()) == []
+    # The pooled constraints are the paper's panel weights of the simulated answers.
+    again = el.aggregate_constraints(result.judgments, "panel", n_stakeholders=5)
+    pd.testing.assert_frame_equal(again, result.constraints)
+
+
+def test_cli_reproduces_a_design_report(tmp_path):
+    from core.__main__ import main
+    from core.fairness import ElicitationPlan, run
+    from core.report import build_report, report_json
+    plan = ElicitationPlan(n_core=3, n_random=5, n_repeat=0, demo_stakeholders=3, demo_seed=4)
+    path = tmp_path / "design.json"
+    path.write_text(report_json(build_report(run(plan), page="Fairness elicitation")))
+    assert main(["reproduce", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "constraints.csv").exists()
+
+
+def test_session_summary_pools_the_chosen_stakeholders():
+    from core.fairness.session_summary import Pooling, run_history_table, summarise_session
+    config = el.SessionConfig(n_core=3, n_random=6, n_repeat=1, seed=2)
+    judged = el.demo_panel(4, config, seed=1).drop(columns=["simulated"]).assign(reason=None)
+    judged.loc[0, "reason"] = "=looks alike"
+    progress = pd.DataFrame({"stakeholder": sorted(judged["stakeholder"].unique()),
+                             "self_agreement": [1.0, 0.0, np.nan, 1.0]})
+    whole = summarise_session(judged, progress, config, Pooling())
+    assert whole.panel == list(progress["stakeholder"])
+    pd.testing.assert_frame_equal(whole.constraints, el.aggregate_constraints(judged, "panel", n_stakeholders=4))
+    assert whole.metrics["self_agreement"] == pytest.approx(2 / 3)
+    assert whole.metrics["answers"] == len(judged)
+    assert whole.aggregation == {"weighting": "panel", "min_support": 0.0, "selection": "whole panel",
+                                 "stakeholders": sorted(whole.panel)}
+    one = summarise_session(judged, progress, config, Pooling("judged", 0.5, ("sim-02",)))
+    assert set(one.judged["stakeholder"]) == {"sim-02"} and (one.constraints["n_judges"] == 1).all()
+    assert one.aggregation["selection"] == "chosen" and one.metrics["self_agreement"] == 0.0
+    with pytest.raises(ValueError, match="not in this session"):
+        summarise_session(judged, progress, config, Pooling(stakeholders=("nobody",)))
+    with pytest.raises(ValueError, match="Minimum support"):
+        Pooling(min_support=float("nan"))
+    runs = [{"created_at": "2026-01-01T10:00:00.000+00:00", "superseded": False, "constraint_hash": "ab" * 32,
+             "n_constraints": 4, "aggregation": whole.aggregation, "learner": {"T": 100, "oracle": "ols"},
+             "unconstrained_error": 0.3, "frontier": [{"target": 0.1, "error": 0.35, "unfairness": 0.1,
+                                                        "on_hull": True}],
+             "code_version": "test", "note": None}]
+    table = run_history_table(runs)
+    assert table.loc[0, "stakeholders"] == "whole panel (4)" and table.loc[0, "rounds"] == 100
+    assert table.loc[0, "fairest hull point"] == "unfairness 0.100, error 0.350"
+
+
+def test_demo_session_from_a_plan_is_reproducible(tmp_path):
+    from core.datasets import load_compas
+    from core.fairness import ElicitationPlan
+    from core.fairness.elicitation_plan import fill_demo_session
+    from core.fairness.store import ElicitationStore
+    store = ElicitationStore(f"sqlite:///{tmp_path / 'demo.sqlite'}")
+    plan = ElicitationPlan(n_core=2, n_random=4, n_repeat=0, demo_stakeholders=3, demo_seed=5)
+    people = load_compas()
+    first, second = (fill_demo_session(store, plan, people) for _ in range(2))
+    a = store.judgments(first.session_id, first.facilitator_key)
+    b = store.judgments(second.session_id, second.facilitator_key)
+    cols = ["stakeholder", "position", "a", "b", "response"]
+    pd.testing.assert_frame_equal(a[cols], b[cols])
+    assert len(a) == 3 * 6 and store.progress(first.session_id, first.facilitator_key)["simulated"].all()
+    with pytest.raises(ValueError, match="at least two"):
+        fill_demo_session(store, plan.replace(demo_stakeholders=1), people)
+    store.dispose()
