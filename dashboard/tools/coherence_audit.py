@@ -208,6 +208,52 @@ def _verdict_card(row: pd.Series, summary: pd.DataFrame) -> None:
                 st.warning(f"{r['adversary']}: {r['warnings']}")
 
 
+@st.fragment
+def _result_tabs(comparison, curve: pd.DataFrame) -> None:
+    """The comparison's charts and tables; choosing what to show reruns only this part."""
+    s = comparison.settings
+    adv_names = list(dict.fromkeys(comparison.summary["adversary"]))
+    rel_names = list(comparison.releases["release"])
+    worst_adv = comparison.summary.sort_values(["beta_hat", "alpha_hat"], ascending=False)["adversary"].iloc[0]
+    tab_heat, tab_hist, tab_curve, tab_size, tab_excl = st.tabs(
+        ["Subgroup heat map", "Score histograms", "Failure rate against alpha", "Size against incoherence",
+         "Excluded subgroups"])
+    with tab_heat:
+        heat_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_heat_adv", **KEEP)
+        st.plotly_chart(figs.distance_heatmap(comparison.subgroups, heat_adv, s["alpha"]), key="coh_heat_chart")
+        st.caption("Cells: median W1 over trials between the released and held-out halves of each subgroup, with "
+                   "the 5-95% range of trials in brackets; subgroups with the worst (1 - beta) quantile on top.")
+        table = comparison.subgroups[comparison.subgroups["adversary"] == heat_adv].sort_values("q_w1", ascending=False)
+        st.dataframe(figs.readable(table, figs.SUBGROUP_COLUMNS), hide_index=True, width="stretch")
+    with tab_hist:
+        h1, h2, h3 = st.columns(3)
+        hist_group = h1.selectbox("Subgroup", list(comparison.subgroup_masks), key="coh_hist_group", **KEEP)
+        hist_rel = h2.selectbox("Release", rel_names, key="coh_hist_release", **KEEP)
+        hist_adv = h3.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_hist_adv", **KEEP)
+        mask = comparison.subgroup_masks[hist_group]
+        scores = comparison.example_scores[(hist_rel, hist_adv)]
+        st.plotly_chart(figs.score_histograms(scores[mask], comparison.example_half[mask], hist_group,
+                                              f"{hist_rel} / {hist_adv}"), key="coh_hist_chart")
+        st.caption("The two mounds of scores of the first trial: the half whose records fed the release against "
+                   "the held-out half. W1 is the work needed to move one mound onto the other.")
+    with tab_curve:
+        curve_rel = st.selectbox("Release", rel_names, key="coh_curve_release", **KEEP)
+        st.plotly_chart(figs.coherence_curve_figure(curve, curve_rel, s["alpha"], s["beta"]),
+                        key="coh_curve_chart")
+        st.caption("Solid: share of trials in which some eligible subgroup exceeds alpha, with its one-sided 95% "
+                   "band; dotted: the same predictors on an independent split (the noise floor).")
+    with tab_size:
+        size_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_size_adv", **KEEP)
+        st.plotly_chart(figs.size_scatter(comparison.subgroups, size_adv, s["alpha"]), key="coh_size_chart")
+    with tab_excl:
+        if comparison.excluded.empty:
+            st.write("Every subgroup has at least gamma members.")
+        else:
+            st.write(f"{len(comparison.excluded)} subgroups have fewer than gamma = {s['gamma']} members and are "
+                     "not checked (sampling alone would make them look incoherent).")
+            st.dataframe(figs.readable(comparison.excluded, figs.EXCLUDED_COLUMNS), hide_index=True, width="stretch")
+
+
 # ------------------------------------------------------------------------------------------------
 # The page
 # ------------------------------------------------------------------------------------------------
@@ -433,49 +479,10 @@ with results_area:
                     _verdict_card(row, comparison.summary[comparison.summary["release"] == row["release"]])
 
         st.markdown("**Per adversary** (FAIL uses Bonferroni-corrected lower bounds across adversaries)")
-        st.dataframe(figs.readable(comparison.summary, figs.SUMMARY_COLUMNS), hide_index=True, width="stretch")
+        st.dataframe(figs.readable(comparison.summary, figs.SUMMARY_COLUMNS), hide_index=True, width="stretch",
+                     column_config={"Verdict": st.column_config.TextColumn(width="medium")})
 
-        adv_names = list(dict.fromkeys(comparison.summary["adversary"]))
-        rel_names = list(rels["release"])
-        worst_adv = comparison.summary.sort_values(["beta_hat", "alpha_hat"], ascending=False)["adversary"].iloc[0]
-        tables = result.tables()
-        tab_heat, tab_hist, tab_curve, tab_size, tab_excl = st.tabs(
-            ["Subgroup heat map", "Score histograms", "Failure rate against alpha", "Size against incoherence",
-             "Excluded subgroups"])
-        with tab_heat:
-            heat_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_heat_adv", **KEEP)
-            st.plotly_chart(figs.distance_heatmap(comparison.subgroups, heat_adv, s["alpha"]), key="coh_heat_chart")
-            st.caption("Cells: median W1 over trials between the released and held-out halves of each subgroup, with "
-                       "the 5-95% range of trials in brackets; subgroups with the worst (1 - beta) quantile on top.")
-            table = comparison.subgroups[comparison.subgroups["adversary"] == heat_adv].sort_values("q_w1", ascending=False)
-            st.dataframe(figs.readable(table, figs.SUBGROUP_COLUMNS), hide_index=True, width="stretch")
-        with tab_hist:
-            h1, h2, h3 = st.columns(3)
-            hist_group = h1.selectbox("Subgroup", list(comparison.subgroup_masks), key="coh_hist_group", **KEEP)
-            hist_rel = h2.selectbox("Release", rel_names, key="coh_hist_release", **KEEP)
-            hist_adv = h3.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_hist_adv", **KEEP)
-            mask = comparison.subgroup_masks[hist_group]
-            scores = comparison.example_scores[(hist_rel, hist_adv)]
-            st.plotly_chart(figs.score_histograms(scores[mask], comparison.example_half[mask], hist_group,
-                                                  f"{hist_rel} / {hist_adv}"), key="coh_hist_chart")
-            st.caption("The two mounds of scores of the first trial: the half whose records fed the release against "
-                       "the held-out half. W1 is the work needed to move one mound onto the other.")
-        with tab_curve:
-            curve_rel = st.selectbox("Release", rel_names, key="coh_curve_release", **KEEP)
-            st.plotly_chart(figs.coherence_curve_figure(tables["curve"], curve_rel, s["alpha"], s["beta"]),
-                            key="coh_curve_chart")
-            st.caption("Solid: share of trials in which some eligible subgroup exceeds alpha, with its one-sided 95% "
-                       "band; dotted: the same predictors on an independent split (the noise floor).")
-        with tab_size:
-            size_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_size_adv", **KEEP)
-            st.plotly_chart(figs.size_scatter(comparison.subgroups, size_adv, s["alpha"]), key="coh_size_chart")
-        with tab_excl:
-            if comparison.excluded.empty:
-                st.write("Every subgroup has at least gamma members.")
-            else:
-                st.write(f"{len(comparison.excluded)} subgroups have fewer than gamma = {s['gamma']} members and are "
-                         "not checked (sampling alone would make them look incoherent).")
-                st.dataframe(figs.readable(comparison.excluded, figs.EXCLUDED_COLUMNS), hide_index=True, width="stretch")
+        _result_tabs(comparison, result.tables()["curve"])
 
     if result is not None:
         st.subheader("Export")
@@ -486,7 +493,8 @@ with sweep_slot:
     if sweep is not None:
         st.plotly_chart(figs.epsilon_figure(sweep.audit.summary, sweep.audit.releases, sweep.theory,
                                             sweep.audit.settings["beta"]), key="coh_sweep_chart")
-        st.dataframe(figs.readable(sweep.audit.summary, figs.SWEEP_COLUMNS), hide_index=True, width="stretch")
+        st.dataframe(figs.readable(sweep.audit.summary, figs.SWEEP_COLUMNS), hide_index=True, width="stretch",
+                     column_config={"Verdict": st.column_config.TextColumn(width="medium")})
         if sweep.theory["certified_alpha"].isna().all():
             st.caption("Theory certifies nothing at these sizes and epsilons (the black-box conversion is very "
                        "demanding); try smaller epsilons or larger subgroups.")
