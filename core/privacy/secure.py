@@ -135,3 +135,18 @@ class SecureMechanism:
     def privacy_cost(self, scale: float, sensitivity: float = 1.0) -> float:
         """OpenDP's own privacy map at this scale, in ``self.unit``."""
         return secure_privacy_cost(self.name, scale, sensitivity)
+
+
+def secure_noisy_max(scores, scale: float) -> int:
+    """Index of the largest of ``scores`` after Gumbel noise of ``scale`` drawn by OpenDP: the
+    exponential mechanism on the release path (epsilon = 2 x score sensitivity / scale). RELEASE PATH."""
+    scale = float(scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"The noise scale must be a positive finite number; got {scale}.")
+    values = [float(v) for v in np.asarray(scores, float).ravel()]
+    if not values or not all(math.isfinite(v) for v in values):
+        raise ValueError("Noisy max needs at least one score, all finite.")
+    dp = _opendp()
+    measurement = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T="f64", nan=False)),
+                                      dp.linf_distance(T="f64"), dp.max_divergence(), scale=scale)
+    return int(measurement(values))

@@ -25,6 +25,15 @@ class SeededNoise:
         sigma = gaussian_sigma(sensitivity, rho)
         return sample_gaussian(sigma, size, self.rng), sigma
 
+    def choose(self, scores: np.ndarray, epsilon: float) -> int:
+        """The exponential mechanism (score sensitivity 1): index i with probability proportional to
+        exp(epsilon q_i / 2); -inf scores are never chosen."""
+        q = np.asarray(scores, float)
+        open_ = np.isfinite(q)
+        p = np.exp(epsilon / 2.0 * (np.where(open_, q, -np.inf) - q[open_].max()))
+        p /= p.sum()
+        return int(self.rng.choice(q.size, p=p))
+
 
 class SecureNoise:
     """Gaussian noise from OpenDP's sampler (``core.privacy.secure``): the release path."""
@@ -36,6 +45,14 @@ class SecureNoise:
 
         sigma = gaussian_sigma(sensitivity, rho)
         return np.asarray(secure_noise("gaussian", sigma, size), float), sigma
+
+    def choose(self, scores: np.ndarray, epsilon: float) -> int:
+        """The exponential mechanism as OpenDP's Gumbel noisy max (scale 2 / epsilon); -inf never chosen."""
+        from core.privacy.secure import secure_noisy_max
+
+        q = np.asarray(scores, float)
+        open_ = np.flatnonzero(np.isfinite(q))
+        return int(open_[secure_noisy_max(q[open_], 2.0 / epsilon)])
 
 
 def noise_source(rng: np.random.Generator, noise=None):

@@ -115,7 +115,7 @@ class MST:
         self.sizes_ = np.array([v.size for v in self.one_way_], dtype=np.int64)
         return out
 
-    def _select(self, comp: np.ndarray, rho: float, rng: np.random.Generator) -> list[tuple[int, int]]:
+    def _select(self, comp: np.ndarray, rho: float, noise) -> list[tuple[int, int]]:
         """d-1 edges of a spanning tree, each picked by the exponential mechanism (MST Sec. 4)."""
         d = comp.shape[1]
         if d < 2:
@@ -134,11 +134,7 @@ class MST:
         pair_arr = np.array(pairs)
         for _ in range(d - 1):
             open_ = component[pair_arr[:, 0]] != component[pair_arr[:, 1]]
-            q = np.where(open_, scores, -np.inf)
-            logits = self.epsilon_em_ / 2.0 * (q - q[open_].max())
-            p = np.exp(logits)
-            p /= p.sum()
-            k = int(rng.choice(len(pairs), p=p))
+            k = noise.choose(np.where(open_, scores, -np.inf), self.epsilon_em_)
             i, j = pairs[k]
             chosen.append((i, j))
             component[component == component[j]] = component[i]
@@ -255,7 +251,7 @@ class MST:
             draw, self.sigma_one_way_ = noise.gaussian(math.sqrt(d), rho_parts[0], self.domain_[c])
             noisy.append(one_way_counts(arr[:, j], self.domain_[c]) + draw)
         comp = self._compress(arr, noisy)
-        edges = self._select(comp, rho_parts[1], rng)
+        edges = self._select(comp, rho_parts[1], noise)
         self.sigma_two_way_ = float("inf")
         tables = {}
         for i, j in edges:  # d-1 tables released together: L2 sensitivity sqrt(d-1)

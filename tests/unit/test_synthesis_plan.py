@@ -143,12 +143,21 @@ def test_secure_release_uses_opendp_and_says_it_is_a_release(monkeypatch):
         calls.append((name, scale))
         return real(name, scale, size)
 
+    picks = []
+    real_max = secure.secure_noisy_max
+
+    def spy_max(scores, scale):
+        picks.append(scale)
+        return real_max(scores, scale)
+
     monkeypatch.setattr(secure, "secure_noise", spy)
+    monkeypatch.setattr(secure, "secure_noisy_max", spy_max)
     plan = cps_plan(columns=("education", "sex", "income"), strata=("sex",), target=None,
                     release=ReleasePlan(epsilon=1.0, method="stratified"))
     rel = secure_release(plan)
     assert rel.secure and rel.statement.startswith("Release:")
     assert calls and {c[0] for c in calls} == {"gaussian"}
+    assert len(picks) == 2          # MST's one tree edge per stratum is picked by OpenDP's noisy max
     assert rel.ledger.total("rho") == pytest.approx(rho_for_epsilon(1.0, DELTA))
 
 
