@@ -366,6 +366,7 @@ def _allocation_part(plan: BudgetPlan, data: bytes | None, progress=None) -> dic
     geo = plan.geography_data()
     h = geo.hierarchy
     mech = plan.level_mechanism(h.depth)
+    get_mechanism(mech).prepare(plan.sensitivity, progress)   # e.g. the Generalized Gaussian's what-if curve
     district_plan = district_plan_labels(data, geo)
     target_rng = make_rng(seed_sequence(plan.seed, stream_key("targets")))
     targets = [target_labels(h, spec, target_rng, district_plan) for spec in plan.targets]

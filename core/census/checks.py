@@ -19,8 +19,11 @@ def whole(value, what: str, low: int, high: int) -> int:
 
 def number(value, what: str, low: float, high: float, *, open_low: bool = False) -> float:
     """A finite number in [low, high] (or (low, high] with ``open_low``)."""
-    bound = f"above {low:g}" if open_low else f"at least {low:g}"
-    problem = ValueError(f"{what} must be a finite number {bound} and at most {high:g}; got {value!r:.40}.")
+    if open_low and low == 0:
+        text = f"a positive finite number (at most {high:g})"
+    else:
+        text = f"a finite number {'above' if open_low else 'at least'} {low:g} and at most {high:g}"
+    problem = ValueError(f"{what} must be {text}; got {value!r:.40}.")
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise problem
     try:

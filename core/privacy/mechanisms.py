@@ -297,6 +297,7 @@ class NoiseMechanism:
     mean_abs_of_scale: Callable[[float], float]
     calibration: Callable[[float, float], float] | None = field(default=None, repr=False)
     estimate: Callable[[float, float], float] | None = field(default=None, repr=False)
+    prepare_estimate: Callable[[float, object], None] | None = field(default=None, repr=False)
     delta: float | None = None
     key: str = ""
     params: object = None
@@ -334,6 +335,11 @@ class NoiseMechanism:
         sens_b, bud_b = np.broadcast_arrays(sens, bud)
         out = np.array([self.estimate(float(s), float(b)) for s, b in zip(sens_b.ravel(), bud_b.ravel())])
         return _as_output(out.reshape(bud_b.shape))
+
+    def prepare(self, sensitivity: float, progress=None) -> None:
+        """Compute (once, reporting progress) what ``scale_estimate`` reads for this sensitivity."""
+        if self.prepare_estimate is not None:
+            self.prepare_estimate(float(sensitivity), progress)
 
     def sample(self, scale: float, size, rng: np.random.Generator) -> np.ndarray:
         """Draws of this noise at the given scale (a simulation: the generator is seeded by the caller)."""
@@ -431,7 +437,7 @@ def _analytic_gaussian(params: AnalyticGaussianParams) -> NoiseMechanism:
 
 
 def _generalized_gaussian(params: GeneralizedGaussianParams) -> NoiseMechanism:
-    from core.privacy.calibration import calibrate_generalized_gaussian, gg_scale_estimate
+    from core.privacy.calibration import calibrate_generalized_gaussian, gg_scale_curve, gg_scale_estimate
 
     p, delta = float(params.order), float(params.delta)
     return NoiseMechanism(
@@ -442,6 +448,7 @@ def _generalized_gaussian(params: GeneralizedGaussianParams) -> NoiseMechanism:
         lambda scale: generalized_gaussian_mean_abs(scale, p),
         calibration=lambda sens, eps: calibrate_generalized_gaussian(_whole_queries(sens), p, eps, delta),
         estimate=lambda sens, eps: gg_scale_estimate(_whole_queries(sens), p, eps, delta),
+        prepare_estimate=lambda sens, progress: gg_scale_curve(_whole_queries(sens), p, delta, progress),
         delta=delta, key="generalized_gaussian", params=params)
 
 

@@ -8,6 +8,9 @@ import plotly.graph_objects as go
 from dashboard.figures.axes import tidy_log_axes
 
 SIMULATION_NOTE = "simulation, not a release"
+METRIC_NAMES = {"MAE": "mean |error| per query", "RMSE": "RMSE per query",
+                "E max error": "expected largest error over the k queries",
+                "95th pct of max error": "95th percentile of the largest error"}
 
 
 def budget_shares_figure(levels: pd.DataFrame, unit: str) -> go.Figure:
@@ -67,10 +70,12 @@ def mechanism_figure(sweep: pd.DataFrame, show_bound: bool = True) -> go.Figure:
     fig = px.line(data, x="epsilon", y="value", color="curve", facet_col="metric", facet_col_wrap=2,
                   log_x=True, log_y=True, markers=True, line_dash="calibration",
                   category_orders={"metric": ["MAE", "RMSE", "E max error", "95th pct of max error"]})
-    fig.update_yaxes(matches=None, showticklabels=True)
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    fig.update_layout(title="Error of k overlapping counting queries against epsilon", height=640,
-                      legend=dict(orientation="h", y=-0.15), margin=dict(t=60, b=30, l=50, r=10))
+    fig.update_yaxes(matches=None, showticklabels=True, title_text="")
+    fig.update_yaxes(title_text="error (counts)", col=1)
+    fig.update_xaxes(title_text="epsilon")
+    fig.for_each_annotation(lambda a: a.update(text=METRIC_NAMES.get(a.text.split("=")[-1], a.text.split("=")[-1])))
+    fig.update_layout(title="Error of k overlapping counting queries against epsilon", height=680,
+                      legend=dict(orientation="h", y=-0.12, title_text=""), margin=dict(t=60, b=30, l=50, r=10))
     return tidy_log_axes(fig)
 
 

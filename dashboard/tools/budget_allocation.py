@@ -205,16 +205,16 @@ with st.container(border=True):
     h = geo.hierarchy
     st.caption(geo.source)
     choice = budget_input("ba", h.level_names)
-    t1, t2, t3 = st.columns([2, 1, 1])
     target_options = ["leaf"] + [f"unit:{lvl}" for lvl in range(h.depth - 1)] + ["greedy", "scattered"]
     target_names = {"leaf": f"one {h.level_names[-1]}", "greedy": "k hierarchy-following districts",
                     "scattered": "k scattered districts",
                     **{f"unit:{lvl}": f"whole {h.level_names[lvl]}" for lvl in range(h.depth - 1)}}
     default_targets = [t for t in ["leaf", "unit:2", "greedy", "scattered"] if t in target_options]
-    picked = t1.pills("Targets", target_options, selection_mode="multi", default=default_targets,
+    picked = st.pills("Targets", target_options, selection_mode="multi", default=default_targets,
                       format_func=target_names.get, key=f"ba_targets_{h.depth}", **KEEP,
                       help="What the split should make accurate: one leaf, whole units of a level, or k districts "
                            "that follow the hierarchy or are scattered across it.")
+    t2, t3 = st.columns(2)
     k_districts = int(t2.number_input("k districts", 1, 10_000, 4, key="ba_k", **KEEP))
     runs = int(t3.slider("ToyDown runs", 0, 300, 30, 10, key="ba_runs", **KEEP,
                          help="Seeded simulations that check the closed-form error; 0 skips them."))
