@@ -139,6 +139,10 @@ class SynthesisResult(Result):
         return df.drop(columns=[c for c in columns if c in df.columns])
 
     def tables(self) -> dict[str, pd.DataFrame]:
+        """What reports and downloads hold. Unless sizes were declared public, nothing from which an
+        exact size or a private share can be read back: no real row counts, no real category shares,
+        and none of the mean-estimation tables (their closed forms are functions of the exact sizes)."""
+        public = self.plan.sizes_public
         out = {"strata": self._private(self.overview, "real_rows", "share"), "noise": self.noise}
         if self.sweep is not None:
             out["group_metrics"] = self._private(self.sweep.group_metrics, "real_rows")
@@ -146,14 +150,14 @@ class SynthesisResult(Result):
             out["strata_fates"] = self._private(self.sweep.strata, "real_rows")
             out["sweep_ledger"] = self.sweep.ledger
         if self.marginals is not None:
-            out["marginal_shares"] = self.marginals[0]
+            out["marginal_shares"] = self._private(self.marginals[0], "real")
             out["marginal_tvd"] = self._private(self.marginals[1], "real_rows")
         if self.release is not None:
             out["release_ledger"] = self.release.ledger_table
             out["release_shares"] = self.release.shares()
-        if self.means is not None:
+        if self.means is not None and public:
             out["mean_curves"] = self.means.curves
-            out["mean_group_errors"] = self._private(self.means.group_errors, "size")
+            out["mean_group_errors"] = self.means.group_errors
             out["coinpress"] = self.means.coinpress
             out["dirichlet"] = self.means.dirichlet
         return out
@@ -171,7 +175,7 @@ class SynthesisResult(Result):
         if self.release is not None:
             head["release rho"] = self.release.ledger.total("rho")
             head["release epsilon"] = self.release.ledger.total("epsilon", delta=self.plan.delta)
-        if self.means is not None:
+        if self.means is not None and self.plan.sizes_public:
             head["stratification cost multiplier"] = self.means.summary["cost_multiplier"]
         return head
 

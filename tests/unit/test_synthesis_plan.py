@@ -90,8 +90,14 @@ def test_dp_count_sweep_export_keeps_exact_sizes_out_but_public_sizes_may_show()
     assert "real_rows" not in tables["group_metrics"] and "real_rows" not in tables["strata_fates"]
     assert list(tables["strata"].columns) == ["group"]
     assert mentions(report_json(build_report(result)), counts) == []
-    public = run.uncached(plan.replace(size_policy="public", sizes_declared_public=True))
-    assert "real_rows" in public.tables()["strata"]
+    # real shares and the mean-estimation closed forms (functions of the exact sizes) stay out too
+    with_means = run.uncached(plan.replace(marginals=MarginalsPlan(1.0, 0), means=MeansPlan(runs=5)))
+    shared = with_means.tables()
+    assert "real" not in shared["marginal_shares"]
+    assert not {"mean_curves", "mean_group_errors", "dirichlet"} & set(shared)
+    assert "stratification cost multiplier" not in with_means.headline()
+    public = run.uncached(plan.replace(size_policy="public", sizes_declared_public=True, means=MeansPlan(runs=5)))
+    assert "real_rows" in public.tables()["strata"] and "dirichlet" in public.tables()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -237,8 +243,10 @@ def test_non_finite_and_out_of_range_numbers_are_refused_with_a_value_error(buil
 # --------------------------------------------------------------------------------------------------
 
 def page_default_plan() -> SynthesisPlan:
-    """What the page builds on CPS when Run sweep is pressed with two small changes (one seed, eps 1)."""
+    """What the page builds on CPS when Run sweep is pressed with two small changes (one seed, eps 1);
+    sizes declared public so that every table, the mean-estimation ones included, is exported."""
     return SynthesisPlan(data=DataRef("cps"), columns=COLS, strata=("sex", "race"), target="income",
+                         size_policy="public", sizes_declared_public=True,
                          sweep=SweepPlan(epsilons=(1.0,), seeds=(0,)), marginals=MarginalsPlan(1.0, 0),
                          release=ReleasePlan(epsilon=1.0), means=MeansPlan(epsilons=(1.0,), runs=10))
 
