@@ -9,37 +9,6 @@ from core.datasets import DATASETS, datasets_summary, load_dataset, load_georgia
 from dashboard.figures.home import MAP_METRICS, georgia_choropleth
 from dashboard.page_registry import PAGES
 
-# The question each tool answers, keyed by the page's URL path.
-TOOL_QUESTIONS = {
-    "coherence-audit": (
-        "If we publish this table or synthetic file, can someone use it to draw conclusions about "
-        "groups of people that the real data would not support? The audit runs simulated "
-        "adversaries against a release method on real microdata and reports, group by group, how "
-        "far their conclusions move; a calculator shows what a privacy guarantee promises."
-    ),
-    "budget-allocation": (
-        "How should one privacy budget be shared among the levels of a census geography (state, "
-        "county, tract, block) so that the numbers people rely on, such as district populations, "
-        "stay accurate? Compare noise mechanisms and see what publishing some totals exactly "
-        "(invariants) changes."
-    ),
-    "stratified-synthesis": (
-        "Does running a private estimator or synthetic-data generator separately inside each "
-        "demographic group give small groups better accuracy than one run on everybody, and what "
-        "does it cost for the population as a whole?"
-    ),
-    "fairness-elicitation": (
-        "Which people should a decision rule treat alike? Gather pairwise judgements from "
-        "stakeholders, train a classifier that respects them, and see how much accuracy each "
-        "level of fairness costs, on the COMPAS recidivism data."
-    ),
-    "district-maps": (
-        "What does privacy noise do to redistricting? See how far district populations drift, "
-        "whether plans still pass the population-balance rule, and how districting methods "
-        "compare on the Georgia counties."
-    ),
-}
-
 GLOSSARY = {
     "Epsilon (ε)": "The privacy-loss parameter of differential privacy. Smaller means stronger "
                    "privacy and noisier results; it bounds how much any one person's data can "
@@ -94,11 +63,11 @@ st.markdown(
     "answers one question with real data and shows the trade-offs as charts you can export."
 )
 
-st.header("The five tools")
+st.header("The tools")
 for page in PAGES:
     with st.container(border=True):
         st.page_link(page.file, label=page.title, icon=page.icon)
-        st.markdown(TOOL_QUESTIONS.get(page.url_path, "This tool has no description yet."))
+        st.markdown(page.question)
 
 st.header("Bundled data sets")
 st.markdown("All data ship with the app and load offline. Sources, licences and checksums are in "

@@ -1,10 +1,18 @@
-"""The dashboard's pages: file (relative to dashboard/), title, URL path, icon.
+"""The one list of the dashboard's pages.
 
-Plain data so that the browser test can visit every page without importing streamlit.
+Each entry names the page file (relative to dashboard/), its title, URL path and icon, the question
+it answers (the home page shows it) and a CSS selector of the figure that shows the page has
+finished drawing (the browser test waits for it). Plain data: importing this module needs neither
+streamlit nor a browser.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+def plotly_in(key: str) -> str:
+    """Selector of the plotly figure drawn by the element with Streamlit key `key`."""
+    return f".st-key-{key} .js-plotly-plot .main-svg"
 
 
 @dataclass(frozen=True)
@@ -13,15 +21,53 @@ class PageEntry:
     title: str
     url_path: str
     icon: str
-    ready_selector: str = "[data-testid='stMarkdownContainer']"
+    question: str
+    main_figure: str
 
 
-HOME = PageEntry("home.py", "Home", "home", ":material/home:")
+HOME = PageEntry(
+    "home.py", "Home", "home", ":material/home:",
+    "What can each tool answer, and on which bundled data?",
+    plotly_in("home_map"),
+)
 PAGES: tuple[PageEntry, ...] = (
-    PageEntry("tools/coherence_audit.py", "Coherence audit", "coherence-audit", ":material/fact_check:"),
-    PageEntry("tools/budget_allocation.py", "Budget allocation", "budget-allocation", ":material/account_tree:"),
-    PageEntry("tools/stratified_synthesis.py", "Stratified synthesis", "stratified-synthesis", ":material/stacked_bar_chart:"),
-    PageEntry("tools/fairness_elicitation.py", "Fairness elicitation", "fairness-elicitation", ":material/balance:"),
-    PageEntry("tools/district_maps.py", "District maps", "district-maps", ":material/map:"),
+    PageEntry(
+        "tools/coherence_audit.py", "Coherence audit", "coherence-audit", ":material/fact_check:",
+        "If we publish this table or synthetic file, can someone use it to draw conclusions about "
+        "groups of people that the real data would not support? The audit runs simulated "
+        "adversaries against a release method on real microdata and reports, group by group, how "
+        "far their conclusions move; a calculator shows what a privacy guarantee promises.",
+        plotly_in("coh_th_chart"),
+    ),
+    PageEntry(
+        "tools/budget_allocation.py", "Budget allocation", "budget-allocation", ":material/account_tree:",
+        "How should one privacy budget be shared among the levels of a census geography (state, "
+        "county, tract, block) so that the numbers people rely on, such as district populations, "
+        "stay accurate? Compare noise mechanisms and see what publishing some totals exactly "
+        "(invariants) changes.",
+        plotly_in("ba_fig_budget"),
+    ),
+    PageEntry(
+        "tools/stratified_synthesis.py", "Stratified synthesis", "stratified-synthesis",
+        ":material/stacked_bar_chart:",
+        "Does running a private estimator or synthetic-data generator separately inside each "
+        "demographic group give small groups better accuracy than one run on everybody, and what "
+        "does it cost for the population as a whole?",
+        plotly_in("ss_sizes_chart"),
+    ),
+    PageEntry(
+        "tools/fairness_elicitation.py", "Fairness elicitation", "fairness-elicitation", ":material/balance:",
+        "Which people should a decision rule treat alike? Gather pairwise judgements from "
+        "stakeholders, train a classifier that respects them, and see how much accuracy each "
+        "level of fairness costs, on the COMPAS recidivism data.",
+        ".st-key-fe_core_preview [data-testid='stDataFrame']",
+    ),
+    PageEntry(
+        "tools/district_maps.py", "District maps", "district-maps", ":material/map:",
+        "What does privacy noise do to redistricting? See how far district populations drift, "
+        "whether plans still pass the population-balance rule, and how districting methods "
+        "compare on the Georgia counties.",
+        plotly_in("dm_map"),
+    ),
 )
 ALL_PAGES: tuple[PageEntry, ...] = (HOME, *PAGES)

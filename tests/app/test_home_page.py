@@ -41,6 +41,19 @@ def test_renders_tools_with_links_and_questions(app):
     assert "redistricting" in text and "stratum" in text.lower()
     links = [el for el in app.get("page_link")]
     assert [el.proto.label for el in links] == [p.title for p in PAGES]
+    shown = [m.value for m in app.markdown]
+    assert all(p.question in shown for p in PAGES)  # the questions come from the page registry
+
+
+def test_registry_lists_each_page_once_with_a_question_and_a_figure():
+    from dashboard.page_registry import ALL_PAGES
+
+    root = Path(PAGE).parent
+    assert all((root / p.file).is_file() for p in ALL_PAGES)
+    for field in ("file", "title", "url_path", "main_figure"):
+        values = [getattr(p, field) for p in ALL_PAGES]
+        assert len(set(values)) == len(values), field
+    assert all(p.question.strip().endswith("?") or "?" in p.question for p in ALL_PAGES)
 
 
 def test_dataset_table_lists_the_bundled_sets(app):

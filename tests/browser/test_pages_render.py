@@ -67,15 +67,45 @@ def server(tmp_path_factory):
             process.kill()
 
 
-def _wait_until_idle(page, timeout_ms: int) -> None:
-    """Wait until Streamlit has started and finished running the page's script."""
-    page.wait_for_selector("[data-testid='stMain']", timeout=timeout_ms)
-    page.wait_for_function(
-        "() => document.querySelector('[data-testid=\"stMainBlockContainer\"]') !== null"
-        " && document.querySelectorAll('[data-testid=\"stMainBlockContainer\"] *').length > 5",
-        timeout=timeout_ms)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
+LOCAL_PREFIXES = ("http://127.0.0.1", "https://127.0.0.1", "ws://127.0.0.1", "http://localhost",
+                  "https://localhost", "ws://localhost", "data:", "blob:")
+RUNNING = ("[data-testid='stStatusWidget'], [data-testid='stSpinner'], [data-stale='true'], "
+           "[data-testid='stSkeleton']")
+
+
+def _open_page(browser, height: int = 1000):
+    """A new tab that records every request and web socket it opens; returns (page, outside URLs)."""
+    page = browser.new_page(viewport={"width": 1400, "height": height})
+    outside: list[str] = []
+
+    def record(url: str) -> None:
+        if not url.startswith(LOCAL_PREFIXES):
+            outside.append(url)
+    page.on("request", lambda request: record(request.url))
+    page.on("websocket", lambda socket: record(socket.url))
+    return page, outside
+
+
+def _wait_until_idle(page, timeout_ms: int, settle_ms: int = 1000) -> None:
+    """Wait until the page's script has run to the end: the main block is drawn and no running
+    indicator, spinner, skeleton or stale element is left, twice in a row `settle_ms` apart (a
+    script that reruns itself shows the indicator again in between)."""
+    page.wait_for_selector("[data-testid='stMainBlockContainer']", timeout=timeout_ms)
+    deadline = time.monotonic() + timeout_ms / 1000
+    quiet = 0
+    while quiet < 2:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the page was still running after {timeout_ms / 1000:.0f} s")
+        page.wait_for_timeout(settle_ms // 2 if quiet == 0 else settle_ms)
+        quiet = quiet + 1 if page.locator(RUNNING).count() == 0 else 0
+
+
+def _wait_for_figure(page, selector: str, timeout_ms: int) -> None:
+    """Wait until the page's main figure exists, bring it into view and let it draw."""
+    figure = page.locator(selector).first
+    figure.wait_for(state="attached", timeout=timeout_ms)
+    figure.scroll_into_view_if_needed(timeout=timeout_ms)
+    figure.wait_for(state="visible", timeout=timeout_ms)
 
 
 def test_every_page_renders_without_exception(server):
@@ -87,25 +117,27 @@ def test_every_page_renders_without_exception(server):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        outside_requests: list[str] = []
-        page.on("request", lambda r: None if r.url.startswith(("http://127.0.0.1", "data:", "blob:"))
-                else outside_requests.append(r.url))
+        page, outside_requests = _open_page(browser)
         # a tool's own URL first on the fresh server: a shared deep link must open without a
         # 'Page not found' dialog (Streamlit raises it when a pages/ folder sits beside app.py)
         for entry in (*PAGES, HOME):
             start = time.perf_counter()
             page.goto(f"{server}/{'' if entry.url_path == 'home' else entry.url_path}")
-            _wait_until_idle(page, timeout_ms=120_000)
-            page.wait_for_timeout(1500)  # let plotly draw before the screenshot
+            try:
+                _wait_until_idle(page, timeout_ms=300_000)
+                _wait_for_figure(page, entry.main_figure, timeout_ms=60_000)
+                _wait_until_idle(page, timeout_ms=60_000)   # drawing the figure may not rerun the page
+            except Exception as exc:  # noqa: BLE001 - every page is checked; the failure is reported below
+                failures.append(f"{entry.title}: did not finish drawing {entry.main_figure!r} ({exc})"[:600])
             timings[entry.url_path] = round(time.perf_counter() - start, 2)
+            print(f"{entry.title}: drawn after {timings[entry.url_path]:.1f} s")
             shot = ARTIFACTS / f"{entry.url_path}.png"
             page.screenshot(path=str(shot), full_page=True)
             exceptions = page.locator("[data-testid='stException']")
             if exceptions.count():
                 failures.append(f"{entry.title}: {exceptions.first.inner_text()[:500]}")
-            title_text = page.locator("h1").first.inner_text(timeout=10_000)
-            if not title_text.strip():
+            title = page.locator("h1")
+            if not title.count() or not title.first.inner_text().strip():
                 failures.append(f"{entry.title}: no page title rendered")
             if page.get_by_text("Under construction").count():
                 failures.append(f"{entry.title}: still a placeholder")
@@ -117,7 +149,7 @@ def test_every_page_renders_without_exception(server):
         browser.close()
     (ARTIFACTS / "render_times.json").write_text(json.dumps(timings, indent=2))
     assert not failures, "\n".join(failures)
-    assert not outside_requests, f"pages requested outside addresses: {outside_requests[:5]}"
+    assert not outside_requests, f"pages requested outside addresses: {sorted(set(outside_requests))[:5]}"
 
 
 def _upload(page, name: str, payload: bytes) -> None:
@@ -136,7 +168,7 @@ def test_microdata_upload_rejects_bad_files_and_feeds_the_page(server):
     adult = load_adult().sample(3000, random_state=1)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page, outside = _open_page(browser, height=1600)
         page.goto(f"{server}/stratified-synthesis")
         _wait_until_idle(page, timeout_ms=120_000)
         page.locator("[data-testid='stSelectbox']").filter(has_text="Microdata").first.click()
@@ -156,6 +188,7 @@ def test_microdata_upload_rejects_bad_files_and_feeds_the_page(server):
         assert ["Rows", "3,000"] in metrics and ["Strata", "(public", "domain)", "10"] in metrics
         assert not page.locator("[data-testid='stException']").count()
         browser.close()
+    assert not outside, f"the page requested outside addresses: {sorted(set(outside))[:5]}"
 
 
 def _block_files(tmp_path) -> tuple[bytes, bytes]:
@@ -192,7 +225,7 @@ def test_district_upload_builds_a_map_and_rejects_bad_counts(server, tmp_path):
     bad = counts.decode().replace(",10,8,", ",-10,8,", 1).encode()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page, outside = _open_page(browser, height=1600)
         page.goto(f"{server}/district-maps")
         _wait_until_idle(page, timeout_ms=120_000)
         page.get_by_text("My TIGER/Line + PL 94-171 files").click()
@@ -219,6 +252,7 @@ def test_district_upload_builds_a_map_and_rejects_bad_counts(server, tmp_path):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "district-maps-upload.png"), full_page=True)
         browser.close()
+    assert not outside, f"the page requested outside addresses: {sorted(set(outside))[:5]}"
 
 
 def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
@@ -234,7 +268,7 @@ def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
     csv = plan_to_frame(geo.leaf_ids, labels).to_csv(index=False).encode()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 2400})
+        page, outside = _open_page(browser, height=2400)
         page.goto(f"{server}/budget-allocation")
         _wait_until_idle(page, timeout_ms=120_000)
         page.get_by_text("Georgia", exact=True).click()
@@ -250,3 +284,4 @@ def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "budget-allocation-plan.png"), full_page=True)
         browser.close()
+    assert not outside, f"the page requested outside addresses: {sorted(set(outside))[:5]}"
