@@ -38,11 +38,13 @@ def progress_bar(label: str, *, cancel_key: str | None = None,
                  n_jobs: int | None = None) -> Iterator[Callable[[int, int, str], None]]:
     """Yield a ``progress(done, total, message)`` callback drawn as ``st.progress``; cleared after.
 
-    A caption says where the work runs. With ``cancel_key`` a Cancel button sits under the bar: a
-    click while the work runs makes the callback raise :class:`core.contracts.Cancelled` at its
-    next update (outstanding cluster tasks are cancelled as it unwinds); the page catches it and
-    keeps its inputs. A click that lands as the work ends makes the next use of the same bar raise
-    at once. A scheduler that could not be reached leaves a warning on the page.
+    A caption says where the work runs. With ``cancel_key`` a Cancel button sits under the bar.
+    Streamlit answers its click by stopping the running script (the work unwinds and outstanding
+    cluster tasks are cancelled) and running the page again, with a toast saying the work stopped.
+    If that rerun starts the same work again, it raises :class:`core.contracts.Cancelled` before
+    any work is done, which the page catches to keep its inputs and results. With fast reruns
+    off, the click instead surfaces at the next bar update, and the callback raises ``Cancelled``
+    there. A scheduler that could not be reached leaves a warning on the page.
     """
     slot = st.empty()
     box = slot.container()
@@ -53,10 +55,11 @@ def progress_bar(label: str, *, cancel_key: str | None = None,
     box.caption(f"Runs on {backend.describe()}")
     bar = box.progress(0.0, text=label)
     cancelled = bool(cancel_key) and box.button("Cancel", key=cancel_key, on_click=_stopped, args=(label,))
+    if cancelled:
+        slot.empty()
+        raise Cancelled(f"{label} was cancelled.")
 
     def update(done: int, total: int, message: str = "") -> None:
-        if cancelled:
-            raise Cancelled(f"{label} was cancelled.")
         fraction = 0.0 if total <= 0 else min(1.0, done / total)
         try:
             bar.progress(fraction, text=f"{label}: {message} ({done}/{total})" if message else label)
