@@ -6,6 +6,7 @@ not releases.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -15,6 +16,7 @@ from scipy import sparse
 from scipy.stats import chi2
 
 from core.census.analytic import district_variances, level_coefficients, level_node_variance, preset_shares
+from core.contracts import Plan
 from core.geography.hierarchy import Hierarchy
 from core.census.toydown import check_budgets, topdown_lite, toydown
 
@@ -28,7 +30,7 @@ Progress = Callable[[int, int, str], None] | None
 
 
 @dataclass(frozen=True)
-class NoiseConfig:
+class NoiseConfig(Plan):
     """Budgets per level (top first, in the mechanism's unit), mechanism, algorithm, runs and seed."""
 
     budgets: tuple[float, ...]
@@ -41,8 +43,23 @@ class NoiseConfig:
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"Unknown algorithm {self.algorithm!r}; choose one of {list(ALGORITHMS)}.")
-        if not 2 <= int(self.runs) <= 5000:
-            raise ValueError(f"Runs must be between 2 and 5000; got {self.runs}.")
+        if not isinstance(self.budgets, (tuple, list)) or not 1 <= len(self.budgets) <= 20:
+            raise ValueError("Give one budget per level of the geography (1 to 20 levels).")
+        budgets = []
+        for b in self.budgets:
+            if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) \
+                    or not math.isfinite(float(b)) or not 0 < float(b) <= 1e6:
+                raise ValueError(f"Every level's budget must be a positive number up to 1e6; got {b!r}.")
+            budgets.append(float(b))
+        object.__setattr__(self, "budgets", tuple(budgets))
+        if not isinstance(self.mechanism, str) or not self.mechanism:
+            raise ValueError("Name the noise mechanism (for example 'laplace').")
+        s = self.sensitivity
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or not 0 < s <= 1e6:
+            raise ValueError(f"The sensitivity must be a positive number; got {s!r}.")
+        for name, v, low, high in (("Runs", self.runs, 2, 5000), ("Noise seed", self.seed, 0, 2**32 - 1)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= int(v) <= high:
+                raise ValueError(f"{name} must be a whole number between {low} and {high:,}; got {v!r}.")
 
 
 def noisy_leaf_counts(h: Hierarchy, leaf_counts: np.ndarray, config: NoiseConfig,
