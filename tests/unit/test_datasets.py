@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from core import datasets
+from core.contracts import DataRef
 from core.datasets import (COMPAS_POPULATIONS, DATA_DIR, DATASETS, compas_population, cps_domain,
                            load_adult, load_compas, load_cps, load_dataset, load_georgia_counties)
 
@@ -164,6 +165,17 @@ def test_loaders_return_independent_copies():
 def test_load_dataset_rejects_unknown_key():
     with pytest.raises(ValueError, match="Unknown data set 'acs'"):
         load_dataset("acs")
+    with pytest.raises(ValueError, match="Unknown data set 'acs'"):
+        load_dataset(DataRef("acs"))
+
+
+def test_registry_loads_what_a_plan_names():
+    for key, info in DATASETS.items():
+        frame = load_dataset(DataRef(key))
+        assert frame.shape == (info.rows, info.columns) and info.label and info.provenance
+        assert load_dataset(key).equals(frame)
+    with pytest.raises(ValueError, match="uploaded data"):
+        load_dataset(DataRef("upload", "ab" * 32))
 
 
 def test_missing_file_names_the_build_script(monkeypatch, tmp_path):
