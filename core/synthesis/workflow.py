@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from core.cache import cached, cached_call, fingerprint_of
 from core.contracts import Progress, Result, bytes_fingerprint
 from core.parallel import default_n_jobs
-from core.synthesis.encoding import categorical_view, encode_categories, identifier_like
+from core.synthesis.encoding import categorical_view, identifier_like
 from core.synthesis.mean_study import MeanStudy, run_means
 from core.synthesis.plan import SynthesisPlan
 from core.synthesis.release import SyntheticRelease, make_release

@@ -23,8 +23,7 @@ from core.privacy.ledger import ReleaseLog  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan,  # noqa: E402
                             SynthesisPlan, run, secure_release)
-from core.synthesis.plan import (NOISES, SIZE_POLICIES, SMALL_ACTIONS, WEIGHTS, bounds_text,  # noqa: E402
-                                 parse_bounds, parse_epsilons)
+from core.synthesis.plan import NOISES, SIZE_POLICIES, SMALL_ACTIONS, WEIGHTS, parse_bounds, parse_epsilons  # noqa: E402,E501
 from core.synthesis.release import budget_statement_text  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import curve_table, smallest_strata, worst_group_table  # noqa: E402

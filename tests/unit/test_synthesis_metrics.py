@@ -1,7 +1,6 @@
 """Metrics on hand-made frames, and the sweep's tidy output and accounting on a small CPS sample."""
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pandas as pd

@@ -16,7 +16,7 @@ from core.privacy.ledger import BudgetLedger, ReleaseLog
 from core.report import build_report, guarded_csv, load_plan, report_json, tables_match, tables_zip
 from core.synthesis import (MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan, SynthesisPlan, parse_epsilons, run,
                             secure_release)
-from core.synthesis.release import budget_statement_text, make_release
+from core.synthesis.release import budget_statement_text
 from core.synthesis.workflow import prepare
 from core.synthesis.sweep import strata_overview
 
