@@ -302,7 +302,7 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
                 warns.append("sampling-dominated: the real split is not clearly worse than the null")
             if v == "FAIL" and certifies:
                 warns.append("inconsistent with declared DP: check the mechanism or the audit")
-            need = trials_needed(x, T, beta, confidence) if v == "INCONCLUSIVE" else None
+            need = trials_needed(x, T, beta, confidence, fail_confidence=conf_fail) if v == "INCONCLUSIVE" else None
             verdicts.append(v)
             rows.append({
                 "release": rel_names[r], "adversary": adv_names[a], "trials": T, "exceedances": x,

@@ -51,8 +51,14 @@ def decide(lo: float, hi: float, beta: float) -> str:
     return "INCONCLUSIVE"
 
 
-def trials_needed(x: int, t: int, beta: float, confidence: float = 0.95, limit: int = 100_000) -> int | None:
-    """Trials at which the same exceedance rate would decide (PASS if below beta, FAIL if above)."""
+def trials_needed(x: int, t: int, beta: float, confidence: float = 0.95, limit: int = 100_000, *,
+                  fail_confidence: float | None = None) -> int | None:
+    """Trials at which the same exceedance rate would decide (PASS if below beta, FAIL if above).
+
+    ``fail_confidence`` is the level of the FAIL bound when it differs from the PASS bound's (the
+    audit corrects FAIL for the number of adversaries).
+    """
+    fail_confidence = confidence if fail_confidence is None else fail_confidence
     rate = x / t if t else 0.0
     grid = np.arange(max(t, 1), limit + 1)
     xs = np.round(rate * grid).astype(int)
@@ -60,7 +66,7 @@ def trials_needed(x: int, t: int, beta: float, confidence: float = 0.95, limit: 
         hi = np.where(xs >= grid, 1.0, stats.beta.ppf(confidence, xs + 1, np.maximum(grid - xs, 1)))
         ok = np.flatnonzero(hi <= beta)
     elif rate > beta:
-        lo = np.where(xs == 0, 0.0, stats.beta.ppf(1 - confidence, np.maximum(xs, 1), grid - xs + 1))
+        lo = np.where(xs == 0, 0.0, stats.beta.ppf(1 - fail_confidence, np.maximum(xs, 1), grid - xs + 1))
         ok = np.flatnonzero(lo > beta)
     else:
         return None

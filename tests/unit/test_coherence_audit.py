@@ -70,6 +70,11 @@ def test_trials_needed():
     need = trials_needed(8, 20, 0.05)                     # 40% failure rate: FAIL needs few trials
     assert need is not None and decide(*clopper_pearson(round(0.4 * need), need), 0.05) == "FAIL"
     assert trials_needed(1, 20, 0.05) is None            # exactly at beta: cannot decide
+    # with FAIL corrected for three adversaries, 7 of 60 fails only with more trials
+    assert decide(clopper_pearson(7, 60, 1 - 0.05 / 3)[0], 1.0, 0.05) == "INCONCLUSIVE"
+    corrected = trials_needed(7, 60, 0.05, fail_confidence=1 - 0.05 / 3)
+    assert corrected > 60 and decide(clopper_pearson(round(7 / 60 * corrected), corrected, 1 - 0.05 / 3)[0],
+                                     1.0, 0.05) == "FAIL"
 
 
 def test_alpha_at_beta_is_an_order_statistic():
