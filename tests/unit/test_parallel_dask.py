@@ -9,6 +9,7 @@ import socket
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 from distributed import LocalCluster
 
@@ -225,3 +226,53 @@ def test_a_click_on_cancel_is_told_apart_from_other_reruns():
     assert not is_cancel_click(rerun("$$ID-0123abcd-stop_squares", False), "stop_squares")
     assert not is_cancel_click(rerun("$$ID-0123abcd-epsilon", True), "stop_squares")
     assert not is_cancel_click(KeyboardInterrupt(), "stop_squares")
+
+
+# --------------------------------------------------------------------------------------------------
+# One sweep per area on the cluster equals the same sweep run locally
+# --------------------------------------------------------------------------------------------------
+
+def assert_same_tables(local: dict, remote: dict) -> None:
+    assert sorted(local) == sorted(remote)
+    for name in local:
+        pd.testing.assert_frame_equal(local[name], remote[name], check_exact=True, obj=name)
+
+
+def on_cluster(cluster, fn):
+    """``fn()`` with the fan-outs on the cluster; fails unless tasks really ran there."""
+    before = tasks_seen(cluster)
+    with use_scheduler(cluster.scheduler_address):
+        out = fn()
+    assert tasks_seen(cluster) > before, "nothing ran on the cluster"
+    return out
+
+
+def test_audit_trials_on_the_cluster_equal_the_local_run_and_share_its_cache(cluster, tmp_path, monkeypatch):
+    from core.coherence import AdversaryChoice, AuditPlan, RowSample, run
+
+    plan = AuditPlan(rows=RowSample(2000, 3), trials=6, lens=("age_band", "education", "sex"),
+                     subgroup_columns=("sex", "race"), subgroup_order=1, gamma=60,
+                     adversaries=(AdversaryChoice("naive_bayes"), AdversaryChoice("nearest_neighbour")))
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "local"))
+    local = run(plan)
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cluster"))   # nothing cached: computed anew
+    remote = on_cluster(cluster, lambda: run(plan))
+    assert_same_tables(local.tables(), remote.tables())
+    assert run.is_cached(plan)                               # the cluster's result answers the plan locally
+    assert_same_tables(local.tables(), run(plan).tables())
+
+
+def test_synthesis_sweep_on_the_cluster_equals_the_local_run(cluster):
+    from core.contracts import DataRef
+    from core.datasets import load_cps
+    from core.synthesis.plan import SweepPlan, SynthesisPlan
+    from core.synthesis.sweep import run_sweep
+
+    frame = load_cps().sample(3000, random_state=0).reset_index(drop=True)
+    plan = SynthesisPlan(data=DataRef("cps"), columns=("age_band", "education", "sex", "race", "income"),
+                         strata=("sex", "race"), target="income",
+                         sweep=SweepPlan(epsilons=(0.5, 2.0), seeds=(0, 1), n_trees=5))
+    local = run_sweep(plan, frame, n_jobs=1)
+    remote = on_cluster(cluster, lambda: run_sweep(plan, frame))
+    for name in ("overall_metrics", "group_metrics", "strata", "ledger"):
+        pd.testing.assert_frame_equal(getattr(local, name), getattr(remote, name), check_exact=True, obj=name)
