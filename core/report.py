@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from core.contracts import DataRef, Plan, Result, bytes_fingerprint, plan_from_dict, plan_to_dict
+from core.uploads import parse_json_text, read_text
 
 SCHEMA_VERSION = 2
 _VERSIONED = ("numpy", "pandas", "scipy", "scikit-learn", "opendp", "gerrychain", "geopandas",
@@ -151,10 +152,9 @@ def report_json(report: dict) -> str:
 
 def parse_report(text: str | bytes) -> dict:
     """Read a saved report; ``ValueError`` for anything that is not one (or is from an old schema)."""
-    try:
-        report = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"The report is not valid JSON ({exc}).") from exc
+    if isinstance(text, (bytes, bytearray)):
+        text = read_text(bytes(text))
+    report = parse_json_text(text)
     if not isinstance(report, dict):
         raise ValueError(NOT_A_REPORT)
     return migrate(report)

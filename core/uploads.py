@@ -37,7 +37,8 @@ import shapely
 
 __all__ = [
     "DEFAULT_MAX_BYTES", "MAX_COLUMNS", "MAX_COUNT", "MAX_EXPANDED_BYTES", "MAX_ZIP_MEMBERS",
-    "MAX_ZIP_RATIO", "UPLOAD_KINDS", "read_bytes", "read_json", "read_text", "read_upload",
+    "MAX_ZIP_RATIO", "UPLOAD_KINDS", "parse_json_text", "read_bytes", "read_json", "read_text",
+    "read_upload",
 ]
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024          # Streamlit's own upload limit (server.maxUploadSize)
