@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.coherence import ADVERSARIES, RELEASES, AuditPlan, Condition, CustomSubgroup, RowSample, run
+from core.contracts import DataRef
 from core.report import build_report, report_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -279,3 +280,20 @@ def test_uploaded_csv_is_kept_by_fingerprint_across_pages():
     assert at.selectbox(key="coh_dataset").value == "upload"
     assert at.session_state["coh_plan"].data.fingerprint == bytes_fingerprint(raw)
     assert any("uploaded earlier" in c.value for c in at.caption) or at.file_uploader(key="coh_upload").value
+
+
+def test_saved_report_on_adult_restores_a_range_subgroup():
+    plan = AuditPlan(data=DataRef("adult"),
+                     rows=RowSample(2000, 1), seed=1, trials=3, positive=">50K",
+                     lens=("education", "marital_status", "race", "sex", "relationship"),
+                     custom_subgroups=(CustomSubgroup("prime age", (Condition("age", low=30.0, high=50.0),)),),
+                     compare=True)
+    report = report_json(build_report(run(plan), page="Coherence audit"))
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.run()
+    at.file_uploader(key="coh__report_file").set_value(("adult.json", report.encode(), "application/json"))
+    at.run()
+    assert not at.exception and not at.error
+    assert at.slider(key="coh_custom_0_age").value == (30.0, 50.0)
+    restored = at.session_state["coh_plan"]
+    assert restored.replace(theory=None) == plan
