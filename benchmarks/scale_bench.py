@@ -49,11 +49,11 @@ def timed(fn):
     return out, time.perf_counter() - start
 
 
-def audit(df: pd.DataFrame, trials: int):
+def audit(df: pd.DataFrame, trials: int, n_jobs: int | None):
     releases = [make_release("clear_half"), make_release("laplace_table", epsilon=1.0)]
     return coherence_audit(df, releases, ["logistic", "boosting", "nearest_neighbour"], "income",
                            ["age_band", "education", "marital", "race", "sex"], ["race", "sex"],
-                           gamma=80, trials=trials, seed=0, n_jobs=1)
+                           gamma=80, trials=trials, seed=0, n_jobs=n_jobs)
 
 
 def one_ms(item: int) -> int:
@@ -61,10 +61,11 @@ def one_ms(item: int) -> int:
     return item
 
 
-def compare(name: str, local_fn, address: str, same) -> tuple[float, float]:
-    local, t_local = timed(local_fn)
+def compare(name: str, run, address: str, same) -> tuple[float, float]:
+    """``run(n_jobs)`` in-process (n_jobs=1), then on the cluster (n_jobs=None)."""
+    local, t_local = timed(lambda: run(1))
     with use_scheduler(address):
-        remote, t_remote = timed(local_fn)
+        remote, t_remote = timed(lambda: run(None))
     print(f"{name}: 1 local worker {t_local:.1f} s; {describe_backend(scheduler=address)} {t_remote:.1f} s; "
           f"speed-up {t_local / t_remote:.2f}x; identical results: {same(local, remote)}")
     return t_local, t_remote
@@ -95,7 +96,7 @@ def main() -> None:
 
         t_local, t_cluster = compare(
             f"[1] audit {args.trials} trials x 3 adversaries x 2 releases, {len(df):,} rows",
-            lambda: audit(df, args.trials), address,
+            lambda n_jobs: audit(df, args.trials, n_jobs), address,
             lambda a, b: a.maxima.equals(b.maxima) and a.trials.equals(b.trials))
         ratio = t_local / t_cluster
         print(f"    target >= 1.7x -> {'OK' if ratio >= 1.7 else 'MISSED'}")
@@ -103,7 +104,7 @@ def main() -> None:
         s_local, s_cluster = compare(
             f"[2] MST sweep {len(plan.sweep.epsilons)} epsilons x {len(plan.sweep.seeds)} seeds x "
             f"stratified/pooled ({fits} fits), {len(frame):,} rows",
-            lambda: run_sweep(plan, frame, n_jobs=1), address,
+            lambda n_jobs: run_sweep(plan, frame, n_jobs=n_jobs), address,
             lambda a, b: a.overall_metrics.equals(b.overall_metrics) and a.group_metrics.equals(b.group_metrics))
 
         local_tiny, t_tiny_local = timed(lambda: map_trials(one_ms, range(10), n_jobs=1))

@@ -201,7 +201,7 @@ def cluster_slots(client) -> int:
 
 def backend_for(n_jobs: int | None = None, scheduler: str | None = None) -> Backend:
     """Where a ``map_trials`` call with these arguments would run now (connecting if needed)."""
-    address = None if inside_cluster_task() else scheduler_address(scheduler)
+    address = None if n_jobs == 1 or inside_cluster_task() else scheduler_address(scheduler)
     if address:
         client = client_for(address)
         if client is not None:

@@ -40,9 +40,10 @@ def map_trials(func: Callable[..., R], items: Sequence[T], *, seed: SeedLike | N
     """``[func(item) for item in items]``, or ``func(item, rng)`` with one child RNG per item when
     ``seed`` is given; reporting ``progress(done, total, label)`` as items finish.
 
-    Results come back in the order of ``items``. On a Dask cluster (see :mod:`core.cluster`)
-    ``n_jobs`` is ignored; locally, n_jobs == 1 runs in-process and more uses joblib. Inside a
-    cluster task a nested fan-out runs in-process. Raising ``Cancelled`` from ``progress`` stops
+    Results come back in the order of ``items``. ``n_jobs == 1`` always runs in-process (a caller's
+    choice for work too small to ship); otherwise a configured Dask cluster (see
+    :mod:`core.cluster`) runs the items, or joblib with ``n_jobs`` workers (default: all cores).
+    Inside a cluster task a nested fan-out runs in-process. Raising ``Cancelled`` from ``progress`` stops
     the work (outstanding cluster tasks are cancelled).
     """
     items = list(items)
@@ -51,7 +52,7 @@ def map_trials(func: Callable[..., R], items: Sequence[T], *, seed: SeedLike | N
     calls = [(item,) if rngs is None else (item, rng) for item, rng in zip(items, rngs or [None] * total)]
     if total == 0:
         return []
-    if inside_cluster_task():
+    if n_jobs == 1 or inside_cluster_task():
         return _map_local(func, calls, 1, progress, label)
     address = scheduler_address(scheduler)
     client = client_for(address) if address else None

@@ -109,10 +109,10 @@ def test_unreachable_scheduler_falls_back_to_local_with_a_warning(monkeypatch):
     local = map_trials(_slow_draw, range(3), seed=2, n_jobs=1)
     try:
         with use_scheduler(address), pytest.warns(ClusterUnavailable, match="runs on this machine"):
-            fallback = map_trials(_slow_draw, range(3), seed=2, n_jobs=1)
+            fallback = map_trials(_slow_draw, range(3), seed=2)
         assert fallback == local
         with use_scheduler(address), pytest.warns(ClusterUnavailable):
-            assert describe_backend(n_jobs=1) == "1 local core"
+            assert describe_backend(n_jobs=3) == "3 local cores"
     finally:
         forget_failures()
 
@@ -120,6 +120,11 @@ def test_unreachable_scheduler_falls_back_to_local_with_a_warning(monkeypatch):
 def test_environment_variable_names_the_cluster_and_describes_it(cluster, monkeypatch):
     monkeypatch.setenv("DASHBOARD_DASK_SCHEDULER", cluster.scheduler_address)
     assert describe_backend() == f"Dask cluster {cluster.scheduler_address}: 2 workers"
+    assert describe_backend(n_jobs=1) == "1 local core"           # a caller's in-process choice stands
+    before = tasks_seen(cluster)
+    assert map_trials(_slow_draw, range(3), seed=4, n_jobs=1) == map_trials(_slow_draw, range(3), seed=4,
+                                                                           n_jobs=1, scheduler="local")
+    assert tasks_seen(cluster) == before
     with use_scheduler("local"):
         assert describe_backend(n_jobs=3) == "3 local cores"
     assert Backend("dask", 1, "tcp://h:1").describe() == "Dask cluster tcp://h:1: 1 worker"
