@@ -13,6 +13,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from core.contracts import make_rng
+
 # The eight study features shown on pair cards by default (spec 4.1); labels never appear.
 DEFAULT_FEATURES: tuple[str, ...] = ("age", "sex", "race", "priors_count", "juv_fel_count",
                                      "juv_misd_count", "juv_other_count", "c_charge_degree")
@@ -124,7 +126,7 @@ def core_pairs(config: SessionConfig, n_individuals: int) -> np.ndarray:
     """The session's shared core pairs, fixed by the session seed (spec 4.1: shown to everyone)."""
     if n_individuals < 2:
         raise ValueError("Pairs need at least two individuals.")
-    rng = np.random.default_rng([config.seed, 0xC0DE])
+    rng = make_rng([config.seed, 0xC0DE])
     return _random_pairs(n_individuals, config.n_core, rng)
 
 
@@ -482,9 +484,9 @@ def demo_panel(n_stakeholders: int = 12, config: SessionConfig | None = None, se
     parts = []
     for s in range(n_stakeholders):
         sid = f"sim-{s + 1:02d}"
-        part = sample_assignment(config, core, n, np.random.default_rng(stakeholder_seed(config.seed, sid)))
+        part = sample_assignment(config, core, n, make_rng(stakeholder_seed(config.seed, sid)))
         part.insert(0, "stakeholder", sid)
         parts.append(part)
     assignments = pd.concat(parts, ignore_index=True)
-    return simulate_judgments(frame, assignments, np.random.default_rng([seed, 7]), kind=kind,
+    return simulate_judgments(frame, assignments, make_rng([seed, 7]), kind=kind,
                               response_mode=config.response_mode)

@@ -1,6 +1,8 @@
 """Plotly figures for elicitation sessions: progress per stakeholder and agreement on pairs."""
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -13,7 +15,8 @@ def progress_figure(progress: pd.DataFrame) -> go.Figure:
                            xref="paper", yref="paper")
         fig.update_layout(height=220, xaxis_visible=False, yaxis_visible=False)
         return fig
-    names = progress["stakeholder"].astype(str)
+    # Pseudonyms are typed by people: plotly reads tags such as <a href> in labels, so escape them.
+    names = progress["stakeholder"].astype(str).map(html.escape)
     judged = progress["answered"] - progress["skipped"]
     remaining = (progress["of"] - progress["answered"]).clip(lower=0)
     for label, values, color in (("answered", judged, "#2e7d32"), ("skipped", progress["skipped"], "#f9a825"),
