@@ -281,3 +281,15 @@ def test_synthesis_sweep_on_the_cluster_equals_the_local_run(cluster):
     remote = on_cluster(cluster, lambda: run_sweep(plan, frame))
     for name in ("overall_metrics", "group_metrics", "strata", "ledger"):
         pd.testing.assert_frame_equal(getattr(local, name), getattr(remote, name), check_exact=True, obj=name)
+
+
+def test_toydown_runs_on_the_cluster_equal_the_local_run(cluster, tmp_path, monkeypatch):
+    from core.census import BudgetPlan, run
+
+    # above 200,000 leaves the budget tool ships its ToyDown runs; smaller trees stay in-process
+    plan = BudgetPlan(fanouts=(45, 50, 90), runs=3, algorithms=None, mechanisms=None, public=None)
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "local"))
+    local = run(plan)
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cluster"))
+    remote = on_cluster(cluster, lambda: run(plan))
+    assert_same_tables(local.tables(), remote.tables())
