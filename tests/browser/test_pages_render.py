@@ -152,8 +152,11 @@ def test_every_page_renders_without_exception(server):
     assert not outside_requests, f"pages requested outside addresses: {sorted(set(outside_requests))[:5]}"
 
 
-def _upload(page, name: str, payload: bytes) -> None:
-    page.locator("input[type=file]").first.set_input_files(
+def _upload(page, name: str, payload: bytes, label: str | None = None) -> None:
+    """Upload into the first file input, or into the uploader whose label contains ``label``."""
+    inputs = page.locator("input[type=file]") if label is None else \
+        page.locator("[data-testid='stFileUploader']").filter(has_text=label).locator("input[type=file]")
+    inputs.first.set_input_files(
         files=[{"name": name, "mimeType": "text/csv", "buffer": payload}])
     page.wait_for_timeout(1000)
     _wait_until_idle(page, timeout_ms=60_000)
@@ -175,17 +178,21 @@ def test_microdata_upload_rejects_bad_files_and_feeds_the_page(server):
         page.get_by_role("option", name="Upload CSV").click()
         _wait_until_idle(page, timeout_ms=60_000)
 
-        _upload(page, "semicolons.csv", adult.head(50).to_csv(sep=";", index=False).encode())
+        _upload(page, "semicolons.csv", adult.head(50).to_csv(sep=";", index=False).encode(), label="CSV file (UTF-8")
         error = page.locator("[data-testid='stAlertContentError']")
         assert "semicolon" in error.first.inner_text(timeout=30_000)
-        _upload(page, "binary.csv", bytes(range(256)) * 20)
+        _upload(page, "binary.csv", bytes(range(256)) * 20, label="CSV file (UTF-8")
         assert "binary" in error.first.inner_text(timeout=30_000)
 
-        _upload(page, "adult_sample.csv", adult.to_csv(index=False).encode())
+        _upload(page, "adult_sample.csv", adult.to_csv(index=False).encode(), label="CSV file (UTF-8")
         page.get_by_text("adult_sample.csv: 3,000 rows x 15 columns").first.wait_for(timeout=30_000)
+        # an upload's category lists are only used once the curator declares them public
+        assert "category lists would be read from the private rows" in error.first.inner_text(timeout=30_000)
+        page.get_by_text("The category lists of the chosen columns are public knowledge").click()
+        _wait_until_idle(page, timeout_ms=60_000)
         assert not error.count()
         metrics = [m.split() for m in page.locator("[data-testid='stMetric']").all_inner_texts()]
-        assert ["Rows", "3,000"] in metrics and ["Strata", "(public", "domain)", "10"] in metrics
+        assert ["Rows", "(curator", "only)", "3,000"] in metrics and ["Strata", "(public", "domain)", "10"] in metrics
         assert not page.locator("[data-testid='stException']").count()
         browser.close()
     assert not outside, f"the page requested outside addresses: {sorted(set(outside))[:5]}"
