@@ -1,8 +1,8 @@
 """The one list of the dashboard's pages.
 
 Each entry names the page file (relative to dashboard/), its title, URL path and icon, the question
-it answers (the home page shows it) and a CSS selector of the figure that shows the page has
-finished drawing (the browser test waits for it). Plain data: importing this module needs neither
+it answers (the home page shows it) and a selector (CSS, plus Playwright's `:has-text()`) of the
+figure that shows the page has finished drawing (the browser test waits for it). Plain data: importing this module needs neither
 streamlit nor a browser.
 """
 from __future__ import annotations
@@ -60,7 +60,8 @@ PAGES: tuple[PageEntry, ...] = (
         "Which people should a decision rule treat alike? Gather pairwise judgements from "
         "stakeholders, train a classifier that respects them, and see how much accuracy each "
         "level of fairness costs, on the COMPAS recidivism data.",
-        ".st-key-fe_core_preview [data-testid='stDataFrame']",
+        # the facilitator's first view is a form; its computed result is the design preview
+        "[data-testid='stExpander'] summary:has-text('core pairs every stakeholder will see')",
     ),
     PageEntry(
         "tools/district_maps.py", "District maps", "district-maps", ":material/map:",
