@@ -609,6 +609,12 @@ st.title("Pairwise fairness elicitation")
 st.caption("Which pairs of real people do stakeholders say must be treated alike, and what does "
            "honouring those judgments cost a recidivism risk model?")
 
+try:
+    _store()
+except (ValueError, SQLAlchemyError) as err:  # the database cannot be opened: say so, in plain words
+    st.error(str(err) if isinstance(err, ValueError) else "The session database cannot be opened; "
+             "tell the operator. Nothing can be stored until it is fixed.")
+    st.stop()
 restore_stakeholder()
 join_param = st.query_params.get("join")
 if (join_param or _state("login")) and P + "role" not in st.session_state:

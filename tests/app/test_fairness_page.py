@@ -32,6 +32,9 @@ def test_default_view_is_facilitator_setup():
     assert at.button(key="fe_create") is not None and not at.error
     core = next(d.value for d in at.dataframe if "age (A)" in d.value.columns)
     assert len(core) == 10 and (core["i"] != core["j"]).all()
+    from core.fairness import ElicitationPlan, run   # the page shows what the plain-Python plan gives
+    pd.testing.assert_frame_equal(core.reset_index(drop=True), run(ElicitationPlan()).core_pairs,
+                                  check_dtype=False)
     at.number_input(key="fe_n_core").set_value(4).run()
     assert len(next(d.value for d in at.dataframe if "age (A)" in d.value.columns)) == 4
     at.number_input(key="fe_n_random").set_value(0).run()

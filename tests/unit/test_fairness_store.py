@@ -856,3 +856,15 @@ def test_csv_export_is_written_by_the_shared_guarded_writer(store):
     back = store.import_session(text_)
     judged = store.judgments(back.session_id, back.facilitator_key)
     assert list(judged["stakeholder"]) == ["=HYPERLINK(\"x\")"] and list(judged["reason"]) == ["+1 because"]
+
+
+def test_a_database_that_cannot_be_opened_says_so(tmp_path):
+    from core.fairness.store import StoreUnavailable
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the database folder should be")
+    with pytest.raises(StoreUnavailable, match="cannot be created"):
+        ElicitationStore(f"sqlite:///{blocker / 'sessions.sqlite'}")
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreUnavailable, match="cannot be read or written"):
+        ElicitationStore(f"sqlite:///{garbage}")

@@ -90,7 +90,11 @@ def make_engine(url: str | None = None) -> Engine:
     if path is None:  # one shared connection, or every checkout sees an empty database
         engine = create_engine(url, connect_args={"check_same_thread": False}, poolclass=StaticPool)
     else:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreUnavailable(f"The folder for the session database ({path.parent.name}) cannot be "
+                                   f"created: {err.strerror}. Ask the operator to check the path.") from err
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False},
                                pool_size=32, max_overflow=32, pool_timeout=60)
 

@@ -21,14 +21,15 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import bindparam, delete, func, insert, select
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import make_rng
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
                                        sample_assignment, self_agreement, stakeholder_seed)
 from core.fairness.store.checks import (check_pseudonym, check_reason, check_secret, check_session_name,
                                         digest)
-from core.fairness.store.engine import FileWatch, StoreUnavailable, Tx, make_engine, normalise_url, sqlite_file
+from core.fairness.store.engine import (FileWatch, StoreUnavailable, Tx, describe_fault, make_engine, normalise_url,
+                                        sqlite_file)
 from core.fairness.store.schema import (assignments, failed_attempts, judgments, metadata, now_utc,
                                         schema_version, sessions, stakeholders, upgrade)
 
@@ -176,9 +177,9 @@ class SessionStore:
                 with self.write_tx() as conn:
                     upgrade(conn)
                 return
-            except (OperationalError, StoreUnavailable):
+            except (SQLAlchemyError, StoreUnavailable) as err:
                 if attempt == 4:
-                    raise
+                    raise (err if isinstance(err, StoreUnavailable) else describe_fault(err)) from err
                 time.sleep(0.2 * (attempt + 1))
 
     def schema_version(self) -> int:
