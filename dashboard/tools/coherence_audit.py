@@ -411,45 +411,47 @@ if run_clicked:
 if sweep_clicked:
     st.session_state["coh_sweep_on"] = True
 
-plan = None
-for message in release_errors:
-    st.error(message)
-try:
-    plan = AuditPlan(
-        data=data_ref, rows=RowSample(n_rows, seed), target=target, positive=positive, lens=tuple(lens),
-        subgroup_columns=tuple(group_cols), subgroup_order=order, custom_subgroups=custom,
-        releases=tuple(releases), adversaries=tuple(adversaries), alpha=alpha, beta=beta, gamma=gamma,
-        trials=trials, null_splits=n_null, seed=seed, constants=constants,
-        compare=bool(st.session_state.get("coh_compare_on")),
-        sweep=sweep_plan if st.session_state.get("coh_sweep_on") else None, theory=theory_plan)
-except ValueError as err:
-    st.error(str(err))
-st.session_state["coh_plan"] = plan
-
-# Results belong to the plan that made them: reuse the session's result when only the calculator
-# changed, or the on-disk cache when this exact plan ran before; otherwise the earlier result is
-# shown with a warning until the user runs again.
-result = None
-stored = st.session_state.get("coh_result")
-if plan is not None and (plan.compare or plan.sweep is not None):
-    heavy = plan.replace(theory=None)
-    fresh = run_clicked or sweep_clicked
-    same = stored is not None and stored.plan.replace(theory=None) == heavy
+with run_area:   # messages, progress and errors sit by the Run button
+    plan = None
+    for message in release_errors:
+        st.error(message)
     try:
-        if not fresh and stored is not None and stored.plan == plan:
-            result = stored                     # an output widget changed: nothing to recompute
-        elif fresh or same or run.is_cached(plan, raw):
-            with run_area, progress_bar("Running the audit") as bar:
-                result = run(plan, raw, progress=bar)
-            st.session_state["coh_result"] = result
-    except Cancelled:
-        st.info("Stopped; the settings are kept.")
+        plan = AuditPlan(
+            data=data_ref, rows=RowSample(n_rows, seed), target=target, positive=positive, lens=tuple(lens),
+            subgroup_columns=tuple(group_cols), subgroup_order=order, custom_subgroups=custom,
+            releases=tuple(releases), adversaries=tuple(adversaries), alpha=alpha, beta=beta, gamma=gamma,
+            trials=trials, null_splits=n_null, seed=seed, constants=constants,
+            compare=bool(st.session_state.get("coh_compare_on")),
+            sweep=sweep_plan if st.session_state.get("coh_sweep_on") else None, theory=theory_plan)
     except ValueError as err:
         st.error(str(err))
-if result is None and stored is not None:
-    result = stored
-    st.warning("The settings changed since these results were computed; they are for the earlier settings "
-               "(their report holds that plan). Press Run audit or Run epsilon sweep to update.")
+    st.session_state["coh_plan"] = plan
+
+    # Results belong to the plan that made them: reuse the session's result when only the calculator
+    # changed, or the on-disk cache when this exact plan ran before; otherwise the earlier result is
+    # shown with a warning until the user runs again.
+    result = None
+    stored = st.session_state.get("coh_result")
+    if plan is not None and (plan.compare or plan.sweep is not None):
+        heavy = plan.replace(theory=None)
+        fresh = run_clicked or sweep_clicked
+        same = stored is not None and stored.plan.replace(theory=None) == heavy
+        try:
+            if not fresh and stored is not None and stored.plan == plan:
+                result = stored                     # an output widget changed: nothing to recompute
+            elif fresh or same or run.is_cached(plan, raw):
+                near = sweep_slot if sweep_clicked else st.container()     # progress by the button pressed
+                with near, progress_bar("Running the audit") as bar:
+                    result = run(plan, raw, progress=bar)
+                st.session_state["coh_result"] = result
+        except Cancelled:
+            st.info("Stopped; the settings are kept.")
+        except ValueError as err:
+            st.error(str(err))
+    if result is None and stored is not None:
+        result = stored
+        st.warning("The settings changed since these results were computed; they are for the earlier settings "
+                   "(their report holds that plan). Press Run audit or Run epsilon sweep to update.")
 
 with results_area:
     st.markdown("**What a verdict means**")
