@@ -7,6 +7,7 @@ x", i.e. p(x) - p(x') <= gamma on the probability of the positive label (Jung et
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -110,6 +111,10 @@ def validate_config(config: SessionConfig) -> None:
         raise ValueError("The favourable label must be 0 or 1.")
     if not isinstance(config.instructions, str) or len(config.instructions) > 2000:
         raise ValueError("Instructions must be text of at most 2,000 characters.")
+    hidden = [c for c in config.instructions if c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf")]
+    if hidden:
+        raise ValueError(f"The instructions contain an invisible character (U+{ord(hidden[0]):04X}); "
+                         "remove it so every stakeholder reads the same text.")
 
 
 # ----------------------------------------------------------------------------- sampling

@@ -352,3 +352,25 @@ def test_design_report_reopens_with_the_same_widgets():
     assert at.multiselect(key="fe_features").value == ["age", "sex"]
     preview = next(d.value for d in at.dataframe if "age (A)" in d.value.columns)
     pd.testing.assert_frame_equal(preview.reset_index(drop=True), result.core_pairs, check_dtype=False)
+
+
+def test_facilitator_session_and_pooling_survive_home_and_back():
+    at = _app_page()
+    at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
+    at.number_input(key="fe_demo_n").set_value(4).run()
+    at.button(key="fe_demo_run").click().run()
+    at.radio(key="fe_weighting").set_value("judged").run()
+    at.slider(key="fe_min_support").set_value(0.5).run()
+    at.multiselect(key="fe_include").select("simulated-01").select("simulated-03").run()
+    assert not at.exception and not at.error
+    before = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    demo = at.session_state["fe_demo"]
+    at.switch_page("home.py").run()
+    at.switch_page(TOOL).run()
+    assert not at.exception
+    assert at.radio(key="fe_role").value == "Demo with simulated stakeholders"
+    assert at.session_state["fe_demo"] == demo
+    assert at.radio(key="fe_weighting").value == "judged" and at.slider(key="fe_min_support").value == 0.5
+    assert at.multiselect(key="fe_include").value == ["simulated-01", "simulated-03"]
+    after = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    pd.testing.assert_frame_equal(before, after)

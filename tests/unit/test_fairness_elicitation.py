@@ -338,3 +338,10 @@ def test_demo_session_from_a_plan_is_reproducible(tmp_path):
     with pytest.raises(ValueError, match="at least two"):
         fill_demo_session(store, plan.replace(demo_stakeholders=1), people)
     store.dispose()
+
+
+@pytest.mark.parametrize("text", ["Judge\u200b fairly", "Judge \u202efairly", "nul\x00"])
+def test_instructions_refuse_invisible_characters(text):
+    with pytest.raises(ValueError, match="invisible character"):
+        el.SessionConfig(instructions=text)
+    assert el.SessionConfig(instructions="Line one\n\tLine two").instructions.startswith("Line one")
