@@ -441,7 +441,7 @@ with run_area:   # messages, progress and errors sit by the Run button
                 result = stored                     # an output widget changed: nothing to recompute
             elif fresh or same or run.is_cached(plan, raw):
                 near = sweep_slot if sweep_clicked else st.container()     # progress by the button pressed
-                with near, progress_bar("Running the audit") as bar:
+                with near, progress_bar("Running the audit", cancel_key="coh_cancel") as bar:
                     result = run(plan, raw, progress=bar)
                 st.session_state["coh_result"] = result
         except Cancelled:
