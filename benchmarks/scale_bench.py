@@ -88,7 +88,7 @@ def main() -> None:
     fits = len(plan.sweep.epsilons) * len(plan.sweep.seeds) * 2
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, silence_logs=50) as cluster:
+                      dashboard_address="127.0.0.1:0", silence_logs=50) as cluster:
         address = cluster.scheduler_address
         with use_scheduler(address):
             map_trials(one_ms, range(2))                       # connect and warm the workers

@@ -21,9 +21,9 @@ from core.parallel import map_trials
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two single-threaded worker processes and a scheduler, all on loopback, no dashboard."""
+    """Two single-threaded worker processes and a scheduler; every port (dashboard too) on loopback."""
     local = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                         dashboard_address=None, silence_logs=50)
+                         dashboard_address="127.0.0.1:0", silence_logs=50)
     yield local
     close_clients()
     local.close()
@@ -72,6 +72,16 @@ def test_cluster_results_equal_in_process_results_bit_for_bit(cluster):
     assert tasks_seen(cluster) > before
     assert remote == local == joblib
     assert max(seen) == (12, 12) and all(t == 12 for _, t in seen)
+
+
+def test_the_test_cluster_listens_on_loopback_only(cluster):
+    import psutil
+
+    me = psutil.Process()
+    listening = [c.laddr for p in (me, *me.children(recursive=True)) for c in p.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN]
+    assert len(listening) >= 3                              # scheduler, its dashboard, the workers and nannies
+    assert {addr.ip for addr in listening} == {"127.0.0.1"}
 
 
 def test_large_shared_inputs_are_pulled_out_of_the_tasks():
