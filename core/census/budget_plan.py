@@ -62,7 +62,8 @@ class BudgetPlan(Plan):
     block-assignment CSV on Georgia) by its fingerprint: ``run`` then takes the CSV's bytes.
     ``mechanism`` is a registry key of ``core.privacy.mechanisms`` with its ``mechanism_params``; an
     (epsilon, delta) mechanism gets ``delta`` (the release's total) split evenly over the levels.
-    ``algorithms``, ``mechanisms`` and ``public`` are the tabs' sub-plans (None: not run).
+    ``algorithms``, ``mechanisms`` and ``public`` are the tabs' sub-plans (None: the tab has not been
+    asked to run; the page adds a tab's sub-plan once the curator opens it).
     """
 
     data: DataRef = DataRef("stylised")
@@ -82,10 +83,9 @@ class BudgetPlan(Plan):
     seed: int = 0
     nonnegative: bool = False
     fig2_fanouts: tuple[int, int] = (10, 10)
-    algorithms: AlgorithmPlan | None = AlgorithmPlan()
-    mechanisms: MechanismSweepPlan | None = MechanismSweepPlan(
-        mechanisms=("laplace", "geometric", "analytic_gaussian", "discrete_gaussian"))
-    public: PublicInfoPlan | None = PublicInfoPlan()
+    algorithms: AlgorithmPlan | None = None
+    mechanisms: MechanismSweepPlan | None = None
+    public: PublicInfoPlan | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.data, DataRef):

@@ -25,6 +25,9 @@ KEEP = {"persist_state": "session"}
 PAGE = "Budget allocation"
 UPLOADS = "ba_uploaded_plans"           # fingerprint -> (file name, bytes): uploads survive navigation
 GG_ORDERS = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
+TABS = ["Levels & targets", "Best split", "ToyDown vs TopDown-lite", "Mechanisms", "Public information",
+        "Export & release"]
+SUBPLANS = "ba_subplans"               # the last sub-plan of every tab opened in this session
 DEFAULT_SWEEP = ("laplace", "geometric", "analytic_gaussian", "discrete_gaussian")
 
 GLOSSARY = """
@@ -147,6 +150,20 @@ def plan_to_widgets(plan: BudgetPlan) -> dict:
     return out
 
 
+def tab_plans(subplans: dict, h, seed: int) -> dict:
+    """The sub-plans of the tabs opened so far, fitted to the current tree and seed (a tab that is not
+    open keeps its last settings)."""
+    algo, public = subplans.get("algorithms"), subplans.get("public")
+    if algo is not None:
+        algo = algo.replace(seed=seed, exact_level=algo.exact_level if algo.exact_level < h.depth - 1 else -1)
+        if h.n_leaves > LARGE_TREE and not st.session_state.get("ba_algo_large"):
+            algo = None
+    if public is not None:
+        public = public.replace(exact_through=min(public.exact_through, h.depth - 1),
+                                wem=public.wem.replace(seed=seed))
+    return {"algorithms": algo, "mechanisms": subplans.get("mechanisms"), "public": public}
+
+
 def _district_plan_upload(geography: str) -> tuple[DataRef, bytes | None]:
     """The uploaded district plan (Georgia only), kept in the session by fingerprint so it survives navigation."""
     if geography != "georgia":
@@ -242,106 +259,116 @@ with st.expander("Importance of each target in the recommended split"):
                                                 **KEEP)) for i, t in enumerate(picked))
 progress_slot = st.empty()
 
-tab_levels, tab_split, tab_algo, tab_mech, tab_public, tab_export = st.tabs(
-    ["Levels & targets", "Best split", "ToyDown vs TopDown-lite", "Mechanisms", "Public information",
-     "Export & release"])
+# Only the open tab runs and draws (lazy tabs): a tab's sub-plan joins the plan once the curator has
+# opened it, so work nobody asked for never holds up the page.
+tab_levels, tab_split, tab_algo, tab_mech, tab_public, tab_export = st.tabs(TABS, key="ba_tab", on_change="rerun")
+subplans = st.session_state.setdefault(SUBPLANS, {})
+if loaded is not None and st.session_state.get(f"{SUBPLANS}_from") != loaded.digest():
+    subplans.update(algorithms=loaded.algorithms, mechanisms=loaded.mechanisms, public=loaded.public)
+    st.session_state[f"{SUBPLANS}_from"] = loaded.digest()
 
 # ------------------------------------------------------------------ the tabs' own inputs
 with tab_algo:
-    st.markdown("**TopDown-lite** is this dashboard's feasible stand-in for the Census TopDown algorithm, not the "
-                "Bureau's code: several histograms per unit with budget shares, the total population held exact, "
-                "a least-squares fit, then non-negative integer counts that add up. Its invariants and constraints "
-                "depend on the data, so its end-to-end guarantee does not follow from the noise alone "
-                "(see Public information). Person types are simulated from the populations. " + SIMULATION)
-    a1, a2, a3, a4 = st.columns(4)
-    n_types = int(a1.number_input("Person types", 1, 12, 4, key="ba_algo_types", **KEEP))
-    det_share = float(a2.slider("Detailed histogram share", 0.05, 1.0, 0.5, 0.05, key="ba_algo_share", **KEEP,
-                                help="The rest goes to the total-population histogram."))
-    exact = int(a3.selectbox("Also publish exactly", [-1] + list(range(h.depth - 1)), key="ba_algo_exact", **KEEP,
-                             format_func=lambda m: "only the total" if m < 0 else f"all counts through {h.level_names[m]}"))
-    algo_runs = int(a4.slider("Runs", 1, 20, 3, key="ba_algo_runs", **KEEP))
-    weighted = st.checkbox("Inverse-variance weights in the least-squares fit", key="ba_algo_weights", **KEEP)
-    algo_plan = AlgorithmPlan(n_types, det_share, True, exact, "inverse_variance" if weighted else "unweighted",
-                              algo_runs, seed)
-    if h.n_leaves > LARGE_TREE:
-        secs = runtime_estimate(h.n_leaves, algo_runs, n_types)
-        if not st.toggle(f"Run the comparison on this tree of {h.n_leaves:,} {h.level_names[-1]}s (about {secs} s on "
-                         "each change of the budget)", value=False, key="ba_algo_large", **KEEP):
-            st.info(f"Trees above {LARGE_TREE:,} leaves run this comparison only on request (switch above).")
-            algo_plan = None
+    if tab_algo.open:
+        st.markdown("**TopDown-lite** is this dashboard's feasible stand-in for the Census TopDown algorithm, not the "
+                    "Bureau's code: several histograms per unit with budget shares, the total population held exact, "
+                    "a least-squares fit, then non-negative integer counts that add up. Its invariants and constraints "
+                    "depend on the data, so its end-to-end guarantee does not follow from the noise alone "
+                    "(see Public information). Person types are simulated from the populations. " + SIMULATION)
+        a1, a2, a3, a4 = st.columns(4)
+        n_types = int(a1.number_input("Person types", 1, 12, 4, key="ba_algo_types", **KEEP))
+        det_share = float(a2.slider("Detailed histogram share", 0.05, 1.0, 0.5, 0.05, key="ba_algo_share", **KEEP,
+                                    help="The rest goes to the total-population histogram."))
+        exact = int(a3.selectbox("Also publish exactly", [-1] + list(range(h.depth - 1)), key="ba_algo_exact", **KEEP,
+                                 format_func=lambda m: "only the total" if m < 0 else f"all counts through {h.level_names[m]}"))
+        algo_runs = int(a4.slider("Runs", 1, 20, 3, key="ba_algo_runs", **KEEP))
+        weighted = st.checkbox("Inverse-variance weights in the least-squares fit", key="ba_algo_weights", **KEEP)
+        algo_plan = AlgorithmPlan(n_types, det_share, True, exact, "inverse_variance" if weighted else "unweighted",
+                                  algo_runs, seed)
+        if h.n_leaves > LARGE_TREE:
+            secs = runtime_estimate(h.n_leaves, algo_runs, n_types)
+            if not st.toggle(f"Run the comparison on this tree of {h.n_leaves:,} {h.level_names[-1]}s (about {secs} s on "
+                             "each change of the budget)", value=False, key="ba_algo_large", **KEEP):
+                st.info(f"Trees above {LARGE_TREE:,} leaves run this comparison only on request (switch above).")
+                algo_plan = None
+        subplans["algorithms"] = algo_plan
     algo_out = st.container()
 
 with tab_mech:
-    st.markdown("Error of **k overlapping counting queries** (one person can change every query by 1, e.g. "
-                "cumulative age counts or the same district in k plans). Every line is calibrated as tightly as "
-                "its guarantee allows at the same (epsilon, delta): pure-DP mechanisms use scale k/epsilon, the "
-                "Gaussian the analytic calibration (Balle and Wang 2018), the Generalized Gaussian a numerical "
-                "privacy-loss calibration. Gaussians calibrated through zCDP and a conversion are looser and "
-                "drawn as their own lines when asked for.")
-    c1, c2, c3 = st.columns(3)
-    k = int(c1.select_slider("k queries", list(K_CHOICES), value=100, key="ba_mech_k", **KEEP))
-    mdelta = float(c2.select_slider("delta", [1e-4, 1e-5, 1e-6, 1e-8, 1e-10], value=1e-6,
-                                    format_func=lambda d: f"{d:.0e}", key="ba_mech_delta", **KEEP))
-    orders = c3.pills("Generalized Gaussian orders p", GG_ORDERS, selection_mode="multi", default=[3.0],
-                      format_func=lambda p: f"{p:g}", key="ba_mech_p", **KEEP)
-    s1, s2, s3 = st.columns(3)
-    with_gg = s1.toggle("Generalized Gaussian", value=False, key="ba_mech_gg", **KEEP)
-    with_zcdp = s2.toggle("Gaussians via zCDP", value=False, key="ba_mech_zcdp", **KEEP,
-                          help="The Gaussian and discrete Gaussian with rho chosen so the CKS conversion gives "
-                               "(epsilon, delta): a valid but looser calibration than the analytic one.")
-    show_bound = s3.toggle("Proven GG bound", value=False, key="ba_mech_bound", **KEEP,
-                           help="The paper's closed-form scale, about 160 times the numerical one.")
-    mechs = ["laplace", "geometric", "analytic_gaussian"] + (["gaussian_zcdp", "discrete_gaussian"] if with_zcdp else [])
-    sweep_plan = MechanismSweepPlan(k=k, delta=mdelta, gg_orders=tuple(sorted(orders or [3.0])),
-                                    mechanisms=tuple(mechs), include_bound=show_bound)
-    if with_gg:
-        wanted = sweep_plan.replace(mechanisms=(*mechs, "generalized_gaussian"))
-        pending = wanted.pending_calibrations()
-        if not pending:
-            sweep_plan = wanted
-        else:
-            st.warning(f"{pending} Generalized Gaussian scale(s) for these settings are not calibrated yet (about "
-                       f"{2 * pending} s); the chart shows the other mechanisms until you ask for them.")
-            calib_slot = st.empty()
-            if st.button(f"Calibrate {pending} scale(s) now", key="ba_mech_calibrate", icon=":material/tune:"):
-                sweep_part(wanted, progress=_progress_bar(calib_slot))
-                calib_slot.empty()
+    if tab_mech.open:
+        st.markdown("Error of **k overlapping counting queries** (one person can change every query by 1, e.g. "
+                    "cumulative age counts or the same district in k plans). Every line is calibrated as tightly as "
+                    "its guarantee allows at the same (epsilon, delta): pure-DP mechanisms use scale k/epsilon, the "
+                    "Gaussian the analytic calibration (Balle and Wang 2018), the Generalized Gaussian a numerical "
+                    "privacy-loss calibration. Gaussians calibrated through zCDP and a conversion are looser and "
+                    "drawn as their own lines when asked for.")
+        c1, c2, c3 = st.columns(3)
+        k = int(c1.select_slider("k queries", list(K_CHOICES), value=100, key="ba_mech_k", **KEEP))
+        mdelta = float(c2.select_slider("delta", [1e-4, 1e-5, 1e-6, 1e-8, 1e-10], value=1e-6,
+                                        format_func=lambda d: f"{d:.0e}", key="ba_mech_delta", **KEEP))
+        orders = c3.pills("Generalized Gaussian orders p", GG_ORDERS, selection_mode="multi", default=[3.0],
+                          format_func=lambda p: f"{p:g}", key="ba_mech_p", **KEEP)
+        s1, s2, s3 = st.columns(3)
+        with_gg = s1.toggle("Generalized Gaussian", value=False, key="ba_mech_gg", **KEEP)
+        with_zcdp = s2.toggle("Gaussians via zCDP", value=False, key="ba_mech_zcdp", **KEEP,
+                              help="The Gaussian and discrete Gaussian with rho chosen so the CKS conversion gives "
+                                   "(epsilon, delta): a valid but looser calibration than the analytic one.")
+        show_bound = s3.toggle("Proven GG bound", value=False, key="ba_mech_bound", **KEEP,
+                               help="The paper's closed-form scale, about 160 times the numerical one.")
+        mechs = ["laplace", "geometric", "analytic_gaussian"] + (["gaussian_zcdp", "discrete_gaussian"] if with_zcdp else [])
+        sweep_plan = MechanismSweepPlan(k=k, delta=mdelta, gg_orders=tuple(sorted(orders or [3.0])),
+                                        mechanisms=tuple(mechs), include_bound=show_bound)
+        if with_gg:
+            wanted = sweep_plan.replace(mechanisms=(*mechs, "generalized_gaussian"))
+            pending = wanted.pending_calibrations()
+            if not pending:
                 sweep_plan = wanted
+            else:
+                st.warning(f"{pending} Generalized Gaussian scale(s) for these settings are not calibrated yet (about "
+                           f"{2 * pending} s); the chart shows the other mechanisms until you ask for them.")
+                calib_slot = st.empty()
+                if st.button(f"Calibrate {pending} scale(s) now", key="ba_mech_calibrate", icon=":material/tune:"):
+                    sweep_part(wanted, progress=_progress_bar(calib_slot))
+                    calib_slot.empty()
+                    sweep_plan = wanted
+        subplans["mechanisms"] = sweep_plan
     mech_out = st.container()
 
 with tab_public:
-    st.markdown("Invariants are counts published **exactly** (for example the state total). They become public "
-                "information Z; the guarantee is then stated relative to Z (Seeman, Slavkovic and Reimherr 2022).")
-    with st.expander("What the terms on this tab mean", icon=":material/menu_book:"):
-        st.markdown(GLOSSARY)
-    inv_level = st.select_slider("Publish exactly through level", options=list(range(-1, h.depth)), value=0,
-                                 format_func=lambda m: "nothing" if m < 0 else h.level_names[m], key="ba_inv_level",
-                                 **KEEP)
-    w1, w2, w3 = st.columns(3)
-    wem_eps = float(w1.number_input("WEM epsilon", 0.01, 10.0, 0.5, key="ba_wem_eps", **KEEP))
-    dz = float(w2.number_input("Delta_z (2 when records are independent)", 1.0, 1000.0, 2.0, key="ba_wem_dz", **KEEP,
-                               help="How far one person's record can move a count once the public information is "
-                                    "known; see the glossary above."))
-    wem_runs = int(w3.slider("WEM runs", 5, 200, 30, key="ba_wem_runs", **KEEP))
-    safe = st.checkbox("Normaliser-safe kappa = epsilon / (2 Delta_z) for the bounded set of releases", value=True,
-                       key="ba_wem_safe", **KEEP,
-                       help="kappa is how steeply the WEM's probabilities fall with distance from the true counts; "
-                            "halving it keeps the guarantee when the releases are restricted to add up to the total.")
-    d1, d2 = st.columns(2)
-    n_dz = int(d1.select_slider("Records n (Example 3)", list(DZ_RECORDS), value=10, key="ba_dz_n", **KEEP))
-    corr = float(d2.slider("Correlation between records (Example 2)", 0.0, 1.0, 0.1, 0.05, key="ba_corr", **KEEP))
+    if tab_public.open:
+        st.markdown("Invariants are counts published **exactly** (for example the state total). They become public "
+                    "information Z; the guarantee is then stated relative to Z (Seeman, Slavkovic and Reimherr 2022).")
+        with st.expander("What the terms on this tab mean", icon=":material/menu_book:"):
+            st.markdown(GLOSSARY)
+        inv_level = st.select_slider("Publish exactly through level", options=list(range(-1, h.depth)), value=0,
+                                     format_func=lambda m: "nothing" if m < 0 else h.level_names[m], key="ba_inv_level",
+                                     **KEEP)
+        w1, w2, w3 = st.columns(3)
+        wem_eps = float(w1.number_input("WEM epsilon", 0.01, 10.0, 0.5, key="ba_wem_eps", **KEEP))
+        dz = float(w2.number_input("Delta_z (2 when records are independent)", 1.0, 1000.0, 2.0, key="ba_wem_dz", **KEEP,
+                                   help="How far one person's record can move a count once the public information is "
+                                        "known; see the glossary above."))
+        wem_runs = int(w3.slider("WEM runs", 5, 200, 30, key="ba_wem_runs", **KEEP))
+        safe = st.checkbox("Normaliser-safe kappa = epsilon / (2 Delta_z) for the bounded set of releases", value=True,
+                           key="ba_wem_safe", **KEEP,
+                           help="kappa is how steeply the WEM's probabilities fall with distance from the true counts; "
+                                "halving it keeps the guarantee when the releases are restricted to add up to the total.")
+        d1, d2 = st.columns(2)
+        n_dz = int(d1.select_slider("Records n (Example 3)", list(DZ_RECORDS), value=10, key="ba_dz_n", **KEEP))
+        corr = float(d2.slider("Correlation between records (Example 2)", 0.0, 1.0, 0.1, 0.05, key="ba_corr", **KEEP))
+        public_plan = PublicInfoPlan(inv_level, WemPlan(wem_eps, dz, wem_runs, seed, safe), n_dz, corr)
+        subplans["public"] = public_plan
     public_out = st.container()
 
 # --------------------------------------------------------------------- plan and run
 try:
-    public_plan = PublicInfoPlan(inv_level, WemPlan(wem_eps, dz, wem_runs, seed, safe), n_dz, corr)
     plan = BudgetPlan(
         data=data_ref, fanouts=fanouts, total=choice.total, unit=choice.unit, delta=choice.delta,
         split=choice.split, preset=choice.preset,
         custom_shares=tuple(choice.shares) if choice.split == "custom" else (),
         mechanism=choice.mechanism, mechanism_params=choice.params, sensitivity=choice.sensitivity,
         targets=targets, target_weights=weights if any(w != 1.0 for w in weights) else (),
-        runs=runs, seed=seed, nonnegative=nonneg, algorithms=algo_plan, mechanisms=sweep_plan, public=public_plan)
+        runs=runs, seed=seed, nonnegative=nonneg, **tab_plans(subplans, h, seed))
     if run.is_cached(plan, plan_bytes):
         result = run(plan, plan_bytes)
     else:
@@ -353,6 +380,7 @@ except ValueError as exc:
     st.stop()
 alloc = result.allocation
 
+st.session_state["census_allocation_json"] = alloc.to_json()   # the District maps page offers it
 m1, m2, m3 = st.columns(3)
 m1.metric(f"Total ({alloc.unit})", f"{alloc.total:.4g}")
 if alloc.unit == "rho":
@@ -365,119 +393,124 @@ m3.metric("Leaves", f"{result.n_leaves:,}")
 
 # ------------------------------------------------------------------------- levels/targets
 with tab_levels:
-    st.subheader("Per level")
-    levels = result.levels.assign(**{"mean children": result.levels["mean children"].map(
-        lambda x: "" if pd.isna(x) else f"{x:,.2f}")})
-    _table(levels, {**LEVEL_LABELS, f"budget ({alloc.unit})": f"Budget ({alloc.unit})"}, "ba_levels_table")
-    st.plotly_chart(figs.budget_shares_figure(result.levels, alloc.unit), key="ba_fig_budget")
-    st.subheader("Targets")
-    st.caption("Bars: closed-form error sd (Cohen et al. 2021, Cor. 3, with the mechanism's node variance). "
-               "Diamonds: ToyDown runs with a 95% interval. " + SIMULATION)
-    st.plotly_chart(figs.target_error_figure(result.targets), key="ba_fig_targets")
-    _table(result.targets, TARGET_LABELS, "ba_targets_table")
-    st.subheader("Budget ledger")
-    ledger = result.ledger()
-    st.caption(ledger.statement(alloc.delta))
-    _table(ledger.to_frame(), LEDGER_LABELS, "ba_ledger")
+    if tab_levels.open:
+        st.subheader("Per level")
+        levels = result.levels.assign(**{"mean children": result.levels["mean children"].map(
+            lambda x: "" if pd.isna(x) else f"{x:,.2f}")})
+        _table(levels, {**LEVEL_LABELS, f"budget ({alloc.unit})": f"Budget ({alloc.unit})"}, "ba_levels_table")
+        st.plotly_chart(figs.budget_shares_figure(result.levels, alloc.unit), key="ba_fig_budget")
+        st.subheader("Targets")
+        st.caption("Bars: closed-form error sd (Cohen et al. 2021, Cor. 3, with the mechanism's node variance). "
+                   "Diamonds: ToyDown runs with a 95% interval. " + SIMULATION)
+        st.plotly_chart(figs.target_error_figure(result.targets), key="ba_fig_targets")
+        _table(result.targets, TARGET_LABELS, "ba_targets_table")
+        st.subheader("Budget ledger")
+        ledger = result.ledger()
+        st.caption(ledger.statement(alloc.delta))
+        _table(ledger.to_frame(), LEDGER_LABELS, "ba_ledger")
 
 # ---------------------------------------------------------------------------- best split
 with tab_split:
-    st.subheader("Recommended split for your targets")
-    st.markdown("Minimises the (importance-weighted) sum of each target's variance relative to its equal-split "
-                f"variance ({'cube-root' if alloc.unit == 'epsilon' else 'square-root'} rule; every level keeps at "
-                "least 0.5%).")
-    _table(result.recommended_split, {"level": "Level", "budget": f"Recommended budget ({alloc.unit})",
-                                      "share": "Share of the budget"}, "ba_rec_split")
-    _table(result.recommendation, REC_LABELS, "ba_rec_gain")
-    if len(result.recommendation):
-        st.metric("Mean gain over the equal split (error sd)", f"{result.mean_gain:.1f}%")
-    st.subheader("Figure 2 analogue")
-    st.caption("Three-level tree with 10 x 10 fan-outs and the chosen total and mechanism; the star is the optimum "
-               "(for epsilon = 1 and Laplace: budgets 0.038, 0.171, 0.791, variance 14.52).")
-    st.plotly_chart(figs.figure2_figure(result.figure2, result.figure2_optimum), key="ba_fig2")
-    st.subheader("Presets of the paper")
-    st.plotly_chart(figs.presets_figure(result.presets_levels, "level"), key="ba_fig_presets_levels")
-    st.plotly_chart(figs.presets_figure(result.presets_targets, "target"), key="ba_fig_presets_targets")
+    if tab_split.open:
+        st.subheader("Recommended split for your targets")
+        st.markdown("Minimises the (importance-weighted) sum of each target's variance relative to its equal-split "
+                    f"variance ({'cube-root' if alloc.unit == 'epsilon' else 'square-root'} rule; every level keeps at "
+                    "least 0.5%).")
+        _table(result.recommended_split, {"level": "Level", "budget": f"Recommended budget ({alloc.unit})",
+                                          "share": "Share of the budget"}, "ba_rec_split")
+        _table(result.recommendation, REC_LABELS, "ba_rec_gain")
+        if len(result.recommendation):
+            st.metric("Mean gain over the equal split (error sd)", f"{result.mean_gain:.1f}%")
+        st.subheader("Figure 2 analogue")
+        st.caption("Three-level tree with 10 x 10 fan-outs and the chosen total and mechanism; the star is the optimum "
+                   "(for epsilon = 1 and Laplace: budgets 0.038, 0.171, 0.791, variance 14.52).")
+        st.plotly_chart(figs.figure2_figure(result.figure2, result.figure2_optimum), key="ba_fig2")
+        st.subheader("Presets of the paper")
+        st.plotly_chart(figs.presets_figure(result.presets_levels, "level"), key="ba_fig_presets_levels")
+        st.plotly_chart(figs.presets_figure(result.presets_targets, "target"), key="ba_fig_presets_targets")
 
 # ------------------------------------------------------------------------ TopDown-lite
 with algo_out:
-    if result.algorithms is not None:
-        st.plotly_chart(figs.algorithm_figure(result.algorithms), key="ba_fig_algo")
-        _table(result.algorithm_summary, ALGO_LABELS, "ba_algo_table")
+    if tab_algo.open:
+        if result.algorithms is not None:
+            st.plotly_chart(figs.algorithm_figure(result.algorithms), key="ba_fig_algo")
+            _table(result.algorithm_summary, ALGO_LABELS, "ba_algo_table")
 
 # ----------------------------------------------------------------------------- mechanisms
 with mech_out:
-    sweep = result.sweep
-    st.plotly_chart(figs.mechanism_figure(sweep, show_bound), key="ba_fig_mech")
-    adv = result.gg_advantage
-    if adv is not None and len(adv):
-        row = adv.iloc[(adv["epsilon"] - 1.0).abs().argmin()]
-        st.info(f"At epsilon {row['epsilon']:g} and k = {k}, the best Generalized Gaussian ({row['best order']}) has "
-                f"a {row['advantage (%)']:.1f}% smaller expected largest error than the analytic Gaussian; both are "
-                "calibrated tightly, so this is the like-for-like gain.")
-    wide = sweep.pivot_table(index=["label", "calibration", "epsilon", "scale"], columns="metric",
-                             values="value").reset_index()
-    _table(wide, SWEEP_LABELS, "ba_mech_table")
-    st.caption("Numeric calibration rounds privacy losses up, so its scale is slightly conservative. The proven "
-               "bound holds only for even p >= 4 up to ln k and delta <= 1/k; outside that range it is drawn for "
-               "scale only.")
+    if tab_mech.open:
+        sweep = result.sweep
+        st.plotly_chart(figs.mechanism_figure(sweep, show_bound), key="ba_fig_mech")
+        adv = result.gg_advantage
+        if adv is not None and len(adv):
+            row = adv.iloc[(adv["epsilon"] - 1.0).abs().argmin()]
+            st.info(f"At epsilon {row['epsilon']:g} and k = {k}, the best Generalized Gaussian ({row['best order']}) has "
+                    f"a {row['advantage (%)']:.1f}% smaller expected largest error than the analytic Gaussian; both are "
+                    "calibrated tightly, so this is the like-for-like gain.")
+        wide = sweep.pivot_table(index=["label", "calibration", "epsilon", "scale"], columns="metric",
+                                 values="value").reset_index()
+        _table(wide, SWEEP_LABELS, "ba_mech_table")
+        st.caption("Numeric calibration rounds privacy losses up, so its scale is slightly conservative. The proven "
+                   "bound holds only for even p >= 4 up to ln k and delta <= 1/k; outside that range it is drawn for "
+                   "scale only.")
 
 # ---------------------------------------------------------------------- public information
 with public_out:
-    pub = result.public
-    st.info(pub["statement"])
-    if pub["conditioning_bound"] is not None:
-        st.caption(f"If an invariant were enforced by conditioning (redrawing until the noisy counts meet it), the "
-                   f"guarantee could only be stated as up to {pub['conditioning_bound']:.3g} (twice the budget, "
-                   "Lemma 5). Projecting noisy counts onto the invariant, as ToyDown and TopDown-lite do, is "
-                   "post-processing given Z and costs nothing more relative to Z (Lemma 3).")
-    st.plotly_chart(figs.invariant_figure(pub["invariants"], "sd (freed budget re-spent)"), key="ba_fig_inv")
-    _table(pub["invariants"].drop(columns="exact through level"), INV_LABELS, "ba_inv_table")
-    st.subheader("Wasserstein exponential mechanism with a public total")
-    st.caption(f"Count vector: {pub['wem_vector']} (public total {pub['wem_total']:,}). " + SIMULATION)
-    _table(pub["wem_summary"], WEM_LABELS, "ba_wem_table")
-    st.plotly_chart(figs.wem_cells_figure(pub["wem_cells"]), key="ba_fig_wem")
-    st.subheader("Sensitivity under dependence (Example 3), exact in log space")
-    st.plotly_chart(figs.delta_z_heatmap(pub["delta_z"], n_dz), key="ba_fig_dz")
-    st.markdown(f"With {n_dz} equicorrelated records at correlation {corr:.2f}, one record moves the mean by up to "
-                f"**{pub['dependence_factor']:.2f}x** what it moves it under independence, so the noise must grow by "
-                "the same factor.")
+    if tab_public.open:
+        pub = result.public
+        st.info(pub["statement"])
+        if pub["conditioning_bound"] is not None:
+            st.caption(f"If an invariant were enforced by conditioning (redrawing until the noisy counts meet it), the "
+                       f"guarantee could only be stated as up to {pub['conditioning_bound']:.3g} (twice the budget, "
+                       "Lemma 5). Projecting noisy counts onto the invariant, as ToyDown and TopDown-lite do, is "
+                       "post-processing given Z and costs nothing more relative to Z (Lemma 3).")
+        st.plotly_chart(figs.invariant_figure(pub["invariants"], "sd (freed budget re-spent)"), key="ba_fig_inv")
+        _table(pub["invariants"].drop(columns="exact through level"), INV_LABELS, "ba_inv_table")
+        st.subheader("Wasserstein exponential mechanism with a public total")
+        st.caption(f"Count vector: {pub['wem_vector']} (public total {pub['wem_total']:,}). " + SIMULATION)
+        _table(pub["wem_summary"], WEM_LABELS, "ba_wem_table")
+        st.plotly_chart(figs.wem_cells_figure(pub["wem_cells"]), key="ba_fig_wem")
+        st.subheader("Sensitivity under dependence (Example 3), exact in log space")
+        st.plotly_chart(figs.delta_z_heatmap(pub["delta_z"], n_dz), key="ba_fig_dz")
+        st.markdown(f"With {n_dz} equicorrelated records at correlation {corr:.2f}, one record moves the mean by up to "
+                    f"**{pub['dependence_factor']:.2f}x** what it moves it under independence, so the noise must grow by "
+                    "the same factor.")
 
 # ------------------------------------------------------------------------- export & release
 with tab_export:
-    st.markdown("**Report**: the plan, ledger, versions and every table; open it again above or rerun it with "
-                "`python -m core reproduce FILE --out DIR`. **Allocation**: loads on the District maps page.")
-    report_panel(result, page=PAGE, key="budget_allocation",
-                 extra={"allocation": alloc.to_json(), "source": result.source,
-                        "note": "Monte Carlo columns are simulations, not releases."})
-    st.download_button("Download allocation (JSON)", alloc.to_json(), file_name="budget_allocation.json",
-                       mime="application/json", key="ba_alloc_json", icon=":material/download:")
-    st.session_state["census_allocation_json"] = alloc.to_json()
-    with st.expander("Allocation JSON"):
-        st.code(alloc.to_json(), language="json")
-    st.subheader("Release noisy counts")
-    st.caption(RELEASE_NOTE)
-    if not can_release(alloc):
-        st.info(f"The {alloc.noise.label} has no secure sampler here; choose Laplace, geometric, a Gaussian or "
-                "the analytic Gaussian to release counts.")
-    else:
-        confirm = st.checkbox("I understand this is a real release: it spends the budget above and cannot be "
-                              "repeated with the same noise.", key="ba_release_confirm")
-        if st.button("Release noisy counts", key="ba_release", disabled=not confirm, type="primary",
-                     icon=":material/lock:"):
-            release_slot = st.empty()
-            try:
-                st.session_state["ba_release_result"] = release_noisy_counts(
-                    alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
-                                          plan.seed), progress=_progress_bar(release_slot))
-            except ValueError as exc:
-                st.error(str(exc))
-            release_slot.empty()
-    released = st.session_state.get("ba_release_result")
-    if released is not None:
-        st.success(f"Released at {released.created_utc} (UTC). {released.statement()}")
-        _table(released.ledger().to_frame(), LEDGER_LABELS, "ba_release_ledger")
-        st.download_button("Download released counts (CSV)", guarded_csv(released.counts),
-                           file_name="released_counts.csv", mime="text/csv", key="ba_release_csv",
-                           icon=":material/download:")
-        st.dataframe(released.counts.head(200), hide_index=True, key="ba_release_table")
+    if tab_export.open:
+        st.markdown("**Report**: the plan, ledger, versions and every table; open it again above or rerun it with "
+                    "`python -m core reproduce FILE --out DIR`. **Allocation**: loads on the District maps page.")
+        report_panel(result, page=PAGE, key="budget_allocation",
+                     extra={"allocation": alloc.to_json(), "source": result.source,
+                            "note": "Monte Carlo columns are simulations, not releases."})
+        st.download_button("Download allocation (JSON)", alloc.to_json(), file_name="budget_allocation.json",
+                           mime="application/json", key="ba_alloc_json", icon=":material/download:")
+        with st.expander("Allocation JSON"):
+            st.code(alloc.to_json(), language="json")
+        st.subheader("Release noisy counts")
+        st.caption(RELEASE_NOTE)
+        if not can_release(alloc):
+            st.info(f"The {alloc.noise.label} has no secure sampler here; choose Laplace, geometric, a Gaussian or "
+                    "the analytic Gaussian to release counts.")
+        else:
+            confirm = st.checkbox("I understand this is a real release: it spends the budget above and cannot be "
+                                  "repeated with the same noise.", key="ba_release_confirm")
+            if st.button("Release noisy counts", key="ba_release", disabled=not confirm, type="primary",
+                         icon=":material/lock:"):
+                release_slot = st.empty()
+                try:
+                    st.session_state["ba_release_result"] = release_noisy_counts(
+                        alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
+                                              plan.seed), progress=_progress_bar(release_slot))
+                except ValueError as exc:
+                    st.error(str(exc))
+                release_slot.empty()
+        released = st.session_state.get("ba_release_result")
+        if released is not None:
+            st.success(f"Released at {released.created_utc} (UTC). {released.statement()}")
+            _table(released.ledger().to_frame(), LEDGER_LABELS, "ba_release_ledger")
+            st.download_button("Download released counts (CSV)", guarded_csv(released.counts),
+                               file_name="released_counts.csv", mime="text/csv", key="ba_release_csv",
+                               icon=":material/download:")
+            st.dataframe(released.counts.head(200), hide_index=True, key="ba_release_table")

@@ -32,14 +32,27 @@ def _page():
     return at
 
 
+def _open(at, tab):
+    """Open a tab (the page runs only the open tab)."""
+    at.session_state["ba_tab"] = tab
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 @pytest.fixture(scope="module")
 def app():
     return _page()
 
 
+@pytest.fixture(scope="module")
+def algo_app():
+    return _open(_page(), "ToyDown vs TopDown-lite")
+
+
 def test_first_render_shows_outputs(app):
     assert not app.error
-    assert len(app.get("plotly_chart")) >= 8
+    assert len(app.get("plotly_chart")) == 2                  # only the open tab is drawn
     levels = _levels(app)
     assert list(levels["Level"]) == ["state", "county", "tract", "block group", "block"]
     assert levels[SCALE].round(6).tolist() == [10.0] * 5      # Laplace, sensitivity 2, eps 0.2 each
@@ -54,8 +67,15 @@ def test_page_numbers_are_the_default_plan_run_in_plain_python(app):
     levels = _levels(app)
     np.testing.assert_allclose(levels[WHOLE_UNIT], result.levels["whole-unit error sd"])
     np.testing.assert_allclose(_table(app, SIM_SD)[SIM_SD], result.targets["simulated sd"])
-    np.testing.assert_allclose(_table(app, GAIN)[GAIN], result.recommendation["gain over equal (%)"])
-    assert _table(app, "Mean |error| of a unit's total (people)").shape[0] == result.algorithm_summary.shape[0]
+    assert result.algorithms is None and result.sweep is None and not result.public   # tabs not yet opened
+    at = _open(_page(), "Best split")
+    np.testing.assert_allclose(_table(at, GAIN)[GAIN], result.recommendation["gain over equal (%)"])
+    _open(at, "ToyDown vs TopDown-lite")
+    from core.census import AlgorithmPlan
+    with_algo = run(BudgetPlan(algorithms=AlgorithmPlan()))
+    shown = _table(at, "Mean |error| of a unit's total (people)")
+    np.testing.assert_allclose(shown["Mean |error| of a unit's total (people)"],
+                               with_algo.algorithm_summary["MAE of unit totals"])
 
 
 def test_export_load_rerun_and_cli_reproduce(tmp_path):
@@ -74,10 +94,10 @@ def test_export_load_rerun_and_cli_reproduce(tmp_path):
     assert (tmp_path / "out" / "levels.csv").exists()
 
 
-def test_page_export_is_a_reproducible_report(app, tmp_path):
+def test_page_export_is_a_reproducible_report(tmp_path):
     from core.__main__ import main
-    button = next(b for b in app.get("download_button") if "report" in str(b.proto.label).lower())
-    assert button is not None
+    at = _open(_page(), "Export & release")
+    assert any("report" in str(b.proto.label).lower() for b in at.get("download_button"))
     result = run(BudgetPlan())
     path = tmp_path / "page.json"
     path.write_text(report_json(build_report(result, page="Budget allocation")))
@@ -125,6 +145,7 @@ def test_custom_sliders_optimise_and_rho():
     assert lv["Share of the budget"].iloc[-1] > 0.5
     at.radio(key="ba_split").set_value("optimise").run()
     assert not at.exception
+    _open(at, "Best split")
     rec = _table(at, GAIN)
     # the optimum minimises the sum of each target's variance relative to its equal-split variance
     ratio = rec["Error sd, recommended split (people)"] / rec["Error sd, equal split (people)"]
@@ -161,8 +182,16 @@ def test_export_offers_allocation_json(app):
     assert '"format": "census-budget-allocation"' in app.session_state["census_allocation_json"]
 
 
-def test_topdown_lite_tab_and_ledger(app):
-    algo = _table(app, "Leaf L1 error (share of people)")
+def test_opened_tabs_join_the_plan_and_keep_their_settings_when_closed():
+    at = _open(_page(), "Mechanisms")
+    at.select_slider(key="ba_mech_k").set_value(300).run()
+    _open(at, "Export & release")
+    plan = at.session_state["ba_subplans"]["mechanisms"]
+    assert plan.k == 300 and at.session_state["ba_subplans"].get("algorithms") is None
+
+
+def test_topdown_lite_tab_and_ledger(app, algo_app):
+    algo = _table(algo_app, "Leaf L1 error (share of people)")
     assert set(algo["Algorithm"]) == {"ToyDown (negatives allowed)", "ToyDown non-negative integer", "TopDown-lite"}
     assert (algo[algo.Algorithm == "TopDown-lite"]["Error of the total (people)"] == 0).all()
     ledger = _table(app, "As rho (zCDP)")
@@ -177,8 +206,8 @@ def test_tiny_tree_caps_k_instead_of_stopping_the_page():
     assert set(_table(at, SIM_SD)["Districts or units"]) == {2}
 
 
-def test_exact_levels_are_labelled_on_the_log_chart(app):
-    spec = next(json.loads(c.proto.spec) for c in app.get("plotly_chart")
+def test_exact_levels_are_labelled_on_the_log_chart(algo_app):
+    spec = next(json.loads(c.proto.spec) for c in algo_app.get("plotly_chart")
                 if "TopDown-lite (" in json.dumps(json.loads(c.proto.spec)["layout"].get("title", "")))
     ticks = spec["layout"]["xaxis"]["ticktext"]
     assert ticks[0] == "state<br><sub>exact: TopDown-lite</sub>" and ticks[1] == "county"
@@ -189,7 +218,8 @@ def test_topdown_comparison_reruns_only_for_its_own_inputs(monkeypatch):
     calls = []
     real = bp.compare_algorithms
     monkeypatch.setattr(bp, "compare_algorithms", lambda *a, **k: calls.append(1) or real(*a, **k))
-    at = _page()
+    at = _open(_page(), "ToyDown vs TopDown-lite")
+    calls.clear()
     at.number_input(key="ba_seed").set_value(int(np.random.default_rng().integers(10**6, 2**31 - 1))).run()
     assert len(calls) == 1                                     # a fresh seed: computed once
     at.slider(key="ba_runs").set_value(10).run()
@@ -200,7 +230,7 @@ def test_topdown_comparison_reruns_only_for_its_own_inputs(monkeypatch):
 
 
 def test_large_tree_runs_the_comparison_on_request():
-    at = _page()
+    at = _open(_page(), "ToyDown vs TopDown-lite")
     at.slider(key="ba_runs").set_value(0)
     at.text_input(key="ba_fanouts").input("1000, 201").run()
     assert not at.exception and not at.error
@@ -214,7 +244,7 @@ def test_large_tree_runs_the_comparison_on_request():
 
 
 def test_mechanism_tab_compares_like_with_like():
-    at = _page()
+    at = _open(_page(), "Mechanisms")
     at.select_slider(key="ba_mech_k").set_value(1000).run()
     at.toggle(key="ba_mech_gg").set_value(True).run()          # shipped grid: no calibration to wait for
     assert not at.exception and not at.error
@@ -224,14 +254,16 @@ def test_mechanism_tab_compares_like_with_like():
     assert any("like-for-like" in i.value for i in at.info)
 
 
-def test_public_information_tab_explains_its_terms(app):
-    glossary = " ".join(m.value for m in app.markdown)
+def test_public_information_tab_explains_its_terms():
+    at = _open(_page(), "Public information")
+    assert not at.error
+    glossary = " ".join(m.value for m in at.markdown)
     for term in ("Delta_z", "kappa", "Congenial WEM", "Lemma 5", "E max error"):
         assert term in glossary
 
 
 def test_release_action_uses_the_secure_sampler_and_records_spends():
-    at = _page()
+    at = _open(_page(), "Export & release")
     at.checkbox(key="ba_release_confirm").check().run()
     at.button(key="ba_release").click().run()
     assert not at.exception and not at.error
