@@ -11,27 +11,30 @@ import plotly.express as px
 import plotly.graph_objects as go
 import shapely
 
-from core.geography.blocks import EQUAL_AREA_CRS
+from core.geography.adjacency import EQUAL_AREA_CRS
 from core.districts.noise import equal_split_line
 
 SIMULATION_NOTE = "simulation, not a release"
-QUALITATIVE = px.colors.qualitative.Set1
+# Okabe-Ito: eight hues that stay distinct for colour-blind readers (one purple only)
+QUALITATIVE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 _DIGITS = re.compile(r"(-?\d+\.\d{5})\d+")
 # colour choice -> (column of the display table, colour-bar title, scale, diverging?)
 COLOUR_BY: dict[str, tuple[str, str, str, bool]] = {
-    "error": ("mean_abs_error", "district mean |error| (people)", "Reds", False),
-    "population": ("district_population", "district population", "Blues", False),
-    "deviation": ("district_deviation_pct", "district deviation from ideal (%)", "RdBu_r", True),
-    "group share": ("black_share_pct", "% Black in the unit", "Purples", False),
-    "block error": ("mean_block_error", "mean noisy - true count in the unit", "RdBu_r", True),
+    "error": ("mean_abs_error", "District's mean absolute population error (people)", "Reds", False),
+    "population": ("district_population", "District population (people)", "Blues", False),
+    "deviation": ("district_deviation_pct", "District's deviation from the ideal population (%)", "RdBu_r", True),
+    "group share": ("black_share_pct", "Black share of the unit's population (%)", "Viridis", False),
+    "block error": ("mean_block_error", "Mean noisy minus true count in the unit (people)", "RdBu_r", True),
 }
 HOVER = {"unit_id": True, "district": True, "district_population": ":,", "district_deviation_pct": ":.2f",
          "mean_abs_error": ":.1f", "p95_abs_error": ":.1f", "analytic_toydown_sd": ":.1f",
          "black_share_pct": ":.1f", "mean_block_error": ":.1f"}
-LABELS = {"unit_id": "unit", "district_population": "district population",
-          "district_deviation_pct": "district deviation %", "mean_abs_error": "district mean |E_D|",
-          "p95_abs_error": "district 95th pct |E_D|", "analytic_toydown_sd": "analytic ToyDown sd",
-          "black_share_pct": "% Black (unit)", "mean_block_error": "mean count error (unit)"}
+LABELS = {"unit_id": "Unit", "district": "District", "district_population": "District population (people)",
+          "district_deviation_pct": "District deviation from ideal (%)",
+          "mean_abs_error": "District mean absolute error (people)",
+          "p95_abs_error": "District 95th percentile absolute error (people)",
+          "analytic_toydown_sd": "Closed-form ToyDown error sd (people)",
+          "black_share_pct": "Black share of the unit (%)", "mean_block_error": "Mean count error in the unit (people)"}
 
 
 def map_geojson(gdf: gpd.GeoDataFrame, id_col: str, tolerance_m: float) -> dict:
@@ -77,9 +80,12 @@ def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataF
                                    z=np.zeros(len(ids)), colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]],
                                    showscale=False, marker_line_width=2.2, marker_line_color="#222",
                                    hoverinfo="skip", name="district boundaries"))
+    # district numbers on hover over a dot inside each district: map text layers would fetch font glyphs
+    # from the internet, and nothing on this page may leave the machine
     pts = outlines.geometry.to_crs(EQUAL_AREA_CRS).representative_point().to_crs("EPSG:4326")
-    fig.add_trace(go.Scattermap(lon=pts.x, lat=pts.y, mode="text", text=ids, textfont=dict(size=13, color="#000"),
-                                hoverinfo="skip", showlegend=False))
+    fig.add_trace(go.Scattermap(lon=pts.x, lat=pts.y, mode="markers", marker=dict(size=9, color="#222"),
+                                hovertext=[f"District {i}" for i in ids], hoverinfo="text", showlegend=False,
+                                name="district"))
     fig.update_layout(title=title, height=600, margin=dict(l=0, r=0, t=40, b=0),
                       coloraxis_colorbar=dict(title=dict(text=bar)))
     return fig
@@ -88,17 +94,18 @@ def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataF
 def district_error_figure(table: pd.DataFrame) -> go.Figure:
     """Per district: empirical error sd with its 95% interval against the analytic ToyDown sd (Cor. 3)."""
     d = table.sort_values("district")
-    x = d["district"].astype(str)
+    x = d["district"].astype(int)
     fig = go.Figure()
-    fig.add_bar(x=x, y=d["mean_abs_error"], name="mean |E_D|", marker_color="#F58518", opacity=0.6)
-    fig.add_scatter(x=x, y=d["empirical_sd"], mode="markers", name=f"empirical sd ({SIMULATION_NOTE})",
-                    marker=dict(color="#E45756", size=10, symbol="diamond"),
+    fig.add_bar(x=x, y=d["mean_abs_error"], name="mean absolute error", marker_color="#E69F00", opacity=0.6)
+    fig.add_scatter(x=x, y=d["empirical_sd"], mode="markers", name=f"observed sd, 95% interval ({SIMULATION_NOTE})",
+                    marker=dict(color="#D55E00", size=10, symbol="diamond"),
                     error_y=dict(type="data", symmetric=False, array=d["empirical_sd_high"] - d["empirical_sd"],
                                  arrayminus=d["empirical_sd"] - d["empirical_sd_low"]))
-    fig.add_scatter(x=x, y=d["analytic_toydown_sd"], mode="markers", name="analytic ToyDown sd",
-                    marker=dict(color="#4C78A8", size=10, symbol="line-ew-open", line=dict(width=3)))
-    fig.update_layout(title="District population error: observed vs closed form", xaxis_title="district",
-                      yaxis_title="people", height=380, legend=dict(orientation="h", y=-0.25),
+    fig.add_scatter(x=x, y=d["analytic_toydown_sd"], mode="markers", name="closed-form ToyDown sd",
+                    marker=dict(color="#0072B2", size=10, symbol="line-ew-open", line=dict(width=3)))
+    fig.update_xaxes(tickmode="linear", dtick=1 if len(d) <= 40 else 5, tickformat="d")
+    fig.update_layout(title="District population error: observed vs closed form", xaxis_title="District",
+                      yaxis_title="Error in the district population (people)", height=380, legend=dict(orientation="h", y=-0.25),
                       margin=dict(t=50, b=30, l=50, r=10))
     return fig
 
@@ -107,8 +114,9 @@ def ensemble_histogram(study: pd.DataFrame) -> go.Figure:
     """Figure 4 analogue: histogram of log10 mean |E_D| per district, by generator, one panel per split."""
     d = study.assign(log10_error=np.log10(study["mean_abs_error"].clip(lower=1e-3)))
     fig = px.histogram(d, x="log10_error", color="generator", facet_col="split", barmode="overlay",
-                       opacity=0.6, nbins=30, color_discrete_sequence=QUALITATIVE)
-    fig.update_xaxes(title="log10 mean |E_D| (people)")
+                       opacity=0.6, nbins=30, color_discrete_sequence=QUALITATIVE,
+                       labels={"generator": "Generator", "split": "Split"})
+    fig.update_xaxes(title="Mean absolute district error, log10 of people")
     fig.update_layout(title=f"District error by generator and split ({SIMULATION_NOTE})", height=380,
                       legend=dict(orientation="h", y=-0.3), margin=dict(t=70, b=30, l=50, r=10))
     return fig
@@ -118,7 +126,8 @@ def fragmentation_histogram(study: pd.DataFrame) -> go.Figure:
     """Figure 6 analogue (left): fragmentation score of every district, by generator."""
     d = study.drop_duplicates(["generator", "district"])
     fig = px.histogram(d, x="fragmentation", color="generator", barmode="overlay", opacity=0.6, nbins=30,
-                       color_discrete_sequence=QUALITATIVE)
+                       color_discrete_sequence=QUALITATIVE,
+                       labels={"fragmentation": "Fragmentation (Def. 5)", "generator": "Generator"})
     fig.update_layout(title="Fragmentation of the districts (Def. 5)", height=340,
                       legend=dict(orientation="h", y=-0.3), margin=dict(t=50, b=30, l=50, r=10))
     return fig
@@ -132,7 +141,8 @@ def fragmentation_variance_figure(study: pd.DataFrame, sensitivity: float, lapla
         d = study[study["split"] == study["split"].iloc[0]]
     fig = px.scatter(d, x="fragmentation", y="empirical_variance", color="generator", opacity=0.7,
                      color_discrete_sequence=QUALITATIVE,
-                     labels={"empirical_variance": "observed variance of E_D"})
+                     labels={"empirical_variance": "Observed variance of the district error (people²)",
+                             "fragmentation": "Fragmentation (Def. 5)", "generator": "Generator"})
     if laplace and not d.empty and d["split"].iloc[0] == "equal":  # the line holds under the equal split only
         f = np.linspace(0, float(d["fragmentation"].max()) * 1.05, 100)
         w1 = float(d["w1_squared"].mean())
@@ -150,12 +160,12 @@ def er_scatter(precincts: pd.DataFrame, estimates: pd.DataFrame, noisy_shares: p
     fig = go.Figure()
     size = np.clip(np.sqrt(p["votes"].to_numpy(dtype=float)) / 3, 2, 14)
     fig.add_scatter(x=p["group_share"], y=p["vote_share"], mode="markers", name="precincts (true counts)",
-                      marker=dict(size=size, color="#4C78A8", opacity=0.35))
+                      marker=dict(size=size, color="#0072B2", opacity=0.35))
     e = estimates[estimates["mode"] == mode]
     xs = np.array([0.0, 1.0])
     for _, row in e[e["source"] == "noisy counts"].head(8).iterrows():
         fig.add_scatter(x=xs, y=[row["complement_support"], row["group_support"]], mode="lines",
-                        line=dict(color="#E45756", width=1), opacity=0.6, showlegend=bool(row["run"] == 0),
+                        line=dict(color="#D55E00", width=1), opacity=0.6, showlegend=bool(row["run"] == 0),
                         name=f"noisy runs ({SIMULATION_NOTE})")
     t = e[e["run"] < 0]
     if not t.empty:
@@ -178,8 +188,12 @@ def er_histogram(estimates: pd.DataFrame, truth: dict) -> go.Figure:
     fig = px.strip(noisy, x="mode", y="support", color="source", facet_col="estimate",
                    category_orders={"mode": ["all", "filtered", "weighted"], "estimate": cols,
                                     "source": ["noisy counts", "naive Gaussian"]},
-                   color_discrete_sequence=QUALITATIVE)
+                   color_discrete_sequence=QUALITATIVE,
+                   labels={"mode": "Mode", "support": "Estimated support (share of votes)", "source": "Counts"})
     fig.update_yaxes(matches=None, showticklabels=True)
+    fig.for_each_annotation(lambda a: a.update(text={"estimate=group_support": "Black voters",
+                                                     "estimate=complement_support": "Other voters"}
+                                               .get(a.text, a.text)))
     true = estimates[estimates["run"] < 0]
     for c, col in enumerate(cols, start=1):
         fig.add_scatter(x=true["mode"], y=true[col], mode="markers", marker=dict(symbol="x", size=12, color="#111"),

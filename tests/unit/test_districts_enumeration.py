@@ -6,7 +6,7 @@ import pytest
 
 from core.districts.enumeration import enumerate_plans, grid_edges
 from core.geography.grid import synthetic_grid
-from core.districts.study import PlanConfig, make_plans
+from core.districts.generators import ExactParams, draw_exact
 
 
 def _cuts(plans, edges):
@@ -69,13 +69,13 @@ def test_limits_and_bad_input():
 
 def test_exact_generator_on_the_small_grid():
     geo = synthetic_grid((16, 4, 16), seed=0)
-    plans = make_plans(geo, PlanConfig("exact", "tract", 4, 0.2))
+    plans = draw_exact(ExactParams("tract", 20.0), geo, 4, 0)
     pop = geo.blocks["total"].to_numpy()
     ideal = pop.sum() / 4
     sizes = np.stack([np.bincount(p, weights=pop, minlength=4) for p in plans])
     assert len(plans) > 10 and (np.abs(sizes / ideal - 1) <= 0.2 + 1e-9).all()
     assert len({tuple(p) for p in plans}) == len(plans)
     with pytest.raises(ValueError, match="raise the tolerance"):
-        make_plans(geo, PlanConfig("exact", "tract", 4, 0.005))
+        draw_exact(ExactParams("tract", 0.5), geo, 4, 0)
     with pytest.raises(ValueError, match="at most 40 units"):
-        make_plans(geo, PlanConfig("exact", "block group", 4, 0.2))
+        draw_exact(ExactParams("block group", 20.0), geo, 4, 0)

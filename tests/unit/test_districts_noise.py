@@ -6,7 +6,18 @@ from core.census.analytic import preset_shares
 from core.geography.grid import synthetic_grid
 from core.districts.noise import NoiseConfig, district_noise, ensemble_study, equal_split_line, sd_interval
 from core.districts.plans import greedy_plan
-from core.districts.study import district_table, random_squares, square_tiling
+from core.districts.generators import SquareParams, draw_square
+from core.districts.plans import square_labels
+from core.districts.workflow import district_tables, noisy_block_errors
+
+
+def square_tiling(geo, k):
+    return draw_square(SquareParams(), geo, k, 0)[0]
+
+
+def random_squares(geo, k, n, seed):
+    rows, cols = geo.blocks["row"].to_numpy(), geo.blocks["col"].to_numpy()
+    return square_labels(rows, cols, int(rows.max()) + 1, k, n, np.random.default_rng(seed))
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +62,17 @@ def test_balanced_on_noisy_deviation_averages_to_zero_and_topdown_keeps_state_to
 
 def test_district_table_joins_metrics_and_group_share(grid):
     labels = square_tiling(grid, 4)
-    out = district_table(grid, labels, NoiseConfig((0.25,) * 4, runs=3))
-    t = out.table
+    config = NoiseConfig((0.25,) * 4, runs=3)
+    errors = noisy_block_errors(grid, config)
+    t, runs = district_tables(grid, labels[None, :], errors, config, 5.0)
     b = grid.blocks
-    assert t["population"].tolist() == t["true_population"].tolist()
     assert t["population"].sum() == b["total"].sum()
     black = np.bincount(labels, weights=b["black"].to_numpy())
     assert np.allclose(t["black_share_pct"], 100 * black / t["population"])
-    assert out.block_mean_error.shape == (len(b),)
+    assert errors.shape == (3, len(b))
+    # a district's noisy population is the sum of its blocks' noisy counts, run by run
+    per_run = np.stack([np.bincount(labels, weights=e, minlength=4) for e in errors])
+    assert np.allclose(runs["error"].to_numpy().reshape(3, 4), per_run)
 
 
 def test_ensemble_analytic_variance_is_the_equal_split_line(grid):
@@ -81,9 +95,9 @@ def test_bad_noise_settings_raise(grid):
     h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
     with pytest.raises(ValueError, match="Unknown algorithm"):
         NoiseConfig((0.25,) * 4, algorithm="exact")
-    with pytest.raises(ValueError, match="Runs must be between"):
+    with pytest.raises(ValueError, match="Runs must be a whole number between"):
         NoiseConfig((0.25,) * 4, runs=1)
     with pytest.raises(ValueError, match="one budget per level"):
         district_noise(h, pop, square_tiling(grid, 4), NoiseConfig((0.2,) * 5, runs=2))
-    with pytest.raises(ValueError, match="positive budget"):
+    with pytest.raises(ValueError, match="budget must be a positive number"):
         district_noise(h, pop, square_tiling(grid, 4), NoiseConfig((0.5, 0.5, 0.0, 0.5), runs=2))

@@ -10,7 +10,7 @@ from core.districts.metrics import district_fragmentation, district_metrics
 from core.districts.noise import ensemble_coefficients
 from core.districts.plans import greedy_plan, recom_ensemble, square_district
 from core.geography.assignments import plan_from_csv, plan_to_frame
-from core.districts.study import PlanConfig, make_plans, square_tiling
+from core.districts.generators import GENERATORS, GreedyParams, SquareParams, draw_square
 
 DALLAS = (484, 4, 25)
 
@@ -94,20 +94,28 @@ def test_recom_refuses_bad_inputs(small_grid):
         recom_ensemble(adj, pop, 4, tolerance=0.1, steps=20_000, thin=1, use_cache=False)
 
 
-def test_make_plans_for_every_generator(small_grid):
+def square_tiling(geo, k):
+    return draw_square(SquareParams(), geo, k, 0)[0]
+
+
+def test_every_generator_of_the_registry(small_grid):
     geo = small_grid
-    greedy = make_plans(geo, PlanConfig("greedy", k=4, steps=20, thin=10))
+    greedy = GENERATORS["greedy"].build(GreedyParams(2))(geo, 4, 0)
     assert greedy.shape == (2, 256) and all(np.bincount(p).tolist() == [64] * 4 for p in greedy)
-    square = make_plans(geo, PlanConfig("square", k=4))
+    square = GENERATORS["square"].build()(geo, 4, 0)
     assert np.array_equal(square[0], square_tiling(geo, 4))
     assert np.bincount(square[0]).tolist() == [64] * 4
     # a 2x2 tiling of a 16x16 grid gives quadrants of 4 whole tracts (of 16): only the tract level
     # contributes, 4 (1 - 1/4)^2 + 12 (1/4)^2 = 3 = n_1 (k-1)/k^2 (Theorem 6's first term, attained)
     assert np.allclose(district_fragmentation(geo.hierarchy, square[0]), 3.0)
+    disconn = GENERATORS["disconn"].build()(geo, 4, 0)
+    assert disconn.shape == (4, 256) and all(np.unique(p).size == 4 for p in disconn)
     with pytest.raises(ValueError, match="square number"):
         square_tiling(geo, 3)
-    with pytest.raises(ValueError, match="Unknown generator"):
-        PlanConfig("disconn")
+    with pytest.raises(ValueError, match="Unknown districting generator"):
+        GENERATORS["nope"]
+    with pytest.raises(ValueError, match="Greedy plans"):
+        GreedyParams(0)
 
 
 def test_csv_plan_round_trip_and_bad_files(small_grid):

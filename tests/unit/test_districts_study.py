@@ -1,11 +1,10 @@
-"""The study layer the page calls: generators for ensembles, units drawn on the map, district shapes."""
+"""The District maps study as a plan: map views, generators in an ensemble study, Disconn districts."""
 import numpy as np
 import pytest
 
+from core.districts import DistrictPlan, EnsemblePlan, GreedyParams, NoiseConfig, run
+from core.districts.display import display_values, district_shapes
 from core.geography.grid import synthetic_grid
-from core.districts.noise import NoiseConfig
-from core.districts.study import (PlanConfig, display_values, district_shapes, district_table, ensemble_generators,
-                                  ensemble_metrics, make_plans)
 
 
 @pytest.fixture(scope="module")
@@ -13,39 +12,45 @@ def grid():
     return synthetic_grid((16, 4, 4), seed=8)
 
 
-def test_ensemble_generators_on_a_grid(grid):
-    cfg = PlanConfig("square", k=4)
-    plans = make_plans(grid, cfg)
-    gens, skipped = ensemble_generators(grid, cfg, plans, n_square=10, extra_units=("block group", "tract"))
-    assert gens["Square tiling"] is plans
-    assert gens["Greedy"].shape == (4, 256)
-    assert gens["Square (random)"].shape == (256, 10) and (gens["Square (random)"].sum(axis=0) == 64).all()
-    assert gens["ReCom (block groups)"].shape[1] == 256
+@pytest.fixture(scope="module")
+def small_plan():
+    return DistrictPlan(grid_fanouts=(16, 4, 4), geo_seed=8, generator="greedy", params=GreedyParams(1),
+                        noise=NoiseConfig((0.25,) * 4, runs=3))
+
+
+def test_ensemble_study_compares_generators(small_plan):
+    plan = small_plan.replace(generator="square", params=None,
+                              ensemble=EnsemblePlan(("equal",), 4, 10, ("block group", "tract"), (), 10))
+    res = run.uncached(plan)
+    gens = set(res.ensemble["generator"])
+    assert {"Square tiling", "Greedy", "Square (random)", "ReCom (block groups)"} <= gens
     # 16 tracts into 4 districts within 5% rarely balance; if not, the reason is reported rather than raised
-    assert ("ReCom (tracts)" in gens) != ("ReCom on tracts" in skipped)
+    assert ("ReCom (tracts)" in gens) != ("ReCom on tracts" in res.skipped)
+    assert set(res.tables()) >= {"ensemble_study", "ensemble_summary"}
 
 
-def test_display_values_and_shapes(grid):
-    labels = make_plans(grid, PlanConfig("greedy", k=4, steps=10, thin=10))[0]
-    out = district_table(grid, labels, NoiseConfig((0.25,) * 4, runs=3))
-    tracts = display_values(grid, "tract", labels, out.table, out.block_mean_error)
+def test_display_values_and_shapes(grid, small_plan):
+    res = run.uncached(small_plan)
+    labels, table = res.labels[0], res.plan_districts(1)
+    tracts = display_values(grid, "tract", labels, table, res.block_mean_error)
     assert len(tracts) == 16 and not tracts["split"].any()      # greedy from label 0 keeps tracts whole
-    assert np.isclose(tracts["mean_block_error"].sum(), out.block_mean_error.sum())
-    blocks = display_values(grid, "block", labels, out.table, out.block_mean_error)
+    assert np.isclose(tracts["mean_block_error"].sum(), res.block_mean_error.sum())
+    blocks = display_values(grid, "block", labels, table, res.block_mean_error)
     assert (blocks["district"].to_numpy() == labels + 1).all()
-    shapes = district_shapes(grid, labels, out.table)
+    shapes = district_shapes(grid, labels, table)
     assert sorted(shapes["district"]) == [1, 2, 3, 4]
     area = shapes.to_crs("EPSG:5070").area.sum()
     assert area == pytest.approx(grid.blocks.to_crs("EPSG:5070").area.sum(), rel=1e-6)
-    summary = ensemble_metrics(grid, labels[None, :])
-    assert summary.loc[0, "all_contiguous"] and summary.loc[0, "split_counties"] == 1
+    assert res.plans.loc[0, "contiguous"] and res.plans.loc[0, "split_counties"] == 4
 
 
-def test_disconn_districts_hit_the_target_and_fragment_more_on_blocks(grid):
+def test_disconn_districts_hit_the_target_and_fragment_more_on_blocks(small_plan):
     from core.census.analytic import fragmentation
-    cfg = PlanConfig("square", k=4, tolerance=0.05, seed=3)
-    gens, skipped = ensemble_generators(grid, cfg, make_plans(grid, cfg), disconn_units=("tract", "block"),
-                                        n_disconn=12)
+    from core.districts.workflow import _ensemble_generators, load_geography
+    plan = small_plan.replace(generator="square", params=None, plan_seed=3)
+    grid = load_geography(plan)
+    sub = EnsemblePlan(("equal",), 2, 0, (), ("tract", "block"), 12)
+    gens, skipped = _ensemble_generators(plan, grid, np.zeros((1, 256), dtype=np.int64), sub)
     assert not skipped
     pop = grid.blocks["total"].to_numpy()
     ideal = pop.sum() / 4
