@@ -186,6 +186,11 @@ with st.container(border=True):
         st.error(plan_error)
     if run_clicked and plan is not None:
         asked["sweep"] = sweep_plan
+        asked.pop("marginals", None)
+    if plan is not None and "sweep" in asked and asked["sweep"] != sweep_plan:
+        shown_eps = ", ".join(f"{e:g}" for e in asked["sweep"].epsilons)
+        st.caption(f"The sweep below ran at epsilons {shown_eps} with {len(asked['sweep'].seeds)} seed(s); press "
+                   "**Run sweep** to run it at the new values.")
 
 # ------------------------------------------------------------------------------- run
 means_sub = None
