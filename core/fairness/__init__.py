@@ -1,11 +1,14 @@
 """Pairwise fairness elicitation: pair sampling, the session store, the learner and its frontier."""
 from __future__ import annotations
 
+from core.fairness.companion import CompanionPlan
 from core.fairness.elicitation_plan import ElicitationDesign, ElicitationPlan, run_elicitation
+from core.fairness.frontier import FrontierPlan
+from core.fairness.learning_plan import ConstraintTable, LearningPlan, LearningResult, run_learning
 
 # Each plan class of the area maps to the run that computes it; `run` dispatches on the plan's type
 # so `core.report.run_plan` and `python -m core reproduce` find every fairness plan.
-RUNS = {ElicitationPlan: run_elicitation}
+RUNS = {ElicitationPlan: run_elicitation, LearningPlan: run_learning}
 
 
 def run(plan, data=None, *, progress=None):
@@ -16,4 +19,5 @@ def run(plan, data=None, *, progress=None):
     raise ValueError(f"No fairness run takes a {type(plan).__name__}.")
 
 
-__all__ = ["ElicitationDesign", "ElicitationPlan", "RUNS", "run", "run_elicitation"]
+__all__ = ["CompanionPlan", "ConstraintTable", "ElicitationDesign", "ElicitationPlan", "FrontierPlan",
+           "LearningPlan", "LearningResult", "RUNS", "run", "run_elicitation", "run_learning"]

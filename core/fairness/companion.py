@@ -4,37 +4,85 @@ A post-processing of the learner's scores for two groups L (lower base rate) and
 within groups by bin means, pick the common (FPR, TPR) that minimises the decision-maker's loss
 among rates both groups can reach with a calibrated score (Stage 1, an LP), then per group find
 the least mean-preserving contraction of the score that hits those rates (Stage 2, an LP).
-Positive label = reoffended; the decision 1[score >= cutoff] flags "high risk".
+When no common rates exist, or when asked, the soft trade-off of the paper's extension section
+replaces Stage 1: each group gets its own calibratable rates z_A = (FPR, TPR), chosen to minimise
+  share * loss_L(z_L) + (1 - share) * loss_H(z_H) + (z_L - z_H)' diag(penalty) (z_L - z_H),
+with loss_A(z) = k FPR (1 - mu_A) + (1 - TPR) mu_A (a small QP, solved by SLSQP), so the panel
+always answers: exact parity when it exists, otherwise the least-loss rates for the chosen
+disparity penalty. Positive label = reoffended; the decision 1[score >= cutoff] flags "high risk".
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import linprog
+from scipy.optimize import linprog, minimize
+
+from core.contracts import Plan, make_rng
 
 MARGIN = 1e-6          # strict NPV inequality replaced by a small margin (spec 3.1 review note)
+MODES = {"exact": "equal error rates (soft trade-off only when they are out of reach)",
+         "soft": "soft trade-off: group losses plus a penalty on the rate differences"}
+
+
+def _number(value, what: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what} must be a number, not {value!r}.") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be a finite number.")
+    return number
 
 
 @dataclass(frozen=True)
-class CompanionConfig:
-    """Cut-off, number of score bins and the two groups compared (L/H are ordered by base rate)."""
+class CompanionPlan(Plan):
+    """Cut-off, score bins, the two groups compared (L/H ordered by base rate), the swept value
+    whose scores are post-processed (``at``; None = the sweep point nearest 0.3) and the soft
+    trade-off's group share and disparity penalties."""
 
     cutoff: float = 0.5                  # p_bar = k / (k + 1); k = cost of a false positive
     bins: int = 10
     attribute: str = "race"
     groups: tuple[str, str] = ("African-American", "Caucasian")
     seed: int = 0
+    at: float | None = None
+    mode: str = "exact"
+    share_low: float | None = None       # weight of group L's loss; None = its share of the two groups
+    penalty_fpr: float = 1.0
+    penalty_tpr: float = 1.0
 
-    def validate(self) -> "CompanionConfig":
-        """Raise ValueError naming the setting to change; return self when valid."""
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cutoff", _number(self.cutoff, "The cut-off"))
         if not 0.0 < self.cutoff < 1.0:
             raise ValueError("The cut-off must lie strictly between 0 and 1.")
-        if not 2 <= int(self.bins) <= 50:
-            raise ValueError("Use between 2 and 50 score bins.")
-        if len(set(self.groups)) != 2:
+        if isinstance(self.bins, bool) or not isinstance(self.bins, (int, np.integer)) or not 2 <= self.bins <= 50:
+            raise ValueError("Use between 2 and 50 score bins (a whole number).")
+        object.__setattr__(self, "bins", int(self.bins))
+        object.__setattr__(self, "groups", tuple(str(g) for g in self.groups))
+        if len(self.groups) != 2 or len(set(self.groups)) != 2:
             raise ValueError("Choose two different groups to compare.")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2 ** 32:
+            raise ValueError("The companion seed must be a whole number from 0 to 4294967295.")
+        object.__setattr__(self, "seed", int(self.seed))
+        if self.at is not None:
+            object.__setattr__(self, "at", _number(self.at, "The operating point"))
+        if self.mode not in MODES:
+            raise ValueError(f"The companion mode must be one of {list(MODES)}.")
+        if self.share_low is not None:
+            object.__setattr__(self, "share_low", _number(self.share_low, "The share of group L"))
+            if not 0.0 <= self.share_low <= 1.0:
+                raise ValueError("The share of group L's loss must lie in [0, 1].")
+        for name in ("penalty_fpr", "penalty_tpr"):
+            value = _number(getattr(self, name), "A disparity penalty")
+            if not 0.0 <= value <= 1e6:
+                raise ValueError("Disparity penalties must lie between 0 and 1,000,000.")
+            object.__setattr__(self, name, value)
+
+    def validate(self) -> "CompanionPlan":
+        """The plan itself (it is validated when built)."""
         return self
 
 
@@ -52,6 +100,8 @@ class CompanionResult:
     scores: pd.Series                      # post-processed score per individual (NaN outside L, H)
     kernels: dict = field(default_factory=dict)
     message: str = ""
+    soft: dict | None = None               # per group {"fpr", "tpr"} of the soft trade-off, + objective
+    used: str = "exact"                    # which rates the post-processed scores hit: exact or soft
 
 
 def cost_ratio(cutoff: float) -> float:
@@ -133,6 +183,90 @@ def stage1(curves: dict[str, np.ndarray], mu: dict[str, float], low: str, high: 
     return {"fpr": a1, "tpr": a2, "loss": loss}
 
 
+def _calibratable(beta: float, cutoff: float) -> tuple[np.ndarray, float, np.ndarray, float]:
+    """Rows (a, b) of a . (fpr, tpr) <= b: PPV >= cutoff and NPV > 1 - cutoff (R&V Proposition 3)."""
+    return (np.array([cutoff, -beta * (1 - cutoff)]), 0.0,
+            np.array([cutoff, -beta * (1 - cutoff)]), cutoff - beta * (1 - cutoff) - MARGIN)
+
+
+def soft_tradeoff(curves: dict[str, np.ndarray], mu: dict[str, float], low: str, high: str,
+                  cutoff: float, share_low: float, penalty: tuple[float, float]) -> dict:
+    """Per-group calibratable rates minimising the weighted group losses plus the disparity penalty.
+
+    The R&V extension: minimise share * l_L(z_L) + (1 - share) * l_H(z_H) + (z_L - z_H)' P (z_L - z_H)
+    over z_A in the hull of group A's ROC curve and its reflection (Proposition 2) that satisfy
+    Proposition 3's PPV/NPV conditions. The corner (1, 1) (everyone flagged) is calibratable when
+    mu_A >= cutoff and is tried separately, since the NPV margin cuts it off. Convex QP; SLSQP.
+    """
+    k = cost_ratio(cutoff)
+    P = np.diag(penalty)
+    verts = {g: np.vstack([c, 1.0 - c]) for g, c in curves.items()}
+    weights = {low: share_low, high: 1.0 - share_low}
+
+    def loss(g: str, z: np.ndarray) -> float:
+        return float(k * z[0] * (1 - mu[g]) + (1 - z[1]) * mu[g])
+
+    def solve(fixed: dict[str, np.ndarray]) -> tuple[float, dict[str, np.ndarray]] | None:
+        free = [g for g in (low, high) if g not in fixed]
+        sizes = [len(verts[g]) for g in free]
+        offsets = np.cumsum([0] + sizes)
+
+        def rates(x: np.ndarray) -> dict[str, np.ndarray]:
+            out = dict(fixed)
+            for g, a, b in zip(free, offsets[:-1], offsets[1:]):
+                out[g] = x[a:b] @ verts[g]
+            return out
+
+        def objective(x: np.ndarray) -> float:
+            z = rates(x)
+            d = z[low] - z[high]
+            return sum(weights[g] * loss(g, z[g]) for g in (low, high)) + float(d @ P @ d)
+
+        def gradient(x: np.ndarray) -> np.ndarray:
+            z = rates(x)
+            d = z[low] - z[high]
+            grad = np.zeros(offsets[-1])
+            for g, a, b in zip(free, offsets[:-1], offsets[1:]):
+                dz = weights[g] * np.array([k * (1 - mu[g]), -mu[g]]) + (2 if g == low else -2) * (P @ d)
+                grad[a:b] = verts[g] @ dz
+            return grad
+
+        cons = []
+        for g, a, b in zip(free, offsets[:-1], offsets[1:]):
+            row = np.zeros(offsets[-1]); row[a:b] = 1.0
+            cons.append({"type": "eq", "fun": lambda x, r=row: r @ x - 1.0, "jac": lambda x, r=row: r})
+            ppv, ppv_b, npv, npv_b = _calibratable(mu[g] / (1 - mu[g]), cutoff)
+            for coef, bound in ((ppv, ppv_b), (npv, npv_b)):
+                row = np.zeros(offsets[-1]); row[a:b] = verts[g] @ coef
+                cons.append({"type": "ineq", "fun": lambda x, r=row, c=bound: c - r @ x,
+                             "jac": lambda x, r=row: -r})
+        if not free:
+            z = dict(fixed)
+            return objective(np.zeros(0)), z
+        # Start from each group's feasible corner (0, 0): nobody flagged always meets both conditions.
+        x0 = np.concatenate([(np.abs(verts[g]).sum(axis=1) == 0).astype(float) / max(
+            (np.abs(verts[g]).sum(axis=1) == 0).sum(), 1) for g in free])
+        res = minimize(objective, x0, jac=gradient, method="SLSQP", constraints=cons,
+                       bounds=[(0.0, 1.0)] * offsets[-1], options={"ftol": 1e-12, "maxiter": 500})
+        if not res.success:
+            return None
+        return float(res.fun), rates(res.x)
+
+    options = []
+    corners = [{}]
+    for g in (low, high):
+        if mu[g] >= cutoff:
+            corners += [{**c, g: np.array([1.0, 1.0])} for c in corners]
+    for fixed in corners:
+        solved = solve(fixed)
+        if solved is not None:
+            options.append(solved)
+    value, z = min(options, key=lambda o: o[0])
+    return {"objective": value,
+            **{g: {"fpr": float(np.clip(z[g][0], 0, 1)), "tpr": float(np.clip(z[g][1], 0, 1)),
+                   "loss": loss(g, z[g])} for g in (low, high)}}
+
+
 def stage2(p: np.ndarray, s: np.ndarray, cutoff: float, fpr: float, tpr: float
            ) -> tuple[np.ndarray, np.ndarray] | None:
     """Kernel T (bins x outputs) of the least contraction of p hitting (fpr, tpr) (R&V Stage 2)."""
@@ -172,9 +306,9 @@ def _rates(p_in: np.ndarray, s: np.ndarray, q: np.ndarray, T: np.ndarray, cutoff
 
 
 def equal_error_rate_scores(score: np.ndarray, y: np.ndarray, groups: pd.DataFrame,
-                            config: CompanionConfig = CompanionConfig()) -> CompanionResult:
-    """Post-process learned scores into calibrated scores with equal error rates (R&V sections 3-4)."""
-    config = config.validate()
+                            config: CompanionPlan = CompanionPlan()) -> CompanionResult:
+    """Post-process learned scores into calibrated scores with equal error rates (R&V sections 3-4),
+    or with the soft trade-off's per-group rates when equal rates are out of reach (or asked for)."""
     if config.attribute not in groups:
         raise ValueError(f"Unknown group attribute {config.attribute!r}; use race or sex.")
     label = groups[config.attribute].astype(str).to_numpy()
@@ -202,22 +336,31 @@ def equal_error_rate_scores(score: np.ndarray, y: np.ndarray, groups: pd.DataFra
     if c5["trivial"] is None and not np.isnan(c5["a1"]):
         c5["both_above"] = all(_above(curves[g], c5["a1"], c5["a2"]) for g in (low, high))
     target = stage1(curves, mu, low, high, cutoff, base_rate)
-    rng = np.random.default_rng(config.seed)
+    feasible = target is not None
+    soft = None
+    used = "exact"
+    if config.mode == "soft" or not feasible:
+        share = (config.share_low if config.share_low is not None
+                 else float((label == low).sum() / both.sum()))
+        soft = soft_tradeoff(curves, mu, low, high, cutoff, share, (config.penalty_fpr, config.penalty_tpr))
+        soft["share_low"] = share
+        used = "soft"
+    goals = ({g: (soft[g]["fpr"], soft[g]["tpr"]) for g in (low, high)} if used == "soft"
+             else {g: (target["fpr"], target["tpr"]) for g in (low, high)})
+    stage_name = "soft trade-off" if used == "soft" else "equal error rates"
+    rng = make_rng(config.seed, what="the post-processed scores")
     post = pd.Series(np.nan, index=np.arange(len(y)), name="equal_error_score")
     rate_rows, calib_rows, kernels = [], [], {}
     message = ""
     for g in (low, high):
         means, s = cal[g]
         rows, codes = codes_by[g]
-        ident = np.eye(len(means))
-        before = _rates(means, s, means, ident, cutoff)
+        before = _rates(means, s, means, np.eye(len(means)), cutoff)
         rate_rows.append({"group": g, "stage": "calibrated score", "base_rate": mu[g], **before,
                           "loss": k * before["fpr"] * (1 - mu[g]) + (1 - before["tpr"]) * mu[g]})
         calib_rows.append(pd.DataFrame({"group": g, "stage": "before", "score": means,
                                         "observed": means, "n": np.bincount(codes)}))
-        if target is None:
-            continue
-        solved = stage2(means, s, cutoff, target["fpr"], target["tpr"])
+        solved = stage2(means, s, cutoff, *goals[g])
         if solved is None:
             message = (f"Stage 2 found no contraction on the score grid for {g}; "
                        "try more bins or another cut-off.")
@@ -225,7 +368,7 @@ def equal_error_rate_scores(score: np.ndarray, y: np.ndarray, groups: pd.DataFra
         T, q = solved
         kernels[g] = pd.DataFrame(T, index=np.round(means, 4), columns=np.round(q, 4))
         after = _rates(means, s, q, T, cutoff)
-        rate_rows.append({"group": g, "stage": "equal error rates", "base_rate": mu[g], **after,
+        rate_rows.append({"group": g, "stage": stage_name, "base_rate": mu[g], **after,
                           "loss": k * after["fpr"] * (1 - mu[g]) + (1 - after["tpr"]) * mu[g]})
         # Draw each person's output from its bin's row of T (the randomised post-processing).
         cum = np.cumsum(T[codes], axis=1)
@@ -234,11 +377,12 @@ def equal_error_rate_scores(score: np.ndarray, y: np.ndarray, groups: pd.DataFra
         frame = pd.DataFrame({"score": q[pick], "y": y[rows]}).groupby("score")["y"].agg(["mean", "size"])
         calib_rows.append(pd.DataFrame({"group": g, "stage": "after", "score": frame.index.to_numpy(),
                                         "observed": frame["mean"].to_numpy(), "n": frame["size"].to_numpy()}))
-    feasible = target is not None
     nonconstant = bool(feasible and 0 < target["fpr"] + target["tpr"] < 2
                        and not (target["fpr"] == 0 and target["tpr"] == 0))
     if not feasible:
         message = ("No common error rates are reachable by calibrated scores in both groups at this "
-                   "cut-off (Corollary 5 fails); a soft trade-off is not yet available.")
+                   "cut-off (Corollary 5 fails); the scores follow the soft trade-off instead: each group "
+                   "keeps calibrated scores at the rates that minimise the weighted losses plus the "
+                   "disparity penalty. " + message).strip()
     return CompanionResult(feasible, nonconstant, c5, target, pd.DataFrame(rate_rows), roc,
-                           pd.concat(calib_rows, ignore_index=True), post, kernels, message)
+                           pd.concat(calib_rows, ignore_index=True), post, kernels, message, soft, used)

@@ -2,32 +2,53 @@
 
 Each swept value gives one fitted mixture; the page shows the lower convex hull of (realised
 unfairness, error), every point of which a mixture of two fitted models attains (spec 0, 2).
+
+The sweep points are independent fits fanned out through ``core.parallel.map_trials``. Each
+point's logistic oracle starts its first Newton solve from the unconstrained fit's coefficients
+(computed once per sweep from the plan alone), so a point's numbers never depend on which other
+points ran, or in what order: the warm start saves time only. The whole sweep is memoised on disk
+on (sweep plan, constraint table, ``RESULT_VERSION``, code digest).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from core.cache import memory
-from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, LearnerConfig, best_constant_error,
-                                   fit_with_holdout)
-from core.fairness.learning_data import compas_learning_data
+from core.cache import cached_call, memory
+from core.contracts import Plan, Progress
+from core.datasets import COMPAS_POPULATIONS
+from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, ORACLES, LearnerConfig, best_constant_error,
+                                   fit_with_holdout, unconstrained_coefficients)
+from core.fairness.learning_data import LearningData, compas_learning_data
+from core.parallel import map_trials
 
-Progress = Callable[[int, int, str], None]
 DEFAULT_GAMMAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 DEFAULT_ETAS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
 SWEEPS = {"gamma": "per-pair slack γ (every pair within γ; η = 0)",
           "eta": "violation budget η (average excess per judgment at most η; γ fixed)"}
 Z95 = 1.959963984540054
+MAX_ROUNDS = 20_000
+
+
+def _finite(value, what: str) -> float:
+    """A float, or a ValueError naming the setting when it is not a finite number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what} must be a number, not {value!r}.") from None
+    if not np.isfinite(number):
+        raise ValueError(f"{what} must be a finite number.")
+    return number
 
 
 @dataclass(frozen=True)
-class FrontierConfig:
-    """A slack sweep: learner settings shared by every point plus the held-out design."""
+class FrontierPlan(Plan):
+    """A slack sweep: the people, the learner settings shared by every point, the held-out design."""
 
+    population: str = "paper"                # a key of core.datasets.COMPAS_POPULATIONS
     gammas: tuple[float, ...] = DEFAULT_GAMMAS
     sweep: str = "gamma"                     # "gamma" or "eta" (spec R4 and R6)
     etas: tuple[float, ...] = DEFAULT_ETAS
@@ -42,20 +63,43 @@ class FrontierConfig:
     seed: int = 0
     tol: float = FAST_FALLBACK_TOL
 
-    def validate(self) -> "FrontierConfig":
-        """Raise ValueError naming the setting to change; return self when valid."""
+    def __post_init__(self) -> None:
+        if self.population not in COMPAS_POPULATIONS:
+            raise ValueError(f"Choose a COMPAS population among {list(COMPAS_POPULATIONS)}.")
         if self.sweep not in SWEEPS:
             raise ValueError(f"sweep must be one of {sorted(SWEEPS)}.")
+        for name in ("gammas", "etas"):
+            values = getattr(self, name)
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                raise ValueError(f"{name} must be a list of numbers.")
+            object.__setattr__(self, name, tuple(_finite(v, f"Every value in {name}") for v in values))
+        for name in ("eta_gamma", "C_lambda", "pair_holdout", "tol"):
+            object.__setattr__(self, name, _finite(getattr(self, name), name))
+        if isinstance(self.T, bool) or not isinstance(self.T, (int, np.integer)) or not 1 <= self.T <= MAX_ROUNDS:
+            raise ValueError(f"Rounds (T) must be a whole number from 1 to {MAX_ROUNDS:,}.")
+        object.__setattr__(self, "T", int(self.T))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2 ** 32:
+            raise ValueError("The seed must be a whole number from 0 to 4294967295.")
+        object.__setattr__(self, "seed", int(self.seed))
         if len(self.values) < 2:
             raise ValueError("Give at least two slack values to trace a frontier.")
         if any(not 0 <= g <= 1 for g in self.gammas) or not 0 <= self.eta_gamma <= 1:
             raise ValueError("Slack values (gamma) must lie in [0, 1].")
-        if any(e < 0 for e in self.etas):
-            raise ValueError("Budget values (eta) must be >= 0.")
+        if any(not 0 <= e <= 10 for e in self.etas):
+            raise ValueError("Budget values (eta) must lie in [0, 10].")
+        if self.C_lambda <= 0:
+            raise ValueError("C_lambda (bound of the pair multipliers) must be positive; the default is 10.")
         if self.averaging not in AVERAGING:
             raise ValueError(f"averaging must be one of {sorted(AVERAGING)}.")
+        if self.oracle not in ORACLES:
+            raise ValueError(f"The learner (oracle) must be one of {list(ORACLES)}.")
         if not 0.0 <= self.pair_holdout < 1.0:
             raise ValueError("The held-out share of pairs must be in [0, 1).")
+        if not 0.0 <= self.tol <= 1.0:
+            raise ValueError("The violation tolerance must lie in [0, 1].")
+
+    def validate(self) -> "FrontierPlan":
+        """The plan itself (it is validated when built)."""
         return self
 
     @property
@@ -69,10 +113,15 @@ class FrontierConfig:
         return LearnerConfig(gamma=float(gamma), eta=float(eta), T=int(self.T), C_lambda=self.C_lambda,
                              averaging=self.averaging, oracle=self.oracle)
 
+    def learning_data(self) -> LearningData:
+        """The population's features, labels and split of individuals."""
+        return compas_learning_data(seed=self.seed, use_protected=self.use_protected,
+                                    population=self.population)
+
 
 @dataclass
 class FrontierResult:
-    """Tidy tables of a sweep; ``p_hat`` holds each point's scores (rows in load_compas order)."""
+    """Tidy tables of a sweep; ``p_hat`` holds each point's scores (rows = the population's people)."""
 
     points: pd.DataFrame         # one row per slack: error, realised unfairness, hull flag, ...
     pairs: pd.DataFrame          # one row per slack x elicited pair: gap, violated, shadow price
@@ -134,8 +183,11 @@ def group_rates(p: np.ndarray, y: np.ndarray, groups: pd.DataFrame) -> pd.DataFr
     return pd.concat(rows, ignore_index=True)
 
 
-def _pair_table(p: np.ndarray, report, constraints: pd.DataFrame, gamma: float, tol: float) -> pd.DataFrame:
-    """Per elicited pair: worse asserted gap, whether it exceeds the slack, and its shadow price."""
+def _pair_table(p: np.ndarray, report, constraints: pd.DataFrame, gamma: float, tol: float,
+                rows_of: np.ndarray) -> pd.DataFrame:
+    """Per elicited pair: worse asserted gap, whether it exceeds the slack, and its shadow price.
+
+    ``constraints`` holds learner positions; ``rows_of`` turns them back into COMPAS file rows."""
     frames = []
     for split, prs, lam in (("fit", report.train_pairs, report.fit.lambda_bar),
                             ("held-out", report.test_pairs, None)):
@@ -149,7 +201,7 @@ def _pair_table(p: np.ndarray, report, constraints: pd.DataFrame, gamma: float, 
         j = constraints["j"].to_numpy(dtype=np.int64)[rows]
         gap = per_row["gap"].to_numpy()
         frames.append(pd.DataFrame({
-            "gamma": gamma, "split": split, "i": i, "j": j,
+            "gamma": gamma, "split": split, "i": rows_of[i], "j": rows_of[j],
             "weight": constraints["weight"].to_numpy(dtype=float)[rows], "p_i": p[i], "p_j": p[j],
             "gap": gap, "excess": np.maximum(gap - gamma, 0.0), "violated": gap > gamma + tol,
             "shadow_price": per_row["shadow_price"].to_numpy() if lam is not None else np.nan,
@@ -162,69 +214,65 @@ def _pair_table(p: np.ndarray, report, constraints: pd.DataFrame, gamma: float, 
 
 
 #: Bumped whenever the result tables change shape, so stale disk-cache entries are not reused.
-RESULT_VERSION = 2
+RESULT_VERSION = 3
 
 
-def _frontier(constraints: pd.DataFrame, config: FrontierConfig, version: int = RESULT_VERSION,
+def _fit_point(value: float, plan: FrontierPlan, data: LearningData, constraints: pd.DataFrame,
+               start: np.ndarray) -> dict:
+    """One sweep point: the fit with its held-out figures, pair table, group rates and trajectory."""
+    lcfg = plan.learner(value)
+    report = fit_with_holdout(data, constraints, lcfg, pair_holdout=plan.pair_holdout,
+                              individual_holdout=plan.individual_holdout,
+                              rng=plan.seed,                 # the same pair split at every point
+                              warm_start=start)
+    p = report.fit.p_hat
+    unfair = report.summary["realized_gamma" if plan.sweep == "gamma" else "mean_excess"]
+    pairs = _pair_table(p, report, constraints, lcfg.gamma, plan.tol, data.rows)
+    pairs.insert(0, "target", value)
+    groups = group_rates(p, data.y, data.groups)
+    groups.insert(0, "gamma", lcfg.gamma)
+    groups.insert(0, "target", value)
+    traj = report.fit.trajectory.copy()
+    traj.insert(0, "target", value)
+    return {"point": {"target": value, **report.summary, "unfairness": unfair,
+                      "notes": " ".join(report.fit.notes)},
+            "pairs": pairs, "groups": groups, "trajectory": traj, "p": p}
+
+
+def _frontier(constraints: pd.DataFrame, plan: FrontierPlan, version: int = RESULT_VERSION,
               progress: Progress | None = None) -> FrontierResult:
-    config = config.validate()
-    data = compas_learning_data(seed=config.seed, use_protected=config.use_protected)
-    values = config.values
-    k = len(values)
-    points, pair_tables, group_tables, trajs, scores = [], [], [], [], []
-    symbol = "γ" if config.sweep == "gamma" else "η"
-    for idx, value in enumerate(values):
-        lcfg = config.learner(value)
-        gamma = lcfg.gamma
-
-        def step(done: int, total: int, message: str, _i=idx, _v=value) -> None:
-            if progress:
-                # each slack counts 1,000 units whatever its round count (gamma >= 1 needs one)
-                progress(int(1000 * _i + 1000 * done / max(total, 1)), 1000 * k,
-                         f"{symbol} = {_v:.2f}: {message}")
-        report = fit_with_holdout(data, constraints, lcfg,
-                                  pair_holdout=config.pair_holdout,
-                                  individual_holdout=config.individual_holdout,
-                                  rng=np.random.default_rng(config.seed),   # same pair split at every slack
-                                  progress=step)
-        p = report.fit.p_hat
-        unfair = report.summary["realized_gamma" if config.sweep == "gamma" else "mean_excess"]
-        points.append({"target": value, **report.summary, "unfairness": unfair,
-                       "notes": " ".join(report.fit.notes)})
-        pt = _pair_table(p, report, constraints, gamma, config.tol)
-        pt.insert(0, "target", value)
-        pair_tables.append(pt)
-        g = group_rates(p, data.y, data.groups)
-        g.insert(0, "gamma", gamma)
-        g.insert(0, "target", value)
-        group_tables.append(g)
-        t = report.fit.trajectory.copy()
-        t.insert(0, "target", value)
-        trajs.append(t)
-        scores.append(p)
-    pts = pd.DataFrame(points)
+    """The sweep proper; ``constraints`` index people by their row in load_compas()."""
+    data = plan.learning_data()
+    local, dropped = data.local_constraints(constraints)
+    values = plan.values
+    symbol = "γ" if plan.sweep == "gamma" else "η"
+    fit_rows = data.train if plan.individual_holdout else np.arange(data.n)
+    start = unconstrained_coefficients(data, fit_rows) if plan.oracle == "logistic" else None
+    fits = map_trials(functools.partial(_fit_point, plan=plan, data=data, constraints=local, start=start),
+                      values, progress=progress, label=f"frontier points ({symbol})")
+    pts = pd.DataFrame([f["point"] for f in fits])
     hull = lower_hull(pts["unfairness"].to_numpy(), pts["error"].to_numpy())
     pts["on_hull"] = False
     pts.loc[hull, "on_hull"] = True
-    pairs = pd.concat(pair_tables, ignore_index=True)
+    pairs = pd.concat([f["pairs"] for f in fits], ignore_index=True)
     viol = pairs[pairs.split == "fit"].groupby("target")["violated"].sum()
     pts["violated_pairs"] = pts["target"].map(viol).fillna(0).astype(int)
-    baseline = {"best_constant_error": best_constant_error(data.y[data.train]
-                                                           if config.individual_holdout else data.y),
-                "n_individuals": data.n, "n_pairs": int(len(constraints)),
-                "averaging": AVERAGING[config.averaging], "sweep": config.sweep, "symbol": symbol,
-                "unfairness": "largest gap p_i − p_j over elicited pairs" if config.sweep == "gamma"
-                else "average excess over the slack per judgment", "config": asdict(config)}
-    return FrontierResult(pts, pairs, pd.concat(group_tables, ignore_index=True),
-                          pd.concat(trajs, ignore_index=True), np.vstack(scores), baseline)
+    baseline = {"best_constant_error": best_constant_error(data.y[fit_rows]),
+                "n_individuals": data.n, "n_pairs": int(len(local)), "dropped_pairs": dropped,
+                "population": COMPAS_POPULATIONS[plan.population],
+                "averaging": AVERAGING[plan.averaging], "sweep": plan.sweep, "symbol": symbol,
+                "unfairness": "largest gap p_i − p_j over elicited pairs" if plan.sweep == "gamma"
+                else "average excess over the slack per judgment", "config": asdict(plan)}
+    return FrontierResult(pts, pairs, pd.concat([f["groups"] for f in fits], ignore_index=True),
+                          pd.concat([f["trajectory"] for f in fits], ignore_index=True),
+                          np.vstack([f["p"] for f in fits]), baseline)
 
 
-def _cached_frontier():
-    """The cached sweep, bound to the cache directory in force now (it may change in tests)."""
-    return memory().cache(_frontier, ignore=["progress"])
+_cached_frontier = cached_call(_frontier)
 
 
-def _canonical(constraints: pd.DataFrame) -> pd.DataFrame:
+def canonical_constraints(constraints: pd.DataFrame) -> pd.DataFrame:
+    """The columns of a constraint table the learner reads, in a fixed order, with a fresh index."""
     cols = [c for c in ("i", "j", "weight", "w_ij", "w_ji", "n_judges", "agreement")
             if c in constraints.columns]
     if not {"i", "j", "weight"} <= set(cols):
@@ -232,18 +280,22 @@ def _canonical(constraints: pd.DataFrame) -> pd.DataFrame:
     return constraints[cols].reset_index(drop=True)
 
 
-def trade_off_frontier(constraints: pd.DataFrame, config: FrontierConfig = FrontierConfig(),
+def trade_off_frontier(constraints: pd.DataFrame, plan: FrontierPlan = FrontierPlan(),
                        progress: Progress | None = None) -> FrontierResult:
-    """Sweep gamma (or eta), fit one mixture per value and mark the lower convex hull (cached on disk)."""
-    return _cached_frontier()(_canonical(constraints), config.validate(), RESULT_VERSION,
-                              progress=progress)
+    """Sweep gamma (or eta), fit one mixture per value and mark the lower convex hull (cached on disk).
+
+    ``constraints`` index people by their row in ``core.datasets.load_compas()``; pairs with
+    someone outside the plan's population are left out (counted in ``baseline['dropped_pairs']``).
+    """
+    return _cached_frontier(canonical_constraints(constraints), plan, RESULT_VERSION, progress=progress)
 
 
-def is_cached(constraints: pd.DataFrame, config: FrontierConfig) -> bool:
+def is_cached(constraints: pd.DataFrame, plan: FrontierPlan) -> bool:
     """Whether this sweep is already in the result cache (the page then shows it at once)."""
     try:
-        return bool(_cached_frontier().check_call_in_cache(_canonical(constraints), config.validate(),
-                                                           RESULT_VERSION, progress=None))
+        cache = memory().cache(_frontier, ignore=["progress"])
+        return bool(cache.check_call_in_cache(canonical_constraints(constraints), plan, RESULT_VERSION,
+                                              progress=None))
     except Exception:
         return False
 

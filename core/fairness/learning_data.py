@@ -1,7 +1,11 @@
-"""COMPAS as learning data for the pairwise-fair learner (rows in ``load_compas()`` order).
+"""COMPAS as learning data for the pairwise-fair learner.
 
-Individuals are identified by their positional row index in ``core.datasets.load_compas()``;
-pair constraints from the elicitation store use the same indices.
+Individuals are identified everywhere by their positional row index in
+``core.datasets.load_compas()`` (all 7,214 rows); pair constraints from the elicitation store use
+those indices. The learner works on a population (``core.datasets.COMPAS_POPULATIONS``): by default
+the elicitation paper's 5,829 people. ``LearningData.rows`` maps the learner's positions back to
+file rows, and ``LearningData.local_constraints`` maps a constraint table the other way, dropping
+pairs with someone outside the population.
 """
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from core.datasets import load_compas
+from core.contracts import make_rng
+from core.datasets import COMPAS_POPULATIONS, compas_population, load_compas
 
 #: The eight features shown on pair cards; the learner sees the same ones (spec section 5:
 #: whether the model sees race and sex is a normative choice, so it is a switch).
@@ -31,6 +36,8 @@ class LearningData:
     feature_names: tuple[str, ...]
     train: np.ndarray             # positional indices of training individuals (sorted)
     test: np.ndarray              # positional indices of held-out individuals (sorted)
+    rows: np.ndarray              # row position in load_compas() of each individual (sorted)
+    population: str = "paper"
     seed: int = 0
     uses_protected: bool = True
     meta: dict = field(default_factory=dict, compare=False)
@@ -39,6 +46,24 @@ class LearningData:
     def n(self) -> int:
         """Number of individuals."""
         return int(self.y.shape[0])
+
+    def local_constraints(self, constraints: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+        """The constraint table with i, j turned from file rows into learner positions, and the
+        number of pairs dropped because someone in them is outside this population."""
+        where = np.full(int(self.rows.max()) + 1 if self.rows.size else 0, -1, dtype=np.int64)
+        where[self.rows] = np.arange(self.rows.size)
+        i = pd.to_numeric(constraints["i"], errors="coerce").to_numpy(dtype=float)
+        j = pd.to_numeric(constraints["j"], errors="coerce").to_numpy(dtype=float)
+        if np.isnan(i).any() or np.isnan(j).any() or (i < 0).any() or (j < 0).any() \
+                or (i != np.round(i)).any() or (j != np.round(j)).any():
+            raise ValueError("Pair indices i and j must be whole row numbers of the COMPAS file.")
+        i, j = i.astype(np.int64), j.astype(np.int64)
+        inside = lambda k: np.where(k < where.size, where[np.minimum(k, where.size - 1)], -1)  # noqa: E731
+        li, lj = inside(i), inside(j)
+        keep = (li >= 0) & (lj >= 0)
+        local = constraints.loc[keep].copy()
+        local["i"], local["j"] = li[keep], lj[keep]
+        return local.reset_index(drop=True), int((~keep).sum())
 
 
 def _design(frame: pd.DataFrame, use_protected: bool) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -56,28 +81,33 @@ def _design(frame: pd.DataFrame, use_protected: bool) -> tuple[np.ndarray, tuple
 
 
 @lru_cache(maxsize=8)
-def _cached(seed: int, use_protected: bool, test_share: float) -> LearningData:
-    frame = load_compas()
+def _cached(seed: int, use_protected: bool, test_share: float, population: str) -> LearningData:
+    rows = compas_population(population)
+    frame = load_compas().iloc[rows].reset_index(drop=True)
     X, names = _design(frame, use_protected)
     y = frame[LABEL].to_numpy(dtype=int)
     groups = pd.DataFrame({"race": frame["race"].astype(str).to_numpy(),
                            "sex": frame["sex"].astype(str).to_numpy()})
-    rng = np.random.default_rng(seed)
+    rng = make_rng(seed)
     order = rng.permutation(len(frame))
     n_test = int(round(test_share * len(frame)))
     test = np.sort(order[:n_test])
     train = np.sort(order[n_test:])
     X.setflags(write=False)
     y.setflags(write=False)
+    rows.setflags(write=False)
     return LearningData(X=X, y=y, groups=groups, feature_names=names, train=train, test=test,
-                        seed=seed, uses_protected=use_protected,
+                        rows=rows, population=population, seed=seed, uses_protected=use_protected,
                         meta={"source": "ProPublica COMPAS two-year file (bundled)",
+                              "population": COMPAS_POPULATIONS[population],
                               "label": LABEL, "test_share": test_share})
 
 
-def compas_learning_data(seed: int = 0, use_protected: bool = True,
-                         test_share: float = 0.3) -> LearningData:
-    """COMPAS rows as (X, y, groups) with a seeded split of individuals into train and test."""
+def compas_learning_data(seed: int = 0, use_protected: bool = True, test_share: float = 0.3,
+                         population: str = "paper") -> LearningData:
+    """A COMPAS population as (X, y, groups) with a seeded split of individuals into train and test."""
     if not 0.0 <= test_share < 1.0:
         raise ValueError("test_share must be in [0, 1); choose a held-out share such as 0.3.")
-    return _cached(int(seed), bool(use_protected), float(test_share))
+    if population not in COMPAS_POPULATIONS:
+        raise ValueError(f"Unknown COMPAS population {population!r}; choose one of {list(COMPAS_POPULATIONS)}.")
+    return _cached(int(seed), bool(use_protected), float(test_share), population)

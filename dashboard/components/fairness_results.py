@@ -1,4 +1,11 @@
-"""Results of learning under elicited pairwise constraints: frontier, binding pairs, group rates."""
+"""Results of learning under elicited pairwise constraints: frontier, binding pairs, group rates, companion.
+
+The component turns its widgets into a ``core.fairness.LearningPlan`` (the constraint table it is
+given, the population, the sweep settings and the companion settings), calls
+``core.fairness.run_learning`` and draws the result. The sweep is the slow part: it runs behind
+the button with a progress bar, is kept per session and on disk (keyed on the sweep settings and
+the constraint table), and is shown at once when already computed.
+"""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -7,46 +14,92 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.cache import config_digest, data_fingerprint
-from core.fairness.companion import CompanionConfig, cost_ratio, equal_error_rate_scores
-from core.fairness.frontier import (SWEEPS, FrontierConfig, FrontierResult, fpr_gap, is_cached,
-                                   trade_off_frontier)
+from core.cache import config_digest
+from core.datasets import COMPAS_POPULATIONS
+from core.fairness import CompanionPlan, ConstraintTable, FrontierPlan, LearningPlan, run_learning
+from core.fairness.companion import MODES, cost_ratio
+from core.fairness.frontier import SWEEPS, FrontierResult
 from core.fairness.learner import AVERAGING, ORACLES
-from core.fairness.learning_data import compas_learning_data
+from core.fairness.learning_plan import LearningResult, frontier_ready
 from dashboard.components.progress import session_memo
+from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.figures import fairness as figs
 
-ROUND_CHOICES = (100, 300, 1000, 2000)
-ORACLE_LABELS = {"logistic": "weighted logistic regression (scikit-learn)",
+KEEP = "session"
+PAGE = "fairness_learning"
+ROUND_CHOICES = (100, 300, 1000, 2000, 3000)
+ORACLE_LABELS = {"logistic": "weighted logistic regression (default)",
                  "ols": "least-squares threshold (fast heuristic)"}
+GROUP_PAIRS = {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")}
+PENALTIES = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0)
+PARITY = {"both": "false and true positive rates", "tpr": "true positive rates only",
+          "fpr": "false positive rates only"}
+
+PAIR_LABELS = {"i": "person i (COMPAS row)", "j": "person j (COMPAS row)", "weight": "weight 'treat alike'",
+               "agreement": "judges' agreement", "p_i": "P(flagged) for i", "p_j": "P(flagged) for j",
+               "gap": "gap P(i) − P(j)", "violated": "over its slack",
+               "shadow_price": "error cost per unit of slack"}
+RATE_LABELS = {"group": "group", "stage": "scores", "base_rate": "reoffence rate", "fpr": "false positive rate",
+               "tpr": "true positive rate", "ppv": "positive predictive value",
+               "npv": "negative predictive value", "mse_to_calibrated": "mean squared change of score",
+               "loss": "decision-maker's loss per person"}
+
+ResultHook = Callable[[FrontierPlan, FrontierResult], "bool | None"]
 
 
-def _settings(key: str) -> FrontierConfig:
-    """Learner settings as widgets; returns the frozen sweep configuration."""
+def _settings(key: str) -> FrontierPlan:
+    """Learner settings as widgets; returns the frozen sweep plan."""
     with st.expander("Learner settings", expanded=False):
+        population = st.selectbox("People the learner fits", list(COMPAS_POPULATIONS),
+                                  format_func=COMPAS_POPULATIONS.get, key=f"{key}_population",
+                                  persist_state=KEEP,
+                                  help="The paper's population is ProPublica's filtered file without race "
+                                       "'Other'. Pairs with someone outside the population are left out.")
         c1, c2, c3 = st.columns(3)
         averaging = c1.radio("Averaging of the iterates", list(AVERAGING), index=1,
-                             format_func=lambda a: AVERAGING[a], key=f"{key}_averaging")
+                             format_func=lambda a: AVERAGING[a], key=f"{key}_averaging", persist_state=KEEP)
         rounds = c2.select_slider("Rounds per slack value", ROUND_CHOICES, value=1000,
-                                  key=f"{key}_rounds",
+                                  key=f"{key}_rounds", persist_state=KEEP,
                                   help="The paper reports convergence after about 1,000 rounds.")
         oracle = c3.selectbox("Learner (cost-sensitive oracle)", list(ORACLES),
-                              format_func=ORACLE_LABELS.get, key=f"{key}_oracle")
+                              format_func=ORACLE_LABELS.get, key=f"{key}_oracle", persist_state=KEEP)
         sweep = st.radio("Trade-off traced by", list(SWEEPS), format_func=SWEEPS.get, horizontal=True,
-                         key=f"{key}_sweep",
+                         key=f"{key}_sweep", persist_state=KEEP,
                          help="γ: each elicited pair may differ by at most γ. η: pairs may exceed the "
                               "slack as long as the average excess per judgment stays within η "
                               "(2,000+ rounds recommended).")
         c4, c5, c6 = st.columns(3)
         holdout = c4.slider("Share of pairs held out", 0.0, 0.5, 0.25, 0.05, key=f"{key}_holdout",
+                            persist_state=KEEP,
                             help="Held-out pairs and 30% held-out individuals estimate how the "
                                  "fairness and the error carry over to people not used in fitting.")
         protected = c5.checkbox("Learner sees race and sex", value=True, key=f"{key}_protected",
+                                persist_state=KEEP,
                                 help="A normative choice the paper leaves open; it is logged in the export.")
-        seed = int(c6.number_input("Seed", 0, 10_000, 0, key=f"{key}_seed"))
-    return FrontierConfig(sweep=sweep, T=int(rounds), averaging=averaging, oracle=oracle,
-                          pair_holdout=float(holdout), individual_holdout=True,
-                          use_protected=bool(protected), seed=seed)
+        seed = c6.number_input("Seed", 0, 10_000, 0, key=f"{key}_seed", persist_state=KEEP)
+    return FrontierPlan(population=population, sweep=sweep, T=int(rounds), averaging=averaging, oracle=oracle,
+                        pair_holdout=float(holdout), individual_holdout=True,
+                        use_protected=bool(protected), seed=int(seed))
+
+
+def plan_widgets(key: str, plan: LearningPlan) -> dict[str, Any]:
+    """Widget values that rebuild a saved plan's learner and companion settings."""
+    f = plan.frontier
+    values = {f"{key}_population": f.population, f"{key}_averaging": f.averaging, f"{key}_rounds": f.T,
+              f"{key}_oracle": f.oracle, f"{key}_sweep": f.sweep, f"{key}_holdout": f.pair_holdout,
+              f"{key}_protected": f.use_protected, f"{key}_seed": f.seed}
+    if f.T not in ROUND_CHOICES:
+        raise ValueError(f"This page offers {list(ROUND_CHOICES)} rounds; the report used {f.T}.")
+    c = plan.companion
+    if c is not None:
+        attribute = next((a for a, g in GROUP_PAIRS.items() if set(g) == set(c.groups)), None)
+        if attribute is None:
+            raise ValueError(f"This page compares {list(GROUP_PAIRS.values())}; the report compared {c.groups}.")
+        parity = "both" if c.penalty_fpr == c.penalty_tpr else ("tpr" if c.penalty_fpr == 0 else "fpr")
+        values.update({f"{key}_rv_attribute": attribute, f"{key}_rv_cutoff": c.cutoff,
+                       f"{key}_rv_bins": c.bins, f"{key}_rv_mode": c.mode,
+                       f"{key}_rv_penalty": max(c.penalty_fpr, c.penalty_tpr), f"{key}_rv_parity": parity})
+    return values
 
 
 def _pick_point(key: str, points: pd.DataFrame, symbol: str) -> pd.Series:
@@ -55,8 +108,10 @@ def _pick_point(key: str, points: pd.DataFrame, symbol: str) -> pd.Series:
     labels = [f"{symbol}={r.target:g} · unfairness {r.unfairness:.2f} · error {r.error:.3f}"
               for r in hull.itertuples()]
     start = int(np.argmin(np.abs(hull["target"].to_numpy() - 0.3)))   # a middle value by default
+    if st.session_state.get(f"{key}_point") not in labels:
+        st.session_state.pop(f"{key}_point", None)                    # another sweep: its own points
     choice = st.select_slider("Operating point on the frontier", labels, value=labels[start],
-                              key=f"{key}_point",
+                              key=f"{key}_point", persist_state=KEEP,
                               help="Move right for more accuracy and less fairness to the elicited pairs.")
     return hull.iloc[labels.index(choice)]
 
@@ -69,19 +124,15 @@ def _has_constraints(constraints: pd.DataFrame | None) -> bool:
     return bool((constraints[cols].apply(pd.to_numeric, errors="coerce") > 0).to_numpy().any())
 
 
-ResultHook = Callable[[FrontierConfig, FrontierResult], "bool | None"]
-
-
 def render_fairness_results(key: str, constraints: pd.DataFrame, label: str, *,
                             on_result: ResultHook | None = None, run_context: Any = None,
                             run_history: Callable[[], pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
-    """Frontier, operating point, binding constraints and group rates for a constraint frame.
+    """Frontier, operating point, binding constraints, group rates and companion for a constraint frame.
 
-    Work runs behind a button with a progress bar and is cached on disk; returns the tables
-    shown, for the page's export. `on_result(config, result)` is called once per browser session
-    for each (constraints, learner settings, `run_context`) when its result is first obtained,
-    e.g. to log the run (returning False asks again on the next rerun); `run_history()` gives a
-    table of logged runs shown under the results.
+    Returns the result's tables (for the page's export). `on_result(frontier_plan, frontier_result)`
+    is called once per browser session for each (constraints, learner settings, `run_context`)
+    when its result is first obtained, e.g. to log the run (returning False asks again on the next
+    rerun); `run_history()` gives a table of logged runs shown under the results.
     """
     tables = _render_results(key, constraints, label, on_result, run_context)
     if run_history is not None:
@@ -90,7 +141,7 @@ def render_fairness_results(key: str, constraints: pd.DataFrame, label: str, *,
 
 
 def _report_once(key: str, digest: str, run_context: Any, on_result: ResultHook | None,
-                 config: FrontierConfig, result: FrontierResult) -> None:
+                 plan: FrontierPlan, result: FrontierResult) -> None:
     """Hand a result to `on_result` the first time it is seen with this context (not on every rerun)."""
     if on_result is None:
         return
@@ -98,7 +149,7 @@ def _report_once(key: str, digest: str, run_context: Any, on_result: ResultHook 
     reported = st.session_state.get(f"{key}_reported", set())
     if marker in reported:
         return
-    if on_result(config, result) is not False:
+    if on_result(plan, result) is not False:
         st.session_state[f"{key}_reported"] = reported | {marker}
 
 
@@ -118,75 +169,94 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
                     run_context: Any) -> dict[str, pd.DataFrame]:
     """The results proper; see render_fairness_results."""
     st.subheader("Learning under the elicited constraints")
-    st.caption(f"Constraints: {label}. Individuals are the 7,214 rows of the bundled COMPAS file; "
-               "the label is two-year reoffence and every classifier is a randomised mixture.")
     if not _has_constraints(constraints):
         st.info("No 'treat alike' constraints yet: once stakeholders have answered, the trade-off "
                 "between accuracy and their pairwise judgments appears here.")
         return {}
-    config = _settings(key)
-    n_pairs = len(constraints)
-    cols = [c for c in ("weight", "w_ij", "w_ji") if c in constraints]
-    n_alike = int((constraints[cols].apply(pd.to_numeric, errors="coerce") > 0).any(axis=1).sum())
-    st.caption(f"{n_pairs} elicited pairs, {n_alike} of them with a constraint; slack values swept: "
-               + ", ".join(f"{g:g}" for g in config.values) + ".")
-    digest = config_digest({"config": config, "constraints": data_fingerprint(
-        constraints[[c for c in ("i", "j", "weight", "w_ij", "w_ji", "n_judges", "agreement")
-                     if c in constraints]]
-        .reset_index(drop=True))})
+    saved_report_loader(f"{key}_saved", (LearningPlan,), lambda p: plan_widgets(key, p))
+    sweep = _settings(key)
+    try:
+        base = LearningPlan(constraints=ConstraintTable.from_frame(constraints, label), frontier=sweep,
+                            companion=None)
+    except ValueError as exc:
+        st.error(str(exc))
+        return {}
+    st.caption(f"Constraints: {label}. People: {COMPAS_POPULATIONS[sweep.population]}; the label is "
+               f"two-year reoffence and every classifier is a randomised mixture. {len(constraints)} "
+               f"elicited pairs, {base.constraints.n_constrained} with a constraint; values swept: "
+               + ", ".join(f"{g:g}" for g in sweep.values) + ".")
+    digest = base.digest()
     memo_key = f"{key}_results"
     clicked = st.button("Run the learner", key=f"{key}_run", type="primary",
-                        help="Fits one mixture per slack value; results are cached for these settings.")
-    result = None
-    if digest in st.session_state.get(memo_key, {}) or clicked or is_cached(constraints, config):
-        try:
-            result = session_memo(memo_key, digest,
-                                  lambda progress: trade_off_frontier(constraints, config, progress=progress),
-                                  "Learning under the elicited constraints", limit=6)
-        except ValueError as exc:
-            st.error(str(exc))
-            return {}
-    if result is None:
+                        help="Fits one mixture per slack value; results are kept for these settings.")
+    if not (digest in st.session_state.get(memo_key, {}) or clicked or frontier_ready(base)):
         st.info("Press **Run the learner** to trace the accuracy-fairness frontier "
-                f"({len(config.values)} values × {config.T} rounds).")
+                f"({len(sweep.values)} values × {sweep.T} rounds).")
         return {}
-    _report_once(key, digest, run_context, on_result, config, result)
+    try:
+        frontier = session_memo(memo_key, digest,
+                                lambda progress: run_learning(base, progress=progress).frontier,
+                                "Learning under the elicited constraints", limit=6)
+    except ValueError as exc:
+        st.error(str(exc))
+        return {}
+    _report_once(key, digest, run_context, on_result, sweep, frontier)
+    point = _frontier_block(key, frontier)
+    companion = _companion_settings(key, float(point["target"]), sweep.seed)
+    try:
+        result = run_learning(base.replace(companion=companion))
+    except ValueError as exc:
+        st.error(str(exc))
+        return {}
+    _pairs_and_groups(key, result, point)
+    _companion_block(key, result)
+    report_panel(result, page=PAGE, key=f"{key}_report")
+    return result.tables()
 
-    points = result.points
-    base = result.baseline
-    best_const = base["best_constant_error"]
-    symbol = base["symbol"]
+
+def _frontier_block(key: str, result: FrontierResult) -> pd.Series:
+    """The operating point, its four figures and the frontier chart; returns the chosen point."""
+    points, base = result.points, result.baseline
+    best_const, symbol = base["best_constant_error"], base["symbol"]
     unconstrained = float(points.loc[points["target"].idxmax(), "error"])
     point = _pick_point(key, points, symbol)
-    target = float(point["target"])
-    here = f"{symbol}={target:g}"
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Error at this point", f"{point['error']:.3f}",
               delta=f"{point['error'] - unconstrained:+.3f} vs least constrained", delta_color="inverse")
     m2.metric("Held-out error", "n/a" if pd.isna(point["error_heldout"]) else f"{point['error_heldout']:.3f}")
     m3.metric("Realised unfairness", f"{point['unfairness']:.3f}", help=base["unfairness"].capitalize())
     m4.metric("Pairs over their slack", f"{int(point['violated_pairs'])} of {int(point['pairs'])}")
-    st.plotly_chart(figs.frontier_figure(points, best_const, target, symbol, base["unfairness"]),
+    st.plotly_chart(figs.frontier_figure(points, best_const, float(point["target"]), symbol, base["unfairness"]),
                     key=f"{key}_frontier_chart")
-    st.caption(f"Best constant classifier error {best_const:.3f}; least-constrained error "
-               f"{unconstrained:.3f}. Averaging: {base['averaging']}. "
-               "Every point on the hull is reached by mixing its two neighbouring fits. "
+    dropped = int(base.get("dropped_pairs", 0))
+    st.caption(f"{base['n_individuals']:,} people; best constant classifier error {best_const:.3f}; "
+               f"least-constrained error {unconstrained:.3f}. Averaging: {base['averaging']}. "
+               + (f"{dropped} pair(s) involve someone outside this population and are left out. " if dropped else "")
+               + "Every point on the hull is reached by mixing its two neighbouring fits. "
                "Sample a decision per person from the mixture: thresholding its probability "
                "breaks the pairwise guarantee.")
     notes = [n for n in points["notes"] if n]
     if notes:
         st.caption(" ".join(sorted(set(notes))))
+    return point
 
-    pairs = result.pairs[np.isclose(result.pairs["target"], target)]
+
+def _pairs_and_groups(key: str, result: LearningResult, point: pd.Series) -> None:
+    """Binding pairs, held-out pairs, group error rates, the FPR gap and convergence at the point."""
+    f = result.frontier
+    target, symbol = float(point["target"]), f.baseline["symbol"]
+    here = f"{symbol}={target:g}"
+    pairs = f.pairs[np.isclose(f.pairs["target"], target)]
     st.markdown("**Binding constraints at this operating point**")
-    only = st.checkbox("Show only pairs over their slack", key=f"{key}_only_violated")
+    only = st.checkbox("Show only pairs over their slack", key=f"{key}_only_violated", persist_state=KEEP)
     fitted = pairs[(pairs["split"] == "fit") & (pairs["violated"] | (not only))]
     binding = (fitted.sort_values("shadow_price", ascending=False)
                .loc[:, ["i", "j", "weight", "agreement", "p_i", "p_j", "gap", "violated", "shadow_price"]]
-               .rename(columns={"shadow_price": "error cost per unit of slack"}))
+               .rename(columns=PAIR_LABELS))
     st.caption("Error cost per unit of slack is the pair's averaged multiplier: how much error the "
                "learner would save if this pair's slack were loosened by one unit (a shadow price). "
-               "Pairs are ordered by it; violated means the gap exceeds the slack by more than 0.02.")
+               "Pairs are ordered by it; 'over its slack' means the gap exceeds the slack by more than 0.02. "
+               "P(flagged) is the mixture's probability of predicting reoffence.")
     st.dataframe(binding.head(25), hide_index=True, key=f"{key}_binding")
     held = pairs[pairs["split"] == "held-out"]
     if len(held):
@@ -194,65 +264,70 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
                    f"{int(held['violated'].sum())} of {len(held)} over the slack "
                    "(pairs not used in fitting; the paper reports in-sample figures only). "
                    "Neither figure says how a different panel of stakeholders would judge.")
-
-    groups = result.groups[np.isclose(result.groups["target"], target)]
+    groups = f.groups[np.isclose(f.groups["target"], target)]
     st.plotly_chart(figs.group_rates_figure(groups, f"Error rates by group at {here} (95% intervals)"),
                     key=f"{key}_groups_chart")
-    st.caption("Rates of the randomised classifier on all 7,214 individuals; groups with few people "
-               "(Asian, Native American) have wide intervals and should not be read as gaps.")
-    gap = fpr_gap(result.groups)
+    st.caption(f"Rates of the randomised classifier on all {f.baseline['n_individuals']:,} people; groups "
+               "with few people (Asian, Native American) have wide intervals and should not be read as gaps.")
+    gap = result.tables()["fpr_gap"]
     if not gap.empty:
-        st.plotly_chart(figs.fpr_gap_figure(gap, points, symbol,
+        st.plotly_chart(figs.fpr_gap_figure(gap, f.points, symbol,
                                             "False positive rate gap, African-American minus Caucasian"),
                         key=f"{key}_gap_chart")
         st.caption("Does fairness to the elicited pairs go with a smaller gap in false positive rates "
                    "between the two largest groups? (The paper's Fig. 2e asks this across subjects.)")
     with st.expander("Convergence of the learner", expanded=False):
-        st.plotly_chart(figs.trajectory_figure(result.trajectories, symbol), key=f"{key}_traj_chart")
-    scores = result.p_hat[int(np.flatnonzero(np.isclose(points["target"], target))[0])]
-    companion = _companion(key, scores, here, config.seed)
-    settings = pd.DataFrame({"setting": list(base["config"]) + ["averaging used", "constraints"],
-                             "value": [str(v) for v in base["config"].values()]
-                             + [base["averaging"], label]})
-    return {"fairness_learner_settings": settings,
-            "fairness_frontier": points, "fairness_pairs": pairs.reset_index(drop=True),
-            "fairness_groups": groups.reset_index(drop=True), "fairness_fpr_gap": gap,
-            "fairness_trajectories": result.trajectories, **companion}
+        st.plotly_chart(figs.trajectory_figure(f.trajectories, symbol), key=f"{key}_traj_chart")
 
 
-GROUP_PAIRS = {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")}
-
-
-def _companion(key: str, scores: np.ndarray, here: str, seed: int) -> dict[str, pd.DataFrame]:
-    """Reich and Vijaykumar panel: calibrated scores whose decisions have equal error rates."""
+def _companion_settings(key: str, at: float, seed: int) -> CompanionPlan:
+    """Widgets of the Reich and Vijaykumar panel, as a companion plan at the chosen point."""
     st.markdown("#### Companion: calibrated scores with equal error rates")
-    st.caption(f"Post-processes the learned scores at {here} (Reich and Vijaykumar, FORC 2021): "
+    st.caption("Post-processes the learned scores at the operating point (Reich and Vijaykumar, FORC 2021): "
                "scores stay calibrated within each group while the decision 'score ≥ cut-off' "
                "(flagged high risk = predicted to reoffend) has the same false and true positive "
-               "rates in both groups.")
+               "rates in both groups. When no such rates exist, or when you ask for it, a soft trade-off "
+               "lets the rates differ at a price.")
     c1, c2, c3 = st.columns(3)
     attribute = c1.selectbox("Groups compared", list(GROUP_PAIRS), key=f"{key}_rv_attribute",
-                             format_func=lambda a: " vs ".join(GROUP_PAIRS[a]))
+                             format_func=lambda a: " vs ".join(GROUP_PAIRS[a]), persist_state=KEEP)
     cutoff = c2.slider("Cut-off for flagging high risk", 0.05, 0.95, 0.5, 0.01, key=f"{key}_rv_cutoff",
+                       persist_state=KEEP,
                        help="A cut-off c is optimal when a false positive costs c/(1−c) false negatives.")
-    bins = int(c3.slider("Score bins", 2, 20, 10, key=f"{key}_rv_bins"))
-    data = compas_learning_data(seed=seed)
-    try:
-        res = equal_error_rate_scores(scores, data.y, data.groups,
-                                      CompanionConfig(cutoff=cutoff, bins=bins, attribute=attribute,
-                                                      groups=GROUP_PAIRS[attribute], seed=seed))
-    except ValueError as exc:
-        st.error(str(exc))
-        return {}
-    k = cost_ratio(cutoff)
+    bins = c3.slider("Score bins", 2, 20, 10, key=f"{key}_rv_bins", persist_state=KEEP)
+    c4, c5, c6 = st.columns(3)
+    mode = c4.radio("Target", list(MODES), format_func=MODES.get, key=f"{key}_rv_mode", persist_state=KEEP)
+    penalty = c5.select_slider("Disparity penalty (soft trade-off)", PENALTIES, value=1.0,
+                               key=f"{key}_rv_penalty", persist_state=KEEP,
+                               help="Loss units charged per squared difference in rates between the groups: "
+                                    "0 lets each group take its own best rates, large values approach parity.")
+    parity = c6.radio("Penalise differences in", list(PARITY), format_func=PARITY.get,
+                      key=f"{key}_rv_parity", persist_state=KEEP)
+    return CompanionPlan(cutoff=float(cutoff), bins=int(bins), attribute=attribute,
+                         groups=GROUP_PAIRS[attribute], seed=seed, at=at, mode=mode,
+                         penalty_fpr=0.0 if parity == "tpr" else float(penalty),
+                         penalty_tpr=0.0 if parity == "fpr" else float(penalty))
+
+
+def _companion_block(key: str, result: LearningResult) -> None:
+    """Feasibility badge, ROC and calibration charts and the rates table of the companion."""
+    res, plan = result.companion, result.plan.companion
+    k = cost_ratio(plan.cutoff)
     if res.feasible and res.nonconstant:
-        st.success(f"Feasible: both groups can share FPR {res.target['fpr']:.3f} and TPR "
-                   f"{res.target['tpr']:.3f} with calibrated scores (a false positive costs {k:.2f}).")
+        st.success(f"Feasible: both groups can share false positive rate {res.target['fpr']:.3f} and true "
+                   f"positive rate {res.target['tpr']:.3f} with calibrated scores (a false positive costs "
+                   f"{k:.2f} false negatives).")
     elif res.feasible:
         st.warning("Only a constant decision (flag nobody or everybody) has equal error rates with "
                    "calibrated scores at this cut-off.")
     else:
         st.warning(res.message)
+    if res.used == "soft":
+        low, high = [g for g in res.soft if g not in ("objective", "share_low")]
+        st.info(f"Soft trade-off (weight {res.soft['share_low']:.2f} on {low}'s loss): "
+                + "; ".join(f"{g}: false positive rate {res.soft[g]['fpr']:.3f}, true positive rate "
+                            f"{res.soft[g]['tpr']:.3f}" for g in (low, high))
+                + f". Objective {res.soft['objective']:.4f} (losses plus penalty).")
     if res.message and res.feasible:
         st.caption(res.message)
     c5 = res.corollary5
@@ -260,10 +335,11 @@ def _companion(key: str, scores: np.ndarray, here: str, seed: int) -> dict[str, 
                else c5["note"] or f"both ROC curves must pass above ({c5['a1']:.3f}, {c5['a2']:.3f}): "
                + ("yes" if c5.get("both_above") else "no")))
     left, right = st.columns(2)
-    left.plotly_chart(figs.roc_figure(res.roc, res.target, cutoff), key=f"{key}_rv_roc")
-    right.plotly_chart(figs.calibration_figure(res.calibration), key=f"{key}_rv_calibration")
-    st.dataframe(res.rates.round(4), hide_index=True, key=f"{key}_rv_rates")
+    left.plotly_chart(figs.roc_figure(res.roc, res.target, plan.cutoff, res.soft), key=f"{key}_rv_roc")
+    right.plotly_chart(figs.calibration_figure(res.calibration, "after the soft trade-off" if res.used == "soft"
+                                               else "after equalising error rates"),
+                       key=f"{key}_rv_calibration")
+    st.dataframe(res.rates.rename(columns=RATE_LABELS).round(4), hide_index=True, key=f"{key}_rv_rates")
     st.caption("Each person's post-processed score is drawn from their score bin's row of the "
                "transport kernel (a randomised, mean-preserving contraction); rates in the table are "
-               "expected values, the right-hand chart shows one draw (simulation, not a release).")
-    return {"companion_rates": res.rates, "companion_calibration": res.calibration}
+               "expected values, the right-hand chart shows one seeded draw (simulation, not a release).")

@@ -106,8 +106,9 @@ def trajectory_figure(trajectories: pd.DataFrame, symbol: str = "γ") -> go.Figu
     return fig
 
 
-def roc_figure(roc: pd.DataFrame, target: dict | None, cutoff: float) -> go.Figure:
-    """Group ROC curves of the calibrated score with the common operating point of the panel."""
+def roc_figure(roc: pd.DataFrame, target: dict | None, cutoff: float, soft: dict | None = None) -> go.Figure:
+    """Group ROC curves of the calibrated score with the common operating point of the panel, or
+    each group's rates under the soft trade-off."""
     fig = go.Figure()
     for group, part in roc.groupby("group"):
         fig.add_scatter(x=part["fpr"], y=part["tpr"], mode="lines+markers", name=f"ROC {group}",
@@ -118,16 +119,21 @@ def roc_figure(roc: pd.DataFrame, target: dict | None, cutoff: float) -> go.Figu
         fig.add_scatter(x=[target["fpr"]], y=[target["tpr"]], mode="markers",
                         marker=dict(color=PICK, size=14, symbol="star"),
                         name=f"equal error rates (cut-off {cutoff:.2f})")
+    if soft:
+        groups = [g for g in soft if isinstance(soft[g], dict)]
+        fig.add_scatter(x=[soft[g]["fpr"] for g in groups], y=[soft[g]["tpr"] for g in groups],
+                        mode="markers+lines+text", text=groups, textposition="bottom right",
+                        line=dict(color=WORST, dash="dot"), marker=dict(color=WORST, size=12, symbol="diamond"),
+                        name="soft trade-off: each group's rates")
     fig.update_layout(title="Attainable error rates by group", xaxis_title="false positive rate",
                       yaxis_title="true positive rate", height=400, xaxis_range=[0, 1], yaxis_range=[0, 1],
                       legend=dict(orientation="h", y=-0.25), margin=dict(t=50, b=30, l=50, r=10))
     return fig
 
 
-def calibration_figure(calibration: pd.DataFrame) -> go.Figure:
+def calibration_figure(calibration: pd.DataFrame, after: str = "after equalising error rates") -> go.Figure:
     """Observed outcome rate against score, by group, before and after the post-processing."""
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True,
-                        subplot_titles=("calibrated learned score", "after equalising error rates"))
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("calibrated learned score", after))
     colors = {}
     palette = ["#4C78A8", "#F58518", "#54A24B", "#B279A2"]
     for col, stage in enumerate(("before", "after"), start=1):

@@ -70,12 +70,13 @@ def test_waits_for_the_button_then_shows_frontier_tables_and_companion():
     labels = [m.label for m in at.metric]
     assert "Error at this point" in labels and "Pairs over their slack" in labels
     binding = at.dataframe[0].value
-    assert {"i", "j", "gap", "violated", "error cost per unit of slack"} <= set(binding.columns)
+    assert {"person i (COMPAS row)", "person j (COMPAS row)", "gap P(i) − P(j)", "over its slack",
+            "error cost per unit of slack"} <= set(binding.columns)
     assert binding["error cost per unit of slack"].is_monotonic_decreasing
     tables = at.session_state["tables"]
-    assert {"fairness_learner_settings", "fairness_fpr_gap", "fairness_frontier", "fairness_pairs", "fairness_groups", "fairness_trajectories",
-            "companion_rates"} <= set(tables)
-    assert tables["fairness_frontier"][0] == 10
+    assert {"frontier_points", "frontier_pairs", "group_rates", "fpr_gap", "trajectories",
+            "companion_rates", "companion_calibration", "companion_roc"} <= set(tables)
+    assert tables["frontier_points"][0] == 10
     assert at.success or at.warning                 # the companion feasibility badge
 
 
@@ -94,8 +95,8 @@ def test_operating_point_slider_moves_the_metrics():
     assert [r["weighting"] for r in at.session_state["logged"]] == ["panel", "judged"]
     assert float(last[0]) < 0.35                   # least-constrained end of the frontier
     # The four figures are the chosen hull point's row of the frontier table.
-    (result,) = at.session_state["fx_results"].values()
-    hull = result.points[result.points["on_hull"]].sort_values("unfairness")
+    (frontier,) = at.session_state["fx_results"].values()
+    hull = frontier.points[frontier.points["on_hull"]].sort_values("unfairness")
     row = hull.iloc[-1]
     assert last == [f"{row['error']:.3f}", f"{row['error_heldout']:.3f}", f"{row['unfairness']:.3f}",
                     f"{int(row['violated_pairs'])} of {int(row['pairs'])}"]
@@ -107,14 +108,13 @@ def test_companion_cutoff_changes_the_badge():
     at.slider(key="fx_rv_cutoff").set_value(0.5).run()
     assert not at.exception
     assert any("Feasible" in s.value for s in at.success)
-    rates = next(d.value for d in at.dataframe if "tpr" in d.value.columns)
-    after = rates[rates["stage"] == "equal error rates"]
-    assert after["fpr"].nunique() == 1 and after["tpr"].nunique() == 1
+    rates = next(d.value for d in at.dataframe if "true positive rate" in d.value.columns)
+    after = rates[rates["scores"] == "equal error rates"]
+    assert after["false positive rate"].nunique() == 1 and after["true positive rate"].nunique() == 1
 
 
 def test_bad_constraints_show_an_error_not_a_crash():
     at = app("bad")
-    at.button(key="fx_run").click().run()
     assert not at.exception
     assert any("different individuals" in e.value for e in at.error)
 
@@ -125,7 +125,7 @@ def test_eta_sweep_from_the_settings():
     at = run_small(at)
     labels = at.select_slider(key="fx_point").options
     assert all(label.startswith("η=") for label in labels)
-    assert at.session_state["tables"]["fairness_frontier"][0] == 10
+    assert at.session_state["tables"]["frontier_points"][0] == 10
 
 
 def test_only_violated_filter():
@@ -134,4 +134,4 @@ def test_only_violated_filter():
     at.checkbox(key="fx_only_violated").check().run()
     assert not at.exception
     table = at.dataframe[0].value
-    assert table.empty or table["violated"].all()
+    assert table.empty or table["over its slack"].all()

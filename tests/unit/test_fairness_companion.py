@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from core.fairness.companion import (CompanionConfig, corollary5, cost_ratio, equal_error_rate_scores,
+from core.fairness.companion import (CompanionPlan, corollary5, cost_ratio, equal_error_rate_scores,
                                      stage2)
 from core.fairness.learning_data import compas_learning_data
 
@@ -19,7 +19,7 @@ def compas():
 @pytest.mark.parametrize("cutoff", [0.3, 0.5, 0.6])
 def test_equal_error_rates_and_calibration(compas, cutoff):
     d, score = compas
-    res = equal_error_rate_scores(score, d.y, d.groups, CompanionConfig(cutoff=cutoff, bins=10))
+    res = equal_error_rate_scores(score, d.y, d.groups, CompanionPlan(cutoff=cutoff, bins=10))
     assert res.feasible and res.nonconstant
     after = res.rates[res.rates["stage"] == "equal error rates"].set_index("group")
     assert len(after) == 2
@@ -82,7 +82,7 @@ def test_constant_scores_are_infeasible_between_base_rates():
     groups = pd.DataFrame({"race": np.repeat(["A", "B"], 500), "sex": "x"})
     y = np.r_[rng.random(500) < 0.6, rng.random(500) < 0.4].astype(int)
     res = equal_error_rate_scores(np.full(1000, 0.5), y, groups,
-                                  CompanionConfig(cutoff=0.5, groups=("A", "B")))
+                                  CompanionPlan(cutoff=0.5, groups=("A", "B")))
     assert not res.feasible and "Corollary 5" in res.message
 
 
@@ -90,10 +90,61 @@ def test_constant_scores_are_infeasible_between_base_rates():
                                              ({"groups": ("A", "A")}, "two different")])
 def test_bad_companion_config(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        CompanionConfig(**kwargs).validate()
+        CompanionPlan(**kwargs)
 
 
 def test_unknown_group_rejected(compas):
     d, score = compas
     with pytest.raises(ValueError, match="do not occur"):
-        equal_error_rate_scores(score, d.y, d.groups, CompanionConfig(groups=("Martian", "Caucasian")))
+        equal_error_rate_scores(score, d.y, d.groups, CompanionPlan(groups=("Martian", "Caucasian")))
+
+
+def test_soft_tradeoff_matches_a_hand_computed_case():
+    """Group L (base rate 0.3) has a perfectly informative score, so its calibratable rates are
+    FPR 0 and any TPR; group H (base rate 0.4 < cut-off 0.5) has a constant score, so only
+    'nobody flagged' (0, 0) is calibratable. With share w of L's loss and penalty P = lambda*I the
+    objective reduces to w*0.3*(1 - t) + (1 - w)*0.4 + lambda*t^2 over L's TPR t, minimised at
+    t = w*0.3 / (2 lambda): 0.075 for w = 0.5, lambda = 1, objective 0.138750 + 0.2 + 0.005625."""
+    from core.fairness.companion import soft_tradeoff
+    curves = {"L": np.array([[0.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), "H": np.array([[0.0, 0.0], [1.0, 1.0]])}
+    res = soft_tradeoff(curves, {"L": 0.3, "H": 0.4}, "L", "H", 0.5, 0.5, (1.0, 1.0))
+    assert res["L"]["fpr"] == pytest.approx(0.0, abs=1e-7)
+    assert res["L"]["tpr"] == pytest.approx(0.075, abs=1e-6)
+    assert (res["H"]["fpr"], res["H"]["tpr"]) == pytest.approx((0.0, 0.0), abs=1e-7)
+    assert res["objective"] == pytest.approx(0.5 * 0.3 * 0.925 + 0.5 * 0.4 + 0.075 ** 2, abs=1e-9)
+    # no penalty: L takes its own best rates (flag exactly the reoffenders); a huge one forces parity
+    free = soft_tradeoff(curves, {"L": 0.3, "H": 0.4}, "L", "H", 0.5, 0.5, (0.0, 0.0))
+    assert (free["L"]["fpr"], free["L"]["tpr"]) == pytest.approx((0.0, 1.0), abs=1e-6)
+    tight = soft_tradeoff(curves, {"L": 0.3, "H": 0.4}, "L", "H", 0.5, 0.5, (1e5, 1e5))
+    assert tight["L"]["tpr"] == pytest.approx(0.5 * 0.3 / 2e5, abs=1e-6)
+    # TPR-only parity leaves FPR free but L's best FPR is 0 anyway; FPR-only leaves TPR free
+    fpr_only = soft_tradeoff(curves, {"L": 0.3, "H": 0.4}, "L", "H", 0.5, 0.5, (1.0, 0.0))
+    assert fpr_only["L"]["tpr"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_infeasible_panel_answers_with_the_soft_tradeoff():
+    """Constant scores between the base rates admit no common rates; the panel still post-processes,
+    each group at its own calibratable rates: nobody flagged in the low group, everybody in the high."""
+    rng = np.random.default_rng(0)
+    groups = pd.DataFrame({"race": np.repeat(["A", "B"], 500), "sex": "x"})
+    y = np.r_[rng.random(500) < 0.6, rng.random(500) < 0.4].astype(int)
+    res = equal_error_rate_scores(np.full(1000, 0.5), y, groups, CompanionPlan(cutoff=0.5, groups=("A", "B")))
+    assert not res.feasible and res.used == "soft" and "soft trade-off" in res.message
+    low, high = "B", "A"                                  # B has the lower base rate
+    assert (res.soft[low]["fpr"], res.soft[low]["tpr"]) == pytest.approx((0.0, 0.0), abs=1e-6)
+    assert (res.soft[high]["fpr"], res.soft[high]["tpr"]) == pytest.approx((1.0, 1.0), abs=1e-6)
+    after = res.rates[res.rates["stage"] == "soft trade-off"].set_index("group")
+    assert after.loc[low, "fpr"] == pytest.approx(0.0, abs=1e-6) and after.loc[high, "tpr"] == pytest.approx(1.0)
+    assert res.scores.notna().all() and set(res.calibration["stage"]) == {"before", "after"}
+
+
+def test_soft_mode_on_request_keeps_calibration(compas):
+    d, score = compas
+    res = equal_error_rate_scores(score, d.y, d.groups, CompanionPlan(cutoff=0.5, mode="soft", penalty_fpr=0.0,
+                                                                      penalty_tpr=0.0))
+    assert res.feasible and res.used == "soft"
+    after = res.rates[res.rates["stage"] == "soft trade-off"].set_index("group")
+    before = res.rates[res.rates["stage"] == "calibrated score"].set_index("group")
+    # without a penalty each group keeps its own loss-minimising rates: no worse than thresholding
+    assert (after["loss"] <= before["loss"] + 1e-6).all()
+    assert (after["ppv"] >= 0.5 - 1e-6).all() and (after["npv"] >= 0.5 - 1e-6).all()

@@ -3,10 +3,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.fairness.frontier import (FrontierConfig, group_rates, is_cached, lower_hull,
+from core.datasets import compas_population
+from core.fairness.frontier import (FrontierPlan, group_rates, is_cached, lower_hull,
                                     trade_off_frontier)
+from core.fairness.learning_data import compas_learning_data
 
-SMALL = FrontierConfig(gammas=(0.0, 0.2, 0.5, 1.0), T=150, oracle="ols", averaging="paper")
+SMALL = FrontierPlan(gammas=(0.0, 0.2, 0.5, 1.0), T=150, oracle="ols", averaging="paper")
 
 
 def random_pairs(n, k, seed):
@@ -59,7 +61,11 @@ def test_pairs_table_per_point(sweep):
     pairs = res.pairs
     assert set(pairs["split"]) == {"fit", "held-out"}
     per_gamma = pairs.groupby("gamma").size()
-    assert (per_gamma == len(random_pairs(7214, 200, 0))).all()
+    kept, dropped = compas_learning_data().local_constraints(random_pairs(7214, 200, 0))
+    assert dropped == res.baseline["dropped_pairs"] > 0         # pairs outside the paper's population
+    assert (per_gamma == len(kept)).all()
+    # pairs are reported by their COMPAS file rows, all inside the population
+    assert set(pairs["i"]) | set(pairs["j"]) <= set(compas_population("paper"))
     assert np.allclose(pairs["gap"], np.abs(pairs["p_i"] - pairs["p_j"]))
     assert (pairs["violated"] == (pairs["gap"] > pairs["gamma"] + 0.02)).all()
     fit = pairs[pairs.split == "fit"]
@@ -95,9 +101,16 @@ def test_progress_and_cache(sweep):
 
 def test_bad_frontier_config():
     with pytest.raises(ValueError, match="two slack"):
-        FrontierConfig(gammas=(0.1,)).validate()
+        FrontierPlan(gammas=(0.1,))
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        FrontierConfig(gammas=(0.0, 1.5)).validate()
+        FrontierPlan(gammas=(0.0, 1.5))
+    for bad in (float("nan"), "x", 1e400):
+        with pytest.raises(ValueError, match="gammas"):
+            FrontierPlan(gammas=(0.0, bad))
+    with pytest.raises(ValueError, match="population"):
+        FrontierPlan(population="everyone")
+    with pytest.raises(ValueError, match="Rounds"):
+        FrontierPlan(T=10 ** 9)
     with pytest.raises(ValueError, match="columns i, j and weight"):
         trade_off_frontier(pd.DataFrame({"a": [1]}), SMALL)
 
@@ -105,7 +118,7 @@ def test_bad_frontier_config():
 def test_eta_sweep_traces_budget_against_error():
     """Spec R6: at gamma = 0, a larger budget eta lowers the error; the x-axis is the realised excess."""
     cons = random_pairs(7214, 150, 1)
-    cfg = FrontierConfig(sweep="eta", etas=(0.0, 0.2, 2.0), T=600, oracle="ols", averaging="paper",
+    cfg = FrontierPlan(sweep="eta", etas=(0.0, 0.2, 2.0), T=600, oracle="ols", averaging="paper",
                          pair_holdout=0.0)
     res = trade_off_frontier(cons, cfg)
     pts = res.points.set_index("target")
@@ -116,7 +129,7 @@ def test_eta_sweep_traces_budget_against_error():
     assert pts.loc[0.2, "mean_excess"] <= 0.2 + 0.05
     assert res.baseline["symbol"] == "η"
     with pytest.raises(ValueError, match="sweep"):
-        FrontierConfig(sweep="delta").validate()
+        FrontierPlan(sweep="delta")
 
 
 def test_fpr_gap_along_the_sweep(sweep):

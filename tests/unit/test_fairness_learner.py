@@ -27,14 +27,27 @@ def error(fit, data):
 
 
 def test_learning_data_matches_compas_rows(data):
+    """Default population: the paper's 5,829 people (spec R1); rows map back to the COMPAS file."""
     from core.datasets import load_compas
-    frame = load_compas()
-    assert data.X.shape == (7214, len(data.feature_names))
+    frame = load_compas().iloc[data.rows]
+    assert data.population == "paper"
+    assert data.X.shape == (5829, len(data.feature_names))
+    assert data.y.mean() == pytest.approx(0.4606, abs=5e-5)
     assert np.array_equal(data.y, frame["two_year_recid"].to_numpy())
     assert (data.groups["race"].to_numpy() == frame["race"].astype(str).to_numpy()).all()
+    assert "Other" not in set(data.groups["race"])
     assert np.allclose(data.X.mean(axis=0), 0, atol=1e-9)
     assert len(np.intersect1d(data.train, data.test)) == 0
-    assert len(data.train) + len(data.test) == 7214
+    assert len(data.train) + len(data.test) == 5829
+    full = compas_learning_data(population="full")
+    assert full.n == 7214 and np.array_equal(full.rows, np.arange(7214))
+    # constraint rows of the file become learner positions; pairs with an outsider are dropped
+    outsider = int(np.setdiff1d(np.arange(7214), data.rows)[0])
+    cons = pd.DataFrame({"i": [data.rows[3], outsider], "j": [data.rows[7], data.rows[1]], "weight": 1.0})
+    local, dropped = data.local_constraints(cons)
+    assert dropped == 1 and local[["i", "j"]].values.tolist() == [[3, 7]]
+    with pytest.raises(ValueError, match="population"):
+        compas_learning_data(population="everyone")
     blind = compas_learning_data(seed=0, use_protected=False)
     assert not any(n.startswith(("race", "sex")) for n in blind.feature_names)
     with pytest.raises(ValueError, match="test_share"):
@@ -55,11 +68,11 @@ def test_unconstrained_error_near_paper(data, oracle):
 
 
 def test_gamma_zero_on_pooled_constraints_approaches_best_constant(data):
-    """Spec 2 (R4): at gamma = 0 the error moves to the best constant's (about 0.45-0.46 here)."""
+    """Spec 2 (R4): at gamma = 0 the error moves to the best constant's (0.4606 on the paper's people)."""
     pairs = ordered_pairs(random_pairs(data.n, 800, 2), data.n)
     fit = fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.0, T=400, oracle="logistic"))
     best = best_constant_error(data.y)
-    assert 0.44 <= best <= 0.46
+    assert best == pytest.approx(0.4606, abs=1e-4)
     assert abs(error(fit, data) - best) <= 0.02
     assert error(fit, data) <= 0.51
     assert pair_metrics(fit.p_hat, pairs, 0.0)["realized_gamma"] <= 0.05
@@ -131,7 +144,7 @@ def test_directional_weights_give_one_orientation(data):
 def test_holdout_reports_both_splits(data):
     cons = random_pairs(data.n, 200, 7)
     rep = fit_with_holdout(data, cons, LearnerConfig(gamma=0.2, T=100, oracle="ols"),
-                           pair_holdout=0.25, individual_holdout=True)
+                           pair_holdout=0.25, individual_holdout=True, rng=0)
     assert rep.summary["pairs"] + rep.summary["heldout_pairs"] == len(cons)
     assert rep.summary["heldout_pairs"] == round(0.25 * len(cons))
     assert 0.2 < rep.summary["error_heldout"] < 0.6
@@ -142,7 +155,7 @@ def test_holdout_reports_both_splits(data):
 
 @pytest.mark.parametrize("frame, message", [
     (pd.DataFrame({"i": [0], "j": [0], "weight": [1.0]}), "different individuals"),
-    (pd.DataFrame({"i": [0], "j": [99999], "weight": [1.0]}), "between 0 and 7213"),
+    (pd.DataFrame({"i": [0], "j": [99999], "weight": [1.0]}), "between 0 and 5828"),
     (pd.DataFrame({"i": [0], "j": [1], "weight": [-1.0]}), ">= 0"),
     (pd.DataFrame({"i": [0], "j": [1]}), "lacks column"),
     (pd.DataFrame({"i": [0], "j": ["x"], "weight": [1.0]}), "numbers"),
@@ -164,7 +177,7 @@ def test_session_panel_constraints_fit(data):
     """Constraint frames from the elicitation module's simulated panel are accepted as they are."""
     elicitation = pytest.importorskip("core.fairness.elicitation")
     judgments = elicitation.demo_panel(n_stakeholders=4, seed=0)
-    cons = elicitation.aggregate_constraints(judgments, "panel")
+    cons, _ = data.local_constraints(elicitation.aggregate_constraints(judgments, "panel"))
     pairs = ordered_pairs(cons, data.n)
     assert pairs.m > 0
     fit = fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.2, T=100, oracle="ols"))
@@ -180,7 +193,7 @@ def test_game_matches_the_exact_lp_on_a_toy():
     x = np.sort(rng.normal(size=n))
     y = (rng.random(n) < 1 / (1 + np.exp(-3 * x))).astype(int)
     toy = LearningData(X=x[:, None], y=y, groups=pd.DataFrame({"race": ["a"] * n, "sex": ["b"] * n}),
-                       feature_names=("x",), train=np.arange(n), test=np.arange(0))
+                       feature_names=("x",), train=np.arange(n), test=np.arange(0), rows=np.arange(n))
     cons = pd.DataFrame({"i": [0, 5, 10, 30], "j": [35, 25, 39, 38], "weight": 1.0})
     pairs = ordered_pairs(cons, n)
     cuts = np.r_[x[0] - 1, (x[:-1] + x[1:]) / 2, x[-1] + 1]

@@ -1,0 +1,192 @@
+"""Learning under elicited constraints as a plan: the people, the constraint table, the sweep, the companion.
+
+``LearningPlan`` holds every choice behind the learning results: the data (``DataRef('compas')``),
+the constraint table itself (``ConstraintTable``: pair rows of ``load_compas()`` and their
+weights, so a saved plan reruns without the session database), the sweep (``FrontierPlan``:
+population, slack values, oracle, rounds, averaging, held-out shares, seed) and the companion
+panel (``CompanionPlan`` or None). ``run_learning`` computes the frontier as a disk-cached sub-run
+keyed on (sweep plan, constraint table), so changing only the companion settings reuses it, and
+post-processes the scores of the chosen sweep point (Reich & Vijaykumar).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from core.cache import cached
+from core.contracts import DataRef, Plan, Progress, Result
+from core.fairness.companion import CompanionPlan, CompanionResult, equal_error_rate_scores
+from core.fairness.frontier import FrontierPlan, FrontierResult, fpr_gap, is_cached, trade_off_frontier
+
+COMPAS_ROWS = 7_214          # rows of the bundled two-year file: pair indices refer to them
+MAX_PAIRS = 20_000
+
+
+def _column(frame: pd.DataFrame, name: str, fallback: str | None = None) -> np.ndarray:
+    source = name if name in frame else fallback
+    if source is None or source not in frame:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[source], errors="coerce").to_numpy(dtype=float)
+
+
+@dataclass(frozen=True)
+class ConstraintTable(Plan):
+    """Elicited pair constraints: rows i, j of load_compas(), 'treat alike' weight, ordered weights
+    w_ij ("j at least as well as i") and w_ji, and the judges' agreement (display only)."""
+
+    i: tuple[int, ...] = ()
+    j: tuple[int, ...] = ()
+    weight: tuple[float, ...] = ()
+    w_ij: tuple[float, ...] = ()
+    w_ji: tuple[float, ...] = ()
+    agreement: tuple[float, ...] = ()
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.i)
+        if n > MAX_PAIRS:
+            raise ValueError(f"At most {MAX_PAIRS:,} pairs can be learned from; this table has {n:,}.")
+        if any(len(getattr(self, c)) != n for c in ("j", "weight", "w_ij", "w_ji", "agreement")):
+            raise ValueError("Every column of the constraint table needs one value per pair.")
+        try:
+            idx = {c: np.asarray(getattr(self, c), dtype=float) for c in ("i", "j")}
+            num = {c: np.asarray(getattr(self, c), dtype=float) for c in ("weight", "w_ij", "w_ji", "agreement")}
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError("Constraint table entries must be numbers.") from None
+        for c, v in idx.items():
+            if not np.isfinite(v).all() or (v != np.round(v)).any() or (v < 0).any() or (v >= COMPAS_ROWS).any():
+                raise ValueError(f"Pair column {c} must hold whole row numbers from 0 to {COMPAS_ROWS - 1}.")
+        if n and (idx["i"] == idx["j"]).any():
+            raise ValueError("A pair must join two different individuals (found i == j).")
+        for c in ("weight", "w_ij", "w_ji"):
+            if not np.isfinite(num[c]).all() or (num[c] < 0).any():
+                raise ValueError(f"Constraint weights ({c}) must be finite numbers >= 0.")
+        object.__setattr__(self, "i", tuple(int(v) for v in idx["i"]))
+        object.__setattr__(self, "j", tuple(int(v) for v in idx["j"]))
+        for c in ("weight", "w_ij", "w_ji", "agreement"):
+            object.__setattr__(self, c, tuple(float(v) for v in num[c]))
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, source: str = "") -> "ConstraintTable":
+        """From a pooled constraint frame (columns i, j, weight; optional w_ij, w_ji, agreement)."""
+        missing = {"i", "j", "weight"} - set(frame.columns)
+        if missing:
+            raise ValueError(f"The constraint table lacks column(s) {sorted(missing)}; it needs i, j and weight.")
+        weight = _column(frame, "weight")
+        return cls(i=tuple(_column(frame, "i")), j=tuple(_column(frame, "j")), weight=tuple(weight),
+                   w_ij=tuple(_column(frame, "w_ij", "weight")), w_ji=tuple(_column(frame, "w_ji", "weight")),
+                   agreement=tuple(_column(frame, "agreement")), source=str(source))
+
+    def frame(self) -> pd.DataFrame:
+        """The table as the learner reads it."""
+        return pd.DataFrame({"i": np.array(self.i, dtype=np.int64), "j": np.array(self.j, dtype=np.int64),
+                             "weight": np.array(self.weight, dtype=float),
+                             "w_ij": np.array(self.w_ij, dtype=float), "w_ji": np.array(self.w_ji, dtype=float),
+                             "agreement": np.array(self.agreement, dtype=float)})
+
+    @property
+    def n_constrained(self) -> int:
+        """Pairs with positive weight in some orientation."""
+        f = self.frame()
+        return int(((f["weight"] > 0) | (f["w_ij"] > 0) | (f["w_ji"] > 0)).sum())
+
+
+@dataclass(frozen=True)
+class LearningPlan(Plan):
+    """Everything behind the learning results: data, constraints, the sweep and the companion panel."""
+
+    data: DataRef = field(default_factory=lambda: DataRef("compas"))
+    constraints: ConstraintTable = field(default_factory=ConstraintTable)
+    frontier: FrontierPlan = field(default_factory=FrontierPlan)
+    companion: CompanionPlan | None = field(default_factory=CompanionPlan)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, DataRef) or self.data.source != "compas":
+            raise ValueError("The pairwise-fair learner runs on the bundled COMPAS data (DataRef('compas')).")
+        for name, cls in (("constraints", ConstraintTable), ("frontier", FrontierPlan)):
+            if not isinstance(getattr(self, name), cls):
+                raise ValueError(f"{name} must be a {cls.__name__}.")
+        if self.companion is not None and not isinstance(self.companion, CompanionPlan):
+            raise ValueError("companion must be a CompanionPlan or None.")
+        if self.constraints.n_constrained == 0:
+            raise ValueError("No pair carries a constraint yet: the learner needs at least one "
+                             "'treat alike' or ordered judgment.")
+        at = self.companion.at if self.companion is not None else None
+        if at is not None and not any(math.isclose(at, v) for v in self.frontier.values):
+            raise ValueError(f"The companion's operating point {at:g} is not one of the swept values "
+                             f"{self.frontier.values}.")
+
+    def operating_point(self) -> float:
+        """The swept value whose scores the companion post-processes (default: nearest 0.3)."""
+        values = self.frontier.values
+        at = self.companion.at if self.companion is not None else None
+        if at is None:
+            return float(values[int(np.argmin(np.abs(np.array(values) - 0.3)))])
+        return float(min(values, key=lambda v: abs(v - at)))
+
+
+@dataclass
+class LearningResult(Result):
+    """The frontier of the plan's sweep and, when asked, the companion panel at its operating point."""
+
+    plan: LearningPlan
+    frontier: FrontierResult
+    companion: CompanionResult | None = None
+
+    def point(self) -> pd.Series:
+        """The frontier row of the operating point."""
+        pts = self.frontier.points
+        return pts.iloc[int(np.argmin(np.abs(pts["target"].to_numpy() - self.plan.operating_point())))]
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        f = self.frontier
+        out = {"frontier_points": f.points, "frontier_pairs": f.pairs, "group_rates": f.groups,
+               "fpr_gap": fpr_gap(f.groups), "trajectories": f.trajectories}
+        if self.companion is not None:
+            c = self.companion
+            out["companion_rates"] = c.rates
+            out["companion_calibration"] = c.calibration
+            out["companion_roc"] = c.roc
+        return out
+
+    def headline(self) -> dict[str, float]:
+        pts, base = self.frontier.points, self.frontier.baseline
+        here = self.point()
+        out = {"people": float(base["n_individuals"]),
+               "pairs used": float(base["n_pairs"]),
+               "best constant error": float(base["best_constant_error"]),
+               "least-constrained error": float(pts.loc[pts["target"].idxmax(), "error"]),
+               "error at the operating point": float(here["error"]),
+               "realised unfairness at the operating point": float(here["unfairness"])}
+        if self.companion is not None and self.companion.target is not None:
+            out["equal error rates: FPR"] = float(self.companion.target["fpr"])
+            out["equal error rates: TPR"] = float(self.companion.target["tpr"])
+        return out
+
+    def ledger(self):
+        return None
+
+
+def frontier_ready(plan: LearningPlan) -> bool:
+    """Whether the plan's sweep is already cached (a page may then show it without a click)."""
+    return is_cached(plan.constraints.frame(), plan.frontier)
+
+
+@cached
+def run_learning(plan: LearningPlan, data=None, *, progress: Progress | None = None) -> LearningResult:
+    """The frontier of the plan's sweep (cached sub-run) and the companion at its operating point."""
+    if not isinstance(plan, LearningPlan):
+        raise ValueError("run_learning needs a LearningPlan.")
+    if data is not None:
+        raise ValueError("The learner reads the bundled COMPAS file; pass no data.")
+    frontier = trade_off_frontier(plan.constraints.frame(), plan.frontier, progress=progress)
+    companion = None
+    if plan.companion is not None:
+        pts = frontier.points
+        k = int(np.argmin(np.abs(pts["target"].to_numpy() - plan.operating_point())))
+        learning = plan.frontier.learning_data()
+        companion = equal_error_rate_scores(frontier.p_hat[k], learning.y, learning.groups, plan.companion)
+    return LearningResult(plan, frontier, companion)
