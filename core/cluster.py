@@ -22,9 +22,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-__all__ = ["Backend", "ClusterUnavailable", "SCHEDULER_ENV", "TIMEOUT_ENV", "backend_for", "client_for",
-           "close_clients", "forget_failures", "note_failure",
-           "connect_timeout", "describe_backend", "inside_cluster_task", "last_failure", "scheduler_address",
+__all__ = ["Backend", "ClusterUnavailable", "LOCAL", "SCHEDULER_ENV", "SharedRef", "Shipment", "TIMEOUT_ENV",
+           "backend_for", "buffer_bytes", "client_for", "close_clients", "cluster_slots", "cluster_task",
+           "connect_timeout", "describe_backend", "fill", "forget_failures", "inside_cluster_task",
+           "last_failure", "note_failure", "opened", "refs_in", "scheduler_address", "split_shared",
            "use_scheduler"]
 
 SCHEDULER_ENV = "DASHBOARD_DASK_SCHEDULER"
@@ -277,47 +278,45 @@ def _is_small_scalar(value) -> bool:
         (not isinstance(value, (str, bytes)) or len(value) < SCATTER_BYTES)
 
 
-def payload_bytes(value) -> int:
-    """Bytes a value takes on the wire: array/frame buffers, else its pickle."""
-    import cloudpickle
+def buffer_bytes(value) -> int | None:
+    """Bytes of an array's or a table's buffers (None for other objects, which are measured by
+    their pickle)."""
     import pandas as pd
 
     if isinstance(value, pd.DataFrame):
         return int(value.memory_usage(index=True, deep=False).sum())
     nbytes = getattr(value, "nbytes", None)
-    if isinstance(nbytes, (int,)) and not isinstance(nbytes, bool):
-        return int(nbytes)
-    try:
-        return len(cloudpickle.dumps(value))
-    except Exception:  # unpicklable parts fail later with a clearer message from Dask
-        return 0
+    return int(nbytes) if isinstance(nbytes, int) and not isinstance(nbytes, bool) else None
 
 
 def split_shared(func, items: list, threshold: int = SCATTER_BYTES):
     """Pull out the large inputs of a fan-out: the parts of ``func`` (a partial's bound arguments, or
     ``func`` itself) and the parts of items that several items hold (the same object), when they
-    are at least ``threshold`` bytes.
+    take at least ``threshold`` bytes.
 
-    Returns ``(func_skeleton, item_skeletons, shared_values)``: skeletons hold :class:`SharedRef`
-    where a shared value was; :func:`fill` puts the values back.
+    Returns ``(func_skeleton, item_skeletons, shipments)``: skeletons hold :class:`SharedRef`
+    where a shared value was, ``shipments`` the packed values (each pickled once, here);
+    :func:`fill` puts the opened values back.
     """
     seen: dict[int, int] = {}
     for item in items:
         for _, value in _slots(item):
             if not _is_small_scalar(value):
                 seen[id(value)] = seen.get(id(value), 0) + 1
-    shared: list = []
+    shipments: list[Shipment] = []
     where: dict[int, int] = {}
 
     def ref_for(value) -> SharedRef | None:
         if _is_small_scalar(value):
             return None
         if id(value) not in where:
-            if payload_bytes(value) < threshold:
+            size = buffer_bytes(value)
+            shipment = None if size is not None and size < threshold else Shipment(value)
+            if shipment is None or len(shipment.payload) < threshold:
                 where[id(value)] = -1
             else:
-                where[id(value)] = len(shared)
-                shared.append(value)
+                where[id(value)] = len(shipments)
+                shipments.append(shipment)
         index = where[id(value)]
         return None if index < 0 else SharedRef(index)
 
@@ -333,7 +332,7 @@ def split_shared(func, items: list, threshold: int = SCATTER_BYTES):
         swaps = {slot: ref for slot, value in _slots(item)
                  if seen.get(id(value), 0) > 1 and (ref := ref_for(value)) is not None}
         skeletons.append(_with_slots(item, swaps))
-    return func_skeleton, skeletons, shared
+    return func_skeleton, skeletons, shipments
 
 
 def refs_in(skeleton) -> list[int]:

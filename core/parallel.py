@@ -102,9 +102,8 @@ def _map_on_cluster(client, address: str, func, calls: list[tuple], n_jobs, prog
     total = len(calls)
     seeded = len(calls[0]) == 2
     items = [args[0] for args in calls]
-    func_skeleton, skeletons, shared_values = split_shared(func, items)
-    shared_futures = client.scatter([Shipment(v) for v in shared_values], broadcast=True, hash=False) \
-        if shared_values else []
+    func_skeleton, skeletons, shipments = split_shared(func, items)
+    shared_futures = client.scatter(shipments, broadcast=True, hash=False) if shipments else []
     run_id = f"{re.sub(r'[^A-Za-z0-9_]+', '_', label)[:40]}-{uuid.uuid4().hex[:12]}"
     futures = []
     for i, (skeleton, args) in enumerate(zip(skeletons, calls)):

@@ -14,7 +14,7 @@ import pytest
 from distributed import LocalCluster
 
 from core.cluster import (Backend, ClusterUnavailable, client_for, close_clients, describe_backend,
-                          forget_failures, inside_cluster_task, split_shared, use_scheduler)
+                          forget_failures, inside_cluster_task, opened, split_shared, use_scheduler)
 from core.contracts import Cancelled
 from core.parallel import map_trials
 
@@ -90,7 +90,8 @@ def test_large_shared_inputs_are_pulled_out_of_the_tasks():
     items = [(i, big, small) for i in range(4)]
     func = functools.partial(_noisy_row_sum, table=big)
     func_skeleton, skeletons, shared = split_shared(func, items)
-    assert len(shared) == 1 and shared[0] is big          # scattered once, for the partial and the items
+    assert len(shared) == 1                               # scattered once, for the partial and the items
+    np.testing.assert_array_equal(opened(shared[0]), big)
     assert all(s[1] is not big and s[2] is small for s in skeletons)
     assert func_skeleton.keywords["table"] is not big
 
