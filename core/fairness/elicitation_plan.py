@@ -17,7 +17,8 @@ import pandas as pd
 from core.cache import cached
 from core.contracts import DataRef, Plan, Progress, Result, make_rng
 from core.fairness.elicitation import (DEFAULT_FEATURES, SIMULATION_LABEL, SessionConfig,
-                                       aggregate_constraints, core_pairs, demo_panel, inter_rater_agreement)
+                                       aggregate_constraints, core_pairs, inter_rater_agreement,
+                                       sample_assignment, simulate_judgments, stakeholder_seed)
 
 DEMO_KINDS = ("metric", "score")
 MAX_DEMO_STAKEHOLDERS = 60
@@ -127,14 +128,32 @@ def run_elicitation(plan: ElicitationPlan, data: pd.DataFrame | None = None, *,
         return ElicitationDesign(plan, table)
     if progress is not None:
         progress(0, 1, "Simulating the panel's answers")
-    judged = demo_panel(plan.demo_stakeholders, config, seed=plan.demo_seed, kind=plan.demo_kind, frame=people)
-    judged = judged.drop(columns=["simulated"]).reset_index(drop=True)
+    cards = pd.concat([sample_assignment(config, core_pairs(config, len(people)), len(people),
+                                         make_rng(stakeholder_seed(config.seed, name))).assign(stakeholder=name)
+                       for name in demo_roster(plan)], ignore_index=True)
+    judged = simulated_answers(plan, cards, people)
+    judged = judged[["stakeholder", "position", "a", "b", "kind", "repeat_of", "response"]]
     constraints = aggregate_constraints(judged, "panel", n_stakeholders=plan.demo_stakeholders,
                                         favourable_label=config.favourable_label)
     agreement = inter_rater_agreement(judged, config.favourable_label)
     if progress is not None:
         progress(1, 1, "Panel simulated")
     return ElicitationDesign(plan, table, judged, constraints, agreement)
+
+
+def demo_roster(plan: ElicitationPlan) -> list[str]:
+    """The simulated stakeholders' pseudonyms; their cards follow from the session seed and these names."""
+    return [f"simulated-{k + 1:02d}" for k in range(plan.demo_stakeholders)]
+
+
+def simulated_answers(plan: ElicitationPlan, cards: pd.DataFrame, people: pd.DataFrame) -> pd.DataFrame:
+    """The simulated panel's answers to `cards` (one row per card, stakeholders in roster order).
+
+    One stream seeded by the plan's demo seed, so the plan alone (run_elicitation) and a session
+    filled in the store (fill_demo_session) hold the same answers.
+    """
+    return simulate_judgments(people, cards, make_rng([plan.demo_seed, 11]), kind=plan.demo_kind,
+                              response_mode=plan.response_mode)
 
 
 def demo_name(plan: ElicitationPlan) -> str:
@@ -147,22 +166,19 @@ def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame):
     The roster is "simulated-01".. and the answers come from the plan's demo seed, so the same
     plan gives the same session.
     """
-    from core.fairness.elicitation import simulate_judgments
     if plan.demo_stakeholders < 2:
         raise ValueError("A demo panel needs at least two simulated stakeholders.")
     config = plan.session_config()
     created = store.create_session(config, demo_name(plan), simulated=True)
-    logins = [store.join(created.join_code, f"simulated-{k + 1:02d}", simulated=True)
-              for k in range(plan.demo_stakeholders)]
+    logins = [store.join(created.join_code, name, simulated=True) for name in demo_roster(plan)]
     cards = pd.concat([store.my_assignment(login.token).drop(columns=["response", "revision"])
                        .assign(stakeholder=login.pseudonym, token=login.token) for login in logins],
                       ignore_index=True)
-    answered = simulate_judgments(people, cards, make_rng([plan.demo_seed, 11]), kind=plan.demo_kind,
-                                  response_mode=config.response_mode)
+    answered = simulated_answers(plan, cards, people)
     for token, part in answered.groupby("token", sort=False):
         store.record_answers(token, part[["position", "response"]])
     return created
 
 
-__all__ = ["DEMO_KINDS", "ElicitationDesign", "ElicitationPlan", "core_pair_table", "demo_name",
-           "fill_demo_session", "run_elicitation"]
+__all__ = ["DEMO_KINDS", "ElicitationDesign", "ElicitationPlan", "core_pair_table", "demo_name", "demo_roster",
+           "fill_demo_session", "run_elicitation", "simulated_answers"]

@@ -448,9 +448,11 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
     config = el.SessionConfig.from_dict(info["config"])
     if _state("manage_error"):
         st.error(_state("manage_error"))
-    head = st.columns([3, 1, 1])
+    head = st.columns([3, 2, 1])
     head[0].subheader(plain(info["name"]))
-    head[1].metric("Join code", format_code(info["join_code"]))
+    with head[1]:  # a code block: the whole code stays readable (a metric would cut it off)
+        st.caption("Join code")
+        st.code(format_code(info["join_code"]), language=None)
     head[2].metric("Status", info["status"])
     if simulated or info["simulated"]:
         st.warning(SIM_NOTE)
@@ -555,7 +557,9 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                              file_name=f"session_{info['join_code']}_tables.zip", mime="application/zip",
                              key=P + "dl_tables")
         st.markdown("**The session's design** (open it again under 'Open a saved report' to run the same design)")
-        report_panel(run(ElicitationPlan.from_session_config(config)), page=PAGE, key=P + "session_design")
+        # A demo session is its plan's simulated panel: the report reruns to the same answers.
+        design = _state("demo_plan") if simulated and _state("demo_plan") else ElicitationPlan.from_session_config(config)
+        report_panel(run(design), page=PAGE, key=P + "session_design")
 
 
 def _log_run(store: ElicitationStore, fac: dict, constraints: pd.DataFrame, aggregation: dict,
@@ -576,11 +580,13 @@ def _log_run(store: ElicitationStore, fac: dict, constraints: pd.DataFrame, aggr
 
 def _fill_demo() -> None:
     try:
-        created = fill_demo_session(_store(), design_plan(demo=True), _people())
+        plan = design_plan(demo=True)
+        created = fill_demo_session(_store(), plan, _people())
     except ValueError as err:
         _set("demo_error", str(err))
         return
     _set("demo_error", None)
+    _set("demo_plan", plan)
     _set("demo", {"session_id": created.session_id, "join_code": created.join_code,
                   "key": created.facilitator_key})
 

@@ -374,3 +374,20 @@ def test_facilitator_session_and_pooling_survive_home_and_back():
     assert at.multiselect(key="fe_include").value == ["simulated-01", "simulated-03"]
     after = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
     pd.testing.assert_frame_equal(before, after)
+
+
+def test_demo_session_matches_its_plan_run_in_plain_python():
+    from core.fairness import ElicitationPlan, run
+    at = _app()
+    at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
+    at.number_input(key="fe_demo_n").set_value(5).run()
+    at.number_input(key="fe_demo_seed").set_value(7).run()
+    at.selectbox(key="fe_demo_kind").select("score").run()
+    at.button(key="fe_demo_run").click().run()
+    assert not at.exception and not at.error
+    plan = at.session_state["fe_demo_plan"]
+    assert plan == ElicitationPlan(seed=7, demo_stakeholders=5, demo_kind="score", demo_seed=7)
+    shown = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True), run(plan).constraints, check_dtype=False)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Pairs with a constraint"] == str(int(run(plan).headline()["pairs with a constraint"]))
