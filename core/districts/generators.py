@@ -97,6 +97,8 @@ def draw_recom(params: ReComParams, geo: BlockGeography, k: int, seed: int, prog
     """A thinned ReCom chain on the building units."""
     adj = unit_adjacency(geo, params.unit)
     pop = geo.units(params.unit)["total"].to_numpy()
+    if len(pop) < k:
+        raise ValueError(f"Only {len(pop)} {UNIT_LABELS[params.unit]} for {k} districts; choose smaller units.")
     chain_seed = int(seed_sequence(int(seed), stream_key("recom")).generate_state(1)[0])
     labels = recom_ensemble(adj, pop, k, params.tolerance_pct / 100, params.steps, params.thin, chain_seed,
                             progress)

@@ -46,14 +46,18 @@ def _recom_labels(edges: np.ndarray, shared: np.ndarray, area: np.ndarray, perim
     chain = MarkovChain(proposal, [contiguous, within_percent_of_ideal_population(part, tolerance)],
                         always_accept, part, total_steps=steps, rng=seed + 1)
     out = []
-    for i, state in enumerate(chain):
-        if (i + 1) % thin == 0 or i + 1 == steps and not out:
-            s = state.assignment.to_series()
-            labels = np.empty(adj.n_units, dtype=np.int64)
-            labels[s.index.to_numpy(dtype=np.int64)] = s.to_numpy(dtype=np.int64)
-            out.append(labels)
-        if progress is not None and (i % 10 == 0 or i + 1 == steps):
-            progress(i + 1, steps, "ReCom steps")
+    try:
+        for i, state in enumerate(chain):
+            if (i + 1) % thin == 0 or i + 1 == steps and not out:
+                s = state.assignment.to_series()
+                labels = np.empty(adj.n_units, dtype=np.int64)
+                labels[s.index.to_numpy(dtype=np.int64)] = s.to_numpy(dtype=np.int64)
+                out.append(labels)
+            if progress is not None and (i % 10 == 0 or i + 1 == steps):
+                progress(i + 1, steps, "ReCom steps")
+    except (RuntimeError, IndexError, KeyError) as exc:  # gerrychain gives up when no balanced cut is found
+        raise ValueError(f"The ReCom chain stopped after {len(out) * thin} steps ({exc}); use smaller units "
+                         "or a larger tolerance.") from None
     return np.vstack(out)
 
 

@@ -56,6 +56,8 @@ def join_blocks(shapes: gpd.GeoDataFrame, counts: pd.DataFrame) -> gpd.GeoDataFr
             if len(over):
                 raise ValueError(f"{len(over)} blocks have more {what} (first: {over.iloc[0]}); "
                                  f"check the {part} and {whole} columns.")
+    if int(counts["total"].sum()) <= 0:
+        raise ValueError("Every block has a total population of 0; districts need people to balance.")
     merged = shapes.merge(counts, on="GEOID", how="inner")
     _, county, tract, block_group, _ = CENSUS_GEOID_CUTS      # prefix lengths of the census spine
     for column, cut in (("county", county), ("tract", tract), ("block_group", block_group)):

@@ -37,6 +37,8 @@ GEOGRAPHIES = {"grid": "Synthetic square-grid county", "georgia": "Georgia (real
 GRID_SHAPES = ((16, 4, 16), (64, 4, 16), (484, 4, 25))
 MAX_PLANS = 400
 MAX_FANOUT = 1_000
+MAX_GRID_BLOCKS = 250_000
+MAX_RUN_CELLS = 30_000_000       # runs x blocks held in memory at once (about 240 MB)
 
 
 def _whole(value, name: str, low: int, high: int) -> int:
@@ -121,6 +123,8 @@ class DistrictPlan(Plan):
         fan = tuple(_whole(n, "Every grid fan-out", 1, MAX_FANOUT) for n in self.grid_fanouts)
         if len(fan) != 3:
             raise ValueError("A grid county has three fan-outs: tracts, block groups per tract, blocks per group.")
+        if int(np.prod(fan)) > MAX_GRID_BLOCKS:
+            raise ValueError(f"That grid has {int(np.prod(fan)):,} blocks; at most {MAX_GRID_BLOCKS:,} are drawn.")
         object.__setattr__(self, "grid_fanouts", fan)
         _whole(self.geo_seed, "Geography seed", 0, 2**32 - 1)
         _whole(self.plan_seed, "Plan seed", 0, 2**32 - 1)
@@ -203,6 +207,10 @@ def draw_plans(plan: DistrictPlan, geo: BlockGeography, data=None, progress=None
     else:
         draw = GENERATORS[plan.generator].build(plan.params)
         labels = np.asarray(draw(geo, int(plan.k), int(plan.plan_seed), progress), dtype=np.int64)
+    if labels.ndim != 2 or labels.shape[1] != len(geo.blocks):
+        raise ValueError("The plan does not assign every block of the geography.")
+    if int(labels.max()) + 1 > len(geo.blocks):
+        raise ValueError(f"{int(labels.max()) + 1} districts cannot be drawn from {len(geo.blocks):,} blocks.")
     if labels.shape[0] > MAX_PLANS:
         raise ValueError(f"The generator kept {labels.shape[0]:,} plans; at most {MAX_PLANS} are studied. "
                          "Keep fewer plans (thin more, or use a smaller map).")
@@ -416,6 +424,11 @@ def er_summary(estimates: pd.DataFrame) -> pd.DataFrame:
 def run(plan: DistrictPlan, data=None, *, progress=None) -> DistrictResult:
     """Draw the plans, noise the hierarchy ``plan.noise.runs`` times, and summarise every district."""
     geo = load_geography(plan, data)
+    if plan.k > len(geo.blocks) and plan.generator != "upload":
+        raise ValueError(f"{plan.k} districts cannot be drawn from {len(geo.blocks):,} blocks; choose fewer.")
+    if plan.noise.runs * len(geo.blocks) > MAX_RUN_CELLS:
+        raise ValueError(f"{plan.noise.runs:,} runs of {len(geo.blocks):,} blocks are too many to hold at once; "
+                         f"use at most {MAX_RUN_CELLS // len(geo.blocks):,} runs on this geography.")
     labels = draw_plans(plan, geo, data, progress)
     errors = noisy_block_errors(geo, plan.noise, progress)
     districts, runs = district_tables(geo, labels, errors, plan.noise, plan.balance_tolerance_pct)

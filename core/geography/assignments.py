@@ -6,6 +6,8 @@ import pandas as pd
 
 from core.uploads import read_upload
 
+MAX_DISTRICTS = 400
+
 
 def plan_from_csv(file, geoids: np.ndarray, max_bytes: int = 50_000_000) -> np.ndarray:
     """Block-assignment CSV (columns GEOID, district) -> label per block in ``geoids`` order (0..k-1)."""
@@ -20,6 +22,8 @@ def plan_from_csv(file, geoids: np.ndarray, max_bytes: int = 50_000_000) -> np.n
     if missing:
         raise ValueError(f"{missing} blocks of the geography have no district in the plan; assign every block.")
     codes, uniques = pd.factorize(dist, sort=True)
+    if not 2 <= len(uniques) <= MAX_DISTRICTS:
+        raise ValueError(f"The plan has {len(uniques):,} districts; a plan needs 2 to {MAX_DISTRICTS} districts.")
     labels = np.empty(len(known), dtype=np.int64)
     labels[known.get_indexer(g)] = codes
     return labels

@@ -51,6 +51,12 @@ def grid_hierarchy(fanouts: Sequence[int]) -> Hierarchy:
     return Hierarchy.homogeneous([int(n) for n in fanouts], GRID_LEVEL_NAMES)
 
 
+def standardised(field: np.ndarray) -> np.ndarray:
+    """Field divided by its sd; a flat field (tiny grids smooth to a constant up to rounding) stays flat."""
+    sd = float(field.std())
+    return field / sd if sd > 1e-9 else np.zeros_like(field)
+
+
 def synthetic_grid(fanouts: Sequence[int] = (64, 4, 16), seed: int = 0, mean_pop: float = 30.0,
                    zero_share: float = 0.15, group_mean: float = 0.3, cell_m: float = 200.0,
                    precinct_side: int = 6) -> BlockGeography:
@@ -60,11 +66,11 @@ def synthetic_grid(fanouts: Sequence[int] = (64, 4, 16), seed: int = 0, mean_pop
     rng = np.random.default_rng(seed)
     h = grid_hierarchy(fan)
     smooth = gaussian_filter(rng.normal(size=(side, side)), sigma=max(side / 12, 1.0), mode="wrap")
-    smooth /= smooth.std() or 1.0
+    smooth = standardised(smooth)
     pop = rng.poisson(mean_pop * np.exp(0.8 * smooth[rows, cols] - 0.32 + rng.normal(0, 0.4, rows.shape[0])))
     pop[rng.random(rows.shape[0]) < zero_share] = 0
     gfield = gaussian_filter(rng.normal(size=(side, side)), sigma=max(side / 10, 1.0), mode="wrap")
-    gfield /= gfield.std() or 1.0
+    gfield = standardised(gfield)
     share = 1.0 / (1.0 + np.exp(-(np.log(group_mean / (1 - group_mean)) + 2.0 * gfield[rows, cols])))
     black = rng.binomial(pop, share)
     vap = rng.binomial(pop, 0.75)

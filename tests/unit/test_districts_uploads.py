@@ -112,3 +112,84 @@ def test_bad_count_tables():
         read_block_counts(io.BytesIO(_csv(c.assign(total=c["total"] + 0.5))))
     # leading zeros of GEOIDs survive the CSV read
     assert read_block_counts(io.BytesIO(_csv(c)))["GEOID"].str.len().eq(15).all()
+
+
+# ------------------------------------------------------------------------------------- hostile input
+def test_huge_and_impossible_counts_are_refused_not_wrapped():
+    c = _counts()
+    for bad in ("1e20", "inf", "nan", "-1", "99999999999999999999"):
+        frame = c.astype({"total": object})
+        frame.loc[3, "total"] = bad
+        with pytest.raises(ValueError, match="total"):
+            read_block_counts(io.BytesIO(_csv(frame)))
+
+
+def test_all_zero_population_is_refused(tmp_path):
+    c = _counts().assign(total=0, vap=0, black=0, bvap=0)
+    with pytest.raises(ValueError, match="population of 0"):
+        load_uploaded_blocks(io.BytesIO(_zip(_shapes(), tmp_path)), io.BytesIO(_csv(c)))
+
+
+def test_zip_bomb_is_refused_before_inflating(tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("tl_blocks.shp", b"\0" * 50_000_000)        # 50 MB of zeros deflate to about 50 KB
+        for ext in (".shx", ".dbf", ".prj"):
+            z.writestr(f"tl_blocks{ext}", b"x")
+    assert len(buf.getvalue()) < 200_000
+    with pytest.raises(ValueError, match="zip bomb|expands"):
+        read_block_shapefile(io.BytesIO(buf.getvalue()))
+
+
+def test_zip_slip_and_oversized_files_are_refused(tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("../../etc/tl_blocks.shp", b"x")
+    with pytest.raises(ValueError, match="unsafe path"):
+        read_block_shapefile(io.BytesIO(buf.getvalue()))
+    from core.uploads import read_upload
+    with pytest.raises(ValueError, match="larger|too large|MB|bytes"):
+        read_upload(io.BytesIO(b"GEOID,total,vap\n" + b"1" * 2000), "block_counts_csv", max_bytes=1000)
+
+
+def test_plans_with_impossible_settings_raise_value_errors():
+    from core.contracts import DataRef
+    from core.districts import DistrictPlan, NoiseConfig, ReComParams, run
+    from core.geography.assignments import plan_from_csv
+    bad = [dict(grid_fanouts=(1000, 1000, 1000)), dict(grid_fanouts=(64, 4)), dict(k=10**9), dict(k=1.5),
+           dict(balance_tolerance_pct=float("nan")), dict(generator="square", data=DataRef("georgia")),
+           dict(generator="nope"), dict(generator="recom", params=ReComParams(tolerance_pct=5.0, steps=40),
+                                        k=True)]
+    for kwargs in bad:
+        with pytest.raises(ValueError):
+            DistrictPlan(**kwargs)
+    for budgets in ((float("nan"),) * 4, (float("inf"),) * 4, (1e400,) * 4, (-1.0,) * 4, ()):
+        with pytest.raises(ValueError):
+            NoiseConfig(budgets)
+    with pytest.raises(ValueError):
+        ReComParams(tolerance_pct=float("inf"))
+    with pytest.raises(ValueError, match="too many to hold"):
+        run.uncached(DistrictPlan(grid_fanouts=(484, 4, 25), noise=NoiseConfig((0.25,) * 4, runs=5000)))
+    with pytest.raises(ValueError, match="cannot be drawn"):
+        run.uncached(DistrictPlan(grid_fanouts=(16, 4, 4), k=300))
+    geoids = np.array(GEOIDS)
+    many = pd.DataFrame({"GEOID": GEOIDS, "district": np.arange(16)})
+    assert plan_from_csv(io.BytesIO(_csv(many)), geoids).max() == 15
+    one = many.assign(district=1)
+    with pytest.raises(ValueError, match="2 to 400 districts"):
+        plan_from_csv(io.BytesIO(_csv(one)), geoids)
+
+
+def test_uploaded_files_must_match_the_plans_fingerprint(tmp_path):
+    from core.contracts import DataRef, bytes_fingerprint
+    from core.districts import DistrictPlan, NoiseConfig, ReComParams, run
+    zipped, counts = _zip(_shapes(), tmp_path), _csv(_counts())
+    plan = DistrictPlan(data=DataRef("upload", bytes_fingerprint(zipped, counts)), generator="recom",
+                        params=ReComParams("block group", 40.0, 4, 2), k=2,
+                        noise=NoiseConfig((0.2,) * 5, runs=3))
+    result = run.uncached(plan, (zipped, counts))
+    assert result.plan_districts(1)["population"].sum() == _counts()["total"].sum()
+    with pytest.raises(ValueError, match="fingerprint"):
+        run.uncached(plan, (zipped, _csv(_counts().assign(total=_counts()["total"] + 1))))
+    with pytest.raises(ValueError, match="needs 2 uploaded"):
+        run.uncached(plan, (zipped,))
