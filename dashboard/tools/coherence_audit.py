@@ -66,7 +66,8 @@ def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame] | None:
         st.session_state["coh_upload_fp"] = fp
     fp = st.session_state.get("coh_upload_fp")
     if fp not in uploads:
-        st.info("Upload a CSV file to continue, or choose a bundled data set.")
+        wanted = f" The opened report ran on the file with fingerprint {fp[:12]}...: upload that file." if fp else ""
+        st.info("Upload a CSV file to continue, or choose a bundled data set." + wanted)
         return None
     name, raw = uploads[fp]
     if file is None:
@@ -98,6 +99,8 @@ def plan_to_widgets(plan: AuditPlan) -> dict:
         "coh_adversaries": [a.key for a in plan.adversaries], "coh_n_custom": len(plan.custom_subgroups),
         "coh_compare_on": plan.compare, "coh_sweep_on": plan.sweep is not None,
     }
+    if plan.data.is_upload:
+        out["coh_upload_fp"] = plan.data.fingerprint      # the same file, or none: never another one
     if plan.positive is not None:
         out["coh_positive"] = plan.positive
     for r in plan.releases:

@@ -297,3 +297,24 @@ def test_saved_report_on_adult_restores_a_range_subgroup():
     assert at.slider(key="coh_custom_0_age").value == (30.0, 50.0)
     restored = at.session_state["coh_plan"]
     assert restored.replace(theory=None) == plan
+
+
+def test_report_on_another_upload_asks_for_that_file():
+    from core.contracts import bytes_fingerprint
+    from core.datasets import load_dataset
+    first = load_dataset("cps").head(700).to_csv(index=False).encode()
+    other = load_dataset("cps").tail(700).to_csv(index=False).encode()
+    plan = AuditPlan(data=DataRef("upload", bytes_fingerprint(other)), rows=RowSample(None, 0), trials=2, gamma=40,
+                     compare=True)
+    report = report_json(build_report(run(plan, other), page="Coherence audit"))
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.run()
+    at.selectbox(key="coh_dataset").select("upload").run()
+    at.file_uploader(key="coh_upload").set_value(("first.csv", first, "text/csv"))
+    at.run()
+    assert at.session_state["coh_plan"].data.fingerprint == bytes_fingerprint(first)
+    at.file_uploader(key="coh_upload").set_value(None)
+    at.file_uploader(key="coh__report_file").set_value(("r.json", report.encode(), "application/json"))
+    at.run()
+    assert not at.exception
+    assert any(bytes_fingerprint(other)[:12] in i.value for i in at.info)
