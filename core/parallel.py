@@ -123,6 +123,8 @@ def _map_on_cluster(client, address: str, func, calls: list[tuple], n_jobs, prog
             ready = finished.next_batch(block=False)
             for future in ready:
                 i = position[future.key]
+                if future.status == "cancelled":        # not by us: the client lost its scheduler
+                    raise ConnectionError(f"task {future.key} was dropped by the cluster")
                 if future.status == "error":
                     task_failed = True  # the item's own exception, re-raised as it is
                 out[i] = opened(future.result())

@@ -304,3 +304,23 @@ def test_toydown_runs_on_the_cluster_equal_the_local_run(cluster, tmp_path, monk
     monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cluster"))
     remote = on_cluster(cluster, lambda: run(plan))
     assert_same_tables(local.tables(), remote.tables())
+
+
+def test_a_scheduler_lost_mid_run_leaves_the_rest_to_this_machine(monkeypatch):
+    monkeypatch.setenv("DASHBOARD_DASK_TIMEOUT", "1")
+    local = map_trials(_slow_draw, range(12), seed=8, n_jobs=1)
+    doomed = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                          dashboard_address="127.0.0.1:0", silence_logs=50)
+    address = doomed.scheduler_address
+
+    def close_early(done, total, message):
+        if done >= 2 and doomed.status.name == "running":
+            doomed.close()
+
+    try:
+        with use_scheduler(address), pytest.warns(ClusterUnavailable, match="Lost the Dask scheduler"):
+            remote = map_trials(_slow_draw, range(12), seed=8, progress=close_early)
+        assert remote == local
+    finally:
+        doomed.close()
+        forget_failures()
