@@ -110,9 +110,11 @@ def bench_page() -> None:
         "t = time.perf_counter(); at.run(); first = time.perf_counter() - t\n"
         "t = time.perf_counter(); at.selectbox(key='ba_preset').set_value('block-heavy').run(); preset = time.perf_counter() - t\n"
         "t = time.perf_counter(); at.selectbox(key='ba_preset').set_value('equal').run(); back = time.perf_counter() - t\n"
+        "t = time.perf_counter(); at.session_state['ba_tab'] = 'Mechanisms'; at.run(); tab_open = time.perf_counter() - t\n"
         "t = time.perf_counter(); at.select_slider(key='ba_mech_k').set_value(300).run(); tab = time.perf_counter() - t\n"
+        "at.session_state['ba_tab'] = 'Levels & targets'; at.run()\n"
         "t = time.perf_counter(); at.radio(key='ba_geo').set_value('georgia').run(); georgia = time.perf_counter() - t\n"
-        "print(json.dumps(dict(first=first, preset=preset, back=back, tab=tab, georgia=georgia, ok=not at.exception)))\n")
+        "print(json.dumps(dict(first=first, preset=preset, back=back, tab_open=tab_open, tab=tab, georgia=georgia, ok=not at.exception)))\n")
     root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "DASHBOARD_CACHE_DIR": cache}
@@ -124,8 +126,8 @@ def bench_page() -> None:
                 return
             r = __import__("json").loads(out.stdout.strip().splitlines()[-1])
             print(f"Budget page {label}: first render {r['first']:.2f} s; preset change {r['preset']:.2f} s, "
-                  f"back to a cached preset {r['back']:.2f} s (target < 1 s), Mechanisms tab k change "
-                  f"{r['tab']:.2f} s; first switch to Georgia {r['georgia']:.2f} s; no exception: {r['ok']}")
+                  f"back to a cached preset {r['back']:.2f} s (target < 1 s), opening the Mechanisms tab "
+                  f"{r['tab_open']:.2f} s, its k change {r['tab']:.2f} s; first switch to Georgia {r['georgia']:.2f} s; no exception: {r['ok']}")
 
 
 if __name__ == "__main__":
