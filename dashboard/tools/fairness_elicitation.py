@@ -47,11 +47,18 @@ REASON_NOTE = ("Reasons are free text written by stakeholders and may reveal per
 SIM_NOTE = (f"Simulation, not a release: {el.SIMULATION_LABEL.lower()}. Answers were drawn with a "
             "fixed seed by judges who compare records on a few features (spec section 2).")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
+_MARKDOWN_ACTIVE = re.compile(r"[\\`*_{}\[\]()#!|<>~$:^]")
 
 
 def plain(text: object) -> str:
     """User text made inert for st.markdown: every markdown, link, image and emoji character escaped."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+
+
+def bare(text: object) -> str:
+    """User text with markdown's active characters removed, for labels that other components may
+    render as markdown and also store (the learning results' constraint label)."""
+    return " ".join(_MARKDOWN_ACTIVE.sub(" ", str(text)).split())
 
 
 @st.cache_resource(show_spinner=False)
@@ -72,16 +79,18 @@ def _set(name: str, value) -> None:
 
 
 def _client() -> str:
-    """Who is trying a code, for the guessing limit: the browser's address, else this browser session."""
+    """Who is trying a code, for the guessing limit: this browser session, with its address.
+
+    Not the address alone: a workshop room often shares one address, and a few typos there must
+    not lock everyone out. A guesser who opens new sessions still meets the store's overall limit.
+    """
+    if P + "client" not in st.session_state:
+        st.session_state[P + "client"] = uuid.uuid4().hex[:16]
     try:
-        address = st.context.ip_address
+        address = st.context.ip_address or ""
     except Exception:  # noqa: BLE001 - not available outside a served session
-        address = None
-    if not address:
-        if P + "client" not in st.session_state:
-            st.session_state[P + "client"] = uuid.uuid4().hex
-        address = st.session_state[P + "client"]
-    return str(address)
+        address = ""
+    return f"{address}/{st.session_state[P + 'client']}"
 
 
 # ============================================================================ stakeholder
@@ -526,7 +535,7 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                     "of at least one pair.")
         else:
             who = "whole panel" if not chosen else ", ".join(chosen[:3]) + ("..." if len(chosen) > 3 else "")
-            label = plain(f"{info['name']} ({who}, {weighting} weighting, {len(usable)} pairs)")
+            label = f"{bare(info['name'])} ({bare(who)}, {weighting} weighting, {len(usable)} pairs)"
             if simulated or info["simulated"]:
                 label += " - simulated stakeholders"
             aggregation = summary.aggregation
