@@ -52,9 +52,10 @@ def grid_hierarchy(fanouts: Sequence[int]) -> Hierarchy:
 
 
 def standardised(field: np.ndarray) -> np.ndarray:
-    """Field divided by its sd; a flat field (tiny grids smooth to a constant up to rounding) stays flat."""
-    sd = float(field.std())
-    return field / sd if sd > 1e-9 else np.zeros_like(field)
+    """Field centred and divided by its sd (on tiny grids the smoothed noise is far from mean zero)."""
+    centred = field - field.mean()
+    sd = float(centred.std())
+    return centred / sd if sd > 1e-9 else np.zeros_like(field)
 
 
 def synthetic_grid(fanouts: Sequence[int] = (64, 4, 16), seed: int = 0, mean_pop: float = 30.0,
