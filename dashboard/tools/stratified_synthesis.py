@@ -13,18 +13,19 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+import os  # noqa: E402
 import secrets  # noqa: E402
 
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.contracts import Cancelled  # noqa: E402
-from core.privacy.ledger import ReleaseLog  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan,  # noqa: E402
                             SynthesisPlan, run, secure_release)
 from core.synthesis.plan import NOISES, SIZE_POLICIES, SMALL_ACTIONS, WEIGHTS, parse_bounds, parse_epsilons  # noqa: E402,E501
 from core.synthesis.release import budget_statement_text  # noqa: E402
+from core.synthesis.release_book import ReleaseBook  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import curve_table, smallest_strata, worst_group_table  # noqa: E402
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
@@ -57,6 +58,12 @@ def show(df: pd.DataFrame, **kwargs) -> None:
     """A table with human column labels (the data keep their stable machine names)."""
     config = {c: st.column_config.Column(LABELS[c]) for c in df.columns if c in LABELS}
     st.dataframe(df, hide_index=True, width="stretch", column_config=config, **kwargs)
+
+
+@st.cache_resource(show_spinner=False)
+def release_book(db_url: str) -> ReleaseBook:
+    """The project's release ledger (one per database URL)."""
+    return ReleaseBook(db_url or None)
 
 
 def requested() -> dict:
@@ -444,60 +451,71 @@ with tab_mean:
                    f"worst case {ds['worst']:.2f}; best case {ds['best']:.2f}. The stratified error "
                    "grows with this sum: the further below the worst case, the cheaper stratifying is.")
 
+def release_section(book: ReleaseBook) -> None:
+    """Seeded simulations and secure releases; nothing is shown for download unless its spends are in
+    the data set's release ledger."""
+    r1, r2, r3 = st.columns(3)
+    rel_eps = float(r1.number_input("Epsilon", 0.01, 50.0, 1.0, 0.1, key="ss_rel_eps", persist_state=S))
+    rel_method = r2.radio("Method", ["stratified", "pooled"], key="ss_rel_method", horizontal=True,
+                          persist_state=S)
+    rel_seed = int(r3.number_input("Seed (simulation only)", 0, 2**31 - 1, 0, key="ss_rel_seed", persist_state=S))
+    b1, b2 = st.columns(2)
+    rel_plan = ReleasePlan(epsilon=rel_eps, method=rel_method, seed=rel_seed)
+    if b1.button("Generate a seeded simulation", key="ss_rel_run",
+                 help="Reproducible from the plan, for exploring; its noise is not cryptographically secure."):
+        asked["release"] = rel_plan
+        st.rerun()
+    if b2.button("Release synthetic data", type="primary", key="ss_rel_secure",
+                 help="Draws every privacy noise value with OpenDP's secure sampler. Each press is a new "
+                      "release and adds its spend to this data set's ledger."):
+        try:
+            with st.spinner("Fitting with OpenDP's secure sampler..."):
+                secured = secure_release(plan.replace(release=rel_plan), picked.raw)
+            book.record(ref, secrets.token_hex(8), f"secure {rel_method}, epsilon {rel_eps:g}", secured.ledger)
+            st.session_state["ss_secure_release"] = (setup_digest, secured)
+        except ValueError as exc:
+            st.error(str(exc))
+    shown = []
+    if result is not None and result.release is not None:
+        rel = result.release
+        try:
+            book.record(ref, full.replace(marginals=None, sweep=None, means=None).digest(),
+                        f"seeded {rel.method}, epsilon {rel.epsilon:g}", rel.ledger)
+            shown.append(("Seeded simulation", rel, "ss_rel"))
+        except ValueError as exc:
+            st.error(str(exc))
+    secure_kept = st.session_state.get("ss_secure_release")
+    if secure_kept is not None and secure_kept[0] == setup_digest:
+        shown.append(("Release (OpenDP secure sampler)", secure_kept[1], "ss_sec"))
+    log = book.log(ref, picked.name)
+    if not shown:
+        st.info("Generate a seeded simulation to explore, or release synthetic data with the secure sampler.")
+    for title, rel, key in shown:
+        st.markdown(f"#### {title}")
+        (st.success if rel.secure else st.warning)(rel.statement)
+        show(rel.ledger_table)
+        st.dataframe(rel.data.head(20), hide_index=True, width="stretch")
+        stem = f"synthetic_{rel.method}_{plan.synthesizer}_eps{rel.epsilon:g}{'' if rel.secure else '_simulation'}"
+        dl1, dl2 = st.columns(2)
+        dl1.download_button("Download synthetic data (CSV)", guarded_csv(rel.data), file_name=f"{stem}.csv",
+                            mime="text/csv", key=f"{key}_download")
+        dl2.download_button("Download its budget statement (TXT)",
+                            budget_statement_text(plan, rel, log.statement(plan.delta)),
+                            file_name=f"{stem}_budget.txt", mime="text/plain", key=f"{key}_statement")
+    if len(log):
+        st.markdown("#### Every release from this data set (all sessions)")
+        st.caption(log.statement(plan.delta))
+        show(log.to_frame())
+
+
 with tab_release:
     if plan is None:
         st.info("Fix the settings above to generate a synthetic data set.")
     else:
-        logs = st.session_state.setdefault("ss_release_logs", {})
-        log = logs.setdefault(f"{ref.source}:{ref.fingerprint}", ReleaseLog(picked.name))
-        r1, r2, r3 = st.columns(3)
-        rel_eps = float(r1.number_input("Epsilon", 0.01, 50.0, 1.0, 0.1, key="ss_rel_eps", persist_state=S))
-        rel_method = r2.radio("Method", ["stratified", "pooled"], key="ss_rel_method", horizontal=True,
-                              persist_state=S)
-        rel_seed = int(r3.number_input("Seed (simulation only)", 0, 2**31 - 1, 0, key="ss_rel_seed", persist_state=S))
-        b1, b2 = st.columns(2)
-        rel_plan = ReleasePlan(epsilon=rel_eps, method=rel_method, seed=rel_seed)
-        if b1.button("Generate a seeded simulation", key="ss_rel_run",
-                     help="Reproducible from the plan, for exploring; its noise is not cryptographically secure."):
-            asked["release"] = rel_plan
-            st.rerun()
-        if b2.button("Release synthetic data", type="primary", key="ss_rel_secure",
-                     help="Draws every privacy noise value with OpenDP's secure sampler. Each press is a new "
-                          "release and adds its spend to this data set's ledger."):
-            try:
-                with st.spinner("Fitting with OpenDP's secure sampler..."):
-                    secured = secure_release(plan.replace(release=rel_plan), picked.raw)
-                log.record(secrets.token_hex(8), f"secure {rel_method}, epsilon {rel_eps:g}", secured.ledger)
-                st.session_state["ss_secure_release"] = (setup_digest, secured)
-            except ValueError as exc:
-                st.error(str(exc))
-        shown = []
-        if result is not None and result.release is not None:
-            rel = result.release
-            log.record(full.replace(marginals=None, sweep=None, means=None).digest(),
-                       f"seeded {rel.method}, epsilon {rel.epsilon:g}", rel.ledger)
-            shown.append(("Seeded simulation", rel, "ss_rel"))
-        secure_kept = st.session_state.get("ss_secure_release")
-        if secure_kept is not None and secure_kept[0] == setup_digest:
-            shown.append(("Release (OpenDP secure sampler)", secure_kept[1], "ss_sec"))
-        if not shown:
-            st.info("Generate a seeded simulation to explore, or release synthetic data with the secure sampler.")
-        for title, rel, key in shown:
-            st.markdown(f"#### {title}")
-            (st.success if rel.secure else st.warning)(rel.statement)
-            show(rel.ledger_table)
-            st.dataframe(rel.data.head(20), hide_index=True, width="stretch")
-            stem = f"synthetic_{rel.method}_{plan.synthesizer}_eps{rel.epsilon:g}{'' if rel.secure else '_simulation'}"
-            dl1, dl2 = st.columns(2)
-            dl1.download_button("Download synthetic data (CSV)", guarded_csv(rel.data), file_name=f"{stem}.csv",
-                                mime="text/csv", key=f"{key}_download")
-            dl2.download_button("Download its budget statement (TXT)",
-                                budget_statement_text(plan, rel, log.statement(plan.delta)),
-                                file_name=f"{stem}_budget.txt", mime="text/plain", key=f"{key}_statement")
-        if len(log):
-            st.markdown("#### Every release from this data set")
-            st.caption(log.statement(plan.delta))
-            show(log.to_frame())
+        try:
+            release_section(release_book(os.environ.get("DASHBOARD_DB_URL", "")))
+        except ValueError as exc:   # the release ledger cannot be reached: nothing is offered for download
+            st.error(str(exc))
 
 with tab_export:
     if result is None:
