@@ -13,7 +13,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from core.contracts import make_rng
 from core.geography.hierarchy import Hierarchy
+from core.privacy.mechanisms import sample_gaussian
 from core.districts.noise import NoiseConfig, noisy_leaf_counts
 
 MODES = ("all", "filtered", "weighted")
@@ -23,7 +25,7 @@ MIN_VOTES = 10
 def synthetic_election(blocks: pd.DataFrame, seed: int = 0, group_support: float = 0.85,
                        other_support: float = 0.5, mean_turnout: float = 0.45) -> pd.DataFrame:
     """Votes per block for one candidate: turnout varies by precinct, support differs by group."""
-    rng = np.random.default_rng(seed)
+    rng = make_rng(seed)
     codes, _ = pd.factorize(blocks["precinct"])
     turnout = rng.beta(4 * mean_turnout, 4 * (1 - mean_turnout), codes.max() + 1)[codes]
     vap = blocks["vap"].to_numpy(dtype=np.int64)
@@ -86,7 +88,7 @@ def ecological_study(h: Hierarchy, blocks: pd.DataFrame, config: NoiseConfig, el
     p_bvap = np.bincount(pcode, weights=bvap, minlength=n_p)
     p_vap = np.bincount(pcode, weights=vap, minlength=n_p)
     rows = [dict(run=-1, source="true counts", **f) for f in _fits(p_bvap, p_vap, votes, cand)]
-    rng = np.random.default_rng(config.seed)
+    rng = make_rng(config.seed)
     counts = np.column_stack([bvap, vap - bvap])
     shares = []
     l1 = np.empty(config.runs)
@@ -105,8 +107,8 @@ def ecological_study(h: Hierarchy, blocks: pd.DataFrame, config: NoiseConfig, el
     # naive baseline: i.i.d. Gaussian noise on each precinct's two counts, matched to the average L1 error
     sigma = naive_gaussian_sigma(float(l1.mean()), n_p, 2)
     for r in range(config.runs):
-        nb = p_bvap + rng.normal(0.0, sigma, n_p)
-        nv = nb + (p_vap - p_bvap) + rng.normal(0.0, sigma, n_p)
+        nb = p_bvap + sample_gaussian(sigma, n_p, rng)
+        nv = nb + (p_vap - p_bvap) + sample_gaussian(sigma, n_p, rng)
         rows += [dict(run=r, source="naive Gaussian", **f) for f in _fits(nb, nv, votes, cand)]
     with np.errstate(invalid="ignore", divide="ignore"):
         precincts = pd.DataFrame({"precinct": pnames, "vap": p_vap.astype(np.int64), "bvap": p_bvap.astype(np.int64),

@@ -16,7 +16,7 @@ from scipy import sparse
 from scipy.stats import chi2
 
 from core.census.analytic import district_variances, level_coefficients, level_node_variance, preset_shares
-from core.contracts import Plan
+from core.contracts import Plan, make_rng, seed_sequence
 from core.geography.hierarchy import Hierarchy
 from core.census.toydown import check_budgets, topdown_lite, toydown
 
@@ -104,7 +104,7 @@ def district_noise(h: Hierarchy, population: np.ndarray, labels: np.ndarray, con
     pop = np.asarray(population, dtype=np.int64)
     k = int(lab.max()) + 1
     true = np.bincount(lab, weights=pop, minlength=k)
-    rng = np.random.default_rng(config.seed)
+    rng = make_rng(config.seed)
     noisy = np.empty((config.runs, k))
     block_err = np.zeros(pop.shape[0])
     for r in range(config.runs):
@@ -177,7 +177,7 @@ def ensemble_study(h: Hierarchy, population: np.ndarray, generators: Mapping[str
     for split in splits:
         budgets = tuple(total_budget * preset_shares(split, h.depth))
         cfg = NoiseConfig(budgets, mechanism, sensitivity, algorithm, runs, seed)
-        rng = np.random.default_rng([seed, len(frames)])
+        rng = make_rng(seed_sequence(seed, len(frames)))
         errs = {g: [] for g in generators}
         for _ in range(runs):
             leaf_err = noisy_leaf_counts(h, pop, cfg, rng) - pop

@@ -16,7 +16,7 @@ import pandas as pd
 
 from core.cache import cached, cached_call
 from core.census.analytic import PRESETS, district_variances
-from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, check_params, seed_sequence,
+from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, check_params, make_rng, seed_sequence,
                             stream_key)
 from core.districts.checks import district_checks, plan_check
 from core.districts.ecological import ecological_study
@@ -329,7 +329,7 @@ def _ensemble_generators(plan: DistrictPlan, geo: BlockGeography, labels: np.nda
 
 
 def _stream(seed: int, name: str) -> np.random.Generator:
-    return np.random.default_rng(seed_sequence(int(seed), stream_key(name)))
+    return make_rng(seed_sequence(int(seed), stream_key(name)))
 
 
 @cached_call
