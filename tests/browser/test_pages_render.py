@@ -1,111 +1,27 @@
-"""Load every registered page in headless Chromium and check it rendered without an exception."""
+"""Load every registered page in headless Chromium, wait until it has finished running and drawn
+its main figure, and check it rendered without an exception or a request leaving the machine."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 from dashboard.page_registry import HOME, PAGES
+from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, REPO_ROOT,
+                                            dashboard, open_page, wait_for_figure, wait_until_idle)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = REPO_ROOT / "tests" / "browser" / "artifacts"
 README_SHOT = REPO_ROOT / "docs" / "home.png"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, timeout: float = 60.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read().strip() == b"ok":
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError("the dashboard did not start within a minute")
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = _free_port()
-    env = dict(os.environ, DASHBOARD_CACHE_DIR=str(tmp_path_factory.mktemp("browser_cache")))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false"],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url)
+    with dashboard(tmp_path_factory.mktemp("browser")) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-LOCAL_PREFIXES = ("http://127.0.0.1", "https://127.0.0.1", "ws://127.0.0.1", "http://localhost",
-                  "https://localhost", "ws://localhost", "data:", "blob:")
-RUNNING = ("[data-testid='stStatusWidget'], [data-testid='stSpinner'], [data-stale='true'], "
-           "[data-testid='stSkeleton']")
-
-
-def _open_page(browser, height: int = 1000):
-    """A new tab that records every request and web socket it opens; returns (page, outside URLs)."""
-    page = browser.new_page(viewport={"width": 1400, "height": height})
-    outside: list[str] = []
-
-    def record(url: str) -> None:
-        if not url.startswith(LOCAL_PREFIXES):
-            outside.append(url)
-    page.on("request", lambda request: record(request.url))
-    page.on("websocket", lambda socket: record(socket.url))
-    return page, outside
-
-
-def _wait_until_idle(page, timeout_ms: int, settle_ms: int = 1000) -> None:
-    """Wait until the page's script has run to the end: the main block is drawn and no running
-    indicator, spinner, skeleton or stale element is left, twice in a row `settle_ms` apart (a
-    script that reruns itself shows the indicator again in between)."""
-    page.wait_for_selector("[data-testid='stMainBlockContainer']", timeout=timeout_ms)
-    deadline = time.monotonic() + timeout_ms / 1000
-    quiet = 0
-    while quiet < 2:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the page was still running after {timeout_ms / 1000:.0f} s")
-        page.wait_for_timeout(settle_ms // 2 if quiet == 0 else settle_ms)
-        quiet = quiet + 1 if page.locator(RUNNING).count() == 0 else 0
-
-
-def _wait_for_figure(page, selector: str, timeout_ms: int) -> None:
-    """Wait until the page's main figure exists, bring it into view and let it draw."""
-    figure = page.locator(selector).first
-    figure.wait_for(state="attached", timeout=timeout_ms)
-    figure.scroll_into_view_if_needed(timeout=timeout_ms)
-    figure.wait_for(state="visible", timeout=timeout_ms)
 
 
 def test_every_page_renders_without_exception(server):
@@ -117,17 +33,19 @@ def test_every_page_renders_without_exception(server):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=CHROMIUM_FLAGS)
-        page, outside_requests = _open_page(browser)
+        page, outside_requests = open_page(browser)
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
         # a tool's own URL first on the fresh server: a shared deep link must open without a
         # 'Page not found' dialog (Streamlit raises it when a pages/ folder sits beside app.py)
         for entry in (*PAGES, HOME):
             start = time.perf_counter()
             page.goto(f"{server}/{'' if entry.url_path == 'home' else entry.url_path}")
             try:
-                _wait_until_idle(page, timeout_ms=300_000)
+                wait_until_idle(page, timeout_ms=300_000)
                 if not page.locator("[data-testid='stException']").count():   # reported below
-                    _wait_for_figure(page, entry.main_figure, timeout_ms=60_000)
-                    _wait_until_idle(page, timeout_ms=60_000)   # drawing the figure may not rerun the page
+                    wait_for_figure(page, entry.main_figure, timeout_ms=60_000)
+                    wait_until_idle(page, timeout_ms=60_000)   # drawing the figure may not rerun the page
             except Exception as exc:  # noqa: BLE001 - every page is checked; the failure is reported below
                 failures.append(f"{entry.title}: did not finish drawing {entry.main_figure!r} ({exc})"[:600])
             timings[entry.url_path] = round(time.perf_counter() - start, 2)
@@ -149,6 +67,7 @@ def test_every_page_renders_without_exception(server):
                 shutil.copy(shot, README_SHOT)
         browser.close()
     (ARTIFACTS / "render_times.json").write_text(json.dumps(timings, indent=2))
+    (ARTIFACTS / "requests.json").write_text(json.dumps(sorted(set(requested)), indent=1))
     assert not failures, "\n".join(failures)
     assert not outside_requests, f"pages requested outside addresses: {sorted(set(outside_requests))[:5]}"
 
@@ -160,7 +79,7 @@ def _upload(page, name: str, payload: bytes, label: str | None = None) -> None:
     inputs.first.set_input_files(
         files=[{"name": name, "mimeType": "text/csv", "buffer": payload}])
     page.wait_for_timeout(1000)
-    _wait_until_idle(page, timeout_ms=60_000)
+    wait_until_idle(page, timeout_ms=60_000)
 
 
 def test_microdata_upload_rejects_bad_files_and_feeds_the_page(server):
@@ -172,12 +91,12 @@ def test_microdata_upload_rejects_bad_files_and_feeds_the_page(server):
     adult = load_adult().sample(3000, random_state=1)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page, outside = _open_page(browser, height=1600)
+        page, outside = open_page(browser, height=1600)
         page.goto(f"{server}/stratified-synthesis")
-        _wait_until_idle(page, timeout_ms=120_000)
+        wait_until_idle(page, timeout_ms=120_000)
         page.locator("[data-testid='stSelectbox']").filter(has_text="Microdata").first.click()
         page.get_by_role("option", name="Upload CSV").click()
-        _wait_until_idle(page, timeout_ms=60_000)
+        wait_until_idle(page, timeout_ms=60_000)
 
         _upload(page, "semicolons.csv", adult.head(50).to_csv(sep=";", index=False).encode(), label="CSV file (UTF-8")
         error = page.locator("[data-testid='stAlertContentError']")
@@ -190,7 +109,7 @@ def test_microdata_upload_rejects_bad_files_and_feeds_the_page(server):
         # an upload's category lists are only used once the curator declares them public
         assert "category lists would be read from the private rows" in error.first.inner_text(timeout=30_000)
         page.get_by_text("The category lists of the chosen columns are public knowledge").click()
-        _wait_until_idle(page, timeout_ms=60_000)
+        wait_until_idle(page, timeout_ms=60_000)
         assert not error.count()
         metrics = [m.split() for m in page.locator("[data-testid='stMetric']").all_inner_texts()]
         assert ["Rows", "(curator", "only)", "3,000"] in metrics and ["Strata", "(public", "domain)", "10"] in metrics
@@ -233,23 +152,23 @@ def test_district_upload_builds_a_map_and_rejects_bad_counts(server, tmp_path):
     bad = counts.decode().replace(",10,8,", ",-10,8,", 1).encode()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page, outside = _open_page(browser, height=1600)
+        page, outside = open_page(browser, height=1600)
         page.goto(f"{server}/district-maps")
-        _wait_until_idle(page, timeout_ms=120_000)
+        wait_until_idle(page, timeout_ms=120_000)
         page.get_by_text("My TIGER/Line + PL 94-171 files").click()
-        _wait_until_idle(page, timeout_ms=60_000)
+        wait_until_idle(page, timeout_ms=60_000)
         inputs = page.locator("input[type=file]")
         inputs.nth(0).set_input_files(files=[{"name": "blocks.zip", "mimeType": "application/zip", "buffer": shapes}])
         page.wait_for_timeout(1000)
         inputs.nth(1).set_input_files(files=[{"name": "pl.csv", "mimeType": "text/csv", "buffer": bad}])
         page.wait_for_timeout(1000)
-        _wait_until_idle(page, timeout_ms=60_000)
+        wait_until_idle(page, timeout_ms=60_000)
         error = page.locator("[data-testid='stAlertContentError']")
         assert "negative" in error.first.inner_text(timeout=30_000).lower()
 
         inputs.nth(1).set_input_files(files=[{"name": "pl.csv", "mimeType": "text/csv", "buffer": counts}])
         page.get_by_text("Your blocks: 64 blocks in 2 counties, total population 640").first.wait_for(timeout=60_000)
-        _wait_until_idle(page, timeout_ms=120_000)
+        wait_until_idle(page, timeout_ms=120_000)
         # the plan and the noisy runs follow the geography: wait for the districts' metric itself
         districts = page.locator("[data-testid='stMetric']").filter(has=page.get_by_text("Districts", exact=True))
         districts.first.wait_for(timeout=120_000)
@@ -276,17 +195,17 @@ def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
     csv = plan_to_frame(geo.leaf_ids, labels).to_csv(index=False).encode()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page, outside = _open_page(browser, height=2400)
+        page, outside = open_page(browser, height=2400)
         page.goto(f"{server}/budget-allocation")
-        _wait_until_idle(page, timeout_ms=120_000)
+        wait_until_idle(page, timeout_ms=120_000)
         page.get_by_text("Georgia", exact=True).click()
-        _wait_until_idle(page, timeout_ms=120_000)
+        wait_until_idle(page, timeout_ms=120_000)
         page.get_by_text("Your district plan as a target").click()
         page.locator("input[type=file]").first.set_input_files(
             files=[{"name": "plan.csv", "mimeType": "text/csv", "buffer": csv}])
         # the plan becomes a bar of the target error chart (an SVG tick label)
         page.locator(".js-plotly-plot text", has_text="your 14-district plan").first.wait_for(timeout=120_000)
-        _wait_until_idle(page, timeout_ms=120_000)
+        wait_until_idle(page, timeout_ms=120_000)
         assert not page.locator("[data-testid='stAlertContentError']").count()
         assert not page.locator("[data-testid='stException']").count()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
