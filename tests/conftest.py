@@ -24,12 +24,25 @@ def _is_loopback(host) -> bool:
 def network_guard(monkeypatch):
     """Fail any connection or DNS lookup that leaves the loopback interface."""
     real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_sendto = socket.socket.sendto
     real_getaddrinfo = socket.getaddrinfo
 
-    def guarded_connect(self, address, *args, **kwargs):
+    def check(address) -> None:
         if isinstance(address, tuple) and not _is_loopback(address[0]):
             raise OSError(f"network blocked in tests: {address!r}")
+
+    def guarded_connect(self, address, *args, **kwargs):
+        check(address)
         return real_connect(self, address, *args, **kwargs)
+
+    def guarded_connect_ex(self, address, *args, **kwargs):
+        check(address)
+        return real_connect_ex(self, address, *args, **kwargs)
+
+    def guarded_sendto(self, data, *args):
+        check(args[-1] if args else None)
+        return real_sendto(self, data, *args)
 
     def guarded_getaddrinfo(host, *args, **kwargs):
         if not _is_loopback(host):
@@ -37,6 +50,8 @@ def network_guard(monkeypatch):
         return real_getaddrinfo(host, *args, **kwargs)
 
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
+    monkeypatch.setattr(socket.socket, "sendto", guarded_sendto)
     monkeypatch.setattr(socket, "getaddrinfo", guarded_getaddrinfo)
     yield
 

@@ -8,6 +8,13 @@ def test_outside_connection_is_refused():
         socket.create_connection(("93.184.216.34", 80), timeout=1)
 
 
+def test_connect_ex_and_datagrams_are_refused():
+    with socket.socket() as s, pytest.raises(OSError, match="blocked"):
+        s.connect_ex(("93.184.216.34", 80))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s, pytest.raises(OSError, match="blocked"):
+        s.sendto(b"x", ("8.8.8.8", 53))
+
+
 def test_dns_lookup_is_refused():
     with pytest.raises(OSError, match="blocked"):
         socket.getaddrinfo("example.org", 443)
