@@ -23,6 +23,10 @@ from scipy.optimize import linprog, minimize
 from core.contracts import Plan, make_rng
 
 MARGIN = 1e-6          # strict NPV inequality replaced by a small margin (spec 3.1 review note)
+#: Soft trade-off: unflagged people must average a score of at most cutoff - GAP (a strict NPV
+#: condition stated in score units), and Stage 2 may output that value, so any rates the QP picks
+#: on the NPV boundary are reachable on the output grid.
+GAP = 1e-4
 MODES = {"exact": "equal error rates (soft trade-off only when they are out of reach)",
          "soft": "soft trade-off: group losses plus a penalty on the rate differences"}
 
@@ -184,9 +188,11 @@ def stage1(curves: dict[str, np.ndarray], mu: dict[str, float], low: str, high: 
 
 
 def _calibratable(beta: float, cutoff: float) -> tuple[np.ndarray, float, np.ndarray, float]:
-    """Rows (a, b) of a . (fpr, tpr) <= b: PPV >= cutoff and NPV > 1 - cutoff (R&V Proposition 3)."""
+    """Rows (a, b) of a . (fpr, tpr) <= b: PPV >= cutoff and NPV >= 1 - (cutoff - GAP), the strict
+    NPV > 1 - cutoff of R&V Proposition 3 (with odds beta = mu / (1 - mu) of the group's base rate)."""
+    low = cutoff - GAP
     return (np.array([cutoff, -beta * (1 - cutoff)]), 0.0,
-            np.array([cutoff, -beta * (1 - cutoff)]), cutoff - beta * (1 - cutoff) - MARGIN)
+            np.array([low, -beta * (1 - low)]), low - beta * (1 - low))
 
 
 def soft_tradeoff(curves: dict[str, np.ndarray], mu: dict[str, float], low: str, high: str,
@@ -271,9 +277,9 @@ def stage2(p: np.ndarray, s: np.ndarray, cutoff: float, fpr: float, tpr: float
            ) -> tuple[np.ndarray, np.ndarray] | None:
     """Kernel T (bins x outputs) of the least contraction of p hitting (fpr, tpr) (R&V Stage 2)."""
     mu = float(p @ s)
-    # Output grid: the inputs, the cut-off and the mean (spec 3.1 note a) plus a fine 0.01 grid,
-    # since merging bins can need output values that are not input values.
-    out = np.unique(np.round(np.r_[p, cutoff, mu, np.linspace(0, 1, 101)], 12))
+    # Output grid: the inputs, the cut-off, the value just below it (GAP) and the mean (spec 3.1
+    # note a) plus a fine 0.01 grid, since merging bins can need output values that are not inputs.
+    out = np.unique(np.round(np.r_[p, cutoff, cutoff - GAP, mu, np.linspace(0, 1, 101)], 12))
     N, K = len(p), len(out)
     flag = (out >= cutoff).astype(float)
     idx = lambda i, j: i * K + j                        # noqa: E731  (row-major T)

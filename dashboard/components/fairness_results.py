@@ -204,10 +204,12 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
     point = _frontier_block(key, frontier)
     companion = _companion_settings(key, float(point["target"]), sweep.seed)
     try:
-        result = run_learning(base.replace(companion=companion))
+        plan = base.replace(companion=companion)
+        result = run_learning(plan)
     except ValueError as exc:
         st.error(str(exc))
         return {}
+    st.session_state[f"{key}_plan"] = plan          # the plan behind what is shown (export, tests)
     _pairs_and_groups(key, result, point)
     _companion_block(key, result)
     report_panel(result, page=PAGE, key=f"{key}_report")

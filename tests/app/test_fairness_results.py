@@ -135,3 +135,82 @@ def test_only_violated_filter():
     assert not at.exception
     table = at.dataframe[0].value
     assert table.empty or table["over its slack"].all()
+
+
+def test_page_numbers_equal_a_plain_python_run_of_its_plan(tmp_path):
+    """The plan the component shows is rebuilt in plain Python; run() gives the metrics on screen,
+    its report reruns bit for bit and reproduces from the command line."""
+    import numpy as np
+    import pandas as pd
+
+    from core.__main__ import main as cli
+    from core.fairness import CompanionPlan, ConstraintTable, FrontierPlan, LearningPlan, run
+    from core.fairness.learning_plan import run_learning
+    from core.report import build_report, load_plan, parse_report, report_json, tables_match
+
+    at = run_small(app())
+    shown = at.session_state["fx_plan"]
+    rng = np.random.default_rng(5)
+    i, j = rng.integers(0, 7214, 150), rng.integers(0, 7214, 150)
+    keep = i != j
+    cons = pd.DataFrame({"i": np.minimum(i, j)[keep], "j": np.maximum(i, j)[keep], "weight": 1.0,
+                         "n_judges": 3, "agreement": 2 / 3})
+    plan = LearningPlan(constraints=ConstraintTable.from_frame(cons, "simulated panel"),
+                        frontier=FrontierPlan(T=100, oracle="ols"),
+                        companion=CompanionPlan(at=shown.companion.at))
+    assert plan == shown
+    result = run(plan)
+    point = result.point()
+    assert [m.value for m in at.metric] == [f"{point['error']:.3f}", f"{point['error_heldout']:.3f}",
+                                            f"{point['unfairness']:.3f}",
+                                            f"{int(point['violated_pairs'])} of {int(point['pairs'])}"]
+    report = parse_report(report_json(build_report(result, page="fairness_learning")))
+    assert tables_match(report, run_learning.uncached(load_plan(report)).tables()) == []
+    path = tmp_path / "report.json"
+    path.write_text(report_json(report))
+    assert cli(["reproduce", str(path), "--out", str(tmp_path / "out")]) == 0
+
+
+def test_leaving_and_coming_back_keeps_settings_and_results():
+    at = run_small(app())
+    at.slider(key="fx_rv_cutoff").set_value(0.6).run()
+    before = [m.value for m in at.metric]
+    plan = at.session_state["fx_plan"]
+    at.session_state["kind"] = "empty"                  # another view: the component is not drawn
+    at.run()
+    assert not at.exception and len(at.metric) == 0
+    at.session_state["kind"] = "random"                 # back again: no click needed
+    at.run()
+    assert not at.exception
+    assert at.select_slider(key="fx_rounds").value == 100 and at.selectbox(key="fx_oracle").value == "ols"
+    assert at.slider(key="fx_rv_cutoff").value == 0.6
+    assert [m.value for m in at.metric] == before
+    assert at.session_state["fx_plan"] == plan
+    assert len(at.get("plotly_chart")) >= 4
+
+
+def test_soft_tradeoff_on_request_answers_with_both_charts():
+    at = run_small(app())
+    at.radio(key="fx_rv_mode").set_value("soft").run()
+    assert not at.exception
+    assert any("Soft trade-off" in i.value for i in at.info)
+    rates = next(d.value for d in at.dataframe if "true positive rate" in d.value.columns)
+    assert (rates["scores"] == "soft trade-off").sum() == 2
+    assert at.session_state["fx_plan"].companion.mode == "soft"
+    assert at.get("plotly_chart")[-1].proto.spec                 # the right-hand (calibration) chart is drawn
+
+
+def test_saved_plan_maps_back_onto_the_widgets():
+    from core.fairness import CompanionPlan, ConstraintTable, FrontierPlan, LearningPlan
+    from dashboard.components.fairness_results import plan_widgets
+    plan = LearningPlan(constraints=ConstraintTable(i=(1,), j=(2,), weight=(1.0,), w_ij=(1.0,), w_ji=(1.0,),
+                                                    agreement=(1.0,)),
+                        frontier=FrontierPlan(population="full", T=300, oracle="ols", sweep="eta", seed=4),
+                        companion=CompanionPlan(cutoff=0.6, bins=8, attribute="sex", groups=("Male", "Female"),
+                                                mode="soft", penalty_fpr=0.0, penalty_tpr=10.0))
+    values = plan_widgets("fx", plan)
+    assert values["fx_population"] == "full" and values["fx_rounds"] == 300 and values["fx_sweep"] == "eta"
+    assert values["fx_rv_attribute"] == "sex" and values["fx_rv_parity"] == "tpr"
+    assert values["fx_rv_penalty"] == 10.0 and values["fx_rv_mode"] == "soft"
+    with pytest.raises(ValueError, match="rounds"):
+        plan_widgets("fx", plan.replace(frontier=FrontierPlan(T=123)))

@@ -142,3 +142,26 @@ def test_fpr_gap_along_the_sweep(sweep):
     assert gap.iloc[-1]["fpr_gap"] == pytest.approx(expect)
     assert (gap["low"] <= gap["fpr_gap"]).all() and (gap["fpr_gap"] <= gap["high"]).all()
     assert gap.iloc[-1]["fpr_gap"] > 0.05        # the unconstrained fit flags more African-Americans wrongly
+
+
+def test_points_do_not_depend_on_the_other_points_or_the_warm_start():
+    """Each point starts its logistic oracle from the unconstrained fit (a function of the data
+    only), so a point's numbers are the same whichever sweep it belongs to, and the same as from a
+    cold start: the warm start saves time only."""
+    from core.fairness.learner import LearnerConfig, fit_elicited_fair, ordered_pairs, unconstrained_coefficients
+    cons = random_pairs(7214, 120, 3)
+    a = trade_off_frontier(cons, FrontierPlan(gammas=(0.0, 0.3, 1.0), T=60))
+    b = trade_off_frontier(cons, FrontierPlan(gammas=(0.3, 0.6), T=60))
+    row_a = a.points.set_index("target").loc[0.3]
+    row_b = b.points.set_index("target").loc[0.3]
+    for col in ("error", "error_heldout", "realized_gamma", "heldout_realized_gamma", "mean_excess"):
+        assert row_a[col] == row_b[col]
+    assert np.array_equal(a.p_hat[1], b.p_hat[0])
+    data = compas_learning_data()
+    local, _ = data.local_constraints(cons)
+    pairs = ordered_pairs(local, data.n)
+    config = LearnerConfig(gamma=0.2, T=40)
+    warm = fit_elicited_fair(data, pairs, config, warm_start=unconstrained_coefficients(data, np.arange(data.n)))
+    cold = fit_elicited_fair(data, pairs, config)
+    assert np.allclose(warm.hypotheses, cold.hypotheses, atol=1e-6)
+    assert np.array_equal(warm.p_hat, cold.p_hat)
