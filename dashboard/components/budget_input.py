@@ -8,6 +8,8 @@ import numpy as np
 import streamlit as st
 
 from core.census.allocation import Allocation
+from core.census.budget_plan import parse_target
+from core.census.geography_data import load_geography
 from core.census.analytic import PRESETS, preset_shares
 from core.privacy.mechanisms import MECHANISMS, get_mechanism, mechanism_id, mechanism_keys
 
@@ -113,3 +115,53 @@ def budget_input(key: str, level_names: Sequence[str], allow_optimise: bool = Tr
         shares = tuple(w / w.sum())
         st.caption("Budgets: " + ", ".join(f"{n} {total * s:.4g}" for n, s in zip(level_names, shares)))
     return BudgetChoice(float(total), unit, delta, mechanism, params, float(sensitivity), split, preset, shares)
+
+
+def _target_widgets(plan) -> tuple[list[str], int]:
+    picked, k = [], 4
+    for t in plan.targets:
+        kind, arg = parse_target(t)
+        if kind in ("greedy", "scattered"):
+            picked.append(kind)
+            k = arg
+        elif kind == "unit":
+            picked.append(t)
+        elif kind == "leaf":
+            picked.append("leaf")
+    return picked, k
+
+
+def plan_to_widgets(plan) -> dict:
+    """Widget values that rebuild a ``BudgetPlan`` on the Budget allocation page (for "Open a saved report")."""
+    depth = len(plan.fanouts) + 1 if plan.geography == "stylised" else \
+        load_geography("georgia", (), plan.seed).hierarchy.depth
+    picked, k = _target_widgets(plan)
+    out = {"ba_geo": plan.geography, "ba_fanouts": ", ".join(map(str, plan.fanouts)), "ba_seed": plan.seed,
+           "ba_unit": plan.unit, f"ba_total_{plan.unit}": plan.total, f"ba_mech_{plan.unit}": plan.mechanism,
+           f"ba_sens_{plan.unit}": plan.sensitivity, "ba_split": plan.split, "ba_preset": plan.preset,
+           f"ba_targets_{depth}": picked, "ba_k": k, "ba_runs": plan.runs, "ba_nonneg": plan.nonnegative}
+    if plan.delta is not None:
+        out["ba_delta"] = plan.delta
+    if hasattr(plan.mechanism_params, "order"):
+        out["ba_gg_order"] = plan.mechanism_params.order
+    if plan.split == "custom":
+        out.update({f"ba_w{i}_{depth}": float(s) for i, s in enumerate(plan.custom_shares)})
+    weights = plan.target_weights or (1.0,) * len(plan.targets)
+    names = [*picked] + (["plan"] if "plan" in plan.targets else [])
+    out.update({f"ba_weight_{t}": float(w) for t, w in zip(names, weights)})
+    if plan.algorithms is not None:
+        a = plan.algorithms
+        out.update({"ba_algo_types": a.n_types, "ba_algo_share": a.detailed_share, "ba_algo_exact": a.exact_level,
+                    "ba_algo_runs": a.runs, "ba_algo_weights": a.weights == "inverse_variance",
+                    "ba_algo_large": True})
+    if plan.mechanisms is not None:
+        m = plan.mechanisms
+        out.update({"ba_mech_k": m.k, "ba_mech_delta": m.delta, "ba_mech_bound": m.include_bound,
+                    "ba_mech_gg": "generalized_gaussian" in m.mechanisms, "ba_mech_p": list(m.gg_orders),
+                    "ba_mech_zcdp": "gaussian_zcdp" in m.mechanisms})
+    if plan.public is not None:
+        p = plan.public
+        out.update({"ba_inv_level": p.exact_through, "ba_wem_eps": p.wem.epsilon, "ba_wem_dz": p.wem.delta_z,
+                    "ba_wem_runs": p.wem.runs, "ba_wem_safe": p.wem.normalizer_safe, "ba_dz_n": p.dz_records,
+                    "ba_corr": p.correlation})
+    return out

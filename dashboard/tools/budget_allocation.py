@@ -10,14 +10,14 @@ import streamlit as st
 
 from core.census import AlgorithmPlan, BudgetPlan, MechanismSweepPlan, PublicInfoPlan, WemPlan, run
 from core.census.algorithm_comparison import LARGE_TREE, runtime_estimate
-from core.census.budget_plan import SIMULATION, parse_target, sweep_part
+from core.census.budget_plan import SIMULATION, sweep_part
 from core.census.geography_data import GEOGRAPHIES, georgia_is_cached, load_geography, parse_fanouts
 from core.census.mechanism_comparison import K_CHOICES
 from core.census.public_info import DZ_RECORDS
 from core.census.release import RELEASE_NOTE, can_release, release_noisy_counts
 from core.contracts import DataRef, bytes_fingerprint
 from core.report import guarded_csv
-from dashboard.components.budget_input import budget_input
+from dashboard.components.budget_input import budget_input, plan_to_widgets
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.figures import census as figs
 
@@ -100,56 +100,6 @@ def _progress_bar(slot):
 
 
 # ------------------------------------------------------------------ plan <-> widgets
-def _target_widgets(plan: BudgetPlan) -> tuple[list[str], int]:
-    picked, k = [], 4
-    for t in plan.targets:
-        kind, arg = parse_target(t)
-        if kind in ("greedy", "scattered"):
-            picked.append(kind)
-            k = arg
-        elif kind == "unit":
-            picked.append(t)
-        elif kind == "leaf":
-            picked.append("leaf")
-    return picked, k
-
-
-def plan_to_widgets(plan: BudgetPlan) -> dict:
-    """Widget values that rebuild ``plan`` on this page (for "Open a saved report")."""
-    depth = len(plan.fanouts) + 1 if plan.geography == "stylised" else \
-        load_geography("georgia", (), plan.seed).hierarchy.depth
-    picked, k = _target_widgets(plan)
-    out = {"ba_geo": plan.geography, "ba_fanouts": ", ".join(map(str, plan.fanouts)), "ba_seed": plan.seed,
-           "ba_unit": plan.unit, f"ba_total_{plan.unit}": plan.total, f"ba_mech_{plan.unit}": plan.mechanism,
-           f"ba_sens_{plan.unit}": plan.sensitivity, "ba_split": plan.split, "ba_preset": plan.preset,
-           f"ba_targets_{depth}": picked, "ba_k": k, "ba_runs": plan.runs, "ba_nonneg": plan.nonnegative}
-    if plan.delta is not None:
-        out["ba_delta"] = plan.delta
-    if hasattr(plan.mechanism_params, "order"):
-        out["ba_gg_order"] = plan.mechanism_params.order
-    if plan.split == "custom":
-        out.update({f"ba_w{i}_{depth}": float(s) for i, s in enumerate(plan.custom_shares)})
-    weights = plan.target_weights or (1.0,) * len(plan.targets)
-    names = [*picked] + (["plan"] if "plan" in plan.targets else [])
-    out.update({f"ba_weight_{t}": float(w) for t, w in zip(names, weights)})
-    if plan.algorithms is not None:
-        a = plan.algorithms
-        out.update({"ba_algo_types": a.n_types, "ba_algo_share": a.detailed_share, "ba_algo_exact": a.exact_level,
-                    "ba_algo_runs": a.runs, "ba_algo_weights": a.weights == "inverse_variance",
-                    "ba_algo_large": True})
-    if plan.mechanisms is not None:
-        m = plan.mechanisms
-        out.update({"ba_mech_k": m.k, "ba_mech_delta": m.delta, "ba_mech_bound": m.include_bound,
-                    "ba_mech_gg": "generalized_gaussian" in m.mechanisms, "ba_mech_p": list(m.gg_orders),
-                    "ba_mech_zcdp": "gaussian_zcdp" in m.mechanisms})
-    if plan.public is not None:
-        p = plan.public
-        out.update({"ba_inv_level": p.exact_through, "ba_wem_eps": p.wem.epsilon, "ba_wem_dz": p.wem.delta_z,
-                    "ba_wem_runs": p.wem.runs, "ba_wem_safe": p.wem.normalizer_safe, "ba_dz_n": p.dz_records,
-                    "ba_corr": p.correlation})
-    return out
-
-
 def tab_plans(subplans: dict, h, seed: int) -> dict:
     """The sub-plans of the tabs opened so far, fitted to the current tree and seed (a tab that is not
     open keeps its last settings)."""
@@ -369,6 +319,7 @@ try:
         mechanism=choice.mechanism, mechanism_params=choice.params, sensitivity=choice.sensitivity,
         targets=targets, target_weights=weights if any(w != 1.0 for w in weights) else (),
         runs=runs, seed=seed, nonnegative=nonneg, **tab_plans(subplans, h, seed))
+    st.session_state["ba_plan"] = plan
     if run.is_cached(plan, plan_bytes):
         result = run(plan, plan_bytes)
     else:

@@ -286,3 +286,31 @@ def test_navigating_away_and_back_keeps_the_plan_and_results():
     assert at.radio(key="ba_split").value == "optimise"
     assert at.number_input(key="ba_weight_leaf").value == 5.0
     np.testing.assert_allclose(_levels(at)["Share of the budget"], shares)
+
+
+def test_a_saved_plan_restores_every_widget_and_the_page_rebuilds_it():
+    """What "Open a saved report" does: the plan's widget values, written to the session, give back the plan."""
+    from core.census import AlgorithmPlan, MechanismSweepPlan, PublicInfoPlan, WemPlan
+    from core.privacy.mechanisms import GeneralizedGaussianParams
+    from dashboard.components.budget_input import plan_to_widgets
+    plan = BudgetPlan(fanouts=(6, 5, 4), total=2.0, delta=1e-7, mechanism="generalized_gaussian",
+                      mechanism_params=GeneralizedGaussianParams(order=4.0), split="custom",
+                      custom_shares=(0.1, 0.2, 0.3, 0.4), targets=("leaf", "unit:1", "greedy:5", "scattered:5"),
+                      target_weights=(2.0, 1.0, 1.0, 3.0), runs=20, seed=7, nonnegative=True,
+                      algorithms=AlgorithmPlan(n_types=3, runs=2, seed=7, exact_level=0),
+                      mechanisms=MechanismSweepPlan(k=300, gg_orders=(3.0,), mechanisms=(
+                          "laplace", "geometric", "analytic_gaussian"), include_bound=False),
+                      public=PublicInfoPlan(exact_through=1, wem=WemPlan(0.7, 3.0, 20, 7, True), dz_records=100,
+                                            correlation=0.3))
+    at = _page()
+    for key, value in plan_to_widgets(plan).items():
+        at.session_state[key] = value
+    at.session_state["ba_subplans"] = {"algorithms": plan.algorithms, "mechanisms": plan.mechanisms,
+                                       "public": plan.public}
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    rebuilt = at.session_state["ba_plan"]
+    strip = lambda p: {k: v for k, v in p.to_dict().items() if k != "custom_shares"}  # noqa: E731
+    assert strip(rebuilt) == strip(plan)
+    np.testing.assert_allclose(np.asarray(rebuilt.custom_shares) / sum(rebuilt.custom_shares),
+                               np.asarray(plan.custom_shares) / sum(plan.custom_shares))
