@@ -708,6 +708,27 @@ def test_join_codes_are_long_and_wrong_guesses_are_limited(store):
         store.open_session(created.join_code, created.facilitator_key, client="guesser 2")
 
 
+def test_guessing_limit_per_session_and_per_address(store):
+    from core.fairness.store import MAX_FAILURES_PER_ADDRESS, MAX_FAILURES_PER_CLIENT, TooManyAttempts
+    created = store.create_session(SessionConfig(n_core=1, n_random=1, n_repeat=0), "room")
+    # A workshop room behind one address: one person's typos do not lock out their neighbours.
+    for _ in range(MAX_FAILURES_PER_CLIENT):
+        with pytest.raises(ValueError, match="No session"):
+            store.session_info("ZZZZZZZZZZZZ", client="10.0.0.1/tab-a")
+    with pytest.raises(TooManyAttempts):
+        store.session_info(created.join_code, client="10.0.0.1/tab-a")
+    assert store.session_info(created.join_code, client="10.0.0.1/tab-b")["name"] == "room"
+    # A guesser who keeps opening new sessions from one address meets the address limit.
+    sessions_needed = MAX_FAILURES_PER_ADDRESS // MAX_FAILURES_PER_CLIENT
+    for k in range(1, sessions_needed):
+        for _ in range(MAX_FAILURES_PER_CLIENT):
+            with pytest.raises(ValueError, match="No session"):
+                store.session_info("ZZZZZZZZZZZZ", client=f"10.0.0.1/fresh-{k}")
+    with pytest.raises(TooManyAttempts):
+        store.session_info(created.join_code, client="10.0.0.1/another-fresh-one")
+    assert store.session_info(created.join_code, client="10.0.0.2/elsewhere")["name"] == "room"
+
+
 def _on_connect(store, statement: str) -> None:
     """Run `statement` on every new connection of the store (the pool is emptied first)."""
     from sqlalchemy import event

@@ -15,7 +15,8 @@ from core.fairness.store.exchange import EXPORT_FORMAT, SessionExchange, parse_e
 from core.fairness.store.runs import WITHDRAWN, FitRunLog, code_version, constraint_set_hash, frontier_summary
 from core.fairness.store.schema import (MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_REASON_LENGTH,
                                         MAX_SESSION_NAME_LENGTH, SCHEMA_VERSION, judgments)
-from core.fairness.store.sessions import (COMPAS_ROWS, JOIN_ALPHABET, JOIN_CODE_LENGTH, MAX_FAILURES_PER_CLIENT,
+from core.fairness.store.sessions import (COMPAS_ROWS, JOIN_ALPHABET, JOIN_CODE_LENGTH, MAX_FAILURES_PER_ADDRESS,
+                                          MAX_FAILURES_PER_CLIENT,
                                           MAX_FAILURES_TOTAL, CreatedSession, SessionStore, StakeholderLogin,
                                           TooManyAttempts, format_code, normalise_code)
 
@@ -35,7 +36,7 @@ def get_store(url: str | None = None) -> ElicitationStore:
     return _STORES[url]
 
 
-__all__ = ["COMPAS_ROWS", "EXPORT_FORMAT", "JOIN_ALPHABET", "JOIN_CODE_LENGTH", "MAX_FAILURES_PER_CLIENT",
+__all__ = ["COMPAS_ROWS", "EXPORT_FORMAT", "JOIN_ALPHABET", "JOIN_CODE_LENGTH", "MAX_FAILURES_PER_ADDRESS", "MAX_FAILURES_PER_CLIENT",
            "MAX_FAILURES_TOTAL", "MAX_NAME_LENGTH", "MAX_NOTE_LENGTH", "MAX_REASON_LENGTH",
            "MAX_SESSION_NAME_LENGTH", "SCHEMA_VERSION", "WITHDRAWN", "CreatedSession", "ElicitationStore",
            "StakeholderLogin", "StoreUnavailable", "TooManyAttempts", "check_name", "check_pseudonym",

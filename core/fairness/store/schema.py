@@ -110,7 +110,8 @@ fit_runs = Table(  # what led to each learning result (spec 4.3, audit log)
 failed_attempts = Table(  # schema 3: wrong join codes, resume codes and facilitator keys
     "failed_attempts", metadata,
     Column("attempt_id", Integer, primary_key=True, autoincrement=True),
-    Column("client", String(64), nullable=False),
+    Column("client", String(64), nullable=False),     # one browser session
+    Column("address", String(64), nullable=False),    # the network address it came from
     Column("at", Float, nullable=False),
     Index("ix_failed_attempts_at", "at"),
 )

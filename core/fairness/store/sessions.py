@@ -37,8 +37,9 @@ JOIN_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I lookalikes
 JOIN_CODE_LENGTH = 12          # 32**12 = 2**60 codes
 LEGACY_CODE_LENGTH = 6         # sessions created before schema 3 keep their codes
 ATTEMPT_WINDOW_S = 15 * 60
-MAX_FAILURES_PER_CLIENT = 10   # wrong codes or keys from one client per window
-MAX_FAILURES_TOTAL = 200       # from everyone per window (a distributed guesser)
+MAX_FAILURES_PER_CLIENT = 10     # wrong codes or keys from one browser session per window
+MAX_FAILURES_PER_ADDRESS = 100   # from one network address, all its sessions together
+MAX_FAILURES_TOTAL = 2000        # from everyone (a guesser spread over many addresses)
 COMPAS_ROWS = 7214
 
 # Statements on the answer path, built once (building them per call costs more than SQLite does).
@@ -190,27 +191,36 @@ class SessionStore:
         self.engine.dispose()
 
     # ------------------------------------------------------------------ guessing limit
-    def _guard_attempts(self, client: str | None) -> str:
-        """Refuse when this client, or everyone together, has guessed wrong too often lately."""
+    @staticmethod
+    def split_client(client: str | None) -> tuple[str, str]:
+        """("address/session" or a bare name) -> (client, address); a bare name is its own address."""
         client = (str(client) if client else "anonymous")[:64]
+        return client, client.split("/", 1)[0][:64]
+
+    def _guard_attempts(self, client: str | None) -> tuple[str, str]:
+        """Refuse when this browser session, its address, or everyone together has guessed wrong too
+        often lately. Per-session limits keep a room that shares one address usable; the address
+        and overall limits stop a guesser who opens new sessions."""
+        client, address = self.split_client(client)
         since = time.time() - ATTEMPT_WINDOW_S
+        recent = failed_attempts.c.at > since
         with self.read_tx() as conn:
-            mine = conn.execute(select(func.count()).where(failed_attempts.c.client == client,
-                                                           failed_attempts.c.at > since)).scalar()
-            total = conn.execute(select(func.count()).where(failed_attempts.c.at > since)).scalar()
+            mine = conn.execute(select(func.count()).where(failed_attempts.c.client == client, recent)).scalar()
+            near = conn.execute(select(func.count()).where(failed_attempts.c.address == address, recent)).scalar()
+            total = conn.execute(select(func.count()).where(recent)).scalar()
         minutes = ATTEMPT_WINDOW_S // 60
-        if mine >= MAX_FAILURES_PER_CLIENT:
+        if mine >= MAX_FAILURES_PER_CLIENT or near >= MAX_FAILURES_PER_ADDRESS:
             raise TooManyAttempts(f"Too many wrong codes from this browser. Wait {minutes} minutes, then "
                                   "check the code with your facilitator and try again.")
         if total >= MAX_FAILURES_TOTAL:
             raise TooManyAttempts(f"Too many wrong codes have been tried on this dashboard lately. Wait "
                                   f"{minutes} minutes and try again.")
-        return client
+        return client, address
 
-    def _log_failure(self, client: str) -> None:
+    def _log_failure(self, who: tuple[str, str]) -> None:
         now = time.time()
         with self.write_tx() as conn:
-            conn.execute(insert(failed_attempts).values(client=client, at=now))
+            conn.execute(insert(failed_attempts).values(client=who[0], address=who[1], at=now))
             conn.execute(delete(failed_attempts).where(failed_attempts.c.at < now - 4 * ATTEMPT_WINDOW_S))
 
     def _limited(self, client: str | None, attempt):
