@@ -328,6 +328,8 @@ with st.expander("Releases and adversaries", expanded=True):
     cols = st.columns(min(len(rel_keys), 3)) if rel_keys else []
     for i, key in enumerate(rel_keys):
         with cols[i % len(cols)]:
+            if not dataclasses.fields(RELEASES[key].params):
+                st.caption(f"{RELEASES[key].label}: no settings. {RELEASES[key].help}")
             try:
                 releases.append(ReleaseChoice(key, params_widgets(RELEASES[key], "coh_rel", columns=usable,
                                                                   lens=lens, persist_state="session")))
