@@ -6,7 +6,9 @@ import functools
 import os
 import signal
 import socket
+import sys
 import time
+import types
 
 import numpy as np
 import pandas as pd
@@ -19,11 +21,24 @@ from core.contracts import Cancelled
 from core.parallel import map_trials
 
 
+def loopback_cluster(n_workers: int) -> LocalCluster:
+    """Single-threaded worker processes and a scheduler; every port (dashboard too) on loopback.
+
+    Worker processes are spawned, and spawning re-runs the parent's ``__main__`` file; an AppTest
+    run earlier in the session leaves its page script there, so a bare module stands in meanwhile.
+    """
+    real_main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                            dashboard_address="127.0.0.1:0", silence_logs=50)
+    finally:
+        sys.modules["__main__"] = real_main
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    """Two single-threaded worker processes and a scheduler; every port (dashboard too) on loopback."""
-    local = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                         dashboard_address="127.0.0.1:0", silence_logs=50)
+    local = loopback_cluster(2)
     yield local
     close_clients()
     local.close()
@@ -309,8 +324,7 @@ def test_toydown_runs_on_the_cluster_equal_the_local_run(cluster, tmp_path, monk
 def test_a_scheduler_lost_mid_run_leaves_the_rest_to_this_machine(monkeypatch):
     monkeypatch.setenv("DASHBOARD_DASK_TIMEOUT", "1")
     local = map_trials(_slow_draw, range(12), seed=8, n_jobs=1)
-    doomed = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address="127.0.0.1:0", silence_logs=50)
+    doomed = loopback_cluster(1)
     address = doomed.scheduler_address
 
     def close_early(done, total, message):
