@@ -84,7 +84,7 @@ def bench_page():
         ok = not at.exception and any("choroplethmap" in c.proto.spec for c in at.get("plotly_chart"))
         _line(f"District maps page, AppTest {label}{'' if ok else ' (FAILED)'}", time.perf_counter() - t0, 5)
     changes = [("next plan of the ensemble", lambda: at.number_input(key="dm_plan_no").set_value(2)),
-               ("'Draw' block groups", lambda: at.selectbox(key="dm_display_grid").select("block group")),
+               ("'Draw' tracts", lambda: at.selectbox(key="dm_display_grid").select("tract")),
                ("'Colour by' deviation", lambda: at.selectbox(key="dm_colour").select("deviation")),
                ("'Colour by' group share", lambda: at.selectbox(key="dm_colour").select("group share"))]
     for what, change in changes:

@@ -70,11 +70,18 @@ def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataF
     dx = max(bounds[2] - bounds[0], 1e-4)
     dy = max(bounds[3] - bounds[1], 1e-4) / np.cos(np.radians(center["lat"]))
     zoom = float(np.clip(min(np.log2(900 * 360 / (512 * dx)), np.log2(540 * 360 / (512 * dy))), 2, 16))
-    fig = px.choropleth_map(data, geojson=unit_geojson, locations="unit_id", featureidkey="properties.unit_id",
-                            color=col, color_continuous_scale=scale, range_color=rng,
-                            hover_data={k: v for k, v in HOVER.items() if k in data.columns}, labels=LABELS,
-                            map_style="white-bg", center=center, zoom=zoom, opacity=0.85)
-    fig.update_traces(marker_line_width=0.2, marker_line_color="rgba(255,255,255,0.6)")
+    hover_cols = [c for c in HOVER if c in data.columns and c != "unit_id"]
+    fmt = {c: HOVER[c] if isinstance(HOVER[c], str) else "" for c in hover_cols}
+    template = "<b>%{location}</b><br>" + "<br>".join(
+        f"{LABELS.get(c, c)}: %{{customdata[{i}]{fmt[c].lstrip(':') and ':' + fmt[c].lstrip(':')}}}"
+        for i, c in enumerate(hover_cols)) + "<extra></extra>"
+    # graph_objects directly: plotly express spends most of a redraw re-validating the same data
+    fig = go.Figure(go.Choroplethmap(
+        geojson=unit_geojson, locations=data["unit_id"], featureidkey="properties.unit_id", z=vals,
+        zmin=rng[0], zmax=rng[1], colorscale=scale, marker_opacity=0.85, marker_line_width=0.2,
+        marker_line_color="rgba(255,255,255,0.6)", customdata=data[hover_cols].to_numpy(),
+        hovertemplate=template, colorbar=dict(title=dict(text=bar)), name=""))
+    fig.update_layout(map=dict(style="white-bg", center=center, zoom=zoom))
     ids = outlines["district"].astype(str)
     fig.add_trace(go.Choroplethmap(geojson=outline_geojson, locations=ids, featureidkey="properties.district",
                                    z=np.zeros(len(ids)), colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]],
@@ -86,8 +93,7 @@ def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataF
     fig.add_trace(go.Scattermap(lon=pts.x, lat=pts.y, mode="markers", marker=dict(size=9, color="#222"),
                                 hovertext=[f"District {i}" for i in ids], hoverinfo="text", showlegend=False,
                                 name="district"))
-    fig.update_layout(title=title, height=600, margin=dict(l=0, r=0, t=40, b=0),
-                      coloraxis_colorbar=dict(title=dict(text=bar)))
+    fig.update_layout(title=title, height=600, margin=dict(l=0, r=0, t=40, b=0))
     return fig
 
 

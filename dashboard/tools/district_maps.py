@@ -272,6 +272,11 @@ def unit_geojson(geo_key: str, level: str, county: str | None, _units, tolerance
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
+def units_view(plan_digest: str, plan_no: int, display: str, county: str | None, _geo, _labels, _table, _error):
+    return display_values(_geo, display, _labels, _table, _error, county)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
 def outlines(plan_digest: str, plan_no: int, _geo, _labels, _table):
     shapes = district_shapes(_geo, _labels, _table)
     return shapes, figs.map_geojson(shapes, "district", 150.0)
@@ -291,7 +296,7 @@ def map_panel(result, geo, kind: str) -> None:
     if kind != "grid":
         displays = ["tract", "county", "block"]
     else:  # tens of thousands of blocks are too many polygons for the browser
-        displays = ["block", "block group", "tract"] if len(geo.blocks) <= 10_000 else ["block group", "tract", "block"]
+        displays = ["block group", "block", "tract"]
     names = {**DISPLAY_LEVELS, "block": "blocks of one county" if kind != "grid" else "blocks"}
     display = c1.selectbox("Draw", displays, format_func=names.get, key=f"dm_display_{kind}", persist_state=S)
     colour = c2.selectbox("Colour by", list(figs.COLOUR_BY), key="dm_colour", persist_state=S,
@@ -313,10 +318,11 @@ def map_panel(result, geo, kind: str) -> None:
         st.success(f"Plan {plan_no} passes: every district is one piece and within "
                    f"{result.plan.balance_tolerance_pct:g}% of the ideal population.")
     shapes, outline_gj = outlines(result.plan.digest(), plan_no, geo, labels, table)
-    units = display_values(geo, display, labels, table, result.block_mean_error, county)
+    units = units_view(result.plan.digest(), plan_no, display, county, geo, labels, table, result.block_mean_error)
     tol_m = {"county": 400.0, "tract": 400.0, "block group": 40.0, "block": 5.0}[display]
-    gj = unit_geojson(f"{result.plan.data}:{result.plan.grid_fanouts}:{result.plan.geo_seed}:{plan_no}:"
-                      f"{result.plan.digest()}", display, county, units, tol_m)
+    # unit outlines depend on the geography alone, so every plan and colour reuses them
+    gj = unit_geojson(f"{result.plan.data}:{result.plan.grid_fanouts}:{result.plan.geo_seed}", display, county,
+                      units, tol_m)
     shown = shapes if county is None else shapes[shapes["district"].isin(units["district"].unique())]
     title = f"Plan {plan_no}: {len(table)} districts over {len(units):,} {DISPLAY_LEVELS[display]}"
     st.plotly_chart(figs.plan_map(units, gj, shown, outline_gj, colour, title), key="dm_map")

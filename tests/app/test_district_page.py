@@ -90,7 +90,7 @@ def test_display_changes_keep_the_plan():
     at.selectbox(key="dm_colour").select("deviation").run()
     at.number_input(key="dm_plan_no").set_value(3).run()
     assert not at.exception
-    assert "deviation" in json.dumps(_map(at)["layout"])
+    assert "deviation from the ideal" in json.dumps(_map(at))
     assert "Plan 3" in _map(at)["layout"]["title"]["text"]
     assert at.session_state["dm_plan"] == plan
 
