@@ -474,10 +474,23 @@ def simulate_judgments(frame: pd.DataFrame, assignments: pd.DataFrame, rng: np.r
     return out
 
 
+def simulated_roster(n_stakeholders: int) -> list[str]:
+    """Pseudonyms of a simulated panel; with the session seed they fix every simulated card."""
+    return [f"simulated-{k + 1:02d}" for k in range(n_stakeholders)]
+
+
+def simulated_answer_stream(seed: int) -> np.random.Generator:
+    """The one random stream a simulated panel answers from (a store demo session uses it too)."""
+    return make_rng([seed, 11])
+
+
 def demo_panel(n_stakeholders: int = 12, config: SessionConfig | None = None, seed: int = 0,
                kind: str = "metric", n_individuals: int | None = None,
                frame: pd.DataFrame | None = None) -> pd.DataFrame:
-    """A whole simulated panel (assignments and answers) without a database, for demos and tests."""
+    """A whole simulated panel (assignments and answers) without a database.
+
+    The same cards and answers as a demo session filled in the store with this roster and seed.
+    """
     if n_stakeholders < 1:
         raise ValueError("A panel needs at least one stakeholder.")
     config = config or SessionConfig()
@@ -487,11 +500,10 @@ def demo_panel(n_stakeholders: int = 12, config: SessionConfig | None = None, se
     n = len(frame) if n_individuals is None else int(n_individuals)
     core = core_pairs(config, n)
     parts = []
-    for s in range(n_stakeholders):
-        sid = f"sim-{s + 1:02d}"
+    for sid in simulated_roster(n_stakeholders):
         part = sample_assignment(config, core, n, make_rng(stakeholder_seed(config.seed, sid)))
         part.insert(0, "stakeholder", sid)
         parts.append(part)
     assignments = pd.concat(parts, ignore_index=True)
-    return simulate_judgments(frame, assignments, make_rng([seed, 7]), kind=kind,
+    return simulate_judgments(frame, assignments, simulated_answer_stream(seed), kind=kind,
                               response_mode=config.response_mode)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from core.cache import cached
-from core.contracts import DataRef, Plan, Progress, Result, make_rng
+from core.contracts import DataRef, Plan, Progress, Result
 from core.fairness.elicitation import (DEFAULT_FEATURES, SIMULATION_LABEL, SessionConfig,
-                                       aggregate_constraints, core_pairs, inter_rater_agreement,
-                                       sample_assignment, simulate_judgments, stakeholder_seed)
+                                       aggregate_constraints, core_pairs, demo_panel, inter_rater_agreement,
+                                       simulate_judgments, simulated_answer_stream, simulated_roster)
 
 DEMO_KINDS = ("metric", "score")
 MAX_DEMO_STAKEHOLDERS = 60
@@ -128,10 +128,7 @@ def run_elicitation(plan: ElicitationPlan, data: pd.DataFrame | None = None, *,
         return ElicitationDesign(plan, table)
     if progress is not None:
         progress(0, 1, "Simulating the panel's answers")
-    cards = pd.concat([sample_assignment(config, core_pairs(config, len(people)), len(people),
-                                         make_rng(stakeholder_seed(config.seed, name))).assign(stakeholder=name)
-                       for name in demo_roster(plan)], ignore_index=True)
-    judged = simulated_answers(plan, cards, people)
+    judged = demo_panel(plan.demo_stakeholders, config, seed=plan.demo_seed, kind=plan.demo_kind, frame=people)
     judged = judged[["stakeholder", "position", "a", "b", "kind", "repeat_of", "response"]]
     constraints = aggregate_constraints(judged, "panel", n_stakeholders=plan.demo_stakeholders,
                                         favourable_label=config.favourable_label)
@@ -141,18 +138,10 @@ def run_elicitation(plan: ElicitationPlan, data: pd.DataFrame | None = None, *,
     return ElicitationDesign(plan, table, judged, constraints, agreement)
 
 
-def demo_roster(plan: ElicitationPlan) -> list[str]:
-    """The simulated stakeholders' pseudonyms; their cards follow from the session seed and these names."""
-    return [f"simulated-{k + 1:02d}" for k in range(plan.demo_stakeholders)]
-
-
 def simulated_answers(plan: ElicitationPlan, cards: pd.DataFrame, people: pd.DataFrame) -> pd.DataFrame:
-    """The simulated panel's answers to `cards` (one row per card, stakeholders in roster order).
-
-    One stream seeded by the plan's demo seed, so the plan alone (run_elicitation) and a session
-    filled in the store (fill_demo_session) hold the same answers.
-    """
-    return simulate_judgments(people, cards, make_rng([plan.demo_seed, 11]), kind=plan.demo_kind,
+    """The simulated panel's answers to `cards` (stakeholders in roster order, cards by position):
+    the plan's demo stream, so a store session and run_elicitation hold the same answers."""
+    return simulate_judgments(people, cards, simulated_answer_stream(plan.demo_seed), kind=plan.demo_kind,
                               response_mode=plan.response_mode)
 
 
@@ -170,7 +159,8 @@ def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame):
         raise ValueError("A demo panel needs at least two simulated stakeholders.")
     config = plan.session_config()
     created = store.create_session(config, demo_name(plan), simulated=True)
-    logins = [store.join(created.join_code, name, simulated=True) for name in demo_roster(plan)]
+    logins = [store.join(created.join_code, name, simulated=True)
+              for name in simulated_roster(plan.demo_stakeholders)]
     cards = pd.concat([store.my_assignment(login.token).drop(columns=["response", "revision"])
                        .assign(stakeholder=login.pseudonym, token=login.token) for login in logins],
                       ignore_index=True)
@@ -180,5 +170,5 @@ def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame):
     return created
 
 
-__all__ = ["DEMO_KINDS", "ElicitationDesign", "ElicitationPlan", "core_pair_table", "demo_name", "demo_roster",
+__all__ = ["DEMO_KINDS", "ElicitationDesign", "ElicitationPlan", "core_pair_table", "demo_name",
            "fill_demo_session", "run_elicitation", "simulated_answers"]

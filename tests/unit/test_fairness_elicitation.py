@@ -304,8 +304,8 @@ def test_session_summary_pools_the_chosen_stakeholders():
     assert whole.metrics["answers"] == len(judged)
     assert whole.aggregation == {"weighting": "panel", "min_support": 0.0, "selection": "whole panel",
                                  "stakeholders": sorted(whole.panel)}
-    one = summarise_session(judged, progress, config, Pooling("judged", 0.5, ("sim-02",)))
-    assert set(one.judged["stakeholder"]) == {"sim-02"} and (one.constraints["n_judges"] == 1).all()
+    one = summarise_session(judged, progress, config, Pooling("judged", 0.5, ("simulated-02",)))
+    assert set(one.judged["stakeholder"]) == {"simulated-02"} and (one.constraints["n_judges"] == 1).all()
     assert one.aggregation["selection"] == "chosen" and one.metrics["self_agreement"] == 0.0
     with pytest.raises(ValueError, match="not in this session"):
         summarise_session(judged, progress, config, Pooling(stakeholders=("nobody",)))
@@ -335,6 +335,9 @@ def test_demo_session_from_a_plan_is_reproducible(tmp_path):
     cols = ["stakeholder", "position", "a", "b", "response"]
     pd.testing.assert_frame_equal(a[cols], b[cols])
     assert len(a) == 3 * 6 and store.progress(first.session_id, first.facilitator_key)["simulated"].all()
+    # The store session and the plan run without a database hold the same cards and answers.
+    from core.fairness import run
+    pd.testing.assert_frame_equal(a[cols].reset_index(drop=True), run(plan).judgments[cols], check_dtype=False)
     with pytest.raises(ValueError, match="at least two"):
         fill_demo_session(store, plan.replace(demo_stakeholders=1), people)
     store.dispose()
