@@ -98,7 +98,7 @@ class Allocation:
 
     def ledger(self) -> "AllocationLedger":
         """One spend per level; a level's units are disjoint, so they compose in parallel."""
-        book = AllocationLedger(self.noise.delta)
+        book = AllocationLedger(self.noise.delta, None if self.unit != "rho" else self.delta)
         for name, budget in zip(self.level_names, self.budgets):
             book.spend(f"{name} counts", budget, self.unit, composition="parallel", group=f"{name} units",
                        part="every unit", measured=f"noisy count of every {name} ({self.noise.label})")
@@ -150,9 +150,10 @@ class AllocationLedger(BudgetLedger):
     measurement and the levels add up by basic composition: the epsilons add, and so do the deltas.
     """
 
-    def __init__(self, level_delta: float | None = None) -> None:
+    def __init__(self, level_delta: float | None = None, statement_delta: float | None = None) -> None:
         super().__init__()
         self.level_delta = level_delta
+        self.statement_delta = statement_delta   # the delta a zCDP total is stated at (the allocation's)
 
     def to_frame(self):
         frame = super().to_frame()
@@ -162,7 +163,7 @@ class AllocationLedger(BudgetLedger):
 
     def statement(self, delta: float | None = None) -> str:
         if self.level_delta is None:
-            return super().statement(delta)
+            return super().statement(self.statement_delta if delta is None else delta)
         n = len(self)
         eps = sum(s.amount for s in self.spends)
         return (f"The release makes {n} measurement{'s' if n != 1 else ''} (one per level; the units within a "

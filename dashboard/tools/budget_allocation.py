@@ -367,6 +367,9 @@ with tab_split:
         st.markdown("Minimises the (importance-weighted) sum of each target's variance relative to its equal-split "
                     f"variance ({'cube-root' if alloc.unit == 'epsilon' else 'square-root'} rule; every level keeps at "
                     "least 0.5%).")
+        if alloc.noise.approximate:
+            st.caption(f"The {alloc.noise.label}'s variance is close to, not exactly, proportional to 1/epsilon², "
+                       "so for it the cube-root rule gives a near-optimal split.")
         _table(result.recommended_split, {"level": "Level", "budget": f"Recommended budget ({alloc.unit})",
                                           "share": "Share of the budget"}, "ba_rec_split")
         _table(result.recommendation, REC_LABELS, "ba_rec_gain")
