@@ -463,13 +463,17 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
         assert judged.set_index("position")["reason"][2] == "different charges"
         store.record_fit_run(info["session_id"], ids["key"], **_run_args(store, None, judged))
         assert len(store.fit_runs(info["session_id"], ids["key"])) == 1
+        # Schema 3 scopes event ids to their stakeholder: a newcomer may reuse an old id.
+        newcomer = store.join(ids["code"], "New Bo")
+        assert store.record_answer(newcomer.token, 0, "same", "old-event-0") is True
+        assert store.record_answer(ids["token"], 0, "same", "old-event-0") is False
     finally:
         store.dispose()
     # Opening again applies nothing twice.
     again = ElicitationStore(db)
     with again.engine.connect() as conn:
         assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 3
-    assert len(again.event_log(ids["session"], ids["key"])) == 4
+    assert len(again.event_log(ids["session"], ids["key"])) == 5
     again.dispose()
 
 
