@@ -490,7 +490,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
             b[1].button("Reopen", key=P + "reopen", on_click=_set_status, args=(fac, "open"))
         b[2].button("Leave this session", key=P + "leave", on_click=_set, args=("fac", None))
         with st.expander("Withdraw a stakeholder (deletes all their answers)"):
-            st.selectbox("Stakeholder", list(progress["stakeholder"]), key=P + "withdraw_name", index=None)
+            st.selectbox("Stakeholder", list(progress["stakeholder"]), key=P + "withdraw_name", index=None,
+                         persist_state=KEEP)
             st.button("Withdraw and delete", key=P + "withdraw", on_click=_withdraw, args=(fac,))
 
     with tab_constraints:
