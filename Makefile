@@ -40,16 +40,18 @@ test: install-dev chromium postgres
 bench: install
 	for f in benchmarks/*_bench.py; do $(PY) $$f || exit 1; done
 
-# A Dask scheduler and two single-threaded workers on this machine (loopback only), from the project's
+# A Dask scheduler and two single-threaded workers on this machine, every port on loopback (their
+# --no-dashboard still opens one on all interfaces, hence --dashboard-address), from the project's
 # virtualenv; Ctrl-C stops all three. In another shell: DASHBOARD_DASK_SCHEDULER=tcp://127.0.0.1:8786 make run
 DASK_PORT ?= 8786
 cluster: install
 	@trap 'kill $$scheduler 2>/dev/null' EXIT INT TERM; \
-	PYTHONPATH=$(CURDIR) $(VENV)/bin/dask scheduler --host 127.0.0.1 --port $(DASK_PORT) --no-dashboard & \
+	PYTHONPATH=$(CURDIR) $(VENV)/bin/dask scheduler --host 127.0.0.1 --port $(DASK_PORT) \
+		--dashboard-address 127.0.0.1:0 & \
 	scheduler=$$!; sleep 3; \
 	echo "Dask scheduler at tcp://127.0.0.1:$(DASK_PORT); start the dashboard with DASHBOARD_DASK_SCHEDULER=tcp://127.0.0.1:$(DASK_PORT)"; \
 	PYTHONPATH=$(CURDIR) $(VENV)/bin/dask worker tcp://127.0.0.1:$(DASK_PORT) --nworkers 2 --nthreads 1 \
-		--host 127.0.0.1 --no-dashboard
+		--host 127.0.0.1 --dashboard-address 127.0.0.1:0
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache
