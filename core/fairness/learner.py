@@ -9,7 +9,7 @@ output is the uniform mixture of the learner's iterates.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -445,8 +445,3 @@ def best_constant_error(y: np.ndarray) -> float:
     """Error of the better of the two constant classifiers (the gamma = 0 reference of spec 2)."""
     rate = float(np.mean(y))
     return min(rate, 1.0 - rate)
-
-
-def with_gamma(config: LearnerConfig, gamma: float) -> LearnerConfig:
-    """A copy of ``config`` with another slack."""
-    return replace(config, gamma=float(gamma))
