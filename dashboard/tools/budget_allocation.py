@@ -448,8 +448,12 @@ with tab_export:
             st.info(f"The {alloc.noise.label} has no secure sampler here; choose Laplace, geometric, a Gaussian or "
                     "the analytic Gaussian to release counts.")
         else:
+            made = st.session_state.get("ba_releases_made", 0)
+            if made:
+                st.warning(f"{made} release(s) already made in this session; each further release spends the "
+                           "budget again and adds to what the public can combine.")
             confirm = st.checkbox("I understand this is a real release: it spends the budget above and cannot be "
-                                  "repeated with the same noise.", key="ba_release_confirm")
+                                  "repeated with the same noise.", key=f"ba_release_confirm_{made}")
             if st.button("Release noisy counts", key="ba_release", disabled=not confirm, type="primary",
                          icon=":material/lock:"):
                 release_slot = st.empty()
@@ -457,9 +461,12 @@ with tab_export:
                     st.session_state["ba_release_result"] = release_noisy_counts(
                         alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
                                               plan.seed), progress=_progress_bar(release_slot))
+                    st.session_state["ba_releases_made"] = made + 1
                 except ValueError as exc:
                     st.error(str(exc))
                 release_slot.empty()
+                if st.session_state.get("ba_releases_made", 0) > made:
+                    st.rerun()            # a fresh, unticked confirmation before any further release
         released = st.session_state.get("ba_release_result")
         if released is not None:
             st.success(f"Released at {released.created_utc} (UTC). {released.statement()}")

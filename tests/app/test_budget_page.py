@@ -264,7 +264,8 @@ def test_public_information_tab_explains_its_terms():
 
 def test_release_action_uses_the_secure_sampler_and_records_spends():
     at = _open(_page(), "Export & release")
-    at.checkbox(key="ba_release_confirm").check().run()
+    assert at.button(key="ba_release").disabled                 # nothing is released without a tick
+    at.checkbox(key="ba_release_confirm_0").check().run()
     at.button(key="ba_release").click().run()
     assert not at.exception and not at.error
     released = at.session_state["ba_release_result"]
@@ -272,6 +273,8 @@ def test_release_action_uses_the_secure_sampler_and_records_spends():
     assert "noisy count" in released.counts.columns and "true" not in " ".join(released.counts.columns)
     assert len(released.ledger()) == 5
     assert any("Released at" in s.value for s in at.success)
+    assert not at.checkbox(key="ba_release_confirm_1").value and at.button(key="ba_release").disabled
+    assert any("1 release(s) already made" in w.value for w in at.warning)
 
 
 def test_navigating_away_and_back_keeps_the_plan_and_results():
