@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -263,6 +265,14 @@ def _best_response(oracle, X: np.ndarray, c0: np.ndarray, c1: np.ndarray) -> tup
     if best == 2:
         return np.r_[np.zeros(X.shape[1]), 1.0], np.ones(X.shape[0])
     return params, h
+
+
+def cost_sensitive_oracle(X: np.ndarray) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The weighted cost-sensitive classification oracle on features X, for other games to reuse:
+    ``oracle(c0, c1)`` returns (coefficients then intercept, 0/1 decisions) of the logistic oracle
+    (warm-started across calls) or of a constant classifier when that is cheaper."""
+    oracle = _LogisticOracle(X)
+    return lambda c0, c1: _best_response(oracle, X, np.asarray(c0, dtype=float), np.asarray(c1, dtype=float))
 
 
 # ---------------------------------------------------------------- the game (spec 1.6-1.8)
