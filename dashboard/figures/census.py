@@ -72,7 +72,8 @@ def mechanism_figure(sweep: pd.DataFrame, show_bound: bool = True) -> go.Figure:
                   category_orders={"metric": ["MAE", "RMSE", "E max error", "95th pct of max error"]})
     fig.update_yaxes(matches=None, showticklabels=True, title_text="")
     fig.update_yaxes(title_text="error (counts)", col=1)
-    fig.update_xaxes(title_text="epsilon")
+    fig.update_xaxes(title_text="")
+    fig.update_xaxes(title_text="epsilon", row=1)          # bottom row only: the top row's would hit the titles
     fig.for_each_annotation(lambda a: a.update(text=METRIC_NAMES.get(a.text.split("=")[-1], a.text.split("=")[-1])))
     fig.update_layout(title="Error of k overlapping counting queries against epsilon", height=680,
                       legend=dict(orientation="h", y=-0.12, title_text=""), margin=dict(t=60, b=30, l=50, r=10))
