@@ -103,14 +103,8 @@ def _map_on_cluster(client, address: str, func, calls: list[tuple], n_jobs, prog
     seeded = len(calls[0]) == 2
     items = [args[0] for args in calls]
     func_skeleton, skeletons, shipments = split_shared(func, items)
-    shared_futures = client.scatter(shipments, broadcast=True, hash=False) if shipments else []
     run_id = f"{re.sub(r'[^A-Za-z0-9_]+', '_', label)[:40]}-{uuid.uuid4().hex[:12]}"
-    futures = []
-    for i, (skeleton, args) in enumerate(zip(skeletons, calls)):
-        needed = {k: shared_futures[k] for k in set(refs_in(func_skeleton)) | set(refs_in(skeleton))}
-        task = Shipment((func_skeleton, skeleton, args[1] if seeded else None, seeded))
-        futures.append(client.submit(run_task, task, needed, key=f"{run_id}-{i}", pure=False))
-    position = {f.key: i for i, f in enumerate(futures)}
+    futures: list = []
     out: list = [None] * total
     finished_at: list[bool] = [False] * total
     done = 0
@@ -118,6 +112,12 @@ def _map_on_cluster(client, address: str, func, calls: list[tuple], n_jobs, prog
     task_failed = False
     last_beat = time.monotonic()
     try:
+        shared_futures = client.scatter(shipments, broadcast=True, hash=False) if shipments else []
+        for i, (skeleton, args) in enumerate(zip(skeletons, calls)):
+            needed = {k: shared_futures[k] for k in set(refs_in(func_skeleton)) | set(refs_in(skeleton))}
+            task = Shipment((func_skeleton, skeleton, args[1] if seeded else None, seeded))
+            futures.append(client.submit(run_task, task, needed, key=f"{run_id}-{i}", pure=False))
+        position = {f.key: i for i, f in enumerate(futures)}
         finished = as_completed(futures, loop=client.loop)
         while not finished.is_empty():
             ready = finished.next_batch(block=False)
@@ -145,7 +145,7 @@ def _map_on_cluster(client, address: str, func, calls: list[tuple], n_jobs, prog
             time.sleep(POLL)
     except (OSError, ConnectionError) as exc:
         if task_failed:
-            client.cancel([f for f in futures if not f.done()])
+            _cancel_outstanding(client, futures)
             raise
         note_failure(address, f"lost during the run: {type(exc).__name__}: {exc}")
         left = [i for i in range(total) if not finished_at[i]]
@@ -158,6 +158,14 @@ def _map_on_cluster(client, address: str, func, calls: list[tuple], n_jobs, prog
             out[i] = value
         return out
     except BaseException:
-        client.cancel([f for f in futures if not f.done()])
+        _cancel_outstanding(client, futures)
         raise
     return out
+
+
+def _cancel_outstanding(client, futures: list) -> None:
+    """Cancel the tasks still queued or running (quietly: the cluster may already be gone)."""
+    try:
+        client.cancel([f for f in futures if not f.done()])
+    except Exception:  # the client lost its scheduler; nothing is left to cancel there
+        pass
