@@ -161,8 +161,8 @@ with st.container(border=True):
     try:
         fanouts = parse_fanouts(fan_text) if kind == "stylised" else (20, 10, 4, 12)
         if kind == "georgia" and not georgia_is_cached(seed):
-            with st.spinner("Building Georgia's 30,000 synthetic blocks for the first time (about 10 s); "
-                            "later visits read them from the cache.", show_time=True):
+            with st.spinner("Loading Georgia's 30,000 synthetic blocks for the first time (10 to 20 s); later "
+                            "visits and other sessions read them from the cache.", show_time=True):
                 geo = load_geography(kind, (), seed)
         else:
             geo = load_geography(kind, fanouts if kind == "stylised" else (), seed)
