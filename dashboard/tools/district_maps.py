@@ -175,7 +175,7 @@ except ValueError as exc:
     st.stop()
 levels = geo.hierarchy.level_names
 n_cty = geo.blocks["county"].nunique()
-st.caption(f"{geo.name}: {len(geo.blocks):,} blocks in {n_cty} {'county' if n_cty == 1 else 'counties'}, total "
+st.caption(f"{'Your blocks' if kind == 'upload' else geo.name}: {len(geo.blocks):,} blocks in {n_cty} {'county' if n_cty == 1 else 'counties'}, total "
            f"population {int(geo.blocks['total'].sum()):,}."
            + (" Counties are real; **tracts, block groups, blocks and precincts are synthetic**."
               if kind == "georgia" else " Populations and group shares are synthetic." if kind == "grid" else ""))
