@@ -159,3 +159,19 @@ def test_checkerboard_upload_is_flagged_and_kept_by_fingerprint():
     at.switch_page("tools/district_maps.py").run()
     assert not at.exception and not at.error
     assert at.session_state["dm_plan"] == plan
+
+
+def test_saved_report_restores_the_settings_and_the_numbers():
+    from core.districts import GreedyParams
+    plan = DistrictPlan(generator="greedy", params=GreedyParams(2), k=4, balance_tolerance_pct=2.5,
+                        noise=NoiseConfig((0.1, 0.2, 0.3, 0.4), "laplace", 2.0, "toydown_nonneg", 5, 7))
+    report = build_report(run(plan), page="District maps")
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.run()
+    at.file_uploader(key="dm__report_file").set_value(("report.json", report_json(report).encode(),
+                                                       "application/json"))
+    at.run()
+    assert not at.exception and not at.error
+    assert at.session_state["dm_plan"] == plan
+    assert at.number_input(key="dm_tol").value == 2.5
+    assert _metric(at, "Plans passing the checks") == f"{int(run(plan).plans['passes'].sum())} of 2"
