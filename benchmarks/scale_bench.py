@@ -21,6 +21,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+import importlib  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from core.cluster import describe_backend, use_scheduler  # noqa: E402
+from core.cluster import client_for, describe_backend, use_scheduler  # noqa: E402
 from core.coherence.audit import coherence_audit  # noqa: E402
 from core.coherence.releases import make_release  # noqa: E402
 from core.contracts import DataRef  # noqa: E402
@@ -72,7 +73,15 @@ def compare(name: str, run, address: str, same) -> tuple[float, float]:
 
 
 def main() -> None:
+    import logging
+
     from distributed import LocalCluster
+
+    shipping = logging.getLogger("core.parallel")        # what each cluster run sends: task and shared sizes
+    shipping.setLevel(logging.INFO)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("    sent: %(message)s"))
+    shipping.addHandler(handler)
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=100)
@@ -90,9 +99,12 @@ def main() -> None:
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address="127.0.0.1:0", silence_logs=50) as cluster:
         address = cluster.scheduler_address
-        with use_scheduler(address):
-            map_trials(one_ms, range(2))                       # connect and warm the workers
-        print(f"Cluster: {describe_backend(scheduler=address)} (LocalCluster, processes, 1 thread each)")
+        client = client_for(address)
+        for module in ("core.coherence.audit", "core.synthesis.sweep"):   # workers import once, as in use
+            client.run(importlib.import_module, module)
+        print(f"Cluster: {describe_backend(scheduler=address)} (LocalCluster, processes, 1 thread each); "
+              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (other work on the machine "
+              "skews both timings)")
 
         t_local, t_cluster = compare(
             f"[1] audit {args.trials} trials x 3 adversaries x 2 releases, {len(df):,} rows",

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 __all__ = ["Backend", "ClusterUnavailable", "LOCAL", "SCHEDULER_ENV", "SharedRef", "Shipment", "TIMEOUT_ENV",
            "backend_for", "buffer_bytes", "client_for", "close_clients", "cluster_slots", "cluster_task",
-           "connect_timeout", "describe_backend", "fill", "forget_failures", "inside_cluster_task",
+           "connect_timeout", "default_n_jobs", "describe_backend", "fill", "forget_failures", "inside_cluster_task",
            "last_failure", "note_failure", "opened", "refs_in", "scheduler_address", "split_shared",
            "use_scheduler"]
 

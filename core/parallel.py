@@ -11,6 +11,7 @@ otherwise (or when the scheduler cannot be reached, with a warning) joblib runs 
 """
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -27,6 +28,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 __all__ = ["default_n_jobs", "map_trials", "spawn_rngs"]
+
+log = logging.getLogger(__name__)
 
 HEARTBEAT = 0.5
 """Seconds between progress calls while cluster tasks are still running (lets Cancel act)."""
@@ -105,6 +108,7 @@ def _map_on_cluster(client, address: str, func, calls: list[tuple], n_jobs, prog
     func_skeleton, skeletons, shipments = split_shared(func, items)
     run_id = f"{re.sub(r'[^A-Za-z0-9_]+', '_', label)[:40]}-{uuid.uuid4().hex[:12]}"
     futures: list = []
+    task_bytes: list[int] = []
     out: list = [None] * total
     finished_at: list[bool] = [False] * total
     done = 0
@@ -116,8 +120,11 @@ def _map_on_cluster(client, address: str, func, calls: list[tuple], n_jobs, prog
         for i, (skeleton, args) in enumerate(zip(skeletons, calls)):
             needed = {k: shared_futures[k] for k in set(refs_in(func_skeleton)) | set(refs_in(skeleton))}
             task = Shipment((func_skeleton, skeleton, args[1] if seeded else None, seeded))
+            task_bytes.append(len(task.payload))
             futures.append(client.submit(run_task, task, needed, key=f"{run_id}-{i}", pure=False))
         position = {f.key: i for i, f in enumerate(futures)}
+        log.info("%s: %d tasks to %s, largest %d bytes; %d shared inputs sent once, %d bytes", label, total,
+                 address, max(task_bytes), len(shipments), sum(len(s.payload) for s in shipments))
         finished = as_completed(futures, loop=client.loop)
         while not finished.is_empty():
             ready = finished.next_batch(block=False)
