@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import sparse
 from scipy.stats import chi2
 
-from core.census.analytic import district_variances, level_coefficients, level_node_variance, preset_shares
+from core.census.analytic import level_coefficients, level_node_variance, preset_shares
 from core.contracts import Plan, make_rng, seed_sequence
 from core.geography.hierarchy import Hierarchy
 from core.census.toydown import check_budgets, topdown_lite, toydown
@@ -83,61 +83,6 @@ def sd_interval(sd: np.ndarray, runs: int, level: float = 0.95) -> tuple[np.ndar
     a = (1 - level) / 2
     df = runs - 1
     return sd * np.sqrt(df / chi2.ppf(1 - a, df)), sd * np.sqrt(df / chi2.ppf(a, df))
-
-
-@dataclass(frozen=True)
-class DistrictNoiseResult:
-    """Per-district table, per-run errors (long), and each block's mean error over the runs."""
-
-    table: pd.DataFrame
-    runs: pd.DataFrame
-    block_mean_error: np.ndarray
-    summary: dict
-
-
-def district_noise(h: Hierarchy, population: np.ndarray, labels: np.ndarray, config: NoiseConfig,
-                   progress: Progress = None) -> DistrictNoiseResult:
-    """Repeated noisy runs for one plan: true and mean noisy population, mean and 95th percentile |E_D|,
-    empirical sd (with a 95% interval) and analytic ToyDown sd (Cor. 3), and the true deviation the plan
-    would have had if it had been balanced exactly on the noisy counts."""
-    lab = np.asarray(labels, dtype=np.int64)
-    pop = np.asarray(population, dtype=np.int64)
-    k = int(lab.max()) + 1
-    true = np.bincount(lab, weights=pop, minlength=k)
-    rng = make_rng(config.seed)
-    noisy = np.empty((config.runs, k))
-    block_err = np.zeros(pop.shape[0])
-    for r in range(config.runs):
-        leaf = noisy_leaf_counts(h, pop, config, rng)
-        noisy[r] = np.bincount(lab, weights=leaf, minlength=k)
-        block_err += leaf - pop
-        if progress is not None:
-            progress(r + 1, config.runs, "Noisy runs")
-    err = noisy - true
-    ideal = true.sum() / k
-    # balanced on noisy counts: each district's noisy count is the noisy ideal, so its true count is
-    # noisy ideal - E_D; the deviation is measured against the true ideal
-    noisy_ideal = noisy.sum(axis=1, keepdims=True) / k
-    balanced_dev = 100 * (noisy_ideal - err - ideal) / ideal
-    sd = err.std(axis=0, ddof=1)
-    lo, hi = sd_interval(sd, config.runs)
-    analytic = np.sqrt(district_variances(h, lab, config.budgets, config.mechanism, config.sensitivity))
-    table = pd.DataFrame({
-        "district": np.arange(1, k + 1), "true_population": true.astype(np.int64),
-        "mean_noisy_population": noisy.mean(axis=0), "mean_abs_error": np.abs(err).mean(axis=0),
-        "p95_abs_error": np.percentile(np.abs(err), 95, axis=0), "empirical_sd": sd,
-        "empirical_sd_low": lo, "empirical_sd_high": hi, "analytic_toydown_sd": analytic,
-        "balanced_on_noisy_mean_abs_dev_pct": np.abs(balanced_dev).mean(axis=0),
-        "balanced_on_noisy_max_abs_dev_pct": np.abs(balanced_dev).max(axis=0),
-    })
-    long = pd.DataFrame({"run": np.repeat(np.arange(config.runs), k), "district": np.tile(np.arange(1, k + 1), config.runs),
-                         "true_population": np.tile(true, config.runs), "noisy_population": noisy.ravel(),
-                         "error": err.ravel(), "balanced_on_noisy_dev_pct": balanced_dev.ravel()})
-    summary = {"districts": k, "runs": config.runs, "algorithm": ALGORITHMS[config.algorithm],
-               "mean_abs_error": float(np.abs(err).mean()),
-               "worst_balanced_on_noisy_dev_pct": float(np.abs(balanced_dev).max()),
-               "analytic_valid": config.algorithm == "toydown"}
-    return DistrictNoiseResult(table, long, block_err / config.runs, summary)
 
 
 # ------------------------------------------------------------------------- ensembles

@@ -268,7 +268,8 @@ def district_tables(geo: BlockGeography, labels: np.ndarray, errors: np.ndarray,
         frames.append(frame)
         run_frames.append(pd.DataFrame({"plan": i + 1, "run": np.repeat(np.arange(1, runs + 1), kk),
                                         "district": np.tile(np.arange(1, kk + 1), runs),
-                                        "noisy_population": noisy.ravel(), "error": err.ravel()}))
+                                        "noisy_population": noisy.ravel(), "error": err.ravel(),
+                                        "balanced_on_noisy_dev_pct": balanced.ravel()}))
     table = pd.concat(frames, ignore_index=True)
     first = ["plan", "district", "population", "deviation_pct"]
     return table[first + [c for c in table.columns if c not in first]], pd.concat(run_frames, ignore_index=True)

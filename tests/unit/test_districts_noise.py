@@ -4,11 +4,16 @@ import pytest
 
 from core.census.analytic import preset_shares
 from core.geography.grid import synthetic_grid
-from core.districts.noise import NoiseConfig, district_noise, ensemble_study, equal_split_line, sd_interval
+from core.districts.noise import NoiseConfig, ensemble_study, equal_split_line, sd_interval
 from core.districts.plans import greedy_plan
 from core.districts.generators import SquareParams, draw_square
 from core.districts.plans import square_labels
 from core.districts.workflow import district_tables, noisy_block_errors
+
+
+def district_noise(geo, labels, config):
+    """Per-district table and per-run errors of one plan, as the study's run computes them."""
+    return district_tables(geo, np.asarray(labels)[None, :], noisy_block_errors(geo, config), config, 5.0)
 
 
 def square_tiling(geo, k):
@@ -26,38 +31,35 @@ def grid():
 
 
 def test_analytic_and_simulated_sd_agree_within_interval(grid):
-    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
-    labels = greedy_plan(h, 8, np.random.default_rng(1))
-    res = district_noise(h, pop, labels, NoiseConfig((0.1, 0.2, 0.3, 0.4), runs=1500, seed=11))
-    t = res.table
-    lo, hi = sd_interval(t["empirical_sd"].to_numpy(), 1500, level=0.999)
-    assert ((lo <= t["analytic_toydown_sd"]) & (t["analytic_toydown_sd"] <= hi)).all()
+    labels = greedy_plan(grid.hierarchy, 8, np.random.default_rng(1))
+    t, _ = district_noise(grid, labels, NoiseConfig((0.1, 0.2, 0.3, 0.4), runs=1500, seed=11))
+    # pooled over the 8 districts (12,000 draws) the chi-square interval holds; per district the errors are
+    # sums of few Laplace draws (heavy tails), for which that normal-theory interval is too narrow, so each
+    # district is held to 10% instead
+    pooled = np.sqrt(np.mean(t["empirical_sd"].to_numpy() ** 2))
+    lo, hi = sd_interval(np.array([pooled]), 8 * 1500, level=0.999)
+    assert lo[0] <= t["analytic_toydown_sd"].iloc[0] <= hi[0]
+    assert np.allclose(t["empirical_sd"], t["analytic_toydown_sd"], rtol=0.1)
     # ToyDown is unbiased: the mean error is within 4 standard errors of zero in every district
-    mean_err = t["mean_noisy_population"] - t["true_population"]
+    mean_err = t["mean_noisy_population"] - t["population"]
     assert (mean_err.abs() < 4 * t["analytic_toydown_sd"] / np.sqrt(1500)).all()
-    assert res.summary["analytic_valid"] is True
 
 
 def test_equal_split_closed_form_for_whole_tract_quadrants(grid):
     """Quadrants of 4 whole tracts of 16: w1 = 1/4, Frag = 3, so Var = 8 d^2/eps^2 (1/16 + 3) = 392 at eps 1."""
-    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
-    labels = square_tiling(grid, 4)
-    res = district_noise(h, pop, labels, NoiseConfig((0.25,) * 4, runs=4, seed=0))
-    assert np.allclose(res.table["analytic_toydown_sd"], np.sqrt(392.0))
+    t, _ = district_noise(grid, square_tiling(grid, 4), NoiseConfig((0.25,) * 4, runs=4, seed=0))
+    assert np.allclose(t["analytic_toydown_sd"], np.sqrt(392.0))
     assert equal_split_line(3.0, 1 / 16, 4, 1.0) == pytest.approx(392.0)
 
 
 def test_balanced_on_noisy_deviation_averages_to_zero_and_topdown_keeps_state_total(grid):
-    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
-    labels = square_tiling(grid, 4)
-    res = district_noise(h, pop, labels, NoiseConfig((0.25,) * 4, algorithm="topdown_lite", runs=6, seed=3))
-    runs = res.runs
+    _, runs = district_noise(grid, square_tiling(grid, 4),
+                             NoiseConfig((0.25,) * 4, algorithm="topdown_lite", runs=6, seed=3))
     # the true populations of a plan balanced on noisy counts still add up to the true total
     assert np.allclose(runs.groupby("run")["balanced_on_noisy_dev_pct"].sum(), 0.0, atol=1e-9)
     # TopDown-lite holds the top-level total exactly, so district errors cancel in every run
     assert np.allclose(runs.groupby("run")["error"].sum(), 0.0, atol=1e-6)
     assert (runs["noisy_population"] == np.round(runs["noisy_population"])).all()
-    assert res.summary["analytic_valid"] is False
 
 
 def test_district_table_joins_metrics_and_group_share(grid):
@@ -92,12 +94,11 @@ def test_ensemble_analytic_variance_is_the_equal_split_line(grid):
 
 
 def test_bad_noise_settings_raise(grid):
-    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
     with pytest.raises(ValueError, match="Unknown algorithm"):
         NoiseConfig((0.25,) * 4, algorithm="exact")
     with pytest.raises(ValueError, match="Runs must be a whole number between"):
         NoiseConfig((0.25,) * 4, runs=1)
     with pytest.raises(ValueError, match="one budget per level"):
-        district_noise(h, pop, square_tiling(grid, 4), NoiseConfig((0.2,) * 5, runs=2))
+        district_noise(grid, square_tiling(grid, 4), NoiseConfig((0.2,) * 5, runs=2))
     with pytest.raises(ValueError, match="budget must be a positive number"):
-        district_noise(h, pop, square_tiling(grid, 4), NoiseConfig((0.5, 0.5, 0.0, 0.5), runs=2))
+        district_noise(grid, square_tiling(grid, 4), NoiseConfig((0.5, 0.5, 0.0, 0.5), runs=2))
