@@ -338,3 +338,21 @@ def test_a_scheduler_lost_mid_run_leaves_the_rest_to_this_machine(monkeypatch):
     finally:
         doomed.close()
         forget_failures()
+
+
+def test_frontier_points_on_the_cluster_equal_the_local_run(cluster, tmp_path, monkeypatch):
+    from core.fairness.frontier import FrontierPlan, trade_off_frontier
+
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, 7214, 200), rng.integers(0, 7214, 200)
+    keep = i != j
+    pairs = pd.DataFrame({"i": np.minimum(i, j)[keep], "j": np.maximum(i, j)[keep], "weight": 1.0,
+                          "n_judges": 2, "agreement": 0.75})
+    plan = FrontierPlan(gammas=(0.0, 0.3, 1.0), T=60, oracle="ols", averaging="paper")
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "local"))
+    local = trade_off_frontier(pairs, plan)
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cluster"))
+    remote = on_cluster(cluster, lambda: trade_off_frontier(pairs, plan))
+    for name in ("points", "pairs", "groups", "trajectories"):
+        pd.testing.assert_frame_equal(getattr(local, name), getattr(remote, name), check_exact=True, obj=name)
+    np.testing.assert_array_equal(local.p_hat, remote.p_hat)
