@@ -96,6 +96,13 @@ def bench_page():
     t0 = time.perf_counter()
     at.number_input(key="dm_noise_seed").set_value(0).run()   # ... and back to a cached result
     _line("Widget change with a cached result (noise seed back to 0)", time.perf_counter() - t0, 1)
+    for label in ("first", "second"):
+        at.radio(key="dm_geo").set_value("grid").run()
+        t0 = time.perf_counter()
+        at.radio(key="dm_geo").set_value("georgia").run()
+        ok = not at.exception and not at.error
+        _line(f"Switch to Georgia, {label} time (ReCom on tracts){'' if ok else ' (FAILED)'}",
+              time.perf_counter() - t0, 5)
 
 
 def bench_browser():
