@@ -356,3 +356,25 @@ def test_frontier_points_on_the_cluster_equal_the_local_run(cluster, tmp_path, m
     for name in ("points", "pairs", "groups", "trajectories"):
         pd.testing.assert_frame_equal(getattr(local, name), getattr(remote, name), check_exact=True, obj=name)
     np.testing.assert_array_equal(local.p_hat, remote.p_hat)
+
+
+def _recom_chain(index: int, rng: np.random.Generator, adj, population: np.ndarray) -> np.ndarray:
+    from core.districts.plans import recom_ensemble
+
+    return recom_ensemble(adj, population, 4, 0.1, steps=20, thin=10, seed=int(rng.integers(2**31)),
+                          use_cache=False)
+
+
+def test_recom_ensemble_chains_on_the_cluster_equal_the_local_run(cluster):
+    # the district tool runs one chain per plan; an ensemble of independent chains fans out like this
+    from core.geography.adjacency import unit_adjacency
+    from core.geography.grid import synthetic_grid
+
+    geo = synthetic_grid((16, 4, 4), seed=2)
+    chain = functools.partial(_recom_chain, adj=unit_adjacency(geo, "block group"),
+                              population=geo.units("block group")["total"].to_numpy())
+    local = map_trials(chain, range(4), seed=21, n_jobs=1)
+    remote = on_cluster(cluster, lambda: map_trials(chain, range(4), seed=21))
+    for a, b in zip(local, remote, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any((a != local[0]).any() for a in local[1:])      # the chains are not copies of one another
