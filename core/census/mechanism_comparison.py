@@ -18,65 +18,12 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from core.census.checks import number, numbers, whole
 from core.contracts import Plan
 from core.privacy.accounting import generalized_gaussian_sigma_bound, rho_for_epsilon
 from core.privacy.calibration import calibrate_generalized_gaussian, is_calibrated
 from core.privacy.mechanisms import get_mechanism
-
-# ---------------------------------------------------------------- |X| distribution per mechanism
-# Each returns (survival function of |X| at t >= 0, quantile function of |X|) for one query.
-
-
-def abs_laplace(b: float):
-    return (lambda t: np.exp(-t / b)), (lambda q: -b * np.log1p(-q))
-
-
-def abs_gaussian(sigma: float):
-    return (lambda t: special.erfc(t / (sigma * math.sqrt(2.0)))), \
-           (lambda q: sigma * special.ndtri((1.0 + q) / 2.0))
-
-
-def abs_generalized_gaussian(sigma: float, p: float):
-    a = 1.0 / p
-    return (lambda t: special.gammaincc(a, (t / sigma) ** p)), \
-           (lambda q: sigma * special.gammaincinv(a, q) ** a)
-
-
-def abs_geometric(b: float):
-    """|K| for P(K=k) proportional to beta^|k|, beta = exp(-1/b): P(|K| > j) = 2 beta^(j+1)/(1+beta)."""
-    beta = math.exp(-1.0 / b)
-
-    def surv(t):
-        j = np.floor(t)
-        return np.minimum(1.0, 2.0 * np.exp(-(j + 1.0) / b) / (1.0 + beta))
-
-    def quant(q):
-        # smallest integer j with P(|K| <= j) >= q
-        j = np.ceil(-b * np.log((1.0 - q) * (1.0 + beta) / 2.0) - 1.0)
-        return np.maximum(j, 0.0)
-    return surv, quant
-
-
-def abs_discrete_gaussian(sigma: float):
-    top = int(math.ceil(sigma * 40 + 10))
-    k = np.arange(top + 1)
-    logw = -(k.astype(float) ** 2) / (2.0 * sigma * sigma)
-    w = np.exp(logw - logw.max())
-    w[1:] *= 2.0
-    pmf = w / w.sum()
-    tail = np.concatenate([np.cumsum(pmf[::-1])[::-1][1:], [0.0]])  # P(|K| > j)
-
-    def surv(t):
-        j = np.clip(np.floor(t).astype(np.int64), 0, top)
-        return tail[j]
-
-    def quant(q):
-        return np.searchsorted(np.cumsum(pmf), q).astype(float)
-    return surv, quant
-
 
 def _tail_point(surv: Callable, quant: Callable, tail: float) -> float:
     """A point t with S(t) <= tail, found on the survival function itself.
@@ -172,7 +119,7 @@ def _metrics(surv, quant, k: int, discrete: bool, mae: float, rmse: float) -> di
 def _continuous_gaussian_rows(name: str, label: str, calibration: str, eps: float, sigma: float, k: int,
                               rho: float | None = None) -> list[dict]:
     mech = get_mechanism("gaussian")
-    s, q = abs_gaussian(sigma)
+    s, q = mech.abs_distribution(sigma)
     return _rows(name, label, calibration, eps, sigma,
                  _metrics(s, q, k, False, float(mech.mean_abs(sigma)), math.sqrt(float(mech.variance(sigma)))),
                  rho=rho)
@@ -185,13 +132,13 @@ def _sweep_point(plan: MechanismSweepPlan, eps: float, name: str) -> list[dict]:
     if name == "laplace":
         mech = get_mechanism("laplace")
         b = float(mech.scale_for(k, eps))
-        s, q = abs_laplace(b)
+        s, q = mech.abs_distribution(b)
         return _rows(name, label, "pure epsilon", eps, b,
                      _metrics(s, q, k, False, float(mech.mean_abs(b)), math.sqrt(float(mech.variance(b)))))
     if name == "geometric":
         mech = get_mechanism("geometric")
         b = float(mech.scale_for(k, eps))
-        s, q = abs_geometric(b)
+        s, q = mech.abs_distribution(b)
         return _rows(name, label, "pure epsilon", eps, b,
                      _metrics(s, q, k, True, float(mech.mean_abs(b)), math.sqrt(float(mech.variance(b)))))
     if name == "analytic_gaussian":
@@ -203,7 +150,7 @@ def _sweep_point(plan: MechanismSweepPlan, eps: float, name: str) -> list[dict]:
         sigma = float(mech.scale_for(math.sqrt(k), rho))
         if name == "gaussian_zcdp":
             return _continuous_gaussian_rows(name, label, "zCDP, CKS conversion", eps, sigma, k, rho)
-        s, q = abs_discrete_gaussian(sigma)
+        s, q = mech.abs_distribution(sigma)
         return _rows(name, label, "zCDP, CKS conversion", eps, sigma,
                      _metrics(s, q, k, True, float(mech.mean_abs(sigma)), math.sqrt(float(mech.variance(sigma)))),
                      rho=rho)
@@ -255,8 +202,8 @@ def generalized_gaussian_advantage(sweep: pd.DataFrame, metric: str = "E max err
 
 
 def gg_metrics(sigma: float, p: float, k: int) -> dict:
-    s, q = abs_generalized_gaussian(sigma, p)
     mech = get_mechanism("generalized_gaussian", _gg_params(p))
+    s, q = mech.abs_distribution(sigma)
     return _metrics(s, q, k, False, float(mech.mean_abs(sigma)), math.sqrt(float(mech.variance(sigma))))
 
 

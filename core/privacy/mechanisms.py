@@ -269,6 +269,65 @@ def generalized_gaussian_mean_abs(sigma, p: float):
 
 
 # --------------------------------------------------------------------------------------------------
+# Distribution of |X| (for maximum-error statistics): (survival function at t >= 0, quantile function)
+# --------------------------------------------------------------------------------------------------
+
+
+def abs_laplace(b: float):
+    """|X| of Laplace(0, b) is Exponential(b)."""
+    return (lambda t: np.exp(-t / b)), (lambda q: -b * np.log1p(-q))
+
+
+def abs_gaussian(sigma: float):
+    """|X| of N(0, sigma^2) is half-normal."""
+    from scipy import special
+    return (lambda t: special.erfc(t / (sigma * math.sqrt(2.0)))), \
+           (lambda q: sigma * special.ndtri((1.0 + q) / 2.0))
+
+
+def abs_generalized_gaussian(sigma: float, p: float):
+    """(|X|/sigma)^p of the Generalized Gaussian is Gamma(1/p, 1) (regularised incomplete gamma)."""
+    from scipy import special
+    a = 1.0 / p
+    return (lambda t: special.gammaincc(a, (t / sigma) ** p)), \
+           (lambda q: sigma * special.gammaincinv(a, q) ** a)
+
+
+def abs_geometric(b: float):
+    """|K| for P(K=k) proportional to beta^|k|, beta = exp(-1/b): P(|K| > j) = 2 beta^(j+1)/(1+beta)."""
+    beta = math.exp(-1.0 / b)
+
+    def surv(t):
+        j = np.floor(t)
+        return np.minimum(1.0, 2.0 * np.exp(-(j + 1.0) / b) / (1.0 + beta))
+
+    def quant(q):
+        # smallest integer j with P(|K| <= j) >= q
+        j = np.ceil(-b * np.log((1.0 - q) * (1.0 + beta) / 2.0) - 1.0)
+        return np.maximum(j, 0.0)
+    return surv, quant
+
+
+def abs_discrete_gaussian(sigma: float):
+    """|K| of the discrete Gaussian from its mass function (support to 40 sigma + 10)."""
+    top = int(math.ceil(sigma * 40 + 10))
+    k = np.arange(top + 1)
+    logw = -(k.astype(float) ** 2) / (2.0 * sigma * sigma)
+    w = np.exp(logw - logw.max())
+    w[1:] *= 2.0
+    pmf = w / w.sum()
+    tail = np.concatenate([np.cumsum(pmf[::-1])[::-1][1:], [0.0]])  # P(|K| > j)
+
+    def surv(t):
+        j = np.clip(np.floor(t).astype(np.int64), 0, top)
+        return tail[j]
+
+    def quant(q):
+        return np.searchsorted(np.cumsum(pmf), q).astype(float)
+    return surv, quant
+
+
+# --------------------------------------------------------------------------------------------------
 # Mechanisms: calibration, sampler, moments and spend in one object
 # --------------------------------------------------------------------------------------------------
 
@@ -295,6 +354,7 @@ class NoiseMechanism:
     sampler: Callable[[float, object, np.random.Generator], np.ndarray]
     variance_of_scale: Callable[[float], float]
     mean_abs_of_scale: Callable[[float], float]
+    abs_of_scale: Callable[[float], tuple] | None = field(default=None, repr=False)
     calibration: Callable[[float, float], float] | None = field(default=None, repr=False)
     estimate: Callable[[float, float], float] | None = field(default=None, repr=False)
     prepare_estimate: Callable[[float, object], None] | None = field(default=None, repr=False)
@@ -357,6 +417,12 @@ class NoiseMechanism:
         """Expected absolute value of one draw at the given scale (scalar or array of scales)."""
         return self.mean_abs_of_scale(scale)
 
+    def abs_distribution(self, scale: float) -> tuple[Callable, Callable]:
+        """(survival function, quantile function) of |X| at this scale, for largest-error statistics."""
+        if self.abs_of_scale is None:
+            raise ValueError(f"The {self.label} has no |X| distribution.")
+        return self.abs_of_scale(float(_check_scale(scale)))
+
     def guarantee(self, budget: float) -> str:
         """What one measurement at this budget satisfies, in words."""
         if self.unit == "rho":
@@ -406,22 +472,23 @@ def _whole_queries(sensitivity: float) -> int:
 
 def _laplace(_: NoParams) -> NoiseMechanism:
     return NoiseMechanism("laplace", "Laplace", "epsilon", False, sample_laplace, laplace_variance,
-                          laplace_mean_abs, key="laplace", params=NoParams())
+                          laplace_mean_abs, abs_laplace, key="laplace", params=NoParams())
 
 
 def _geometric(_: NoParams) -> NoiseMechanism:
     return NoiseMechanism("geometric", "Two-sided geometric", "epsilon", True, sample_geometric,
-                          geometric_variance, geometric_mean_abs, key="geometric", params=NoParams())
+                          geometric_variance, geometric_mean_abs, abs_geometric, key="geometric", params=NoParams())
 
 
 def _gaussian(_: NoParams) -> NoiseMechanism:
     return NoiseMechanism("gaussian", "Gaussian (zCDP)", "rho", False, sample_gaussian, gaussian_variance,
-                          gaussian_mean_abs, key="gaussian", params=NoParams())
+                          gaussian_mean_abs, abs_gaussian, key="gaussian", params=NoParams())
 
 
 def _discrete_gaussian(_: NoParams) -> NoiseMechanism:
     return NoiseMechanism("discrete_gaussian", "Discrete Gaussian (zCDP)", "rho", True, sample_discrete_gaussian,
-                          discrete_gaussian_variance, discrete_gaussian_mean_abs, key="discrete_gaussian",
+                          discrete_gaussian_variance, discrete_gaussian_mean_abs, abs_discrete_gaussian,
+                          key="discrete_gaussian",
                           params=NoParams())
 
 
@@ -431,7 +498,7 @@ def _analytic_gaussian(params: AnalyticGaussianParams) -> NoiseMechanism:
     delta = float(params.delta)
     return NoiseMechanism(
         mechanism_id("analytic_gaussian", params), f"Analytic Gaussian (delta {delta:.0e})", "epsilon", False,
-        sample_gaussian, gaussian_variance, gaussian_mean_abs,
+        sample_gaussian, gaussian_variance, gaussian_mean_abs, abs_gaussian,
         calibration=lambda sens, eps: analytic_gaussian_sigma(eps, delta, sens),
         delta=delta, key="analytic_gaussian", params=params)
 
@@ -446,6 +513,7 @@ def _generalized_gaussian(params: GeneralizedGaussianParams) -> NoiseMechanism:
         lambda scale, size, rng: sample_generalized_gaussian(scale, p, size, rng),
         lambda scale: generalized_gaussian_variance(scale, p),
         lambda scale: generalized_gaussian_mean_abs(scale, p),
+        lambda scale: abs_generalized_gaussian(scale, p),
         calibration=lambda sens, eps: calibrate_generalized_gaussian(_whole_queries(sens), p, eps, delta),
         estimate=lambda sens, eps: gg_scale_estimate(_whole_queries(sens), p, eps, delta),
         prepare_estimate=lambda sens, progress: gg_scale_curve(_whole_queries(sens), p, delta, progress),

@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from core.census.mechanism_comparison import (MechanismSweepPlan, abs_gaussian, abs_laplace, expected_max_abs,
-                                              generalized_gaussian_advantage, gg_metrics, max_abs_quantile,
-                                              mechanism_sweep)
+from core.census.mechanism_comparison import (MechanismSweepPlan, expected_max_abs, generalized_gaussian_advantage,
+                                              gg_metrics, max_abs_quantile, mechanism_sweep)
 from core.privacy.accounting import analytic_gaussian_sigma
 from core.privacy.calibration import calibrate_generalized_gaussian, gg_delta_curve
-from core.privacy.mechanisms import generalized_gaussian_variance, sample_generalized_gaussian
+from core.privacy.mechanisms import (abs_gaussian, abs_laplace, generalized_gaussian_variance, get_mechanism,
+                                     sample_generalized_gaussian)
 
 
 def test_gg_order2_calibration_is_the_analytic_gaussian():
@@ -117,3 +117,10 @@ def test_shipped_generalized_gaussian_grid_matches_the_calibration_and_is_used(m
     with pytest.raises(RuntimeError, match="computed"):
         cal.calibrate_generalized_gaussian(7, 3.0, 1.0, 1e-6)
     cal._calibrate_cached.cache_clear()
+
+
+def test_every_mechanism_knows_the_distribution_of_its_absolute_error():
+    for key in ("laplace", "geometric", "gaussian", "discrete_gaussian", "analytic_gaussian", "generalized_gaussian"):
+        surv, quant = get_mechanism(key).abs_distribution(3.0)
+        assert float(surv(0.0)) == pytest.approx(1.0, abs=0.2) and float(surv(1e4)) < 1e-12
+        assert float(surv(float(quant(0.5)))) <= 0.5 + 1e-9
