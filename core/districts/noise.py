@@ -6,6 +6,7 @@ not releases.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -16,8 +17,9 @@ from scipy import sparse
 from scipy.stats import chi2
 
 from core.census.analytic import level_coefficients, level_node_variance, preset_shares
-from core.contracts import Plan, make_rng, seed_sequence
+from core.contracts import Plan, make_rng, seed_sequence, stream_key
 from core.geography.hierarchy import Hierarchy
+from core.parallel import map_trials
 from core.census.toydown import check_budgets, topdown_lite, toydown
 
 ALGORITHMS = {
@@ -107,6 +109,13 @@ def ensemble_coefficients(h: Hierarchy, labels_or_masks: np.ndarray) -> np.ndarr
     return np.hstack([level_coefficients(h, leaf_labels=plan) for plan in arr])
 
 
+def _district_errors(index: int, rng: np.random.Generator, h: Hierarchy, pop: np.ndarray, config: NoiseConfig,
+                     mats: Mapping[str, sparse.csr_matrix]) -> dict[str, np.ndarray]:
+    """One noisy run of the hierarchy, summed into every district of every generator."""
+    leaf_err = noisy_leaf_counts(h, pop, config, rng) - pop
+    return {g: m.T @ leaf_err for g, m in mats.items()}
+
+
 def ensemble_study(h: Hierarchy, population: np.ndarray, generators: Mapping[str, np.ndarray],
                    total_budget: float, splits=("equal", "tract-heavy", "block-heavy"), runs: int = 16,
                    mechanism: str = "laplace", sensitivity: float = 2.0, algorithm: str = "toydown",
@@ -117,20 +126,14 @@ def ensemble_study(h: Hierarchy, population: np.ndarray, generators: Mapping[str
     mats = {g: membership_matrix(x) for g, x in generators.items()}
     coef = {g: ensemble_coefficients(h, x) for g, x in generators.items()}
     frames = []
-    total_steps = len(splits) * runs
-    step = 0
-    for split in splits:
+    for index, split in enumerate(splits):
         budgets = tuple(total_budget * preset_shares(split, h.depth))
         cfg = NoiseConfig(budgets, mechanism, sensitivity, algorithm, runs, seed)
-        rng = make_rng(seed_sequence(seed, len(frames)))
-        errs = {g: [] for g in generators}
-        for _ in range(runs):
-            leaf_err = noisy_leaf_counts(h, pop, cfg, rng) - pop
-            for g, m in mats.items():
-                errs[g].append(m.T @ leaf_err)
-            step += 1
-            if progress is not None:
-                progress(step, total_steps, f"Noisy runs ({split} split)")
+        work = functools.partial(_district_errors, h=h, pop=pop, config=cfg, mats=mats)
+        # one child stream per run of each split: the numbers do not depend on where the runs execute
+        outs = map_trials(work, range(int(runs)), seed=seed_sequence(seed, stream_key("ensemble"), index),
+                          n_jobs=1, progress=progress, label=f"Noisy runs ({split} split)")
+        errs = {g: [out[g] for out in outs] for g in generators}
         v = level_node_variance(budgets, mechanism, sensitivity)
         for g in generators:
             e = np.vstack(errs[g])
