@@ -1,0 +1,464 @@
+"""Group fairness and ranking as one plan: lexicographically fair learning, counterfactual ranking
+and the calibration / equal-error companion, each a tab with its own sub-plan (None = not asked).
+
+``GroupFairnessPlan.data`` names the ranking's table (bundled COMPAS, the synthetic moving company
+or an upload); ``learning`` names the data of the learning tabs (COMPAS with a population, or
+Adult). ``run_group_fairness`` computes each tab as a disk-cached sub-run, so changing one tab
+does not recompute the others.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from core.cache import cached, cached_call
+from core.contracts import DataRef, Plan, Progress, Result, bytes_fingerprint, make_rng, seed_sequence, stream_key
+from core.datasets import COMPAS_POPULATIONS, compas_population, load_adult, load_compas
+from core.fairness.causal_ranking import (MediatorRole, compas_ranking_frame, counterfactual_scores, fit_scm,
+                                          intersectional_labels, measures, most_disadvantaged, moving_company,
+                                          quota_ranking, ranking)
+from core.fairness.companion import CompanionPlan, CompanionResult, equal_error_rate_scores
+from core.fairness.learner import cost_sensitive_oracle
+from core.fairness.lexifair import (LEARNERS, MergedOracle, bootstrap_group_errors, data_respond, default_B, excess_over,
+                                    group_errors, level_gap, logistic_losses, membership_matrix, ogd_level,
+                                    play_level)
+
+LEARNING_DATA = {"compas": "COMPAS two-year recidivism", "adult": "UCI Adult income"}
+RANKING_DATA = {"compas": "COMPAS: Black and White defendants with at least one prior",
+                "moving-company": "Moving company (synthetic, the paper's edge weights)",
+                "upload": "Your own table (CSV)"}
+GROUP_COLUMNS = {"compas": ("sex", "race", "age band"), "adult": ("sex", "race", "age band")}
+MAX_ROUNDS = 20_000
+MAX_SYNTHETIC = 200_000
+
+
+def _whole(value, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{what} must be a whole number from {low:,} to {high:,}.")
+    return int(value)
+
+
+def _real(value, what: str, low: float, high: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what} must be a number.") from None
+    if not math.isfinite(number) or not low <= number <= high:
+        raise ValueError(f"{what} must lie between {low:g} and {high:g}.")
+    return number
+
+
+# ---------------------------------------------------------------- sub-plans
+
+@dataclass(frozen=True)
+class LexifairPlan(Plan):
+    """Groups (columns, pairwise intersections, minimum size), levels, slack alpha, the learner,
+    rounds, the multiplier bound B (None: the paper's (alpha + j) / alpha) and bootstrap draws."""
+
+    columns: tuple[str, ...] = ("sex", "race")
+    pairs: bool = True
+    min_size: int = 50
+    top_values: int = 2
+    levels: int = 3
+    alpha: float = 0.05
+    rounds: int = 2000
+    learner: str = "ftpl"
+    bound: float | None = 2.0
+    bootstrap: int = 200
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", tuple(str(c) for c in self.columns))
+        if not self.columns:
+            raise ValueError("Choose at least one column to form groups from.")
+        _whole(self.min_size, "The minimum group size", 1, 100_000)
+        _whole(self.top_values, "Values per column", 1, 10)
+        _whole(self.levels, "The number of levels", 1, 3)
+        object.__setattr__(self, "alpha", _real(self.alpha, "The slack alpha", 1e-4, 1.0))
+        _whole(self.rounds, "Rounds", 10, MAX_ROUNDS)
+        if self.learner not in LEARNERS:
+            raise ValueError(f"The learner must be one of {list(LEARNERS)}.")
+        if self.bound is not None:
+            object.__setattr__(self, "bound", _real(self.bound, "The multiplier bound B", 1.0, 1e6))
+        _whole(self.bootstrap, "Bootstrap draws", 0, 2000)
+
+
+@dataclass(frozen=True)
+class RankingPlan(Plan):
+    """The causal model (attributes, mediators in causal order with the attributes each is
+    resolving for, outcome), the baseline group (values in attribute order; empty = the most
+    disadvantaged group), the direction, the k values and the synthetic generator's size."""
+
+    attributes: tuple[str, ...] = ("sex", "race")
+    mediators: tuple[MediatorRole, ...] = (MediatorRole("priors_count", ()),)
+    outcome: str = "decile_score"
+    baseline: tuple[str, ...] = ()
+    ascending: bool = True
+    ks: tuple[int, ...] = (100, 200, 500, 1000)
+    synthetic_rows: int = 2000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", tuple(str(a) for a in self.attributes))
+        object.__setattr__(self, "baseline", tuple(str(b) for b in self.baseline))
+        if not self.attributes:
+            raise ValueError("Choose at least one sensitive attribute.")
+        if not all(isinstance(m, MediatorRole) for m in self.mediators):
+            raise ValueError("Mediators must be MediatorRole entries.")
+        names = [m.name for m in self.mediators]
+        used = [*self.attributes, *names, self.outcome]
+        if len(set(used)) != len(used):
+            raise ValueError("A column can play only one role: sensitive attribute, mediator or outcome.")
+        for m in self.mediators:
+            unknown = set(m.resolving_for) - set(self.attributes)
+            if unknown:
+                raise ValueError(f"{m.name} is marked resolving for {sorted(unknown)}, which are not "
+                                 "sensitive attributes.")
+        if self.baseline and len(self.baseline) != len(self.attributes):
+            raise ValueError("Give one baseline value per sensitive attribute, or none.")
+        if not self.ks:
+            raise ValueError("Give at least one k.")
+        ks = tuple(_whole(k, "Each k", 1, 10_000_000) for k in self.ks)
+        object.__setattr__(self, "ks", tuple(sorted(set(ks))))
+        _whole(self.synthetic_rows, "Synthetic rows", 100, MAX_SYNTHETIC)
+
+
+@dataclass(frozen=True)
+class GroupFairnessPlan(Plan):
+    """Everything behind the page: the ranking's data, the learning data, row cap, seed and the
+    three tabs' sub-plans."""
+
+    data: DataRef = field(default_factory=lambda: DataRef("compas"))
+    learning: str = "compas"
+    population: str = "paper"
+    max_rows: int = 8000
+    test_share: float = 0.3
+    seed: int = 0
+    lexifair: LexifairPlan | None = field(default_factory=LexifairPlan)
+    ranking: RankingPlan | None = field(default_factory=RankingPlan)
+    companion: CompanionPlan | None = field(default_factory=CompanionPlan)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, DataRef) or self.data.source not in RANKING_DATA:
+            raise ValueError(f"The ranking data must be one of {list(RANKING_DATA)}.")
+        if self.learning not in LEARNING_DATA:
+            raise ValueError(f"The learning data must be one of {list(LEARNING_DATA)}.")
+        if self.population not in COMPAS_POPULATIONS:
+            raise ValueError(f"Choose a COMPAS population among {list(COMPAS_POPULATIONS)}.")
+        _whole(self.max_rows, "The row cap", 200, 100_000)
+        object.__setattr__(self, "test_share", _real(self.test_share, "The held-out share", 0.1, 0.5))
+        _whole(self.seed, "The seed", 0, 2 ** 32 - 1)
+        for name, cls in (("lexifair", LexifairPlan), ("ranking", RankingPlan), ("companion", CompanionPlan)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, cls):
+                raise ValueError(f"{name} must be a {cls.__name__} or None.")
+
+
+# ---------------------------------------------------------------- learning data
+
+@dataclass(frozen=True)
+class GroupData:
+    """Standardised features, labels, the group columns (plain strings) and the train/test split."""
+
+    X: np.ndarray
+    y: np.ndarray
+    attrs: pd.DataFrame
+    train: np.ndarray
+    test: np.ndarray
+
+
+def _age_band(age: pd.Series) -> np.ndarray:
+    a = pd.to_numeric(age, errors="coerce").to_numpy(dtype=float)
+    return np.where(a < 25, "under 25", np.where(a < 45, "25 to 44", "45 and over"))
+
+
+def learning_frame(plan: GroupFairnessPlan) -> GroupData:
+    """The learning tabs' data: COMPAS (population rows, label two-year reoffence) or Adult (label
+    income over 50K), at most ``max_rows`` rows drawn with the plan's seed, split train/held-out."""
+    rng = make_rng(seed_sequence(plan.seed, stream_key("group fairness rows")))
+    if plan.learning == "compas":
+        frame = load_compas().iloc[compas_population(plan.population)].reset_index(drop=True)
+        y = frame["two_year_recid"].to_numpy(dtype=int)
+        num = frame[["age", "juv_fel_count", "juv_misd_count", "juv_other_count", "priors_count"]].to_numpy(float)
+        cat = np.column_stack([(frame["c_charge_degree"] == "F"), (frame["sex"] == "Male"),
+                               (frame["race"] == "African-American"), (frame["race"] == "Caucasian")])
+    else:
+        frame = load_adult()
+        y = frame["income"].astype(str).str.contains(">50K").to_numpy(dtype=int)
+        num = np.column_stack([frame["age"], frame["education_num"], frame["hours_per_week"],
+                               np.log1p(frame["capital_gain"].astype(float)),
+                               np.log1p(frame["capital_loss"].astype(float))]).astype(float)
+        cat = np.column_stack([(frame["sex"] == "Male"), (frame["race"] == "White"),
+                               frame["marital_status"].astype(str).str.startswith("Married")])
+    X = np.column_stack([num, cat.astype(float)])
+    X = (X - X.mean(axis=0)) / np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
+    attrs = pd.DataFrame({"sex": frame["sex"].astype(str).to_numpy(), "race": frame["race"].astype(str).to_numpy(),
+                          "age band": _age_band(frame["age"])})
+    n = len(frame)
+    keep = np.sort(rng.choice(n, size=plan.max_rows, replace=False)) if n > plan.max_rows else np.arange(n)
+    X, y, attrs = X[keep], y[keep], attrs.iloc[keep].reset_index(drop=True)
+    perm = rng.permutation(keep.size)
+    cut = int(round(keep.size * plan.test_share))
+    return GroupData(X, y, attrs, np.sort(perm[cut:]), np.sort(perm[:cut]))
+
+
+# ---------------------------------------------------------------- results
+
+@dataclass
+class LexifairResult:
+    """Per model x group: errors with bootstrap intervals; per level: eta_hat, gap and bound."""
+
+    groups: pd.DataFrame
+    levels: pd.DataFrame
+    trajectory: pd.DataFrame
+    worst: pd.DataFrame
+
+
+@dataclass
+class RankingResult:
+    """Measures at each k, rank changes of the people near the top, the fitted equations."""
+
+    measures: pd.DataFrame
+    rank_changes: pd.DataFrame
+    equations: pd.DataFrame
+    baseline: dict
+    rows: int
+    composition: pd.DataFrame
+
+
+@dataclass
+class GroupFairnessResult(Result):
+    plan: GroupFairnessPlan
+    lexifair: LexifairResult | None = None
+    ranking: RankingResult | None = None
+    companion: CompanionResult | None = None
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        out: dict[str, pd.DataFrame] = {}
+        if self.lexifair is not None:
+            lx = self.lexifair
+            out.update({"lexifair_group_errors": lx.groups, "lexifair_levels": lx.levels,
+                        "lexifair_eta_trajectory": lx.trajectory, "lexifair_worst_off": lx.worst})
+        if self.ranking is not None:
+            rk = self.ranking
+            out.update({"ranking_measures": rk.measures, "ranking_rank_changes": rk.rank_changes,
+                        "ranking_equations": rk.equations, "ranking_composition": rk.composition})
+        if self.companion is not None:
+            out.update({"companion_rates": self.companion.rates, "companion_calibration": self.companion.calibration,
+                        "companion_roc": self.companion.roc})
+        return out
+
+    def headline(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if self.lexifair is not None:
+            g = self.lexifair.groups
+            for model in g["model"].unique():
+                out[f"worst held-out group error: {model}"] = float(g.loc[g["model"] == model, "held_out_error"].max())
+            for _, row in self.lexifair.levels.iterrows():
+                out[f"eta_hat level {int(row['level'])}"] = float(row["eta_hat"])
+        if self.ranking is not None:
+            m = self.ranking.measures
+            cf = m[m["ranking"] == "counterfactual"]
+            k = int(cf["k"].max())
+            out[f"utility loss at k={k}"] = float(cf.loc[cf["k"] == k, "utility_loss"].iloc[0])
+            out[f"AP at k={k}"] = float(cf.loc[cf["k"] == k, "ap_at_k"].iloc[0])
+        if self.companion is not None and self.companion.target is not None:
+            out["equal error rates: FPR"] = float(self.companion.target["fpr"])
+            out["equal error rates: TPR"] = float(self.companion.target["tpr"])
+        return out
+
+    def ledger(self):
+        return None
+
+
+# ---------------------------------------------------------------- lexifair sub-run
+
+def _fit_levels(data: GroupData, M: np.ndarray, plan: LexifairPlan, rng: np.random.Generator,
+                progress: Progress | None) -> tuple[list[dict], dict[str, np.ndarray], list[pd.DataFrame]]:
+    """ERM and levels 1..l: decision probabilities per row, per-level summaries, eta trajectories."""
+    fit = data.train
+    oracle = MergedOracle(data.X, cost_sensitive_oracle)
+    w = np.zeros(data.y.size)
+    w[fit] = 1.0 / fit.size
+    _, erm = oracle(w * data.y, w * (1.0 - data.y))
+    probs = {"ERM (plain accuracy)": erm.astype(float)}
+    K = M.shape[1]
+    fixed = np.zeros(0)
+    rows, trails = [], []
+    total = plan.levels * plan.rounds
+    X1 = np.column_stack([data.X, np.ones(data.y.size)])
+    for j in range(1, plan.levels + 1):
+        B = default_B(plan.alpha, j) if plan.bound is None else plan.bound
+        message = f"level {j} of {plan.levels}"
+        step = (lambda done, _t, msg, j=j: progress((j - 1) * plan.rounds + done, total, msg)) if progress else None
+        if plan.learner == "ftpl":
+            respond = data_respond(data.y, M, fit, oracle)
+            p, eta_hat, weights, freq, trail = play_level(respond, K, j, fixed, B=B, T=plan.rounds, rng=rng,
+                                                          progress=step, message=message)
+            losses_out = group_errors(p[fit], data.y[fit], M[fit])
+            best = float(weights @ respond(weights)[1])
+            loss_max = 1.0
+        else:
+            theta, eta_hat, weights, freq, trail, loss_max = ogd_level(
+                X1[fit], data.y[fit].astype(float), M[fit], j, fixed, B=B, T=plan.rounds, radius=5.0,
+                progress=step, message=message)
+            p = (X1 @ theta > 0).astype(float)
+            losses_out = logistic_losses(theta, X1[fit], data.y[fit].astype(float), M[fit].astype(float))
+            best = float(weights @ losses_out)       # no exact best response: the output's own value
+        thresholds = np.r_[fixed, eta_hat]
+        nu = level_gap(losses_out, thresholds, best, freq, B, loss_max)
+        rows.append({"level": j, "eta_hat": eta_hat, "B": B, "nu": nu,
+                     "realised_excess": excess_over(losses_out, thresholds),
+                     "theory_bound": (j * loss_max + 2 * nu) / B,
+                     "loss": "0/1 error" if plan.learner == "ftpl" else "logistic loss"})
+        trails.append(pd.DataFrame({"level": j, "round": np.arange(1, trail.size + 1) * max(1, plan.rounds // 100),
+                                    "eta_running_average": trail}))
+        probs["minimax (level 1)" if j == 1 else f"lexifair level {j}"] = p
+        fixed = np.r_[fixed, eta_hat + plan.alpha]
+    return rows, probs, trails
+
+
+def lexifair_subrun(plan: GroupFairnessPlan, progress: Progress | None = None) -> LexifairResult:
+    """Groups, the ERM / minimax / lexifair fits and their sorted group errors with intervals."""
+    lx = plan.lexifair
+    data = learning_frame(plan)
+    unknown = [c for c in lx.columns if c not in data.attrs]
+    if unknown:
+        raise ValueError(f"Group columns {unknown} are not available; choose among {list(data.attrs.columns)}.")
+    M, names = membership_matrix(data.attrs, lx.columns, pairs=lx.pairs, min_size=lx.min_size,
+                                 top_values=lx.top_values)
+    if (M[data.train].sum(axis=0) == 0).any() or (M[data.test].sum(axis=0) == 0).any():
+        raise ValueError("A group has no members in the training or held-out rows; raise the minimum group size.")
+    rng = make_rng(seed_sequence(plan.seed, stream_key("lexifair game")))
+    boot_rng = make_rng(seed_sequence(plan.seed, stream_key("lexifair bootstrap")))
+    rows, probs, trails = _fit_levels(data, M, lx, rng, progress)
+    y = data.y.astype(float)
+    frames = []
+    for model, p in probs.items():
+        ins = group_errors(p[data.train], y[data.train], M[data.train])
+        out = group_errors(p[data.test], y[data.test], M[data.test])
+        if lx.bootstrap:
+            lo, hi = bootstrap_group_errors(p[data.test], y[data.test], M[data.test], lx.bootstrap, boot_rng)
+        else:
+            lo = hi = np.full(len(names), np.nan)
+        frames.append(pd.DataFrame({"model": model, "group": names, "size": M.sum(axis=0),
+                                    "in_sample_error": ins, "held_out_error": out,
+                                    "held_out_low": lo, "held_out_high": hi}))
+    groups = pd.concat(frames, ignore_index=True)
+    groups["rank_in_model"] = groups.groupby("model")["in_sample_error"].rank(ascending=False, method="first").astype(int)
+    groups = groups.sort_values(["model", "rank_in_model"], kind="stable").reset_index(drop=True)
+    worst = groups[groups["rank_in_model"] <= lx.levels][["model", "rank_in_model", "group", "in_sample_error",
+                                                          "held_out_error"]].reset_index(drop=True)
+    return LexifairResult(groups, pd.DataFrame(rows), pd.concat(trails, ignore_index=True), worst)
+
+
+# ---------------------------------------------------------------- ranking sub-run
+
+def ranking_table(plan: GroupFairnessPlan, data: bytes | None) -> pd.DataFrame:
+    """The table to rank: the COMPAS subset, the synthetic moving company, or the upload."""
+    src = plan.data.source
+    if src == "compas":
+        return compas_ranking_frame(load_compas())
+    if src == "moving-company":
+        rng = make_rng(seed_sequence(plan.seed, stream_key("moving company")))
+        return moving_company(plan.ranking.synthetic_rows, rng)
+    from core.uploads import read_upload
+    if data is None:
+        raise ValueError("This plan ranks an uploaded table: pass the file's bytes.")
+    if bytes_fingerprint(data) != plan.data.fingerprint:
+        raise ValueError("The uploaded file is not the one the plan names (its fingerprint differs).")
+    return read_upload(data, "microdata_csv")
+
+
+def ranking_subrun(plan: GroupFairnessPlan, data: bytes | None = None) -> RankingResult:
+    """Fit the causal model, score everybody as the baseline group, rank, compare with the original
+    and quota rankings at every k."""
+    rp = plan.ranking
+    frame = ranking_table(plan, data)
+    needed = [*rp.attributes, *[m.name for m in rp.mediators], rp.outcome]
+    missing = [c for c in needed if c not in frame]
+    if missing:
+        raise ValueError(f"The table has no column(s) {missing}; its columns are {list(frame.columns)}.")
+    frame = frame[needed].dropna().reset_index(drop=True)
+    for c in [*[m.name for m in rp.mediators], rp.outcome]:
+        if not pd.api.types.is_numeric_dtype(frame[c]):
+            raise ValueError(f"{c} must be numeric: mediators and the outcome are scores.")
+    if len(frame) < 20:
+        raise ValueError("The model needs at least 20 complete rows.")
+    if rp.ks[-1] > len(frame):
+        raise ValueError(f"The largest k ({rp.ks[-1]:,}) exceeds the number of rows ({len(frame):,}).")
+    scm = fit_scm(frame, rp.attributes, rp.mediators, rp.outcome)
+    if rp.baseline:
+        baseline = dict(zip(rp.attributes, rp.baseline))
+        for a, v in baseline.items():
+            if a in scm.coding.levels and v not in scm.coding.levels[a]:
+                raise ValueError(f"{v!r} is not a value of {a}; choose among {list(scm.coding.levels[a])}.")
+            if a not in scm.coding.levels:
+                baseline[a] = _real(v, f"The baseline value of {a}", -1e12, 1e12)
+    else:
+        baseline = most_disadvantaged(frame, rp.attributes, rp.outcome, rp.ascending, scm.coding)
+    cf = counterfactual_scores(scm, frame, baseline)
+    y = scm.observed[rp.outcome]
+    groups = intersectional_labels(frame, rp.attributes)
+    orders = {"original": ranking(y, rp.ascending), "counterfactual": ranking(cf[rp.outcome], rp.ascending),
+              "quota": quota_ranking(y, groups, rp.ascending)}
+    table = measures(orders, y, groups, rp.ks, rp.ascending)
+    n = y.size
+    rank_of = {}
+    for name in ("original", "counterfactual"):
+        r = np.empty(n, dtype=np.int64)
+        r[orders[name]] = np.arange(1, n + 1)
+        rank_of[name] = r
+    near = np.flatnonzero((rank_of["original"] <= rp.ks[-1]) | (rank_of["counterfactual"] <= rp.ks[-1]))
+    changes = pd.DataFrame({"row": near, "group": groups[near], "original_rank": rank_of["original"][near],
+                            "counterfactual_rank": rank_of["counterfactual"][near], "score": y[near],
+                            "counterfactual_score": cf[rp.outcome][near]}).sort_values("original_rank")
+    eq_rows = [{"variable": var, "term": i, "coefficient": float(c)}
+               for var, coef in scm.coef.items() for i, c in enumerate(coef)]
+    labels, counts = np.unique(groups, return_counts=True)
+    composition = pd.DataFrame({"group": labels, "people": counts, "share": counts / n})
+    return RankingResult(table, changes.reset_index(drop=True), pd.DataFrame(eq_rows),
+                         {a: (v if isinstance(v, str) else float(v)) for a, v in baseline.items()}, n, composition)
+
+
+# ---------------------------------------------------------------- companion sub-run
+
+def companion_subrun(plan: GroupFairnessPlan) -> CompanionResult:
+    """The calibration / equal-error companion on a plain logistic risk score of the learning data."""
+    data = learning_frame(plan)
+    oracle = cost_sensitive_oracle(data.X)
+    w = np.zeros(data.y.size)
+    w[data.train] = 1.0 / data.train.size
+    params, _ = oracle(w * data.y, w * (1.0 - data.y))
+    score = 0.5 * (1.0 + np.tanh(0.5 * (data.X @ params[:-1] + params[-1])))
+    return equal_error_rate_scores(score, data.y, data.attrs, plan.companion)
+
+
+_lexifair_cached = cached_call(lexifair_subrun)
+_ranking_cached = cached_call(ranking_subrun)
+_companion_cached = cached_call(companion_subrun)
+
+
+def _tab_plan(plan: GroupFairnessPlan, **keep) -> GroupFairnessPlan:
+    """The plan with only the fields one tab depends on (others at their defaults), as a cache key."""
+    return GroupFairnessPlan(lexifair=None, ranking=None, companion=None, **keep)
+
+
+@cached
+def run_group_fairness(plan: GroupFairnessPlan, data: bytes | None = None, *,
+                       progress: Progress | None = None) -> GroupFairnessResult:
+    """Each requested tab as its own cached sub-run."""
+    if not isinstance(plan, GroupFairnessPlan):
+        raise ValueError("run_group_fairness needs a GroupFairnessPlan.")
+    learning = dict(learning=plan.learning, population=plan.population, max_rows=plan.max_rows,
+                    test_share=plan.test_share, seed=plan.seed)
+    lex = rank = comp = None
+    if plan.lexifair is not None:
+        lex = _lexifair_cached(_tab_plan(plan, **learning).replace(lexifair=plan.lexifair), progress=progress)
+    if plan.ranking is not None:
+        rank = _ranking_cached(_tab_plan(plan, data=plan.data, seed=plan.seed).replace(ranking=plan.ranking),
+                               data if plan.data.is_upload else None)
+    if plan.companion is not None:
+        comp = _companion_cached(_tab_plan(plan, **learning).replace(companion=plan.companion))
+    return GroupFairnessResult(plan, lex, rank, comp)
