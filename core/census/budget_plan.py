@@ -306,15 +306,37 @@ def recommended_split(plan: BudgetPlan, target_coeffs: list[np.ndarray], mech: s
 
     Normalising by the equal-split variance keeps one large target from drowning the others, so a
     weight reads as plain importance (weight 2 = twice as important); every level keeps at least
-    0.5% of the budget so each node still gets finite noise. The closed forms hold for noise whose
-    variance scales as 1/budget^2 (epsilon) or 1/budget (rho); (epsilon, delta) mechanisms are
-    close to the former.
+    0.5% of the budget so each node still gets finite noise. The closed forms (cube-root rule for
+    epsilon, square-root for rho) are exact for noise whose variance scales as 1/budget^2 or
+    1/budget; for (epsilon, delta) mechanisms, whose variance only nearly does, the closed form is
+    the start of a numerical refinement on the mechanism's own variance.
     """
     depth = target_coeffs[0].shape[0]
     weights = plan.target_weights or (1.0,) * len(target_coeffs)
     v_eq = level_node_variance(np.full(depth, plan.total / depth), mech, plan.sensitivity, estimate=True)
     a = sum(w * c / max(float(np.dot(c, v_eq)), 1e-300) for w, c in zip(weights, target_coeffs))
-    return split_for_coefficients(a, plan.total, get_mechanism(mech).unit, min_share=0.005)
+    start = split_for_coefficients(a, plan.total, get_mechanism(mech).unit, min_share=0.005)
+    if not get_mechanism(mech).approximate or depth == 1:
+        return start
+    return _refine_split(a, start, plan.total, mech, plan.sensitivity)
+
+
+def _refine_split(a: np.ndarray, start: np.ndarray, total: float, mech: str, sensitivity: float) -> np.ndarray:
+    """Minimise sum_l a_l v_l(x_l) over budgets summing to ``total`` (each at least 0.5% of it), from
+    ``start``, on the mechanism's own (interpolated) variance; keeps ``start`` unless it improves."""
+    from scipy.optimize import minimize
+
+    floor = 0.005 * total
+    objective = lambda x: float(np.dot(a, level_node_variance(np.maximum(x, floor), mech, sensitivity,  # noqa: E731
+                                                              estimate=True)))
+    scale = objective(start)
+    res = minimize(lambda x: objective(x) / scale, start, method="SLSQP",
+                   bounds=[(floor, total)] * start.size,
+                   constraints=[{"type": "eq", "fun": lambda x: (x.sum() - total) / total}],
+                   options={"maxiter": 200, "ftol": 1e-10})
+    best = np.maximum(res.x, floor)
+    best *= total / best.sum()
+    return best if np.all(np.isfinite(best)) and objective(best) < objective(start) else start
 
 
 # ---------------------------------------------------------------------------------- run

@@ -369,7 +369,8 @@ with tab_split:
                     "least 0.5%).")
         if alloc.noise.approximate:
             st.caption(f"The {alloc.noise.label}'s variance is close to, not exactly, proportional to 1/epsilon², "
-                       "so for it the cube-root rule gives a near-optimal split.")
+                       "so the cube-root rule is only the starting point: the split is then refined numerically "
+                       "on its own calibrated variance.")
         _table(result.recommended_split, {"level": "Level", "budget": f"Recommended budget ({alloc.unit})",
                                           "share": "Share of the budget"}, "ba_rec_split")
         _table(result.recommendation, REC_LABELS, "ba_rec_gain")

@@ -121,3 +121,19 @@ def test_a_district_plan_is_a_target_on_the_georgia_blocks():
         run_budget_plan(cfg, csv + b"\n")
     with pytest.raises(ValueError, match="needs an uploaded district plan"):
         BudgetConfig(hierarchy="georgia", targets=("plan",))
+
+
+def test_optimised_split_for_an_approximate_mechanism_refines_the_closed_form():
+    from core.census.analytic import level_node_variance, split_for_coefficients
+    from core.census.budget_plan import recommended_split
+    from core.privacy.mechanisms import AnalyticGaussianParams
+    plan = BudgetConfig(fanouts=(5, 4, 6), runs=0, targets=("leaf", "unit:1"), split="optimise",
+                        mechanism="analytic_gaussian", mechanism_params=AnalyticGaussianParams(), delta=1e-6)
+    r = run_budget_plan(plan)
+    mech = r.allocation.mechanism
+    assert sum(r.allocation.budgets) == pytest.approx(1.0)
+    a = np.array([1.0, 2.0, 3.0, 4.0])
+    start = split_for_coefficients(a, 1.0, "epsilon", min_share=0.005)
+    refined = recommended_split(plan, [a], mech)
+    obj = lambda x: float(np.dot(a, level_node_variance(x, mech, 2.0, estimate=True)))  # noqa: E731
+    assert refined.sum() == pytest.approx(1.0) and obj(refined) <= obj(start)
