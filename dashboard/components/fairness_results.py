@@ -17,7 +17,7 @@ import streamlit as st
 from core.cache import config_digest
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness import CompanionPlan, ConstraintTable, FrontierPlan, LearningPlan, run_learning
-from core.fairness.companion import MODES, cost_ratio
+from core.fairness.companion import MODES, CompanionResult, cost_ratio
 from core.fairness.frontier import SWEEPS, FrontierResult
 from core.fairness.learner import AVERAGING, ORACLES
 from core.fairness.learning_plan import LearningResult, frontier_ready
@@ -202,7 +202,7 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
         return {}
     _report_once(key, digest, run_context, on_result, sweep, frontier)
     point = _frontier_block(key, frontier)
-    companion = _companion_settings(key, float(point["target"]), sweep.seed)
+    companion = companion_settings(key, float(point["target"]), sweep.seed)
     try:
         plan = base.replace(companion=companion)
         result = run_learning(plan)
@@ -211,7 +211,7 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
         return {}
     st.session_state[f"{key}_plan"] = plan          # the plan behind what is shown (export, tests)
     _pairs_and_groups(key, result, point)
-    _companion_block(key, result)
+    companion_panel(key, result.companion, result.plan.companion)
     report_panel(result, page=PAGE, key=f"{key}_report")
     return result.tables()
 
@@ -282,8 +282,10 @@ def _pairs_and_groups(key: str, result: LearningResult, point: pd.Series) -> Non
         st.plotly_chart(figs.trajectory_figure(f.trajectories, symbol), key=f"{key}_traj_chart")
 
 
-def _companion_settings(key: str, at: float, seed: int) -> CompanionPlan:
-    """Widgets of the Reich and Vijaykumar panel, as a companion plan at the chosen point."""
+def companion_settings(key: str, at: float | None, seed: int,
+                       pairs: dict[str, tuple[str, str]] = GROUP_PAIRS) -> CompanionPlan:
+    """Widgets of the Reich and Vijaykumar panel, as a companion plan at the chosen point
+    (``pairs``: attribute -> the two groups compared, as the data spell them)."""
     st.markdown("#### Companion: calibrated scores with equal error rates")
     st.caption("Post-processes the learned scores at the operating point (Reich and Vijaykumar, FORC 2021): "
                "scores stay calibrated within each group while the decision 'score ≥ cut-off' "
@@ -291,8 +293,8 @@ def _companion_settings(key: str, at: float, seed: int) -> CompanionPlan:
                "rates in both groups. When no such rates exist, or when you ask for it, a soft trade-off "
                "lets the rates differ at a price.")
     c1, c2, c3 = st.columns(3)
-    attribute = c1.selectbox("Groups compared", list(GROUP_PAIRS), key=f"{key}_rv_attribute",
-                             format_func=lambda a: " vs ".join(GROUP_PAIRS[a]), persist_state=KEEP)
+    attribute = c1.selectbox("Groups compared", list(pairs), key=f"{key}_rv_attribute",
+                             format_func=lambda a: " vs ".join(pairs[a]), persist_state=KEEP)
     cutoff = c2.slider("Cut-off for flagging high risk", 0.05, 0.95, 0.5, 0.01, key=f"{key}_rv_cutoff",
                        persist_state=KEEP,
                        help="A cut-off c is optimal when a false positive costs c/(1−c) false negatives.")
@@ -306,14 +308,13 @@ def _companion_settings(key: str, at: float, seed: int) -> CompanionPlan:
     parity = c6.radio("Penalise differences in", list(PARITY), format_func=PARITY.get,
                       key=f"{key}_rv_parity", persist_state=KEEP)
     return CompanionPlan(cutoff=float(cutoff), bins=int(bins), attribute=attribute,
-                         groups=GROUP_PAIRS[attribute], seed=seed, at=at, mode=mode,
+                         groups=pairs[attribute], seed=seed, at=at, mode=mode,
                          penalty_fpr=0.0 if parity == "tpr" else float(penalty),
                          penalty_tpr=0.0 if parity == "fpr" else float(penalty))
 
 
-def _companion_block(key: str, result: LearningResult) -> None:
+def companion_panel(key: str, res: CompanionResult, plan: CompanionPlan) -> None:
     """Feasibility badge, ROC and calibration charts and the rates table of the companion."""
-    res, plan = result.companion, result.plan.companion
     k = cost_ratio(plan.cutoff)
     if res.feasible and res.nonconstant:
         st.success(f"Feasible: both groups can share false positive rate {res.target['fpr']:.3f} and true "
