@@ -44,11 +44,3 @@ def district_metrics(h: Hierarchy, adj: UnitAdjacency, population: np.ndarray, c
         "split_counties": split,
         "contiguous": adj.n_components(lab) == 1,
     })
-
-
-def plan_summary(metrics: pd.DataFrame, n_cut_edges: int | None = None) -> dict:
-    """Plan-level numbers: largest absolute deviation, total cut edges, mean Polsby-Popper, split counties."""
-    return {"max_abs_deviation_pct": float(metrics["deviation_pct"].abs().max()),
-            "cut_edges": int(metrics["cut_edges"].sum() // 2) if n_cut_edges is None else n_cut_edges,
-            "mean_polsby_popper": float(metrics["polsby_popper"].mean()),
-            "all_contiguous": bool(metrics["contiguous"].all())}

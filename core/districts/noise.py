@@ -17,7 +17,7 @@ from scipy import sparse
 from scipy.stats import chi2
 
 from core.census.analytic import level_coefficients, level_node_variance, preset_shares
-from core.contracts import Plan, make_rng, seed_sequence, stream_key
+from core.contracts import Plan, seed_sequence, stream_key
 from core.geography.hierarchy import Hierarchy
 from core.parallel import map_trials
 from core.census.toydown import check_budgets, topdown_lite, toydown

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-import geopandas as gpd
 import numpy as np
 import pandas as pd
 
@@ -20,11 +19,9 @@ from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, check_para
                             stream_key)
 from core.districts.checks import district_checks, plan_check
 from core.districts.ecological import ecological_study
-from core.districts.generators import (GENERATORS, GRID_ONLY, UNIT_LABELS, DisconnParams, GeneratorParams,
-                                       ReComParams, is_grid)
+from core.districts.generators import GENERATORS, GRID_ONLY, UNIT_LABELS, GeneratorParams, ReComParams, is_grid
 from core.districts.metrics import district_metrics
-from core.districts.noise import ALGORITHMS, NoiseConfig, ensemble_study, membership_matrix, noisy_leaf_counts, \
-    sd_interval
+from core.districts.noise import NoiseConfig, ensemble_study, membership_matrix, noisy_leaf_counts, sd_interval
 from core.districts.uploads import load_uploaded_blocks
 from core.geography.adjacency import block_adjacency
 from core.geography.assignments import plan_from_csv

@@ -1,10 +1,8 @@
 """District maps page end to end with Streamlit's AppTest: plan parity, checks, navigation, reports, uploads."""
-import io
 import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
