@@ -173,3 +173,25 @@ def test_saved_report_restores_the_settings_and_the_numbers():
     assert at.session_state["dm_plan"] == plan
     assert at.number_input(key="dm_tol").value == 2.5
     assert _metric(at, "Plans passing the checks") == f"{int(run(plan).plans['passes'].sum())} of 2"
+
+
+def test_ensemble_and_ecological_regression_tabs_on_a_small_grid():
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.run()
+    at.selectbox(key="dm_grid").select((16, 4, 16)).run()
+    at.multiselect(key="dm_ens_splits").set_value(["equal"])
+    at.number_input(key="dm_ens_runs").set_value(4)
+    at.number_input(key="dm_ens_squares").set_value(20)
+    at.toggle(key="dm_ens_on").set_value(True)
+    at.toggle(key="dm_er_on").set_value(True).run()
+    assert not at.exception and not at.error
+    plan = at.session_state["dm_plan"]
+    assert plan.ensemble is not None and plan.er is not None and plan.ensemble.runs == 4
+    study = _table(at, "Mean closed-form variance (people²)")
+    assert {"ReCom ensemble", "Greedy", "Square (random)"} <= set(study["Generator"])
+    er = _table(at, "Black voters' support (share)")
+    assert set(er["Mode"]) == {"all", "filtered", "weighted"}
+    assert "naive Gaussian" in set(er["Counts used"])
+    # the ER mode is a display choice: the plan does not change
+    at.selectbox(key="dm_er_mode").select("weighted").run()
+    assert at.session_state["dm_plan"] == plan
