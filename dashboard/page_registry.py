@@ -70,5 +70,13 @@ PAGES: tuple[PageEntry, ...] = (
         "compare on the Georgia counties.",
         plotly_in("dm_map"),
     ),
+    PageEntry(
+        "tools/group_fairness.py", "Group fairness and ranking", "group-fairness", ":material/groups:",
+        "Who is worst off under a classifier, and what does lifting them cost the others? Would a "
+        "ranking change if these people belonged to another group? Lexicographically fair learning "
+        "and counterfactual ranking on COMPAS, Adult or your own table, with calibrated scores that "
+        "have equal error rates.",
+        plotly_in("gf_lex_errors"),
+    ),
 )
 ALL_PAGES: tuple[PageEntry, ...] = (HOME, *PAGES)

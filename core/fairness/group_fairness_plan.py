@@ -124,6 +124,15 @@ class RankingPlan(Plan):
         _whole(self.synthetic_rows, "Synthetic rows", 100, MAX_SYNTHETIC)
 
 
+#: The causal model each bundled ranking table starts from (the paper's choices).
+RANKING_DEFAULTS = {
+    "compas": RankingPlan(),
+    "moving-company": RankingPlan(attributes=("gender", "race"),
+                                  mediators=(MediatorRole("lifting", ("gender", "race")),),
+                                  outcome="score", ascending=False, ks=(50, 100, 200, 500)),
+}
+
+
 @dataclass(frozen=True)
 class GroupFairnessPlan(Plan):
     """Everything behind the page: the ranking's data, the learning data, row cap, seed and the

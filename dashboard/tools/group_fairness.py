@@ -1,0 +1,314 @@
+"""Group fairness and ranking: who is worst off and what lifting them costs; would a ranking change
+if people belonged to another group; calibrated scores with equal error rates.
+
+Widgets -> ``core.fairness.GroupFairnessPlan`` -> ``core.fairness.run_group_fairness`` -> figures.
+Nothing is computed here.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
+from core.datasets import COMPAS_POPULATIONS  # noqa: E402
+from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness  # noqa: E402
+from core.fairness.group_fairness_plan import (GROUP_COLUMNS, LEARNING_DATA, RANKING_DATA,  # noqa: E402
+                                               RANKING_DEFAULTS, ranking_table)
+from core.fairness.lexifair import LEARNERS  # noqa: E402
+from dashboard.components.fairness_results import companion_panel, companion_settings  # noqa: E402
+from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
+from dashboard.figures import group_fairness as figs  # noqa: E402
+
+KEEP = {"persist_state": "session"}
+PAGE = "Group fairness and ranking"
+ALPHAS = (0.01, 0.02, 0.05, 0.1, 0.2)
+ROUNDS = (100, 200, 500, 1000, 2000, 5000)
+BOUNDS = {"2": 2.0, "5": 5.0, "20": 20.0, "paper": None}
+K_CHOICES = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+SYNTH_ROWS = (2000, 10_000, 100_000)
+DEFAULT_BASELINE = "(most disadvantaged group)"
+COMPANION_PAIRS = {"compas": {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")},
+                   "adult": {"race": ("Black", "White"), "sex": ("Female", "Male")}}
+WARNING = """**Read this before trusting a counterfactual ranking.** The result is only as good as the causal
+graph you draw here: the tool cannot check it. It assumes every arrow you left out is truly absent, that no
+hidden cause drives both a sensitive attribute and a mediator, and that straight-line equations (with
+interactions between the attributes) describe the data. Marking a mediator **resolving** says it is a
+legitimate basis for the decision (its differences between groups are kept); **non-resolving** says the
+differences it carries are themselves discrimination (they are removed). That is a value judgement, not a
+statistical fact: it belongs to the people accountable for the decision and those affected by it, and it
+should be written down with its reasons."""
+
+
+# ------------------------------------------------------------------------------------------------
+# A saved report -> widget values
+# ------------------------------------------------------------------------------------------------
+
+def _bound_label(bound: float | None) -> str:
+    return next((k for k, v in BOUNDS.items() if v == bound), "2")
+
+
+def plan_to_widgets(plan: GroupFairnessPlan) -> dict:
+    """Widget values that rebuild ``plan`` on this page."""
+    out = {"gf_learning": plan.learning, "gf_population": plan.population, "gf_seed": plan.seed,
+           "gf_rk_source": plan.data.source}
+    if plan.data.is_upload:
+        out["gf_upload_fp"] = plan.data.fingerprint
+    lx = plan.lexifair
+    if lx is not None:
+        out.update({"gf_lx_columns": list(lx.columns), "gf_lx_pairs": lx.pairs, "gf_lx_min_size": lx.min_size,
+                    "gf_lx_levels": lx.levels, "gf_lx_alpha": lx.alpha, "gf_lx_rounds": lx.rounds,
+                    "gf_lx_learner": lx.learner, "gf_lx_bound": _bound_label(lx.bound)})
+    rk = plan.ranking
+    if rk is not None:
+        src = plan.data.source
+        out.update({f"gf_rk_{src}_attrs": list(rk.attributes), f"gf_rk_{src}_mediators": [m.name for m in rk.mediators],
+                    f"gf_rk_{src}_outcome": rk.outcome, f"gf_rk_{src}_ascending": rk.ascending,
+                    f"gf_rk_{src}_ks": list(rk.ks), "gf_rk_synth_rows": rk.synthetic_rows})
+        for m in rk.mediators:
+            out[f"gf_rk_{src}_resolve_{m.name}"] = list(m.resolving_for)
+        for a, v in zip(rk.attributes, rk.baseline or (DEFAULT_BASELINE,) * len(rk.attributes)):
+            out[f"gf_rk_{src}_baseline_{a}"] = v
+    c = plan.companion
+    if c is not None:
+        parity = "both" if c.penalty_fpr and c.penalty_tpr else ("tpr" if c.penalty_tpr else "fpr")
+        out.update({"gf_rv_attribute": c.attribute, "gf_rv_cutoff": c.cutoff, "gf_rv_bins": c.bins,
+                    "gf_rv_mode": c.mode, "gf_rv_penalty": max(c.penalty_fpr, c.penalty_tpr),
+                    "gf_rv_parity": parity})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Widgets -> sub-plans
+# ------------------------------------------------------------------------------------------------
+
+def _lexifair_widgets() -> LexifairPlan:
+    st.markdown("**Who is worst off, and what does lifting them cost?** Minimax fairness first lowers the "
+                "largest error any group suffers; lexicographic fairness then lowers the second largest "
+                "without giving that back, then the third. Compare their group errors with the plain "
+                "most-accurate model (ERM).")
+    c1, c2, c3, c4 = st.columns(4)
+    columns = c1.multiselect("Form groups from", list(GROUP_COLUMNS["compas"]), default=["sex", "race"],
+                             key="gf_lx_columns", **KEEP,
+                             help="The two largest values of each column are groups; with intersections, so "
+                                  "are their pairs (e.g. 'sex = Male & race = Caucasian'). Groups may overlap.")
+    pairs = c1.checkbox("Add pairwise intersections", True, key="gf_lx_pairs", **KEEP)
+    min_size = c2.number_input("Smallest group (people)", 10, 5000, 50, step=10, key="gf_lx_min_size", **KEEP)
+    levels = c2.slider("Levels (1 = minimax)", 1, 3, 3, key="gf_lx_levels", **KEEP)
+    alpha = c3.select_slider("Slack alpha (error share)", ALPHAS, value=0.05, key="gf_lx_alpha", **KEEP,
+                             help="How far later levels may let an earlier level's target slip.")
+    rounds = c3.select_slider("Rounds per level", ROUNDS, value=500, key="gf_lx_rounds", **KEEP,
+                              help="Each round is one call of the weighted classifier.")
+    learner = c4.radio("Learner", list(LEARNERS), format_func=LEARNERS.get, key="gf_lx_learner", **KEEP)
+    bound = c4.selectbox("Multiplier bound B", list(BOUNDS), key="gf_lx_bound", **KEEP,
+                         format_func=lambda b: "paper: (alpha + j) / alpha" if b == "paper" else b,
+                         help="Larger B enforces the bounds more tightly but the game settles more slowly.")
+    return LexifairPlan(columns=tuple(columns), pairs=bool(pairs), min_size=int(min_size), levels=int(levels),
+                        alpha=float(alpha), rounds=int(rounds), learner=learner, bound=BOUNDS[bound])
+
+
+@st.cache_data(max_entries=6, show_spinner="Reading the table...")
+def _table(source: str, fingerprint: str, raw: bytes | None, rows: int, seed: int) -> pd.DataFrame:
+    plan = GroupFairnessPlan(data=DataRef(source, fingerprint), seed=seed, lexifair=None, companion=None,
+                             ranking=RankingPlan(synthetic_rows=rows))
+    return ranking_table(plan, raw)
+
+
+def _ranking_data() -> tuple[DataRef, bytes | None, int] | None:
+    source = st.selectbox("Table to rank", list(RANKING_DATA), format_func=RANKING_DATA.get, key="gf_rk_source",
+                          **KEEP)
+    rows = 2000
+    if source == "moving-company":
+        rows = st.select_slider("Synthetic applicants", SYNTH_ROWS, value=2000, key="gf_rk_synth_rows", **KEEP)
+        st.caption("Synthetic data: drawn from the paper's causal graph with its edge weights and standard "
+                   "normal errors (our choice). Women score lower on lifting; the score is lower for women "
+                   "and for Black applicants.")
+    if source != "upload":
+        return DataRef(source), None, int(rows)
+    uploads: dict = st.session_state.setdefault("gf_uploads", {})
+    file = st.file_uploader("CSV file (UTF-8, comma-separated, header row)", type=["csv"], key="gf_upload")
+    if file is not None:
+        raw = file.getvalue()
+        fp = bytes_fingerprint(raw)
+        uploads.clear()
+        uploads[fp] = (file.name, raw)
+        st.session_state["gf_upload_fp"] = fp
+    fp = st.session_state.get("gf_upload_fp")
+    if fp not in uploads:
+        st.info("Upload a table with sensitive attributes, at least one numeric mediator and a numeric score.")
+        return None
+    name, raw = uploads[fp]
+    if file is None:
+        st.caption(f"Using {name}, uploaded earlier in this session.")
+    return DataRef("upload", fp), raw, int(rows)
+
+
+def _ranking_widgets(frame: pd.DataFrame, source: str) -> RankingPlan:
+    default = RANKING_DEFAULTS.get(source)
+    cols = list(frame.columns)
+    numeric = [c for c in cols if pd.api.types.is_numeric_dtype(frame[c])]
+    p = f"gf_rk_{source}"
+    c1, c2, c3 = st.columns(3)
+    attrs = c1.multiselect("Sensitive attributes", cols, default=list(default.attributes) if default else cols[:1],
+                           key=f"{p}_attrs", **KEEP)
+    mediators = c2.multiselect("Mediators (in causal order)", [c for c in numeric if c not in attrs],
+                               default=[m.name for m in default.mediators] if default else [], key=f"{p}_mediators",
+                               **KEEP, help="Variables the attributes may affect and that affect the score.")
+    choices = [c for c in numeric if c not in attrs and c not in mediators]
+    outcome = c3.selectbox("Score to rank by", choices, key=f"{p}_outcome", **KEEP,
+                           index=choices.index(default.outcome) if default and default.outcome in choices else 0)
+    roles = []
+    for m in mediators:
+        preset = next((r.resolving_for for r in default.mediators if r.name == m), ()) if default else ()
+        kept = st.multiselect(f"'{m}' is a legitimate basis (resolving) for", attrs,
+                              default=[a for a in preset if a in attrs], key=f"{p}_resolve_{m}", **KEEP,
+                              help="All attributes: resolving. None: non-resolving. Some: semi-resolving.")
+        roles.append(MediatorRole(m, tuple(kept)))
+    c4, c5, c6 = st.columns(3)
+    baseline = []
+    for a in attrs:
+        values = [DEFAULT_BASELINE] + sorted(frame[a].astype(str).unique().tolist())[:50]
+        baseline.append(c4.selectbox(f"Everybody scored as if {a} were", values, key=f"{p}_baseline_{a}", **KEEP))
+    ascending = c5.radio("Rank from", [True, False], key=f"{p}_ascending", **KEEP,
+                         index=0 if (default.ascending if default else False) else 1,
+                         format_func=lambda v: "low to high (lower score first)" if v else "high to low")
+    ks = c6.multiselect("Top k to measure", K_CHOICES, default=[k for k in (default.ks if default else (50, 100))],
+                        key=f"{p}_ks", **KEEP)
+    use_baseline = () if any(b == DEFAULT_BASELINE for b in baseline) else tuple(baseline)
+    return RankingPlan(attributes=tuple(attrs), mediators=tuple(roles), outcome=outcome or "",
+                       baseline=use_baseline, ascending=bool(ascending), ks=tuple(int(k) for k in ks))
+
+
+# ------------------------------------------------------------------------------------------------
+# Results
+# ------------------------------------------------------------------------------------------------
+
+def _draw_lexifair(res) -> None:
+    levels = res.levels
+    worst = res.worst
+    names = "; ".join(f"{row.model}: {row.group} ({row.held_out_error:.3f})"
+                      for row in worst[worst["rank_in_model"] == 1].itertuples())
+    st.markdown(f"**Worst-off group per model** (held-out error): {names}")
+    st.plotly_chart(figs.group_error_figure(res.groups), key="gf_lex_errors")
+    st.caption("Bars: held-out error of each group (share of its people misclassified by the randomised "
+               "classifier, in expectation), worst at the top. Intervals: 90% bootstrap over held-out people "
+               "with the model fixed; overlapping intervals are not evidence of a difference.")
+    left, right = st.columns(2)
+    left.dataframe(levels.rename(columns=figs.LEVEL_COLUMNS).round(4), hide_index=True, key="gf_lex_levels")
+    left.caption("eta-hat j bounds the sum of the j largest training errors. Theory (Theorem 12): every such "
+                 "sum is at most eta-hat plus (j L + 2 nu) / B; the realised excess is what the output "
+                 "actually exceeds it by (negative: within the bound).")
+    right.plotly_chart(figs.eta_figure(res.trajectory), key="gf_lex_eta")
+    with st.expander("Every group and model (table)"):
+        st.dataframe(res.groups.rename(columns=figs.GROUP_COLUMNS).round(4), hide_index=True, key="gf_lex_table")
+
+
+def _draw_ranking(res, plan: RankingPlan) -> None:
+    base = ", ".join(f"{a} = {v}" for a, v in res.baseline.items())
+    st.markdown(f"**Baseline group:** {base}. {res.rows:,} people ranked.")
+    m = res.measures
+    k = max(plan.ks)
+    cf = m[(m["ranking"] == "counterfactual") & (m["k"] == k)]
+    c1, c2, c3 = st.columns(3)
+    c1.metric(f"Utility loss at k = {k}", f"{100 * cf['utility_loss'].iloc[0]:.1f}%",
+              help="Observed score given up (or taken on, ranking low to high) in the top k.")
+    c2.metric(f"AP@{k} against the original top k", f"{cf['ap_at_k'].iloc[0]:.3f}")
+    c3.metric("Selection-rate range at that k", f"{cf['selection_rate'].min():.2f} – {cf['selection_rate'].max():.2f}",
+              help="1 is parity: a group's share in the top k equals its share of everybody.")
+    st.plotly_chart(figs.selection_rate_figure(m), key="gf_rk_rates")
+    top = min(k, 200)
+    st.plotly_chart(figs.slope_figure(res.rank_changes, top), key="gf_rk_slope")
+    st.caption(f"Each line is one person in the top {top} of either ranking: their place on the original "
+               "scores (left) and on the counterfactual scores (right).")
+    with st.expander("Measures at every k (table)"):
+        st.dataframe(m.rename(columns=figs.MEASURE_COLUMNS).round(4), hide_index=True, key="gf_rk_table")
+
+
+# ------------------------------------------------------------------------------------------------
+# Page
+# ------------------------------------------------------------------------------------------------
+
+st.title(PAGE)
+st.caption("Group-level fairness for classifiers and rankings: lexicographically fair learning (Diana et al., "
+           "FORC 2021), causal intersectional ranking (Yang, Loftus and Stoyanovich, FORC 2021) and calibrated "
+           "scores with equal error rates (Reich and Vijaykumar, FORC 2021).")
+saved_report_loader("gf", accepts=(GroupFairnessPlan,), to_widgets=plan_to_widgets)
+
+c1, c2, c3 = st.columns(3)
+learning = c1.selectbox("Data for learning", list(LEARNING_DATA), format_func=LEARNING_DATA.get, key="gf_learning",
+                        **KEEP, help="Used by the lexicographic fairness and calibration tabs.")
+population = c2.selectbox("COMPAS population", list(COMPAS_POPULATIONS), format_func=COMPAS_POPULATIONS.get,
+                          key="gf_population", **KEEP, disabled=learning != "compas")
+seed = int(c3.number_input("Seed", 0, 2 ** 31 - 1, 0, key="gf_seed", **KEEP,
+                           help="Fixes row sampling, the train / held-out split, the learner's draws and "
+                                "the synthetic data."))
+
+tab_lex, tab_rank, tab_cal = st.tabs(["Lexicographic fairness", "Counterfactual ranking",
+                                      "Calibration and equal error rates"])
+with tab_lex:
+    try:
+        lex_plan = _lexifair_widgets()
+    except ValueError as exc:
+        lex_plan = None
+        st.error(str(exc))
+with tab_rank:
+    st.markdown("**Would this ranking change if these people belonged to another group?** Draw the causal "
+                "model, mark which mediators are a legitimate basis, and rank everybody by the score they "
+                "would have had as members of one baseline group.")
+    st.warning(WARNING, icon=":material/warning:")
+    picked = _ranking_data()
+    rank_plan, data_ref, raw = None, DataRef("compas"), None
+    if picked is not None:
+        data_ref, raw, rows = picked
+        try:
+            frame = _table(data_ref.source, data_ref.fingerprint, raw, rows, seed)
+            rank_plan = _ranking_widgets(frame, data_ref.source).replace(synthetic_rows=rows)
+        except ValueError as exc:
+            st.error(str(exc))
+with tab_cal:
+    st.markdown("**Can scores stay calibrated within each group while flagging people with the same error "
+                "rates?** A plain logistic risk score of the learning data is post-processed.")
+    try:
+        comp_plan = companion_settings("gf", None, seed, pairs=COMPANION_PAIRS[learning])
+    except ValueError as exc:
+        comp_plan = None
+        st.error(str(exc))
+
+result = None
+try:
+    plan = GroupFairnessPlan(data=data_ref, learning=learning, population=population, seed=seed,
+                             lexifair=lex_plan, ranking=rank_plan, companion=comp_plan)
+except ValueError as exc:
+    st.error(f"Settings: {exc}")
+    plan = None
+if plan is not None:
+    st.session_state["gf_plan"] = plan
+    try:
+        if run_group_fairness.is_cached(plan, raw):
+            result = run_group_fairness(plan, raw)
+        else:
+            with progress_bar("Training and ranking", cancel_key="gf_cancel") as bar:
+                result = run_group_fairness(plan, raw, progress=bar)
+    except Cancelled:
+        st.info("Stopped; change a setting or rerun to start again.")
+    except ValueError as exc:
+        st.error(str(exc))
+if result is not None:
+    with tab_lex:
+        if result.lexifair is not None:
+            _draw_lexifair(result.lexifair)
+    with tab_rank:
+        if result.ranking is not None:
+            _draw_ranking(result.ranking, plan.ranking)
+    with tab_cal:
+        if result.companion is not None:
+            companion_panel("gf", result.companion, plan.companion)
+    st.divider()
+    report_panel(result, page=PAGE, key="gf_report")
