@@ -18,7 +18,7 @@ from core.cache import config_digest
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness import CompanionPlan, ConstraintTable, FrontierPlan, LearningPlan, run_learning
 from core.fairness.companion import MODES, CompanionResult, cost_ratio
-from core.fairness.frontier import SWEEPS, FrontierResult
+from core.fairness.frontier import SWEEPS, FrontierResult, fpr_gap
 from core.fairness.learner import AVERAGING, ORACLES
 from core.fairness.learning_plan import LearningResult, frontier_ready
 from dashboard.components.progress import session_memo
@@ -202,6 +202,7 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
         return {}
     _report_once(key, digest, run_context, on_result, sweep, frontier)
     point = _frontier_block(key, frontier)
+    _pairs_and_groups(key, frontier, point)
     companion = companion_settings(key, float(point["target"]), sweep.seed)
     try:
         plan = base.replace(companion=companion)
@@ -210,7 +211,6 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
         st.error(str(exc))
         return {}
     st.session_state[f"{key}_plan"] = plan          # the plan behind what is shown (export, tests)
-    _pairs_and_groups(key, result, point)
     companion_panel(key, result.companion, result.plan.companion)
     report_panel(result, page=PAGE, key=f"{key}_report")
     return result.tables()
@@ -243,9 +243,8 @@ def _frontier_block(key: str, result: FrontierResult) -> pd.Series:
     return point
 
 
-def _pairs_and_groups(key: str, result: LearningResult, point: pd.Series) -> None:
+def _pairs_and_groups(key: str, f: FrontierResult, point: pd.Series) -> None:
     """Binding pairs, held-out pairs, group error rates, the FPR gap and convergence at the point."""
-    f = result.frontier
     target, symbol = float(point["target"]), f.baseline["symbol"]
     here = f"{symbol}={target:g}"
     pairs = f.pairs[np.isclose(f.pairs["target"], target)]
@@ -271,7 +270,7 @@ def _pairs_and_groups(key: str, result: LearningResult, point: pd.Series) -> Non
                     key=f"{key}_groups_chart")
     st.caption(f"Rates of the randomised classifier on all {f.baseline['n_individuals']:,} people; groups "
                "with few people (Asian, Native American) have wide intervals and should not be read as gaps.")
-    gap = result.tables()["fpr_gap"]
+    gap = fpr_gap(f.groups)
     if not gap.empty:
         st.plotly_chart(figs.fpr_gap_figure(gap, f.points, symbol,
                                             "False positive rate gap, African-American minus Caucasian"),
@@ -339,8 +338,8 @@ def companion_panel(key: str, res: CompanionResult, plan: CompanionPlan) -> None
                + ("yes" if c5.get("both_above") else "no")))
     left, right = st.columns(2)
     left.plotly_chart(figs.roc_figure(res.roc, res.target, plan.cutoff, res.soft), key=f"{key}_rv_roc")
-    right.plotly_chart(figs.calibration_figure(res.calibration, "after the soft trade-off" if res.used == "soft"
-                                               else "after equalising error rates"),
+    right.plotly_chart(figs.calibration_figure(res.calibration, "after: soft trade-off" if res.used == "soft"
+                                               else "after: equal error rates"),
                        key=f"{key}_rv_calibration")
     st.dataframe(res.rates.rename(columns=RATE_LABELS).round(4), hide_index=True, key=f"{key}_rv_rates")
     st.caption("Each person's post-processed score is drawn from their score bin's row of the "

@@ -45,10 +45,10 @@ def frontier_figure(points: pd.DataFrame, best_constant: float, selected: float 
     fig.update_layout(title=dict(text="Accuracy against fairness to the elicited pairs", y=0.98,
                                  yanchor="top"),
                       xaxis_title=f"realised unfairness: {unfairness_label}",
-                      yaxis_title="classification error", height=500,
-                      # legend between the title and the plot: below it, it covered the axis title
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-                      margin=dict(t=120, b=40, l=50, r=10))
+                      yaxis_title="classification error", height=580,
+                      # legend well below the x-axis title: long entries wrap onto several rows
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0),
+                      margin=dict(t=50, b=170, l=50, r=10))
     return fig
 
 
@@ -131,9 +131,9 @@ def roc_figure(roc: pd.DataFrame, target: dict | None, cutoff: float, soft: dict
     return fig
 
 
-def calibration_figure(calibration: pd.DataFrame, after: str = "after equalising error rates") -> go.Figure:
+def calibration_figure(calibration: pd.DataFrame, after: str = "after: equal error rates") -> go.Figure:
     """Observed outcome rate against score, by group, before and after the post-processing."""
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("calibrated learned score", after))
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("before: learned score", after))
     colors = {}
     palette = ["#4C78A8", "#F58518", "#54A24B", "#B279A2"]
     for col, stage in enumerate(("before", "after"), start=1):
