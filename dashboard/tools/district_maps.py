@@ -35,8 +35,8 @@ from dashboard.figures import districts as figs  # noqa: E402
 S = "session"
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
 GENERATOR_LABELS = {**GENERATORS.labels(), "upload": "My block-assignment CSV"}
-GRID_NAMES = {(16, 4, 16): "16 x 16 tracts-in-blocks (tiny, 32 x 32 blocks)", (64, 4, 16): "64 x 64 blocks",
-              (484, 4, 25): "Dallas-like (484 tracts, 220 x 220 blocks)"}
+GRID_NAMES = {(16, 4, 16): "Tiny: 16 tracts, 32 x 32 blocks", (64, 4, 16): "64 tracts, 64 x 64 blocks",
+              (484, 4, 25): "Dallas-like: 484 tracts, 220 x 220 blocks"}
 # stable column names -> what a reader sees (units in brackets)
 COLUMNS = {
     "plan": "Plan", "district": "District", "population": "True population (people)",
@@ -135,9 +135,9 @@ with st.container(border=True):
     p1, p2, p3, p4 = st.columns(4)
     generator = p1.selectbox("Plan generator", gens, format_func=GENERATOR_LABELS.get, key="dm_gen",
                              persist_state=S, index=gens.index("recom"))
-    k = int(p2.number_input("Districts (k)", 2, 400, 4 if kind != "georgia" else 14, key=f"dm_k", persist_state=S,
-                            help="Georgia: 14 congressional-size districts. Grid and uploads: 4, like the "
-                                 "county-commission districts of the paper."))
+    k = int(p2.number_input("Districts (k)", 2, 400, 4, key="dm_k", persist_state=S,
+                            help="4 is like the county-commission districts of the paper; Georgia has 14 "
+                                 "congressional districts."))
     plan_seed = int(p3.number_input("Plan seed", 0, 1_000_000, 0, key="dm_plan_seed", persist_state=S))
     tolerance = float(p4.number_input("Balance tolerance (%)", 0.0, 100.0, 5.0, 0.5, key="dm_tol", persist_state=S,
                                       help="A district passes when its population is within this share of the "
