@@ -85,10 +85,6 @@ class CompanionPlan(Plan):
                 raise ValueError("Disparity penalties must lie between 0 and 1,000,000.")
             object.__setattr__(self, name, value)
 
-    def validate(self) -> "CompanionPlan":
-        """The plan itself (it is validated when built)."""
-        return self
-
 
 @dataclass
 class CompanionResult:

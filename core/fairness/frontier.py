@@ -98,10 +98,6 @@ class FrontierPlan(Plan):
         if not 0.0 <= self.tol <= 1.0:
             raise ValueError("The violation tolerance must lie in [0, 1].")
 
-    def validate(self) -> "FrontierPlan":
-        """The plan itself (it is validated when built)."""
-        return self
-
     @property
     def values(self) -> list[float]:
         """The swept values, ascending and distinct."""

@@ -20,7 +20,7 @@ from core.fairness import CompanionPlan, ConstraintTable, FrontierPlan, Learning
 from core.fairness.companion import MODES, CompanionResult, cost_ratio
 from core.fairness.frontier import SWEEPS, FrontierResult, fpr_gap
 from core.fairness.learner import AVERAGING, ORACLES
-from core.fairness.learning_plan import LearningResult, frontier_ready
+from core.fairness.learning_plan import frontier_ready
 from dashboard.components.progress import session_memo
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.figures import fairness as figs
