@@ -169,13 +169,15 @@ CURVE_EPSILONS = tuple(float(e) for e in np.geomspace(1e-3, 100.0, 11))
 
 def _curve_point(item) -> float:
     k, p, eps, delta = item
-    return gg_scale_by_bisection(k, p, eps, delta)
+    return calibrate_generalized_gaussian(k, p, eps, delta)      # shipped or cached points cost nothing
 
 
 def _scale_curve(k: int, p: float, delta: float, progress=None) -> tuple[float, ...]:
     from core.parallel import map_trials
 
-    return tuple(map_trials(_curve_point, [(k, p, e, delta) for e in CURVE_EPSILONS], progress=progress,
+    items = [(k, p, e, delta) for e in CURVE_EPSILONS]
+    todo = sum(not is_calibrated(*item) for item in items)
+    return tuple(map_trials(_curve_point, items, progress=progress, n_jobs=None if todo > 1 else 1,
                             label="Calibrating the Generalized Gaussian curve"))
 
 
@@ -198,11 +200,18 @@ def gg_scale_curve(k: int, p: float, delta: float, progress=None) -> tuple[float
 
 def gg_scale_estimate(k: int, p: float, epsilon: float, delta: float) -> float:
     """The calibrated scale read off the interpolated curve (for plotted what-ifs over many budgets);
-    outside the curve's epsilons it is the exact calibration."""
-    if not CURVE_EPSILONS[0] <= epsilon <= CURVE_EPSILONS[-1]:
-        return calibrate_generalized_gaussian(k, p, epsilon, delta)
-    curve = np.log(np.asarray(gg_scale_curve(k, p, delta)))
-    return float(np.exp(np.interp(math.log(epsilon), np.log(CURVE_EPSILONS), curve)))
+    beyond the curve's epsilons its end segments are extended in log-log space. Draws use the exact
+    calibration."""
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a positive finite number; got {epsilon}.")
+    x = np.log(CURVE_EPSILONS)
+    y = np.log(np.asarray(gg_scale_curve(k, p, delta)))
+    t = math.log(epsilon)
+    if t < x[0]:
+        return float(math.exp(y[0] + (t - x[0]) * (y[1] - y[0]) / (x[1] - x[0])))
+    if t > x[-1]:
+        return float(math.exp(y[-1] + (t - x[-1]) * (y[-1] - y[-2]) / (x[-1] - x[-2])))
+    return float(math.exp(np.interp(t, x, y)))
 
 
 def gg_curve_is_cached(k: int, p: float, delta: float) -> bool:

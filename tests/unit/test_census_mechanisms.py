@@ -104,8 +104,13 @@ def test_sweep_plan_refuses_bad_settings_with_value_errors(bad):
 
 def test_shipped_generalized_gaussian_grid_matches_the_calibration_and_is_used(monkeypatch):
     import core.privacy.calibration as cal
-    grid = pd.read_csv(cal.GG_GRID_FILE)
-    assert len(grid) == 7 * 3 * 6 and set(grid["delta"]) == {1e-6}
+    table = pd.read_csv(cal.GG_GRID_FILE)
+    grid = table[table["delta"] == 1e-6]
+    assert len(grid) == 7 * 3 * 6
+    # the allocation's default what-if curves: two counts per person, delta 1e-6 over five levels
+    curves = table[table["delta"] == 1e-6 / 5]
+    assert len(curves) == 6 * len(cal.CURVE_EPSILONS) and set(curves["k"]) == {2}
+    assert set(table["delta"]) == {1e-6, 1e-6 / 5}
     row = grid[(grid.k == 3) & (grid.p == 3.0) & (grid.epsilon == 1.0)].iloc[0]
     assert row["sigma"] == pytest.approx(cal.gg_scale_by_bisection(3, 3.0, 1.0, 1e-6), rel=1e-9)
     # the page's default settings come from the grid; anything else is still calibrated
@@ -114,6 +119,8 @@ def test_shipped_generalized_gaussian_grid_matches_the_calibration_and_is_used(m
     assert cal.calibrate_generalized_gaussian(1000, 3.0, 1.0, 1e-6) == pytest.approx(
         grid[(grid.k == 1000) & (grid.p == 3.0) & (grid.epsilon == 1.0)]["sigma"].iloc[0])
     assert cal.is_calibrated(1000, 3.0, 1.0, 1e-6)
+    for eps in cal.CURVE_EPSILONS:                      # the default allocation's curve needs no computing
+        assert cal.is_calibrated(2, 3.0, eps, 1e-6 / 5)
     with pytest.raises(RuntimeError, match="computed"):
         cal.calibrate_generalized_gaussian(7, 3.0, 1.0, 1e-6)
     cal._calibrate_cached.cache_clear()
