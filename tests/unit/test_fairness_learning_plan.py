@@ -123,3 +123,12 @@ def test_run_refuses_data_and_other_plans(plan):
         run_learning.uncached(plan, b"abc")
     with pytest.raises(ValueError, match="LearningPlan"):
         run_learning.uncached(SWEEP)
+
+
+def test_full_file_population_is_an_option():
+    cons = ConstraintTable.from_frame(random_pairs(60, 9))
+    res = run(LearningPlan(constraints=cons, frontier=FrontierPlan(population="full", gammas=(0.0, 1.0), T=30,
+                                                                   oracle="ols"), companion=None))
+    assert res.headline()["people"] == 7214 and res.frontier.baseline["dropped_pairs"] == 0
+    assert res.headline()["pairs used"] == len(cons.i) and res.companion is None
+    assert "companion_rates" not in res.tables()
