@@ -197,17 +197,19 @@ def run_plan(plan: Plan, data: Any = None, *, progress=None) -> Result:
 
 def check_upload(plan: Plan, files: tuple[bytes, ...]) -> Any:
     """The data to pass to ``run`` for ``plan`` from uploaded file bytes, after checking their
-    fingerprint against the plan's; bundled data need no files."""
+    fingerprint against the plan's. A plan whose data reference carries no fingerprint runs on
+    bundled data alone and takes no files."""
     ref = data_ref_of(plan)
-    if ref is None or not ref.is_upload:
+    if ref is None or not ref.fingerprint:
         if files:
             raise ValueError("This plan runs on bundled data; it takes no data file.")
         return None
     if not files:
-        raise ValueError("This plan ran on an uploaded file: pass the same file (its fingerprint is "
-                         f"{ref.fingerprint[:12]}...).")
+        raise ValueError("This plan ran on uploaded file(s): pass the same file(s) with --data, in the "
+                         f"order they were uploaded (fingerprint {ref.fingerprint[:12]}...).")
     if bytes_fingerprint(*files) != ref.fingerprint:
-        raise ValueError("The data file given is not the one the plan ran on (its fingerprint differs).")
+        raise ValueError("The data file(s) given are not the ones the plan ran on (their fingerprint "
+                         "differs; with several files, keep the order they were uploaded in).")
     return files[0] if len(files) == 1 else tuple(files)
 
 
