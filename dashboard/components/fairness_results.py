@@ -174,6 +174,8 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
                 "between accuracy and their pairwise judgments appears here.")
         return {}
     saved_report_loader(f"{key}_saved", (LearningPlan,), lambda p: plan_widgets(key, p))
+    st.caption("A saved report restores the learner and companion settings; the constraints stay this "
+               "session's (the report itself reruns with its own: `python -m core reproduce report.json`).")
     sweep = _settings(key)
     try:
         base = LearningPlan(constraints=ConstraintTable.from_frame(constraints, label), frontier=sweep,
