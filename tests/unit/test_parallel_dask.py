@@ -2,6 +2,7 @@
 the scheduler is away, progress and cancel. Every cluster here listens on 127.0.0.1 only."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import signal
@@ -16,7 +17,7 @@ import pytest
 from distributed import LocalCluster
 
 from core.cluster import (Backend, ClusterUnavailable, client_for, close_clients, describe_backend,
-                          forget_failures, inside_cluster_task, opened, split_shared, use_scheduler)
+                          fill, forget_failures, inside_cluster_task, opened, split_shared, use_scheduler)
 from core.contracts import Cancelled
 from core.parallel import map_trials
 
@@ -109,6 +110,34 @@ def test_large_shared_inputs_are_pulled_out_of_the_tasks():
     np.testing.assert_array_equal(opened(shared[0]), big)
     assert all(s[1] is not big and s[2] is small for s in skeletons)
     assert func_skeleton.keywords["table"] is not big
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    index: int
+    rows: np.ndarray
+    note: str = "x"
+
+
+def test_shared_parts_of_frozen_dataclass_and_dict_items_round_trip():
+    rows = np.arange(50_000, dtype=np.int64)               # 400 kB, held by every item
+    jobs = [_Job(i, rows) for i in range(3)]
+    dicts = [{"i": i, "rows": rows} for i in range(3)]
+    for items in (jobs, dicts):
+        func_skeleton, skeletons, shipments = split_shared(_square_of, items)
+        assert func_skeleton is _square_of and len(shipments) == 1
+        shared = {0: opened(shipments[0])}
+        back = [fill(s, shared) for s in skeletons]
+        assert [type(b) for b in back] == [type(i) for i in items]
+        for b, i in zip(back, items):
+            rows_b, rows_i = (b["rows"], i["rows"]) if isinstance(b, dict) else (b.rows, i.rows)
+            np.testing.assert_array_equal(rows_b, rows_i)
+    lone = [_Job(i, np.arange(50_000)) for i in range(2)]    # large but not shared: stays in its task
+    assert split_shared(_square_of, lone)[2] == []
+
+
+def _square_of(item) -> int:
+    return item.index ** 2 if isinstance(item, _Job) else item["i"] ** 2
 
 
 def test_a_worker_killed_mid_sweep_does_not_change_the_results(cluster):
