@@ -10,6 +10,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from dashboard.components.ledger_badge import sidebar_badge  # noqa: E402
 from dashboard.page_registry import HOME, PAGES  # noqa: E402
 
 st.set_page_config(page_title="Private & fair release workbench", page_icon="🛡️",
@@ -17,4 +18,6 @@ st.set_page_config(page_title="Private & fair release workbench", page_icon="�
 
 home = st.Page(HOME.file, title=HOME.title, url_path=HOME.url_path, icon=HOME.icon, default=True)
 tools = [st.Page(p.file, title=p.title, url_path=p.url_path, icon=p.icon) for p in PAGES]
-st.navigation({"Overview": [home], "Tools": tools}).run()
+page = st.navigation({"Overview": [home], "Tools": tools})
+sidebar_badge()
+page.run()

@@ -78,5 +78,11 @@ PAGES: tuple[PageEntry, ...] = (
         "have equal error rates.",
         plotly_in("gf_lex_errors"),
     ),
+    PageEntry(
+        "tools/privacy_ledger.py", "Privacy ledger", "privacy-ledger", ":material/receipt_long:",
+        "How much privacy has each data set spent so far, over every release made on any page, and "
+        "how much is left under the cap the curator set?",
+        "[data-testid='stMetricValue']",
+    ),
 )
 ALL_PAGES: tuple[PageEntry, ...] = (HOME, *PAGES)

@@ -272,6 +272,19 @@ def check_cap(releases: Iterable[LedgerRelease], cap: Cap) -> CapCheck:
                     f"{f' at delta {cap.delta:.3g}' if cap.unit == 'epsilon' else ''}).")
 
 
+def statement(releases: Iterable[LedgerRelease], delta: float = DEFAULT_DELTA, name: str = "this data set") -> str:
+    """Plain words for every release of a data set so far (simulations left out), composed as above."""
+    rels = [r for r in releases if r.kind == "release"]
+    if not rels:
+        return f"No release has been made from {name} yet."
+    t = compose(rels, delta)
+    head = f"{len(rels)} release{'s' if len(rels) != 1 else ''} from {name} so far, composed one after another: "
+    if t.pure:
+        return head + f"together pure differential privacy with epsilon = {t.epsilon:.4g}."
+    tail = f"together (epsilon = {t.epsilon:.4g}, delta = {t.delta:.3g})-differential privacy"
+    return head + tail + ("." if t.rho is None else f" (zero-concentrated DP with rho = {t.rho:.4g}).")
+
+
 def cumulative_frame(releases: Iterable[LedgerRelease], delta: float = DEFAULT_DELTA) -> pd.DataFrame:
     """The running total after each release (simulations skipped): tidy, one row per release."""
     rels = [r for r in releases if r.kind == "release"]

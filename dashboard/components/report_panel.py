@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.contracts import Plan, Result
 from core.report import build_report, load_plan, parse_report, report_json, tables_zip
+from dashboard.components.ledger_badge import ledger_for_report
 
 
 def report_panel(result: Result, *, page: str, key: str, ledger=None,
@@ -16,6 +17,7 @@ def report_panel(result: Result, *, page: str, key: str, ledger=None,
                  tables: Mapping[str, pd.DataFrame] | None = None) -> dict:
     """Download buttons for a result's report (plan, data fingerprint, ledger, versions, tables)."""
     report = build_report(result, page=page, ledger=ledger, extra=extra, tables=tables)
+    report["project_ledger"] = ledger_for_report(result.plan)   # every release of this data set so far
     left, right = st.columns(2)
     left.download_button("Download report (JSON)", report_json(report), file_name=f"{key}.json",
                          mime="application/json", key=f"{key}_json", icon=":material/download:",

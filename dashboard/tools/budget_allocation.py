@@ -18,6 +18,7 @@ from core.census.release import RELEASE_NOTE, can_release, release_noisy_counts
 from core.contracts import DataRef, bytes_fingerprint
 from core.report import guarded_csv
 from dashboard.components.budget_input import budget_input, plan_to_widgets
+from dashboard.components.ledger_badge import record_release, release_entry, release_guard
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.figures import census as figs
 
@@ -455,14 +456,18 @@ with tab_export:
                            "budget again and adds to what the public can combine.")
             confirm = st.checkbox("I understand this is a real release: it spends the budget above and cannot be "
                                   "repeated with the same noise.", key=f"ba_release_confirm_{made}")
-            if st.button("Release noisy counts", key="ba_release", disabled=not confirm, type="primary",
+            entry_args = (plan, PAGE, "noisy counts", f"noisy counts, {alloc.mechanism}, {alloc.total:g} {alloc.unit}")
+            allowed = release_guard(release_entry(*entry_args, alloc.ledger()), f"ba_release_{made}")
+            if st.button("Release noisy counts", key="ba_release", disabled=not (confirm and allowed), type="primary",
                          icon=":material/lock:"):
                 release_slot = st.empty()
                 try:
-                    st.session_state["ba_release_result"] = release_noisy_counts(
+                    released = release_noisy_counts(
                         alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
                                               plan.seed), progress=_progress_bar(release_slot))
-                    st.session_state["ba_releases_made"] = made + 1
+                    if record_release(release_entry(*entry_args, released.ledger(), fresh=True)):
+                        st.session_state["ba_release_result"] = released   # shown only once it is in the ledger
+                        st.session_state["ba_releases_made"] = made + 1
                 except ValueError as exc:
                     st.error(str(exc))
                 release_slot.empty()

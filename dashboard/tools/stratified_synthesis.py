@@ -13,28 +13,30 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-import os  # noqa: E402
-import secrets  # noqa: E402
-
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.contracts import Cancelled  # noqa: E402
+from core.privacy.accounting import rho_for_epsilon  # noqa: E402
+from core.privacy.ledger import BudgetLedger  # noqa: E402
+from core.privacy.project_ledger import cumulative_frame, data_key, statement  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan,  # noqa: E402
                             SynthesisPlan, run, secure_release)
 from core.synthesis.plan import NOISES, SIZE_POLICIES, SMALL_ACTIONS, WEIGHTS, parse_bounds, parse_epsilons  # noqa: E402,E501
 from core.synthesis.release import budget_statement_text  # noqa: E402
-from core.synthesis.release_book import ReleaseBook  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import curve_table, smallest_strata, worst_group_table  # noqa: E402
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
+from dashboard.components.ledger_badge import project_ledger, record_release, release_entry, release_guard  # noqa: E402,E501
 from dashboard.components.params_form import params_widgets  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.synthesis_widgets import plan_to_widgets  # noqa: E402
 from dashboard.figures import synthesis as figs  # noqa: E402
 
+PAGE = "Stratified synthesis"
+SECURE = "secure synthetic release"
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
 S = "session"
 LABELS = {  # machine column names -> what the page shows, with units
@@ -45,7 +47,7 @@ LABELS = {  # machine column names -> what the page shows, with units
     "fate": "Fate", "population": "Population error", "worst_group": "Worst group's error",
     "worst_group_name": "Worst group", "label": "Spend", "measured": "What was measured", "amount": "Amount",
     "unit": "Unit", "composition": "Composition", "part": "Part", "rho_equivalent": "As rho", "charged": "Counts toward total",
-    "size": "Group size (rows)", "true mean": "True mean",
+    "release": "Release", "page": "Page", "created_utc": "Time (UTC)", "size": "Group size (rows)", "true mean": "True mean",
     "stratified mean |error|": "Stratified: mean |error|", "stratified theory sd": "Stratified: closed-form sd",
     "pooled mean |error|": "Pooled: mean |error|",
     "stratum one-way cell sd": "Stratum one-way cell sd (rows)", "stratum two-way cell sd":
@@ -58,12 +60,6 @@ def show(df: pd.DataFrame, **kwargs) -> None:
     """A table with human column labels (the data keep their stable machine names)."""
     config = {c: st.column_config.Column(LABELS[c]) for c in df.columns if c in LABELS}
     st.dataframe(df, hide_index=True, width="stretch", column_config=config, **kwargs)
-
-
-@st.cache_resource(show_spinner=False)
-def release_book(db_url: str) -> ReleaseBook:
-    """The project's release ledger (one per database URL)."""
-    return ReleaseBook(db_url or None)
 
 
 def requested() -> dict:
@@ -451,9 +447,9 @@ with tab_mean:
                    f"worst case {ds['worst']:.2f}; best case {ds['best']:.2f}. The stratified error "
                    "grows with this sum: the further below the worst case, the cheaper stratifying is.")
 
-def release_section(book: ReleaseBook) -> None:
-    """Seeded simulations and secure releases; nothing is shown for download unless its spends are in
-    the data set's release ledger."""
+def release_section() -> None:
+    """Seeded simulations (listed apart in the project ledger, never counted) and secure releases (counted);
+    nothing is shown for download unless its spends are in the project ledger."""
     r1, r2, r3 = st.columns(3)
     rel_eps = float(r1.number_input("Epsilon", 0.01, 50.0, 1.0, 0.1, key="ss_rel_eps", persist_state=S))
     rel_method = r2.radio("Method", ["stratified", "pooled"], key="ss_rel_method", horizontal=True,
@@ -465,29 +461,36 @@ def release_section(book: ReleaseBook) -> None:
                  help="Reproducible from the plan, for exploring; its noise is not cryptographically secure."):
         asked["release"] = rel_plan
         st.rerun()
-    if b2.button("Release synthetic data", type="primary", key="ss_rel_secure",
+    secure_plan = plan.replace(release=rel_plan)
+    secure_label = f"secure {rel_method}, epsilon {rel_eps:g}"
+    projected = BudgetLedger()   # the release costs rho_for_epsilon(epsilon, delta) in all
+    projected.spend("synthetic release (projected)", rho_for_epsilon(rel_eps, plan.delta), "rho")
+    with b2:
+        allowed = release_guard(release_entry(secure_plan, PAGE, SECURE, secure_label, projected,
+                                              data_label=picked.name), "ss_rel_secure")
+    if b2.button("Release synthetic data", type="primary", key="ss_rel_secure", disabled=not allowed,
                  help="Draws every privacy noise value with OpenDP's secure sampler. Each press is a new "
                       "release and adds its spend to this data set's ledger."):
         try:
             with st.spinner("Fitting with OpenDP's secure sampler..."):
-                secured = secure_release(plan.replace(release=rel_plan), picked.raw)
-            book.record(ref, secrets.token_hex(8), f"secure {rel_method}, epsilon {rel_eps:g}", secured.ledger)
-            st.session_state["ss_secure_release"] = (setup_digest, secured)
+                secured = secure_release(secure_plan, picked.raw)
+            if record_release(release_entry(secure_plan, PAGE, SECURE, secure_label, secured.ledger, fresh=True,
+                                            data_label=picked.name)):
+                st.session_state["ss_secure_release"] = (setup_digest, secured)
         except ValueError as exc:
             st.error(str(exc))
     shown = []
     if result is not None and result.release is not None:
         rel = result.release
-        try:
-            book.record(ref, full.replace(marginals=None, sweep=None, means=None).digest(),
-                        f"seeded {rel.method}, epsilon {rel.epsilon:g}", rel.ledger)
+        if record_release(release_entry(full.replace(marginals=None, sweep=None, means=None), PAGE,
+                                        "seeded synthetic preview", f"seeded {rel.method}, epsilon {rel.epsilon:g}",
+                                        rel.ledger, kind="simulation", data_label=picked.name)):
             shown.append(("Seeded simulation", rel, "ss_rel"))
-        except ValueError as exc:
-            st.error(str(exc))
     secure_kept = st.session_state.get("ss_secure_release")
     if secure_kept is not None and secure_kept[0] == setup_digest:
         shown.append(("Release (OpenDP secure sampler)", secure_kept[1], "ss_sec"))
-    log = book.log(ref, picked.name)
+    made = project_ledger().releases(data_key(ref), "release")
+    log_statement = statement(made, plan.delta, picked.name)
     if not shown:
         st.info("Generate a seeded simulation to explore, or release synthetic data with the secure sampler.")
     for title, rel, key in shown:
@@ -500,12 +503,12 @@ def release_section(book: ReleaseBook) -> None:
         dl1.download_button("Download synthetic data (CSV)", guarded_csv(rel.data), file_name=f"{stem}.csv",
                             mime="text/csv", key=f"{key}_download")
         dl2.download_button("Download its budget statement (TXT)",
-                            budget_statement_text(plan, rel, log.statement(plan.delta)),
+                            budget_statement_text(plan, rel, log_statement),
                             file_name=f"{stem}_budget.txt", mime="text/plain", key=f"{key}_statement")
-    if len(log):
-        st.markdown("#### Every release from this data set (all sessions)")
-        st.caption(log.statement(plan.delta))
-        show(log.to_frame())
+    if made:
+        st.markdown("#### Every release from this data set (all pages and sessions)")
+        st.caption(log_statement + " Seeded simulations are listed apart on the Privacy ledger page.")
+        show(cumulative_frame(made, plan.delta))
 
 
 with tab_release:
@@ -513,7 +516,7 @@ with tab_release:
         st.info("Fix the settings above to generate a synthetic data set.")
     else:
         try:
-            release_section(release_book(os.environ.get("DASHBOARD_DB_URL", "")))
+            release_section()
         except ValueError as exc:   # the release ledger cannot be reached: nothing is offered for download
             st.error(str(exc))
 

@@ -103,21 +103,24 @@ def test_seeded_simulation_and_secure_release_both_enter_one_ledger():
     at.multiselect(key="ss_strata_cps").set_value(["sex"]).run()
     assert not at.exception
     assert len(_table(at, "real_rows")) == 2
-    from core.synthesis.release_book import ReleaseBook
-    book = ReleaseBook()
-    before = len(book.log(DataRef("cps")))
+    from core.privacy.project_ledger import ProjectLedger
+    book = ProjectLedger()
+    before = len(book.releases("cps", "release"))
+    sims_before = len(book.releases("cps", "simulation"))
     at.button(key="ss_rel_run").click().run()
     assert not at.exception and not at.error
     ledger = _table(at, "rho_equivalent")
     assert "stratum sizes (Gaussian counts)" in set(ledger["label"])
     assert not any(ledger["measured"].str.contains("rows").fillna(False) & ledger["measured"].str.contains(r"\d"))
     assert any(w.value.startswith("Simulation, not a release") for w in at.warning)
+    assert len(book.releases("cps", "simulation")) == sims_before + 1     # listed apart, never counted
+    assert len(book.releases("cps", "release")) == before
     at.button(key="ss_rel_secure").click().run()
     assert not at.exception and not at.error
     assert any(s.value.startswith("Release:") for s in at.success)
     releases = _table(at, "release")
-    assert len(releases) == before + 2 == len(book.log(DataRef("cps")))   # kept in the database
-    assert any(f"{before + 2} releases" in c.value for c in at.caption)
+    assert len(releases) == before + 1 == len(book.releases("cps", "release"))   # kept in the database
+    assert any(f"{before + 1} release" in c.value for c in at.caption)
     names = [b.proto.label for b in at.get("download_button")]
     assert names.count("Download synthetic data (CSV)") == 2
 

@@ -154,3 +154,10 @@ def test_the_synthesis_release_book_is_folded_in(tmp_path):
     assert ledger.totals("cps").rho == pytest.approx(0.1)
     from sqlalchemy import inspect
     assert "synthesis_releases" not in inspect(ledger.engine).get_table_names()
+
+
+def test_statement_names_the_count_and_the_total():
+    from core.privacy.project_ledger import statement
+    assert statement([], name="CPS") == "No release has been made from CPS yet."
+    text = statement([rel(eps(0.5)), rel(eps(0.25)), rel(eps(9.0), kind="simulation")], name="CPS")
+    assert text.startswith("2 releases from CPS so far") and "epsilon = 0.75" in text

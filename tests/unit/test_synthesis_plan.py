@@ -278,24 +278,3 @@ def test_changing_one_tab_does_not_recompute_the_others(monkeypatch):
     monkeypatch.setattr(run_module, "run_sweep", refuse)
     changed = run(plan.replace(release=ReleasePlan(epsilon=1.0, seed=9)))
     pd.testing.assert_frame_equal(changed.sweep.group_metrics, first.sweep.group_metrics)
-
-
-def test_release_book_keeps_every_release_across_sessions(tmp_path):
-    from core.synthesis.release_book import ReleaseBook
-
-    url = f"sqlite:///{tmp_path / 'releases.sqlite'}"
-    plan = cps_plan(release=ReleasePlan(epsilon=1.0))
-    rel = run.uncached(plan).release
-    ref = plan.data
-    book = ReleaseBook(url)
-    assert book.record(ref, "k1", "seeded stratified", rel.ledger)
-    assert not book.record(ref, "k1", "seeded stratified", rel.ledger)        # the same release again
-    # a new session (a fresh book on the same database) still sees the first release and adds to it
-    later = ReleaseBook(url)
-    assert later.record(ref, "k2", "secure stratified", rel.ledger)
-    log = later.log(ref, "CPS")
-    assert len(log) == 2
-    assert log.total("rho") == pytest.approx(2 * rho_for_epsilon(1.0, DELTA))
-    # another data set's releases are its own
-    other = DataRef("upload", "f" * 64)
-    assert len(later.log(other)) == 0

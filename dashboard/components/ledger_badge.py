@@ -1,0 +1,112 @@
+"""The project privacy ledger on every page: the sidebar badge, the cap check before a release, the
+recording call, and the ledger a report carries. Composition and storage live in
+``core.privacy.project_ledger``; this module only draws and calls it."""
+from __future__ import annotations
+
+import os
+import secrets
+
+import streamlit as st
+
+from core.contracts import DataRef, Plan
+from core.privacy.ledger import BudgetLedger
+from core.privacy.project_ledger import LedgerRelease, ProjectLedger, data_key, release_key, spends_of
+from core.report import data_ref_of
+
+LEDGER_PAGE = "tools/privacy_ledger.py"
+
+
+@st.cache_resource(show_spinner=False)
+def _ledger(db_url: str) -> ProjectLedger:
+    return ProjectLedger(db_url or None)
+
+
+def project_ledger() -> ProjectLedger:
+    """The project ledger on the sessions' database (``DASHBOARD_DB_URL``; ValueError when unreachable)."""
+    return _ledger(os.environ.get("DASHBOARD_DB_URL", ""))
+
+
+def ledger_ref(plan: Plan) -> DataRef | None:
+    """The data set a plan's releases spend from: its geography for a census plan (a district-plan
+    upload still releases the geography's counts), else its data reference."""
+    geography = getattr(plan, "geography", None)
+    if isinstance(geography, str):
+        return DataRef(geography)
+    return data_ref_of(plan)
+
+
+def release_entry(plan: Plan, page: str, action: str, label: str, ledger: BudgetLedger, *,
+                  kind: str = "release", fresh: bool = False, data_label: str = "") -> LedgerRelease:
+    """A page's release for the project ledger, keyed on the action and the plan's digest; ``fresh`` adds a
+    random nonce, for a secure release (each press is a new release even with the same plan)."""
+    key = data_key(ledger_ref(plan))
+    digest = plan.digest()
+    return LedgerRelease(key, release_key(action, digest, secrets.token_hex(8) if fresh else ""), kind, page,
+                         action, label, digest, spends_of(ledger), data_label or key)
+
+
+def total_text(key: str) -> str:
+    """One line for a data set's running total, e.g. "epsilon 1.25 (delta 1e-06) of cap 2"."""
+    ledger = project_ledger()
+    t = ledger.totals(key)
+    cap = ledger.cap(key)
+    text = f"epsilon {t.epsilon:.3g}" + ("" if t.pure else f" (delta {t.delta:.2g})")
+    if t.rho is not None and not t.pure:
+        text += f", rho {t.rho:.3g}"
+    if cap is not None:
+        text += f" of cap {cap.amount:.3g}{'' if cap.unit == 'epsilon' else ' rho'}"
+    return text
+
+
+def sidebar_badge() -> None:
+    """Running totals of every data set that has releases, in the sidebar."""
+    try:
+        sets = project_ledger().data_sets()
+        lines = [f"**{label}**: {total_text(key)}" for key, label in zip(sets["data_key"], sets["data_label"])]
+    except ValueError as exc:
+        st.sidebar.caption(f"Privacy ledger unavailable: {exc}")
+        return
+    with st.sidebar.container(key="ledger_badge"):
+        st.markdown("**Privacy spent** (releases only)")
+        st.caption("  \n".join(lines) if lines else "No release recorded yet.")
+        st.page_link(LEDGER_PAGE, label="Open the privacy ledger", icon=":material/receipt_long:")
+
+
+def release_guard(pending: LedgerRelease, key: str) -> bool:
+    """Before a release: the data set's projected total against its cap. Returns True when the release may
+    go ahead (within the cap, no cap set, or the curator ticked the override for going over)."""
+    try:
+        check = project_ledger().projected(pending)
+    except ValueError as exc:
+        st.error(str(exc))
+        return False
+    if check is None:
+        st.caption("No budget cap is set for this data set (set one on the Privacy ledger page).")
+        return True
+    if check.within:
+        st.caption(f"After this release: {check.message}")
+        return True
+    st.warning(f"This release would exceed the data set's budget cap: {check.message}")
+    return st.checkbox("Release anyway, over the cap", key=f"{key}_over_cap")
+
+
+def record_release(rel: LedgerRelease) -> bool:
+    """Record a release or simulation in the project ledger; an error on screen (and False) when it fails."""
+    try:
+        project_ledger().record(rel)
+    except ValueError as exc:
+        st.error(str(exc))
+        return False
+    return True
+
+
+def ledger_for_report(plan: Plan) -> dict | None:
+    """The project ledger of the plan's data set, for a report (None without a data set; a note when the
+    database cannot be read, so the report says so instead of omitting it silently)."""
+    ref = ledger_ref(plan)
+    if ref is None:
+        return None
+    try:
+        return project_ledger().export(data_key(ref))
+    except ValueError as exc:
+        return {"data_key": data_key(ref), "unavailable": str(exc)}
