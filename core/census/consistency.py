@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.numeric import largest_remainder
+from core.numeric import project_to_simplex as simplex
+
 
 def _group_ids(starts: np.ndarray, n_rows: int) -> np.ndarray:
     sizes = np.diff(np.append(starts, n_rows))
@@ -44,48 +47,16 @@ def _unflatten(flat: np.ndarray, shape: tuple) -> np.ndarray:
 
 
 def project_to_simplex(values: np.ndarray, starts: np.ndarray, totals: np.ndarray) -> np.ndarray:
-    """Euclidean projection of each group's children onto {x >= 0, sum x = parent total}.
-
-    Sort-based rule (Duchi et al. 2008): theta = (sum of the top r values - total) / r for the
-    largest r with u_r > theta; x = max(u - theta, 0). A zero total gives all zeros.
-    """
-    flat, gid, tot, n_groups = _flatten_groups(values, starts, totals)
-    if np.any(tot < -1e-9):
-        raise ValueError("Parent totals must be non-negative to project children onto the simplex.")
-    tot = np.maximum(tot, 0.0)
-    order = np.lexsort((-flat, gid))          # by group, then descending value
-    u = flat[order]
-    g = gid[order]
-    csum = np.cumsum(u)
-    group_start = np.searchsorted(g, np.arange(n_groups))
-    before = np.concatenate([[0.0], csum])[group_start]
-    within = csum - before[g]
-    rank = np.arange(u.shape[0]) - group_start[g] + 1
-    ok = u - (within - tot[g]) / rank > 0
-    # the qualifying ranks form a prefix of each group: the largest one is the count of True
-    r = np.bincount(g, weights=ok, minlength=n_groups).astype(np.int64)
-    last = group_start + np.maximum(r, 1) - 1
-    theta = np.where(r > 0, (within[last] - tot) / np.maximum(r, 1), np.inf)
-    out = np.maximum(flat - theta[gid], 0.0)
-    out[np.isinf(theta[gid])] = 0.0
-    return _unflatten(out, values.shape)
+    """Euclidean projection of each group's children onto {x >= 0, sum x = parent total}
+    (core.numeric.project_to_simplex, the sort rule of Duchi et al. 2008). A zero total gives zeros."""
+    flat, gid, tot, _ = _flatten_groups(values, starts, totals)
+    return _unflatten(simplex(flat, gid, tot), values.shape)
 
 
 def round_keeping_sums(values: np.ndarray, starts: np.ndarray, totals: np.ndarray) -> np.ndarray:
     """Integers summing to each (integer) parent total: floor, then +1 to the largest remainders."""
-    flat, gid, tot, n_groups = _flatten_groups(values, starts, totals)
-    base = np.floor(flat)
-    frac = flat - base
-    short = np.rint(tot - np.bincount(gid, weights=base, minlength=n_groups)).astype(np.int64)
-    sizes = np.bincount(gid, minlength=n_groups)
-    short = np.clip(short, 0, sizes)
-    order = np.lexsort((-frac, gid))
-    g = gid[order]
-    group_start = np.searchsorted(g, np.arange(n_groups))
-    rank = np.arange(flat.shape[0]) - group_start[g]
-    bump = np.zeros(flat.shape[0])
-    bump[order] = rank < short[g]
-    return _unflatten((base + bump).astype(np.int64), values.shape)
+    flat, gid, tot, _ = _flatten_groups(values, starts, totals)
+    return _unflatten(largest_remainder(flat, gid, tot), values.shape)
 
 
 def round_total(values: np.ndarray, total: int) -> np.ndarray:

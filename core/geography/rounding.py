@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.numeric import largest_remainder as rounded
+
 
 def largest_remainder(values: np.ndarray, groups: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Round non-negative ``values`` to integers whose sum per group equals ``targets[group]`` exactly.
@@ -19,13 +21,4 @@ def largest_remainder(values: np.ndarray, groups: np.ndarray, targets: np.ndarra
     flat = sums <= 0
     scaled = np.where(flat[grp], 1.0 / np.maximum(n_in[grp], 1), vals / np.where(sums > 0, sums, 1.0)[grp])
     scaled = scaled * tgt[grp]
-    base = np.floor(scaled).astype(np.int64)
-    deficit = tgt - np.bincount(grp, weights=base, minlength=tgt.shape[0]).astype(np.int64)
-    rem = scaled - base
-    order = np.lexsort((-rem, grp))
-    sorted_grp = grp[order]
-    starts = np.searchsorted(sorted_grp, np.arange(tgt.shape[0]))
-    rank = np.arange(order.shape[0]) - starts[sorted_grp]
-    bump = np.zeros_like(base)
-    bump[order] = (rank < deficit[sorted_grp]).astype(np.int64)
-    return base + bump
+    return rounded(scaled, grp, tgt)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.numeric import project_to_simplex as simplex
+
 
 def one_way_counts(codes: np.ndarray, size: int) -> np.ndarray:
     """Counts of each value 0..size-1 in a code vector."""
@@ -29,10 +31,4 @@ def project_to_simplex(v: np.ndarray, total: float) -> np.ndarray:
     """Euclidean projection of v onto {x >= 0, sum x = total} (sort-based, Duchi et al. 2008)."""
     if total <= 0:
         return np.zeros_like(v)
-    u = np.sort(v)[::-1]
-    css = np.cumsum(u) - total
-    idx = np.arange(1, v.size + 1)
-    cond = u - css / idx > 0
-    r = idx[cond][-1]
-    theta = css[r - 1] / r
-    return np.maximum(v - theta, 0.0)
+    return simplex(np.asarray(v, dtype=float), np.zeros(np.size(v), np.int64), np.array([float(total)]))

@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from core.numeric import largest_remainder as rounded
 from core.parallel import map_trials, spawn_rngs
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import check_codes
@@ -34,11 +35,7 @@ def largest_remainder(weights: np.ndarray, n: int) -> np.ndarray:
     w = np.asarray(weights, float)
     if n <= 0 or w.sum() <= 0:
         return np.zeros(w.size, np.int64)
-    quota = w / w.sum() * n
-    base = np.floor(quota).astype(np.int64)
-    order = np.argsort(-(quota - base), kind="stable")
-    base[order[: n - base.sum()]] += 1
-    return base
+    return rounded(w / w.sum() * n, np.zeros(w.size, np.int64), np.array([n]))
 
 
 @dataclass
