@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from core.synthesis.encoding import encode_categories
 from core.contracts import Registry, Spec, check_params, param
 from core.privacy.accounting import epsilon_to_rho, gaussian_sigma, rho_to_epsilon
 from core.privacy.mechanisms import sample_gaussian, sample_laplace
@@ -77,19 +78,12 @@ def encode_for_audit(df: pd.DataFrame, columns: list[str], max_levels: int = MAX
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ValueError(f"Column(s) {missing} are not in the data; pick columns from the file.")
-    codes, domain, labels = {}, {}, {}
-    for col in columns:
-        s = df[col]
-        if s.isna().any():
-            raise ValueError(f"Column {col!r} has missing values; choose another column or fill them.")
-        cat = s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
-        if len(cat.cat.categories) > max_levels:
-            raise ValueError(f"Column {col!r} has {len(cat.cat.categories)} distinct values (at most "
-                             f"{max_levels} allowed); choose a categorical column or bin it first.")
-        labels[col] = list(cat.cat.categories)
-        domain[col] = max(1, len(labels[col]))
-        codes[col] = cat.cat.codes.to_numpy(np.int64)
-    return pd.DataFrame(codes, index=df.index), domain, labels
+    codes, domain, labels = encode_categories(df[list(columns)])
+    wide = [c for c in columns if domain[c] > max_levels]
+    if wide:
+        raise ValueError(f"Column {wide[0]!r} has {domain[wide[0]]} distinct values (at most {max_levels} "
+                         "allowed); choose a categorical column or bin it first.")
+    return codes, domain, labels
 
 
 def table_counts(half: pd.DataFrame, schema: AuditSchema) -> np.ndarray:

@@ -20,7 +20,7 @@ def encode_categories(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int], d
     for col in df.columns:
         series = df[col]
         if series.isna().any():
-            raise ValueError(f"Column {col!r} has missing values; drop or fill them before synthesis.")
+            raise ValueError(f"Column {col!r} has missing values; choose another column, or drop or fill them.")
         cat = series if isinstance(series.dtype, pd.CategoricalDtype) else series.astype("category")
         labels[col] = list(cat.cat.categories)
         sizes[col] = len(labels[col])
