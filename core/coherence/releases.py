@@ -19,10 +19,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from core.synthesis.encoding import encode_categories
 from core.contracts import Registry, Spec, check_params, param
 from core.privacy.accounting import epsilon_to_rho, gaussian_sigma, rho_to_epsilon
 from core.privacy.mechanisms import sample_gaussian, sample_laplace
+from core.synthesis.encoding import encode_categories
 
 MAX_TABLE_CELLS = 2_000_000
 MAX_DOMAIN = 255
