@@ -1,0 +1,128 @@
+"""Saved scenarios: pins kept under a name in the project database, to reopen and compare later.
+
+A scenario is a report (:func:`core.report.build_report`) saved with a name for one page. The
+database is the project's (``DASHBOARD_DB_URL``, SQLite by default) through the same engine and
+transaction wrapper as the elicitation store, so database faults reach the page as plain-language
+``ValueError`` s. Saving a name that exists on the page replaces it, so a rerun saves once.
+"""
+from __future__ import annotations
+
+import threading
+import unicodedata
+from datetime import datetime, timezone
+
+import pandas as pd
+from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from core.compare import Snapshot, snapshot_of_report
+from core.fairness.store.engine import (FileWatch, Tx, default_db_url, describe_fault, make_engine, normalise_url,
+                                        sqlite_file)
+from core.report import report_json
+
+MAX_SCENARIO_NAME = 80
+MAX_PAGE_NAME = 80
+
+metadata = MetaData()
+
+saved_scenarios = Table(
+    "saved_scenarios", metadata,
+    Column("scenario_id", Integer, primary_key=True, autoincrement=True),
+    Column("page", String(MAX_PAGE_NAME), nullable=False),
+    Column("name", String(MAX_SCENARIO_NAME), nullable=False),
+    Column("plan_class", String(120), nullable=False),
+    Column("plan_digest", String(64), nullable=False),
+    Column("report", Text, nullable=False),
+    Column("saved_at", String(40), nullable=False),
+    UniqueConstraint("page", "name", name="uq_scenario_page_name"),
+)
+
+
+def check_scenario_name(name: str) -> str:
+    """A scenario name trimmed; ``ValueError`` when empty, too long or holding control characters."""
+    name = unicodedata.normalize("NFC", str(name or "")).strip()
+    if not name:
+        raise ValueError("Give the scenario a name.")
+    if len(name) > MAX_SCENARIO_NAME:
+        raise ValueError(f"Scenario names are at most {MAX_SCENARIO_NAME} characters; shorten it.")
+    if any(unicodedata.category(ch).startswith("C") for ch in name):
+        raise ValueError("A scenario name cannot hold control or invisible characters; use plain text.")
+    return name
+
+
+class ScenarioStore:
+    """Named scenarios per page in one database."""
+
+    def __init__(self, url: str | None = None, engine: Engine | None = None):
+        url = normalise_url(url or default_db_url())
+        self.engine = engine or make_engine(url)
+        self._watch = FileWatch(sqlite_file(url))
+        self._sqlite = self.engine.dialect.name == "sqlite"
+        try:
+            metadata.create_all(self.engine, checkfirst=True)
+        except SQLAlchemyError as err:
+            raise describe_fault(err) from err
+
+    def _write(self) -> Tx:
+        if self._sqlite:
+            return Tx(lambda: self.engine.connect().execution_options(sqlite_begin="IMMEDIATE"), watch=self._watch)
+        return Tx(self.engine.connect, watch=self._watch)
+
+    def _read(self) -> Tx:
+        return Tx(self.engine.connect, watch=self._watch)
+
+    def save(self, name: str, snapshot: Snapshot) -> str:
+        """Save ``snapshot`` under ``name`` on its page (replacing one of that name); returns the name."""
+        name = check_scenario_name(name)
+        page = str(snapshot.page or "")[:MAX_PAGE_NAME]
+        row = {"page": page, "name": name, "plan_class": snapshot.plan_class[:120],
+               "plan_digest": snapshot.plan_digest[:64], "report": report_json(snapshot.report),
+               "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        with self._write() as conn:
+            conn.execute(delete(saved_scenarios).where(saved_scenarios.c.page == page,
+                                                       saved_scenarios.c.name == name))
+            conn.execute(insert(saved_scenarios).values(**row))
+        return name
+
+    def listing(self, page: str) -> pd.DataFrame:
+        """The page's saved scenarios, newest first: name, saved_at, plan_digest."""
+        query = (select(saved_scenarios.c.name, saved_scenarios.c.saved_at, saved_scenarios.c.plan_digest)
+                 .where(saved_scenarios.c.page == page)
+                 .order_by(saved_scenarios.c.saved_at.desc(), saved_scenarios.c.scenario_id.desc()))
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        return pd.DataFrame(rows, columns=["name", "saved_at", "plan_digest"])
+
+    def load(self, page: str, name: str, label: str = "A") -> Snapshot:
+        """The scenario saved as ``name`` on ``page`` (``ValueError`` if there is none)."""
+        query = select(saved_scenarios.c.report).where(saved_scenarios.c.page == page,
+                                                       saved_scenarios.c.name == name)
+        with self._read() as conn:
+            text = conn.execute(query).scalar_one_or_none()
+        if text is None:
+            raise ValueError(f"No scenario named {name!r} is saved for this page; pick one from the list.")
+        return snapshot_of_report(text, label)
+
+    def remove(self, page: str, name: str) -> bool:
+        """Delete a saved scenario; True if there was one."""
+        with self._write() as conn:
+            gone = conn.execute(delete(saved_scenarios).where(saved_scenarios.c.page == page,
+                                                              saved_scenarios.c.name == name)).rowcount
+        return bool(gone)
+
+
+_STORES: dict[str, ScenarioStore] = {}
+_LOCK = threading.Lock()
+
+
+def get_scenario_store(url: str | None = None) -> ScenarioStore:
+    """One store per database URL in this process."""
+    url = url or default_db_url()
+    with _LOCK:
+        if url not in _STORES:
+            _STORES[url] = ScenarioStore(url)
+        return _STORES[url]
+
+
+__all__ = ["MAX_SCENARIO_NAME", "ScenarioStore", "check_scenario_name", "get_scenario_store", "saved_scenarios"]

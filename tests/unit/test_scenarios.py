@@ -1,0 +1,102 @@
+"""Saved scenarios: pins stored by name in the project database and reopened unchanged."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from core.compare import compare, snapshot_of_result
+from core.contracts import Plan, Result
+from core.scenarios import MAX_SCENARIO_NAME, ScenarioStore, check_scenario_name, get_scenario_store
+
+
+@dataclass(frozen=True)
+class ToyPlan(Plan):
+    scale: float = 1.0
+
+
+@dataclass
+class ToyResult(Result):
+    plan: ToyPlan
+
+    def tables(self):
+        return {"t": pd.DataFrame({"k": ["a", "=b"], "v": [0.1 * self.plan.scale, 1 / 3]})}
+
+    def headline(self):
+        return {"v": 0.1 * self.plan.scale}
+
+
+def snap(scale: float, page: str = "Toy"):
+    return snapshot_of_result(ToyResult(ToyPlan(scale)), page=page)
+
+
+@pytest.fixture()
+def store(tmp_path):
+    return ScenarioStore(f"sqlite:///{tmp_path / 'scenarios.sqlite'}")
+
+
+def test_save_list_and_reopen_bit_for_bit(store):
+    pinned = snap(3.0)
+    store.save("  baseline ", pinned)
+    listing = store.listing("Toy")
+    assert list(listing["name"]) == ["baseline"] and listing["plan_digest"][0] == pinned.plan_digest
+    back = store.load("Toy", "baseline", label="B")
+    assert back.label == "B" and back.plan_digest == pinned.plan_digest and back.headline == pinned.headline
+    pd.testing.assert_frame_equal(back.tables["t"], pinned.tables["t"])
+    assert set(compare(pinned, back).headline["direction"]) == {"same"}
+
+
+def test_saving_a_name_again_replaces_it(store):
+    store.save("run", snap(1.0))
+    store.save("run", snap(2.0))
+    assert len(store.listing("Toy")) == 1
+    assert store.load("Toy", "run").headline["v"] == pytest.approx(0.2)
+
+
+def test_pages_keep_their_own_names(store):
+    store.save("same", snap(1.0, page="Toy"))
+    store.save("same", snap(2.0, page="Other"))
+    assert list(store.listing("Toy")["name"]) == ["same"]
+    assert store.load("Other", "same").headline["v"] == pytest.approx(0.2)
+    assert store.listing("Nobody").empty
+
+
+def test_remove_and_missing_names(store):
+    store.save("gone", snap(1.0))
+    assert store.remove("Toy", "gone") and not store.remove("Toy", "gone")
+    with pytest.raises(ValueError, match="No scenario named"):
+        store.load("Toy", "gone")
+
+
+def test_survives_a_new_store_on_the_same_file(tmp_path):
+    url = f"sqlite:///{tmp_path / 'kept.sqlite'}"
+    ScenarioStore(url).save("kept", snap(4.0))
+    assert ScenarioStore(url).load("Toy", "kept").headline["v"] == pytest.approx(0.4)
+
+
+def test_store_follows_the_database_url(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHBOARD_DB_URL", f"sqlite:///{tmp_path / 'env.sqlite'}")
+    store = get_scenario_store()
+    assert store is get_scenario_store()
+    store.save("env", snap(1.0))
+    assert (tmp_path / "env.sqlite").exists()
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * (MAX_SCENARIO_NAME + 1), "tab\there", "bell\x07"])
+def test_bad_names_are_refused_with_a_reason(bad, store):
+    with pytest.raises(ValueError):
+        check_scenario_name(bad)
+    with pytest.raises(ValueError):
+        store.save(bad, snap(1.0))
+
+
+def test_a_deleted_database_file_is_a_plain_error(tmp_path):
+    path = tmp_path / "gone.sqlite"
+    store = ScenarioStore(f"sqlite:///{path}")
+    store.save("first", snap(1.0))
+    store.engine.dispose()
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"gone.sqlite{suffix}").unlink(missing_ok=True)
+    with pytest.raises(ValueError, match="deleted"):
+        store.save("second", snap(2.0))
