@@ -126,11 +126,16 @@ def level_coefficients(h: Hierarchy, leaf_labels=None, leaf_mask=None) -> np.nda
     return a if mask.ndim == 2 else a[:, 0]
 
 
-def fragmentation(h: Hierarchy, leaf_mask) -> float | np.ndarray:
-    """Frag(D) = sum over non-root nodes of (w_h - w_parent)^2 (Def. 5; no root term, as Frag(D_G)=90.75 needs)."""
-    a = level_coefficients(h, leaf_mask=leaf_mask)
-    out = a[1:].sum(axis=0)
+def fragmentation(h: Hierarchy, leaf_mask=None, *, leaf_labels=None) -> float | np.ndarray:
+    """Frag(D) = sum over non-root nodes of (w_h - w_parent)^2 (Def. 5; no root term, as Frag(D_G)=90.75
+    needs), for one mask, each column of a 2-D mask, or every district of ``leaf_labels``."""
+    out = fragmentation_from_coefficients(level_coefficients(h, leaf_labels=leaf_labels, leaf_mask=leaf_mask))
     return float(out) if np.ndim(out) == 0 else out
+
+
+def fragmentation_from_coefficients(a: np.ndarray) -> np.ndarray:
+    """Frag(D) from the level coefficients of ``level_coefficients``: every level but the root."""
+    return np.asarray(a)[1:].sum(axis=0)
 
 
 def level_node_variance(eps_by_level, mechanism: str = "laplace", sensitivity: float = 2.0,

@@ -4,14 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from core.census.analytic import level_coefficients
+from core.census.analytic import fragmentation
 from core.geography.hierarchy import Hierarchy
 from core.geography.adjacency import UnitAdjacency
-
-
-def district_fragmentation(h: Hierarchy, labels: np.ndarray) -> np.ndarray:
-    """Frag(D) for every district of a labelling (Cohen et al. 2021, Def. 5; no root term)."""
-    return level_coefficients(h, leaf_labels=labels)[1:].sum(axis=0)
 
 
 def district_metrics(h: Hierarchy, adj: UnitAdjacency, population: np.ndarray, counties: np.ndarray,
@@ -40,7 +35,7 @@ def district_metrics(h: Hierarchy, adj: UnitAdjacency, population: np.ndarray, c
         "deviation_pct": 100 * (pop - ideal) / ideal,
         "cut_edges": cut,
         "polsby_popper": pp,
-        "fragmentation": district_fragmentation(h, lab),
+        "fragmentation": fragmentation(h, leaf_labels=lab),
         "split_counties": split,
         "contiguous": adj.n_components(lab) == 1,
     })

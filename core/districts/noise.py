@@ -16,7 +16,8 @@ import pandas as pd
 from scipy import sparse
 from scipy.stats import chi2
 
-from core.census.analytic import level_coefficients, level_node_variance, preset_shares
+from core.census.analytic import (fragmentation_from_coefficients, level_coefficients, level_node_variance,
+                                  preset_shares)
 from core.contracts import Plan, seed_sequence, stream_key
 from core.geography.hierarchy import Hierarchy
 from core.parallel import map_trials
@@ -141,7 +142,7 @@ def ensemble_study(h: Hierarchy, population: np.ndarray, generators: Mapping[str
             keep = size > 0
             frames.append(pd.DataFrame({
                 "generator": g, "split": split, "district": np.arange(keep.sum()),
-                "fragmentation": coef[g][1:, keep].sum(axis=0), "w1_squared": coef[g][0, keep],
+                "fragmentation": fragmentation_from_coefficients(coef[g][:, keep]), "w1_squared": coef[g][0, keep],
                 "mean_abs_error": np.abs(e[:, keep]).mean(axis=0), "empirical_variance": e[:, keep].var(axis=0, ddof=1),
                 "analytic_variance": v @ coef[g][:, keep], "depth": h.depth,
                 "eps_equal_line": total_budget}))

@@ -6,7 +6,8 @@ import pytest
 
 from core.geography.adjacency import block_adjacency, unit_adjacency
 from core.geography.grid import grid_hierarchy, grid_positions, synthetic_grid
-from core.districts.metrics import district_fragmentation, district_metrics
+from core.census.analytic import fragmentation
+from core.districts.metrics import district_metrics
 from core.districts.noise import ensemble_coefficients
 from core.districts.plans import greedy_plan, recom_ensemble, square_district
 from core.geography.assignments import plan_from_csv, plan_to_frame
@@ -29,9 +30,9 @@ def test_greedy_fragmentation_matches_paper_value(dallas):
     h, _, _, _ = dallas
     labels = greedy_plan(h, 4)
     assert np.bincount(labels).tolist() == [12_100] * 4
-    assert np.allclose(district_fragmentation(h, labels), 90.75)           # Cohen et al. 2021, §6
+    assert np.allclose(fragmentation(h, leaf_labels=labels), 90.75)           # Cohen et al. 2021, §6
     rng = np.random.default_rng(7)
-    frags = np.concatenate([district_fragmentation(h, greedy_plan(h, 4, rng)) for _ in range(3)])
+    frags = np.concatenate([fragmentation(h, leaf_labels=greedy_plan(h, 4, rng)) for _ in range(3)])
     assert frags.mean() <= 98                                               # Theorem 6 upper bound
 
 
@@ -107,7 +108,7 @@ def test_every_generator_of_the_registry(small_grid):
     assert np.bincount(square[0]).tolist() == [64] * 4
     # a 2x2 tiling of a 16x16 grid gives quadrants of 4 whole tracts (of 16): only the tract level
     # contributes, 4 (1 - 1/4)^2 + 12 (1/4)^2 = 3 = n_1 (k-1)/k^2 (Theorem 6's first term, attained)
-    assert np.allclose(district_fragmentation(geo.hierarchy, square[0]), 3.0)
+    assert np.allclose(fragmentation(geo.hierarchy, leaf_labels=square[0]), 3.0)
     disconn = GENERATORS["disconn"].build()(geo, 4, 0)
     assert disconn.shape == (4, 256) and all(np.unique(p).size == 4 for p in disconn)
     with pytest.raises(ValueError, match="square number"):
