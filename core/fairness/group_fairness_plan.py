@@ -310,7 +310,7 @@ def _fit_levels(data: GroupData, M: np.ndarray, plan: LexifairPlan, rng: np.rand
             loss_max = 1.0
         else:
             theta, eta_hat, weights, freq, trail, loss_max = ogd_level(
-                X1[fit], data.y[fit].astype(float), M[fit], j, fixed, B=B, T=plan.rounds, radius=5.0,
+                X1[fit], data.y[fit].astype(float), M[fit], j, fixed, B=B, T=plan.rounds, radius=1.0,
                 progress=step, message=message)
             p = (X1 @ theta > 0).astype(float)
             losses_out = logistic_losses(theta, X1[fit], data.y[fit].astype(float), M[fit].astype(float))

@@ -280,12 +280,15 @@ def ogd_level(X1: np.ndarray, y: np.ndarray, M: np.ndarray, level: int, fixed: n
     n, d = X1.shape
     Mf = M.astype(float)
     sizes = Mf.sum(axis=0)
-    G = float(np.sqrt((X1 ** 2).sum(axis=1)).max())
-    loss_max = float(np.log1p(np.exp(radius * G)))
+    norms = np.sqrt((X1 ** 2).sum(axis=1))
+    G = float(norms.max())
+    # L_M bounds the group losses over the ball: a group's mean of log(1 + exp(D |x_i|))
+    loss_max = float(np.max((np.logaddexp(0.0, radius * norms) @ Mf) / sizes))
     theta = np.zeros(d)
     theta_sum = np.zeros(d)
     V = np.zeros(M.shape[1])
-    eta, eta_sum = level * loss_max / 2.0, 0.0
+    start = (np.log(2.0) * Mf.sum(axis=0)) / sizes          # every group's loss at theta = 0
+    eta, eta_sum = float(top_sums(start, level)[-1]), 0.0   # start eta where the play starts
     step_t = radius / (level * B * G * np.sqrt(T))
     step_e = level * loss_max / ((1.0 + B) * np.sqrt(T))
     every = max(1, T // 100)

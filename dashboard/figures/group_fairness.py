@@ -26,14 +26,16 @@ MEASURE_COLUMNS = {"ranking": "Ranking", "k": "k (top places)", "group": "Group"
                    "utility_loss": "Utility loss (share of observed score)", "ap_at_k": "AP@k (0-1)"}
 
 
-def _ordered_models(models) -> list[str]:
+def ordered_models(models) -> list[str]:
+    """ERM, minimax, then the lexifair levels, then anything else."""
+    models = list(models)
     known = [m for m in MODEL_ORDER if m in set(models)]
     return known + [m for m in models if m not in known]
 
 
 def group_error_figure(groups: pd.DataFrame) -> go.Figure:
     """Held-out error per group, worst first, one panel per model, with bootstrap intervals."""
-    models = _ordered_models(list(dict.fromkeys(groups["model"])))
+    models = ordered_models(list(dict.fromkeys(groups["model"])))
     fig = make_subplots(rows=len(models), cols=1, subplot_titles=models, shared_xaxes=True,
                         vertical_spacing=0.06)
     for r, model in enumerate(models, start=1):

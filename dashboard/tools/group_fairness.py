@@ -193,8 +193,9 @@ def _ranking_widgets(frame: pd.DataFrame, source: str) -> RankingPlan:
 def _draw_lexifair(res) -> None:
     levels = res.levels
     worst = res.worst
-    names = "; ".join(f"{row.model}: {row.group} ({row.held_out_error:.3f})"
-                      for row in worst[worst["rank_in_model"] == 1].itertuples())
+    first = worst[worst["rank_in_model"] == 1].set_index("model")
+    names = "; ".join(f"{model}: {first.loc[model, 'group']} ({first.loc[model, 'held_out_error']:.3f})"
+                      for model in figs.ordered_models(first.index))
     st.markdown(f"**Worst-off group per model** (held-out error): {names}")
     st.plotly_chart(figs.group_error_figure(res.groups), key="gf_lex_errors")
     st.caption("Bars: held-out error of each group (share of its people misclassified by the randomised "

@@ -104,3 +104,20 @@ def test_membership_matrix_builds_intersections_and_drops_small_groups():
     assert all(M[:, i].sum() >= 10 for i in range(M.shape[1]))
     with pytest.raises(ValueError):
         membership_matrix(frame, ("sex",), min_size=1000)
+
+
+def test_projected_gradient_learner_meets_its_bound_on_a_convex_problem():
+    from core.fairness.lexifair import ogd_level
+    rng = np.random.default_rng(2)
+    n = 600
+    X = rng.standard_normal((n, 2))
+    g = rng.random(n) < 0.3
+    y = ((X[:, 0] + 0.8 * g * X[:, 1] + 0.3 * rng.standard_normal(n)) > 0).astype(float)
+    X1 = np.column_stack([X, np.ones(n)])
+    M = np.column_stack([g, ~g])
+    theta, eta_hat, _, freq, trail, loss_max = ogd_level(X1, y, M, 1, np.zeros(0), B=2.0, T=3000, radius=1.0)
+    assert np.linalg.norm(theta) <= 1.0 + 1e-9 and 0 < eta_hat <= loss_max
+    from core.fairness.lexifair import logistic_losses
+    worst = logistic_losses(theta, X1, y, M.astype(float)).max()
+    # the averaged parameter's worst group loss sits at eta-hat up to the game's slack
+    assert worst <= eta_hat + 0.02 and freq.sum() <= 1.0 and trail.size == 100
