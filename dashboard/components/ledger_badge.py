@@ -13,9 +13,6 @@ from core.privacy.ledger import BudgetLedger
 from core.privacy.project_ledger import LedgerRelease, ProjectLedger, data_key, release_key, spends_of
 from core.report import data_ref_of
 
-LEDGER_PAGE = "tools/privacy_ledger.py"
-
-
 @st.cache_resource(show_spinner=False)
 def _ledger(db_url: str) -> ProjectLedger:
     return ProjectLedger(db_url or None)
@@ -68,8 +65,8 @@ def sidebar_badge() -> None:
         return
     with st.sidebar.container(key="ledger_badge"):
         st.markdown("**Privacy spent** (releases only)")
-        st.caption("  \n".join(lines) if lines else "No release recorded yet.")
-        st.page_link(LEDGER_PAGE, label="Open the privacy ledger", icon=":material/receipt_long:")
+        st.caption(("  \n".join(lines) if lines else "No release recorded yet.") +
+                   "  \nDetails and caps: the Privacy ledger page.")
 
 
 def release_guard(pending: LedgerRelease, key: str) -> bool:

@@ -13,7 +13,11 @@ def cumulative_figure(cumulative: pd.DataFrame, cap: Cap | None = None, unit: st
     fig = go.Figure()
     values = cumulative[unit] if unit in cumulative else pd.Series(dtype=float)
     hover = [f"{label} ({page})" for label, page in zip(cumulative["label"], cumulative["page"])]
-    fig.add_scatter(x=cumulative["release"], y=values, mode="lines+markers", name=f"total {unit}",
+    # the total starts at nothing before the first release
+    x = [0, *cumulative["release"]]
+    values = [0.0, *values]
+    hover = ["before any release", *hover]
+    fig.add_scatter(x=x, y=values, mode="lines+markers", name=f"total {unit}",
                     line=dict(shape="hv", color="#4C78A8"), text=hover,
                     hovertemplate="release %{x}: %{text}<br>total " + unit + " %{y:.4g}<extra></extra>")
     if cap is not None and cap.unit == unit:

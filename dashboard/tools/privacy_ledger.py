@@ -26,7 +26,7 @@ from dashboard.components.ledger_badge import project_ledger  # noqa: E402
 from dashboard.figures.ledger import cumulative_figure  # noqa: E402
 
 S = "session"
-LABELS = {"release": "Release", "kind": "Kind", "page": "Page", "action": "Action",
+LABELS = {"release": "#", "kind": "Kind", "page": "Page", "action": "Action",
           "release_label": "Release", "created_utc": "Time (UTC)", "plan_digest": "Plan digest",
           "label": "Spend", "measured": "What was measured", "amount": "Amount", "unit": "Unit",
           "delta": "delta", "composition": "Composition", "group": "Disjoint group", "part": "Part",
@@ -44,7 +44,13 @@ WHAT_COUNTS = """
 """
 
 
+ORDER = ["release", "release_label", "label", "measured", "amount", "unit", "delta", "composition", "group",
+         "part", "page", "action", "created_utc", "plan_digest"]
+
+
 def show(df: pd.DataFrame, key: str) -> None:
+    """A spends table, spends first, with human column labels (the data keep their machine names)."""
+    df = df[[c for c in ORDER if c in df.columns]]
     config = {c: st.column_config.Column(LABELS[c]) for c in df.columns if c in LABELS}
     st.dataframe(df, hide_index=True, width="stretch", column_config=config, key=key)
 
@@ -106,19 +112,19 @@ if cap is not None:
 else:
     st.info("No budget cap is set for this data set; release buttons will not warn before going over.")
 
-frame = spends_frame(rels)
+frame = spends_frame(rels)   # for the downloads; the tables number releases and simulations apart
+sims = [r for r in rels if r.kind == "simulation"]
 st.subheader("Releases")
 if made:
     cumulative = cumulative_frame(made, delta)
     chart_unit = "rho" if cap is not None and cap.unit == "rho" and totals.rho is not None else "epsilon"
     st.plotly_chart(cumulative_figure(cumulative, cap, chart_unit), key="pl_cumulative", width="stretch")
-    show(frame[frame["kind"] == "release"].drop(columns="kind"), "pl_releases")
+    show(spends_frame(made), "pl_releases")
 else:
     st.info("No release has been recorded for this data set yet.")
-sims = frame[frame["kind"] == "simulation"]
 st.subheader("Simulations (seeded previews, not counted)")
-if len(sims):
-    show(sims.drop(columns="kind"), "pl_simulations")
+if sims:
+    show(spends_frame(sims), "pl_simulations")
 else:
     st.caption("No seeded preview recorded for this data set.")
 

@@ -59,7 +59,7 @@ def test_the_page_shows_the_composed_total_the_chart_and_simulations_apart(seede
     simulations = next(t for t in tables if "seeded preview" in set(t.get("release_label", [])))
     assert len(releases) == 3 and len(simulations) == 1
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert len(chart["data"][0]["y"]) == 2                     # two releases; the preview is not on it
+    assert chart["data"][0]["x"] == [0, 1, 2]                  # from nothing, then two releases; no preview
     sidebar = " ".join(m.value for m in at.sidebar.markdown) + " ".join(c.value for c in at.sidebar.caption)
     assert "Ledger test data" in sidebar
 
