@@ -57,7 +57,7 @@ def _ranking(source: str, rows: int = 2000, mediator_roles=None) -> tuple:
 
 def ranking_timings() -> None:
     plan, _ = _ranking("compas")
-    res = timed(f"Counterfactual ranking, COMPAS subset", lambda: ranking_subrun(plan), 2.0)
+    res = timed("Counterfactual ranking, COMPAS subset", lambda: ranking_subrun(plan), 2.0)
     print(f"  COMPAS subset rows: {res.rows:,} (paper: 4,162); composition "
           + ", ".join(f"{r.group} {r.share:.0%}" for r in res.composition.itertuples())
           + " (paper: WM 25%, BM 59%, WF 6%, BF 10%)")

@@ -100,7 +100,7 @@ def auditor_response(losses: np.ndarray, thresholds: np.ndarray) -> tuple[np.nda
 
 @dataclass
 class LevelFit:
-    """The averaged play of one level: decision probabilities (or parameters), eta_hat, the game's
+    """The averaged play of one level over a finite class: mixture weights, eta_hat, the game's
     gap nu, the realised worst excess of a subset sum over its bound, and eta's trajectory."""
 
     level: int
@@ -112,7 +112,6 @@ class LevelFit:
     bound: float                    # (j L_M + 2 nu) / B
     B: float
     trajectory: np.ndarray          # running average of eta_j every few rounds
-    theta: np.ndarray | None = None
 
 
 def default_B(alpha: float, level: int, loss_max: float = 1.0) -> float:
