@@ -93,24 +93,12 @@ def stylised_geography(fanouts: tuple[int, ...], seed: int = 0) -> GeographyData
 
 
 def _georgia(seed: int) -> GeographyData:
-    try:
-        from core.geography.blocks import load_georgia_blocks
-    except ImportError:
-        load_georgia_blocks = None
-    if load_georgia_blocks is not None:
-        geo = load_georgia_blocks(seed=seed)
-        return GeographyData(geo.hierarchy, np.asarray(geo.blocks["total"], dtype=np.int64),
-                             "Georgia: synthetic blocks nested in the real counties (state > county > tract > "
-                             "block group > block)", geo.blocks["GEOID"].to_numpy())
-    try:
-        from core.datasets import load_georgia_counties
-    except ImportError:
-        raise ValueError("The Georgia geography is not installed; choose the stylised hierarchy.") from None
-    gdf = load_georgia_counties()
-    h = Hierarchy.from_unit_ids([gdf["GEOID"].astype(str).to_numpy()], ("state", "county"))
-    return GeographyData(h, gdf["TotPop90"].to_numpy(dtype=np.int64),
-                         "Georgia: the 159 real counties (1990 populations) under the state; the synthetic "
-                         "block-level geography is not available, so this tree has two levels")
+    from core.geography.blocks import load_georgia_blocks   # geopandas loads only when Georgia is chosen
+
+    geo = load_georgia_blocks(seed=seed)
+    return GeographyData(geo.hierarchy, np.asarray(geo.blocks["total"], dtype=np.int64),
+                         "Georgia: synthetic blocks nested in the real counties (state > county > tract > "
+                         "block group > block)", geo.blocks["GEOID"].to_numpy())
 
 
 def georgia_geography(seed: int = 0) -> GeographyData:

@@ -11,7 +11,6 @@ import math
 import numpy as np
 from scipy import stats
 
-VERDICTS = ("FAIL", "PASS", "INCONCLUSIVE")
 NOT_PRIVATE = ("none", "finite_outputs")
 
 VERDICT_MEANING = {

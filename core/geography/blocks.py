@@ -209,12 +209,9 @@ def _solve_group_shift(total: np.ndarray, field_values: np.ndarray, group: np.nd
 
 # ----------------------------------------------------------------------------- loading
 def georgia_counties() -> gpd.GeoDataFrame:
-    """The bundled real Georgia counties (1990), or a ValueError saying they are not installed."""
-    try:
-        from core.datasets import load_georgia_counties
-    except ImportError:
-        raise ValueError("The bundled Georgia county file is not available in this installation; "
-                         "use the synthetic grid or upload your own block files.") from None
+    """The bundled real Georgia counties (1990)."""
+    from core.datasets import load_georgia_counties
+
     return load_georgia_counties()
 
 

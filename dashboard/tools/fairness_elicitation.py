@@ -32,10 +32,7 @@ from core.report import tables_zip  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
 
-try:  # the learning results component lives in its own module
-    from dashboard.components.fairness_results import render_fairness_results  # noqa: E402
-except ImportError:  # pragma: no cover - only while the component is missing
-    render_fairness_results = None
+from dashboard.components.fairness_results import render_fairness_results  # noqa: E402
 
 P = "fe_"
 PAGE = "Fairness elicitation"
@@ -529,9 +526,7 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
     results: dict[str, pd.DataFrame] = {}
     with tab_results:
         usable = summary.usable
-        if render_fairness_results is None:
-            st.info("Not yet available: the learning results component is not installed in this build.")
-        elif usable.empty:
+        if usable.empty:
             st.info("No constraints yet: results appear once stakeholders have asked for equal treatment "
                     "of at least one pair.")
         else:
