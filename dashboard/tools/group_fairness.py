@@ -227,7 +227,9 @@ def _draw_ranking(res, plan: RankingPlan) -> None:
     top = min(k, 200)
     st.plotly_chart(figs.slope_figure(res.rank_changes, top), key="gf_rk_slope")
     st.caption(f"Each line is one person in the top {top} of either ranking: their place on the original "
-               "scores (left) and on the counterfactual scores (right).")
+               "scores (left) and on the counterfactual scores (right). Tied scores are ordered by row, so "
+               "with many ties (COMPAS decile scores) the original top k, sensitivity and AP@k depend on "
+               "that order.")
     with st.expander("Measures at every k (table)"):
         st.dataframe(m.rename(columns=figs.MEASURE_COLUMNS).round(4), hide_index=True, key="gf_rk_table")
 
