@@ -18,6 +18,7 @@ from pathlib import Path
 from core.contracts import plan_from_dict
 from core.report import (build_report, check_upload, guarded_csv, load_plan, parse_report, report_json,
                          run_plan, tables_match)
+from core.uploads import parse_json_text
 
 
 def _write(out: Path, result, page: str) -> dict:
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             report = parse_report(text)
             plan = load_plan(report)
         else:
-            body = json.loads(text)
+            body = parse_json_text(text)
             report = None
             plan = load_plan(body) if isinstance(body, dict) and "schema" in body else plan_from_dict(body)
         data = check_upload(plan, tuple(p.read_bytes() for p in args.data))

@@ -10,6 +10,7 @@ import numpy as np
 from core.census.checks import choice, number
 from core.privacy.ledger import BudgetLedger
 from core.privacy.mechanisms import get_mechanism
+from core.uploads import parse_json_text, read_text
 
 _FORMAT = "census-budget-allocation"
 _VERSION = 1
@@ -119,9 +120,9 @@ class Allocation:
     def from_json(cls, text: str | bytes, level_names=None) -> "Allocation":
         """Parse exported JSON; ValueError says what is wrong (bad JSON, fields, or other level names)."""
         try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
-            raise ValueError(f"This file is not valid JSON ({exc}); export an allocation from the "
+            data = parse_json_text(read_text(bytes(text)) if isinstance(text, (bytes, bytearray)) else str(text))
+        except ValueError as exc:
+            raise ValueError(f"This file is not a usable allocation. {exc} Export an allocation from the "
                              "Budget allocation page and load that file.") from None
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             raise ValueError("This JSON is not a budget allocation (missing format "

@@ -24,8 +24,10 @@ from core.fairness.store.schema import (MAX_NOTE_LENGTH, SCHEMA_VERSION, assignm
                                         now_utc, stakeholders)
 from core.fairness.store.sessions import COMPAS_ROWS, CreatedSession, optional
 from core.report import guarded_csv, unguard_cell
+from core.uploads import parse_json_text, read_upload
 
 EXPORT_FORMAT = "fairness-elicitation-session"
+MAX_SESSION_BYTES = 50_000_000
 FREE_TEXT_COLUMNS = ("reason", "pseudonym")
 MAX_POSITION = 100_000
 MAX_REVISION = 1_000_000
@@ -152,20 +154,14 @@ def timestamp(value: Any, what: str) -> str:
 
 def parse_export(payload: str | bytes | dict) -> dict:
     """Validate an exported session (JSON or CSV) and return it as plain data; ValueError if malformed."""
-    if isinstance(payload, bytes):
-        try:
-            payload = payload.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ValueError("The session file is not UTF-8 text.") from None
+    if isinstance(payload, (bytes, bytearray)):
+        payload = read_upload(bytes(payload), "session", max_bytes=MAX_SESSION_BYTES)
     if isinstance(payload, str):
-        if len(payload) > 50_000_000:
+        if len(payload) > MAX_SESSION_BYTES:
             raise ValueError("The session file is larger than 50 MB.")
         stripped = payload.lstrip()
         if stripped.startswith("{"):
-            try:
-                payload = json.loads(stripped)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"The session file is not valid JSON: {err.msg} (line {err.lineno}).") from None
+            payload = parse_json_text(stripped)
         elif stripped.startswith("# {"):
             payload = parse_csv_export(stripped)
         else:
@@ -311,8 +307,8 @@ def imported_run(run: Any) -> dict:
 def parse_csv_export(text_: str) -> dict:
     first, _, body = text_.partition("\n")
     try:
-        header = json.loads(first[2:])
-    except json.JSONDecodeError:
+        header = parse_json_text(first[2:])
+    except ValueError:
         raise ValueError("The CSV export's first line is not the settings comment.") from None
     try:
         # Only empty cells are missing: a reason such as "NA" or "None" stays text.
