@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
 
-.PHONY: run test install install-dev chromium postgres bench clean cluster
+.PHONY: run test install install-dev chromium postgres bench clean cluster reproduce
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ run: install
 
 test: install-dev chromium postgres
 	DASHBOARD_TEST_PG_URL="$${DASHBOARD_TEST_PG_URL:-$$(cat $(VENV)/test_pg_url 2>/dev/null)}" $(PY) -m pytest -q tests
+
+# Recompute the papers' headline numbers with the project's code; fails when a row fails.
+reproduce: install
+	$(PY) scripts/reproduce.py --errors
 
 bench: install
 	for f in benchmarks/*_bench.py; do $(PY) $$f || exit 1; done
