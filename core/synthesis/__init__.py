@@ -4,12 +4,14 @@ Stratified synthesis page."""
 from core.synthesis.encoding import decode_categories, encode_categories
 from core.synthesis.plan import (MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan, SynthesisPlan,
                                  parse_epsilons)
-from core.synthesis.registry import SYNTHESIZERS, IndependentParams, MSTParams, make_synthesizer
+from core.synthesis.registry import (SYNTHESIZERS, AIMParams, GEMParams, IndependentParams, MSTParams,
+                                     make_synthesizer)
 from core.synthesis.workflow import SynthesisResult, run, secure_release
 from core.synthesis.stratified import StratifiedSynthesizer
 from core.synthesis.synthesizers import MST, IndependentMarginals
 
 __all__ = ["SynthesisPlan", "SweepPlan", "MarginalsPlan", "ReleasePlan", "MeansPlan", "SynthesisResult", "run",
            "secure_release", "parse_epsilons", "SYNTHESIZERS", "IndependentParams", "MSTParams",
+           "AIMParams", "GEMParams",
            "make_synthesizer", "StratifiedSynthesizer", "MST", "IndependentMarginals", "encode_categories",
            "decode_categories"]

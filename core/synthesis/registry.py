@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.contracts import Registry, Spec, check_params, param
+from core.synthesis.aim import AIM
+from core.synthesis.gem import GEM
 from core.synthesis.synthesizers import MST, IndependentMarginals
 
 
@@ -26,6 +28,33 @@ class MSTParams:
         check_params(self)
 
 
+@dataclass(frozen=True)
+class AIMParams:
+    degree: int = param(2, label="Workload", choices={2: "all two-way marginals", 3: "all three-way marginals"},
+                        help="The marginals AIM tries to preserve (McKenna et al. 2022 use three-way).")
+    max_cells: int = param(10_000, label="Largest workload table (cells)", low=4, high=1_000_000, step=1000,
+                           help="Workload marginals with more cells than this are left out.")
+    max_rounds: int = param(24, label="Rounds (at most)", low=2, high=400, step=1,
+                            help="Plans the per-round budget; the paper uses 16 x the number of columns, "
+                                 "which is slower (each round re-fits the model).")
+    max_model_mb: float = param(80.0, label="Model size cap (MB)", low=1.0, high=1000.0, step=10.0,
+                                help="Marginals that would make the junction tree larger are not selected.")
+
+    def __post_init__(self) -> None:
+        check_params(self)
+
+
+@dataclass(frozen=True)
+class GEMParams:
+    rounds: int = param(100, label="Rounds", low=2, high=1000, step=10,
+                        help="Selections and measurements; the budget is split evenly over them.")
+    steps: int = param(40, label="Training steps per round", low=1, high=1000, step=10)
+    batch: int = param(1000, label="Generator rows per step", low=16, high=10_000, step=100)
+
+    def __post_init__(self) -> None:
+        check_params(self)
+
+
 SYNTHESIZERS = Registry("synthesizer", (
     Spec("independent", "Independent marginals (baseline)", lambda p: IndependentMarginals(), IndependentParams,
          help="Noisy one-way marginals only; every column drawn independently."),
@@ -33,6 +62,13 @@ SYNTHESIZERS = Registry("synthesizer", (
          help="A third of the budget on all one-way marginals (rare values merged), a third to pick a "
               "spanning tree of column pairs with the exponential mechanism, a third on the tree's "
               "two-way marginals; the tree model is fitted by least squares and sampled parents first."),
+    Spec("aim", "AIM (adaptive, workload-aware)",
+         lambda p: AIM(p.degree, p.max_cells, p.max_model_mb, p.max_rounds), AIMParams,
+         help="One-way marginals first, then rounds that pick the worst-fitted workload marginal with the "
+              "exponential mechanism, measure it and re-fit a graphical model (Private-PGM)."),
+    Spec("gem", "GEM (generator network)", lambda p: GEM(p.rounds, p.steps, p.batch), GEMParams,
+         help="A small neural generator trained on adaptively selected noisy two-way marginals; the "
+              "stated budget is the total over all rounds."),
 ))
 
 

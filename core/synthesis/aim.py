@@ -1,0 +1,159 @@
+"""AIM: adaptive, workload-aware select-measure-generate under zCDP (McKenna, Mullins, Sheldon &
+Miklau 2022, Alg. 1), on our graphical-model wrapper (``core.synthesis.graphical_model``).
+
+Budget (rho, zCDP): with at most T rounds and a measurement share a = 0.9, every round starts
+with a Gaussian measurement costing a*rho/T and an exponential-mechanism pick costing
+(1-a)*rho/T (epsilon_em^2 / 8). All one-way marginals are measured first. Each round scores the
+candidate marginals by weight * (L1 error of the current model - expected L1 noise
+sqrt(2/pi)*sigma*cells), picks one, measures it and re-estimates the model. When the model's
+answer moves less than the expected noise the per-round budget is quadrupled (sigma halved,
+epsilon doubled); when less than two rounds' worth is left the last round spends exactly the
+rest. Candidates that would grow the junction tree beyond ``max_model_mb`` times the spent
+fraction are skipped. Every spend is a line of ``ledger_`` and they add up to ``rho``.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from core.privacy.ledger import BudgetLedger
+from core.synthesis.encoding import check_codes
+from core.synthesis.graphical_model import Measurement, estimate, model_size_mb
+from core.synthesis.noise import noise_source
+
+MEASURE_SHARE = 0.9
+
+
+def workload_cliques(columns, domain: Mapping[str, int], degree: int, max_cells: int) -> list[tuple[str, ...]]:
+    """All ``degree``-way column sets whose table has at most ``max_cells`` cells (public: schema only)."""
+    return [cl for cl in itertools.combinations(columns, degree)
+            if int(np.prod([domain[c] for c in cl])) <= max_cells]
+
+
+def candidate_weights(workload: list[tuple[str, ...]]) -> dict[tuple[str, ...], float]:
+    """Each workload set and its 2-way subsets, weighted by its total overlap with the workload
+    (AIM Sec. 4: a marginal informs every workload query it shares columns with)."""
+    cands = set(workload)
+    for cl in workload:
+        if len(cl) > 2:
+            cands.update(itertools.combinations(cl, 2))
+    return {cl: float(sum(len(set(cl) & set(w)) for w in workload)) for cl in sorted(cands)}
+
+
+def table(arr: np.ndarray, idx: list[int], sizes: list[int]) -> np.ndarray:
+    """Count table of the columns ``idx`` of the code array (np.bincount on flat cell indices)."""
+    flat = np.ravel_multi_index(tuple(arr[:, i] for i in idx), sizes) if arr.size else np.zeros(0, np.int64)
+    return np.bincount(flat, minlength=int(np.prod(sizes))).astype(float).reshape(sizes)
+
+
+class AIM:
+    """AIM synthesizer: ``fit(df, domain, rho, rng, noise=None, progress=None)`` then ``sample(n, rng)``."""
+
+    def __init__(self, degree: int = 2, max_cells: int = 10_000, max_model_mb: float = 80.0,
+                 max_rounds: int | None = None, iters: int = 300) -> None:
+        self.degree = int(degree)
+        self.max_cells = int(max_cells)
+        self.max_model_mb = float(max_model_mb)
+        self.max_rounds = max_rounds
+        self.iters = int(iters)
+
+    def _measure(self, arr, clique, idx, rho_m, noise, label: str) -> Measurement:
+        sizes = [self.domain_[c] for c in clique]
+        draw, sigma = noise.gaussian(1.0, rho_m, int(np.prod(sizes)))
+        self._spend(label, rho_m, f"Gaussian counts of {' x '.join(clique)}, sigma {sigma:.3g}")
+        return Measurement(tuple(clique), table(arr, idx, sizes).ravel() + draw, sigma)
+
+    def _spend(self, label: str, amount: float, measured: str) -> None:
+        self.ledger_.spend(label, amount, "rho", measured=measured)
+        self.spent_.append(amount)
+
+    def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float, rng: np.random.Generator,
+            noise=None, progress=None) -> "AIM":
+        rho = float(rho)
+        if not math.isfinite(rho) or rho <= 0:
+            raise ValueError(f"The budget rho must be a positive number; got {rho}.")
+        if self.degree not in (2, 3):
+            raise ValueError("AIM's workload is all 2-way or all 3-way marginals: degree must be 2 or 3.")
+        noise = noise_source(rng, noise)
+        arr = check_codes(df, domain)
+        self.columns_ = list(df.columns)
+        self.domain_ = {c: int(domain[c]) for c in self.columns_}
+        col_idx = {c: j for j, c in enumerate(self.columns_)}
+        d = len(self.columns_)
+        if d == 0:
+            raise ValueError("Choose at least one column to synthesise.")
+        self.ledger_ = BudgetLedger()
+        self.spent_: list[float] = []
+        self.rounds_: list[dict] = []
+        workload = workload_cliques(self.columns_, self.domain_, min(self.degree, d), self.max_cells) if d > 1 else []
+        weights = candidate_weights(workload)
+        cands = list(weights)
+        true_tables = {cl: table(arr, [col_idx[c] for c in cl], [self.domain_[c] for c in cl]) for cl in cands}
+        T = int(self.max_rounds) if self.max_rounds is not None else 16 * d
+        T = max(T, 1)
+        rho_meas = MEASURE_SHARE * rho / T
+        rho_sel = (1 - MEASURE_SHARE) * rho / T
+        # one-way marginals first, released together: L2 sensitivity sqrt(d); at most half the budget
+        rho_one = rho if not cands else min(d * rho_meas, rho / 2)
+        measurements = []
+        for c in self.columns_:
+            draw, sigma = noise.gaussian(math.sqrt(d), rho_one, self.domain_[c])
+            measurements.append(Measurement((c,), table(arr, [col_idx[c]], [self.domain_[c]]).ravel() + draw, sigma))
+        self._spend("one-way marginals", rho_one, f"{d} one-way count tables, sigma {sigma:.3g} each")
+        model = estimate(self.domain_, measurements, self.iters)
+        t = 0
+        while cands and rho - math.fsum(self.spent_) > 0:
+            t += 1
+            left = rho - math.fsum(self.spent_)
+            last = left < 2 * (rho_meas + rho_sel)
+            if last:
+                rho_meas = MEASURE_SHARE * left
+                rho_sel = left - rho_meas
+            if progress is not None:
+                progress(t, T, f"AIM round {t} (at most about {T}); {left / rho:.0%} of the budget left")
+            sigma = 1.0 / math.sqrt(2 * rho_meas)   # what noise.gaussian(1, rho_meas) will use
+            spent_frac = (rho - left + rho_meas + rho_sel) / rho
+            measured = [m.clique for m in measurements]
+            open_ = [cl for cl in cands
+                     if model_size_mb(self.domain_, measured + [cl]) <= self.max_model_mb * spent_frac]
+            if not open_:
+                open_ = [cl for cl in cands if any(set(cl) <= set(m) for m in measured)] or cands[:1]
+            errors = np.array([np.abs(true_tables[cl] - model.project(cl)).sum() for cl in open_])
+            cells = np.array([true_tables[cl].size for cl in open_], float)
+            w = np.array([weights[cl] for cl in open_])
+            sens = float(w.max())
+            scores = w * (errors - math.sqrt(2 / math.pi) * sigma * cells) / sens
+            eps_em = math.sqrt(8 * rho_sel)
+            pick = open_[noise.choose(scores, eps_em)]
+            self._spend(f"round {t}: selection", rho_sel, f"exponential mechanism over {len(open_)} marginals, "
+                                                         f"epsilon {eps_em:.3g}")
+            before = model.project(pick)
+            measurements.append(self._measure(arr, pick, [col_idx[c] for c in pick], rho_meas, noise,
+                                              f"round {t}: measurement"))
+            model = estimate(self.domain_, measurements, self.iters, warm_start=model)
+            moved = float(np.abs(model.project(pick) - before).sum())
+            annealed = moved <= math.sqrt(2 / math.pi) * sigma * before.size and not last
+            self.rounds_.append({"round": t, "marginal": " x ".join(pick), "sigma": sigma, "epsilon_em": eps_em,
+                                 "annealed": annealed})
+            if annealed:
+                rho_meas, rho_sel = 4 * rho_meas, 4 * rho_sel
+            if last:
+                break
+        self.model_ = estimate(self.domain_, measurements, 3 * self.iters, warm_start=model) if t else model
+        self.measured_ = [m.clique for m in measurements]
+        self.rho_ = rho
+        return self
+
+    def sample(self, n: int, rng: np.random.Generator) -> pd.DataFrame:
+        """``n`` i.i.d. rows from the fitted model (seeded junction-tree sampler)."""
+        rows = self.model_.sample(int(n), rng)
+        return pd.DataFrame({c: rows[c] for c in self.columns_})
+
+    def model_table(self, clique) -> np.ndarray:
+        """The fitted model's probability table over ``clique``."""
+        t = self.model_.project(tuple(clique))
+        return t / t.sum() if t.sum() > 0 else np.full(t.shape, 1.0 / t.size)
