@@ -26,7 +26,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Literal
+from typing import Iterable
 
 import pandas as pd
 from sqlalchemy import (Column, Float, ForeignKey, Integer, MetaData, String, Table, UniqueConstraint, delete,
@@ -36,7 +36,6 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from core.contracts import DataRef
 from core.privacy.ledger import BudgetLedger
 
-Kind = Literal["release", "simulation"]
 KINDS = ("release", "simulation")
 DEFAULT_DELTA = 1e-6
 NOT_RECORDED = "The release could not be recorded in the project's privacy ledger"
