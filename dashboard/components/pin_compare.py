@@ -1,0 +1,210 @@
+"""Pin a page's results as A, change the settings and see the current results (B) beside A.
+
+The pin is a frozen snapshot of A's report (plan, headline, tables) kept in ``st.session_state``
+under the page's key, so it survives leaving the page and is never recomputed. Pins can be saved
+by name in the project database and reopened; two report files can be compared as well.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.compare import Comparison, Snapshot, compare, compare_reports, snapshot_of_report
+from core.report import tables_zip
+from core.scenarios import MAX_SCENARIO_NAME, get_scenario_store
+from core.uploads import read_bytes
+from dashboard.figures import compare as figs
+from dashboard.figures.compare import OverlaySpec
+
+S = "session"
+DELTA_LABELS = {"number": "Headline number", "A": "A (pinned)", "B": "B (current)", "change": "B − A",
+                "change_pct": "Change (% of A)", "direction": "Direction"}
+# each page's main figure, drawn from the tables both scenarios hold (keyed by the plan's class)
+OVERLAYS: dict[str, OverlaySpec] = {
+    "DistrictPlan": OverlaySpec("districts", "district", ("mean_abs_error",),
+                                "Mean absolute population error by district (plan 1)", "people", where={"plan": 1}),
+    "BudgetPlan": OverlaySpec("levels", "level", ("budget (rho)", "budget (epsilon)"), "Budget per level",
+                              "budget"),
+    "GroupFairnessPlan": OverlaySpec("lexifair_group_errors", "group", ("held_out_error",),
+                                     "Held-out error per group", "error rate", series="model"),
+    "AuditPlan": OverlaySpec("theory_gamma", "epsilon", ("gamma",), "Subgroup size the theory needs",
+                             "gamma", series="constants"),
+}
+# the district page's difference map: column of the district table -> label with unit
+DIFFERENCE_COLUMNS = {"mean_abs_error": "mean absolute population error (people)",
+                      "deviation_pct": "deviation from the ideal population (%)",
+                      "p95_abs_error": "95th percentile absolute error (people)",
+                      "balanced_on_noisy_max_abs_dev_pct": "worst deviation if balanced on noisy counts (%)"}
+
+
+def pin_key(key: str) -> str:
+    """Where a panel keeps its pin in the session."""
+    return f"{key}__pin"
+
+
+def pin_compare_panel(result, report: dict, *, page: str, key: str) -> Comparison | None:
+    """"Pin as A", the comparison of the current results with the pin, saved pins and file comparison.
+    ``report`` is the current result's report (already built for the downloads); returns the comparison."""
+    pinned: Snapshot | None = st.session_state.get(pin_key(key))
+    comparison = None
+    with st.expander("Pin and compare scenarios", icon=":material/push_pin:", expanded=pinned is not None):
+        b1, b2 = st.columns(2)
+        if b1.button("Pin as A", key=f"{key}__pin_a", icon=":material/push_pin:",
+                     help="Keep these results as A; change the settings and the results shown become B."):
+            pinned = dataclasses.replace(snapshot_of_report(report, "A"), page=page)
+            st.session_state[pin_key(key)] = pinned
+        if pinned is not None and b2.button("Clear the pin", key=f"{key}__unpin"):
+            st.session_state.pop(pin_key(key), None)
+            pinned = None
+        if pinned is None:
+            st.caption("Pin these results as A, then change any setting: the new results (B) are compared "
+                       "with A number by number. A is kept as it was, never rerun.")
+        else:
+            try:
+                comparison = compare(pinned, snapshot_of_report(report, "B"))
+            except ValueError as exc:
+                st.error(f"Cannot compare: {exc}")
+            else:
+                show_comparison(comparison, key=key, result=result)
+        saved_section(pinned, report, page=page, key=key)
+    with st.expander("Compare two saved reports (files)", icon=":material/compare:"):
+        files_section(key)
+    return comparison
+
+
+def delta_view(delta: pd.DataFrame) -> pd.DataFrame:
+    """The headline delta with human column names (numbers stay numbers; the table formats them)."""
+    return delta.rename(columns=DELTA_LABELS)
+
+
+def show_comparison(comparison: Comparison, *, key: str, result=None, files: bool = False) -> None:
+    """Delta table of the headline numbers, the main figure overlaid, and per-table deltas."""
+    if comparison.same_plan:
+        st.info("B has the same settings as A: change a setting to see the difference.")
+    st.dataframe(delta_view(comparison.headline), hide_index=True, key=f"{key}__delta",
+                 column_config={DELTA_LABELS["A"]: st.column_config.NumberColumn(format="%.4g"),
+                                DELTA_LABELS["B"]: st.column_config.NumberColumn(format="%.4g"),
+                                DELTA_LABELS["change"]: st.column_config.NumberColumn(format="%+.4g"),
+                                DELTA_LABELS["change_pct"]: st.column_config.NumberColumn(format="%+.1f%%")})
+    st.caption("B − A with its sign; the change in percent is of |A| and is left blank when A is 0.")
+    spec = OVERLAYS.get(comparison.a.plan_class)
+    if spec is not None and spec.table in comparison.a.tables and spec.table in comparison.b.tables:
+        fig = figs.overlay_figure(comparison.a.tables[spec.table], comparison.b.tables[spec.table], spec)
+    else:
+        fig = figs.headline_overlay_figure(comparison.headline)
+    st.plotly_chart(fig, key=f"{key}__overlay")
+    if not files and result is not None and comparison.a.plan_class == "DistrictPlan":
+        district_difference(comparison, result, key)
+    names = comparison.common_tables()
+    if names:
+        name = st.selectbox("Differences in the table", names, key=f"{key}__delta_table", persist_state=S)
+        st.dataframe(comparison.table(name), hide_index=True, key=f"{key}__delta_cells")
+    st.download_button("Download the comparison (CSV, zipped)", tables_zip(comparison.tables()),
+                       file_name=f"{key}_comparison.zip", mime="application/zip", key=f"{key}__delta_zip",
+                       icon=":material/download:")
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def district_outlines(plan_digest: str, _result):
+    """District polygons of plan 1 of a district result, and their GeoJSON (cached per plan)."""
+    from core.districts.display import district_shapes
+    from core.districts.workflow import load_geography
+    from dashboard.figures.districts import map_geojson
+
+    numbers = pd.DataFrame({"district": np.unique(_result.labels[0]) + 1})
+    shapes = district_shapes(load_geography(_result.plan), _result.labels[0], numbers)
+    return shapes, map_geojson(shapes, "district", 150.0)
+
+
+def district_difference(comparison: Comparison, result, key: str) -> None:
+    """Map of B's districts coloured by each district's B − A (districts matched by number)."""
+    from dashboard.figures.districts import difference_map
+
+    st.markdown("**Per-district difference (B − A), plan 1**")
+    if result.plan.data.source == "upload":
+        st.caption("The map needs the uploaded geography; the table below holds the same differences.")
+        return
+    column = st.selectbox("Difference in", list(DIFFERENCE_COLUMNS), format_func=DIFFERENCE_COLUMNS.get,
+                          key=f"{key}__diff_col", persist_state=S)
+    delta = comparison.table("districts", keys=["plan", "district"])
+    delta = delta[(delta["plan"] == 1) & (delta["column"] == column)]
+    shapes, geojson = district_outlines(result.plan.digest(), result)
+    st.plotly_chart(difference_map(shapes, geojson, delta, DIFFERENCE_COLUMNS[column]), key=f"{key}__diff_map")
+    st.caption("Districts are matched by number: with different plans, district 3 of B is compared with "
+               "district 3 of A. Districts only one side has are grey.")
+
+
+def saved_section(pinned: Snapshot | None, report: dict, *, page: str, key: str) -> None:
+    """Save the pin (or, with no pin, the current results) under a name; reopen a saved one as A."""
+    st.markdown("**Saved scenarios**")
+    try:
+        store = get_scenario_store()
+        listing = store.listing(page)
+    except ValueError as exc:
+        st.error(str(exc))
+        return
+    s1, s2 = st.columns([3, 1], vertical_alignment="bottom")
+    name = s1.text_input("Name", key=f"{key}__save_name", max_chars=MAX_SCENARIO_NAME, persist_state=S,
+                         placeholder="e.g. equal split, 4 districts")
+    what = "A" if pinned is not None else "these results"
+    if s2.button(f"Save {what}", key=f"{key}__save", icon=":material/save:"):
+        snapshot = pinned if pinned is not None else dataclasses.replace(snapshot_of_report(report, "A"), page=page)
+        try:
+            saved = store.save(name, dataclasses.replace(snapshot, page=page))
+        except ValueError as exc:
+            st.error(str(exc))
+        else:
+            st.success(f"Saved as {saved!r}.")
+            listing = store.listing(page)
+    if listing.empty:
+        st.caption("No scenario saved for this page yet.")
+        return
+    o1, o2 = st.columns([3, 1], vertical_alignment="bottom")
+    choice = o1.selectbox("Saved scenario", list(listing["name"]), key=f"{key}__open_name", persist_state=S,
+                          format_func=lambda n: f"{n} (saved {listing.set_index('name').at[n, 'saved_at'][:16]} UTC)")
+    if o2.button("Open as A", key=f"{key}__open", icon=":material/folder_open:"):
+        try:
+            st.session_state[pin_key(key)] = dataclasses.replace(store.load(page, choice, "A"), page=page)
+        except ValueError as exc:
+            st.error(str(exc))
+        else:
+            st.rerun()
+
+
+def remembered_upload(label: str, key: str) -> bytes | None:
+    """An uploaded file's bytes, kept in the session so they are still there after leaving the page."""
+    store = f"{key}__bytes"
+    upload = st.file_uploader(label, type=["json"], key=key)
+    if upload is not None:
+        try:
+            raw = read_bytes(upload)
+        except ValueError as exc:
+            st.error(str(exc))
+            return None
+        st.session_state[store] = (hashlib.sha256(raw).hexdigest(), upload.name, raw)
+    kept = st.session_state.get(store)
+    if kept is not None and upload is None:
+        st.caption(f"Using {kept[1]} from earlier in this session.")
+    return None if kept is None else kept[2]
+
+
+def files_section(key: str) -> None:
+    """Upload two saved reports (A, B) of the same page and compare them."""
+    f1, f2 = st.columns(2)
+    with f1:
+        raw_a = remembered_upload("Report A (JSON)", f"{key}__file_a")
+    with f2:
+        raw_b = remembered_upload("Report B (JSON)", f"{key}__file_b")
+    if raw_a is None or raw_b is None:
+        st.caption("Upload two reports downloaded from this page to see B − A for every headline number.")
+        return
+    try:
+        comparison = compare_reports(raw_a, raw_b)
+    except ValueError as exc:
+        st.error(f"Cannot compare these files: {exc}")
+        return
+    show_comparison(comparison, key=f"{key}__files", files=True)

@@ -1,0 +1,139 @@
+"""Pin and compare on two pages with Streamlit's AppTest: pin A, change settings, see B beside A;
+the pin survives leaving the page, is never rerun, saves by name and reopens; two report files compare."""
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import core.census
+from core.compare import Snapshot
+from core.report import build_report, report_json
+
+DASH = Path(__file__).resolve().parents[2] / "dashboard"
+BUDGET = str(DASH / "tools" / "budget_allocation.py")
+APP = str(DASH / "app.py")
+EXPORT_TAB = "Export & release"
+KEY = "budget_allocation"          # the budget page's report panel key
+DELTA = "Headline number"
+
+
+def _ok(at):
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def _delta(at):
+    return next(d.value for d in at.dataframe if DELTA in d.value.columns).set_index(DELTA)
+
+
+def _budget_page():
+    at = AppTest.from_file(BUDGET, default_timeout=240)
+    _ok(at.run())
+    at.session_state["ba_tab"] = EXPORT_TAB
+    return _ok(at.run())
+
+
+@pytest.fixture(scope="module")
+def pinned_budget():
+    """The budget page with its default results pinned as A and the split then changed to block-heavy."""
+    at = _budget_page()
+    _ok(at.button(key=f"{KEY}__pin_a").click().run())
+    pin = at.session_state[f"{KEY}__pin"]
+    at.selectbox(key="ba_preset").set_value("block-heavy")
+    _ok(at.run())
+    return at, pin
+
+
+def test_pin_then_change_shows_b_beside_a_with_sign_and_percentage(pinned_budget):
+    at, pin = pinned_budget
+    assert isinstance(pin, Snapshot) and pin.plan_class == "BudgetPlan"
+    current = at.session_state["ba_plan"] if "ba_plan" in at.session_state else None
+    delta = _delta(at)
+    for name, value in pin.headline.items():                      # A is the pinned report, as it was
+        assert delta.loc[name, "A (pinned)"] == pytest.approx(value, nan_ok=True)
+    sd_rows = [n for n in delta.index if n.startswith("error sd:")]
+    assert sd_rows and any(delta.loc[n, "B − A"] != 0 for n in sd_rows)
+    row = delta.loc[sd_rows[0]]
+    assert row["B − A"] == pytest.approx(row["B (current)"] - row["A (pinned)"])
+    assert row["Change (% of A)"] == pytest.approx(100 * row["B − A"] / abs(row["A (pinned)"]))
+    assert delta.loc["total budget", "Direction"] == "same"
+    assert current is None or current.digest() != pin.plan_digest
+    overlay = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    names = {t.get("name") for fig in overlay for t in fig["data"]}
+    assert {"A (pinned)", "B (current)"} <= names                 # the budget per level, A and B overlaid
+
+
+def test_comparison_does_not_rerun_a(pinned_budget, monkeypatch):
+    at, pin = pinned_budget
+    seen = []
+    real = core.census.run
+
+    @functools.wraps(real)         # keeps the cache's helpers the page uses
+    def spy(plan, *args, **kwargs):
+        seen.append(plan.digest())
+        return real(plan, *args, **kwargs)
+
+    monkeypatch.setattr(core.census, "run", spy)
+    _ok(at.run())
+    assert seen and pin.plan_digest not in seen
+    assert at.session_state[f"{KEY}__pin"] is pin
+
+
+def test_saved_by_name_and_reopened_as_a(pinned_budget):
+    at, pin = pinned_budget
+    at.text_input(key=f"{KEY}__save_name").input("default split")
+    _ok(at.button(key=f"{KEY}__save").click().run())
+    assert any("Saved as 'default split'" in s.value for s in at.success)
+    _ok(at.button(key=f"{KEY}__unpin").click().run())
+    assert f"{KEY}__pin" not in at.session_state
+    at.selectbox(key=f"{KEY}__open_name").set_value("default split")
+    _ok(at.button(key=f"{KEY}__open").click().run())
+    reopened = at.session_state[f"{KEY}__pin"]
+    assert reopened.plan_digest == pin.plan_digest and reopened.headline == pin.headline
+    assert _delta(at).loc["total budget", "A (pinned)"] == pin.headline["total budget"]
+
+
+def test_two_report_files_compare(tmp_path):
+    from core.census import BudgetPlan
+
+    plan = BudgetPlan()
+    raw_a = report_json(build_report(core.census.run(plan), page="Budget allocation")).encode()
+    other = plan.replace(total=plan.total * 2)
+    raw_b = report_json(build_report(core.census.run(other), page="Budget allocation")).encode()
+    at = _budget_page()
+    at.file_uploader(key=f"{KEY}__file_a").set_value(("a.json", raw_a, "application/json"))
+    at.file_uploader(key=f"{KEY}__file_b").set_value(("b.json", raw_b, "application/json"))
+    _ok(at.run())
+    delta = _delta(at)
+    assert "total budget" in delta.index
+    at.file_uploader(key=f"{KEY}__file_b").set_value(("bad.json", b'{"x": 1}', "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("Cannot compare" in e.value or "not a report" in e.value for e in at.error)
+
+
+def test_district_pin_survives_navigation_and_maps_the_difference():
+    at = AppTest.from_file(APP, default_timeout=300)
+    _ok(at.run())
+    _ok(at.switch_page("tools/district_maps.py").run())
+    _ok(at.button(key="dm_report__pin_a").click().run())
+    pin = at.session_state["dm_report__pin"]
+    at.number_input(key="dm_k").set_value(2)
+    _ok(at.run())
+    before = _delta(at)
+    assert before.loc["districts", "A (pinned)"] == 4 and before.loc["districts", "B (current)"] == 2
+    assert before.loc["districts", "Change (% of A)"] == pytest.approx(-50.0)
+    figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    maps = [f for f in figures if "B − A" in f["layout"].get("title", {}).get("text", "")
+            and any(t["type"] == "choroplethmap" for t in f["data"])]
+    assert len(maps) == 1 and len(maps[0]["data"][0]["locations"]) == 2      # B's two districts
+    _ok(at.switch_page("home.py").run())
+    _ok(at.switch_page("tools/district_maps.py").run())
+    assert at.session_state["dm_report__pin"] is pin
+    after = _delta(at)
+    assert after.equals(before)
