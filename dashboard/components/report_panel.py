@@ -11,12 +11,14 @@ from core.contracts import Plan, Result
 from core.report import build_report, load_plan, parse_report, report_json, tables_zip
 from dashboard.components.ledger_badge import ledger_for_report
 from dashboard.components.pin_compare import pin_compare_panel
+from dashboard.components.stakeholder_buttons import stakeholder_buttons
 
 
 def report_panel(result: Result, *, page: str, key: str, ledger=None,
                  extra: Mapping[str, Any] | None = None,
-                 tables: Mapping[str, pd.DataFrame] | None = None) -> dict:
-    """Download buttons for a result's report (plan, data fingerprint, ledger, versions, tables)."""
+                 tables: Mapping[str, pd.DataFrame] | None = None, figures=()) -> dict:
+    """Download buttons for a result's report (plan, data fingerprint, ledger, versions, tables) and
+    the stakeholder report (HTML + PDF, with the page's plotly ``figures`` embedded)."""
     report = build_report(result, page=page, ledger=ledger, extra=extra, tables=tables)
     report["project_ledger"] = ledger_for_report(result.plan)   # every release of this data set so far
     left, right = st.columns(2)
@@ -28,6 +30,8 @@ def report_panel(result: Result, *, page: str, key: str, ledger=None,
                           tables_zip(tables if tables is not None else result.tables(), report),
                           file_name=f"{key}.zip", mime="application/zip", key=f"{key}_zip",
                           icon=":material/table_view:")
+    stakeholder_buttons(result, report, page=page, key=key, figures=figures, extra=extra, tables=tables,
+                        ledger=ledger)
     pin_compare_panel(result, report, page=page, key=key)   # pin as A, compare B, saved scenarios
     return report
 
