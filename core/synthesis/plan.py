@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from core.contracts import DataRef, Plan
-from core.synthesis.registry import SYNTHESIZERS, IndependentParams, MSTParams
+from core.synthesis.registry import SYNTHESIZERS, AIMParams, GEMParams, IndependentParams, MSTParams
 
 SIZE_POLICIES = {"dp_count": "Estimate with a DP count (charged)", "public": "Public (e.g. census totals)"}
 SMALL_ACTIONS = {"keep": "kept (own model)", "merge": "merged into one model", "drop": "dropped (absent from output)"}
@@ -194,7 +194,7 @@ class SynthesisPlan(Plan):
     strata: tuple[str, ...] = ("sex", "race")
     target: str | None = "income"
     synthesizer: str = "mst"
-    synth_params: MSTParams | IndependentParams | None = None
+    synth_params: MSTParams | IndependentParams | AIMParams | GEMParams | None = None
     delta: float = 1e-9
     size_policy: str = "dp_count"
     sizes_declared_public: bool = False
