@@ -84,5 +84,12 @@ PAGES: tuple[PageEntry, ...] = (
         "how much is left under the cap the curator set?",
         "[data-testid='stMetricValue']",
     ),
+    PageEntry(
+        "tools/reproductions.py", "Reproductions", "reproductions", ":material/verified:",
+        "Does this tool reproduce the numbers the papers behind it printed? Each headline result is "
+        "recomputed now with the tool's own code and compared with the paper within a stated "
+        "tolerance; a second table lists the errors found in the papers and how the tool handles them.",
+        plotly_in("rp_chart"),
+    ),
 )
 ALL_PAGES: tuple[PageEntry, ...] = (HOME, *PAGES)
