@@ -156,8 +156,11 @@ def test_statement_follows_spend_order_and_names_disjoint_groups():
     assert "add up one after another" in text and "epsilon = 0.7" in text
 
 
-def test_release_log_adds_releases_and_keeps_each_parallel_group_inside_its_release():
-    from core.privacy.ledger import ReleaseLog
+def test_releases_add_and_keep_each_parallel_group_inside_its_release():
+    from core.privacy.project_ledger import LedgerRelease, compose, spends_of, statement
+
+    def release(key, ledger):
+        return LedgerRelease("toy", key, "release", "test", "test", key, "", spends_of(ledger))
 
     first = BudgetLedger()
     first.spend("counts", 0.1, "rho")
@@ -165,17 +168,11 @@ def test_release_log_adds_releases_and_keeps_each_parallel_group_inside_its_rele
         first.spend(f"model {part}", 0.9, "rho", composition="parallel", group="strata")
     second = BudgetLedger()
     second.spend("model a", 0.5, "rho", composition="parallel", group="strata")
-    log = ReleaseLog("toy data")
-    assert log.total("rho") == 0.0 and "No release" in log.statement()
-    assert log.record("k1", "one", first) and log.record("k2", "two", second)
+    assert compose([]).rho == 0.0 and "No release" in statement([])
     # by hand: release one costs 0.1 + 0.9 (parts counted once); release two 0.5; releases add
-    assert log.total("rho") == pytest.approx(1.5)
-    assert not log.record("k1", "one again", first)
-    assert log.total("rho") == pytest.approx(1.5)
-    assert log.to_frame()["rho"].tolist() == pytest.approx([1.0, 0.5])
-    pure = ReleaseLog()
+    assert compose([release("k1", first), release("k2", second)]).rho == pytest.approx(1.5)
+    assert compose([release("k1", first)]).rho == pytest.approx(1.0)
     one = BudgetLedger()
     one.spend("histogram", 0.5, "epsilon")
-    pure.record("x", "x", one)
-    pure.record("y", "y", one)
-    assert pure.total("epsilon") == pytest.approx(1.0)
+    pure = compose([release("x", one), release("y", one)])
+    assert pure.pure and pure.epsilon == pytest.approx(1.0)

@@ -12,7 +12,8 @@ import pytest
 
 from core.contracts import DataRef, bytes_fingerprint
 from core.privacy.accounting import rho_for_epsilon, rho_to_epsilon
-from core.privacy.ledger import BudgetLedger, ReleaseLog
+from core.privacy.ledger import BudgetLedger
+from core.privacy.project_ledger import LedgerRelease, compose, spends_of, statement
 from core.report import build_report, guarded_csv, load_plan, report_json, tables_match, tables_zip
 from core.synthesis import (MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan, SynthesisPlan, parse_epsilons, run,
                             secure_release)
@@ -59,17 +60,20 @@ def mentions(text: str, counts: set[int]) -> list[int]:
 # 1. No exact stratum size in any ledger, statement, export or caption under DP counts
 # --------------------------------------------------------------------------------------------------
 
+def as_release(key: str, ledger: BudgetLedger) -> LedgerRelease:
+    """A synthetic release of CPS as the project ledger stores it."""
+    return LedgerRelease("cps", key, "release", "Stratified synthesis", "test", key, "", spends_of(ledger))
+
+
 def test_dp_count_release_shares_no_exact_stratum_size():
     plan = cps_plan(size_policy="dp_count", release=ReleasePlan(epsilon=1.0, method="stratified", seed=3))
     counts = exact_counts(plan)
     result = run.uncached(plan)
     rel = result.release
-    log = ReleaseLog("CPS")
-    log.record("a", "seeded stratified", rel.ledger)
     shared = {
         "ledger": rel.ledger_table.to_csv(index=False),
         "statement": rel.statement,
-        "budget statement": budget_statement_text(plan, rel, log.statement(DELTA)),
+        "budget statement": budget_statement_text(plan, rel, statement([as_release("a", rel.ledger)], DELTA, "CPS")),
         "report": report_json(build_report(result, page="Stratified synthesis")),
         "zip tables": "".join(guarded_csv(t) for t in result.tables().values()),
         "accounting caption": result.accounting,
@@ -124,19 +128,17 @@ def test_release_log_composes_every_release_of_the_same_data_by_hand():
     plan = cps_plan(release=ReleasePlan(epsilon=1.0))
     one = run.uncached(plan).release
     two = run.uncached(plan.replace(release=ReleasePlan(epsilon=0.5, method="pooled"))).release
-    log = ReleaseLog("CPS")
-    assert log.record("first", "stratified eps 1", one.ledger)
-    assert not log.record("first", "stratified eps 1", one.ledger)     # the same release drawn again
-    assert log.record("second", "pooled eps 0.5", two.ledger)
+    log = [as_release("first", one.ledger), as_release("second", two.ledger)]
     # stratified: counts 0.1 r1 + strata 0.9 r1 (parallel, once) = r1; pooled r2; releases add up
-    assert log.total("rho") == pytest.approx(r1 + r2)
-    assert log.total("epsilon", delta=DELTA) == pytest.approx(rho_to_epsilon(r1 + r2, DELTA))
-    assert log.total("epsilon", delta=DELTA) > 1.0                    # more than either release alone
-    assert "2 releases" in log.statement(DELTA)
+    total = compose(log, DELTA)
+    assert total.rho == pytest.approx(r1 + r2)
+    assert total.epsilon == pytest.approx(rho_to_epsilon(r1 + r2, DELTA))
+    assert total.epsilon > 1.0                    # more than either release alone
+    assert "2 releases" in statement(log, DELTA, "CPS")
     # parallel groups of different releases never merge into one "counted once" group
-    assert log.combined().total("rho") == pytest.approx(r1 + r2)
+    assert compose([as_release("a", one.ledger), as_release("b", one.ledger)]).rho == pytest.approx(2 * r1)
     with pytest.raises(ValueError, match="no spends"):
-        log.record("empty", "nothing", BudgetLedger())
+        as_release("empty", BudgetLedger())
 
 
 def test_secure_release_uses_opendp_and_says_it_is_a_release(monkeypatch):
