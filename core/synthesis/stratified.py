@@ -23,6 +23,7 @@ from core.parallel import map_trials, spawn_rngs
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import check_codes
 from core.synthesis.noise import noise_source
+from core.synthesis.strata import StrataIndex
 
 SIZE_POLICIES = ("public", "dp_count")
 SMALL_ACTIONS = ("keep", "merge", "drop")
@@ -92,15 +93,6 @@ class StratifiedSynthesizer:
         if self.size_policy == "dp_count" and not 0 < self.count_share < 1:
             raise ValueError("The share of budget for counting strata must be strictly between 0 and 1.")
 
-    def stratum_keys(self, codes: np.ndarray) -> np.ndarray:
-        """Flat index of each row's stratum in the product of the strata domains."""
-        return np.ravel_multi_index(tuple(codes.T), self.strata_sizes_) if codes.size else np.zeros(0, np.int64)
-
-    def stratum_label(self, flat: int) -> str:
-        """Readable key like 'sex=1|race=4' (codes; pages map them to labels)."""
-        idx = np.unravel_index(flat, self.strata_sizes_)
-        return "|".join(f"{c}={int(i)}" for c, i in zip(self.strata_columns, idx))
-
     def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float,
             rng: np.random.Generator, noise=None) -> "StratifiedSynthesizer":
         """Size the strata, decide their fate, and fit one model per fitted stratum in parallel.
@@ -115,9 +107,9 @@ class StratifiedSynthesizer:
         self.columns_ = list(df.columns)
         self.domain_ = {c: int(domain[c]) for c in self.columns_}
         s_idx = [self.columns_.index(c) for c in self.strata_columns]
-        self.strata_sizes_ = tuple(self.domain_[c] for c in self.strata_columns)
-        k = int(np.prod(self.strata_sizes_))
-        keys = self.stratum_keys(arr[:, s_idx])
+        self.index_ = StrataIndex.of(self.strata_columns, self.domain_)
+        k = self.index_.count
+        keys = self.index_.flat(arr[:, s_idx])
         true_counts = np.bincount(keys, minlength=k).astype(float)
         self.ledger_ = BudgetLedger()
         count_rng, fit_rng = spawn_rngs(rng, 2)
@@ -132,7 +124,7 @@ class StratifiedSynthesizer:
         else:
             rho_count = 0.0
             if self.public_sizes is not None:
-                sizes = np.array([float(self.public_sizes.get(self.stratum_label(i), 0.0)) for i in range(k)])
+                sizes = np.array([float(self.public_sizes.get(self.index_.key(i), 0.0)) for i in range(k)])
             else:
                 sizes = true_counts.copy()
             self.count_sigma_ = 0.0
@@ -141,7 +133,7 @@ class StratifiedSynthesizer:
         fate = np.where(small, {"keep": "kept (small)", "merge": "merged", "drop": "dropped"}[self.small_action],
                         "kept")
         self.strata_ = pd.DataFrame({
-            "stratum": [self.stratum_label(i) for i in range(k)],
+            "stratum": [self.index_.key(i) for i in range(k)],
             "size_used": sizes, "small": small, "fate": fate,
         })
         # fitting jobs: every kept stratum alone; merged ones pooled into one extra stratum
@@ -151,7 +143,7 @@ class StratifiedSynthesizer:
         self.weights_: dict[str, float] = {}
         for i in range(k):
             if fate[i] in ("kept", "kept (small)"):
-                label = self.stratum_label(i)
+                label = self.index_.key(i)
                 rows = df.loc[keys == i, other].reset_index(drop=True)
                 jobs.append(_FitJob(label, rows, {c: self.domain_[c] for c in other}, rho_strata,
                                     job_rngs[i], self.synth_factory, noise))
@@ -207,12 +199,11 @@ class StratifiedSynthesizer:
                 continue
             part = self.models_[key].sample(m, r)
             if key != MERGED:
-                idx = np.unravel_index(self._flat(key), self.strata_sizes_)
-                for c, v in zip(self.strata_columns, idx):
+                for c, v in zip(self.strata_columns, self.index_.codes(self.index_.flat_of(key))):
                     part[c] = int(v)
             else:
                 flat = self.merged_strata_[part.pop(MERGED_COLUMN).to_numpy(np.int64)]
-                for c, v in zip(self.strata_columns, np.unravel_index(flat, self.strata_sizes_)):
+                for c, v in zip(self.strata_columns, self.index_.codes(flat)):
                     part[c] = v.astype(np.int64)
             parts.append(part[self.columns_])
         if not parts:
@@ -220,7 +211,3 @@ class StratifiedSynthesizer:
         out = pd.concat(parts, ignore_index=True).astype(np.int64)
         # rows in random order, so row position says nothing about the stratum
         return out.iloc[rng.permutation(len(out))].reset_index(drop=True)
-
-    def _flat(self, key: str) -> int:
-        codes = [int(p.split("=", 1)[1]) for p in key.split("|")]
-        return int(np.ravel_multi_index(tuple(codes), self.strata_sizes_))

@@ -20,6 +20,7 @@ from core.synthesis.metrics import (group_keys, ml_utility, one_way_tvd, parity_
 from core.synthesis.plan import MAX_STRATA, METHODS, SynthesisPlan
 from core.synthesis.registry import SYNTHESIZERS
 from core.synthesis.stratified import StratifiedSynthesizer
+from core.synthesis.strata import StrataIndex
 
 
 @dataclass
@@ -37,12 +38,7 @@ class SweepResult:
 
 def stratum_labels(strata_columns, labels, domain) -> dict[int, str]:
     """Readable name of every stratum flat index, e.g. 'Female · White'."""
-    sizes = tuple(domain[c] for c in strata_columns)
-    out = {}
-    for flat in range(int(np.prod(sizes))):
-        idx = np.unravel_index(flat, sizes)
-        out[flat] = " · ".join(str(labels[c][i]) for c, i in zip(strata_columns, idx))
-    return out
+    return StrataIndex.of(strata_columns, domain).names(labels)
 
 
 def split_train_test(codes: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -135,7 +131,8 @@ def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | Non
         y = test[plan.target].to_numpy()
         baseline["majority_accuracy"] = float(max(np.mean(y > 0), np.mean(y == 0)))
     strata_df = pd.concat(strata, ignore_index=True)
-    flat = [_flat_of(s, plan.strata, domain) for s in strata_df["stratum"]]
+    index = StrataIndex.of(plan.strata, domain)
+    flat = [index.flat_of(s) for s in strata_df["stratum"]]
     strata_df["group"] = [names[f] for f in flat]
     strata_df["real_rows"] = [int(real_sizes[f]) for f in flat]
     return SweepResult(
@@ -148,20 +145,13 @@ def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | Non
 
 def readable_ledger(ledger: pd.DataFrame, strata_columns, labels, domain) -> pd.DataFrame:
     """The ledger with stratum keys like 'sex=0|race=4' replaced by their category names."""
-    names = stratum_labels(strata_columns, labels, domain)
-    sizes = tuple(domain[c] for c in strata_columns)
-    keys = {"|".join(f"{c}={int(i)}" for c, i in zip(strata_columns, np.unravel_index(flat, sizes))): name
-            for flat, name in names.items()}
+    index = StrataIndex.of(strata_columns, domain)
+    keys = {index.key(flat): name for flat, name in index.names(labels).items()}
     out = ledger.copy()
     for col in ("label", "part"):
         out[col] = [next((v.replace(k, n) for k, n in keys.items() if isinstance(v, str) and v.endswith(k)), v)
                     for v in out[col]]
     return out
-
-
-def _flat_of(key: str, strata_columns, domain) -> int:
-    codes = [int(p.split("=", 1)[1]) for p in key.split("|")]
-    return int(np.ravel_multi_index(tuple(codes), tuple(domain[c] for c in strata_columns)))
 
 
 def curve_table(frame: pd.DataFrame, by: tuple[str, ...] = ("epsilon", "method", "group")) -> pd.DataFrame:

@@ -98,7 +98,7 @@ def test_each_stratum_sampled_from_its_own_model():
     # each model saw only its own stratum's rows, without the constant strata columns
     for key, m in s.models_.items():
         assert "g" not in m.rows_.columns and "h" not in m.rows_.columns
-        flat = s._flat(key)
+        flat = s.index_.flat_of(key)
         assert (m.rows_["tag"] == flat).all()
     out = s.sample(5000, np.random.default_rng(1))
     assert ((out["g"] * 2 + out["h"]) == out["tag"]).all()
