@@ -32,7 +32,7 @@ from core.contracts import DataRef, Result
 from core.report import build_report, data_ref_of, package_versions, report_json
 
 __all__ = ["report_html", "report_pdf", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
-           "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND"]
+           "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND", "format_number"]
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 PDF_NEEDS_CHROMIUM = "The PDF needs Chromium (Debian package 'chromium'); the HTML report works without it."
@@ -102,7 +102,7 @@ def uncertainty_columns(df: pd.DataFrame) -> list[str]:
     return cols
 
 
-def _number(value: Any) -> str:
+def format_number(value: Any) -> str:
     if isinstance(value, float):
         if not math.isfinite(value):
             return str(value)
@@ -113,7 +113,7 @@ def _number(value: Any) -> str:
 def _table(df: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
     shown = df.head(max_rows)
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_number(v)}</td>" for v in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{format_number(v)}</td>" for v in row) + "</tr>"
                    for row in shown.itertuples(index=False, name=None))
     more = (f"<p class='muted'>First {max_rows} of {len(df):,} rows; the embedded JSON report has them all.</p>"
             if len(df) > max_rows else "")
@@ -123,7 +123,7 @@ def _table(df: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
 def _headline(headline: Mapping[str, Any]) -> str:
     if not headline:
         return "<p class='muted'>This result has no headline numbers.</p>"
-    rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td class='value'>{_number(v)}</td></tr>"
+    rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td class='value'>{format_number(v)}</td></tr>"
                    for k, v in headline.items())
     return f"<table class='headline'><thead><tr><th>number</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>"
 
