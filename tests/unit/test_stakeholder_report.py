@@ -1,0 +1,108 @@
+"""Stakeholder report: one per page's result, with its headline numbers, offline, and as a PDF."""
+from __future__ import annotations
+
+import html
+import re
+
+import plotly.graph_objects as go
+import pytest
+
+from core.contracts import DataRef
+from core.datasets import DATASETS
+from core.report import build_report
+from core.stakeholder_report import (PDF_NEEDS_CHROMIUM, chromium_path, embedded_report, format_number,
+                                     plan_lines, report_html, report_pdf, uncertainty_columns)
+
+
+def _budget():
+    from core.census import BudgetPlan, run
+    return run(BudgetPlan())
+
+
+def _coherence():
+    from core.coherence import AuditPlan, RowSample, run
+    return run(AuditPlan(rows=RowSample(1500, 0), trials=3))
+
+
+def _districts():
+    from core.districts import DistrictPlan, GreedyParams, run
+    return run(DistrictPlan(generator="greedy", params=GreedyParams()))
+
+
+def _synthesis():
+    from core.synthesis import SweepPlan, SynthesisPlan, run
+    return run(SynthesisPlan(data=DataRef("cps"), columns=("education", "sex", "race", "income"),
+                             sweep=SweepPlan(epsilons=(3.0,), seeds=(0,)), marginals=None, means=None))
+
+
+def _group_fairness():
+    from core.fairness import GroupFairnessPlan, LexifairPlan, run_group_fairness
+    return run_group_fairness(GroupFairnessPlan(lexifair=LexifairPlan(rounds=30, levels=2), ranking=None,
+                                                companion=None))
+
+
+def _elicitation():
+    from core.fairness import ElicitationPlan, run_elicitation
+    return run_elicitation(ElicitationPlan())
+
+
+PAGES = {"Budget allocation": _budget, "Coherence audit": _coherence, "District maps": _districts,
+         "Stratified synthesis": _synthesis, "Group fairness and ranking": _group_fairness,
+         "Fairness elicitation": _elicitation}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {page: make() for page, make in PAGES.items()}
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_one_report_per_page_holds_its_headline_numbers(results, page):
+    result = results[page]
+    report = build_report(result, page=page)
+    text = report_html(result, page=page, question="What does it answer?", report=report, file_name="x.json")
+    headline = result.headline()
+    assert headline, "every page's result quotes some numbers"
+    for name, value in headline.items():
+        assert f"<td>{html.escape(name)}</td><td class='value'>{format_number(value)}</td>" in text, name
+    back = embedded_report(text)
+    assert back["headline"] == report["headline"] and back["plan_digest"] == result.plan.digest()
+    assert "python -m core reproduce x.json --out results/" in text
+    assert "What does it answer?" in text
+    for section in ("The plan in plain words", "Headline numbers", "Privacy ledger", "Simulation or release",
+                    "Where the data came from", "Package versions", "Reproduce these numbers"):
+        assert f"<h2>{section}</h2>" in text
+    ref = getattr(result.plan, "data", None)
+    if isinstance(ref, DataRef) and ref.source in DATASETS:
+        assert DATASETS[ref.source].provenance.replace("'", "&#x27;") in text
+    # nothing is fetched: no external scripts, stylesheets, fonts or images
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)\s*=\s*['\"]?(https?:)?//", text, re.I)
+    assert "@import" not in text and "@font-face" not in text
+
+
+def test_figures_are_embedded_with_plotly_inlined_once(results):
+    figs = [go.Figure(go.Bar(x=[1, 2], y=[3, 4])), go.Figure(go.Scatter(x=[1, 2], y=[1, 0]))]
+    text = report_html(results["Budget allocation"], page="Budget allocation", figures=figs)
+    assert text.count("plotly.js v") == 1            # the library once, with the first figure
+    assert text.count("Plotly.newPlot") == 2         # both figures drawn by it
+    assert "cdn.plot.ly" not in text.split("<script type='application/json'")[0].split("plotly.js v")[0]
+
+
+def test_plan_in_plain_words_and_uncertainty_columns(results):
+    lines = plan_lines(results["District maps"].plan)
+    labels = [label for _, label, _ in lines]
+    assert "generator" in labels and any(depth > 0 for depth, _, _ in lines)
+    import pandas as pd
+    df = pd.DataFrame({"district": [1], "error sd": [2.0], "95% CI low": [0.1], "mean": [3.0]})
+    assert uncertainty_columns(df) == ["error sd", "95% CI low"]
+
+
+def test_pdf_needs_chromium_and_prints_when_present(results, tmp_path):
+    text = report_html(results["District maps"], page="District maps",
+                       figures=[go.Figure(go.Bar(x=[1, 2], y=[3, 4]))])
+    with pytest.raises(ValueError, match="Chromium"):
+        report_pdf(text, chromium=str(tmp_path / "no-such-chromium"))
+    if chromium_path() is None:
+        pytest.skip(PDF_NEEDS_CHROMIUM)
+    pdf = report_pdf(text)
+    assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
