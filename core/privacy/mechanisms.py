@@ -97,6 +97,20 @@ def sample_gaussian(sigma: float, size, rng: np.random.Generator) -> np.ndarray:
     return rng.normal(0.0, _check_scale(sigma, "sigma"), size)
 
 
+def sample_exponential_mechanism(scores, epsilon: float, rng: np.random.Generator,
+                                 sensitivity: float = 1.0) -> int:
+    """Index i drawn with probability proportional to exp(epsilon q_i / (2 sensitivity)) (McSherry &
+    Talwar 2007): epsilon-DP, and epsilon^2/8-zCDP (Cesar & Rogers 2021); -inf scores are never drawn."""
+    q = np.asarray(scores, float)
+    open_ = np.isfinite(q)
+    if not open_.any():
+        raise ValueError("The exponential mechanism needs at least one finite score.")
+    eps = _check_scale(epsilon, "epsilon") / _check_scale(sensitivity, "sensitivity")
+    p = np.exp(eps / 2.0 * (np.where(open_, q, -np.inf) - q[open_].max()))
+    p /= p.sum()
+    return int(rng.choice(q.size, p=p))
+
+
 def _discrete_gaussian_candidates(sigma: float, n: int, rng: np.random.Generator) -> np.ndarray:
     """One round of the discrete-Laplace rejection sampler; returns the accepted draws (float).
 

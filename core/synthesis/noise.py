@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.privacy.accounting import gaussian_sigma
-from core.privacy.mechanisms import sample_gaussian
+from core.privacy.mechanisms import sample_exponential_mechanism, sample_gaussian
 
 
 class SeededNoise:
@@ -26,13 +26,8 @@ class SeededNoise:
         return sample_gaussian(sigma, size, self.rng), sigma
 
     def choose(self, scores: np.ndarray, epsilon: float) -> int:
-        """The exponential mechanism (score sensitivity 1): index i with probability proportional to
-        exp(epsilon q_i / 2); -inf scores are never chosen."""
-        q = np.asarray(scores, float)
-        open_ = np.isfinite(q)
-        p = np.exp(epsilon / 2.0 * (np.where(open_, q, -np.inf) - q[open_].max()))
-        p /= p.sum()
-        return int(self.rng.choice(q.size, p=p))
+        """The exponential mechanism (score sensitivity 1) of ``core.privacy.mechanisms``; -inf never chosen."""
+        return sample_exponential_mechanism(scores, epsilon, self.rng)
 
 
 class SecureNoise:

@@ -238,3 +238,19 @@ def test_generalized_gaussian_is_calibrated_for_the_counts_one_person_changes():
         gg.scale_for(1.5, 0.5)
     draws = gg.draw(2.0, 1.0, 1000, np.random.default_rng(0))
     assert draws.shape == (1000,)
+
+
+def test_exponential_mechanism_matches_its_distribution_and_skips_minus_infinity():
+    rng = np.random.default_rng(0)
+    scores = np.array([0.0, 1.0, -np.inf, 2.0])
+    draws = np.array([m.sample_exponential_mechanism(scores, 2.0, rng) for _ in range(20_000)])
+    assert not (draws == 2).any()
+    expected = np.exp(np.array([0.0, 1.0, 2.0]))
+    expected /= expected.sum()
+    observed = np.bincount(draws, minlength=4)[[0, 1, 3]] / draws.size
+    assert np.abs(observed - expected).max() < 0.015
+    # a sensitivity of 2 halves the effective epsilon
+    half = np.array([m.sample_exponential_mechanism(scores, 4.0, rng, sensitivity=2.0) for _ in range(20_000)])
+    assert np.abs(np.bincount(half, minlength=4)[[0, 1, 3]] / half.size - expected).max() < 0.015
+    with pytest.raises(ValueError):
+        m.sample_exponential_mechanism(np.array([-np.inf]), 1.0, rng)
