@@ -23,6 +23,7 @@ from dashboard.figures.compare import OverlaySpec
 S = "session"
 DELTA_LABELS = {"number": "Headline number", "A": "A (pinned)", "B": "B (current)", "change": "B − A",
                 "change_pct": "Change (% of A)", "direction": "Direction"}
+CELL_LABELS = {**DELTA_LABELS, "column": "Quantity"}
 # each page's main figure, drawn from the tables both scenarios hold (keyed by the plan's class)
 OVERLAYS: dict[str, OverlaySpec] = {
     "DistrictPlan": OverlaySpec("districts", "district", ("mean_abs_error",),
@@ -76,20 +77,31 @@ def pin_compare_panel(result, report: dict, *, page: str, key: str) -> Compariso
     return comparison
 
 
-def delta_view(delta: pd.DataFrame) -> pd.DataFrame:
-    """The headline delta with human column names (numbers stay numbers; the table formats them)."""
-    return delta.rename(columns=DELTA_LABELS)
+def readable(name: str) -> str:
+    """A machine-style headline name in words: ``mean_abs_error_pct`` -> ``mean abs error (%)``."""
+    if " " in name or "_" not in name:
+        return name
+    return name.removesuffix("_pct").replace("_", " ") + (" (%)" if name.endswith("_pct") else "")
+
+
+def delta_view(delta: pd.DataFrame, labels: dict[str, str] = DELTA_LABELS) -> pd.DataFrame:
+    """A delta table with human column and number names (numbers stay numbers; the table formats them)."""
+    if "number" in delta.columns:
+        delta = delta.assign(number=delta["number"].map(readable))
+    return delta.rename(columns=labels)
+
+
+DELTA_FORMATS = {DELTA_LABELS["A"]: st.column_config.NumberColumn(format="%.4g"),
+                 DELTA_LABELS["B"]: st.column_config.NumberColumn(format="%.4g"),
+                 DELTA_LABELS["change"]: st.column_config.NumberColumn(format="%+.4g"),
+                 DELTA_LABELS["change_pct"]: st.column_config.NumberColumn(format="%+.1f%%")}
 
 
 def show_comparison(comparison: Comparison, *, key: str, result=None, files: bool = False) -> None:
     """Delta table of the headline numbers, the main figure overlaid, and per-table deltas."""
     if comparison.same_plan:
         st.info("B has the same settings as A: change a setting to see the difference.")
-    st.dataframe(delta_view(comparison.headline), hide_index=True, key=f"{key}__delta",
-                 column_config={DELTA_LABELS["A"]: st.column_config.NumberColumn(format="%.4g"),
-                                DELTA_LABELS["B"]: st.column_config.NumberColumn(format="%.4g"),
-                                DELTA_LABELS["change"]: st.column_config.NumberColumn(format="%+.4g"),
-                                DELTA_LABELS["change_pct"]: st.column_config.NumberColumn(format="%+.1f%%")})
+    st.dataframe(delta_view(comparison.headline), hide_index=True, key=f"{key}__delta", column_config=DELTA_FORMATS)
     st.caption("B − A with its sign; the change in percent is of |A| and is left blank when A is 0.")
     spec = OVERLAYS.get(comparison.a.plan_class)
     if spec is not None and spec.table in comparison.a.tables and spec.table in comparison.b.tables:
@@ -102,7 +114,8 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
     names = comparison.common_tables()
     if names:
         name = st.selectbox("Differences in the table", names, key=f"{key}__delta_table", persist_state=S)
-        st.dataframe(comparison.table(name), hide_index=True, key=f"{key}__delta_cells")
+        st.dataframe(delta_view(comparison.table(name), CELL_LABELS), hide_index=True, key=f"{key}__delta_cells",
+                     column_config=DELTA_FORMATS)
     st.download_button("Download the comparison (CSV, zipped)", tables_zip(comparison.tables()),
                        file_name=f"{key}_comparison.zip", mime="application/zip", key=f"{key}__delta_zip",
                        icon=":material/download:")

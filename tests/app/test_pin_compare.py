@@ -128,6 +128,7 @@ def test_district_pin_survives_navigation_and_maps_the_difference():
     before = _delta(at)
     assert before.loc["districts", "A (pinned)"] == 4 and before.loc["districts", "B (current)"] == 2
     assert before.loc["districts", "Change (% of A)"] == pytest.approx(-50.0)
+    assert "largest true deviation (%)" in before.index          # machine names read as words
     figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     maps = [f for f in figures if "B − A" in f["layout"].get("title", {}).get("text", "")
             and any(t["type"] == "choroplethmap" for t in f["data"])]
