@@ -21,6 +21,7 @@ from core.contracts import Result
 from core.report import build_report, migrate, parse_report, table_from_records
 
 DELTA_COLUMNS = ("A", "B", "change", "change_pct", "direction")
+MAX_DELTA_CELLS = 500_000  # larger tables (e.g. one row per block) are left out of cell-by-cell deltas
 SAME_TOLERANCE = 1e-12
 
 
@@ -150,15 +151,21 @@ class Comparison:
     def common_tables(self) -> list[str]:
         return [name for name in self.a.tables if name in self.b.tables]
 
+    def too_large(self, name: str, max_cells: int = MAX_DELTA_CELLS) -> bool:
+        """Whether a table holds too many cells on either side for a cell-by-cell delta."""
+        return any(t[name].size > max_cells for t in (self.a.tables, self.b.tables) if name in t)
+
     def table(self, name: str, keys: list[str] | None = None) -> pd.DataFrame:
         if name not in self.a.tables or name not in self.b.tables:
             raise ValueError(f"Only one of the two scenarios has the table {name!r}; pick one both have.")
         return table_delta(self.a.tables[name], self.b.tables[name], keys)
 
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """Every delta table (for export): the headline and each table both sides hold."""
+    def tables(self, max_cells: int = MAX_DELTA_CELLS) -> dict[str, pd.DataFrame]:
+        """Every delta table (for export): the headline and each table both sides hold that is
+        not :meth:`too_large`."""
         return {"headline_delta": self.headline,
-                **{f"delta_{name}": self.table(name) for name in self.common_tables()}}
+                **{f"delta_{name}": self.table(name) for name in self.common_tables()
+                   if not self.too_large(name, max_cells)}}
 
 
 def compare(a: Snapshot, b: Snapshot) -> Comparison:
@@ -184,6 +191,6 @@ def format_change(change: float, pct: float) -> str:
     return f"{change:+.4g} ({pct_text})"
 
 
-__all__ = ["Comparison", "DELTA_COLUMNS", "Snapshot", "compare", "compare_reports", "direction", "format_change",
+__all__ = ["Comparison", "DELTA_COLUMNS", "MAX_DELTA_CELLS", "Snapshot", "compare", "compare_reports", "direction", "format_change",
            "headline_delta", "identifying_columns", "relative_change", "snapshot_of_report", "snapshot_of_result",
            "table_delta"]

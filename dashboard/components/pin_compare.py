@@ -114,11 +114,15 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
     names = comparison.common_tables()
     if names:
         name = st.selectbox("Differences in the table", names, key=f"{key}__delta_table", persist_state=S)
-        st.dataframe(delta_view(comparison.table(name), CELL_LABELS), hide_index=True, key=f"{key}__delta_cells",
-                     column_config=DELTA_FORMATS)
-    st.download_button("Download the comparison (CSV, zipped)", tables_zip(comparison.tables()),
+        if comparison.too_large(name):
+            st.caption("This table is too large to compare cell by cell here; download both reports instead.")
+        else:
+            st.dataframe(delta_view(comparison.table(name), CELL_LABELS), hide_index=True,
+                         key=f"{key}__delta_cells", column_config=DELTA_FORMATS)
+    st.download_button("Download the comparison (CSV, zipped)", lambda: tables_zip(comparison.tables()),
                        file_name=f"{key}_comparison.zip", mime="application/zip", key=f"{key}__delta_zip",
-                       icon=":material/download:")
+                       icon=":material/download:", help="The headline delta and every table's cell deltas "
+                       "(tables with one row per block are left out).")
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

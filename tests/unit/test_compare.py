@@ -134,3 +134,9 @@ def test_format_change():
     assert format_change(-2.0, float("nan")) == "-2 (n/a %)"
     assert format_change(0.0, 0.0) == "no change"
     assert format_change(float("nan"), float("nan")) == "n/a"
+
+
+def test_very_large_tables_are_left_out_of_cell_deltas():
+    comparison = compare(snapshot_of_result(toy(1.0), page="Toy"), snapshot_of_result(toy(2.0), page="Toy"))
+    assert comparison.too_large("groups", max_cells=5) and not comparison.too_large("groups")
+    assert set(comparison.tables(max_cells=5)) == {"headline_delta"}
