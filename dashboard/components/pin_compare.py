@@ -32,6 +32,8 @@ OVERLAYS: dict[str, OverlaySpec] = {
                               "budget"),
     "GroupFairnessPlan": OverlaySpec("lexifair_group_errors", "group", ("held_out_error",),
                                      "Held-out error per group", "error rate", series="model"),
+    "LearningPlan": OverlaySpec("frontier_points", "unfairness", ("error",), "Error against unfairness (frontier)",
+                                "error rate", line=True),
     "AuditPlan": OverlaySpec("theory_gamma", "epsilon", ("gamma",), "Subgroup size the theory needs",
                              "gamma", series="constants"),
 }

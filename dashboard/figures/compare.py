@@ -23,6 +23,7 @@ class OverlaySpec:
     y_label: str = ""
     series: str | None = None
     where: dict = field(default_factory=dict)
+    line: bool | None = None  # None: lines for a numeric x with many values, grouped bars otherwise
 
     def y_column(self, table: pd.DataFrame) -> str | None:
         for col in self.y:
@@ -61,7 +62,7 @@ def _numeric_x(values: pd.Series) -> bool:
 def overlay_figure(a: pd.DataFrame, b: pd.DataFrame, spec: OverlaySpec) -> go.Figure:
     """The page's main figure with A (orange, dashed or hatched) and B (blue, solid) on one set of axes."""
     fig = go.Figure()
-    numeric = _numeric_x(pd.concat([a[spec.x], b[spec.x]]))
+    numeric = _numeric_x(pd.concat([a[spec.x], b[spec.x]])) if spec.line is None else spec.line
     for label, frame, colour in (("A (pinned)", a, A_COLOUR), ("B (current)", b, B_COLOUR)):
         y = spec.y_column(frame)
         if y is None:
@@ -71,6 +72,7 @@ def overlay_figure(a: pd.DataFrame, b: pd.DataFrame, spec: OverlaySpec) -> go.Fi
         for name, g in groups:
             trace_name = label if name is None else f"{label}: {name}"
             if numeric:
+                g = g.sort_values(spec.x)
                 fig.add_scatter(x=g[spec.x], y=g[y], mode="lines+markers", name=trace_name,
                                 line=dict(color=colour, dash="dash" if label.startswith("A") else "solid"))
             else:

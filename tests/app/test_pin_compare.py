@@ -138,3 +138,21 @@ def test_district_pin_survives_navigation_and_maps_the_difference():
     assert at.session_state["dm_report__pin"] is pin
     after = _delta(at)
     assert after.equals(before)
+
+
+def test_overlay_figures_draw_a_and_b_on_one_set_of_axes():
+    import pandas as pd
+
+    from dashboard.figures.compare import OverlaySpec, headline_change_figure, overlay_figure
+    from core.compare import headline_delta
+
+    a = pd.DataFrame({"unfairness": [0.3, 0.1, 0.2], "error": [0.30, 0.36, 0.33]})
+    b = a.assign(error=a["error"] - 0.01)
+    fig = overlay_figure(a, b, OverlaySpec("frontier_points", "unfairness", ("error",), "Frontier", line=True))
+    assert [t.name for t in fig.data] == ["A (pinned)", "B (current)"]
+    assert list(fig.data[0].x) == [0.1, 0.2, 0.3] and fig.data[0].line.dash == "dash"   # sorted along x
+    bars = overlay_figure(a.assign(level=["x", "y", "z"]), b.assign(level=["x", "y", "z"]),
+                          OverlaySpec("t", "level", ("missing", "error"), "By level"))
+    assert {t.type for t in bars.data} == {"bar"}
+    change = headline_change_figure(headline_delta({"n": 2.0, "z": 0.0}, {"n": 3.0, "z": 1.0}))
+    assert list(change.data[0].x) == [0.0, 50.0]           # no percentage from 0: listed without a bar
