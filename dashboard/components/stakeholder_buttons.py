@@ -7,6 +7,7 @@ import streamlit as st
 
 from core.contracts import Result
 from core.stakeholder_report import PDF_NEEDS_CHROMIUM, chromium_path, report_html, report_pdf
+from dashboard.components.stakeholder_figures import default_figures
 from dashboard.page_registry import ALL_PAGES
 
 
@@ -21,9 +22,11 @@ def page_question(page: str) -> str:
 def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str, key: str,
                         figures: Sequence[Any] = (), extra: Mapping[str, Any] | None = None,
                         tables=None, ledger=None) -> None:
-    """"Report (HTML)" and "Report (PDF)" download buttons; each file is made when its button is clicked."""
+    """"Report (HTML)" and "Report (PDF)" download buttons; each file is made when its button is clicked.
+    Without ``figures`` the report draws the page's main figures from the result (default_figures)."""
     def html_text() -> str:
-        return report_html(result, page=page, question=page_question(page), figures=figures, report=report,
+        shown = list(figures) or default_figures(result)
+        return report_html(result, page=page, question=page_question(page), figures=shown, report=report,
                            extra=extra, tables=tables, ledger=ledger, file_name=f"{key}.json")
 
     def pdf_bytes() -> bytes:

@@ -83,6 +83,7 @@ def test_one_click_html_report_downloads_and_opens_offline(tmp_path):
         assert "<h2>Headline numbers</h2>" in text and "python -m core reproduce" in text
         report_page, outside = _open_offline(browser, saved)
         assert "Where the data came from" in report_page.inner_text("body")
+        report_page.locator(".js-plotly-plot .main-svg").first.wait_for(state="attached", timeout=30_000)
         assert not outside, sorted(set(outside))[:3]
         assert not outside_app, sorted(set(outside_app))[:3]
         browser.close()

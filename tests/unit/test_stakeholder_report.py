@@ -106,3 +106,13 @@ def test_pdf_needs_chromium_and_prints_when_present(results, tmp_path):
         pytest.skip(PDF_NEEDS_CHROMIUM)
     pdf = report_pdf(text)
     assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
+
+
+@pytest.mark.parametrize("page,least", [("Budget allocation", 3), ("District maps", 1),
+                                        ("Group fairness and ranking", 2)])
+def test_default_figures_are_the_pages_own(results, page, least):
+    from dashboard.components.stakeholder_figures import default_figures
+    figs = default_figures(results[page])
+    assert len(figs) >= least and all(isinstance(f, go.Figure) for f in figs)
+    text = report_html(results[page], page=page, figures=figs)
+    assert text.count("Plotly.newPlot") == len(figs) and text.count("plotly.js v") == 1

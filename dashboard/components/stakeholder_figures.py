@@ -1,0 +1,74 @@
+"""The main figures of each page, rebuilt from a result for the stakeholder report.
+
+Each builder uses the same figure function the page draws (``dashboard/figures/<area>.py``) on the
+result's own parts, so the report shows what the page shows. A page may pass its figures to
+``report_panel(figures=...)`` instead; these are the default when it does not. A builder that
+cannot draw (a tab not run, a part missing) gives no figure rather than an error.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from core.contracts import Result
+
+
+def _budget(result) -> list:
+    from dashboard.figures import census as figs
+    return [figs.budget_shares_figure(result.levels, result.allocation.unit),
+            figs.target_error_figure(result.targets),
+            figs.figure2_figure(result.figure2, result.figure2_optimum)]
+
+
+def _districts(result) -> list:
+    from dashboard.figures import districts as figs
+    out = [figs.district_error_figure(result.plan_districts(1))]
+    study = getattr(result, "ensemble", None)
+    if study is not None:
+        out += [figs.ensemble_histogram(study), figs.fragmentation_histogram(study)]
+    return out
+
+
+def _group_fairness(result) -> list:
+    from dashboard.figures import group_fairness as figs
+    out = []
+    lex = getattr(result, "lexifair", None)
+    if lex is not None:
+        out += [figs.group_error_figure(lex.groups), figs.eta_figure(lex.trajectory)]
+    return out
+
+
+def _coherence(result) -> list:
+    from dashboard.figures import coherence as figs
+    sweep = getattr(result, "sweep", None)
+    if sweep is None:
+        return []
+    return [figs.epsilon_figure(sweep.audit.summary, sweep.audit.releases, sweep.theory,
+                                sweep.audit.settings["beta"])]
+
+
+def _synthesis(result) -> list:
+    from dashboard.figures import synthesis as figs
+    means = getattr(result, "means", None)
+    return [] if means is None else [figs.mean_error_figure(means.curves)]
+
+
+BUILDERS: dict[str, Callable[[Any], list]] = {
+    "BudgetResult": _budget,
+    "DistrictResult": _districts,
+    "DistrictsResult": _districts,
+    "GroupFairnessResult": _group_fairness,
+    "AuditResult": _coherence,
+    "CoherenceResult": _coherence,
+    "SynthesisResult": _synthesis,
+}
+
+
+def default_figures(result: Result) -> list:
+    """The page's main figures for ``result`` (an empty list when none can be drawn)."""
+    build = BUILDERS.get(type(result).__name__)
+    if build is None:
+        return []
+    try:
+        return [f for f in build(result) if f is not None]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return []
