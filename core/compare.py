@@ -176,6 +176,11 @@ def compare(a: Snapshot, b: Snapshot) -> Comparison:
     return Comparison(a, b, headline_delta(a.headline, b.headline))
 
 
+def compare_results(a: Result, b: Result, *, page: str = "") -> Comparison:
+    """Compare two results of the same page (each frozen through its report first)."""
+    return compare(snapshot_of_result(a, page=page, label="A"), snapshot_of_result(b, page=page, label="B"))
+
+
 def compare_reports(report_a: Mapping[str, Any] | str | bytes, report_b: Mapping[str, Any] | str | bytes) -> Comparison:
     """Compare two saved reports (raw bytes, text or parsed)."""
     return compare(snapshot_of_report(report_a, "A"), snapshot_of_report(report_b, "B"))
@@ -191,6 +196,6 @@ def format_change(change: float, pct: float) -> str:
     return f"{change:+.4g} ({pct_text})"
 
 
-__all__ = ["Comparison", "DELTA_COLUMNS", "MAX_DELTA_CELLS", "Snapshot", "compare", "compare_reports", "direction", "format_change",
+__all__ = ["Comparison", "DELTA_COLUMNS", "MAX_DELTA_CELLS", "Snapshot", "compare", "compare_reports", "compare_results", "direction", "format_change",
            "headline_delta", "identifying_columns", "relative_change", "snapshot_of_report", "snapshot_of_result",
            "table_delta"]

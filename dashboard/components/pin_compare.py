@@ -208,6 +208,9 @@ def remembered_upload(label: str, key: str) -> bytes | None:
     kept = st.session_state.get(store)
     if kept is not None and upload is None:
         st.caption(f"Using {kept[1]} from earlier in this session.")
+        if st.button("Forget this file", key=f"{key}__forget"):
+            st.session_state.pop(store, None)
+            return None
     return None if kept is None else kept[2]
 
 

@@ -111,6 +111,14 @@ def test_two_report_files_compare(tmp_path):
     _ok(at.run())
     delta = _delta(at)
     assert "total budget" in delta.index
+    assert delta.loc["total budget", "B − A"] == pytest.approx(plan.total)
+    at.file_uploader(key=f"{KEY}__file_a").set_value(None)        # uploaders forget; the session keeps the bytes
+    _ok(at.run())
+    assert any("Using a.json" in c.value for c in at.caption)
+    assert _delta(at).equals(delta)
+    _ok(at.button(key=f"{KEY}__file_a__forget").click().run())
+    assert not any(DELTA in d.value.columns for d in at.dataframe)
+    at.file_uploader(key=f"{KEY}__file_a").set_value(("a.json", raw_a, "application/json"))
     at.file_uploader(key=f"{KEY}__file_b").set_value(("bad.json", b'{"x": 1}', "application/json"))
     at.run()
     assert not at.exception

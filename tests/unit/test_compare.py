@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.compare import (compare, compare_reports, format_change, headline_delta, identifying_columns,
+from core.compare import (compare, compare_reports, compare_results, format_change, headline_delta, identifying_columns,
                           relative_change, snapshot_of_report, snapshot_of_result, table_delta)
 from core.contracts import Plan, Result
 from core.report import build_report, report_json
@@ -140,3 +140,10 @@ def test_very_large_tables_are_left_out_of_cell_deltas():
     comparison = compare(snapshot_of_result(toy(1.0), page="Toy"), snapshot_of_result(toy(2.0), page="Toy"))
     assert comparison.too_large("groups", max_cells=5) and not comparison.too_large("groups")
     assert set(comparison.tables(max_cells=5)) == {"headline_delta"}
+
+
+def test_two_results_compare_directly():
+    comparison = compare_results(toy(1.0), toy(3.0), page="Toy")
+    head = comparison.headline.set_index("number")
+    assert head.loc["worst error", "change"] == 4.0 and head.loc["worst error", "change_pct"] == pytest.approx(200.0)
+    assert comparison.a.label == "A" and comparison.b.label == "B"
