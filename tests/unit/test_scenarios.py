@@ -100,3 +100,17 @@ def test_a_deleted_database_file_is_a_plain_error(tmp_path):
         (tmp_path / f"gone.sqlite{suffix}").unlink(missing_ok=True)
     with pytest.raises(ValueError, match="deleted"):
         store.save("second", snap(2.0))
+
+
+def test_a_saved_scenario_reopens_as_a_report_that_reruns_and_reproduces(store, tmp_path):
+    from core.__main__ import main
+    from core.census import BudgetPlan, run
+    from core.report import load_plan, report_json, tables_match
+
+    result = run(BudgetPlan(preset="block-heavy"))
+    store.save("block heavy", snapshot_of_result(result, page="Budget allocation"))
+    back = store.load("Budget allocation", "block heavy")
+    assert tables_match(back.report, run(load_plan(back.report)).tables()) == []
+    path = tmp_path / "scenario.json"
+    path.write_text(report_json(back.report))
+    assert main(["reproduce", str(path), "--out", str(tmp_path / "out")]) == 0
