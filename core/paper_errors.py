@@ -78,6 +78,11 @@ PAPER_ERRORS: tuple[PaperError, ...] = (
                "Exceeding eta makes the problem infeasible (as a feasibility test)",
                "Only a necessary condition; the exact test is (1/|A|) sum w (p_i - p_j)_+ <= eta at gamma = 0",
                "The raw-difference test is not used."),
+    PaperError("Causal intersectional ranking (fairness paper d)", "fairness.md §3.3",
+               "COMPAS subset of 4,162 rows (Black/White, at least one prior; 25% WM, 59% BM, 6% WF, 10% BF)",
+               "Not reproducible from the stated filter: on the 7,214-row ProPublica file it keeps 4,440 rows "
+               "(29% / 54% / 7.5% / 9.7%); the paper's further filtering is not stated",
+               "The tool applies the stated filter and shows its own counts; the 4,162 is not used as a check."),
     PaperError("Reich & Vijaykumar 2021 (equal error rates)", "fairness.md §3.1",
                "Theorem 4 written with (alpha_1, alpha_1)", "(alpha_1, alpha_2)",
                "Conditions are written in linear form; the corner (1, 1) is tested separately."),

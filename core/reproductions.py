@@ -300,6 +300,19 @@ def _corollary5_rate_point() -> float:
     return float(b_l * (1 - cutoff) * c["a2"] - cutoff * c["a1"])
 
 
+def _lexifair_level(level: int) -> Callable[[], float]:
+    """Lexifair's instability example (alpha = 0.05): h1 = (.5, .5, 0), h2 = (.5 + 2 alpha, 0, .5).
+
+    The exact lexifair solution is h1, so the sums of the j largest errors are (0.5, 1.0, 1.0);
+    the convex programme at zero slack must give the same (Claim 7)."""
+    def compute() -> float:
+        from core.fairness.lexifair import lexifair_lp
+        a = 0.05
+        E = np.array([[0.5, 0.5 + 2 * a], [0.5, 0.0], [0.0, 0.5]])
+        return float(lexifair_lp(E, 3, 0.0)[level - 1])
+    return compute
+
+
 # ----------------------------------------------------------------------------------------------- rows
 
 TD = "topdown_districts.md"
@@ -315,6 +328,7 @@ STRAT = "Rosenblatt et al. (stratified DP)"
 BUN = "Bun et al. 2025 (demographic coherence)"
 JUNG = "Jung et al. 2021 (fairness elicitation)"
 RV = "Reich & Vijaykumar 2021 (equal error rates)"
+LEX = "Diana et al. (lexicographically fair learning)"
 
 REPRODUCTIONS: tuple[Reproduction, ...] = (
     Reproduction("toydown_split_1", TOYDOWN, "Fig. 2 optimum, share of the top level (n=(10,10), eps=1)",
@@ -427,6 +441,12 @@ REPRODUCTIONS: tuple[Reproduction, ...] = (
     Reproduction("compas_best_constant", JUNG, "Best constant classifier's error (gamma = 0 limit)", 0.4606,
                  1e-4, f"{FA} §1.12, §2 R4", "core/fairness/learner.py:best_constant_error",
                  _compas_best_constant, source="spec check"),
+    Reproduction("lexifair_level1", LEX, "Instability example: largest group error of the exact solution h1",
+                 0.5, 1e-9, f"{FA} §3.2", "core/fairness/lexifair.py:lexifair_lp", _lexifair_level(1)),
+    Reproduction("lexifair_level2", LEX, "Same example: sum of the two largest errors (convex form, zero slack)",
+                 1.0, 1e-9, f"{FA} §3.2", "core/fairness/lexifair.py:lexifair_lp", _lexifair_level(2)),
+    Reproduction("lexifair_level3", LEX, "Same example: sum of all three errors", 1.0, 1e-9, f"{FA} §3.2",
+                 "core/fairness/lexifair.py:lexifair_lp", _lexifair_level(3)),
     Reproduction("rv_cor5_high", RV, "Corollary 5: a1 = 0 when mu_H equals the cutoff", 0.0, 1e-12,
                  f"{FA} §3.1", "core/fairness/companion.py:corollary5", _corollary5_boundary("high"),
                  source="spec check"),
