@@ -73,6 +73,8 @@ class AIM:
 
     def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float, rng: np.random.Generator,
             noise=None, progress=None) -> "AIM":
+        """Spend exactly ``rho``: one-way marginals, then select/measure/re-estimate rounds (module
+        docstring). ``progress(round, planned rounds, message)`` may raise ``Cancelled`` to stop."""
         rho = float(rho)
         if not math.isfinite(rho) or rho <= 0:
             raise ValueError(f"The budget rho must be a positive number; got {rho}.")

@@ -116,6 +116,8 @@ class GEM:
     # ---- fit and sample ---------------------------------------------------------------------
     def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float, rng: np.random.Generator,
             noise=None, progress=None) -> "GEM":
+        """Spend exactly ``rho`` over ``rounds`` rounds (module docstring); ``progress(round, rounds,
+        message)`` may raise ``Cancelled`` to stop."""
         rho = float(rho)
         if not math.isfinite(rho) or rho <= 0:
             raise ValueError(f"The budget rho must be a positive number; got {rho}.")
