@@ -1,6 +1,8 @@
 """Pair sampling, pair cards, answers -> ordered constraints, aggregation and agreement diagnostics.
 
-Individuals are the positional rows of ``core.datasets.load_compas()``. A stakeholder's answer
+Individuals are the positional rows of ``core.datasets.load_compas()``; a session draws its pairs
+only from its population (``core.datasets.COMPAS_POPULATIONS``, the learner's "paper" people by
+default), so every pair it elicits reaches the learner. A stakeholder's answer
 about the pair (A, B) becomes ordered pairs (x, x') meaning "x' is treated at least as well as
 x", i.e. p(x) - p(x') <= gamma on the probability of the positive label (Jung et al. 2021, 2.1).
 """
@@ -15,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from core.contracts import make_rng
+from core.datasets import COMPAS_POPULATIONS, compas_population
 
 # The eight study features shown on pair cards by default (spec 4.1); labels never appear.
 DEFAULT_FEATURES: tuple[str, ...] = ("age", "sex", "race", "priors_count", "juv_fel_count",
@@ -34,6 +37,8 @@ RESPONSE_LABELS = {
     "none": "No constraint",
 }
 WEIGHTINGS = ("panel", "judged")
+# Sessions stored before populations existed drew their pairs from every row of the file.
+LEGACY_POPULATION = "full"
 
 FEATURE_LABELS = {
     "age": "Age", "age_cat": "Age group", "sex": "Sex", "race": "Race",
@@ -48,6 +53,7 @@ class SessionConfig:
     """What a facilitator fixes when opening a session (spec 4.1): features, design, options, seed."""
 
     dataset: str = "compas"
+    population: str = "paper"
     features: tuple[str, ...] = DEFAULT_FEATURES
     n_core: int = 10
     n_random: int = 40
@@ -68,26 +74,29 @@ class SessionConfig:
         return self.n_core + self.n_random + self.n_repeat
 
     def to_dict(self) -> dict:
-        return {"dataset": self.dataset, "features": list(self.features), "n_core": self.n_core,
+        return {"dataset": self.dataset, "population": self.population, "features": list(self.features), "n_core": self.n_core,
                 "n_random": self.n_random, "n_repeat": self.n_repeat,
                 "response_mode": self.response_mode, "favourable_label": self.favourable_label,
                 "seed": self.seed, "instructions": self.instructions}
 
     @classmethod
     def from_dict(cls, data: dict) -> "SessionConfig":
+        """Settings as stored or exported; without a population they are an older session's ("full")."""
         if not isinstance(data, dict):
             raise ValueError("Session configuration must be a JSON object.")
         known = set(cls.__dataclass_fields__)
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"Unknown session configuration fields: {sorted(unknown)}.")
-        return cls(**data)
+        return cls(**{"population": LEGACY_POPULATION, **data})
 
 
 def validate_config(config: SessionConfig) -> None:
     """Raise ValueError naming the field to change when a session configuration is unusable."""
     if config.dataset != "compas":
         raise ValueError(f"Only the bundled COMPAS data can be used for elicitation, not {config.dataset!r}.")
+    if config.population not in COMPAS_POPULATIONS:
+        raise ValueError(f"Unknown population {config.population!r}; choose one of {list(COMPAS_POPULATIONS)}.")
     if not config.features:
         raise ValueError("Choose at least one feature to show on the pair cards.")
     bad = [f for f in config.features if f not in DISPLAYABLE_FEATURES]
@@ -119,20 +128,35 @@ def validate_config(config: SessionConfig) -> None:
 
 # ----------------------------------------------------------------------------- sampling
 
-def _random_pairs(n_individuals: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """k ordered pairs drawn uniformly from S x S with i != j (keeps the paper's Theorem 2 sampling)."""
-    i = rng.integers(0, n_individuals, size=k)
-    j = rng.integers(0, n_individuals - 1, size=k)
+def population_rows(config: SessionConfig) -> np.ndarray:
+    """Row positions in load_compas() of the people a session's pairs are drawn from."""
+    return compas_population(config.population)
+
+
+def outside_population(pairs: np.ndarray, population: str) -> np.ndarray:
+    """The row numbers in `pairs` that are not people of `population` (sorted, unique)."""
+    people = np.asarray(pairs, dtype=np.int64).ravel()
+    return np.setdiff1d(people, compas_population(population))
+
+
+def _random_pairs(rows: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k ordered pairs drawn uniformly from S x S with i != j, S the given rows (the paper's
+    Theorem 2 sampling over the population); returned as row numbers."""
+    n = len(rows)
+    i = rng.integers(0, n, size=k)
+    j = rng.integers(0, n - 1, size=k)
     j = j + (j >= i)
-    return np.column_stack([i, j]).astype(np.int64)
+    return np.column_stack([rows[i], rows[j]]).astype(np.int64)
 
 
-def core_pairs(config: SessionConfig, n_individuals: int) -> np.ndarray:
-    """The session's shared core pairs, fixed by the session seed (spec 4.1: shown to everyone)."""
-    if n_individuals < 2:
+def core_pairs(config: SessionConfig, rows: np.ndarray | None = None) -> np.ndarray:
+    """The session's shared core pairs, fixed by the session seed (spec 4.1: shown to everyone),
+    drawn from `rows` (default: the session's population)."""
+    rows = population_rows(config) if rows is None else np.asarray(rows, dtype=np.int64)
+    if len(rows) < 2:
         raise ValueError("Pairs need at least two individuals.")
     rng = make_rng([config.seed, 0xC0DE])
-    return _random_pairs(n_individuals, config.n_core, rng)
+    return _random_pairs(rows, config.n_core, rng)
 
 
 def stakeholder_seed(session_seed: int, stakeholder_id: str) -> list[int]:
@@ -145,15 +169,16 @@ def stakeholder_seed(session_seed: int, stakeholder_id: str) -> list[int]:
     return [int(session_seed), int.from_bytes(digest[:8], "little")]
 
 
-def sample_assignment(config: SessionConfig, core: np.ndarray, n_individuals: int,
+def sample_assignment(config: SessionConfig, core: np.ndarray, rows: np.ndarray,
                       rng: np.random.Generator) -> pd.DataFrame:
     """One stakeholder's cards: core + random pairs in random order, then repeats shown later.
 
     Sides (who is Person A) are randomised per card; a repeat shows its pair with sides swapped
-    and is placed after the original, so it measures self-consistency (spec 4.1, step 2).
+    and is placed after the original, so it measures self-consistency (spec 4.1, step 2). Random
+    pairs come from `rows` (the session's population).
     """
     core = np.asarray(core, dtype=np.int64).reshape(-1, 2)
-    base = np.vstack([core, _random_pairs(n_individuals, config.n_random, rng)])
+    base = np.vstack([core, _random_pairs(np.asarray(rows, dtype=np.int64), config.n_random, rng)])
     kinds = np.array(["core"] * len(core) + ["random"] * config.n_random, dtype=object)
     order = rng.permutation(len(base))
     base, kinds = base[order], kinds[order]
@@ -485,8 +510,7 @@ def simulated_answer_stream(seed: int) -> np.random.Generator:
 
 
 def demo_panel(n_stakeholders: int = 12, config: SessionConfig | None = None, seed: int = 0,
-               kind: str = "metric", n_individuals: int | None = None,
-               frame: pd.DataFrame | None = None) -> pd.DataFrame:
+               kind: str = "metric", frame: pd.DataFrame | None = None) -> pd.DataFrame:
     """A whole simulated panel (assignments and answers) without a database.
 
     The same cards and answers as a demo session filled in the store with this roster and seed.
@@ -497,11 +521,11 @@ def demo_panel(n_stakeholders: int = 12, config: SessionConfig | None = None, se
     if frame is None:
         from core.datasets import load_compas
         frame = load_compas()
-    n = len(frame) if n_individuals is None else int(n_individuals)
-    core = core_pairs(config, n)
+    rows = population_rows(config)
+    core = core_pairs(config, rows)
     parts = []
     for sid in simulated_roster(n_stakeholders):
-        part = sample_assignment(config, core, n, make_rng(stakeholder_seed(config.seed, sid)))
+        part = sample_assignment(config, core, rows, make_rng(stakeholder_seed(config.seed, sid)))
         part.insert(0, "stakeholder", sid)
         parts.append(part)
     assignments = pd.concat(parts, ignore_index=True)

@@ -1,7 +1,8 @@
 """The elicitation design as a plan: which data, which pairs, which seeds (and an optional simulated panel).
 
 ``ElicitationPlan`` holds every choice that shapes the cards a facilitator hands out: the data
-(``DataRef``), the features shown, how many core, random and repeated pairs each stakeholder
+(``DataRef``), the population pairs are drawn from (the learner's "paper" people by default), the
+features shown, how many core, random and repeated pairs each stakeholder
 gets, the answer options and the session seed. When ``demo_stakeholders`` is positive it also
 fixes a simulated panel (how many judges, which kind, their seed), so the whole demo reproduces
 from the plan. ``run_elicitation`` turns a plan into an ``ElicitationDesign``: the core pairs with
@@ -16,6 +17,7 @@ import pandas as pd
 
 from core.cache import cached
 from core.contracts import DataRef, Plan, Progress, Result
+from core.datasets import compas_population
 from core.fairness.elicitation import (DEFAULT_FEATURES, SIMULATION_LABEL, SessionConfig,
                                        aggregate_constraints, core_pairs, demo_panel, inter_rater_agreement,
                                        simulate_judgments, simulated_answer_stream, simulated_roster)
@@ -29,6 +31,7 @@ class ElicitationPlan(Plan):
     """A session design: data, card features, pair sampling, answer options, seeds, optional simulated panel."""
 
     data: DataRef = field(default_factory=lambda: DataRef("compas"))
+    population: str = "paper"
     features: tuple[str, ...] = DEFAULT_FEATURES
     n_core: int = 10
     n_random: int = 40
@@ -56,14 +59,16 @@ class ElicitationPlan(Plan):
 
     def session_config(self) -> SessionConfig:
         """The settings a live session stores for this design."""
-        return SessionConfig(dataset=self.data.source, features=self.features, n_core=self.n_core,
+        return SessionConfig(dataset=self.data.source, population=self.population, features=self.features,
+                             n_core=self.n_core,
                              n_random=self.n_random, n_repeat=self.n_repeat, response_mode=self.response_mode,
                              favourable_label=self.favourable_label, seed=self.seed,
                              instructions=self.instructions)
 
     @classmethod
     def from_session_config(cls, config: SessionConfig, **demo) -> "ElicitationPlan":
-        return cls(data=DataRef(config.dataset), features=config.features, n_core=config.n_core,
+        return cls(data=DataRef(config.dataset), population=config.population, features=config.features,
+                   n_core=config.n_core,
                    n_random=config.n_random, n_repeat=config.n_repeat, response_mode=config.response_mode,
                    favourable_label=config.favourable_label, seed=config.seed,
                    instructions=config.instructions, **demo)
@@ -88,6 +93,7 @@ class ElicitationDesign(Result):
 
     def headline(self) -> dict[str, float]:
         out = {"core pairs": float(len(self.core_pairs)),
+               "people pairs are drawn from": float(len(compas_population(self.plan.population))),
                "cards per stakeholder": float(self.plan.n_core + self.plan.n_random + self.plan.n_repeat)}
         if self.constraints is not None:
             c = self.constraints
@@ -105,7 +111,7 @@ class ElicitationDesign(Result):
 
 def core_pair_table(people: pd.DataFrame, config: SessionConfig) -> pd.DataFrame:
     """The shared core pairs with the features each card shows for both people."""
-    core = core_pairs(config, len(people))
+    core = core_pairs(config)
     cols = list(config.features)
     left = people.iloc[core[:, 0]][cols].reset_index(drop=True).add_suffix(" (A)")
     right = people.iloc[core[:, 1]][cols].reset_index(drop=True).add_suffix(" (B)")

@@ -2,7 +2,9 @@
 their reasons, headline counts, and the fit-run history as a table.
 
 The page reads the roster and answers from the store and passes them here with the pooling
-choices (weighting, minimum support, which stakeholders); everything it shows is computed here.
+choices (weighting, minimum support, which stakeholders); everything it shows is computed here,
+including which pooled pairs the learner can use: only pairs whose two people are in the learner's
+population reach it, and when the session drew from another population the page says so.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.datasets import COMPAS_POPULATIONS, compas_population
 from core.fairness.elicitation import (SKIP, WEIGHTINGS, SessionConfig, aggregate_constraints,
                                        contested_pairs, inter_rater_agreement)
 
@@ -91,6 +94,35 @@ def summarise_session(judged: pd.DataFrame, progress: pd.DataFrame, config: Sess
                "self_agreement": float(sa.mean()) if len(sa) else float("nan")}
     return SessionSummary(pooling, panel, judged, constraints, constraints[constrained].reset_index(drop=True),
                           agreement, contested, metrics)
+
+
+@dataclass(frozen=True)
+class LearnerPairs:
+    """The pooled pairs handed to the learner and what was left out on the way."""
+
+    constraints: pd.DataFrame   # pairs whose two people are in the learner's population
+    left_out: int               # pairs with someone outside it
+    note: str | None            # what the page says when the session's and learner's people differ
+
+
+def learner_pairs(constraints: pd.DataFrame, session_population: str, learner_population: str) -> LearnerPairs:
+    """Keep the pairs whose two people belong to the learner's population (i, j are file rows)."""
+    for name in (session_population, learner_population):
+        if name not in COMPAS_POPULATIONS:
+            raise ValueError(f"Unknown population {name!r}; choose one of {list(COMPAS_POPULATIONS)}.")
+    rows = compas_population(learner_population)
+    inside = np.isin(constraints["i"].to_numpy(dtype=np.int64), rows) \
+        & np.isin(constraints["j"].to_numpy(dtype=np.int64), rows)
+    kept = constraints[inside].reset_index(drop=True)
+    left_out = int((~inside).sum())
+    note = None
+    if session_population != learner_population:
+        note = (f"This session drew its pairs from {COMPAS_POPULATIONS[session_population]}; the learner fits "
+                f"{COMPAS_POPULATIONS[learner_population]}. ")
+        note += (f"{left_out} of {len(constraints)} pooled pair(s) show someone the learner does not fit and "
+                 f"are left out; choose the session's people under 'Learner settings' to use them all."
+                 if left_out else "Every pooled pair shows people the learner fits.")
+    return LearnerPairs(kept, left_out, note)
 
 
 def run_history_table(runs: list[dict]) -> pd.DataFrame:

@@ -151,8 +151,9 @@ def test_contested_pairs_flag_splits_and_opposite_orientations():
 
 def test_assignment_design_core_random_and_repeats():
     cfg = el.SessionConfig(n_core=10, n_random=40, n_repeat=2, seed=5)
-    core = el.core_pairs(cfg, 7214)
-    plans = [el.sample_assignment(cfg, core, 7214, np.random.default_rng(el.stakeholder_seed(5, s)))
+    rows = el.population_rows(cfg)
+    core = el.core_pairs(cfg)
+    plans = [el.sample_assignment(cfg, core, rows, np.random.default_rng(el.stakeholder_seed(5, s)))
              for s in ("x", "y")]
     core_set = {tuple(sorted(p)) for p in core}
     for plan in plans:
@@ -167,17 +168,63 @@ def test_assignment_design_core_random_and_repeats():
             assert (orig["a"], orig["b"]) == (r["b"], r["a"])        # shown with sides swapped
     # Order and sides differ between stakeholders; the same stakeholder id reproduces exactly.
     assert not plans[0][["a", "b"]].equals(plans[1][["a", "b"]])
-    again = el.sample_assignment(cfg, core, 7214, np.random.default_rng(el.stakeholder_seed(5, "x")))
+    again = el.sample_assignment(cfg, core, rows, np.random.default_rng(el.stakeholder_seed(5, "x")))
     pd.testing.assert_frame_equal(plans[0], again)
 
 
 def test_random_pairs_cover_the_population_uniformly():
-    pairs = el._random_pairs(5, 20000, np.random.default_rng(0))
-    assert (pairs[:, 0] != pairs[:, 1]).all()
+    rows = np.array([3, 8, 9, 40, 41])              # five people, named by their file rows
+    pairs = el._random_pairs(rows, 20000, np.random.default_rng(0))
+    assert (pairs[:, 0] != pairs[:, 1]).all() and np.isin(pairs, rows).all()
     counts = np.zeros((5, 5))
-    np.add.at(counts, (pairs[:, 0], pairs[:, 1]), 1)
+    np.add.at(counts, (np.searchsorted(rows, pairs[:, 0]), np.searchsorted(rows, pairs[:, 1])), 1)
     off = counts[~np.eye(5, dtype=bool)]
     assert off.min() > 850 and off.max() < 1150   # 20 cells of expected 1000
+
+
+@pytest.mark.parametrize("population", ["paper", "propublica", "full"])
+def test_sampled_pairs_all_lie_in_the_population(population):
+    from core.datasets import compas_population
+    cfg = el.SessionConfig(population=population, n_core=20, n_random=400, n_repeat=5, seed=3)
+    rows = el.population_rows(cfg)
+    assert rows.tolist() == compas_population(population).tolist()
+    core = el.core_pairs(cfg)
+    assert np.isin(core, rows).all()
+    for who in ("x", "y", "z"):
+        plan = el.sample_assignment(cfg, core, rows, np.random.default_rng(el.stakeholder_seed(3, who)))
+        assert np.isin(plan[["a", "b"]].to_numpy(), rows).all()
+    assert el.outside_population(core, population).size == 0
+
+
+def test_the_default_population_is_the_learners():
+    import inspect
+    from core.fairness.learning_data import compas_learning_data
+    default = inspect.signature(compas_learning_data).parameters["population"].default
+    assert el.SessionConfig().population == default == "paper"
+
+
+def test_paper_pairs_leave_out_people_the_learner_does_not_fit():
+    from core.datasets import compas_population
+    paper = set(compas_population("paper").tolist())
+    outside = sorted(set(range(7214)) - paper)[:2]
+    assert el.outside_population(np.array([[outside[0], 0], [1, 2]]), "paper").tolist()[:1] == [outside[0]]
+
+
+def test_full_population_draws_exactly_what_sessions_drew_before_populations():
+    # Before populations, pairs were drawn with integers over 0..7213: "full" keeps every draw.
+    cfg = el.SessionConfig(population="full", n_core=10, seed=5)
+    rng = np.random.default_rng([5, 0xC0DE])
+    i = rng.integers(0, 7214, size=10)
+    j = rng.integers(0, 7213, size=10)
+    assert el.core_pairs(cfg).tolist() == np.column_stack([i, j + (j >= i)]).tolist()
+
+
+def test_settings_without_a_population_are_an_older_sessions():
+    stored = el.SessionConfig(seed=4).to_dict()
+    assert stored["population"] == "paper"
+    del stored["population"]
+    assert el.SessionConfig.from_dict(stored).population == "full"
+    assert el.SessionConfig.from_dict(el.SessionConfig().to_dict()) == el.SessionConfig()
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -189,6 +236,7 @@ def test_random_pairs_cover_the_population_uniformly():
     ({"response_mode": "likert"}, "Response mode"),
     ({"favourable_label": 2}, "favourable"),
     ({"dataset": "adult"}, "COMPAS"),
+    ({"population": "everyone"}, "population"),
 ])
 def test_session_config_validation(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -236,10 +284,12 @@ def test_default_plan_gives_the_page_default_design():
     result = run(ElicitationPlan())
     core = result.core_pairs
     assert len(core) == 10 and (core["i"] != core["j"]).all()
-    expected = el.core_pairs(el.SessionConfig(), 7214)
+    expected = el.core_pairs(el.SessionConfig())
     assert core[["i", "j"]].to_numpy().tolist() == expected.tolist()
     assert list(core.columns[:4]) == ["i", "j", "age (A)", "sex (A)"]
-    assert result.headline() == {"core pairs": 10.0, "cards per stakeholder": 52.0}
+    assert result.plan.population == "paper"
+    assert result.headline() == {"core pairs": 10.0, "people pairs are drawn from": 5829.0,
+                                 "cards per stakeholder": 52.0}
     assert set(result.tables()) == {"core_pairs"} and result.ledger() is None
 
 
@@ -348,3 +398,34 @@ def test_instructions_refuse_invisible_characters(text):
     with pytest.raises(ValueError, match="invisible character"):
         el.SessionConfig(instructions=text)
     assert el.SessionConfig(instructions="Line one\n\tLine two").instructions.startswith("Line one")
+
+
+def test_the_twelve_judge_demo_loses_no_pairs_to_the_learner():
+    from core.fairness import ElicitationPlan, run
+    from core.fairness.learning_data import compas_learning_data
+    from core.fairness.session_summary import learner_pairs
+    result = run(ElicitationPlan(demo_stakeholders=12))
+    constraints = result.constraints
+    assert len(constraints) == 490
+    local, dropped = compas_learning_data().local_constraints(constraints)
+    assert dropped == 0 and len(local) == len(constraints)
+    same = learner_pairs(constraints, "paper", "paper")
+    assert same.left_out == 0 and same.note is None
+    pd.testing.assert_frame_equal(same.constraints, constraints)
+
+
+def test_learner_pairs_says_when_session_and_learner_populations_differ():
+    from core.datasets import compas_population
+    from core.fairness.session_summary import learner_pairs
+    paper = set(compas_population("paper").tolist())
+    outsider = next(r for r in range(7214) if r not in paper)
+    inside = sorted(paper)[:3]
+    frame = pd.DataFrame({"i": [inside[0], min(outsider, inside[1])], "j": [inside[2], max(outsider, inside[1])],
+                          "w_ij": [1.0, 0.5], "w_ji": [1.0, 0.5]})
+    older = learner_pairs(frame, "full", "paper")
+    assert older.left_out == 1 and older.constraints[["i", "j"]].to_numpy().tolist() == [[inside[0], inside[2]]]
+    assert "1 of 2 pooled pair(s)" in older.note and "every row" in older.note
+    wider = learner_pairs(frame.iloc[:1], "paper", "full")
+    assert wider.left_out == 0 and "Every pooled pair" in wider.note
+    with pytest.raises(ValueError, match="Unknown population"):
+        learner_pairs(frame, "nobody", "paper")

@@ -13,11 +13,13 @@ import threading
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
-from core.fairness.elicitation import SessionConfig, aggregate_constraints
+from core.contracts import make_rng
+from core.fairness.elicitation import SessionConfig, aggregate_constraints, sample_assignment, stakeholder_seed
 from core.fairness.store import (MAX_REASON_LENGTH, SCHEMA_VERSION, WITHDRAWN, ElicitationStore,
                                  constraint_set_hash, frontier_summary, normalise_url, parse_export)
 
@@ -324,6 +326,23 @@ def test_export_import_round_trip_json_and_csv(store):
         {k: first[k] for k in ("aggregation", "learner", "frontier", "n_constraints")}
 
 
+@pytest.mark.parametrize("population", ["paper", "full"])
+def test_a_session_stores_its_population_and_deals_cards_only_from_it(store, population):
+    from core.datasets import compas_population
+    config = SessionConfig(population=population, n_core=5, n_random=60, n_repeat=2, seed=8)
+    created = store.create_session(config, "people")
+    info = store.open_session(created.join_code, created.facilitator_key)
+    assert info["config"]["population"] == population and SessionConfig.from_dict(info["config"]) == config
+    rows = compas_population(population)
+    for name in ("Ann", "Bo"):
+        cards = store.my_assignment(store.join(created.join_code, name).token)
+        assert np.isin(cards[["a", "b"]].to_numpy(), rows).all()
+    data = store.export_session(created.session_id, created.facilitator_key)
+    assert data["session"]["config"]["population"] == population
+    copy = store.import_session(data)
+    assert store.open_session(copy.join_code, copy.facilitator_key)["config"]["population"] == population
+
+
 def test_older_exports_without_reasons_or_runs_still_import(store):
     created = store.create_session(SessionConfig(n_core=1, n_random=2, n_repeat=0), "old")
     me = store.join(created.join_code, "Ann")
@@ -333,10 +352,13 @@ def test_older_exports_without_reasons_or_runs_still_import(store):
     old = json.loads(json.dumps(data))
     old["schema_version"] = 1
     del old["fit_runs"]
+    del old["session"]["config"]["population"]
     for e in old["events"]:
         del e["reason"]
     copy = store.import_session(old)
     assert store.judgments(copy.session_id, copy.facilitator_key)["reason"].isna().all()
+    # An export made before sessions named their population is an older, whole-file session.
+    assert store.open_session(copy.join_code, copy.facilitator_key)["config"]["population"] == "full"
     csv = store.export_csv(created.session_id, created.facilitator_key)
     header, body = csv.split("\n", 1)
     table = pd.read_csv(__import__("io").StringIO(body)).drop(columns=["reason"])
@@ -414,7 +436,8 @@ def _sha(secret: str) -> str:
 def _make_v1_database(url: str) -> dict:
     """A schema-1 database written with that version's DDL, holding one session with answers."""
     seq = "INTEGER PRIMARY KEY AUTOINCREMENT" if is_sqlite(url) else "SERIAL PRIMARY KEY"
-    cfg = SessionConfig(n_core=2, n_random=1, n_repeat=0, seed=5)
+    cfg = {k: v for k, v in SessionConfig(n_core=2, n_random=1, n_repeat=0, seed=5).to_dict().items()
+           if k != "population"}   # settings as stored before sessions named their population
     ids = {"session": "s" * 32, "person": "p" * 32, "key": "old-facilitator-key", "token": "old-resume-token",
            "code": "QLDV2X"}
     engine = create_engine(normalise_url(url))
@@ -426,7 +449,7 @@ def _make_v1_database(url: str) -> dict:
         conn.execute(text("INSERT INTO sessions VALUES (:sid, 'Old workshop', :code, :key, :cfg, :core, 7214, "
                           "'open', :f, '2025-01-01T00:00:00')"),
                      {"sid": ids["session"], "code": ids["code"], "key": _sha(ids["key"]),
-                      "cfg": json.dumps(cfg.to_dict()), "core": "[[10, 20], [30, 40]]", "f": False})
+                      "cfg": json.dumps(cfg), "core": "[[10, 20], [30, 40]]", "f": False})
         conn.execute(text("INSERT INTO stakeholders VALUES (:uid, :sid, 'Old Ann', :tok, :f, '2025-01-01')"),
                      {"uid": ids["person"], "sid": ids["session"], "tok": _sha(ids["token"]), "f": False})
         for pos, (a, b) in enumerate([(10, 20), (40, 30), (5, 6)]):
@@ -447,11 +470,14 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
     ids = _make_v1_database(db)
     store = ElicitationStore(db)
     try:
-        assert store.schema_version() == SCHEMA_VERSION == 3
+        assert store.schema_version() == SCHEMA_VERSION == 4
         with store.engine.connect() as conn:
             versions = [r[0] for r in conn.execute(text("SELECT version FROM schema_version ORDER BY version"))]
-        assert versions == [1, 2, 3]
+        assert versions == [1, 2, 3, 4]
         info = store.open_session(ids["code"], ids["key"])
+        # Schema 4: the session drew from every row before populations existed, and says so.
+        assert info["config"]["population"] == "full"
+        assert SessionConfig.from_dict(info["config"]).population == "full"
         judged = store.judgments(info["session_id"], ids["key"])
         assert list(judged["response"]) == ["same", "same"] and list(judged["revision"]) == [1, 2]
         assert list(judged["confidence"]) == [3, 3] and judged["reason"].isna().all()
@@ -465,6 +491,11 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
         assert len(store.fit_runs(info["session_id"], ids["key"])) == 1
         # Schema 3 scopes event ids to their stakeholder: a newcomer may reuse an old id.
         newcomer = store.join(ids["code"], "New Bo")
+        # A newcomer to the old session gets the cards the code drew before populations existed.
+        before = sample_assignment(SessionConfig.from_dict(info["config"]), np.array([[10, 20], [30, 40]]), np.arange(7214),
+                                   make_rng(stakeholder_seed(5, "New Bo")))
+        cards = store.my_assignment(newcomer.token)
+        assert cards[["a", "b"]].to_numpy().tolist() == before[["a", "b"]].to_numpy().tolist()
         assert store.record_answer(newcomer.token, 0, "same", "old-event-0") is True
         assert store.record_answer(ids["token"], 0, "same", "old-event-0") is False
     finally:
@@ -472,7 +503,7 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
     # Opening again applies nothing twice.
     again = ElicitationStore(db)
     with again.engine.connect() as conn:
-        assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 3
+        assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 4
     assert len(again.event_log(ids["session"], ids["key"])) == 5
     again.dispose()
 
@@ -815,6 +846,8 @@ def _session_count(store) -> int:
     (lambda d: d["session"].update(n_individuals=10**6) or d["assignments"][0].update(a=9000),
      "has 7214"),
     (lambda d: d["session"].update(core_pairs=[[3, 3]]), "not two different individuals"),
+    (lambda d: d["session"].update(core_pairs=[[0, 1]]), "outside it, e.g. row 0"),   # row 0: race 'Other'
+    (lambda d: d["assignments"][0].update(a=0), "people of its population"),
     (lambda d: d["assignments"][0].update(b=d["assignments"][0]["a"]), "not two different individuals"),
     (lambda d: d["events"][0].update(created_at="x" * 100), "ISO date"),
     (lambda d: d["stakeholders"][0].update(joined_at="x" * 100), "ISO date"),

@@ -2,7 +2,8 @@
 
 An import is validated completely before anything is written, then stored in one transaction,
 so a bad file leaves nothing behind. Pairs must name two different rows of the session's data,
-names and reasons pass the same checks as typed ones, and every value fits its column.
+both people of the session's population (an export without a population is an older session's,
+drawn from every row: "full"), names and reasons pass the same checks as typed ones, and every value fits its column.
 """
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import insert, select
 
 from core.cache import config_digest
-from core.fairness.elicitation import RESPONSE_MODES, RETRACT, SKIP, SessionConfig
+from core.datasets import COMPAS_POPULATIONS
+from core.fairness.elicitation import RESPONSE_MODES, RETRACT, SKIP, SessionConfig, outside_population
 from core.fairness.store.checks import check_pseudonym, check_reason, check_session_name, digest
 from core.fairness.store.runs import check_run, public_run, runs_of, whole
 from core.fairness.store.schema import (MAX_NOTE_LENGTH, SCHEMA_VERSION, assignments, fit_runs, judgments,
@@ -233,6 +236,7 @@ def check_export(payload: dict) -> dict:
         if r["repeat_of"] != -1 and (r["stakeholder"], r["repeat_of"]) not in slots:
             raise ValueError(f"Card {r['position']} of {r['stakeholder']!r} repeats card {r['repeat_of']}, "
                              "which that stakeholder does not have.")
+    check_population([*core, *((r["a"], r["b"]) for r in plan)], config)
     options = set(RESPONSE_MODES[config.response_mode]) | {SKIP, RETRACT}
     events, revs = [], set()
     for e in payload["events"]:
@@ -273,6 +277,17 @@ def check_pair(a: Any, b: Any, n: int, what: str) -> tuple[int, int]:
     if not (0 <= a < n and 0 <= b < n) or a == b:
         raise ValueError(f"{what} ({a}, {b}) is not two different individuals in 0..{n - 1}.")
     return a, b
+
+
+def check_population(pairs: list, config: SessionConfig) -> None:
+    """Every person in the session's pairs belongs to its population, else ValueError naming one."""
+    if not pairs:
+        return
+    outside = outside_population(np.asarray(pairs, dtype=np.int64), config.population)
+    if outside.size:
+        raise ValueError(f"The session's pairs must show people of its population "
+                         f"({COMPAS_POPULATIONS[config.population]}); {outside.size} person(s) are "
+                         f"outside it, e.g. row {int(outside[0])}.")
 
 
 def check_position(value: Any) -> int:

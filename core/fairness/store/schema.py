@@ -4,6 +4,8 @@ Schema history:
 1. sessions, stakeholders, assignments, judgment events.
 2. an optional reason on each judgment event; the fit-run audit table.
 3. idempotency keys scoped to (session, stakeholder); a log of failed code and key attempts.
+4. every session's settings name the population its pairs come from; older sessions, which drew
+   from every row of the file, are marked "full".
 """
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from sqlalchemy import (JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table,
-                        UniqueConstraint, insert, select, func)
+                        UniqueConstraint, func, insert, select, update)
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateTable
 
-SCHEMA_VERSION = 3
+from core.fairness.elicitation import LEGACY_POPULATION
+
+SCHEMA_VERSION = 4
 MAX_NAME_LENGTH = 60
 MAX_SESSION_NAME_LENGTH = 120
 MAX_REASON_LENGTH = 500
@@ -150,7 +154,19 @@ def migrate_to_3(conn: Connection) -> None:
     failed_attempts.create(conn, checkfirst=True)
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: migrate_to_2, 3: migrate_to_3}
+def migrate_to_4(conn: Connection) -> None:
+    """Version 4: sessions name their population. Those stored before drew pairs from all rows of
+    the file, so their settings get population "full" (rewritten in Python: the JSON functions of
+    SQLite and PostgreSQL differ, and session rows are few)."""
+    rows = conn.execute(select(sessions.c.session_id, sessions.c.config)).all()
+    for session_id, config in rows:
+        config = dict(config)
+        if "population" not in config:
+            config["population"] = LEGACY_POPULATION
+            conn.execute(update(sessions).where(sessions.c.session_id == session_id).values(config=config))
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: migrate_to_2, 3: migrate_to_3, 4: migrate_to_4}
 
 
 def upgrade(conn: Connection) -> None:

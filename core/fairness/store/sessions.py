@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import make_rng
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
-                                       sample_assignment, self_agreement, stakeholder_seed)
+                                       population_rows, sample_assignment, self_agreement, stakeholder_seed)
 from core.fairness.store.checks import (check_pseudonym, check_reason, check_secret, check_session_name,
                                         digest)
 from core.fairness.store.engine import (FileWatch, StoreUnavailable, Tx, describe_fault, make_engine, normalise_url,
@@ -239,7 +239,7 @@ class SessionStore:
                        n_individuals: int, core: list | None = None, status: str = "open") -> CreatedSession:
         """Add a session row inside the caller's transaction (a savepoint retries a code clash)."""
         key = secrets.token_urlsafe(24)
-        core = core_pairs(config, n_individuals).tolist() if core is None else core
+        core = core_pairs(config).tolist() if core is None else core
         for _ in range(20):
             session_id, code = uuid.uuid4().hex, new_join_code()
             clash = conn.execute(select(sessions.c.session_id).where(sessions.c.join_code == code)).first()
@@ -252,9 +252,10 @@ class SessionStore:
             return CreatedSession(session_id, code, key)
         raise StoreUnavailable("Could not draw a free join code; try again.")
 
-    def create_session(self, config: SessionConfig, name: str = "", *, simulated: bool = False,
-                       n_individuals: int = COMPAS_ROWS) -> CreatedSession:
-        """Open a session; returns its join code and the facilitator key (shown once, stored hashed)."""
+    def create_session(self, config: SessionConfig, name: str = "", *, simulated: bool = False) -> CreatedSession:
+        """Open a session; returns its join code and the facilitator key (shown once, stored hashed).
+
+        Its pairs are drawn from the configuration's population; they name rows of the whole file."""
         if not isinstance(config, SessionConfig):
             raise ValueError("create_session needs a SessionConfig.")
         name = check_session_name(name)
@@ -262,7 +263,7 @@ class SessionStore:
             try:
                 with self.write_tx() as conn:
                     return self.insert_session(conn, config, name, simulated=simulated,
-                                               n_individuals=n_individuals)
+                                               n_individuals=COMPAS_ROWS)
             except IntegrityError:  # a code drawn by another process at the same instant
                 if attempt == 2:
                     raise StoreUnavailable("Could not draw a free join code; try again.") from None
@@ -328,7 +329,7 @@ class SessionStore:
                                      "another, or resume with your resume code.")
                 config = SessionConfig.from_dict(dict(row["config"]))
                 plan = sample_assignment(config, np.asarray(row["core_pairs"], dtype=np.int64).reshape(-1, 2),
-                                         int(row["n_individuals"]),
+                                         population_rows(config),
                                          make_rng(stakeholder_seed(config.seed, pseudonym)))
                 conn.execute(insert(stakeholders).values(
                     stakeholder_id=stakeholder_id, session_id=row["session_id"], pseudonym=pseudonym,
