@@ -203,8 +203,10 @@ def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
         page.get_by_text("Georgia", exact=True).click()
         wait_until_idle(page, timeout_ms=120_000)
         page.get_by_text("Your district plan as a target").click()
-        page.locator("input[type=file]").first.set_input_files(
-            files=[{"name": "plan.csv", "mimeType": "text/csv", "buffer": csv}])
+        # the page's first file input is the saved-report loader's: pick the plan uploader by its label
+        page.locator("[data-testid='stFileUploader']").filter(has_text="Plan CSV").locator(
+            "input[type=file]").first.set_input_files(files=[{"name": "plan.csv", "mimeType": "text/csv",
+                                                              "buffer": csv}])
         # the plan becomes a bar of the target error chart (an SVG tick label)
         page.locator(".js-plotly-plot text", has_text="your 14-district plan").first.wait_for(timeout=120_000)
         wait_until_idle(page, timeout_ms=120_000)
