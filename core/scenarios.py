@@ -85,11 +85,14 @@ class ScenarioStore:
             conn.execute(insert(saved_scenarios).values(**row))
         return name
 
-    def listing(self, page: str) -> pd.DataFrame:
-        """The page's saved scenarios, newest first: name, saved_at, plan_digest."""
-        query = (select(saved_scenarios.c.name, saved_scenarios.c.saved_at, saved_scenarios.c.plan_digest)
-                 .where(saved_scenarios.c.page == page)
-                 .order_by(saved_scenarios.c.saved_at.desc(), saved_scenarios.c.scenario_id.desc()))
+    def listing(self, page: str, plan_class: str | None = None) -> pd.DataFrame:
+        """The page's saved scenarios (of one plan class when given), newest first: name, saved_at,
+        plan_digest."""
+        query = select(saved_scenarios.c.name, saved_scenarios.c.saved_at, saved_scenarios.c.plan_digest
+                       ).where(saved_scenarios.c.page == page)
+        if plan_class:
+            query = query.where(saved_scenarios.c.plan_class == plan_class)
+        query = query.order_by(saved_scenarios.c.saved_at.desc(), saved_scenarios.c.scenario_id.desc())
         with self._read() as conn:
             rows = conn.execute(query).all()
         return pd.DataFrame(rows, columns=["name", "saved_at", "plan_digest"])

@@ -162,7 +162,8 @@ def saved_section(pinned: Snapshot | None, report: dict, *, page: str, key: str)
     st.markdown("**Saved scenarios**")
     try:
         store = get_scenario_store()
-        listing = store.listing(page)
+        plan_class = str((report.get("plan") or {}).get("__type__", ""))
+        listing = store.listing(page, plan_class)
     except ValueError as exc:
         st.error(str(exc))
         return
@@ -178,7 +179,7 @@ def saved_section(pinned: Snapshot | None, report: dict, *, page: str, key: str)
             st.error(str(exc))
         else:
             st.success(f"Saved as {saved!r}.")
-            listing = store.listing(page)
+            listing = store.listing(page, plan_class)
     if listing.empty:
         st.caption("No scenario saved for this page yet.")
         return

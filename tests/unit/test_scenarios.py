@@ -60,6 +60,7 @@ def test_pages_keep_their_own_names(store):
     assert list(store.listing("Toy")["name"]) == ["same"]
     assert store.load("Other", "same").headline["v"] == pytest.approx(0.2)
     assert store.listing("Nobody").empty
+    assert list(store.listing("Toy", "ToyPlan")["name"]) == ["same"] and store.listing("Toy", "Other").empty
 
 
 def test_remove_and_missing_names(store):
