@@ -70,7 +70,7 @@ def _plain_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(_plain_value(v) for v in value) or "(none)"
     if value is None:
-        return "not asked for"
+        return "not set"
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)

@@ -74,9 +74,9 @@ st.dataframe(
     column_order=["result", "paper", "claim", "paper value", "ours", "tolerance", "difference", "source",
                   "spec", "code", "seconds", "error"],
     column_config={
-        "result": st.column_config.TextColumn("Result"),
-        "paper": st.column_config.TextColumn("Paper"),
-        "claim": st.column_config.TextColumn("What is checked", width="large"),
+        "result": st.column_config.TextColumn("Result", width="small"),
+        "paper": st.column_config.TextColumn("Paper", width="small"),
+        "claim": st.column_config.TextColumn("What is checked", width="medium"),
         "paper value": st.column_config.NumberColumn("Paper's value", format="%.6g"),
         "ours": st.column_config.NumberColumn("Ours (computed now)", format="%.6g"),
         "tolerance": st.column_config.NumberColumn("Tolerance (±)", format="%.3g"),
