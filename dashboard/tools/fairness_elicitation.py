@@ -20,11 +20,12 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
-from core.datasets import load_compas  # noqa: E402
-from core.fairness import ElicitationPlan, run  # noqa: E402
+from core.datasets import COMPAS_POPULATIONS, load_compas  # noqa: E402
+from core.fairness import ElicitationPlan, FrontierPlan, run  # noqa: E402
 from core.fairness import elicitation as el  # noqa: E402
 from core.fairness.elicitation_plan import DEMO_KINDS, fill_demo_session  # noqa: E402
-from core.fairness.session_summary import Pooling, run_history_table, summarise_session  # noqa: E402
+from core.fairness.session_summary import (Pooling, learner_pairs, run_history_table,  # noqa: E402
+                                           summarise_session)
 from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
                                  ElicitationStore, code_version, constraint_set_hash, format_code,
                                  frontier_summary, get_store)
@@ -287,7 +288,7 @@ def stakeholder_view(join_code: str | None) -> None:
 
 # ============================================================================ facilitator
 
-DESIGN_WIDGETS = {"features": "features", "n_core": "n_core", "n_random": "n_random", "n_repeat": "n_repeat",
+DESIGN_WIDGETS = {"population": "population", "features": "features", "n_core": "n_core", "n_random": "n_random", "n_repeat": "n_repeat",
                   "response_mode": "mode", "seed": "seed", "instructions": "instructions"}
 DEMO_WIDGETS = {"demo_stakeholders": "demo_n", "demo_kind": "demo_kind", "demo_seed": "demo_seed"}
 
@@ -295,7 +296,8 @@ DEMO_WIDGETS = {"demo_stakeholders": "demo_n", "demo_kind": "demo_kind", "demo_s
 def design_plan(demo: bool = False) -> ElicitationPlan:
     """The design the facilitator's widgets describe (ValueError names the field to change)."""
     s = st.session_state
-    values = {"features": tuple(s.get(P + "features", el.DEFAULT_FEATURES)),
+    values = {"population": s.get(P + "population", ElicitationPlan.population),
+              "features": tuple(s.get(P + "features", el.DEFAULT_FEATURES)),
               "n_core": int(s.get(P + "n_core", 10)), "n_random": int(s.get(P + "n_random", 40)),
               "n_repeat": int(s.get(P + "n_repeat", 2)), "response_mode": s.get(P + "mode", "binary"),
               "seed": int(s.get(P + "seed", 0)),
@@ -371,6 +373,13 @@ def _design_preview() -> None:
         report_panel(result, page=PAGE, key=P + "design_report")
 
 
+def _population_widget() -> None:
+    st.selectbox("People pairs are drawn from", list(COMPAS_POPULATIONS), key=P + "population",
+                 format_func=COMPAS_POPULATIONS.get, persist_state=KEEP,
+                 help="Keep the learner's population (the paper's, by default) so that every pair judged "
+                      "reaches the learner; pairs with someone the learner does not fit are left out.")
+
+
 def facilitator_setup() -> None:
     st.subheader("Create a session")
     saved_report_loader(P + "design", accepts=(ElicitationPlan,), to_widgets=plan_to_widgets)
@@ -378,6 +387,7 @@ def facilitator_setup() -> None:
         st.error(_state("create_error"))
     st.text_input("Session name", key=P + "name", value="Risk tool workshop", max_chars=MAX_SESSION_NAME_LENGTH,
                   persist_state=KEEP)
+    _population_widget()
     st.multiselect("Features shown on each card (labels and scores are never shown)",
                    list(el.DISPLAYABLE_FEATURES), default=list(el.DEFAULT_FEATURES), key=P + "features",
                    format_func=lambda f: el.FEATURE_LABELS.get(f, f), persist_state=KEEP)
@@ -469,7 +479,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         st.button("I have saved the key", key=P + "key_saved", on_click=_set, args=("show_key", False))
     st.caption(f"Stakeholders open this page with `?join={info['join_code']}` or enter the code under "
                "'Stakeholder'. Cards per stakeholder: "
-               f"{config.n_core} core + {config.n_random} random + {config.n_repeat} repeated.")
+               f"{config.n_core} core + {config.n_random} random + {config.n_repeat} repeated. "
+               f"People: {COMPAS_POPULATIONS[config.population]}.")
 
     tab_progress, tab_constraints, tab_results, tab_export = st.tabs(
         ["Live progress", "Agreement and constraints", "Learning results", "Export"])
@@ -525,7 +536,13 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
 
     results: dict[str, pd.DataFrame] = {}
     with tab_results:
-        usable = summary.usable
+        # The learner's population is its own widget (drawn inside the results); read it first so
+        # the results get only pairs of people it fits, and say so when the session drew elsewhere.
+        fitted = st.session_state.get(P + "results_population", FrontierPlan.population)
+        handed = learner_pairs(summary.usable, config.population, fitted)
+        usable = handed.constraints
+        if handed.note:
+            (st.warning if handed.left_out else st.info)(handed.note)
         if usable.empty:
             st.info("No constraints yet: results appear once stakeholders have asked for equal treatment "
                     "of at least one pair.")
@@ -602,6 +619,7 @@ def demo_view() -> None:
     saved_report_loader(P + "demo_design", accepts=(ElicitationPlan,), to_widgets=plan_to_widgets)
     if _state("demo_error"):
         st.error(_state("demo_error"))
+    _population_widget()
     c = st.columns(3)
     c[0].number_input("Simulated stakeholders", 2, 60, 12, key=P + "demo_n", persist_state=KEEP)
     c[1].selectbox("Judges", list(DEMO_KINDS), key=P + "demo_kind", persist_state=KEEP,
@@ -641,6 +659,7 @@ elif role == FAC:
     else:
         facilitator_setup()
         st.caption("Data: ProPublica COMPAS two-year file (7,214 people, identifiers removed). Pairs are "
-                   "drawn uniformly at random plus shared core pairs; see the design report for the full design.")
+                   "drawn uniformly at random from the chosen people plus shared core pairs; see the design "
+                   "report for the full design.")
 else:
     demo_view()

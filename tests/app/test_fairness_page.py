@@ -340,7 +340,7 @@ def test_design_report_reopens_with_the_same_widgets():
     from core.fairness import ElicitationPlan, run
     from core.report import build_report, report_json
     plan = ElicitationPlan(n_core=5, n_random=7, n_repeat=1, seed=42, features=("age", "sex"),
-                           response_mode="four_option")
+                           response_mode="four_option", population="full")
     result = run(plan)
     raw = report_json(build_report(result, page="Fairness elicitation")).encode()
     at = _app()
@@ -350,6 +350,7 @@ def test_design_report_reopens_with_the_same_widgets():
     assert at.number_input(key="fe_n_core").value == 5 and at.number_input(key="fe_seed").value == 42
     assert at.number_input(key="fe_n_random").value == 7 and at.selectbox(key="fe_mode").value == "four_option"
     assert at.multiselect(key="fe_features").value == ["age", "sex"]
+    assert at.selectbox(key="fe_population").value == "full"
     preview = next(d.value for d in at.dataframe if "age (A)" in d.value.columns)
     pd.testing.assert_frame_equal(preview.reset_index(drop=True), result.core_pairs, check_dtype=False)
 
@@ -391,3 +392,67 @@ def test_demo_session_matches_its_plan_run_in_plain_python():
     pd.testing.assert_frame_equal(shown.reset_index(drop=True), run(plan).constraints, check_dtype=False)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Pairs with a constraint"] == str(int(run(plan).headline()["pairs with a constraint"]))
+
+
+# ---------------------------------------------------------------------- populations
+
+def test_new_sessions_draw_from_the_learners_people_and_the_demo_hands_over_every_pair():
+    from core.datasets import compas_population
+    at = _app()
+    assert at.selectbox(key="fe_population").value == "paper"
+    at.text_input(key="fe_name").input("Paper people").run()
+    at.button(key="fe_create").click().run()
+    assert not at.exception and not at.error
+    from core.fairness.store import get_store
+    fac = at.session_state["fe_fac"]
+    assert get_store().open_session(fac["join_code"], fac["key"])["config"]["population"] == "paper"
+    assert any("elicitation paper's data" in c.value for c in at.caption)
+
+    demo = _app()
+    demo.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
+    demo.number_input(key="fe_demo_n").set_value(4).run()
+    demo.button(key="fe_demo_run").click().run()
+    assert not demo.exception and not demo.error
+    judged = next(d.value for d in demo.dataframe if "confidence" in d.value.columns)
+    assert judged[["a", "b"]].isin(set(compas_population("paper").tolist())).all().all()
+    # Same people as the learner: no note, nothing left out, every pooled pair reaches the results.
+    assert not any("left out" in w.value for w in demo.warning)
+    assert not any("drew its pairs" in i.value for i in demo.info)
+    cons = next(d.value for d in demo.dataframe if "w_ij" in d.value.columns)
+    constrained = int(((cons["w_ij"] > 0) | (cons["w_ji"] > 0)).sum())
+    assert any(f"{constrained} pairs)" in c.value for c in demo.caption)
+    # A learner fitting every row still gets them all, and the page says the people differ.
+    demo.selectbox(key="fe_results_population").select("full").run()
+    assert not demo.exception
+    assert any("Every pooled pair shows people the learner fits" in i.value for i in demo.info)
+
+
+def test_an_older_whole_file_session_opens_and_says_which_pairs_the_learner_leaves_out():
+    import numpy as np
+    from core.datasets import compas_population
+    from core.fairness.elicitation import SessionConfig
+    from core.fairness.store import get_store
+    store = get_store()
+    created = store.create_session(SessionConfig(population="full", n_core=4, n_random=40, n_repeat=0, seed=1),
+                                   "Whole file")
+    for name in ("Ann", "Bo"):
+        me = store.join(created.join_code, name)
+        cards = store.my_assignment(me.token)
+        store.record_answers(me.token, pd.DataFrame({"position": cards["position"], "response": "same"}))
+    judged = store.judgments(created.session_id, created.facilitator_key)
+    all_pairs = {tuple(p) for p in np.sort(judged[["a", "b"]].to_numpy(), axis=1)}
+    paper = set(compas_population("paper").tolist())
+    outside = sum(1 for i, j in all_pairs if i not in paper or j not in paper)
+    assert outside > 0
+    at = _app()
+    at.text_input(key="fe_open_code").input(created.join_code).run()
+    at.text_input(key="fe_open_key").input(created.facilitator_key).run()
+    at.button(key="fe_open").click().run()
+    assert not at.exception and not at.error
+    note = next(w.value for w in at.warning if "left out" in w.value)
+    assert f"{outside} of {len(all_pairs)} pooled pair(s)" in note and "every row" in note
+    assert any(f"{len(all_pairs) - outside} pairs)" in c.value for c in at.caption)
+    # Choosing the session's people hands every pair to the learner.
+    at.selectbox(key="fe_results_population").select("full").run()
+    assert not at.exception and not any("left out" in w.value for w in at.warning)
+    assert any(f"{len(all_pairs)} pairs)" in c.value for c in at.caption)
