@@ -1,6 +1,6 @@
 """Stakeholder reports open offline: every page's report, opened from a file in headless Chromium
 with every request recorded, draws its figures and shows its headline numbers without a single
-request outside the file itself; and the dashboard's one-click HTML button downloads such a file."""
+request outside the file itself; and the dashboard's one-click buttons download such a file and its PDF."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -85,6 +85,12 @@ def test_one_click_html_report_downloads_and_opens_offline(tmp_path):
         assert "Where the data came from" in report_page.inner_text("body")
         report_page.locator(".js-plotly-plot .main-svg").first.wait_for(state="attached", timeout=30_000)
         assert not outside, sorted(set(outside))[:3]
+        pdf_button = page.get_by_role("button", name="Report for stakeholders (PDF)").first
+        with page.expect_download(timeout=180_000) as pdf_info:
+            pdf_button.click()
+        pdf = tmp_path / "downloaded.pdf"
+        pdf_info.value.save_as(pdf)
+        assert pdf.read_bytes().startswith(b"%PDF")
         assert not outside_app, sorted(set(outside_app))[:3]
         browser.close()
 
