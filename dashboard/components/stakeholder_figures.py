@@ -39,17 +39,32 @@ def _group_fairness(result) -> list:
 
 def _coherence(result) -> list:
     from dashboard.figures import coherence as figs
+    out = []
+    comparison = getattr(result, "comparison", None)
+    if comparison is not None:
+        worst = comparison.summary.sort_values(["beta_hat", "alpha_hat"], ascending=False)["adversary"].iloc[0]
+        out.append(figs.distance_heatmap(comparison.subgroups, worst, comparison.settings["alpha"]))
     sweep = getattr(result, "sweep", None)
-    if sweep is None:
-        return []
-    return [figs.epsilon_figure(sweep.audit.summary, sweep.audit.releases, sweep.theory,
-                                sweep.audit.settings["beta"])]
+    if sweep is not None:
+        out.append(figs.epsilon_figure(sweep.audit.summary, sweep.audit.releases, sweep.theory,
+                                       sweep.audit.settings["beta"]))
+    theory = getattr(result, "theory", None)
+    if theory is not None and not theory.gamma_curve.empty:
+        sizes = comparison.subgroups["size"].unique() if comparison is not None else []
+        out.append(figs.gamma_figure(theory.gamma_curve, sizes))
+    return out
 
 
 def _synthesis(result) -> list:
     from dashboard.figures import synthesis as figs
+    out = []
+    overview = getattr(result, "overview", None)
+    if overview is not None and len(overview):
+        out.append(figs.strata_sizes_figure(overview, 0))
     means = getattr(result, "means", None)
-    return [] if means is None else [figs.mean_error_figure(means.curves)]
+    if means is not None:
+        out.append(figs.mean_error_figure(means.curves))
+    return out
 
 
 BUILDERS: dict[str, Callable[[Any], list]] = {

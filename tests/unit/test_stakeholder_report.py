@@ -108,8 +108,8 @@ def test_pdf_needs_chromium_and_prints_when_present(results, tmp_path):
     assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
 
 
-@pytest.mark.parametrize("page,least", [("Budget allocation", 3), ("District maps", 1),
-                                        ("Group fairness and ranking", 2)])
+@pytest.mark.parametrize("page,least", [("Budget allocation", 3), ("District maps", 1), ("Coherence audit", 1),
+                                        ("Stratified synthesis", 1), ("Group fairness and ranking", 2)])
 def test_default_figures_are_the_pages_own(results, page, least):
     from dashboard.components.stakeholder_figures import default_figures
     figs = default_figures(results[page])
