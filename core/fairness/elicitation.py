@@ -74,8 +74,8 @@ class SessionConfig:
         return self.n_core + self.n_random + self.n_repeat
 
     def to_dict(self) -> dict:
-        return {"dataset": self.dataset, "population": self.population, "features": list(self.features), "n_core": self.n_core,
-                "n_random": self.n_random, "n_repeat": self.n_repeat,
+        return {"dataset": self.dataset, "population": self.population, "features": list(self.features),
+                "n_core": self.n_core, "n_random": self.n_random, "n_repeat": self.n_repeat,
                 "response_mode": self.response_mode, "favourable_label": self.favourable_label,
                 "seed": self.seed, "instructions": self.instructions}
 

@@ -492,8 +492,8 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
         # Schema 3 scopes event ids to their stakeholder: a newcomer may reuse an old id.
         newcomer = store.join(ids["code"], "New Bo")
         # A newcomer to the old session gets the cards the code drew before populations existed.
-        before = sample_assignment(SessionConfig.from_dict(info["config"]), np.array([[10, 20], [30, 40]]), np.arange(7214),
-                                   make_rng(stakeholder_seed(5, "New Bo")))
+        before = sample_assignment(SessionConfig.from_dict(info["config"]), np.array([[10, 20], [30, 40]]),
+                                   np.arange(7214), make_rng(stakeholder_seed(5, "New Bo")))
         cards = store.my_assignment(newcomer.token)
         assert cards[["a", "b"]].to_numpy().tolist() == before[["a", "b"]].to_numpy().tolist()
         assert store.record_answer(newcomer.token, 0, "same", "old-event-0") is True
