@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,7 @@ from scipy.stats import chi2
 
 from core.census.analytic import (fragmentation_from_coefficients, level_coefficients, level_node_variance,
                                   preset_shares)
-from core.contracts import Plan, seed_sequence, stream_key
+from core.contracts import Plan, Progress, seed_sequence, stream_key
 from core.geography.hierarchy import Hierarchy
 from core.parallel import map_trials
 from core.census.toydown import check_budgets, topdown_lite, toydown
@@ -29,7 +29,6 @@ ALGORITHMS = {
     "toydown_nonneg_int": "ToyDown, non-negative integers",
     "topdown_lite": "TopDown-lite (non-negative integers, exact state total)",
 }
-Progress = Callable[[int, int, str], None] | None
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,7 @@ def _district_errors(index: int, rng: np.random.Generator, h: Hierarchy, pop: np
 def ensemble_study(h: Hierarchy, population: np.ndarray, generators: Mapping[str, np.ndarray],
                    total_budget: float, splits=("equal", "tract-heavy", "block-heavy"), runs: int = 16,
                    mechanism: str = "laplace", sensitivity: float = 2.0, algorithm: str = "toydown",
-                   seed: int = 0, progress: Progress = None) -> pd.DataFrame:
+                   seed: int = 0, progress: Progress | None = None) -> pd.DataFrame:
     """District error across ensembles (Fig. 4 and Fig. 6 analogues): one row per generator x split x district
     with Frag, w_1^2, mean observed |E_D| over ``runs``, empirical and analytic ToyDown variance."""
     pop = np.asarray(population, dtype=np.int64)

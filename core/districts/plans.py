@@ -6,21 +6,19 @@ A plan is an integer district label per block (0..k-1). Generators that work on 
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
 
 import numpy as np
 
+from core.contracts import Progress
 from core.geography.hierarchy import Hierarchy
 from core.geography.adjacency import UnitAdjacency, to_gerrychain
-
-Progress = Callable[[int, int, str], None] | None
 
 
 # ------------------------------------------------------------------------------- ReCom
 MAX_KEPT_PLANS = 200
 def _recom_labels(edges: np.ndarray, shared: np.ndarray, area: np.ndarray, perimeter: np.ndarray,
                   population: np.ndarray, k: int, tolerance: float, steps: int, thin: int, seed: int,
-                  progress: Progress = None) -> np.ndarray:
+                  progress: Progress | None = None) -> np.ndarray:
     from gerrychain import MarkovChain, Partition
     from gerrychain.accept import always_accept
     from gerrychain.constraints import contiguous, within_percent_of_ideal_population
@@ -62,7 +60,7 @@ def _recom_labels(edges: np.ndarray, shared: np.ndarray, area: np.ndarray, perim
 
 
 def recom_ensemble(adj: UnitAdjacency, population: np.ndarray, k: int, tolerance: float = 0.02,
-                   steps: int = 100, thin: int = 10, seed: int = 0, progress: Progress = None,
+                   steps: int = 100, thin: int = 10, seed: int = 0, progress: Progress | None = None,
                    use_cache: bool = True) -> np.ndarray:
     """Plans from a ReCom chain (DeFord et al.; Cohen et al. 2021 §7), one every ``thin`` steps: (n_plans, n_units).
 
