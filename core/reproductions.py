@@ -12,7 +12,6 @@ the dashboard's "Reproductions" page runs the same rows on demand.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import time
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from core.contracts import Progress
 __all__ = ["Reproduction", "REPRODUCTIONS", "reproduction_keys", "get_reproduction", "run_reproduction",
            "reproductions_table", "TABLE_COLUMNS"]
 
-CODE_BASE = "core"
 TABLE_COLUMNS = ("key", "paper", "claim", "source", "spec", "paper value", "ours", "tolerance",
                  "difference", "pass", "seconds", "code", "error")
 
@@ -498,11 +496,3 @@ def reproductions_table(keys=None, *, progress: Progress | None = None, n_jobs: 
     keys = reproduction_keys() if keys is None else [get_reproduction(k).key for k in keys]
     rows = map_trials(_run_key, keys, n_jobs=n_jobs, progress=progress, label="reproductions")
     return pd.DataFrame(list(rows), columns=list(TABLE_COLUMNS))
-
-
-def module_exists(name: str) -> bool:
-    """Whether an optional area module is present (rows for results still being built)."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False

@@ -4,7 +4,6 @@ request outside the file itself; and the dashboard's one-click buttons download 
 from __future__ import annotations
 
 import plotly.graph_objects as go
-import pytest
 
 from core.report import build_report
 from core.stakeholder_report import format_number, report_html
