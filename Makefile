@@ -54,7 +54,8 @@ cluster: install
 		--dashboard-address 127.0.0.1:0 & \
 	scheduler=$$!; sleep 3; \
 	echo "Dask scheduler at tcp://127.0.0.1:$(DASK_PORT); start the dashboard with DASHBOARD_DASK_SCHEDULER=tcp://127.0.0.1:$(DASK_PORT)"; \
-	PYTHONPATH=$(CURDIR) $(VENV)/bin/dask worker tcp://127.0.0.1:$(DASK_PORT) --nworkers 2 --nthreads 1 \
+	DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False PYTHONPATH=$(CURDIR) \
+		$(VENV)/bin/dask worker tcp://127.0.0.1:$(DASK_PORT) --nworkers 2 --nthreads 1 \
 		--host 127.0.0.1 --dashboard-address 127.0.0.1:0
 
 clean:

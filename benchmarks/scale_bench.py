@@ -79,7 +79,10 @@ def compare(name: str, run, address: str, same) -> tuple[float, float]:
 def main() -> None:
     import logging
 
+    import dask
     from distributed import LocalCluster
+
+    dask.config.set({"distributed.worker.profile.enabled": False})   # its sampling thread costs each task CPU
 
     shipping = logging.getLogger("core.parallel")        # what each cluster run sends: task and shared sizes
     shipping.setLevel(logging.INFO)
