@@ -78,6 +78,14 @@ def stream_key(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
 
 
+def named_rng(seed: SeedLike, *keys: int | str) -> np.random.Generator:
+    """The generator of a named sub-stream of ``seed``: ``make_rng(seed_sequence(seed, *keys))`` where
+    each text key is first turned into an integer by :func:`stream_key` (``named_rng(7, "curves")``)."""
+    if seed is None:
+        raise ValueError("Give a seed: seeded draws make the numbers reproducible.")
+    return make_rng(seed_sequence(seed, *(stream_key(k) if isinstance(k, str) else int(k) for k in keys)))
+
+
 def spawn_rngs(seed: SeedLike, n: int) -> list[np.random.Generator]:
     """``n`` independent child generators of ``seed``, one per item, so results do not depend on
     where or in what order items run. A Generator spawns from its own seed sequence (advancing it)."""

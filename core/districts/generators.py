@@ -12,7 +12,7 @@ from functools import partial
 
 import numpy as np
 
-from core.contracts import Registry, Spec, check_params, make_rng, param, seed_sequence, stream_key
+from core.contracts import Registry, Spec, check_params, named_rng, param, seed_sequence, stream_key
 from core.districts.enumeration import enumerate_plans
 from core.districts.plans import greedy_plan, recom_ensemble
 from core.geography.adjacency import unit_adjacency
@@ -27,11 +27,6 @@ EXACT_MAX_PLANS = 5_000
 def is_grid(geo: BlockGeography) -> bool:
     """True for the synthetic square-grid county (blocks carry row and column)."""
     return {"row", "col"} <= set(geo.blocks.columns)
-
-
-def child_rng(seed: int, name: str) -> np.random.Generator:
-    """The generator's own stream of the plan seed."""
-    return make_rng(seed_sequence(int(seed), stream_key(name)))
 
 
 # ----------------------------------------------------------------------------------------- params
@@ -107,7 +102,7 @@ def draw_recom(params: ReComParams, geo: BlockGeography, k: int, seed: int, prog
 
 def draw_greedy(params: GreedyParams, geo: BlockGeography, k: int, seed: int, progress=None) -> np.ndarray:
     """Hierarchy-following Greedy plans (Cohen et al. 2021, Alg. 3); the first from label 0."""
-    rng = child_rng(seed, "greedy")
+    rng = named_rng(int(seed), "greedy")
     return np.vstack([greedy_plan(geo.hierarchy, k, rng if i else None) for i in range(params.n_plans)])
 
 
@@ -131,7 +126,7 @@ def draw_disconn(params: DisconnParams, geo: BlockGeography, k: int, seed: int, 
     pop = geo.units(params.unit)["total"].to_numpy(dtype=float)
     if len(pop) < k:
         raise ValueError(f"Only {len(pop)} {UNIT_LABELS[params.unit]} for {k} districts; choose smaller units.")
-    rng = child_rng(seed, "disconn")
+    rng = named_rng(int(seed), "disconn")
     ideal = pop.sum() / k
     out = np.empty((params.n_plans, len(pop)), dtype=np.int64)
     for i in range(params.n_plans):

@@ -15,7 +15,7 @@ import pandas as pd
 
 from core.cache import cached, cached_call
 from core.census.analytic import PRESETS, district_variances
-from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, check_params, make_rng, seed_sequence,
+from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, check_params, named_rng, seed_sequence,
                             stream_key)
 from core.districts.checks import district_checks, plan_check
 from core.districts.ecological import ecological_study
@@ -304,7 +304,7 @@ def _ensemble_generators(plan: DistrictPlan, geo: BlockGeography, labels: np.nda
             rows, cols = geo.blocks["row"].to_numpy(), geo.blocks["col"].to_numpy()
             try:
                 gens["Square (random)"] = square_labels(rows, cols, int(rows.max()) + 1, k, sub.n_square,
-                                                        _stream(plan.plan_seed, "random squares"))
+                                                        named_rng(int(plan.plan_seed), "random squares"))
             except ValueError as exc:
                 skipped["Square (random)"] = str(exc)
     tol = plan.params.tolerance_pct if isinstance(plan.params, ReComParams) else 5.0
@@ -320,14 +320,10 @@ def _ensemble_generators(plan: DistrictPlan, geo: BlockGeography, labels: np.nda
         name = f"Disconn ({UNIT_LABELS[unit]})"
         try:
             gens[name] = disconn_masks(geo.units(unit)["total"].to_numpy(), geo.leaf_unit_index(unit), ideal,
-                                       tol / 100, sub.n_disconn, _stream(plan.plan_seed, f"disconn {unit}"))
+                                       tol / 100, sub.n_disconn, named_rng(int(plan.plan_seed), f"disconn {unit}"))
         except ValueError as exc:
             skipped[name] = str(exc)
     return gens, skipped
-
-
-def _stream(seed: int, name: str) -> np.random.Generator:
-    return make_rng(seed_sequence(int(seed), stream_key(name)))
 
 
 @cached_call

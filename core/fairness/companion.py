@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linprog, minimize
 
-from core.contracts import Plan, make_rng, seed_sequence, stream_key
+from core.contracts import Plan, named_rng
 
 MARGIN = 1e-6          # strict NPV inequality replaced by a small margin (spec 3.1 review note)
 #: Soft trade-off: unflagged people must average a score of at most cutoff - GAP (a strict NPV
@@ -350,7 +350,7 @@ def equal_error_rate_scores(score: np.ndarray, y: np.ndarray, groups: pd.DataFra
     goals = ({g: (soft[g]["fpr"], soft[g]["tpr"]) for g in (low, high)} if used == "soft"
              else {g: (target["fpr"], target["tpr"]) for g in (low, high)})
     stage_name = "soft trade-off" if used == "soft" else "equal error rates"
-    rng = make_rng(seed_sequence(config.seed, stream_key("post-processed scores")))
+    rng = named_rng(config.seed, "post-processed scores")
     post = pd.Series(np.nan, index=np.arange(len(y)), name="equal_error_score")
     rate_rows, calib_rows, kernels = [], [], {}
     message = ""

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from core.cache import cached_call, memory
-from core.contracts import Plan, Progress, make_rng, seed_sequence, stream_key
+from core.contracts import Plan, Progress, named_rng
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, ORACLES, LearnerConfig, best_constant_error,
                                    fit_with_holdout, unconstrained_coefficients)
@@ -213,18 +213,13 @@ def _pair_table(p: np.ndarray, report, constraints: pd.DataFrame, gamma: float, 
 RESULT_VERSION = 3
 
 
-def pair_split_rng(seed: int) -> np.random.Generator:
-    """The stream that draws the held-out pairs: a named sub-stream of the sweep's seed."""
-    return make_rng(seed_sequence(seed, stream_key("held-out pairs")))
-
-
 def _fit_point(value: float, plan: FrontierPlan, data: LearningData, constraints: pd.DataFrame,
                start: np.ndarray) -> dict:
     """One sweep point: the fit with its held-out figures, pair table, group rates and trajectory."""
     lcfg = plan.learner(value)
     report = fit_with_holdout(data, constraints, lcfg, pair_holdout=plan.pair_holdout,
                               individual_holdout=plan.individual_holdout,
-                              rng=pair_split_rng(plan.seed),   # the same pair split at every point
+                              rng=named_rng(plan.seed, "held-out pairs"),   # the same pair split at every point
                               warm_start=start)
     p = report.fit.p_hat
     unfair = report.summary["realized_gamma" if plan.sweep == "gamma" else "mean_excess"]

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from core.cache import cached, cached_call
-from core.contracts import DataRef, Plan, Progress, Result, bytes_fingerprint, make_rng, seed_sequence, stream_key
+from core.contracts import DataRef, Plan, Progress, Result, bytes_fingerprint, named_rng
 from core.datasets import COMPAS_POPULATIONS, compas_population, load_adult, load_compas
 from core.fairness.causal_ranking import (MediatorRole, compas_ranking_frame, counterfactual_scores, fit_scm,
                                           intersectional_labels, measures, most_disadvantaged, moving_company,
@@ -185,7 +185,7 @@ def _age_band(age: pd.Series) -> np.ndarray:
 def learning_frame(plan: GroupFairnessPlan) -> GroupData:
     """The learning tabs' data: COMPAS (population rows, label two-year reoffence) or Adult (label
     income over 50K), at most ``max_rows`` rows drawn with the plan's seed, split train/held-out."""
-    rng = make_rng(seed_sequence(plan.seed, stream_key("group fairness rows")))
+    rng = named_rng(plan.seed, "group fairness rows")
     if plan.learning == "compas":
         frame = load_compas().iloc[compas_population(plan.population)].reset_index(drop=True)
         y = frame["two_year_recid"].to_numpy(dtype=int)
@@ -339,8 +339,8 @@ def lexifair_subrun(plan: GroupFairnessPlan, progress: Progress | None = None) -
                                  top_values=lx.top_values)
     if (M[data.train].sum(axis=0) == 0).any() or (M[data.test].sum(axis=0) == 0).any():
         raise ValueError("A group has no members in the training or held-out rows; raise the minimum group size.")
-    rng = make_rng(seed_sequence(plan.seed, stream_key("lexifair game")))
-    boot_rng = make_rng(seed_sequence(plan.seed, stream_key("lexifair bootstrap")))
+    rng = named_rng(plan.seed, "lexifair game")
+    boot_rng = named_rng(plan.seed, "lexifair bootstrap")
     rows, probs, trails = _fit_levels(data, M, lx, rng, progress)
     y = data.y.astype(float)
     frames = []
@@ -370,7 +370,7 @@ def ranking_table(plan: GroupFairnessPlan, data: bytes | None) -> pd.DataFrame:
     if src == "compas":
         return compas_ranking_frame(load_compas())
     if src == "moving-company":
-        rng = make_rng(seed_sequence(plan.seed, stream_key("moving company")))
+        rng = named_rng(plan.seed, "moving company")
         return moving_company(plan.ranking.synthetic_rows, rng)
     from core.uploads import read_upload
     if data is None:

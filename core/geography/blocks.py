@@ -16,6 +16,7 @@ import pandas as pd
 import shapely
 from scipy.spatial import cKDTree
 
+from core.contracts import make_rng
 from core.geography.hierarchy import Hierarchy
 from core.geography.adjacency import EQUAL_AREA_CRS, UnitAdjacency, connect_units, rook_adjacency
 from core.geography.rounding import largest_remainder
@@ -124,7 +125,7 @@ def synthesize_blocks(counties: gpd.GeoDataFrame, seed: int = 0, n_blocks: int =
     need = {"GEOID", "TotPop90", "PctBlack", "geometry"}
     if not need <= set(counties.columns):
         raise ValueError(f"The county table needs columns {sorted(need)}; it has {list(counties.columns)}.")
-    rng = np.random.default_rng(seed)
+    rng = make_rng(seed, what="the synthetic blocks")
     cty = counties.to_crs(EQUAL_AREA_CRS).reset_index(drop=True)
     pop = cty["TotPop90"].to_numpy(dtype=np.int64)
     share = pop / pop.sum()

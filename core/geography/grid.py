@@ -14,6 +14,7 @@ import pandas as pd
 import shapely
 from scipy.ndimage import gaussian_filter
 
+from core.contracts import make_rng
 from core.geography.hierarchy import Hierarchy
 from core.geography.blocks import EQUAL_AREA_CRS, BlockGeography
 
@@ -64,7 +65,7 @@ def synthetic_grid(fanouts: Sequence[int] = (64, 4, 16), seed: int = 0, mean_pop
     """A square-grid county as a BlockGeography (blocks 200 m wide in EPSG:5070, shown in EPSG:4326)."""
     fan = [int(n) for n in fanouts]
     rows, cols, side = grid_positions(fan)
-    rng = np.random.default_rng(seed)
+    rng = make_rng(seed, what="the synthetic blocks")
     h = grid_hierarchy(fan)
     smooth = gaussian_filter(rng.normal(size=(side, side)), sigma=max(side / 12, 1.0), mode="wrap")
     smooth = standardised(smooth)

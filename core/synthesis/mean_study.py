@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from core.contracts import make_rng, seed_sequence, stream_key
+from core.contracts import named_rng
 from core.privacy.ledger import BudgetLedger
 from core.synthesis import mean_estimation as me
 from core.synthesis.plan import MeansPlan
@@ -21,13 +21,9 @@ from core.synthesis.plan import MeansPlan
 COINPRESS_SIZES = (1000, 4000, 10000, 20000)
 
 
-def _rng(plan: MeansPlan, name: str) -> np.random.Generator:
-    return make_rng(seed_sequence(plan.seed, stream_key(name)))
-
-
 def group_means(plan: MeansPlan, k: int) -> np.ndarray:
     """The simulated true group means: spread x N(0, 1), clipped to [-R, R] (seeded by the plan)."""
-    return np.clip(plan.spread * _rng(plan, "group means").normal(0, 1, k), -plan.R, plan.R)
+    return np.clip(plan.spread * named_rng(plan.seed, "group means").normal(0, 1, k), -plan.R, plan.R)
 
 
 def means_ledger(plan: MeansPlan, delta: float) -> BudgetLedger:
@@ -86,14 +82,14 @@ def run_means(plan: MeansPlan, sizes: Sequence[int], delta: float) -> MeanStudy:
     if sizes.size < 2:
         raise ValueError("Choose strata with at least two non-empty groups for the mean-estimation tab.")
     curves = me.mean_estimation_curves(list(sizes), plan.R, plan.gamma, list(plan.epsilons), plan.runs,
-                                       _rng(plan, "curves"), noise=plan.noise, delta=delta)
+                                       named_rng(plan.seed, "curves"), noise=plan.noise, delta=delta)
     mus = group_means(plan, sizes.size)
     errors = me.group_error_table(list(sizes), list(mus), plan.R, plan.gamma, plan.group_epsilon, plan.runs,
-                                  _rng(plan, "group errors"), plan.weights,
+                                  named_rng(plan.seed, "group errors"), plan.weights,
                                   plan.count_epsilon if plan.weights == "dp" else None,
                                   noise=plan.noise, delta=delta)
     population = dict(errors.attrs.pop("population"))
-    cp_rng = _rng(plan, "coinpress")
+    cp_rng = named_rng(plan.seed, "coinpress")
     coinpress = pd.concat([me.simulate_mixture_coinpress(n, plan.coinpress_alpha, plan.coinpress_k,
                                                          plan.coinpress_runs, cp_rng) for n in COINPRESS_SIZES],
                           ignore_index=True)

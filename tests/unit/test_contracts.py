@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.contracts import (DataRef, Plan, Registry, Spec, _from_fields, check_params, make_rng, param,
+from core.contracts import (DataRef, Plan, Registry, Spec, _from_fields, check_params, make_rng, named_rng, param,
                             seed_sequence, spawn_rngs, stream_key)
 from core.report import guarded_csv, migrate, table_records, tables_match, unguard_cell
 
@@ -42,6 +42,15 @@ def test_named_streams_are_independent_of_each_other_and_stable():
     c = np.random.default_rng(seed_sequence(7, stream_key("gaussian"))).random(3)
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     assert [g.random() for g in spawn_rngs(3, 4)] == [g.random() for g in spawn_rngs(3, 4)]
+
+
+def test_named_rng_is_the_seeded_sub_stream_of_its_keys():
+    assert np.array_equal(named_rng(7, "laplace").random(3),
+                          np.random.default_rng(seed_sequence(7, stream_key("laplace"))).random(3))
+    assert np.array_equal(named_rng(7, "ensemble", 2).random(3),
+                          np.random.default_rng(seed_sequence(7, stream_key("ensemble"), 2)).random(3))
+    with pytest.raises(ValueError):
+        named_rng(None, "laplace")
 
 
 def test_plan_round_trip_keeps_nested_plans_tuples_and_digest():
