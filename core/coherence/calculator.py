@@ -26,7 +26,10 @@ DP_GUARANTEES = ("pure_dp", "approx_dp")
 
 
 def _finite(value: float, what: str) -> float:
-    value = float(value)
+    try:
+        value = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what} must be a number; got {value!r}.") from None
     if not math.isfinite(value):
         raise ValueError(f"{what} must be a finite number; got {value!r}.")
     return value

@@ -83,7 +83,7 @@ def categorical_view(df: pd.DataFrame, bounds: Mapping[str, tuple[float, float]]
             out[col] = s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
         elif pd.api.types.is_numeric_dtype(s):
             if col not in bounds:
-                notes.append(f"{col}: left out. It is numeric with {s.nunique()} values; give public bounds "
+                notes.append(f"{col}: left out. It is numeric with more than {max_levels} distinct values; give public bounds "
                              "(a range known without looking at the data) to bin it.")
                 continue
             lo, hi = (float(b) for b in bounds[col])
@@ -92,7 +92,7 @@ def categorical_view(df: pd.DataFrame, bounds: Mapping[str, tuple[float, float]]
             out[col] = cut.cat.rename_categories([str(c) for c in cut.cat.categories])
             notes.append(f"{col}: {bins} equal-width bins over the declared public range [{lo:g}, {hi:g}].")
         else:
-            notes.append(f"{col}: left out ({s.nunique()} distinct text values; at most {max_levels} allowed).")
+            notes.append(f"{col}: left out (more than {max_levels} distinct text values).")
     if not out:
         raise ValueError("No column can be used as a category; upload a table with categorical columns "
                          "or give public bounds for its numeric columns.")

@@ -104,3 +104,9 @@ def test_max_epsilon_for_approximate_dp_inverts_thm8():
     assert th.gamma_approx_dp(e * 1.01, 0.0, 10**5, 0.5, 0.05, 100, constants="paper").gamma > 10_000
     with pytest.raises(ValueError, match="mechanism"):
         th.max_epsilon(10_000, 10**5, 0.5, 0.05, 100, mechanism="gaussian")
+
+
+def test_theory_plan_refuses_numbers_too_large_for_a_float():
+    from core.coherence.calculator import TheoryPlan
+    with pytest.raises(ValueError, match="number"):
+        TheoryPlan(epsilon=10**400)

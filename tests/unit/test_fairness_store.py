@@ -926,3 +926,11 @@ def test_a_database_that_cannot_be_opened_says_so(tmp_path):
     garbage.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreUnavailable, match="cannot be read or written"):
         ElicitationStore(f"sqlite:///{garbage}")
+
+
+def test_session_csv_with_a_huge_header_is_refused_before_parsing():
+    """A settings comment followed by a million-column header once pinned a CPU for minutes."""
+    from core.fairness.store.exchange import parse_csv_export
+    text = "# {}\n" + ",".join(f"c{i}" for i in range(1_000_000)) + "\n1\n"
+    with pytest.raises(ValueError, match="columns"):
+        parse_csv_export(text)

@@ -27,7 +27,7 @@ from core.fairness.store.schema import (MAX_NOTE_LENGTH, SCHEMA_VERSION, assignm
                                         now_utc, stakeholders)
 from core.fairness.store.sessions import COMPAS_ROWS, CreatedSession, optional
 from core.report import guarded_csv, unguard_cell
-from core.uploads import parse_json_text, read_upload
+from core.uploads import MAX_COLUMNS, parse_json_text, read_upload
 
 EXPORT_FORMAT = "fairness-elicitation-session"
 MAX_SESSION_BYTES = 50_000_000
@@ -325,6 +325,10 @@ def parse_csv_export(text_: str) -> dict:
         header = parse_json_text(first[2:])
     except ValueError:
         raise ValueError("The CSV export's first line is not the settings comment.") from None
+    columns = body.partition("\n")[0].count(",") + 1
+    if columns > MAX_COLUMNS:  # a session export has a couple of dozen columns; refuse before parsing
+        raise ValueError(f"The CSV export's header has {columns:,} columns; a session export has far fewer "
+                         f"(at most {MAX_COLUMNS:,} are read).")
     try:
         # Only empty cells are missing: a reason such as "NA" or "None" stays text.
         rows = pd.read_csv(io.StringIO(body), keep_default_na=False, na_values=[""],
