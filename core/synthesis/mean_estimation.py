@@ -16,7 +16,7 @@ from scipy.special import digamma
 
 from core.privacy.accounting import gaussian_sigma, rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
-from core.privacy.mechanisms import sample_gaussian, sample_laplace
+from core.privacy.mechanisms import laplace_variance, sample_gaussian, sample_laplace
 
 WEIGHT_POLICIES = ("exact", "dp", "user")
 
@@ -147,15 +147,12 @@ def population_error_sd(sizes: Sequence[float], R: float, gamma: float, epsilon:
     With ``noise="gaussian"`` the budget is rho and each sqrt(2) b becomes 2B / sqrt(2 rho)."""
     sizes = np.asarray(sizes, float)
     n = sizes.sum()
-    if noise == "gaussian":
-        B = clip_bound(sizes, R, gamma) if stratified else clip_bound(n, R, gamma)
-        return float(np.sqrt(((2 * np.atleast_1d(B)) ** 2).sum() / (2 * epsilon)) / n)
-    if noise != "laplace":
+    if noise not in ("laplace", "gaussian"):
         raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
-    if stratified:
-        b = 2 * clip_bound(sizes, R, gamma) / epsilon
-        return float(math.sqrt(2 * (b ** 2).sum()) / n)
-    return float(math.sqrt(2) * 2 * clip_bound(n, R, gamma) / epsilon / n)
+    sens = 2 * np.atleast_1d(clip_bound(sizes, R, gamma) if stratified else clip_bound(n, R, gamma))
+    if noise == "gaussian":   # independent strata: the sds add in quadrature, so sigma of the joint sensitivity
+        return float(gaussian_sigma(np.sqrt((sens ** 2).sum()), epsilon) / n)
+    return float(math.sqrt(np.sum(laplace_variance(sens / epsilon))) / n)
 
 
 def cost_ratio_bounds(k: int, n: float, R: float, gamma: float) -> tuple[float, float]:
@@ -211,8 +208,9 @@ def uvm(x: np.ndarray, lo: float, hi: float, sigma: float, rho_s: float, beta_s:
     c = sigma * math.sqrt(2 * math.log(2 * n / beta_s))
     delta = (hi - lo + 2 * c) / n
     z = np.clip(x, lo - c, hi + c).mean() if x.size else (lo + hi) / 2
-    z += sample_gaussian(gaussian_sigma(delta, rho_s), None, rng)
-    half = math.sqrt(2 * (sigma ** 2 / n + delta ** 2 / (2 * rho_s)) * math.log(2 / beta_s))
+    noise_sd = gaussian_sigma(delta, rho_s)
+    z += sample_gaussian(noise_sd, None, rng)
+    half = math.sqrt(2 * (sigma ** 2 / n + noise_sd ** 2) * math.log(2 / beta_s))
     return z - half, z + half
 
 
@@ -365,7 +363,7 @@ def group_error_table(sizes: Sequence[int], means: Sequence[float], R: float, ga
         pooled = clipped_mean(x, R, gamma, budget, rng, noise=noise)
         strat_err[r], pooled_err[r] = np.abs(res.group_means - emp), np.abs(pooled - emp)
         pop[r] = abs(res.population - x.mean()), abs(pooled - x.mean())
-    spread = np.sqrt(2) / budget if noise == "laplace" else 1 / math.sqrt(2 * budget)
+    spread = math.sqrt(laplace_variance(1 / budget)) if noise == "laplace" else gaussian_sigma(1.0, budget)
     theory = 2 * clip_bound(sizes, R, gamma) / sizes * spread
     out = pd.DataFrame({"group": np.arange(k), "size": sizes, "true mean": mu,
                         "stratified mean |error|": strat_err.mean(0), "stratified theory sd": theory,
