@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+import re
 import shutil
 import tempfile
 import warnings
@@ -46,6 +47,9 @@ MIN_MICRODATA_ROWS = 10
 MIN_MICRODATA_COLUMNS = 2
 # Widest CSV accepted; a PL 94-171 segment has a few hundred fields, microdata a few dozen.
 MAX_COLUMNS = 2_000
+# Characters that would let a column name act as a link, image, HTML or code span when shown, or
+# hide itself (control, zero-width and direction-changing characters).
+_ACTIVE_IN_NAMES = re.compile(r"[\[\]<>`\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 # Zips: at most this many members, each expanding at most MAX_ZIP_RATIO times its compressed size,
 # and all of them together at most MAX_EXPANDED_BYTES (checked on the declared sizes, then enforced
 # on the bytes actually inflated).
@@ -259,6 +263,10 @@ def _header_names(header: str) -> list[str]:
     duplicates = sorted(n for n, k in Counter(names).items() if k > 1)
     if duplicates:
         raise ValueError(f"Duplicate column names {duplicates[:10]}; give every column a distinct name.")
+    active = [i + 1 for i, n in enumerate(names) if _ACTIVE_IN_NAMES.search(n)]
+    if active:  # names reach captions and messages; links, images and markup must not ride along
+        raise ValueError(f"Column(s) {active[:10]} have a name with brackets, angle brackets, backticks or "
+                         "invisible characters; use plain names (letters, digits, spaces, - _ . % / ( )).")
     return names
 
 

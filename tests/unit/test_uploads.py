@@ -433,3 +433,13 @@ def test_block_files_and_assignment_and_json_and_session(tmp_path):
     assert read_upload(b'{"schema": 2, "seed": 7, "epsilon": 0.5}', "json") == {
         "schema": 2, "seed": 7, "epsilon": 0.5}
     assert read_upload("# {}\na,b\n".encode(), "session") == "# {}\na,b\n"
+
+
+@pytest.mark.parametrize("name", ["![x](https://example.invalid/p.png)", "<img src=x>", "a`b", "zero\u200bwidth",
+                                  "rtl\u202eoverride"])
+def test_column_names_that_could_act_as_markup_or_hide_are_refused(name):
+    """Upload headers reach captions and error messages; an image link there would be fetched."""
+    rows = "\n".join(f"{i % 3},{i % 2}" for i in range(20))
+    text = f'"{name}",b\n{rows}\n'
+    with pytest.raises(ValueError, match="plain names"):
+        read_upload(text.encode(), "microdata_csv")
