@@ -1,7 +1,6 @@
 """Reusable widget: choose bundled microdata (CPS extract, UCI Adult) or upload a CSV.
 
-File uploaders cannot keep their file when the user leaves the page, so uploaded bytes are kept in
-``st.session_state`` by fingerprint and reused when the user comes back.
+Uploads are kept in the session by fingerprint (``uploads_kept``) and reused when the user comes back.
 """
 from __future__ import annotations
 
@@ -10,9 +9,10 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from core.contracts import DataRef, bytes_fingerprint
+from core.contracts import DataRef
 from core.datasets import DATASETS, load_dataset
 from core.uploads import read_upload
+from dashboard.components.uploads_kept import upload_kept
 
 UPLOAD = "upload"
 MICRODATA_CHOICES = ("cps", "adult", UPLOAD)
@@ -41,10 +41,6 @@ def _parse_microdata(data: bytes) -> pd.DataFrame:
     return read_upload(data, "microdata_csv")
 
 
-def _kept(key: str) -> dict:
-    return st.session_state.setdefault(f"{key}__uploads", {})
-
-
 def pick_microdata(key: str, default: str = "cps") -> PickedData | None:
     """Selectbox of bundled microdata plus CSV upload; None when nothing usable is chosen yet."""
     if default not in MICRODATA_CHOICES:
@@ -61,30 +57,17 @@ def pick_microdata(key: str, default: str = "cps") -> PickedData | None:
                    f"Source: {info.provenance}. Licence: {info.licence}.")
         return PickedData(DataRef(choice), info.label, frame)
 
-    uploaded = st.file_uploader(
-        "CSV file (UTF-8, comma-separated, header row, at least 10 rows and 2 columns)",
-        type=["csv"], key=f"{key}_upload",
-    )
-    kept = _kept(key)
-    if uploaded is not None:
-        raw, name = uploaded.getvalue(), uploaded.name
-    elif kept.get("current") in kept.get("files", {}):
-        name, raw = kept["files"][kept["current"]]
-    else:
+    kept = upload_kept("CSV file (UTF-8, comma-separated, header row, at least 10 rows and 2 columns)",
+                       f"{key}_upload", type=["csv"], keep=3)
+    if kept is None:
         st.info("Upload a CSV file to continue, or choose a bundled data set.")
         return None
     try:
-        frame = _parse_microdata(raw)
+        frame = _parse_microdata(kept.raw)
     except ValueError as err:
-        st.error(f"{name}: {err}")
+        st.error(f"{kept.name}: {err}")
         return None
-    fingerprint = bytes_fingerprint(raw)
-    files = kept.setdefault("files", {})
-    files[fingerprint] = (name, raw)
-    for old in [f for f in files if f != fingerprint][:-2]:   # keep the current file and two before it
-        files.pop(old)
-    kept["current"] = fingerprint
-    again = "" if uploaded is not None else " Kept from earlier in this session."
-    st.caption(f"{name}: {len(frame):,} rows x {frame.shape[1]} columns (your upload; "
+    again = "" if kept.fresh else " Kept from earlier in this session."
+    st.caption(f"{kept.name}: {len(frame):,} rows x {frame.shape[1]} columns (your upload; "
                f"text columns read as categories).{again}")
-    return PickedData(DataRef(DataRef.UPLOAD, fingerprint), name, frame.copy(), raw)
+    return PickedData(DataRef(DataRef.UPLOAD, kept.fingerprint), kept.name, frame.copy(), kept.raw)

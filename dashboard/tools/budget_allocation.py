@@ -15,16 +15,16 @@ from core.census.geography_data import GEOGRAPHIES, georgia_is_cached, load_geog
 from core.census.mechanism_comparison import K_CHOICES
 from core.census.public_info import DZ_RECORDS
 from core.census.release import RELEASE_NOTE, can_release, release_noisy_counts
-from core.contracts import DataRef, bytes_fingerprint
+from core.contracts import DataRef
 from core.report import guarded_csv
 from dashboard.components.budget_input import budget_input, plan_to_widgets
 from dashboard.components.ledger_badge import record_release, release_entry, release_guard
 from dashboard.components.report_panel import report_panel, saved_report_loader
+from dashboard.components.uploads_kept import kept_files, upload_kept
 from dashboard.figures import census as figs
 
 KEEP = {"persist_state": "session"}
 PAGE = "Budget allocation"
-UPLOADS = "ba_uploaded_plans"           # fingerprint -> (file name, bytes): uploads survive navigation
 GG_ORDERS = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
 TABS = ["Levels & targets", "Best split", "ToyDown vs TopDown-lite", "Mechanisms", "Public information",
         "Export & release"]
@@ -119,21 +119,12 @@ def _district_plan_upload(geography: str) -> tuple[DataRef, bytes | None]:
     """The uploaded district plan (Georgia only), kept in the session by fingerprint so it survives navigation."""
     if geography != "georgia":
         return DataRef(geography), None
-    store = st.session_state.setdefault(UPLOADS, {})
     with st.expander("Your district plan as a target (block-assignment CSV from the District maps page)"):
-        upload = st.file_uploader("Plan CSV (columns GEOID, district)", type=["csv"], key="ba_plan_csv")
-        if upload is not None:
-            raw = upload.getvalue()
-            fp = bytes_fingerprint(raw)
-            store.clear()
-            store[fp] = (upload.name, raw)
-            st.session_state["ba_plan_fp"] = fp
-        fp = st.session_state.get("ba_plan_fp")
-        if fp in store:
-            name, raw = store[fp]
-            keep = st.checkbox(f"Use {name} as a target", value=True, key="ba_plan_use", **KEEP)
-            if keep:
-                return DataRef(DataRef.UPLOAD, fp), raw
+        kept = upload_kept("Plan CSV (columns GEOID, district)", "ba_plan_csv", type=["csv"])
+        if kept is not None:
+            use = st.checkbox(f"Use {kept.name} as a target", value=True, key="ba_plan_use", **KEEP)
+            if use:
+                return DataRef(DataRef.UPLOAD, kept.fingerprint), kept.raw
         else:
             st.caption("Export a plan on the District maps page (Georgia, same seed there and here) and load it to "
                        "see and optimise the error of your own districts.")
@@ -146,7 +137,7 @@ st.caption("Split a privacy budget over the levels of a census geography (nation
            "it leaves at every level and in districts that cut across the hierarchy. Errors follow ToyDown "
            "(Cohen et al. 2021): noise at every node, then a top-down fit so children add up to their parent.")
 loaded = saved_report_loader("ba_report", (BudgetPlan,), plan_to_widgets)
-if loaded is not None and loaded.data.is_upload and loaded.data.fingerprint not in st.session_state.get(UPLOADS, {}):
+if loaded is not None and loaded.data.is_upload and loaded.data.fingerprint not in kept_files("ba_plan_csv"):
     st.warning("The saved report used an uploaded district plan: upload the same CSV below to include it.")
 
 with st.container(border=True):

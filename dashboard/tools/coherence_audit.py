@@ -19,10 +19,11 @@ from core.coherence import (ADVERSARIES, BUNDLED, DEFAULT_LENS, GUARANTEES, NOT_
                             VERDICT_MEANING, AdversaryChoice, AuditPlan, Condition, CustomSubgroup,
                             ReleaseChoice, RowSample, SweepPlan, TheoryPlan, calculate, is_private, load_frame,
                             min_trials_for_pass, run, usable_columns)
-from core.contracts import Cancelled, DataRef, Spec, bytes_fingerprint  # noqa: E402
+from core.contracts import Cancelled, DataRef, Spec  # noqa: E402
 from dashboard.components.params_form import params_widgets  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
+from dashboard.components.uploads_kept import current_key, upload_kept, wanted_fingerprint  # noqa: E402
 from dashboard.figures import coherence as figs  # noqa: E402
 
 KEEP = {"persist_state": "session"}
@@ -56,21 +57,14 @@ def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame] | None:
                           help="A bundled data set, or your own comma-separated file with a header row.")
     if choice != "upload":
         return DataRef(choice), None, _frame(choice, "", None)
-    uploads: dict = st.session_state.setdefault("coh_uploads", {})
-    file = st.file_uploader("CSV file (UTF-8, comma-separated, header row)", type=["csv"], key="coh_upload")
-    if file is not None:
-        raw = file.getvalue()
-        fp = bytes_fingerprint(raw)
-        uploads.clear()                          # keep one file: the latest
-        uploads[fp] = (file.name, raw)
-        st.session_state["coh_upload_fp"] = fp
-    fp = st.session_state.get("coh_upload_fp")
-    if fp not in uploads:
+    kept = upload_kept("CSV file (UTF-8, comma-separated, header row)", "coh_upload", type=["csv"])
+    if kept is None:
+        fp = wanted_fingerprint("coh_upload")
         wanted = f" The opened report ran on the file with fingerprint {fp[:12]}...: upload that file." if fp else ""
         st.info("Upload a CSV file to continue, or choose a bundled data set." + wanted)
         return None
-    name, raw = uploads[fp]
-    if file is None:
+    name, raw, fp = kept.name, kept.raw, kept.fingerprint
+    if not kept.fresh:
         st.caption(f"Using {name}, uploaded earlier in this session (fingerprint {fp[:12]}...).")
     try:
         return DataRef("upload", fp), raw, _frame("upload", fp, raw)
@@ -100,7 +94,7 @@ def plan_to_widgets(plan: AuditPlan) -> dict:
         "coh_compare_on": plan.compare, "coh_sweep_on": plan.sweep is not None,
     }
     if plan.data.is_upload:
-        out["coh_upload_fp"] = plan.data.fingerprint      # the same file, or none: never another one
+        out[current_key("coh_upload")] = plan.data.fingerprint      # the same file, or none: never another one
     if plan.positive is not None:
         out["coh_positive"] = plan.positive
     for r in plan.releases:

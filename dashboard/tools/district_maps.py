@@ -30,6 +30,7 @@ from dashboard.components.budget_input import budget_input  # noqa: E402
 from dashboard.components.params_form import params_widgets  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
+from dashboard.components.uploads_kept import upload_kept  # noqa: E402
 from dashboard.figures import districts as figs  # noqa: E402
 
 S = "session"
@@ -63,18 +64,6 @@ COLUMNS = {
 def human(df):
     """The table with reader-facing column names."""
     return df.rename(columns={c: COLUMNS.get(c, c) for c in df.columns})
-
-
-def keep_upload(name: str, upload) -> str | None:
-    """Keep an uploaded file's bytes in the session under its fingerprint (uploaders cannot persist), and
-    remember which one the user chose last; returns the fingerprint (or the last one when the uploader is empty)."""
-    files = st.session_state.setdefault("dm_files", {})
-    if upload is not None:
-        data = upload.getvalue()
-        fp = bytes_fingerprint(data)
-        files[fp] = data
-        st.session_state[f"dm_current_{name}"] = fp
-    return st.session_state.get(f"dm_current_{name}")
 
 
 def plan_to_widgets(plan: DistrictPlan) -> dict:
@@ -111,21 +100,21 @@ with st.container(border=True):
     geo_seed = int(g2.number_input("Geography seed", 0, 10_000, 0, key="dm_geo_seed", persist_state=S,
                                    help="Seed of the synthetic units below the county (or of the grid)."))
     fanouts = (64, 4, 16)
-    geo_files: list[str] = []
+    geo_files: list[bytes] = []
     if kind == "grid":
         fanouts = st.selectbox("Grid county", GRID_SHAPES, index=1, format_func=GRID_NAMES.get, key="dm_grid",
                                persist_state=S, help="Tracts, block groups per tract and blocks per block group.")
     elif kind == "upload":
         u1, u2 = st.columns(2)
-        zfp = keep_upload("zip", u1.file_uploader("Block shapefile (zipped TIGER/Line: .shp, .shx, .dbf, .prj)",
-                                                  type=["zip"], key="dm_tiger_zip"))
-        cfp = keep_upload("csv", u2.file_uploader("Block counts CSV (GEOID, total, vap, optional black, bvap)",
-                                                  type=["csv"], key="dm_pl_csv"))
-        if zfp is None or cfp is None:
+        zipped = upload_kept("Block shapefile (zipped TIGER/Line: .shp, .shx, .dbf, .prj)", "dm_tiger_zip",
+                             type=["zip"], container=u1)
+        counts = upload_kept("Block counts CSV (GEOID, total, vap, optional black, bvap)", "dm_pl_csv",
+                             type=["csv"], container=u2)
+        if zipped is None or counts is None:
             st.info("Upload both files to use your own blocks. GEOIDs must be 15-character block ids; "
                     "counties, tracts and block groups are read from their prefixes.")
             st.stop()
-        geo_files = [zfp, cfp]
+        geo_files = [zipped.raw, counts.raw]
         st.caption("Using your uploaded files (kept for this session; upload again to replace them).")
 
 # ------------------------------------------------------------------------------- plan
@@ -143,14 +132,14 @@ with st.container(border=True):
                                       help="A district passes when its population is within this share of the "
                                            "ideal (total / k) and it is one connected piece."))
     params = None
-    plan_fp = None
+    plan_raw = None
     if generator == "upload":
-        plan_fp = keep_upload("plan", st.file_uploader("Block-assignment CSV (columns GEOID, district)",
-                                                       type=["csv"], key="dm_plan_csv"))
-        if plan_fp is None:
+        kept_plan = upload_kept("Block-assignment CSV (columns GEOID, district)", "dm_plan_csv", type=["csv"])
+        if kept_plan is None:
             st.info("Upload a plan: one row per block with its GEOID and district. The export below writes "
                     "this format.")
             st.stop()
+        plan_raw = kept_plan.raw
     else:
         spec = GENERATORS[generator]
         st.caption(spec.help)
@@ -164,12 +153,11 @@ with st.container(border=True):
             st.stop()
 
 # ------------------------------------------------------------------------------- allocation and noise
-files = st.session_state.get("dm_files", {})
-data = tuple(files[f] for f in geo_files + ([plan_fp] if plan_fp else [])) or None
+data = tuple(geo_files + ([plan_raw] if plan_raw else [])) or None
 ref = DataRef(kind, bytes_fingerprint(*data)) if data else DataRef(kind)
 try:
     with st.spinner("Loading the geography (built once, then cached)"):
-        geo = build_geography(kind, fanouts, geo_seed, tuple(files[f] for f in geo_files))
+        geo = build_geography(kind, fanouts, geo_seed, tuple(geo_files))
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
@@ -193,15 +181,14 @@ with st.container(border=True):
         if src == "choose":
             alloc = budget_input("dm_budget", levels, allow_optimise=False).allocation(levels)
         elif src == "file":
-            afp = keep_upload("alloc", st.file_uploader("Allocation JSON from the Budget allocation page",
-                                                        type=["json"], key="dm_alloc_json"))
-            if afp is None:
+            alloc_file = upload_kept("Allocation JSON from the Budget allocation page", "dm_alloc_json",
+                                     type=["json"])
+            if alloc_file is None:
                 st.info("Load the JSON the Budget allocation page downloads; until then the equal split of "
                         "epsilon 1 is used.")
                 alloc = Allocation(levels, tuple([1.0 / len(levels)] * len(levels)), "epsilon", "laplace")
             else:
-                alloc = Allocation.from_json(files[afp] if afp in files else
-                                             st.session_state["dm_files"][afp], levels)
+                alloc = Allocation.from_json(alloc_file.raw, levels)
         elif src == "session":
             alloc = Allocation.from_json(st.session_state["census_allocation_json"], levels)
         else:

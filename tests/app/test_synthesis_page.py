@@ -275,7 +275,8 @@ def test_an_upload_needs_declared_categories_and_survives_navigation():
     fp = bytes_fingerprint(raw)
     at = AppTest.from_file(PAGE, default_timeout=180)
     at.session_state["ss_dataset"] = "upload"
-    at.session_state["ss__uploads"] = {"files": {fp: ("people.csv", raw)}, "current": fp}   # as if uploaded
+    at.session_state["ss_upload__files"] = {fp: ("people.csv", raw)}   # as if uploaded earlier
+    at.session_state["ss_upload__current"] = fp
     at.run()
     assert not at.exception
     # the identifier is flagged and not pre-selected; the numeric column needs a public range
