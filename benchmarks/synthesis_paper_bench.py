@@ -67,8 +67,9 @@ def speed_and_accuracy(codes: pd.DataFrame, dom: dict, synths: list[str]) -> Non
             model.fit(codes, dom, rho, make_rng(0))
             synth = model.sample(len(codes), make_rng(1))
             row += [time.perf_counter() - t, float(two_way_tvd(codes, synth, dom)["tvd"].mean())]
-        print(f"   {key:<12}{row[0]:>10.1f}{row[2]:>10.1f}{row[2] / row[0]:>8.2f}{row[1]:>12.4f}{row[3]:>11.4f}",
-              flush=True)
+            if not stratified:
+                print(f"   {key:<12}{row[0]:>10.1f}", end="", flush=True)
+        print(f"{row[2]:>10.1f}{row[2] / row[0]:>8.2f}{row[1]:>12.4f}{row[3]:>11.4f}", flush=True)
 
 
 def protocol(frame: pd.DataFrame, synths: list[str], epsilons: tuple, seeds: tuple) -> None:
