@@ -334,6 +334,29 @@ def check_params(params: Any) -> None:
                 raise ValueError(f"{name} must be one of {allowed}; got {bad[0]!r}.")
 
 
+def finite_number(value: Any, name: str, low: float | None = None, high: float | None = None) -> float:
+    """``value`` as a float, or a ValueError naming the setting when it is not a finite number (text that
+    parses as one is accepted) or lies outside ``[low, high]`` (either end may be left open with None)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number, not {value!r:.40}.") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number; got {value!r:.40}.")
+    if (low is not None and number < low) or (high is not None and number > high):
+        span = (f"between {low:g} and {high:g}" if low is not None and high is not None
+                else f"at least {low:g}" if low is not None else f"at most {high:g}")
+        raise ValueError(f"{name} must lie {span}; got {value!r:.40}.")
+    return number
+
+
+def whole_number(value: Any, name: str, low: int, high: int) -> int:
+    """``value`` as an int in ``[low, high]``; bools, floats and text are refused with a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}; got {value!r:.40}.")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class Spec:
     """One plugin: a key, a label for people, a factory and the Params dataclass it takes.

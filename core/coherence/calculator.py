@@ -7,14 +7,13 @@ Formulas are those of ``core.coherence.theory`` (coherence spec Sec. 3).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from core.coherence import theory
-from core.contracts import Plan
+from core.contracts import Plan, finite_number
 
 GUARANTEES = {
     "pure_dp": "pure DP (Thm 7)",
@@ -23,16 +22,6 @@ GUARANTEES = {
     "k_records": "k records in the clear (derived)",
 }
 DP_GUARANTEES = ("pure_dp", "approx_dp")
-
-
-def _finite(value: float, what: str) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{what} must be a number; got {value!r}.") from None
-    if not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number; got {value!r}.")
-    return value
 
 
 @dataclass(frozen=True)
@@ -53,7 +42,7 @@ class TheoryPlan(Plan):
         if self.guarantee not in GUARANTEES:
             raise ValueError(f"Choose a guarantee among {list(GUARANTEES)}; got {self.guarantee!r}.")
         for name in ("epsilon", "delta", "zeta", "alpha", "beta"):
-            _finite(getattr(self, name), name)
+            finite_number(getattr(self, name), name)
         if not self.epsilon > 0:
             raise ValueError("epsilon must be positive.")
         if not 0 <= self.delta < 1:

@@ -13,14 +13,13 @@ disparity penalty. Positive label = reoffended; the decision 1[score >= cutoff] 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import linprog, minimize
 
-from core.contracts import Plan, named_rng
+from core.contracts import Plan, finite_number, named_rng
 
 MARGIN = 1e-6          # strict NPV inequality replaced by a small margin (spec 3.1 review note)
 #: Soft trade-off: unflagged people must average a score of at most cutoff - GAP (a strict NPV
@@ -29,16 +28,6 @@ MARGIN = 1e-6          # strict NPV inequality replaced by a small margin (spec 
 GAP = 1e-4
 MODES = {"exact": "equal error rates (soft trade-off only when they are out of reach)",
          "soft": "soft trade-off: group losses plus a penalty on the rate differences"}
-
-
-def _number(value, what: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{what} must be a number, not {value!r}.") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{what} must be a finite number.")
-    return number
 
 
 @dataclass(frozen=True)
@@ -59,7 +48,7 @@ class CompanionPlan(Plan):
     penalty_tpr: float = 1.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "cutoff", _number(self.cutoff, "The cut-off"))
+        object.__setattr__(self, "cutoff", finite_number(self.cutoff, "The cut-off"))
         if not 0.0 < self.cutoff < 1.0:
             raise ValueError("The cut-off must lie strictly between 0 and 1.")
         if isinstance(self.bins, bool) or not isinstance(self.bins, (int, np.integer)) or not 2 <= self.bins <= 50:
@@ -72,15 +61,15 @@ class CompanionPlan(Plan):
             raise ValueError("The companion seed must be a whole number from 0 to 4294967295.")
         object.__setattr__(self, "seed", int(self.seed))
         if self.at is not None:
-            object.__setattr__(self, "at", _number(self.at, "The operating point"))
+            object.__setattr__(self, "at", finite_number(self.at, "The operating point"))
         if self.mode not in MODES:
             raise ValueError(f"The companion mode must be one of {list(MODES)}.")
         if self.share_low is not None:
-            object.__setattr__(self, "share_low", _number(self.share_low, "The share of group L"))
+            object.__setattr__(self, "share_low", finite_number(self.share_low, "The share of group L"))
             if not 0.0 <= self.share_low <= 1.0:
                 raise ValueError("The share of group L's loss must lie in [0, 1].")
         for name in ("penalty_fpr", "penalty_tpr"):
-            value = _number(getattr(self, name), "A disparity penalty")
+            value = finite_number(getattr(self, name), "A disparity penalty")
             if not 0.0 <= value <= 1e6:
                 raise ValueError("Disparity penalties must lie between 0 and 1,000,000.")
             object.__setattr__(self, name, value)

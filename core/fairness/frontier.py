@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from core.cache import cached_call, memory
-from core.contracts import Plan, Progress, named_rng
+from core.contracts import Plan, Progress, finite_number, named_rng
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, ORACLES, LearnerConfig, best_constant_error,
                                    fit_with_holdout, unconstrained_coefficients)
@@ -31,17 +31,6 @@ SWEEPS = {"gamma": "per-pair slack γ (every pair within γ; η = 0)",
           "eta": "violation budget η (average excess per judgment at most η; γ fixed)"}
 Z95 = 1.959963984540054
 MAX_ROUNDS = 20_000
-
-
-def _finite(value, what: str) -> float:
-    """A float, or a ValueError naming the setting when it is not a finite number."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{what} must be a number, not {value!r}.") from None
-    if not np.isfinite(number):
-        raise ValueError(f"{what} must be a finite number.")
-    return number
 
 
 @dataclass(frozen=True)
@@ -72,9 +61,9 @@ class FrontierPlan(Plan):
             values = getattr(self, name)
             if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
                 raise ValueError(f"{name} must be a list of numbers.")
-            object.__setattr__(self, name, tuple(_finite(v, f"Every value in {name}") for v in values))
+            object.__setattr__(self, name, tuple(finite_number(v, f"Every value in {name}") for v in values))
         for name in ("eta_gamma", "C_lambda", "pair_holdout", "tol"):
-            object.__setattr__(self, name, _finite(getattr(self, name), name))
+            object.__setattr__(self, name, finite_number(getattr(self, name), name))
         if isinstance(self.T, bool) or not isinstance(self.T, (int, np.integer)) or not 1 <= self.T <= MAX_ROUNDS:
             raise ValueError(f"Rounds (T) must be a whole number from 1 to {MAX_ROUNDS:,}.")
         object.__setattr__(self, "T", int(self.T))

@@ -8,14 +8,14 @@ does not recompute the others.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from core.cache import cached, cached_call
-from core.contracts import DataRef, Plan, Progress, Result, bytes_fingerprint, named_rng
+from core.contracts import (DataRef, Plan, Progress, Result, bytes_fingerprint, finite_number, named_rng,
+                            whole_number)
 from core.datasets import COMPAS_POPULATIONS, compas_population, load_adult, load_compas
 from core.fairness.causal_ranking import (MediatorRole, compas_ranking_frame, counterfactual_scores, fit_scm,
                                           intersectional_labels, measures, most_disadvantaged, moving_company,
@@ -33,22 +33,6 @@ RANKING_DATA = {"compas": "COMPAS: Black and White defendants with at least one 
 GROUP_COLUMNS = {"compas": ("sex", "race", "age band"), "adult": ("sex", "race", "age band")}
 MAX_ROUNDS = 20_000
 MAX_SYNTHETIC = 200_000
-
-
-def _whole(value, what: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{what} must be a whole number from {low:,} to {high:,}.")
-    return int(value)
-
-
-def _real(value, what: str, low: float, high: float) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{what} must be a number.") from None
-    if not math.isfinite(number) or not low <= number <= high:
-        raise ValueError(f"{what} must lie between {low:g} and {high:g}.")
-    return number
 
 
 # ---------------------------------------------------------------- sub-plans
@@ -73,16 +57,16 @@ class LexifairPlan(Plan):
         object.__setattr__(self, "columns", tuple(str(c) for c in self.columns))
         if not self.columns:
             raise ValueError("Choose at least one column to form groups from.")
-        _whole(self.min_size, "The minimum group size", 1, 100_000)
-        _whole(self.top_values, "Values per column", 1, 10)
-        _whole(self.levels, "The number of levels", 1, 3)
-        object.__setattr__(self, "alpha", _real(self.alpha, "The slack alpha", 1e-4, 1.0))
-        _whole(self.rounds, "Rounds", 10, MAX_ROUNDS)
+        whole_number(self.min_size, "The minimum group size", 1, 100_000)
+        whole_number(self.top_values, "Values per column", 1, 10)
+        whole_number(self.levels, "The number of levels", 1, 3)
+        object.__setattr__(self, "alpha", finite_number(self.alpha, "The slack alpha", 1e-4, 1.0))
+        whole_number(self.rounds, "Rounds", 10, MAX_ROUNDS)
         if self.learner not in LEARNERS:
             raise ValueError(f"The learner must be one of {list(LEARNERS)}.")
         if self.bound is not None:
-            object.__setattr__(self, "bound", _real(self.bound, "The multiplier bound B", 1.0, 1e6))
-        _whole(self.bootstrap, "Bootstrap draws", 0, 2000)
+            object.__setattr__(self, "bound", finite_number(self.bound, "The multiplier bound B", 1.0, 1e6))
+        whole_number(self.bootstrap, "Bootstrap draws", 0, 2000)
 
 
 @dataclass(frozen=True)
@@ -119,9 +103,9 @@ class RankingPlan(Plan):
             raise ValueError("Give one baseline value per sensitive attribute, or none.")
         if not self.ks:
             raise ValueError("Give at least one k.")
-        ks = tuple(_whole(k, "Each k", 1, 10_000_000) for k in self.ks)
+        ks = tuple(whole_number(k, "Each k", 1, 10_000_000) for k in self.ks)
         object.__setattr__(self, "ks", tuple(sorted(set(ks))))
-        _whole(self.synthetic_rows, "Synthetic rows", 100, MAX_SYNTHETIC)
+        whole_number(self.synthetic_rows, "Synthetic rows", 100, MAX_SYNTHETIC)
 
 
 #: The causal model each bundled ranking table starts from (the paper's choices).
@@ -155,9 +139,9 @@ class GroupFairnessPlan(Plan):
             raise ValueError(f"The learning data must be one of {list(LEARNING_DATA)}.")
         if self.population not in COMPAS_POPULATIONS:
             raise ValueError(f"Choose a COMPAS population among {list(COMPAS_POPULATIONS)}.")
-        _whole(self.max_rows, "The row cap", 200, 100_000)
-        object.__setattr__(self, "test_share", _real(self.test_share, "The held-out share", 0.1, 0.5))
-        _whole(self.seed, "The seed", 0, 2 ** 32 - 1)
+        whole_number(self.max_rows, "The row cap", 200, 100_000)
+        object.__setattr__(self, "test_share", finite_number(self.test_share, "The held-out share", 0.1, 0.5))
+        whole_number(self.seed, "The seed", 0, 2 ** 32 - 1)
         for name, cls in (("lexifair", LexifairPlan), ("ranking", RankingPlan), ("companion", CompanionPlan)):
             value = getattr(self, name)
             if value is not None and not isinstance(value, cls):
@@ -404,7 +388,7 @@ def ranking_subrun(plan: GroupFairnessPlan, data: bytes | None = None) -> Rankin
             if a in scm.coding.levels and v not in scm.coding.levels[a]:
                 raise ValueError(f"{v!r} is not a value of {a}; choose among {list(scm.coding.levels[a])}.")
             if a not in scm.coding.levels:
-                baseline[a] = _real(v, f"The baseline value of {a}", -1e12, 1e12)
+                baseline[a] = finite_number(v, f"The baseline value of {a}", -1e12, 1e12)
     else:
         baseline = most_disadvantaged(frame, rp.attributes, rp.outcome, rp.ascending, scm.coding)
     cf = counterfactual_scores(scm, frame, baseline)

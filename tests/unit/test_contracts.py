@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.contracts import (DataRef, Plan, Registry, Spec, _from_fields, check_params, make_rng, named_rng, param,
-                            seed_sequence, spawn_rngs, stream_key)
+from core.contracts import (DataRef, Plan, Registry, Spec, _from_fields, check_params, finite_number, make_rng,
+                            named_rng, param, seed_sequence, spawn_rngs, stream_key, whole_number)
 from core.report import guarded_csv, migrate, table_records, tables_match, unguard_cell
 
 
@@ -127,3 +127,18 @@ def test_cached_run_keys_on_plan_digest_and_data_fingerprint(tmp_path, monkeypat
     assert run.is_cached(plan, b"abc") and not run.is_cached(plan, b"abcd")
     assert run(plan, b"abcd", progress=lambda *a: None) == 8.0 and len(RUNS) == 2
     assert run(plan.replace(inner=_Inner(epsilon=3.0)), b"abc") == 9.0 and len(RUNS) == 3
+
+
+def test_finite_and_whole_number_checks_say_what_to_change():
+    assert finite_number("0.5", "The cut-off") == 0.5
+    assert finite_number(3, "Alpha", 0, 5) == 3.0
+    for bad, message in ((None, "must be a number"), ("x", "must be a number"), (float("nan"), "finite"),
+                         (10**400, "must be a number"), (7, "between 0 and 5")):
+        with pytest.raises(ValueError, match=message):
+            finite_number(bad, "Alpha", 0, 5)
+    with pytest.raises(ValueError, match="at least 1"):
+        finite_number(0.5, "Rounds", low=1)
+    assert whole_number(np.int64(4), "Runs", 1, 10) == 4
+    for bad in (True, 4.0, "4", 0, 11):
+        with pytest.raises(ValueError, match="whole number from 1 to 10"):
+            whole_number(bad, "Runs", 1, 10)
