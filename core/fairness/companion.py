@@ -92,6 +92,18 @@ class CompanionResult:
     soft: dict | None = None               # per group {"fpr", "tpr"} of the soft trade-off, + objective
     used: str = "exact"                    # which rates the post-processed scores hit: exact or soft
 
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The companion's tables under the names the pages and reports use."""
+        return {"companion_rates": self.rates, "companion_calibration": self.calibration,
+                "companion_roc": self.roc}
+
+    def headline(self) -> dict[str, float]:
+        """The common error rates both groups reach (nothing when no common point exists)."""
+        if self.target is None:
+            return {}
+        return {"equal error rates: FPR": float(self.target["fpr"]),
+                "equal error rates: TPR": float(self.target["tpr"])}
+
 
 def cost_ratio(cutoff: float) -> float:
     """k such that the cut-off k / (k + 1) is optimal for a calibrated score (R&V section 2)."""

@@ -238,8 +238,7 @@ class GroupFairnessResult(Result):
             out.update({"ranking_measures": rk.measures, "ranking_rank_changes": rk.rank_changes,
                         "ranking_equations": rk.equations, "ranking_composition": rk.composition})
         if self.companion is not None:
-            out.update({"companion_rates": self.companion.rates, "companion_calibration": self.companion.calibration,
-                        "companion_roc": self.companion.roc})
+            out.update(self.companion.tables())
         return out
 
     def headline(self) -> dict[str, float]:
@@ -256,13 +255,9 @@ class GroupFairnessResult(Result):
             k = int(cf["k"].max())
             out[f"utility loss at k={k}"] = float(cf.loc[cf["k"] == k, "utility_loss"].iloc[0])
             out[f"AP at k={k}"] = float(cf.loc[cf["k"] == k, "ap_at_k"].iloc[0])
-        if self.companion is not None and self.companion.target is not None:
-            out["equal error rates: FPR"] = float(self.companion.target["fpr"])
-            out["equal error rates: TPR"] = float(self.companion.target["tpr"])
+        if self.companion is not None:
+            out.update(self.companion.headline())
         return out
-
-    def ledger(self):
-        return None
 
 
 # ---------------------------------------------------------------- lexifair sub-run

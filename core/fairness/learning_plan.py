@@ -146,10 +146,7 @@ class LearningResult(Result):
         out = {"frontier_points": f.points, "frontier_pairs": f.pairs, "group_rates": f.groups,
                "fpr_gap": fpr_gap(f.groups), "trajectories": f.trajectories}
         if self.companion is not None:
-            c = self.companion
-            out["companion_rates"] = c.rates
-            out["companion_calibration"] = c.calibration
-            out["companion_roc"] = c.roc
+            out.update(self.companion.tables())
         return out
 
     def headline(self) -> dict[str, float]:
@@ -161,13 +158,9 @@ class LearningResult(Result):
                "least-constrained error": float(pts.loc[pts["target"].idxmax(), "error"]),
                "error at the operating point": float(here["error"]),
                "realised unfairness at the operating point": float(here["unfairness"])}
-        if self.companion is not None and self.companion.target is not None:
-            out["equal error rates: FPR"] = float(self.companion.target["fpr"])
-            out["equal error rates: TPR"] = float(self.companion.target["tpr"])
+        if self.companion is not None:
+            out.update(self.companion.headline())
         return out
-
-    def ledger(self):
-        return None
 
 
 def frontier_ready(plan: LearningPlan) -> bool:
