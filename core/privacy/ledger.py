@@ -24,7 +24,11 @@ COMPOSITIONS = ("sequential", "parallel")
 
 @dataclass(frozen=True)
 class Spend:
-    """One measurement's privacy cost, in its own unit, with how it composes."""
+    """One measurement's privacy cost, in its own unit, with how it composes.
+
+    ``delta`` > 0 only for an (epsilon, delta) mechanism (the project ledger stores such spends; a
+    page's :class:`BudgetLedger` records pure epsilon and zCDP spends only).
+    """
 
     label: str
     amount: float
@@ -33,10 +37,32 @@ class Spend:
     group: str | None = None
     part: str | None = None
     measured: str = ""
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"unit must be 'epsilon' or 'rho'; got {self.unit!r}.")
+        if not (math.isfinite(self.amount) and self.amount > 0):
+            raise ValueError(f"The spend on {self.label!r} must be a positive finite number; got {self.amount}.")
+        if not (math.isfinite(self.delta) and 0.0 <= self.delta < 1.0):
+            raise ValueError(f"delta of {self.label!r} must be in [0, 1); got {self.delta}.")
+        if self.delta > 0 and self.unit != "epsilon":
+            raise ValueError("Only epsilon spends carry a delta; a zCDP spend is stated in rho alone.")
+        if self.composition not in COMPOSITIONS:
+            raise ValueError(f"composition must be 'sequential' or 'parallel'; got {self.composition!r}.")
+        if self.composition == "parallel" and not self.group:
+            raise ValueError(f"Parallel spend {self.label!r} needs the group of disjoint parts it belongs to.")
+
+    @property
+    def approximate(self) -> bool:
+        """True for an (epsilon, delta) spend, which has no pure or zCDP cost."""
+        return self.delta > 0
 
     @property
     def rho(self) -> float:
         """The cost as zCDP rho (pure epsilon converts to epsilon^2 / 2)."""
+        if self.approximate:
+            raise ValueError(f"The spend on {self.label!r} is (epsilon, delta)-DP and has no zCDP cost.")
         return epsilon_to_rho(self.amount) if self.unit == "epsilon" else self.amount
 
 

@@ -22,6 +22,7 @@ recording the same release key twice changes nothing, so a page that reruns does
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from sqlalchemy import (Column, Float, ForeignKey, Integer, MetaData, String, Ta
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import DataRef
-from core.privacy.ledger import BudgetLedger
+from core.privacy.ledger import BudgetLedger, Spend
 
 KINDS = ("release", "simulation")
 DEFAULT_DELTA = 1e-6
@@ -91,44 +92,11 @@ def release_key(action: str, plan_digest: str, nonce: str = "") -> str:
     return ":".join(p for p in (str(action), str(plan_digest), str(nonce)) if p)[:200]
 
 
-@dataclass(frozen=True)
-class LedgerSpend:
-    """One stored measurement's cost. ``delta`` > 0 only for an (epsilon, delta) mechanism."""
-
-    label: str
-    amount: float
-    unit: str
-    composition: str = "sequential"
-    group: str | None = None
-    part: str | None = None
-    measured: str = ""
-    delta: float = 0.0
-
-    def __post_init__(self):
-        if self.unit not in ("epsilon", "rho"):
-            raise ValueError(f"unit must be 'epsilon' or 'rho'; got {self.unit!r}.")
-        if not (math.isfinite(self.amount) and self.amount > 0):
-            raise ValueError(f"The spend on {self.label!r} must be a positive finite number; got {self.amount}.")
-        if not (math.isfinite(self.delta) and 0.0 <= self.delta < 1.0):
-            raise ValueError(f"delta of {self.label!r} must be in [0, 1); got {self.delta}.")
-        if self.delta > 0 and self.unit != "epsilon":
-            raise ValueError("Only epsilon spends carry a delta; a zCDP spend is stated in rho alone.")
-        if self.composition not in ("sequential", "parallel"):
-            raise ValueError(f"composition must be 'sequential' or 'parallel'; got {self.composition!r}.")
-        if self.composition == "parallel" and not self.group:
-            raise ValueError(f"Parallel spend {self.label!r} needs the group of disjoint parts it belongs to.")
-
-    @property
-    def approximate(self) -> bool:
-        return self.delta > 0
-
-
-def spends_of(ledger: BudgetLedger) -> tuple[LedgerSpend, ...]:
+def spends_of(ledger: BudgetLedger) -> tuple[Spend, ...]:
     """A page's ledger as storable spends; a ledger with a per-measurement delta (``level_delta``, as the
     budget allocation's for the analytic Gaussian) gives every spend that delta."""
     delta = float(getattr(ledger, "level_delta", None) or 0.0)
-    return tuple(LedgerSpend(s.label, float(s.amount), s.unit, s.composition, s.group, s.part, s.measured,
-                             delta if s.unit == "epsilon" else 0.0) for s in ledger.spends)
+    return tuple(dataclasses.replace(s, delta=delta if s.unit == "epsilon" else 0.0) for s in ledger.spends)
 
 
 @dataclass(frozen=True)
@@ -142,7 +110,7 @@ class LedgerRelease:
     action: str
     label: str
     plan_digest: str
-    spends: tuple[LedgerSpend, ...]
+    spends: tuple[Spend, ...]
     data_label: str = ""
     created_utc: str = ""
 
@@ -182,7 +150,7 @@ def _approximate(releases: Iterable[LedgerRelease]) -> tuple[float, float]:
     largest part (epsilons and deltas each summed inside a part first)."""
     eps = dlt = 0.0
     for rel in releases:
-        parts: dict[str, dict[str, list[LedgerSpend]]] = {}
+        parts: dict[str, dict[str, list[Spend]]] = {}
         for s in rel.spends:
             if not s.approximate:
                 continue
@@ -334,7 +302,7 @@ class ProjectLedger:
             for key, rkey, label, spends, created in rows:
                 kind = "simulation" if str(label).startswith("seeded") else "release"
                 rel = LedgerRelease(key, release_key("synthesis", rkey), kind, "Stratified synthesis",
-                                    "synthetic release", label, "", tuple(LedgerSpend(
+                                    "synthetic release", label, "", tuple(Spend(
                                         s["label"], float(s["amount"]), s["unit"], s["composition"], s["group"],
                                         s["part"], s.get("measured", "")) for s in json.loads(spends)),
                                     key, created)
@@ -391,9 +359,9 @@ class ProjectLedger:
                                       ).mappings().all() if ids else []
         except SQLAlchemyError as exc:
             raise ValueError(f"The privacy ledger cannot be read ({type(exc).__name__}).") from exc
-        by_release: dict[int, list[LedgerSpend]] = {}
+        by_release: dict[int, list[Spend]] = {}
         for s in spends:
-            by_release.setdefault(s["release_id"], []).append(LedgerSpend(
+            by_release.setdefault(s["release_id"], []).append(Spend(
                 s["label"], float(s["amount"]), s["unit"], s["composition"], s["grp"], s["part"], s["measured"],
                 float(s["delta"])))
         return tuple(LedgerRelease(h["data_key"], h["release_key"], h["kind"], h["page"], h["action"], h["label"],

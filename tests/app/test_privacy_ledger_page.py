@@ -9,7 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.privacy.accounting import rho_to_epsilon
-from core.privacy.project_ledger import DEFAULT_DELTA, Cap, LedgerRelease, LedgerSpend, ProjectLedger
+from core.privacy.ledger import Spend
+from core.privacy.project_ledger import DEFAULT_DELTA, Cap, LedgerRelease, ProjectLedger
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
@@ -22,15 +23,15 @@ def seeded():
     key = "upload:" + uuid.uuid4().hex * 2
     ledger = ProjectLedger()
     spends = [
-        ("counts", (LedgerSpend("county counts", 0.5, "epsilon", "parallel", "counties", "every unit", "counts"),
-                    LedgerSpend("tract counts", 0.25, "epsilon", "parallel", "counties", "every unit", "counts"))),
-        ("synth", (LedgerSpend("marginals", 0.02, "rho", measured="two-way marginals"),)),
+        ("counts", (Spend("county counts", 0.5, "epsilon", "parallel", "counties", "every unit", "counts"),
+                    Spend("tract counts", 0.25, "epsilon", "parallel", "counties", "every unit", "counts"))),
+        ("synth", (Spend("marginals", 0.02, "rho", measured="two-way marginals"),)),
     ]
     for action, group in spends:
         ledger.record(LedgerRelease(key, f"{action}:d", "release", "Test page", action, f"{action} release", "d" * 64,
                                     group, "Ledger test data"))
     ledger.record(LedgerRelease(key, "preview:d", "simulation", "Test page", "preview", "seeded preview", "d" * 64,
-                                (LedgerSpend("preview", 3.0, "epsilon"),), "Ledger test data"))
+                                (Spend("preview", 3.0, "epsilon"),), "Ledger test data"))
     yield key
     ledger.set_cap(key, None)
 

@@ -10,8 +10,8 @@ from sqlalchemy import text
 
 from core.contracts import DataRef
 from core.privacy.accounting import rho_to_epsilon, rho_to_epsilon_simple
-from core.privacy.ledger import BudgetLedger
-from core.privacy.project_ledger import (Cap, LedgerRelease, LedgerSpend, ProjectLedger, check_cap, compose,
+from core.privacy.ledger import BudgetLedger, Spend
+from core.privacy.project_ledger import (Cap, LedgerRelease, ProjectLedger, check_cap, compose,
                                          cumulative_frame, data_key, release_key, spends_of)
 
 
@@ -21,11 +21,11 @@ def rel(*spends, kind="release", key=None, data="cps"):
 
 
 def eps(amount, **kw):
-    return LedgerSpend(kw.pop("label", "count"), amount, "epsilon", **kw)
+    return Spend(kw.pop("label", "count"), amount, "epsilon", **kw)
 
 
 def rho(amount, **kw):
-    return LedgerSpend(kw.pop("label", "marginal"), amount, "rho", **kw)
+    return Spend(kw.pop("label", "marginal"), amount, "rho", **kw)
 
 
 def test_pure_releases_add_up():
