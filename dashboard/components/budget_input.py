@@ -12,11 +12,11 @@ from core.census.budget_plan import parse_target
 from core.census.geography_data import load_geography
 from core.census.analytic import PRESETS, preset_shares
 from core.privacy.mechanisms import MECHANISMS, get_mechanism, mechanism_id, mechanism_keys
+from dashboard.components.params_form import params_widgets
 
 SPLIT_LABELS = {"preset": "Preset from the paper", "custom": "Custom sliders",
                 "optimise": "Optimise for my targets"}
 DELTAS = [1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
-GG_ORDERS = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
 KEEP = {"persist_state": "session"}
 
 
@@ -54,16 +54,8 @@ class BudgetChoice:
 
 
 def _mechanism_params(key: str, prefix: str):
-    """Widgets for a mechanism's own parameters (delta is the release's, set above)."""
-    spec = MECHANISMS[key]
-    values = {}
-    if "order" in spec.params.__dataclass_fields__:
-        values["order"] = float(st.select_slider(
-            "Generalized Gaussian order p", GG_ORDERS, value=3.0, key=f"{prefix}_gg_order", **KEEP,
-            help="1 is Laplace-shaped, 2 Gaussian; higher orders have lighter tails (smaller largest error over "
-                 "many counts, a little more error per count). Calibrated numerically for the counts one person "
-                 "changes; each new setting takes about 0.2 s per budget the first time, then it is cached."))
-    return spec.params(**values)
+    """Widgets drawn from the chosen mechanism's Params; its delta is the release's (set above), not a widget."""
+    return params_widgets(MECHANISMS[key], prefix, persist_state="session", hide=("delta",))
 
 
 def budget_input(key: str, level_names: Sequence[str], allow_optimise: bool = True) -> BudgetChoice:
@@ -142,8 +134,8 @@ def plan_to_widgets(plan) -> dict:
            f"ba_targets_{depth}": picked, "ba_k": k, "ba_runs": plan.runs, "ba_nonneg": plan.nonnegative}
     if plan.delta is not None:
         out["ba_delta"] = plan.delta
-    if hasattr(plan.mechanism_params, "order"):
-        out["ba_gg_order"] = plan.mechanism_params.order
+    out.update({f"ba_{plan.mechanism}_{name}": value for name, value in plan.mechanism_params.__dict__.items()
+                if name != "delta"})
     if plan.split == "custom":
         out.update({f"ba_w{i}_{depth}": float(s) for i, s in enumerate(plan.custom_shares)})
     weights = plan.target_weights or (1.0,) * len(plan.targets)

@@ -14,18 +14,21 @@ def _label(spec: Spec, name: str, meta: dict) -> str:
 
 
 def params_widgets(spec: Spec, key: str, *, columns: Sequence[str] = (), lens: Sequence[str] = (),
-                   container=st, persist_state: str | None = None) -> Any:
+                   container=st, persist_state: str | None = None, hide: Sequence[str] = ()) -> Any:
     """One widget per field of ``spec.params``; returns the Params built from them.
 
     Field types pick the widget: bool -> checkbox, int/float -> number input within its bounds,
     a value with ``choices`` -> radio (or multiselect for a tuple), ``kind="columns"`` /
     ``"column"`` / ``"lens"`` -> pickers of the data's columns. Invalid combinations raise
     ``ValueError`` from the Params' own checks. ``persist_state`` is passed to every widget
-    (``"session"`` keeps the values when the user leaves the page and comes back).
+    (``"session"`` keeps the values when the user leaves the page and comes back). Fields named in
+    ``hide`` get no widget and keep their default (for a value the page sets elsewhere).
     """
     values: dict[str, Any] = {}
     keep = {"persist_state": persist_state} if persist_state else {}
     for f, meta in param_info(spec.params):
+        if f.name in hide:
+            continue
         default = f.default if f.default is not dataclasses.MISSING else None
         wkey = f"{key}_{spec.key}_{f.name}"
         label, help_ = _label(spec, f.name, meta), meta.get("help") or None
