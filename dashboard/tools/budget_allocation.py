@@ -122,6 +122,8 @@ def _district_plan_upload(geography: str) -> tuple[DataRef, bytes | None]:
     with st.expander("Your district plan as a target (block-assignment CSV from the District maps page)"):
         kept = upload_kept("Plan CSV (columns GEOID, district)", "ba_plan_csv", type=["csv"])
         if kept is not None:
+            if not kept.fresh:
+                st.caption(f"Using {kept.name}, uploaded earlier in this session.")
             use = st.checkbox(f"Use {kept.name} as a target", value=True, key="ba_plan_use", **KEEP)
             if use:
                 return DataRef(DataRef.UPLOAD, kept.fingerprint), kept.raw

@@ -317,3 +317,32 @@ def test_a_saved_plan_restores_every_widget_and_the_page_rebuilds_it():
     assert strip(rebuilt) == strip(plan)
     np.testing.assert_allclose(np.asarray(rebuilt.custom_shares) / sum(rebuilt.custom_shares),
                                np.asarray(plan.custom_shares) / sum(plan.custom_shares))
+
+
+def test_georgia_and_an_uploaded_district_plan_survive_navigation():
+    """The file uploader forgets its file when the user leaves; the page keeps it by fingerprint."""
+    from core.census.budget_plan import load_geography
+    from core.contracts import DataRef, bytes_fingerprint
+    from core.geography.assignments import plan_to_frame
+    h = load_geography("georgia", (), 0).hierarchy
+    districts = (h.ancestors_at(1) - h.level_offsets[1]) % 14            # 14 districts of whole counties
+    csv = plan_to_frame(load_geography("georgia", (), 0).leaf_ids, districts).to_csv(index=False).encode()
+    at = AppTest.from_file(str(Path(PAGE).parents[1] / "app.py"), default_timeout=180)
+    at.run()
+    at.switch_page("tools/budget_allocation.py").run()
+    at.radio(key="ba_geo").set_value("georgia").run()
+    at.file_uploader(key="ba_plan_csv").set_value(("plan.csv", csv, "text/csv"))
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    plan = at.session_state["ba_plan"]
+    assert plan.data == DataRef("upload", bytes_fingerprint(csv))
+    targets = _table(at, SIM_SD)
+    assert "your 14-district plan" in set(targets["Target"])
+    at.switch_page("home.py").run()
+    at.switch_page("tools/budget_allocation.py").run()
+    assert not at.exception and not at.error
+    assert at.radio(key="ba_geo").value == "georgia"
+    assert at.file_uploader(key="ba_plan_csv").value is None          # the uploader itself forgot the file
+    assert any("uploaded earlier" in c.value for c in at.caption)
+    assert at.session_state["ba_plan"] == plan
+    assert _table(at, SIM_SD).equals(targets)

@@ -195,3 +195,27 @@ def test_ensemble_and_ecological_regression_tabs_on_a_small_grid():
     # the ER mode is a display choice: the plan does not change
     at.selectbox(key="dm_er_mode").select("weighted").run()
     assert at.session_state["dm_plan"] == plan
+
+
+def test_geography_choice_and_a_loaded_allocation_survive_navigation():
+    """Georgia and an allocation loaded from a Budget page export are still in use after leaving the page."""
+    alloc = Allocation(LEVELS_GA, (0.05, 0.15, 0.3, 0.3, 0.2), "epsilon", "laplace")
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    at.switch_page("tools/district_maps.py").run()
+    at.radio(key="dm_geo").set_value("georgia").run()
+    at.radio(key="dm_alloc_src").set_value("file").run()
+    at.file_uploader(key="dm_alloc_json").set_value(("allocation.json", alloc.to_json().encode(), "application/json"))
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    plan = at.session_state["dm_plan"]
+    assert plan.data == DataRef("georgia")
+    np.testing.assert_allclose(plan.noise.budgets, alloc.budgets)
+    before = {m.label: m.value for m in at.metric}
+    at.switch_page("home.py").run()
+    at.switch_page("tools/district_maps.py").run()
+    assert not at.exception and not at.error
+    assert at.radio(key="dm_geo").value == "georgia"
+    assert at.radio(key="dm_alloc_src").value == "file"
+    assert at.session_state["dm_plan"] == plan
+    assert {m.label: m.value for m in at.metric} == before
