@@ -389,8 +389,11 @@ class DistrictResult(Result):
         return out
 
     def headline(self) -> dict[str, float]:
+        """What the page quotes of plan 1 (deviations in percent of the ideal district, errors in
+        people) and how many of the ensemble's plans pass the checks."""
         first = self.plan_districts(1)
         return {"districts": float(len(first)),
+                "plans": float(self.labels.shape[0]),
                 "largest_true_deviation_pct": float(first["deviation_pct"].abs().max()),
                 "mean_abs_district_error": float(first["mean_abs_error"].mean()),
                 "worst_deviation_if_balanced_on_noisy_pct": float(first["balanced_on_noisy_max_abs_dev_pct"].max()),

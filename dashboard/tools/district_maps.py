@@ -235,19 +235,18 @@ except ValueError as exc:
     st.stop()
 
 # ------------------------------------------------------------------------------- results
-n_plans = result.labels.shape[0]
-failing = result.plans.loc[~result.plans["passes"], "plan"].tolist()
-if failing:
-    st.warning(f"{len(failing)} of {n_plans} plan(s) fail the checks (contiguity, and balance within "
+head = result.headline()
+n_plans, n_passing = int(head["plans"]), int(head["plans_passing_checks"])
+if n_passing < n_plans:
+    st.warning(f"{n_plans - n_passing} of {n_plans} plan(s) fail the checks (contiguity, and balance within "
                f"{tolerance:g}%). Look at the verdict per district below before using them.")
-first = result.plan_districts(1)
 st.caption(SIM)
 m = st.columns(5)
-m[0].metric("Districts", len(first))
-m[1].metric("Largest true deviation (plan 1)", f"{first['deviation_pct'].abs().max():.2f}%")
-m[2].metric("Mean absolute district error (people)", f"{first['mean_abs_error'].mean():.1f}")
-m[3].metric("Worst deviation if balanced on noisy counts", f"{first['balanced_on_noisy_max_abs_dev_pct'].max():.3f}%")
-m[4].metric("Plans passing the checks", f"{int(result.plans['passes'].sum())} of {n_plans}")
+m[0].metric("Districts", int(head["districts"]))
+m[1].metric("Largest true deviation (plan 1)", f"{head['largest_true_deviation_pct']:.2f}%")
+m[2].metric("Mean absolute district error (people)", f"{head['mean_abs_district_error']:.1f}")
+m[3].metric("Worst deviation if balanced on noisy counts", f"{head['worst_deviation_if_balanced_on_noisy_pct']:.3f}%")
+m[4].metric("Plans passing the checks", f"{n_passing} of {n_plans}")
 if algorithm != "toydown":
     st.caption("The closed-form sd is for plain ToyDown (Cor. 3); non-negativity, rounding and TopDown-lite's "
                "fitting move the observed errors away from it.")

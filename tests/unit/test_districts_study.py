@@ -76,3 +76,14 @@ def test_disconn_reports_an_impossible_target():
         disconn_district(np.array([10.0, 10.0]), 100.0, 0.05, rng)
     picked = disconn_district(np.array([40.0, 60.0, 50.0, 50.0]), 100.0, 0.0, rng)
     assert np.isclose(np.array([40.0, 60.0, 50.0, 50.0])[picked].sum(), 100.0)
+
+
+def test_headline_states_plan_one_and_the_passing_plans(small_plan):
+    result = run(small_plan)
+    head, first = result.headline(), result.plan_districts(1)
+    assert head["districts"] == len(first)
+    assert head["plans"] == result.labels.shape[0]
+    assert head["largest_true_deviation_pct"] == first["deviation_pct"].abs().max()
+    assert head["mean_abs_district_error"] == first["mean_abs_error"].mean()
+    assert head["worst_deviation_if_balanced_on_noisy_pct"] == first["balanced_on_noisy_max_abs_dev_pct"].max()
+    assert head["plans_passing_checks"] == result.plans["passes"].sum()

@@ -1,0 +1,22 @@
+"""The district page's headline metrics are the result's own headline numbers, formatted."""
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from core.districts import run
+
+PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "district_maps.py")
+
+
+def test_page_metrics_are_the_results_headline():
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.run()
+    assert not at.exception and not at.error
+    head = run(at.session_state["dm_plan"]).headline()
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Districts"] == str(int(head["districts"]))
+    assert shown["Largest true deviation (plan 1)"] == f"{head['largest_true_deviation_pct']:.2f}%"
+    assert shown["Mean absolute district error (people)"] == f"{head['mean_abs_district_error']:.1f}"
+    assert shown["Worst deviation if balanced on noisy counts"] == \
+        f"{head['worst_deviation_if_balanced_on_noisy_pct']:.3f}%"
+    assert shown["Plans passing the checks"] == f"{int(head['plans_passing_checks'])} of {int(head['plans'])}"
