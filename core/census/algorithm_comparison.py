@@ -14,8 +14,8 @@ import pandas as pd
 
 from core.census.geography_data import Hierarchy
 from core.census.toydown import detailed_histogram, topdown_lite, total_histogram, toydown
-from core.census.checks import choice, number, whole as _whole
-from core.contracts import Plan, make_rng, seed_sequence, stream_key
+from core.census.checks import choice, number
+from core.contracts import Plan, named_rng, whole_number
 
 # Above this many leaves the comparison (several typed runs) takes seconds, so the page runs it
 # only when the curator asks.
@@ -39,10 +39,10 @@ class AlgorithmPlan(Plan):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _whole(self.n_types, "The number of person types", 1, 20)
-        _whole(self.runs, "The comparison's runs", 1, 50)
-        _whole(self.exact_level, "The exact level", -1, 10)
-        _whole(self.seed, "The seed", 0, 2**63 - 1)
+        whole_number(self.n_types, "The number of person types", 1, 20)
+        whole_number(self.runs, "The comparison's runs", 1, 50)
+        whole_number(self.exact_level, "The exact level", -1, 10)
+        whole_number(self.seed, "The seed", 0, 2**63 - 1)
         number(self.detailed_share, "The detailed histogram's share", 0.0, 1.0, open_low=True)
         choice(self.weights, "weights", WEIGHTS)
         if not isinstance(self.root_total, bool):
@@ -75,8 +75,8 @@ def compare_algorithms(h: Hierarchy, leaf_counts, budgets, config: AlgorithmPlan
         raise ValueError(f"Publishing every count through level {config.exact_level} leaves nothing noisy; "
                          f"choose a level above {h.level_names[-1]}.")
     typed = simulate_types(h, leaf_counts, config.n_types,
-                           make_rng(seed_sequence(config.seed, stream_key("person types"))))
-    rng = make_rng(seed_sequence(config.seed, stream_key("algorithm noise")))
+                           named_rng(config.seed, "person types"))
+    rng = named_rng(config.seed, "algorithm noise")
     true = h.aggregate(typed)
     total = true[0].sum()
     from core.privacy.mechanisms import get_mechanism

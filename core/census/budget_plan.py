@@ -19,7 +19,7 @@ from scipy import stats
 from core.cache import cached, cached_call
 from core.census.algorithm_comparison import LARGE_TREE, AlgorithmPlan, compare_algorithms
 from core.census.allocation import Allocation
-from core.census.checks import number as _finite, whole as _whole
+from core.census.checks import number as _finite
 from core.census.analytic import (PRESETS, level_coefficients, level_node_variance, preset_shares,
                                   split_for_coefficients, unit_coefficients)
 from core.census.geography_data import (GEOGRAPHIES, GeographyData, Hierarchy, check_fanouts, load_geography)
@@ -27,7 +27,8 @@ from core.census.mechanism_comparison import MechanismSweepPlan, generalized_gau
 from core.census.public_info import (PublicInfoPlan, beta_equicorrelated, delta_z_grid, dpz_statement,
                                      invariant_effects, wem_comparison)
 from core.census.toydown import consistent_top_down, draw_node_noise
-from core.contracts import DataRef, Plan, Result, bytes_fingerprint, make_rng, seed_sequence, stream_key
+from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, named_rng, seed_sequence, stream_key,
+                            whole_number)
 from core.parallel import map_trials
 from core.privacy.mechanisms import (MECHANISMS, AnalyticGaussianParams, GeneralizedGaussianParams, NoParams,
                                      get_mechanism, mechanism_id)
@@ -146,12 +147,12 @@ class BudgetPlan(Plan):
                 raise ValueError(bad) from None
             if not any(x > 0 for x in w):
                 raise ValueError(bad)
-        _whole(self.runs, "ToyDown runs", 0, 2000)
-        _whole(self.seed, "The seed", 0, 2**63 - 1)
+        whole_number(self.runs, "ToyDown runs", 0, 2000)
+        whole_number(self.seed, "The seed", 0, 2**63 - 1)
         if not isinstance(self.fig2_fanouts, tuple) or len(self.fig2_fanouts) != 2:
             raise ValueError("The Figure 2 tree takes two fan-outs.")
         for f in self.fig2_fanouts:
-            _whole(f, "A Figure 2 fan-out", 1, 1000)
+            whole_number(f, "A Figure 2 fan-out", 1, 1000)
 
     # ------------------------------------------------------------------ derived choices
     @property
@@ -390,7 +391,7 @@ def _allocation_part(plan: BudgetPlan, data: bytes | None, progress=None) -> dic
     mech = plan.level_mechanism(h.depth)
     get_mechanism(mech).prepare(plan.sensitivity, progress)   # e.g. the Generalized Gaussian's what-if curve
     district_plan = district_plan_labels(data, geo)
-    target_rng = make_rng(seed_sequence(plan.seed, stream_key("targets")))
+    target_rng = named_rng(plan.seed, "targets")
     targets = [target_labels(h, spec, target_rng, district_plan) for spec in plan.targets]
     coeffs = [level_coefficients(h, leaf_labels=labels) for _, labels in targets]
     mean_coeffs = [c.mean(axis=1) for c in coeffs]

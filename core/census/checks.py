@@ -10,13 +10,6 @@ import math
 import numpy as np
 
 
-def whole(value, what: str, low: int, high: int) -> int:
-    """A whole number in [low, high] (bools and floats are refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise ValueError(f"{what} must be a whole number from {low:,} to {high:,}; got {value!r:.40}.")
-    return int(value)
-
-
 def number(value, what: str, low: float, high: float, *, open_low: bool = False) -> float:
     """A finite number in [low, high] (or (low, high] with ``open_low``)."""
     if open_low and low == 0:

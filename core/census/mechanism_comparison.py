@@ -19,8 +19,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from core.census.checks import number, numbers, whole
-from core.contracts import Plan
+from core.census.checks import number, numbers
+from core.contracts import Plan, whole_number
 from core.privacy.accounting import generalized_gaussian_sigma_bound, rho_for_epsilon
 from core.privacy.calibration import calibrate_generalized_gaussian, is_calibrated
 from core.privacy.mechanisms import get_mechanism
@@ -90,7 +90,7 @@ class MechanismSweepPlan(Plan):
     include_bound: bool = True
 
     def __post_init__(self) -> None:
-        whole(self.k, "k (the number of overlapping queries)", 1, 100_000)
+        whole_number(self.k, "k (the number of overlapping queries)", 1, 100_000)
         number(self.delta, "delta", 0.0, 0.5, open_low=True)
         numbers(self.epsilons, "Every epsilon", 1e-6, 100.0, min_len=1, max_len=40)
         if any(e <= 0 for e in self.epsilons):

@@ -20,8 +20,8 @@ from scipy.special import gammaln
 from core.census.analytic import level_node_variance, unit_coefficients
 from core.census.consistency import project_to_simplex, round_total
 from core.census.geography_data import Hierarchy
-from core.census.checks import number as _number, whole
-from core.contracts import Plan, make_rng, seed_sequence, stream_key
+from core.census.checks import number as _number
+from core.contracts import Plan, named_rng, whole_number
 from core.privacy.mechanisms import sample_geometric
 
 
@@ -182,8 +182,8 @@ class WemPlan(Plan):
     def __post_init__(self) -> None:
         _number(self.epsilon, "The WEM's epsilon", 0.01, 10.0)
         _number(self.delta_z, "Delta_z", 1.0, 1000.0)
-        whole(self.runs, "The WEM runs", 1, 500)
-        whole(self.seed, "The seed", 0, 2**63 - 1)
+        whole_number(self.runs, "The WEM runs", 1, 500)
+        whole_number(self.seed, "The seed", 0, 2**63 - 1)
         if not isinstance(self.normalizer_safe, bool):
             raise ValueError("normalizer_safe must be true or false.")
 
@@ -202,7 +202,7 @@ class PublicInfoPlan(Plan):
     correlation: float = 0.1
 
     def __post_init__(self) -> None:
-        whole(self.exact_through, "The exact level (-1 for nothing)", -1, 10)
+        whole_number(self.exact_through, "The exact level (-1 for nothing)", -1, 10)
         if not isinstance(self.wem, WemPlan):
             raise ValueError("The WEM settings must be a WemPlan.")
         if isinstance(self.dz_records, bool) or self.dz_records not in DZ_RECORDS:
@@ -217,7 +217,7 @@ def wem_comparison(counts, config: WemPlan) -> tuple[pd.DataFrame, pd.DataFrame]
     """
     x = np.asarray(counts, dtype=np.int64)
     total = int(x.sum())
-    rng = make_rng(seed_sequence(config.seed, stream_key("wem")))
+    rng = named_rng(config.seed, "wem")
     draws = {"naive WEM (lattice)": [], "naive + projection": []}
     for _ in range(int(config.runs)):
         draws["naive WEM (lattice)"].append(wem_naive(x, config.epsilon, config.delta_z, rng))
