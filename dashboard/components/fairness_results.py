@@ -35,14 +35,23 @@ PENALTIES = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0)
 PARITY = {"both": "false and true positive rates", "tpr": "true positive rates only",
           "fpr": "false positive rates only"}
 
-PAIR_LABELS = {"i": "person i (COMPAS row)", "j": "person j (COMPAS row)", "weight": "weight 'treat alike'",
-               "agreement": "judges' agreement", "p_i": "P(flagged) for i", "p_j": "P(flagged) for j",
+PAIR_LABELS = {"i": "person i (COMPAS row)", "j": "person j (COMPAS row)",
+               "weight": "weight 'treat alike' (0 to 1)", "agreement": "judges' agreement (share)",
+               "p_i": "P(flagged) for i (probability)", "p_j": "P(flagged) for j (probability)",
                "gap": "gap P(i) − P(j)", "violated": "over its slack",
                "shadow_price": "error cost per unit of slack"}
 RATE_LABELS = {"group": "group", "stage": "scores", "base_rate": "reoffence rate", "fpr": "false positive rate",
                "tpr": "true positive rate", "ppv": "positive predictive value",
                "npv": "negative predictive value", "mse_to_calibrated": "mean squared change of score",
                "loss": "decision-maker's loss per person"}
+RUN_LABELS = {"when (UTC)": "When (UTC)", "status": "Status", "constraint set": "Constraint set (hash)",
+              "pairs": "Pairs pooled (count)", "weighting": "Weighting",
+              "min support": "Minimum support (share of judges)", "stakeholders": "Stakeholders pooled",
+              "sweep": "Sweep", "rounds": "Rounds (T)", "oracle": "Oracle", "averaging": "Averaging",
+              "pairs held out": "Pairs held out (share)", "race and sex used": "Race and sex used",
+              "seed": "Seed", "least-constrained error": "Least-constrained error (share misclassified)",
+              "fairest hull point": "Fairest hull point (unfairness, error)", "code": "Code version",
+              "note": "Note"}
 
 ResultHook = Callable[[FrontierPlan, FrontierResult], "bool | None"]
 
@@ -162,7 +171,8 @@ def _run_history_table(key: str, run_history: Callable[[], pd.DataFrame]) -> Non
         return
     st.caption("Every run of the learner with the aggregation choices and settings behind it "
                "(also in the session export). Superseded runs pooled answers since withdrawn.")
-    st.dataframe(history, hide_index=True, key=f"{key}_run_history")
+    labels = {c: st.column_config.Column(RUN_LABELS[c]) for c in history.columns if c in RUN_LABELS}
+    st.dataframe(history, hide_index=True, key=f"{key}_run_history", column_config=labels)
 
 
 def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: ResultHook | None,

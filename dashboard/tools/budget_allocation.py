@@ -84,6 +84,7 @@ WEM_LABELS = {"method": "Method", "mean L1 error": "Mean total |error| (people)"
               "runs meeting the public total": "Share of runs matching the public total",
               "runs with no negative cell": "Share of runs with no negative count",
               "zeros created (true > 0, release 0)": "Counts wrongly released as 0 (per run)"}
+RELEASE_LABELS = {"level": "Level", "unit": "Unit", "noisy count": "Noisy count (people)"}
 
 
 def _table(df: pd.DataFrame, labels: dict, key: str, **kwargs) -> None:
@@ -473,4 +474,4 @@ with tab_export:
             st.download_button("Download released counts (CSV)", guarded_csv(released.counts),
                                file_name="released_counts.csv", mime="text/csv", key="ba_release_csv",
                                icon=":material/download:")
-            st.dataframe(released.counts.head(200), hide_index=True, key="ba_release_table")
+            _table(released.counts.head(200), RELEASE_LABELS, "ba_release_table")

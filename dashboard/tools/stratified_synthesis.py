@@ -499,7 +499,10 @@ def release_section() -> None:
         st.markdown(f"#### {title}")
         (st.success if rel.secure else st.warning)(rel.statement)
         show(rel.ledger_table)
-        st.dataframe(rel.data.head(20), hide_index=True, width="stretch")
+        st.caption("The first 20 synthetic rows (columns as in the data; the CSV keeps their names).")
+        st.dataframe(rel.data.head(20), hide_index=True, width="stretch",
+                     column_config={c: st.column_config.Column(str(c).replace("_", " ").capitalize())
+                                    for c in rel.data.columns})
         stem = f"synthetic_{rel.method}_{plan.synthesizer}_eps{rel.epsilon:g}{'' if rel.secure else '_simulation'}"
         dl1, dl2 = st.columns(2)
         dl1.download_button("Download synthetic data (CSV)", guarded_csv(rel.data), file_name=f"{stem}.csv",
