@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.contracts import make_rng, seed_sequence, stream_key
+from core.contracts import named_rng
 
 from core.geography.hierarchy import Hierarchy
 
@@ -86,7 +86,7 @@ def stylised_geography(fanouts: tuple[int, ...], seed: int = 0) -> GeographyData
     """Homogeneous tree with the given fan-outs; leaf populations Poisson(50) from the seed."""
     fan = check_fanouts(fanouts)
     h = Hierarchy.homogeneous(fan, stylised_level_names(len(fan) + 1))
-    rng = make_rng(seed_sequence(int(seed), stream_key("populations")))
+    rng = named_rng(int(seed), "populations")
     counts = rng.poisson(50, h.n_leaves)
     return GeographyData(h, counts, f"stylised homogeneous tree {' x '.join(map(str, fan))} "
                                     f"({h.n_leaves:,} leaves, populations simulated as Poisson(50))")

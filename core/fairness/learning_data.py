@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from core.contracts import make_rng, seed_sequence, stream_key
+from core.contracts import named_rng
 from core.datasets import COMPAS_POPULATIONS, compas_population, load_compas
 
 #: The eight features shown on pair cards; the learner sees the same ones (spec section 5:
@@ -88,7 +88,7 @@ def _cached(seed: int, use_protected: bool, test_share: float, population: str) 
     y = frame[LABEL].to_numpy(dtype=int)
     groups = pd.DataFrame({"race": frame["race"].astype(str).to_numpy(),
                            "sex": frame["sex"].astype(str).to_numpy()})
-    rng = make_rng(seed_sequence(seed, stream_key("held-out people")))
+    rng = named_rng(seed, "held-out people")
     order = rng.permutation(len(frame))
     n_test = int(round(test_share * len(frame)))
     test = np.sort(order[:n_test])

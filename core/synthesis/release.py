@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.contracts import make_rng, seed_sequence, stream_key
+from core.contracts import named_rng
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import decode_categories, encode_categories
@@ -74,7 +74,7 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
         rng = np.random.default_rng(secrets.randbits(128))
         noise = SecureNoise()
     else:
-        rng = make_rng(seed_sequence(sub.seed, stream_key("release"), int(round(sub.epsilon * 1e6))))
+        rng = named_rng(sub.seed, "release", int(round(sub.epsilon * 1e6)))
         noise = SeededNoise(rng)
     if sub.method == "stratified":
         model = build_synthesizer(plan, "stratified").fit(codes, domain, rho, rng, noise=noise)
