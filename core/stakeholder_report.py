@@ -3,7 +3,8 @@
 The HTML holds everything it shows: styles inline, plotly.js inlined once (with the first figure),
 no fonts, images or scripts fetched from anywhere, so it opens offline and makes no network
 request. It states the question, the plan in plain words, the headline numbers (and the
-uncertainty columns of the result's tables), the figures, the privacy ledger, what is a simulation
+uncertainty columns of the result's tables), the figures, the privacy ledger (the result's own and the
+data set's project ledger when the report carries it), what is a simulation
 and what a release, where the data came from, the package versions and the command that reruns it.
 The JSON report (:func:`core.report.build_report`) is embedded too, so the HTML file alone is
 enough to reproduce the numbers.
@@ -31,7 +32,7 @@ import pandas as pd
 from core.contracts import DataRef, Result
 from core.report import build_report, data_ref_of, package_versions, report_json
 
-__all__ = ["report_html", "report_pdf", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
+__all__ = ["report_html", "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
            "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND", "format_number"]
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
@@ -158,6 +159,49 @@ def _ledger(ledger) -> str:
     return f"<p>{html.escape(ledger.statement())}</p>" + (_table(frame) if len(frame) else "")
 
 
+_PROJECT_COLUMNS = {"release_label": "release", "page": "page", "created_utc": "time (UTC)", "unit": "unit",
+                    "amount": "amount", "composition": "composition"}
+
+
+def _spend_rows(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(list(records)).reindex(columns=list(_PROJECT_COLUMNS))
+    return frame.rename(columns=_PROJECT_COLUMNS).fillna("")
+
+
+def _running_total(totals: Mapping[str, Any] | None, cap: Mapping[str, Any] | None) -> str:
+    if not totals:
+        return "No running total recorded."
+    text = f"epsilon {format_number(float(totals.get('epsilon', 0.0)))}"
+    if not totals.get("pure", True):
+        text += f" (delta {format_number(float(totals.get('delta', 0.0)))})"
+    if totals.get("rho") is not None and not totals.get("pure", True):
+        text += f", rho {format_number(float(totals['rho']))}"
+    text += f" over {int(totals.get('n_releases', 0))} release(s)"
+    if cap:
+        text += f"; cap {format_number(float(cap.get('amount', 0.0)))} {html.escape(str(cap.get('unit', '')))}"
+    return text
+
+
+def project_ledger_html(project: Mapping[str, Any] | None) -> str:
+    """The data set's project ledger (``core.privacy.project_ledger.ProjectLedger.export``): one row per
+    spend of every release (release, page, time, unit, amount, composition), the composed running total,
+    and the simulations in a separate table that the total never counts."""
+    if not project:
+        return "<p>This result's plan uses no data set, so no project ledger applies.</p>"
+    key = html.escape(str(project.get("data_key", "")))
+    if project.get("unavailable"):
+        return (f"<p>The project ledger of <code>{key}</code> could not be read when this report was made: "
+                f"{html.escape(str(project['unavailable']))}</p>")
+    releases, simulations = project.get("releases") or [], project.get("simulations") or []
+    parts = [f"<p>Every release of data set <code>{key}</code> recorded in the project ledger so far.</p>"]
+    parts.append(_table(_spend_rows(releases)) if releases else "<p>No release recorded yet.</p>")
+    parts.append(f"<p><strong>Running total</strong> (releases only): "
+                 f"{_running_total(project.get('totals'), project.get('cap'))}.</p>")
+    parts.append("<h3>Simulations (listed apart, never counted in the total)</h3>")
+    parts.append(_table(_spend_rows(simulations)) if simulations else "<p>No simulation recorded.</p>")
+    return "".join(parts)
+
+
 def _simulation(ledger, extra: Mapping[str, Any] | None) -> str:
     lines = []
     note = (extra or {}).get("simulation")
@@ -230,6 +274,7 @@ def report_html(result: Result, *, page: str, question: str = "", figures: Itera
         f"<h2>Uncertainty</h2>{_uncertainty(tables)}",
         f"<h2>Figures</h2>{_figures(list(figures))}",
         f"<h2>Privacy ledger</h2>{_ledger(ledger)}",
+        f"<h2>Project privacy ledger of this data set</h2>{project_ledger_html(report.get('project_ledger'))}",
         f"<h2>Simulation or release</h2>{_simulation(ledger, extra if extra is not None else report.get('extra'))}",
         f"<h2>Where the data came from</h2>{_provenance(data_ref_of(result.plan))}",
         f"<h2>Package versions</h2>{_versions(versions)}",

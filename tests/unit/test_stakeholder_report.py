@@ -116,3 +116,36 @@ def test_default_figures_are_the_pages_own(results, page, least):
     assert len(figs) >= least and all(isinstance(f, go.Figure) for f in figs)
     text = report_html(results[page], page=page, figures=figs)
     assert text.count("Plotly.newPlot") == len(figs) and text.count("plotly.js v") == 1
+
+
+def _visible(text: str) -> str:
+    """The HTML a reader sees: without the embedded JSON report and plotly's script."""
+    return re.sub(r"<script.*?</script>", "", text, flags=re.S)
+
+
+def test_html_shows_the_data_sets_project_ledger_with_simulations_apart(results, tmp_path):
+    from core.privacy.ledger import Spend
+    from core.privacy.project_ledger import LedgerRelease, ProjectLedger
+    book = ProjectLedger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    spend = (Spend("county totals", 0.25, "epsilon"),)
+    book.record(LedgerRelease("cps", "r1", "release", "Stratified synthesis", "release", "Spring tract release",
+                              "d1", spend))
+    book.record(LedgerRelease("cps", "s1", "simulation", "Stratified synthesis", "simulate",
+                              "What-if rehearsal", "d2", (Spend("county totals", 4.0, "epsilon"),)))
+    result = results["Stratified synthesis"]
+    report = build_report(result, page="Stratified synthesis")
+    report["project_ledger"] = book.export("cps")
+    shown = _visible(report_html(result, page="Stratified synthesis", report=report))
+    assert "<h2>Project privacy ledger of this data set</h2>" in shown
+    section = shown.split("<h2>Project privacy ledger of this data set</h2>")[1].split("<h2>")[0]
+    for header in ("release", "page", "time (UTC)", "unit", "amount", "composition"):
+        assert f"<th>{header}</th>" in section
+    releases, simulations = section.split("Simulations (listed apart, never counted in the total)")
+    assert "Spring tract release" in releases and "What-if rehearsal" not in releases
+    assert "What-if rehearsal" in simulations
+    assert "epsilon 0.25 over 1 release(s)" in releases          # the simulation's 4.0 is not counted
+    # a report without a data set, or with an unreadable ledger, says so instead of omitting it
+    report["project_ledger"] = {"data_key": "cps", "unavailable": "database is down"}
+    assert "could not be read" in _visible(report_html(result, page="Stratified synthesis", report=report))
+    report.pop("project_ledger")
+    assert "no project ledger applies" in _visible(report_html(result, page="Stratified synthesis", report=report))
