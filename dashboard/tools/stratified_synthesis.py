@@ -147,7 +147,7 @@ with st.container(border=True):
     n_seeds = int(d3.number_input("Seeds", 1, 10, 2, key="ss_seeds", persist_state=S))
     delta = float(d4.selectbox("delta", [1e-9, 1e-7, 1e-5], index=0, format_func=lambda x: f"{x:.0e}",
                                key="ss_delta", persist_state=S))
-    synth_params = params_widgets(SYNTHESIZERS[synth_key], "ss", container=d1) \
+    synth_params = params_widgets(SYNTHESIZERS[synth_key], "ss", container=d1, persist_state=S) \
         if SYNTHESIZERS[synth_key].params.__dataclass_fields__ else None
     e1, e2, e3, e4 = st.columns([1.4, 1.4, 1, 1])
     size_policy = e1.radio("Stratum sizes", list(SIZE_POLICIES), key="ss_size_policy", persist_state=S,

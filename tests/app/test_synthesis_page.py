@@ -296,3 +296,18 @@ def test_an_upload_needs_declared_categories_and_survives_navigation():
     assert any("Kept from earlier in this session" in c.value for c in at.caption)
     assert at.checkbox(key="ss_domain_public").value
     assert any(w.value.startswith("Simulation, not a release") for w in at.warning)
+
+
+def test_synthesizer_settings_survive_navigation():
+    """The synthesizer's own widgets (drawn from its Params) keep their values across pages."""
+    at = AppTest.from_file(str(Path(PAGE).parents[1] / "app.py"), default_timeout=180)
+    at.run()
+    at.switch_page("tools/stratified_synthesis.py").run()
+    at.selectbox(key="ss_synth").select("gem").run()
+    at.number_input(key="ss_gem_rounds").set_value(50).run()
+    assert not at.exception
+    at.switch_page("home.py").run()
+    at.switch_page("tools/stratified_synthesis.py").run()
+    assert not at.exception
+    assert at.selectbox(key="ss_synth").value == "gem"
+    assert at.number_input(key="ss_gem_rounds").value == 50
