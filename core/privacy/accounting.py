@@ -35,6 +35,13 @@ def epsilon_to_rho(epsilon: float) -> float:
     return epsilon * epsilon / 2.0
 
 
+def exponential_mechanism_epsilon(rho: float) -> float:
+    """epsilon of an exponential mechanism (score sensitivity 1) that costs ``rho`` of zCDP: such a
+    mechanism is epsilon^2 / 8-zCDP (Cesar-Rogers 2021, bounded range), so epsilon = sqrt(8 rho)."""
+    rho = _check_positive(rho, "rho")
+    return math.sqrt(8.0 * rho)
+
+
 def rho_to_epsilon_simple(rho: float, delta: float) -> float:
     """The simple bound epsilon = rho + 2 sqrt(rho ln(1/delta)) (Bun-Steinke 2016, Prop. 1.3)."""
     _check_rho_delta(rho, delta)

@@ -14,6 +14,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from core.privacy.accounting import exponential_mechanism_epsilon
 from core.synthesis.encoding import check_codes
 from core.synthesis.noise import noise_source
 from core.synthesis.marginals import one_way_counts, project_to_simplex, two_way_counts
@@ -127,8 +128,8 @@ class MST:
         scores = np.array([
             np.abs(two_way_counts(comp[:, i], comp[:, j], self.sizes_[i], self.sizes_[j])
                    - n_hat * np.outer(probs[i], probs[j])).sum() for i, j in pairs])
-        # each pick is (eps^2 / 8)-zCDP with score sensitivity 1, so d-1 picks cost rho
-        self.epsilon_em_ = math.sqrt(8 * rho / (d - 1))
+        # d-1 exponential-mechanism picks (score sensitivity 1) share rho
+        self.epsilon_em_ = exponential_mechanism_epsilon(rho / (d - 1))
         component = np.arange(d)
         chosen: list[tuple[int, int]] = []
         pair_arr = np.array(pairs)

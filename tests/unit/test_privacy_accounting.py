@@ -17,6 +17,13 @@ def test_epsilon_to_rho_and_gaussian_sigma_by_hand():
     assert acc.gaussian_sigma(3.0, 1 / 18) == pytest.approx(9.0)
 
 
+def test_exponential_mechanism_epsilon_by_hand():
+    assert acc.exponential_mechanism_epsilon(0.5) == pytest.approx(2.0)
+    assert acc.epsilon_to_rho(acc.exponential_mechanism_epsilon(0.02)) / 4 == pytest.approx(0.02)
+    with pytest.raises(ValueError):
+        acc.exponential_mechanism_epsilon(0.0)
+
+
 def test_simple_bound_by_hand():
     # rho + 2 sqrt(rho ln(1/delta)) at rho = 0.5, delta = 1e-5:
     # ln(1e5) = 11.512925465, times 0.5 = 5.756462732, sqrt = 2.399263 -> 0.5 + 4.798526 = 5.298526
