@@ -13,6 +13,7 @@ from core.census.geography_data import load_geography
 from core.census.analytic import PRESETS, preset_shares
 from core.privacy.mechanisms import MECHANISMS, get_mechanism, mechanism_id, mechanism_keys
 from dashboard.components.params_form import params_widgets
+from dashboard.components.uploads_kept import current_key
 
 SPLIT_LABELS = {"preset": "Preset from the paper", "custom": "Custom sliders",
                 "optimise": "Optimise for my targets"}
@@ -134,6 +135,9 @@ def plan_to_widgets(plan) -> dict:
            f"ba_targets_{depth}": picked, "ba_k": k, "ba_runs": plan.runs, "ba_nonneg": plan.nonnegative}
     if plan.delta is not None:
         out["ba_delta"] = plan.delta
+    out["ba_plan_use"] = plan.data.is_upload             # the report's own district plan, or none
+    if plan.data.is_upload:
+        out[current_key("ba_plan_csv")] = plan.data.fingerprint
     out.update({f"ba_{plan.mechanism}_{name}": value for name, value in plan.mechanism_params.__dict__.items()
                 if name != "delta"})
     if plan.split == "custom":

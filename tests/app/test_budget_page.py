@@ -346,3 +346,30 @@ def test_georgia_and_an_uploaded_district_plan_survive_navigation():
     assert any("uploaded earlier" in c.value for c in at.caption)
     assert at.session_state["ba_plan"] == plan
     assert _table(at, SIM_SD).equals(targets)
+
+
+def test_a_saved_plan_on_another_district_plan_never_uses_the_kept_one():
+    """A report made with an uploaded district plan asks for that file, not whichever one is kept."""
+    from core.census.budget_plan import load_geography
+    from core.contracts import DataRef, bytes_fingerprint
+    from core.geography.assignments import plan_to_frame
+    from dashboard.components.budget_input import plan_to_widgets
+    geo = load_geography("georgia", (), 0)
+    county = geo.hierarchy.ancestors_at(1) - geo.hierarchy.level_offsets[1]
+    kept, other = (plan_to_frame(geo.leaf_ids, county % k).to_csv(index=False).encode() for k in (14, 9))
+    at = _page()
+    at.radio(key="ba_geo").set_value("georgia").run()
+    at.file_uploader(key="ba_plan_csv").set_value(("plan.csv", kept, "text/csv"))
+    at.run()
+    assert at.session_state["ba_plan"].data == DataRef("upload", bytes_fingerprint(kept))
+    at.file_uploader(key="ba_plan_csv").set_value(None)
+    saved = at.session_state["ba_plan"].replace(data=DataRef("upload", bytes_fingerprint(other)))
+    for key, value in plan_to_widgets(saved).items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception
+    assert at.session_state["ba_plan"].data == DataRef("georgia")
+    at.file_uploader(key="ba_plan_csv").set_value(("other.csv", other, "text/csv"))
+    at.run()
+    assert not at.exception and not at.error
+    assert at.session_state["ba_plan"].data == saved.data
