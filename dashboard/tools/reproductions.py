@@ -84,7 +84,8 @@ st.dataframe(
         "source": st.column_config.TextColumn("Reference", help="'paper': printed in the paper; 'spec check': "
                                               "a value the specs verified independently"),
         "spec": st.column_config.TextColumn("Where the specs state it"),
-        "code": st.column_config.TextColumn("Code that computes ours"),
+        "code": st.column_config.LinkColumn("Code that computes ours", help="The file (and function) in this "
+                                            "repository, as a link relative to the repository root"),
         "seconds": st.column_config.NumberColumn("Time (s)", format="%.2f"),
         "error": st.column_config.TextColumn("Error"),
     })

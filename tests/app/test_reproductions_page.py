@@ -61,3 +61,13 @@ def test_recompute_button_reruns_the_rows(app):
     app.button(key="rp_run").click().run()
     assert not app.exception
     assert app.session_state["rp_table"]["seconds"].tolist() != before
+
+
+def test_code_column_is_a_link_to_the_file(app):
+    import json
+    config = json.loads(app.dataframe[0].proto.columns)
+    code = config["code"]
+    assert code["type_config"]["type"] == "link"
+    table = app.session_state["rp_table"].set_index("key")
+    assert table.loc["mc_top_white_men", "code"] == "core/fairness/causal_ranking.py:measures"
+    assert not table["code"].str.contains("://").any()       # paths in this repository, no remote URL
