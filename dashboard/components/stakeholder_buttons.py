@@ -19,6 +19,11 @@ def page_question(page: str) -> str:
     return ""
 
 
+def builder_key(key: str) -> str:
+    """Session key holding the function that builds the HTML report the page currently offers."""
+    return f"{key}__html_builder"
+
+
 def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str, key: str,
                         figures: Sequence[Any] = (), extra: Mapping[str, Any] | None = None,
                         tables=None, ledger=None) -> None:
@@ -28,6 +33,8 @@ def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str,
         shown = list(figures) or default_figures(result)
         return report_html(result, page=page, question=page_question(page), figures=shown, report=report,
                            extra=extra, tables=tables, ledger=ledger, file_name=f"{key}.json")
+
+    st.session_state[builder_key(key)] = html_text     # what the HTML button offers, for reuse and checks
 
     def pdf_bytes() -> bytes:
         return report_pdf(html_text())
