@@ -19,6 +19,7 @@ from core.contracts import DataRef
 from core.report import guarded_csv
 from dashboard.components.budget_input import budget_input, plan_to_widgets
 from dashboard.components.ledger_badge import record_release, release_entry, release_guard
+from dashboard.components.progress import where_work_runs
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.uploads_kept import kept_files, upload_kept
 from dashboard.figures import census as figs
@@ -96,7 +97,9 @@ def _progress_bar(slot):
 
     def progress(done: int, total: int, message: str) -> None:
         if "bar" not in bar:
-            bar["bar"] = slot.progress(0.0, text=message)
+            box = slot.container()
+            box.caption(where_work_runs())
+            bar["bar"] = box.progress(0.0, text=message)
         bar["bar"].progress(min(1.0, done / max(total, 1)), text=f"{message} ({done}/{total})")
     return progress
 

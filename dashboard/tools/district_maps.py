@@ -17,7 +17,7 @@ import streamlit as st  # noqa: E402
 
 from core.census.allocation import Allocation  # noqa: E402
 from core.census.analytic import PRESETS  # noqa: E402
-from core.contracts import DataRef, bytes_fingerprint  # noqa: E402
+from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
 from core.districts import (ALGORITHMS, GENERATORS, DistrictPlan, EnsemblePlan, ERPlan, NoiseConfig,  # noqa: E402
                             run)
 from core.districts.checks import check_warning  # noqa: E402
@@ -228,8 +228,11 @@ try:
                                           noise_seed),
                         ensemble=ensemble, er=er)
     st.session_state["dm_plan"] = plan
-    with progress_bar("Drawing plans and noisy runs") as progress:
+    with progress_bar("Drawing plans and noisy runs", cancel_key="dm_cancel") as progress:
         result = run(plan, data, progress=progress)
+except Cancelled:
+    st.info("Drawing the plans was cancelled; your settings are kept. Change one, or rerun to start again.")
+    st.stop()
 except ValueError as exc:
     st.error(str(exc))
     st.stop()

@@ -220,9 +220,11 @@ if plan is not None:
             result = run(full, picked.raw)
         else:
             with progress_slot.container():
-                with progress_bar("Computing") as progress:
+                with progress_bar("Computing", cancel_key="ss_cancel") as progress:
                     result = run(full, picked.raw, progress=progress)
-    except (ValueError, Cancelled) as exc:
+    except Cancelled:
+        st.info("The computation was cancelled; your settings are kept. Change one, or rerun to start again.")
+    except ValueError as exc:
         st.error(str(exc))
     progress_slot.empty()
 
