@@ -20,6 +20,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from core.privacy.accounting import exponential_mechanism_epsilon, gaussian_sigma
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import check_codes
 from core.synthesis.graphical_model import Measurement, estimate, model_size_mb
@@ -117,7 +118,7 @@ class AIM:
                 rho_sel = left - rho_meas
             if progress is not None:
                 progress(t, T, f"AIM round {t} (at most about {T}); {left / rho:.0%} of the budget left")
-            sigma = 1.0 / math.sqrt(2 * rho_meas)   # what noise.gaussian(1, rho_meas) will use
+            sigma = gaussian_sigma(1.0, rho_meas)   # what noise.gaussian(1, rho_meas) will use
             spent_frac = (rho - left + rho_meas + rho_sel) / rho
             measured = [m.clique for m in measurements]
             open_ = [cl for cl in cands
@@ -129,7 +130,7 @@ class AIM:
             w = np.array([weights[cl] for cl in open_])
             sens = float(w.max())
             scores = w * (errors - math.sqrt(2 / math.pi) * sigma * cells) / sens
-            eps_em = math.sqrt(8 * rho_sel)
+            eps_em = exponential_mechanism_epsilon(rho_sel)
             pick = open_[noise.choose(scores, eps_em)]
             self._spend(f"round {t}: selection", rho_sel, f"exponential mechanism over {len(open_)} marginals, "
                                                          f"epsilon {eps_em:.3g}")

@@ -25,6 +25,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from core.privacy.accounting import exponential_mechanism_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import check_codes
 from core.synthesis.noise import noise_source
@@ -171,13 +172,13 @@ class GEM:
         params, ema, opt_state = train(params, ema, opt_state, sub, y1, y2, mask2)
         z_eval = jnp.asarray(rng.normal(size=(self.batch, self.noise_dim)), jnp.float32)
         rho_sel, rho_meas = round_budget(rho_round)
-        eps_em = math.sqrt(8 * rho_sel)
+        eps_em = exponential_mechanism_epsilon(rho_sel)
         for t in range(2, T + 1):
             if progress is not None:
                 progress(t, T, f"GEM round {t} of {T}; {1 - math.fsum(spent) / rho:.0%} of the budget left")
             if t == T:   # the last round spends exactly what is left
                 rho_sel, rho_meas = round_budget(rho - math.fsum(spent))
-                eps_em = math.sqrt(8 * rho_sel)
+                eps_em = exponential_mechanism_epsilon(rho_sel)
             _, a2 = answers(ema, z_eval)
             err = np.abs(two - n_hat * np.asarray(a2, float)).sum((2, 3))
             scores = np.array([err[i, j] for i, j in pairs])
