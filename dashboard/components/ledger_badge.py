@@ -12,6 +12,7 @@ from core.contracts import DataRef, Plan
 from core.privacy.ledger import BudgetLedger
 from core.privacy.project_ledger import LedgerRelease, ProjectLedger, data_key, release_key, spends_of
 from core.report import data_ref_of
+from dashboard.components.plain_text import plain
 
 @st.cache_resource(show_spinner=False)
 def _ledger(db_url: str) -> ProjectLedger:
@@ -55,11 +56,19 @@ def total_text(key: str) -> str:
     return text
 
 
+def badge_labels(sets) -> dict[str, str]:
+    """Data set key -> the label people see; labels that name two data sets (two uploads called
+    people.csv) get the start of their fingerprint so they can be told apart."""
+    counts = sets["data_label"].value_counts()
+    return {key: label if counts[label] == 1 else f"{label} ({key.split(':')[-1][:8]})"
+            for key, label in zip(sets["data_key"], sets["data_label"])}
+
+
 def sidebar_badge() -> None:
     """Running totals of every data set that has releases, in the sidebar."""
     try:
         sets = project_ledger().data_sets()
-        lines = [f"**{label}**: {total_text(key)}" for key, label in zip(sets["data_key"], sets["data_label"])]
+        lines = [f"**{plain(label)}**: {total_text(key)}" for key, label in badge_labels(sets).items()]
     except ValueError as exc:
         st.sidebar.caption(f"Privacy ledger unavailable: {exc}")
         return

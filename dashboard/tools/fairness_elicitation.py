@@ -7,7 +7,6 @@ a reload or a trip to another page comes back to their cards; that link opens on
 from __future__ import annotations
 
 import dataclasses
-import re
 import sys
 import uuid
 from pathlib import Path
@@ -30,6 +29,7 @@ from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION
                                  ElicitationStore, code_version, constraint_set_hash, format_code,
                                  frontier_summary, get_store)
 from core.report import tables_zip  # noqa: E402
+from dashboard.components.plain_text import bare, plain  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
 
@@ -44,19 +44,7 @@ REASON_NOTE = ("Reasons are free text written by stakeholders and may reveal per
                "details: keep them within the facilitation team. They are part of the session export.")
 SIM_NOTE = (f"Simulation, not a release: {el.SIMULATION_LABEL.lower()}. Answers were drawn with a "
             "fixed seed by judges who compare records on a few features (spec section 2).")
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
-_MARKDOWN_ACTIVE = re.compile(r"[\\`*_{}\[\]()#!|<>~$:^]")
 
-
-def plain(text: object) -> str:
-    """User text made inert for st.markdown: every markdown, link, image and emoji character escaped."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
-
-
-def bare(text: object) -> str:
-    """User text with markdown's active characters removed, for labels that other components may
-    render as markdown and also store (the learning results' constraint label)."""
-    return " ".join(_MARKDOWN_ACTIVE.sub(" ", str(text)).split())
 
 
 @st.cache_resource(show_spinner=False)

@@ -22,7 +22,7 @@ from core.datasets import DATASETS  # noqa: E402
 from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, check_cap, compose, cumulative_frame,  # noqa: E402
                                          spends_frame)
 from core.report import guarded_csv  # noqa: E402
-from dashboard.components.ledger_badge import project_ledger  # noqa: E402
+from dashboard.components.ledger_badge import badge_labels, project_ledger  # noqa: E402
 from dashboard.figures.ledger import cumulative_figure  # noqa: E402
 
 S = "session"
@@ -68,7 +68,7 @@ except ValueError as exc:
 
 labels = {**{k: info.label for k, info in DATASETS.items()},
           **{k: f"{v} (geography)" for k, v in GEOGRAPHIES.items()},
-          **dict(zip(known["data_key"], known["data_label"]))}
+          **badge_labels(known)}
 choices = list(dict.fromkeys([*known["data_key"], *DATASETS, *GEOGRAPHIES]))
 key = st.selectbox("Data set", choices, format_func=lambda k: labels.get(k, k), key="pl_data",
                    persist_state=S, help="A bundled data set by name, or an upload by its SHA-256 fingerprint.")

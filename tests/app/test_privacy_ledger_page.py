@@ -121,3 +121,18 @@ def test_every_report_carries_its_data_sets_ledger(seeded):
     assert {r["plan_digest"] for r in exported["releases"]} == {"d" * 64}
     # a census plan's releases are those of its geography
     assert ledger_for_report(BudgetPlan())["data_key"] == "stylised"
+
+
+def test_sidebar_labels_are_plain_text_and_tell_uploads_with_one_name_apart():
+    """A file name reaches every page's sidebar: it must not render as an image or link, and two
+    uploads that share a name must not look like one data set."""
+    import pandas as pd
+    from dashboard.components.ledger_badge import badge_labels
+    from dashboard.components.plain_text import plain
+    sets = pd.DataFrame({"data_key": ["upload:" + "a" * 64, "upload:" + "b" * 64, "cps"],
+                         "data_label": ["people.csv", "people.csv", "CPS 1994-95 extract"]})
+    labels = badge_labels(sets)
+    assert labels["upload:" + "a" * 64] == "people.csv (aaaaaaaa)"
+    assert labels["upload:" + "b" * 64] == "people.csv (bbbbbbbb)"
+    assert labels["cps"] == "CPS 1994-95 extract"
+    assert "![" not in plain("![x](https://example.invalid/p.png)")
