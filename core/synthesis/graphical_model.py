@@ -14,6 +14,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from core.synthesis.sampling import draw_conditional
+
 Clique = tuple[str, ...]
 
 
@@ -45,19 +47,12 @@ def model_size_mb(domain: Mapping[str, int], cliques: Sequence[Clique]) -> float
 
 
 def _draw_rows(table: np.ndarray, parent: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One child cell per row from rows of ``table`` (parent cell x child cell) picked by ``parent``.
-
-    Every row's CDF is shifted by its index so one searchsorted serves all rows at once.
-    """
-    n_par, n_child = table.shape
+    """One child cell per row from rows of ``table`` (parent cell x child cell, counts) picked by
+    ``parent``; an empty row draws uniformly."""
+    n_child = table.shape[1]
     rows = table.sum(1, keepdims=True)
     cond = np.where(rows > 0, table / np.where(rows > 0, rows, 1.0), 1.0 / n_child)
-    cdf = np.cumsum(cond, axis=1)
-    cdf /= cdf[:, -1:]
-    flat = (cdf + np.arange(n_par)[:, None]).ravel()
-    u = rng.random(parent.size) * (1 - 1e-12)
-    idx = np.searchsorted(flat, parent + u, side="right")
-    return np.clip(idx - parent * n_child, 0, n_child - 1)
+    return draw_conditional(cond, parent, rng)
 
 
 class GraphicalModel:

@@ -17,6 +17,7 @@ import pandas as pd
 from core.privacy.accounting import exponential_mechanism_epsilon
 from core.synthesis.encoding import check_codes
 from core.synthesis.noise import noise_source
+from core.synthesis.sampling import draw_codes, draw_conditional
 from core.synthesis.marginals import one_way_counts, project_to_simplex, two_way_counts
 
 
@@ -25,28 +26,6 @@ def _check_rho(rho: float) -> float:
     if not math.isfinite(rho) or rho <= 0:
         raise ValueError(f"The budget rho must be a positive number; got {rho}.")
     return rho
-
-
-def _draw(prob: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Draw ``size`` codes from one probability vector by inverse CDF."""
-    cdf = np.cumsum(prob)
-    cdf /= cdf[-1]
-    return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), prob.size - 1)
-
-
-def _draw_conditional(cond: np.ndarray, parent: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Draw one child code per row from rows of ``cond`` (parent x child) picked by ``parent``.
-
-    Row r's CDF is shifted by r so that all rows sit in one increasing array; a single
-    searchsorted then serves every row (no Python loop over rows).
-    """
-    n_par, n_child = cond.shape
-    cdf = np.cumsum(cond, axis=1)
-    cdf /= cdf[:, -1:]
-    flat = (cdf + np.arange(n_par)[:, None]).ravel()
-    u = rng.random(parent.size) * (1 - 1e-12)
-    idx = np.searchsorted(flat, parent + u, side="right")
-    return np.clip(idx - parent * n_child, 0, n_child - 1)
 
 
 class IndependentMarginals:
@@ -75,7 +54,7 @@ class IndependentMarginals:
 
     def sample(self, n: int, rng: np.random.Generator) -> pd.DataFrame:
         """``n`` rows with each column drawn from its own noisy marginal."""
-        return pd.DataFrame({c: _draw(self.marginals_[c], int(n), rng) for c in self.columns_})
+        return pd.DataFrame({c: draw_codes(self.marginals_[c], int(n), rng) for c in self.columns_})
 
 
 class MST:
@@ -273,9 +252,9 @@ class MST:
         comp = np.zeros((n, d), np.int64)
         for node in self.order_:
             if node in self.parent_:
-                comp[:, node] = _draw_conditional(self.conditional_[node], comp[:, self.parent_[node]], rng)
+                comp[:, node] = draw_conditional(self.conditional_[node], comp[:, self.parent_[node]], rng)
             else:
-                comp[:, node] = _draw(self.node_counts_[node], n, rng)
+                comp[:, node] = draw_codes(self.node_counts_[node], n, rng)
         out = {}
         for j, col in enumerate(self.columns_):
             kept, rare = self.kept_[j], self.rare_[j]
