@@ -148,3 +148,25 @@ def run_history_table(runs: list[dict]) -> pd.DataFrame:
                                    if fairest else ""),
             "code": run["code_version"], "note": run["note"] or ""})
     return pd.DataFrame(rows)
+
+
+# Display names for the session tables (exports keep the machine names).
+DISPLAY_LABELS = {
+    "i": "Person A (row in COMPAS)", "j": "Person B (row in COMPAS)",
+    "a": "Left person (row)", "b": "Right person (row)",
+    "w_ij": "Weight: A at least as favourable as B (share of judges)",
+    "w_ji": "Weight: B at least as favourable as A (share of judges)",
+    "c_ij": "Judges: A at least B", "c_ji": "Judges: B at least A",
+    "n_judges": "Judges who answered", "n_same": "Judges who said 'same'",
+    "asserts_ij": "Asserts A at least B", "asserts_ji": "Asserts B at least A",
+    "agreement": "Agreement (share)", "reasons": "Reasons given", "reason": "Reason",
+    "stakeholder": "Stakeholder", "pseudonym": "Pseudonym", "position": "Card number",
+    "response": "Answer", "confidence": "Confidence (1-5)", "revision": "Revision",
+    "created_at": "Answered at (UTC)", "kind": "Card kind", "repeat_of": "Repeat of card",
+    "answered": "Cards answered", "skipped": "Cards skipped", "latency_ms": "Time to answer (ms)",
+}
+
+
+def display_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """A session table with people-readable column names, for display only."""
+    return frame.rename(columns=DISPLAY_LABELS)

@@ -23,8 +23,8 @@ from core.datasets import COMPAS_POPULATIONS, load_compas  # noqa: E402
 from core.fairness import ElicitationPlan, FrontierPlan, run  # noqa: E402
 from core.fairness import elicitation as el  # noqa: E402
 from core.fairness.elicitation_plan import DEMO_KINDS, fill_demo_session  # noqa: E402
-from core.fairness.session_summary import (Pooling, learner_pairs, run_history_table,  # noqa: E402
-                                           summarise_session)
+from core.fairness.session_summary import (Pooling, display_labels, learner_pairs,  # noqa: E402
+                                           run_history_table, summarise_session)
 from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
                                  ElicitationStore, code_version, constraint_set_hash, format_code,
                                  frontier_summary, get_store)
@@ -357,7 +357,7 @@ def _design_preview() -> None:
         st.error(str(err))
         return
     with st.expander(f"Preview: the {len(result.core_pairs)} core pairs every stakeholder will see"):
-        st.dataframe(result.core_pairs, hide_index=True, key=P + "core_preview")
+        st.dataframe(display_labels(result.core_pairs), hide_index=True, key=P + "core_preview")
         report_panel(result, page=PAGE, key=P + "design_report")
 
 
@@ -401,6 +401,8 @@ def facilitator_setup() -> None:
     with st.expander("Import an exported session (JSON or CSV)"):
         st.file_uploader("Session file", type=["json", "csv"], key=P + "import_file")
         st.button("Import", key=P + "import", on_click=_import_session)
+
+
 
 
 def _progress_block(store: ElicitationStore, fac: dict, progress: pd.DataFrame | None = None) -> None:
@@ -513,14 +515,14 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         m[3].metric("Self-agreement on repeats", "n/a" if sa != sa else f"{sa:.2f}")
         st.plotly_chart(figs.agreement_figure(summary.constraints), key=P + "agreement_fig")
         st.markdown("**Contested pairs** (judges split, or opposite orientations asserted)")
-        st.dataframe(summary.contested, hide_index=True, key=P + "contested_table")
+        st.dataframe(display_labels(summary.contested), hide_index=True, key=P + "contested_table")
         if len(summary.judged) and summary.judged["reason"].notna().any():
             st.caption("The `reasons` column quotes what stakeholders wrote about the pair. " + REASON_NOTE)
         st.markdown("**Constraint set** (one row per pair; `weight` = treat alike, `w_ij`/`w_ji` ordered)")
-        st.dataframe(summary.constraints, hide_index=True, key=P + "constraints_table")
+        st.dataframe(display_labels(summary.constraints), hide_index=True, key=P + "constraints_table")
         with st.expander("Every live answer with its reason (facilitator only; pseudonyms)"):
             st.caption(REASON_NOTE)
-            st.dataframe(summary.judged, hide_index=True, key=P + "judgments_table")
+            st.dataframe(display_labels(summary.judged), hide_index=True, key=P + "judgments_table")
 
     results: dict[str, pd.DataFrame] = {}
     with tab_results:

@@ -8,6 +8,13 @@ from streamlit.testing.v1 import AppTest
 PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "fairness_elicitation.py")
 
 
+
+def _tables(at):
+    """The page's tables with their machine column names (the page shows people-readable labels)."""
+    from core.fairness.session_summary import DISPLAY_LABELS
+    back = {label: name for name, label in DISPLAY_LABELS.items()}
+    return [d.value.rename(columns=back) for d in at.dataframe if d.value is not None]
+
 def _app(**query) -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=120)
     for k, v in query.items():
@@ -18,11 +25,11 @@ def _app(**query) -> AppTest:
 
 
 def _progress(at) -> "object":
-    return next(d.value for d in at.dataframe if "answered" in d.value.columns)
+    return next(t for t in _tables(at) if "answered" in t.columns)
 
 
 def _run_history(at) -> "object":
-    return next(d.value for d in at.dataframe if "constraint set" in d.value.columns)
+    return next(t for t in _tables(at) if "constraint set" in t.columns)
 
 
 def test_default_view_is_facilitator_setup():
@@ -30,13 +37,13 @@ def test_default_view_is_facilitator_setup():
     assert at.title[0].value == "Pairwise fairness elicitation"
     assert at.radio(key="fe_role").value == "Facilitator"
     assert at.button(key="fe_create") is not None and not at.error
-    core = next(d.value for d in at.dataframe if "age (A)" in d.value.columns)
+    core = next(t for t in _tables(at) if "age (A)" in t.columns)
     assert len(core) == 10 and (core["i"] != core["j"]).all()
     from core.fairness import ElicitationPlan, run   # the page shows what the plain-Python plan gives
     pd.testing.assert_frame_equal(core.reset_index(drop=True), run(ElicitationPlan()).core_pairs,
                                   check_dtype=False)
     at.number_input(key="fe_n_core").set_value(4).run()
-    assert len(next(d.value for d in at.dataframe if "age (A)" in d.value.columns)) == 4
+    assert len(next(t for t in _tables(at) if "age (A)" in t.columns)) == 4
     at.number_input(key="fe_n_random").set_value(0).run()
     at.number_input(key="fe_n_core").set_value(0).run()
     assert any("at least one core or random pair" in e.value for e in at.error)   # inputs kept
@@ -116,11 +123,11 @@ def test_demo_fills_a_labelled_simulated_session():
     assert any("Simulation, not a release" in w.value for w in at.warning)
     table = _progress(at)
     assert len(table) == 6 and (table["answered"] == 52).all() and table["simulated"].all()
-    constraints = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    constraints = next(t for t in _tables(at) if "w_ij" in t.columns)
     assert (constraints["weight"] > 0).any()
     # The agreement tab's figures agree with core on the answers shown beside them.
     from core.fairness.elicitation import inter_rater_agreement
-    judged = next(d.value for d in at.dataframe if "confidence" in d.value.columns)
+    judged = next(t for t in _tables(at) if "confidence" in t.columns)
     shown = {m.label: m.value for m in at.metric}
     assert shown["Answers"] == str(6 * 52)
     constrained = ((constraints["w_ij"] > 0) | (constraints["w_ji"] > 0)).sum()
@@ -129,7 +136,7 @@ def test_demo_fills_a_labelled_simulated_session():
     assert shown["Fleiss' kappa (core pairs)"] == f"{kappa:.2f}"
     assert shown["Self-agreement on repeats"] == f"{table['self_agreement'].mean():.2f}"
     at.radio(key="fe_weighting").set_value("judged").run()
-    judged = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    judged = next(t for t in _tables(at) if "w_ij" in t.columns)
     assert judged["weight"].max() <= 1.0 and judged["weight"].max() >= constraints["weight"].max()
 
 
@@ -171,12 +178,12 @@ def test_confidence_and_reason_are_stored_live_refresh_renders_and_withdrawal_re
     store.record_answer(dee.token, position, "same", uuid.uuid4().hex, reason="Their records read alike")
     fac.toggle(key="fe_live").set_value(True).run()
     assert not fac.exception
-    judged = next(d.value for d in fac.dataframe if "confidence" in d.value.columns)
+    judged = next(t for t in _tables(fac) if "confidence" in t.columns)
     cys = judged[judged["stakeholder"] == "Cy"]
     assert list(cys["response"]) == ["differ", "same"]
     assert cys["confidence"].iloc[0] == 4 and cys["confidence"].isna().iloc[1]
     assert cys["reason"].iloc[0] == "Same priors, but one is far younger" and cys["reason"].isna().iloc[1]
-    contested = next(d.value for d in fac.dataframe if "opposite_orientations" in d.value.columns)
+    contested = next(t for t in _tables(fac) if "opposite_orientations" in t.columns)
     (quotes,) = contested["reasons"].dropna()
     assert quotes == "Cy: Same priors, but one is far younger | Dee: Their records read alike" \
         or quotes == "Dee: Their records read alike | Cy: Same priors, but one is far younger"
@@ -195,12 +202,12 @@ def test_pooling_one_stakeholder_uses_only_their_answers():
     at.button(key="fe_demo_run").click().run()
     at.multiselect(key="fe_include").select("simulated-02").run()
     assert not at.exception
-    cons = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
-    judged = next(d.value for d in at.dataframe if "confidence" in d.value.columns)
+    cons = next(t for t in _tables(at) if "w_ij" in t.columns)
+    judged = next(t for t in _tables(at) if "confidence" in t.columns)
     assert set(judged["stakeholder"]) == {"simulated-02"}
     assert (cons["n_judges"] == 1).all() and set(cons["weight"]) <= {0.0, 1.0}
     # Running the learner logs the run with the choices behind it, once across reruns.
-    assert not any(d.value is not None and "constraint set" in d.value.columns for d in at.dataframe)
+    assert not any("constraint set" in t.columns for t in _tables(at))
     at.select_slider(key="fe_results_rounds").set_value(100)
     at.selectbox(key="fe_results_oracle").select("ols")
     at.button(key="fe_results_run").click().run()
@@ -308,7 +315,7 @@ def test_facilitator_widgets_persist_across_pages():
     assert at.text_input(key="fe_name").value == "Kept name"
     assert at.number_input(key="fe_n_core").value == 3
     assert at.multiselect(key="fe_features").value == ["age", "priors_count"]
-    preview = next(d.value for d in at.dataframe if "age (A)" in d.value.columns)
+    preview = next(t for t in _tables(at) if "age (A)" in t.columns)
     assert len(preview) == 3
 
 
@@ -351,7 +358,7 @@ def test_design_report_reopens_with_the_same_widgets():
     assert at.number_input(key="fe_n_random").value == 7 and at.selectbox(key="fe_mode").value == "four_option"
     assert at.multiselect(key="fe_features").value == ["age", "sex"]
     assert at.selectbox(key="fe_population").value == "full"
-    preview = next(d.value for d in at.dataframe if "age (A)" in d.value.columns)
+    preview = next(t for t in _tables(at) if "age (A)" in t.columns)
     pd.testing.assert_frame_equal(preview.reset_index(drop=True), result.core_pairs, check_dtype=False)
 
 
@@ -364,7 +371,7 @@ def test_facilitator_session_and_pooling_survive_home_and_back():
     at.slider(key="fe_min_support").set_value(0.5).run()
     at.multiselect(key="fe_include").select("simulated-01").select("simulated-03").run()
     assert not at.exception and not at.error
-    before = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    before = next(t for t in _tables(at) if "w_ij" in t.columns)
     demo = at.session_state["fe_demo"]
     at.switch_page("home.py").run()
     at.switch_page(TOOL).run()
@@ -373,7 +380,7 @@ def test_facilitator_session_and_pooling_survive_home_and_back():
     assert at.session_state["fe_demo"] == demo
     assert at.radio(key="fe_weighting").value == "judged" and at.slider(key="fe_min_support").value == 0.5
     assert at.multiselect(key="fe_include").value == ["simulated-01", "simulated-03"]
-    after = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    after = next(t for t in _tables(at) if "w_ij" in t.columns)
     pd.testing.assert_frame_equal(before, after)
 
 
@@ -388,7 +395,7 @@ def test_demo_session_matches_its_plan_run_in_plain_python():
     assert not at.exception and not at.error
     plan = at.session_state["fe_demo_plan"]
     assert plan == ElicitationPlan(seed=7, demo_stakeholders=5, demo_kind="score", demo_seed=7)
-    shown = next(d.value for d in at.dataframe if "w_ij" in d.value.columns)
+    shown = next(t for t in _tables(at) if "w_ij" in t.columns)
     pd.testing.assert_frame_equal(shown.reset_index(drop=True), run(plan).constraints, check_dtype=False)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Pairs with a constraint"] == str(int(run(plan).headline()["pairs with a constraint"]))
@@ -413,12 +420,12 @@ def test_new_sessions_draw_from_the_learners_people_and_the_demo_hands_over_ever
     demo.number_input(key="fe_demo_n").set_value(4).run()
     demo.button(key="fe_demo_run").click().run()
     assert not demo.exception and not demo.error
-    judged = next(d.value for d in demo.dataframe if "confidence" in d.value.columns)
+    judged = next(t for t in _tables(demo) if "confidence" in t.columns)
     assert judged[["a", "b"]].isin(set(compas_population("paper").tolist())).all().all()
     # Same people as the learner: no note, nothing left out, every pooled pair reaches the results.
     assert not any("left out" in w.value for w in demo.warning)
     assert not any("drew its pairs" in i.value for i in demo.info)
-    cons = next(d.value for d in demo.dataframe if "w_ij" in d.value.columns)
+    cons = next(t for t in _tables(demo) if "w_ij" in t.columns)
     constrained = int(((cons["w_ij"] > 0) | (cons["w_ji"] > 0)).sum())
     assert any(f"{constrained} pairs)" in c.value for c in demo.caption)
     # A learner fitting every row still gets them all, and the page says the people differ.
