@@ -36,7 +36,24 @@ OVERLAYS: dict[str, OverlaySpec] = {
                                 "error rate", line=True),
     "AuditPlan": OverlaySpec("theory_gamma", "epsilon", ("gamma",), "Subgroup size the theory needs",
                              "gamma", series="constants"),
+    "SynthesisPlan": OverlaySpec("overall_metrics", "epsilon", ("value",), "Parity error against epsilon "
+                                 "(mean over seeds)", "parity error", series="method",
+                                 where={"metric": "parity_error"}, line=True),
+    "ElicitationPlan": OverlaySpec("constraints", "share saying 'same'", ("pairs",),
+                                   "Agreement of the simulated panel: pairs by share of judges saying 'same'",
+                                   "pairs judged by two or more", derive=lambda t: agreement_distribution(t)),
 }
+AGREEMENT_BINS = np.linspace(0.0, 1.0, 6)
+
+
+def agreement_distribution(constraints: pd.DataFrame) -> pd.DataFrame:
+    """Pairs seen by two or more judges, counted by the share of judges who asked for equal treatment
+    (five bins of width 0.2), so two designs with different pairs can be compared."""
+    seen = constraints[constraints["n_judges"] >= 2]
+    share = seen["n_same"] / seen["n_judges"]
+    counts, _ = np.histogram(share, bins=AGREEMENT_BINS)
+    labels = [f"{lo:.1f}-{hi:.1f}" for lo, hi in zip(AGREEMENT_BINS[:-1], AGREEMENT_BINS[1:])]
+    return pd.DataFrame({"share saying 'same'": labels, "pairs": counts})
 # the district page's difference map: column of the district table -> label with unit
 DIFFERENCE_COLUMNS = {"mean_abs_error": "mean absolute population error (people)",
                       "deviation_pct": "deviation from the ideal population (%)",
@@ -105,12 +122,7 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
         st.info("B has the same settings as A: change a setting to see the difference.")
     st.dataframe(delta_view(comparison.headline), hide_index=True, key=f"{key}__delta", column_config=DELTA_FORMATS)
     st.caption("B − A with its sign; the change in percent is of |A| and is left blank when A is 0.")
-    spec = OVERLAYS.get(comparison.a.plan_class)
-    if spec is not None and spec.table in comparison.a.tables and spec.table in comparison.b.tables:
-        fig = figs.overlay_figure(comparison.a.tables[spec.table], comparison.b.tables[spec.table], spec)
-    else:
-        fig = figs.headline_overlay_figure(comparison.headline)
-    st.plotly_chart(fig, key=f"{key}__overlay")
+    st.plotly_chart(overlay_for(comparison), key=f"{key}__overlay")
     if not files and result is not None and comparison.a.plan_class == "DistrictPlan":
         district_difference(comparison, result, key)
     names = comparison.common_tables()
@@ -125,6 +137,17 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
                        file_name=f"{key}_comparison.zip", mime="application/zip", key=f"{key}__delta_zip",
                        icon=":material/download:", help="The headline delta and every table's cell deltas "
                        "(tables with one row per block are left out).")
+
+
+def overlay_for(comparison: Comparison):
+    """The page's main figure with A and B overlaid when both scenarios hold its table and something to draw
+    from it; the headline numbers side by side otherwise."""
+    spec = OVERLAYS.get(comparison.a.plan_class)
+    if spec is not None and spec.table in comparison.a.tables and spec.table in comparison.b.tables:
+        a, b = comparison.a.tables[spec.table], comparison.b.tables[spec.table]
+        if not (spec.rows(a).empty and spec.rows(b).empty):
+            return figs.overlay_figure(a, b, spec)
+    return figs.headline_overlay_figure(comparison.headline)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

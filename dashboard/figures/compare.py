@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,7 @@ class OverlaySpec:
     series: str | None = None
     where: dict = field(default_factory=dict)
     line: bool | None = None  # None: lines for a numeric x with many values, grouped bars otherwise
+    derive: Callable[[pd.DataFrame], pd.DataFrame] | None = None   # the plotted frame made from the table
 
     def y_column(self, table: pd.DataFrame) -> str | None:
         for col in self.y:
@@ -32,9 +34,17 @@ class OverlaySpec:
         return None
 
     def rows(self, table: pd.DataFrame) -> pd.DataFrame:
+        """The rows drawn: ``derive`` applied, ``where`` kept, and repeated (series, x) points (seeds,
+        replicates) averaged into one."""
+        if self.derive is not None:
+            table = self.derive(table)
         for col, value in self.where.items():
             if col in table.columns:
                 table = table[table[col] == value]
+        y = self.y_column(table)
+        keys = [c for c in (self.series, self.x) if c]
+        if y is not None and not table.empty and table.duplicated(keys).any():
+            table = table.groupby(keys, sort=False, as_index=False)[y].mean()
         return table
 
 
@@ -62,12 +72,12 @@ def _numeric_x(values: pd.Series) -> bool:
 def overlay_figure(a: pd.DataFrame, b: pd.DataFrame, spec: OverlaySpec) -> go.Figure:
     """The page's main figure with A (orange, dashed or hatched) and B (blue, solid) on one set of axes."""
     fig = go.Figure()
+    a, b = spec.rows(a), spec.rows(b)
     numeric = _numeric_x(pd.concat([a[spec.x], b[spec.x]])) if spec.line is None else spec.line
-    for label, frame, colour in (("A (pinned)", a, A_COLOUR), ("B (current)", b, B_COLOUR)):
-        y = spec.y_column(frame)
+    for label, rows, colour in (("A (pinned)", a, A_COLOUR), ("B (current)", b, B_COLOUR)):
+        y = spec.y_column(rows)
         if y is None:
             continue
-        rows = spec.rows(frame)
         groups = rows.groupby(spec.series, sort=False) if spec.series else [(None, rows)]
         for name, g in groups:
             trace_name = label if name is None else f"{label}: {name}"

@@ -164,3 +164,60 @@ def test_overlay_figures_draw_a_and_b_on_one_set_of_axes():
     assert {t.type for t in bars.data} == {"bar"}
     change = headline_change_figure(headline_delta({"n": 2.0, "z": 0.0}, {"n": 3.0, "z": 1.0}))
     assert list(change.data[0].x) == [0.0, 50.0]           # no percentage from 0: listed without a bar
+
+
+def _snapshots(result_a, result_b, page):
+    from core.compare import compare, snapshot_of_result
+
+    return compare(snapshot_of_result(result_a, page=page, label="A"), snapshot_of_result(result_b, page=page, label="B"))
+
+
+def _trace_names(fig) -> set:
+    return {t.name for t in fig.data}
+
+
+def test_synthesis_overlay_draws_parity_error_curves_of_a_and_b():
+    """The synthesis page's main figure: parity error against epsilon per method, seeds averaged, A and B."""
+    from core.contracts import DataRef
+    from core.datasets import load_cps
+    from core.synthesis import SweepPlan, SynthesisPlan
+    from core.synthesis.workflow import run
+    from dashboard.components.pin_compare import overlay_for
+
+    cols = ("sex", "race", "income", "education")
+    base = SynthesisPlan(data=DataRef("cps"), columns=cols, strata=("sex",), sizes_declared_public=True,
+                         sweep=SweepPlan(epsilons=(0.5, 2.0), seeds=(0, 1), n_trees=5))
+    frame = load_cps()[list(cols)]
+    a, b = run(base, frame), run(base.replace(strata=("race",)), frame)
+    fig = overlay_for(_snapshots(a, b, "Stratified synthesis"))
+    assert fig.layout.title.text.startswith("Parity error")
+    assert {"A (pinned): pooled", "A (pinned): stratified", "B (current): pooled",
+            "B (current): stratified"} <= _trace_names(fig)
+    om = a.tables()["overall_metrics"]
+    want = om[(om["metric"] == "parity_error") & (om["method"] == "pooled")].groupby("epsilon")["value"].mean()
+    drawn = next(t for t in fig.data if t.name == "A (pinned): pooled")
+    assert list(drawn.x) == [0.5, 2.0] and list(drawn.y) == pytest.approx(list(want))   # seeds averaged
+
+
+def test_elicitation_overlay_counts_pairs_by_agreement():
+    from core.fairness.elicitation_plan import ElicitationPlan, run_elicitation
+    from dashboard.components.pin_compare import agreement_distribution, overlay_for
+
+    a = run_elicitation(ElicitationPlan(demo_stakeholders=6, demo_kind="metric"))
+    b = run_elicitation(ElicitationPlan(demo_stakeholders=6, demo_kind="score"))
+    fig = overlay_for(_snapshots(a, b, "Fairness elicitation"))
+    assert _trace_names(fig) == {"A (pinned)", "B (current)"} and fig.layout.title.text.startswith("Agreement")
+    dist = agreement_distribution(a.constraints)
+    seen = a.constraints[a.constraints["n_judges"] >= 2]
+    assert dist["pairs"].sum() == len(seen)
+    drawn = next(t for t in fig.data if t.name == "A (pinned)")
+    assert list(drawn.y) == list(dist["pairs"])
+
+
+def test_overlay_falls_back_to_headline_bars_without_a_demo_panel():
+    from core.fairness.elicitation_plan import ElicitationPlan, run_elicitation
+    from dashboard.components.pin_compare import overlay_for
+
+    a, b = run_elicitation(ElicitationPlan()), run_elicitation(ElicitationPlan(n_core=8))
+    fig = overlay_for(_snapshots(a, b, "Fairness elicitation"))
+    assert fig.layout.title.text == "Headline numbers, A and B"
