@@ -54,7 +54,7 @@ def usable_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if not frame[c].isna().any() and frame[c].nunique() <= MAX_DOMAIN]
 
 
-def _positive(frame: pd.DataFrame, target: str, positive: str | None):
+def positive_value(frame: pd.DataFrame, target: str, positive: str | None):
     """The target value whose text is ``positive`` (None: the second of a binary target's two values)."""
     if positive is None or target not in frame.columns:
         return None
@@ -70,7 +70,7 @@ def _audit(plan: AuditPlan, frame: pd.DataFrame, releases, trials: int, progress
     return coherence_audit(
         frame, [r.build() for r in releases], adversaries, plan.target, list(plan.lens), subgroups,
         plan.alpha, plan.beta, plan.gamma, trials, plan.seed, progress,
-        positive=_positive(frame, plan.target, plan.positive), subgroup_order=plan.subgroup_order,
+        positive=positive_value(frame, plan.target, plan.positive), subgroup_order=plan.subgroup_order,
         n_null_splits=plan.null_splits, confidence=plan.confidence, constants=plan.constants)
 
 
