@@ -14,14 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.contracts import named_rng
+from core.contracts import Progress, named_rng
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import decode_categories, encode_categories
 from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.plan import SynthesisPlan
 from core.synthesis.registry import SYNTHESIZERS
-from core.synthesis.sweep import build_synthesizer, readable_ledger
+from core.synthesis.sweep import build_synthesizer, fit_progress, readable_ledger
 
 SIMULATION = ("Simulation, not a release: the noise comes from a seeded generator so the numbers can be "
               "reproduced from the plan.")
@@ -59,12 +59,15 @@ def domain_note(plan: SynthesisPlan) -> str:
     return "Category lists: the bundled data set's documented categories."
 
 
-def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = False) -> SyntheticRelease:
+def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = False,
+                 progress: Progress | None = None) -> SyntheticRelease:
     """Fit ``plan.release.method`` on every row of the prepared ``frame`` and draw the synthetic rows.
 
     Stratified: the strata's sizes are public (declared) or the noisy counts it paid for, and the
     output has their total. Pooled: under DP counts a Gaussian row count takes ``count_share`` of
     rho and sets the output size; with declared public sizes the real row count is public.
+    The one fit runs in this process, so ``progress`` hears the synthesizer's rounds (AIM, GEM) and a
+    ``Cancelled`` raised there stops the fit before anything is released.
     """
     sub = plan.release
     codes, domain, labels = encode_categories(frame[list(plan.columns)])
@@ -77,7 +80,8 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
         rng = named_rng(sub.seed, "release", int(round(sub.epsilon * 1e6)))
         noise = SeededNoise(rng)
     if sub.method == "stratified":
-        model = build_synthesizer(plan, "stratified").fit(codes, domain, rho, rng, noise=noise)
+        model = build_synthesizer(plan, "stratified")
+        model = model.fit(codes, domain, rho, rng, noise=noise, **fit_progress(model, progress, "fit 1 of 1"))
         n_out = len(codes) if plan.sizes_public else model.release_size()
         ledger = model.ledger_
         table = readable_ledger(ledger.to_frame(), plan.strata, labels, domain)
@@ -91,7 +95,8 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
             n_out = int(round(max(len(codes) + float(draw[0]), 0.0)))
             rho_fit = rho - rho_count
             ledger.spend("row count (Gaussian count)", rho_count, "rho", measured=f"one noisy row count, sigma {sigma:.3g}")
-        model = SYNTHESIZERS[plan.synthesizer].build(plan.params).fit(codes, domain, rho_fit, rng, noise=noise)
+        model = SYNTHESIZERS[plan.synthesizer].build(plan.params)
+        model = model.fit(codes, domain, rho_fit, rng, noise=noise, **fit_progress(model, progress, "fit 1 of 1"))
         ledger.spend(f"{SYNTHESIZERS[plan.synthesizer].label} on all rows", rho_fit, "rho", measured="every row")
         table = ledger.to_frame()
     synth = decode_categories(model.sample(n_out, rng), labels)

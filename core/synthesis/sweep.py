@@ -6,6 +6,8 @@ curator-only diagnostics, never a release.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +50,32 @@ def split_train_test(codes: pd.DataFrame, fraction: float, seed: int) -> tuple[p
     return codes.iloc[perm[n_test:]].reset_index(drop=True), codes.iloc[perm[:n_test]].reset_index(drop=True)
 
 
+def fit_progress(model, progress: Progress | None, prefix: str) -> dict:
+    """Keyword arguments that hand ``model.fit`` a per-fit ``progress(round, planned, message)``.
+
+    The synthesizer's own message is shown after ``prefix`` ("fit 2 of 6 - AIM round 3 ..."), and a
+    ``Cancelled`` raised by ``progress`` stops the fit at its next round. A fit whose signature takes
+    no ``progress`` gets nothing; a wrapper that keeps its callback as an attribute (the stratified
+    wrapper, which reports its strata as they finish) gets it set there. Only call this for a fit
+    that runs in this process: a callback cannot reach the page from a worker process.
+    """
+    if progress is None:
+        return {}
+
+    def inner(done: int, total: int, message: str = "") -> None:
+        progress(done, total, f"{prefix} - {message}" if message else prefix)
+
+    try:
+        accepts = "progress" in inspect.signature(model.fit).parameters
+    except (TypeError, ValueError):
+        accepts = False
+    if accepts:
+        return {"progress": inner}
+    if hasattr(model, "progress"):
+        model.progress = inner
+    return {}
+
+
 def build_synthesizer(plan: SynthesisPlan, method: str, n_jobs: int = 1):
     """The pooled synthesizer or its stratified wrapper for this plan."""
     spec, params = SYNTHESIZERS[plan.synthesizer], plan.params
@@ -66,11 +94,13 @@ def fit_rng(seed: int, epsilon: float, method: str) -> np.random.Generator:
     return make_rng(seed_sequence(seed, int(round(epsilon * 1e6)), METHODS.index(method)))
 
 
-def _one_run(args) -> dict:
-    plan, train, test, domain, epsilon, seed, method = args
+def _one_run(args, progress: Progress | None = None) -> dict:
+    plan, train, test, domain, epsilon, seed, method, position, total = args
     rho = rho_for_epsilon(epsilon, plan.delta)
     rng = fit_rng(seed, epsilon, method)
-    model = build_synthesizer(plan, method).fit(train, domain, rho, rng)
+    model = build_synthesizer(plan, method)
+    model = model.fit(train, domain, rho, rng,
+                      **fit_progress(model, progress, f"fit {position} of {total} ({method}, epsilon {epsilon:g})"))
     synth = model.sample(len(train), rng)
     per = tvd_by_stratum(train, synth, domain, plan.strata)
     per_metric = ("tvd_1way", "tvd_2way", "workload_3way")
@@ -109,8 +139,11 @@ def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | Non
     codes, domain, labels = encode_categories(frame[list(plan.columns)])
     check_strata_count(int(np.prod([domain[c] for c in plan.strata])))
     train, test = split_train_test(codes, sweep.test_fraction, sweep.split_seed)
-    items = [(plan, train, test, domain, e, s, m) for e in sweep.epsilons for s in sweep.seeds for m in METHODS]
-    runs = map_trials(_one_run, items, n_jobs=n_jobs, progress=progress, label="synthesizer fits")
+    grid = [(e, s, m) for e in sweep.epsilons for s in sweep.seeds for m in METHODS]
+    items = [(plan, train, test, domain, e, s, m, i + 1, len(grid)) for i, (e, s, m) in enumerate(grid)]
+    # one process: each fit reports its own rounds; on workers only whole fits can be reported
+    work = functools.partial(_one_run, progress=progress) if n_jobs == 1 else _one_run
+    runs = map_trials(work, items, n_jobs=n_jobs, progress=progress, label="synthesizer fits")
     names = stratum_labels(plan.strata, labels, domain)
     real_sizes = np.bincount(group_keys(train, plan.strata, domain), minlength=len(names))
     group_rows, overall_rows, strata, ledger, statement = [], [], [], None, ""
@@ -230,7 +263,8 @@ def noise_table(plan: SynthesisPlan, epsilons) -> pd.DataFrame:
                                        "pooled one-way cell sd", "stratum count sd"])
 
 
-def marginal_comparison(plan: SynthesisPlan, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def marginal_comparison(plan: SynthesisPlan, frame: pd.DataFrame,
+                        progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Real, stratified and pooled one-way shares of every non-strata column inside every group, for
     ``plan.marginals`` (epsilon, seed), fitted on the sweep's training rows with the sweep's seeds.
 
@@ -243,9 +277,11 @@ def marginal_comparison(plan: SynthesisPlan, frame: pd.DataFrame) -> tuple[pd.Da
     train, _ = split_train_test(codes, split.test_fraction if split else 0.2, split.split_seed if split else 42)
     rho = rho_for_epsilon(sub.epsilon, plan.delta)
     synths = {}
-    for method in METHODS:
+    for i, method in enumerate(METHODS):
         rng = fit_rng(sub.seed, sub.epsilon, method)
-        synths[method] = build_synthesizer(plan, method).fit(train, domain, rho, rng).sample(len(train), rng)
+        model = build_synthesizer(plan, method)
+        extra = fit_progress(model, progress, f"marginals: fit {i + 1} of {len(METHODS)} ({method})")
+        synths[method] = model.fit(train, domain, rho, rng, **extra).sample(len(train), rng)
     names = stratum_labels(plan.strata, labels, domain)
     k = len(names)
     keys = {"real": group_keys(train, plan.strata, domain),

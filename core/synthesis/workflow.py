@@ -93,12 +93,12 @@ def _sweep_part(setup: SynthesisPlan, sub, key: str, frame: pd.DataFrame, n_jobs
     return run_sweep(setup.replace(sweep=sub), frame, progress, n_jobs)
 
 
-def _marginals_part(setup: SynthesisPlan, split, sub, key: str, frame: pd.DataFrame):
-    return marginal_comparison(setup.replace(sweep=split, marginals=sub), frame)
+def _marginals_part(setup: SynthesisPlan, split, sub, key: str, frame: pd.DataFrame, progress=None):
+    return marginal_comparison(setup.replace(sweep=split, marginals=sub), frame, progress)
 
 
-def _release_part(setup: SynthesisPlan, sub, key: str, frame: pd.DataFrame) -> SyntheticRelease:
-    return make_release(setup.replace(release=sub), frame)
+def _release_part(setup: SynthesisPlan, sub, key: str, frame: pd.DataFrame, progress=None) -> SyntheticRelease:
+    return make_release(setup.replace(release=sub), frame, progress=progress)
 
 
 def _means_part(sub, sizes: tuple[int, ...], delta: float) -> MeanStudy:
@@ -106,8 +106,8 @@ def _means_part(sub, sizes: tuple[int, ...], delta: float) -> MeanStudy:
 
 
 _sweep_cached = cached_call(_sweep_part, ignore=("frame", "n_jobs", "progress"))
-_marginals_cached = cached_call(_marginals_part, ignore=("frame",))
-_release_cached = cached_call(_release_part, ignore=("frame",))
+_marginals_cached = cached_call(_marginals_part, ignore=("frame", "progress"))
+_release_cached = cached_call(_release_part, ignore=("frame", "progress"))
 _means_cached = cached_call(_means_part)
 
 
@@ -197,19 +197,20 @@ def run(plan: SynthesisPlan, data=None, *, progress: Progress | None = None) -> 
     if plan.sweep is not None:
         result.sweep = _sweep_cached(setup, plan.sweep, key, frame, n_jobs=default_n_jobs(), progress=progress)
     if plan.marginals is not None:
-        result.marginals = _marginals_cached(setup, plan.sweep, plan.marginals, key, frame)
+        result.marginals = _marginals_cached(setup, plan.sweep, plan.marginals, key, frame, progress=progress)
     if plan.release is not None:
-        result.release = _release_cached(setup, plan.release, key, frame)
+        result.release = _release_cached(setup, plan.release, key, frame, progress=progress)
     if plan.means is not None:
         sizes = tuple(int(s) for s in overview["real_rows"] if s > 0)
         result.means = _means_cached(plan.means, sizes, plan.delta)
     return result
 
 
-def secure_release(plan: SynthesisPlan, data=None) -> SyntheticRelease:
-    """A real release of ``plan.release`` with OpenDP's sampler: never cached, never reproducible."""
+def secure_release(plan: SynthesisPlan, data=None, *, progress: Progress | None = None) -> SyntheticRelease:
+    """A real release of ``plan.release`` with OpenDP's sampler: never cached, never reproducible.
+    ``progress`` hears the fit's rounds; a ``Cancelled`` raised there stops it before anything is released."""
     if plan.release is None:
         raise ValueError("Choose the release's epsilon and method first.")
     frame, _ = prepare(plan, data)
     strata_overview(frame, plan.strata)   # refuses too many strata before spending anything
-    return make_release(plan, frame, secure=True)
+    return make_release(plan, frame, secure=True, progress=progress)
