@@ -18,6 +18,7 @@ import pandas as pd
 
 from core.contracts import make_rng
 from core.datasets import COMPAS_POPULATIONS, compas_population
+from core.fairness.private_pairs import PAIR_SOURCES, SYNTHETIC_PEOPLE, check_pair_epsilon
 
 # The eight study features shown on pair cards by default (spec 4.1); labels never appear.
 DEFAULT_FEATURES: tuple[str, ...] = ("age", "sex", "race", "priors_count", "juv_fel_count",
@@ -63,6 +64,8 @@ class SessionConfig:
     seed: int = 0
     instructions: str = ("For each pair, say whether, as a matter of fairness, the two people "
                          "should receive the same risk prediction.")
+    pair_source: str = "real"
+    pair_epsilon: float = 1.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(self.features))
@@ -77,7 +80,15 @@ class SessionConfig:
         return {"dataset": self.dataset, "population": self.population, "features": list(self.features),
                 "n_core": self.n_core, "n_random": self.n_random, "n_repeat": self.n_repeat,
                 "response_mode": self.response_mode, "favourable_label": self.favourable_label,
-                "seed": self.seed, "instructions": self.instructions}
+                "seed": self.seed, "instructions": self.instructions,
+                # Real-record sessions store exactly what they always stored.
+                **({"pair_source": self.pair_source, "pair_epsilon": self.pair_epsilon}
+                   if self.synthetic else {})}
+
+    @property
+    def synthetic(self) -> bool:
+        """Whether the cards show people of a private synthetic copy instead of real records."""
+        return self.pair_source == "dp_synthetic"
 
     @classmethod
     def from_dict(cls, data: dict) -> "SessionConfig":
@@ -97,6 +108,9 @@ def validate_config(config: SessionConfig) -> None:
         raise ValueError(f"Only the bundled COMPAS data can be used for elicitation, not {config.dataset!r}.")
     if config.population not in COMPAS_POPULATIONS:
         raise ValueError(f"Unknown population {config.population!r}; choose one of {list(COMPAS_POPULATIONS)}.")
+    if config.pair_source not in PAIR_SOURCES:
+        raise ValueError(f"Pairs come from {list(PAIR_SOURCES)}, not {config.pair_source!r}.")
+    object.__setattr__(config, "pair_epsilon", check_pair_epsilon(config.pair_epsilon))
     if not config.features:
         raise ValueError("Choose at least one feature to show on the pair cards.")
     bad = [f for f in config.features if f not in DISPLAYABLE_FEATURES]
@@ -129,7 +143,10 @@ def validate_config(config: SessionConfig) -> None:
 # ----------------------------------------------------------------------------- sampling
 
 def population_rows(config: SessionConfig) -> np.ndarray:
-    """Row positions in load_compas() of the people a session's pairs are drawn from."""
+    """Row positions of the people a session's pairs are drawn from: rows of load_compas(), or for a
+    synthetic-copy session the positions 0.. of its synthetic people (a public count)."""
+    if config.synthetic:
+        return np.arange(SYNTHETIC_PEOPLE, dtype=np.int64)
     return compas_population(config.population)
 
 
@@ -212,7 +229,9 @@ def sample_assignment(config: SessionConfig, core: np.ndarray, rows: np.ndarray,
 # ----------------------------------------------------------------------------- pair cards
 
 def _plain(feature: str, value) -> str:
-    """One value in plain words for a pair card."""
+    """One value in plain words for a pair card (a synthetic person's binned values are ranges)."""
+    if isinstance(value, str) and (feature == "age" or feature.endswith("_count")):
+        return _plain_range(feature, value)
     if feature == "age":
         return f"{int(value)} years old"
     if feature == "c_charge_degree":
@@ -226,6 +245,18 @@ def _plain(feature: str, value) -> str:
         plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
         return f"{n} {noun if n == 1 else plural}"
     return str(value)
+
+
+def _plain_range(feature: str, text: str) -> str:
+    """A binned value ("25-29", "3", "12+") in plain words."""
+    if feature == "age":
+        return f"{text} years old"
+    if text == "0":
+        return "None"
+    noun = {"priors_count": "prior offence", "juv_fel_count": "juvenile felony",
+            "juv_misd_count": "juvenile misdemeanour", "juv_other_count": "other juvenile offence"}[feature]
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{text} {noun if text == '1' else plural}"
 
 
 def pair_card(frame: pd.DataFrame, a: int, b: int, features: Sequence[str]) -> pd.DataFrame:

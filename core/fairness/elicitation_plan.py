@@ -18,6 +18,8 @@ import pandas as pd
 from core.cache import cached
 from core.contracts import DataRef, Plan, Progress, Result
 from core.datasets import compas_population
+from core.fairness.private_pairs import (PAIR_DELTA, SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople,
+                                        check_pair_epsilon, synthetic_people)
 from core.fairness.elicitation import (DEFAULT_FEATURES, SIMULATION_LABEL, SessionConfig,
                                        aggregate_constraints, core_pairs, demo_panel, inter_rater_agreement,
                                        simulate_judgments, simulated_answer_stream, simulated_roster)
@@ -43,9 +45,12 @@ class ElicitationPlan(Plan):
     demo_stakeholders: int = 0
     demo_kind: str = "metric"
     demo_seed: int = 0
+    pair_source: str = "real"      # "real" records, or "dp_synthetic": a private synthetic copy
+    pair_epsilon: float = 1.0      # the copy's epsilon; its delta is PAIR_DELTA
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(self.features))
+        object.__setattr__(self, "pair_epsilon", check_pair_epsilon(self.pair_epsilon))
         if not isinstance(self.data, DataRef) or self.data.source != "compas":
             raise ValueError("Elicitation runs on the bundled COMPAS data (DataRef('compas')).")
         self.session_config()  # validates the design fields with SessionConfig's messages
@@ -63,7 +68,17 @@ class ElicitationPlan(Plan):
                              n_core=self.n_core,
                              n_random=self.n_random, n_repeat=self.n_repeat, response_mode=self.response_mode,
                              favourable_label=self.favourable_label, seed=self.seed,
-                             instructions=self.instructions)
+                             instructions=self.instructions, pair_source=self.pair_source,
+                             pair_epsilon=self.pair_epsilon)
+
+    @property
+    def synthetic(self) -> bool:
+        return self.pair_source == "dp_synthetic"
+
+    def private_pairs_plan(self) -> PrivatePairsPlan | None:
+        """The synthetic copy the cards show (None for real records); only the population, the
+        budget and the seed shape it, so designs that differ in anything else share one copy."""
+        return private_pairs_plan(self.session_config())
 
     @classmethod
     def from_session_config(cls, config: SessionConfig, **demo) -> "ElicitationPlan":
@@ -71,7 +86,27 @@ class ElicitationPlan(Plan):
                    n_core=config.n_core,
                    n_random=config.n_random, n_repeat=config.n_repeat, response_mode=config.response_mode,
                    favourable_label=config.favourable_label, seed=config.seed,
-                   instructions=config.instructions, **demo)
+                   instructions=config.instructions, pair_source=config.pair_source,
+                   pair_epsilon=config.pair_epsilon, **demo)
+
+
+def private_pairs_plan(config: SessionConfig) -> PrivatePairsPlan | None:
+    """The synthetic copy a session's cards show, or None when they show real records."""
+    if not config.synthetic:
+        return None
+    return PrivatePairsPlan(population=config.population, epsilon=config.pair_epsilon, seed=config.seed)
+
+
+def session_people(config: SessionConfig) -> tuple[pd.DataFrame, pd.DataFrame, SyntheticPeople | None]:
+    """(card frame, numeric frame, synthetic copy or None) of the people a session's pairs index:
+    load_compas() twice for real records; the synthetic copy's card text and bin midpoints otherwise."""
+    sub = private_pairs_plan(config)
+    if sub is None:
+        from core.datasets import load_compas
+        people = load_compas()
+        return people, people, None
+    copy = synthetic_people(sub)
+    return copy.cards, copy.people, copy
 
 
 @dataclass
@@ -83,17 +118,21 @@ class ElicitationDesign(Result):
     judgments: pd.DataFrame | None = None
     constraints: pd.DataFrame | None = None
     agreement: dict | None = None
+    copy: SyntheticPeople | None = None
 
     def tables(self) -> dict[str, pd.DataFrame]:
         out = {"core_pairs": self.core_pairs}
         if self.judgments is not None:
             out["simulated_judgments"] = self.judgments
             out["constraints"] = self.constraints
+        if self.copy is not None:
+            out["synthetic_ledger"] = self.copy.spent.to_frame()
         return out
 
     def headline(self) -> dict[str, float]:
         out = {"core pairs": float(len(self.core_pairs)),
-               "people pairs are drawn from": float(len(compas_population(self.plan.population))),
+               "people pairs are drawn from": float(SYNTHETIC_PEOPLE if self.plan.synthetic
+                                                    else len(compas_population(self.plan.population))),
                "cards per stakeholder": float(self.plan.n_core + self.plan.n_random + self.plan.n_repeat)}
         if self.constraints is not None:
             c = self.constraints
@@ -102,7 +141,8 @@ class ElicitationDesign(Result):
         return out
 
     def ledger(self):
-        return None
+        """The synthetic copy's spends when the cards show one (what stakeholders see is a release)."""
+        return None if self.copy is None else self.copy.spent
 
     @property
     def label(self) -> str:
@@ -126,12 +166,11 @@ def run_elicitation(plan: ElicitationPlan, data: pd.DataFrame | None = None, *,
         raise ValueError("run_elicitation needs an ElicitationPlan.")
     if data is not None:
         raise ValueError("Elicitation runs on the bundled COMPAS data; it takes no data file.")
-    from core.datasets import load_compas
-    people = load_compas()
     config = plan.session_config()
-    table = core_pair_table(people, config)
+    cards, people, copy = session_people(config)
+    table = core_pair_table(cards, config)
     if plan.demo_stakeholders == 0:
-        return ElicitationDesign(plan, table)
+        return ElicitationDesign(plan, table, copy=copy)
     if progress is not None:
         progress(0, 1, "Simulating the panel's answers")
     judged = demo_panel(plan.demo_stakeholders, config, seed=plan.demo_seed, kind=plan.demo_kind, frame=people)
@@ -141,7 +180,7 @@ def run_elicitation(plan: ElicitationPlan, data: pd.DataFrame | None = None, *,
     agreement = inter_rater_agreement(judged, config.favourable_label)
     if progress is not None:
         progress(1, 1, "Panel simulated")
-    return ElicitationDesign(plan, table, judged, constraints, agreement)
+    return ElicitationDesign(plan, table, judged, constraints, agreement, copy)
 
 
 def simulated_answers(plan: ElicitationPlan, cards: pd.DataFrame, people: pd.DataFrame) -> pd.DataFrame:
@@ -155,8 +194,10 @@ def demo_name(plan: ElicitationPlan) -> str:
     return f"Demo panel ({plan.demo_stakeholders} simulated, {plan.demo_kind} judges)"
 
 
-def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame):
+def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame | None = None):
     """Open a session of simulated stakeholders in `store` and answer every card (labelled simulated).
+
+    `people` are the numeric people the cards index (default: the plan's, real or synthetic).
 
     The roster is "simulated-01".. and the answers come from the plan's demo seed, so the same
     plan gives the same session.
@@ -164,6 +205,8 @@ def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame):
     if plan.demo_stakeholders < 2:
         raise ValueError("A demo panel needs at least two simulated stakeholders.")
     config = plan.session_config()
+    if people is None:
+        people = session_people(config)[1]
     created = store.create_session(config, demo_name(plan), simulated=True)
     logins = [store.join(created.join_code, name, simulated=True)
               for name in simulated_roster(plan.demo_stakeholders)]
@@ -176,5 +219,5 @@ def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame):
     return created
 
 
-__all__ = ["DEMO_KINDS", "ElicitationDesign", "ElicitationPlan", "core_pair_table", "demo_name",
+__all__ = ["DEMO_KINDS", "PAIR_DELTA", "private_pairs_plan", "session_people", "ElicitationDesign", "ElicitationPlan", "core_pair_table", "demo_name",
            "fill_demo_session", "run_elicitation", "simulated_answers"]
