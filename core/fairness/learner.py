@@ -380,6 +380,29 @@ def fit_elicited_fair(data: LearningData, pairs: OrderedPairs, config: LearnerCo
     return FairFit(config, p_hat, hyp, a_hat, l_bar, pairs, fit_rows, traj, used, notes)
 
 
+def fit_with_constraint_people(data: LearningData, people: pd.DataFrame, constraints: pd.DataFrame,
+                               config: LearnerConfig, individual_holdout: bool = False,
+                               progress: Progress | None = None) -> FitReport:
+    """Fit under constraints on people who are not training points (spec 4.4, zero-cost augmentation).
+
+    `constraints` name positions of `people` (e.g. a private synthetic copy's). They are appended to
+    the cost-sensitive data with c0 = c1 = 0, so the error is the real individuals' only and the
+    constraint people act through their pair multipliers. This departs from the sampling assumption
+    of the paper's generalisation theorem: the pairs were not drawn from the training people.
+    """
+    from core.fairness.learning_data import with_constraint_people
+    augmented, real = with_constraint_people(data, people)
+    shifted = constraints.copy()
+    for col in ("i", "j"):
+        k = pd.to_numeric(shifted[col], errors="coerce").to_numpy(dtype=float)
+        if np.isnan(k).any() or (k < 0).any() or (k >= len(people)).any() or (k != np.round(k)).any():
+            raise ValueError(f"Pair column {col} must hold positions of the constraint people (0 to {len(people) - 1}).")
+        shifted[col] = k.astype(np.int64) + data.n
+    rows = data.train if individual_holdout else real
+    return fit_with_holdout(augmented, shifted, config, individual_holdout=individual_holdout,
+                            progress=progress, fit_rows=rows)
+
+
 # ---------------------------------------------------------------- evaluation (spec 1.4, 1.10, 1.11)
 
 def pair_metrics(p: np.ndarray, pairs: OrderedPairs, gamma: float) -> dict[str, float]:
@@ -418,10 +441,14 @@ def fit_with_holdout(data: LearningData, constraints: pd.DataFrame, config: Lear
                      pair_holdout: float = 0.0, individual_holdout: bool = False,
                      rng: np.random.Generator | int | None = None,
                      progress: Progress | None = None,
-                     warm_start: np.ndarray | None = None) -> FitReport:
+                     warm_start: np.ndarray | None = None,
+                     fit_rows: np.ndarray | None = None) -> FitReport:
     """Fit on training individuals and pairs; report error and pair fairness on both splits.
 
     ``rng`` (a seed or Generator) draws the held-out pairs; it is needed only when some are held out.
+    ``fit_rows`` overrides the individuals whose error is minimised and reported (default: the
+    training individuals, or everyone): with constraint people appended at zero cost
+    (``learning_data.with_constraint_people``) they are the real individuals only.
     """
     if not 0.0 <= pair_holdout < 1.0:
         raise ValueError("The held-out share of pairs must be in [0, 1).")
@@ -432,7 +459,12 @@ def fit_with_holdout(data: LearningData, constraints: pd.DataFrame, config: Lear
                  if n_test else np.array([], dtype=int))
     train_pairs = subset_pairs(pairs, np.setdiff1d(rows, test_rows))
     test_pairs = subset_pairs(pairs, test_rows)
-    fit_rows = data.train if individual_holdout else np.arange(data.n)
+    if fit_rows is None:
+        fit_rows = data.train if individual_holdout else np.arange(data.n)
+    else:
+        fit_rows = np.asarray(fit_rows, dtype=np.int64)
+        if fit_rows.size == 0 or fit_rows.min() < 0 or fit_rows.max() >= data.n:
+            raise ValueError(f"fit_rows must be positions between 0 and {data.n - 1}.")
     fit = fit_elicited_fair(data, train_pairs, config, fit_rows=fit_rows, progress=progress,
                             warm_start=warm_start)
     y = data.y

@@ -66,18 +66,63 @@ class LearningData:
         return local.reset_index(drop=True), int((~keep).sum())
 
 
-def _design(frame: pd.DataFrame, use_protected: bool) -> tuple[np.ndarray, tuple[str, ...]]:
-    """One-hot categorical features (first level dropped), numeric ones as is, then standardise."""
+def design_frame(frame: pd.DataFrame, use_protected: bool) -> pd.DataFrame:
+    """The unscaled design: numeric features, log1p of priors, categorical ones one-hot (first level dropped)."""
     cats = [c for c in CATEGORICAL_FEATURES if use_protected or c not in PROTECTED_FEATURES]
     numeric = frame[list(NUMERIC_FEATURES)].astype(float)
     numeric["log1p_priors"] = np.log1p(numeric["priors_count"])
     dummies = pd.get_dummies(frame[cats].astype(str), drop_first=True, dtype=float)
-    design = pd.concat([numeric, dummies], axis=1)
+    return pd.concat([numeric, dummies], axis=1)
+
+
+def _design(frame: pd.DataFrame, use_protected: bool) -> tuple[np.ndarray, tuple[str, ...]]:
+    """One-hot categorical features (first level dropped), numeric ones as is, then standardise."""
+    design = design_frame(frame, use_protected)
     values = design.to_numpy(dtype=float)
     sd = values.std(axis=0)
     sd[sd == 0] = 1.0
     values = (values - values.mean(axis=0)) / sd
     return values, tuple(design.columns)
+
+
+def with_constraint_people(data: LearningData, people: pd.DataFrame) -> tuple[LearningData, np.ndarray]:
+    """The learning data with `people` appended after its individuals, and the rows to fit.
+
+    The spec's zero-cost augmentation (4.4): constraint people who are not training points (e.g.
+    a private synthetic copy's) join the cost-sensitive data with c0 = c1 = 0, so only their pair
+    multipliers act. They are scaled with the real individuals' means and spreads (the real rows'
+    features are unchanged); categories the real design lacks get zeros on every dummy. Their
+    labels are placeholders (0) that no cost reads: the returned fit rows are the real positions
+    0..n-1 (pass ``data.train`` instead to hold people out), and a constraint on people k, l of
+    `people` names positions ``data.n + k`` and ``data.n + l``.
+    """
+    missing = set(NUMERIC_FEATURES + CATEGORICAL_FEATURES) - set(people.columns)
+    if missing:
+        raise ValueError(f"Constraint people need the learner's features; missing {sorted(missing)}.")
+    if len(people) == 0:
+        raise ValueError("No constraint people to add.")
+    real = design_frame(load_compas().iloc[data.rows].reset_index(drop=True), data.uses_protected)
+    if tuple(real.columns) != data.feature_names:
+        raise ValueError("The learning data's features do not match the COMPAS design; rebuild it.")
+    raw = real.to_numpy(dtype=float)
+    mean, sd = raw.mean(axis=0), raw.std(axis=0)
+    sd[sd == 0] = 1.0
+    extra = design_frame(people.reset_index(drop=True), data.uses_protected)
+    extra = extra.reindex(columns=list(real.columns), fill_value=0.0).to_numpy(dtype=float)
+    if not np.isfinite(extra).all():
+        raise ValueError("Constraint people's features must be finite numbers.")
+    X = np.vstack([data.X, (extra - mean) / sd])
+    y = np.concatenate([data.y, np.zeros(len(extra), dtype=data.y.dtype)])
+    groups = pd.concat([data.groups, pd.DataFrame({"race": people["race"].astype(str).to_numpy(),
+                                                   "sex": people["sex"].astype(str).to_numpy()})],
+                       ignore_index=True)
+    X.setflags(write=False)
+    y.setflags(write=False)
+    augmented = LearningData(X=X, y=y, groups=groups, feature_names=data.feature_names, train=data.train,
+                             test=data.test, rows=data.rows, population=data.population, seed=data.seed,
+                             uses_protected=data.uses_protected,
+                             meta={**data.meta, "constraint_people": int(len(extra))})
+    return augmented, np.arange(data.n, dtype=np.int64)
 
 
 @lru_cache(maxsize=8)
