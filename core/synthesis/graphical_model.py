@@ -161,7 +161,9 @@ def _axes_shape(domain, node: Clique, sub: Clique) -> tuple[int, ...]:
     return tuple(domain[c] if c in sub else 1 for c in node)
 
 
+@functools.lru_cache(maxsize=65536)
 def _drop_axes(node: Clique, sub: Clique) -> tuple[int, ...]:
+    """Axes of a table over ``node`` that are summed out to get one over ``sub``."""
     return tuple(i for i, c in enumerate(node) if c not in sub)
 
 
@@ -194,14 +196,17 @@ class _Tree:
                 self.nodes.append(v)
                 self.parent[v] = u
         self.sep: dict[Clique, Clique] = {}
+        self.shape_in_parent: dict[Clique, tuple[int, ...]] = {}
+        self.shape_in_child: dict[Clique, tuple[int, ...]] = {}
         for v, u in self.parent.items():
             if u is not None:
                 self.sep[v] = tuple(c for c in v if c in u)
+                self.shape_in_parent[v] = _axes_shape(self.domain, u, self.sep[v])
+                self.shape_in_child[v] = _axes_shape(self.domain, v, self.sep[v])
 
     def marginals(self, theta: dict[Clique, np.ndarray]) -> dict[Clique, np.ndarray]:
         """Probability tables (each sums to 1) of every junction-tree clique: an upward pass of
         log-space messages, then each clique's marginal from its parent's separator marginal."""
-        dom = self.domain
         up: dict[Clique, np.ndarray] = {}          # theta plus messages from children
         msg: dict[Clique, np.ndarray] = {}         # log message child -> parent, in separator shape
         for v in self.nodes:
@@ -212,7 +217,7 @@ class _Tree:
                 continue
             sep = self.sep[v]
             msg[v] = _logsumexp(up[v], _drop_axes(v, sep))
-            up[u] += msg[v].reshape(_axes_shape(dom, u, sep))
+            up[u] += msg[v].reshape(self.shape_in_parent[v])
         out: dict[Clique, np.ndarray] = {}
         with np.errstate(divide="ignore"):
             for v in self.nodes:
@@ -224,7 +229,7 @@ class _Tree:
                     sep = self.sep[v]
                     parent_sep = out[u].sum(axis=_drop_axes(u, sep)) if _drop_axes(u, sep) else out[u]
                     shift = np.log(parent_sep) - msg[v]
-                    p = np.exp(up[v] + shift.reshape(_axes_shape(dom, v, sep)))
+                    p = np.exp(up[v] + shift.reshape(self.shape_in_child[v]))
                 out[v] = p
         return out
 
@@ -257,6 +262,7 @@ class GraphicalModel:
         self.total = float(total)
         self.potentials = dict(potentials or {})
         self.step = step
+        self.loss: float | None = None
         self._mrf = mrf
 
     def project(self, clique: Clique) -> np.ndarray:
@@ -372,16 +378,17 @@ class _Problem:
         self.maximal = sorted(c for i, c in enumerate(uniq) if not any(set(c) < set(d) for d in uniq[:i]))
         self.tree = _Tree(domain, junction_tree(domain, self.maximal))
         self.host = {r: next(n for n in self.tree.nodes if set(r) <= set(n)) for r in self.maximal}
+        self.host_shape = {r: _axes_shape(domain, self.host[r], r) for r in self.maximal}
         # each measurement as (maximal clique, axes to sum out, target in canonical axis order, weight)
         self.terms = []
         for m, c in zip(measurements, cl):
             r = next(r for r in self.maximal if set(c) <= set(r))
             y = np.asarray(m.noisy, float).reshape([domain[a] for a in m.clique])
             y = np.transpose(y, [m.clique.index(a) for a in c])
-            self.terms.append((r, c, y, 1.0 / float(m.sigma) ** 2))
+            self.terms.append((r, c, y, 1.0 / float(m.sigma) ** 2, _drop_axes(r, c), _axes_shape(domain, r, c)))
         # Lipschitz constant of the gradient on the maximal cliques (exact for identity queries)
         blocks: dict[Clique, float] = {}
-        for r, c, _, w in self.terms:
+        for r, c, _, w, _, _ in self.terms:
             blocks[r] = blocks.get(r, 0.0) + w * _cells(domain, r) / _cells(domain, c)
         self.lipschitz = max(blocks.values()) if blocks else 1.0
 
@@ -398,11 +405,10 @@ class _Problem:
     def loss_grad(self, mu: dict[Clique, np.ndarray]):
         loss = 0.0
         grad = {r: np.zeros(t.shape) for r, t in mu.items()}
-        for r, c, y, w in self.terms:
-            drop = _drop_axes(r, c)
+        for r, c, y, w, drop, shape in self.terms:
             diff = (mu[r].sum(axis=drop) if drop else mu[r]) - y
             loss += 0.5 * w * float(np.vdot(diff, diff))
-            grad[r] += (w * diff).reshape(_axes_shape(self.domain, r, c))
+            grad[r] += (w * diff).reshape(shape)
         return loss, grad
 
     def theta(self, potentials: dict[Clique, np.ndarray]) -> dict[Clique, np.ndarray]:
@@ -424,10 +430,11 @@ def _expand(domain, old: Mapping[Clique, np.ndarray], maximal: list[Clique]) -> 
 
 
 def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], iters: int = 500,
-             warm_start: GraphicalModel | None = None, tol: float | None = 1e-7) -> GraphicalModel:
+             warm_start: GraphicalModel | None = None, tol: float | None = None) -> GraphicalModel:
     """Private-PGM mirror descent (module docstring) on the measurements, weighted by 1/sigma^2,
-    with the total estimated from them. At most ``iters`` gradient steps; with ``tol`` it stops
-    once 25 steps in a row lowered the loss by at most ``tol`` relative to it, twice in a row."""
+    with the total estimated from them. ``iters`` gradient steps (accepted or halved); with ``tol``
+    it stops early once 25 steps in a row lowered the loss by at most ``tol`` relative to it, twice
+    in a row. The fitted model's ``loss`` is the final value of the loss."""
     domain = {c: int(v) for c, v in domain.items()}
     if _ESTIMATOR[0] == "mbi":
         return _estimate_mbi(domain, measurements, iters, warm_start)
@@ -452,7 +459,7 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
     for it in range(iters):
         new_theta = {v: t.copy() for v, t in theta.items()}
         for r, g in grad.items():
-            new_theta[prob.host[r]] -= step * g.reshape(_axes_shape(domain, prob.host[r], r))
+            new_theta[prob.host[r]] -= step * g.reshape(prob.host_shape[r])
         new_tables, new_mu = prob.clique_marginals(new_theta, total)
         new_loss, new_grad = prob.loss_grad(new_mu)
         decrease = sum(float(np.vdot(grad[r], mu[r] - new_mu[r])) for r in mu)
@@ -468,7 +475,9 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
             prev = loss
             if stalls >= 2:
                 break
-    return GraphicalModel(domain, prob.tree.tree, tables, total, potentials=pot, step=step)
+    model = GraphicalModel(domain, prob.tree.tree, tables, total, potentials=pot, step=step)
+    model.loss = loss
+    return model
 
 
 def _estimate_mbi(domain: Mapping[str, int], measurements: Sequence[Measurement], iters: int,
