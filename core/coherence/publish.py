@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from core.coherence.plan import DEFAULT_LENS, AuditPlan, ReleaseChoice
-from core.coherence.releases import (DP_KINDS, MAX_TABLE_CELLS, NEIGHBOURS, RELEASES, AuditSchema, GaussianTable, LaplaceTable,
-                                     SynthesizerRelease, encode_for_audit)
+from core.coherence.releases import (DP_KINDS, MAX_TABLE_CELLS, NEIGHBOURS, RELEASES, AuditSchema, GaussianTable,
+                                     LaplaceTable, SynthesizerRelease, encode_for_audit)
 from core.coherence.run import load_frame, positive_value
 from core.contracts import DataRef, Plan, Result, named_rng
 from core.privacy.ledger import BudgetLedger

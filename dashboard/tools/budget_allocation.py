@@ -328,6 +328,12 @@ except ValueError as exc:
     st.error(str(exc))
     st.stop()
 alloc = result.allocation
+if plan.runs or plan.algorithms is not None:   # seeded ToyDown / TopDown-lite runs: listed apart, never counted
+    seeded = ([f"ToyDown, {plan.runs} seeded runs"] if plan.runs else []) + \
+        ([f"ToyDown vs TopDown-lite, {plan.algorithms.runs} seeded runs"] if plan.algorithms is not None else [])
+    record_release(release_entry(plan.replace(mechanisms=None, public=None), PAGE, "seeded ToyDown runs",
+                                 f"{'; '.join(seeded)}; {alloc.mechanism} at {alloc.unit} {alloc.total:g} (simulation)",
+                                 alloc.ledger(), kind="simulation"))
 
 st.session_state["census_allocation_json"] = alloc.to_json()   # the District maps page offers it
 m1, m2, m3 = st.columns(3)

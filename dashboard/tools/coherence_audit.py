@@ -19,7 +19,11 @@ from core.coherence import (ADVERSARIES, BUNDLED, DEFAULT_LENS, GUARANTEES, NOT_
                             VERDICT_MEANING, AdversaryChoice, AuditPlan, Condition, CustomSubgroup,
                             ReleaseChoice, RowSample, SweepPlan, TheoryPlan, calculate, is_private, load_frame,
                             min_trials_for_pass, run, usable_columns)
+from core.coherence.publish import (PublishPlan, publish, refuse_if_not_private, simulation_label,  # noqa: E402
+                                    sweep_ledger, trial_ledger)
 from core.contracts import Cancelled, DataRef, Spec  # noqa: E402
+from core.report import guarded_csv  # noqa: E402
+from dashboard.components.ledger_badge import record_release, release_entry, release_guard  # noqa: E402
 from dashboard.components.params_form import params_widgets  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
@@ -27,7 +31,12 @@ from dashboard.components.uploads_kept import current_key, upload_kept, wanted_f
 from dashboard.figures import coherence as figs  # noqa: E402
 
 KEEP = {"persist_state": "session"}
-SIM = "Simulation, not a release: every split and every release on this page is a seeded draw for auditing."
+SIM = ("Simulation, not a release: every split and every release of the audit is a seeded draw for auditing. "
+       "Only the last section, Release, publishes an algorithm's output.")
+PAGE = "Coherence audit"
+PUBLISH = "audited release"
+LEDGER_COLUMNS = {"label": "Spend", "measured": "What was measured", "amount": "Amount", "unit": "Unit",
+                  "composition": "Composition"}
 DATA_LABELS = {"cps": "CPS 1994-95 extract", "adult": "UCI Adult", "compas": "COMPAS two-year file",
                "upload": "Upload CSV"}
 DEFAULT_GROUPS = ("race", "sex")
@@ -51,12 +60,12 @@ def _frame(source: str, fingerprint: str, raw: bytes | None) -> pd.DataFrame:
     return load_frame(DataRef(source, fingerprint), raw)
 
 
-def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame] | None:
+def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame, str] | None:
     options = [*BUNDLED[:2], "upload"]
     choice = st.selectbox("Microdata", options, format_func=DATA_LABELS.get, key="coh_dataset", **KEEP,
                           help="A bundled data set, or your own comma-separated file with a header row.")
     if choice != "upload":
-        return DataRef(choice), None, _frame(choice, "", None)
+        return DataRef(choice), None, _frame(choice, "", None), ""
     kept = upload_kept("CSV file (UTF-8, comma-separated, header row)", "coh_upload", type=["csv"])
     if kept is None:
         fp = wanted_fingerprint("coh_upload")
@@ -67,7 +76,7 @@ def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame] | None:
     if not kept.fresh:
         st.caption(f"Using {name}, uploaded earlier in this session (fingerprint {fp[:12]}...).")
     try:
-        return DataRef("upload", fp), raw, _frame("upload", fp, raw)
+        return DataRef("upload", fp), raw, _frame("upload", fp, raw), name
     except ValueError as err:
         st.error(f"{name}: {err}")
         return None
@@ -252,6 +261,75 @@ def _result_tabs(comparison, curve: pd.DataFrame) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
+# The project ledger: audit runs as simulations, and the one real release
+# ------------------------------------------------------------------------------------------------
+
+def _record_simulations(plan: AuditPlan, data_label: str) -> None:
+    """One simulation entry per audited DP release (and one per sweep) with what a single trial's release
+    would spend; listed apart on the Privacy ledger page and never counted."""
+    if plan.compare:
+        for choice in plan.releases:
+            one = trial_ledger(choice)
+            if one is not None:
+                record_release(release_entry(plan.for_comparison.replace(releases=(choice,)), PAGE, "audit trials",
+                                             simulation_label(choice, plan.trials), one, kind="simulation",
+                                             data_label=data_label))
+    if plan.sweep is not None:
+        swept = sweep_ledger(plan.sweep.releases())
+        if swept is not None:
+            label = (f"audit of {RELEASES[plan.sweep.release.key].label} at {len(plan.sweep.epsilons)} epsilons, "
+                     f"{plan.sweep.trials} seeded trials (simulation)")
+            record_release(release_entry(plan.for_sweep, PAGE, "epsilon sweep trials", label, swept,
+                                         kind="simulation", data_label=data_label))
+
+
+def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: str) -> None:
+    """Release one audited DP algorithm's output on every row of the file, with OpenDP's noise; recorded in the
+    project ledger before anything is shown for download."""
+    st.subheader("Release")
+    st.caption("After the audit, a curator can publish one audited algorithm's output: it runs once on every row "
+               "of the loaded file (not the audit's sample), with every privacy noise value drawn by OpenDP's "
+               "secure sampler. Each press is a new release and adds its spend to this data set's privacy ledger.")
+    if audited is None or not audited.compare or not audited.releases:
+        st.info("Run the audit first; the algorithms it compared can then be released.")
+        return
+    choices = {c.build().name: c for c in audited.releases}
+    name = st.selectbox("Audited algorithm to release", list(choices), key="coh_pub_release")
+    choice = choices[name]
+    try:
+        refuse_if_not_private(choice)
+        pub_plan = PublishPlan.from_audit(audited, choice)
+    except ValueError as err:
+        st.info(str(err))
+        return
+    label = f"release of {name}"
+    with st.container(key="coh_pub_guard"):
+        allowed = release_guard(release_entry(pub_plan, PAGE, PUBLISH, label, trial_ledger(choice),
+                                              data_label=data_label), "coh_pub")
+    if st.button("Release this algorithm's output", type="primary", key="coh_pub_run", disabled=not allowed,
+                 icon=":material/lock:", help="Runs the algorithm once on the whole file with secure noise."):
+        try:
+            with st.spinner("Releasing with OpenDP's secure sampler..."):
+                released = publish(pub_plan, data, secure=True)
+            if record_release(release_entry(pub_plan, PAGE, PUBLISH, label, released.budget, fresh=True,
+                                            data_label=data_label)):
+                st.session_state["coh_published"] = released     # shown only once it is in the ledger
+        except ValueError as err:
+            st.error(str(err))
+    released = st.session_state.get("coh_published")
+    if released is None:
+        return
+    st.markdown(f"#### Released: {released.plan.release.build().name}")
+    st.success(f"Released at {released.created_utc} (UTC). {released.statement}")
+    st.dataframe(figs.readable(released.budget.to_frame(), LEDGER_COLUMNS), hide_index=True, width="stretch")
+    what = "noisy counts of every lens cell" if released.kind == "table" else "synthetic rows"
+    st.caption(f"The first 20 {what}; the CSV holds the whole release.")
+    st.dataframe(released.table.head(20), hide_index=True, width="stretch")
+    st.download_button("Download the release (CSV)", guarded_csv(released.table), file_name=released.csv_name(),
+                       mime="text/csv", key="coh_pub_csv", icon=":material/download:")
+
+
+# ------------------------------------------------------------------------------------------------
 # The page
 # ------------------------------------------------------------------------------------------------
 
@@ -264,7 +342,7 @@ saved_report_loader("coh", accepts=(AuditPlan,), to_widgets=plan_to_widgets)
 picked = _pick_data()
 if picked is None:
     st.stop()
-data_ref, raw, full = picked
+data_ref, raw, full, upload_name = picked
 usable = usable_columns(full)
 if len(usable) < 2:
     st.error("This file needs at least two columns with at most 255 distinct values and no missing values; "
@@ -443,6 +521,7 @@ with run_area:   # messages, progress and errors sit by the Run button
                 with near, progress_bar("Running the audit", cancel_key="coh_cancel") as bar:
                     result = run(plan, raw, progress=bar)
                 st.session_state["coh_result"] = result
+                _record_simulations(result.plan, upload_name)
         except Cancelled:
             st.info("Stopped; the settings are kept.")
         except ValueError as err:
@@ -488,6 +567,9 @@ with results_area:
     if result is not None:
         st.subheader("Export")
         report_panel(result, page="Coherence audit", key="coh_report")
+
+    _release_section(result.plan if result is not None else None,
+                     raw if result is not None and result.plan.data == data_ref else None, upload_name)
 
 with sweep_slot:
     sweep = result.sweep if result is not None else None

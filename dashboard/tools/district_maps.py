@@ -27,6 +27,7 @@ from core.districts.workflow import GEOGRAPHIES, GRID_SHAPES, build_geography  #
 from core.geography.assignments import plan_to_frame  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.budget_input import budget_input  # noqa: E402
+from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import params_widgets  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
@@ -230,6 +231,11 @@ try:
     st.session_state["dm_plan"] = plan
     with progress_bar("Drawing plans and noisy runs", cancel_key="dm_cancel") as progress:
         result = run(plan, data, progress=progress)
+    if ledger_ref(plan) is not None:   # the seeded noisy runs: listed apart in the project ledger, never counted
+        record_release(release_entry(plan, "District maps", "seeded noisy runs",
+                                     f"{ALGORITHMS[plan.noise.algorithm]}, {plan.noise.runs} seeded noisy runs, "
+                                     f"{alloc.mechanism} at {alloc.unit} {alloc.total:g} (simulation)",
+                                     alloc.ledger(), kind="simulation"))
 except Cancelled:
     st.info("Drawing the plans was cancelled; your settings are kept. Change one, or rerun to start again.")
     st.stop()

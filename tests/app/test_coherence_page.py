@@ -318,3 +318,39 @@ def test_report_on_another_upload_asks_for_that_file():
     at.run()
     assert not at.exception
     assert any(bytes_fingerprint(other)[:12] in i.value for i in at.info)
+
+
+def test_audit_is_listed_as_a_simulation_and_release_is_recorded_once(tmp_path, monkeypatch):
+    """An audit run adds one uncounted simulation; the release button adds one counted release, in epsilon."""
+    from core.privacy.project_ledger import ProjectLedger, compose
+
+    monkeypatch.setenv("DASHBOARD_DB_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    ledger = ProjectLedger()
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.run()
+    assert any("Run the audit first" in i.value for i in at.info)
+    _small(at).button(key="coh_run").click().run()
+    assert not at.exception and not at.error
+    sims = ledger.releases("cps", "simulation")
+    assert [s.label for s in sims] == ["audit of Noisy table (Laplace), 8 seeded trials (simulation)"]
+    assert [(s.amount, s.unit) for s in sims[0].spends] == [(1.0, "epsilon")]
+    assert compose(sims).epsilon == 0.0 and ledger.totals("cps").n_releases == 0
+    at.run()                                                    # a rerun records nothing new
+    assert len(ledger.releases("cps")) == 1
+
+    names = at.selectbox(key="coh_pub_release").options
+    at.selectbox(key="coh_pub_release").select(next(n for n in names if "clear" in n)).run()
+    assert any("cannot be released privately" in i.value for i in at.info)
+    assert not [b for b in at.button if b.key == "coh_pub_run"]
+    at.selectbox(key="coh_pub_release").select(next(n for n in names if "Laplace" in n)).run()
+    at.button(key="coh_pub_run").click().run()
+    assert not at.exception and not at.error
+    made = ledger.releases("cps", "release")
+    assert len(made) == 1 and made[0].page == "Coherence audit"
+    assert sum(s.amount for s in made[0].spends) == pytest.approx(1.0, rel=1e-9)
+    assert ledger.totals("cps").epsilon == pytest.approx(1.0, rel=1e-9)
+    assert any("Released at" in s.value and "OpenDP" in s.value for s in at.success)
+    table = _table(at, "noisy count, income 50K+")
+    assert len(table) == 20 and list(table.columns[:5]) == list(AuditPlan().lens)
+    assert [d for d in at.get("download_button") if "release" in str(d.proto.label).lower()]
+    assert len(ledger.releases("cps", "simulation")) == 1       # still one simulation, never counted
