@@ -1,4 +1,7 @@
-"""Fairness elicitation: stakeholders judge pairs of real people; their answers become constraints.
+"""Fairness elicitation: stakeholders judge pairs of people; their answers become constraints.
+
+The cards show real records, or people of a private synthetic copy of them (a release, recorded
+once per copy in the data set's project ledger).
 
 The page turns widgets into an ElicitationPlan (the design) or into pooling choices, calls core,
 and draws what comes back. A stakeholder's view lives in the URL (`?join=CODE&me=RESUME-CODE`), so
@@ -22,7 +25,10 @@ from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 from core.datasets import COMPAS_POPULATIONS, load_compas  # noqa: E402
 from core.fairness import ElicitationPlan, FrontierPlan, run  # noqa: E402
 from core.fairness import elicitation as el  # noqa: E402
-from core.fairness.elicitation_plan import DEMO_KINDS, fill_demo_session  # noqa: E402
+from core.fairness.elicitation_plan import DEMO_KINDS, fill_demo_session, session_people  # noqa: E402
+from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
+                                         SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, planned_ledger,
+                                         synthetic_people)
 from core.fairness.session_summary import (Pooling, display_labels, learner_pairs,  # noqa: E402
                                            run_history_table, summarise_session)
 from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
@@ -34,6 +40,8 @@ from dashboard.components.report_panel import report_panel, saved_report_loader 
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
 
 from dashboard.components.fairness_results import render_fairness_results  # noqa: E402
+from dashboard.components.ledger_badge import (project_ledger, record_release, release_entry,  # noqa: E402
+                                               release_guard)
 
 P = "fe_"
 PAGE = "Fairness elicitation"
@@ -52,8 +60,53 @@ def _store() -> ElicitationStore:
     return get_store()
 
 
-def _people() -> pd.DataFrame:
-    return load_compas()
+def _people(config: el.SessionConfig | None = None) -> pd.DataFrame:
+    """The card frame a session's pairs index: real rows, or its synthetic copy's card text."""
+    if config is None or not config.synthetic:
+        return load_compas()
+    return session_people(config)[0]
+
+
+COPY_ACTION = "synthetic pair people"
+
+
+def _copy_entry(sub: PrivatePairsPlan, ledger=None):
+    """The ledger entry of a synthetic copy: keyed on its plan, so the same copy is charged once."""
+    return release_entry(sub, PAGE, COPY_ACTION, sub.label(), planned_ledger(sub) if ledger is None else ledger,
+                         kind="release", fresh=False)
+
+
+def _copy_released(sub: PrivatePairsPlan) -> bool:
+    """Whether this copy's release is already in the project ledger (reusing it costs nothing)."""
+    entry = _copy_entry(sub)
+    try:
+        return any(r.release_key == entry.release_key for r in project_ledger().releases(entry.data_key))
+    except ValueError:
+        return False
+
+
+def copy_allowed(plan: ElicitationPlan, key: str) -> bool:
+    """Before a synthetic copy is made: the cap check (True for real records or a copy already released)."""
+    sub = plan.private_pairs_plan()
+    if sub is None:
+        return True
+    if _copy_released(sub):
+        st.caption(f"This synthetic copy (epsilon {sub.epsilon:g}) is already released and recorded; "
+                   "reusing it adds nothing to the ledger.")
+        return True
+    st.caption(f"Creating the session makes a private synthetic copy of the people ({SYNTHETIC_PEOPLE:,} "
+               f"synthetic people, epsilon {sub.epsilon:g}, delta {PAIR_DELTA:g}) and records it as a release "
+               "of the COMPAS data in the project ledger.")
+    return release_guard(_copy_entry(sub), key)
+
+
+def release_copy(plan: ElicitationPlan) -> bool:
+    """Make the plan's synthetic copy (cached) and record its release once; False when recording failed."""
+    sub = plan.private_pairs_plan()
+    if sub is None:
+        return True
+    copy = synthetic_people(sub)
+    return record_release(_copy_entry(sub, copy.spent))
 
 
 def _state(name: str, default=None):
@@ -230,7 +283,7 @@ def stakeholder_view(join_code: str | None) -> None:
         return
 
     row = plan.iloc[view]
-    card = el.pair_card(_people(), int(row["a"]), int(row["b"]), config.features)
+    card = el.pair_card(_people(config), int(row["a"]), int(row["b"]), config.features)
     st.markdown(f"#### Card {view + 1} of {n}")
     st.text(config.instructions)
     left, right = st.columns(2)
@@ -270,13 +323,15 @@ def stakeholder_view(join_code: str | None) -> None:
                   on_click=_answer, args=(token, view, el.RETRACT, event_id))
     nav[3].button("Next →", key=P + "next", disabled=current is None or view >= n - 1,
                   use_container_width=True, on_click=_goto, args=(view + 1,))
+    if config.synthetic:
+        st.caption(SYNTHETIC_NOTE + " Ages and counts are shown as ranges.")
     st.caption("Labels and model scores are never shown. Your answers are stored as soon as you click; "
                "if you lose the connection, reload this page or come back with your resume code.")
 
 
 # ============================================================================ facilitator
 
-DESIGN_WIDGETS = {"population": "population", "features": "features", "n_core": "n_core", "n_random": "n_random", "n_repeat": "n_repeat",
+DESIGN_WIDGETS = {"pair_source": "pair_source", "pair_epsilon": "pair_epsilon", "population": "population", "features": "features", "n_core": "n_core", "n_random": "n_random", "n_repeat": "n_repeat",
                   "response_mode": "mode", "seed": "seed", "instructions": "instructions"}
 DEMO_WIDGETS = {"demo_stakeholders": "demo_n", "demo_kind": "demo_kind", "demo_seed": "demo_seed"}
 
@@ -289,6 +344,8 @@ def design_plan(demo: bool = False) -> ElicitationPlan:
               "n_core": int(s.get(P + "n_core", 10)), "n_random": int(s.get(P + "n_random", 40)),
               "n_repeat": int(s.get(P + "n_repeat", 2)), "response_mode": s.get(P + "mode", "binary"),
               "seed": int(s.get(P + "seed", 0)),
+              "pair_source": s.get(P + "pair_source", "real"),
+              "pair_epsilon": s.get(P + "pair_epsilon", 1.0),
               "instructions": (s.get(P + "instructions") or "").strip() or el.SessionConfig.instructions}
     if demo:
         values = {**values, "n_core": 10, "n_random": 40, "n_repeat": 2, "response_mode": "binary",
@@ -310,7 +367,10 @@ def plan_to_widgets(plan: ElicitationPlan) -> dict:
 
 def _create_session() -> None:
     try:
-        config = design_plan().session_config()
+        plan = design_plan()
+        config = plan.session_config()
+        if not release_copy(plan):   # the copy is released before anyone can see it
+            return
         created = _store().create_session(config, st.session_state.get(P + "name", ""))
     except ValueError as err:
         _set("create_error", str(err))
@@ -350,15 +410,39 @@ def _import_session() -> None:
 
 
 def _design_preview() -> None:
-    """The core pairs the chosen seed gives everyone, and the design as a reloadable report."""
+    """The core pairs the chosen seed gives everyone, and the design as a reloadable report.
+
+    A synthetic copy not yet released is not made for a preview: creating the session releases it."""
     try:
-        result = run(design_plan())
+        plan = design_plan()
+        sub = plan.private_pairs_plan()
+        if sub is not None and not _copy_released(sub):
+            st.info("The core pairs of synthetic people are shown once the copy is released (when the "
+                    "session is created).")
+            return
+        result = run(plan)
     except ValueError as err:
         st.error(str(err))
         return
     with st.expander(f"Preview: the {len(result.core_pairs)} core pairs every stakeholder will see"):
         st.dataframe(display_labels(result.core_pairs), hide_index=True, key=P + "core_preview")
         report_panel(result, page=PAGE, key=P + "design_report")
+
+
+def _pair_source_widget() -> None:
+    """Real records or a private synthetic copy (and its epsilon) on the cards."""
+    eps = st.session_state.get(P + "pair_epsilon", 1.0)
+    labels = {"real": "Show real records",
+              "dp_synthetic": f"Show a private synthetic copy (epsilon {eps:g}, delta {PAIR_DELTA:g})"}
+    st.radio("People on the cards", list(PAIR_SOURCES), key=P + "pair_source", horizontal=True,
+             format_func=labels.get, persist_state=KEEP,
+             help="A synthetic copy is drawn with differential privacy (MST on public bins), so no real "
+                  "record is shown; ages and counts then appear as ranges.")
+    if st.session_state.get(P + "pair_source") == "dp_synthetic":
+        st.number_input("Epsilon of the synthetic copy", min_value=0.05, max_value=MAX_PAIR_EPSILON, value=1.0,
+                        step=0.25, key=P + "pair_epsilon", persist_state=KEEP,
+                        help=f"Spent once per copy (same population, epsilon and seed); delta is fixed at "
+                             f"{PAIR_DELTA:g}.")
 
 
 def _population_widget() -> None:
@@ -376,6 +460,7 @@ def facilitator_setup() -> None:
     st.text_input("Session name", key=P + "name", value="Risk tool workshop", max_chars=MAX_SESSION_NAME_LENGTH,
                   persist_state=KEEP)
     _population_widget()
+    _pair_source_widget()
     st.multiselect("Features shown on each card (labels and scores are never shown)",
                    list(el.DISPLAYABLE_FEATURES), default=list(el.DEFAULT_FEATURES), key=P + "features",
                    format_func=lambda f: el.FEATURE_LABELS.get(f, f), persist_state=KEEP)
@@ -388,7 +473,11 @@ def facilitator_setup() -> None:
     c[4].number_input("Seed", 0, 2**31 - 1, 0, key=P + "seed", persist_state=KEEP)
     st.text_area("Instructions shown to stakeholders (keep them neutral: no fairness guidance)",
                  el.SessionConfig.instructions, key=P + "instructions", height=80, persist_state=KEEP)
-    st.button("Create session", key=P + "create", type="primary", on_click=_create_session)
+    try:
+        allowed = copy_allowed(design_plan(), P + "copy_guard")
+    except ValueError:
+        allowed = True   # the preview below names the field to change; creating refuses it too
+    st.button("Create session", key=P + "create", type="primary", on_click=_create_session, disabled=not allowed)
     _design_preview()
 
     st.subheader("Open a session")
@@ -470,7 +559,11 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
     st.caption(f"Stakeholders open this page with `?join={info['join_code']}` or enter the code under "
                "'Stakeholder'. Cards per stakeholder: "
                f"{config.n_core} core + {config.n_random} random + {config.n_repeat} repeated. "
-               f"People: {COMPAS_POPULATIONS[config.population]}.")
+               f"People: {COMPAS_POPULATIONS[config.population]}"
+               + (f", as a private synthetic copy ({SYNTHETIC_PEOPLE:,} synthetic people, epsilon "
+                  f"{config.pair_epsilon:g}, delta {PAIR_DELTA:g})." if config.synthetic else "."))
+    if config.synthetic:
+        st.info(SYNTHETIC_NOTE + " Pair numbers name synthetic people, not rows of the data.")
 
     tab_progress, tab_constraints, tab_results, tab_export = st.tabs(
         ["Live progress", "Agreement and constraints", "Learning results", "Export"])
@@ -529,11 +622,21 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         # The learner's population is its own widget (drawn inside the results); read it first so
         # the results get only pairs of people it fits, and say so when the session drew elsewhere.
         fitted = st.session_state.get(P + "results_population", FrontierPlan.population)
-        handed = learner_pairs(summary.usable, config.population, fitted)
-        usable = handed.constraints
-        if handed.note:
-            (st.warning if handed.left_out else st.info)(handed.note)
-        if usable.empty:
+        if config.synthetic:
+            st.warning(SAMPLING_NOTE)
+            st.info("This view fits only sessions of real records: the pairs of this session name synthetic "
+                    "people, whom the learning results cannot place yet. The judgments and constraints are "
+                    "in the other tabs and in the export.")
+            handed = None
+            usable = summary.usable.iloc[:0]
+        else:
+            handed = learner_pairs(summary.usable, config.population, fitted)
+            usable = handed.constraints
+            if handed.note:
+                (st.warning if handed.left_out else st.info)(handed.note)
+        if handed is None:
+            pass
+        elif usable.empty:
             st.info("No constraints yet: results appear once stakeholders have asked for equal treatment "
                     "of at least one pair.")
         else:
@@ -593,7 +696,9 @@ def _log_run(store: ElicitationStore, fac: dict, constraints: pd.DataFrame, aggr
 def _fill_demo() -> None:
     try:
         plan = design_plan(demo=True)
-        created = fill_demo_session(_store(), plan, _people())
+        if not release_copy(plan):
+            return
+        created = fill_demo_session(_store(), plan)
     except ValueError as err:
         _set("demo_error", str(err))
         return
@@ -610,13 +715,18 @@ def demo_view() -> None:
     if _state("demo_error"):
         st.error(_state("demo_error"))
     _population_widget()
+    _pair_source_widget()
     c = st.columns(3)
     c[0].number_input("Simulated stakeholders", 2, 60, 12, key=P + "demo_n", persist_state=KEEP)
     c[1].selectbox("Judges", list(DEMO_KINDS), key=P + "demo_kind", persist_state=KEEP,
                    format_func=lambda k: {"metric": "similarity on record features",
                                           "score": "similar risk score"}[k])
     c[2].number_input("Seed", 0, 2**31 - 1, 0, key=P + "demo_seed", persist_state=KEEP)
-    st.button("Fill a demo session", key=P + "demo_run", type="primary", on_click=_fill_demo)
+    try:
+        allowed = copy_allowed(design_plan(demo=True), P + "demo_copy_guard")
+    except ValueError:
+        allowed = True
+    st.button("Fill a demo session", key=P + "demo_run", type="primary", on_click=_fill_demo, disabled=not allowed)
     demo = _state("demo")
     if demo:
         facilitator_session(demo, simulated=True)
@@ -625,7 +735,7 @@ def demo_view() -> None:
 # ============================================================================ page
 
 st.title("Pairwise fairness elicitation")
-st.caption("Which pairs of real people do stakeholders say must be treated alike, and what does "
+st.caption("Which pairs of people do stakeholders say must be treated alike, and what does "
            "honouring those judgments cost a recidivism risk model?")
 
 try:

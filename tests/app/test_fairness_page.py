@@ -463,3 +463,69 @@ def test_an_older_whole_file_session_opens_and_says_which_pairs_the_learner_leav
     at.selectbox(key="fe_results_population").select("full").run()
     assert not at.exception and not any("left out" in w.value for w in at.warning)
     assert any(f"{len(all_pairs)} pairs)" in c.value for c in at.caption)
+
+
+def _compas_releases():
+    from core.privacy.project_ledger import ProjectLedger, data_key
+    from core.contracts import DataRef
+    return [r for r in ProjectLedger().releases(data_key(DataRef("compas")), "release")
+            if r.page == "Fairness elicitation"]
+
+
+def test_synthetic_copy_session_is_one_release_and_cards_show_synthetic_people():
+    at = _app()
+    before = len(_compas_releases())
+    at.radio(key="fe_pair_source").set_value("dp_synthetic").run()
+    at.number_input(key="fe_pair_epsilon").set_value(0.75).run()
+    assert not at.exception and not at.error
+    # No copy is made for a preview before its release: the core pairs wait for the session.
+    assert not any("age (A)" in t.columns for t in _tables(at))
+    assert len(_compas_releases()) == before
+    at.text_input(key="fe_name").input("Synthetic workshop").run()
+    at.button(key="fe_create").click().run()
+    assert not at.exception and not at.error
+    releases = _compas_releases()
+    assert len(releases) == before + 1
+    rel = releases[-1]
+    from core.fairness import ElicitationPlan
+    from core.fairness.private_pairs import PAIR_DELTA
+    from core.privacy.accounting import rho_for_epsilon
+    sub = ElicitationPlan(pair_source="dp_synthetic", pair_epsilon=0.75).private_pairs_plan()
+    assert rel.plan_digest == sub.digest()
+    assert abs(sum(s.amount for s in rel.spends) - rho_for_epsilon(0.75, PAIR_DELTA)) < 1e-12
+    assert any("synthetic" in i.value for i in at.info)
+    session = at.session_state["fe_fac"]
+    # The learning view refuses the synthetic session in plain words (and says why).
+    assert any("sampling assumption does not hold" in w.value for w in at.warning)
+    # A stakeholder joins: the card says the people are synthetic and shows ranges.
+    sh = _app(join=session["join_code"])
+    sh.text_input(key="fe_join_name").input("Ana").run()
+    sh.checkbox(key="fe_consent").check().run()
+    sh.button(key="fe_join").click().run()
+    assert not sh.exception and not sh.error
+    assert any("synthetic" in c.value for c in sh.caption)
+    ages = [m.value for m in sh.markdown if m.value.startswith("**Age:**")]
+    assert len(ages) == 2 and all("years old" in a and ("-" in a or "+" in a) for a in ages)
+    # The same design again (a second session, a rerun): the same copy, not charged twice.
+    at.button(key="fe_leave").click().run()
+    assert not at.exception
+    assert any("already released" in c.value for c in at.caption)
+    assert any("age (A)" in t.columns for t in _tables(at))   # the preview now shows the released copy
+    at.button(key="fe_create").click().run()
+    assert not at.exception and not at.error
+    assert len(_compas_releases()) == before + 1
+
+
+def test_demo_on_a_synthetic_copy_works_and_records_the_copy_once():
+    at = _app()
+    before = len(_compas_releases())
+    at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
+    at.radio(key="fe_pair_source").set_value("dp_synthetic").run()
+    at.number_input(key="fe_demo_n").set_value(4).run()
+    at.button(key="fe_demo_run").click().run()
+    assert not at.exception and not at.error
+    assert len(_compas_releases()) == before + 1
+    progress = _progress(at)
+    assert len(progress) == 4 and (progress["answered"] > 0).all()
+    at.button(key="fe_demo_run").click().run()
+    assert not at.exception and len(_compas_releases()) == before + 1
