@@ -219,3 +219,24 @@ def marginal_bars_figure(shares: pd.DataFrame, group: str, column: str) -> go.Fi
     fig.update_layout(barmode="group", title=f"{column} within {group}", yaxis_title="share of the group's rows",
                       height=380, margin=dict(t=50, b=80, l=50, r=10), legend=dict(orientation="h", y=1.1))
     return tidy_log_axes(fig)
+
+
+def mean_release_figure(strata: pd.DataFrame, overall: pd.DataFrame, what: str) -> go.Figure:
+    """Released per-stratum means as bars with their 95% intervals, and the recombined (stratified) and
+    pooled overall means as dashed lines across them."""
+    shown = strata[strata["mean"].notna()]
+    fig = go.Figure()
+    fig.add_bar(x=shown["group"], y=shown["mean"], name="stratum mean", marker_color=METHOD_COLORS["stratified"],
+                error_y=dict(type="data", symmetric=False, array=(shown["ci_high"] - shown["mean"]).tolist(),
+                             arrayminus=(shown["mean"] - shown["ci_low"]).tolist(), color="#333"),
+                hovertemplate="%{x}<br>%{y:.4g}<extra></extra>")
+    styles = {"stratified (recombined)": ("#B22222", "dash"), "pooled (comparison)": (METHOD_COLORS["pooled"], "dot")}
+    for est, mean in zip(overall["estimate"], overall["mean"]):
+        color, dash = styles.get(est, ("#555", "dash"))
+        fig.add_scatter(x=list(shown["group"]), y=[mean] * len(shown), mode="lines", name=f"overall, {est}",
+                        line=dict(color=color, dash=dash, width=2),
+                        hovertemplate=f"overall, {est}: {mean:.4g}<extra></extra>")
+    fig.update_layout(title=f"Private {what} per stratum, with 95% intervals from the privacy noise",
+                      yaxis_title=what, xaxis_title="stratum", template="plotly_white", height=440,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), margin=dict(t=80))
+    return fig

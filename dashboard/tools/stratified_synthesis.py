@@ -24,12 +24,14 @@ from core.report import guarded_csv  # noqa: E402
 from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan,  # noqa: E402
                             SynthesisPlan, run, secure_release)
 from core.synthesis.plan import NOISES, SIZE_POLICIES, SMALL_ACTIONS, WEIGHTS, parse_bounds, parse_epsilons  # noqa: E402,E501
+from core.synthesis.mean_release import MEAN_NOISES, MeanReleasePlan, projected_ledger, release_stratified_mean  # noqa: E402,E501
 from core.synthesis.release import budget_statement_text  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import curve_table, smallest_strata, worst_group_table  # noqa: E402
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.ledger_badge import project_ledger, record_release, release_entry, release_guard  # noqa: E402,E501
 from dashboard.components.params_form import params_widgets  # noqa: E402
+from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.synthesis_widgets import plan_to_widgets  # noqa: E402
@@ -37,6 +39,12 @@ from dashboard.figures import synthesis as figs  # noqa: E402
 
 PAGE = "Stratified synthesis"
 SECURE = "secure synthetic release"
+MEAN_ACTION = "stratified mean release"
+MEAN_LABELS = {  # the mean release's table: machine names -> what the page shows
+    "group": "Stratum", "size": "Size (rows; declared public)", "noisy_size": "Noisy size (DP count, rows)",
+    "weight": "Weight", "mean": "Private mean", "se": "Standard error (privacy noise)",
+    "ci_low": "95% interval, low", "ci_high": "95% interval, high", "note": "Note", "estimate": "Estimate",
+}
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
 S = "session"
 LABELS = {  # machine column names -> what the page shows, with units
@@ -384,7 +392,116 @@ with tab_ml:
                    "minus the smallest rate over strata (fairlearn MetricFrame). The positive class is any code "
                    "above the target's first category.")
 
+
+def mean_release_section() -> None:
+    """A real release of one column's stratified mean on the loaded data, recorded like the synthetic
+    release: cap check first, then each press is a new release in the project ledger."""
+    st.markdown("#### Release a private stratified mean (real data)")
+    st.caption("One noisy mean per stratum of the strata chosen above, recombined with the size policy "
+               "chosen above, and a pooled mean beside it for comparison. Every noise value comes from "
+               "OpenDP's secure sampler; the release is recorded in this data set's ledger.")
+    if plan is None:
+        st.info("Fix the settings above to release a mean.")
+        return
+    options = [c for c in raw.columns if c not in strata and c not in identifiers]
+    if not options:
+        st.info("Every column is a strata column or an identifier: there is no column left to average.")
+        return
+    n1, n2, n3, n4 = st.columns([1.2, 1.4, 1, 1.2])
+    column = n1.selectbox("Column", options, index=options.index("income") if "income" in options else 0,
+                          key=f"ss_mr_column_{slug}", persist_state=S,
+                          help="A categorical column releases the share of rows in one category; a numeric "
+                               "one its mean, clipped to a public range.")
+    series = raw[column]
+    numeric = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series) \
+        and series.nunique() > 2
+    category, value_range, range_error = None, None, None
+    if numeric:
+        range_text = n2.text_input(f"Public range of {column}", "", key=f"ss_mr_range_{slug}_{column}",
+                                   persist_state=S, placeholder="e.g. 0-100",
+                                   help="Known without looking at the data (a questionnaire's limits, a "
+                                        "published top code); values outside are clipped into it. Never the "
+                                        "data's own minimum and maximum.")
+        try:
+            parsed = parse_bounds(f"{column}: {range_text}") if range_text.strip() else ()
+            value_range = (parsed[0][1], parsed[0][2]) if parsed else None
+        except ValueError as exc:
+            range_error = str(exc)
+    else:
+        cats = [str(c) for c in (series.cat.categories if isinstance(series.dtype, pd.CategoricalDtype)
+                                 else sorted(series.astype(str).unique()))]
+        category = n2.selectbox("Share of rows in", cats, index=len(cats) - 1 if column == "income" else 0,
+                                key=f"ss_mr_category_{slug}_{column}", persist_state=S,
+                                help="The released mean is the share of each stratum in this category.")
+    mr_eps = float(n3.number_input("Epsilon", 0.01, 50.0, 1.0, 0.1, key="ss_mr_eps", persist_state=S))
+    mr_noise = n4.radio("Noise", list(MEAN_NOISES), key="ss_mr_noise", format_func=MEAN_NOISES.get,
+                        persist_state=S, help="Gaussian noise runs at the zCDP rho that is (epsilon, delta)-DP "
+                                               "at the delta chosen above.")
+    pooled_share = st.slider("Share of the budget for the pooled comparison mean", 0.0, 0.5, 0.2, 0.05,
+                             key="ss_mr_pooled_share", persist_state=S,
+                             help="The pooled mean is a second measurement of the same people, so it costs "
+                                  "its own share of epsilon; 0 releases no pooled mean.")
+    try:
+        if range_error:
+            raise ValueError(range_error)
+        mr_plan = MeanReleasePlan(
+            data=ref, column=column, strata=tuple(strata), epsilon=mr_eps, delta=delta, noise=mr_noise,
+            category=category, value_range=value_range, size_policy=size_policy,
+            sizes_declared_public=bool(public_ok), count_share=float(count_share),
+            pooled_share=float(pooled_share), numeric_bounds=bounds, domain_declared_public=bool(domain_public))
+    except ValueError as exc:
+        st.error(str(exc))
+        return
+    what = f"share {column} = {category}" if category is not None else f"mean of {column}"
+    label = f"stratified {what}, epsilon {mr_eps:g}"
+    allowed = release_guard(release_entry(mr_plan, PAGE, MEAN_ACTION, label, projected_ledger(mr_plan),
+                                          data_label=picked.name), "ss_mr_release")
+    if st.button("Release the stratified mean", type="primary", key="ss_mr_release", disabled=not allowed,
+                 help="Each press is a new release with fresh OpenDP noise and adds its spend to this data "
+                      "set's ledger."):
+        try:
+            released = release_stratified_mean(mr_plan, picked.raw, secure=True)
+            if record_release(release_entry(mr_plan, PAGE, MEAN_ACTION, label, released.ledger(), fresh=True,
+                                            data_label=picked.name)):
+                st.session_state["ss_mean_release"] = (label, released)
+        except ValueError as exc:
+            st.error(str(exc))
+    kept = st.session_state.get("ss_mean_release")
+    if kept is None or kept[1].plan.data != ref:
+        return
+    shown_label, rel = kept
+    mp = rel.plan
+    shown_what = f"share in {mp.category}" if mp.category is not None else f"mean of {mp.column}"
+    st.markdown(f"##### Released: {plain(shown_label)}")
+    (st.success if rel.secure else st.warning)(rel.statement)
+    cols = st.columns(len(rel.overall))
+    for col, (_, row) in zip(cols, rel.overall.iterrows()):
+        col.metric(f"Overall, {row['estimate']}", f"{row['mean']:.4g}",
+                   help=f"95% interval {row['ci_low']:.4g} to {row['ci_high']:.4g}; standard error "
+                        f"{row['se']:.2g} from the privacy noise.")
+    st.plotly_chart(figs.mean_release_figure(rel.strata, rel.overall, shown_what), width="stretch",
+                    key="ss_mr_chart")
+    config = {c: st.column_config.NumberColumn(MEAN_LABELS[c], format="%d") if c in ("size", "noisy_size")
+              else st.column_config.Column(MEAN_LABELS[c]) for c in rel.strata.columns if c in MEAN_LABELS}
+    st.dataframe(rel.strata, hide_index=True, width="stretch", column_config=config, key="ss_mr_table")
+    st.caption("Standard errors and intervals describe the privacy noise only (the target is this data's own "
+               "stratum mean, not a wider population). " +
+               ("Sizes are public, so they are exact; Laplace intervals use the noise's exact 95% point."
+                if mp.sizes_public else "Sizes are the DP counts; with them the errors are first-order "
+                "approximations computed from the released numbers only."))
+    show(rel.ledger_table)
+    stem = f"stratified_{mp.column}_eps{mp.epsilon:g}"
+    st.download_button("Download the stratified means (CSV)", guarded_csv(rel.export()), file_name=f"{stem}.csv",
+                       mime="text/csv", key="ss_mr_download")
+
+
 with tab_mean:
+    with st.container(border=True):
+        try:
+            mean_release_section()
+        except ValueError as exc:   # the release ledger cannot be reached: nothing is released
+            st.error(str(exc))
+    st.markdown("#### Simulation: how the privacy error of a mean scales")
     st.caption(SIM + " Group sizes are those of the chosen strata (curator only); values are N(mu_i, 1) draws.")
     q1, q2, q3, q4 = st.columns(4)
     q1.number_input("Bound R on |mean|", 0.1, 100.0, 1.0, 0.5, key="ss_me_R", persist_state=S)
@@ -476,11 +593,13 @@ def release_section() -> None:
                  help="Draws every privacy noise value with OpenDP's secure sampler. Each press is a new "
                       "release and adds its spend to this data set's ledger."):
         try:
-            with st.spinner("Fitting with OpenDP's secure sampler..."):
-                secured = secure_release(secure_plan, picked.raw)
+            with progress_bar("Fitting with OpenDP's secure sampler", cancel_key="ss_rel_cancel", n_jobs=1) as bar:
+                secured = secure_release(secure_plan, picked.raw, progress=bar)
             if record_release(release_entry(secure_plan, PAGE, SECURE, secure_label, secured.ledger, fresh=True,
                                             data_label=picked.name)):
                 st.session_state["ss_secure_release"] = (setup_digest, secured)
+        except Cancelled:
+            st.info("The release was cancelled before anything was published: nothing was spent or recorded.")
         except ValueError as exc:
             st.error(str(exc))
     shown = []

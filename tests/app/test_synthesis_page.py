@@ -311,3 +311,79 @@ def test_synthesizer_settings_survive_navigation():
     assert not at.exception
     assert at.selectbox(key="ss_synth").value == "gem"
     assert at.number_input(key="ss_gem_rounds").value == 50
+
+
+def _own_ledger(tmp_path, monkeypatch):
+    from core.privacy.project_ledger import ProjectLedger
+
+    monkeypatch.setenv("DASHBOARD_DB_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    return ProjectLedger()
+
+
+def test_stratified_mean_release_is_recorded_in_the_project_ledger(tmp_path, monkeypatch):
+    ledger = _own_ledger(tmp_path, monkeypatch)
+    at = _page()
+    assert at.selectbox(key="ss_mr_column_cps").value == "income"
+    assert at.selectbox(key="ss_mr_category_cps_income").value == "50K+"
+    assert not ledger.releases("cps", "release")
+    at.number_input(key="ss_mr_eps").set_value(0.5).run()
+    at.button(key="ss_mr_release").click().run()
+    assert not at.exception and not at.error
+    made = ledger.releases("cps", "release")
+    assert len(made) == 1 and made[0].action == "stratified mean release" and made[0].kind == "release"
+    assert made[0].label == "stratified share income = 50K+, epsilon 0.5"
+    assert sum(s.amount for s in made[0].spends) == pytest.approx(0.5)            # all Laplace, in epsilon
+    assert ledger.totals("cps").epsilon == pytest.approx(0.5)
+    table = _table(at, "ci_high")
+    assert len(table) == 10 and "noisy_size" in table.columns and "size" not in table.columns
+    assert (table["ci_low"] <= table["mean"]).all() and (table["mean"] <= table["ci_high"]).all()
+    assert any(m.label == "Overall, pooled (comparison)" for m in at.metric)
+    assert any(t.startswith("Private share in 50K+ per stratum") for t in _chart_titles(at))
+    assert any(s.value.startswith("Release:") for s in at.success)
+    assert "Download the stratified means (CSV)" in [b.proto.label for b in at.get("download_button")]
+    at.run()                                                                       # a rerun records nothing new
+    assert len(ledger.releases("cps", "release")) == 1
+    at.button(key="ss_mr_release").click().run()                                   # a second press: a new release
+    assert len(ledger.releases("cps", "release")) == 2
+    assert ledger.totals("cps").epsilon == pytest.approx(1.0)
+
+
+def test_a_numeric_mean_needs_a_public_range_typed_by_the_curator(tmp_path, monkeypatch):
+    ledger = _own_ledger(tmp_path, monkeypatch)
+    at = _page()
+    at.selectbox(key="ss_dataset").set_value("adult").run()
+    at.selectbox(key="ss_mr_column_adult").set_value("hours_per_week").run()
+    assert not at.exception
+    assert any("give a public range" in e.value for e in at.error)
+    assert not [b for b in at.button if b.key == "ss_mr_release"]                 # nothing to press without one
+    at.text_input(key="ss_mr_range_adult_hours_per_week").input("0-99").run()
+    assert not at.exception and not at.error
+    at.button(key="ss_mr_release").click().run()
+    assert not at.exception and not at.error
+    made = ledger.releases("adult", "release")
+    assert [m.label for m in made] == ["stratified mean of hours_per_week, epsilon 1"]
+    assert any("public range [0, 99]" in s.value for s in at.success)
+    assert _table(at, "ci_high")["mean"].between(0, 99).all()
+
+
+def test_cancelling_a_secure_synthetic_release_records_nothing(tmp_path, monkeypatch):
+    from contextlib import contextmanager
+
+    import dashboard.components.progress as progress_module
+    from core.contracts import Cancelled
+
+    ledger = _own_ledger(tmp_path, monkeypatch)
+
+    @contextmanager
+    def clicked(label, *, cancel_key=None, n_jobs=None):
+        if cancel_key == "ss_rel_cancel":
+            raise Cancelled(f"{label} was cancelled.")
+        yield lambda done, total, message="": None
+
+    monkeypatch.setattr(progress_module, "progress_bar", clicked)
+    at = _page()
+    at.selectbox(key="ss_synth").set_value("independent").run()
+    at.button(key="ss_rel_secure").click().run()
+    assert not at.exception and not at.error
+    assert any("cancelled before anything was published" in i.value for i in at.info)
+    assert not ledger.releases("cps", "release")
