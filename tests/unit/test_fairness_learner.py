@@ -206,3 +206,42 @@ def test_game_matches_the_exact_lp_on_a_toy():
         assert (fit.p_hat[pairs.I] - fit.p_hat[pairs.J]).max() <= gamma + 0.05
     free = exact_fair_erm(H, y, ordered_pairs(cons.iloc[:0], n), 0.0)
     assert exact_fair_erm(H, y, pairs, 0.0) > free          # the pairs do bind on this toy
+
+
+# ---------------------------------------------------------------- constraint people outside the data
+
+def _synthetic_constraints():
+    from core.fairness.elicitation_plan import ElicitationPlan, run_elicitation
+    design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", demo_stakeholders=8))
+    return design.copy.people, design.constraints
+
+
+def test_constraint_people_join_at_zero_cost_and_leave_real_rows_untouched():
+    from core.fairness.learning_data import compas_learning_data, with_constraint_people
+    data = compas_learning_data()
+    people, _ = _synthetic_constraints()
+    augmented, fit_rows = with_constraint_people(data, people)
+    assert augmented.n == data.n + len(people)
+    assert np.array_equal(augmented.X[:data.n], data.X)             # bit for bit
+    assert np.array_equal(fit_rows, np.arange(data.n))
+    assert np.isfinite(augmented.X).all()
+    with pytest.raises(ValueError, match="missing"):
+        with_constraint_people(data, people.drop(columns=["race"]))
+
+
+def test_fit_on_synthetic_constraint_people_tightens_their_pairs_as_gamma_falls():
+    from core.fairness.learner import fit_with_constraint_people
+    from core.fairness.learning_data import compas_learning_data
+    data = compas_learning_data()
+    people, constraints = _synthetic_constraints()
+    gaps = {}
+    for gamma in (1.0, 0.3, 0.0):
+        rep = fit_with_constraint_people(data, people, constraints,
+                                         LearnerConfig(gamma=gamma, T=300, averaging="paper"))
+        gaps[gamma] = rep.summary["realized_gamma"]
+        assert rep.fit.fit_rows.max() < data.n                       # the error is the real people's only
+        assert rep.fit.pairs.I.min() >= data.n                       # the pairs are the synthetic people's
+    assert gaps[1.0] > gaps[0.3] > gaps[0.0]
+    assert gaps[0.0] < 0.1
+    with pytest.raises(ValueError, match="positions of the constraint people"):
+        fit_with_constraint_people(data, people, constraints.assign(i=len(people)), LearnerConfig(T=5))
