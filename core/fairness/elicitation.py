@@ -156,6 +156,13 @@ def outside_population(pairs: np.ndarray, population: str) -> np.ndarray:
     return np.setdiff1d(people, compas_population(population))
 
 
+def outside_session_people(pairs: np.ndarray, config: SessionConfig) -> np.ndarray:
+    """The person numbers in `pairs` that are not people a session's cards can show: rows outside
+    its population, or for a synthetic-copy session numbers beyond its synthetic people."""
+    people = np.asarray(pairs, dtype=np.int64).ravel()
+    return np.setdiff1d(people, population_rows(config))
+
+
 def _random_pairs(rows: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """k ordered pairs drawn uniformly from S x S with i != j, S the given rows (the paper's
     Theorem 2 sampling over the population); returned as row numbers."""

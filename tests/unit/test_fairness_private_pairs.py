@@ -102,3 +102,13 @@ def test_demo_panel_runs_on_synthetic_people():
     assert len(design.constraints) > 0
     assert design.constraints[["i", "j"]].to_numpy().max() < SYNTHETIC_PEOPLE
     assert "synthetic_ledger" in design.tables()
+
+
+def test_session_people_check_knows_synthetic_sessions():
+    from core.fairness.elicitation import outside_session_people
+    synth = SessionConfig(pair_source="dp_synthetic")
+    pairs = core_pairs(synth)
+    assert outside_session_people(pairs, synth).size == 0
+    assert list(outside_session_people(np.array([[0, SYNTHETIC_PEOPLE]]), synth)) == [SYNTHETIC_PEOPLE]
+    real = SessionConfig()
+    assert outside_session_people(core_pairs(real), real).size == 0
