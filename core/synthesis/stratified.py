@@ -8,9 +8,16 @@ count histogram that takes its own share of the budget.
 
 Under DP counts nothing the wrapper records (ledger, strata table) holds an exact stratum size:
 only the noisy sizes, which are the ones that steer the release and its row count.
+
+Speed and progress: a synthesizer class with a ``fit_group`` (GEM) fits all its strata in one
+lockstep call that shares compiled programs and one training call per round; other synthesizers
+fit stratum by stratum, in this process or over ``n_jobs`` workers. In this process each
+stratum's ``fit`` receives the progress callback when it takes one, its messages prefixed with
+"stratum s of k (key)"; the callback may raise ``Cancelled`` to stop the whole fit.
 """
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
@@ -50,9 +57,38 @@ class _FitJob:
     noise: object = None
 
 
-def _fit_one(job: _FitJob):
+def _fit_one(job: _FitJob, model=None, progress=None):
+    model = job.factory() if model is None else model
     extra = {} if job.noise is None else {"noise": job.noise}
-    return job.key, job.factory().fit(job.rows, job.domain, job.rho, job.rng, **extra)
+    if progress is not None:
+        extra["progress"] = progress
+    return job.key, model.fit(job.rows, job.domain, job.rho, job.rng, **extra)
+
+
+def takes_progress(fit: Callable) -> bool:
+    """Whether a ``fit`` method accepts a ``progress`` keyword (by name or through ``**kwargs``)."""
+    try:
+        params = inspect.signature(fit).parameters
+    except (TypeError, ValueError):
+        return False
+    return "progress" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def group_fitter(models: Sequence) -> Callable | None:
+    """The class's ``fit_group`` when every model is of one class that offers it, else None."""
+    kinds = {type(m) for m in models}
+    if len(kinds) != 1:
+        return None
+    fitter = getattr(kinds.pop(), "fit_group", None)
+    return fitter if callable(fitter) else None
+
+
+def _prefixed(progress, prefix: str, before: int, count: int):
+    """A stratum's callback: its rounds placed after the ``before`` earlier strata of ``count``."""
+    def forward(done: int, total: int, message: str) -> None:
+        total = max(int(total), 1)
+        progress(before * total + int(done), count * total, f"{prefix}: {message}")
+    return forward
 
 
 class StratifiedSynthesizer:
@@ -94,11 +130,16 @@ class StratifiedSynthesizer:
             raise ValueError("The share of budget for counting strata must be strictly between 0 and 1.")
 
     def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float,
-            rng: np.random.Generator, noise=None) -> "StratifiedSynthesizer":
-        """Size the strata, decide their fate, and fit one model per fitted stratum in parallel.
+            rng: np.random.Generator, noise=None, progress=None) -> "StratifiedSynthesizer":
+        """Size the strata, decide their fate, and fit one model per fitted stratum.
 
         ``noise`` is the source of every privacy draw (seeded by default; ``SecureNoise`` for a release).
+        ``progress(done, total, message)`` (default: the one given at construction) hears every
+        stratum's rounds when its synthesizer reports them; raising ``Cancelled`` stops the fit and
+        leaves no fitted models behind.
         """
+        self.__dict__.pop("models_", None)
+        progress = self.progress if progress is None else progress
         self._check(df)
         rho = float(rho)
         if not math.isfinite(rho) or rho <= 0:
@@ -172,11 +213,33 @@ class StratifiedSynthesizer:
             # what was measured is named, never how many rows it held (that is the private size)
             self.ledger_.spend(f"synthesizer on stratum {job.key}", rho_strata, "rho", composition="parallel",
                                group="strata", measured="the stratum's own rows")
-        fitted = map_trials(_fit_one, jobs, n_jobs=self.n_jobs, progress=self.progress, label="stratum fits")
-        self.models_ = dict(fitted)
+        self.models_ = dict(self._fit_jobs(jobs, progress))
         self.rho_ = rho
         self.rho_per_stratum_ = rho_strata
         return self
+
+    def _fit_jobs(self, jobs: list[_FitJob], progress) -> list[tuple[str, object]]:
+        """(key, fitted model) per job: lockstep for a class with ``fit_group``, else one by one."""
+        if not jobs:
+            return []
+        models = [job.factory() for job in jobs]
+        labels = [f"stratum {s} of {len(jobs)} ({job.key})" for s, job in enumerate(jobs, 1)]
+        fit_group = group_fitter(models)
+        if fit_group is not None:
+            fit_group(models, [j.rows for j in jobs], [j.domain for j in jobs], jobs[0].rho, [j.rng for j in jobs],
+                      [j.noise for j in jobs], progress=progress, labels=labels)
+            return [(job.key, m) for job, m in zip(jobs, models)]
+        if self.n_jobs == 1:
+            out = []
+            for s, (job, model, label) in enumerate(zip(jobs, models, labels)):
+                forward = (_prefixed(progress, label, s, len(jobs))
+                           if progress is not None and takes_progress(model.fit) else None)
+                out.append(_fit_one(job, model, forward))
+                if progress is not None and forward is None:
+                    progress(s + 1, len(jobs), f"{label} fitted")
+            return out
+        # worker processes cannot call back into this one: progress counts finished strata
+        return map_trials(_fit_one, jobs, n_jobs=self.n_jobs, progress=progress, label="stratum fits")
 
     def release_size(self) -> int:
         """Rows a release may have: the sum of the sizes used (noisy under DP counts, public otherwise),
@@ -191,6 +254,8 @@ class StratifiedSynthesizer:
 
     def sample(self, n: int, rng: np.random.Generator) -> pd.DataFrame:
         """``n`` rows: each stratum's share drawn from that stratum's model (looked up by key)."""
+        if not hasattr(self, "models_"):
+            raise ValueError("Fit the stratified synthesizer before sampling from it.")
         alloc = self.allocation(n)
         rngs = spawn_rngs(rng, len(alloc))
         parts = []

@@ -88,3 +88,102 @@ def test_progress_can_cancel_and_registry_round_trips():
     plan = SynthesisPlan(data=DataRef("cps"), columns=("sex", "race", "income"), strata=("sex",),
                          synthesizer="gem", synth_params=GEMParams(rounds=10))
     assert plan_from_dict(plan.to_dict()) == plan
+
+
+def strata_frame(n: int = 1200, seed: int = 5) -> tuple[pd.DataFrame, dict]:
+    df = correlated(n, seed)
+    df["s"] = np.random.default_rng(seed + 1).integers(0, 3, len(df))
+    return df, {**DOMAIN, "s": 3}
+
+
+def test_tiny_budget_stops_within_it_and_records_every_round():
+    rho = 1e-7
+    model = small(rounds=6).fit(correlated(500), DOMAIN, rho, np.random.default_rng(3))
+    amounts = [s.amount for s in model.ledger_.spends]
+    assert len(amounts) == 1 + 2 * 5 and all(a > 0 for a in amounts)
+    assert model.ledger_.total("rho") <= rho + 1e-15
+    assert abs(model.ledger_.total("rho") - rho) <= 1e-12
+    # the noise is scaled to that budget: the recorded sigma of a measurement is huge
+    assert all(r["sigma"] > 100 for r in model.rounds_)
+
+
+def test_stratified_ledger_is_one_stratum_budget_plus_the_size_share():
+    df, dom = strata_frame()
+    rho, share = 0.5, 0.2
+    wrapper = StratifiedSynthesizer(lambda: small(rounds=3), ["s"], size_policy="dp_count", count_share=share)
+    wrapper.fit(df, dom, rho, np.random.default_rng(7))
+    per_stratum = (1 - share) * rho
+    assert len(wrapper.models_) == 3
+    for model in wrapper.models_.values():
+        assert abs(model.ledger_.total("rho") - per_stratum) <= 1e-9
+        assert len(model.ledger_) == 1 + 2 * (3 - 1)
+    led = wrapper.ledger_.to_frame()
+    assert (led[led["label"].str.startswith("synthesizer on stratum")]["composition"] == "parallel").all()
+    assert abs(wrapper.ledger_.total("rho") - (per_stratum + share * rho)) <= 1e-9
+
+
+def test_seeded_stratified_runs_are_reproducible():
+    df, dom = strata_frame(900)
+
+    def run():
+        w = StratifiedSynthesizer(lambda: small(rounds=3), ["s"]).fit(df, dom, 0.5, np.random.default_rng(11))
+        return w.sample(300, np.random.default_rng(12))
+    pd.testing.assert_frame_equal(run(), run())
+
+
+def test_strata_share_one_compiled_program_and_fit_in_lockstep():
+    from core.synthesis.gem import programs
+
+    df, dom = strata_frame(900)
+    model = small(rounds=3)
+    prog = programs(3, 3, model.noise_dim, model.hidden, model.batch, model.steps, model.learning_rate, model.ema)
+    assert prog is programs(3, 3, model.noise_dim, model.hidden, model.batch, model.steps,
+                            model.learning_rate, model.ema)
+    StratifiedSynthesizer(lambda: small(rounds=3), ["s"]).fit(df, dom, 0.5, np.random.default_rng(1))
+    compiled = prog.train._cache_size()
+    assert compiled >= 1
+    # a second stratified fit of the same shape (other data, other seed) compiles nothing new
+    StratifiedSynthesizer(lambda: small(rounds=3), ["s"]).fit(df.sample(frac=1.0, random_state=3), dom, 0.3,
+                                                             np.random.default_rng(2))
+    assert prog.train._cache_size() == compiled
+
+
+def test_group_fit_keeps_each_model_apart():
+    df, dom = strata_frame(900)
+    parts = [df[df["s"] == v].drop(columns="s").reset_index(drop=True) for v in range(2)]
+    models = [small(rounds=4), small(rounds=4)]
+    GEM.fit_group(models, parts, [DOMAIN, DOMAIN], 0.3, [np.random.default_rng(1), np.random.default_rng(2)])
+    for m in models:
+        assert abs(m.ledger_.total("rho") - 0.3) <= 1e-9 and len(m.rounds_) == 3
+    assert not np.array_equal(models[0].params_["out"]["w"], models[1].params_["out"]["w"])
+    # models with other settings or domains still fit, each in its own lockstep group
+    mixed = [small(rounds=3), small(rounds=4)]
+    GEM.fit_group(mixed, parts, [DOMAIN, DOMAIN], 0.3, [np.random.default_rng(1), np.random.default_rng(2)])
+    assert [len(m.rounds_) for m in mixed] == [2, 3]
+    with pytest.raises(ValueError, match="one data frame"):
+        GEM.fit_group(models, parts[:1], [DOMAIN], 0.3, [np.random.default_rng(1)])
+
+
+def test_cancel_on_round_two_stops_a_stratified_fit_and_names_the_stratum():
+    df, dom = strata_frame(900)
+    heard: list[tuple[int, int, str]] = []
+
+    def watch(done, total, message):
+        heard.append((done, total, message))
+        if done >= 2 and "round 2" in message:
+            raise Cancelled("stopped")
+
+    wrapper = StratifiedSynthesizer(lambda: small(rounds=5), ["s"])
+    with pytest.raises(Cancelled):
+        wrapper.fit(df, dom, 0.5, np.random.default_rng(0), progress=watch)
+    assert not hasattr(wrapper, "models_")
+    assert heard and heard[0][2].startswith("stratum 1 of 3 (s=0): GEM round 2 of 5")
+    assert "of the budget left" in heard[0][2]
+    with pytest.raises(ValueError, match="before sampling"):
+        wrapper.sample(10, np.random.default_rng(0))
+    # without cancelling, every stratum reports every round
+    heard.clear()
+    StratifiedSynthesizer(lambda: small(rounds=3), ["s"], progress=lambda *a: heard.append(a)).fit(
+        df, dom, 0.5, np.random.default_rng(0))
+    assert {m.split(":")[0] for _, _, m in heard} == {f"stratum {s} of 3 (s={s - 1})" for s in (1, 2, 3)}
+    assert {(d, t) for d, t, _ in heard} == {(2, 3), (3, 3)}

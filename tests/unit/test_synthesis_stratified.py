@@ -173,3 +173,56 @@ def test_any_data_spends_exactly_rho_and_stays_in_domain(n, sizes, rho, policy, 
     assert len(out) == (n_out if model.strata_["size_used"].sum() > 0 else 0)
     for c, k in dom.items():
         assert out[c].between(0, k - 1).all()
+
+
+def four_strata():
+    """Strata g x h (2 x 2) of 40, 30, 20 and 10 rows; 'tag' is the stratum index."""
+    keys = np.repeat(np.arange(4), (40, 30, 20, 10))
+    df = pd.DataFrame({"g": keys // 2, "h": keys % 2, "tag": keys, "x": keys % 3})
+    return df, {"g": 2, "h": 2, "tag": 4, "x": 3}
+
+
+class Rounds(Replay):
+    """Replay that reports three rounds through ``progress`` like AIM and GEM do."""
+
+    def fit(self, df, domain, rho, rng, progress=None):
+        for r in range(1, 4):
+            if progress is not None:
+                progress(r, 3, f"round {r} of 3")
+        return super().fit(df, domain, rho, rng)
+
+
+def test_progress_reaches_each_stratum_fit_with_its_name():
+    df, dom = four_strata()
+    heard = []
+    StratifiedSynthesizer(Rounds, ["g", "h"], progress=lambda *a: heard.append(a)).fit(
+        df, dom, 1.0, np.random.default_rng(0))
+    assert len(heard) == 4 * 3
+    assert heard[0] == (1, 12, "stratum 1 of 4 (g=0|h=0): round 1 of 3")
+    assert heard[-1] == (12, 12, "stratum 4 of 4 (g=1|h=1): round 3 of 3")
+    assert [d for d, _, _ in heard] == list(range(1, 13))      # one bar over all strata
+
+
+def test_fit_without_progress_parameter_is_reported_per_stratum():
+    df, dom = four_strata()
+    heard = []
+    s = StratifiedSynthesizer(Replay, ["g", "h"]).fit(df, dom, 1.0, np.random.default_rng(0),
+                                                     progress=lambda *a: heard.append(a))
+    assert len(s.models_) == 4
+    assert [(d, t) for d, t, _ in heard] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert heard[1][2] == "stratum 2 of 4 (g=0|h=1) fitted"
+
+
+def test_cancel_from_a_stratum_round_stops_the_fit():
+    from core.contracts import Cancelled
+
+    df, dom = four_strata()
+
+    def stop(done, total, message):
+        if message.startswith("stratum 2"):
+            raise Cancelled(message)
+    Replay.fitted = []
+    s = StratifiedSynthesizer(Rounds, ["g", "h"])
+    with pytest.raises(Cancelled):
+        s.fit(df, dom, 1.0, np.random.default_rng(0), progress=stop)
+    assert len(Replay.fitted) == 1 and not hasattr(s, "models_")     # stratum 2 never finished
