@@ -286,6 +286,8 @@ def stakeholder_view(join_code: str | None) -> None:
     card = el.pair_card(_people(config), int(row["a"]), int(row["b"]), config.features)
     st.markdown(f"#### Card {view + 1} of {n}")
     st.text(config.instructions)
+    if config.synthetic:
+        st.caption(SYNTHETIC_NOTE + " Ages and counts are shown as ranges.")
     left, right = st.columns(2)
     _person_column(left, "Person A", card, "Person A")
     _person_column(right, "Person B", card, "Person B")
@@ -323,8 +325,6 @@ def stakeholder_view(join_code: str | None) -> None:
                   on_click=_answer, args=(token, view, el.RETRACT, event_id))
     nav[3].button("Next →", key=P + "next", disabled=current is None or view >= n - 1,
                   use_container_width=True, on_click=_goto, args=(view + 1,))
-    if config.synthetic:
-        st.caption(SYNTHETIC_NOTE + " Ages and counts are shown as ranges.")
     st.caption("Labels and model scores are never shown. Your answers are stored as soon as you click; "
                "if you lose the connection, reload this page or come back with your resume code.")
 
