@@ -17,11 +17,11 @@ rho/T = epsilon0^2 (alpha^2/8 + (1-alpha)^2/2). The authors' wrapper passed the 
 as epsilon0 for every round instead, so its runs spent about T times more (effective epsilon about
 3.1 for a nominal 0.1 at delta 1e-9).
 
-Speed: the jitted programs depend only on shapes and settings, so they are built once per process
-and shared by every fit of that shape (every stratum of a stratified release, every seed of a
-sweep). ``GEM.fit_group`` fits several models with the same settings and domain in lockstep, one
-vectorised training call per round for all of them, each model keeping its own data, budget,
-random streams and ledger.
+Speed: the jitted programs depend only on shapes and settings (which cells are padding is an
+argument), so they are built and compiled once per process and shared by every fit of that shape:
+every stratum of a stratified release, every seed of a sweep. Training G models side by side in
+one vectorised call was tried and dropped: on CPU the batched matrix products ran 2-3 times
+slower per model than one model at a time.
 """
 from __future__ import annotations
 
@@ -62,8 +62,9 @@ def _jax():
 class Programs:
     """The jitted pieces of GEM for one shape and one set of settings.
 
-    ``probs(params, z, pad)`` is one model's row probabilities (K, d, M); ``answers``, ``train`` and
-    ``init_opt`` take a leading model axis (G models trained side by side; G = 1 for a single fit).
+    ``probs(params, z, pad)``: row probabilities (K, d, M); ``answers(params, z, pad)``: every
+    two-way answer (d, d, M, M); ``train(params, ema, opt_state, key, pad, y1, y2, mask2)``: one
+    round of ``steps`` Adam steps; ``init_opt(params)``: a fresh optimiser state.
     """
 
     probs: Callable
@@ -81,8 +82,7 @@ def programs(d: int, M: int, noise_dim: int, hidden: int, batch: int, steps: int
     """The compiled programs for ``d`` columns of at most ``M`` values: built once per process and shape.
 
     Nothing here depends on the data or on which cells are padding (``pad`` is an argument), so
-    every stratum and every round reuses the same compiled code; JAX compiles ``train`` once per
-    number of models fitted together.
+    every stratum and every round reuses the same compiled code.
     """
     key = (int(d), int(M), int(noise_dim), int(hidden), int(batch), int(steps), float(learning_rate), float(ema))
     with _PROGRAMS_LOCK:
@@ -126,10 +126,8 @@ def _build_programs(d, M, noise_dim, hidden, batch, steps, learning_rate, decay)
     def answers_one(params, z, pad):
         return two_way(probs(params, z, pad))
 
-    return Programs(probs=jax.jit(probs),
-                    answers=jax.jit(jax.vmap(answers_one, in_axes=(0, 0, None))),
-                    train=jax.jit(jax.vmap(train_one, in_axes=(0, 0, 0, 0, None, 0, 0, 0))),
-                    init_opt=jax.jit(jax.vmap(opt.init)))
+    return Programs(probs=jax.jit(probs), answers=jax.jit(answers_one), train=jax.jit(train_one),
+                    init_opt=jax.jit(opt.init))
 
 
 class GEM:
@@ -144,10 +142,6 @@ class GEM:
         self.noise_dim = int(noise_dim)
         self.learning_rate = float(learning_rate)
         self.ema = float(ema)
-
-    def settings(self) -> tuple:
-        """Everything besides the data that shapes a fit (models with equal settings train together)."""
-        return (self.rounds, self.steps, self.batch, self.hidden, self.noise_dim, self.learning_rate, self.ema)
 
     def _check_settings(self) -> None:
         if self.rounds < 1 or self.steps < 1 or self.batch < 1 or self.hidden < 1 or self.noise_dim < 1:
@@ -171,48 +165,16 @@ class GEM:
             noise=None, progress=None) -> "GEM":
         """Spend exactly ``rho`` over ``rounds`` rounds (module docstring); ``progress(round, rounds,
         message)`` may raise ``Cancelled`` to stop."""
-        GEM.fit_group([self], [df], [domain], rho, [rng], [noise], progress=progress)
-        return self
-
-    @staticmethod
-    def fit_group(models: Sequence["GEM"], frames: Sequence[pd.DataFrame], domains: Sequence[Mapping[str, int]],
-                  rho: float, rngs: Sequence[np.random.Generator], noises: Sequence | None = None,
-                  progress=None, labels: Sequence[str] | None = None) -> list["GEM"]:
-        """Fit ``models[g]`` on ``frames[g]`` with budget ``rho`` each, as ``fit`` would one by one.
-
-        Models with the same settings and the same domain sizes train side by side: one call of the
-        shared compiled program per round for all of them. Each model still has its own data, its
-        own random generator and noise source, its own selections and its own ledger, so the
-        result is a set of independent fits (the wrapper composes them in parallel over disjoint
-        rows). ``progress(round, rounds, message)`` is called for every model each round, the
-        message starting with its label; raising ``Cancelled`` stops all of them.
-        """
-        G = len(models)
-        if not (len(frames) == len(domains) == len(rngs) == G):
-            raise ValueError("Give one data frame, one domain and one random generator per model.")
-        noises = [None] * G if noises is None else list(noises)
-        labels = [""] * G if labels is None else [f"{s}: " for s in labels]
-        if len(noises) != G or len(labels) != G:
-            raise ValueError("Give one noise source and one label per model (or none).")
         rho = float(rho)
         if not math.isfinite(rho) or rho <= 0:
             raise ValueError(f"The budget rho must be a positive number; got {rho}.")
-        jobs: dict[tuple, list[tuple]] = {}
-        for g, (model, df, domain) in enumerate(zip(models, frames, domains)):
-            if not isinstance(model, GEM):
-                raise ValueError(f"fit_group fits GEM models only; got {type(model).__name__}.")
-            model._check_settings()
-            arr = check_codes(df, domain)
-            columns = list(df.columns)
-            if not columns:
-                raise ValueError("Choose at least one column to synthesise.")
-            sizes = tuple(int(domain[c]) for c in columns)
-            jobs.setdefault((model.settings(), sizes), []).append((g, arr, columns))
-        for (_, sizes), part in jobs.items():
-            idx = [g for g, _, _ in part]
-            _fit_lockstep([models[g] for g in idx], [a for _, a, _ in part], [c for _, _, c in part], list(sizes),
-                          rho, [rngs[g] for g in idx], [noises[g] for g in idx], progress, [labels[g] for g in idx])
-        return list(models)
+        self._check_settings()
+        arr = check_codes(df, domain)
+        columns = list(df.columns)
+        if not columns:
+            raise ValueError("Choose at least one column to synthesise.")
+        _fit(self, arr, columns, [int(domain[c]) for c in columns], rho, rng, noise, progress)
+        return self
 
     def sample(self, n: int, rng: np.random.Generator) -> pd.DataFrame:
         """``n`` rows: each row one generator output, every column drawn from its softmax."""
@@ -248,91 +210,75 @@ def exact_marginals(arr: np.ndarray, sizes: Sequence[int], pairs: Sequence[tuple
     return one, two
 
 
-def _stack(trees: list[dict]) -> dict:
-    """One tree of arrays with a leading model axis from G trees of the same structure."""
-    return {k: _stack([t[k] for t in trees]) if isinstance(v, dict) else np.stack([t[k] for t in trees])
-            for k, v in trees[0].items()}
-
-
-def _fit_lockstep(models: list[GEM], arrs: list[np.ndarray], columns: list[list[str]], sizes: list[int], rho: float,
-                  rngs: list, noises: list, progress, labels: list[str]) -> None:
-    """Alg. 1 for G models with equal settings and domain sizes, one shared training call per round."""
+def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho: float, rng, noise,
+         progress) -> None:
+    """Alg. 1 on checked codes; sets the fitted attributes only once every round has run."""
     jax, jnp, _ = _jax()
-    lead = models[0]
-    G, d, M = len(models), len(sizes), max(sizes)
-    sources = [noise_source(r, s) for r, s in zip(rngs, noises)]
+    d, M = len(sizes), max(sizes)
+    noise = noise_source(rng, noise)
     pairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
     pi, pj = (np.array([p[k] for p in pairs], np.int64) for k in (0, 1))
-    counts = [exact_marginals(a, sizes, pairs) for a in arrs]
-    two = np.stack([c[1] for c in counts])                                 # (G, d, d, M, M)
-    T = lead.rounds if pairs else 1
+    one, two = exact_marginals(arr, sizes, pairs)
+    T = model.rounds if pairs else 1
     rho_round = rho / T
-    prog = lead._programs(d, M)
+    prog = model._programs(d, M)
     pad = jnp.asarray(padding(sizes))
-    # per model, in the order a lone fit draws them: weights, training key, round-0 noise
-    params = jax.tree.map(jnp.asarray, _stack([m._init_params(r, d * M) for m, r in zip(models, rngs)]))
-    keys = jnp.stack([jax.random.PRNGKey(int(r.integers(2 ** 31))) for r in rngs])
-    ledgers = [BudgetLedger() for _ in models]
-    spent = [[] for _ in models]
-    y1 = np.zeros((G, d, M))
-    n_hat = np.zeros(G)
-    for g, (src, led) in enumerate(zip(sources, ledgers)):
-        # round 0: every one-way marginal, released together (L2 sensitivity sqrt(d))
-        sig = []
-        for i, s in enumerate(sizes):
-            draw, sigma = src.gaussian(math.sqrt(d), rho_round, s)
-            y1[g, i, :s] = counts[g][0][i, :s] + draw
-            sig.append(sigma)
-        led.spend("round 1: one-way marginals", rho_round, "rho",
-                  measured=f"{d} one-way count tables, sigma {sig[0]:.3g} each")
-        spent[g].append(rho_round)
-        # inverse-variance total from the noisy one-way sums (no exact count is kept)
-        var = np.array([s * v ** 2 for s, v in zip(sizes, sig)])
-        n_hat[g] = max(float((y1[g].sum(1) / var).sum() / (1 / var).sum()), 1.0)
+    params = jax.tree.map(jnp.asarray, model._init_params(rng, d * M))
+    key = jax.random.PRNGKey(int(rng.integers(2 ** 31)))
+    ledger = BudgetLedger()
+    spent: list[float] = []
+    # round 0: every one-way marginal, released together (L2 sensitivity sqrt(d))
+    y1 = np.zeros((d, M))
+    sig = []
+    for i, s in enumerate(sizes):
+        draw, sigma = noise.gaussian(math.sqrt(d), rho_round, s)
+        y1[i, :s] = one[i, :s] + draw
+        sig.append(sigma)
+    ledger.spend("round 1: one-way marginals", rho_round, "rho",
+                 measured=f"{d} one-way count tables, sigma {sig[0]:.3g} each")
+    spent.append(rho_round)
+    # inverse-variance total from the noisy one-way sums (no exact count is kept)
+    var = np.array([s * v ** 2 for s, v in zip(sizes, sig)])
+    n_hat = max(float((y1.sum(1) / var).sum() / (1 / var).sum()), 1.0)
     y1 = np.maximum(y1, 0.0)
-    y1 = (y1 / np.maximum(y1.sum(2, keepdims=True), 1e-12)).astype(np.float32)
-    y2 = np.zeros((G, d, d, M, M), np.float32)
-    mask2 = np.zeros((G, d, d), np.float32)
-    history: list[list[dict]] = [[] for _ in models]
-    ema = params
-    opt_state = prog.init_opt(params)
-    params, ema, opt_state, keys = prog.train(params, ema, opt_state, keys, pad, y1, y2, mask2)
-    z_eval = jnp.asarray(np.stack([r.normal(size=(lead.batch, lead.noise_dim)) for r in rngs]), jnp.float32)
+    y1 = (y1 / np.maximum(y1.sum(1, keepdims=True), 1e-12)).astype(np.float32)
+    # the measured two-way tables, in fixed (d, d, M, M) slots: an unmeasured pair has weight 0, so
+    # every round runs the same compiled step
+    y2 = np.zeros((d, d, M, M), np.float32)
+    mask2 = np.zeros((d, d), np.float32)
+    history: list[dict] = []
+    ema, opt_state = params, prog.init_opt(params)
+    params, ema, opt_state, key = prog.train(params, ema, opt_state, key, pad, y1, y2, mask2)
+    z_eval = jnp.asarray(rng.normal(size=(model.batch, model.noise_dim)), jnp.float32)
     rho_sel, rho_meas = round_budget(rho_round)
     eps_em = exponential_mechanism_epsilon(rho_sel)
     for t in range(2, T + 1):
         if progress is not None:
-            for g in range(G):
-                left = 1 - math.fsum(spent[g]) / rho
-                progress(t, T, f"{labels[g]}GEM round {t} of {T}; {left:.0%} of the budget left")
-        a2 = np.asarray(prog.answers(ema, z_eval, pad), float)              # (G, d, d, M, M)
-        scores = np.abs(two - n_hat[:, None, None, None, None] * a2).sum((3, 4))[:, pi, pj]
-        for g in range(G):
-            if t == T:   # the last round spends exactly what is left
-                rho_sel, rho_meas = round_budget(rho - math.fsum(spent[g]))
-                eps_em = exponential_mechanism_epsilon(rho_sel)
-            k = sources[g].choose(scores[g], eps_em)
-            i, j = pairs[k]
-            ledgers[g].spend(f"round {t}: selection", rho_sel, "rho",
-                             measured=f"exponential mechanism over {len(pairs)} marginals, epsilon {eps_em:.3g}")
-            si, sj = sizes[i], sizes[j]
-            draw, sigma = sources[g].gaussian(1.0, rho_meas, (si, sj))
-            ledgers[g].spend(f"round {t}: measurement", rho_meas, "rho",
-                             measured=f"Gaussian counts of {columns[g][i]} x {columns[g][j]}, sigma {sigma:.3g}")
-            spent[g] += [rho_sel, rho_meas]
-            noisy = np.maximum(two[g, i, j, :si, :sj] + draw, 0.0)
-            y2[g, i, j] = 0.0
-            y2[g, i, j, :si, :sj] = noisy / max(noisy.sum(), 1e-12)
-            mask2[g, i, j] += 1.0
-            history[g].append({"round": t, "marginal": f"{columns[g][i]} x {columns[g][j]}",
-                               "sigma": sigma, "epsilon_em": eps_em})
-        params, ema, opt_state, keys = prog.train(params, ema, opt_state, keys, pad, y1, y2, mask2)
-    final = jax.tree.map(np.asarray, ema)
-    for g, model in enumerate(models):
-        model.columns_ = list(columns[g])
-        model.sizes_ = list(sizes)
-        model.ledger_ = ledgers[g]
-        model.rounds_ = history[g]
-        model.params_ = jax.tree.map(lambda x: x[g].copy(), final)
-        model.n_estimate_ = float(n_hat[g])
-        model.rho_ = rho
+            progress(t, T, f"GEM round {t} of {T}; {1 - math.fsum(spent) / rho:.0%} of the budget left")
+        if t == T:   # the last round spends exactly what is left
+            rho_sel, rho_meas = round_budget(rho - math.fsum(spent))
+            eps_em = exponential_mechanism_epsilon(rho_sel)
+        a2 = np.asarray(prog.answers(ema, z_eval, pad), float)
+        scores = np.abs(two - n_hat * a2).sum((2, 3))[pi, pj]
+        k = noise.choose(scores, eps_em)
+        i, j = pairs[k]
+        ledger.spend(f"round {t}: selection", rho_sel, "rho",
+                     measured=f"exponential mechanism over {len(pairs)} marginals, epsilon {eps_em:.3g}")
+        si, sj = sizes[i], sizes[j]
+        draw, sigma = noise.gaussian(1.0, rho_meas, (si, sj))
+        ledger.spend(f"round {t}: measurement", rho_meas, "rho",
+                     measured=f"Gaussian counts of {columns[i]} x {columns[j]}, sigma {sigma:.3g}")
+        spent += [rho_sel, rho_meas]
+        noisy = np.maximum(two[i, j, :si, :sj] + draw, 0.0)
+        y2[i, j] = 0.0
+        y2[i, j, :si, :sj] = noisy / max(noisy.sum(), 1e-12)
+        mask2[i, j] += 1.0
+        params, ema, opt_state, key = prog.train(params, ema, opt_state, key, pad, y1, y2, mask2)
+        history.append({"round": t, "marginal": f"{columns[i]} x {columns[j]}", "sigma": sigma, "epsilon_em": eps_em})
+    model.columns_ = list(columns)
+    model.sizes_ = list(sizes)
+    model.ledger_ = ledger
+    model.rounds_ = history
+    model.params_ = jax.tree.map(np.asarray, ema)
+    model.n_estimate_ = n_hat
+    model.rho_ = rho

@@ -9,11 +9,12 @@ count histogram that takes its own share of the budget.
 Under DP counts nothing the wrapper records (ledger, strata table) holds an exact stratum size:
 only the noisy sizes, which are the ones that steer the release and its row count.
 
-Speed and progress: a synthesizer class with a ``fit_group`` (GEM) fits all its strata in one
-lockstep call that shares compiled programs and one training call per round; other synthesizers
-fit stratum by stratum, in this process or over ``n_jobs`` workers. In this process each
-stratum's ``fit`` receives the progress callback when it takes one, its messages prefixed with
-"stratum s of k (key)"; the callback may raise ``Cancelled`` to stop the whole fit.
+Speed and progress: strata are fitted one after another in this process by default
+(``n_jobs=1``), where synthesizers that compile programs (GEM, AIM) reuse them from stratum to
+stratum, and each stratum's ``fit`` receives the progress callback when it takes one, its
+messages prefixed with "stratum s of k (key)"; the callback may raise ``Cancelled`` to stop the
+whole fit. With ``n_jobs`` other than 1 strata go to worker processes, which cannot call back:
+progress then counts finished strata.
 """
 from __future__ import annotations
 
@@ -72,15 +73,6 @@ def takes_progress(fit: Callable) -> bool:
     except (TypeError, ValueError):
         return False
     return "progress" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
-def group_fitter(models: Sequence) -> Callable | None:
-    """The class's ``fit_group`` when every model is of one class that offers it, else None."""
-    kinds = {type(m) for m in models}
-    if len(kinds) != 1:
-        return None
-    fitter = getattr(kinds.pop(), "fit_group", None)
-    return fitter if callable(fitter) else None
 
 
 def _prefixed(progress, prefix: str, before: int, count: int):
@@ -219,19 +211,13 @@ class StratifiedSynthesizer:
         return self
 
     def _fit_jobs(self, jobs: list[_FitJob], progress) -> list[tuple[str, object]]:
-        """(key, fitted model) per job: lockstep for a class with ``fit_group``, else one by one."""
+        """(key, fitted model) per job: in this process with forwarded progress, or on workers."""
         if not jobs:
             return []
-        models = [job.factory() for job in jobs]
-        labels = [f"stratum {s} of {len(jobs)} ({job.key})" for s, job in enumerate(jobs, 1)]
-        fit_group = group_fitter(models)
-        if fit_group is not None:
-            fit_group(models, [j.rows for j in jobs], [j.domain for j in jobs], jobs[0].rho, [j.rng for j in jobs],
-                      [j.noise for j in jobs], progress=progress, labels=labels)
-            return [(job.key, m) for job, m in zip(jobs, models)]
         if self.n_jobs == 1:
             out = []
-            for s, (job, model, label) in enumerate(zip(jobs, models, labels)):
+            for s, job in enumerate(jobs):
+                model, label = job.factory(), f"stratum {s + 1} of {len(jobs)} ({job.key})"
                 forward = (_prefixed(progress, label, s, len(jobs))
                            if progress is not None and takes_progress(model.fit) else None)
                 out.append(_fit_one(job, model, forward))

@@ -131,37 +131,21 @@ def test_seeded_stratified_runs_are_reproducible():
     pd.testing.assert_frame_equal(run(), run())
 
 
-def test_strata_share_one_compiled_program_and_fit_in_lockstep():
+def test_strata_share_one_compiled_program():
     from core.synthesis.gem import programs
 
     df, dom = strata_frame(900)
     model = small(rounds=3)
-    prog = programs(3, 3, model.noise_dim, model.hidden, model.batch, model.steps, model.learning_rate, model.ema)
-    assert prog is programs(3, 3, model.noise_dim, model.hidden, model.batch, model.steps,
-                            model.learning_rate, model.ema)
+    shape = (3, 3, model.noise_dim, model.hidden, model.batch, model.steps, model.learning_rate, model.ema)
+    prog = programs(*shape)
+    assert prog is programs(*shape)                      # built once per process and shape
+    assert programs(4, 3, *shape[2:]) is not prog
     StratifiedSynthesizer(lambda: small(rounds=3), ["s"]).fit(df, dom, 0.5, np.random.default_rng(1))
-    compiled = prog.train._cache_size()
-    assert compiled >= 1
-    # a second stratified fit of the same shape (other data, other seed) compiles nothing new
-    StratifiedSynthesizer(lambda: small(rounds=3), ["s"]).fit(df.sample(frac=1.0, random_state=3), dom, 0.3,
-                                                             np.random.default_rng(2))
-    assert prog.train._cache_size() == compiled
-
-
-def test_group_fit_keeps_each_model_apart():
-    df, dom = strata_frame(900)
-    parts = [df[df["s"] == v].drop(columns="s").reset_index(drop=True) for v in range(2)]
-    models = [small(rounds=4), small(rounds=4)]
-    GEM.fit_group(models, parts, [DOMAIN, DOMAIN], 0.3, [np.random.default_rng(1), np.random.default_rng(2)])
-    for m in models:
-        assert abs(m.ledger_.total("rho") - 0.3) <= 1e-9 and len(m.rounds_) == 3
-    assert not np.array_equal(models[0].params_["out"]["w"], models[1].params_["out"]["w"])
-    # models with other settings or domains still fit, each in its own lockstep group
-    mixed = [small(rounds=3), small(rounds=4)]
-    GEM.fit_group(mixed, parts, [DOMAIN, DOMAIN], 0.3, [np.random.default_rng(1), np.random.default_rng(2)])
-    assert [len(m.rounds_) for m in mixed] == [2, 3]
-    with pytest.raises(ValueError, match="one data frame"):
-        GEM.fit_group(models, parts[:1], [DOMAIN], 0.3, [np.random.default_rng(1)])
+    # three strata, every round: one compiled training program
+    assert prog.train._cache_size() == 1 and prog.answers._cache_size() == 1
+    # a later fit of the same shape (other rows, seed and budget) compiles nothing new
+    small(rounds=4).fit(df[df["s"] == 2].drop(columns="s"), DOMAIN, 0.3, np.random.default_rng(2))
+    assert prog.train._cache_size() == 1
 
 
 def test_cancel_on_round_two_stops_a_stratified_fit_and_names_the_stratum():
@@ -186,4 +170,5 @@ def test_cancel_on_round_two_stops_a_stratified_fit_and_names_the_stratum():
     StratifiedSynthesizer(lambda: small(rounds=3), ["s"], progress=lambda *a: heard.append(a)).fit(
         df, dom, 0.5, np.random.default_rng(0))
     assert {m.split(":")[0] for _, _, m in heard} == {f"stratum {s} of 3 (s={s - 1})" for s in (1, 2, 3)}
-    assert {(d, t) for d, t, _ in heard} == {(2, 3), (3, 3)}
+    # one bar over all strata: stratum s's round t is step 3 (s - 1) + t of 9
+    assert [(d, t) for d, t, _ in heard] == [(2, 9), (3, 9), (5, 9), (6, 9), (8, 9), (9, 9)]
