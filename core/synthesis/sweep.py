@@ -66,7 +66,8 @@ def fit_progress(model, progress: Progress | None, prefix: str) -> dict:
         progress(done, total, f"{prefix} - {message}" if message else prefix)
 
     try:
-        accepts = "progress" in inspect.signature(model.fit).parameters
+        params = inspect.signature(model.fit).parameters
+        accepts = "progress" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     except (TypeError, ValueError):
         accepts = False
     if accepts:

@@ -42,8 +42,8 @@ SECURE = "secure synthetic release"
 MEAN_ACTION = "stratified mean release"
 MEAN_LABELS = {  # the mean release's table: machine names -> what the page shows
     "group": "Stratum", "size": "Size (rows; declared public)", "noisy_size": "Noisy size (DP count, rows)",
-    "weight": "Weight", "mean": "Private mean", "se": "Standard error (privacy noise)",
-    "ci_low": "95% interval, low", "ci_high": "95% interval, high", "note": "Note", "estimate": "Estimate",
+    "weight": "Weight", "mean": "Private mean", "se": "Std. error",
+    "ci_low": "95% low", "ci_high": "95% high", "note": "Note", "estimate": "Estimate",
 }
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
 S = "session"
@@ -484,7 +484,7 @@ def mean_release_section() -> None:
     config = {c: st.column_config.NumberColumn(MEAN_LABELS[c], format="%d") if c in ("size", "noisy_size")
               else st.column_config.Column(MEAN_LABELS[c]) for c in rel.strata.columns if c in MEAN_LABELS}
     st.dataframe(rel.strata, hide_index=True, width="stretch", column_config=config, key="ss_mr_table")
-    st.caption("Standard errors and intervals describe the privacy noise only (the target is this data's own "
+    st.caption("Standard errors (std. error) and 95% intervals describe the privacy noise only (the target is this data's own "
                "stratum mean, not a wider population). " +
                ("Sizes are public, so they are exact; Laplace intervals use the noise's exact 95% point."
                 if mp.sizes_public else "Sizes are the DP counts; with them the errors are first-order "

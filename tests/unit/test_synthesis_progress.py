@@ -74,7 +74,12 @@ def test_fit_progress_only_for_fits_that_accept_it():
             progress(1, 3, "round 1")
             return self
 
+    class Keywords:
+        def fit(self, df, domain, rho, rng, **extra):
+            return self
+
     assert fit_progress(Plain(), print, "fit 1 of 1") == {}
+    assert set(fit_progress(Keywords(), print, "fit 1 of 1")) == {"progress"}
     assert fit_progress(Rounds(), None, "fit 1 of 1") == {}
     heard = []
     Rounds().fit(None, None, 1.0, None, **fit_progress(Rounds(), lambda *a: heard.append(a), "fit 3 of 4"))
