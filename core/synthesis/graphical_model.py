@@ -38,6 +38,7 @@ from core.synthesis.sampling import draw_conditional
 Clique = tuple[str, ...]
 
 _ESTIMATOR = ["numpy"]
+_GROW = 1.01
 
 
 @contextlib.contextmanager
@@ -168,12 +169,12 @@ def _drop_axes(node: Clique, sub: Clique) -> tuple[int, ...]:
 
 
 def _logsumexp(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """log(sum(exp(x))) over ``axes`` (dropped), shifted by the maximum; ``x`` is finite."""
     if not axes:
         return x
     m = x.max(axis=axes, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.exp(x - m).sum(axis=axes, keepdims=True)) + m
+    out = np.log(np.exp(x - m).sum(axis=axes, keepdims=True))
+    out += m
     return out.reshape([s for i, s in enumerate(x.shape) if i not in axes])
 
 
@@ -263,6 +264,7 @@ class GraphicalModel:
         self.potentials = dict(potentials or {})
         self.step = step
         self.loss: float | None = None
+        self.iterations = 0
         self._mrf = mrf
 
     def project(self, clique: Clique) -> np.ndarray:
@@ -380,12 +382,24 @@ class _Problem:
         self.host = {r: next(n for n in self.tree.nodes if set(r) <= set(n)) for r in self.maximal}
         self.host_shape = {r: _axes_shape(domain, self.host[r], r) for r in self.maximal}
         # each measurement as (maximal clique, axes to sum out, target in canonical axis order, weight)
-        self.terms = []
+        merged: dict[tuple[Clique, Clique], list] = {}   # (maximal clique, clique) -> [sum w*y, sum w, sum w*y^2]
         for m, c in zip(measurements, cl):
             r = next(r for r in self.maximal if set(c) <= set(r))
             y = np.asarray(m.noisy, float).reshape([domain[a] for a in m.clique])
             y = np.transpose(y, [m.clique.index(a) for a in c])
-            self.terms.append((r, c, y, 1.0 / float(m.sigma) ** 2, _drop_axes(r, c), _axes_shape(domain, r, c)))
+            w = 1.0 / float(m.sigma) ** 2
+            acc = merged.setdefault((r, c), [0.0, 0.0, 0.0])
+            acc[0] = acc[0] + w * y
+            acc[1] += w
+            acc[2] += w * float(np.vdot(y, y))
+        # repeated measurements of one clique act as one at their precision-weighted mean; the
+        # constant keeps the loss value equal to the sum over the separate measurements
+        self.terms = []
+        self.constant = 0.0
+        for (r, c), (wy, w, wyy) in merged.items():
+            y = wy / w
+            self.constant += 0.5 * (wyy - w * float(np.vdot(y, y)))
+            self.terms.append((r, c, y, w, _drop_axes(r, c), _axes_shape(domain, r, c)))
         # Lipschitz constant of the gradient on the maximal cliques (exact for identity queries)
         blocks: dict[Clique, float] = {}
         for r, c, _, w, _, _ in self.terms:
@@ -403,7 +417,7 @@ class _Problem:
         return tables, mu
 
     def loss_grad(self, mu: dict[Clique, np.ndarray]):
-        loss = 0.0
+        loss = self.constant
         grad = {r: np.zeros(t.shape) for r, t in mu.items()}
         for r, c, y, w, drop, shape in self.terms:
             diff = (mu[r].sum(axis=drop) if drop else mu[r]) - y
@@ -455,19 +469,23 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
         step = max(step, min(warm_start.step, 64 * step))
     tables, mu = prob.clique_marginals(theta, total)
     loss, grad = prob.loss_grad(mu)
-    prev, stalls = loss, 0
+    prev, stalls, done = loss, 0, 0
     for it in range(iters):
-        new_theta = {v: t.copy() for v, t in theta.items()}
+        done = it + 1
+        new_theta = dict(theta)
         for r, g in grad.items():
-            new_theta[prob.host[r]] -= step * g.reshape(prob.host_shape[r])
+            v = prob.host[r]
+            new_theta[v] = new_theta[v] - step * g.reshape(prob.host_shape[r])
         new_tables, new_mu = prob.clique_marginals(new_theta, total)
         new_loss, new_grad = prob.loss_grad(new_mu)
-        decrease = sum(float(np.vdot(grad[r], mu[r] - new_mu[r])) for r in mu)
+        decrease = 0.0
+        for r in mu:
+            decrease += float(np.vdot(grad[r], mu[r] - new_mu[r]))
         if loss - new_loss >= 0.5 * step * decrease and np.isfinite(new_loss):
             for r, g in grad.items():
                 pot[r] = pot[r] - step * g
             theta, tables, mu, loss, grad = new_theta, new_tables, new_mu, new_loss, new_grad
-            step *= 1.01
+            step *= _GROW
         else:
             step *= 0.5
         if tol is not None and (it + 1) % 25 == 0:
@@ -477,6 +495,7 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
                 break
     model = GraphicalModel(domain, prob.tree.tree, tables, total, potentials=pot, step=step)
     model.loss = loss
+    model.iterations = done
     return model
 
 
