@@ -39,6 +39,8 @@ from core.synthesis.encoding import check_codes
 from core.synthesis.noise import noise_source
 
 SELECT_SHARE = 0.67
+SAMPLE_BLOCK = 4096
+"""Rows per call when sampling: one compiled program serves every output size."""
 
 
 def round_budget(rho_round: float, alpha: float = SELECT_SHARE) -> tuple[float, float]:
@@ -183,8 +185,12 @@ class GEM:
         if n < 0:
             raise ValueError(f"The number of rows must be zero or more; got {n}.")
         d, M = len(self.columns_), max(self.sizes_)
-        z = jnp.asarray(rng.normal(size=(max(n, 1), self.noise_dim)), jnp.float32)
-        p = np.asarray(self._programs(d, M).probs(self.params_, z, padding(self.sizes_)), float)[:n]  # (n, d, M)
+        probs, pad = self._programs(d, M).probs, jnp.asarray(padding(self.sizes_))
+        # rows go through in blocks of one fixed size, so any n reuses one compiled program
+        z = np.zeros((-(-max(n, 1) // SAMPLE_BLOCK) * SAMPLE_BLOCK, self.noise_dim), np.float32)
+        z[:n] = rng.normal(size=(n, self.noise_dim))
+        p = np.concatenate([np.asarray(probs(self.params_, jnp.asarray(z[s:s + SAMPLE_BLOCK]), pad), float)
+                            for s in range(0, len(z), SAMPLE_BLOCK)])[:n]          # (n, d, M)
         cdf = np.cumsum(p, axis=2)
         cdf /= cdf[:, :, -1:]
         u = rng.random((n, d, 1))

@@ -172,3 +172,18 @@ def test_cancel_on_round_two_stops_a_stratified_fit_and_names_the_stratum():
     assert {m.split(":")[0] for _, _, m in heard} == {f"stratum {s} of 3 (s={s - 1})" for s in (1, 2, 3)}
     # one bar over all strata: stratum s's round t is step 3 (s - 1) + t of 9
     assert [(d, t) for d, t, _ in heard] == [(2, 9), (3, 9), (5, 9), (6, 9), (8, 9), (9, 9)]
+
+
+def test_sampling_any_size_reuses_one_program_and_keeps_the_domain():
+    model = small(rounds=2).fit(correlated(400), DOMAIN, 1.0, np.random.default_rng(0))
+    prog = model._programs(3, 3)
+    sizes = {}
+    for n in (0, 1, 17, 5000):
+        out = model.sample(n, np.random.default_rng(n))
+        assert len(out) == n and list(out.columns) == list(DOMAIN)
+        for c, k in DOMAIN.items():
+            assert out[c].between(0, k - 1).all()
+        sizes[n] = prog.probs._cache_size()
+    assert len(set(sizes.values())) == 1
+    with pytest.raises(ValueError, match="zero or more"):
+        model.sample(-1, np.random.default_rng(0))
