@@ -934,3 +934,60 @@ def test_session_csv_with_a_huge_header_is_refused_before_parsing():
     text = "# {}\n" + ",".join(f"c{i}" for i in range(1_000_000)) + "\n1\n"
     with pytest.raises(ValueError, match="columns"):
         parse_csv_export(text)
+
+
+# ---------------------------------------------------------------------- synthetic-copy sessions
+
+SYNTHETIC = SessionConfig(n_core=3, n_random=6, n_repeat=1, seed=5, pair_source="dp_synthetic", pair_epsilon=0.5)
+
+
+def _n_individuals(store, session_id: str) -> int:
+    with store.engine.connect() as conn:
+        return conn.exec_driver_sql(f"SELECT n_individuals FROM sessions WHERE session_id = '{session_id}'").scalar()
+
+
+def test_a_synthetic_session_stores_its_copy_size_and_round_trips_through_export(store):
+    from core.fairness.private_pairs import SYNTHETIC_PEOPLE
+    created = store.create_session(SYNTHETIC, "copy")
+    assert _n_individuals(store, created.session_id) == SYNTHETIC_PEOPLE
+    assert store.open_session(created.join_code, created.facilitator_key)["n_individuals"] == SYNTHETIC_PEOPLE
+    for name in ("Ann", "Bo"):
+        me = store.join(created.join_code, name)
+        cards = store.my_assignment(me.token)
+        assert cards[["a", "b"]].to_numpy().max() < SYNTHETIC_PEOPLE
+        store.record_answers(me.token, pd.DataFrame({"position": cards["position"], "response": "same"}))
+    original = store.judgments(created.session_id, created.facilitator_key)
+    cols = ["stakeholder", "position", "a", "b", "kind", "response", "revision"]
+    for text in (store.export_json(created.session_id, created.facilitator_key),
+                 store.export_csv(created.session_id, created.facilitator_key)):
+        copy = store.import_session(text)
+        assert store.config(copy.session_id, copy.facilitator_key) == SYNTHETIC
+        assert _n_individuals(store, copy.session_id) == SYNTHETIC_PEOPLE
+        again = store.judgments(copy.session_id, copy.facilitator_key)
+        pd.testing.assert_frame_equal(original[cols].reset_index(drop=True), again[cols].reset_index(drop=True),
+                                      check_dtype=False)
+
+
+def test_a_synthetic_session_import_checks_pairs_against_its_synthetic_people(store):
+    from core.datasets import compas_population
+    created = store.create_session(SYNTHETIC, "copy")
+    me = store.join(created.join_code, "Ann")
+    store.record_answer(me.token, 0, "same", eid())
+    data = store.export_session(created.session_id, created.facilitator_key)
+    # Row 0 is outside the paper's population, but a synthetic session's person 0 is one of its people.
+    assert 0 not in set(compas_population("paper").tolist())
+    ok = json.loads(json.dumps(data))
+    ok["session"]["core_pairs"][0] = [0, 1]
+    store.import_session(ok)
+    # An export made before the copy's size was stored says the file's rows; it imports with the copy's size.
+    old = json.loads(json.dumps(data))
+    old["session"]["n_individuals"] = 7214
+    copy = store.import_session(old)
+    assert _n_individuals(store, copy.session_id) == 2000
+    # A number beyond the synthetic people is refused whole, with nothing written.
+    bad = json.loads(json.dumps(old))
+    bad["assignments"][0].update(a=2500)
+    before = _session_count(store)
+    with pytest.raises(ValueError, match="synthetic people.*e.g. 2500"):
+        store.import_session(bad)
+    assert _session_count(store) == before

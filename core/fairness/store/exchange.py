@@ -3,7 +3,8 @@
 An import is validated completely before anything is written, then stored in one transaction,
 so a bad file leaves nothing behind. Pairs must name two different rows of the session's data,
 both people of the session's population (an export without a population is an older session's,
-drawn from every row: "full"), names and reasons pass the same checks as typed ones, and every value fits its column.
+drawn from every row: "full"), or for a synthetic-copy session two of its synthetic people; names
+and reasons pass the same checks as typed ones, and every value fits its column.
 """
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ from sqlalchemy import insert, select
 
 from core.cache import config_digest
 from core.datasets import COMPAS_POPULATIONS
-from core.fairness.elicitation import RESPONSE_MODES, RETRACT, SKIP, SessionConfig, outside_population
+from core.fairness.elicitation import RESPONSE_MODES, RETRACT, SKIP, SessionConfig, outside_session_people
+from core.fairness.private_pairs import SYNTHETIC_PEOPLE
 from core.fairness.store.checks import check_pseudonym, check_reason, check_session_name, digest
 from core.fairness.store.runs import check_run, public_run, runs_of, whole
 from core.fairness.store.schema import (MAX_NOTE_LENGTH, SCHEMA_VERSION, assignments, fit_runs, judgments,
                                         now_utc, stakeholders)
-from core.fairness.store.sessions import COMPAS_ROWS, CreatedSession, optional
+from core.fairness.store.sessions import COMPAS_ROWS, CreatedSession, optional, session_size
 from core.report import guarded_csv, unguard_cell
 from core.uploads import MAX_COLUMNS, parse_json_text, read_upload
 
@@ -188,7 +190,7 @@ def check_export(payload: dict) -> dict:
     if not isinstance(s, dict) or "config" not in s:
         raise ValueError("The session export has no session settings.")
     config = SessionConfig.from_dict(s["config"])
-    n = whole(s.get("n_individuals", COMPAS_ROWS), "n_individuals")
+    n = whole(s.get("n_individuals", session_size(config)), "n_individuals")
     if not 2 <= n <= COMPAS_ROWS:
         raise ValueError(f"The session says it has {n} people, but the {config.dataset} data has "
                          f"{COMPAS_ROWS}; pairs must name rows 0..{COMPAS_ROWS - 1}.")
@@ -202,7 +204,10 @@ def check_export(payload: dict) -> dict:
     s = {"name": check_session_name(str(s.get("name", "Imported session"))[:100]),
          "created_at": timestamp(s.get("created_at"), "The session's creation time"),
          "status": status, "simulated": bool(s.get("simulated", False)),
-         "config": config.to_dict(), "core_pairs": [list(p) for p in core], "n_individuals": n}
+         "config": config.to_dict(), "core_pairs": [list(p) for p in core],
+         # a synthetic session made before its copy's size was stored says COMPAS_ROWS; its pairs
+         # are checked against the copy below, and the copy's size is what it keeps
+         "n_individuals": session_size(config) if config.synthetic else n}
     people, seen = [], set()
     for p in payload["stakeholders"]:
         if not isinstance(p, dict) or not isinstance(p.get("id"), str) or not isinstance(p.get("pseudonym"), str):
@@ -280,10 +285,15 @@ def check_pair(a: Any, b: Any, n: int, what: str) -> tuple[int, int]:
 
 
 def check_population(pairs: list, config: SessionConfig) -> None:
-    """Every person in the session's pairs belongs to its population, else ValueError naming one."""
+    """Every person in the session's pairs belongs to its population (for a synthetic-copy session:
+    is one of its synthetic people), else ValueError naming one."""
     if not pairs:
         return
-    outside = outside_population(np.asarray(pairs, dtype=np.int64), config.population)
+    outside = outside_session_people(np.asarray(pairs, dtype=np.int64), config)
+    if outside.size and config.synthetic:
+        raise ValueError(f"The session's pairs must show its synthetic people (numbers 0 to "
+                         f"{SYNTHETIC_PEOPLE - 1}); {outside.size} number(s) are beyond them, "
+                         f"e.g. {int(outside[0])}.")
     if outside.size:
         raise ValueError(f"The session's pairs must show people of its population "
                          f"({COMPAS_POPULATIONS[config.population]}); {outside.size} person(s) are "

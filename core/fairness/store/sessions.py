@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from core.contracts import make_rng
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
                                        population_rows, sample_assignment, self_agreement, stakeholder_seed)
+from core.fairness.private_pairs import SYNTHETIC_PEOPLE
 from core.fairness.store.checks import (check_pseudonym, check_reason, check_secret, check_session_name,
                                         digest)
 from core.fairness.store.engine import (FileWatch, StoreUnavailable, Tx, describe_fault, make_engine, normalise_url,
@@ -99,6 +100,12 @@ def normalise_code(join_code: Any) -> str:
 def format_code(code: str) -> str:
     """A join code in groups of four for reading aloud ('K7QM-2XPA-R4TB')."""
     return "-".join(code[k:k + 4] for k in range(0, len(code), 4))
+
+
+def session_size(config: SessionConfig) -> int:
+    """How many people a session's pair numbers can name: the file's rows, or the synthetic copy's
+    people (a public constant, not the private row count)."""
+    return SYNTHETIC_PEOPLE if config.synthetic else COMPAS_ROWS
 
 
 def public_session(row) -> dict:
@@ -255,7 +262,9 @@ class SessionStore:
     def create_session(self, config: SessionConfig, name: str = "", *, simulated: bool = False) -> CreatedSession:
         """Open a session; returns its join code and the facilitator key (shown once, stored hashed).
 
-        Its pairs are drawn from the configuration's population; they name rows of the whole file."""
+        Its pairs are drawn from the configuration's population; they name rows of the whole file,
+        or for a synthetic-copy session positions among the copy's people (its public size is stored
+        as the session's number of individuals)."""
         if not isinstance(config, SessionConfig):
             raise ValueError("create_session needs a SessionConfig.")
         name = check_session_name(name)
@@ -263,7 +272,7 @@ class SessionStore:
             try:
                 with self.write_tx() as conn:
                     return self.insert_session(conn, config, name, simulated=simulated,
-                                               n_individuals=COMPAS_ROWS)
+                                               n_individuals=session_size(config))
             except IntegrityError:  # a code drawn by another process at the same instant
                 if attempt == 2:
                     raise StoreUnavailable("Could not draw a free join code; try again.") from None
