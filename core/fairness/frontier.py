@@ -7,7 +7,13 @@ The sweep points are independent fits fanned out through ``core.parallel.map_tri
 point's logistic oracle starts its first Newton solve from the unconstrained fit's coefficients
 (computed once per sweep from the plan alone), so a point's numbers never depend on which other
 points ran, or in what order: the warm start saves time only. The whole sweep is memoised on disk
-on (sweep plan, constraint table, ``RESULT_VERSION``, code digest).
+on (sweep plan, constraint table, constraint people, ``RESULT_VERSION``, code digest).
+
+A session whose cards showed a private synthetic copy names its pairs by positions among that
+copy's people. Such a sweep gets the copy's plan (``people``): the synthetic people are appended
+to the real individuals at zero cost (``learning_data.with_constraint_people``, spec 4.4), so
+they shape the model only through their pair multipliers, and error and group rates stay the real
+people's. The copy is the cached one the session showed; nothing new is released here.
 """
 from __future__ import annotations
 
@@ -22,7 +28,8 @@ from core.contracts import Plan, Progress, finite_number, named_rng
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, ORACLES, LearnerConfig, best_constant_error,
                                    fit_with_holdout, unconstrained_coefficients)
-from core.fairness.learning_data import LearningData, compas_learning_data
+from core.fairness.learning_data import LearningData, compas_learning_data, with_constraint_people
+from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan, synthetic_people
 from core.parallel import map_trials
 
 DEFAULT_GAMMAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
@@ -203,18 +210,25 @@ RESULT_VERSION = 3
 
 
 def _fit_point(value: float, plan: FrontierPlan, data: LearningData, constraints: pd.DataFrame,
-               start: np.ndarray) -> dict:
-    """One sweep point: the fit with its held-out figures, pair table, group rates and trajectory."""
+               start: np.ndarray, rows_of: np.ndarray | None = None, fit_rows: np.ndarray | None = None,
+               n_real: int | None = None) -> dict:
+    """One sweep point: the fit with its held-out figures, pair table, group rates and trajectory.
+
+    With constraint people appended, ``fit_rows`` are the real individuals whose error is fitted,
+    ``n_real`` how many real individuals come first, and ``rows_of`` names every position (file
+    rows for the real ones, copy positions for the synthetic ones)."""
     lcfg = plan.learner(value)
     report = fit_with_holdout(data, constraints, lcfg, pair_holdout=plan.pair_holdout,
                               individual_holdout=plan.individual_holdout,
                               rng=named_rng(plan.seed, "held-out pairs"),   # the same pair split at every point
-                              warm_start=start)
+                              warm_start=start, fit_rows=fit_rows)
     p = report.fit.p_hat
+    n = data.n if n_real is None else int(n_real)
     unfair = report.summary["realized_gamma" if plan.sweep == "gamma" else "mean_excess"]
-    pairs = _pair_table(p, report, constraints, lcfg.gamma, plan.tol, data.rows)
+    pairs = _pair_table(p, report, constraints, lcfg.gamma, plan.tol, data.rows if rows_of is None else rows_of)
     pairs.insert(0, "target", value)
-    groups = group_rates(p, data.y, data.groups)
+    p = p[:n]                                   # scores of the real individuals only
+    groups = group_rates(p, data.y[:n], data.groups.iloc[:n])
     groups.insert(0, "gamma", lcfg.gamma)
     groups.insert(0, "target", value)
     traj = report.fit.trajectory.copy()
@@ -224,16 +238,39 @@ def _fit_point(value: float, plan: FrontierPlan, data: LearningData, constraints
             "pairs": pairs, "groups": groups, "trajectory": traj, "p": p}
 
 
+def constraint_people_pairs(constraints: pd.DataFrame, n_people: int, offset: int) -> pd.DataFrame:
+    """The constraint table with i, j (positions among ``n_people`` constraint people) moved past the
+    ``offset`` real individuals they are appended to; ValueError when a position is not a person."""
+    shifted = constraints.copy()
+    for col in ("i", "j"):
+        k = pd.to_numeric(shifted[col], errors="coerce").to_numpy(dtype=float)
+        if np.isnan(k).any() or (k < 0).any() or (k >= n_people).any() or (k != np.round(k)).any():
+            raise ValueError(f"Pair column {col} must hold positions of the synthetic people "
+                             f"(0 to {n_people - 1}).")
+        shifted[col] = k.astype(np.int64) + int(offset)
+    return shifted.reset_index(drop=True)
+
+
 def _frontier(constraints: pd.DataFrame, plan: FrontierPlan, version: int = RESULT_VERSION,
-              progress: Progress | None = None) -> FrontierResult:
-    """The sweep proper; ``constraints`` index people by their row in load_compas()."""
+              people: PrivatePairsPlan | None = None, progress: Progress | None = None) -> FrontierResult:
+    """The sweep proper; ``constraints`` index people by their row in load_compas(), or with
+    ``people`` by their position in that synthetic copy."""
     data = plan.learning_data()
-    local, dropped = data.local_constraints(constraints)
     values = plan.values
     symbol = "γ" if plan.sweep == "gamma" else "η"
     fit_rows = data.train if plan.individual_holdout else np.arange(data.n)
     start = unconstrained_coefficients(data, fit_rows) if plan.oracle == "logistic" else None
-    fits = map_trials(functools.partial(_fit_point, plan=plan, data=data, constraints=local, start=start),
+    extra: dict = {}
+    if people is None:
+        local, dropped = data.local_constraints(constraints)
+        fitted = data
+    else:
+        copy = synthetic_people(people).people        # the session's cached copy, not a new release
+        fitted, _ = with_constraint_people(data, copy)
+        local, dropped = constraint_people_pairs(constraints, len(copy), data.n), 0
+        extra = {"rows_of": np.r_[data.rows, np.arange(len(copy))], "fit_rows": fit_rows, "n_real": data.n}
+    fits = map_trials(functools.partial(_fit_point, plan=plan, data=fitted, constraints=local, start=start,
+                                        **extra),
                       values, progress=progress, label=f"frontier points ({symbol})")
     pts = pd.DataFrame([f["point"] for f in fits])
     hull = lower_hull(pts["unfairness"].to_numpy(), pts["error"].to_numpy())
@@ -248,6 +285,9 @@ def _frontier(constraints: pd.DataFrame, plan: FrontierPlan, version: int = RESU
                 "averaging": AVERAGING[plan.averaging], "sweep": plan.sweep, "symbol": symbol,
                 "unfairness": "largest gap p_i − p_j over elicited pairs" if plan.sweep == "gamma"
                 else "average excess over the slack per judgment", "config": asdict(plan)}
+    if people is not None:
+        baseline.update({"constraint_people": people.label(), "n_constraint_people": len(extra["rows_of"]) - data.n,
+                         "people_note": SAMPLING_NOTE})
     return FrontierResult(pts, pairs, pd.concat([f["groups"] for f in fits], ignore_index=True),
                           pd.concat([f["trajectory"] for f in fits], ignore_index=True),
                           np.vstack([f["p"] for f in fits]), baseline)
@@ -265,22 +305,31 @@ def canonical_constraints(constraints: pd.DataFrame) -> pd.DataFrame:
     return constraints[cols].reset_index(drop=True)
 
 
+def check_people(people) -> PrivatePairsPlan | None:
+    if people is not None and not isinstance(people, PrivatePairsPlan):
+        raise ValueError("Constraint people come from a PrivatePairsPlan (the session's synthetic copy) or None.")
+    return people
+
+
 def trade_off_frontier(constraints: pd.DataFrame, plan: FrontierPlan = FrontierPlan(),
-                       progress: Progress | None = None) -> FrontierResult:
+                       progress: Progress | None = None, people: PrivatePairsPlan | None = None) -> FrontierResult:
     """Sweep gamma (or eta), fit one mixture per value and mark the lower convex hull (cached on disk).
 
     ``constraints`` index people by their row in ``core.datasets.load_compas()``; pairs with
     someone outside the plan's population are left out (counted in ``baseline['dropped_pairs']``).
+    With ``people`` (the plan of a session's synthetic copy) they index that copy's people instead,
+    who join the fit as zero-cost constraint people.
     """
-    return _cached_frontier(canonical_constraints(constraints), plan, RESULT_VERSION, progress=progress)
+    return _cached_frontier(canonical_constraints(constraints), plan, RESULT_VERSION, check_people(people),
+                            progress=progress)
 
 
-def is_cached(constraints: pd.DataFrame, plan: FrontierPlan) -> bool:
+def is_cached(constraints: pd.DataFrame, plan: FrontierPlan, people: PrivatePairsPlan | None = None) -> bool:
     """Whether this sweep is already in the result cache (the page then shows it at once)."""
     try:
         cache = memory().cache(_frontier, ignore=["progress"])
         return bool(cache.check_call_in_cache(canonical_constraints(constraints), plan, RESULT_VERSION,
-                                              progress=None))
+                                              check_people(people), progress=None))
     except Exception:
         return False
 

@@ -2,9 +2,10 @@
 
 ``LearningPlan`` holds every choice behind the learning results: the data (``DataRef('compas')``),
 the constraint table itself (``ConstraintTable``: pair rows of ``load_compas()`` and their
-weights, so a saved plan reruns without the session database), the sweep (``FrontierPlan``:
-population, slack values, oracle, rounds, averaging, held-out shares, seed) and the companion
-panel (``CompanionPlan`` or None). ``run_learning`` computes the frontier as a disk-cached sub-run
+weights, so a saved plan reruns without the session database; or, for a session whose cards
+showed a private synthetic copy, positions among that copy's people with the copy's plan), the
+sweep (``FrontierPlan``: population, slack values, oracle, rounds, averaging, held-out shares,
+seed) and the companion panel (``CompanionPlan`` or None). ``run_learning`` computes the frontier as a disk-cached sub-run
 keyed on (sweep plan, constraint table), so changing only the companion settings reuses it, and
 post-processes the scores of the chosen sweep point (Reich & Vijaykumar).
 """
@@ -20,6 +21,7 @@ from core.cache import cached
 from core.contracts import DataRef, Plan, Progress, Result
 from core.fairness.companion import CompanionPlan, CompanionResult, equal_error_rate_scores
 from core.fairness.frontier import FrontierPlan, FrontierResult, fpr_gap, is_cached, trade_off_frontier
+from core.fairness.private_pairs import PAIR_DELTA, SAMPLING_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan
 
 COMPAS_ROWS = 7_214          # rows of the bundled two-year file: pair indices refer to them
 MAX_PAIRS = 20_000
@@ -35,7 +37,11 @@ def _column(frame: pd.DataFrame, name: str, fallback: str | None = None) -> np.n
 @dataclass(frozen=True)
 class ConstraintTable(Plan):
     """Elicited pair constraints: rows i, j of load_compas(), 'treat alike' weight, ordered weights
-    w_ij ("j at least as well as i") and w_ji, and the judges' agreement (display only)."""
+    w_ij ("j at least as well as i") and w_ji, and the judges' agreement (display only).
+
+    ``people`` is None when i, j are rows of the data; for a synthetic-copy session it is the plan
+    of the copy the cards showed, and i, j are positions among its people (the learner then adds
+    them as zero-cost constraint people)."""
 
     i: tuple[int, ...] = ()
     j: tuple[int, ...] = ()
@@ -44,8 +50,11 @@ class ConstraintTable(Plan):
     w_ji: tuple[float, ...] = ()
     agreement: tuple[float, ...] = ()
     source: str = ""
+    people: PrivatePairsPlan | None = None
 
     def __post_init__(self) -> None:
+        if self.people is not None and not isinstance(self.people, PrivatePairsPlan):
+            raise ValueError("Constraint people come from a PrivatePairsPlan (the session's synthetic copy) or None.")
         n = len(self.i)
         if n > MAX_PAIRS:
             raise ValueError(f"At most {MAX_PAIRS:,} pairs can be learned from; this table has {n:,}.")
@@ -56,9 +65,11 @@ class ConstraintTable(Plan):
             num = {c: np.asarray(getattr(self, c), dtype=float) for c in ("weight", "w_ij", "w_ji", "agreement")}
         except (TypeError, ValueError, OverflowError):
             raise ValueError("Constraint table entries must be numbers.") from None
+        bound, what = ((COMPAS_ROWS, "whole row numbers") if self.people is None
+                       else (SYNTHETIC_PEOPLE, "whole positions of the synthetic people"))
         for c, v in idx.items():
-            if not np.isfinite(v).all() or (v != np.round(v)).any() or (v < 0).any() or (v >= COMPAS_ROWS).any():
-                raise ValueError(f"Pair column {c} must hold whole row numbers from 0 to {COMPAS_ROWS - 1}.")
+            if not np.isfinite(v).all() or (v != np.round(v)).any() or (v < 0).any() or (v >= bound).any():
+                raise ValueError(f"Pair column {c} must hold {what} from 0 to {bound - 1}.")
         if n and (idx["i"] == idx["j"]).any():
             raise ValueError("A pair must join two different individuals (found i == j).")
         for c in ("weight", "w_ij", "w_ji"):
@@ -70,15 +81,17 @@ class ConstraintTable(Plan):
             object.__setattr__(self, c, tuple(float(v) for v in num[c]))
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, source: str = "") -> "ConstraintTable":
-        """From a pooled constraint frame (columns i, j, weight; optional w_ij, w_ji, agreement)."""
+    def from_frame(cls, frame: pd.DataFrame, source: str = "",
+                   people: PrivatePairsPlan | None = None) -> "ConstraintTable":
+        """From a pooled constraint frame (columns i, j, weight; optional w_ij, w_ji, agreement);
+        ``people``: the synthetic copy whose positions i, j name, or None for rows of the data."""
         missing = {"i", "j", "weight"} - set(frame.columns)
         if missing:
             raise ValueError(f"The constraint table lacks column(s) {sorted(missing)}; it needs i, j and weight.")
         weight = _column(frame, "weight")
         return cls(i=tuple(_column(frame, "i")), j=tuple(_column(frame, "j")), weight=tuple(weight),
                    w_ij=tuple(_column(frame, "w_ij", "weight")), w_ji=tuple(_column(frame, "w_ji", "weight")),
-                   agreement=tuple(_column(frame, "agreement")), source=str(source))
+                   agreement=tuple(_column(frame, "agreement")), source=str(source), people=people)
 
     def frame(self) -> pd.DataFrame:
         """The table as the learner reads it."""
@@ -86,6 +99,22 @@ class ConstraintTable(Plan):
                              "weight": np.array(self.weight, dtype=float),
                              "w_ij": np.array(self.w_ij, dtype=float), "w_ji": np.array(self.w_ji, dtype=float),
                              "agreement": np.array(self.agreement, dtype=float)})
+
+    @property
+    def synthetic(self) -> bool:
+        """Whether the pairs name people of a private synthetic copy."""
+        return self.people is not None
+
+    def people_table(self) -> pd.DataFrame:
+        """Who the pairs name, as one row for exports (a public count of synthetic people, never a private one)."""
+        if self.people is None:
+            return pd.DataFrame({"constraint_people": ["real records (rows of the COMPAS file)"],
+                                 "note": [""]})
+        p = self.people
+        return pd.DataFrame({"constraint_people": ["synthetic (private synthetic copy)"],
+                             "copy": [p.label()], "population": [p.population], "epsilon": [p.epsilon],
+                             "delta": [PAIR_DELTA], "seed": [p.seed], "synthetic_people": [SYNTHETIC_PEOPLE],
+                             "note": [SAMPLING_NOTE]})
 
     @property
     def n_constrained(self) -> int:
@@ -145,6 +174,8 @@ class LearningResult(Result):
         f = self.frontier
         out = {"frontier_points": f.points, "frontier_pairs": f.pairs, "group_rates": f.groups,
                "fpr_gap": fpr_gap(f.groups), "trajectories": f.trajectories}
+        if self.plan.constraints.synthetic:
+            out["constraint_people"] = self.plan.constraints.people_table()
         if self.companion is not None:
             out.update(self.companion.tables())
         return out
@@ -158,6 +189,8 @@ class LearningResult(Result):
                "least-constrained error": float(pts.loc[pts["target"].idxmax(), "error"]),
                "error at the operating point": float(here["error"]),
                "realised unfairness at the operating point": float(here["unfairness"])}
+        if self.plan.constraints.synthetic:
+            out["synthetic constraint people"] = float(SYNTHETIC_PEOPLE)
         if self.companion is not None:
             out.update(self.companion.headline())
         return out
@@ -165,7 +198,7 @@ class LearningResult(Result):
 
 def frontier_ready(plan: LearningPlan) -> bool:
     """Whether the plan's sweep is already cached (a page may then show it without a click)."""
-    return is_cached(plan.constraints.frame(), plan.frontier)
+    return is_cached(plan.constraints.frame(), plan.frontier, plan.constraints.people)
 
 
 @cached
@@ -175,7 +208,8 @@ def run_learning(plan: LearningPlan, data=None, *, progress: Progress | None = N
         raise ValueError("run_learning needs a LearningPlan.")
     if data is not None:
         raise ValueError("The learner reads the bundled COMPAS file; pass no data.")
-    frontier = trade_off_frontier(plan.constraints.frame(), plan.frontier, progress=progress)
+    frontier = trade_off_frontier(plan.constraints.frame(), plan.frontier, progress=progress,
+                                  people=plan.constraints.people)
     companion = None
     if plan.companion is not None:
         pts = frontier.points

@@ -105,11 +105,22 @@ class LearnerPairs:
     note: str | None            # what the page says when the session's and learner's people differ
 
 
-def learner_pairs(constraints: pd.DataFrame, session_population: str, learner_population: str) -> LearnerPairs:
-    """Keep the pairs whose two people belong to the learner's population (i, j are file rows)."""
+def learner_pairs(constraints: pd.DataFrame, session_population: str, learner_population: str, *,
+                  synthetic: bool = False) -> LearnerPairs:
+    """Keep the pairs whose two people belong to the learner's population (i, j are file rows).
+
+    A synthetic-copy session's pairs name synthetic people, not rows: they all go to the learner
+    unchanged, as constraint people beside the real individuals it fits."""
     for name in (session_population, learner_population):
         if name not in COMPAS_POPULATIONS:
             raise ValueError(f"Unknown population {name!r}; choose one of {list(COMPAS_POPULATIONS)}.")
+    if synthetic:
+        note = None
+        if session_population != learner_population:
+            note = (f"The synthetic people on this session's cards copy {COMPAS_POPULATIONS[session_population]}; "
+                    f"the learner fits {COMPAS_POPULATIONS[learner_population]}, with every pooled pair as a "
+                    "constraint on synthetic people.")
+        return LearnerPairs(constraints.reset_index(drop=True), 0, note)
     rows = compas_population(learner_population)
     inside = np.isin(constraints["i"].to_numpy(dtype=np.int64), rows) \
         & np.isin(constraints["j"].to_numpy(dtype=np.int64), rows)

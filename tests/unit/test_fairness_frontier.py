@@ -165,3 +165,25 @@ def test_points_do_not_depend_on_the_other_points_or_the_warm_start():
     cold = fit_elicited_fair(data, pairs, config)
     assert np.allclose(warm.hypotheses, cold.hypotheses, atol=1e-6)
     assert np.array_equal(warm.p_hat, cold.p_hat)
+
+
+def test_a_sweep_on_synthetic_constraint_people_keeps_them_out_of_error_and_rates():
+    from core.fairness.private_pairs import PrivatePairsPlan
+    people = PrivatePairsPlan(population="paper", epsilon=2.0, seed=1)
+    cons = random_pairs(2000, 150, 3)
+    plan = FrontierPlan(gammas=(0.0, 1.0), T=100, oracle="ols")
+    res = trade_off_frontier(cons, plan, people=people)
+    data = compas_learning_data()
+    assert res.p_hat.shape == (2, data.n) and res.baseline["n_individuals"] == data.n
+    assert res.baseline["n_constraint_people"] == 2000 and res.baseline["dropped_pairs"] == 0
+    assert "sampling assumption" in res.baseline["people_note"]
+    pts = res.points.set_index("target")
+    assert pts.loc[0.0, "unfairness"] < pts.loc[1.0, "unfairness"]
+    # Rows are the copy's positions, and the pair's probabilities are the synthetic people's.
+    assert res.pairs["i"].max() < 2000
+    # A synthetic sweep is cached apart from a real-rows sweep on the same numbers.
+    assert is_cached(cons, plan, people) and not is_cached(cons, plan)
+    with pytest.raises(ValueError, match="positions of the synthetic people"):
+        trade_off_frontier(random_pairs(2000, 5, 1).assign(j=2000), plan, people=people)
+    with pytest.raises(ValueError, match="PrivatePairsPlan"):
+        trade_off_frontier(cons, plan, people="copy")

@@ -132,3 +132,78 @@ def test_full_file_population_is_an_option():
     assert res.headline()["people"] == 7214 and res.frontier.baseline["dropped_pairs"] == 0
     assert res.headline()["pairs used"] == len(cons.i) and res.companion is None
     assert "companion_rates" not in res.tables()
+
+
+# ---------------------------------------------------------------------- pairs of synthetic people
+
+def synthetic_pairs(k, seed, n=2000):
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, n, k), rng.integers(0, n, k)
+    keep = i != j
+    return pd.DataFrame({"i": i[keep], "j": j[keep], "weight": 1.0, "n_judges": 4, "agreement": 0.75})
+
+
+@pytest.fixture(scope="module")
+def copy_plan():
+    from core.fairness.private_pairs import PrivatePairsPlan
+    return PrivatePairsPlan(population="paper", epsilon=1.0, seed=2)
+
+
+@pytest.fixture(scope="module")
+def synthetic_plan(copy_plan):
+    cons = ConstraintTable.from_frame(synthetic_pairs(200, 4), "synthetic panel", people=copy_plan)
+    return LearningPlan(constraints=cons, frontier=SWEEP, companion=CompanionPlan(at=0.3))
+
+
+@pytest.fixture(scope="module")
+def synthetic_result(synthetic_plan):
+    return run(synthetic_plan)
+
+
+def test_synthetic_constraint_people_run_and_tighten_as_gamma_falls(synthetic_plan, synthetic_result):
+    res = synthetic_result
+    pts = res.frontier.points.sort_values("target")
+    unfair = pts["unfairness"].to_numpy()
+    # Realised unfairness on the synthetic pairs falls (weakly at each step, strictly overall) as gamma falls.
+    assert np.all(np.diff(unfair) >= -0.02) and unfair[0] < unfair[-1] - 0.2
+    assert (pts["unfairness"] <= pts["target"] + 0.05).all()
+    # Error and group rates are the real people's; the synthetic people add no error.
+    head = res.headline()
+    assert head["people"] == 5829 and head["synthetic constraint people"] == 2000
+    assert res.frontier.p_hat.shape == (3, 5829)
+    assert res.frontier.groups.groupby("target")["n"].sum().eq(2 * 5829).all()   # race and sex, real only
+    # Every pair is used (none is dropped for being outside a population) and keeps its synthetic numbers.
+    assert head["pairs used"] == len(synthetic_plan.constraints.i) and res.frontier.baseline["dropped_pairs"] == 0
+    fitted = res.frontier.pairs
+    named = set(zip(synthetic_plan.constraints.i, synthetic_plan.constraints.j))
+    assert set(zip(fitted["i"], fitted["j"])) <= named and fitted["i"].max() < 2000
+    # The export says the constraint people are synthetic.
+    people = res.tables()["constraint_people"].iloc[0]
+    assert "synthetic" in people["constraint_people"] and "sampling assumption does not hold" in people["note"]
+    assert people["epsilon"] == 1.0 and people["synthetic_people"] == 2000
+    assert "sampling assumption" in res.frontier.baseline["people_note"]
+
+
+def test_a_synthetic_plan_never_shares_a_digest_or_cache_with_real_rows(synthetic_plan, synthetic_result):
+    from core.fairness.learning_plan import frontier_ready
+    real = synthetic_plan.replace(constraints=synthetic_plan.constraints.replace(people=None))
+    assert real.digest() != synthetic_plan.digest()
+    assert frontier_ready(synthetic_plan) and not frontier_ready(real)
+    other_copy = synthetic_plan.constraints.people.replace(seed=3)
+    assert synthetic_plan.replace(constraints=synthetic_plan.constraints.replace(people=other_copy)).digest() \
+        != synthetic_plan.digest()
+    assert "constraint_people" not in run(real.replace(companion=None)).tables()
+
+
+def test_a_synthetic_report_reloads_and_reruns_bit_for_bit(synthetic_plan, synthetic_result):
+    report = parse_report(report_json(build_report(synthetic_result, page="fairness_learning")))
+    loaded = load_plan(report)
+    assert loaded == synthetic_plan and loaded.constraints.people == synthetic_plan.constraints.people
+    assert tables_match(report, run_learning.uncached(loaded).tables()) == []
+
+
+def test_synthetic_positions_beyond_the_copy_are_refused(copy_plan):
+    with pytest.raises(ValueError, match="positions of the synthetic people from 0 to 1999"):
+        ConstraintTable.from_frame(pd.DataFrame({"i": [0], "j": [2000], "weight": [1.0]}), people=copy_plan)
+    with pytest.raises(ValueError, match="PrivatePairsPlan"):
+        ConstraintTable.from_frame(synthetic_pairs(5, 1), people="dp_synthetic")
