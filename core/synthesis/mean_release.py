@@ -39,6 +39,8 @@ from core.synthesis.strata import StrataIndex
 
 MEAN_NOISES = {"laplace": "Laplace (pure epsilon-DP)", "gaussian": "Gaussian (zCDP at the page's delta)"}
 Z95 = 1.959963984540054          # two-sided 95% point of the standard normal
+LAPLACE95 = math.log(20) / math.sqrt(2)   # a Laplace draw's two-sided 95% point, in standard deviations
+ROUGH = 0.1                      # count noise sd above this share of the noisy size: interval flagged approximate
 SIMULATION = ("Simulation, not a release: the noise comes from a seeded generator so the numbers can be "
               "reproduced from the plan.")
 RELEASE = "Release: every privacy noise value was drawn by OpenDP's secure sampler."
@@ -279,15 +281,18 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
     offset = noisy_sums / denom                                  # estimated mean - centre
     means = np.where(usable, np.clip(centre + offset, lo, hi), np.nan)
     se = np.sqrt(var_sum + offset ** 2 * var_count) / denom
-    if plan.sizes_public and plan.noise == "laplace":
-        half = sum_scale * math.log(20) / denom                 # exact 95% point of one Laplace draw
-    else:
-        half = Z95 * se
+    # 95% point in standard errors: the normal one, or a Laplace draw's (exact with public sizes, where
+    # b ln 20 / size = q x sqrt(2) b / size; with DP counts it widens the first-order interval for heavy tails)
+    q = Z95 if plan.noise == "gaussian" else LAPLACE95
+    half = q * se
     ci_low, ci_high = _interval(means, half, lo, hi)
     se, ci_low, ci_high = (np.where(usable, v, np.nan) for v in (se, ci_low, ci_high))
     weights = np.where(usable, np.maximum(sizes, 0.0), 0.0)
     weights = weights / weights.sum() if weights.sum() > 0 else weights
     note = np.where(usable, "", "public size 0: no estimate" if plan.sizes_public else "noisy size below 1: no estimate")
+    # the first-order error of a ratio degrades when the count's noise is not small against the count
+    rough = usable & (math.sqrt(var_count) > ROUGH * np.abs(sizes))
+    note = np.where(rough, "count noise large against the size: interval approximate", note)
     table = pd.DataFrame({"group": names, ("size" if plan.sizes_public else "noisy_size"): sizes,
                           "weight": weights, "mean": means, "se": se, "ci_low": ci_low, "ci_high": ci_high,
                           "note": note})

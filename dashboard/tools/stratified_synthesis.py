@@ -488,7 +488,8 @@ def mean_release_section() -> None:
                "stratum mean, not a wider population). " +
                ("Sizes are public, so they are exact; Laplace intervals use the noise's exact 95% point."
                 if mp.sizes_public else "Sizes are the DP counts; with them the errors are first-order "
-                "approximations computed from the released numbers only."))
+                "approximations computed from the released numbers only. Where the count's noise is large "
+                "against the size (noted in the table) the interval can cover less than 95% of the time."))
     show(rel.ledger_table)
     stem = f"stratified_{mp.column}_eps{mp.epsilon:g}"
     st.download_button("Download the stratified means (CSV)", guarded_csv(rel.export()), file_name=f"{stem}.csv",

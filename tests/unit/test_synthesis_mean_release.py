@@ -126,3 +126,14 @@ def test_an_upload_needs_declared_categories():
     ref = DataRef("upload", fingerprint="ab" * 32)
     with pytest.raises(ValueError, match="public knowledge"):
         MeanReleasePlan(ref, "hours", ("sex",), value_range=(0.0, 100.0))
+
+
+def test_strata_whose_count_noise_swamps_the_size_are_flagged():
+    rel = release_stratified_mean(_plan(epsilon=0.1, seed=1))
+    flagged = rel.strata["note"].str.contains("interval approximate")
+    assert flagged.any() and not flagged.all()
+    # the flag follows the released numbers: count noise sd over a tenth of the noisy size
+    sd = math.sqrt(2) * 1 / (0.1 * 0.8 * 0.1)                 # Laplace count scale 1 / (0.1 x 0.8 x 0.1)
+    assert (flagged == (sd > 0.1 * rel.strata["noisy_size"].abs())).all()
+    public = release_stratified_mean(_plan(epsilon=0.1, seed=1, size_policy="public", sizes_declared_public=True))
+    assert not public.strata["note"].str.contains("approximate").any()
