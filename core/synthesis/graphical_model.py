@@ -88,69 +88,84 @@ def _cells(domain: Mapping[str, int], clique) -> int:
     return int(np.prod([domain[c] for c in clique], dtype=np.int64)) if clique else 1
 
 
-def _elimination_cliques(domain: Mapping[str, int], graph) -> list[Clique]:
-    """Maximal cliques of a triangulation of ``graph``: the graph's own if it is chordal, otherwise
-    greedy elimination (smallest table of the eliminated node and its neighbours, fewest fill
-    edges on ties)."""
-    import networkx as nx
-
-    if nx.is_chordal(graph):
-        found = [_canonical(domain, c) for c in nx.chordal_graph_cliques(graph)]
-    else:
-        g = {v: set(graph[v]) for v in graph}
-        found = []
-        while g:
-            def cost(v):
-                nb = g[v]
-                fill = sum(1 for a, b in itertools.combinations(nb, 2) if b not in g[a])
-                return (_cells(domain, nb | {v}), fill, list(domain).index(v))
-            v = min(g, key=cost)
-            nb = g.pop(v)
-            found.append(_canonical(domain, nb | {v}))
-            for a, b in itertools.combinations(nb, 2):
-                g[a].add(b)
-                g[b].add(a)
-            for a in nb:
-                g[a].discard(v)
+@functools.lru_cache(maxsize=8192)
+def _triangulation(domain_items: tuple, cliques: frozenset) -> tuple[Clique, ...]:
+    """Maximal cliques of a triangulation of the graph joining the columns of each clique, by
+    greedy elimination: a column whose neighbours are already all joined (no fill) first, then
+    the smallest table of the column and its neighbours, then the fewest fill edges. On a chordal
+    graph this adds no edge; plain Python sets (at most a few dozen columns)."""
+    domain = dict(domain_items)
+    order = {c: i for i, c in enumerate(domain)}
+    g: dict[str, set] = {c: set() for c in domain}
+    for cl in cliques:
+        for x, y in itertools.combinations(cl, 2):
+            g[x].add(y)
+            g[y].add(x)
+    found: list[Clique] = []
+    while g:
+        def cost(v):
+            nb = g[v]
+            fill = sum(1 for x, y in itertools.combinations(nb, 2) if y not in g[x])
+            return (fill > 0, _cells(domain, nb | {v}), fill, order[v])
+        v = min(g, key=cost)
+        nb = g.pop(v)
+        found.append(_canonical(domain, nb | {v}))
+        for x, y in itertools.combinations(nb, 2):
+            g[x].add(y)
+            g[y].add(x)
+        for x in nb:
+            g[x].discard(v)
     found = sorted(set(found), key=lambda c: (-len(c), c))
-    maximal = [c for i, c in enumerate(found) if not any(set(c) < set(d) for d in found[:i] + found[i + 1:])]
-    return sorted(maximal)
+    maximal = [c for i, c in enumerate(found) if not any(set(c) < set(d) for d in found[:i])]
+    return tuple(sorted(maximal))
 
 
 @functools.lru_cache(maxsize=4096)
 def _junction_tree_cached(domain_items: tuple, cliques: frozenset):
+    """Maximum spanning forest of the triangulation's cliques on separator sizes (Kruskal)."""
     import networkx as nx
 
-    domain = dict(domain_items)
-    graph = nx.Graph()
-    graph.add_nodes_from(domain)
-    for cl in cliques:
-        graph.add_edges_from(itertools.combinations(cl, 2))
-    nodes = _elimination_cliques(domain, graph)
-    complete = nx.Graph()
-    complete.add_nodes_from(nodes)
-    for a, b in itertools.combinations(nodes, 2):
-        w = len(set(a) & set(b))
-        if w:
-            complete.add_edge(a, b, weight=w)
-    return nx.maximum_spanning_tree(complete)
+    nodes = _triangulation(domain_items, cliques)
+    tree = nx.Graph()
+    tree.add_nodes_from(nodes)
+    pairs = sorted(((len(set(a) & set(b)), a, b) for a, b in itertools.combinations(nodes, 2)),
+                   key=lambda t: -t[0])
+    root = {n: n for n in nodes}
+
+    def find(n):
+        while root[n] != n:
+            root[n] = root[root[n]]
+            n = root[n]
+        return n
+
+    for w, a, b in pairs:
+        if w == 0:
+            break
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            root[ra] = rb
+            tree.add_edge(a, b, weight=w)
+    return tree
+
+
+def _key(domain: Mapping[str, int], cliques: Sequence[Clique]) -> tuple[tuple, frozenset]:
+    unknown = {c for cl in cliques for c in cl} - set(domain)
+    if unknown:
+        raise ValueError(f"Cliques name columns outside the domain: {sorted(unknown)}.")
+    return tuple((c, int(v)) for c, v in domain.items()), frozenset(_canonical(domain, cl) for cl in cliques if cl)
 
 
 def junction_tree(domain: Mapping[str, int], cliques: Sequence[Clique]):
     """The junction tree (a networkx forest of column tuples in domain order) covering ``cliques``
     and every column of ``domain`` (cached by clique set; do not mutate the result)."""
-    dom = tuple((c, int(v)) for c, v in domain.items())
-    unknown = {c for cl in cliques for c in cl} - set(domain)
-    if unknown:
-        raise ValueError(f"Cliques name columns outside the domain: {sorted(unknown)}.")
-    return _junction_tree_cached(dom, frozenset(_canonical(domain, cl) for cl in cliques if cl))
+    return _junction_tree_cached(*_key(domain, cliques))
 
 
 def model_size_mb(domain: Mapping[str, int], cliques: Sequence[Clique]) -> float:
     """Megabytes of the junction tree's clique tables (8 bytes a cell) for these cliques (numpy and
     networkx only, cached by clique set)."""
-    tree = junction_tree(domain, cliques)
-    return float(sum(_cells(domain, n) for n in tree.nodes)) * 8 / 2 ** 20
+    nodes = _triangulation(*_key(domain, cliques))
+    return float(sum(_cells(domain, n) for n in nodes)) * 8 / 2 ** 20
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,18 +184,16 @@ def _drop_axes(node: Clique, sub: Clique) -> tuple[int, ...]:
 
 
 def _logsumexp(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """log(sum(exp(x))) over ``axes`` (dropped), shifted by the maximum; ``x`` is finite."""
-    if not axes:
-        return x
-    m = x.max(axis=axes, keepdims=True)
-    out = np.log(np.exp(x - m).sum(axis=axes, keepdims=True))
+    """log(sum(exp(x))) over ``axes`` (kept as length-1 axes), shifted by the maximum; ``x`` is finite."""
+    m = np.maximum.reduce(x, axis=axes, keepdims=True)
+    out = np.log(np.add.reduce(np.exp(x - m), axis=axes, keepdims=True))
     out += m
-    return out.reshape([s for i, s in enumerate(x.shape) if i not in axes])
+    return out
 
 
 class _Tree:
     """The junction tree's schedule: a root per component, nodes parents-first, and per edge the
-    axes to sum out and the separator's broadcast shapes."""
+    axes to sum out on either side and the separator's shape inside the parent."""
 
     def __init__(self, domain: Mapping[str, int], tree) -> None:
         import networkx as nx
@@ -196,42 +209,35 @@ class _Tree:
             for u, v in nx.bfs_edges(tree, root, sort_neighbors=sorted):
                 self.nodes.append(v)
                 self.parent[v] = u
-        self.sep: dict[Clique, Clique] = {}
-        self.shape_in_parent: dict[Clique, tuple[int, ...]] = {}
-        self.shape_in_child: dict[Clique, tuple[int, ...]] = {}
-        for v, u in self.parent.items():
+        self.edges: list[tuple[Clique, Clique, tuple, tuple, tuple]] = []   # child, parent, axes, axes, shape
+        for v in self.nodes:
+            u = self.parent[v]
             if u is not None:
-                self.sep[v] = tuple(c for c in v if c in u)
-                self.shape_in_parent[v] = _axes_shape(self.domain, u, self.sep[v])
-                self.shape_in_child[v] = _axes_shape(self.domain, v, self.sep[v])
+                sep = tuple(c for c in v if c in u)
+                self.edges.append((v, u, _drop_axes(v, sep), _drop_axes(u, sep), _axes_shape(self.domain, u, sep)))
+        self.roots = [v for v in self.nodes if self.parent[v] is None]
 
-    def marginals(self, theta: dict[Clique, np.ndarray]) -> dict[Clique, np.ndarray]:
+    def marginals(self, theta: Mapping[Clique, np.ndarray]) -> dict[Clique, np.ndarray]:
         """Probability tables (each sums to 1) of every junction-tree clique: an upward pass of
         log-space messages, then each clique's marginal from its parent's separator marginal."""
-        up: dict[Clique, np.ndarray] = {}          # theta plus messages from children
-        msg: dict[Clique, np.ndarray] = {}         # log message child -> parent, in separator shape
-        for v in self.nodes:
-            up[v] = theta[v].copy()
-        for v in reversed(self.nodes):
-            u = self.parent[v]
-            if u is None:
-                continue
-            sep = self.sep[v]
-            msg[v] = _logsumexp(up[v], _drop_axes(v, sep))
-            up[u] += msg[v].reshape(self.shape_in_parent[v])
+        up = dict(theta)                 # theta plus messages from children (new arrays, theta untouched)
+        msg = {}                         # log message child -> parent, separator axes kept in the child's shape
+        for v, u, child_axes, _, in_parent in reversed(self.edges):
+            m = _logsumexp(up[v], child_axes) if child_axes else up[v]
+            msg[v] = m
+            up[u] = up[u] + m.reshape(in_parent)
         out: dict[Clique, np.ndarray] = {}
+        for v in self.roots:
+            b = up[v]
+            p = np.exp(b - b.max())
+            p /= p.sum()
+            out[v] = p
         with np.errstate(divide="ignore"):
-            for v in self.nodes:
-                u = self.parent[v]
-                if u is None:
-                    b = up[v]
-                    p = np.exp(b - _logsumexp(b, tuple(range(b.ndim))))
-                else:
-                    sep = self.sep[v]
-                    parent_sep = out[u].sum(axis=_drop_axes(u, sep)) if _drop_axes(u, sep) else out[u]
-                    shift = np.log(parent_sep) - msg[v]
-                    p = np.exp(up[v] + shift.reshape(self.shape_in_child[v]))
-                out[v] = p
+            for v, u, _, parent_axes, _ in self.edges:
+                q = out[u]
+                sep = np.add.reduce(q, axis=parent_axes) if parent_axes else q
+                shift = np.log(sep).reshape(msg[v].shape) - msg[v]
+                out[v] = np.exp(up[v] + shift)
         return out
 
 
@@ -371,17 +377,30 @@ def _check(domain: Mapping[str, int], measurements: Sequence[Measurement]) -> No
 
 
 class _Problem:
-    """The L2 loss of the measurements on the maximal measured cliques, and its gradient."""
+    """The L2 loss of the measurements and its gradient, on flat vectors.
+
+    Every junction-tree table lives in one flat vector (C order, clique after clique) and every
+    measured table in another; a sparse 0/1 matrix ``A`` sums each measured clique's host table
+    down to the measured cells, so the loss is ``0.5 * sum w (A p - y)^2`` and its gradient on the
+    host tables is ``A^T (w (A p - y))`` (each measurement's residual broadcast over its host,
+    which is where Private-PGM's gradient on the clique marginals goes).
+    """
 
     def __init__(self, domain: Mapping[str, int], measurements: Sequence[Measurement]) -> None:
+        from scipy import sparse
+
         self.domain = dict(domain)
         cl = [_canonical(domain, m.clique) for m in measurements]
         uniq = sorted(set(cl), key=lambda c: (-len(c), c))
         self.maximal = sorted(c for i, c in enumerate(uniq) if not any(set(c) < set(d) for d in uniq[:i]))
         self.tree = _Tree(domain, junction_tree(domain, self.maximal))
         self.host = {r: next(n for n in self.tree.nodes if set(r) <= set(n)) for r in self.maximal}
-        self.host_shape = {r: _axes_shape(domain, self.host[r], r) for r in self.maximal}
-        # each measurement as (maximal clique, axes to sum out, target in canonical axis order, weight)
+        nodes = self.tree.nodes
+        self.shapes = {v: tuple(domain[a] for a in v) for v in nodes}
+        sizes = [_cells(domain, v) for v in nodes]
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.offset = {v: (int(starts[i]), int(starts[i + 1])) for i, v in enumerate(nodes)}
+        self.n_cells = int(starts[-1])
         merged: dict[tuple[Clique, Clique], list] = {}   # (maximal clique, clique) -> [sum w*y, sum w, sum w*y^2]
         for m, c in zip(measurements, cl):
             r = next(r for r in self.maximal if set(c) <= set(r))
@@ -394,43 +413,69 @@ class _Problem:
             acc[2] += w * float(np.vdot(y, y))
         # repeated measurements of one clique act as one at their precision-weighted mean; the
         # constant keeps the loss value equal to the sum over the separate measurements
-        self.terms = []
+        self.terms: list[tuple[Clique, Clique, int, int]] = []
         self.constant = 0.0
+        ys, ws, rows, cols = [], [], [], []
+        at = 0
+        blocks: dict[Clique, float] = {}
         for (r, c), (wy, w, wyy) in merged.items():
             y = wy / w
             self.constant += 0.5 * (wyy - w * float(np.vdot(y, y)))
-            self.terms.append((r, c, y, w, _drop_axes(r, c), _axes_shape(domain, r, c)))
-        # Lipschitz constant of the gradient on the maximal cliques (exact for identity queries)
-        blocks: dict[Clique, float] = {}
-        for r, c, _, w, _, _ in self.terms:
-            blocks[r] = blocks.get(r, 0.0) + w * _cells(domain, r) / _cells(domain, c)
+            v = self.host[r]
+            n_c = _cells(domain, c)
+            cell = np.broadcast_to(np.arange(n_c).reshape(_axes_shape(domain, v, c)), self.shapes[v]).ravel()
+            lo, hi = self.offset[v]
+            rows.append(at + cell)
+            cols.append(np.arange(lo, hi))
+            ys.append(y.ravel())
+            ws.append(np.full(n_c, w))
+            self.terms.append((r, c, at, at + n_c))
+            at += n_c
+            # Lipschitz constant of the gradient on the maximal cliques (exact for identity queries)
+            blocks[r] = blocks.get(r, 0.0) + w * _cells(domain, r) / n_c
         self.lipschitz = max(blocks.values()) if blocks else 1.0
+        self.y = np.concatenate(ys) if ys else np.zeros(0)
+        self.w = np.concatenate(ws) if ws else np.zeros(0)
+        r_idx = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        c_idx = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+        self.A = sparse.csr_matrix((np.ones(r_idx.size), (r_idx, c_idx)), shape=(at, self.n_cells))
+        self.AT = self.A.T.tocsr()
 
-    def clique_marginals(self, theta: dict[Clique, np.ndarray], total: float):
-        """Counts on the junction-tree cliques and on the maximal measured cliques."""
-        probs = self.tree.marginals(theta)
-        tables = {v: p * total for v, p in probs.items()}
-        mu = {}
-        for r, v in self.host.items():
-            drop = _drop_axes(v, r)
-            mu[r] = tables[v].sum(axis=drop) if drop else tables[v]
-        return tables, mu
+    def views(self, flat: np.ndarray) -> dict[Clique, np.ndarray]:
+        """Each junction-tree clique's table as a view into a flat vector."""
+        return {v: flat[lo:hi].reshape(self.shapes[v]) for v, (lo, hi) in self.offset.items()}
 
-    def loss_grad(self, mu: dict[Clique, np.ndarray]):
-        loss = self.constant
-        grad = {r: np.zeros(t.shape) for r, t in mu.items()}
-        for r, c, y, w, drop, shape in self.terms:
-            diff = (mu[r].sum(axis=drop) if drop else mu[r]) - y
-            loss += 0.5 * w * float(np.vdot(diff, diff))
-            grad[r] += (w * diff).reshape(shape)
-        return loss, grad
+    def counts(self, theta_flat: np.ndarray, total: float) -> np.ndarray:
+        """Calibrated clique marginals (counts), flat."""
+        probs = self.tree.marginals(self.views(theta_flat))
+        out = np.empty(self.n_cells)
+        for v, (lo, hi) in self.offset.items():
+            out[lo:hi] = probs[v].ravel()
+        out *= total
+        return out
 
-    def theta(self, potentials: dict[Clique, np.ndarray]) -> dict[Clique, np.ndarray]:
-        """Junction-tree log-potentials: each maximal clique's table added into its host."""
-        th = {v: np.zeros([self.domain[a] for a in v]) for v in self.tree.nodes}
+    def residual(self, p_flat: np.ndarray):
+        """Measured-cell answers of the model, the loss and the weighted residual."""
+        ans = self.A @ p_flat
+        diff = ans - self.y
+        wd = self.w * diff
+        return ans, self.constant + 0.5 * float(np.dot(diff, wd)), wd
+
+    def theta(self, potentials: dict[Clique, np.ndarray]) -> np.ndarray:
+        """Junction-tree log-potentials (flat): each maximal clique's table added into its host."""
+        flat = np.zeros(self.n_cells)
+        th = self.views(flat)
         for r, p in potentials.items():
             th[self.host[r]] += p.reshape(_axes_shape(self.domain, self.host[r], r))
-        return th
+        return flat
+
+    def potentials(self, start: dict[Clique, np.ndarray], moved: np.ndarray) -> dict[Clique, np.ndarray]:
+        """The maximal cliques' potentials: ``start`` plus each measurement's accumulated steps
+        ``moved`` (measured-cell vector) broadcast onto its maximal clique."""
+        out = {r: t.copy() for r, t in start.items()}
+        for r, c, lo, hi in self.terms:
+            out[r] += moved[lo:hi].reshape(_axes_shape(self.domain, r, c))
+        return out
 
 
 def _expand(domain, old: Mapping[Clique, np.ndarray], maximal: list[Clique]) -> dict[Clique, np.ndarray]:
@@ -462,29 +507,24 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
         tables = {v: np.full([domain[a] for a in v], total / _cells(domain, v)) for v in prob.tree.nodes}
         return GraphicalModel(domain, prob.tree.tree, tables, total)
     old = warm_start.potentials if warm_start is not None and warm_start.potentials else {}
-    pot = _expand(domain, old, prob.maximal)
-    theta = prob.theta(pot)
+    start = _expand(domain, old, prob.maximal)
+    theta = prob.theta(start)
+    moved = np.zeros(prob.y.size)
     step = 2.0 / (prob.lipschitz * total)
     if warm_start is not None and warm_start.step is not None:
         step = max(step, min(warm_start.step, 64 * step))
-    tables, mu = prob.clique_marginals(theta, total)
-    loss, grad = prob.loss_grad(mu)
+    p = prob.counts(theta, total)
+    ans, loss, wd = prob.residual(p)
     prev, stalls, done = loss, 0, 0
     for it in range(iters):
         done = it + 1
-        new_theta = dict(theta)
-        for r, g in grad.items():
-            v = prob.host[r]
-            new_theta[v] = new_theta[v] - step * g.reshape(prob.host_shape[r])
-        new_tables, new_mu = prob.clique_marginals(new_theta, total)
-        new_loss, new_grad = prob.loss_grad(new_mu)
-        decrease = 0.0
-        for r in mu:
-            decrease += float(np.vdot(grad[r], mu[r] - new_mu[r]))
-        if loss - new_loss >= 0.5 * step * decrease and np.isfinite(new_loss):
-            for r, g in grad.items():
-                pot[r] = pot[r] - step * g
-            theta, tables, mu, loss, grad = new_theta, new_tables, new_mu, new_loss, new_grad
+        new_theta = theta - step * (prob.AT @ wd)
+        new_p = prob.counts(new_theta, total)
+        new_ans, new_loss, new_wd = prob.residual(new_p)
+        # Armijo: <gradient, mu - mu_new> is <w * residual, A p - A p_new> on the measured cells
+        if loss - new_loss >= 0.5 * step * float(np.dot(wd, ans - new_ans)) and np.isfinite(new_loss):
+            moved -= step * wd
+            theta, p, ans, loss, wd = new_theta, new_p, new_ans, new_loss, new_wd
             step *= _GROW
         else:
             step *= 0.5
@@ -493,7 +533,8 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
             prev = loss
             if stalls >= 2:
                 break
-    model = GraphicalModel(domain, prob.tree.tree, tables, total, potentials=pot, step=step)
+    model = GraphicalModel(domain, prob.tree.tree, prob.views(p), total,
+                           potentials=prob.potentials(start, moved), step=step)
     model.loss = loss
     model.iterations = done
     return model
