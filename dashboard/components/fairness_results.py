@@ -4,7 +4,9 @@ The component turns its widgets into a ``core.fairness.LearningPlan`` (the const
 given, the population, the sweep settings and the companion settings), calls
 ``core.fairness.run_learning`` and draws the result. The sweep is the slow part: it runs behind
 the button with a progress bar, is kept per session and on disk (keyed on the sweep settings and
-the constraint table), and is shown at once when already computed.
+the constraint table), and is shown at once when already computed. For a session whose cards
+showed a private synthetic copy, the plan of that copy travels with the constraint table: its
+people join the fit as zero-cost constraint people, and the results say so.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from core.fairness.companion import MODES, CompanionResult, cost_ratio
 from core.fairness.frontier import SWEEPS, FrontierResult, fpr_gap
 from core.fairness.learner import AVERAGING, ORACLES
 from core.fairness.learning_plan import frontier_ready
+from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan
 from dashboard.components.progress import session_memo
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.figures import fairness as figs
@@ -52,6 +55,10 @@ RUN_LABELS = {"when (UTC)": "When (UTC)", "status": "Status", "constraint set": 
               "seed": "Seed", "least-constrained error": "Least-constrained error (share misclassified)",
               "fairest hull point": "Fairest hull point (unfairness, error)", "code": "Code version",
               "note": "Note"}
+
+#: Column names of the binding-pairs table when the pairs name people of a synthetic copy.
+SYNTHETIC_PAIR_LABELS = {**PAIR_LABELS, "i": "person i (synthetic person number)",
+                         "j": "person j (synthetic person number)"}
 
 ResultHook = Callable[[FrontierPlan, FrontierResult], "bool | None"]
 
@@ -135,15 +142,17 @@ def _has_constraints(constraints: pd.DataFrame | None) -> bool:
 
 def render_fairness_results(key: str, constraints: pd.DataFrame, label: str, *,
                             on_result: ResultHook | None = None, run_context: Any = None,
-                            run_history: Callable[[], pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
+                            run_history: Callable[[], pd.DataFrame] | None = None,
+                            people: PrivatePairsPlan | None = None) -> dict[str, pd.DataFrame]:
     """Frontier, operating point, binding constraints, group rates and companion for a constraint frame.
 
-    Returns the result's tables (for the page's export). `on_result(frontier_plan, frontier_result)`
+    ``people`` is the plan of the synthetic copy whose positions the pairs name (None: rows of the
+    COMPAS file). Returns the result's tables (for the page's export). `on_result(frontier_plan, frontier_result)`
     is called once per browser session for each (constraints, learner settings, `run_context`)
     when its result is first obtained, e.g. to log the run (returning False asks again on the next
     rerun); `run_history()` gives a table of logged runs shown under the results.
     """
-    tables = _render_results(key, constraints, label, on_result, run_context)
+    tables = _render_results(key, constraints, label, on_result, run_context, people)
     if run_history is not None:
         _run_history_table(key, run_history)
     return tables
@@ -176,9 +185,11 @@ def _run_history_table(key: str, run_history: Callable[[], pd.DataFrame]) -> Non
 
 
 def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: ResultHook | None,
-                    run_context: Any) -> dict[str, pd.DataFrame]:
+                    run_context: Any, people: PrivatePairsPlan | None = None) -> dict[str, pd.DataFrame]:
     """The results proper; see render_fairness_results."""
     st.subheader("Learning under the elicited constraints")
+    if people is not None:
+        st.warning(SAMPLING_NOTE)
     if not _has_constraints(constraints):
         st.info("No 'treat alike' constraints yet: once stakeholders have answered, the trade-off "
                 "between accuracy and their pairwise judgments appears here.")
@@ -188,13 +199,17 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
                "session's (the report itself reruns with its own: `python -m core reproduce report.json`).")
     sweep = _settings(key)
     try:
-        base = LearningPlan(constraints=ConstraintTable.from_frame(constraints, label), frontier=sweep,
-                            companion=None)
+        base = LearningPlan(constraints=ConstraintTable.from_frame(constraints, label, people=people),
+                            frontier=sweep, companion=None)
     except ValueError as exc:
         st.error(str(exc))
         return {}
     st.caption(f"Constraints: {label}. People: {COMPAS_POPULATIONS[sweep.population]}; the label is "
-               f"two-year reoffence and every classifier is a randomised mixture. {len(constraints)} "
+               f"two-year reoffence and every classifier is a randomised mixture. "
+               + (f"The pairs name people of a private synthetic copy ({people.label()}); they join the fit "
+                  "as constraint people who add no error, so error and group rates are the real people's. "
+                  if people is not None else "")
+               + f"{len(constraints)} "
                f"elicited pairs, {base.constraints.n_constrained} with a constraint; values swept: "
                + ", ".join(f"{g:g}" for g in sweep.values) + ".")
     digest = base.digest()
@@ -214,7 +229,7 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
         return {}
     _report_once(key, digest, run_context, on_result, sweep, frontier)
     point = _frontier_block(key, frontier)
-    _pairs_and_groups(key, frontier, point)
+    _pairs_and_groups(key, frontier, point, synthetic=people is not None)
     companion = companion_settings(key, float(point["target"]), sweep.seed)
     try:
         plan = base.replace(companion=companion)
@@ -246,6 +261,8 @@ def _frontier_block(key: str, result: FrontierResult) -> pd.Series:
     st.caption(f"{base['n_individuals']:,} people; best constant classifier error {best_const:.3f}; "
                f"least-constrained error {unconstrained:.3f}. Averaging: {base['averaging']}. "
                + (f"{dropped} pair(s) involve someone outside this population and are left out. " if dropped else "")
+               + (f"Pairs name {base['n_constraint_people']:,} synthetic constraint people, who add no error. "
+                  if "n_constraint_people" in base else "")
                + "Every point on the hull is reached by mixing its two neighbouring fits. "
                "Sample a decision per person from the mixture: thresholding its probability "
                "breaks the pairwise guarantee.")
@@ -255,7 +272,7 @@ def _frontier_block(key: str, result: FrontierResult) -> pd.Series:
     return point
 
 
-def _pairs_and_groups(key: str, f: FrontierResult, point: pd.Series) -> None:
+def _pairs_and_groups(key: str, f: FrontierResult, point: pd.Series, synthetic: bool = False) -> None:
     """Binding pairs, held-out pairs, group error rates, the FPR gap and convergence at the point."""
     target, symbol = float(point["target"]), f.baseline["symbol"]
     here = f"{symbol}={target:g}"
@@ -265,7 +282,7 @@ def _pairs_and_groups(key: str, f: FrontierResult, point: pd.Series) -> None:
     fitted = pairs[(pairs["split"] == "fit") & (pairs["violated"] | (not only))]
     binding = (fitted.sort_values("shadow_price", ascending=False)
                .loc[:, ["i", "j", "weight", "agreement", "p_i", "p_j", "gap", "violated", "shadow_price"]]
-               .rename(columns=PAIR_LABELS))
+               .rename(columns=SYNTHETIC_PAIR_LABELS if synthetic else PAIR_LABELS))
     st.caption("Error cost per unit of slack is the pair's averaged multiplier: how much error the "
                "learner would save if this pair's slack were loosened by one unit (a shadow price). "
                "Pairs are ordered by it; 'over its slack' means the gap exceeds the slack by more than 0.02. "

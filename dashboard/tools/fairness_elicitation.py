@@ -25,7 +25,8 @@ from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 from core.datasets import COMPAS_POPULATIONS, load_compas  # noqa: E402
 from core.fairness import ElicitationPlan, FrontierPlan, run  # noqa: E402
 from core.fairness import elicitation as el  # noqa: E402
-from core.fairness.elicitation_plan import DEMO_KINDS, fill_demo_session, session_people  # noqa: E402
+from core.fairness.elicitation_plan import (DEMO_KINDS, fill_demo_session, private_pairs_plan,  # noqa: E402
+                                           session_people)
 from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
                                          SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, planned_ledger,
                                          synthetic_people)
@@ -622,21 +623,15 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         # The learner's population is its own widget (drawn inside the results); read it first so
         # the results get only pairs of people it fits, and say so when the session drew elsewhere.
         fitted = st.session_state.get(P + "results_population", FrontierPlan.population)
-        if config.synthetic:
-            st.warning(SAMPLING_NOTE)
-            st.info("This view fits only sessions of real records: the pairs of this session name synthetic "
-                    "people, whom the learning results cannot place yet. The judgments and constraints are "
-                    "in the other tabs and in the export.")
-            handed = None
-            usable = summary.usable.iloc[:0]
-        else:
-            handed = learner_pairs(summary.usable, config.population, fitted)
-            usable = handed.constraints
-            if handed.note:
-                (st.warning if handed.left_out else st.info)(handed.note)
-        if handed is None:
-            pass
-        elif usable.empty:
+        # A synthetic-copy session's pairs name people of its copy: they reach the learner as
+        # zero-cost constraint people (the copy is the one the cards showed, cached on its plan).
+        handed = learner_pairs(summary.usable, config.population, fitted, synthetic=config.synthetic)
+        usable = handed.constraints
+        if handed.note:
+            (st.warning if handed.left_out else st.info)(handed.note)
+        if usable.empty:
+            if config.synthetic:       # with results, the results themselves carry this note
+                st.warning(SAMPLING_NOTE)
             st.info("No constraints yet: results appear once stakeholders have asked for equal treatment "
                     "of at least one pair.")
         else:
@@ -649,7 +644,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                 results = render_fairness_results(
                     P + "results", usable, label, run_context=aggregation,
                     on_result=lambda cfg, res: _log_run(store, fac, usable, aggregation, cfg, res),
-                    run_history=lambda: run_history_table(store.fit_runs(fac["session_id"], fac["key"]))) or {}
+                    run_history=lambda: run_history_table(store.fit_runs(fac["session_id"], fac["key"])),
+                    people=private_pairs_plan(config)) or {}
             except ValueError as err:
                 st.error(str(err))
 

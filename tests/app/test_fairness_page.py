@@ -495,7 +495,7 @@ def test_synthetic_copy_session_is_one_release_and_cards_show_synthetic_people()
     assert abs(sum(s.amount for s in rel.spends) - rho_for_epsilon(0.75, PAIR_DELTA)) < 1e-12
     assert any("synthetic" in i.value for i in at.info)
     session = at.session_state["fe_fac"]
-    # The learning view refuses the synthetic session in plain words (and says why).
+    # Before any answer the learning view already states that the constraint people are synthetic.
     assert any("sampling assumption does not hold" in w.value for w in at.warning)
     # A stakeholder joins: the card says the people are synthetic and shows ranges.
     sh = _app(join=session["join_code"])
@@ -529,3 +529,34 @@ def test_demo_on_a_synthetic_copy_works_and_records_the_copy_once():
     assert len(progress) == 4 and (progress["answered"] > 0).all()
     at.button(key="fe_demo_run").click().run()
     assert not at.exception and len(_compas_releases()) == before + 1
+
+
+def test_learning_on_a_synthetic_copy_demo_draws_the_frontier_with_the_synthetic_note():
+    import json
+    at = _app()
+    at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
+    at.radio(key="fe_pair_source").set_value("dp_synthetic").run()
+    at.number_input(key="fe_demo_n").set_value(4).run()
+    at.button(key="fe_demo_run").click().run()
+    assert not at.exception and not at.error
+    assert not any("cannot place" in i.value for i in at.info)          # no refusal any more
+    released = len(_compas_releases())
+    at.select_slider(key="fe_results_rounds").set_value(100)
+    at.selectbox(key="fe_results_oracle").select("ols")
+    at.button(key="fe_results_run").click().run()
+    assert not at.exception and not at.error
+    assert len(_compas_releases()) == released      # learning reuses the session's copy: no new release
+    charts = [c for c in at.get("plotly_chart") if "frontier_chart" in c.proto.id]
+    assert len(charts) == 1 and json.loads(charts[0].proto.spec)["data"]
+    assert any("sampling assumption does not hold" in w.value for w in at.warning)
+    assert any("private synthetic copy" in c.value for c in at.caption)
+    # The plan behind the results carries the session's copy, and the exported tables say so.
+    plan = at.session_state["fe_results_plan"]
+    from core.fairness import ElicitationPlan
+    sub = ElicitationPlan(pair_source="dp_synthetic").private_pairs_plan()
+    assert plan.constraints.people == sub and max(plan.constraints.i + plan.constraints.j) < 2000
+    binding = next(d.value for d in at.dataframe if d.value is not None
+                   and "person i (synthetic person number)" in d.value.columns)
+    assert len(binding) > 0
+    # The run is logged like a real-records one.
+    assert len(_run_history(at)) == 1
