@@ -387,3 +387,17 @@ def test_cancelling_a_secure_synthetic_release_records_nothing(tmp_path, monkeyp
     assert not at.exception and not at.error
     assert any("cancelled before anything was published" in i.value for i in at.info)
     assert not ledger.releases("cps", "release")
+
+
+def test_a_mean_release_with_declared_public_sizes_shows_them(tmp_path, monkeypatch):
+    ledger = _own_ledger(tmp_path, monkeypatch)
+    at = _page()
+    at.radio(key="ss_size_policy").set_value("public").run()
+    at.checkbox(key="ss_public_ok").check().run()
+    at.radio(key="ss_mr_noise").set_value("gaussian").run()
+    at.button(key="ss_mr_release").click().run()
+    assert not at.exception and not at.error
+    table = _table(at, "ci_high")
+    assert "size" in table.columns and table["size"].sum() == 50000            # declared public: exact
+    [made] = ledger.releases("cps", "release")
+    assert [s.unit for s in made.spends] == ["rho", "rho"]                   # Gaussian: stratum sums and pooled

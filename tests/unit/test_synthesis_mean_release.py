@@ -68,6 +68,11 @@ def test_estimates_track_the_true_shares_and_hide_exact_sizes():
     assert "size" not in rel.strata.columns and "noisy_size" in rel.strata.columns
     exact = raw["sex"].value_counts()
     assert not set(np.round(rel.strata["noisy_size"], 6)) & set(exact.astype(float))
+    exported = rel.export()
+    assert "size" not in exported.columns and list(exported["group"][-2:]) == ["stratified (recombined)",
+                                                                                "pooled (comparison)"]
+    numbers = exported.select_dtypes("number").to_numpy().ravel()
+    assert not set(np.round(numbers[np.isfinite(numbers)], 9)) & (set(exact.astype(float)) | {float(len(raw))})
     text = rel.statement + " ".join(rel.ledger_table["measured"])
     assert not any(f"{n}" in text or f"{n:,}" in text for n in [*exact, len(raw)])
     assert (rel.strata["ci_low"] <= rel.strata["mean"]).all() and (rel.strata["mean"] <= rel.strata["ci_high"]).all()
