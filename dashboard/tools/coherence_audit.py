@@ -294,7 +294,10 @@ def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: 
         st.info("Run the audit first; the algorithms it compared can then be released.")
         return
     choices = {c.build().name: c for c in audited.releases}
-    name = st.selectbox("Audited algorithm to release", list(choices), key="coh_pub_release")
+    private = [n for n, c in choices.items() if trial_ledger(c) is not None]
+    name = st.selectbox("Audited algorithm to release", list(choices), key="coh_pub_release",
+                        index=list(choices).index(private[0]) if private else 0,
+                        help="Only algorithms with a differential privacy guarantee can be released.")
     choice = choices[name]
     try:
         refuse_if_not_private(choice)
@@ -314,6 +317,7 @@ def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: 
             if record_release(release_entry(pub_plan, PAGE, PUBLISH, label, released.budget, fresh=True,
                                             data_label=data_label)):
                 st.session_state["coh_published"] = released     # shown only once it is in the ledger
+                st.rerun()                                         # the sidebar total then includes it
         except ValueError as err:
             st.error(str(err))
     released = st.session_state.get("coh_published")

@@ -339,6 +339,7 @@ def test_audit_is_listed_as_a_simulation_and_release_is_recorded_once(tmp_path, 
     assert len(ledger.releases("cps")) == 1
 
     names = at.selectbox(key="coh_pub_release").options
+    assert "Laplace" in at.selectbox(key="coh_pub_release").value      # a private algorithm is offered first
     at.selectbox(key="coh_pub_release").select(next(n for n in names if "clear" in n)).run()
     assert any("cannot be released privately" in i.value for i in at.info)
     assert not [b for b in at.button if b.key == "coh_pub_run"]
