@@ -1,0 +1,79 @@
+"""GEM speed and accuracy on the bundled CPS extract: pooled against stratified (sex x race, 10 strata).
+
+Each line is one fit of 50,000 rows x 10 columns at epsilon 1 (delta 1e-9) followed by sampling
+as many rows; "cold" times include building the compiled programs for that shape (once per
+process), "warm" repeats the same fit with them already built. Accuracy is the mean two-way
+total variation distance over the 45 column pairs. The product's target: stratified within 3 x
+pooled at equal accuracy. The machine's load average is printed with every line because other
+work on a 2-core machine moves these numbers a lot.
+
+Run: .venv/bin/python benchmarks/gem_bench.py [--rounds N] [--warm] [--jobs J]
+Default 30 rounds so ``make bench`` stays near 3 minutes: every round costs the same, so the ratio
+is the one of the registry's 100 rounds (measured at 100 rounds: pooled 52.6 s, stratified 433.9 s,
+8.3 x, load about 5), while the TVDs are those of a shorter fit. ``--jobs 2`` fits strata on two
+worker processes instead of one after another in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core.contracts import make_rng  # noqa: E402
+from core.datasets import load_cps  # noqa: E402
+from core.privacy.accounting import rho_for_epsilon  # noqa: E402
+from core.synthesis.encoding import encode_categories  # noqa: E402
+from core.synthesis.gem import GEM  # noqa: E402
+from core.synthesis.metrics import two_way_tvd  # noqa: E402
+from core.synthesis.stratified import StratifiedSynthesizer  # noqa: E402
+
+EPSILON, DELTA, STRATA, TARGET = 1.0, 1e-9, ("sex", "race"), 3.0
+
+
+def load() -> str:
+    return "load " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def timed(factory, codes, dom, rho, seed):
+    t = time.perf_counter()
+    model = factory().fit(codes, dom, rho, make_rng(seed))
+    synth = model.sample(len(codes), make_rng(seed + 1000))
+    seconds = time.perf_counter() - t
+    return seconds, float(two_way_tvd(codes, synth, dom)["tvd"].mean())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=30, help="GEM rounds (the registry's default is 100)")
+    ap.add_argument("--jobs", type=int, default=1, help="n_jobs of the stratified wrapper (1: in this process)")
+    ap.add_argument("--warm", action="store_true", help="repeat each fit once the programs are compiled")
+    args = ap.parse_args()
+    codes, dom, _ = encode_categories(load_cps())
+    rho = rho_for_epsilon(EPSILON, DELTA)
+    print(f"GEM on CPS: {len(codes):,} rows x {codes.shape[1]} columns, epsilon {EPSILON:g} (rho {rho:.4g}), "
+          f"{args.rounds} rounds; stratified over {' x '.join(STRATA)} (n_jobs {args.jobs}); {os.cpu_count()} cores; "
+          f"{load()}")
+    pooled = lambda: GEM(rounds=args.rounds)  # noqa: E731
+    stratified = lambda: StratifiedSynthesizer(lambda: GEM(rounds=args.rounds), STRATA, n_jobs=args.jobs)  # noqa: E731
+    rows = {}
+    for name, factory in (("pooled", pooled), ("stratified", stratified)):
+        runs = [timed(factory, codes, dom, rho, 0)]
+        if args.warm:
+            runs.append(timed(factory, codes, dom, rho, 1))
+        rows[name] = runs
+        text = ", ".join(f"{lab} {s:.1f} s (2-way TVD {tv:.4f})" for lab, (s, tv) in zip(("cold", "warm"), runs))
+        print(f"  {name:>10}: {text}; {load()}", flush=True)
+    ratio = rows["stratified"][0][0] / rows["pooled"][0][0]
+    print(f"  stratified / pooled (cold): {ratio:.2f} x -> {'PASS' if ratio <= TARGET else 'FAIL'} "
+          f"(target <= {TARGET:g} x)")
+    if args.warm:
+        print(f"  stratified / pooled (warm): {rows['stratified'][1][0] / rows['pooled'][1][0]:.2f} x")
+    print(f"  2-way TVD stratified / pooled: {rows['stratified'][0][1] / rows['pooled'][0][1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
