@@ -368,12 +368,15 @@ class ProjectLedger:
                                    h["plan_digest"], tuple(by_release.get(h["id"], ())), h["data_label"],
                                    h["created_utc"]) for h in heads)
 
-    def data_sets(self) -> pd.DataFrame:
-        """Every data set with a recorded release or a cap: its key and label."""
+    def data_sets(self, kind: str | None = None) -> pd.DataFrame:
+        """Every data set with a recorded release (or simulation) or a cap: its key and label; with ``kind``,
+        only data sets with an entry of that kind or a cap."""
+        query = select(releases_table.c.data_key, releases_table.c.data_label).order_by(releases_table.c.id)
+        if kind is not None:
+            query = query.where(releases_table.c.kind == kind)
         try:
             with self.engine.connect() as conn:
-                rows = conn.execute(select(releases_table.c.data_key, releases_table.c.data_label)
-                                    .order_by(releases_table.c.id)).all()
+                rows = conn.execute(query).all()
                 capped = conn.execute(select(caps_table.c.data_key)).scalars().all()
         except SQLAlchemyError as exc:
             raise ValueError(f"The privacy ledger cannot be read ({type(exc).__name__}).") from exc

@@ -67,7 +67,7 @@ def badge_labels(sets) -> dict[str, str]:
 def sidebar_badge() -> None:
     """Running totals of every data set that has releases, in the sidebar."""
     try:
-        sets = project_ledger().data_sets()
+        sets = project_ledger().data_sets(kind="release")    # data sets with only simulations spent nothing
         lines = [f"**{plain(label)}**: {total_text(key)}" for key, label in badge_labels(sets).items()]
     except ValueError as exc:
         st.sidebar.caption(f"Privacy ledger unavailable: {exc}")

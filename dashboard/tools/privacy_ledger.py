@@ -32,10 +32,14 @@ LABELS = {"release": "#", "kind": "Kind", "page": "Page", "action": "Action",
           "delta": "delta", "composition": "Composition", "group": "Disjoint group", "part": "Part",
           "epsilon": "Total epsilon", "rho": "Total rho (zCDP)"}
 WHAT_COUNTS = """
-- **Counted as releases**: Budget allocation's *Release noisy counts* (OpenDP samplers) and Stratified
-  synthesis's *Release synthetic data* (OpenDP sampler). Each press is a new release.
-- **Listed apart, never counted**: seeded previews (Stratified synthesis's seeded simulation; the
-  ToyDown, TopDown-lite, mechanism and audit runs are seeded simulations and are not recorded at all).
+- **Counted as releases** (noise from OpenDP's samplers; each press is a new release): Budget allocation's
+  *Release noisy counts*, Stratified synthesis's *Release synthetic data* and *Release a stratified mean*,
+  Coherence audit's *Release this algorithm's output*, and Fairness elicitation's private synthetic copy
+  that stakeholders see instead of real records (one release per copy; sessions reusing it add nothing).
+- **Listed apart, never counted**: seeded previews, each with what one run would spend: Stratified
+  synthesis's seeded simulation, Budget allocation's ToyDown and TopDown-lite runs, District maps' noisy
+  runs, and the Coherence audit's trials and epsilon sweeps. The mechanism comparison and
+  public-information runs are not recorded.
 - **Composition**: releases of one data set add up one after another. Inside a release, a group of
   declared disjoint parts (strata, the units of a geographic level) costs its largest part once. Pure
   epsilon adds; zCDP adds in rho (pure epsilon counts as epsilon²/2) and is stated as (epsilon, delta)

@@ -161,3 +161,12 @@ def test_statement_names_the_count_and_the_total():
     assert statement([], name="CPS") == "No release has been made from CPS yet."
     text = statement([rel(eps(0.5)), rel(eps(0.25)), rel(eps(9.0), kind="simulation")], name="CPS")
     assert text.startswith("2 releases from CPS so far") and "epsilon = 0.75" in text
+
+
+def test_data_sets_of_one_kind_leave_out_data_sets_with_only_simulations(tmp_path):
+    ledger = ProjectLedger(f"sqlite:///{tmp_path / 'kinds.db'}")
+    ledger.record(rel(eps(1.0), data="released"))
+    ledger.record(rel(eps(2.0), data="previewed", kind="simulation"))
+    ledger.set_cap("capped", Cap(3.0, "epsilon"))
+    assert set(ledger.data_sets()["data_key"]) == {"released", "previewed", "capped"}
+    assert set(ledger.data_sets(kind="release")["data_key"]) == {"released", "capped"}
