@@ -7,6 +7,7 @@ from core.coherence.adversaries import ADVERSARIES, make_adversary
 from core.coherence.calculator import GUARANTEES, TheoryPlan, calculate
 from core.coherence.plan import (BUNDLED, DEFAULT_LENS, AdversaryChoice, AuditPlan, ReleaseChoice, RowSample,
                                  SweepPlan)
+from core.coherence.publish import PublishPlan, publish
 from core.coherence.releases import RELEASES, NEIGHBOURS, is_private, make_release
 from core.coherence.run import CoherenceResult, load_frame, run, sample_rows, usable_columns
 from core.coherence.subgroups import Condition, CustomSubgroup
@@ -17,5 +18,5 @@ __all__ = [
     "AuditPlan", "RowSample", "ReleaseChoice", "AdversaryChoice", "SweepPlan", "TheoryPlan",
     "Condition", "CustomSubgroup", "CoherenceResult", "run", "calculate", "load_frame", "sample_rows",
     "usable_columns", "make_release", "make_adversary", "is_private", "min_trials_for_pass",
-    "verdict_label", "VERDICT_MEANING", "NOT_PRIVATE_PASS",
+    "verdict_label", "VERDICT_MEANING", "NOT_PRIVATE_PASS", "PublishPlan", "publish",
 ]
