@@ -131,21 +131,47 @@ def test_seeded_stratified_runs_are_reproducible():
     pd.testing.assert_frame_equal(run(), run())
 
 
+class Compiles:
+    """Counts XLA compilations inside a ``with`` block (JAX's public monitoring events)."""
+
+    def __enter__(self):
+        import jax.monitoring
+
+        self.count = 0
+
+        def heard(name, seconds, **kw):
+            if name == "/jax/core/compile/backend_compile_duration":
+                self.count += 1
+        self._listener = heard
+        jax.monitoring.register_event_duration_secs_listener(heard)
+        return self
+
+    def __exit__(self, *exc):
+        import jax.monitoring
+
+        jax.monitoring.unregister_event_duration_listener(self._listener)
+
+
 def test_strata_share_one_compiled_program():
     from core.synthesis.gem import programs
 
     df, dom = strata_frame(900)
-    model = small(rounds=3)
+    make = lambda: small(rounds=3, hidden=24)  # noqa: E731  (a shape no other test compiles)
+    model = make()
     shape = (3, 3, model.noise_dim, model.hidden, model.batch, model.steps, model.learning_rate, model.ema)
-    prog = programs(*shape)
-    assert prog is programs(*shape)                      # built once per process and shape
-    assert programs(4, 3, *shape[2:]) is not prog
-    StratifiedSynthesizer(lambda: small(rounds=3), ["s"]).fit(df, dom, 0.5, np.random.default_rng(1))
-    # three strata, every round: one compiled training program
-    assert prog.train._cache_size() == 1 and prog.answers._cache_size() == 1
-    # a later fit of the same shape (other rows, seed and budget) compiles nothing new
-    small(rounds=4).fit(df[df["s"] == 2].drop(columns="s"), DOMAIN, 0.3, np.random.default_rng(2))
-    assert prog.train._cache_size() == 1
+    assert programs(*shape) is programs(*shape)                  # built once per process and shape
+    assert programs(4, 3, *shape[2:]) is not programs(*shape)
+    with Compiles() as first:
+        StratifiedSynthesizer(make, ["s"]).fit(df, dom, 0.5, np.random.default_rng(1)).sample(
+            500, np.random.default_rng(2))
+    with Compiles() as lone:
+        make().fit(df[df["s"] == 0].drop(columns="s"), DOMAIN, 0.5, np.random.default_rng(3))
+    with Compiles() as again:
+        # the same shape with other rows, seed and budget: nothing new to compile, stratified or not
+        StratifiedSynthesizer(make, ["s"]).fit(df.sample(frac=1.0, random_state=3), dom, 0.3,
+                                               np.random.default_rng(4)).sample(700, np.random.default_rng(5))
+    assert first.count > 0 and lone.count == 0 and again.count == 0
+    assert programs(*shape).train._cache_size() == 1
 
 
 def test_cancel_on_round_two_stops_a_stratified_fit_and_names_the_stratum():
@@ -176,14 +202,15 @@ def test_cancel_on_round_two_stops_a_stratified_fit_and_names_the_stratum():
 
 def test_sampling_any_size_reuses_one_program_and_keeps_the_domain():
     model = small(rounds=2).fit(correlated(400), DOMAIN, 1.0, np.random.default_rng(0))
-    prog = model._programs(3, 3)
     sizes = {}
     for n in (0, 1, 17, 5000):
         out = model.sample(n, np.random.default_rng(n))
         assert len(out) == n and list(out.columns) == list(DOMAIN)
         for c, k in DOMAIN.items():
             assert out[c].between(0, k - 1).all()
-        sizes[n] = prog.probs._cache_size()
-    assert len(set(sizes.values())) == 1
+        with Compiles() as compiled:
+            model.sample(n + 1, np.random.default_rng(n))
+        sizes[n] = compiled.count
+    assert set(sizes.values()) == {0}
     with pytest.raises(ValueError, match="zero or more"):
         model.sample(-1, np.random.default_rng(0))
