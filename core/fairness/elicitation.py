@@ -18,7 +18,7 @@ import pandas as pd
 
 from core.contracts import make_rng
 from core.datasets import COMPAS_POPULATIONS, compas_population
-from core.fairness.private_pairs import PAIR_SOURCES, SYNTHETIC_PEOPLE, check_pair_epsilon
+from core.fairness.private_pairs import PAIR_SOURCES, SYNTHETIC_PEOPLE, check_copy_id, check_pair_epsilon
 
 # The eight study features shown on pair cards by default (spec 4.1); labels never appear.
 DEFAULT_FEATURES: tuple[str, ...] = ("age", "sex", "race", "priors_count", "juv_fel_count",
@@ -66,6 +66,7 @@ class SessionConfig:
                          "should receive the same risk prediction.")
     pair_source: str = "real"
     pair_epsilon: float = 1.0
+    pair_copy: str = ""            # the stored synthetic copy's id (a synthetic-copy session's people)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(self.features))
@@ -83,7 +84,8 @@ class SessionConfig:
                 "seed": self.seed, "instructions": self.instructions,
                 # Real-record sessions store exactly what they always stored.
                 **({"pair_source": self.pair_source, "pair_epsilon": self.pair_epsilon}
-                   if self.synthetic else {})}
+                   if self.synthetic else {}),
+                **({"pair_copy": self.pair_copy} if self.synthetic and self.pair_copy else {})}
 
     @property
     def synthetic(self) -> bool:
@@ -111,6 +113,9 @@ def validate_config(config: SessionConfig) -> None:
     if config.pair_source not in PAIR_SOURCES:
         raise ValueError(f"Pairs come from {list(PAIR_SOURCES)}, not {config.pair_source!r}.")
     object.__setattr__(config, "pair_epsilon", check_pair_epsilon(config.pair_epsilon))
+    object.__setattr__(config, "pair_copy", check_copy_id(config.pair_copy))
+    if config.pair_copy and not config.synthetic:
+        raise ValueError("Only a session showing a synthetic copy names a copy id.")
     if not config.features:
         raise ValueError("Choose at least one feature to show on the pair cards.")
     bad = [f for f in config.features if f not in DISPLAYABLE_FEATURES]

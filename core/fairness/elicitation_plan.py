@@ -47,6 +47,7 @@ class ElicitationPlan(Plan):
     demo_seed: int = 0
     pair_source: str = "real"      # "real" records, or "dp_synthetic": a private synthetic copy
     pair_epsilon: float = 1.0      # the copy's epsilon; its delta is PAIR_DELTA
+    pair_copy: str = ""            # the released copy's id ("" before it is made)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(self.features))
@@ -69,15 +70,15 @@ class ElicitationPlan(Plan):
                              n_random=self.n_random, n_repeat=self.n_repeat, response_mode=self.response_mode,
                              favourable_label=self.favourable_label, seed=self.seed,
                              instructions=self.instructions, pair_source=self.pair_source,
-                             pair_epsilon=self.pair_epsilon)
+                             pair_epsilon=self.pair_epsilon, pair_copy=self.pair_copy)
 
     @property
     def synthetic(self) -> bool:
         return self.pair_source == "dp_synthetic"
 
     def private_pairs_plan(self) -> PrivatePairsPlan | None:
-        """The synthetic copy the cards show (None for real records); only the population, the
-        budget and the seed shape it, so designs that differ in anything else share one copy."""
+        """The synthetic copy the cards show (None for real records): its population, budget and,
+        once released, its copy id (designs that differ in anything else can share one copy)."""
         return private_pairs_plan(self.session_config())
 
     @classmethod
@@ -87,19 +88,20 @@ class ElicitationPlan(Plan):
                    n_random=config.n_random, n_repeat=config.n_repeat, response_mode=config.response_mode,
                    favourable_label=config.favourable_label, seed=config.seed,
                    instructions=config.instructions, pair_source=config.pair_source,
-                   pair_epsilon=config.pair_epsilon, **demo)
+                   pair_epsilon=config.pair_epsilon, pair_copy=config.pair_copy, **demo)
 
 
 def private_pairs_plan(config: SessionConfig) -> PrivatePairsPlan | None:
     """The synthetic copy a session's cards show, or None when they show real records."""
     if not config.synthetic:
         return None
-    return PrivatePairsPlan(population=config.population, epsilon=config.pair_epsilon, seed=config.seed)
+    return PrivatePairsPlan(population=config.population, epsilon=config.pair_epsilon, copy_id=config.pair_copy)
 
 
 def session_people(config: SessionConfig) -> tuple[pd.DataFrame, pd.DataFrame, SyntheticPeople | None]:
     """(card frame, numeric frame, synthetic copy or None) of the people a session's pairs index:
-    load_compas() twice for real records; the synthetic copy's card text and bin midpoints otherwise."""
+    load_compas() twice for real records; the stored synthetic copy's card text and bin midpoints
+    otherwise (loaded by its id, never made here)."""
     sub = private_pairs_plan(config)
     if sub is None:
         from core.datasets import load_compas

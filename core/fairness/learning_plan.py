@@ -55,6 +55,8 @@ class ConstraintTable(Plan):
     def __post_init__(self) -> None:
         if self.people is not None and not isinstance(self.people, PrivatePairsPlan):
             raise ValueError("Constraint people come from a PrivatePairsPlan (the session's synthetic copy) or None.")
+        if self.people is not None and not self.people.copy_id:
+            raise ValueError("Constraint people name a released synthetic copy by its copy id; this plan has none.")
         n = len(self.i)
         if n > MAX_PAIRS:
             raise ValueError(f"At most {MAX_PAIRS:,} pairs can be learned from; this table has {n:,}.")
@@ -113,7 +115,7 @@ class ConstraintTable(Plan):
         p = self.people
         return pd.DataFrame({"constraint_people": ["synthetic (private synthetic copy)"],
                              "copy": [p.label()], "population": [p.population], "epsilon": [p.epsilon],
-                             "delta": [PAIR_DELTA], "seed": [p.seed], "synthetic_people": [SYNTHETIC_PEOPLE],
+                             "delta": [PAIR_DELTA], "copy_id": [p.copy_id], "synthetic_people": [SYNTHETIC_PEOPLE],
                              "note": [SAMPLING_NOTE]})
 
     @property

@@ -10,21 +10,31 @@ count, so nothing about the number of real people is published.
 Two views come back: ``cards`` (what stakeholders read: bins as ranges such as "25-29") and
 ``people`` (bin midpoints as numbers, for simulated judges and the learner). ``ledger`` holds the
 spend in rho, converted from (epsilon, delta) only through ``core.privacy.accounting``.
+
+A copy stakeholders see is a release: ``release_synthetic_people`` fits MST with OpenDP's sampler
+(``SecureNoise``) and draws its people with a fresh operating-system seed, so nothing in a plan or
+report can regenerate it. It gets a random copy id; the copy itself (the DP output) is stored in the
+sessions database and every later use loads it by that id (``synthetic_people``), never refits.
+``simulated_synthetic_people`` takes an explicit generator: a reproducible simulation for tests,
+never shown to stakeholders.
 """
 from __future__ import annotations
 
 import math
+import re
+import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from core.cache import cached
-from core.contracts import DataRef, Plan, Progress, Result, named_rng
+from core.contracts import DataRef, Plan, Progress, Result
 from core.datasets import COMPAS_POPULATIONS, compas_population, load_compas
 from core.privacy.accounting import rho_for_epsilon, rho_to_epsilon
 from core.privacy.ledger import BudgetLedger
+from core.privacy.project_ledger import LedgerRelease, data_key, release_key, spends_of
 from core.synthesis import encoding
+from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.registry import make_synthesizer
 
 PAIR_SOURCES = {"real": "real records", "dp_synthetic": "a private synthetic copy"}
@@ -53,6 +63,11 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "race": ("African-American", "Asian", "Caucasian", "Hispanic", "Native American", "Other"),
     "c_charge_degree": ("F", "M"),
 }
+#: The project-ledger action of a copy's release (its key adds the plan digest, which holds the copy id).
+COPY_ACTION = "synthetic pair people"
+COPY_PAGE = "Fairness elicitation"
+#: Copy ids: random lowercase hex tokens (a simulated copy's start with "sim").
+_COPY_ID = re.compile(r"^(sim)?[0-9a-f]{16,32}$")
 SYNTH_COLUMNS = ("age", "priors_count", "juv_fel_count", "juv_misd_count", "juv_other_count",
                  "sex", "race", "c_charge_degree")
 AGE_GROUPS = ("Less than 25", "25 - 45", "Greater than 45")
@@ -88,14 +103,30 @@ def check_pair_epsilon(epsilon) -> float:
     return value
 
 
+def check_copy_id(copy_id) -> str:
+    """A copy id as stored ("" for a copy not made yet), or a ValueError."""
+    if copy_id == "":
+        return ""
+    if not isinstance(copy_id, str) or not _COPY_ID.match(copy_id):
+        raise ValueError(f"A synthetic copy id is a token of 16 to 32 lowercase hex characters; got {copy_id!r}.")
+    return copy_id
+
+
+def new_copy_id() -> str:
+    """A fresh random copy id (operating-system randomness)."""
+    return secrets.token_hex(8)
+
+
 @dataclass(frozen=True)
 class PrivatePairsPlan(Plan):
-    """What fixes a synthetic copy: the data, the population copied, the budget and the seed."""
+    """What names a synthetic copy: the data, the population copied, the budget and the copy's id.
+
+    ``copy_id`` is empty for a copy not made yet; once made, the id (not a seed) is what finds it."""
 
     data: DataRef = field(default_factory=lambda: DataRef("compas"))
     population: str = "paper"
     epsilon: float = 1.0
-    seed: int = 0
+    copy_id: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.data, DataRef) or self.data.source != "compas":
@@ -103,9 +134,7 @@ class PrivatePairsPlan(Plan):
         if self.population not in COMPAS_POPULATIONS:
             raise ValueError(f"Unknown population {self.population!r}; choose one of {list(COMPAS_POPULATIONS)}.")
         object.__setattr__(self, "epsilon", check_pair_epsilon(self.epsilon))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError("The seed must be a non-negative whole number.")
-        object.__setattr__(self, "seed", int(self.seed))
+        object.__setattr__(self, "copy_id", check_copy_id(self.copy_id))
 
     @property
     def delta(self) -> float:
@@ -116,8 +145,13 @@ class PrivatePairsPlan(Plan):
         """The zCDP budget whose (epsilon, delta) conversion stays within the plan's epsilon."""
         return rho_for_epsilon(self.epsilon, PAIR_DELTA)
 
+    @property
+    def simulated(self) -> bool:
+        return self.copy_id.startswith("sim")
+
     def label(self) -> str:
-        return f"synthetic pair people (MST, epsilon {self.epsilon:g}, delta {PAIR_DELTA:g})"
+        name = f", copy {self.copy_id}" if self.copy_id else ""
+        return f"synthetic pair people (MST, epsilon {self.epsilon:g}, delta {PAIR_DELTA:g}{name})"
 
 
 def planned_ledger(plan: PrivatePairsPlan) -> BudgetLedger:
@@ -136,6 +170,12 @@ class SyntheticPeople(Result):
     cards: pd.DataFrame
     people: pd.DataFrame
     spent: BudgetLedger
+    secure: bool = False
+    created_at: str = ""
+
+    @property
+    def copy_id(self) -> str:
+        return self.plan.copy_id
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"synthetic_people": self.cards, "synthetic_ledger": self.spent.to_frame()}
@@ -194,25 +234,151 @@ def _views(codes: pd.DataFrame, population: str) -> tuple[pd.DataFrame, pd.DataF
     return pd.DataFrame(cards), pd.DataFrame(people)
 
 
-@cached
-def synthetic_people(plan: PrivatePairsPlan, data=None, *, progress: Progress | None = None) -> SyntheticPeople:
-    """The plan's synthetic copy (cached on the plan digest): fit MST on the population, draw
-    ``SYNTHETIC_PEOPLE`` people, and return them with the ledger of the spend."""
+def _fit_and_draw(plan: PrivatePairsPlan, noise, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    frame = load_compas().iloc[compas_population(plan.population)].reset_index(drop=True)
+    codes, domain, _ = encoding.encode_categories(card_categories(frame, plan.population))
+    model = make_synthesizer("mst").fit(codes, domain, plan.rho, rng, noise=noise)
+    sampled = model.sample(SYNTHETIC_PEOPLE, rng)
+    return _views(sampled[list(SYNTH_COLUMNS)], plan.population)
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def release_synthetic_people(plan: PrivatePairsPlan, *, progress: Progress | None = None) -> SyntheticPeople:
+    """A new synthetic copy under (epsilon, delta)-DP: MST's privacy noise from OpenDP's sampler, the
+    people drawn with a fresh operating-system seed (post-processing), and a new random copy id.
+
+    Every call is a new release that spends ``plan.rho``: record it in the project ledger
+    (``copy_release``) and store it (the sessions database) before anyone sees it."""
+    if not isinstance(plan, PrivatePairsPlan):
+        raise ValueError("release_synthetic_people needs a PrivatePairsPlan.")
+    if progress is not None:
+        progress(0, 1, "Making the private synthetic copy")
+    rng = np.random.default_rng(secrets.randbits(128))
+    cards, people = _fit_and_draw(plan, SecureNoise(), rng)
+    if progress is not None:
+        progress(1, 1, "Synthetic copy ready")
+    made = plan.replace(copy_id=new_copy_id())
+    return SyntheticPeople(made, cards, people, planned_ledger(made), secure=True, created_at=_now())
+
+
+def simulated_synthetic_people(plan: PrivatePairsPlan, rng: np.random.Generator) -> SyntheticPeople:
+    """A simulation of a copy, reproducible from ``rng`` (seeded noise): for tests and studies only.
+
+    Its id starts with "sim"; it is never recorded as a release nor shown on a session's cards."""
+    if not isinstance(plan, PrivatePairsPlan):
+        raise ValueError("simulated_synthetic_people needs a PrivatePairsPlan.")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("A simulated copy needs an explicit numpy Generator.")
+    made = plan.replace(copy_id="sim" + format(int(rng.integers(2 ** 63)), "016x"))   # the same rng, the same id
+    cards, people = _fit_and_draw(plan, SeededNoise(rng), rng)
+    return SyntheticPeople(made, cards, people, planned_ledger(made), secure=False, created_at=_now())
+
+
+# ---------------------------------------------------------------- stored copies
+
+#: Copies this process has made or loaded, by copy id (a copy never changes once made).
+_COPIES: dict[str, SyntheticPeople] = {}
+
+
+def remember_copy(copy: SyntheticPeople) -> SyntheticPeople:
+    """Keep a copy in this process's cache under its id (the store calls this on save and load)."""
+    if not copy.copy_id:
+        raise ValueError("Only a made copy (with a copy id) can be cached.")
+    _COPIES[copy.copy_id] = copy
+    return copy
+
+
+def copy_to_json(copy: SyntheticPeople) -> dict:
+    """The stored or exported form of a copy: its metadata and people (cards and numeric views)."""
+    return {"copy_id": copy.copy_id, "data_key": data_key(copy.plan.data), "population": copy.plan.population,
+            "epsilon": copy.plan.epsilon, "delta": PAIR_DELTA, "created_at": copy.created_at,
+            "secure": bool(copy.secure),
+            "cards": {c: [str(v) for v in copy.cards[c]] for c in copy.cards.columns},
+            "people": {c: (copy.people[c].astype(str).tolist() if isinstance(copy.people[c].dtype, pd.CategoricalDtype)
+                           else copy.people[c].astype(float).tolist()) for c in copy.people.columns}}
+
+
+def copy_from_json(data: dict) -> SyntheticPeople:
+    """A copy from its stored or exported form, checked: the public size, every card value on the public
+    bins and declared categories, and numeric views that agree with the cards (ValueError otherwise)."""
+    if not isinstance(data, dict):
+        raise ValueError("A stored synthetic copy must be a JSON object.")
+    try:
+        plan = PrivatePairsPlan(population=data["population"], epsilon=data["epsilon"], copy_id=data["copy_id"])
+        cards_in = data["cards"]
+        people_in = data["people"]
+    except KeyError as err:
+        raise ValueError(f"The stored synthetic copy lacks {err.args[0]!r}.") from None
+    if not plan.copy_id:
+        raise ValueError("A stored synthetic copy needs its copy id.")
+    if data.get("data_key", "compas") != "compas" or float(data.get("delta", PAIR_DELTA)) != PAIR_DELTA:
+        raise ValueError(f"Synthetic copy {plan.copy_id} is not a COMPAS copy at delta {PAIR_DELTA:g}.")
+    if not isinstance(cards_in, dict) or not isinstance(people_in, dict):
+        raise ValueError(f"Synthetic copy {plan.copy_id}: cards and people must be JSON objects of columns.")
+    codes = {}
+    for col in SYNTH_COLUMNS:
+        labels = bin_labels(col) if col in BIN_EDGES else list(declared_categories(col, plan.population))
+        values = cards_in.get(col)
+        if not isinstance(values, list) or len(values) != SYNTHETIC_PEOPLE:
+            raise ValueError(f"Synthetic copy {plan.copy_id}: column {col!r} must list {SYNTHETIC_PEOPLE} people.")
+        code = pd.Categorical(values, categories=labels).codes
+        if (code < 0).any():
+            raise ValueError(f"Synthetic copy {plan.copy_id}: column {col!r} holds values outside its public categories.")
+        codes[col] = code
+    cards, people = _views(pd.DataFrame(codes), plan.population)
+    for view, given in (("cards", cards_in), ("people", people_in)):
+        frame = cards if view == "cards" else people
+        if set(given) != set(frame.columns):
+            raise ValueError(f"Synthetic copy {plan.copy_id}: its {view} need columns {sorted(frame.columns)}.")
+    for col in people.columns:
+        want = people[col]
+        got = people_in[col]
+        same = (list(map(str, got)) == want.astype(str).tolist() if isinstance(want.dtype, pd.CategoricalDtype)
+                else np.allclose(np.asarray(got, dtype=float), want.to_numpy(dtype=float)))
+        if not same:
+            raise ValueError(f"Synthetic copy {plan.copy_id}: its numeric column {col!r} does not match its cards.")
+    if list(map(str, cards_in["age_cat"])) != cards["age_cat"].astype(str).tolist():
+        raise ValueError(f"Synthetic copy {plan.copy_id}: its age groups do not match its ages.")
+    return SyntheticPeople(plan, cards, people, planned_ledger(plan), secure=bool(data.get("secure", True)),
+                           created_at=str(data.get("created_at", "")))
+
+
+def synthetic_people(plan: PrivatePairsPlan, data=None, *, progress: Progress | None = None,
+                     store=None) -> SyntheticPeople:
+    """The made copy ``plan.copy_id`` names: from this process's cache, else loaded from ``store``
+    (default: the sessions database). Never fits anything; ValueError naming the id when it is missing."""
     if not isinstance(plan, PrivatePairsPlan):
         raise ValueError("synthetic_people needs a PrivatePairsPlan.")
     if data is not None:
         raise ValueError("The synthetic copy is made from the bundled COMPAS data; pass no data.")
-    if progress is not None:
-        progress(0, 1, "Making the private synthetic copy")
-    frame = load_compas().iloc[compas_population(plan.population)].reset_index(drop=True)
-    codes, domain, _ = encoding.encode_categories(card_categories(frame, plan.population))
-    ledger = planned_ledger(plan)
-    model = make_synthesizer("mst").fit(codes, domain, plan.rho, named_rng(plan.seed, "synthetic pair people fit"))
-    sampled = model.sample(SYNTHETIC_PEOPLE, named_rng(plan.seed, "synthetic pair people draw"))
-    cards, people = _views(sampled[list(SYNTH_COLUMNS)], plan.population)
-    if progress is not None:
-        progress(1, 1, "Synthetic copy ready")
-    return SyntheticPeople(plan, cards, people, ledger)
+    if not plan.copy_id:
+        raise ValueError("This synthetic copy has not been made yet: a copy is released (and stored) when a "
+                         "session showing it is created.")
+    copy = _COPIES.get(plan.copy_id)
+    if copy is None:
+        if store is None:
+            from core.fairness.store import get_store
+            store = get_store()
+        copy = store.load_copy(plan.copy_id)
+    if (copy.plan.population, copy.plan.epsilon) != (plan.population, plan.epsilon):
+        raise ValueError(f"Synthetic copy {plan.copy_id} copies population {copy.plan.population!r} at epsilon "
+                         f"{copy.plan.epsilon:g}, not what this plan names.")
+    return copy
+
+
+def copy_release(plan: PrivatePairsPlan, page: str = COPY_PAGE) -> LedgerRelease:
+    """The project-ledger record of a copy: one release per copy id (the key ends with the id, after
+    the digest of the plan that holds it), so recording it again, here or after an import elsewhere,
+    adds nothing.
+    Without an id it is the pending release, for the cap check before a copy is made."""
+    key = data_key(plan.data)
+    digest = plan.digest()
+    return LedgerRelease(key, release_key(COPY_ACTION, digest, plan.copy_id), "release", page, COPY_ACTION, plan.label(),
+                         digest, spends_of(planned_ledger(plan)), key)
 
 
 def stated_epsilon(plan: PrivatePairsPlan) -> float:
@@ -220,6 +386,8 @@ def stated_epsilon(plan: PrivatePairsPlan) -> float:
     return rho_to_epsilon(plan.rho, PAIR_DELTA)
 
 
-__all__ = ["BIN_EDGES", "CATEGORIES", "MAX_PAIR_EPSILON", "PAIR_DELTA", "PAIR_SOURCES", "PrivatePairsPlan",
+__all__ = ["COPY_ACTION", "check_copy_id", "copy_from_json", "copy_release", "copy_to_json", "new_copy_id",
+           "release_synthetic_people", "remember_copy", "simulated_synthetic_people",
+           "BIN_EDGES", "CATEGORIES", "MAX_PAIR_EPSILON", "PAIR_DELTA", "PAIR_SOURCES", "PrivatePairsPlan",
            "SAMPLING_NOTE", "SYNTHETIC_NOTE", "SYNTHETIC_PEOPLE", "SyntheticPeople", "bin_labels", "bin_midpoints",
            "card_categories", "check_pair_epsilon", "declared_categories", "planned_ledger", "stated_epsilon", "synthetic_people"]

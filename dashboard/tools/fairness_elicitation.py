@@ -1,7 +1,8 @@
 """Fairness elicitation: stakeholders judge pairs of people; their answers become constraints.
 
-The cards show real records, or people of a private synthetic copy of them (a release, recorded
-once per copy in the data set's project ledger).
+The cards show real records, or people of a private synthetic copy of them: a release made with
+OpenDP's noise, recorded once per copy in the data set's project ledger and stored in the sessions
+database under its copy id, so every later view loads the same people instead of drawing new ones.
 
 The page turns widgets into an ElicitationPlan (the design) or into pooling choices, calls core,
 and draws what comes back. A stakeholder's view lives in the URL (`?join=CODE&me=RESUME-CODE`), so
@@ -28,8 +29,8 @@ from core.fairness import elicitation as el  # noqa: E402
 from core.fairness.elicitation_plan import (DEMO_KINDS, fill_demo_session, private_pairs_plan,  # noqa: E402
                                            session_people)
 from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
-                                         SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, planned_ledger,
-                                         synthetic_people)
+                                         SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, copy_release,
+                                         release_synthetic_people)
 from core.fairness.session_summary import (Pooling, display_labels, learner_pairs,  # noqa: E402
                                            run_history_table, summarise_session)
 from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
@@ -41,8 +42,7 @@ from dashboard.components.report_panel import report_panel, saved_report_loader 
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
 
 from dashboard.components.fairness_results import render_fairness_results  # noqa: E402
-from dashboard.components.ledger_badge import (project_ledger, record_release, release_entry,  # noqa: E402
-                                               release_guard)
+from dashboard.components.ledger_badge import project_ledger, record_release, release_guard  # noqa: E402
 
 P = "fe_"
 PAGE = "Fairness elicitation"
@@ -68,22 +68,15 @@ def _people(config: el.SessionConfig | None = None) -> pd.DataFrame:
     return session_people(config)[0]
 
 
-COPY_ACTION = "synthetic pair people"
-
-
-def _copy_entry(sub: PrivatePairsPlan, ledger=None):
-    """The ledger entry of a synthetic copy: keyed on its plan, so the same copy is charged once."""
-    return release_entry(sub, PAGE, COPY_ACTION, sub.label(), planned_ledger(sub) if ledger is None else ledger,
-                         kind="release", fresh=False)
-
-
-def _copy_released(sub: PrivatePairsPlan) -> bool:
-    """Whether this copy's release is already in the project ledger (reusing it costs nothing)."""
-    entry = _copy_entry(sub)
+def existing_copy(sub: PrivatePairsPlan | None) -> str | None:
+    """The newest stored copy of this population and epsilon (None when there is none, or no store)."""
+    if sub is None:
+        return None
     try:
-        return any(r.release_key == entry.release_key for r in project_ledger().releases(entry.data_key))
+        found = _store().find_copies(sub)
     except ValueError:
-        return False
+        return None
+    return found[0]["copy_id"] if found else None
 
 
 def copy_allowed(plan: ElicitationPlan, key: str) -> bool:
@@ -91,23 +84,27 @@ def copy_allowed(plan: ElicitationPlan, key: str) -> bool:
     sub = plan.private_pairs_plan()
     if sub is None:
         return True
-    if _copy_released(sub):
-        st.caption(f"This synthetic copy (epsilon {sub.epsilon:g}) is already released and recorded; "
-                   "reusing it adds nothing to the ledger.")
+    if sub.copy_id:
+        st.caption(f"The cards show synthetic copy {sub.copy_id} (epsilon {sub.epsilon:g}), already released "
+                   "and recorded; reusing it adds nothing to the ledger.")
         return True
-    st.caption(f"Creating the session makes a private synthetic copy of the people ({SYNTHETIC_PEOPLE:,} "
-               f"synthetic people, epsilon {sub.epsilon:g}, delta {PAIR_DELTA:g}) and records it as a release "
-               "of the COMPAS data in the project ledger.")
-    return release_guard(_copy_entry(sub), key)
+    st.caption(f"Creating the session makes a new private synthetic copy of the people ({SYNTHETIC_PEOPLE:,} "
+               f"synthetic people, epsilon {sub.epsilon:g}, delta {PAIR_DELTA:g}) with OpenDP's noise, stores "
+               "it, and records it as a release of the COMPAS data in the project ledger.")
+    return release_guard(copy_release(sub), key)
 
 
-def release_copy(plan: ElicitationPlan) -> bool:
-    """Make the plan's synthetic copy (cached) and record its release once; False when recording failed."""
+def release_copy(plan: ElicitationPlan) -> ElicitationPlan | None:
+    """The plan with its copy: real records and a reused copy as they are; otherwise a new secure copy,
+    recorded in the project ledger before it is stored or seen. None when recording failed."""
     sub = plan.private_pairs_plan()
-    if sub is None:
-        return True
-    copy = synthetic_people(sub)
-    return record_release(_copy_entry(sub, copy.spent))
+    if sub is None or sub.copy_id:
+        return plan
+    copy = release_synthetic_people(sub)
+    if not record_release(copy_release(copy.plan)):
+        return None
+    _store().save_copy(copy)
+    return plan.replace(pair_copy=copy.copy_id)
 
 
 def _state(name: str, default=None):
@@ -347,13 +344,19 @@ def design_plan(demo: bool = False) -> ElicitationPlan:
               "seed": int(s.get(P + "seed", 0)),
               "pair_source": s.get(P + "pair_source", "real"),
               "pair_epsilon": s.get(P + "pair_epsilon", 1.0),
+              "pair_copy": "",
               "instructions": (s.get(P + "instructions") or "").strip() or el.SessionConfig.instructions}
     if demo:
         values = {**values, "n_core": 10, "n_random": 40, "n_repeat": 2, "response_mode": "binary",
                   "features": el.DEFAULT_FEATURES, "instructions": el.SessionConfig.instructions,
                   "seed": int(s.get(P + "demo_seed", 0)), "demo_stakeholders": int(s.get(P + "demo_n", 12)),
                   "demo_kind": s.get(P + "demo_kind", "metric"), "demo_seed": int(s.get(P + "demo_seed", 0))}
-    return ElicitationPlan(**values)
+    plan = ElicitationPlan(**values)
+    if plan.synthetic and s.get(P + "reuse_copy", True):
+        found = existing_copy(plan.private_pairs_plan())
+        if found:
+            plan = plan.replace(pair_copy=found)
+    return plan
 
 
 def plan_to_widgets(plan: ElicitationPlan) -> dict:
@@ -368,11 +371,10 @@ def plan_to_widgets(plan: ElicitationPlan) -> dict:
 
 def _create_session() -> None:
     try:
-        plan = design_plan()
-        config = plan.session_config()
-        if not release_copy(plan):   # the copy is released before anyone can see it
+        plan = release_copy(design_plan())   # the copy is released (and stored) before anyone can see it
+        if plan is None:
             return
-        created = _store().create_session(config, st.session_state.get(P + "name", ""))
+        created = _store().create_session(plan.session_config(), st.session_state.get(P + "name", ""))
     except ValueError as err:
         _set("create_error", str(err))
         return
@@ -400,7 +402,8 @@ def _import_session() -> None:
         _set("open_error", "Choose an exported session file first.")
         return
     try:
-        created = _store().import_session(upload.getvalue())
+        # a carried synthetic copy is recorded in this machine's project ledger (once per copy)
+        created = _store().import_session(upload.getvalue(), ledger=project_ledger())
     except ValueError as err:
         _set("open_error", str(err))
         return
@@ -417,7 +420,7 @@ def _design_preview() -> None:
     try:
         plan = design_plan()
         sub = plan.private_pairs_plan()
-        if sub is not None and not _copy_released(sub):
+        if sub is not None and not sub.copy_id:
             st.info("The core pairs of synthetic people are shown once the copy is released (when the "
                     "session is created).")
             return
@@ -442,8 +445,17 @@ def _pair_source_widget() -> None:
     if st.session_state.get(P + "pair_source") == "dp_synthetic":
         st.number_input("Epsilon of the synthetic copy", min_value=0.05, max_value=MAX_PAIR_EPSILON, value=1.0,
                         step=0.25, key=P + "pair_epsilon", persist_state=KEEP,
-                        help=f"Spent once per copy (same population, epsilon and seed); delta is fixed at "
-                             f"{PAIR_DELTA:g}.")
+                        help=f"Spent once per copy made; delta is fixed at {PAIR_DELTA:g}.")
+        try:
+            sub = PrivatePairsPlan(population=st.session_state.get(P + "population", ElicitationPlan.population),
+                                   epsilon=st.session_state.get(P + "pair_epsilon", 1.0))
+        except ValueError:
+            sub = None
+        found = existing_copy(sub)
+        if found:
+            st.checkbox("Use the copy already released for this population and epsilon", value=True,
+                        key=P + "reuse_copy", persist_state=KEEP,
+                        help=f"Copy {found} is stored here; reusing it spends nothing. Untick to release a new copy.")
 
 
 def _population_widget() -> None:
@@ -691,8 +703,8 @@ def _log_run(store: ElicitationStore, fac: dict, constraints: pd.DataFrame, aggr
 
 def _fill_demo() -> None:
     try:
-        plan = design_plan(demo=True)
-        if not release_copy(plan):
+        plan = release_copy(design_plan(demo=True))
+        if plan is None:
             return
         created = fill_demo_session(_store(), plan)
     except ValueError as err:

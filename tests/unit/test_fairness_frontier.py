@@ -168,8 +168,9 @@ def test_points_do_not_depend_on_the_other_points_or_the_warm_start():
 
 
 def test_a_sweep_on_synthetic_constraint_people_keeps_them_out_of_error_and_rates():
-    from core.fairness.private_pairs import PrivatePairsPlan
-    people = PrivatePairsPlan(population="paper", epsilon=2.0, seed=1)
+    from core.fairness.private_pairs import PrivatePairsPlan, remember_copy, simulated_synthetic_people
+    people = remember_copy(simulated_synthetic_people(PrivatePairsPlan(population="paper", epsilon=2.0),
+                                                      np.random.default_rng(1))).plan
     cons = random_pairs(2000, 150, 3)
     plan = FrontierPlan(gammas=(0.0, 1.0), T=100, oracle="ols")
     res = trade_off_frontier(cons, plan, people=people)

@@ -145,8 +145,9 @@ def synthetic_pairs(k, seed, n=2000):
 
 @pytest.fixture(scope="module")
 def copy_plan():
-    from core.fairness.private_pairs import PrivatePairsPlan
-    return PrivatePairsPlan(population="paper", epsilon=1.0, seed=2)
+    from core.fairness.private_pairs import PrivatePairsPlan, remember_copy, simulated_synthetic_people
+    return remember_copy(simulated_synthetic_people(PrivatePairsPlan(population="paper", epsilon=1.0),
+                                                    np.random.default_rng(2))).plan
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +182,8 @@ def test_synthetic_constraint_people_run_and_tighten_as_gamma_falls(synthetic_pl
     people = res.tables()["constraint_people"].iloc[0]
     assert "synthetic" in people["constraint_people"] and "sampling assumption does not hold" in people["note"]
     assert people["epsilon"] == 1.0 and people["synthetic_people"] == 2000
+    # The export names the copy by its id (a stored release), not by a seed that would regenerate it.
+    assert people["copy_id"] == synthetic_plan.constraints.people.copy_id and "seed" not in people
     assert "sampling assumption" in res.frontier.baseline["people_note"]
 
 
@@ -189,7 +192,7 @@ def test_a_synthetic_plan_never_shares_a_digest_or_cache_with_real_rows(syntheti
     real = synthetic_plan.replace(constraints=synthetic_plan.constraints.replace(people=None))
     assert real.digest() != synthetic_plan.digest()
     assert frontier_ready(synthetic_plan) and not frontier_ready(real)
-    other_copy = synthetic_plan.constraints.people.replace(seed=3)
+    other_copy = synthetic_plan.constraints.people.replace(copy_id="0123456789abcdef")
     assert synthetic_plan.replace(constraints=synthetic_plan.constraints.replace(people=other_copy)).digest() \
         != synthetic_plan.digest()
     assert "constraint_people" not in run(real.replace(companion=None)).tables()
@@ -207,3 +210,5 @@ def test_synthetic_positions_beyond_the_copy_are_refused(copy_plan):
         ConstraintTable.from_frame(pd.DataFrame({"i": [0], "j": [2000], "weight": [1.0]}), people=copy_plan)
     with pytest.raises(ValueError, match="PrivatePairsPlan"):
         ConstraintTable.from_frame(synthetic_pairs(5, 1), people="dp_synthetic")
+    with pytest.raises(ValueError, match="copy id"):
+        ConstraintTable.from_frame(synthetic_pairs(5, 1), people=copy_plan.replace(copy_id=""))

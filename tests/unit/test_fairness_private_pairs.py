@@ -10,7 +10,14 @@ from core.fairness.elicitation import (DISPLAYABLE_FEATURES, SessionConfig, core
                                        population_rows)
 from core.fairness.elicitation_plan import ElicitationPlan, run_elicitation, session_people
 from core.fairness.private_pairs import (BIN_EDGES, PAIR_DELTA, SYNTHETIC_PEOPLE, PrivatePairsPlan,
-                                         bin_labels, card_categories, synthetic_people)
+                                         bin_labels, card_categories, remember_copy, simulated_synthetic_people,
+                                         synthetic_people)
+
+
+def sim_copy(epsilon=1.0, seed=3, population="paper"):
+    """A simulated copy (seeded noise) kept in this process's cache, as a stored copy would be."""
+    return remember_copy(simulated_synthetic_people(PrivatePairsPlan(population=population, epsilon=epsilon),
+                                                    np.random.default_rng(seed)))
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0, 0.0, -1.0, 10.5, 1e9, "one", None, True])
@@ -41,7 +48,7 @@ def _tight_epsilon(rho: float, delta: float) -> float:
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 3.0])
 def test_ledger_total_is_the_rho_of_epsilon_and_delta(epsilon):
-    copy = synthetic_people(PrivatePairsPlan(epsilon=epsilon, seed=3))
+    copy = synthetic_people(sim_copy(epsilon).plan)
     rho = copy.spent.total("rho")
     assert len(copy.spent.spends) == 1 and copy.spent.spends[0].unit == "rho"
     # Hand computation: the tight conversion of the recorded rho gives back epsilon at delta 1e-6 ...
@@ -53,15 +60,20 @@ def test_ledger_total_is_the_rho_of_epsilon_and_delta(epsilon):
     assert copy.ledger() is copy.spent and copy.headline()["rho"] == rho
 
 
-def test_the_same_plan_gives_the_same_people_and_another_seed_other_people():
-    plan = PrivatePairsPlan(epsilon=1.0, seed=11)
-    a = synthetic_people.uncached(plan)
-    b = synthetic_people.uncached(plan)
+def test_a_simulation_reproduces_from_its_rng_and_is_never_found_without_its_id():
+    plan = PrivatePairsPlan(epsilon=1.0)
+    a = simulated_synthetic_people(plan, np.random.default_rng(11))
+    b = simulated_synthetic_people(plan, np.random.default_rng(11))
     pd.testing.assert_frame_equal(a.cards, b.cards)
     pd.testing.assert_frame_equal(a.people, b.people)
-    c = synthetic_people.uncached(plan.replace(seed=12))
+    assert a.copy_id == b.copy_id and a.copy_id.startswith("sim") and not a.secure
+    c = simulated_synthetic_people(plan, np.random.default_rng(12))
     assert not a.cards.equals(c.cards)
     assert len(a.cards) == len(c.cards) == SYNTHETIC_PEOPLE   # public, not the private row count
+    with pytest.raises(ValueError, match="not been made"):
+        synthetic_people(plan)
+    with pytest.raises(ValueError, match="needs an explicit numpy Generator"):
+        simulated_synthetic_people(plan, 11)
 
 
 def test_bins_are_public_and_values_outside_them_are_clipped():
@@ -78,8 +90,10 @@ def test_bins_are_public_and_values_outside_them_are_clipped():
 
 
 def test_no_real_row_appears_on_a_synthetic_card():
-    config = SessionConfig(pair_source="dp_synthetic", seed=5)
+    made = sim_copy(seed=5)
+    config = SessionConfig(pair_source="dp_synthetic", seed=5, pair_copy=made.copy_id)
     cards, people, copy = session_people(config)
+    assert copy is made
     rows = population_rows(config)
     assert np.array_equal(rows, np.arange(SYNTHETIC_PEOPLE))
     pairs = core_pairs(config)
@@ -91,14 +105,16 @@ def test_no_real_row_appears_on_a_synthetic_card():
     card = pair_card(cards, int(pairs[0, 0]), int(pairs[0, 1]), DISPLAYABLE_FEATURES)
     assert card.loc[card["Feature"] == "Age", "Person A"].iloc[0].endswith("years old")
     # The design result carries the copy's ledger (what stakeholders see is a release).
-    design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", seed=5))
+    design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", seed=5, pair_copy=made.copy_id))
     assert design.ledger().total("rho") == copy.spent.total("rho")
     assert design.headline()["people pairs are drawn from"] == SYNTHETIC_PEOPLE
     assert design.core_pairs[["i", "j"]].to_numpy().max() < SYNTHETIC_PEOPLE
 
 
 def test_demo_panel_runs_on_synthetic_people():
-    design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", demo_stakeholders=5, seed=2))
+    made = sim_copy(seed=2)
+    design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", demo_stakeholders=5, seed=2,
+                                             pair_copy=made.copy_id))
     assert len(design.constraints) > 0
     assert design.constraints[["i", "j"]].to_numpy().max() < SYNTHETIC_PEOPLE
     assert "synthetic_ledger" in design.tables()

@@ -1,6 +1,7 @@
 """Session store: concurrency, crash safety, idempotency, access rules, export/import, bad input."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -470,10 +471,10 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
     ids = _make_v1_database(db)
     store = ElicitationStore(db)
     try:
-        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.schema_version() == SCHEMA_VERSION == 5
         with store.engine.connect() as conn:
             versions = [r[0] for r in conn.execute(text("SELECT version FROM schema_version ORDER BY version"))]
-        assert versions == [1, 2, 3, 4]
+        assert versions == [1, 2, 3, 4, 5]
         info = store.open_session(ids["code"], ids["key"])
         # Schema 4: the session drew from every row before populations existed, and says so.
         assert info["config"]["population"] == "full"
@@ -503,7 +504,7 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
     # Opening again applies nothing twice.
     again = ElicitationStore(db)
     with again.engine.connect() as conn:
-        assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 4
+        assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 5
     assert len(again.event_log(ids["session"], ids["key"])) == 5
     again.dispose()
 
@@ -941,14 +942,28 @@ def test_session_csv_with_a_huge_header_is_refused_before_parsing():
 SYNTHETIC = SessionConfig(n_core=3, n_random=6, n_repeat=1, seed=5, pair_source="dp_synthetic", pair_epsilon=0.5)
 
 
+@pytest.fixture(scope="module")
+def released():
+    """One secure copy (OpenDP noise) of the paper's people at epsilon 0.5, made once for these tests."""
+    from core.fairness.private_pairs import PrivatePairsPlan, release_synthetic_people
+    return release_synthetic_people(PrivatePairsPlan(population="paper", epsilon=0.5))
+
+
+@pytest.fixture
+def synthetic(store, released):
+    """SYNTHETIC naming the released copy, with the copy stored in ``store``."""
+    store.save_copy(released)
+    return dataclasses.replace(SYNTHETIC, pair_copy=released.copy_id)
+
+
 def _n_individuals(store, session_id: str) -> int:
     with store.engine.connect() as conn:
         return conn.exec_driver_sql(f"SELECT n_individuals FROM sessions WHERE session_id = '{session_id}'").scalar()
 
 
-def test_a_synthetic_session_stores_its_copy_size_and_round_trips_through_export(store):
+def test_a_synthetic_session_stores_its_copy_size_and_round_trips_through_export(store, synthetic):
     from core.fairness.private_pairs import SYNTHETIC_PEOPLE
-    created = store.create_session(SYNTHETIC, "copy")
+    created = store.create_session(synthetic, "copy")
     assert _n_individuals(store, created.session_id) == SYNTHETIC_PEOPLE
     assert store.open_session(created.join_code, created.facilitator_key)["n_individuals"] == SYNTHETIC_PEOPLE
     for name in ("Ann", "Bo"):
@@ -961,16 +976,16 @@ def test_a_synthetic_session_stores_its_copy_size_and_round_trips_through_export
     for text in (store.export_json(created.session_id, created.facilitator_key),
                  store.export_csv(created.session_id, created.facilitator_key)):
         copy = store.import_session(text)
-        assert store.config(copy.session_id, copy.facilitator_key) == SYNTHETIC
+        assert store.config(copy.session_id, copy.facilitator_key) == synthetic
         assert _n_individuals(store, copy.session_id) == SYNTHETIC_PEOPLE
         again = store.judgments(copy.session_id, copy.facilitator_key)
         pd.testing.assert_frame_equal(original[cols].reset_index(drop=True), again[cols].reset_index(drop=True),
                                       check_dtype=False)
 
 
-def test_a_synthetic_session_import_checks_pairs_against_its_synthetic_people(store):
+def test_a_synthetic_session_import_checks_pairs_against_its_synthetic_people(store, synthetic):
     from core.datasets import compas_population
-    created = store.create_session(SYNTHETIC, "copy")
+    created = store.create_session(synthetic, "copy")
     me = store.join(created.join_code, "Ann")
     store.record_answer(me.token, 0, "same", eid())
     data = store.export_session(created.session_id, created.facilitator_key)
@@ -991,3 +1006,107 @@ def test_a_synthetic_session_import_checks_pairs_against_its_synthetic_people(st
     with pytest.raises(ValueError, match="synthetic people.*e.g. 2500"):
         store.import_session(bad)
     assert _session_count(store) == before
+
+
+# ---------------------------------------------------------------- stored synthetic copies (schema 5)
+
+def test_a_schema_4_database_gains_the_copy_table_and_keeps_its_sessions(db, released):
+    first = ElicitationStore(db)
+    created = first.create_session(SessionConfig(n_core=2, n_random=1, n_repeat=0), "before copies")
+    with first.engine.begin() as conn:   # the file as schema 4 left it: no copy table, no version 5
+        conn.exec_driver_sql("DROP TABLE synthetic_copies")
+        conn.exec_driver_sql("DELETE FROM schema_version WHERE version = 5")
+    first.dispose()
+    store = ElicitationStore(db)
+    try:
+        assert store.schema_version() == 5
+        assert store.open_session(created.join_code, created.facilitator_key)["name"] == "before copies"
+        assert store.save_copy(released) is True
+    finally:
+        store.dispose()
+
+
+def test_a_stored_copy_reloads_identically_after_a_restart(db, released):
+    from core.fairness import private_pairs as pp
+    first = ElicitationStore(db)
+    assert first.save_copy(released) is True and first.save_copy(released) is False   # stored once per id
+    first.dispose()
+    pp._COPIES.pop(released.copy_id, None)            # a new process: nothing cached
+    again = ElicitationStore(db)
+    try:
+        loaded = again.load_copy(released.copy_id)
+        pd.testing.assert_frame_equal(loaded.cards, released.cards)
+        pd.testing.assert_frame_equal(loaded.people, released.people)
+        assert loaded.plan == released.plan and loaded.spent.total("rho") == released.spent.total("rho")
+        assert [c["copy_id"] for c in again.find_copies(released.plan.replace(copy_id=""))] == [released.copy_id]
+        assert again.find_copies(released.plan.replace(copy_id="", epsilon=0.6)) == []
+        # synthetic_people finds it through the store, and never fits anything.
+        pp._COPIES.pop(released.copy_id, None)
+        assert pp.synthetic_people(released.plan, store=again).cards.equals(released.cards)
+        with pytest.raises(ValueError, match="ffffffffffffffff is not in this session database"):
+            again.load_copy("f" * 16)
+        with pytest.raises(ValueError, match="not in this session database"):
+            again.create_session(dataclasses.replace(SYNTHETIC, pair_copy="f" * 16), "no copy")
+        with pytest.raises(ValueError, match="names its released copy"):
+            again.create_session(SYNTHETIC, "no copy at all")
+    finally:
+        again.dispose()
+
+
+def test_a_simulated_copy_is_never_stored(store):
+    from core.fairness.private_pairs import PrivatePairsPlan, simulated_synthetic_people
+    sim = simulated_synthetic_people(PrivatePairsPlan(epsilon=0.5), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="secure noise"):
+        store.save_copy(sim)
+
+
+def test_export_import_on_a_fresh_database_carries_the_copy_and_records_one_release(tmp_path, released):
+    from core.fairness import private_pairs as pp
+    from core.privacy.project_ledger import ProjectLedger
+    home = ElicitationStore(f"sqlite:///{tmp_path / 'home.sqlite'}")
+    home.save_copy(released)
+    config = dataclasses.replace(SYNTHETIC, pair_copy=released.copy_id)
+    created = home.create_session(config, "workshop")
+    me = home.join(created.join_code, "Ann")
+    home.record_answer(me.token, 0, "same", eid())
+    exported = home.export_json(created.session_id, created.facilitator_key)
+    data = json.loads(exported)
+    assert data["synthetic_copy"]["copy_id"] == released.copy_id
+    assert len(data["synthetic_copy"]["cards"]["age"]) == 2000 and "seed" not in data["synthetic_copy"]
+    home.dispose()
+    pp._COPIES.pop(released.copy_id, None)
+    away_url = f"sqlite:///{tmp_path / 'away.sqlite'}"
+    away = ElicitationStore(away_url)
+    try:
+        ledger = ProjectLedger(away_url)
+        assert ledger.releases("compas") == ()
+        one = away.import_session(exported)                     # default: this database's project ledger
+        two = away.import_session(exported, ledger=ledger)       # the same copy again: recorded once
+        recorded = ledger.releases("compas")
+        assert len(recorded) == 1 and released.copy_id in recorded[0].release_key
+        assert recorded[0].release_key == pp.copy_release(released.plan).release_key
+        assert recorded[0].kind == "release" and recorded[0].spends[0].amount == pytest.approx(released.plan.rho)
+        pp._COPIES.pop(released.copy_id, None)
+        loaded = away.load_copy(released.copy_id)
+        pd.testing.assert_frame_equal(loaded.cards, released.cards)
+        for made in (one, two):
+            assert away.config(made.session_id, made.facilitator_key).pair_copy == released.copy_id
+        # The CSV export carries the copy too.
+        csv_text = away.export_csv(one.session_id, one.facilitator_key)
+        assert released.copy_id in csv_text.partition("\n")[0]
+        # A copy whose cards were tampered with is refused whole, nothing written, nothing recorded.
+        bad = json.loads(exported)
+        bad["synthetic_copy"]["cards"]["age"][0] = "17"
+        before = _session_count(away)
+        with pytest.raises(ValueError, match="outside its public categories"):
+            away.import_session(bad)
+        assert _session_count(away) == before and len(ledger.releases("compas")) == 1
+        # An export without its copy cannot be imported where the copy is missing.
+        bare = json.loads(exported)
+        del bare["synthetic_copy"]
+        fresh = ElicitationStore(f"sqlite:///{tmp_path / 'fresh.sqlite'}")
+        with pytest.raises(ValueError, match=f"does not carry synthetic copy {released.copy_id}"):
+            fresh.import_session(bare)
+        fresh.dispose()
+    finally:
+        away.dispose()

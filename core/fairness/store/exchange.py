@@ -5,6 +5,11 @@ so a bad file leaves nothing behind. Pairs must name two different rows of the s
 both people of the session's population (an export without a population is an older session's,
 drawn from every row: "full"), or for a synthetic-copy session two of its synthetic people; names
 and reasons pass the same checks as typed ones, and every value fits its column.
+
+A synthetic-copy session's export carries its copy (the released people and their metadata, never
+the data they were made from). Importing it stores the copy when its id is new and records the
+copy's release in the project ledger of the importing database under the same release key, so the
+ledger there is complete; importing the same copy again records nothing more.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from sqlalchemy import insert, select
 from core.cache import config_digest
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness.elicitation import RESPONSE_MODES, RETRACT, SKIP, SessionConfig, outside_session_people
-from core.fairness.private_pairs import SYNTHETIC_PEOPLE
+from core.fairness.private_pairs import SYNTHETIC_PEOPLE, copy_from_json, copy_release, copy_to_json, remember_copy
 from core.fairness.store.checks import check_pseudonym, check_reason, check_session_name, digest
 from core.fairness.store.runs import check_run, public_run, runs_of, whole
 from core.fairness.store.schema import (MAX_NOTE_LENGTH, SCHEMA_VERSION, assignments, fit_runs, judgments,
@@ -64,6 +69,8 @@ class SessionExchange:
                                   .where(judgments.c.session_id == session_id)
                                   .order_by(judgments.c.seq)).mappings().all()
             runs = [public_run(r) for r in runs_of(conn, session_id)]
+        config = SessionConfig.from_dict(dict(s["config"]))
+        copy = copy_to_json(self.load_copy(config.pair_copy)) if config.pair_copy else None
         alias = {p["stakeholder_id"]: f"s{n + 1:03d}" for n, p in enumerate(people)}
         return {
             "format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION,
@@ -80,6 +87,7 @@ class SessionExchange:
                         "confidence": e["confidence"], "latency_ms": e["latency_ms"],
                         "created_at": e["created_at"], "reason": e["reason"]} for e in events],
             "fit_runs": runs,
+            **({"synthetic_copy": copy} if copy is not None else {}),
         }
 
     def export_json(self, session_id: str, facilitator_key: str) -> str:
@@ -99,21 +107,38 @@ class SessionExchange:
         rows = plan.merge(events, on=["stakeholder", "position"], how="left")
         rows = rows.merge(people.rename(columns={"id": "stakeholder"}), on="stakeholder", how="left")
         header = json.dumps({"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION,
-                             "session": data["session"]}, sort_keys=True)
+                             "session": data["session"],
+                             **({"synthetic_copy": data["synthetic_copy"]} if "synthetic_copy" in data else {})},
+                            sort_keys=True)
         return "# " + header + "\n" + guarded_csv(rows)
 
-    def import_session(self, payload: str | bytes | dict, *, name: str | None = None) -> CreatedSession:
+    def import_session(self, payload: str | bytes | dict, *, name: str | None = None,
+                       ledger=None) -> CreatedSession:
         """Load an exported session (JSON text/dict or CSV text) as a new session with new keys.
 
         Everything is checked first (parse_export); the session and all its rows are then
-        written in one transaction.
+        written in one transaction. A synthetic-copy session's copy is recorded first in the project
+        ledger (``ledger``, default: the project ledger of this store's database; once per copy id)
+        and stored with the session when its id is new.
         """
         data = parse_export(payload)
         s = data["session"]
         config = SessionConfig.from_dict(s["config"])
         title = check_session_name(name if name is not None else f"{s['name'][:100]} (imported)")
         ids = {p["id"]: uuid.uuid4().hex for p in data["stakeholders"]}
+        copy = data.get("synthetic_copy")
+        if config.synthetic and copy is None and not self.has_copy(config.pair_copy):
+            raise ValueError(f"The export does not carry synthetic copy {config.pair_copy} and this database "
+                             "does not hold it; export the session again from the dashboard that made it.")
+        if copy is not None:
+            # Accounting first: a recorded release the import then fails to store over-reports, never under.
+            if ledger is None:
+                from core.privacy.project_ledger import ProjectLedger
+                ledger = ProjectLedger(self.url)
+            ledger.record(copy_release(copy.plan))
         with self.write_tx() as conn:
+            if copy is not None:
+                self.insert_copy(conn, copy)
             created = self.insert_session(conn, config, title, simulated=bool(s["simulated"]),
                                           n_individuals=int(s["n_individuals"]), core=s["core_pairs"],
                                           status=s["status"])
@@ -138,6 +163,8 @@ class SessionExchange:
             if data["fit_runs"]:
                 conn.execute(insert(fit_runs), [{**run, "run_id": uuid.uuid4().hex, "session_id": sid}
                                                 for run in data["fit_runs"]])
+        if copy is not None:
+            remember_copy(copy)
         return created
 
 
@@ -273,8 +300,20 @@ def check_export(payload: dict) -> dict:
     runs = [imported_run(run) for run in runs]
     if len({(r["constraint_hash"], r["settings_hash"]) for r in runs}) != len(runs):
         raise ValueError("A fit run appears twice in the export.")
-    return {"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION, "session": s,
-            "stakeholders": people, "assignments": plan, "events": events, "fit_runs": runs}
+    out = {"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION, "session": s,
+           "stakeholders": people, "assignments": plan, "events": events, "fit_runs": runs}
+    copy = payload.get("synthetic_copy")
+    if copy is not None:
+        if not config.synthetic:
+            raise ValueError("A session showing real records carries no synthetic copy.")
+        copy = copy_from_json(copy)
+        if (copy.copy_id, copy.plan.population, copy.plan.epsilon) != (config.pair_copy, config.population,
+                                                                        config.pair_epsilon):
+            raise ValueError(f"The export's synthetic copy ({copy.copy_id}) is not the one its session names.")
+        if copy.plan.simulated:
+            raise ValueError("A simulated copy cannot be imported as a session's people.")
+        out["synthetic_copy"] = copy
+    return out
 
 
 def check_pair(a: Any, b: Any, n: int, what: str) -> tuple[int, int]:

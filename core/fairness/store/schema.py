@@ -6,6 +6,8 @@ Schema history:
 3. idempotency keys scoped to (session, stakeholder); a log of failed code and key attempts.
 4. every session's settings name the population its pairs come from; older sessions, which drew
    from every row of the file, are marked "full".
+5. the synthetic copies sessions show: each copy (a DP release, made with secure noise and not
+   reproducible) is stored once by its random id, with its population, budget and people.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from sqlalchemy.schema import CreateTable
 
 from core.fairness.elicitation import LEGACY_POPULATION
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MAX_NAME_LENGTH = 60
 MAX_SESSION_NAME_LENGTH = 120
 MAX_REASON_LENGTH = 500
@@ -121,6 +123,19 @@ failed_attempts = Table(  # schema 3: wrong join codes, resume codes and facilit
 )
 
 
+synthetic_copies = Table(  # schema 5: released synthetic copies (DP output: safe to store and export)
+    "synthetic_copies", metadata,
+    Column("copy_id", String(40), primary_key=True),
+    Column("data_key", String(64), nullable=False),
+    Column("population", String(32), nullable=False),
+    Column("epsilon", Float, nullable=False),
+    Column("delta", Float, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("people", JSON, nullable=False),     # {"cards": {column: [...]}, "people": {column: [...]}}
+    Index("ix_synthetic_copies_budget", "data_key", "population", "epsilon"),
+)
+
+
 def now_utc() -> str:
     """The timestamp format of every stored row: ISO 8601, UTC, milliseconds."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -166,7 +181,13 @@ def migrate_to_4(conn: Connection) -> None:
             conn.execute(update(sessions).where(sessions.c.session_id == session_id).values(config=config))
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: migrate_to_2, 3: migrate_to_3, 4: migrate_to_4}
+def migrate_to_5(conn: Connection) -> None:
+    """Version 5: the table of released synthetic copies (the same DDL on SQLite and PostgreSQL)."""
+    synthetic_copies.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: migrate_to_2, 3: migrate_to_3, 4: migrate_to_4,
+                                                       5: migrate_to_5}
 
 
 def upgrade(conn: Connection) -> None:

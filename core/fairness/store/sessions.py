@@ -26,12 +26,13 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from core.contracts import make_rng
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
                                        population_rows, sample_assignment, self_agreement, stakeholder_seed)
-from core.fairness.private_pairs import SYNTHETIC_PEOPLE
+from core.fairness.private_pairs import (SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople, check_copy_id,
+                                         copy_from_json, copy_to_json, remember_copy)
 from core.fairness.store.checks import (check_pseudonym, check_reason, check_secret, check_session_name,
                                         digest)
 from core.fairness.store.engine import (FileWatch, StoreUnavailable, Tx, describe_fault, make_engine, normalise_url,
                                         sqlite_file)
-from core.fairness.store.schema import (assignments, failed_attempts, judgments, metadata, now_utc,
+from core.fairness.store.schema import (synthetic_copies, assignments, failed_attempts, judgments, metadata, now_utc,
                                         schema_version, sessions, stakeholders, upgrade)
 
 JOIN_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I lookalikes
@@ -156,6 +157,7 @@ class SessionStore:
     """
 
     def __init__(self, url: str | None = None, engine: Engine | None = None):
+        self.url = url
         self.engine = engine or make_engine(url)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         # SQLite's busy handler backs off by sleeping, which starves some threads under load;
@@ -241,6 +243,62 @@ class SessionStore:
             self._log_failure(who)
             raise
 
+    # ------------------------------------------------------------------ synthetic copies
+    @staticmethod
+    def insert_copy(conn: Connection, copy: SyntheticPeople) -> bool:
+        """Store a made copy inside the caller's transaction; False when its id is already stored."""
+        if not copy.copy_id or copy.plan.simulated:
+            raise ValueError("Only a released synthetic copy (made with secure noise) is stored.")
+        if conn.execute(select(synthetic_copies.c.copy_id)
+                        .where(synthetic_copies.c.copy_id == copy.copy_id)).first() is not None:
+            return False
+        data = copy_to_json(copy)
+        conn.execute(insert(synthetic_copies).values(
+            copy_id=copy.copy_id, data_key=data["data_key"], population=data["population"],
+            epsilon=float(data["epsilon"]), delta=float(data["delta"]), created_at=data["created_at"] or now_utc(),
+            people={"cards": data["cards"], "people": data["people"]}))
+        return True
+
+    def save_copy(self, copy: SyntheticPeople) -> bool:
+        """Store a released copy (once per id) and keep it in this process's cache; False if already stored."""
+        with self.write_tx() as conn:
+            added = self.insert_copy(conn, copy)
+        remember_copy(copy)
+        return added
+
+    @staticmethod
+    def copy_from_row(row) -> SyntheticPeople:
+        people = dict(row["people"])
+        return copy_from_json({"copy_id": row["copy_id"], "data_key": row["data_key"],
+                               "population": row["population"], "epsilon": row["epsilon"],
+                               "delta": row["delta"], "created_at": row["created_at"], "secure": True,
+                               "cards": people.get("cards"), "people": people.get("people")})
+
+    def load_copy(self, copy_id: str) -> SyntheticPeople:
+        """The stored copy with this id (cached in this process); ValueError naming it when missing."""
+        copy_id = check_copy_id(copy_id)
+        with self.read_tx() as conn:
+            row = conn.execute(select(synthetic_copies)
+                               .where(synthetic_copies.c.copy_id == copy_id)).mappings().first()
+        if row is None:
+            raise ValueError(f"Synthetic copy {copy_id} is not in this session database; open the database "
+                             "that holds it, or import a session export that carries it.")
+        return remember_copy(self.copy_from_row(row))
+
+    def has_copy(self, copy_id: str) -> bool:
+        with self.read_tx() as conn:
+            return conn.execute(select(synthetic_copies.c.copy_id)
+                                .where(synthetic_copies.c.copy_id == check_copy_id(copy_id))).first() is not None
+
+    def find_copies(self, plan: PrivatePairsPlan) -> list[dict]:
+        """Stored copies of the plan's data, population and epsilon, newest first (id and time only)."""
+        with self.read_tx() as conn:
+            rows = conn.execute(select(synthetic_copies.c.copy_id, synthetic_copies.c.created_at, synthetic_copies.c.epsilon)
+                                .where(synthetic_copies.c.data_key == plan.data.source,
+                                       synthetic_copies.c.population == plan.population)
+                                .order_by(synthetic_copies.c.created_at.desc())).all()
+        return [{"copy_id": r[0], "created_at": r[1]} for r in rows if float(r[2]) == plan.epsilon]
+
     # ------------------------------------------------------------------ facilitator
     def insert_session(self, conn: Connection, config: SessionConfig, name: str, *, simulated: bool,
                        n_individuals: int, core: list | None = None, status: str = "open") -> CreatedSession:
@@ -268,6 +326,10 @@ class SessionStore:
         if not isinstance(config, SessionConfig):
             raise ValueError("create_session needs a SessionConfig.")
         name = check_session_name(name)
+        if config.synthetic and not config.pair_copy:
+            raise ValueError("A synthetic-copy session names its released copy: make and store the copy first.")
+        if config.synthetic and not self.has_copy(config.pair_copy):
+            raise ValueError(f"Synthetic copy {config.pair_copy} is not in this session database; store it first.")
         for attempt in range(3):
             try:
                 with self.write_tx() as conn:
