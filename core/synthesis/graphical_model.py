@@ -38,7 +38,8 @@ from core.synthesis.sampling import draw_conditional
 Clique = tuple[str, ...]
 
 _ESTIMATOR = ["numpy"]
-_GROW = 1.01
+_GROW = 1.01                 # Armijo: an accepted step grows the next by 1%, a refused one halves it
+SPARSE_HOST_CELLS = 1 << 16  # measurements of larger junction-tree tables are summed densely
 
 
 @contextlib.contextmanager
@@ -383,7 +384,9 @@ class _Problem:
     measured table in another; a sparse 0/1 matrix ``A`` sums each measured clique's host table
     down to the measured cells, so the loss is ``0.5 * sum w (A p - y)^2`` and its gradient on the
     host tables is ``A^T (w (A p - y))`` (each measurement's residual broadcast over its host,
-    which is where Private-PGM's gradient on the clique marginals goes).
+    which is where Private-PGM's gradient on the clique marginals goes). Measurements whose host
+    table is larger than ``SPARSE_HOST_CELLS`` are summed and broadcast densely instead, so the
+    matrix never holds more than that many entries per measurement.
     """
 
     def __init__(self, domain: Mapping[str, int], measurements: Sequence[Measurement]) -> None:
@@ -414,6 +417,7 @@ class _Problem:
         # repeated measurements of one clique act as one at their precision-weighted mean; the
         # constant keeps the loss value equal to the sum over the separate measurements
         self.terms: list[tuple[Clique, Clique, int, int]] = []
+        self.dense: list[tuple] = []
         self.constant = 0.0
         ys, ws, rows, cols = [], [], [], []
         at = 0
@@ -425,8 +429,11 @@ class _Problem:
             n_c = _cells(domain, c)
             cell = np.broadcast_to(np.arange(n_c).reshape(_axes_shape(domain, v, c)), self.shapes[v]).ravel()
             lo, hi = self.offset[v]
-            rows.append(at + cell)
-            cols.append(np.arange(lo, hi))
+            if hi - lo <= SPARSE_HOST_CELLS:
+                rows.append(at + cell)
+                cols.append(np.arange(lo, hi))
+            else:   # a large host: summed densely each step rather than held as matrix entries
+                self.dense.append((lo, hi, self.shapes[v], _drop_axes(v, c), _axes_shape(domain, v, c), at, at + n_c))
             ys.append(y.ravel())
             ws.append(np.full(n_c, w))
             self.terms.append((r, c, at, at + n_c))
@@ -457,9 +464,21 @@ class _Problem:
     def residual(self, p_flat: np.ndarray):
         """Measured-cell answers of the model, the loss and the weighted residual."""
         ans = self.A @ p_flat
+        for lo, hi, shape, drop, _, a, b in self.dense:
+            t = p_flat[lo:hi].reshape(shape)
+            ans[a:b] = (np.add.reduce(t, axis=drop) if drop else t).ravel()
         diff = ans - self.y
         wd = self.w * diff
         return ans, self.constant + 0.5 * float(np.dot(diff, wd)), wd
+
+    def gradient(self, wd: np.ndarray) -> np.ndarray:
+        """Gradient of the loss on the junction-tree log-potentials (flat): ``A^T`` of the weighted
+        residual, each measurement's residual broadcast over its host table."""
+        g = self.AT @ wd
+        for lo, hi, shape, _, in_host, a, b in self.dense:
+            view = g[lo:hi].reshape(shape)
+            view += wd[a:b].reshape(in_host)
+        return g
 
     def theta(self, potentials: dict[Clique, np.ndarray]) -> np.ndarray:
         """Junction-tree log-potentials (flat): each maximal clique's table added into its host."""
@@ -518,7 +537,7 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
     prev, stalls, done = loss, 0, 0
     for it in range(iters):
         done = it + 1
-        new_theta = theta - step * (prob.AT @ wd)
+        new_theta = theta - step * prob.gradient(wd)
         new_p = prob.counts(new_theta, total)
         new_ans, new_loss, new_wd = prob.residual(new_p)
         # Armijo: <gradient, mu - mu_new> is <w * residual, A p - A p_new> on the measured cells

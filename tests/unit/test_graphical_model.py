@@ -173,3 +173,27 @@ def test_marginals_of_all_cliques_are_consistent_on_separators():
         if sep:
             assert np.allclose(model._reduce(u, tables[u], sep), model._reduce(v, tables[v], sep), atol=1e-6)
         assert tables[u].sum() == pytest.approx(model.total)
+
+
+def test_dense_path_for_large_tables_gives_the_same_fit(monkeypatch):
+    import core.synthesis.graphical_model as gm
+
+    rows = sample_rows(3000, 11)
+    meas = noisy(rows, [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d"), ("e",), ("a",)], 8.0, seed=12)
+    sparse_fit = estimate(DOM, meas, 150)
+    monkeypatch.setattr(gm, "SPARSE_HOST_CELLS", 0)
+    dense_fit = estimate(DOM, meas, 150)
+    assert dense_fit.loss == pytest.approx(sparse_fit.loss, rel=1e-10)
+    for node, table in sparse_fit.clique_tables.items():
+        assert np.allclose(dense_fit.clique_tables[node], table, rtol=1e-9, atol=1e-9)
+
+
+def test_repeated_measurements_of_a_clique_count_as_one_at_their_mean():
+    rows = sample_rows(2000, 13)
+    base = counts(rows, ("a", "b"))
+    twice = [Measurement(("a", "b"), base + 4.0, 2.0), Measurement(("a", "b"), base - 4.0, 2.0)]
+    once = [Measurement(("a", "b"), base, 2.0 / np.sqrt(2))]
+    a, b = estimate(DOM, twice, 300), estimate(DOM, once, 300)
+    assert np.allclose(a.project(("a", "b")), b.project(("a", "b")), atol=1e-6)
+    # the loss still counts both: each is 4 away in every cell at the optimum
+    assert a.loss == pytest.approx(b.loss + 2 * 0.5 * 12 * 16 / 4, rel=1e-3)
