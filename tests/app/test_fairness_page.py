@@ -472,7 +472,23 @@ def _compas_releases():
             if r.page == "Fairness elicitation"]
 
 
-def test_synthetic_copy_session_is_one_release_and_cards_show_synthetic_people():
+def _secure_draws(monkeypatch) -> list:
+    """Count the draws of OpenDP's sampler (SecureNoise) while still drawing them."""
+    from core.synthesis.noise import SecureNoise
+    calls, real = [], SecureNoise.gaussian
+
+    def spy(self, *args, **kwargs):
+        calls.append(args)
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(SecureNoise, "gaussian", spy)
+    return calls
+
+
+def test_synthetic_copy_session_is_one_release_and_cards_show_synthetic_people(monkeypatch):
+    from core.fairness.private_pairs import PAIR_DELTA, PrivatePairsPlan, copy_release
+    from core.fairness.store import get_store
+    from core.privacy.accounting import rho_for_epsilon
+    draws = _secure_draws(monkeypatch)
     at = _app()
     before = len(_compas_releases())
     at.radio(key="fe_pair_source").set_value("dp_synthetic").run()
@@ -480,21 +496,26 @@ def test_synthetic_copy_session_is_one_release_and_cards_show_synthetic_people()
     assert not at.exception and not at.error
     # No copy is made for a preview before its release: the core pairs wait for the session.
     assert not any("age (A)" in t.columns for t in _tables(at))
-    assert len(_compas_releases()) == before
+    assert len(_compas_releases()) == before and not draws
+    assert any("new private synthetic copy" in c.value for c in at.caption)
     at.text_input(key="fe_name").input("Synthetic workshop").run()
     at.button(key="fe_create").click().run()
     assert not at.exception and not at.error
+    assert draws                                   # the copy's noise came from OpenDP's sampler
     releases = _compas_releases()
     assert len(releases) == before + 1
     rel = releases[-1]
-    from core.fairness import ElicitationPlan
-    from core.fairness.private_pairs import PAIR_DELTA
-    from core.privacy.accounting import rho_for_epsilon
-    sub = ElicitationPlan(pair_source="dp_synthetic", pair_epsilon=0.75).private_pairs_plan()
-    assert rel.plan_digest == sub.digest()
-    assert abs(sum(s.amount for s in rel.spends) - rho_for_epsilon(0.75, PAIR_DELTA)) < 1e-12
-    assert any("synthetic" in i.value for i in at.info)
     session = at.session_state["fe_fac"]
+    store = get_store()
+    config = store.config(session["session_id"], session["key"])
+    first = config.pair_copy
+    sub = PrivatePairsPlan(population=config.population, epsilon=0.75, copy_id=first)
+    assert first and rel.release_key == copy_release(sub).release_key and rel.release_key.endswith(first)
+    assert rel.plan_digest == sub.digest() and "seed" not in rel.label
+    assert abs(sum(s.amount for s in rel.spends) - rho_for_epsilon(0.75, PAIR_DELTA)) < 1e-12
+    stored = store.load_copy(first)                # the copy the cards show is the stored one
+    assert stored.secure and len(stored.cards) == 2000
+    assert any("synthetic" in i.value for i in at.info)
     # Before any answer the learning view already states that the constraint people are synthetic.
     assert any("sampling assumption does not hold" in w.value for w in at.warning)
     # A stakeholder joins: the card says the people are synthetic and shows ranges.
@@ -506,14 +527,29 @@ def test_synthetic_copy_session_is_one_release_and_cards_show_synthetic_people()
     assert any("synthetic" in c.value for c in sh.caption)
     ages = [m.value for m in sh.markdown if m.value.startswith("**Age:**")]
     assert len(ages) == 2 and all("years old" in a and ("-" in a or "+" in a) for a in ages)
-    # The same design again (a second session, a rerun): the same copy, not charged twice.
+    a, b = store.my_assignment(sh.session_state["fe_login"]["token"])[["a", "b"]].iloc[0]
+    assert ages[0].replace("\\", "").endswith(f"{stored.cards['age'].iloc[int(a)]} years old")
+    # A second session reuses the released copy by default: the same people, nothing charged again.
     at.button(key="fe_leave").click().run()
     assert not at.exception
+    assert at.checkbox(key="fe_reuse_copy").value is True
     assert any("already released" in c.value for c in at.caption)
     assert any("age (A)" in t.columns for t in _tables(at))   # the preview now shows the released copy
+    n_draws = len(draws)
     at.button(key="fe_create").click().run()
     assert not at.exception and not at.error
-    assert len(_compas_releases()) == before + 1
+    assert len(_compas_releases()) == before + 1 and len(draws) == n_draws
+    again = at.session_state["fe_fac"]
+    assert store.config(again["session_id"], again["key"]).pair_copy == first
+    # Without reuse a new copy is released: new noise, another id, other people, one more release.
+    at.button(key="fe_leave").click().run()
+    at.checkbox(key="fe_reuse_copy").uncheck().run()
+    at.button(key="fe_create").click().run()
+    assert not at.exception and not at.error
+    third = at.session_state["fe_fac"]
+    second = store.config(third["session_id"], third["key"]).pair_copy
+    assert second != first and len(_compas_releases()) == before + 2 and len(draws) > n_draws
+    assert not store.load_copy(second).cards.equals(stored.cards)
 
 
 def test_demo_on_a_synthetic_copy_works_and_records_the_copy_once():
@@ -521,6 +557,7 @@ def test_demo_on_a_synthetic_copy_works_and_records_the_copy_once():
     before = len(_compas_releases())
     at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
     at.radio(key="fe_pair_source").set_value("dp_synthetic").run()
+    at.number_input(key="fe_pair_epsilon").set_value(1.25).run()    # a budget no other test releases
     at.number_input(key="fe_demo_n").set_value(4).run()
     at.button(key="fe_demo_run").click().run()
     assert not at.exception and not at.error
@@ -552,9 +589,8 @@ def test_learning_on_a_synthetic_copy_demo_draws_the_frontier_with_the_synthetic
     assert any("private synthetic copy" in c.value for c in at.caption)
     # The plan behind the results carries the session's copy, and the exported tables say so.
     plan = at.session_state["fe_results_plan"]
-    from core.fairness import ElicitationPlan
-    sub = ElicitationPlan(pair_source="dp_synthetic").private_pairs_plan()
-    assert plan.constraints.people == sub and max(plan.constraints.i + plan.constraints.j) < 2000
+    sub = at.session_state["fe_demo_plan"].private_pairs_plan()
+    assert sub.copy_id and plan.constraints.people == sub and max(plan.constraints.i + plan.constraints.j) < 2000
     binding = next(d.value for d in at.dataframe if d.value is not None
                    and "person i (synthetic person number)" in d.value.columns)
     assert len(binding) > 0
