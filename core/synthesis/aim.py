@@ -1,5 +1,6 @@
 """AIM: adaptive, workload-aware select-measure-generate under zCDP (McKenna, Mullins, Sheldon &
-Miklau 2022, Alg. 1), on our graphical-model wrapper (``core.synthesis.graphical_model``).
+Miklau 2022, Alg. 1), on our numpy graphical model (``core.synthesis.graphical_model``: Private-PGM
+mirror descent on a junction tree, warm-started from the previous round's potentials).
 
 Budget (rho, zCDP): with at most T rounds and a measurement share a = 0.9, every round starts
 with a Gaussian measurement costing a*rho/T and an exponential-mechanism pick costing
