@@ -107,6 +107,10 @@ def session_people(config: SessionConfig) -> tuple[pd.DataFrame, pd.DataFrame, S
         from core.datasets import load_compas
         people = load_compas()
         return people, people, None
+    if not sub.copy_id:
+        raise ValueError("This session shows a synthetic copy that was never stored (sessions made before "
+                         "copies were stored drew theirs from a seed, which is not private); its people "
+                         "cannot be shown. Create a new session to release and store a copy.")
     copy = synthetic_people(sub)
     return copy.cards, copy.people, copy
 

@@ -265,7 +265,7 @@ def _frontier(constraints: pd.DataFrame, plan: FrontierPlan, version: int = RESU
         local, dropped = data.local_constraints(constraints)
         fitted = data
     else:
-        copy = synthetic_people(people).people        # the session's cached copy, not a new release
+        copy = synthetic_people(people).people        # the stored copy, loaded by id: never a new release
         fitted, _ = with_constraint_people(data, copy)
         local, dropped = constraint_people_pairs(constraints, len(copy), data.n), 0
         extra = {"rows_of": np.r_[data.rows, np.arange(len(copy))], "fit_rows": fit_rows, "n_real": data.n}

@@ -281,7 +281,11 @@ def stakeholder_view(join_code: str | None) -> None:
         return
 
     row = plan.iloc[view]
-    card = el.pair_card(_people(config), int(row["a"]), int(row["b"]), config.features)
+    try:
+        card = el.pair_card(_people(config), int(row["a"]), int(row["b"]), config.features)
+    except ValueError as err:          # a synthetic copy this database does not hold
+        st.error(str(err))
+        return
     st.markdown(f"#### Card {view + 1} of {n}")
     st.text(config.instructions)
     if config.synthetic:
@@ -682,7 +686,12 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         st.markdown("**The session's design** (open it again under 'Open a saved report' to run the same design)")
         # A demo session is its plan's simulated panel: the report reruns to the same answers.
         design = _state("demo_plan") if simulated and _state("demo_plan") else ElicitationPlan.from_session_config(config)
-        report_panel(run(design), page=PAGE, key=P + "session_design")
+        try:
+            designed = run(design)
+        except ValueError as err:      # a synthetic copy this database does not hold
+            st.error(str(err))
+        else:
+            report_panel(designed, page=PAGE, key=P + "session_design")
 
 
 def _log_run(store: ElicitationStore, fac: dict, constraints: pd.DataFrame, aggregation: dict,

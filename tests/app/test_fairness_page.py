@@ -596,3 +596,26 @@ def test_learning_on_a_synthetic_copy_demo_draws_the_frontier_with_the_synthetic
     assert len(binding) > 0
     # The run is logged like a real-records one.
     assert len(_run_history(at)) == 1
+
+
+def test_a_synthetic_session_stored_before_copies_were_kept_says_so_instead_of_failing():
+    from core.fairness.elicitation import SessionConfig
+    from core.fairness.store import get_store
+    store = get_store()
+    old = SessionConfig(n_core=1, n_random=1, n_repeat=0, pair_source="dp_synthetic")   # no copy id
+    with store.write_tx() as conn:   # as such a session was stored (create_session now refuses it)
+        created = store.insert_session(conn, old, "old synthetic", simulated=False, n_individuals=2000)
+    sh = _app(join=created.join_code)
+    sh.text_input(key="fe_join_name").input("Ana").run()
+    sh.checkbox(key="fe_consent").check().run()
+    sh.button(key="fe_join").click().run()
+    assert not sh.exception
+    assert any("never stored" in e.value for e in sh.error)
+    assert not [m for m in sh.markdown if m.value.startswith("**Age:**")]
+    # The facilitator still opens it: monitor and export work, the parts needing its people say why not.
+    at = _app()
+    at.text_input(key="fe_open_code").input(created.join_code).run()
+    at.text_input(key="fe_open_key").input(created.facilitator_key).run()
+    at.button(key="fe_open").click().run()
+    assert not at.exception
+    assert any("never stored" in e.value for e in at.error)
