@@ -365,6 +365,9 @@ def minimum_variance_total(measurements: Sequence[Measurement]) -> float:
 
 
 def _check(domain: Mapping[str, int], measurements: Sequence[Measurement]) -> None:
+    bad = [c for c, v in domain.items() if int(v) < 1]
+    if bad:
+        raise ValueError(f"Every column needs at least one category; {bad} have none.")
     for m in measurements:
         if len(set(m.clique)) != len(m.clique) or any(c not in domain for c in m.clique):
             raise ValueError(f"Measurement over {m.clique} names a column twice or one outside the domain.")
@@ -514,9 +517,9 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
     it stops early once 25 steps in a row lowered the loss by at most ``tol`` relative to it, twice
     in a row. The fitted model's ``loss`` is the final value of the loss."""
     domain = {c: int(v) for c, v in domain.items()}
+    _check(domain, measurements)
     if _ESTIMATOR[0] == "mbi":
         return _estimate_mbi(domain, measurements, iters, warm_start)
-    _check(domain, measurements)
     iters = int(iters)
     if iters < 0:
         raise ValueError(f"iters must be a non-negative integer; got {iters}.")

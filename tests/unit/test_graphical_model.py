@@ -197,3 +197,8 @@ def test_repeated_measurements_of_a_clique_count_as_one_at_their_mean():
     assert np.allclose(a.project(("a", "b")), b.project(("a", "b")), atol=1e-6)
     # the loss still counts both: each is 4 away in every cell at the optimum
     assert a.loss == pytest.approx(b.loss + 2 * 0.5 * 12 * 16 / 4, rel=1e-3)
+
+
+def test_empty_column_domain_is_refused():
+    with pytest.raises(ValueError, match="at least one category"):
+        estimate({"a": 3, "b": 0}, [Measurement(("a",), np.ones(3), 1.0)], 5)
