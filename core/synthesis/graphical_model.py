@@ -13,9 +13,12 @@ constant of the loss gradient; the total ``N`` is the minimum-variance combinati
 measurements' sums. A warm start carries the previous fit's potentials (and step size) onto the
 new, larger clique set.
 
-The junction tree is built with networkx: a chordal measurement graph is used as is, otherwise
-it is triangulated by greedy elimination (smallest new clique table first, fewest fill edges on
-ties) and the maximal cliques are joined by a maximum spanning tree on separator sizes.
+The junction tree: the graph joining the columns of each measured clique is triangulated by
+greedy elimination (a column needing no fill edge first, so a chordal graph keeps its own
+cliques; then the smallest new table; then the fewest fill edges), and its maximal cliques are
+joined by a maximum spanning tree on separator sizes (held as a networkx graph). Both are cached
+by clique set, so ``model_size_mb``, asked about every candidate every round, costs a dictionary
+lookup after the first time and never touches JAX.
 
 Sampling is our own too: clique by clique along the junction tree from the fitted clique
 marginals, seeded and vectorised. ``mbi`` (Private-PGM, JAX) is kept only as a reference: inside
