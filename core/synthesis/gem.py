@@ -39,6 +39,8 @@ from core.synthesis.encoding import check_codes
 from core.synthesis.noise import noise_source
 
 SELECT_SHARE = 0.67
+MIN_STRATUM_ROUNDS = 10
+"""Fewest rounds a stratum runs when rounds scale with its share of the rows."""
 SAMPLE_BLOCK = 4096
 """Rows per call when sampling: one compiled program serves every output size."""
 
@@ -136,14 +138,26 @@ class GEM:
     """GEM synthesizer: ``fit(df, domain, rho, rng, noise=None, progress=None)`` then ``sample(n, rng)``."""
 
     def __init__(self, rounds: int = 100, steps: int = 40, batch: int = 1000, hidden: int = 256,
-                 noise_dim: int = 64, learning_rate: float = 1e-3, ema: float = 0.9) -> None:
+                 noise_dim: int = 64, learning_rate: float = 1e-3, ema: float = 0.9,
+                 scale_rounds: bool = False) -> None:
         self.rounds = int(rounds)
+        self.scale_rounds = bool(scale_rounds)
         self.steps = int(steps)
         self.batch = int(batch)
         self.hidden = int(hidden)
         self.noise_dim = int(noise_dim)
         self.learning_rate = float(learning_rate)
         self.ema = float(ema)
+
+    def for_stratum(self, share: float) -> "GEM":
+        """This GEM for one stratum holding ``share`` of the rows: with ``scale_rounds``, the rounds
+        times the share, at least ``MIN_STRATUM_ROUNDS`` (and never more than asked). Each round of a
+        small stratum then measures with less noise; the stratum still spends its whole budget."""
+        if not self.scale_rounds:
+            return self
+        share = min(max(float(share), 0.0), 1.0) if math.isfinite(float(share)) else 1.0
+        rounds = min(self.rounds, max(MIN_STRATUM_ROUNDS, math.ceil(self.rounds * share)))
+        return GEM(rounds, self.steps, self.batch, self.hidden, self.noise_dim, self.learning_rate, self.ema)
 
     def _check_settings(self) -> None:
         if self.rounds < 1 or self.steps < 1 or self.batch < 1 or self.hidden < 1 or self.noise_dim < 1:

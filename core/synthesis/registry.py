@@ -34,9 +34,9 @@ class AIMParams:
                         help="The marginals AIM tries to preserve (McKenna et al. 2022 use three-way).")
     max_cells: int = param(10_000, label="Largest workload table (cells)", low=4, high=1_000_000, step=1000,
                            help="Workload marginals with more cells than this are left out.")
-    max_rounds: int = param(24, label="Rounds (at most)", low=2, high=400, step=1,
-                            help="Plans the per-round budget; the paper uses 16 x the number of columns, "
-                                 "which is slower (each round re-fits the model).")
+    max_rounds: int = param(0, label="Rounds (at most)", low=0, high=400, step=1,
+                            help="Plans the per-round budget; 0 means the paper's 16 x the number of columns. "
+                                 "Annealing ends the fit sooner when the model stops improving.")
     max_model_mb: float = param(80.0, label="Model size cap (MB)", low=1.0, high=1000.0, step=10.0,
                                 help="Marginals that would make the junction tree larger are not selected.")
 
@@ -50,6 +50,11 @@ class GEMParams:
                         help="Selections and measurements; the budget is split evenly over them.")
     steps: int = param(40, label="Training steps per round", low=1, high=1000, step=10)
     batch: int = param(1000, label="Generator rows per step", low=16, high=10_000, step=100)
+    scale_rounds: bool = param(True, label="Rounds in proportion to a stratum's size",
+                               help="Stratified only: a stratum runs the rounds times its share of the rows "
+                                    "(at least 10), so small strata measure fewer marginals with less noise "
+                                    "each. Shares come from the sizes used (public or noisy), never exact "
+                                    "private counts.")
 
     def __post_init__(self) -> None:
         check_params(self)
@@ -63,10 +68,10 @@ SYNTHESIZERS = Registry("synthesizer", (
               "spanning tree of column pairs with the exponential mechanism, a third on the tree's "
               "two-way marginals; the tree model is fitted by least squares and sampled parents first."),
     Spec("aim", "AIM (adaptive, workload-aware)",
-         lambda p: AIM(p.degree, p.max_cells, p.max_model_mb, p.max_rounds), AIMParams,
+         lambda p: AIM(p.degree, p.max_cells, p.max_model_mb, p.max_rounds or None), AIMParams,
          help="One-way marginals first, then rounds that pick the worst-fitted workload marginal with the "
               "exponential mechanism, measure it and re-fit a graphical model (Private-PGM)."),
-    Spec("gem", "GEM (generator network)", lambda p: GEM(p.rounds, p.steps, p.batch), GEMParams,
+    Spec("gem", "GEM (generator network)", lambda p: GEM(p.rounds, p.steps, p.batch, scale_rounds=p.scale_rounds), GEMParams,
          help="A small neural generator trained on adaptively selected noisy two-way marginals; the "
               "stated budget is the total over all rounds."),
 ))

@@ -56,10 +56,18 @@ class _FitJob:
     rng: np.random.Generator
     factory: Callable
     noise: object = None
+    share: float = 1.0   # of the rows, from the sizes used (public or noisy)
+
+
+def stratum_model(job: _FitJob):
+    """The job's synthesizer, adapted to its stratum's share of the rows when it knows how
+    (``for_stratum(share)``, e.g. GEM's rounds in proportion to the share)."""
+    model = job.factory()
+    return model.for_stratum(job.share) if hasattr(model, "for_stratum") else model
 
 
 def _fit_one(job: _FitJob, model=None, progress=None):
-    model = job.factory() if model is None else model
+    model = stratum_model(job) if model is None else model
     extra = {} if job.noise is None else {"noise": job.noise}
     if progress is not None:
         extra["progress"] = progress
@@ -173,13 +181,15 @@ class StratifiedSynthesizer:
         other = [c for c in self.columns_ if c not in self.strata_columns]
         jobs: list[_FitJob] = []
         job_rngs = spawn_rngs(fit_rng, k + 1)
+        used = float(sizes[fate != "dropped"].sum())
+        row_share = sizes / used if used > 0 else np.ones(k)
         self.weights_: dict[str, float] = {}
         for i in range(k):
             if fate[i] in ("kept", "kept (small)"):
                 label = self.index_.key(i)
                 rows = df.loc[keys == i, other].reset_index(drop=True)
                 jobs.append(_FitJob(label, rows, {c: self.domain_[c] for c in other}, rho_strata,
-                                    job_rngs[i], self.synth_factory, noise))
+                                    job_rngs[i], self.synth_factory, noise, float(row_share[i])))
                 self.weights_[label] = float(sizes[i])
         merged = np.flatnonzero(fate == "merged")
         self.merged_strata_ = merged
@@ -190,7 +200,8 @@ class StratifiedSynthesizer:
             rows = df.loc[inside, other].reset_index(drop=True)
             rows[MERGED_COLUMN] = np.searchsorted(merged, keys[inside])
             dom = {**{c: self.domain_[c] for c in other}, MERGED_COLUMN: int(merged.size)}
-            jobs.append(_FitJob(MERGED, rows, dom, rho_strata, job_rngs[k], self.synth_factory, noise))
+            jobs.append(_FitJob(MERGED, rows, dom, rho_strata, job_rngs[k], self.synth_factory, noise,
+                                float(row_share[merged].sum())))
             self.weights_[MERGED] = float(sizes[merged].sum())
         total_w = sum(self.weights_.values())
         share = np.zeros(k)
@@ -217,7 +228,7 @@ class StratifiedSynthesizer:
         if self.n_jobs == 1:
             out = []
             for s, job in enumerate(jobs):
-                model, label = job.factory(), f"stratum {s + 1} of {len(jobs)} ({job.key})"
+                model, label = stratum_model(job), f"stratum {s + 1} of {len(jobs)} ({job.key})"
                 forward = (_prefixed(progress, label, s, len(jobs))
                            if progress is not None and takes_progress(model.fit) else None)
                 out.append(_fit_one(job, model, forward))

@@ -214,3 +214,20 @@ def test_sampling_any_size_reuses_one_program_and_keeps_the_domain():
     assert set(sizes.values()) == {0}
     with pytest.raises(ValueError, match="zero or more"):
         model.sample(-1, np.random.default_rng(0))
+
+
+def test_stratum_rounds_follow_the_share_of_rows_and_each_stratum_spends_its_budget():
+    df, dom = strata_frame(2000)
+    df["s"] = np.repeat([0, 1, 2], [1500, 400, 100])      # public sizes: 75%, 20%, 5% of the rows
+    rho = 0.4
+    wrapper = StratifiedSynthesizer(lambda: small(rounds=40, steps=2, scale_rounds=True), ["s"],
+                                    size_policy="public")
+    wrapper.fit(df, dom, rho, np.random.default_rng(2))
+    rounds = {key: m.rounds for key, m in wrapper.models_.items()}
+    assert sorted(rounds.values()) == [10, 10, 30]          # ceil(40 x share), at least 10
+    for model in wrapper.models_.values():
+        assert abs(model.ledger_.total("rho") - rho) <= 1e-9
+        assert len(model.ledger_) == 1 + 2 * (model.rounds - 1)
+    unscaled = StratifiedSynthesizer(lambda: small(rounds=40, steps=2), ["s"], size_policy="public")
+    assert {m.rounds for m in unscaled.fit(df, dom, rho, np.random.default_rng(2)).models_.values()} == {40}
+    assert small(rounds=40, scale_rounds=True).for_stratum(float("nan")).rounds == 40
