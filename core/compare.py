@@ -38,6 +38,14 @@ class Snapshot:
     report: dict = field(repr=False)
 
 
+def readable_name(name: str) -> str:
+    """A machine-style number or column name in words: ``mean_abs_error_pct`` -> ``mean abs error (%)``;
+    names that already read as words are kept."""
+    if " " in name or "_" not in name:
+        return name
+    return name.removesuffix("_pct").replace("_", " ") + (" (%)" if name.endswith("_pct") else "")
+
+
 def snapshot_of_report(report: Mapping[str, Any] | str | bytes, label: str = "A") -> Snapshot:
     """A snapshot of a saved report (bytes or text are read with :func:`core.report.parse_report`)."""
     report = parse_report(report) if isinstance(report, (str, bytes, bytearray)) else migrate(dict(report))

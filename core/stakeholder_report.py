@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from core.compare import readable_name
 from core.contracts import DataRef, Result
 from core.report import build_report, data_ref_of, package_versions, report_json
 
@@ -47,12 +48,13 @@ body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:60rem;m
 padding:0 1rem;color:#1b1f24;line-height:1.45}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;border-bottom:1px solid #d0d7de;
 padding-bottom:.2rem;margin-top:2rem}h3{font-size:1rem}
-table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}th,td{border:1px solid #d0d7de;
+table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem;display:block;max-width:100%;overflow-x:auto}th,td{border:1px solid #d0d7de;
 padding:.2rem .5rem;text-align:left;vertical-align:top}th{background:#f6f8fa}
 .muted{color:#57606a;font-size:.9rem}.headline td.value{font-weight:600;font-variant-numeric:tabular-nums}
 code,pre{background:#f6f8fa;padding:.1rem .3rem;border-radius:3px;font-size:.85rem}
 pre{padding:.5rem;white-space:pre-wrap}.figure{page-break-inside:avoid;margin:1rem 0}
-@media print{body{margin:0;max-width:none}h2{page-break-after:avoid}}
+@media print{body{margin:0;max-width:none}h2{page-break-after:avoid}table{font-size:.7rem;overflow:visible}
+td,th{word-break:break-word}}
 """
 
 
@@ -78,16 +80,21 @@ def _plain_value(value: Any) -> str:
 
 
 def plan_lines(plan: Any, depth: int = 0) -> list[tuple[int, str, str]]:
-    """The plan as (indent, setting, value) lines; nested plans become indented groups."""
+    """The plan as (indent, setting, value) lines in words: nested settings become indented groups under
+    their field's label, and parts the plan leaves unset (None: that tab was not asked for) are left out."""
     out: list[tuple[int, str, str]] = []
     if not dataclasses.is_dataclass(plan):
         return [(depth, "value", _plain_value(plan))]
     for f in dataclasses.fields(plan):
         value = getattr(plan, f.name)
+        if value is None:
+            continue
         label = _label(f.name, f.metadata)
         if dataclasses.is_dataclass(value) and not isinstance(value, DataRef):
-            out.append((depth, label, type(value).__name__))
-            out.extend(plan_lines(value, depth + 1))
+            inner = plan_lines(value, depth + 1)
+            if inner:
+                out.append((depth, label, ""))
+                out.extend(inner)
         else:
             out.append((depth, label, _plain_value(value)))
     return out
@@ -124,7 +131,7 @@ def _table(df: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
 def _headline(headline: Mapping[str, Any]) -> str:
     if not headline:
         return "<p class='muted'>This result has no headline numbers.</p>"
-    rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td class='value'>{format_number(v)}</td></tr>"
+    rows = "".join(f"<tr><td>{html.escape(readable_name(str(k)))}</td><td class='value'>{format_number(v)}</td></tr>"
                    for k, v in headline.items())
     return f"<table class='headline'><thead><tr><th>number</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>"
 

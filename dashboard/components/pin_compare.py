@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.compare import Comparison, Snapshot, compare, compare_reports, snapshot_of_report
+from core.compare import Comparison, Snapshot, compare, compare_reports, readable_name, snapshot_of_report
 from core.report import tables_zip
 from core.scenarios import MAX_SCENARIO_NAME, get_scenario_store
 from core.uploads import read_bytes
@@ -96,17 +96,10 @@ def pin_compare_panel(result, report: dict, *, page: str, key: str) -> Compariso
     return comparison
 
 
-def readable(name: str) -> str:
-    """A machine-style headline name in words: ``mean_abs_error_pct`` -> ``mean abs error (%)``."""
-    if " " in name or "_" not in name:
-        return name
-    return name.removesuffix("_pct").replace("_", " ") + (" (%)" if name.endswith("_pct") else "")
-
-
 def delta_view(delta: pd.DataFrame, labels: dict[str, str] = DELTA_LABELS) -> pd.DataFrame:
     """A delta table with human column and number names (numbers stay numbers; the table formats them)."""
     if "number" in delta.columns:
-        delta = delta.assign(number=delta["number"].map(readable))
+        delta = delta.assign(number=delta["number"].map(readable_name))
     return delta.rename(columns=labels)
 
 

@@ -464,6 +464,7 @@ def mean_release_section() -> None:
             if record_release(release_entry(mr_plan, PAGE, MEAN_ACTION, label, released.ledger(), fresh=True,
                                             data_label=picked.name)):
                 st.session_state["ss_mean_release"] = (label, released)
+                st.rerun()      # the sidebar total and the cap check then include this release
         except ValueError as exc:
             st.error(str(exc))
     kept = st.session_state.get("ss_mean_release")
@@ -599,6 +600,7 @@ def release_section() -> None:
             if record_release(release_entry(secure_plan, PAGE, SECURE, secure_label, secured.ledger, fresh=True,
                                             data_label=picked.name)):
                 st.session_state["ss_secure_release"] = (setup_digest, secured)
+                st.rerun()      # the sidebar total and the cap check then include this release
         except Cancelled:
             st.info("The release was cancelled before anything was published: nothing was spent or recorded.")
         except ValueError as exc:

@@ -71,17 +71,29 @@ def test_leaving_and_returning_keeps_the_results_and_the_filter(app, table_calls
     assert app.multiselect(key="rp_papers").value == chosen
 
 
-def test_recompute_button_reruns_the_rows(app, table_calls):
+def test_recompute_button_reruns_the_chosen_papers_rows_only(app, table_calls):
+    chosen = set(app.multiselect(key="rp_papers").value)
     app.button(key="rp_run").click().run()
     assert not app.exception
     assert len(table_calls) == 1
+    assert set(table_calls[0][0]) == {r.key for r in REPRODUCTIONS if r.paper in chosen}
+    assert app.session_state["rp_table"]["key"].tolist() == [r.key for r in REPRODUCTIONS]   # others kept
 
 
-def test_code_column_is_a_link_to_the_file(app):
+def test_a_fresh_visit_computes_only_the_chosen_papers(table_calls):
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    paper = REPRODUCTIONS[0].paper
+    at.session_state["rp_papers"] = [paper]
+    at.run()
+    assert not at.exception
+    assert [set(c[0]) for c in table_calls] == [{r.key for r in REPRODUCTIONS if r.paper == paper}]
+
+
+def test_code_column_names_the_file_as_text(app):
     import json
     config = json.loads(app.dataframe[0].proto.columns)
     code = config["code"]
-    assert code["type_config"]["type"] == "link"
+    assert code["type_config"]["type"] == "text"          # a path in this repository, not a link into the app
     table = app.session_state["rp_table"].set_index("key")
     assert table.loc["mc_top_white_men", "code"] == "core/fairness/causal_ranking.py:measures"
     assert not table["code"].str.contains("://").any()       # paths in this repository, no remote URL

@@ -7,6 +7,7 @@ import re
 import plotly.graph_objects as go
 import pytest
 
+from core.compare import readable_name
 from core.contracts import DataRef
 from core.datasets import DATASETS
 from core.report import build_report
@@ -64,7 +65,7 @@ def test_one_report_per_page_holds_its_headline_numbers(results, page):
     headline = result.headline()
     assert headline, "every page's result quotes some numbers"
     for name, value in headline.items():
-        assert f"<td>{html.escape(name)}</td><td class='value'>{format_number(value)}</td>" in text, name
+        assert f"<td>{html.escape(readable_name(name))}</td><td class='value'>{format_number(value)}</td>" in text, name
     back = embedded_report(text)
     assert back["headline"] == report["headline"] and back["plan_digest"] == result.plan.digest()
     assert "python -m core reproduce x.json --out results/" in text
@@ -149,3 +150,14 @@ def test_html_shows_the_data_sets_project_ledger_with_simulations_apart(results,
     assert "could not be read" in _visible(report_html(result, page="Stratified synthesis", report=report))
     report.pop("project_ledger")
     assert "no project ledger applies" in _visible(report_html(result, page="Stratified synthesis", report=report))
+
+
+def test_plan_lines_read_as_words_and_leave_out_what_the_plan_did_not_ask_for():
+    from core.stakeholder_report import plan_lines
+    from core.synthesis import SynthesisPlan
+
+    plan = SynthesisPlan(data=DataRef("cps"), columns=("sex", "race", "income"), strata=("sex",))
+    lines = plan_lines(plan)
+    assert plan.sweep is None and all(value != "not set" for _, _, value in lines)
+    assert not any(value.endswith("Params") or value.endswith("Config") for _, _, value in lines)
+    assert any(depth == 1 for depth, _, _ in lines)            # nested settings indented under their group
