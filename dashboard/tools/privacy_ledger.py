@@ -44,6 +44,10 @@ WHAT_COUNTS = """
   declared disjoint parts (strata, the units of a geographic level) costs its largest part once. Pure
   epsilon adds; zCDP adds in rho (pure epsilon counts as epsilon²/2) and is stated as (epsilon, delta)
   with the tight conversion; (epsilon, delta) spends add their epsilons and deltas.
+- **Neighbouring data sets**: totals read as "adding or removing one person". A spend a page calibrated
+  for "replacing one person" (an option of the Coherence audit's noisy tables; its "What was measured"
+  says so) is recorded at face value: for those count tables that over-states, never under-states, the
+  add/remove cost.
 - **Stored**: only spends, labels, the page, the time and the plan's digest; never the data.
 """
 
