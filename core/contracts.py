@@ -279,6 +279,12 @@ class Result:
     def headline(self) -> dict[str, float]:
         return {}
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """For each headline name, how far its number can be trusted, in a few plain words computed from
+        what the result holds (a spread over seeds or runs, an interval, or why there is none: a closed
+        form, an exact count, a single draw). Never an exact count of private data. Default: nothing."""
+        return {}
+
     def ledger(self):
         return None
 

@@ -2,10 +2,10 @@
 
 The HTML holds everything it shows: styles inline, plotly.js inlined once (with the first figure),
 no fonts, images or scripts fetched from anywhere, so it opens offline and makes no network
-request. It states the question, the plan in plain words, the headline numbers (and the
-uncertainty columns of the result's tables), the figures, the privacy ledger (the result's own and the
-data set's project ledger when the report carries it), what is a simulation
-and what a release, where the data came from, the package versions and the command that reruns it.
+request. It states the question, the plan in plain words, the headline numbers each with its
+uncertainty in words (then the uncertainty columns of the result's tables), the figures, the privacy
+ledger (the result's own and the data set's project ledger when the report carries it), what is a
+simulation and what a release, where the data came from, the package versions and the command that reruns it.
 The JSON report (:func:`core.report.build_report`) is embedded too, so the HTML file alone is
 enough to reproduce the numbers.
 
@@ -128,12 +128,16 @@ def _table(df: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
 
 
-def _headline(headline: Mapping[str, Any]) -> str:
+def _headline(headline: Mapping[str, Any], uncertainty: Mapping[str, str] | None = None) -> str:
+    """The headline numbers, each with its uncertainty in words (``Result.headline_uncertainty``)."""
     if not headline:
         return "<p class='muted'>This result has no headline numbers.</p>"
-    rows = "".join(f"<tr><td>{html.escape(readable_name(str(k)))}</td><td class='value'>{format_number(v)}</td></tr>"
+    words = uncertainty or {}
+    rows = "".join(f"<tr><td>{html.escape(readable_name(str(k)))}</td><td class='value'>{format_number(v)}</td>"
+                   f"<td class='uncertainty'>{html.escape(words.get(k) or 'not stated')}</td></tr>"
                    for k, v in headline.items())
-    return f"<table class='headline'><thead><tr><th>number</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>"
+    return ("<table class='headline'><thead><tr><th>number</th><th>value</th><th>uncertainty</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>")
 
 
 def _uncertainty(tables: Mapping[str, pd.DataFrame]) -> str:
@@ -144,8 +148,8 @@ def _uncertainty(tables: Mapping[str, pd.DataFrame]) -> str:
             keep = [c for c in df.columns if not pd.api.types.is_float_dtype(df[c]) or str(c) in cols]
             parts.append(f"<h3>{html.escape(name)}</h3>" + _table(df[keep], 20))
     if not parts:
-        return ("<p class='muted'>The result's tables carry no separate uncertainty columns; the numbers "
-                "above are exact computations or single seeded draws (see the plan's seed).</p>")
+        return ("<p class='muted'>The result's tables carry no separate uncertainty columns; the headline "
+                "table above says for each number whether it is exact or how far it can move.</p>")
     return "".join(parts)
 
 
@@ -277,8 +281,8 @@ def report_html(result: Result, *, page: str, question: str = "", figures: Itera
         f"<h1>{title}</h1><p class='muted'>Report made {html.escape(created)} (UTC).</p>",
         f"<h2>The question</h2><p>{html.escape(question) or 'See the page this report came from.'}</p>",
         f"<h2>The plan in plain words</h2>{_plan(result.plan)}",
-        f"<h2>Headline numbers</h2>{_headline(result.headline())}",
-        f"<h2>Uncertainty</h2>{_uncertainty(tables)}",
+        f"<h2>Headline numbers</h2>{_headline(result.headline(), result.headline_uncertainty())}",
+        f"<h2>Uncertainty in the tables</h2>{_uncertainty(tables)}",
         f"<h2>Figures</h2>{_figures(list(figures))}",
         f"<h2>Privacy ledger</h2>{_ledger(ledger)}",
         f"<h2>Project privacy ledger of this data set</h2>{project_ledger_html(report.get('project_ledger'))}",

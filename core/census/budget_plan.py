@@ -241,6 +241,23 @@ class BudgetResult(Result):
             out[f"error sd: {row['target']}"] = float(row["analytic sd"])
         return out
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """The budget and the split's numbers are closed forms; each target's analytic sd is checked
+        against the spread of the simulated runs, with the chi-square interval of that simulated sd."""
+        from core.uncertainty_words import CLOSED_FORM, SET_BY_PLAN, interval, num
+        out = {"total budget": SET_BY_PLAN, "leaves": "exact (units of the geography)",
+               "mean gain of the recommended split (%)": f"{CLOSED_FORM}; mean over {len(self.recommendation)} targets"}
+        if self.allocation.unit == "rho":
+            out["epsilon (tight conversion)"] = "exact (closed-form conversion of rho)"
+        for _, row in self.targets.iterrows():
+            runs = int(row["runs"]) if "runs" in row and np.isfinite(row["runs"]) else 0
+            text = CLOSED_FORM
+            if runs >= 2 and np.isfinite(row["simulated sd"]):
+                text += (f"; simulated sd {num(row['simulated sd'])} over {runs} noisy runs, "
+                         + interval(row["sd 95% low"], row["sd 95% high"], "95% interval"))
+            out[f"error sd: {row['target']}"] = text
+        return out
+
     def ledger(self):
         return self.allocation.ledger()
 

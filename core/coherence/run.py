@@ -141,6 +141,29 @@ class CoherenceResult(Result):
             out["theory gamma (conservative)"] = float("nan") if row["gamma"] is None else float(row["gamma"])
         return out
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """Each worst failure rate with the Clopper-Pearson bounds the verdict uses (the lower one
+        Bonferroni-corrected over the adversaries); the other numbers are exact."""
+        from core.uncertainty_words import CLOSED_FORM, num
+        out = {"rows audited": "exact (rows the plan samples)",
+               "trials a PASS needs at least": f"{CLOSED_FORM}: from beta and the confidence"}
+        if self.comparison is not None:
+            summary = self.comparison.summary
+            conf = float(self.plan.confidence)
+            for rel, part in summary.groupby("release", sort=False):
+                row = part.loc[part["beta_hat"].idxmax()]
+                n_adv = len(part)
+                lower = 100 * (1 - (1 - conf) / n_adv)
+                out[f"worst failure rate: {rel}"] = (
+                    f"Clopper-Pearson bounds {num(row['ci_low'])}-{num(row['ci_high'])} over {int(row['trials'])} "
+                    f"trials (adversary {row['adversary']}; upper at {100 * conf:g}%, lower at {lower:.3g}% "
+                    f"for {n_adv} adversaries)")
+        if self.theory is not None:
+            gamma = self.theory.summary.iloc[0]["gamma"]
+            out["theory gamma (conservative)"] = (f"{CLOSED_FORM}: a proven bound" if gamma is not None
+                                                   else "no bound: the theory certifies nothing here")
+        return out
+
 
 @cached
 def run(plan: AuditPlan, data: bytes | None = None, *, progress: Progress | None = None) -> CoherenceResult:

@@ -400,6 +400,27 @@ class DistrictResult(Result):
                 "cut_edges": float(first["cut_edges"].sum() // 2),
                 "plans_passing_checks": float(self.plans["passes"].sum())}
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """Plan 1's noisy-run numbers with their spread over the seeded runs (from the runs table); the
+        true deviation, cut edges and checks are exact on the true block counts."""
+        from core.uncertainty_words import num
+        runs = self.runs[self.runs["plan"] == 1]
+        n_runs = int(runs["run"].nunique())
+        per_run_abs = runs.assign(a=runs["error"].abs()).groupby("run")["a"].mean().to_numpy()
+        per_run_worst = runs.assign(a=runs["balanced_on_noisy_dev_pct"].abs()).groupby("run")["a"].max().to_numpy()
+        if n_runs >= 2:
+            sd = float(per_run_abs.std(ddof=1))
+            error = (f"± {num(sd / np.sqrt(n_runs), 2)} people (se of the mean; sd {num(sd, 2)} over "
+                     f"{n_runs} noisy runs)")
+            worst = (f"largest over {n_runs} noisy runs; one run's worst is typically {num(np.median(per_run_worst))} "
+                     f"(median, sd {num(per_run_worst.std(ddof=1), 2)})")
+        else:
+            error = worst = "one noisy run: no spread measured"
+        exact = "exact (true block counts, no noise)"
+        return {"districts": "exact (count)", "plans": "exact (count)", "largest_true_deviation_pct": exact,
+                "mean_abs_district_error": error, "worst_deviation_if_balanced_on_noisy_pct": worst,
+                "cut_edges": exact, "plans_passing_checks": exact}
+
 
 def ensemble_summary(study: pd.DataFrame) -> pd.DataFrame:
     """Mean fragmentation, error and variances by generator and split."""

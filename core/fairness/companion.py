@@ -104,6 +104,14 @@ class CompanionResult:
         return {"equal error rates: FPR": float(self.target["fpr"]),
                 "equal error rates: TPR": float(self.target["tpr"])}
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """The common rates are solved exactly on the binned, calibrated scores of one data set; no
+        resampling measures how they would move on another sample."""
+        if self.target is None:
+            return {}
+        text = "exact (solved on the calibrated scores of this one data set; no resampling)"
+        return {"equal error rates: FPR": text, "equal error rates: TPR": text}
+
 
 def cost_ratio(cutoff: float) -> float:
     """k such that the cut-off k / (k + 1) is optimal for a calibrated score (R&V section 2)."""

@@ -146,6 +146,20 @@ class ElicitationDesign(Result):
             out["Fleiss' kappa (core pairs)"] = float(self.agreement["fleiss_kappa"])
         return out
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """The design's sizes are exact; the simulated panel's numbers come from one seeded draw."""
+        from core.uncertainty_words import SET_BY_PLAN
+        out = {"core pairs": SET_BY_PLAN,
+               "people pairs are drawn from": ("exact (size of the synthetic copy)" if self.plan.synthetic
+                                               else "exact (size of the public COMPAS population)"),
+               "cards per stakeholder": SET_BY_PLAN}
+        if self.constraints is not None:
+            draw = (f"simulated panel: one draw ({self.plan.demo_stakeholders} stakeholders, seed "
+                    f"{self.plan.demo_seed}); no spread measured")
+            out["pairs with a constraint"] = draw
+            out["Fleiss' kappa (core pairs)"] = draw
+        return out
+
     def ledger(self):
         """The synthetic copy's spends when the cards show one (what stakeholders see is a release)."""
         return None if self.copy is None else self.copy.spent

@@ -259,6 +259,43 @@ class GroupFairnessResult(Result):
             out.update(self.companion.headline())
         return out
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """Worst-group errors with their bootstrap interval over held-out rows (model fixed); each level's
+        eta_hat from one seeded game, with how much its running average still moved at the end; the
+        ranking numbers are deterministic on the data (or one seeded synthetic draw)."""
+        from core.uncertainty_words import interval, num
+        out: dict[str, str] = {}
+        if self.lexifair is not None:
+            g, plan = self.lexifair.groups, self.plan.lexifair
+            for model in g["model"].unique():
+                part = g[g["model"] == model]
+                row = part.loc[part["held_out_error"].idxmax()]
+                if plan.bootstrap and np.isfinite(row["held_out_low"]):
+                    text = (interval(row["held_out_low"], row["held_out_high"], "90% bootstrap interval")
+                            + f" ({plan.bootstrap} resamples of the held-out rows, model fixed)")
+                else:
+                    text = "one held-out split; no bootstrap asked"
+                out[f"worst held-out group error: {model}"] = text
+            traj = self.lexifair.trajectory
+            for _, row in self.lexifair.levels.iterrows():
+                level = int(row["level"])
+                t = traj[traj["level"] == level]
+                tail = t[t["round"] > 0.9 * t["round"].max()]["eta_running_average"]
+                moved = float(tail.max() - tail.min()) if len(tail) else float("nan")
+                out[f"eta_hat level {level}"] = (f"one seeded game of {plan.rounds} rounds, no spread measured; "
+                                                 f"its running average moved {num(moved, 2)} over the last 10% of rounds")
+        if self.ranking is not None:
+            m = self.ranking.measures
+            k = int(m.loc[m["ranking"] == "counterfactual", "k"].max())
+            text = (f"one synthetic draw (seed {self.plan.seed}), no spread measured"
+                    if self.plan.data.source == "moving-company"
+                    else "exact (deterministic fit and ranking on the data; no resampling)")
+            out[f"utility loss at k={k}"] = text
+            out[f"AP at k={k}"] = text
+        if self.companion is not None:
+            out.update(self.companion.headline_uncertainty())
+        return out
+
 
 # ---------------------------------------------------------------- lexifair sub-run
 

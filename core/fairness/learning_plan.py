@@ -197,6 +197,37 @@ class LearningResult(Result):
             out.update(self.companion.headline())
         return out
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """Counts and the constant baseline are exact; each fitted number comes from one seeded fit, so
+        it is set beside the same number on the held-out people or pairs (frontier_points)."""
+        from core.uncertainty_words import num
+        pts = self.frontier.points
+        here = self.point()
+        least = pts.loc[pts["target"].idxmax()]
+        fit = "one seeded fit, no spread measured"
+
+        def error(row) -> str:
+            n, e = row.get("heldout_individuals", float("nan")), row.get("error_heldout", float("nan"))
+            if not (np.isfinite(n) and n >= 1 and np.isfinite(e)):
+                return fit
+            se = np.sqrt(e * (1 - e) / n)
+            return f"{fit}; held-out error {num(e)} on {int(n):,} people (binomial se {num(se, 2)})"
+
+        unfair_col = "heldout_realized_gamma" if self.frontier.baseline.get("sweep", "gamma") == "gamma" \
+            else "heldout_mean_excess"
+        held, n_pairs = here.get(unfair_col, float("nan")), here.get("heldout_pairs", float("nan"))
+        unfair = (f"{fit}; {num(held)} on {int(n_pairs)} held-out pairs"
+                  if np.isfinite(held) and np.isfinite(n_pairs) and n_pairs >= 1 else f"{fit}; no held-out pairs")
+        out = {"people": "exact (count)", "pairs used": "exact (count)",
+               "best constant error": "exact (from the base rate, no fit)",
+               "least-constrained error": error(least), "error at the operating point": error(here),
+               "realised unfairness at the operating point": unfair}
+        if self.plan.constraints.synthetic:
+            out["synthetic constraint people"] = "exact (size of the synthetic copy)"
+        if self.companion is not None:
+            out.update(self.companion.headline_uncertainty())
+        return out
+
 
 def frontier_ready(plan: LearningPlan) -> bool:
     """Whether the plan's sweep is already cached (a page may then show it without a click)."""

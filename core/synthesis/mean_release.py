@@ -160,6 +160,21 @@ class MeanRelease(Result):
         out["epsilon"] = self.budget.total("epsilon", delta=self.plan.delta)
         return out
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """Each overall mean's 95% interval and standard error from the known noise (the overall_means
+        table): exact with public sizes, first-order when the sizes are noisy counts. They cover the
+        privacy noise only, not sampling."""
+        from core.uncertainty_words import LEDGER_TOTAL, interval, num
+        how = ("known mechanism, privacy noise only" if self.plan.sizes_public
+               else "known mechanism, first-order with noisy counts; privacy noise only")
+        out = {}
+        for _, row in self.overall.iterrows():
+            out[f"{row['estimate']} mean"] = (f"{interval(row['ci_low'], row['ci_high'], '95% interval')}, "
+                                              f"se {num(row['se'], 2)} ({how})")
+        out["epsilon"] = (LEDGER_TOTAL if self.plan.noise == "laplace"
+                          else f"exact (tight conversion of the ledger's rho at delta {self.plan.delta:g})")
+        return out
+
     def ledger(self) -> BudgetLedger:
         return self.budget
 

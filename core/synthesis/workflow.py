@@ -178,6 +178,29 @@ class SynthesisResult(Result):
             head["stratification cost multiplier"] = self.means.summary["cost_multiplier"]
         return head
 
+    def headline_uncertainty(self) -> dict[str, str]:
+        """The worst group's TVD with its sd over the sweep's seeds (from the group_metrics table that
+        reports hold); no stratum size or group name is quoted, so nothing private is read back."""
+        from core.uncertainty_words import LEDGER_TOTAL, sd_over
+        out = {"strata": "exact (combinations of the strata columns' categories)"}
+        if self.sweep is not None:
+            gm = self.sweep.group_metrics
+            gm = gm[gm["metric"] == "tvd_1way"]
+            top = gm["epsilon"].max()
+            for method in ("stratified", "pooled"):
+                part = gm[(gm["epsilon"] == top) & (gm["method"] == method)]
+                worst = part.groupby("group")["value"].mean().idxmax()
+                values = part.loc[part["group"] == worst, "value"]
+                out[f"worst-group one-way TVD, {method}, epsilon {top:g}"] = (
+                    f"{sd_over(values, 'seeds')} (the worst group's values; their mean is shown)" if len(values) > 1
+                    else "one seed only: no spread measured (sweep more seeds to see one)")
+        if self.release is not None:
+            out["release rho"] = LEDGER_TOTAL
+            out["release epsilon"] = f"exact (tight conversion of the ledger at delta {self.plan.delta:g})"
+        if self.means is not None and self.plan.sizes_public:
+            out["stratification cost multiplier"] = "exact (closed form from the declared public sizes)"
+        return out
+
     def ledger(self):
         return None if self.release is None else self.release.ledger
 

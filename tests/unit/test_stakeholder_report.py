@@ -66,6 +66,16 @@ def test_one_report_per_page_holds_its_headline_numbers(results, page):
     assert headline, "every page's result quotes some numbers"
     for name, value in headline.items():
         assert f"<td>{html.escape(readable_name(name))}</td><td class='value'>{format_number(value)}</td>" in text, name
+    # every headline number carries its uncertainty in words, in the same row, before the tables' section
+    words = result.headline_uncertainty()
+    assert set(words) == set(headline), "one statement per headline number, no more"
+    for name, value in headline.items():
+        assert words[name].strip() and words[name] != "not stated", name
+        row = (f"<td>{html.escape(readable_name(name))}</td><td class='value'>{format_number(value)}</td>"
+               f"<td class='uncertainty'>{html.escape(words[name])}</td>")
+        assert row in text, name
+    assert "<th>uncertainty</th>" in text
+    assert text.index("<h2>Headline numbers</h2>") < text.index("<h2>Uncertainty in the tables</h2>")
     back = embedded_report(text)
     assert back["headline"] == report["headline"] and back["plan_digest"] == result.plan.digest()
     assert "python -m core reproduce x.json --out results/" in text
