@@ -125,7 +125,7 @@ def data_ref_of(plan: Plan) -> DataRef | None:
 def build_report(result: Result, *, page: str = "", ledger=None, extra: Mapping[str, Any] | None = None,
                  tables: Mapping[str, pd.DataFrame] | None = None) -> dict:
     """A JSON-able record of one result: schema, plan, its digest, data reference, ledger,
-    headline numbers, versions and tables (``result.tables()`` unless ``tables`` is given)."""
+    headline numbers and the uncertainty of each in words, versions and tables (``result.tables()`` unless ``tables`` is given)."""
     plan = result.plan
     ledger = result.ledger() if ledger is None else ledger
     tables = result.tables() if tables is None else tables
@@ -140,6 +140,7 @@ def build_report(result: Result, *, page: str = "", ledger=None, extra: Mapping[
         "ledger": None if ledger is None else {
             "spends": table_records(ledger.to_frame()), "statement": ledger.statement()},
         "headline": {k: _plain(v) for k, v in result.headline().items()},
+        "headline_uncertainty": {str(k): str(v) for k, v in result.headline_uncertainty().items()},
         "versions": package_versions(),
         "tables": {name: table_records(df) for name, df in tables.items()},
         **({"extra": json.loads(json.dumps(dict(extra), default=str))} if extra else {}),

@@ -76,6 +76,7 @@ def test_one_report_per_page_holds_its_headline_numbers(results, page):
         assert row in text, name
     assert "<th>uncertainty</th>" in text
     assert text.index("<h2>Headline numbers</h2>") < text.index("<h2>Uncertainty in the tables</h2>")
+    assert embedded_report(text)["headline_uncertainty"] == words       # the JSON report carries them too
     back = embedded_report(text)
     assert back["headline"] == report["headline"] and back["plan_digest"] == result.plan.digest()
     assert "python -m core reproduce x.json --out results/" in text
