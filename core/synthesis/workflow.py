@@ -189,8 +189,11 @@ class SynthesisResult(Result):
             top = gm["epsilon"].max()
             for method in ("stratified", "pooled"):
                 part = gm[(gm["epsilon"] == top) & (gm["method"] == method)]
-                worst = part.groupby("group")["value"].mean().idxmax()
-                values = part.loc[part["group"] == worst, "value"]
+                means = part.groupby("group")["value"].mean()
+                if not means.notna().any():
+                    out[f"worst-group one-way TVD, {method}, epsilon {top:g}"] = "no defined value: nothing to measure"
+                    continue
+                values = part.loc[part["group"] == means.idxmax(), "value"]
                 out[f"worst-group one-way TVD, {method}, epsilon {top:g}"] = (
                     f"{sd_over(values, 'seeds')} (the worst group's values; their mean is shown)" if len(values) > 1
                     else "one seed only: no spread measured (sweep more seeds to see one)")
