@@ -36,6 +36,7 @@ from core.privacy.project_ledger import LedgerRelease, data_key, release_key, sp
 from core.synthesis import encoding
 from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.registry import make_synthesizer
+from core.uncertainty_words import LEDGER_TOTAL, SET_BY_PLAN
 
 PAIR_SOURCES = {"real": "real records", "dp_synthetic": "a private synthetic copy"}
 #: The delta of every synthetic copy: fixed and stated, far below one over any plausible row count.
@@ -183,6 +184,11 @@ class SyntheticPeople(Result):
     def headline(self) -> dict[str, float]:
         return {"synthetic people": float(len(self.cards)), "epsilon": self.plan.epsilon,
                 "delta": PAIR_DELTA, "rho": self.spent.total("rho")}
+
+    def headline_uncertainty(self) -> dict[str, str]:
+        """Every number here is set by the plan or public by construction; the copy itself is one draw."""
+        return {"synthetic people": "exact (a public constant, not the private row count)",
+                "epsilon": SET_BY_PLAN, "delta": SET_BY_PLAN, "rho": LEDGER_TOTAL}
 
     def ledger(self) -> BudgetLedger:
         return self.spent
