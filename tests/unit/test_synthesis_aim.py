@@ -134,3 +134,17 @@ def test_seeded_fit_is_reproducible():
     assert np.array_equal(one.model_table(("a", "b")), two.model_table(("a", "b")))
     s1, s2 = one.sample(200, np.random.default_rng(5)), two.sample(200, np.random.default_rng(5))
     assert s1.equals(s2)
+
+
+def test_a_model_size_cap_nothing_fits_spends_the_rest_on_one_way_marginals():
+    from core.contracts import make_rng
+    from core.synthesis.aim import AIM
+
+    rng = make_rng(4)
+    a = rng.integers(0, 6, 2000)
+    df = pd.DataFrame({"a": a, "b": (a + rng.integers(0, 2, 2000)) % 6, "c": rng.integers(0, 6, 2000)})
+    dom = {"a": 6, "b": 6, "c": 6}
+    model = AIM(max_model_mb=1e-9, max_rounds=4, iters=20).fit(df, dom, 0.5, make_rng(5))
+    assert abs(model.ledger_.total("rho") - 0.5) <= 1e-9                 # nothing left unspent
+    assert all(len(cl) == 1 for cl in model.measured_)                  # no marginal broke the cap
+    assert model.ledger_.spends[-1].label == "rest of the budget: one-way marginals"
