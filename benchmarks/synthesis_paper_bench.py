@@ -85,13 +85,22 @@ def protocol(frame: pd.DataFrame, synths: list[str], epsilons: tuple, seeds: tup
         om = res.overall_metrics
         print(f"   {key.upper()} ({time.perf_counter() - t:.0f} s)")
         print(f"   {'epsilon':>8}{'method':>12}{'parity (codes)':>16}{'paper':>8}{'TSTR acc':>10}{'paper':>8}")
+        ratios = []
         for eps in epsilons:
+            par = {}
             for method in ("pooled", "stratified"):
                 part = om[(om["epsilon"] == eps) & (om["method"] == method)]
-                par = part.loc[part["metric"] == "parity_error_codes", "value"].mean()
+                par[method] = part.loc[part["metric"] == "parity_error_codes", "value"].mean()
                 acc = part.loc[part["metric"] == "accuracy", "value"].mean()
-                print(f"   {eps:>8g}{method:>12}{par:>16.2f}{PAPER_PARITY[(key, method)].get(eps, np.nan):>8.1f}"
+                print(f"   {eps:>8g}{method:>12}{par[method]:>16.2f}{PAPER_PARITY[(key, method)].get(eps, np.nan):>8.1f}"
                       f"{acc:>10.3f}{PAPER_TSTR[(key, method)].get(eps, np.nan):>8.3f}", flush=True)
+            paper = PAPER_PARITY[(key, "stratified")].get(eps, np.nan) / PAPER_PARITY[(key, "pooled")].get(eps, np.nan)
+            ratios.append((eps, par["stratified"] / par["pooled"], paper))
+        print("   effect of stratifying on parity error (stratified / pooled; < 1: stratifying helps)")
+        for eps, ours, paper in ratios:
+            same = (ours < 1) == (paper < 1) if np.isfinite(paper) else None
+            verdict = "no paper value" if same is None else ("same direction" if same else "opposite direction")
+            print(f"   {eps:>8g}  ours {ours:5.2f}  paper {paper:5.2f}  {verdict}", flush=True)
 
 
 def main() -> None:
