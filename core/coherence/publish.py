@@ -190,6 +190,7 @@ def _noisy_table(release, codes: pd.DataFrame, schema: AuditSchema, secure: bool
 def _synthetic(release: SynthesizerRelease, plan: PublishPlan, codes: pd.DataFrame, schema: AuditSchema,
                noise, rng) -> tuple[pd.DataFrame, BudgetLedger]:
     from core.synthesis import StratifiedSynthesizer, decode_categories
+    from core.synthesis.fit_ledger import record_fit
 
     cols = release.columns_
     domain = {c: int(schema.domain[c]) for c in cols}
@@ -197,7 +198,8 @@ def _synthetic(release: SynthesizerRelease, plan: PublishPlan, codes: pd.DataFra
     fit_rng, sample_rng = rng.spawn(2)
     rows = codes[cols].reset_index(drop=True)
     if release.stratified:
-        model = StratifiedSynthesizer(release.factory, release.strata, size_policy="public", n_jobs=1)
+        model = StratifiedSynthesizer(release.factory, release.strata, size_policy="public", n_jobs=1,
+                                      labels=schema.labels)
         model.fit(rows, domain, rho, fit_rng, noise=noise)
         ledger = model.ledger_
         n_out = len(rows)                    # stratum sizes are declared public by this algorithm
@@ -208,7 +210,8 @@ def _synthetic(release: SynthesizerRelease, plan: PublishPlan, codes: pd.DataFra
         n_out = int(round(max(len(rows) + float(draw[0]), 0.0)))
         ledger.spend("row count (Gaussian count)", rho_count, "rho", measured=f"one noisy row count, sigma {sigma:.3g}")
         model = release.factory().fit(rows, domain, rho - rho_count, fit_rng, noise=noise)
-        ledger.spend(f"{release.label} on all rows", rho - rho_count, "rho", measured="every row")
+        # every spend of the fit (AIM and GEM: each round's selection and measurement), adding up to its share
+        record_fit(ledger, model, rho - rho_count, f"{release.label} on all rows")
     synth = model.sample(max(n_out, 0), sample_rng)[cols].reset_index(drop=True)
     return decode_categories(synth, schema.labels), ledger
 

@@ -18,6 +18,7 @@ from core.contracts import Progress, named_rng
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import decode_categories, encode_categories
+from core.synthesis.fit_ledger import record_fit
 from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.plan import SynthesisPlan
 from core.synthesis.registry import SYNTHESIZERS
@@ -66,6 +67,8 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
     Stratified: the strata's sizes are public (declared) or the noisy counts it paid for, and the
     output has their total. Pooled: under DP counts a Gaussian row count takes ``count_share`` of
     rho and sets the output size; with declared public sizes the real row count is public.
+    The ledger lists every spend the synthesizer made (each round's selection and measurement for AIM
+    and GEM), per stratum in parallel when stratified; its total is the plan's rho.
     The one fit runs in this process, so ``progress`` hears the synthesizer's rounds (AIM, GEM) and a
     ``Cancelled`` raised there stops the fit before anything is released.
     """
@@ -80,7 +83,7 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
         rng = named_rng(sub.seed, "release", int(round(sub.epsilon * 1e6)))
         noise = SeededNoise(rng)
     if sub.method == "stratified":
-        model = build_synthesizer(plan, "stratified")
+        model = build_synthesizer(plan, "stratified", labels=labels)
         model = model.fit(codes, domain, rho, rng, noise=noise, **fit_progress(model, progress, "fit 1 of 1"))
         n_out = len(codes) if plan.sizes_public else model.release_size()
         ledger = model.ledger_
@@ -97,7 +100,8 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
             ledger.spend("row count (Gaussian count)", rho_count, "rho", measured=f"one noisy row count, sigma {sigma:.3g}")
         model = SYNTHESIZERS[plan.synthesizer].build(plan.params)
         model = model.fit(codes, domain, rho_fit, rng, noise=noise, **fit_progress(model, progress, "fit 1 of 1"))
-        ledger.spend(f"{SYNTHESIZERS[plan.synthesizer].label} on all rows", rho_fit, "rho", measured="every row")
+        # every spend of the fit (one-way marginals, each round's selection and measurement), adding up to rho_fit
+        record_fit(ledger, model, rho_fit, f"{SYNTHESIZERS[plan.synthesizer].label} on all rows")
         table = ledger.to_frame()
     synth = decode_categories(model.sample(n_out, rng), labels)
     size_note = ("Row count: public, as declared." if plan.sizes_public else

@@ -30,6 +30,7 @@ from core.numeric import largest_remainder as rounded
 from core.parallel import map_trials, spawn_rngs
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import check_codes
+from core.synthesis.fit_ledger import record_fit
 from core.synthesis.noise import noise_source
 from core.synthesis.strata import StrataIndex
 
@@ -103,7 +104,7 @@ class StratifiedSynthesizer:
     def __init__(self, synth_factory: Callable[[], object], strata_columns: Sequence[str],
                  size_policy: str = "public", count_share: float = 0.1, min_size: float = 0.0,
                  small_action: str = "keep", public_sizes: Mapping[str, float] | None = None,
-                 n_jobs: int | None = 1, progress=None) -> None:
+                 n_jobs: int | None = 1, progress=None, labels: Mapping[str, Sequence] | None = None) -> None:
         self.synth_factory = synth_factory
         self.strata_columns = tuple(strata_columns)
         self.size_policy = size_policy
@@ -113,6 +114,14 @@ class StratifiedSynthesizer:
         self.public_sizes = public_sizes
         self.n_jobs = n_jobs
         self.progress = progress
+        self.labels = labels
+
+    def stratum_title(self, key: str) -> str:
+        """How ledgers and progress name a fitted stratum: its category labels when the wrapper was
+        given them ('stratum Female · White'), else its key ('stratum sex=1|race=4')."""
+        if key == MERGED:
+            return MERGED
+        return f"stratum {getattr(self, 'names_', {}).get(key, key)}"
 
     def _check(self, df: pd.DataFrame) -> None:
         if not self.strata_columns:
@@ -150,6 +159,8 @@ class StratifiedSynthesizer:
         s_idx = [self.columns_.index(c) for c in self.strata_columns]
         self.index_ = StrataIndex.of(self.strata_columns, self.domain_)
         k = self.index_.count
+        self.names_ = ({self.index_.key(f): n for f, n in self.index_.names(self.labels).items()}
+                       if self.labels is not None else {})
         keys = self.index_.flat(arr[:, s_idx])
         true_counts = np.bincount(keys, minlength=k).astype(float)
         self.ledger_ = BudgetLedger()
@@ -212,11 +223,12 @@ class StratifiedSynthesizer:
                 share[i] = sizes[i] / total_w if total_w > 0 else 0.0
         # share of the synthetic rows each stratum will receive (0: fitted but sized to nothing, or dropped)
         self.strata_["sample_share"] = share
-        for job in jobs:
-            # what was measured is named, never how many rows it held (that is the private size)
-            self.ledger_.spend(f"synthesizer on stratum {job.key}", rho_strata, "rho", composition="parallel",
-                               group="strata", measured="the stratum's own rows")
         self.models_ = dict(self._fit_jobs(jobs, progress))
+        for job in jobs:
+            # every spend of the stratum's fit, in one part of the "strata" group: they add up inside
+            # the stratum and only the largest stratum counts; never how many rows it held
+            record_fit(self.ledger_, self.models_[job.key], rho_strata, self.stratum_title(job.key),
+                       measured="the stratum's own rows", composition="parallel", group="strata", part=job.key)
         self.rho_ = rho
         self.rho_per_stratum_ = rho_strata
         return self
@@ -228,7 +240,8 @@ class StratifiedSynthesizer:
         if self.n_jobs == 1:
             out = []
             for s, job in enumerate(jobs):
-                model, label = stratum_model(job), f"stratum {s + 1} of {len(jobs)} ({job.key})"
+                model = stratum_model(job)
+                label = f"stratum {s + 1} of {len(jobs)} ({self.stratum_title(job.key).removeprefix('stratum ')})"
                 forward = (_prefixed(progress, label, s, len(jobs))
                            if progress is not None and takes_progress(model.fit) else None)
                 out.append(_fit_one(job, model, forward))

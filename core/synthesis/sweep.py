@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +18,9 @@ import pandas as pd
 from core.contracts import Progress, make_rng, seed_sequence
 from core.parallel import map_trials
 from core.privacy.accounting import gaussian_sigma, rho_for_epsilon
+from core.synthesis.aim import MEASURE_SHARE as AIM_MEASURE_SHARE
 from core.synthesis.encoding import encode_categories
+from core.synthesis.gem import round_budget as gem_round_budget
 from core.synthesis.metrics import (group_keys, ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd,
                                     workload_error)
 from core.synthesis.plan import MAX_STRATA, METHODS, SynthesisPlan
@@ -77,8 +81,9 @@ def fit_progress(model, progress: Progress | None, prefix: str) -> dict:
     return {}
 
 
-def build_synthesizer(plan: SynthesisPlan, method: str, n_jobs: int = 1):
-    """The pooled synthesizer or its stratified wrapper for this plan."""
+def build_synthesizer(plan: SynthesisPlan, method: str, n_jobs: int = 1, labels=None):
+    """The pooled synthesizer or its stratified wrapper for this plan; with the columns' category
+    ``labels`` the wrapper names strata by them in its ledger and progress ('stratum Female · White')."""
     spec, params = SYNTHESIZERS[plan.synthesizer], plan.params
 
     def factory():
@@ -87,7 +92,7 @@ def build_synthesizer(plan: SynthesisPlan, method: str, n_jobs: int = 1):
     if method == "pooled":
         return factory()
     return StratifiedSynthesizer(factory, plan.strata, plan.size_policy, plan.count_share,
-                                 plan.min_stratum_size, plan.small_action, n_jobs=n_jobs)
+                                 plan.min_stratum_size, plan.small_action, n_jobs=n_jobs, labels=labels)
 
 
 def fit_rng(seed: int, epsilon: float, method: str) -> np.random.Generator:
@@ -96,10 +101,10 @@ def fit_rng(seed: int, epsilon: float, method: str) -> np.random.Generator:
 
 
 def _one_run(args, progress: Progress | None = None) -> dict:
-    plan, train, test, domain, epsilon, seed, method, position, total = args
+    plan, train, test, domain, labels, epsilon, seed, method, position, total = args
     rho = rho_for_epsilon(epsilon, plan.delta)
     rng = fit_rng(seed, epsilon, method)
-    model = build_synthesizer(plan, method)
+    model = build_synthesizer(plan, method, labels=labels)
     model = model.fit(train, domain, rho, rng,
                       **fit_progress(model, progress, f"fit {position} of {total} ({method}, epsilon {epsilon:g})"))
     synth = model.sample(len(train), rng)
@@ -141,7 +146,7 @@ def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | Non
     check_strata_count(int(np.prod([domain[c] for c in plan.strata])))
     train, test = split_train_test(codes, sweep.test_fraction, sweep.split_seed)
     grid = [(e, s, m) for e in sweep.epsilons for s in sweep.seeds for m in METHODS]
-    items = [(plan, train, test, domain, e, s, m, i + 1, len(grid)) for i, (e, s, m) in enumerate(grid)]
+    items = [(plan, train, test, domain, labels, e, s, m, i + 1, len(grid)) for i, (e, s, m) in enumerate(grid)]
     # one process: each fit reports its own rounds; on workers only whole fits can be reported
     work = functools.partial(_one_run, progress=progress) if n_jobs == 1 else _one_run
     runs = map_trials(work, items, n_jobs=n_jobs, progress=progress, label="synthesizer fits")
@@ -178,13 +183,18 @@ def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | Non
 
 
 def readable_ledger(ledger: pd.DataFrame, strata_columns, labels, domain) -> pd.DataFrame:
-    """The ledger with stratum keys like 'sex=0|race=4' replaced by their category names."""
+    """The ledger with stratum keys like 'sex=0|race=4' replaced by their category names, in a part
+    and in a label that names the stratum ('stratum sex=0|race=4: round 3: selection')."""
     index = StrataIndex.of(strata_columns, domain)
     keys = {index.key(flat): name for flat, name in index.names(labels).items()}
     out = ledger.copy()
+    if not keys or out.empty:
+        return out
+    # a whole key only: not preceded by more of a key, followed by the end or ':'
+    pattern = re.compile("(?<![\\w=|])(" + "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
+                         + ")(?=:|$)")
     for col in ("label", "part"):
-        out[col] = [next((v.replace(k, n) for k, n in keys.items() if isinstance(v, str) and v.endswith(k)), v)
-                    for v in out[col]]
+        out[col] = [pattern.sub(lambda m: keys[m.group(1)], v) if isinstance(v, str) else v for v in out[col]]
     return out
 
 
@@ -242,23 +252,65 @@ def worst_group_table(result: SweepResult, metric: str = "tvd_2way") -> pd.DataF
     return out.reset_index()
 
 
+def _independent_sds(params, d: int, rho: float) -> tuple[float, float]:
+    # every one-way marginal at once with the whole budget (L2 sensitivity sqrt(d)); no two-way tables
+    return gaussian_sigma(math.sqrt(max(d, 1)), rho), math.nan
+
+
+def _mst_sds(params, d: int, rho: float) -> tuple[float, float]:
+    # a third on the one-way marginals, a third on the tree's d - 1 two-way marginals (one-column: all on one-way)
+    if d <= 1:
+        return gaussian_sigma(1.0, rho), math.nan
+    return gaussian_sigma(math.sqrt(d), rho / 3), gaussian_sigma(math.sqrt(d - 1), rho / 3)
+
+
+def _aim_sds(params, d: int, rho: float) -> tuple[float, float]:
+    # T planned rounds, each measuring with 0.9 rho / T; the one-way marginals take d rounds' worth, at
+    # most half of rho (one column: no workload, all on the one-way marginal)
+    if d <= 1:
+        return gaussian_sigma(1.0, rho), math.nan
+    rounds = max(int(params.max_rounds) or 16 * d, 1)
+    rho_m = AIM_MEASURE_SHARE * rho / rounds
+    return gaussian_sigma(math.sqrt(d), min(d * rho_m, rho / 2)), gaussian_sigma(1.0, rho_m)
+
+
+def _gem_sds(params, d: int, rho: float) -> tuple[float, float]:
+    # T rounds of rho / T: the first on the one-way marginals, each later one a selection and a
+    # two-way measurement (GEM's own split of a round); with scaled rounds a smaller stratum runs fewer
+    # rounds and measures with less noise, so this is the noisiest stratum's
+    if d <= 1:
+        return gaussian_sigma(1.0, rho), math.nan
+    rounds = max(int(params.rounds), 1)
+    return gaussian_sigma(math.sqrt(d), rho / rounds), gaussian_sigma(1.0, gem_round_budget(rho / rounds)[1])
+
+
+CELL_SDS = {"independent": _independent_sds, "mst": _mst_sds, "aim": _aim_sds, "gem": _gem_sds}
+"""Per synthesizer key: (one-way, two-way) Gaussian sd on one cell for a model of d columns given rho."""
+
+
+def measurement_sds(key: str, params, d: int, rho: float) -> tuple[float, float]:
+    """The Gaussian sd on one cell of the one-way and the two-way marginals the synthesizer ``key``
+    measures on ``d`` columns with budget ``rho`` (NaN when it measures no two-way marginal), following
+    its own split of the budget. A synthesizer not listed here is refused."""
+    if key not in CELL_SDS:
+        raise ValueError(f"No noise calibration is known for the synthesizer {key!r}; "
+                         f"known: {', '.join(CELL_SDS)}.")
+    return CELL_SDS[key](params, int(d), float(rho))
+
+
 def noise_table(plan: SynthesisPlan, epsilons) -> pd.DataFrame:
-    """Per epsilon: rho, the Gaussian sd on each cell of the chosen synthesizer's measurements inside
-    one stratum and pooled, and the sd of the DP counts (0 when sizes are public). Calibrated by
-    ``core.privacy.accounting.gaussian_sigma``; MST spends a third of its rho per measurement."""
+    """Per epsilon: rho, the Gaussian sd on each cell of the chosen synthesizer's one-way and two-way
+    measurements inside one stratum, the pooled one-way sd, and the sd of the DP counts (0 when sizes
+    are public). Each synthesizer's own budget split is followed (:func:`measurement_sds`), calibrated
+    by ``core.privacy.accounting.gaussian_sigma``."""
     d = len(plan.columns) - len(plan.strata)  # a stratum's model sees the other columns
     pooled_d = len(plan.columns)
-    mst = plan.synthesizer == "mst"
     rows = []
     for eps in epsilons:
         rho = rho_for_epsilon(eps, plan.delta)
         rho_count = plan.count_share * rho if plan.size_policy == "dp_count" else 0.0
-        rho_s = rho - rho_count
-        if mst and d > 1:
-            one, two = gaussian_sigma(np.sqrt(d), rho_s / 3), gaussian_sigma(np.sqrt(d - 1), rho_s / 3)
-        else:
-            one, two = gaussian_sigma(np.sqrt(max(d, 1)), rho_s), np.nan
-        pooled_one = gaussian_sigma(np.sqrt(pooled_d), rho / 3 if mst and pooled_d > 1 else rho)
+        one, two = measurement_sds(plan.synthesizer, plan.params, d, rho - rho_count)
+        pooled_one, _ = measurement_sds(plan.synthesizer, plan.params, pooled_d, rho)
         rows.append((eps, rho, one, two, pooled_one, gaussian_sigma(1.0, rho_count) if rho_count else 0.0))
     return pd.DataFrame(rows, columns=["epsilon", "rho", "stratum one-way cell sd", "stratum two-way cell sd",
                                        "pooled one-way cell sd", "stratum count sd"])
@@ -280,7 +332,7 @@ def marginal_comparison(plan: SynthesisPlan, frame: pd.DataFrame,
     synths = {}
     for i, method in enumerate(METHODS):
         rng = fit_rng(sub.seed, sub.epsilon, method)
-        model = build_synthesizer(plan, method)
+        model = build_synthesizer(plan, method, labels=labels)
         extra = fit_progress(model, progress, f"marginals: fit {i + 1} of {len(METHODS)} ({method})")
         synths[method] = model.fit(train, domain, rho, rng, **extra).sample(len(train), rng)
     names = stratum_labels(plan.strata, labels, domain)
