@@ -104,3 +104,25 @@ def test_from_audit_and_the_simulation_entries_compose_to_nothing():
     assert isinstance(sweep, BudgetLedger) and sweep.total("rho") == pytest.approx(0.1 ** 2 / 2 + 0.5)
     sim = LedgerRelease("cps", "sim", "simulation", "Coherence audit", "audit", "x", "d" * 64, spends_of(one))
     assert compose([sim]).epsilon == 0.0 and compose([sim]).n_releases == 0
+
+
+@pytest.mark.parametrize("key", ["synth_aim", "strat_aim"])
+def test_aim_publish_ledger_lists_every_round_and_totals_rho(key):
+    extra = {"strata": ("sex",)} if key.startswith("strat_") else {}
+    plan = PublishPlan(lens=LENS, release=_choice(key, epsilon=1.0, max_rounds=3, **extra), seed=2)
+    res = publish(plan, secure=False)
+    labels = [s.label for s in res.budget.spends]
+    prefixes = ["stratum Female", "stratum Male"] if extra else ["AIM (adaptive, workload-aware), pooled on all rows"]
+    for prefix in prefixes:
+        assert f"{prefix}: one-way marginals" in labels
+        assert f"{prefix}: round 1: selection" in labels and f"{prefix}: round 1: measurement" in labels
+    assert res.budget.total("rho") == pytest.approx(0.5, abs=1e-9)
+    if extra:   # strata compose in parallel: each stratum's own lines add up to the whole rho
+        parallel = [s for s in res.budget.spends if s.composition == "parallel"]
+        assert len(parallel) == len(labels) and {s.part for s in parallel} == {"sex=0", "sex=1"}
+    else:       # the row count's share plus every spend of the fit
+        assert labels[0] == "row count (Gaussian count)" and len(labels) > 4
+    stored = LedgerRelease("d", "r", "simulation", "page", "publish", "AIM", "digest", spends_of(res.budget))
+    assert [s.label for s in stored.spends] == labels
+    text = res.statement + " ".join(s.label + s.measured for s in res.budget.spends)
+    assert str(len(load_dataset("cps"))) not in text.replace(",", "")
