@@ -7,7 +7,9 @@ back after sampling. Sizes are either declared public by the user or estimated w
 count histogram that takes its own share of the budget.
 
 Under DP counts nothing the wrapper records (ledger, strata table) holds an exact stratum size:
-only the noisy sizes, which are the ones that steer the release and its row count.
+only the noisy sizes, which are the ones that steer the release and its row count. The ledger
+holds every spend of every stratum's fit (AIM's and GEM's rounds line by line), each stratum one
+part of the parallel group "strata": lines add up inside a stratum and the largest stratum counts.
 
 Speed and progress: strata are fitted one after another in this process by default
 (``n_jobs=1``), where synthesizers that compile programs (GEM, AIM) reuse them from stratum to

@@ -226,3 +226,61 @@ def test_cancel_from_a_stratum_round_stops_the_fit():
     with pytest.raises(Cancelled):
         s.fit(df, dom, 1.0, np.random.default_rng(0), progress=stop)
     assert len(Replay.fitted) == 1 and not hasattr(s, "models_")     # stratum 2 never finished
+
+
+class Spender(Rounds):
+    """Rounds that keeps a ledger like AIM and GEM: one-way marginals, then a selection and a
+    measurement per round (a different number of rounds by stratum, as GEM's scaled rounds do)."""
+
+    def fit(self, df, domain, rho, rng, progress=None):
+        from core.privacy.ledger import BudgetLedger
+        super().fit(df, domain, rho, rng, progress)
+        rounds = 1 + int(df["tag"].iloc[0]) % 3 if len(df) else 1
+        self.ledger_ = BudgetLedger()
+        self.ledger_.spend("one-way marginals", rho / 2, "rho", measured="one-way tables, sigma 1")
+        for r in range(rounds):
+            self.ledger_.spend(f"round {r + 1}: selection", rho / 10 / rounds, "rho", measured="a pick")
+            self.ledger_.spend(f"round {r + 1}: measurement", 0.4 * rho / rounds, "rho", measured="a table")
+        return self
+
+
+def test_every_spend_of_each_stratum_is_in_the_ledger_in_parallel():
+    df, dom = four_strata()
+    rho, share = 0.5, 0.2
+    heard = []
+    labels = {"g": ["Female", "Male"], "h": ["young", "old"], "tag": list("abcd"), "x": list("xyz")}
+    s = StratifiedSynthesizer(Spender, ["g", "h"], size_policy="dp_count", count_share=share, labels=labels,
+                              progress=lambda *a: heard.append(a)).fit(df, dom, rho, np.random.default_rng(0))
+    assert heard[0][2] == "stratum 1 of 4 (Female · young): round 1 of 3"
+    spends = s.ledger_.spends
+    strata = [x for x in spends if x.composition == "parallel"]
+    for key, model in s.models_.items():
+        own = [x for x in strata if x.part == key]
+        name = s.names_[key]
+        assert [x.label for x in own] == [f"stratum {name}: {y.label}" for y in model.ledger_.spends]
+        assert [x.measured for x in own] == [y.measured for y in model.ledger_.spends]
+        assert sum(x.amount for x in own) == pytest.approx((1 - share) * rho, abs=1e-12)
+    assert len({len([x for x in strata if x.part == k]) for k in s.models_}) > 1   # uneven rounds by stratum
+    assert {x.group for x in strata} == {"strata"}
+    # one stratum's budget plus the counts' share: the full rho, never more, never less
+    assert s.ledger_.total("rho") == pytest.approx(rho, abs=1e-9)
+    assert "4 disjoint parts" in s.ledger_.statement()
+
+
+def test_a_stratum_fit_that_leaves_budget_unspent_is_still_charged_it():
+    df, dom = four_strata()
+
+    class Thrifty(Replay):
+        def fit(self, df, domain, rho, rng):
+            from core.privacy.ledger import BudgetLedger
+            super().fit(df, domain, rho, rng)
+            self.ledger_ = BudgetLedger()
+            self.ledger_.spend("one-way marginals", rho / 4, "rho")
+            return self
+
+    s = StratifiedSynthesizer(Thrifty, ["g", "h"], min_size=15, small_action="merge").fit(
+        df, dom, 0.8, np.random.default_rng(0))
+    led = s.ledger_.to_frame()
+    assert led["label"].str.endswith("budget set aside but not spent").sum() == len(s.models_)
+    assert f"{MERGED}: one-way marginals" in set(led["label"])     # the merged strata's own model
+    assert s.ledger_.total("rho") == pytest.approx(0.8, abs=1e-12)
