@@ -231,3 +231,78 @@ def test_stratum_rounds_follow_the_share_of_rows_and_each_stratum_spends_its_bud
     unscaled = StratifiedSynthesizer(lambda: small(rounds=40, steps=2), ["s"], size_policy="public")
     assert {m.rounds for m in unscaled.fit(df, dom, rho, np.random.default_rng(2)).models_.values()} == {40}
     assert small(rounds=40, scale_rounds=True).for_stratum(float("nan")).rounds == 40
+
+
+class FixedNoise:
+    """Seeded one-way noise, then fixed two-way draws and reported sigmas, one pair per call in order."""
+
+    secure = False
+
+    def __init__(self, draws, sigmas):
+        from core.synthesis.noise import SeededNoise
+
+        self.seeded = SeededNoise(np.random.default_rng(0))
+        self.draws, self.sigmas, self.calls = list(draws), list(sigmas), 0
+
+    def gaussian(self, sensitivity, rho, size):
+        self.calls += 1
+        if self.calls <= 2:                    # round 1: the two one-way tables
+            return self.seeded.gaussian(sensitivity, rho, size)
+        k = self.calls - 3
+        return np.full(size, self.draws[k], float), self.sigmas[k]
+
+    def choose(self, scores, epsilon):
+        return 0
+
+
+def test_a_marginal_measured_twice_keeps_both_at_their_inverse_variance_mean():
+    df = correlated(600)[["a", "b"]]                 # one pair: every later round measures a x b
+    dom = {"a": 2, "b": 3}
+    exact = pd.crosstab(df["a"], df["b"]).reindex(index=range(2), columns=range(3), fill_value=0).to_numpy(float)
+    noise = FixedNoise(draws=[10.0, -20.0], sigmas=[1.0, 3.0])
+    model = small(rounds=3).fit(df, dom, 0.5, np.random.default_rng(0), noise=noise)
+    y, sigma = model.measurements_[("a", "b")]
+    want = exact + (10.0 / 1.0 + -20.0 / 9.0) / (1.0 + 1.0 / 9.0)
+    np.testing.assert_allclose(y, want)
+    assert sigma == pytest.approx(math.sqrt(1.0 / (1.0 + 1.0 / 9.0)))
+    # neither the last draw alone (overwritten) nor the plain mean
+    assert not np.allclose(y, exact - 20.0) and not np.allclose(y, exact - 5.0)
+    assert [r["times_measured"] for r in model.rounds_] == [1, 2]
+    # the ledger still records both paid measurements, and the second says it was averaged in
+    meas = [s for s in model.ledger_.spends if s.label.endswith("measurement")]
+    assert len(meas) == 2 and all(s.amount > 0 for s in meas)
+    assert "averaged with 1 earlier" in meas[1].measured and "earlier" not in meas[0].measured
+    assert abs(model.ledger_.total("rho") - 0.5) <= 1e-9
+
+
+def test_repeated_measurements_raise_the_loss_weight_by_their_precision():
+    from core.synthesis.gem import Measurements
+
+    m = Measurements()
+    y, s = m.add("x", np.array([4.0, 0.0]), 2.0)
+    assert s == pytest.approx(2.0) and np.allclose(y, [4.0, 0.0])
+    y, s = m.add("x", np.array([0.0, 4.0]), 2.0)      # equal sigmas: the plain mean, variance halved
+    assert np.allclose(y, [2.0, 2.0]) and s == pytest.approx(math.sqrt(2.0))
+    assert m.count["x"] == 2
+    with pytest.raises(ValueError, match="positive finite sigma"):
+        m.add("x", np.zeros(2), 0.0)
+    with pytest.raises(ValueError, match="share a shape"):
+        m.add("x", np.zeros(3), 1.0)
+    assert m.count["x"] == 2 and np.allclose(m.get("x")[0], [2.0, 2.0])   # nothing lost on bad input
+    # in a fit, a pair measured k times at the round's sigma has about k times the precision
+    df = correlated(600)[["a", "b"]]
+    model = small(rounds=4).fit(df, {"a": 2, "b": 3}, 0.5, np.random.default_rng(1))
+    last = model.rounds_[-1]
+    assert last["times_measured"] == 3
+    assert last["combined_sigma"] == pytest.approx(last["sigma"] / math.sqrt(3), rel=1e-6)
+
+
+def test_seeded_runs_with_repeated_marginals_are_reproducible():
+    df = correlated(600)[["a", "b"]]
+
+    def run():
+        m = small(rounds=4).fit(df, {"a": 2, "b": 3}, 0.5, np.random.default_rng(8))
+        return m.sample(300, np.random.default_rng(9)), m.measurements_[("a", "b")][0]
+    (one, y1), (two, y2) = run(), run()
+    pd.testing.assert_frame_equal(one, two)
+    np.testing.assert_array_equal(y1, y2)
