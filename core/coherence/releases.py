@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from core.contracts import Registry, Spec, check_params, param
-from core.privacy.accounting import epsilon_to_rho, gaussian_sigma, rho_to_epsilon
+from core.privacy.accounting import epsilon_to_rho, gaussian_sigma, rho_for_epsilon, rho_to_epsilon
 from core.privacy.mechanisms import sample_gaussian, sample_laplace
 from core.synthesis.encoding import encode_categories
 
@@ -101,6 +101,22 @@ def table_counts(half: pd.DataFrame, schema: AuditSchema) -> np.ndarray:
 
 NEIGHBOURS = {"replace_one": "replace one person", "add_remove": "add or remove one person"}
 EPSILON_HELP = "Privacy-loss budget of the release; smaller means more noise."
+# What "epsilon" means for the zCDP releases of the audit (the Gaussian table and every synthesizer):
+# the zCDP epsilon, spent as rho = epsilon^2 / 2. It is NOT converted like the Stratified synthesis
+# page's (epsilon, delta) epsilon (rho_for_epsilon(epsilon, delta), about 33 times less rho at
+# epsilon 1, delta 1e-9), because the audit has no delta to convert at: its theory reads a zCDP
+# guarantee through its rho alone (audit._theory_fn turns rho into a replace-one (epsilon, delta)
+# at Thm 8's own delta cap, which depends on n, beta and the subgroups, far below any delta a
+# release would state). Converting at a chosen delta would add a number the theory never uses;
+# converting at the cap would make the release's noise change with the audit's beta or subgroups.
+# Keeping rho = epsilon^2 / 2 keeps the theory exact, keeps every saved plan's spend unchanged and
+# puts the Gaussian table and the synthesizers on one scale in the epsilon sweep; the field is
+# therefore labelled as a zCDP epsilon wherever it shows (widget label, help, release names,
+# guarantee statements).
+ZCDP_EPSILON_LABEL = "zCDP epsilon (rho = epsilon^2/2)"
+ZCDP_EPSILON_HELP = ("Privacy-loss budget as a zCDP epsilon: the release spends rho = epsilon^2 / 2 "
+                     "(epsilon 1 is rho 0.5). This is not the (epsilon, delta) epsilon of the Stratified "
+                     f"synthesis page, where epsilon 1 at delta 1e-9 is rho {rho_for_epsilon(1.0, 1e-9):.3f}.")
 NEIGHBOUR_HELP = ("The neighbouring data sets the noise is calibrated for. Add/remove halves the noise; the "
                   "theory then reads the budget as 2 epsilon (pure DP) or 4 rho (zCDP) under replace-one.")
 
@@ -146,7 +162,7 @@ class LaplaceTableParams(NoisyTableParams):
 
 @dataclass(frozen=True)
 class GaussianTableParams(NoisyTableParams):
-    pass
+    epsilon: float = param(1.0, label=ZCDP_EPSILON_LABEL, low=1e-6, high=1000.0, step=0.1, help=ZCDP_EPSILON_HELP)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -158,6 +174,8 @@ class Release:
     key = "base"
     label = "base"
     kind = "microdata"
+    epsilon_word = "epsilon"
+    """How the ``epsilon`` parameter is named in the release's name ("zCDP epsilon" for zCDP releases)."""
 
     def bind(self, schema: AuditSchema) -> "Release":
         self.schema_ = schema
@@ -173,7 +191,8 @@ class Release:
 
     @property
     def name(self) -> str:
-        extra = ", ".join(f"{k}={v}" for k, v in self.params.items() if v not in ((), None, ""))
+        extra = ", ".join(f"{self.epsilon_word if k == 'epsilon' else k}={v}" for k, v in self.params.items()
+                          if v not in ((), None, ""))
         return f"{self.label} ({extra})" if extra else self.label
 
     @property
@@ -299,6 +318,7 @@ class LaplaceTable(_NoisyTable):
 class GaussianTable(_NoisyTable):
     """Gaussian noise per cell: rho-zCDP with rho = eps^2/2 for the chosen neighbours."""
     key, label = "gaussian_table", "Noisy table (Gaussian)"
+    epsilon_word = "zCDP epsilon"
 
     @property
     def rho(self) -> float:
@@ -307,7 +327,8 @@ class GaussianTable(_NoisyTable):
     @property
     def privacy(self):
         return PrivacyGuarantee("zcdp", rho=self.rho, neighbour=self.neighbour, statement=(
-            f"{self.rho:.4g}-zCDP (rho = eps^2/2; {self.neighbour.replace('_', '-')} neighbours, "
+            f"{self.rho:.4g}-zCDP (zCDP epsilon {self.epsilon:g}, rho = epsilon^2/2; "
+            f"{self.neighbour.replace('_', '-')} neighbours, "
             f"L2 sensitivity {math.sqrt(self.l1_sensitivity):.3g}, sigma {self.sigma:.3g})."))
 
     @property
@@ -322,10 +343,12 @@ class GaussianTable(_NoisyTable):
 class SynthesizerRelease(Release):
     """Synthetic microdata from a core.synthesis synthesizer over lens + target (+ strata) columns.
 
-    Budget rho = eps^2/2 zCDP as the synthesizers account it (add/remove neighbours); the
+    Budget: ``epsilon`` is a zCDP epsilon, spent as rho = epsilon^2/2 as the synthesizers account
+    it (add/remove neighbours; see ZCDP_EPSILON_LABEL for why it is not converted at a delta); the
     output has as many rows as the half. Stratified: one model per public stratum, sizes public.
     """
     kind = "microdata"
+    epsilon_word = "zCDP epsilon"
 
     def __init__(self, synth_key: str, epsilon: float = 1.0, strata: tuple[str, ...] = (),
                  stratified: bool = False, synth_params: Any = None) -> None:
@@ -351,11 +374,17 @@ class SynthesizerRelease(Release):
         return {"epsilon": self.epsilon, **({"strata": self.strata} if self.stratified else {}), **changed}
 
     @property
+    def rho(self) -> float:
+        """The zCDP budget the fit spends: epsilon^2 / 2 (the one place the conversion is made)."""
+        return epsilon_to_rho(self.epsilon)
+
+    @property
     def privacy(self):
-        rho = epsilon_to_rho(self.epsilon)
+        rho = self.rho
         note = " (strata sizes declared public; strata compose in parallel)" if self.stratified else ""
         return PrivacyGuarantee("zcdp", rho=rho, neighbour="add_remove",
-                                statement=f"{rho:.4g}-zCDP, add/remove neighbours{note}.")
+                                statement=f"{rho:.4g}-zCDP (zCDP epsilon {self.epsilon:g}, rho = epsilon^2/2), "
+                                          f"add/remove neighbours{note}.")
 
     def bind(self, schema):
         if self.stratified and not self.strata:
@@ -376,7 +405,7 @@ class SynthesizerRelease(Release):
             model = StratifiedSynthesizer(self.factory, self.strata, size_policy="public", n_jobs=1)
         else:
             model = self.factory()
-        model.fit(half[cols].reset_index(drop=True), domain, epsilon_to_rho(self.epsilon), fit_rng)
+        model.fit(half[cols].reset_index(drop=True), domain, self.rho, fit_rng)
         return MicrodataReport(model.sample(len(half), sample_rng)[cols].reset_index(drop=True))
 
 
@@ -394,9 +423,9 @@ def synthesizers() -> Registry:
 def _release_params_class(spec: Spec, stratified: bool) -> type:
     """A release's Params for one synthesizer: epsilon (and strata) followed by the synthesizer's own
     fields, so the page draws every synthesizer setting and none silently stays at its default."""
-    epsilon = ("epsilon", float, param(1.0, label="epsilon", low=1e-6, high=1000.0, step=0.1,
-                                       help=EPSILON_HELP + " Spent as rho = epsilon^2 / 2 zCDP"
-                                       + (" in every stratum." if stratified else ".")))
+    epsilon = ("epsilon", float, param(1.0, label=ZCDP_EPSILON_LABEL, low=1e-6, high=1000.0, step=0.1,
+                                       help=ZCDP_EPSILON_HELP + (" Every stratum spends it in full (parallel "
+                                                                 "composition)." if stratified else "")))
     strata = ("strata", tuple[str, ...], param((), label="strata columns (sizes public)", kind="columns",
                                                help="One model per stratum; the stratum sizes are treated as public."))
     hints = typing.get_type_hints(spec.params)

@@ -180,4 +180,44 @@ def test_synthesizer_settings_reach_the_synthesizer_and_the_name():
     if "compress" in {f.name for f in dataclasses.fields(synthesizers()["mst"].params)}:
         rel = make_release("synth_mst", epsilon=1.0, compress=False)
         assert rel.factory().compress is False
-        assert rel.name == "MST (maximum spanning tree), pooled (epsilon=1.0, compress=False)"
+        assert rel.name == "MST (maximum spanning tree), pooled (zCDP epsilon=1.0, compress=False)"
+
+
+def test_zcdp_releases_spend_and_say_rho_is_epsilon_squared_over_two():
+    """The audit's epsilon for the Gaussian table and every synthesizer is a zCDP epsilon, labelled so,
+    and the fit receives exactly the rho the guarantee (and so the theory and the ledger) states."""
+    import dataclasses
+
+    from core.coherence.releases import ZCDP_EPSILON_LABEL
+    from core.privacy.accounting import rho_for_epsilon
+
+    assert ZCDP_EPSILON_LABEL == "zCDP epsilon (rho = epsilon^2/2)"
+    page_rho = rho_for_epsilon(1.0, 1e-9)
+    for key in [k for k in RELEASES if k.startswith(("synth_", "strat_"))] + ["gaussian_table"]:
+        field = next(f for f in dataclasses.fields(RELEASES[key].params) if f.name == "epsilon")
+        assert field.metadata["label"] == ZCDP_EPSILON_LABEL, key
+        assert "rho = epsilon^2 / 2" in field.metadata["help"] and f"{page_rho:.3f}" in field.metadata["help"]
+        rel = make_release(key, epsilon=1.0, **({"strata": ("s",)} if key.startswith("strat_") else {}))
+        assert rel.privacy.rho == pytest.approx(0.5)
+        assert "zCDP epsilon 1" in rel.privacy.statement and "zCDP epsilon=1.0" in rel.name
+    lap = RELEASES["laplace_table"]
+    assert next(f for f in dataclasses.fields(lap.params) if f.name == "epsilon").metadata["label"] == "epsilon"
+    assert "zCDP" not in make_release("laplace_table", epsilon=1.0).name
+    # the synthesizer is fitted at the stated rho, not at another conversion of the same epsilon
+    codes, schema = _half()
+    rel = make_release("synth_independent", epsilon=0.3).bind(schema)
+    seen = []
+    real = rel.factory
+
+    def spy():
+        model = real()
+        fit = model.fit
+
+        def recording(df, domain, rho, rng, *a, **kw):
+            seen.append(rho)
+            return fit(df, domain, rho, rng, *a, **kw)
+        model.fit = recording
+        return model
+    rel.factory = spy
+    rel.release(codes, np.random.default_rng(0))
+    assert seen == [pytest.approx(0.045)] and seen[0] == pytest.approx(rel.privacy.rho)
