@@ -133,9 +133,9 @@ class BudgetLedger:
             else:
                 groups.setdefault(s.group, {}).setdefault(s.part, []).append(s)
         for group, parts in groups.items():
-            part_rho = [sum(s.rho for s in spends) for spends in parts.values()]
+            part_rho = [math.fsum(s.rho for s in spends) for spends in parts.values()]
             pure = all(s.unit == "epsilon" for spends in parts.values() for s in spends)
-            part_eps = [sum(s.amount for s in spends) for spends in parts.values()] if pure else None
+            part_eps = [math.fsum(s.amount for s in spends) for spends in parts.values()] if pure else None
             charges.append(_Charge(group, max(part_eps) if pure else None, max(part_rho)))
         return charges
 
@@ -157,16 +157,16 @@ class BudgetLedger:
         if not charges:
             return 0.0
         if unit == "rho":
-            return float(sum(c.rho for c in charges))
+            return math.fsum(c.rho for c in charges)
         if all(c.epsilon is not None for c in charges):
-            return float(sum(c.epsilon for c in charges))
+            return math.fsum(c.epsilon for c in charges)
         if delta is None:
             raise ValueError("This ledger mixes in zCDP (rho) spends, so an epsilon total needs a delta; "
                              "pass delta (e.g. 1e-6) or ask for the total in 'rho'.")
-        pure_eps = sum(c.epsilon for c in charges if c.epsilon is not None)
-        zcdp_rho = sum(c.rho for c in charges if c.epsilon is None)
+        pure_eps = math.fsum(c.epsilon for c in charges if c.epsilon is not None)
+        zcdp_rho = math.fsum(c.rho for c in charges if c.epsilon is None)
         split = pure_eps + rho_to_epsilon(zcdp_rho, delta)
-        pooled = rho_to_epsilon(sum(c.rho for c in charges), delta)
+        pooled = rho_to_epsilon(math.fsum(c.rho for c in charges), delta)
         return float(min(split, pooled))
 
     def summary(self, delta: float | None = None) -> dict:
