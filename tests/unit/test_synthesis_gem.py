@@ -118,7 +118,9 @@ def test_stratified_ledger_is_one_stratum_budget_plus_the_size_share():
         assert abs(model.ledger_.total("rho") - per_stratum) <= 1e-9
         assert len(model.ledger_) == 1 + 2 * (3 - 1)
     led = wrapper.ledger_.to_frame()
-    assert (led[led["label"].str.startswith("synthesizer on stratum")]["composition"] == "parallel").all()
+    strata_lines = led[led["group"] == "strata"]
+    assert len(strata_lines) == sum(len(m.ledger_) for m in wrapper.models_.values())   # every round's line
+    assert (strata_lines["composition"] == "parallel").all()
     assert abs(wrapper.ledger_.total("rho") - (per_stratum + share * rho)) <= 1e-9
 
 
