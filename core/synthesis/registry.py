@@ -34,7 +34,7 @@ class AIMParams:
                         help="The marginals AIM tries to preserve (McKenna et al. 2022 use three-way).")
     max_cells: int = param(10_000, label="Largest workload table (cells)", low=4, high=1_000_000, step=1000,
                            help="Workload marginals with more cells than this are left out.")
-    max_rounds: int = param(0, label="Rounds (at most)", low=0, high=400, step=1,
+    max_rounds: int = param(0, label="Rounds at most (0: 16 per column)", low=0, high=400, step=1,
                             help="Plans the per-round budget; 0 means the paper's 16 x the number of columns. "
                                  "Annealing ends the fit sooner when the model stops improving.")
     max_model_mb: float = param(80.0, label="Model size cap (MB)", low=1.0, high=1000.0, step=10.0,
