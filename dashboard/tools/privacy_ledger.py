@@ -37,7 +37,7 @@ WHAT_COUNTS = """
   Coherence audit's *Release this algorithm's output*, and Fairness elicitation's private synthetic copy
   that stakeholders see instead of real records (one release per copy; sessions reusing it add nothing).
 - **Listed apart, never counted**: seeded previews, each with what one run would spend: Stratified
-  synthesis's seeded simulation, Budget allocation's ToyDown and TopDown-lite runs, District maps' noisy
+  synthesis's seeded simulation and sweeps, Budget allocation's ToyDown and TopDown-lite runs, District maps' noisy
   runs, and the Coherence audit's trials and epsilon sweeps. The mechanism comparison and
   public-information runs are not recorded.
 - **Composition**: releases of one data set add up one after another. Inside a release, a group of

@@ -236,6 +236,15 @@ if plan is not None:
         st.error(str(exc))
     progress_slot.empty()
 
+if result is not None and result.sweep is not None:   # seeded sweep fits: listed apart, never counted
+    sweep_spend = BudgetLedger()
+    for eps in result.plan.sweep.epsilons:
+        sweep_spend.spend(f"{result.plan.synthesizer} at epsilon {eps:g}", rho_for_epsilon(eps, result.plan.delta),
+                          "rho", measured=f"one seeded fit per method and seed ({len(result.plan.sweep.seeds)} seeds)")
+    record_release(release_entry(result.plan.replace(marginals=None, release=None, means=None), PAGE, "seeded sweep",
+                                 f"sweep of {result.plan.synthesizer.upper()} at {len(result.plan.sweep.epsilons)} "
+                                 "epsilons (simulation)", sweep_spend, kind="simulation", data_label=picked.name))
+
 if result is not None:
     st.info(result.accounting)
 overview = result.overview if result is not None else pd.DataFrame(columns=["group", "real_rows", "share"])

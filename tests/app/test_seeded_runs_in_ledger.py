@@ -45,3 +45,21 @@ def test_district_page_noisy_runs_record_a_simulation(ledger):
     sims = _sims(ledger, "District maps")
     assert len(sims) == 1 and sims[0].kind == "simulation" and "16 seeded noisy runs" in sims[0].label
     assert all(s.amount > 0 for s in sims[0].spends) and compose(sims).n_releases == 0
+
+
+def test_synthesis_sweep_records_one_simulation_with_a_spend_per_epsilon(ledger):
+    from core.privacy.accounting import rho_for_epsilon
+
+    at = AppTest.from_file(str(TOOLS / "stratified_synthesis.py"), default_timeout=240)
+    at.run()
+    at.multiselect(key="ss_columns_cps").set_value(["sex", "race", "income", "education"])
+    at.text_input(key="ss_epsilons").input("0.5, 2").run()
+    at.number_input(key="ss_seeds").set_value(1).run()
+    at.button(key="ss_run").click().run()
+    assert not at.exception and not at.error
+    sims = _sims(ledger, "Stratified synthesis")
+    assert len(sims) == 1 and sims[0].kind == "simulation" and sims[0].label.endswith("(simulation)")
+    assert [s.amount for s in sims[0].spends] == pytest.approx([rho_for_epsilon(0.5, 1e-9), rho_for_epsilon(2.0, 1e-9)])
+    assert compose(sims).n_releases == 0
+    at.run()
+    assert len(_sims(ledger, "Stratified synthesis")) == 1       # showing the same sweep again lists nothing new
