@@ -189,9 +189,10 @@ def _noisy_table(release, codes: pd.DataFrame, schema: AuditSchema, secure: bool
 
 
 def _synthetic(release: SynthesizerRelease, plan: PublishPlan, codes: pd.DataFrame, schema: AuditSchema,
-               noise, rng) -> tuple[pd.DataFrame, BudgetLedger]:
+               noise, rng, progress=None) -> tuple[pd.DataFrame, BudgetLedger]:
     from core.synthesis import StratifiedSynthesizer, decode_categories
     from core.synthesis.fit_ledger import record_fit
+    from core.synthesis.stratified import takes_progress
 
     cols = release.columns_
     domain = {c: int(schema.domain[c]) for c in cols}
@@ -201,7 +202,7 @@ def _synthetic(release: SynthesizerRelease, plan: PublishPlan, codes: pd.DataFra
     if release.stratified:
         model = StratifiedSynthesizer(release.factory, release.strata, size_policy="public", n_jobs=1,
                                       labels=schema.labels)
-        model.fit(rows, domain, rho, fit_rng, noise=noise)
+        model.fit(rows, domain, rho, fit_rng, noise=noise, progress=progress)
         ledger = model.ledger_
         n_out = len(rows)                    # stratum sizes are declared public by this algorithm
     else:
@@ -210,19 +211,23 @@ def _synthetic(release: SynthesizerRelease, plan: PublishPlan, codes: pd.DataFra
         draw, sigma = noise.gaussian(1.0, rho_count, 1)
         n_out = int(round(max(len(rows) + float(draw[0]), 0.0)))
         ledger.spend("row count (Gaussian count)", rho_count, "rho", measured=f"one noisy row count, sigma {sigma:.3g}")
-        model = release.factory().fit(rows, domain, rho - rho_count, fit_rng, noise=noise)
+        model = release.factory()
+        extra = {"progress": progress} if progress is not None and takes_progress(model.fit) else {}
+        model = model.fit(rows, domain, rho - rho_count, fit_rng, noise=noise, **extra)
         # every spend of the fit (AIM and GEM: each round's selection and measurement), adding up to its share
         record_fit(ledger, model, rho - rho_count, f"{release.label} on all rows")
     synth = model.sample(max(n_out, 0), sample_rng)[cols].reset_index(drop=True)
     return decode_categories(synth, schema.labels), ledger
 
 
-def publish(plan: PublishPlan, data: bytes | None = None, *, secure: bool = True) -> PublishResult:
+def publish(plan: PublishPlan, data: bytes | None = None, *, secure: bool = True,
+            progress=None) -> PublishResult:
     """Run ``plan.release`` once on every row of the plan's data.
 
     ``secure=True`` is a release (OpenDP noise, not reproducible); ``secure=False`` a seeded simulation
     from ``plan.seed``. ``data`` is the uploaded CSV's bytes for an upload. Algorithms without a DP
-    guarantee raise ValueError.
+    guarantee raise ValueError. ``progress(done, total, message)`` hears a synthesizer's rounds and may
+    raise ``Cancelled`` to stop before anything is returned.
     """
     if not isinstance(plan, PublishPlan):
         raise ValueError(f"publish takes a PublishPlan, not {type(plan).__name__}.")
@@ -253,7 +258,7 @@ def publish(plan: PublishPlan, data: bytes | None = None, *, secure: bool = True
                      measured=f"every lens cell x target ({NEIGHBOURS.get(g.neighbour, g.neighbour)} neighbours)")
         kind, size_note = "table", "Every cell of the public lens domain is released, empty or not."
     elif isinstance(release, SynthesizerRelease):
-        table, ledger = _synthetic(release, plan, codes, schema, noise, rng)
+        table, ledger = _synthetic(release, plan, codes, schema, noise, rng, progress)
         kind = "microdata"
         size_note = ("Row count: stratum sizes are declared public by this algorithm, so the output has the data's "
                      "row count." if release.stratified else

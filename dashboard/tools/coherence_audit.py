@@ -312,12 +312,14 @@ def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: 
     if st.button("Release this algorithm's output", type="primary", key="coh_pub_run", disabled=not allowed,
                  icon=":material/lock:", help="Runs the algorithm once on the whole file with secure noise."):
         try:
-            with st.spinner("Releasing with OpenDP's secure sampler..."):
-                released = publish(pub_plan, data, secure=True)
+            with progress_bar("Releasing with OpenDP's secure sampler", cancel_key="coh_pub_cancel", n_jobs=1) as bar:
+                released = publish(pub_plan, data, secure=True, progress=bar)
             if record_release(release_entry(pub_plan, PAGE, PUBLISH, label, released.budget, fresh=True,
                                             data_label=data_label)):
                 st.session_state["coh_published"] = released     # shown only once it is in the ledger
                 st.rerun()                                         # the sidebar total then includes it
+        except Cancelled:
+            st.info("The release was cancelled before anything was published: nothing was spent or recorded.")
         except ValueError as err:
             st.error(str(err))
     released = st.session_state.get("coh_published")

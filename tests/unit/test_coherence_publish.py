@@ -126,3 +126,21 @@ def test_aim_publish_ledger_lists_every_round_and_totals_rho(key):
     assert [s.label for s in stored.spends] == labels
     text = res.statement + " ".join(s.label + s.measured for s in res.budget.spends)
     assert str(len(load_dataset("cps"))) not in text.replace(",", "")
+
+
+@pytest.mark.parametrize("key", ["synth_aim", "strat_aim"])
+def test_a_synthesizer_release_reports_its_rounds_and_can_be_cancelled(key):
+    from core.contracts import Cancelled
+
+    extra = {"strata": ("sex",)} if key.startswith("strat_") else {}
+    plan = PublishPlan(lens=LENS, release=_choice(key, epsilon=1.0, max_rounds=4, **extra), seed=2)
+    heard = []
+
+    def progress(done, total, message=""):
+        heard.append(message)
+        if len(heard) == 2:
+            raise Cancelled("stop")
+
+    with pytest.raises(Cancelled):
+        publish(plan, secure=False, progress=progress)
+    assert any("AIM round" in m for m in heard)
