@@ -161,16 +161,20 @@ class SynthesisResult(Result):
             out["dirichlet"] = self.means.dirichlet
         return out
 
+    def _worst_groups(self):
+        """(headline name, that method's rows at the sweep's largest epsilon, mean per group) for each method."""
+        gm = self.sweep.group_metrics
+        gm = gm[gm["metric"] == "tvd_1way"]
+        top = gm["epsilon"].max()
+        for method in ("stratified", "pooled"):
+            part = gm[(gm["epsilon"] == top) & (gm["method"] == method)]
+            yield f"worst-group one-way TVD, {method}, epsilon {top:g}", part, part.groupby("group")["value"].mean()
+
     def headline(self) -> dict[str, float]:
         head: dict[str, float] = {"strata": float(len(self.overview))}
         if self.sweep is not None:
-            gm = self.sweep.group_metrics
-            gm = gm[gm["metric"] == "tvd_1way"]
-            top = gm["epsilon"].max()
-            for method in ("stratified", "pooled"):
-                part = gm[(gm["epsilon"] == top) & (gm["method"] == method)]
-                head[f"worst-group one-way TVD, {method}, epsilon {top:g}"] = float(
-                    part.groupby("group")["value"].mean().max())
+            for name, _, means in self._worst_groups():
+                head[name] = float(means.max())
         if self.release is not None:
             head["release rho"] = self.release.ledger.total("rho")
             head["release epsilon"] = self.release.ledger.total("epsilon", delta=self.plan.delta)
@@ -184,19 +188,13 @@ class SynthesisResult(Result):
         from core.uncertainty_words import LEDGER_TOTAL, sd_over
         out = {"strata": "exact (combinations of the strata columns' categories)"}
         if self.sweep is not None:
-            gm = self.sweep.group_metrics
-            gm = gm[gm["metric"] == "tvd_1way"]
-            top = gm["epsilon"].max()
-            for method in ("stratified", "pooled"):
-                part = gm[(gm["epsilon"] == top) & (gm["method"] == method)]
-                means = part.groupby("group")["value"].mean()
+            for name, part, means in self._worst_groups():
                 if not means.notna().any():
-                    out[f"worst-group one-way TVD, {method}, epsilon {top:g}"] = "no defined value: nothing to measure"
+                    out[name] = "no defined value: nothing to measure"
                     continue
                 values = part.loc[part["group"] == means.idxmax(), "value"]
-                out[f"worst-group one-way TVD, {method}, epsilon {top:g}"] = (
-                    f"{sd_over(values, 'seeds')} (the worst group's values; their mean is shown)" if len(values) > 1
-                    else "one seed only: no spread measured (sweep more seeds to see one)")
+                out[name] = (f"{sd_over(values, 'seeds')} (the worst group's values; their mean is shown)"
+                             if len(values) > 1 else "one seed only: no spread measured (sweep more seeds to see one)")
         if self.release is not None:
             out["release rho"] = LEDGER_TOTAL
             out["release epsilon"] = f"exact (tight conversion of the ledger at delta {self.plan.delta:g})"

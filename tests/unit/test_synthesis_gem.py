@@ -10,9 +10,10 @@ import pytest
 
 from core.contracts import Cancelled, DataRef, plan_from_dict
 from core.privacy.accounting import rho_for_epsilon, rho_to_epsilon
-from core.synthesis import GEMParams, StratifiedSynthesizer, SynthesisPlan, make_synthesizer
+from core.synthesis import GEMParams, StratifiedSynthesizer, SweepPlan, SynthesisPlan, make_synthesizer
 from core.synthesis.gem import GEM, SELECT_SHARE, round_budget
 from core.synthesis.metrics import two_way_tvd
+from core.synthesis.sweep import run_sweep
 
 DOMAIN = {"a": 2, "b": 3, "c": 2}
 
@@ -308,3 +309,27 @@ def test_seeded_runs_with_repeated_marginals_are_reproducible():
     (one, y1), (two, y2) = run(), run()
     pd.testing.assert_frame_equal(one, two)
     np.testing.assert_array_equal(y1, y2)
+
+
+def test_parity_and_group_metrics_flow_through_the_sweep():
+    df = correlated(1200, 9).astype(str).astype("category")
+    df["sex"] = pd.Categorical(np.random.default_rng(1).choice(["F", "M"], len(df)))
+    plan = SynthesisPlan(data=DataRef("cps"), columns=("a", "b", "c", "sex"), strata=("sex",), target="c",
+                         synthesizer="gem", synth_params=GEMParams(rounds=3, steps=5, batch=64, scale_rounds=False),
+                         size_policy="public", sizes_declared_public=True,
+                         sweep=SweepPlan(epsilons=(5.0,), seeds=(0,), n_trees=5))
+    result = run_sweep(plan, df, n_jobs=1)
+    overall = result.overall_metrics
+    assert {"parity_error", "max_disparity", "tvd_2way", "accuracy"} <= set(overall["metric"])
+    assert np.isfinite(overall["value"]).all()
+    assert set(result.group_metrics["method"]) == {"stratified", "pooled"}
+    assert np.isfinite(result.group_metrics["value"]).all()
+    # the stratified fit's ledger: every stratum's one-way marginals and rounds 2..3, by category name
+    led = result.ledger
+    for name in ("F", "M"):
+        own = led[led["part"] == name]
+        assert own["label"].tolist() == [f"stratum {name}: round 1: one-way marginals",
+                                         f"stratum {name}: round 2: selection", f"stratum {name}: round 2: measurement",
+                                         f"stratum {name}: round 3: selection", f"stratum {name}: round 3: measurement"]
+        assert abs(own["rho_equivalent"].sum() - rho_for_epsilon(5.0, plan.delta)) <= 1e-9
+    assert (led["composition"] == "parallel").all() and "2 disjoint parts" in result.budget_statement
