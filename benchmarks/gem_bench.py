@@ -7,17 +7,16 @@ total variation distance over the 45 column pairs. The product's target: stratif
 pooled at equal accuracy. The machine's load average is printed with every line because other
 work on a 2-core machine moves these numbers a lot.
 
-Run: .venv/bin/python benchmarks/gem_bench.py [--rounds N] [--warm] [--jobs J]
-Default 30 rounds so ``make bench`` stays near 3 minutes: every round costs the same, so the ratio
-is the one of the registry's 100 rounds (measured at 100 rounds: pooled 52.6 s, stratified 433.9 s,
-8.3 x, load about 5), while the TVDs are those of a shorter fit. ``--jobs 2`` fits strata on two
-worker processes instead of one after another in this process.
+Run: .venv/bin/python benchmarks/gem_bench.py [--rounds N] [--warm] [--jobs J] [--unscaled] [--probe-batch K]
+Defaults are the registry's (``make_synthesizer("gem")``): 100 rounds, and in a stratified fit each
+stratum runs rounds in proportion to its share of the rows (at least 10). ``--unscaled`` adds the
+stratified fit with every stratum running all rounds (before rounds scaled: pooled 52.6 s, stratified
+433.9 s, 8.3 x, load about 5). ``--jobs 2`` fits strata on two worker processes.
 
-A last probe (``--probe-batch K``, default 250, 0 to skip) refits both with K generator rows per
-step instead of the default 1000: the cost of a GEM fit grows with K, not with the rows of the
-stratum, and the question it answers is whether the strata need the pooled model's K to reach
-the same accuracy. One seed does not settle it: at 30 rounds K = 250 matched K = 1000 on seed 0
-(2-way TVD 0.0346 against 0.0354) but was about 20 % worse on seed 1 (0.0428 against 0.0356).
+``--probe-batch K`` refits both with K generator rows per step instead of 1000: the cost of a GEM fit
+grows with K, not with the stratum's rows. One seed does not settle whether strata need the pooled
+model's K: at 30 rounds K = 250 matched K = 1000 on seed 0 (2-way TVD 0.0346 against 0.0354) but was
+about 20 % worse on seed 1 (0.0428 against 0.0356).
 """
 from __future__ import annotations
 
@@ -35,6 +34,7 @@ from core.privacy.accounting import rho_for_epsilon  # noqa: E402
 from core.synthesis.encoding import encode_categories  # noqa: E402
 from core.synthesis.gem import GEM  # noqa: E402
 from core.synthesis.metrics import two_way_tvd  # noqa: E402
+from core.synthesis.registry import GEMParams, make_synthesizer  # noqa: E402
 from core.synthesis.stratified import StratifiedSynthesizer  # noqa: E402
 
 EPSILON, DELTA, STRATA, TARGET = 1.0, 1e-9, ("sex", "race"), 3.0
@@ -54,9 +54,10 @@ def timed(factory, codes, dom, rho, seed):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=30, help="GEM rounds (the registry's default is 100)")
+    ap.add_argument("--rounds", type=int, default=GEMParams().rounds, help="GEM rounds (the registry's default)")
     ap.add_argument("--jobs", type=int, default=1, help="n_jobs of the stratified wrapper (1: in this process)")
-    ap.add_argument("--probe-batch", type=int, default=250, help="generator rows per step of the probe (0: skip)")
+    ap.add_argument("--unscaled", action="store_true", help="also fit strata with every stratum running all rounds")
+    ap.add_argument("--probe-batch", type=int, default=0, help="generator rows per step of a probe (0: skip)")
     ap.add_argument("--warm", action="store_true", help="repeat each fit once the programs are compiled")
     args = ap.parse_args()
     codes, dom, _ = encode_categories(load_cps())
@@ -64,10 +65,16 @@ def main() -> None:
     print(f"GEM on CPS: {len(codes):,} rows x {codes.shape[1]} columns, epsilon {EPSILON:g} (rho {rho:.4g}), "
           f"{args.rounds} rounds; stratified over {' x '.join(STRATA)} (n_jobs {args.jobs}); {os.cpu_count()} cores; "
           f"{load()}")
-    pooled = lambda: GEM(rounds=args.rounds)  # noqa: E731
-    stratified = lambda: StratifiedSynthesizer(lambda: GEM(rounds=args.rounds), STRATA, n_jobs=args.jobs)  # noqa: E731
+    params = GEMParams(rounds=args.rounds)
+    pooled = lambda: make_synthesizer("gem", params)  # noqa: E731
+    stratified = lambda: StratifiedSynthesizer(pooled, STRATA, n_jobs=args.jobs)  # noqa: E731
+    fits = [("pooled", pooled), ("stratified", stratified)]
+    if args.unscaled:
+        unscaled = GEMParams(rounds=args.rounds, scale_rounds=False)
+        fits.append(("strat., all rounds", lambda: StratifiedSynthesizer(lambda: make_synthesizer("gem", unscaled),
+                                                                         STRATA, n_jobs=args.jobs)))
     rows = {}
-    for name, factory in (("pooled", pooled), ("stratified", stratified)):
+    for name, factory in fits:
         runs = [timed(factory, codes, dom, rho, 0)]
         if args.warm:
             runs.append(timed(factory, codes, dom, rho, 1))
