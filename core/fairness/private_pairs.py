@@ -331,7 +331,10 @@ def copy_from_json(data: dict) -> SyntheticPeople:
         values = cards_in.get(col)
         if not isinstance(values, list) or len(values) != SYNTHETIC_PEOPLE:
             raise ValueError(f"Synthetic copy {plan.copy_id}: column {col!r} must list {SYNTHETIC_PEOPLE} people.")
-        code = pd.Categorical(values, categories=labels).codes
+        try:
+            code = pd.Index(labels).get_indexer(values)  # -1 for anything outside the public categories
+        except TypeError:                                 # lists or objects where a label belongs
+            code = np.full(len(values), -1)
         if (code < 0).any():
             raise ValueError(f"Synthetic copy {plan.copy_id}: column {col!r} holds values outside its public categories.")
         codes[col] = code

@@ -86,3 +86,7 @@ def test_the_stored_form_round_trips_and_refuses_tampering():
         copy_from_json(short)
     with pytest.raises(ValueError, match="copy id"):
         copy_from_json({**data, "copy_id": "../../etc"})
+    for odd in ("Other planet", None, ["Male"], {"a": 1}):        # unknown, missing, nested: refused plainly
+        cards = {**data["cards"], "sex": [odd] + data["cards"]["sex"][1:]}
+        with pytest.raises(ValueError, match="outside its public categories"):
+            copy_from_json({**data, "cards": cards})
