@@ -126,8 +126,7 @@ def sweep_ledger(choices) -> BudgetLedger | None:
     """One trial of an epsilon sweep: every swept epsilon run once (None when nothing is private)."""
     ledger = BudgetLedger()
     for c in choices:
-        unit = "epsilon" if RELEASES[c.key].build().privacy.kind == "pure_dp" else "zCDP epsilon"
-        one = trial_ledger(c, f"{RELEASES[c.key].label}, {unit} {c.params.epsilon:g}")
+        one = trial_ledger(c, f"{RELEASES[c.key].label}, {c.build().epsilon_word} {c.params.epsilon:g}")
         for s in one.spends if one is not None else ():
             ledger.spend(s.label, s.amount, s.unit, measured=s.measured)
     return ledger if len(ledger) else None

@@ -441,10 +441,11 @@ with sweep_box:
     dp_keys = [k for k in RELEASES if is_private(k)]
     e1, e2, e3 = st.columns([2, 2, 1])
     sweep_key = e1.selectbox("DP release", dp_keys, format_func=RELEASES.labels().get, key="coh_sweep_release", **KEEP)
-    pure = RELEASES[sweep_key].build().privacy.kind == "pure_dp"
-    sweep_eps = e2.multiselect("epsilons" if pure else "zCDP epsilons", list(SWEEP_EPSILONS),
-                               default=[0.01, 0.1, 1.0, 10.0], key="coh_sweep_eps", **KEEP,
-                               help=None if pure else "This release is zCDP: each epsilon means rho = epsilon²/2.")
+    word = RELEASES[sweep_key].build().epsilon_word        # "zCDP epsilon" for zCDP releases
+    sweep_eps = e2.multiselect(f"{word}s", list(SWEEP_EPSILONS), default=[0.01, 0.1, 1.0, 10.0],
+                               key="coh_sweep_eps", **KEEP,
+                               help=None if word == "epsilon" else "This release is zCDP: each epsilon means "
+                                                                   "rho = epsilon²/2.")
     sweep_trials = int(e3.number_input("trials", 1, 5000, max(60, need), key="coh_sweep_trials", **KEEP))
     _seed_strata("coh_sweep", sweep_key, tuple(group_cols))
     sweep_plan = None
