@@ -13,16 +13,7 @@ from core.synthesis import AIMParams, SweepPlan, SynthesisPlan, StratifiedSynthe
 from core.synthesis.aim import AIM, candidate_weights, workload_cliques
 from core.synthesis.metrics import two_way_tvd
 from core.synthesis.sweep import run_sweep
-
-DOMAIN = {"a": 2, "b": 3, "c": 2}
-
-
-def correlated(n: int = 3000, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, 2, n)
-    b = np.where(rng.random(n) < 0.8, a + rng.integers(0, 2, n), rng.integers(0, 3, n))
-    c = np.where(rng.random(n) < 0.7, (b > 0).astype(int), rng.integers(0, 2, n))
-    return pd.DataFrame({"a": a, "b": b, "c": c})
+from synthesis_toys import DOMAIN, correlated
 
 
 def test_workload_respects_the_cell_cap_and_weights_overlap():
