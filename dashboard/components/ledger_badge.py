@@ -97,12 +97,20 @@ def release_guard(pending: LedgerRelease, key: str) -> bool:
 
 
 def record_release(rel: LedgerRelease) -> bool:
-    """Record a release or simulation in the project ledger; an error on screen (and False) when it fails."""
+    """Record a release or simulation in the project ledger; an error on screen (and False) when it fails.
+
+    Pages call this on every rerun for their seeded previews (one entry per plan): a key this browser
+    session has already stored is not sent to the database again."""
+    seen = st.session_state.setdefault("ledger_recorded_keys", set())
+    key = (os.environ.get("DASHBOARD_DB_URL", ""), rel.data_key, rel.release_key)
+    if key in seen:
+        return True
     try:
         project_ledger().record(rel)
     except ValueError as exc:
         st.error(str(exc))
         return False
+    seen.add(key)
     return True
 
 
