@@ -53,6 +53,7 @@ slower per model than one model at a time.
 """
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from dataclasses import dataclass
@@ -189,8 +190,10 @@ class GEM:
         if not self.scale_rounds:
             return self
         share = min(max(float(share), 0.0), 1.0) if math.isfinite(float(share)) else 1.0
-        rounds = min(self.rounds, max(MIN_STRATUM_ROUNDS, math.ceil(self.rounds * share)))
-        return GEM(rounds, self.steps, self.batch, self.hidden, self.noise_dim, self.learning_rate, self.ema)
+        stratum = copy.copy(self)             # every other setting as given
+        stratum.rounds = min(self.rounds, max(MIN_STRATUM_ROUNDS, math.ceil(self.rounds * share)))
+        stratum.scale_rounds = False
+        return stratum
 
     def _check_settings(self) -> None:
         if self.rounds < 1 or self.steps < 1 or self.batch < 1 or self.hidden < 1 or self.noise_dim < 1:
