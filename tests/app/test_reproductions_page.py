@@ -32,6 +32,8 @@ def test_page_shows_the_core_table_and_every_row_passes(app):
         assert page.loc[key, "ours"] == plain.loc[key, "ours"]
     errors = app.dataframe[1].value
     assert len(errors) >= 10 and "how the tool handles it" in errors.columns
+    printed = sum(r.source == "paper" for r in REPRODUCTIONS)
+    assert app.metric[1].value == f"{printed} / {printed}  ·  {len(REPRODUCTIONS) - printed} / {len(REPRODUCTIONS) - printed}"
 
 
 def test_choosing_papers_filters_both_tables(app):
