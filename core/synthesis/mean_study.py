@@ -15,7 +15,7 @@ import pandas as pd
 
 from core.contracts import named_rng
 from core.privacy.ledger import BudgetLedger
-from core.synthesis import mean_estimation as me
+import core.synthesis.mean_estimation as me
 from core.synthesis.plan import MeansPlan
 
 COINPRESS_SIZES = (1000, 4000, 10000, 20000)
