@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from core.coherence import theory
+import core.coherence.theory as theory
 from core.coherence.adversaries import Adversary, checked_scores, make_adversary
 from core.coherence.releases import (AuditSchema, PrivacyGuarantee, Release, encode_for_audit,
                                      replace_one_epsilon)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.coherence import theory
+import core.coherence.theory as theory
 from core.contracts import Plan, finite_number
 
 GUARANTEES = {
