@@ -34,10 +34,9 @@ from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.privacy.mechanisms import get_mechanism
 from core.synthesis.encoding import encode_categories
-from core.synthesis.plan import SIZE_POLICIES, check_epsilon, check_number, check_whole
+from core.synthesis.plan import NOISES, SIZE_POLICIES, check_epsilon, check_number, check_whole
 from core.synthesis.strata import StrataIndex
 
-MEAN_NOISES = {"laplace": "Laplace (pure epsilon-DP)", "gaussian": "Gaussian (zCDP at the page's delta)"}
 Z95 = 1.959963984540054          # two-sided 95% point of the standard normal
 LAPLACE95 = math.log(20) / math.sqrt(2)   # a Laplace draw's two-sided 95% point, in standard deviations
 ROUGH = 0.1                      # count noise sd above this share of the noisy size: interval flagged approximate
@@ -84,8 +83,8 @@ class MeanReleasePlan(Plan):
             raise ValueError(f"{self.column} is a strata column; choose another column for the mean.")
         check_epsilon(self.epsilon, "The mean release's epsilon")
         check_number(self.delta, "delta", 0.0, 0.01, low_open=True)
-        if self.noise not in MEAN_NOISES:
-            raise ValueError(f"Noise must be one of {list(MEAN_NOISES)}; got {self.noise!r}.")
+        if self.noise not in NOISES:
+            raise ValueError(f"Noise must be one of {list(NOISES)}; got {self.noise!r}.")
         if (self.category is None) == (self.value_range is None):
             raise ValueError(f"{self.column}: give a public range (low-high) for a numeric column, or choose a "
                              "category for a share; a range read from the data's own minimum and maximum "
@@ -225,15 +224,31 @@ def _strata_codes(plan: MeanReleasePlan, raw: pd.DataFrame) -> tuple[np.ndarray,
 
 
 def _noise(plan: MeanReleasePlan, secure: bool):
-    """A ``draw(scale, size)`` from OpenDP's sampler (release) or the plan's seeded stream (simulation)."""
+    """A ``draw(scale, size, what)`` from OpenDP's sampler (release) or, in a simulation, from the named
+    stream of ``what`` ("stratum sums", "stratum counts", "pooled sum") under the plan's seed and
+    epsilon: each measurement has its own stream, so declaring sizes public (no counts drawn) or
+    dropping the pooled mean never moves the noise of another measurement."""
     if secure:
         from core.privacy.secure import SecureMechanism
 
         mech = SecureMechanism(plan.noise)
-        return lambda scale, size: np.asarray(mech.sample(scale, size), float)
-    rng = named_rng(plan.seed, "stratified mean release", int(round(plan.epsilon * 1e6)))
+        return lambda scale, size, what: np.asarray(mech.sample(scale, size), float)
     mech = get_mechanism(plan.noise)
-    return lambda scale, size: np.asarray(mech.sampler(scale, size, rng), float)
+
+    def draw(scale, size, what):
+        rng = named_rng(plan.seed, "stratified mean release", int(round(plan.epsilon * 1e6)), what)
+        return np.asarray(mech.sampler(scale, size, rng), float)
+    return draw
+
+
+def quantile95(noise: str) -> float:
+    """The two-sided 95% point of one draw of ``noise``, in its standard deviations.
+
+    Gaussian: the normal point 1.96. Laplace with scale b has sd sqrt(2) b and P(|X| > t) = exp(-t/b),
+    so its 95% point is b ln 20 = (ln 20 / sqrt 2) sd, about 2.12 sd: a 1.96 sd interval would cover
+    1 - exp(-1.96 sqrt 2), about 93.75%.
+    """
+    return Z95 if noise == "gaussian" else LAPLACE95
 
 
 def _interval(mean, half, lo, hi):
@@ -265,9 +280,9 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
     draw = _noise(plan, secure)
     ledger = BudgetLedger()
     unit = plan.unit
-    # order of draws is fixed (sums, counts, pooled) so a seeded plan reproduces every number
+    # each measurement draws from its own named stream, so a seeded plan reproduces every number
     sum_scale = float(mech.scale_for(h, split["sums"]))
-    noisy_sums = sums + draw(sum_scale, k)
+    noisy_sums = sums + draw(sum_scale, k, "stratum sums")
     var_sum = float(mech.variance_of_scale(sum_scale))
     ledger.spend("stratum sums", split["sums"], unit, composition="parallel", group="strata", part="every stratum",
                  measured=f"{k} clipped sums of {plan.column}, one per stratum, "
@@ -276,7 +291,7 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
         sizes, var_count = counts, 0.0
     else:
         count_scale = float(mech.scale_for(1.0, split["counts"]))
-        sizes = counts + draw(count_scale, k)
+        sizes = counts + draw(count_scale, k, "stratum counts")
         var_count = float(mech.variance_of_scale(count_scale))
         ledger.spend("stratum counts", split["counts"], unit, composition="parallel", group="strata",
                      part="every stratum", measured=f"{k} noisy stratum counts, "
@@ -284,7 +299,7 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
     pooled_noisy = None
     if split["pooled"] > 0:
         pooled_scale = float(mech.scale_for(h, split["pooled"]))
-        pooled_noisy = float(sums.sum() + draw(pooled_scale, 1)[0])
+        pooled_noisy = float(sums.sum() + draw(pooled_scale, 1, "pooled sum")[0])
         var_pooled = float(mech.variance_of_scale(pooled_scale))
         ledger.spend("pooled sum (comparison)", split["pooled"], unit,
                      measured=f"one clipped sum of {plan.column} over every row, "
@@ -298,8 +313,7 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
     se = np.sqrt(var_sum + offset ** 2 * var_count) / denom
     # 95% point in standard errors: the normal one, or a Laplace draw's (exact with public sizes, where
     # b ln 20 / size = q x sqrt(2) b / size; with DP counts it widens the first-order interval for heavy tails)
-    q = Z95 if plan.noise == "gaussian" else LAPLACE95
-    half = q * se
+    half = quantile95(plan.noise) * se
     ci_low, ci_high = _interval(means, half, lo, hi)
     se, ci_low, ci_high = (np.where(usable, v, np.nan) for v in (se, ci_low, ci_high))
     weights = np.where(usable, np.maximum(sizes, 0.0), 0.0)
@@ -319,15 +333,19 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
         off = est - centre
         k_used = int(usable.sum())
         se_all = math.sqrt(k_used * var_sum + off ** 2 * k_used * var_count) / n_used
-        overall.append(("stratified (recombined)", est, se_all))
+        # a sum of several independent draws is near normal; a single stratum's is the noise's own draw
+        overall.append(("stratified (recombined)", est, se_all, Z95 if k_used > 1 else quantile95(plan.noise)))
         if pooled_noisy is not None:
             n_pool = float(sizes.sum())
             p_off = pooled_noisy / max(n_pool, 1.0)
             se_pool = math.sqrt(var_pooled + p_off ** 2 * k * var_count) / max(n_pool, 1.0)
-            overall.append(("pooled (comparison)", float(np.clip(centre + p_off, lo, hi)), se_pool))
-    overall_df = pd.DataFrame(overall, columns=["estimate", "mean", "se"])
+            # one draw of the plan's noise: its own 95% point, as for the stratum rows
+            overall.append(("pooled (comparison)", float(np.clip(centre + p_off, lo, hi)), se_pool,
+                            quantile95(plan.noise)))
+    overall_df = pd.DataFrame(overall, columns=["estimate", "mean", "se", "q95"])
     overall_df["ci_low"], overall_df["ci_high"] = _interval(overall_df["mean"].to_numpy(),
-                                                            Z95 * overall_df["se"].to_numpy(), lo, hi)
+                                                            (overall_df["q95"] * overall_df["se"]).to_numpy(), lo, hi)
+    overall_df = overall_df.drop(columns="q95")
     size_note = ("Stratum sizes: public, as declared." if plan.sizes_public else
                  "Stratum sizes: the noisy counts paid for above, never the real ones.")
     statement = " ".join([RELEASE if secure else SIMULATION, ledger.statement(delta=plan.delta), size_note,

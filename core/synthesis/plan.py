@@ -10,13 +10,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from core.contracts import DataRef, Plan
+from core.contracts import DataRef, Plan, Registry, Spec
+from core.privacy.mechanisms import MECHANISMS, NoParams
 from core.synthesis.registry import SYNTHESIZERS, AIMParams, GEMParams, IndependentParams, MSTParams
 
 SIZE_POLICIES = {"dp_count": "Estimate with a DP count (charged)", "public": "Public (e.g. census totals)"}
 SMALL_ACTIONS = {"keep": "kept (own model)", "merge": "merged into one model", "drop": "dropped (absent from output)"}
 METHODS = ("stratified", "pooled")
-NOISES = {"laplace": "Laplace (pure epsilon-DP)", "gaussian": "Gaussian (zCDP at the plan's delta)"}
+NOISES = Registry("noise for a private mean", (
+    Spec("laplace", "Laplace (pure epsilon-DP)", MECHANISMS["laplace"].factory, NoParams,
+         help="Scale = sensitivity / epsilon; the whole budget is a pure epsilon."),
+    Spec("gaussian", "Gaussian (zCDP at the plan's delta)", MECHANISMS["gaussian"].factory, NoParams,
+         help="Runs at the largest zCDP rho that is (epsilon, delta)-DP at the plan's delta."),
+))
+"""The noises a private mean may take (the mean-estimation simulation and the stratified-mean release)."""
 WEIGHTS = {"exact": "public exact sizes", "dp": "DP-noised sizes"}
 MAX_EPSILON = 50.0
 MAX_STRATA = 200   # beyond this a sweep takes minutes and its per-group views are unreadable

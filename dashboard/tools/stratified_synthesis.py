@@ -24,7 +24,7 @@ from core.report import guarded_csv  # noqa: E402
 from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan,  # noqa: E402
                             SynthesisPlan, run, secure_release)
 from core.synthesis.plan import NOISES, SIZE_POLICIES, SMALL_ACTIONS, WEIGHTS, parse_bounds, parse_epsilons  # noqa: E402,E501
-from core.synthesis.mean_release import MEAN_NOISES, MeanReleasePlan, projected_ledger, release_stratified_mean  # noqa: E402,E501
+from core.synthesis.mean_release import MeanReleasePlan, projected_ledger, release_stratified_mean  # noqa: E402,E501
 from core.synthesis.release import budget_statement_text  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import curve_table, smallest_strata, worst_group_table  # noqa: E402
@@ -443,7 +443,7 @@ def mean_release_section() -> None:
                                 key=f"ss_mr_category_{slug}_{column}", persist_state=S,
                                 help="The released mean is the share of each stratum in this category.")
     mr_eps = float(n3.number_input("Epsilon", 0.01, 50.0, 1.0, 0.1, key="ss_mr_eps", persist_state=S))
-    mr_noise = n4.radio("Noise", list(MEAN_NOISES), key="ss_mr_noise", format_func=MEAN_NOISES.get,
+    mr_noise = n4.radio("Noise", list(NOISES), key="ss_mr_noise", format_func=NOISES.labels().get,
                         persist_state=S, help="Gaussian noise runs at the zCDP rho that is (epsilon, delta)-DP "
                                                "at the delta chosen above.")
     pooled_share = st.slider("Share of the budget for the pooled comparison mean", 0.0, 0.5, 0.2, 0.05,
@@ -519,7 +519,7 @@ with tab_mean:
     q2.number_input("gamma (failure probability)", 0.001, 0.5, 0.1, 0.01, key="ss_me_gamma", format="%.3f",
                     persist_state=S)
     q3.slider("Simulated runs per epsilon", 10, 200, 40, 10, key="ss_me_runs", persist_state=S)
-    q4.radio("Noise", list(NOISES), key="ss_me_noise", format_func=NOISES.get, persist_state=S,
+    q4.radio("Noise", list(NOISES), key="ss_me_noise", format_func=NOISES.labels().get, persist_state=S,
              help="Gaussian noise runs at the largest rho that is (epsilon, delta)-DP, so both noises are "
                   "compared at the same epsilon.")
     means = result.means if result is not None else None

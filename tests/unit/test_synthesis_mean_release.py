@@ -142,3 +142,44 @@ def test_strata_whose_count_noise_swamps_the_size_are_flagged():
     assert (flagged == (sd > 0.1 * rel.strata["noisy_size"].abs())).all()
     public = release_stratified_mean(_plan(epsilon=0.1, seed=1, size_policy="public", sizes_declared_public=True))
     assert not public.strata["note"].str.contains("approximate").any()
+
+
+def test_pooled_laplace_interval_is_the_laplace_quantile_not_the_normal_one():
+    """With public sizes the pooled mean's only noise is one Laplace draw of scale b = h / epsilon_pooled
+    over n rows: its 95% interval is mean +/- b ln(20) / n (P(|X| > t) = exp(-t / b)), not 1.96 sd."""
+    raw = _upload_frame()
+    plan = MeanReleasePlan(DataRef("cps"), "hours", ("sex",), epsilon=0.5, value_range=(0.0, 100.0),
+                           size_policy="public", sizes_declared_public=True, pooled_share=0.2)
+    rel = release_stratified_mean(plan, raw)
+    pooled = rel.overall.set_index("estimate").loc["pooled (comparison)"]
+    b = 50.0 / (0.2 * 0.5)
+    half = b * math.log(20) / len(raw)
+    assert half < pooled["mean"] < 100 - half                   # the interval is not clipped to the range
+    assert (pooled["ci_high"] - pooled["ci_low"]) / 2 == pytest.approx(half)
+    assert pooled["se"] == pytest.approx(math.sqrt(2) * b / len(raw))
+
+
+def test_each_measurement_of_a_seeded_mean_release_draws_from_its_own_stream():
+    """Dropping the pooled comparison, or buying DP counts instead of declaring sizes public, leaves
+    the noise of the other measurements where it was (only its scale follows the budget)."""
+    raw = _upload_frame()
+    base = dict(data=DataRef("cps"), column="hours", strata=("sex",), epsilon=1.0, value_range=(0.0, 100.0),
+                seed=5)
+    public = dict(size_policy="public", sizes_declared_public=True)
+    true = raw.groupby("sex")["hours"].apply(lambda v: (v.clip(0, 100) - 50).sum()).to_numpy()
+
+    def sum_noise(rel):           # the noisy stratum sums less the true ones (means are centred on 50)
+        size = rel.strata["size" if "size" in rel.strata else "noisy_size"].to_numpy()
+        return (rel.strata["mean"].to_numpy() - 50.0) * size - true
+
+    def pooled_noise(rel):
+        size = rel.strata["size" if "size" in rel.strata else "noisy_size"].sum()
+        return (rel.overall.set_index("estimate").loc["pooled (comparison)", "mean"] - 50.0) * size - true.sum()
+
+    with_pooled = release_stratified_mean(MeanReleasePlan(**base, **public, pooled_share=0.2), raw)
+    without = release_stratified_mean(MeanReleasePlan(**base, **public, pooled_share=0.0), raw)
+    counted = release_stratified_mean(MeanReleasePlan(**base, pooled_share=0.2), raw)
+    # Laplace noise is proportional to 1 / budget: sums get 0.8, 1.0 and 0.8 x 0.9 of epsilon
+    assert (sum_noise(with_pooled) * 0.8).tolist() == pytest.approx((sum_noise(without) * 1.0).tolist())
+    assert (sum_noise(with_pooled) * 0.8).tolist() == pytest.approx((sum_noise(counted) * 0.72).tolist())
+    assert pooled_noise(counted) == pytest.approx(pooled_noise(with_pooled))
