@@ -173,6 +173,24 @@ class Plan:
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
 
+    def part_names(self) -> tuple[str, ...]:
+        """The optional sub-plans (tabs) of this plan: fields whose default is None and that hold a
+        plan when set."""
+        hints = _resolve_hints(type(self))
+        out = []
+        for f in dataclasses.fields(self):
+            if f.default is not None:
+                continue
+            tp = _strip_optional(hints.get(f.name, Any))
+            if isinstance(tp, type) and issubclass(tp, Plan):
+                out.append(f.name)
+        return tuple(out)
+
+    def setup(self):
+        """The plan with every sub-plan cleared: what its tabs share, and so the key of a cached
+        sub-run that depends on the shared part only (one rule instead of plans stripped by hand)."""
+        return self.replace(**{name: None for name in self.part_names()})
+
 
 def plan_to_dict(plan: Any) -> dict:
     """A plan as JSON-able data, tagged with its module and class so it can be rebuilt."""

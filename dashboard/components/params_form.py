@@ -25,44 +25,90 @@ def params_widgets(spec: Spec, key: str, *, columns: Sequence[str] = (), lens: S
     ``hide`` get no widget and keep their default (for a value the page sets elsewhere).
     """
     values: dict[str, Any] = {}
-    keep = {"persist_state": persist_state} if persist_state else {}
     for f, meta in param_info(spec.params):
         if f.name in hide:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else None
-        wkey = f"{key}_{spec.key}_{f.name}"
-        label, help_ = _label(spec, f.name, meta), meta.get("help") or None
-        kind, choices = meta.get("kind", ""), meta.get("choices")
-        if kind in ("columns", "lens"):
-            options = list(lens if kind == "lens" else columns)
-            chosen = [c for c in (default or ()) if c in options]
-            values[f.name] = tuple(container.multiselect(label, options, default=chosen, key=wkey, help=help_, **keep))
-        elif kind == "column":
-            options = list(columns)
-            values[f.name] = container.selectbox(label, options, index=options.index(default)
-                                                 if default in options else 0, key=wkey, help=help_, **keep)
-        elif isinstance(default, bool):
-            values[f.name] = container.checkbox(label, value=default, key=wkey, help=help_, **keep)
-        elif choices is not None and isinstance(default, tuple):
-            opts = list(choices)
-            fmt = choices.get if isinstance(choices, dict) else str
-            values[f.name] = tuple(container.multiselect(label, opts, default=list(default), key=wkey,
-                                                         format_func=fmt, help=help_, **keep))
-        elif choices is not None:
-            opts = list(choices)
-            fmt = choices.get if isinstance(choices, dict) else str
-            values[f.name] = container.radio(label, opts, index=opts.index(default), key=wkey,
-                                             format_func=fmt, horizontal=True, help=help_, **keep)
-        elif isinstance(default, int):
-            low, high = meta.get("low"), meta.get("high")
-            values[f.name] = int(container.number_input(
-                label, min_value=None if low is None else int(low), max_value=None if high is None else int(high),
-                value=int(default), step=int(meta.get("step") or 1), key=wkey, help=help_, **keep))
-        elif isinstance(default, float):
-            low, high = meta.get("low"), meta.get("high")
-            values[f.name] = float(container.number_input(
-                label, min_value=None if low is None else float(low), max_value=None if high is None else float(high),
-                value=float(default), step=meta.get("step"), format="%.4g", key=wkey, help=help_, **keep))
-        else:
-            values[f.name] = default
+        values[f.name] = _field_widget(f, meta, f"{key}_{spec.key}_{f.name}", _label(spec, f.name, meta),
+                                       columns=columns, lens=lens, container=container,
+                                       persist_state=persist_state)
     return spec.params(**values)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
+
+
+def _field_widget(f: dataclasses.Field, meta: dict, wkey: str, label: str, *, columns: Sequence[str] = (),
+                  lens: Sequence[str] = (), container=st, persist_state: str | None = None,
+                  default: Any = None) -> Any:
+    """One widget for one declared field: its type and ``param`` metadata pick the widget, its bounds
+    and help; the dataclass default is the widget's default (unless ``default`` overrides it)."""
+    default = _default(f) if default is None else default
+    keep = {"persist_state": persist_state} if persist_state else {}
+    help_ = meta.get("help") or None
+    kind, choices = meta.get("kind", ""), meta.get("choices")
+    if kind in ("columns", "lens"):
+        options = list(lens if kind == "lens" else columns)
+        chosen = [c for c in (default or ()) if c in options]
+        return tuple(container.multiselect(label, options, default=chosen, key=wkey, help=help_, **keep))
+    if kind == "column":
+        options = list(columns)
+        return container.selectbox(label, options, index=options.index(default) if default in options else 0,
+                                   key=wkey, help=help_, **keep)
+    if isinstance(default, bool):
+        return container.checkbox(label, value=default, key=wkey, help=help_, **keep)
+    if choices is not None:
+        opts = list(choices)
+        fmt = choices.get if isinstance(choices, dict) else str
+        if isinstance(default, tuple):
+            return tuple(container.multiselect(label, opts, default=list(default), key=wkey, format_func=fmt,
+                                               help=help_, **keep))
+        return container.radio(label, opts, index=opts.index(default), key=wkey, format_func=fmt,
+                               horizontal=True, help=help_, **keep)
+    low, high = meta.get("low"), meta.get("high")
+    if isinstance(default, int):
+        return int(container.number_input(
+            label, min_value=None if low is None else int(low), max_value=None if high is None else int(high),
+            value=int(default), step=int(meta.get("step") or 1), key=wkey, help=help_, **keep))
+    if isinstance(default, float):
+        return float(container.number_input(
+            label, min_value=None if low is None else float(low), max_value=None if high is None else float(high),
+            value=float(default), step=meta.get("step"), format="%.4g", key=wkey, help=help_, **keep))
+    return default
+
+
+def field_key(prefix: str, name: str) -> str:
+    """The widget key of a plan field on a page: ``<page prefix>_<field>`` (nested: ``<prefix>_<sub>_<field>``)."""
+    return f"{prefix}_{name}"
+
+
+def field_widget(plan_cls: type, name: str, prefix: str, *, container=st, persist_state: str | None = None,
+                 columns: Sequence[str] = (), lens: Sequence[str] = (), default: Any = None) -> Any:
+    """The widget of one declared plan field (``param(...)`` metadata on the plan dataclass), keyed
+    :func:`field_key` so :func:`plan_widget_values` can restore it from a saved plan."""
+    f = next((f for f in dataclasses.fields(plan_cls) if f.name == name), None)
+    if f is None:
+        raise TypeError(f"{plan_cls.__name__} has no field {name!r}.")
+    meta = dict(f.metadata)
+    label = meta.get("label") or name.replace("_", " ").capitalize()
+    return _field_widget(f, meta, field_key(prefix, name), label, columns=columns, lens=lens, container=container,
+                         persist_state=persist_state, default=default)
+
+
+def plan_widget_values(plan: Any, prefix: str) -> dict[str, Any]:
+    """Widget values that redraw ``plan``: one per field declared with ``param(...)`` metadata, nested
+    plans declared the same way under their own prefix. The inverse of :func:`field_widget`."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(plan):
+        if "label" not in f.metadata:
+            continue
+        value = getattr(plan, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update(plan_widget_values(value, field_key(prefix, f.name)))
+        else:
+            out[field_key(prefix, f.name)] = list(value) if isinstance(value, tuple) else value
+    return out

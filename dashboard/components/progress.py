@@ -77,6 +77,21 @@ def progress_bar(label: str, *, cancel_key: str | None = None,
             st.warning(lost)
 
 
+def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
+                      cancel_key: str | None = None, n_jobs: int | None = None) -> T:
+    """``run(plan, data)`` for a page: answered straight from the result cache when it holds the plan
+    (no bar flickers on a display change), otherwise behind :func:`progress_bar` with Cancel.
+
+    ``run`` is an area's cached ``run`` (it has ``is_cached``); :class:`core.contracts.Cancelled`
+    and ``ValueError`` reach the caller, which keeps the user's inputs and says what happened.
+    """
+    is_cached = getattr(run, "is_cached", None)
+    if is_cached is not None and is_cached(plan, data):
+        return run(plan, data)
+    with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
+        return run(plan, data, progress=bar)
+
+
 def session_memo(store_key: str, digest: str, compute: Callable[[Callable], T], label: str,
                  limit: int = 12) -> T:
     """Per-session memo of ``compute(progress)`` by config digest, run behind a progress bar once.
