@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
+# Loopback only by default: the dashboard reads confidential microdata and has no login.
+# `make run ADDRESS=0.0.0.0` opens it to the room's network for a live session (see README).
+ADDRESS ?= 127.0.0.1
 
 .PHONY: run test install install-dev chromium postgres bench clean cluster reproduce
 
@@ -31,7 +34,7 @@ postgres:
 	@scripts/test_postgres.sh $(VENV)/test_pg_url || echo "PostgreSQL unavailable: its store tests will be skipped."
 
 run: install
-	$(PY) -m streamlit run dashboard/app.py --server.headless true --server.port $(PORT) \
+	$(PY) -m streamlit run dashboard/app.py --server.headless true --server.address $(ADDRESS) --server.port $(PORT) \
 		--browser.gatherUsageStats false
 
 test: install-dev chromium postgres

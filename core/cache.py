@@ -45,10 +45,34 @@ def code_digest(root: Path = CORE_DIR) -> str:
     return _code_digests[root]
 
 
+def check_cache_dir(root: Path) -> Path:
+    """Create the cache folder private to this user (mode 700), or refuse one that someone else could
+    write to: cached results are pickles, and a pickle planted there would run as code on load.
+
+    The folder must belong to the user running the tool and be writable by nobody else; the same
+    holds for its ``joblib`` subfolder. Folders made inside them are covered by their permissions.
+    """
+    root = Path(root)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for folder in (root, root / "joblib"):
+        if not folder.exists():
+            continue
+        info = folder.stat()
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            raise ValueError(f"The result cache folder {folder} belongs to another user; set DASHBOARD_CACHE_DIR "
+                             "to a folder of your own (cached results are code when loaded).")
+        if info.st_mode & 0o022:
+            raise ValueError(f"The result cache folder {folder} can be written by other users; run "
+                             f"`chmod go-w {folder}` or set DASHBOARD_CACHE_DIR to a private folder "
+                             "(a file planted there would run as code when a result is loaded).")
+    return root
+
+
 def memory() -> Memory:
-    """The shared joblib.Memory for this version of ``core`` (created lazily so imports stay cheap)."""
+    """The shared joblib.Memory for this version of ``core`` (created lazily so imports stay cheap),
+    in a cache folder that only this user can write (:func:`check_cache_dir`)."""
     global _memory
-    location = cache_dir() / "joblib" / code_digest()
+    location = check_cache_dir(cache_dir()) / "joblib" / code_digest()
     if _memory is None or Path(_memory.location) != location:
         _memory = Memory(location, verbose=0)
     return _memory

@@ -74,6 +74,24 @@ def test_cached_function_runs_once_per_distinct_input(tmp_path, monkeypatch):
     assert (tmp_path / "joblib" / cache.code_digest()).is_dir()
 
 
+def test_cache_folder_is_created_private_and_a_shared_one_is_refused(tmp_path, monkeypatch):
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(fresh))
+    assert cache.cached_call(_expensive)(1.0, _Config(2.0, 0)) == 2.0
+    assert fresh.stat().st_mode & 0o777 == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)                      # anyone could plant a pickle here
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(shared))
+    with pytest.raises(ValueError, match="written by other users"):
+        cache.cached_call(_expensive)(1.0, _Config(2.0, 0))
+    shared.chmod(0o755)
+    (shared / "joblib").mkdir(mode=0o777)
+    (shared / "joblib").chmod(0o777)
+    with pytest.raises(ValueError, match="chmod go-w"):
+        cache.cached_call(_expensive)(1.0, _Config(2.0, 0))
+
+
 def test_code_digest_follows_source_changes(tmp_path):
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
