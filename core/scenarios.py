@@ -1,9 +1,9 @@
 """Saved scenarios: pins kept under a name in the project database, to reopen and compare later.
 
 A scenario is a report (:func:`core.report.build_report`) saved with a name for one page. The
-database is the project's (``DASHBOARD_DB_URL``, SQLite by default) through the same engine and
-transaction wrapper as the elicitation store, so database faults reach the page as plain-language
-``ValueError`` s. Saving a name that exists on the page replaces it, so a rerun saves once.
+database is the project's (``DASHBOARD_DB_URL``, SQLite by default), opened through
+``core.database`` like the elicitation store and the privacy ledger, so database faults reach the page
+as plain-language ``ValueError`` s and a deleted or replaced database file refuses writes. Saving a name that exists on the page replaces it, so a rerun saves once.
 """
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from core.compare import Snapshot, snapshot_of_report
-from core.fairness.store.engine import (FileWatch, Tx, default_db_url, describe_fault, make_engine, normalise_url,
-                                        sqlite_file)
+from core.database import Database, Tx, default_db_url, describe_fault, normalise_url
 from core.report import report_json
 
 MAX_SCENARIO_NAME = 80
@@ -55,22 +54,19 @@ class ScenarioStore:
     """Named scenarios per page in one database."""
 
     def __init__(self, url: str | None = None, engine: Engine | None = None):
-        url = normalise_url(url or default_db_url())
-        self.engine = engine or make_engine(url)
-        self._watch = FileWatch(sqlite_file(url))
-        self._sqlite = self.engine.dialect.name == "sqlite"
+        self.db = Database(normalise_url(url or default_db_url()), engine)
+        self.engine = self.db.engine
         try:
             metadata.create_all(self.engine, checkfirst=True)
         except SQLAlchemyError as err:
             raise describe_fault(err) from err
+        self.db.watch_file()
 
     def _write(self) -> Tx:
-        if self._sqlite:
-            return Tx(lambda: self.engine.connect().execution_options(sqlite_begin="IMMEDIATE"), watch=self._watch)
-        return Tx(self.engine.connect, watch=self._watch)
+        return self.db.write_tx()
 
     def _read(self) -> Tx:
-        return Tx(self.engine.connect, watch=self._watch)
+        return self.db.read_tx()
 
     def save(self, name: str, snapshot: Snapshot) -> str:
         """Save ``snapshot`` under ``name`` on its page (replacing one of that name); returns the name."""

@@ -16,8 +16,9 @@ Composition of one data set's releases:
 * (epsilon, delta) spends (mechanisms that only have an approximate guarantee, such as the analytic
   Gaussian) add up by basic composition, epsilons and deltas separately, on top of the above.
 
-Storage uses the session store's engine (``core.fairness.store.engine.make_engine``:
-``DASHBOARD_DB_URL``, SQLite by default, PostgreSQL by URL). One transaction per recorded release;
+Storage is the project database (``core.database``: ``DASHBOARD_DB_URL``, SQLite by default, PostgreSQL
+by URL), shared with the elicitation store and saved scenarios; writes take its write lock and refuse a
+database file deleted or replaced under the running dashboard. One transaction per recorded release;
 recording the same release key twice changes nothing, so a page that reruns does not double count.
 """
 from __future__ import annotations
@@ -35,6 +36,7 @@ from sqlalchemy import (Column, Float, ForeignKey, Integer, MetaData, String, Ta
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import DataRef
+from core.database import Database, StoreUnavailable
 from core.privacy.ledger import BudgetLedger, Spend
 
 KINDS = ("release", "simulation")
@@ -79,6 +81,11 @@ caps_table = Table(
     Column("delta", Float(53), nullable=False),
     Column("updated_utc", String(32), nullable=False),
 )
+
+
+def _why(exc: BaseException) -> str:
+    """What went wrong, for a message: the project database's own words, else the error's type."""
+    return str(exc) if isinstance(exc, StoreUnavailable) else type(exc).__name__
 
 
 def data_key(ref: DataRef) -> str:
@@ -281,22 +288,23 @@ class ProjectLedger:
 
     url: str | None = None
     engine: object = field(init=False, repr=False)
+    db: Database = field(init=False, repr=False)
 
     def __post_init__(self):
-        from core.fairness.store.engine import make_engine
-
-        self.engine = make_engine(self.url)
+        self.db = Database(self.url)
+        self.engine = self.db.engine
         try:
             metadata.create_all(self.engine)
+            self.db.watch_file()
             self._absorb_legacy()
-        except SQLAlchemyError as exc:
-            raise ValueError(f"The privacy ledger's database cannot be opened ({type(exc).__name__}).") from exc
+        except (SQLAlchemyError, StoreUnavailable) as exc:
+            raise ValueError(f"The privacy ledger's database cannot be opened ({_why(exc)}).") from exc
 
     def _absorb_legacy(self) -> None:
         """Move the synthesis page's earlier release book into this ledger once, then drop its table."""
         if LEGACY_TABLE not in inspect(self.engine).get_table_names():
             return
-        with self.engine.begin() as conn:
+        with self.db.write_tx() as conn:
             rows = conn.execute(text(f"SELECT data_key, release_key, label, spends, created_utc FROM {LEGACY_TABLE} "
                                      "ORDER BY id")).all()
             for key, rkey, label, spends, created in rows:
@@ -335,14 +343,14 @@ class ProjectLedger:
             rel = LedgerRelease(**{**rel.__dict__,
                                    "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         try:
-            with self.engine.begin() as conn:
+            with self.db.write_tx() as conn:
                 if self._exists(conn, rel):
                     return False
                 self._insert(conn, rel)
         except IntegrityError:
             return False    # a concurrent rerun stored the same key first
-        except SQLAlchemyError as exc:
-            raise ValueError(f"{NOT_RECORDED} ({type(exc).__name__}); do not publish until it is.") from exc
+        except (SQLAlchemyError, StoreUnavailable) as exc:
+            raise ValueError(f"{NOT_RECORDED} ({_why(exc)}); do not publish until it is.") from exc
         return True
 
     def releases(self, key: str, kind: str | None = None) -> tuple[LedgerRelease, ...]:
@@ -351,14 +359,14 @@ class ProjectLedger:
         if kind is not None:
             query = query.where(releases_table.c.kind == kind)
         try:
-            with self.engine.connect() as conn:
+            with self.db.read_tx() as conn:
                 heads = conn.execute(query).mappings().all()
                 ids = [h["id"] for h in heads]
                 spends = conn.execute(select(spends_table).where(spends_table.c.release_id.in_(ids))
                                       .order_by(spends_table.c.release_id, spends_table.c.position)
                                       ).mappings().all() if ids else []
-        except SQLAlchemyError as exc:
-            raise ValueError(f"The privacy ledger cannot be read ({type(exc).__name__}).") from exc
+        except (SQLAlchemyError, StoreUnavailable) as exc:
+            raise ValueError(f"The privacy ledger cannot be read ({_why(exc)}).") from exc
         by_release: dict[int, list[Spend]] = {}
         for s in spends:
             by_release.setdefault(s["release_id"], []).append(Spend(
@@ -375,11 +383,11 @@ class ProjectLedger:
         if kind is not None:
             query = query.where(releases_table.c.kind == kind)
         try:
-            with self.engine.connect() as conn:
+            with self.db.read_tx() as conn:
                 rows = conn.execute(query).all()
                 capped = conn.execute(select(caps_table.c.data_key)).scalars().all()
-        except SQLAlchemyError as exc:
-            raise ValueError(f"The privacy ledger cannot be read ({type(exc).__name__}).") from exc
+        except (SQLAlchemyError, StoreUnavailable) as exc:
+            raise ValueError(f"The privacy ledger cannot be read ({_why(exc)}).") from exc
         labels = dict(rows)
         for key in capped:
             labels.setdefault(key, key)
@@ -389,21 +397,21 @@ class ProjectLedger:
     def set_cap(self, key: str, cap: Cap | None) -> None:
         """Set (or, with None, remove) the curator's cap for data set ``key``, in one transaction."""
         try:
-            with self.engine.begin() as conn:
+            with self.db.write_tx() as conn:
                 conn.execute(delete(caps_table).where(caps_table.c.data_key == key))
                 if cap is not None:
                     conn.execute(insert(caps_table).values(
                         data_key=key, amount=cap.amount, unit=cap.unit, delta=cap.delta,
                         updated_utc=datetime.now(timezone.utc).isoformat(timespec="seconds")))
-        except SQLAlchemyError as exc:
-            raise ValueError(f"The cap could not be saved ({type(exc).__name__}); try again.") from exc
+        except (SQLAlchemyError, StoreUnavailable) as exc:
+            raise ValueError(f"The cap could not be saved ({_why(exc)}); try again.") from exc
 
     def cap(self, key: str) -> Cap | None:
         try:
-            with self.engine.connect() as conn:
+            with self.db.read_tx() as conn:
                 row = conn.execute(select(caps_table).where(caps_table.c.data_key == key)).mappings().first()
-        except SQLAlchemyError as exc:
-            raise ValueError(f"The privacy ledger cannot be read ({type(exc).__name__}).") from exc
+        except (SQLAlchemyError, StoreUnavailable) as exc:
+            raise ValueError(f"The privacy ledger cannot be read ({_why(exc)}).") from exc
         return None if row is None else Cap(float(row["amount"]), row["unit"], float(row["delta"]))
 
     def totals(self, key: str, delta: float | None = None) -> Totals:

@@ -138,7 +138,7 @@ def test_a_restart_keeps_the_ledger_postgres():
 
 def test_the_synthesis_release_book_is_folded_in(tmp_path):
     url = f"sqlite:///{tmp_path / 'old.sqlite'}"
-    from core.fairness.store.engine import make_engine
+    from core.database import make_engine
     engine = make_engine(url)
     spends = json.dumps([{"label": "fit", "amount": 0.1, "unit": "rho", "composition": "sequential",
                           "group": None, "part": None, "measured": "every row"}])

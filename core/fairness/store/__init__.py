@@ -1,7 +1,8 @@
 """Elicitation sessions on disk: SQLAlchemy over SQLite (WAL) by default, PostgreSQL by URL.
 
 - ``schema``: tables and numbered migrations (an older database is upgraded in place);
-- ``engine``: engines, transactions, and database faults as plain-language ``StoreUnavailable``;
+- the engine, transactions and database faults (``StoreUnavailable``) are the project database's
+  (``core.database``), shared with the privacy ledger and saved scenarios;
 - ``checks``: free text, codes and keys;
 - ``sessions``: sessions, stakeholders, cards and answers with per-role access checks;
 - ``runs``: the fit-run audit log;
@@ -10,7 +11,7 @@
 from __future__ import annotations
 
 from core.fairness.store.checks import check_name, check_pseudonym, check_reason, check_session_name
-from core.fairness.store.engine import StoreUnavailable, default_db_url, make_engine, normalise_url
+from core.database import StoreUnavailable, default_db_url, make_engine, normalise_url
 from core.fairness.store.exchange import EXPORT_FORMAT, SessionExchange, parse_export
 from core.fairness.store.runs import WITHDRAWN, FitRunLog, code_version, constraint_set_hash, frontier_summary
 from core.fairness.store.schema import (MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_REASON_LENGTH,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hmac
 import secrets
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,14 +23,13 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import make_rng
+from core.database import Database, StoreUnavailable, Tx, describe_fault
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
                                        population_rows, sample_assignment, self_agreement, stakeholder_seed)
 from core.fairness.private_pairs import (SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople, check_copy_id,
                                          copy_from_json, copy_to_json, remember_copy)
 from core.fairness.store.checks import (check_pseudonym, check_reason, check_secret, check_session_name,
                                         digest)
-from core.fairness.store.engine import (FileWatch, StoreUnavailable, Tx, describe_fault, make_engine, normalise_url,
-                                        sqlite_file)
 from core.fairness.store.schema import (synthetic_copies, assignments, failed_attempts, judgments, metadata, now_utc,
                                         schema_version, sessions, stakeholders, upgrade)
 
@@ -158,26 +156,20 @@ class SessionStore:
 
     def __init__(self, url: str | None = None, engine: Engine | None = None):
         self.url = url
-        self.engine = engine or make_engine(url)
-        self.is_sqlite = self.engine.dialect.name == "sqlite"
-        # SQLite's busy handler backs off by sleeping, which starves some threads under load;
-        # writers of this process queue on a lock instead (other processes still use busy_timeout).
-        self._write_lock = threading.Lock() if self.is_sqlite else None
-        self._watch = FileWatch(sqlite_file(normalise_url(str(self.engine.url))) if self.is_sqlite else None)
+        self.db = Database(url, engine)     # the project database (core.database): engine, lock, file watch
+        self.engine = self.db.engine
+        self.is_sqlite = self.db.is_sqlite
         self._memo: dict[str, tuple] = {}
         self._create_schema()
-        self._watch = FileWatch(self._watch.path)  # the file exists now
+        self.db.watch_file()  # the file exists now
 
     # ------------------------------------------------------------------ plumbing
     def write_tx(self) -> Tx:
         """A transaction that takes the write lock up front (SQLite) and commits on exit."""
-        if self._write_lock is not None:
-            return Tx(lambda: self.engine.connect().execution_options(sqlite_begin="IMMEDIATE"),
-                      self._write_lock, self._watch)
-        return Tx(self.engine.connect, watch=self._watch)
+        return self.db.write_tx()
 
     def read_tx(self) -> Tx:
-        return Tx(self.engine.connect, watch=self._watch)
+        return self.db.read_tx()
 
     def _create_schema(self) -> None:
         """Create missing tables, then bring an older database up to SCHEMA_VERSION in place."""

@@ -1,10 +1,14 @@
-"""Database engines for the store and the transaction wrapper that turns database faults into
-plain-language errors.
+"""The project database: engines, transactions and the file watch, shared by everything that persists.
 
-SQLite (WAL) is the default; a PostgreSQL URL goes through psycopg 3. A fault the page can do
-nothing about (disk full, a read-only file, the file deleted under a running store, a server
-that cannot be reached) becomes :class:`StoreUnavailable`, a ``ValueError`` whose message says
-what happened and that the last action was not saved.
+The elicitation store (``core.fairness.store``), the privacy ledger (``core.privacy.project_ledger``)
+and saved scenarios (``core.scenarios``) keep their tables in one database: ``DASHBOARD_DB_URL``, or
+a SQLite file under data/sessions/ by default; a PostgreSQL URL goes through psycopg 3. Each opens it
+through :class:`Database`, which holds the engine, the write lock (SQLite) and the file watch, and
+hands out read and write transactions.
+
+A fault the page can do nothing about (disk full, a read-only file, the file deleted or replaced
+under a running dashboard, a server that cannot be reached) becomes :class:`StoreUnavailable`, a
+``ValueError`` whose message says what happened and that the last action was not saved.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-DEFAULT_DB_FILE = Path(__file__).resolve().parents[3] / "data" / "sessions" / "elicitation.sqlite"
+DEFAULT_DB_FILE = Path(__file__).resolve().parents[1] / "data" / "sessions" / "elicitation.sqlite"
 
 
 class StoreUnavailable(ValueError):
@@ -199,3 +203,41 @@ class Tx:
         if isinstance(exc, DBAPIError) and not isinstance(exc, IntegrityError):
             raise describe_fault(exc) from exc
         return False
+
+
+class Database:
+    """One open project database: its engine, and on SQLite a write lock and a watch on the file.
+
+    SQLite's busy handler backs off by sleeping, which starves some threads under load, so writers
+    of this process queue on the lock instead (other processes still wait through busy_timeout).
+    Every transaction first checks that the file is the one opened (see :class:`FileWatch`).
+    """
+
+    def __init__(self, url: str | None = None, engine: Engine | None = None):
+        self.url = url
+        self.engine = engine or make_engine(url)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self.write_lock = threading.Lock() if self.is_sqlite else None
+        self.watch = FileWatch(sqlite_file(normalise_url(str(self.engine.url))) if self.is_sqlite else None)
+
+    def watch_file(self) -> None:
+        """Take the file's identity again (call once the tables exist: a new file exists only then)."""
+        self.watch = FileWatch(self.watch.path)
+
+    def write_tx(self) -> Tx:
+        """A transaction that takes the write lock up front (SQLite: BEGIN IMMEDIATE) and commits on exit."""
+        if self.write_lock is not None:
+            return Tx(lambda: self.engine.connect().execution_options(sqlite_begin="IMMEDIATE"),
+                      self.write_lock, self.watch)
+        return Tx(self.engine.connect, watch=self.watch)
+
+    def read_tx(self) -> Tx:
+        """A transaction for reading (it commits nothing the caller did not write)."""
+        return Tx(self.engine.connect, watch=self.watch)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+__all__ = ["DEFAULT_DB_FILE", "NOT_SAVED", "Database", "FileWatch", "StoreUnavailable", "Tx", "default_db_url",
+           "describe_fault", "make_engine", "normalise_url", "sqlite_file"]
