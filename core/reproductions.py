@@ -54,16 +54,17 @@ class Reproduction:
 
 def _toydown_optimal_split(level: int) -> Callable[[], float]:
     def compute() -> float:
-        from core.census.analytic import Target, optimal_split
+        from core.census.targets import optimal_split
         from core.geography.hierarchy import Hierarchy
-        return float(optimal_split(Hierarchy.homogeneous([10, 10]), 1.0, Target("leaf"))[level])
+        return float(optimal_split(Hierarchy.homogeneous([10, 10]), 1.0, "leaf")[level])
     return compute
 
 
 def _toydown_leaf_variance() -> float:
-    from core.census.analytic import Target, leaf_variance_homogeneous, optimal_split
+    from core.census.analytic import leaf_variance_homogeneous
+    from core.census.targets import optimal_split
     from core.geography.hierarchy import Hierarchy
-    best = optimal_split(Hierarchy.homogeneous([10, 10]), 1.0, Target("leaf"))
+    best = optimal_split(Hierarchy.homogeneous([10, 10]), 1.0, "leaf")
     return float(leaf_variance_homogeneous([10, 10], best))
 
 
@@ -436,11 +437,11 @@ CR = "core/fairness/causal_ranking.py"
 
 REPRODUCTIONS: tuple[Reproduction, ...] = (
     Reproduction("toydown_split_1", TOYDOWN, "Fig. 2 optimum, share of the top level (n=(10,10), eps=1)",
-                 0.038, 0.0005, f"{TD} §1.6", "core/census/analytic.py:optimal_split", _toydown_optimal_split(0)),
+                 0.038, 0.0005, f"{TD} §1.6", "core/census/targets.py:optimal_split", _toydown_optimal_split(0)),
     Reproduction("toydown_split_2", TOYDOWN, "Fig. 2 optimum, share of the middle level",
-                 0.171, 0.0005, f"{TD} §1.6", "core/census/analytic.py:optimal_split", _toydown_optimal_split(1)),
+                 0.171, 0.0005, f"{TD} §1.6", "core/census/targets.py:optimal_split", _toydown_optimal_split(1)),
     Reproduction("toydown_split_3", TOYDOWN, "Fig. 2 optimum, share of the leaf level",
-                 0.791, 0.0005, f"{TD} §1.6", "core/census/analytic.py:optimal_split", _toydown_optimal_split(2)),
+                 0.791, 0.0005, f"{TD} §1.6", "core/census/targets.py:optimal_split", _toydown_optimal_split(2)),
     Reproduction("toydown_leaf_variance", TOYDOWN, "Cor. 4: leaf variance at the optimum",
                  14.52, 0.005, f"{TD} §1.6", "core/census/analytic.py:leaf_variance_homogeneous",
                  _toydown_leaf_variance),

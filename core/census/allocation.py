@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from core.census.checks import choice, number
 from core.privacy.ledger import BudgetLedger
-from core.privacy.mechanisms import get_mechanism
+from core.privacy.mechanisms import NoiseMechanism, get_mechanism
 from core.uploads import parse_json_text, read_text
 
 _FORMAT = "census-budget-allocation"
@@ -22,7 +22,8 @@ class Allocation:
 
     Levels compose sequentially and units within a level in parallel, so the total is the sum.
     ``mechanism`` is a mechanism id from ``core.privacy.mechanisms`` (a key, or a key with its
-    parameters). ``delta``: for rho it fixes the (epsilon, delta) statement; for an (epsilon, delta)
+    parameters); it may be given as the mechanism itself, which is then kept as :attr:`noise` (and the
+    id stored, the allocation's exchanged form). ``delta``: for rho it fixes the (epsilon, delta) statement; for an (epsilon, delta)
     mechanism it is the release's total delta (each level's mechanism carries its share).
     """
 
@@ -32,6 +33,7 @@ class Allocation:
     mechanism: str
     sensitivity: float = 2.0
     delta: float | None = None
+    _noise: NoiseMechanism | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.level_names, (list, tuple)) or not isinstance(self.budgets, (list, tuple)):
@@ -47,19 +49,30 @@ class Allocation:
         if any(not math.isfinite(b) or b <= 0 for b in self.budgets):
             raise ValueError(f"Every level's budget must be a positive number; got {list(self.budgets)}.")
         choice(self.unit, "The unit", ("epsilon", "rho"))
-        if not isinstance(self.mechanism, str):
+        if not isinstance(self.mechanism, (str, NoiseMechanism)):
             raise ValueError(f"The mechanism must be named by text; got {self.mechanism!r:.40}.")
         mech = get_mechanism(self.mechanism)
+        object.__setattr__(self, "mechanism", mech.id)
+        object.__setattr__(self, "_noise", mech)
         if mech.unit != self.unit:
             raise ValueError(f"The {mech.label} mechanism is calibrated in {mech.unit}, not {self.unit}.")
         number(self.sensitivity, "The sensitivity", 0.0, 100.0, open_low=True)
         if self.delta is not None:
             number(self.delta, "delta", 0.0, 0.5, open_low=True)
 
+    def __getstate__(self) -> dict:
+        # the mechanism object holds functions; a copy (or a cache key) keeps its id and rebuilds it
+        return {**self.__dict__, "_noise": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
     @property
-    def noise(self):
+    def noise(self) -> NoiseMechanism:
         """The mechanism (from the registry) that noises every level."""
-        return get_mechanism(self.mechanism)
+        if self._noise is None:
+            object.__setattr__(self, "_noise", get_mechanism(self.mechanism))
+        return self._noise
 
     @property
     def level_delta(self) -> float | None:

@@ -10,7 +10,6 @@ from sparse (node, district, weight) triples.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -235,70 +234,6 @@ def split_for_coefficients(coefficients, total_budget: float, unit: str = "epsil
         x = np.maximum(floor, lo * root)
         x *= total_budget / x.sum()
     return x
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the split should make accurate: one leaf, whole units at a level, or given districts.
-
-    kind "leaf" (a typical leaf), "unit" (a typical whole unit at ``level``) or "district" (each
-    column of ``mask`` / each label of ``labels``, averaged); ``weight`` weighs it in the optimum.
-    """
-
-    name: str
-    kind: str = "leaf"
-    level: int | None = None
-    labels: tuple | None = None
-    mask: np.ndarray | None = field(default=None, compare=False, repr=False)
-    weight: float = 1.0
-
-
-def target_coefficients(h: Hierarchy, target: Target) -> np.ndarray:
-    """Mean level coefficients (depth,) of a target: Var(E) = sum_l a_l v_l averaged over its units."""
-    if target.kind == "leaf":
-        if h.depth == 1:
-            return np.ones(1)
-        # every leaf of a parent has the same coefficients, so one leaf per parent suffices
-        first_leaves = h.child_ptr[h.level_slice(h.depth - 2)]
-        mask_labels = np.full(h.n_leaves, -1)
-        pos = np.empty(h.n_nodes, dtype=np.int64)
-        pos[h.leaf_nodes] = np.arange(h.n_leaves)
-        mask_labels[pos[first_leaves]] = np.arange(first_leaves.shape[0])
-        a = level_coefficients(h, leaf_labels=mask_labels)
-        sizes = h.n_children[h.level_slice(h.depth - 2)]
-        return a @ sizes / sizes.sum()
-    if target.kind == "unit":
-        if target.level is None:
-            raise ValueError(f"Target {target.name!r} needs a level for whole units.")
-        return unit_coefficients(h, int(target.level)).mean(axis=1)
-    if target.kind == "district":
-        if target.labels is not None:
-            a = level_coefficients(h, leaf_labels=np.asarray(target.labels))
-        elif target.mask is not None:
-            a = level_coefficients(h, leaf_mask=target.mask)
-        else:
-            raise ValueError(f"District target {target.name!r} needs labels or a mask.")
-        return a.mean(axis=1) if a.ndim == 2 else a
-    raise ValueError(f"Unknown target kind {target.kind!r}; use 'leaf', 'unit' or 'district'.")
-
-
-def optimal_split(h: Hierarchy, total_budget: float, targets, unit: str = "epsilon",
-                  min_share: float = 0.0) -> np.ndarray:
-    """Per-level budgets minimising the weighted variance of the targets, summing to the total.
-
-    ``targets`` is a Target, a list of Targets (weighted by their ``weight``) or a coefficient
-    array (depth,) / (depth, m) (columns summed). Cube-root rule under pure DP, square-root under zCDP.
-    """
-    if isinstance(targets, Target):
-        targets = [targets]
-    if isinstance(targets, (list, tuple)) and targets and isinstance(targets[0], Target):
-        a = sum(t.weight * target_coefficients(h, t) for t in targets)
-    else:
-        a = np.asarray(targets, dtype=float)
-        a = a.sum(axis=1) if a.ndim == 2 else a
-    if a.shape[0] != h.depth:
-        raise ValueError(f"Target coefficients need one entry per level ({h.depth}).")
-    return split_for_coefficients(a, total_budget, unit, min_share)
 
 
 def split_objective(coefficients, budgets, mechanism: str = "laplace", sensitivity: float = 2.0) -> float:

@@ -22,37 +22,19 @@ from core.census.allocation import Allocation
 from core.census.checks import number as _finite
 from core.census.analytic import (PRESETS, level_coefficients, level_node_variance, preset_shares,
                                   split_for_coefficients, unit_coefficients)
+from core.census.targets import MAX_DISTRICTS, parse_target, split_for_means, target_labels
 from core.census.geography_data import (GEOGRAPHIES, GeographyData, Hierarchy, check_fanouts, load_geography)
 from core.census.mechanism_comparison import MechanismSweepPlan, generalized_gaussian_advantage, mechanism_sweep
 from core.census.public_info import (PublicInfoPlan, beta_equicorrelated, delta_z_grid, dpz_statement,
                                      invariant_effects, wem_comparison)
 from core.census.toydown import consistent_top_down, draw_node_noise
-from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, named_rng, seed_sequence, stream_key,
-                            whole_number)
+from core.contracts import DataRef, Plan, Result, bytes_fingerprint, seed_sequence, stream_key, whole_number
 from core.parallel import map_trials
 from core.privacy.mechanisms import (MECHANISMS, AnalyticGaussianParams, GeneralizedGaussianParams, NoParams,
-                                     get_mechanism, mechanism_id)
+                                     NoiseMechanism, get_mechanism)
 
 SPLITS = {"preset": "Preset from the paper", "custom": "Custom sliders", "optimise": "Optimise for my targets"}
-MAX_DISTRICTS = 10_000
 SIMULATION = "Simulation, not a release: seeded floating-point noise for illustration only."
-
-
-def parse_target(spec: str) -> tuple[str, int | None]:
-    """('leaf' | 'unit' | 'greedy' | 'scattered' | 'plan', argument) of a target spec, checked."""
-    if not isinstance(spec, str):
-        raise ValueError(f"A target is written as text such as 'leaf' or 'greedy:4'; got {spec!r:.40}.")
-    kind, _, arg = spec.partition(":")
-    if kind in ("leaf", "plan") and not arg:
-        return kind, None
-    if kind in ("unit", "greedy", "scattered") and arg.isdigit() and len(arg) <= 6:
-        n = int(arg)
-        if kind == "unit" and n <= 10:
-            return kind, n
-        if kind != "unit" and 1 <= n <= MAX_DISTRICTS:
-            return kind, n
-    raise ValueError(f"Target {spec!r} is not one of leaf, unit:<level>, greedy:<k>, scattered:<k> (k from 1 to "
-                     f"{MAX_DISTRICTS:,}) or plan.")
 
 
 @dataclass(frozen=True)
@@ -109,7 +91,7 @@ class BudgetPlan(Plan):
         spec = MECHANISMS[self.mechanism]
         if not isinstance(self.mechanism_params, spec.params):
             raise ValueError(f"{spec.label} takes {spec.params.__name__}, not {type(self.mechanism_params).__name__}.")
-        mech = get_mechanism(self.mechanism)
+        mech = get_mechanism(self.mechanism, self.mechanism_params)
         if mech.unit != self.unit:
             raise ValueError(f"The {spec.label} mechanism spends {mech.unit}; switch the unit or the mechanism.")
         if (self.unit == "rho" or mech.approximate) and self.delta is None:
@@ -131,7 +113,7 @@ class BudgetPlan(Plan):
                 raise ValueError("At least one level needs a positive share; raise a slider.")
         if not isinstance(self.targets, tuple) or not 1 <= len(self.targets) <= 20:
             raise ValueError("Pick between 1 and 20 targets.")
-        kinds = [parse_target(t)[0] for t in self.targets]
+        kinds = [parse_target(t).kind for t in self.targets]
         if "plan" in kinds and not self.data.is_upload:
             raise ValueError("The 'plan' target needs an uploaded district plan.")
         if not isinstance(self.target_weights, tuple):
@@ -164,12 +146,13 @@ class BudgetPlan(Plan):
         return load_geography(self.geography, tuple(self.fanouts) if self.geography == "stylised" else (),
                               _geo_seed(self))
 
-    def level_mechanism(self, depth: int) -> str:
-        """The mechanism id every level uses: an (epsilon, delta) mechanism gets delta / depth per level."""
+    def level_mechanism(self, depth: int) -> NoiseMechanism:
+        """The mechanism every level uses, built once from the plan's key and Params: an (epsilon, delta)
+        mechanism gets delta / depth per level."""
         params = self.mechanism_params
-        if get_mechanism(self.mechanism).approximate:
+        if get_mechanism(self.mechanism, params).approximate:
             params = params.__class__(**{**params.__dict__, "delta": float(self.delta) / depth})
-        return mechanism_id(self.mechanism, params)
+        return get_mechanism(self.mechanism, params)
 
 
 def _geo_seed(plan: BudgetPlan) -> int:
@@ -263,36 +246,6 @@ class BudgetResult(Result):
 
 
 # ------------------------------------------------------------------------------ targets
-def target_labels(h: Hierarchy, spec: str, rng: np.random.Generator,
-                  plan: np.ndarray | None = None) -> tuple[str, np.ndarray]:
-    """Name and per-leaf district labels of a target spec ('leaf', 'unit:L', 'greedy:k', 'scattered:k', or
-    'plan' for the districts of ``plan``, one label per leaf such as a plan from the district maps page)."""
-    kind, arg = parse_target(spec)
-    if kind == "plan":
-        labels = np.asarray(plan if plan is not None else (), dtype=np.int64)
-        if labels.shape != (h.n_leaves,) or (labels < 0).any():
-            raise ValueError(f"The district plan needs one district per {h.level_names[-1]} "
-                             f"({h.n_leaves:,}); load a plan made for this geography.")
-        _, labels = np.unique(labels, return_inverse=True)
-        return f"your {labels.max() + 1}-district plan", labels
-    if kind == "leaf":
-        return f"one {h.level_names[-1]}", np.arange(h.n_leaves)
-    if kind == "unit":
-        if not 0 <= arg < h.depth:
-            raise ValueError(f"Whole-unit target level {arg} is not in this hierarchy (levels 0..{h.depth - 1}).")
-        return f"whole {h.level_names[arg]}", h.ancestors_at(arg) - h.level_offsets[arg]
-    k = arg
-    if not 1 <= k <= h.n_leaves:
-        raise ValueError(f"The number of districts must be between 1 and {h.n_leaves:,} (the leaves of this tree).")
-    rank = h.leaf_nodes - h.level_offsets[h.depth - 1]   # position in storage (label) order
-    if kind == "greedy":
-        # Greedy (Alg. 3) on a labelled tree: equal runs of consecutive leaves from a random offset
-        offset = int(rng.integers(h.n_leaves))
-        return f"{k} hierarchy-following districts", ((rank + offset) % h.n_leaves) * k // h.n_leaves
-    perm = rng.permutation(h.n_leaves)
-    return f"{k} scattered districts", perm[rank] * k // h.n_leaves
-
-
 def district_plan_labels(data: bytes | None, geo: GeographyData) -> np.ndarray | None:
     """The uploaded block-assignment CSV's district per leaf (None without an upload)."""
     if data is None:
@@ -306,7 +259,7 @@ def district_plan_labels(data: bytes | None, geo: GeographyData) -> np.ndarray |
 
 
 # ------------------------------------------------------------------------------ splits
-def _split_budgets(plan: BudgetPlan, h: Hierarchy, target_coeffs: list[np.ndarray], mech: str) -> np.ndarray:
+def _split_budgets(plan: BudgetPlan, h: Hierarchy, target_coeffs: list[np.ndarray], mech: NoiseMechanism) -> np.ndarray:
     if plan.split == "preset":
         return plan.total * preset_shares(plan.preset, h.depth)
     if plan.split == "custom":
@@ -319,42 +272,12 @@ def _split_budgets(plan: BudgetPlan, h: Hierarchy, target_coeffs: list[np.ndarra
     return recommended_split(plan, target_coeffs, mech)
 
 
-def recommended_split(plan: BudgetPlan, target_coeffs: list[np.ndarray], mech: str) -> np.ndarray:
-    """Budgets minimising the weighted sum of each target's variance relative to its equal-split variance.
-
-    Normalising by the equal-split variance keeps one large target from drowning the others, so a
-    weight reads as plain importance (weight 2 = twice as important); every level keeps at least
-    0.5% of the budget so each node still gets finite noise. The closed forms (cube-root rule for
-    epsilon, square-root for rho) are exact for noise whose variance scales as 1/budget^2 or
-    1/budget; for (epsilon, delta) mechanisms, whose variance only nearly does, the closed form is
-    the start of a numerical refinement on the mechanism's own variance.
-    """
-    depth = target_coeffs[0].shape[0]
+def recommended_split(plan: BudgetPlan, target_coeffs: list[np.ndarray], mech: NoiseMechanism | str) -> np.ndarray:
+    """Budgets minimising the weighted sum of each target's variance relative to its equal-split variance
+    (:func:`core.census.targets.split_for_means`); every level keeps at least 0.5% of the budget so each
+    node still gets finite noise."""
     weights = plan.target_weights or (1.0,) * len(target_coeffs)
-    v_eq = level_node_variance(np.full(depth, plan.total / depth), mech, plan.sensitivity, estimate=True)
-    a = sum(w * c / max(float(np.dot(c, v_eq)), 1e-300) for w, c in zip(weights, target_coeffs))
-    start = split_for_coefficients(a, plan.total, get_mechanism(mech).unit, min_share=0.005)
-    if not get_mechanism(mech).approximate or depth == 1:
-        return start
-    return _refine_split(a, start, plan.total, mech, plan.sensitivity)
-
-
-def _refine_split(a: np.ndarray, start: np.ndarray, total: float, mech: str, sensitivity: float) -> np.ndarray:
-    """Minimise sum_l a_l v_l(x_l) over budgets summing to ``total`` (each at least 0.5% of it), from
-    ``start``, on the mechanism's own (interpolated) variance; keeps ``start`` unless it improves."""
-    from scipy.optimize import minimize
-
-    floor = 0.005 * total
-    objective = lambda x: float(np.dot(a, level_node_variance(np.maximum(x, floor), mech, sensitivity,  # noqa: E731
-                                                              estimate=True)))
-    scale = objective(start)
-    res = minimize(lambda x: objective(x) / scale, start, method="SLSQP",
-                   bounds=[(floor, total)] * start.size,
-                   constraints=[{"type": "eq", "fun": lambda x: (x.sum() - total) / total}],
-                   options={"maxiter": 200, "ftol": 1e-10})
-    best = np.maximum(res.x, floor)
-    best *= total / best.sum()
-    return best if np.all(np.isfinite(best)) and objective(best) < objective(start) else start
+    return split_for_means(target_coeffs, weights, plan.total, mech, plan.sensitivity, min_share=0.005)
 
 
 # ---------------------------------------------------------------------------------- run
@@ -406,15 +329,15 @@ def _allocation_part(plan: BudgetPlan, data: bytes | None, progress=None) -> dic
     geo = plan.geography_data()
     h = geo.hierarchy
     mech = plan.level_mechanism(h.depth)
-    get_mechanism(mech).prepare(plan.sensitivity, progress)   # e.g. the Generalized Gaussian's what-if curve
+    mech.prepare(plan.sensitivity, progress)   # e.g. the Generalized Gaussian's what-if curve
     district_plan = district_plan_labels(data, geo)
-    target_rng = named_rng(plan.seed, "targets")
-    targets = [target_labels(h, spec, target_rng, district_plan) for spec in plan.targets]
+    # each target draws its districts from its own stream: listing another target never moves its numbers
+    targets = [target_labels(h, spec, plan.seed, district_plan) for spec in plan.targets]
     coeffs = [level_coefficients(h, leaf_labels=labels) for _, labels in targets]
     mean_coeffs = [c.mean(axis=1) for c in coeffs]
     budgets = _split_budgets(plan, h, mean_coeffs, mech)
     alloc = Allocation(h.level_names, tuple(budgets), plan.unit, mech, plan.sensitivity,
-                       plan.delta if plan.unit == "rho" or get_mechanism(mech).approximate else None)
+                       plan.delta if plan.unit == "rho" or mech.approximate else None)
     v = level_node_variance(budgets, mech, plan.sensitivity)
     unit_coeffs = [unit_coefficients(h, lvl).mean(axis=1) for lvl in range(h.depth)]
     levels = _levels_table(h, plan, budgets, v, unit_coeffs, mech)
@@ -429,8 +352,8 @@ def _allocation_part(plan: BudgetPlan, data: bytes | None, progress=None) -> dic
                 recommended_split=rec_split)
 
 
-def _levels_table(h: Hierarchy, plan: BudgetPlan, budgets, v, unit_coeffs, mech: str) -> pd.DataFrame:
-    scales = np.atleast_1d(get_mechanism(mech).scale_for(plan.sensitivity, budgets))
+def _levels_table(h: Hierarchy, plan: BudgetPlan, budgets, v, unit_coeffs, mech: NoiseMechanism) -> pd.DataFrame:
+    scales = np.atleast_1d(mech.scale_for(plan.sensitivity, budgets))
     fan = np.append(h.mean_fanouts(), np.nan)
     return pd.DataFrame({
         "level": list(h.level_names), "units": h.level_sizes(), "mean children": fan,
@@ -497,7 +420,8 @@ def _compare_splits(h, plan: BudgetPlan, budgets, unit_coeffs, target_names, tar
     return pd.DataFrame(lv_rows), pd.DataFrame(tg_rows), pd.DataFrame(rec_rows), recommended
 
 
-def figure2_curves(fanouts: tuple[int, int] = (10, 10), total: float = 1.0, mechanism: str = "laplace",
+def figure2_curves(fanouts: tuple[int, int] = (10, 10), total: float = 1.0,
+                   mechanism: str | NoiseMechanism = "laplace",
                    sensitivity: float = 2.0, bottom_shares=(0.5, 0.6, 0.7, 0.79, 0.85, 0.9),
                    points: int = 99) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Leaf variance of a 3-level homogeneous tree against eps_1/(eps_1+eps_2), one curve per bottom share.
@@ -505,6 +429,7 @@ def figure2_curves(fanouts: tuple[int, int] = (10, 10), total: float = 1.0, mech
     The analogue of Cohen et al. 2021, Fig. 2 (n1 = n2 = 10, epsilon = 1); the optimum (cube-root
     rule, square-root under rho) is returned as a second table.
     """
+    mechanism = get_mechanism(mechanism)
     h = Hierarchy.homogeneous(list(fanouts))
     c = level_coefficients(h, leaf_labels=np.r_[0, np.full(h.n_leaves - 1, -1)])[:, 0]
     x = np.linspace(0.01, 0.99, points)
@@ -514,7 +439,7 @@ def figure2_curves(fanouts: tuple[int, int] = (10, 10), total: float = 1.0, mech
     budgets = np.stack([xi * upper, (1 - xi) * upper, b3 * total])
     v = level_node_variance(budgets.ravel(), mechanism, sensitivity, estimate=True).reshape(budgets.shape)
     curves = pd.DataFrame({"bottom share": b3, "top share of upper levels": xi, "leaf variance": c @ v})
-    best = split_for_coefficients(c, total, get_mechanism(mechanism).unit)
+    best = split_for_coefficients(c, total, mechanism.unit)
     opt = pd.DataFrame([{"bottom share": best[2] / total, "top share of upper levels": best[0] / (best[0] + best[1]),
                          "leaf variance": float(np.dot(c, level_node_variance(best, mechanism, sensitivity, estimate=True))),
                          "budgets": tuple(round(float(b), 4) for b in best)}])
@@ -543,7 +468,7 @@ def _public_part(geography: str, fanouts, seed: int, alloc: Allocation, public: 
     h = geo.hierarchy
     if public.exact_through >= h.depth:
         raise ValueError(f"This geography has levels 0..{h.depth - 1}; publish exactly through one of them.")
-    effects = invariant_effects(h, h.aggregate(geo.leaf_counts), alloc.eps_by_level, alloc.mechanism,
+    effects = invariant_effects(h, h.aggregate(geo.leaf_counts), alloc.eps_by_level, alloc.noise,
                                 alloc.sensitivity)
     m = public.exact_through
     invariants = [] if m < 0 else (["the total population"] if m == 0 else

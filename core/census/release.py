@@ -17,7 +17,6 @@ import pandas as pd
 from core.census.allocation import Allocation, AllocationLedger
 from core.census.geography_data import GeographyData
 from core.privacy import secure
-from core.privacy.mechanisms import get_mechanism
 
 RELEASE_NOTE = ("Release: noise drawn from OpenDP's samplers with the operating system's randomness. "
                 "It cannot be reproduced; publish it once and keep the ledger with it.")
@@ -41,7 +40,7 @@ class CountRelease:
 
 def can_release(allocation: Allocation) -> bool:
     """True when the allocation's mechanism has a secure sampler."""
-    return secure.supports_release(allocation.mechanism)
+    return allocation.noise.supports_release
 
 
 def release_noisy_counts(allocation: Allocation, geo: GeographyData, progress=None) -> CountRelease:
@@ -54,8 +53,8 @@ def release_noisy_counts(allocation: Allocation, geo: GeographyData, progress=No
     h = geo.hierarchy
     if tuple(allocation.level_names) != tuple(h.level_names):
         raise ValueError("The allocation was made for other levels than this geography's.")
-    mech = get_mechanism(allocation.mechanism)
-    if not secure.supports_release(allocation.mechanism):
+    mech = allocation.noise
+    if not mech.supports_release:
         raise ValueError(f"The {mech.label} has no secure sampler, so it cannot be released here; choose "
                          "Laplace, geometric, a Gaussian or the analytic Gaussian for a release.")
     true = h.aggregate(np.asarray(geo.leaf_counts, dtype=np.int64))
@@ -64,7 +63,7 @@ def release_noisy_counts(allocation: Allocation, geo: GeographyData, progress=No
     frames = []
     for lvl in range(h.depth):
         sl = h.level_slice(lvl)
-        noisy = secure.secure_release(true[sl], allocation.mechanism, float(scales[lvl]))
+        noisy = secure.secure_release(true[sl], mech, float(scales[lvl]))
         labels = [h.label(int(v)) for v in range(sl.start, sl.stop)] if h.node_labels is not None \
             else [f"{h.level_names[lvl]} {i}" for i in range(sl.stop - sl.start)]
         frames.append(pd.DataFrame({"level": h.level_names[lvl], "unit": labels, "noisy count": noisy}))

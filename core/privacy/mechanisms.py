@@ -375,6 +375,24 @@ class NoiseMechanism:
     delta: float | None = None
     key: str = ""
     params: object = None
+    norm: str = "l1"
+    opendp: tuple[str, str, str] | None = None
+
+    @property
+    def id(self) -> str:
+        """The one string naming this mechanism and its parameters (see :func:`mechanism_id`)."""
+        return self.name
+
+    @property
+    def supports_release(self) -> bool:
+        """True when ``core.privacy.secure`` can draw this noise from OpenDP's samplers (a real release)."""
+        return self.opendp is not None
+
+    def sensitivity_of_counts(self, k: int):
+        """The sensitivity argument of ``scale_for`` for k counts that one person changes by at most 1
+        each: k in the l1 norm (Laplace, geometric), sqrt(k) in the l2 norm (Gaussians), or k itself for
+        mechanisms calibrated on the number of such counts (the Generalized Gaussian)."""
+        return math.sqrt(k) if self.norm == "l2" else k
 
     @property
     def approximate(self) -> bool:
@@ -486,24 +504,27 @@ def _whole_queries(sensitivity: float) -> int:
 
 def _laplace(_: NoParams) -> NoiseMechanism:
     return NoiseMechanism("laplace", "Laplace", "epsilon", False, sample_laplace, laplace_variance,
-                          laplace_mean_abs, abs_laplace, key="laplace", params=NoParams())
+                          laplace_mean_abs, abs_laplace, key="laplace", params=NoParams(),
+                          opendp=("f64", "l1", "then_laplace"))
 
 
 def _geometric(_: NoParams) -> NoiseMechanism:
     return NoiseMechanism("geometric", "Two-sided geometric", "epsilon", True, sample_geometric,
-                          geometric_variance, geometric_mean_abs, abs_geometric, key="geometric", params=NoParams())
+                          geometric_variance, geometric_mean_abs, abs_geometric, key="geometric", params=NoParams(),
+                          opendp=("i64", "l1", "then_laplace"))
 
 
 def _gaussian(_: NoParams) -> NoiseMechanism:
     return NoiseMechanism("gaussian", "Gaussian (zCDP)", "rho", False, sample_gaussian, gaussian_variance,
-                          gaussian_mean_abs, abs_gaussian, key="gaussian", params=NoParams())
+                          gaussian_mean_abs, abs_gaussian, key="gaussian", params=NoParams(), norm="l2",
+                          opendp=("f64", "l2", "then_gaussian"))
 
 
 def _discrete_gaussian(_: NoParams) -> NoiseMechanism:
     return NoiseMechanism("discrete_gaussian", "Discrete Gaussian (zCDP)", "rho", True, sample_discrete_gaussian,
                           discrete_gaussian_variance, discrete_gaussian_mean_abs, abs_discrete_gaussian,
-                          key="discrete_gaussian",
-                          params=NoParams())
+                          key="discrete_gaussian", params=NoParams(), norm="l2",
+                          opendp=("i64", "l2", "then_gaussian"))
 
 
 def _analytic_gaussian(params: AnalyticGaussianParams) -> NoiseMechanism:
@@ -514,7 +535,7 @@ def _analytic_gaussian(params: AnalyticGaussianParams) -> NoiseMechanism:
         mechanism_id("analytic_gaussian", params), f"Analytic Gaussian (delta {delta:.0e})", "epsilon", False,
         sample_gaussian, gaussian_variance, gaussian_mean_abs, abs_gaussian,
         calibration=lambda sens, eps: analytic_gaussian_sigma(eps, delta, sens),
-        delta=delta, key="analytic_gaussian", params=params)
+        delta=delta, key="analytic_gaussian", params=params, norm="l2", opendp=("f64", "l2", "then_gaussian"))
 
 
 def _generalized_gaussian(params: GeneralizedGaussianParams) -> NoiseMechanism:
@@ -531,7 +552,7 @@ def _generalized_gaussian(params: GeneralizedGaussianParams) -> NoiseMechanism:
         calibration=lambda sens, eps: calibrate_generalized_gaussian(_whole_queries(sens), p, eps, delta),
         estimate=lambda sens, eps: gg_scale_estimate(_whole_queries(sens), p, eps, delta),
         prepare_estimate=lambda sens, progress: gg_scale_curve(_whole_queries(sens), p, delta, progress),
-        delta=delta, key="generalized_gaussian", params=params)
+        delta=delta, key="generalized_gaussian", params=params, norm="queries")
 
 
 MECHANISMS = Registry("noise mechanism", [
@@ -587,8 +608,13 @@ def _built(key: str, params) -> NoiseMechanism:
     return MECHANISMS[key].build(params)
 
 
-def get_mechanism(name: str, params=None) -> NoiseMechanism:
-    """The mechanism for a registry key (with ``params``, or its defaults) or a full mechanism id."""
+def get_mechanism(name, params=None) -> NoiseMechanism:
+    """The mechanism for a registry key (with ``params``, or its defaults) or a full mechanism id; a
+    :class:`NoiseMechanism` is returned as it is (code that holds the object passes it on, unparsed)."""
+    if isinstance(name, NoiseMechanism):
+        if params is not None and params != name.params:
+            raise ValueError(f"The {name.label} was built with other parameters than {params!r}.")
+        return name
     if params is None:
         key, params = parse_mechanism_id(name)
     else:

@@ -12,34 +12,22 @@ from functools import lru_cache
 
 import numpy as np
 
-from core.privacy.mechanisms import get_mechanism
+from core.privacy.mechanisms import MECHANISMS, NoiseMechanism, get_mechanism
 
-# OpenDP measurement per mechanism name: (atom type, metric, measurement constructor name)
-_OPENDP_SETUP = {
-    "laplace": ("f64", "l1", "then_laplace"),
-    "geometric": ("i64", "l1", "then_laplace"),
-    "gaussian": ("f64", "l2", "then_gaussian"),
-    "discrete_gaussian": ("i64", "l2", "then_gaussian"),
-    "analytic_gaussian": ("f64", "l2", "then_gaussian"),
-}
-
-
-def _release_mechanism(mechanism_name: str):
-    """The registry mechanism for a release, refused by name when OpenDP has no sampler for it."""
-    mechanism = get_mechanism(mechanism_name)
-    if mechanism.key not in _OPENDP_SETUP:
+def _release_mechanism(mechanism) -> NoiseMechanism:
+    """The registry mechanism (an id or the object) for a release, refused by name when it carries no
+    OpenDP sampler (its ``opendp`` setup, set by its factory in ``core.privacy.mechanisms``)."""
+    mechanism = get_mechanism(mechanism)
+    if not mechanism.supports_release:
+        able = [MECHANISMS[k].label for k in MECHANISMS if get_mechanism(k).supports_release]
         raise ValueError(f"The {mechanism.label} has no secure sampler here; a real release can use "
-                         f"{', '.join(sorted(_OPENDP_SETUP))}. Simulate it instead.")
+                         f"{', '.join(able)}. Simulate it instead.")
     return mechanism
 
 
-def supports_release(mechanism_name: str) -> bool:
-    """True when a mechanism can be released through OpenDP's samplers."""
-    try:
-        _release_mechanism(mechanism_name)
-    except ValueError:
-        return False
-    return True
+def supports_release(mechanism) -> bool:
+    """True when a mechanism (an id or the object) can be released through OpenDP's samplers."""
+    return get_mechanism(mechanism).supports_release
 
 
 @lru_cache(maxsize=1)
@@ -52,9 +40,11 @@ def _opendp():
 
 
 @lru_cache(maxsize=64)
-def _measurement(mechanism_name: str, scale: float):
+def _measurement(mechanism_id: str, scale: float):
+    """OpenDP's measurement for a mechanism at this scale, from the (atom type, metric, constructor name)
+    its factory gave it."""
     dp = _opendp()
-    atom, metric, constructor = _OPENDP_SETUP[mechanism_name]
+    atom, metric, constructor = _release_mechanism(mechanism_id).opendp
     if atom == "f64":
         domain = dp.vector_domain(dp.atom_domain(T="f64", nan=False))
         distance = dp.l1_distance(T="f64") if metric == "l1" else dp.l2_distance(T="f64")
@@ -64,13 +54,13 @@ def _measurement(mechanism_name: str, scale: float):
     return (domain, distance) >> getattr(dp.m, constructor)(scale=scale)
 
 
-def secure_release(values, mechanism_name: str, scale: float) -> np.ndarray:
+def secure_release(values, mechanism, scale: float) -> np.ndarray:
     """Release ``values`` plus noise from OpenDP (not reproducible: OS randomness). RELEASE PATH.
 
     Discrete mechanisms ("geometric", "discrete_gaussian") take and return integers; the
     continuous ones return floats. The output has the shape of ``values``.
     """
-    mechanism = _release_mechanism(mechanism_name)
+    mechanism = _release_mechanism(mechanism)
     scale = float(scale)
     if not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"The noise scale must be a positive finite number; got {scale}.")
@@ -90,22 +80,23 @@ def secure_release(values, mechanism_name: str, scale: float) -> np.ndarray:
         dtype = float
     if not flat:
         return np.zeros(arr.shape, dtype=dtype)
-    noisy = _measurement(mechanism.key, scale)(flat)
+    noisy = _measurement(mechanism.id, scale)(flat)
     return np.asarray(noisy, dtype=dtype).reshape(arr.shape)
 
 
-def secure_noise(mechanism_name: str, scale: float, size) -> np.ndarray:
+def secure_noise(mechanism, scale: float, size) -> np.ndarray:
     """Pure noise draws from OpenDP's sampler (a release of zeros), shaped like numpy's ``size``."""
     n = int(np.prod(size)) if np.ndim(size) else int(size)
-    dtype = np.int64 if _release_mechanism(mechanism_name).discrete else float
-    return secure_release(np.zeros(n, dtype=dtype), mechanism_name, scale).reshape(size)
+    mechanism = _release_mechanism(mechanism)
+    dtype = np.int64 if mechanism.discrete else float
+    return secure_release(np.zeros(n, dtype=dtype), mechanism, scale).reshape(size)
 
 
-def secure_privacy_cost(mechanism_name: str, scale: float, sensitivity: float = 1.0) -> float:
+def secure_privacy_cost(mechanism, scale: float, sensitivity: float = 1.0) -> float:
     """OpenDP's own privacy map: epsilon (Laplace, geometric) or rho (Gaussians) at this scale."""
-    mechanism = _release_mechanism(mechanism_name)
+    mechanism = _release_mechanism(mechanism)
     d_in = int(sensitivity) if mechanism.discrete and float(sensitivity).is_integer() else float(sensitivity)
-    return float(_measurement(mechanism.key, float(scale)).map(d_in))
+    return float(_measurement(mechanism.id, float(scale)).map(d_in))
 
 
 class SecureMechanism:
@@ -114,7 +105,7 @@ class SecureMechanism:
     ``sample(scale, size)`` draws noise and ``release(values, scale)`` adds it, both through OpenDP.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name) -> None:
         self.mechanism = _release_mechanism(name)
         self.name = self.mechanism.name
         self.unit = self.mechanism.unit
@@ -126,15 +117,15 @@ class SecureMechanism:
 
     def sample(self, scale: float, size) -> np.ndarray:
         """Noise draws from OpenDP (OS randomness): the release path."""
-        return secure_noise(self.name, scale, size)
+        return secure_noise(self.mechanism, scale, size)
 
     def release(self, values, scale: float) -> np.ndarray:
         """``values`` plus OpenDP noise: the release path."""
-        return secure_release(values, self.name, scale)
+        return secure_release(values, self.mechanism, scale)
 
     def privacy_cost(self, scale: float, sensitivity: float = 1.0) -> float:
         """OpenDP's own privacy map at this scale, in ``self.unit``."""
-        return secure_privacy_cost(self.name, scale, sensitivity)
+        return secure_privacy_cost(self.mechanism, scale, sensitivity)
 
 
 def secure_noisy_max(scores, scale: float) -> int:

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from core.census.allocation import Allocation
-from core.census.budget_plan import parse_target
+from core.census.targets import parse_target
 from core.census.geography_data import load_geography
 from core.census.analytic import PRESETS, preset_shares
 from core.privacy.mechanisms import MECHANISMS, get_mechanism, mechanism_id, mechanism_keys
@@ -113,13 +113,13 @@ def budget_input(key: str, level_names: Sequence[str], allow_optimise: bool = Tr
 def _target_widgets(plan) -> tuple[list[str], int]:
     picked, k = [], 4
     for t in plan.targets:
-        kind, arg = parse_target(t)
-        if kind in ("greedy", "scattered"):
-            picked.append(kind)
-            k = arg
-        elif kind == "unit":
+        target = parse_target(t)
+        if target.kind in ("greedy", "scattered"):
+            picked.append(target.kind)
+            k = target.arg
+        elif target.kind == "unit":
             picked.append(t)
-        elif kind == "leaf":
+        elif target.kind == "leaf":
             picked.append("leaf")
     return picked, k
 

@@ -3,11 +3,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.census.analytic import (PRESETS, Target, district_variance, district_variances, district_weights,
+from core.census.analytic import (PRESETS, district_variance, district_variances, district_weights,
                                   fragmentation, leaf_variance_homogeneous, level_coefficients,
-                                  level_node_variance, optimal_split, preset_shares, split_for_coefficients,
-                                  split_objective, target_coefficients, unit_coefficients)
+                                  level_node_variance, preset_shares, split_for_coefficients,
+                                  split_objective, unit_coefficients)
+from core.census.targets import Target, optimal_split, target_coefficients
 from core.geography.hierarchy import Hierarchy
+from core.privacy.mechanisms import get_mechanism
 from core.census.toydown import consistent_top_down, draw_node_noise
 
 
@@ -101,12 +103,13 @@ def test_monte_carlo_variance_within_interval_on_random_trees():
 def test_optimal_split_beats_every_preset_on_its_own_target():
     rng = np.random.default_rng(3)
     h = Hierarchy.homogeneous([6, 5, 4, 8])
-    targets = [Target("leaf"), Target("tract", "unit", level=2), Target("county", "unit", level=1),
-               Target("districts", "district", labels=tuple(rng.integers(0, 4, h.n_leaves)))]
+    targets = [Target("leaf"), Target("unit", 2), Target("unit", 1),
+               Target("plan", labels=tuple(rng.integers(0, 4, h.n_leaves)))]
     for unit, mech, sens in (("epsilon", "laplace", 2.0), ("rho", "gaussian", 1.4)):
         for t in targets:
             a = target_coefficients(h, t)
-            best = optimal_split(h, 2.0, t, unit=unit)
+            best = optimal_split(h, 2.0, t, mech, sens)
+            assert get_mechanism(mech).unit == unit
             assert best.sum() == pytest.approx(2.0)
             for name in PRESETS:
                 preset = 2.0 * preset_shares(name, h.depth)

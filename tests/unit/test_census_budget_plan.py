@@ -137,3 +137,17 @@ def test_optimised_split_for_an_approximate_mechanism_refines_the_closed_form():
     refined = recommended_split(plan, [a], mech)
     obj = lambda x: float(np.dot(a, level_node_variance(x, mech, 2.0, estimate=True)))  # noqa: E731
     assert refined.sum() == pytest.approx(1.0) and obj(refined) <= obj(start)
+
+
+def test_a_targets_numbers_do_not_depend_on_the_targets_listed_before_it():
+    """Each random district target draws from its own stream of the seed: listing another target first
+    leaves its districts, closed-form error and simulated error exactly as they were alone."""
+    alone = run_budget_plan(BudgetConfig(runs=5, targets=("greedy:4",))).targets.set_index("target")
+    after = run_budget_plan(BudgetConfig(runs=5, targets=("scattered:4", "unit:1", "greedy:4"))).targets
+    after = after.set_index("target")
+    name = "4 hierarchy-following districts"
+    for column in ("analytic sd", "simulated sd", "simulated mean |error|"):
+        assert after.loc[name, column] == alone.loc[name, column]
+    scattered = run_budget_plan(BudgetConfig(runs=5, targets=("scattered:4",))).targets.set_index("target")
+    both = run_budget_plan(BudgetConfig(runs=5, targets=("greedy:4", "scattered:4"))).targets.set_index("target")
+    assert both.loc["4 scattered districts", "analytic sd"] == scattered.loc["4 scattered districts", "analytic sd"]
