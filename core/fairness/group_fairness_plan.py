@@ -22,9 +22,8 @@ from core.fairness.causal_ranking import (MediatorRole, compas_ranking_frame, co
                                           quota_ranking, ranking)
 from core.fairness.companion import CompanionPlan, CompanionResult, equal_error_rate_scores
 from core.fairness.learner import cost_sensitive_oracle
-from core.fairness.lexifair import (LEARNERS, MergedOracle, bootstrap_group_errors, data_respond, default_B, excess_over,
-                                    group_errors, level_gap, logistic_losses, membership_matrix, ogd_level,
-                                    play_level)
+from core.fairness.lexifair import (LEARNERS, LevelTask, MergedOracle, bootstrap_group_errors, default_B,
+                                    excess_over, group_errors, level_gap, membership_matrix)
 
 LEARNING_DATA = {"compas": "COMPAS two-year recidivism", "adult": "UCI Adult income"}
 RANKING_DATA = {"compas": "COMPAS: Black and White defendants with at least one prior",
@@ -198,14 +197,48 @@ def learning_frame(plan: GroupFairnessPlan) -> GroupData:
 
 # ---------------------------------------------------------------- results
 
+#: The headline name of a model's worst-off group error (the report, pin/compare and the page share it).
+WORST_OFF_NAME = "worst held-out group error: {model}"
+WORST_OFF_COLUMNS = ("model", "rank_in_model", "group", "size", "in_sample_error", "held_out_error",
+                     "held_out_low", "held_out_high")
+
+
+def rank_worst_off(groups: pd.DataFrame) -> pd.Series:
+    """Rank of each group within its model, 1 = the largest HELD-OUT error (ties: the earlier group).
+
+    Worst-off is judged on held-out people, the error the model will make on people it was not
+    fitted to; the training error is what the lexifair game bounds, and is shown beside it."""
+    return groups.groupby("model", sort=False)["held_out_error"].rank(ascending=False, method="first").astype(int)
+
+
+def interval_words(low: float, high: float, draws: int) -> str:
+    """A held-out error's 90% bootstrap interval in words, or that there is none."""
+    from core.uncertainty_words import interval
+    if draws and np.isfinite(low) and np.isfinite(high):
+        return (interval(low, high, "90% bootstrap interval")
+                + f" ({draws} resamples of the held-out rows, model fixed)")
+    return "one held-out split; no bootstrap asked"
+
+
 @dataclass
 class LexifairResult:
-    """Per model x group: errors with bootstrap intervals; per level: eta_hat, gap and bound."""
+    """Per model x group: errors with bootstrap intervals; per level: eta_hat, gap and bound.
+
+    ``worst`` holds the ``levels`` worst-off groups of each model (largest held-out error first);
+    :meth:`worst_off` is its first row per model, the one number per model the page, the headline,
+    its uncertainty and the report quote."""
 
     groups: pd.DataFrame
     levels: pd.DataFrame
     trajectory: pd.DataFrame
     worst: pd.DataFrame
+
+    def worst_off(self) -> pd.DataFrame:
+        """One row per model (in fitting order): the group with the largest held-out error, its size,
+        training error, held-out error and the held-out error's 90% bootstrap interval (NaN when no
+        bootstrap was asked)."""
+        first = self.worst[self.worst["rank_in_model"] == 1]
+        return first.loc[:, list(WORST_OFF_COLUMNS)].reset_index(drop=True)
 
 
 @dataclass
@@ -241,12 +274,23 @@ class GroupFairnessResult(Result):
             out.update(self.companion.tables())
         return out
 
+    def worst_off(self) -> pd.DataFrame:
+        """The worst-off group of each model (largest held-out error; ``LexifairResult.worst_off``) with
+        its headline name and its interval in words: the one view the page, ``headline``,
+        ``headline_uncertainty``, pin/compare and the stakeholder report read. Empty without the tab."""
+        if self.lexifair is None:
+            return pd.DataFrame(columns=[*WORST_OFF_COLUMNS, "headline_name", "interval"])
+        view = self.lexifair.worst_off()
+        draws = self.plan.lexifair.bootstrap
+        return view.assign(headline_name=[WORST_OFF_NAME.format(model=m) for m in view["model"]],
+                           interval=[interval_words(lo, hi, draws)
+                                     for lo, hi in zip(view["held_out_low"], view["held_out_high"])])
+
     def headline(self) -> dict[str, float]:
         out: dict[str, float] = {}
         if self.lexifair is not None:
-            g = self.lexifair.groups
-            for model in g["model"].unique():
-                out[f"worst held-out group error: {model}"] = float(g.loc[g["model"] == model, "held_out_error"].max())
+            for row in self.worst_off().itertuples(index=False):
+                out[row.headline_name] = float(row.held_out_error)
             for _, row in self.lexifair.levels.iterrows():
                 out[f"eta_hat level {int(row['level'])}"] = float(row["eta_hat"])
         if self.ranking is not None:
@@ -263,19 +307,12 @@ class GroupFairnessResult(Result):
         """Worst-group errors with their bootstrap interval over held-out rows (model fixed); each level's
         eta_hat from one seeded game, with how much its running average still moved at the end; the
         ranking numbers are deterministic on the data (or one seeded synthetic draw)."""
-        from core.uncertainty_words import interval, num
+        from core.uncertainty_words import num
         out: dict[str, str] = {}
         if self.lexifair is not None:
-            g, plan = self.lexifair.groups, self.plan.lexifair
-            for model in g["model"].unique():
-                part = g[g["model"] == model]
-                row = part.loc[part["held_out_error"].idxmax()]
-                if plan.bootstrap and np.isfinite(row["held_out_low"]):
-                    text = (interval(row["held_out_low"], row["held_out_high"], "90% bootstrap interval")
-                            + f" ({plan.bootstrap} resamples of the held-out rows, model fixed)")
-                else:
-                    text = "one held-out split; no bootstrap asked"
-                out[f"worst held-out group error: {model}"] = text
+            plan = self.plan.lexifair
+            for row in self.worst_off().itertuples(index=False):
+                out[row.headline_name] = f"{row.group}: {row.interval}"
             traj = self.lexifair.trajectory
             for _, row in self.lexifair.levels.iterrows():
                 level = int(row["level"])
@@ -301,47 +338,40 @@ class GroupFairnessResult(Result):
 
 def _fit_levels(data: GroupData, M: np.ndarray, plan: LexifairPlan, rng: np.random.Generator,
                 progress: Progress | None) -> tuple[list[dict], dict[str, np.ndarray], list[pd.DataFrame]]:
-    """ERM and levels 1..l: decision probabilities per row, per-level summaries, eta trajectories."""
+    """ERM and levels 1..l with the plan's learner (``LEARNERS``): decision probabilities per row,
+    per-level summaries, eta trajectories."""
     fit = data.train
     oracle = MergedOracle(data.X, cost_sensitive_oracle)
     w = np.zeros(data.y.size)
     w[fit] = 1.0 / fit.size
     _, erm = oracle(w * data.y, w * (1.0 - data.y))
     probs = {"ERM (plain accuracy)": erm.astype(float)}
-    K = M.shape[1]
+    learner = LEARNERS[plan.learner].build()
+    task = LevelTask(data.X, data.y, M, fit, oracle)
     fixed = np.zeros(0)
     rows, trails = [], []
     total = plan.levels * plan.rounds
-    X1 = np.column_stack([data.X, np.ones(data.y.size)])
     for j in range(1, plan.levels + 1):
         B = default_B(plan.alpha, j) if plan.bound is None else plan.bound
         message = f"level {j} of {plan.levels}"
         step = (lambda done, _t, msg, j=j: progress((j - 1) * plan.rounds + done, total, msg)) if progress else None
-        if plan.learner == "ftpl":
-            respond = data_respond(data.y, M, fit, oracle)
-            p, eta_hat, weights, freq, trail = play_level(respond, K, j, fixed, B=B, T=plan.rounds, rng=rng,
-                                                          progress=step, message=message)
-            losses_out = group_errors(p[fit], data.y[fit], M[fit])
-            best = float(weights @ respond(weights)[1])
-            loss_max = 1.0
-        else:
-            theta, eta_hat, weights, freq, trail, loss_max = ogd_level(
-                X1[fit], data.y[fit].astype(float), M[fit], j, fixed, B=B, T=plan.rounds, radius=1.0,
-                progress=step, message=message)
-            p = (X1 @ theta > 0).astype(float)
-            losses_out = logistic_losses(theta, X1[fit], data.y[fit].astype(float), M[fit].astype(float))
-            best = float(weights @ losses_out)       # no exact best response: the output's own value
-        thresholds = np.r_[fixed, eta_hat]
-        nu = level_gap(losses_out, thresholds, best, freq, B, loss_max)
-        rows.append({"level": j, "eta_hat": eta_hat, "B": B, "nu": nu,
-                     "realised_excess": excess_over(losses_out, thresholds),
-                     "theory_bound": (j * loss_max + 2 * nu) / B,
-                     "loss": "0/1 error" if plan.learner == "ftpl" else "logistic loss"})
-        trails.append(pd.DataFrame({"level": j, "round": np.arange(1, trail.size + 1) * max(1, plan.rounds // 100),
-                                    "eta_running_average": trail}))
-        probs["minimax (level 1)" if j == 1 else f"lexifair level {j}"] = p
-        fixed = np.r_[fixed, eta_hat + plan.alpha]
+        out = learner.play(task, j, fixed, B=B, T=plan.rounds, rng=rng, progress=step, message=message)
+        thresholds = np.r_[fixed, out.eta_hat]
+        nu = level_gap(out.losses, thresholds, out.best, out.freq, B, out.loss_max)
+        rows.append({"level": j, "eta_hat": out.eta_hat, "B": B, "nu": nu,
+                     "realised_excess": excess_over(out.losses, thresholds),
+                     "theory_bound": (j * out.loss_max + 2 * nu) / B, "loss": learner.loss})
+        trails.append(pd.DataFrame({"level": j, "round": np.arange(1, out.trail.size + 1) * max(1, plan.rounds // 100),
+                                    "eta_running_average": out.trail}))
+        probs["minimax (level 1)" if j == 1 else f"lexifair level {j}"] = out.p
+        fixed = np.r_[fixed, out.eta_hat + plan.alpha]
     return rows, probs, trails
+
+
+def bootstrap_rng(seed: int, model: str) -> np.random.Generator:
+    """The bootstrap stream of one model's held-out errors, named by the model: its interval does not
+    depend on which other models were fitted, or in what order."""
+    return named_rng(seed, "lexifair bootstrap", model)
 
 
 def lexifair_subrun(plan: GroupFairnessPlan, progress: Progress | None = None) -> LexifairResult:
@@ -356,7 +386,6 @@ def lexifair_subrun(plan: GroupFairnessPlan, progress: Progress | None = None) -
     if (M[data.train].sum(axis=0) == 0).any() or (M[data.test].sum(axis=0) == 0).any():
         raise ValueError("A group has no members in the training or held-out rows; raise the minimum group size.")
     rng = named_rng(plan.seed, "lexifair game")
-    boot_rng = named_rng(plan.seed, "lexifair bootstrap")
     rows, probs, trails = _fit_levels(data, M, lx, rng, progress)
     y = data.y.astype(float)
     frames = []
@@ -364,17 +393,19 @@ def lexifair_subrun(plan: GroupFairnessPlan, progress: Progress | None = None) -
         ins = group_errors(p[data.train], y[data.train], M[data.train])
         out = group_errors(p[data.test], y[data.test], M[data.test])
         if lx.bootstrap:
-            lo, hi = bootstrap_group_errors(p[data.test], y[data.test], M[data.test], lx.bootstrap, boot_rng)
+            lo, hi = bootstrap_group_errors(p[data.test], y[data.test], M[data.test], lx.bootstrap,
+                                            bootstrap_rng(plan.seed, model))
         else:
             lo = hi = np.full(len(names), np.nan)
         frames.append(pd.DataFrame({"model": model, "group": names, "size": M.sum(axis=0),
                                     "in_sample_error": ins, "held_out_error": out,
                                     "held_out_low": lo, "held_out_high": hi}))
     groups = pd.concat(frames, ignore_index=True)
-    groups["rank_in_model"] = groups.groupby("model")["in_sample_error"].rank(ascending=False, method="first").astype(int)
+    groups["rank_in_model"] = rank_worst_off(groups)
     groups = groups.sort_values(["model", "rank_in_model"], kind="stable").reset_index(drop=True)
-    worst = groups[groups["rank_in_model"] <= lx.levels][["model", "rank_in_model", "group", "in_sample_error",
-                                                          "held_out_error"]].reset_index(drop=True)
+    worst = groups[groups["rank_in_model"] <= lx.levels].loc[:, list(WORST_OFF_COLUMNS)].reset_index(drop=True)
+    worst = worst.sort_values("model", key=lambda m: m.map({k: i for i, k in enumerate(probs)}),
+                              kind="stable").reset_index(drop=True)
     return LexifairResult(groups, pd.DataFrame(rows), pd.concat(trails, ignore_index=True), worst)
 
 

@@ -25,10 +25,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from core.contracts import Progress
-
-LEARNERS = {"ftpl": "classification: Follow-the-Perturbed-Leader over the cost-sensitive oracle",
-            "ogd": "logistic surrogate: projected online gradient descent"}
+from core.contracts import Progress, Registry, Spec
 
 
 # ---------------------------------------------------------------- groups
@@ -317,3 +314,83 @@ def ogd_level(X1: np.ndarray, y: np.ndarray, M: np.ndarray, level: int, fixed: n
             if progress is not None:
                 progress(t + 1, T, message)
     return theta_sum / T, eta_sum / T, V / T, counts[1:] / T, np.array(trail), loss_max
+
+
+# ---------------------------------------------------------------- the learners: one registry
+
+@dataclass(frozen=True)
+class LevelTask:
+    """What a learner plays one level on: features, labels, memberships, the rows it is fitted to and
+    the cost-sensitive oracle (shared with the plain-accuracy model)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    M: np.ndarray
+    fit: np.ndarray
+    oracle: Callable
+
+
+@dataclass
+class LevelPlay:
+    """One level's output: P(decide 1) per row, eta_hat, the averaged auditor (group weights and the
+    share of rounds per set size), eta's running average, the output's group losses on the fitted
+    rows, the learner's best payoff against the averaged auditor and the loss bound L_M."""
+
+    p: np.ndarray
+    eta_hat: float
+    weights: np.ndarray
+    freq: np.ndarray
+    trail: np.ndarray
+    losses: np.ndarray
+    best: float
+    loss_max: float
+
+
+@dataclass(frozen=True)
+class LearnerParams:
+    """The learners take no settings beyond the plan's (rounds, B, slack): this is their empty Params."""
+
+
+class PerturbedLeader:
+    """Classification: Follow-the-Perturbed-Leader over the weighted cost-sensitive oracle; the output
+    is the uniform mixture of the classifiers played, its losses 0/1 errors."""
+
+    loss = "0/1 error"
+
+    def play(self, task: LevelTask, level: int, fixed: np.ndarray, *, B: float, T: int,
+             rng: np.random.Generator, progress: Progress | None = None, message: str = "") -> LevelPlay:
+        respond = data_respond(task.y, task.M, task.fit, task.oracle)
+        p, eta_hat, weights, freq, trail = play_level(respond, task.M.shape[1], level, fixed, B=B, T=T, rng=rng,
+                                                      progress=progress, message=message)
+        losses = group_errors(p[task.fit], task.y[task.fit], task.M[task.fit])
+        return LevelPlay(p, eta_hat, weights, freq, trail, losses, float(weights @ respond(weights)[1]), 1.0)
+
+
+class GradientSurrogate:
+    """Logistic surrogate: projected online gradient descent on the ball of radius 1 (no random draws);
+    the output thresholds the averaged parameter, its losses are logistic losses."""
+
+    loss = "logistic loss"
+    radius = 1.0
+
+    def play(self, task: LevelTask, level: int, fixed: np.ndarray, *, B: float, T: int,
+             rng: np.random.Generator, progress: Progress | None = None, message: str = "") -> LevelPlay:
+        X1 = np.column_stack([task.X, np.ones(task.y.size)])
+        yf, Mf = task.y[task.fit].astype(float), task.M[task.fit]
+        theta, eta_hat, weights, freq, trail, loss_max = ogd_level(
+            X1[task.fit], yf, Mf, level, fixed, B=B, T=T, radius=self.radius, progress=progress, message=message)
+        losses = logistic_losses(theta, X1[task.fit], yf, Mf.astype(float))
+        # no exact best response over the ball: the averaged parameter's own value stands in
+        return LevelPlay((X1 @ theta > 0).astype(float), eta_hat, weights, freq, trail, losses,
+                         float(weights @ losses), loss_max)
+
+
+#: The learners a lexifair level can use, key -> Spec; a plan names one by its key.
+LEARNERS = Registry("lexifair learner", (
+    Spec("ftpl", "classification: Follow-the-Perturbed-Leader over the cost-sensitive oracle",
+         lambda _: PerturbedLeader(), LearnerParams,
+         "Plays the weighted classifier each round; the model is the mixture of the classifiers played."),
+    Spec("ogd", "logistic surrogate: projected online gradient descent",
+         lambda _: GradientSurrogate(), LearnerParams,
+         "Convex surrogate; the model is the averaged linear score, thresholded at 0."),
+))

@@ -16,7 +16,7 @@ RANKING_LABELS = {"original": "original scores", "counterfactual": "counterfactu
 GROUP_COLUMNS = {"model": "Model", "group": "Group", "size": "People (count)",
                  "in_sample_error": "Training error (share)", "held_out_error": "Held-out error (share)",
                  "held_out_low": "Held-out error, 5% bootstrap", "held_out_high": "Held-out error, 95% bootstrap",
-                 "rank_in_model": "Rank (1 = worst off)"}
+                 "rank_in_model": "Rank (1 = worst off: largest held-out error)"}
 LEVEL_COLUMNS = {"level": "Level", "eta_hat": "eta-hat (sum of the worst j errors)", "B": "Multiplier bound B",
                  "nu": "Game gap nu", "realised_excess": "Realised excess over the bound's base",
                  "theory_bound": "Theory: allowed excess (j L + 2 nu) / B", "loss": "Loss"}
@@ -31,6 +31,14 @@ def ordered_models(models) -> list[str]:
     models = list(models)
     known = [m for m in MODEL_ORDER if m in set(models)]
     return known + [m for m in models if m not in known]
+
+
+def worst_off_lines(view: pd.DataFrame) -> str:
+    """Markdown list, one line per model (ERM first), from ``GroupFairnessResult.worst_off()``: the group,
+    its held-out error to three decimals and the interval words the report uses."""
+    view = view.set_index("model")
+    return "\n".join(f"- {model}: {view.loc[model, 'group']}, **{view.loc[model, 'held_out_error']:.3f}** "
+                     f"— {view.loc[model, 'interval']}" for model in ordered_models(view.index))
 
 
 def group_error_figure(groups: pd.DataFrame) -> go.Figure:

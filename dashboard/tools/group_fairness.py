@@ -106,7 +106,8 @@ def _lexifair_widgets() -> LexifairPlan:
                              help="How far later levels may let an earlier level's target slip.")
     rounds = c3.select_slider("Rounds per level", ROUNDS, value=500, key="gf_lx_rounds", **KEEP,
                               help="Each round is one call of the weighted classifier.")
-    learner = c4.radio("Learner", list(LEARNERS), format_func=LEARNERS.get, key="gf_lx_learner", **KEEP)
+    learner = c4.radio("Learner", list(LEARNERS), format_func=lambda k: LEARNERS[k].label, key="gf_lx_learner",
+                       **KEEP, help=" ".join(f"{s.label}: {s.help}" for s in LEARNERS.values()))
     bound = c4.selectbox("Multiplier bound B", list(BOUNDS), key="gf_lx_bound", **KEEP,
                          format_func=lambda b: "paper: (alpha + j) / alpha" if b == "paper" else b,
                          help="Larger B enforces the bounds more tightly but the game settles more slowly.")
@@ -190,13 +191,11 @@ def _ranking_widgets(frame: pd.DataFrame, source: str) -> RankingPlan:
 # Results
 # ------------------------------------------------------------------------------------------------
 
-def _draw_lexifair(res) -> None:
+def _draw_lexifair(result) -> None:
+    res = result.lexifair
     levels = res.levels
-    worst = res.worst
-    first = worst[worst["rank_in_model"] == 1].set_index("model")
-    names = "; ".join(f"{model}: {first.loc[model, 'group']} ({first.loc[model, 'held_out_error']:.3f})"
-                      for model in figs.ordered_models(first.index))
-    st.markdown(f"**Worst-off group per model** (held-out error): {names}")
+    st.markdown("**Worst-off group per model** (largest held-out error):\n\n"
+                + figs.worst_off_lines(result.worst_off()))
     st.plotly_chart(figs.group_error_figure(res.groups), key="gf_lex_errors")
     st.caption("Bars: held-out error of each group (share of its people misclassified by the randomised "
                "classifier, in expectation), worst at the top. Intervals: 90% bootstrap over held-out people "
@@ -306,7 +305,7 @@ if plan is not None:
 if result is not None:
     with tab_lex:
         if result.lexifair is not None:
-            _draw_lexifair(result.lexifair)
+            _draw_lexifair(result)
     with tab_rank:
         if result.ranking is not None:
             _draw_ranking(result.ranking, plan.ranking)
