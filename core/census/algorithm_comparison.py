@@ -76,7 +76,6 @@ def compare_algorithms(h: Hierarchy, leaf_counts, budgets, config: AlgorithmPlan
                          f"choose a level above {h.level_names[-1]}.")
     typed = simulate_types(h, leaf_counts, config.n_types,
                            named_rng(config.seed, "person types"))
-    rng = named_rng(config.seed, "algorithm noise")
     true = h.aggregate(typed)
     total = true[0].sum()
     from core.privacy.mechanisms import get_mechanism
@@ -89,10 +88,10 @@ def compare_algorithms(h: Hierarchy, leaf_counts, budgets, config: AlgorithmPlan
     else:
         hists, shares = [detailed_histogram(config.n_types)], (1.0,)
     algorithms = {
-        "ToyDown (negatives allowed)": lambda: toydown(h, typed, budgets, pure_mechanism, sensitivity, rng=rng),
-        "ToyDown non-negative integer": lambda: toydown(h, typed, budgets, pure_mechanism, sensitivity,
-                                                        nonnegative=True, integer=True, rng=rng),
-        "TopDown-lite": lambda: topdown_lite(
+        "ToyDown (negatives allowed)": lambda rng: toydown(h, typed, budgets, pure_mechanism, sensitivity, rng=rng),
+        "ToyDown non-negative integer": lambda rng: toydown(h, typed, budgets, pure_mechanism, sensitivity,
+                                                            nonnegative=True, integer=True, rng=rng),
+        "TopDown-lite": lambda rng: topdown_lite(
             h, typed, budgets, hists, shares, invariants=("root_total",) if config.root_total else (),
             exact_level=None if config.exact_level < 0 else config.exact_level, weights=config.weights,
             mechanism=discrete, sensitivity=sensitivity, rng=rng),
@@ -101,8 +100,9 @@ def compare_algorithms(h: Hierarchy, leaf_counts, budgets, config: AlgorithmPlan
     steps = len(algorithms) * config.runs
     done = 0
     for name, run in algorithms.items():
+        rng = named_rng(config.seed, "algorithm noise", name)   # each algorithm its own stream
         for r in range(int(config.runs)):
-            alpha = run()
+            alpha = run(rng)
             err = alpha - true
             leaf_err = err[h.level_slice(h.depth - 1)]
             l1 = float(np.abs(leaf_err).sum() / (2.0 * total)) if total > 0 else np.nan

@@ -217,13 +217,16 @@ def wem_comparison(counts, config: WemPlan) -> tuple[pd.DataFrame, pd.DataFrame]
     """
     x = np.asarray(counts, dtype=np.int64)
     total = int(x.sum())
-    rng = named_rng(config.seed, "wem")
-    draws = {"naive WEM (lattice)": [], "naive + projection": []}
-    for _ in range(int(config.runs)):
-        draws["naive WEM (lattice)"].append(wem_naive(x, config.epsilon, config.delta_z, rng))
-        draws["naive + projection"].append(wem_postprocessed(x, total, config.epsilon, config.delta_z, rng))
-    draws["congenial WEM (sum = total, y >= 0)"] = wem_congenial(x, total, config.epsilon, config.delta_z, rng,
-                                                                 config.normalizer_safe, size=int(config.runs))
+    # each method draws from its own stream of the seed, so one method's draws never shift another's
+    naive_rng, projected_rng, congenial_rng = (named_rng(config.seed, "wem", name)
+                                               for name in ("naive", "projection", "congenial"))
+    draws = {"naive WEM (lattice)": [wem_naive(x, config.epsilon, config.delta_z, naive_rng)
+                                     for _ in range(int(config.runs))],
+             "naive + projection": [wem_postprocessed(x, total, config.epsilon, config.delta_z, projected_rng)
+                                    for _ in range(int(config.runs))]}
+    draws["congenial WEM (sum = total, y >= 0)"] = wem_congenial(x, total, config.epsilon, config.delta_z,
+                                                                 congenial_rng, config.normalizer_safe,
+                                                                 size=int(config.runs))
     summary, cells = [], []
     for name, ys in draws.items():
         arr = np.asarray(ys, dtype=float)

@@ -126,12 +126,13 @@ def ensemble_study(h: Hierarchy, population: np.ndarray, generators: Mapping[str
     mats = {g: membership_matrix(x) for g, x in generators.items()}
     coef = {g: ensemble_coefficients(h, x) for g, x in generators.items()}
     frames = []
-    for index, split in enumerate(splits):
+    for split in splits:
         budgets = tuple(total_budget * preset_shares(split, h.depth))
         cfg = NoiseConfig(budgets, mechanism, sensitivity, algorithm, runs, seed)
         work = functools.partial(_district_errors, h=h, pop=pop, config=cfg, mats=mats)
-        # one child stream per run of each split: the numbers do not depend on where the runs execute
-        outs = map_trials(work, range(int(runs)), seed=seed_sequence(seed, stream_key("ensemble"), index),
+        # one child stream per run of each split, keyed by the split's name (not its place in the list): the
+        # numbers depend neither on where the runs execute nor on which other splits are studied
+        outs = map_trials(work, range(int(runs)), seed=seed_sequence(seed, stream_key("ensemble"), stream_key(split)),
                           n_jobs=1, progress=progress, label=f"Noisy runs ({split} split)")
         errs = {g: [out[g] for out in outs] for g in generators}
         v = level_node_variance(budgets, mechanism, sensitivity)

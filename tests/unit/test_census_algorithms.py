@@ -36,3 +36,17 @@ def test_allocation_ledger_adds_levels():
     assert len(book.to_frame()) == 3
     rho = Allocation(("state", "block"), (0.1, 0.2), "rho", "gaussian", 1.4, 1e-6).ledger()
     assert rho.total("rho") == pytest.approx(0.3)
+
+
+def test_each_algorithm_draws_from_its_own_stream():
+    """TopDown-lite's first run is the same whether one or three runs are asked for: the ToyDown runs listed
+    before it no longer use up draws of a stream they shared."""
+    h = Hierarchy.homogeneous([4, 5, 6])
+    counts = np.random.default_rng(2).poisson(3, h.n_leaves)
+    one = compare_algorithms(h, counts, [0.1] * h.depth, AlgorithmPlan(runs=1))
+    three = compare_algorithms(h, counts, [0.1] * h.depth, AlgorithmPlan(runs=3))
+    first = three[three["run"] == 0].reset_index(drop=True)
+    for name in ("TopDown-lite", "ToyDown non-negative integer"):
+        a = one[one["algorithm"] == name].reset_index(drop=True)
+        b = first[first["algorithm"] == name].reset_index(drop=True)
+        assert a.equals(b), name

@@ -99,3 +99,17 @@ def test_invariant_effects_remove_top_terms():
     leaves = eff[eff["exact through level"] == 2]
     assert leaves["units with exact count 0 or 1"].iloc[0] == 3   # blocks with 0, 1 and 1 people
     assert "relative to Z" in dpz_statement(1.0, "epsilon", ["the total"])
+
+
+def test_wem_methods_draw_from_their_own_streams():
+    """Each WEM method's draws come from its own stream of the seed: the naive and projected errors equal
+    those of the method run alone, whatever the other methods drew before them."""
+    from core.census.public_info import wem_naive, wem_postprocessed
+    from core.contracts import named_rng
+    x = np.array([5, 0, 1, 30, 2])
+    _, cells = wem_comparison(x, WemPlan(epsilon=0.5, runs=1))
+    by = {m: c["mean abs error"].to_numpy() for m, c in cells.groupby("method")}
+    naive = np.abs(wem_naive(x, 0.5, 2.0, named_rng(0, "wem", "naive")) - x)
+    projected = np.abs(wem_postprocessed(x, int(x.sum()), 0.5, 2.0, named_rng(0, "wem", "projection")) - x)
+    assert np.array_equal(by["naive WEM (lattice)"], naive)
+    assert np.array_equal(by["naive + projection"], projected)

@@ -102,3 +102,14 @@ def test_bad_noise_settings_raise(grid):
         district_noise(grid, square_tiling(grid, 4), NoiseConfig((0.2,) * 5, runs=2))
     with pytest.raises(ValueError, match="budget must be a positive number"):
         district_noise(grid, square_tiling(grid, 4), NoiseConfig((0.5, 0.5, 0.0, 0.5), runs=2))
+
+
+def test_a_splits_runs_do_not_depend_on_the_other_splits_studied(grid):
+    """Each split's noisy runs are keyed by its name: studying block-heavy alone or after the equal split gives
+    the same errors."""
+    h, pop = grid.hierarchy, grid.blocks["total"].to_numpy()
+    gens = {"Greedy": greedy_plan(h, 4, np.random.default_rng(0))[None, :]}
+    both = ensemble_study(h, pop, gens, 1.0, splits=("equal", "block-heavy"), runs=3, seed=2)
+    alone = ensemble_study(h, pop, gens, 1.0, splits=("block-heavy",), runs=3, seed=2)
+    pick = both[both["split"] == "block-heavy"].reset_index(drop=True)
+    assert np.array_equal(pick["mean_abs_error"].to_numpy(), alone["mean_abs_error"].to_numpy())
