@@ -89,6 +89,13 @@ PAPER_ERRORS: tuple[PaperError, ...] = (
                "Not reproducible from the stated filter: on the 7,214-row ProPublica file it keeps 4,440 rows "
                "(29% / 54% / 7.5% / 9.7%); the paper's further filtering is not stated",
                "The tool applies the stated filter and shows its own counts; the 4,162 is not used as a check."),
+    PaperError("Causal intersectional ranking (fairness paper d)", "fairness.md §3.3",
+               "Moving company, X resolving: Black men's selection rate about 1.5, White men's just over 1",
+               "Impossible under the paper's own model: race has no edge to the lifting test, so once direct "
+               "effects are removed White and Black men share one score law and one selection rate (about 1.38 "
+               "at k = 50-200 of 2,000 applicants)",
+               "The Reproductions table checks both groups against the model's common rate (1.38 +- 0.06, "
+               "mean of 50 synthetic companies); the printed 1.5 and 'just over 1' are not used as checks."),
     PaperError("Reich & Vijaykumar 2021 (equal error rates)", "fairness.md §3.1",
                "Theorem 4 written with (alpha_1, alpha_1)", "(alpha_1, alpha_2)",
                "Conditions are written in linear form; the corner (1, 1) is tested separately."),

@@ -24,6 +24,7 @@ normal errors on X and Y), so it is a synthetic stand-in, not the paper's data.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -281,18 +282,55 @@ def most_disadvantaged(frame: pd.DataFrame, attributes: tuple[str, ...], outcome
 
 # ---------------------------------------------------------------- data
 
+#: The moving company's edge weights (the paper's Figure 2a) and group shares.
+MOVING_COMPANY = {"woman_to_lifting": -1.0, "black_to_lifting": 0.0, "lifting_to_score": 0.8,
+                  "woman_to_score": -0.12, "black_to_score": -0.08, "share_women": 0.37, "share_black": 0.37}
+
+
 def moving_company(n: int = 2000, rng: np.random.Generator | None = None) -> pd.DataFrame:
     """The paper's synthetic moving company (edge weights G->X 1, R->X 0, G->Y 0.12, R->Y 0.08,
     X->Y 0.8; 37% women, 37% Black). Effects of being a woman or Black are negative; the errors on
     X and Y are standard normal (our choice: the paper gives only the weights). Synthetic data."""
     if rng is None:
         raise ValueError("moving_company needs a random generator.")
-    woman = rng.random(n) < 0.37
-    black = rng.random(n) < 0.37
-    x = -1.0 * woman + 0.0 * black + rng.standard_normal(n)
-    y = 0.8 * x - 0.12 * woman - 0.08 * black + rng.standard_normal(n)
+    w = MOVING_COMPANY
+    woman = rng.random(n) < w["share_women"]
+    black = rng.random(n) < w["share_black"]
+    x = w["woman_to_lifting"] * woman + w["black_to_lifting"] * black + rng.standard_normal(n)
+    y = w["lifting_to_score"] * x + w["woman_to_score"] * woman + w["black_to_score"] * black + rng.standard_normal(n)
     return pd.DataFrame({"gender": np.where(woman, "female", "male"), "race": np.where(black, "Black", "White"),
                          "lifting": x, "score": y})
+
+
+def resolving_selection_rates(top_share: float) -> dict[str, float]:
+    """Population selection rates (share in the top over share in the input) of men and women in the
+    moving company's counterfactual ranking with the lifting test X resolving, for a top fraction
+    ``top_share`` of applicants.
+
+    With X resolving the counterfactual score is b_XY x + (the baseline's direct effects) + eps_Y: race
+    enters only through its direct effect, which is replaced by the baseline's, and has no edge to X,
+    so White and Black applicants of one gender share one score law, N(b_GX b_XY [woman], b_XY^2 + 1)
+    with the generator's unit-variance errors. The threshold t solves
+    (1 - s_w) Q(t / sd) + s_w Q((t - mu_w) / sd) = top_share (Q the normal upper tail), found by bisection."""
+    if not 0.0 < top_share < 1.0:
+        raise ValueError("The top share must lie strictly between 0 and 1.")
+    w = MOVING_COMPANY
+    sd = math.sqrt(w["lifting_to_score"] ** 2 + 1.0)
+    mu_w = w["woman_to_lifting"] * w["lifting_to_score"]
+    share_w = w["share_women"]
+
+    def upper(z: float) -> float:
+        return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+    def selected(t: float) -> float:
+        return (1.0 - share_w) * upper(t / sd) + share_w * upper((t - mu_w) / sd)
+
+    low, high = -20.0, 20.0
+    for _ in range(200):                    # selected() falls from 1 to 0: bisection to float precision
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if selected(mid) > top_share else (low, mid)
+    t = 0.5 * (low + high)
+    return {"male": upper(t / sd) / top_share, "female": upper((t - mu_w) / sd) / top_share}
 
 
 def compas_ranking_frame(frame: pd.DataFrame) -> pd.DataFrame:

@@ -75,3 +75,24 @@ def test_moving_company_qualitative_findings():
     assert res.loc[res["ranking"] == "counterfactual", "utility_loss"].max() <= 0.011
     quota = res[res["ranking"] == "quota"]["selection_rate"]
     assert np.all(np.abs(quota - 1.0) < 0.1)
+
+
+def test_resolving_rates_of_the_moving_company_are_one_law_for_both_races():
+    """With X resolving, White and Black men share one selection rate; on 400,000 synthetic applicants the
+    fitted counterfactual ranking gives the closed form's population rate for both (within 0.02)."""
+    from core.fairness.causal_ranking import most_disadvantaged, resolving_selection_rates
+    rates = [resolving_selection_rates(k / 2000)["male"] for k in (50, 100, 200)]
+    assert np.mean(rates) == pytest.approx(1.378, abs=5e-4)
+    one = resolving_selection_rates(0.05)
+    assert 0.63 * one["male"] + 0.37 * one["female"] == pytest.approx(1.0, abs=1e-9)
+    company = moving_company(400_000, np.random.default_rng(11))
+    scm = fit_scm(company, ("gender", "race"), (MediatorRole("lifting", ("gender", "race")),), "score")
+    base = most_disadvantaged(company, ("gender", "race"), "score", False, scm.coding)
+    cf = counterfactual_scores(scm, company, base)["score"]
+    groups = intersectional_labels(company, ("gender", "race"))
+    table = measures({"original": ranking(company["score"].to_numpy(), False), "counterfactual": ranking(cf, False)},
+                     company["score"].to_numpy(), groups, (20_000,), False)
+    cf_rates = table[table["ranking"] == "counterfactual"].set_index("group")["selection_rate"]
+    assert cf_rates["male, White"] == pytest.approx(one["male"], abs=0.02)
+    assert cf_rates["male, Black"] == pytest.approx(one["male"], abs=0.02)
+    assert cf_rates["female, Black"] == pytest.approx(one["female"], abs=0.02)

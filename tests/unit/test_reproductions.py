@@ -117,7 +117,7 @@ def test_paper_errors_table():
 
 def test_causal_ranking_rows_check_the_moving_company_findings():
     keys = ["mc_input_white_men", "mc_top_white_men", "mc_top_black_women", "mc_resolving_black_men",
-            "mc_resolving_utility_loss", "mc_nonresolving_parity"]
+            "mc_resolving_white_men", "mc_resolving_utility_loss", "mc_nonresolving_parity"]
     table = rp.reproductions_table(keys).set_index("key")
     assert table["pass"].all(), table.loc[~table["pass"], ["ours", "error"]]
     assert (table["code"].str.startswith("core/fairness/causal_ranking.py:")).all()
@@ -135,3 +135,17 @@ def test_aim_row_checks_the_ledger_against_the_budget():
     row = rp.run_reproduction(rp.get_reproduction("aim_ledger_sums_to_budget"))
     assert row["pass"] and row["error"] == "" and row["ours"] <= 1e-9
 
+
+
+def test_x_resolving_rows_check_both_men_against_the_models_common_rate():
+    """The paper's model gives White and Black men one rate with X resolving (1.5 vs 'just over 1' is
+    recorded as a paper error); both rows hold the closed form's rate and a band narrower than the old 0.2."""
+    from core.fairness.causal_ranking import resolving_selection_rates
+    model = np.mean([resolving_selection_rates(k / 2000)["male"] for k in rp.MOVING_COMPANY_KS])
+    rows = [rp.get_reproduction(k) for k in ("mc_resolving_black_men", "mc_resolving_white_men")]
+    for row in rows:
+        assert row.value == pytest.approx(model, abs=0.005) and row.tolerance <= 0.06
+        assert row.source == "spec check"
+    white, black = (rp.run_reproduction(r)["ours"] for r in rows[::-1])
+    assert abs(white - black) < 0.06 and abs(1.5 - black) > 0.1
+    assert any("just over 1" in e.printed for e in PAPER_ERRORS)
