@@ -1,10 +1,10 @@
 """The geographies the budget page allocates over: stylised homogeneous trees and Georgia.
 
 A stylised tree is given by its fan-outs (children per node at each level below the root); its
-leaf populations are simulated as Poisson(50) from a seed. Georgia is the districts area's
-synthetic block geography nested in the real counties (or the 159 real counties when that is not
-installed). Loaded geographies are kept in memory and, for Georgia, in the on-disk cache, so a
-second visit does not rebuild them.
+leaf populations are simulated as Poisson(50) from a seed. Georgia is the synthetic block geography
+nested in the real counties that the District maps page studies too, from the one loader
+``core.geography.sources.georgia_blocks`` (in memory and on disk). Stylised trees are kept in memory,
+so a second visit does not rebuild them.
 """
 from __future__ import annotations
 
@@ -16,9 +16,13 @@ import numpy as np
 from core.contracts import named_rng
 
 from core.geography.hierarchy import Hierarchy
+from core.geography.sources import geographies, georgia_blocks, georgia_is_cached
+
+__all__ = ["GEOGRAPHIES", "GeographyData", "Hierarchy", "check_fanouts", "georgia_geography", "georgia_is_cached",
+           "load_geography", "parse_fanouts", "stylised_geography"]
 
 STYLISED_NAMES = ("state", "county", "tract", "block group", "block")
-GEOGRAPHIES = {"stylised": "Stylised fan-outs", "georgia": "Georgia"}
+GEOGRAPHIES = geographies("stylised", "georgia")
 MAX_LEAVES = 2_000_000
 MAX_FANOUT = 100_000
 MAX_LEVELS = 6
@@ -92,47 +96,26 @@ def stylised_geography(fanouts: tuple[int, ...], seed: int = 0) -> GeographyData
                                     f"({h.n_leaves:,} leaves, populations simulated as Poisson(50))")
 
 
-def _georgia(seed: int) -> GeographyData:
-    from core.geography.blocks import load_georgia_blocks   # geopandas loads only when Georgia is chosen
-
-    geo = load_georgia_blocks(seed=seed)
+def georgia_geography(seed: int = 0) -> GeographyData:
+    """Georgia's blocks (the shared loader) as the budget page's hierarchy and leaf populations."""
+    geo = georgia_blocks(int(seed))
     return GeographyData(geo.hierarchy, np.asarray(geo.blocks["total"], dtype=np.int64),
                          "Georgia: synthetic blocks nested in the real counties (state > county > tract > "
                          "block group > block)", geo.blocks["GEOID"].to_numpy())
-
-
-def georgia_geography(seed: int = 0) -> GeographyData:
-    """Georgia (synthetic blocks under real counties when available), kept in the on-disk cache."""
-    from core.cache import cached_call
-
-    return cached_call(_georgia)(int(seed))
-
-
-def georgia_is_cached(seed: int = 0) -> bool:
-    """True when Georgia loads from the cache (pages say when a first load will take a while)."""
-    if ("georgia", (), int(seed)) in _loaded:
-        return True
-    from core.cache import memory
-
-    try:
-        return memory().cache(_georgia).check_call_in_cache(int(seed))
-    except Exception:  # noqa: BLE001 - a cache probe never decides a number
-        return False
 
 
 _loaded: dict = {}
 
 
 def load_geography(kind: str, fanouts: tuple[int, ...] = (), seed: int = 0) -> GeographyData:
-    """The geography a plan names (kept per process; Georgia also on disk)."""
-    if kind == "stylised":
-        key = (kind, check_fanouts(fanouts), int(seed))
-    elif kind == "georgia":
-        key = (kind, (), int(seed))
-    else:
+    """The geography a plan names (stylised trees kept per process; Georgia from the shared loader)."""
+    if kind == "georgia":
+        return georgia_geography(int(seed))
+    if kind != "stylised":
         raise ValueError(f"Unknown geography {kind!r}; choose one of {list(GEOGRAPHIES)}.")
+    key = (check_fanouts(fanouts), int(seed))
     if key not in _loaded:
         if len(_loaded) >= 8:
             _loaded.pop(next(iter(_loaded)))
-        _loaded[key] = stylised_geography(key[1], key[2]) if kind == "stylised" else georgia_geography(key[2])
+        _loaded[key] = stylised_geography(*key)
     return _loaded[key]

@@ -25,12 +25,12 @@ from core.districts.noise import NoiseConfig, ensemble_study, membership_matrix,
 from core.districts.uploads import load_uploaded_blocks
 from core.geography.adjacency import block_adjacency
 from core.geography.assignments import plan_from_csv
-from core.geography.blocks import BlockGeography, load_georgia_blocks
+from core.geography.blocks import BlockGeography
 from core.geography.grid import synthetic_grid
+from core.geography.sources import geographies, georgia_blocks
 from core.parallel import map_trials
 
-GEOGRAPHIES = {"grid": "Synthetic square-grid county", "georgia": "Georgia (real counties, synthetic below)",
-               "upload": "My block files (TIGER/Line + PL 94-171)"}
+GEOGRAPHIES = geographies("grid", "georgia", "upload")
 GRID_SHAPES = ((16, 4, 16), (64, 4, 16), (484, 4, 25))
 MAX_PLANS = 400
 MAX_FANOUT = 1_000
@@ -153,11 +153,6 @@ def _grid(fanouts: tuple[int, ...], seed: int) -> BlockGeography:
     return synthetic_grid(fanouts, seed=seed)
 
 
-@functools.lru_cache(maxsize=2)
-def _georgia(seed: int) -> BlockGeography:
-    return load_georgia_blocks(seed=seed)
-
-
 @functools.lru_cache(maxsize=4)
 def _uploaded(fingerprint: str, shapefile_zip: bytes, counts_csv: bytes) -> BlockGeography:
     return load_uploaded_blocks(shapefile_zip, counts_csv)
@@ -187,7 +182,7 @@ def build_geography(source: str, fanouts: tuple[int, ...], seed: int, files: tup
     if source == "grid":
         return _grid(tuple(fanouts), int(seed))
     if source == "georgia":
-        return _georgia(int(seed))
+        return georgia_blocks(int(seed))
     zipped, counts = files
     return _uploaded(bytes_fingerprint(zipped, counts), zipped, counts)
 

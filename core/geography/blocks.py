@@ -229,14 +229,20 @@ def geography_from_blocks(blocks: gpd.GeoDataFrame, counties: gpd.GeoDataFrame, 
     return BlockGeography(blocks, hierarchy_from_blocks(blocks), counties, synthetic, name)
 
 
-def load_georgia_blocks(seed: int = 0, counties: gpd.GeoDataFrame | None = None,
-                        n_blocks: int = 30_000, progress=None) -> BlockGeography:
-    """Real Georgia counties subdivided into synthetic tracts, block groups and blocks; cached on disk by seed."""
+def georgia_cache_path(seed: int = 0, counties: gpd.GeoDataFrame | None = None, n_blocks: int = 30_000) -> Path:
+    """The on-disk file of Georgia's blocks for this seed, counties and block count (it may not exist yet)."""
     from core.cache import data_fingerprint
     cty = georgia_counties() if counties is None else counties
     fp = data_fingerprint(pd.DataFrame({"g": cty["GEOID"].astype(str), "p": cty["TotPop90"],
                                         "b": cty["PctBlack"]}))[:12] + f"_{n_blocks}"
-    path = _cache_path(int(seed), fp)
+    return _cache_path(int(seed), fp)
+
+
+def load_georgia_blocks(seed: int = 0, counties: gpd.GeoDataFrame | None = None,
+                        n_blocks: int = 30_000, progress=None) -> BlockGeography:
+    """Real Georgia counties subdivided into synthetic tracts, block groups and blocks; cached on disk by seed."""
+    cty = georgia_counties() if counties is None else counties
+    path = georgia_cache_path(seed, cty, n_blocks)
     if path.exists():
         blocks = gpd.read_parquet(path)
     else:
