@@ -121,8 +121,8 @@ def client_for(address: str, *, timeout: float | None = None):
             _warn_unavailable(address, _failures[address][1])
             return None
         try:
-            client = Client(address, timeout=timeout, set_as_default=False)
-        except Exception as exc:  # refused, timed out, bad address: all mean "not here"
+            client = _connect_within(Client, address, timeout)
+        except Exception as exc:  # refused, timed out, silent, bad address: all mean "not here"
             reason = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
             _failures[address] = (time.monotonic(), reason[:200])
             _warn_unavailable(address, _failures[address][1])
@@ -130,6 +130,39 @@ def client_for(address: str, *, timeout: float | None = None):
         _failures.pop(address, None)
         _clients[key] = client
         return client
+
+
+def _connect_within(client_cls, address: str, timeout: float):
+    """``client_cls(address)`` or ``TimeoutError`` after ``timeout`` seconds.
+
+    Dask's own timeout covers opening the connection, not a scheduler that accepts it and then never
+    answers the handshake; the attempt therefore runs on a daemon thread that is abandoned (and its
+    client closed, should it connect after all) when the deadline passes.
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def attempt() -> None:
+        try:
+            box["client"] = client_cls(address, timeout=timeout, set_as_default=False)
+        except Exception as exc:  # reported to the caller below
+            box["error"] = exc
+        done.set()
+        if box.get("abandoned") and "client" in box:
+            try:
+                box["client"].close(timeout=1)
+            except Exception:  # already gone
+                pass
+
+    threading.Thread(target=attempt, name=f"dask-connect {address}", daemon=True).start()
+    if not done.wait(timeout):
+        box["abandoned"] = True
+        if done.is_set() and "client" in box:  # connected in the instant between the two lines
+            box["client"].close(timeout=1)
+        raise TimeoutError(f"no answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["client"]
 
 
 def note_failure(address: str, reason: str) -> None:

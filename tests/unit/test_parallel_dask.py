@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import types
 
@@ -169,6 +170,49 @@ def test_unreachable_scheduler_falls_back_to_local_with_a_warning(monkeypatch):
         with use_scheduler(address), pytest.warns(ClusterUnavailable):
             assert describe_backend(n_jobs=3) == "3 local cores"
     finally:
+        forget_failures()
+
+
+def test_a_scheduler_that_accepts_and_never_answers_falls_back_to_local(monkeypatch):
+    """A port that takes the connection and stays silent (a wrong service, a hung scheduler) must not
+    hang the fan-out: the connection attempt is abandoned at the timeout and the work runs here."""
+    monkeypatch.setenv("DASHBOARD_DASK_TIMEOUT", "1")
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                continue
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+    local = map_trials(_slow_draw, range(3), seed=4, n_jobs=1)
+    box: dict = {}
+
+    def fan_out() -> None:
+        with use_scheduler(address), pytest.warns(ClusterUnavailable, match="no answer"):
+            box["out"] = map_trials(_slow_draw, range(3), seed=4)
+
+    worker = threading.Thread(target=fan_out, daemon=True)
+    try:
+        worker.start()
+        worker.join(120)                      # a hang guard, not a speed check
+        assert not worker.is_alive(), "map_trials hung on a silent scheduler"
+        assert box["out"] == local
+    finally:
+        stop.set()
+        acceptor.join(5)
+        for conn in held:
+            conn.close()
+        silent.close()
         forget_failures()
 
 
