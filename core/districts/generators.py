@@ -162,16 +162,25 @@ def _bind(draw):
     return lambda params: partial(draw, params)
 
 
+@dataclass(frozen=True)
+class GeneratorSpec(Spec):
+    """A districting generator's Spec; ``grid_only`` when it needs the synthetic grid county's rows and
+    columns (a real map has none)."""
+
+    grid_only: bool = False
+
+
 GENERATORS = Registry("districting generator", [
-    Spec("recom", "ReCom ensemble", _bind(draw_recom), ReComParams,
-         "A Markov chain of contiguous, population-balanced plans (gerrychain)."),
-    Spec("greedy", "Greedy (follows the hierarchy)", _bind(draw_greedy), GreedyParams,
-         "Fills districts with whole hierarchy units in label order; balances blocks, not people."),
-    Spec("square", "Square tiling", _bind(draw_square), SquareParams,
-         "k equal squares of a grid county; balances blocks, not people."),
-    Spec("disconn", "Disconn (random units, not connected)", _bind(draw_disconn), DisconnParams,
-         "Units dealt out at random up to the ideal population: shows what ignoring geography costs."),
-    Spec("exact", "Every plan (exact enumeration, tiny maps)", _bind(draw_exact), ExactParams,
-         "Every contiguous plan within the tolerance, for maps of at most 40 units."),
+    GeneratorSpec("recom", "ReCom ensemble", _bind(draw_recom), ReComParams,
+                  "A Markov chain of contiguous, population-balanced plans (gerrychain)."),
+    GeneratorSpec("greedy", "Greedy (follows the hierarchy)", _bind(draw_greedy), GreedyParams,
+                  "Fills districts with whole hierarchy units in label order; balances blocks, not people.",
+                  grid_only=True),
+    GeneratorSpec("square", "Square tiling", _bind(draw_square), SquareParams,
+                  "k equal squares of a grid county; balances blocks, not people.", grid_only=True),
+    GeneratorSpec("disconn", "Disconn (random units, not connected)", _bind(draw_disconn), DisconnParams,
+                  "Units dealt out at random up to the ideal population: shows what ignoring geography costs."),
+    GeneratorSpec("exact", "Every plan (exact enumeration, tiny maps)", _bind(draw_exact), ExactParams,
+                  "Every contiguous plan within the tolerance, for maps of at most 40 units."),
 ])
-GRID_ONLY = ("greedy", "square")
+GRID_ONLY = tuple(key for key, spec in GENERATORS.items() if spec.grid_only)

@@ -18,17 +18,44 @@ from scipy.stats import chi2
 
 from core.census.analytic import (fragmentation_from_coefficients, level_coefficients, level_node_variance,
                                   preset_shares)
-from core.contracts import Plan, Progress, seed_sequence, stream_key
+from core.contracts import Plan, Progress, Registry, Spec, seed_sequence, stream_key
 from core.geography.hierarchy import Hierarchy
 from core.parallel import map_trials
 from core.census.toydown import check_budgets, topdown_lite, toydown
+from core.privacy.mechanisms import NoParams
 
-ALGORITHMS = {
-    "toydown": "ToyDown (negative counts allowed)",
-    "toydown_nonneg": "ToyDown, non-negative",
-    "toydown_nonneg_int": "ToyDown, non-negative integers",
-    "topdown_lite": "TopDown-lite (non-negative integers, exact state total)",
-}
+def _toydown_leaves(h: Hierarchy, leaf_counts: np.ndarray, eps: np.ndarray, mechanism, sensitivity: float,
+                    rng: np.random.Generator, *, nonnegative: bool, integer: bool) -> np.ndarray:
+    alpha = toydown(h, leaf_counts, eps, mechanism=mechanism, sensitivity=sensitivity, nonnegative=nonnegative,
+                    integer=integer, rng=rng)
+    return np.asarray(alpha[h.leaf_nodes], dtype=float)
+
+
+def _topdown_lite_leaves(h: Hierarchy, leaf_counts: np.ndarray, eps: np.ndarray, mechanism, sensitivity: float,
+                         rng: np.random.Generator) -> np.ndarray:
+    counts = np.asarray(leaf_counts)
+    out = topdown_lite(h, counts if counts.ndim == 2 else counts[:, None], eps, mechanism=mechanism,
+                       sensitivity=sensitivity, rng=rng)
+    leaf = out[h.leaf_nodes].astype(float)
+    return leaf if counts.ndim == 2 else leaf[:, 0]
+
+
+def _toydown_variant(nonnegative: bool, integer: bool):
+    return lambda _params: functools.partial(_toydown_leaves, nonnegative=nonnegative, integer=integer)
+
+
+# ``ALGORITHMS[key].build()`` is ``noise(h, leaf_counts, budgets, mechanism, sensitivity, rng) -> leaf counts``
+ALGORITHMS = Registry("noising algorithm", [
+    Spec("toydown", "ToyDown (negative counts allowed)", _toydown_variant(False, False), NoParams,
+         "Noise at every node, then a top-down fit that spreads each parent's discrepancy over its children."),
+    Spec("toydown_nonneg", "ToyDown, non-negative", _toydown_variant(True, False), NoParams,
+         "ToyDown with the children projected onto non-negative counts that add up to their parent."),
+    Spec("toydown_nonneg_int", "ToyDown, non-negative integers", _toydown_variant(True, True), NoParams,
+         "Non-negative ToyDown rounded by largest remainder so the sums still hold."),
+    Spec("topdown_lite", "TopDown-lite (non-negative integers, exact state total)",
+         lambda _params: _topdown_lite_leaves, NoParams,
+         "The dashboard's stand-in for TopDown: least squares, non-negative integer counts, exact state total."),
+])
 
 
 @dataclass(frozen=True)
@@ -68,16 +95,8 @@ def noisy_leaf_counts(h: Hierarchy, leaf_counts: np.ndarray, config: NoiseConfig
                       rng: np.random.Generator) -> np.ndarray:
     """One run of the chosen algorithm; the noisy count of every leaf (same shape as ``leaf_counts``)."""
     eps = check_budgets(h, config.budgets)
-    if config.algorithm == "topdown_lite":
-        counts = np.asarray(leaf_counts)
-        out = topdown_lite(h, counts if counts.ndim == 2 else counts[:, None], eps, mechanism=config.mechanism,
-                           sensitivity=config.sensitivity, rng=rng)
-        leaf = out[h.leaf_nodes].astype(float)
-        return leaf if counts.ndim == 2 else leaf[:, 0]
-    alpha = toydown(h, leaf_counts, eps, mechanism=config.mechanism, sensitivity=config.sensitivity,
-                    nonnegative=config.algorithm != "toydown", integer=config.algorithm == "toydown_nonneg_int",
-                    rng=rng)
-    return np.asarray(alpha[h.leaf_nodes], dtype=float)
+    noise = ALGORITHMS[config.algorithm].build()
+    return noise(h, leaf_counts, eps, config.mechanism, config.sensitivity, rng)
 
 
 def sd_interval(sd: np.ndarray, runs: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

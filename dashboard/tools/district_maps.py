@@ -201,7 +201,7 @@ with st.container(border=True):
     st.caption("Budgets per level: " + ", ".join(f"{n} {b:.4g}" for n, b in zip(alloc.level_names, alloc.budgets))
                + f" ({alloc.unit}, {alloc.mechanism}, sensitivity {alloc.sensitivity:g}; total {alloc.total:.4g}).")
     n1, n2, n3, n4 = st.columns(4)
-    algorithm = n1.selectbox("Noising algorithm", list(ALGORITHMS), format_func=ALGORITHMS.get, key="dm_algo",
+    algorithm = n1.selectbox("Noising algorithm", list(ALGORITHMS), format_func=ALGORITHMS.labels().get, key="dm_algo",
                              persist_state=S)
     runs = int(n2.number_input("Runs", 2, 1000, 16, key="dm_runs", persist_state=S, help="The paper uses 16 runs."))
     noise_seed = int(n3.number_input("Noise seed", 0, 1_000_000, 0, key="dm_noise_seed", persist_state=S))
@@ -233,7 +233,7 @@ try:
         result = run(plan, data, progress=progress)
     if ledger_ref(plan) is not None:   # the seeded noisy runs: listed apart in the project ledger, never counted
         record_release(release_entry(plan, "District maps", "seeded noisy runs",
-                                     f"{ALGORITHMS[plan.noise.algorithm]}, {plan.noise.runs} seeded noisy runs, "
+                                     f"{ALGORITHMS[plan.noise.algorithm].label}, {plan.noise.runs} seeded noisy runs, "
                                      f"{alloc.mechanism} at {alloc.unit} {alloc.total:g} (simulation)",
                                      alloc.ledger(), kind="simulation"))
 except Cancelled:

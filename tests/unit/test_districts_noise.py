@@ -113,3 +113,14 @@ def test_a_splits_runs_do_not_depend_on_the_other_splits_studied(grid):
     alone = ensemble_study(h, pop, gens, 1.0, splits=("block-heavy",), runs=3, seed=2)
     pick = both[both["split"] == "block-heavy"].reset_index(drop=True)
     assert np.array_equal(pick["mean_abs_error"].to_numpy(), alone["mean_abs_error"].to_numpy())
+
+
+def test_noising_algorithms_and_generators_are_whole_plugins():
+    """A noising algorithm is a registry Spec whose factory gives the noise function (no side label table),
+    and a generator's need for the grid county is part of its Spec."""
+    from core.districts import ALGORITHMS, GENERATORS
+    from core.districts.generators import GRID_ONLY
+    assert ALGORITHMS.labels()["topdown_lite"].startswith("TopDown-lite")
+    with pytest.raises(ValueError, match="choose one of"):
+        NoiseConfig((0.5, 0.5), algorithm="bogus")
+    assert GRID_ONLY == tuple(k for k in GENERATORS if GENERATORS[k].grid_only) == ("greedy", "square")
