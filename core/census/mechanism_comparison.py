@@ -12,6 +12,7 @@ Errors: mean absolute error and RMSE per query, expected maximum over the k quer
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -22,8 +23,8 @@ import pandas as pd
 from core.census.checks import number, numbers
 from core.contracts import Plan, whole_number
 from core.privacy.accounting import generalized_gaussian_sigma_bound, rho_for_epsilon
-from core.privacy.calibration import calibrate_generalized_gaussian, is_calibrated
-from core.privacy.mechanisms import get_mechanism
+from core.privacy.calibration import is_calibrated
+from core.privacy.mechanisms import MECHANISMS, NoiseMechanism, get_mechanism
 
 def _tail_point(surv: Callable, quant: Callable, tail: float) -> float:
     """A point t with S(t) <= tail, found on the survival function itself.
@@ -69,11 +70,9 @@ def max_abs_quantile(quant: Callable, k: int, q: float = 0.95) -> float:
 
 # --------------------------------------------------------------------------------- sweep
 METRICS = ("MAE", "RMSE", "E max error", "95th pct of max error")
-MECHANISM_CHOICES = {
-    "laplace": "Laplace (pure epsilon)", "geometric": "Geometric (pure epsilon)",
-    "analytic_gaussian": "Gaussian (analytic, tight)", "gaussian_zcdp": "Gaussian via zCDP (CKS conversion)",
-    "discrete_gaussian": "Discrete Gaussian via zCDP", "generalized_gaussian": "Generalized Gaussian (numeric, tight)",
-}
+# the comparison's lines come from the mechanisms' own Specs: line key -> (registry key, label)
+_LINES = {spec.line: spec.key for spec in MECHANISMS.values() if spec.comparison_label}
+MECHANISM_CHOICES = {line: MECHANISMS[key].comparison_label for line, key in _LINES.items()}
 K_CHOICES = (1, 3, 10, 30, 100, 300, 1000)
 
 
@@ -116,57 +115,41 @@ def _metrics(surv, quant, k: int, discrete: bool, mae: float, rmse: float) -> di
             "95th pct of max error": max_abs_quantile(quant, k)}
 
 
-def _continuous_gaussian_rows(name: str, label: str, calibration: str, eps: float, sigma: float, k: int,
-                              rho: float | None = None) -> list[dict]:
-    mech = get_mechanism("gaussian")
-    s, q = mech.abs_distribution(sigma)
-    return _rows(name, label, calibration, eps, sigma,
-                 _metrics(s, q, k, False, float(mech.mean_abs(sigma)), math.sqrt(float(mech.variance(sigma)))),
-                 rho=rho)
+def _mechanism_metrics(mech: NoiseMechanism, scale: float, k: int) -> dict:
+    s, q = mech.abs_distribution(scale)
+    return _metrics(s, q, k, mech.discrete, float(mech.mean_abs(scale)), math.sqrt(float(mech.variance(scale))))
+
+
+def _line_mechanisms(plan: MechanismSweepPlan, key: str) -> list[tuple[str, NoiseMechanism]]:
+    """(row label, mechanism) of one line: the plan's delta for an (epsilon, delta) mechanism, and one
+    mechanism per order for those that take an order (the Generalized Gaussian)."""
+    spec = MECHANISMS[key]
+    names = {f.name for f in dataclasses.fields(spec.params)}
+    if "delta" not in names:
+        return [(spec.comparison_label, get_mechanism(key))]
+    if "order" not in names:
+        return [(spec.comparison_label, get_mechanism(key, spec.params(delta=float(plan.delta))))]
+    return [(f"{spec.label} p={p:g}", get_mechanism(key, spec.params(order=float(p), delta=float(plan.delta))))
+            for p in plan.gg_orders]
 
 
 def _sweep_point(plan: MechanismSweepPlan, eps: float, name: str) -> list[dict]:
-    """Rows of one mechanism at one epsilon (every scale from core.privacy)."""
+    """Rows of one line at one epsilon, every scale from the mechanism itself: pure-epsilon and (epsilon,
+    delta) mechanisms are calibrated at epsilon (and the plan's delta), zCDP ones at the rho the CKS
+    conversion gives for (epsilon, delta); the sensitivity is that of k counts in the mechanism's norm."""
     k, delta = int(plan.k), float(plan.delta)
-    label = MECHANISM_CHOICES[name]
-    if name == "laplace":
-        mech = get_mechanism("laplace")
-        b = float(mech.scale_for(k, eps))
-        s, q = mech.abs_distribution(b)
-        return _rows(name, label, "pure epsilon", eps, b,
-                     _metrics(s, q, k, False, float(mech.mean_abs(b)), math.sqrt(float(mech.variance(b)))))
-    if name == "geometric":
-        mech = get_mechanism("geometric")
-        b = float(mech.scale_for(k, eps))
-        s, q = mech.abs_distribution(b)
-        return _rows(name, label, "pure epsilon", eps, b,
-                     _metrics(s, q, k, True, float(mech.mean_abs(b)), math.sqrt(float(mech.variance(b)))))
-    if name == "analytic_gaussian":
-        sigma = float(get_mechanism("analytic_gaussian", _analytic_params(delta)).scale_for(math.sqrt(k), eps))
-        return _continuous_gaussian_rows(name, label, "analytic (Balle-Wang), tight", eps, sigma, k)
-    if name in ("gaussian_zcdp", "discrete_gaussian"):
-        rho = rho_for_epsilon(eps, delta)
-        mech = get_mechanism("gaussian" if name == "gaussian_zcdp" else "discrete_gaussian")
-        sigma = float(mech.scale_for(math.sqrt(k), rho))
-        if name == "gaussian_zcdp":
-            return _continuous_gaussian_rows(name, label, "zCDP, CKS conversion", eps, sigma, k, rho)
-        s, q = mech.abs_distribution(sigma)
-        return _rows(name, label, "zCDP, CKS conversion", eps, sigma,
-                     _metrics(s, q, k, True, float(mech.mean_abs(sigma)), math.sqrt(float(mech.variance(sigma)))),
-                     rho=rho)
+    key = _LINES[name]
+    note = MECHANISMS[key].calibration_note
     rows = []
-    for p in plan.gg_orders:
-        sig = calibrate_generalized_gaussian(k, p, eps, delta)
-        rows += _rows(name, f"Generalized Gaussian p={p:g}", "numeric (PLD), tight", eps, sig, gg_metrics(sig, p, k))
-        if plan.include_bound:
+    for label, mech in _line_mechanisms(plan, key):
+        rho = rho_for_epsilon(eps, delta) if mech.unit == "rho" else None
+        scale = float(mech.scale_for(mech.sensitivity_of_counts(k), eps if rho is None else rho))
+        rows += _rows(name, label, note, eps, scale, _mechanism_metrics(mech, scale, k), rho=rho)
+        if key == "generalized_gaussian" and plan.include_bound:
+            p = float(mech.params.order)
             bound = generalized_gaussian_sigma_bound(k, p, eps, delta, check_range=False)
-            rows += _rows(name, f"Generalized Gaussian p={p:g}", "proven bound", eps, bound, gg_metrics(bound, p, k))
+            rows += _rows(name, label, "proven bound", eps, bound, gg_metrics(bound, p, k))
     return rows
-
-
-def _analytic_params(delta: float):
-    from core.privacy.mechanisms import AnalyticGaussianParams
-    return AnalyticGaussianParams(delta=delta)
 
 
 def mechanism_sweep(plan: MechanismSweepPlan, progress=None) -> pd.DataFrame:

@@ -7,9 +7,11 @@ Two mechanisms are calibrated in (epsilon, delta): the analytic Gaussian (Balle 
 the Generalized Gaussian of order p (Ganesh and Zhao 2021, scale found numerically in
 ``core.privacy.calibration``); their budget is an epsilon with a delta fixed by their Params.
 
-``MECHANISMS`` is the one registry: key -> Spec(label, factory, Params). ``get_mechanism(id)``
-builds a :class:`NoiseMechanism`, which knows its calibration (``scale_for``), sampler, moments and
-how it is spent (``guarantee``). An id is a registry key, or a key with its parameters, e.g.
+``MECHANISMS`` is the one registry: key -> MechanismSpec(label, factory, Params, its line in the
+mechanism comparison). ``get_mechanism(id)`` builds a :class:`NoiseMechanism`, which knows its
+calibration (``scale_for``), sampler, moments, how it is spent (``guarantee``), the norm of its
+sensitivity and whether OpenDP can draw it for a real release (``opendp``, read by
+``core.privacy.secure``). An id is a registry key, or a key with its parameters, e.g.
 ``generalized_gaussian[p=3,delta=2e-07]`` (see :func:`mechanism_id`), so a mechanism with
 non-default parameters travels between pages as one string.
 Seeded draws are simulations; ``core.privacy.secure`` holds the release path.
@@ -555,19 +557,42 @@ def _generalized_gaussian(params: GeneralizedGaussianParams) -> NoiseMechanism:
         delta=delta, key="generalized_gaussian", params=params, norm="queries")
 
 
+@dataclass(frozen=True)
+class MechanismSpec(Spec):
+    """A noise mechanism's Spec, with how it appears in the mechanism comparison (Budget page): the line's
+    key (``comparison_key``, the registry key unless it is given), its label and how its scale is
+    calibrated there for (epsilon, delta)."""
+
+    comparison_key: str = ""
+    comparison_label: str = ""
+    calibration_note: str = ""
+
+    @property
+    def line(self) -> str:
+        """The key of this mechanism's line in the comparison."""
+        return self.comparison_key or self.key
+
+
 MECHANISMS = Registry("noise mechanism", [
-    Spec("laplace", "Laplace", _laplace, NoParams, "Pure epsilon-DP; scale = l1 sensitivity / epsilon."),
-    Spec("geometric", "Two-sided geometric", _geometric, NoParams,
-         "Pure epsilon-DP integer noise (discrete Laplace); scale = l1 sensitivity / epsilon."),
-    Spec("gaussian", "Gaussian (zCDP)", _gaussian, NoParams,
-         "rho-zCDP; sigma = l2 sensitivity / sqrt(2 rho) (Bun and Steinke 2016)."),
-    Spec("discrete_gaussian", "Discrete Gaussian (zCDP)", _discrete_gaussian, NoParams,
-         "rho-zCDP integer noise (Canonne, Kamath and Steinke 2020); same sigma as the Gaussian."),
-    Spec("analytic_gaussian", "Analytic Gaussian", _analytic_gaussian, AnalyticGaussianParams,
-         "(epsilon, delta)-DP with the smallest Gaussian sigma that meets it (Balle and Wang 2018)."),
-    Spec("generalized_gaussian", "Generalized Gaussian", _generalized_gaussian, GeneralizedGaussianParams,
-         "(epsilon, delta)-DP noise with density exp(-(|x|/sigma)^p) (Ganesh and Zhao 2021); sigma found "
-         "numerically for the counts one person changes."),
+    MechanismSpec("laplace", "Laplace", _laplace, NoParams, "Pure epsilon-DP; scale = l1 sensitivity / epsilon.",
+                  comparison_label="Laplace (pure epsilon)", calibration_note="pure epsilon"),
+    MechanismSpec("geometric", "Two-sided geometric", _geometric, NoParams,
+                  "Pure epsilon-DP integer noise (discrete Laplace); scale = l1 sensitivity / epsilon.",
+                  comparison_label="Geometric (pure epsilon)", calibration_note="pure epsilon"),
+    MechanismSpec("gaussian", "Gaussian (zCDP)", _gaussian, NoParams,
+                  "rho-zCDP; sigma = l2 sensitivity / sqrt(2 rho) (Bun and Steinke 2016).",
+                  comparison_key="gaussian_zcdp", comparison_label="Gaussian via zCDP (CKS conversion)",
+                  calibration_note="zCDP, CKS conversion"),
+    MechanismSpec("discrete_gaussian", "Discrete Gaussian (zCDP)", _discrete_gaussian, NoParams,
+                  "rho-zCDP integer noise (Canonne, Kamath and Steinke 2020); same sigma as the Gaussian.",
+                  comparison_label="Discrete Gaussian via zCDP", calibration_note="zCDP, CKS conversion"),
+    MechanismSpec("analytic_gaussian", "Analytic Gaussian", _analytic_gaussian, AnalyticGaussianParams,
+                  "(epsilon, delta)-DP with the smallest Gaussian sigma that meets it (Balle and Wang 2018).",
+                  comparison_label="Gaussian (analytic, tight)", calibration_note="analytic (Balle-Wang), tight"),
+    MechanismSpec("generalized_gaussian", "Generalized Gaussian", _generalized_gaussian, GeneralizedGaussianParams,
+                  "(epsilon, delta)-DP noise with density exp(-(|x|/sigma)^p) (Ganesh and Zhao 2021); sigma found "
+                  "numerically for the counts one person changes.",
+                  comparison_label="Generalized Gaussian (numeric, tight)", calibration_note="numeric (PLD), tight"),
 ])
 
 

@@ -131,3 +131,19 @@ def test_every_mechanism_knows_the_distribution_of_its_absolute_error():
         surv, quant = get_mechanism(key).abs_distribution(3.0)
         assert float(surv(0.0)) == pytest.approx(1.0, abs=0.2) and float(surv(1e4)) < 1e-12
         assert float(surv(float(quant(0.5)))) <= 0.5 + 1e-9
+
+
+def test_the_comparisons_lines_and_the_release_path_come_from_the_mechanisms_specs():
+    """No side tables: the comparison's choices are the registry Specs' lines, and whether a mechanism can be
+    released (and how OpenDP draws it) is part of what its factory builds."""
+    from core.census.mechanism_comparison import MECHANISM_CHOICES
+    from core.privacy import secure
+    from core.privacy.mechanisms import MECHANISMS
+    assert MECHANISM_CHOICES == {spec.line: spec.comparison_label for spec in MECHANISMS.values()}
+    releasable = {key for key in MECHANISMS if get_mechanism(key).supports_release}
+    assert releasable == {"laplace", "geometric", "gaussian", "discrete_gaussian", "analytic_gaussian"}
+    assert get_mechanism("gaussian").opendp == ("f64", "l2", "then_gaussian")
+    with pytest.raises(ValueError, match="Generalized Gaussian p=3 .* has no secure sampler"):
+        secure.secure_noise("generalized_gaussian", 1.0, 3)
+    mech = get_mechanism("laplace")
+    assert get_mechanism(mech) is mech                                   # the object passes through unparsed
