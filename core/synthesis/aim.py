@@ -68,6 +68,18 @@ class AIM:
         self.max_rounds = max_rounds
         self.iters = int(iters)
 
+    def planned_sds(self, d: int, rho: float) -> tuple[float, float]:
+        """(one-way, two-way) Gaussian sd on one cell of what ``fit`` measures on ``d`` columns with
+        ``rho``: T planned rounds (``max_rounds``, else 16 d), each measuring with MEASURE_SHARE rho / T;
+        the one-way marginals take d rounds' worth, at most half of rho, together (L2 sensitivity
+        sqrt(d)). One column: no workload, the whole budget on its histogram (two-way NaN)."""
+        d, rho = int(d), float(rho)
+        if d <= 1:
+            return gaussian_sigma(1.0, rho), math.nan
+        rounds = max(int(self.max_rounds) if self.max_rounds is not None else 16 * d, 1)
+        rho_m = MEASURE_SHARE * rho / rounds
+        return gaussian_sigma(math.sqrt(d), min(d * rho_m, rho / 2)), gaussian_sigma(1.0, rho_m)
+
     def _measure(self, arr, clique, idx, rho_m, noise, label: str) -> Measurement:
         sizes = [self.domain_[c] for c in clique]
         draw, sigma = noise.gaussian(1.0, rho_m, int(np.prod(sizes)))

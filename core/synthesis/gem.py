@@ -183,6 +183,18 @@ class GEM:
         self.learning_rate = float(learning_rate)
         self.ema = float(ema)
 
+    def planned_sds(self, d: int, rho: float) -> tuple[float, float]:
+        """(one-way, two-way) Gaussian sd on one cell of what ``fit`` measures on ``d`` columns with
+        ``rho``: ``rounds`` rounds of rho / rounds, the first on the one-way marginals together (L2
+        sensitivity sqrt(d)), each later one a selection and one two-way measurement (``round_budget``).
+        Under ``scale_rounds`` a smaller stratum runs fewer rounds, each less noisy: this is the
+        noisiest stratum's. One column: the whole budget on its histogram (two-way NaN)."""
+        d, rho = int(d), float(rho)
+        if d <= 1:
+            return gaussian_sigma(1.0, rho), math.nan
+        rounds = max(self.rounds, 1)
+        return gaussian_sigma(math.sqrt(d), rho / rounds), gaussian_sigma(1.0, round_budget(rho / rounds)[1])
+
     def for_stratum(self, share: float) -> "GEM":
         """This GEM for one stratum holding ``share`` of the rows: with ``scale_rounds``, the rounds
         times the share, at least ``MIN_STRATUM_ROUNDS`` (and never more than asked). Each round of a

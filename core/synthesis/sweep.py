@@ -18,9 +18,7 @@ import pandas as pd
 from core.contracts import Progress, make_rng, seed_sequence
 from core.parallel import map_trials
 from core.privacy.accounting import gaussian_sigma, rho_for_epsilon
-from core.synthesis.aim import MEASURE_SHARE as AIM_MEASURE_SHARE
 from core.synthesis.encoding import encode_categories
-from core.synthesis.gem import round_budget as gem_round_budget
 from core.synthesis.metrics import (group_keys, ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd,
                                     workload_error)
 from core.synthesis.plan import MAX_STRATA, METHODS, SynthesisPlan
@@ -29,9 +27,31 @@ from core.synthesis.stratified import StratifiedSynthesizer
 from core.synthesis.strata import StrataIndex
 
 
+MEASURES = {"tvd_2way": "two-way TVD", "tvd_1way": "one-way TVD", "workload_3way": "three-way workload error",
+            "accuracy": "TSTR accuracy"}
+"""The per-group measures a sweep can define, in the order the page offers them, and their short names."""
+
+
+def defined_measures(n_other: int, has_target: bool) -> tuple[str, ...]:
+    """The per-group measures defined with ``n_other`` columns besides the strata: one-way TVD always,
+    two-way TVD from two columns, three-way workload error from three, accuracy with a target."""
+    out = [m for m, need in (("tvd_2way", 2), ("tvd_1way", 1), ("workload_3way", 3)) if n_other >= need]
+    return tuple(out + (["accuracy"] if has_target else []))
+
+
 @dataclass
 class SweepResult:
-    """Tidy results: per-group and overall metrics per (epsilon, seed, method), strata fates, a ledger."""
+    """Tidy results: per-group and overall metrics per (epsilon, seed, method), strata fates, a ledger.
+
+    Every figure a page, a headline or a report shows is one of the named views below, computed here
+    once: ``measures`` (those defined for these columns), ``main_measure``, ``curves(measure)``,
+    ``overall_curves()``, ``worst_groups(measure)`` and ``headline_rows()``.
+
+    Like with like: the population error beside a per-group error is computed on the same marginals,
+    those of the columns besides the strata (inside a stratum the strata columns are constant, so the
+    per-group figures cannot include them). The population figure is that measure over all rows at
+    once; how well a method reproduces the strata sizes themselves is in the strata table, not here.
+    """
 
     group_metrics: pd.DataFrame
     overall_metrics: pd.DataFrame
@@ -40,6 +60,63 @@ class SweepResult:
     budget_statement: str
     group_labels: dict = field(default_factory=dict)
     real_baseline: dict = field(default_factory=dict)
+    measures: tuple[str, ...] = ("tvd_2way", "tvd_1way", "workload_3way")
+
+    @property
+    def main_measure(self) -> str:
+        """The measure the page leads with and the headline reports: two-way TVD when defined, else one-way."""
+        return "tvd_2way" if "tvd_2way" in self.measures else "tvd_1way"
+
+    @property
+    def main_measure_name(self) -> str:
+        """The main measure in words ("two-way TVD")."""
+        return MEASURES[self.main_measure]
+
+    def _check(self, measure: str) -> str:
+        if measure not in self.measures:
+            raise ValueError(f"The measure {measure!r} is not defined for these columns; "
+                             f"choose one of {list(self.measures)}.")
+        return measure
+
+    def curves(self, measure: str | None = None) -> pd.DataFrame:
+        """Per (epsilon, method, group): mean, min and max of ``measure`` over seeds, and each group's real
+        rows (curator only)."""
+        measure = self._check(measure or self.main_measure)
+        gm = self.group_metrics[self.group_metrics["metric"] == measure]
+        out = curve_table(gm)
+        return out.assign(real_rows=out["group"].map(gm.groupby("group")["real_rows"].first()))
+
+    def overall_curves(self) -> pd.DataFrame:
+        """Per (epsilon, method, metric): mean, min and max over seeds of every population metric."""
+        return curve_table(self.overall_metrics, by=("epsilon", "method", "metric"))
+
+    def worst_groups(self, measure: str | None = None) -> pd.DataFrame:
+        """Per (epsilon, method): the population ``measure`` and the worst group's, averaged over seeds,
+        on the same marginals (see the class docstring)."""
+        return worst_group_table(self, self._check(measure or self.main_measure))
+
+    def headline_rows(self) -> list[dict]:
+        """At the largest epsilon, per method: the main measure's worst group (its name, the mean over
+        seeds, the values per seed) and the population figure beside it (mean and values per seed), with
+        the names the headline gives them."""
+        measure = self.main_measure
+        table = self.worst_groups(measure)
+        top = float(table["epsilon"].max())
+        gm = self.group_metrics[(self.group_metrics["metric"] == measure) & (self.group_metrics["epsilon"] == top)]
+        om = self.overall_metrics[(self.overall_metrics["metric"] == measure) & (self.overall_metrics["epsilon"] == top)]
+        rows = []
+        for method in METHODS:
+            row = table[(table["epsilon"] == top) & (table["method"] == method)].iloc[0]
+            name = row["worst_group_name"]
+            values = gm.loc[(gm["method"] == method) & (gm["group"] == name), "value"] if isinstance(name, str) \
+                else pd.Series(dtype=float)
+            words = f"{MEASURES[measure]}, {method}, epsilon {top:g}"
+            rows.append({"method": method, "epsilon": top, "measure": measure, "group": name,
+                         "worst_name": f"worst-group {words}", "worst": float(row["worst_group"]),
+                         "values": values.to_numpy(float),
+                         "population_name": f"population {words}", "population": float(row["population"]),
+                         "population_values": om.loc[om["method"] == method, "value"].to_numpy(float)})
+        return rows
 
 
 def stratum_labels(strata_columns, labels, domain) -> dict[int, str]:
@@ -113,9 +190,12 @@ def _one_run(args, progress: Progress | None = None) -> dict:
     rows = [(g, m, v) for g, *values in zip(per["stratum"], *(per[m] for m in per_metric))
             for m, v in zip(per_metric, values)]
     codes_parity = parity_error(train, synth, domain, plan.strata, definition="paper_codes")
-    overall = {"tvd_1way": float(one_way_tvd(train, synth, domain)["tvd"].mean()),
-               "tvd_2way": float(two_way_tvd(train, synth, domain)["tvd"].mean()),
-               "workload_3way": workload_error(train, synth, domain),
+    # the population figures on the same marginals as the per-group ones: the columns besides the strata
+    others = [c for c in train.columns if c not in plan.strata]
+    overall = {"tvd_1way": float(one_way_tvd(train, synth, domain, others)["tvd"].mean()),
+               "tvd_2way": (float(two_way_tvd(train, synth, domain, others)["tvd"].mean()) if len(others) > 1
+                            else float("nan")),
+               "workload_3way": workload_error(train, synth, domain, others),
                **parity_error(train, synth, domain, plan.strata),
                "parity_error_codes": codes_parity["parity_error"],
                "max_disparity_codes": codes_parity["max_disparity"], "rho": rho}
@@ -179,7 +259,8 @@ def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | Non
                                                         "metric", "value"]),
         overall_metrics=pd.DataFrame(overall_rows, columns=["epsilon", "seed", "method", "metric", "value"]),
         strata=strata_df, ledger=readable_ledger(ledger, plan.strata, labels, domain),
-        budget_statement=statement, group_labels=names, real_baseline=baseline)
+        budget_statement=statement, group_labels=names, real_baseline=baseline,
+        measures=defined_measures(len(plan.columns) - len(plan.strata), plan.target is not None))
 
 
 def readable_ledger(ledger: pd.DataFrame, strata_columns, labels, domain) -> pd.DataFrame:
@@ -252,50 +333,20 @@ def worst_group_table(result: SweepResult, metric: str = "tvd_2way") -> pd.DataF
     return out.reset_index()
 
 
-def _independent_sds(params, d: int, rho: float) -> tuple[float, float]:
-    # every one-way marginal at once with the whole budget (L2 sensitivity sqrt(d)); no two-way tables
-    return gaussian_sigma(math.sqrt(max(d, 1)), rho), math.nan
-
-
-def _mst_sds(params, d: int, rho: float) -> tuple[float, float]:
-    # a third on the one-way marginals, a third on the tree's d - 1 two-way marginals (one-column: all on one-way)
-    if d <= 1:
-        return gaussian_sigma(1.0, rho), math.nan
-    return gaussian_sigma(math.sqrt(d), rho / 3), gaussian_sigma(math.sqrt(d - 1), rho / 3)
-
-
-def _aim_sds(params, d: int, rho: float) -> tuple[float, float]:
-    # T planned rounds, each measuring with 0.9 rho / T; the one-way marginals take d rounds' worth, at
-    # most half of rho (one column: no workload, all on the one-way marginal)
-    if d <= 1:
-        return gaussian_sigma(1.0, rho), math.nan
-    rounds = max(int(params.max_rounds) or 16 * d, 1)
-    rho_m = AIM_MEASURE_SHARE * rho / rounds
-    return gaussian_sigma(math.sqrt(d), min(d * rho_m, rho / 2)), gaussian_sigma(1.0, rho_m)
-
-
-def _gem_sds(params, d: int, rho: float) -> tuple[float, float]:
-    # T rounds of rho / T: the first on the one-way marginals, each later one a selection and a
-    # two-way measurement (GEM's own split of a round); with scaled rounds a smaller stratum runs fewer
-    # rounds and measures with less noise, so this is the noisiest stratum's
-    if d <= 1:
-        return gaussian_sigma(1.0, rho), math.nan
-    rounds = max(int(params.rounds), 1)
-    return gaussian_sigma(math.sqrt(d), rho / rounds), gaussian_sigma(1.0, gem_round_budget(rho / rounds)[1])
-
-
-CELL_SDS = {"independent": _independent_sds, "mst": _mst_sds, "aim": _aim_sds, "gem": _gem_sds}
-"""Per synthesizer key: (one-way, two-way) Gaussian sd on one cell for a model of d columns given rho."""
-
-
 def measurement_sds(key: str, params, d: int, rho: float) -> tuple[float, float]:
     """The Gaussian sd on one cell of the one-way and the two-way marginals the synthesizer ``key``
-    measures on ``d`` columns with budget ``rho`` (NaN when it measures no two-way marginal), following
-    its own split of the budget. A synthesizer not listed here is refused."""
-    if key not in CELL_SDS:
-        raise ValueError(f"No noise calibration is known for the synthesizer {key!r}; "
-                         f"known: {', '.join(CELL_SDS)}.")
-    return CELL_SDS[key](params, int(d), float(rho))
+    (with ``params``; its defaults when None) measures on ``d`` columns with budget ``rho``, as the
+    synthesizer itself plans them (its ``planned_sds``; NaN where it measures no two-way marginal).
+    A synthesizer that states no plan gets NaN for both: its noise is not known in advance."""
+    if key not in SYNTHESIZERS:
+        raise ValueError(f"No noise calibration is known for the synthesizer {key!r}: it is not registered; "
+                         f"choose one of {', '.join(SYNTHESIZERS)}.")
+    model = SYNTHESIZERS[key].build(params)
+    planned = getattr(model, "planned_sds", None)
+    if planned is None:
+        return math.nan, math.nan
+    one, two = planned(int(d), float(rho))
+    return float(one), float(two)
 
 
 def noise_table(plan: SynthesisPlan, epsilons) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from core.privacy.accounting import exponential_mechanism_epsilon
+from core.privacy.accounting import exponential_mechanism_epsilon, gaussian_sigma
 from core.synthesis.encoding import check_codes
 from core.synthesis.noise import noise_source
 from core.synthesis.sampling import draw_codes, draw_conditional
@@ -33,6 +33,12 @@ class IndependentMarginals:
 
     def __init__(self) -> None:
         pass
+
+    def planned_sds(self, d: int, rho: float) -> tuple[float, float]:
+        """(one-way, two-way) Gaussian sd on one cell of what ``fit`` measures on ``d`` columns with
+        ``rho``: every one-way marginal at once with the whole budget (L2 sensitivity sqrt(d)); no
+        two-way marginal (NaN)."""
+        return gaussian_sigma(math.sqrt(max(int(d), 1)), float(rho)), math.nan
 
     def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float,
             rng: np.random.Generator, noise=None) -> "IndependentMarginals":
@@ -69,6 +75,15 @@ class MST:
 
     def __init__(self, compress: bool = True) -> None:
         self.compress = compress
+
+    def planned_sds(self, d: int, rho: float) -> tuple[float, float]:
+        """(one-way, two-way) Gaussian sd on one cell of what ``fit`` measures on ``d`` columns with
+        ``rho``: a third of the budget on the d one-way marginals (L2 sensitivity sqrt(d)) and a third
+        on the tree's d - 1 two-way marginals (sqrt(d - 1)); one column spends it all on its histogram."""
+        d, rho = int(d), float(rho)
+        if d <= 1:
+            return gaussian_sigma(1.0, rho), math.nan
+        return gaussian_sigma(math.sqrt(d), rho / 3), gaussian_sigma(math.sqrt(d - 1), rho / 3)
 
     # ---- measurement --------------------------------------------------------------------
     def _compress(self, arr: np.ndarray, noisy: list[np.ndarray]) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from core.cache import cached, cached_call, fingerprint_of
@@ -146,6 +147,7 @@ class SynthesisResult(Result):
         if self.sweep is not None:
             out["group_metrics"] = self._private(self.sweep.group_metrics, "real_rows")
             out["overall_metrics"] = self.sweep.overall_metrics
+            out["worst_groups"] = self.sweep.worst_groups()
             out["strata_fates"] = self._private(self.sweep.strata, "real_rows")
             out["sweep_ledger"] = self.sweep.ledger
         if self.marginals is not None:
@@ -161,20 +163,15 @@ class SynthesisResult(Result):
             out["dirichlet"] = self.means.dirichlet
         return out
 
-    def _worst_groups(self):
-        """(headline name, that method's rows at the sweep's largest epsilon, mean per group) for each method."""
-        gm = self.sweep.group_metrics
-        gm = gm[gm["metric"] == "tvd_1way"]
-        top = gm["epsilon"].max()
-        for method in ("stratified", "pooled"):
-            part = gm[(gm["epsilon"] == top) & (gm["method"] == method)]
-            yield f"worst-group one-way TVD, {method}, epsilon {top:g}", part, part.groupby("group")["value"].mean()
-
     def headline(self) -> dict[str, float]:
+        """The strata count; per method, the sweep's main measure for its worst group and for the whole
+        population at the largest epsilon (``SweepResult.headline_rows``); the release's spend; the
+        stratification cost multiplier when the sizes are public."""
         head: dict[str, float] = {"strata": float(len(self.overview))}
         if self.sweep is not None:
-            for name, _, means in self._worst_groups():
-                head[name] = float(means.max())
+            for row in self.sweep.headline_rows():
+                head[row["worst_name"]] = row["worst"]
+                head[row["population_name"]] = row["population"]
         if self.release is not None:
             head["release rho"] = self.release.ledger.total("rho")
             head["release epsilon"] = self.release.ledger.total("epsilon", delta=self.plan.delta)
@@ -183,18 +180,24 @@ class SynthesisResult(Result):
         return head
 
     def headline_uncertainty(self) -> dict[str, str]:
-        """The worst group's TVD with its sd over the sweep's seeds (from the group_metrics table that
-        reports hold); no stratum size or group name is quoted, so nothing private is read back."""
+        """The worst group's and the population's main measure with their sd over the sweep's seeds (from
+        the group_metrics and overall_metrics tables that reports hold); no stratum size or group name is
+        quoted, so nothing private is read back."""
         from core.uncertainty_words import LEDGER_TOTAL, sd_over
         out = {"strata": "exact (combinations of the strata columns' categories)"}
         if self.sweep is not None:
-            for name, part, means in self._worst_groups():
-                if not means.notna().any():
-                    out[name] = "no defined value: nothing to measure"
-                    continue
-                values = part.loc[part["group"] == means.idxmax(), "value"]
-                out[name] = (f"{sd_over(values, 'seeds')} (the worst group's values; their mean is shown)"
-                             if len(values) > 1 else "one seed only: no spread measured (sweep more seeds to see one)")
+            for row in self.sweep.headline_rows():
+                values = row["values"]
+                if not np.isfinite(row["worst"]):
+                    out[row["worst_name"]] = "no defined value: nothing to measure"
+                else:
+                    out[row["worst_name"]] = (
+                        f"{sd_over(values, 'seeds')} (the worst group's values; their mean is shown)"
+                        if len(values) > 1 else "one seed only: no spread measured (sweep more seeds to see one)")
+                pop = row["population_values"]
+                out[row["population_name"]] = (
+                    f"{sd_over(pop, 'seeds')} (every row at once, on the same marginals as the groups)"
+                    if len(pop) > 1 else "one seed only: no spread measured (sweep more seeds to see one)")
         if self.release is not None:
             out["release rho"] = LEDGER_TOTAL
             out["release epsilon"] = f"exact (tight conversion of the ledger at delta {self.plan.delta:g})"

@@ -27,7 +27,7 @@ from core.synthesis.plan import NOISES, SIZE_POLICIES, SMALL_ACTIONS, WEIGHTS, p
 from core.synthesis.mean_release import MeanReleasePlan, projected_ledger, release_stratified_mean  # noqa: E402,E501
 from core.synthesis.release import budget_statement_text  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
-from core.synthesis.sweep import curve_table, smallest_strata, worst_group_table  # noqa: E402
+from core.synthesis.sweep import smallest_strata  # noqa: E402
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.ledger_badge import project_ledger, record_release, release_entry, release_guard  # noqa: E402,E501
 from dashboard.components.params_form import params_widgets  # noqa: E402
@@ -257,15 +257,18 @@ if not overview.empty:
     m3.metric("Largest stratum (curator only)", f"{int(overview['real_rows'].max()):,} rows")
     m4.metric("Rows (curator only)", f"{len(data):,}")
 
+sweep = result.sweep if result is not None else None
+if sweep is not None:   # the headline's numbers: the main measure's worst group and population, per method
+    st.caption(f"At the sweep's largest epsilon, {sweep.main_measure_name} (mean over seeds; curator-only "
+               "diagnostics): the worst group's, and the whole table's on the same marginals.")
+    shown = [(r[f"{part}_name"], r[part]) for r in sweep.headline_rows() for part in ("worst", "population")]
+    for column, (name, value) in zip(st.columns(len(shown)), shown):
+        column.metric(name[0].upper() + name[1:], f"{value:.4f}")
+
 tab_setup, tab_curves, tab_marg, tab_disp, tab_small, tab_ml, tab_mean, tab_release, tab_export = st.tabs(
     ["Strata setup", "Per-group curves", "Marginals", "Disparity", "Smallest strata", "ML utility",
      "Mean estimation", "Synthetic release", "Export"])
-sweep = result.sweep if result is not None else None
 NOT_RUN = "Press **Run sweep** beside the settings to fit stratified and pooled synthesizers for these settings."
-n_other = len(plan.columns) - len(plan.strata) if plan is not None else 0
-defined_metrics = {"tvd_1way"} | ({"tvd_2way"} if n_other >= 2 else set()) | ({"workload_3way"} if n_other >= 3 else set())
-main_metric = "tvd_2way" if "tvd_2way" in defined_metrics else "tvd_1way"
-MEASURE = {"tvd_2way": "two-way TVD", "tvd_1way": "one-way TVD"}
 
 with tab_setup:
     if overview.empty:
@@ -292,16 +295,14 @@ with tab_curves:
         st.info(NOT_RUN)
     else:
         st.caption(CURATOR + " " + SIM)
-        metrics = ([m for m in ("tvd_2way", "tvd_1way", "workload_3way") if m in defined_metrics]
-                   + (["accuracy"] if plan.target else []))
         p1, p2, p3 = st.columns([2, 1, 1])
-        metric = p1.selectbox("Error measure", metrics, format_func=lambda m: figs.METRIC_LABELS[m],
+        metric = p1.selectbox("Error measure", list(sweep.measures), format_func=lambda m: figs.METRIC_LABELS[m],
                               key="ss_metric", persist_state=S)
         bands = p2.checkbox("Bands over seeds", True, key="ss_bands", persist_state=S)
         log_y = p3.checkbox("Log y axis", False, key="ss_logy", persist_state=S)
-        gm = sweep.group_metrics[sweep.group_metrics["metric"] == metric]
-        sizes = gm.groupby("group")["real_rows"].first().to_dict()
-        group_curves = curve_table(gm)
+        group_curves = sweep.curves(metric)
+        sizes = group_curves.groupby("group")["real_rows"].first().to_dict()
+        group_curves = group_curves.drop(columns="real_rows")
         st.plotly_chart(figs.group_curves_figure(group_curves, metric, sizes, bands, log_y), width="stretch",
                         key="ss_group_chart")
         with st.expander("Values behind the curves"):
@@ -338,14 +339,16 @@ with tab_disp:
         st.info(NOT_RUN)
     else:
         st.caption(CURATOR + " " + SIM)
-        oc = curve_table(sweep.overall_metrics, by=("epsilon", "method", "metric"))
+        oc = sweep.overall_curves()
         st.plotly_chart(figs.method_curves_figure(oc, ("parity_error", "max_disparity"),
                                                   "Disparity against the privacy budget (category proportions)"),
                         width="stretch", key="ss_disp_chart")
-        worst = worst_group_table(sweep, main_metric)
-        st.plotly_chart(figs.worst_vs_population_figure(worst, MEASURE[main_metric]), width="stretch",
+        worst = sweep.worst_groups()
+        st.plotly_chart(figs.worst_vs_population_figure(worst, sweep.main_measure_name), width="stretch",
                         key="ss_pareto_chart")
         show(worst)
+        st.caption("The population error is the same measure on the same marginals as each group's (the columns "
+                   "besides the strata), computed over every row at once, so the two compare like with like.")
         with st.expander("The paper's parity error on means of integer codes"):
             st.plotly_chart(figs.method_curves_figure(oc, ("parity_error_codes", "max_disparity_codes"),
                                                       "Disparity as the paper defines it (Rosenblatt et al., Def. 11)"),
@@ -365,7 +368,7 @@ with tab_small:
         st.info(NOT_RUN)
     else:
         st.caption(CURATOR)
-        small_tab = smallest_strata(sweep, main_metric)
+        small_tab = smallest_strata(sweep, sweep.main_measure)
         show(small_tab)
         dropped = sweep.strata[sweep.strata["fate"] == "dropped"]["group"].unique()
         merged = sweep.strata[sweep.strata["fate"] == "merged"]["group"].unique()
@@ -388,7 +391,7 @@ with tab_ml:
         st.info("Choose a target column to measure machine-learning utility.")
     else:
         st.caption(CURATOR + " " + SIM)
-        oc = curve_table(sweep.overall_metrics, by=("epsilon", "method", "metric"))
+        oc = sweep.overall_curves()
         base = sweep.real_baseline
         st.plotly_chart(figs.method_curves_figure(oc, ("accuracy", "fpr_gap", "fnr_gap"),
                                                   "Train on synthetic, test on real held-out rows", base),

@@ -186,7 +186,9 @@ def test_worst_group_skips_measures_undefined_for_every_group(small_cps):
     res = run_sweep(_plan(columns=("sex", "race", "income")), small_cps)
     assert res.group_metrics.query("metric == 'tvd_2way'")["value"].isna().all()
     two = worst_group_table(res, "tvd_2way")
-    assert len(two) == 2 and two["worst_group"].isna().all() and two["population"].notna().all()
+    # the population figure is over the same column pairs as the groups': none here either
+    assert len(two) == 2 and two["worst_group"].isna().all() and two["population"].isna().all()
+    assert res.measures == ("tvd_1way", "accuracy") and res.main_measure == "tvd_1way"
     one = worst_group_table(res, "tvd_1way")
     assert one["worst_group"].notna().all() and set(one["worst_group_name"]) <= set(res.group_labels.values())
 
@@ -285,3 +287,53 @@ def test_sweeps_over_too_many_strata_are_refused(small_cps):
     plan = _plan(strata=("age_band", "education", "race"))
     with pytest.raises(ValueError, match="at most 200"):
         run_sweep(plan, small_cps)
+
+
+def test_population_figures_use_the_same_marginals_as_the_groups(small_cps):
+    """Each population measure beside a per-group one is computed on the columns besides the strata:
+    recomputed by hand from the pooled fit's synthetic table, it matches; over every column it would not."""
+    from core.synthesis import sweep
+    from core.synthesis.encoding import encode_categories
+    from core.synthesis.metrics import workload_error
+
+    plan = _plan(seeds=(0,))
+    res = run_sweep(plan, small_cps, n_jobs=1)
+    codes, domain, labels = encode_categories(small_cps[list(plan.columns)])
+    train, _ = sweep.split_train_test(codes, plan.sweep.test_fraction, plan.sweep.split_seed)
+    model = sweep.build_synthesizer(plan, "pooled", labels=labels)
+    rng = sweep.fit_rng(0, 1.0, "pooled")
+    synth = model.fit(train, domain, rho_for_epsilon(1.0, plan.delta), rng).sample(len(train), rng)
+    others = [c for c in plan.columns if c not in plan.strata]
+    om = res.overall_metrics.query("method == 'pooled'").set_index("metric")["value"]
+    assert om["tvd_1way"] == pytest.approx(one_way_tvd(train, synth, domain, others)["tvd"].mean())
+    assert om["tvd_2way"] == pytest.approx(two_way_tvd(train, synth, domain, others)["tvd"].mean())
+    assert om["workload_3way"] == pytest.approx(workload_error(train, synth, domain, others))
+    assert om["tvd_2way"] != pytest.approx(two_way_tvd(train, synth, domain)["tvd"].mean())
+    table = res.worst_groups("tvd_2way").set_index("method")
+    assert table.loc["pooled", "population"] == pytest.approx(om["tvd_2way"])
+
+
+def test_named_views_pick_the_main_measure_and_the_headline_reads_them(small_cps):
+    """Two or more columns besides the strata: two-way TVD leads; the headline quotes its worst group
+    and population figure at the largest epsilon, each the mean over seeds of the sweep's own rows."""
+    from core.synthesis.workflow import SynthesisResult
+
+    res = run_sweep(_plan(epsilons=(0.5, 2.0), seeds=(0, 1)), small_cps)
+    assert res.measures == ("tvd_2way", "tvd_1way", "workload_3way", "accuracy")
+    assert res.main_measure == "tvd_2way" and res.main_measure_name == "two-way TVD"
+    gm = res.group_metrics.query("metric == 'tvd_2way' and epsilon == 2.0")
+    om = res.overall_metrics.query("metric == 'tvd_2way' and epsilon == 2.0")
+    result = SynthesisResult(plan=_plan(), overview=pd.DataFrame({"group": ["a"]}), notes=(), noise=pd.DataFrame(),
+                             sweep=res)
+    head = result.headline()
+    for method in ("stratified", "pooled"):
+        by_group = gm[gm["method"] == method].groupby("group")["value"].mean()
+        assert head[f"worst-group two-way TVD, {method}, epsilon 2"] == pytest.approx(by_group.max())
+        assert head[f"population two-way TVD, {method}, epsilon 2"] == pytest.approx(
+            om[om["method"] == method]["value"].mean())
+    assert not any("one-way" in k for k in head)
+    curves = res.curves()
+    assert set(curves["epsilon"]) == {0.5, 2.0} and (curves["seeds"] == 2).all()
+    assert curves.equals(res.curves("tvd_2way"))
+    with pytest.raises(ValueError, match="not defined"):
+        res.curves("nope")
