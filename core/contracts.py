@@ -218,7 +218,9 @@ def _build(tp: Any, value: Any) -> Any:
     if value is None:
         return None
     tp = _strip_optional(tp)
-    if dataclasses.is_dataclass(tp) and isinstance(value, Mapping):
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ValueError(f"Expected a {tp.__name__} (a JSON object), got {type(value).__name__}.")
         return _from_fields(tp, value)
     origin = typing.get_origin(tp)
     if isinstance(value, Mapping) and "__type__" in value and tp is Any:
@@ -230,6 +232,9 @@ def _build(tp: Any, value: Any) -> Any:
         if origin is tuple and args and args[-1] is not Ellipsis:
             return tuple(_build(a, v) for a, v in zip(args, value))
         inner = args[0] if args else Any
+        if inner in (bool, int, float, str) and any(v is None for v in value):
+            raise ValueError(f"Expected {'a whole number' if inner is int else 'a ' + inner.__name__} for every "
+                             "item of the list, got a blank.")
         return tuple(_build(inner, v) for v in value)
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(tp):
@@ -241,9 +246,25 @@ def _build(tp: Any, value: Any) -> Any:
         return value
     if tp is float and isinstance(value, str) and value in ("nan", "inf", "-inf"):
         return float(value)
+    if tp in (bool, int, float, str):
+        return _scalar(tp, value)
     if isinstance(value, list):
         return tuple(_build(Any, v) for v in value)
     return value
+
+
+def _scalar(tp: type, value: Any) -> Any:
+    """A JSON member declared bool, int, float or str, checked: a saved plan edited by hand (or
+    written by hostile code) must fail with a message, not reach a run as the wrong type."""
+    ok = {bool: isinstance(value, bool),
+          int: isinstance(value, int) and not isinstance(value, bool)
+          or isinstance(value, float) and math.isfinite(value) and value.is_integer(),
+          float: isinstance(value, (int, float)) and not isinstance(value, bool),
+          str: isinstance(value, str)}[tp]
+    if not ok:
+        raise ValueError(f"Expected {'a whole number' if tp is int else 'a ' + tp.__name__} in the saved plan, "
+                         f"got {value!r}.")
+    return tp(value) if tp in (int, float) else value
 
 
 def _from_fields(cls: type, data: Mapping[str, Any]):
@@ -255,11 +276,16 @@ def _from_fields(cls: type, data: Mapping[str, Any]):
     if unknown:
         raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}; the plan was made by "
                          "another version of the tool.")
-    kwargs = {name: _build(hints.get(name, Any), data[name]) for name in names if name in data}
+    kwargs = {}
+    for name in names & set(data):
+        try:
+            kwargs[name] = _build(hints.get(name, Any), data[name])
+        except ValueError as exc:
+            raise ValueError(f"{cls.__name__}.{name}: {exc}") from None
     try:
         return cls(**kwargs)
     except TypeError as exc:
-        raise ValueError(f"The saved {cls.__name__} is incomplete: {exc}.") from exc
+        raise ValueError(f"The saved {cls.__name__} is incomplete or holds a value of the wrong type: {exc}.") from exc
 
 
 def plan_from_dict(data: Mapping[str, Any]) -> Plan:

@@ -63,6 +63,31 @@ def test_plan_round_trip_keeps_nested_plans_tuples_and_digest():
         _from_fields(_Outer, {**body, "surprise": 1})
 
 
+@pytest.mark.parametrize("path, value, message", [
+    (("inner", "epsilon"), "1", "Expected a float"),
+    (("inner", "epsilon"), True, "Expected a float"),
+    (("inner", "columns"), "ab", "Expected a list"),
+    (("inner", "columns"), [1, 2], "Expected a str"),
+    (("seeds",), [1.5], "whole number"),
+    (("seeds",), [None], "whole number"),
+    (("data",), [1], "DataRef"),
+])
+def test_saved_plan_members_of_the_wrong_type_are_refused_with_the_field_named(path, value, message):
+    body = json.loads(json.dumps(_Outer(inner=_Inner()).to_dict()))
+    holder = body
+    for part in path[:-1]:
+        holder = holder[part]
+    holder[path[-1]] = value
+    with pytest.raises(ValueError, match=message):
+        _from_fields(_Outer, body)
+
+
+def test_saved_plan_whole_floats_are_read_as_whole_numbers():
+    body = json.loads(json.dumps(_Outer(seeds=(3,)).to_dict()))
+    body["seeds"] = [3.0]
+    assert _from_fields(_Outer, body).seeds == (3,)
+
+
 def test_upload_reference_needs_a_fingerprint():
     with pytest.raises(ValueError, match="fingerprint"):
         DataRef("upload")
