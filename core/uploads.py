@@ -374,6 +374,13 @@ def _whole_counts(values: pd.Series, raw: pd.Series, col: str) -> np.ndarray:
     return as_float.astype("int64")
 
 
+def _with_rows(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+    """Refuse a table that has a header and no data rows (an export cut short, a wrong filter)."""
+    if len(frame) == 0:
+        raise ValueError(f"The {what} has a header but no rows; export it again with its data.")
+    return frame
+
+
 def _unique_ids(ids: pd.Series, name: str) -> pd.Series:
     """Stripped identifiers, refusing blanks and repeats."""
     ids = ids.astype("string").str.strip()
@@ -389,7 +396,7 @@ def _unique_ids(ids: pd.Series, name: str) -> pd.Series:
 
 def _counts(text: str, required: Iterable[str] | None) -> pd.DataFrame:
     """Table keyed by unique GEOID whose other columns are non-negative whole-number counts."""
-    frame = _parse_csv(text, dtype={"GEOID": str})
+    frame = _with_rows(_parse_csv(text, dtype={"GEOID": str}), "counts CSV")
     if "GEOID" not in frame.columns:
         raise ValueError(f"A counts table needs a GEOID column (unit identifiers); the file has "
                          f"{list(frame.columns)[:20]}.")
@@ -414,7 +421,7 @@ def _block_counts(text: str) -> pd.DataFrame:
         if need not in header:
             raise ValueError(f"The counts CSV needs a '{need}' column (total population and "
                              "voting-age population).")
-    frame = _parse_csv(text, dtype={header["geoid"]: str})
+    frame = _with_rows(_parse_csv(text, dtype={header["geoid"]: str}), "counts CSV")
     frame = frame.rename(columns={header["geoid"]: "GEOID"}
                          | {header[c]: c for c in BLOCK_COUNT_COLUMNS if c in header})
     out = pd.DataFrame({"GEOID": _unique_ids(frame["GEOID"], "GEOID").to_numpy()})
@@ -428,7 +435,7 @@ def _assignment(text: str) -> pd.DataFrame:
     header = {n.lower(): n for n in _header_names(_first_line(text))}
     if "geoid" not in header or "district" not in header:
         raise ValueError(f"The plan CSV needs columns GEOID and district; it has {list(header.values())[:20]}.")
-    frame = _parse_csv(text, dtype=str)
+    frame = _with_rows(_parse_csv(text, dtype=str), "plan CSV")
     district = frame[header["district"]].astype("string").str.strip()
     blank = district.isna() | (district == "")
     if blank.any():
