@@ -17,8 +17,8 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from core.coherence.releases import AuditSchema, MicrodataReport, TableReport
-from core.contracts import Registry, Spec, check_params, param
+from core.coherence.releases import AuditSchema, MicrodataReport, TableReport, plugin_spec
+from core.contracts import Registry, check_params, param
 
 Predictor = Callable[[np.ndarray], np.ndarray]
 
@@ -269,15 +269,13 @@ class RandomScoreParams(_Checked):
                       help="Picks which fixed pseudo-random score each lens cell gets.")
 
 
-def _kwargs(params) -> dict:
-    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
-
-
 ADVERSARIES: Registry = Registry("adversary", [
-    Spec(cls.key, cls.label, lambda p, cls=cls: cls(**_kwargs(p)), params, (cls.__doc__ or "").split("\n")[0])
-    for cls, params in ((LogisticAdversary, LogisticParams), (BoostingAdversary, BoostingParams),
-                        (NaiveBayesAdversary, NaiveBayesParams), (NearestNeighbourAdversary, NearestNeighbourParams),
-                        (LinkageAdversary, LinkageParams), (RandomScoreAdversary, RandomScoreParams))
+    plugin_spec(LogisticAdversary, LogisticParams),
+    plugin_spec(BoostingAdversary, BoostingParams),
+    plugin_spec(NaiveBayesAdversary, NaiveBayesParams),
+    plugin_spec(NearestNeighbourAdversary, NearestNeighbourParams),
+    plugin_spec(LinkageAdversary, LinkageParams),
+    plugin_spec(RandomScoreAdversary, RandomScoreParams),
 ])
 
 

@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from core.coherence.plan import DEFAULT_LENS, AuditPlan, ReleaseChoice
-from core.coherence.releases import (DP_KINDS, MAX_TABLE_CELLS, NEIGHBOURS, RELEASES, AuditSchema, GaussianTable,
-                                     LaplaceTable, SynthesizerRelease, encode_for_audit)
+from core.coherence.releases import (DP_KINDS, MAX_TABLE_CELLS, NEIGHBOURS, RELEASES, AuditSchema, SynthesizerRelease,
+                                     encode_for_audit)
 from core.coherence.run import load_frame, positive_value
 from core.contracts import DataRef, Plan, Result, named_rng
 from core.privacy.ledger import BudgetLedger
@@ -166,10 +166,7 @@ def _noisy_table(release, codes: pd.DataFrame, schema: AuditSchema, secure: bool
     cell = np.ravel_multi_index(tuple(codes[c].to_numpy(np.int64) for c in schema.lens), sizes)
     y = (codes[schema.target].to_numpy(np.int64) == schema.positive_code).astype(np.int64)
     counts = np.bincount(cell * 2 + y, minlength=n_cells * 2).reshape(n_cells, 2).astype(float)
-    if isinstance(release, LaplaceTable):
-        mechanism, scale, sensitivity = "laplace", release.l1_sensitivity / release.epsilon, release.l1_sensitivity
-    else:
-        mechanism, scale, sensitivity = "gaussian", release.sigma, math.sqrt(release.l1_sensitivity)
+    mechanism, scale, sensitivity = release.secure_noise
     if secure:
         from core.privacy.secure import secure_privacy_cost, secure_release
 
@@ -248,7 +245,7 @@ def publish(plan: PublishPlan, data: bytes | None = None, *, secure: bool = True
         noise = SeededNoise(rng)
     g = release.privacy
     label = RELEASES[plan.release.key].label
-    if isinstance(release, (LaplaceTable, GaussianTable)):
+    if release.kind == "table":
         table, opendp_cost = _noisy_table(release, codes, schema, secure, rng)
         stated = g.epsilon if g.kind == "pure_dp" else g.rho
         ledger = BudgetLedger()

@@ -296,6 +296,11 @@ class _NoisyTable(Release):
     def noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
 
+    @property
+    def secure_noise(self) -> tuple[str, float, float]:
+        """(OpenDP mechanism name, noise scale, sensitivity in that mechanism's norm) for the secure release."""
+        raise NotImplementedError
+
     def release(self, half, rng):
         c = table_counts(half, self.schema_)
         return TableReport(c + self.noise(c.shape, rng))
@@ -313,6 +318,10 @@ class LaplaceTable(_NoisyTable):
 
     def noise(self, shape, rng):
         return sample_laplace(self.l1_sensitivity / self.epsilon, shape, rng)
+
+    @property
+    def secure_noise(self):
+        return "laplace", self.l1_sensitivity / self.epsilon, self.l1_sensitivity
 
 
 class GaussianTable(_NoisyTable):
@@ -338,6 +347,10 @@ class GaussianTable(_NoisyTable):
 
     def noise(self, shape, rng):
         return sample_gaussian(self.sigma, shape, rng)
+
+    @property
+    def secure_noise(self):
+        return "gaussian", self.sigma, math.sqrt(self.l1_sensitivity)
 
 
 class SynthesizerRelease(Release):
@@ -462,18 +475,25 @@ def _kwargs(params) -> dict[str, Any]:
     return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
 
 
+def plugin_spec(cls: type, params: type, help: str | None = None) -> Spec:
+    """The registry line of a release or adversary class: its own key and label, built from its Params
+    (every field passed by name), so nothing about the plugin is written down a second time. ``help``
+    defaults to the first line of the class docstring."""
+    text = help if help is not None else (cls.__doc__ or "").strip().split("\n")[0]
+    return Spec(cls.key, cls.label, lambda p: cls(**_kwargs(p)), params, text)
+
+
 def _registry() -> Registry:
     specs = [
-        Spec("clear_half", ClearHalf.label, lambda p: ClearHalf(), ClearHalfParams,
-             "The released half itself, unchanged: the worst case, no privacy."),
-        Spec("clear_sample", ClearSample.label, lambda p: ClearSample(**_kwargs(p)), ClearSampleParams,
-             "A random sample of k records of the half, unchanged: not private."),
-        Spec("suppression", Suppression.label, lambda p: Suppression(**_kwargs(p)), SuppressionParams,
-             "k-anonymity style suppression and generalisation: not differentially private."),
-        Spec("laplace_table", LaplaceTable.label, lambda p: LaplaceTable(**_kwargs(p)), LaplaceTableParams,
-             "Counts over every lens cell by target with Laplace noise: epsilon-DP."),
-        Spec("gaussian_table", GaussianTable.label, lambda p: GaussianTable(**_kwargs(p)), GaussianTableParams,
-             "Counts over every lens cell by target with Gaussian noise: rho-zCDP."),
+        plugin_spec(ClearHalf, ClearHalfParams, "The released half itself, unchanged: the worst case, no privacy."),
+        plugin_spec(ClearSample, ClearSampleParams,
+                    "A random sample of k records of the half, unchanged: not private."),
+        plugin_spec(Suppression, SuppressionParams,
+                    "k-anonymity style suppression and generalisation: not differentially private."),
+        plugin_spec(LaplaceTable, LaplaceTableParams,
+                    "Counts over every lens cell by target with Laplace noise: epsilon-DP."),
+        plugin_spec(GaussianTable, GaussianTableParams,
+                    "Counts over every lens cell by target with Gaussian noise: rho-zCDP."),
     ]
     for spec in synthesizers().values():
         specs += [_synth_spec(spec, stratified=False), _synth_spec(spec, stratified=True)]
