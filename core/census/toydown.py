@@ -47,7 +47,7 @@ def draw_node_noise(h: Hierarchy, eps_by_level, mechanism: str = "laplace", sens
         raise ValueError("Pass rng=np.random.default_rng(seed) so the simulation is reproducible.")
     eps = check_budgets(h, eps_by_level)
     mech = get_mechanism(mechanism)
-    scales = level_noise_scales(eps, mechanism, sensitivity)
+    scales = level_noise_scales(eps, mech, sensitivity)
     tail = () if n_attributes is None else (int(n_attributes),)
     noise = np.empty((h.n_nodes,) + tail, dtype=float)
     for lvl in range(h.depth):

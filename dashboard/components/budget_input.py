@@ -11,7 +11,7 @@ from core.census.allocation import Allocation
 from core.census.targets import parse_target
 from core.census.geography_data import load_geography
 from core.census.analytic import PRESETS, preset_shares
-from core.privacy.mechanisms import MECHANISMS, get_mechanism, mechanism_id, mechanism_keys
+from core.privacy.mechanisms import MECHANISMS, get_mechanism, mechanism_keys
 from dashboard.components.params_form import params_widgets
 from dashboard.components.uploads_kept import current_key
 
@@ -39,12 +39,12 @@ class BudgetChoice:
     preset: str
     shares: tuple[float, ...] | None
 
-    def level_mechanism(self, depth: int) -> str:
-        """Mechanism id for each level (an (epsilon, delta) mechanism gets delta / depth per level)."""
+    def level_mechanism(self, depth: int):
+        """The mechanism of each level (an (epsilon, delta) mechanism gets delta / depth per level)."""
         params = self.params
-        if get_mechanism(self.mechanism).approximate:
+        if get_mechanism(self.mechanism, params).approximate:
             params = params.__class__(**{**params.__dict__, "delta": float(self.delta) / depth})
-        return mechanism_id(self.mechanism, params)
+        return get_mechanism(self.mechanism, params)
 
     def allocation(self, level_names: Sequence[str]) -> Allocation:
         """The allocation for a preset or custom split (ValueError when the split is to be optimised)."""

@@ -151,3 +151,21 @@ def test_a_targets_numbers_do_not_depend_on_the_targets_listed_before_it():
     scattered = run_budget_plan(BudgetConfig(runs=5, targets=("scattered:4",))).targets.set_index("target")
     both = run_budget_plan(BudgetConfig(runs=5, targets=("greedy:4", "scattered:4"))).targets.set_index("target")
     assert both.loc["4 scattered districts", "analytic sd"] == scattered.loc["4 scattered districts", "analytic sd"]
+
+
+@pytest.mark.parametrize("mechanism, unit, params, delta", [
+    ("laplace", "epsilon", None, None), ("analytic_gaussian", "epsilon", "analytic", 1e-6)])
+def test_the_budget_run_builds_its_mechanism_once_and_never_parses_an_id(monkeypatch, mechanism, unit, params, delta):
+    """The plan's key and Params build the mechanism; the run passes that object on, so no id string is parsed
+    back into the same mechanism (the allocation still stores the id, its exchanged form)."""
+    from core.privacy import mechanisms
+    from core.privacy.mechanisms import AnalyticGaussianParams
+    kw = {} if params is None else {"mechanism_params": AnalyticGaussianParams()}
+    plan = BudgetConfig(fanouts=(5, 4, 6), runs=3, mechanism=mechanism, unit=unit, delta=delta, split="optimise", **kw)
+    parsed = []
+    real = mechanisms.parse_mechanism_id
+    monkeypatch.setattr(mechanisms, "parse_mechanism_id", lambda text: parsed.append(text) or real(text))
+    r = run_budget_plan(plan)
+    assert parsed == []
+    assert r.allocation.noise is plan.level_mechanism(4)
+    assert isinstance(r.allocation.mechanism, str) and r.allocation.mechanism == r.allocation.noise.id
