@@ -146,6 +146,51 @@ class AuditResult:
     subgroup_masks: dict
     settings: dict
 
+    def worst_adversaries(self) -> pd.DataFrame:
+        """Each release's worst adversary, one row per release in the plan's order (see ``rank_worst``).
+
+        Columns: ``release``, ``adversary``, the failure rate ``beta_hat`` with its verdict interval
+        ``ci_low``-``ci_high`` (one-sided Clopper-Pearson: the lower bound at ``lower_confidence``,
+        Bonferroni-corrected over the ``n_adversaries`` adversaries, the upper at ``upper_confidence``),
+        ``alpha_hat``, ``null_beta_hat``, ``trials`` and that adversary's ``verdict``.
+        """
+        ranked = rank_worst(self.summary)
+        first = ranked.drop_duplicates("release").set_index("release")
+        order = [r for r in self.releases["release"] if r in first.index]
+        out = first.loc[order, list(WORST_COLUMNS[1:])].reset_index()
+        n_adv = self.summary.groupby("release", sort=False)["adversary"].size()
+        conf = float(self.settings["confidence"])
+        out["n_adversaries"] = n_adv.loc[order].to_numpy(int)
+        out["upper_confidence"] = conf
+        out["lower_confidence"] = 1 - (1 - conf) / out["n_adversaries"]
+        return out
+
+    def worst_adversary(self) -> pd.Series:
+        """The worst adversary over every release (the row of ``worst_adversaries`` that ranks first
+        under ``rank_worst``; a tie between releases goes to the release listed first)."""
+        return rank_worst(self.worst_adversaries()).iloc[0]
+
+
+WORST_COLUMNS = ("release", "adversary", "beta_hat", "ci_low", "ci_high", "alpha_hat", "null_beta_hat",
+                 "trials", "verdict")
+
+
+def rank_worst(summary: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a per-adversary summary ordered worst first: the one definition of "worst adversary".
+
+    Worst means the largest failure rate ``beta_hat`` (the share of trials in which some eligible
+    subgroup's W1 exceeds alpha: the statistic the verdict tests against beta). Equal rates are
+    common (several adversaries fail every trial, or none fails any), so ties go to the larger
+    ``alpha_hat`` (the W1 reached in a beta share of trials: how far past coherence the adversary
+    gets; a missing value ranks lowest), and remaining ties to the row listed first (the plan's
+    order of releases, then adversaries). The sort is a stable lexicographic one, so the answer
+    never depends on the sorting algorithm.
+    """
+    beta = summary["beta_hat"].to_numpy(float)
+    alpha = np.nan_to_num(summary["alpha_hat"].to_numpy(float), nan=-np.inf)
+    order = np.lexsort((np.arange(len(summary)), -alpha, -beta))
+    return summary.iloc[order]
+
 
 def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
@@ -330,7 +375,7 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
                 ca = theory.certified_alpha(size, gamma_fn, constants) if gamma_fn is not None else None
                 sub_rows.append({"release": rel_names[r], "adversary": adv_names[a], "subgroup": gname,
                                  "size": size, **{k: float(v_[j]) for k, v_ in stats_sub.items()},
-                                 "certified_alpha": ca})
+                                 "certified_alpha": np.nan if ca is None else ca})
         overall = overall_verdict(verdicts)
         rel_rows.append({
             "release": rel_names[r], "key": rel.key, "verdict": overall,

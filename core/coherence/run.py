@@ -24,6 +24,11 @@ from core.contracts import DataRef, Progress, Result, bytes_fingerprint, make_rn
 ROWS_STREAM = stream_key("row sample")
 
 
+def worst_key(release: str) -> str:
+    """The headline name of a release's worst failure rate (``AuditResult.worst_adversaries``)."""
+    return f"worst failure rate: {release}"
+
+
 def load_frame(ref: DataRef, data: bytes | None = None) -> pd.DataFrame:
     """The full table a plan names: a bundled data set, or the uploaded CSV bytes (fingerprint checked)."""
     if ref.is_upload:
@@ -120,8 +125,8 @@ class CoherenceResult(Result):
         out: dict[str, pd.DataFrame] = {}
         if self.comparison is not None:
             c = self.comparison
-            out.update({"verdicts": c.releases, "adversaries": c.summary, "subgroups": c.subgroups,
-                        "excluded": c.excluded, "maxima": c.maxima, "trials": c.trials,
+            out.update({"verdicts": c.releases, "adversaries": c.summary, "worst_adversaries": c.worst_adversaries(),
+                        "subgroups": c.subgroups, "excluded": c.excluded, "maxima": c.maxima, "trials": c.trials,
                         "curve": coherence_curve(c.maxima, confidence=self.plan.confidence)})
         if self.sweep is not None:
             out.update({"sweep_verdicts": self.sweep.audit.summary, "sweep_releases": self.sweep.audit.releases,
@@ -134,8 +139,8 @@ class CoherenceResult(Result):
         out = {"rows audited": float(self.n_rows),
                "trials a PASS needs at least": float(min_trials_for_pass(self.plan.beta, self.plan.confidence))}
         if self.comparison is not None:
-            worst = self.comparison.summary.groupby("release", sort=False)["beta_hat"].max()
-            out.update({f"worst failure rate: {rel}": float(v) for rel, v in worst.items()})
+            worst = self.comparison.worst_adversaries()
+            out.update({worst_key(row["release"]): float(row["beta_hat"]) for _, row in worst.iterrows()})
         if self.theory is not None:
             row = self.theory.summary.iloc[0]
             out["theory gamma (conservative)"] = float("nan") if row["gamma"] is None else float(row["gamma"])
@@ -148,16 +153,11 @@ class CoherenceResult(Result):
         out = {"rows audited": "exact (rows the plan samples)",
                "trials a PASS needs at least": f"{CLOSED_FORM}: from beta and the confidence"}
         if self.comparison is not None:
-            summary = self.comparison.summary
-            conf = float(self.plan.confidence)
-            for rel, part in summary.groupby("release", sort=False):
-                row = part.loc[part["beta_hat"].idxmax()]
-                n_adv = len(part)
-                lower = 100 * (1 - (1 - conf) / n_adv)
-                out[f"worst failure rate: {rel}"] = (
+            for _, row in self.comparison.worst_adversaries().iterrows():
+                out[worst_key(row["release"])] = (
                     f"Clopper-Pearson bounds {num(row['ci_low'])}-{num(row['ci_high'])} over {int(row['trials'])} "
-                    f"trials (adversary {row['adversary']}; upper at {100 * conf:g}%, lower at {lower:.3g}% "
-                    f"for {n_adv} adversaries)")
+                    f"trials (adversary {row['adversary']}; upper at {100 * row['upper_confidence']:g}%, lower at "
+                    f"{100 * row['lower_confidence']:.3g}% for {int(row['n_adversaries'])} adversaries)")
         if self.theory is not None:
             gamma = self.theory.summary.iloc[0]["gamma"]
             out["theory gamma (conservative)"] = (f"{CLOSED_FORM}: a proven bound" if gamma is not None

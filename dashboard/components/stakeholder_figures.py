@@ -42,7 +42,7 @@ def _coherence(result) -> list:
     out = []
     comparison = getattr(result, "comparison", None)
     if comparison is not None:
-        worst = comparison.summary.sort_values(["beta_hat", "alpha_hat"], ascending=False)["adversary"].iloc[0]
+        worst = comparison.worst_adversary()["adversary"]       # the page's heat map opens on the same one
         out.append(figs.distance_heatmap(comparison.subgroups, worst, comparison.settings["alpha"]))
     sweep = getattr(result, "sweep", None)
     if sweep is not None:

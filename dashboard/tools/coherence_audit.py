@@ -40,10 +40,11 @@ LEDGER_COLUMNS = {"label": "Spend", "measured": "What was measured", "amount": "
 DATA_LABELS = {"cps": "CPS 1994-95 extract", "adult": "UCI Adult", "compas": "COMPAS two-year file",
                "upload": "Upload CSV"}
 DEFAULT_GROUPS = ("race", "sex")
-DEFAULT_RELEASES = ("clear_half", "laplace_table")
-DEFAULT_ADVERSARIES = ("logistic", "naive_bayes", "nearest_neighbour")
+DEFAULT_RELEASES = tuple(c.key for c in AuditPlan().releases)          # the plan's defaults, stated once in core
+DEFAULT_ADVERSARIES = tuple(c.key for c in AuditPlan().adversaries)
 SWEEP_EPSILONS = (0.001, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 MAX_CUSTOM = 3
+WORST_LABEL = "Worst failure rate"
 SLIDER_MIN_VALUES = 20   # numeric columns with more distinct values get a range slider
 CAVEATS = """**What coherence does not cover.** It is a necessary condition for privacy, not a sufficient one: a
 single leaked record (singling out) is usually invisible to it, and accuracy is deliberately not measured. The
@@ -177,15 +178,16 @@ def _without_field(spec: Spec, name: str) -> Spec:
 
 
 def _seed_strata(prefix: str, key: str, default: tuple[str, ...]) -> None:
-    """Stratified synthesizers start with the first subgroup column as their stratum."""
+    """A release whose Params take strata columns starts with the first subgroup column as its stratum."""
     wkey = f"{prefix}_{key}_strata"
-    if key.startswith("strat_") and wkey not in st.session_state and default:
+    takes_strata = any(f.name == "strata" for f in dataclasses.fields(RELEASES[key].params))
+    if takes_strata and wkey not in st.session_state and default:
         st.session_state[wkey] = list(default[:1])
 
 
-def _verdict_card(row: pd.Series, summary: pd.DataFrame) -> None:
+def _verdict_card(row: pd.Series, summary: pd.DataFrame, worst: pd.Series) -> None:
+    """One release's verdict; ``worst`` is its row of ``AuditResult.worst_adversaries`` (the headline's)."""
     with st.container(border=True):
-        worst = summary.sort_values("beta_hat", ascending=False).iloc[0]
         st.markdown(f"**{row['release']}**")
         private = row["privacy"] not in ("none", "finite_outputs")
         if private or row["verdict"] != "PASS":
@@ -195,10 +197,15 @@ def _verdict_card(row: pd.Series, summary: pd.DataFrame) -> None:
             st.caption(NOT_PRIVATE_PASS)
         if not private:
             st.caption("This release has no privacy guarantee: no verdict here certifies it.")
+        st.metric(WORST_LABEL, f"{worst['beta_hat']:.2f}",
+                  help="Share of trials in which some eligible subgroup's W1 exceeded alpha, for the worst "
+                       "adversary (largest failure rate; ties to the larger W1 at the beta quantile, then the "
+                       "adversary listed first).")
         colour = figs.VERDICT_COLOURS[row["verdict"]]
-        st.markdown(f"<span style='color:{colour};font-weight:600'>worst adversary: {worst['adversary']}, "
-                    f"failure rate {worst['beta_hat']:.2f} (one-sided 95% bounds {worst['ci_low']:.2f} to "
-                    f"{worst['ci_high']:.2f}); null {worst['null_beta_hat']:.2f}</span>", unsafe_allow_html=True)
+        st.markdown(f"<span style='color:{colour};font-weight:600'>worst adversary: {worst['adversary']} "
+                    f"(one-sided bounds {worst['ci_low']:.2f} at {100 * worst['lower_confidence']:.3g}% to "
+                    f"{worst['ci_high']:.2f} at {100 * worst['upper_confidence']:.3g}%); null "
+                    f"{worst['null_beta_hat']:.2f}</span>", unsafe_allow_html=True)
         st.caption(f"Privacy: {row['privacy_statement']}")
         if pd.notna(row["theory_gamma"]):
             st.caption(f"Theory ({row['theory_basis']}): subgroups of at least {row['theory_gamma']:,.0f} people "
@@ -220,7 +227,7 @@ def _result_tabs(comparison, curve: pd.DataFrame) -> None:
     s = comparison.settings
     adv_names = list(dict.fromkeys(comparison.summary["adversary"]))
     rel_names = list(comparison.releases["release"])
-    worst_adv = comparison.summary.sort_values(["beta_hat", "alpha_hat"], ascending=False)["adversary"].iloc[0]
+    worst_adv = comparison.worst_adversary()["adversary"]
     tab_heat, tab_hist, tab_curve, tab_size, tab_excl = st.tabs(
         ["Subgroup heat map", "Score histograms", "Failure rate against alpha", "Size against incoherence",
          "Excluded subgroups"])
@@ -558,14 +565,17 @@ with results_area:
     else:
         s = comparison.settings
         st.subheader("Verdicts")
-        st.caption(f"n = {s['n']:,} rows, releases see n/2 = {s['n_half']:,}; {s['trials']} trials with "
+        head = result.headline()
+        st.caption(f"n = {int(head['rows audited']):,} rows, releases see n/2 = {s['n_half']:,}; {s['trials']} trials with "
                    f"{s['n_null_splits']} null split(s) each; {s['n_eligible']} of {s['n_subgroups']} subgroups have "
                    f"at least gamma = {s['gamma']} members; alpha = {s['alpha']:g}, beta = {s['beta']:g}.")
         rels = comparison.releases
+        worst = comparison.worst_adversaries().set_index("release")
         for start in range(0, len(rels), 3):
             for col, (_, row) in zip(st.columns(3), rels.iloc[start:start + 3].iterrows()):
                 with col:
-                    _verdict_card(row, comparison.summary[comparison.summary["release"] == row["release"]])
+                    _verdict_card(row, comparison.summary[comparison.summary["release"] == row["release"]],
+                                  worst.loc[row["release"]])
 
         st.markdown("**Per adversary** (FAIL uses Bonferroni-corrected lower bounds across adversaries)")
         st.dataframe(figs.readable(comparison.summary, figs.SUMMARY_COLUMNS), hide_index=True, width="stretch",
