@@ -6,7 +6,9 @@
 ``reproduce`` reruns the report's plan and checks that every table comes out the same (exit 1 if
 not); ``run`` runs a plan file (the ``plan`` object of a report, or a report itself). Tables are
 written to DIR as CSV plus ``report.json``. Uploaded data are referenced by fingerprint: pass the
-same file(s) with ``--data`` and they are checked before anything runs.
+same file(s) with ``--data`` and they are checked before anything runs. What a plan's run keeps in the
+project database (the synthetic copy a fairness elicitation showed) is loaded from it here
+(``DASHBOARD_DB_URL``, else the default SQLite file) and passed to the run as its data.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from core.contracts import plan_from_dict
 from core.report import (build_report, check_upload, guarded_csv, load_plan, parse_report, report_json,
-                         run_plan, tables_match)
+                         run_plan, stored_data, tables_match)
 from core.uploads import parse_json_text
 
 
@@ -54,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             report = None
             plan = load_plan(body) if isinstance(body, dict) and "schema" in body else plan_from_dict(body)
         data = check_upload(plan, tuple(p.read_bytes() for p in args.data))
+        if data is None:
+            data = stored_data(plan)
         result = run_plan(plan, data, progress=_progress)
     except (ValueError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

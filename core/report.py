@@ -196,6 +196,15 @@ def run_plan(plan: Plan, data: Any = None, *, progress=None) -> Result:
     return area_of(plan).run(plan, data, progress=progress)
 
 
+def stored_data(plan: Plan) -> Any:
+    """What ``plan``'s run needs from the project database (e.g. the synthetic copy a fairness design
+    showed), fetched by its area's ``stored_data(plan)``; None when the area keeps nothing there. Runs
+    never open the database themselves: a caller without a page (the command line) fetches it here and
+    passes it as the run's data."""
+    loader = getattr(area_of(plan), "stored_data", None)
+    return None if loader is None else loader(plan)
+
+
 def check_upload(plan: Plan, files: tuple[bytes, ...]) -> Any:
     """The data to pass to ``run`` for ``plan`` from uploaded file bytes, after checking their
     fingerprint against the plan's. A plan whose data reference carries no fingerprint runs on

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from core.fairness.companion import CompanionPlan
-from core.fairness.elicitation_plan import ElicitationDesign, ElicitationPlan, run_elicitation
+from core.fairness.elicitation import ElicitationPlan
+from core.fairness.elicitation_plan import ElicitationDesign, run_elicitation
 from core.fairness.frontier import FrontierPlan
 from core.fairness.group_fairness_plan import (GroupFairnessPlan, GroupFairnessResult, LexifairPlan, RankingPlan,
                                                run_group_fairness)
@@ -22,7 +23,28 @@ def run(plan, data=None, *, progress=None):
     raise ValueError(f"No fairness run takes a {type(plan).__name__}.")
 
 
+def stored_data(plan, store=None):
+    """What ``run(plan, data)`` needs from the project database, fetched here for a caller that has no
+    page to fetch it (``python -m core reproduce``): the synthetic copy a design's cards showed or a
+    learning plan's pairs name, loaded from ``store`` (default: the sessions database). None for plans
+    that read only bundled data. The run itself never opens the database."""
+    from core.fairness.private_pairs import load_copy_for
+
+    if isinstance(plan, ElicitationPlan):
+        sub = plan.private_pairs_plan()
+    elif isinstance(plan, LearningPlan):
+        sub = plan.constraints.people
+    else:
+        return None
+    if sub is None or not sub.copy_id:
+        return None
+    if store is None:
+        from core.fairness.store import get_store
+        store = get_store()
+    return load_copy_for(sub, store)
+
+
 __all__ = ["CompanionPlan", "ConstraintTable", "ElicitationDesign", "ElicitationPlan", "FrontierPlan",
            "LearningPlan", "LearningResult", "RUNS", "run", "run_elicitation", "run_learning",
            "GroupFairnessPlan", "GroupFairnessResult", "LexifairPlan", "RankingPlan", "MediatorRole",
-           "run_group_fairness"]
+           "run_group_fairness", "stored_data"]

@@ -16,9 +16,10 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.contracts import make_rng
+from core.contracts import DataRef, Plan, make_rng, plan_from_dict
 from core.datasets import COMPAS_POPULATIONS, compas_population
-from core.fairness.private_pairs import PAIR_SOURCES, SYNTHETIC_PEOPLE, check_copy_id, check_pair_epsilon
+from core.fairness.private_pairs import (PAIR_SOURCES, SYNTHETIC_PEOPLE, PrivatePairsPlan, check_copy_id,
+                                         check_pair_epsilon)
 
 # The eight study features shown on pair cards by default (spec 4.1); labels never appear.
 DEFAULT_FEATURES: tuple[str, ...] = ("age", "sex", "race", "priors_count", "juv_fel_count",
@@ -49,11 +50,28 @@ FEATURE_LABELS = {
 }
 
 
-@dataclass(frozen=True)
-class SessionConfig:
-    """What a facilitator fixes when opening a session (spec 4.1): features, design, options, seed."""
+DEMO_KINDS = ("metric", "score")
+MAX_DEMO_STAKEHOLDERS = 60
+DEFAULT_INSTRUCTIONS = ("For each pair, say whether, as a matter of fairness, the two people "
+                        "should receive the same risk prediction.")
+#: The fields a live session stores (its settings); the simulated panel's fields are the plan's only.
+DESIGN_FIELDS: tuple[str, ...] = ("population", "features", "n_core", "n_random", "n_repeat", "response_mode",
+                                  "favourable_label", "seed", "instructions", "pair_source", "pair_epsilon",
+                                  "pair_copy")
 
-    dataset: str = "compas"
+
+@dataclass(frozen=True)
+class ElicitationPlan(Plan):
+    """A session design (spec 4.1): the data, the people pairs come from, the card features, how many
+    core, random and repeated pairs each stakeholder gets, the answer options and the session seed,
+    and optionally a simulated panel (how many judges, which kind, their seed).
+
+    One class serves both as the plan a report reruns and as the settings a live session stores
+    (``session_dict`` / ``from_dict``: the stored form names the data ``dataset`` and leaves the
+    simulated panel out). Every default is declared here once.
+    """
+
+    data: DataRef = field(default_factory=lambda: DataRef("compas"))
     population: str = "paper"
     features: tuple[str, ...] = DEFAULT_FEATURES
     n_core: int = 10
@@ -62,52 +80,91 @@ class SessionConfig:
     response_mode: str = "binary"
     favourable_label: int = 0
     seed: int = 0
-    instructions: str = ("For each pair, say whether, as a matter of fairness, the two people "
-                         "should receive the same risk prediction.")
-    pair_source: str = "real"
-    pair_epsilon: float = 1.0
-    pair_copy: str = ""            # the stored synthetic copy's id (a synthetic-copy session's people)
+    instructions: str = DEFAULT_INSTRUCTIONS
+    demo_stakeholders: int = 0
+    demo_kind: str = "metric"
+    demo_seed: int = 0
+    pair_source: str = "real"      # "real" records, or "dp_synthetic": a private synthetic copy
+    pair_epsilon: float = 1.0      # the copy's epsilon; its delta is PAIR_DELTA
+    pair_copy: str = ""            # the released copy's id ("" before it is made)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(self.features))
         validate_config(self)
 
     @property
+    def dataset(self) -> str:
+        """The data set's key, as a stored session names it."""
+        return self.data.source
+
+    @property
     def n_items(self) -> int:
         """Cards per stakeholder: core, random and repeated pairs."""
         return self.n_core + self.n_random + self.n_repeat
-
-    def to_dict(self) -> dict:
-        return {"dataset": self.dataset, "population": self.population, "features": list(self.features),
-                "n_core": self.n_core, "n_random": self.n_random, "n_repeat": self.n_repeat,
-                "response_mode": self.response_mode, "favourable_label": self.favourable_label,
-                "seed": self.seed, "instructions": self.instructions,
-                # Real-record sessions store exactly what they always stored.
-                **({"pair_source": self.pair_source, "pair_epsilon": self.pair_epsilon}
-                   if self.synthetic else {}),
-                **({"pair_copy": self.pair_copy} if self.synthetic and self.pair_copy else {})}
 
     @property
     def synthetic(self) -> bool:
         """Whether the cards show people of a private synthetic copy instead of real records."""
         return self.pair_source == "dp_synthetic"
 
+    def private_pairs_plan(self) -> PrivatePairsPlan | None:
+        """The synthetic copy the cards show (None for real records): its population, budget and,
+        once released, its copy id (designs that differ in anything else can share one copy)."""
+        if not self.synthetic:
+            return None
+        return PrivatePairsPlan(population=self.population, epsilon=self.pair_epsilon, copy_id=self.pair_copy)
+
+    def session_config(self) -> "ElicitationPlan":
+        """The design a live session stores: this plan without its simulated panel."""
+        return self.replace(demo_stakeholders=0, demo_kind="metric", demo_seed=0)
+
     @classmethod
-    def from_dict(cls, data: dict) -> "SessionConfig":
-        """Settings as stored or exported; without a population they are an older session's ("full")."""
+    def from_session_config(cls, config: "ElicitationPlan", **demo) -> "ElicitationPlan":
+        """A stored session's design, with a simulated panel when ``demo`` names one."""
+        return config.replace(**demo)
+
+    def session_dict(self) -> dict:
+        """The settings as a session stores and exports them (real-record sessions store exactly what
+        they always stored: no pair-source fields)."""
+        return {"dataset": self.dataset, "population": self.population, "features": list(self.features),
+                "n_core": self.n_core, "n_random": self.n_random, "n_repeat": self.n_repeat,
+                "response_mode": self.response_mode, "favourable_label": self.favourable_label,
+                "seed": self.seed, "instructions": self.instructions,
+                **({"pair_source": self.pair_source, "pair_epsilon": self.pair_epsilon}
+                   if self.synthetic else {}),
+                **({"pair_copy": self.pair_copy} if self.synthetic and self.pair_copy else {})}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ElicitationPlan":
+        """Settings as a session stored or exported them (without a population they are an older
+        session's: "full"), or a plan saved by ``to_dict``."""
         if not isinstance(data, dict):
             raise ValueError("Session configuration must be a JSON object.")
-        known = set(cls.__dataclass_fields__)
-        unknown = set(data) - known
+        if "__type__" in data:
+            plan = plan_from_dict(data)
+            if not isinstance(plan, cls):
+                raise ValueError(f"Expected a saved {cls.__name__}, got a {type(plan).__name__}.")
+            return plan
+        unknown = set(data) - set(DESIGN_FIELDS) - {"dataset"}
         if unknown:
             raise ValueError(f"Unknown session configuration fields: {sorted(unknown)}.")
-        return cls(**{"population": LEGACY_POPULATION, **data})
+        values = {"population": LEGACY_POPULATION, **data}
+        dataset = values.pop("dataset", "compas")
+        if not isinstance(dataset, str) or not dataset.strip():
+            raise ValueError("A session's dataset must be named by its key, e.g. 'compas'.")
+        return cls(data=DataRef(dataset), **values)
 
 
-def validate_config(config: SessionConfig) -> None:
-    """Raise ValueError naming the field to change when a session configuration is unusable."""
-    if config.dataset != "compas":
-        raise ValueError(f"Only the bundled COMPAS data can be used for elicitation, not {config.dataset!r}.")
+#: The name stored sessions and older code use for the same class.
+SessionConfig = ElicitationPlan
+
+
+def validate_config(config: ElicitationPlan) -> None:
+    """Raise ValueError naming the field to change when a design is unusable."""
+    if not isinstance(config.data, DataRef) or config.data.source != "compas":
+        source = config.data.source if isinstance(config.data, DataRef) else config.data
+        raise ValueError(f"Only the bundled COMPAS data can be used for elicitation (DataRef('compas')), "
+                         f"not {source!r}.")
     if config.population not in COMPAS_POPULATIONS:
         raise ValueError(f"Unknown population {config.population!r}; choose one of {list(COMPAS_POPULATIONS)}.")
     if config.pair_source not in PAIR_SOURCES:
@@ -143,11 +200,19 @@ def validate_config(config: SessionConfig) -> None:
     if hidden:
         raise ValueError(f"The instructions contain an invisible character (U+{ord(hidden[0]):04X}); "
                          "remove it so every stakeholder reads the same text.")
+    n = config.demo_stakeholders
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_DEMO_STAKEHOLDERS:
+        raise ValueError(f"Simulated stakeholders must be a whole number from 0 to {MAX_DEMO_STAKEHOLDERS}.")
+    if config.demo_kind not in DEMO_KINDS:
+        raise ValueError(f"Simulated judges are {list(DEMO_KINDS)}, not {config.demo_kind!r}.")
+    seed = config.demo_seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError("The demo seed must be a non-negative whole number.")
 
 
 # ----------------------------------------------------------------------------- sampling
 
-def population_rows(config: SessionConfig) -> np.ndarray:
+def population_rows(config: ElicitationPlan) -> np.ndarray:
     """Row positions of the people a session's pairs are drawn from: rows of load_compas(), or for a
     synthetic-copy session the positions 0.. of its synthetic people (a public count)."""
     if config.synthetic:
@@ -161,7 +226,7 @@ def outside_population(pairs: np.ndarray, population: str) -> np.ndarray:
     return np.setdiff1d(people, compas_population(population))
 
 
-def outside_session_people(pairs: np.ndarray, config: SessionConfig) -> np.ndarray:
+def outside_session_people(pairs: np.ndarray, config: ElicitationPlan) -> np.ndarray:
     """The person numbers in `pairs` that are not people a session's cards can show: rows outside
     its population, or for a synthetic-copy session numbers beyond its synthetic people."""
     people = np.asarray(pairs, dtype=np.int64).ravel()
@@ -178,7 +243,7 @@ def _random_pairs(rows: np.ndarray, k: int, rng: np.random.Generator) -> np.ndar
     return np.column_stack([rows[i], rows[j]]).astype(np.int64)
 
 
-def core_pairs(config: SessionConfig, rows: np.ndarray | None = None) -> np.ndarray:
+def core_pairs(config: ElicitationPlan, rows: np.ndarray | None = None) -> np.ndarray:
     """The session's shared core pairs, fixed by the session seed (spec 4.1: shown to everyone),
     drawn from `rows` (default: the session's population)."""
     rows = population_rows(config) if rows is None else np.asarray(rows, dtype=np.int64)
@@ -198,7 +263,7 @@ def stakeholder_seed(session_seed: int, stakeholder_id: str) -> list[int]:
     return [int(session_seed), int.from_bytes(digest[:8], "little")]
 
 
-def sample_assignment(config: SessionConfig, core: np.ndarray, rows: np.ndarray,
+def sample_assignment(config: ElicitationPlan, core: np.ndarray, rows: np.ndarray,
                       rng: np.random.Generator) -> pd.DataFrame:
     """One stakeholder's cards: core + random pairs in random order, then repeats shown later.
 
@@ -552,7 +617,7 @@ def simulated_answer_stream(seed: int) -> np.random.Generator:
     return make_rng([seed, 11])
 
 
-def demo_panel(n_stakeholders: int = 12, config: SessionConfig | None = None, seed: int = 0,
+def demo_panel(n_stakeholders: int = 12, config: ElicitationPlan | None = None, seed: int = 0,
                kind: str = "metric", frame: pd.DataFrame | None = None) -> pd.DataFrame:
     """A whole simulated panel (assignments and answers) without a database.
 
@@ -560,7 +625,7 @@ def demo_panel(n_stakeholders: int = 12, config: SessionConfig | None = None, se
     """
     if n_stakeholders < 1:
         raise ValueError("A panel needs at least one stakeholder.")
-    config = config or SessionConfig()
+    config = config or ElicitationPlan()
     if frame is None:
         from core.datasets import load_compas
         frame = load_compas()

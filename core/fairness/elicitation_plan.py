@@ -1,117 +1,70 @@
 """The elicitation design as a plan: which data, which pairs, which seeds (and an optional simulated panel).
 
-``ElicitationPlan`` holds every choice that shapes the cards a facilitator hands out: the data
-(``DataRef``), the population pairs are drawn from (the learner's "paper" people by default), the
-features shown, how many core, random and repeated pairs each stakeholder
-gets, the answer options and the session seed. When ``demo_stakeholders`` is positive it also
-fixes a simulated panel (how many judges, which kind, their seed), so the whole demo reproduces
+``ElicitationPlan`` (declared in ``core.fairness.elicitation``, where the sampling that reads it lives;
+the settings a live session stores are the same class) holds every choice that shapes the cards a
+facilitator hands out: the data (``DataRef``), the population pairs are drawn from (the learner's
+"paper" people by default), the features shown, how many core, random and repeated pairs each
+stakeholder gets, the answer options and the session seed. When ``demo_stakeholders`` is positive it
+also fixes a simulated panel (how many judges, which kind, their seed), so the whole demo reproduces
 from the plan. ``run_elicitation`` turns a plan into an ``ElicitationDesign``: the core pairs with
 the people they show, and for a simulated panel its answers and pooled constraints (Jung et al.
 2021, 2.1 weights).
+
+A design whose cards show a private synthetic copy runs on that copy, passed as the run's ``data``
+(``run_elicitation(plan, copy)``): the run never opens the sessions database. Callers fetch it first
+(``load_copy_for(plan.private_pairs_plan(), store)``; ``python -m core reproduce`` loads it from the
+project database through ``core.fairness.stored_data``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pandas as pd
 
 from core.cache import cached
-from core.contracts import DataRef, Plan, Progress, Result
+from core.contracts import Progress, Result
 from core.datasets import compas_population
+from core.fairness.elicitation import (DEMO_KINDS, MAX_DEMO_STAKEHOLDERS, SIMULATION_LABEL, ElicitationPlan,
+                                       SessionConfig, aggregate_constraints, core_pairs, demo_panel,
+                                       inter_rater_agreement, simulate_judgments, simulated_answer_stream,
+                                       simulated_roster)
 from core.fairness.private_pairs import (PAIR_DELTA, SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople,
-                                        check_pair_epsilon, synthetic_people)
-from core.fairness.elicitation import (DEFAULT_FEATURES, SIMULATION_LABEL, SessionConfig,
-                                       aggregate_constraints, core_pairs, demo_panel, inter_rater_agreement,
-                                       simulate_judgments, simulated_answer_stream, simulated_roster)
-
-DEMO_KINDS = ("metric", "score")
-MAX_DEMO_STAKEHOLDERS = 60
+                                        load_copy_for, matching_copy)
 
 
-@dataclass(frozen=True)
-class ElicitationPlan(Plan):
-    """A session design: data, card features, pair sampling, answer options, seeds, optional simulated panel."""
-
-    data: DataRef = field(default_factory=lambda: DataRef("compas"))
-    population: str = "paper"
-    features: tuple[str, ...] = DEFAULT_FEATURES
-    n_core: int = 10
-    n_random: int = 40
-    n_repeat: int = 2
-    response_mode: str = "binary"
-    favourable_label: int = 0
-    seed: int = 0
-    instructions: str = SessionConfig.instructions
-    demo_stakeholders: int = 0
-    demo_kind: str = "metric"
-    demo_seed: int = 0
-    pair_source: str = "real"      # "real" records, or "dp_synthetic": a private synthetic copy
-    pair_epsilon: float = 1.0      # the copy's epsilon; its delta is PAIR_DELTA
-    pair_copy: str = ""            # the released copy's id ("" before it is made)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "features", tuple(self.features))
-        object.__setattr__(self, "pair_epsilon", check_pair_epsilon(self.pair_epsilon))
-        if not isinstance(self.data, DataRef) or self.data.source != "compas":
-            raise ValueError("Elicitation runs on the bundled COMPAS data (DataRef('compas')).")
-        self.session_config()  # validates the design fields with SessionConfig's messages
-        n = self.demo_stakeholders
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_DEMO_STAKEHOLDERS:
-            raise ValueError(f"Simulated stakeholders must be a whole number from 0 to {MAX_DEMO_STAKEHOLDERS}.")
-        if self.demo_kind not in DEMO_KINDS:
-            raise ValueError(f"Simulated judges are {list(DEMO_KINDS)}, not {self.demo_kind!r}.")
-        if isinstance(self.demo_seed, bool) or not isinstance(self.demo_seed, int) or self.demo_seed < 0:
-            raise ValueError("The demo seed must be a non-negative whole number.")
-
-    def session_config(self) -> SessionConfig:
-        """The settings a live session stores for this design."""
-        return SessionConfig(dataset=self.data.source, population=self.population, features=self.features,
-                             n_core=self.n_core,
-                             n_random=self.n_random, n_repeat=self.n_repeat, response_mode=self.response_mode,
-                             favourable_label=self.favourable_label, seed=self.seed,
-                             instructions=self.instructions, pair_source=self.pair_source,
-                             pair_epsilon=self.pair_epsilon, pair_copy=self.pair_copy)
-
-    @property
-    def synthetic(self) -> bool:
-        return self.pair_source == "dp_synthetic"
-
-    def private_pairs_plan(self) -> PrivatePairsPlan | None:
-        """The synthetic copy the cards show (None for real records): its population, budget and,
-        once released, its copy id (designs that differ in anything else can share one copy)."""
-        return private_pairs_plan(self.session_config())
-
-    @classmethod
-    def from_session_config(cls, config: SessionConfig, **demo) -> "ElicitationPlan":
-        return cls(data=DataRef(config.dataset), population=config.population, features=config.features,
-                   n_core=config.n_core,
-                   n_random=config.n_random, n_repeat=config.n_repeat, response_mode=config.response_mode,
-                   favourable_label=config.favourable_label, seed=config.seed,
-                   instructions=config.instructions, pair_source=config.pair_source,
-                   pair_epsilon=config.pair_epsilon, pair_copy=config.pair_copy, **demo)
-
-
-def private_pairs_plan(config: SessionConfig) -> PrivatePairsPlan | None:
+def private_pairs_plan(config: ElicitationPlan) -> PrivatePairsPlan | None:
     """The synthetic copy a session's cards show, or None when they show real records."""
-    if not config.synthetic:
-        return None
-    return PrivatePairsPlan(population=config.population, epsilon=config.pair_epsilon, copy_id=config.pair_copy)
+    return config.private_pairs_plan()
 
 
-def session_people(config: SessionConfig) -> tuple[pd.DataFrame, pd.DataFrame, SyntheticPeople | None]:
-    """(card frame, numeric frame, synthetic copy or None) of the people a session's pairs index:
-    load_compas() twice for real records; the stored synthetic copy's card text and bin midpoints
-    otherwise (loaded by its id, never made here)."""
-    sub = private_pairs_plan(config)
+NEVER_STORED = ("This session shows a synthetic copy that was never stored (sessions made before copies were "
+                "stored drew theirs from a seed, which is not private); its people cannot be shown. Create a "
+                "new session to release and store a copy.")
+
+
+def design_copy(config: ElicitationPlan, copy: SyntheticPeople | None) -> SyntheticPeople | None:
+    """The copy a design's cards show, as its caller passed it: None for real records (which take no
+    data); for a synthetic-copy design, the copy its id names (ValueError saying what to pass otherwise)."""
+    sub = config.private_pairs_plan()
     if sub is None:
+        if copy is not None:
+            raise ValueError("This design shows real records from the bundled COMPAS data; it takes no data.")
+        return None
+    if not sub.copy_id:
+        raise ValueError(NEVER_STORED)
+    return matching_copy(sub, copy)
+
+
+def session_people(config: ElicitationPlan, copy: SyntheticPeople | None = None,
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, SyntheticPeople | None]:
+    """(card frame, numeric frame, synthetic copy or None) of the people a session's pairs index:
+    load_compas() twice for real records; the given synthetic copy's card text and bin midpoints
+    otherwise (the copy its id names, fetched by the caller; never made here)."""
+    copy = design_copy(config, copy)
+    if copy is None:
         from core.datasets import load_compas
         people = load_compas()
         return people, people, None
-    if not sub.copy_id:
-        raise ValueError("This session shows a synthetic copy that was never stored (sessions made before "
-                         "copies were stored drew theirs from a seed, which is not private); its people "
-                         "cannot be shown. Create a new session to release and store a copy.")
-    copy = synthetic_people(sub)
     return copy.cards, copy.people, copy
 
 
@@ -169,7 +122,7 @@ class ElicitationDesign(Result):
         return SIMULATION_LABEL if self.judgments is not None else ""
 
 
-def core_pair_table(people: pd.DataFrame, config: SessionConfig) -> pd.DataFrame:
+def core_pair_table(people: pd.DataFrame, config: ElicitationPlan) -> pd.DataFrame:
     """The shared core pairs with the features each card shows for both people."""
     core = core_pairs(config)
     cols = list(config.features)
@@ -179,15 +132,16 @@ def core_pair_table(people: pd.DataFrame, config: SessionConfig) -> pd.DataFrame
 
 
 @cached
-def run_elicitation(plan: ElicitationPlan, data: pd.DataFrame | None = None, *,
+def run_elicitation(plan: ElicitationPlan, data: SyntheticPeople | None = None, *,
                     progress: Progress | None = None) -> ElicitationDesign:
-    """The design's core pairs; with a simulated panel, its answers, constraints and agreement."""
+    """The design's core pairs; with a simulated panel, its answers, constraints and agreement.
+
+    ``data`` is None for real records (the bundled COMPAS file) and, for a design showing a synthetic
+    copy, that copy (``SyntheticPeople``), which the caller loads: the run reads nothing else."""
     if not isinstance(plan, ElicitationPlan):
         raise ValueError("run_elicitation needs an ElicitationPlan.")
-    if data is not None:
-        raise ValueError("Elicitation runs on the bundled COMPAS data; it takes no data file.")
-    config = plan.session_config()
-    cards, people, copy = session_people(config)
+    config = plan
+    cards, people, copy = session_people(config, data)
     table = core_pair_table(cards, config)
     if plan.demo_stakeholders == 0:
         return ElicitationDesign(plan, table, copy=copy)
@@ -217,7 +171,8 @@ def demo_name(plan: ElicitationPlan) -> str:
 def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame | None = None):
     """Open a session of simulated stakeholders in `store` and answer every card (labelled simulated).
 
-    `people` are the numeric people the cards index (default: the plan's, real or synthetic).
+    `people` are the numeric people the cards index (default: the plan's: real records, or its
+    synthetic copy loaded from `store`).
 
     The roster is "simulated-01".. and the answers come from the plan's demo seed, so the same
     plan gives the same session.
@@ -226,7 +181,7 @@ def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame | None 
         raise ValueError("A demo panel needs at least two simulated stakeholders.")
     config = plan.session_config()
     if people is None:
-        people = session_people(config)[1]
+        people = session_people(config, load_copy_for(config.private_pairs_plan(), store))[1]
     created = store.create_session(config, demo_name(plan), simulated=True)
     logins = [store.join(created.join_code, name, simulated=True)
               for name in simulated_roster(plan.demo_stakeholders)]
@@ -239,5 +194,6 @@ def fill_demo_session(store, plan: ElicitationPlan, people: pd.DataFrame | None 
     return created
 
 
-__all__ = ["DEMO_KINDS", "PAIR_DELTA", "private_pairs_plan", "session_people", "ElicitationDesign", "ElicitationPlan", "core_pair_table", "demo_name",
-           "fill_demo_session", "run_elicitation", "simulated_answers"]
+__all__ = ["DEMO_KINDS", "MAX_DEMO_STAKEHOLDERS", "NEVER_STORED", "PAIR_DELTA", "ElicitationDesign",
+           "ElicitationPlan", "SessionConfig", "core_pair_table", "demo_name", "design_copy", "fill_demo_session",
+           "private_pairs_plan", "run_elicitation", "session_people", "simulated_answers"]

@@ -13,7 +13,8 @@ A session whose cards showed a private synthetic copy names its pairs by positio
 copy's people. Such a sweep gets the copy's plan (``people``): the synthetic people are appended
 to the real individuals at zero cost (``learning_data.with_constraint_people``, spec 4.4), so
 they shape the model only through their pair multipliers, and error and group rates stay the real
-people's. The copy is the cached one the session showed; nothing new is released here.
+people's. The copy itself (the one the session showed) is passed in by the caller: nothing is loaded
+from a database and nothing new is released here.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from core.datasets import COMPAS_POPULATIONS
 from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, ORACLES, LearnerConfig, best_constant_error,
                                    fit_with_holdout, unconstrained_coefficients)
 from core.fairness.learning_data import LearningData, compas_learning_data, with_constraint_people
-from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan, synthetic_people
+from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan, SyntheticPeople, matching_copy
 from core.parallel import map_trials
 
 DEFAULT_GAMMAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
@@ -252,9 +253,10 @@ def constraint_people_pairs(constraints: pd.DataFrame, n_people: int, offset: in
 
 
 def _frontier(constraints: pd.DataFrame, plan: FrontierPlan, version: int = RESULT_VERSION,
-              people: PrivatePairsPlan | None = None, progress: Progress | None = None) -> FrontierResult:
+              people: PrivatePairsPlan | None = None, crowd: pd.DataFrame | None = None,
+              progress: Progress | None = None) -> FrontierResult:
     """The sweep proper; ``constraints`` index people by their row in load_compas(), or with
-    ``people`` by their position in that synthetic copy."""
+    ``people`` by their position in that synthetic copy, whose numeric people are ``crowd``."""
     data = plan.learning_data()
     values = plan.values
     symbol = "γ" if plan.sweep == "gamma" else "η"
@@ -265,7 +267,7 @@ def _frontier(constraints: pd.DataFrame, plan: FrontierPlan, version: int = RESU
         local, dropped = data.local_constraints(constraints)
         fitted = data
     else:
-        copy = synthetic_people(people).people        # the stored copy, loaded by id: never a new release
+        copy = crowd                                   # the copy the session showed: never a new release
         fitted, _ = with_constraint_people(data, copy)
         local, dropped = constraint_people_pairs(constraints, len(copy), data.n), 0
         extra = {"rows_of": np.r_[data.rows, np.arange(len(copy))], "fit_rows": fit_rows, "n_real": data.n}
@@ -311,25 +313,37 @@ def check_people(people) -> PrivatePairsPlan | None:
     return people
 
 
+def people_of(people: PrivatePairsPlan | None, copy: SyntheticPeople | None) -> pd.DataFrame | None:
+    """The numeric people of the copy ``people`` names (None for real records, which take no copy)."""
+    if check_people(people) is None:
+        if copy is not None:
+            raise ValueError("Pairs that name rows of the bundled COMPAS file read it themselves; pass no data.")
+        return None
+    return matching_copy(people, copy).people
+
+
 def trade_off_frontier(constraints: pd.DataFrame, plan: FrontierPlan = FrontierPlan(),
-                       progress: Progress | None = None, people: PrivatePairsPlan | None = None) -> FrontierResult:
+                       progress: Progress | None = None, people: PrivatePairsPlan | None = None,
+                       copy: SyntheticPeople | None = None) -> FrontierResult:
     """Sweep gamma (or eta), fit one mixture per value and mark the lower convex hull (cached on disk).
 
     ``constraints`` index people by their row in ``core.datasets.load_compas()``; pairs with
     someone outside the plan's population are left out (counted in ``baseline['dropped_pairs']``).
     With ``people`` (the plan of a session's synthetic copy) they index that copy's people instead,
-    who join the fit as zero-cost constraint people.
+    who join the fit as zero-cost constraint people; ``copy`` is that copy, passed by the caller.
     """
     return _cached_frontier(canonical_constraints(constraints), plan, RESULT_VERSION, check_people(people),
-                            progress=progress)
+                            people_of(people, copy), progress=progress)
 
 
-def is_cached(constraints: pd.DataFrame, plan: FrontierPlan, people: PrivatePairsPlan | None = None) -> bool:
+def is_cached(constraints: pd.DataFrame, plan: FrontierPlan, people: PrivatePairsPlan | None = None,
+              copy: SyntheticPeople | None = None) -> bool:
     """Whether this sweep is already in the result cache (the page then shows it at once)."""
     try:
+        crowd = people_of(people, copy)
         cache = memory().cache(_frontier, ignore=["progress"])
         return bool(cache.check_call_in_cache(canonical_constraints(constraints), plan, RESULT_VERSION,
-                                              check_people(people), progress=None))
+                                              check_people(people), crowd, progress=None))
     except Exception:
         return False
 

@@ -7,7 +7,11 @@ showed a private synthetic copy, positions among that copy's people with the cop
 sweep (``FrontierPlan``: population, slack values, oracle, rounds, averaging, held-out shares,
 seed) and the companion panel (``CompanionPlan`` or None). ``run_learning`` computes the frontier as a disk-cached sub-run
 keyed on (sweep plan, constraint table), so changing only the companion settings reuses it, and
-post-processes the scores of the chosen sweep point (Reich & Vijaykumar).
+post-processes the scores of the chosen sweep point (Reich & Vijaykumar). A result already in hand
+takes other companion settings without running the learner again (``LearningResult.with_companion``).
+
+Pairs that name people of a synthetic copy run on that copy, passed as the run's ``data``
+(``run_learning(plan, copy)``): the run never opens the sessions database.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from core.cache import cached
 from core.contracts import DataRef, Plan, Progress, Result
 from core.fairness.companion import CompanionPlan, CompanionResult, equal_error_rate_scores
 from core.fairness.frontier import FrontierPlan, FrontierResult, fpr_gap, is_cached, trade_off_frontier
-from core.fairness.private_pairs import PAIR_DELTA, SAMPLING_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan
+from core.fairness.private_pairs import PAIR_DELTA, SAMPLING_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople
 
 COMPAS_ROWS = 7_214          # rows of the bundled two-year file: pair indices refer to them
 MAX_PAIRS = 20_000
@@ -167,6 +171,12 @@ class LearningResult(Result):
     frontier: FrontierResult
     companion: CompanionResult | None = None
 
+    def with_companion(self, companion: CompanionPlan | None) -> "LearningResult":
+        """The result of this plan with ``companion`` instead: the same frontier (the learner does not run
+        again), the companion computed at its operating point; equal to ``run_learning`` of that plan."""
+        plan = self.plan.replace(companion=companion)
+        return LearningResult(plan, self.frontier, companion_at(plan, self.frontier))
+
     def point(self) -> pd.Series:
         """The frontier row of the operating point."""
         pts = self.frontier.points
@@ -229,24 +239,30 @@ class LearningResult(Result):
         return out
 
 
-def frontier_ready(plan: LearningPlan) -> bool:
+def frontier_ready(plan: LearningPlan, data: SyntheticPeople | None = None) -> bool:
     """Whether the plan's sweep is already cached (a page may then show it without a click)."""
-    return is_cached(plan.constraints.frame(), plan.frontier, plan.constraints.people)
+    return is_cached(plan.constraints.frame(), plan.frontier, plan.constraints.people, data)
+
+
+def companion_at(plan: LearningPlan, frontier: FrontierResult) -> CompanionResult | None:
+    """The plan's companion panel on the scores of its operating point (None without a companion)."""
+    if plan.companion is None:
+        return None
+    pts = frontier.points
+    k = int(np.argmin(np.abs(pts["target"].to_numpy() - plan.operating_point())))
+    learning = plan.frontier.learning_data()
+    return equal_error_rate_scores(frontier.p_hat[k], learning.y, learning.groups, plan.companion)
 
 
 @cached
-def run_learning(plan: LearningPlan, data=None, *, progress: Progress | None = None) -> LearningResult:
-    """The frontier of the plan's sweep (cached sub-run) and the companion at its operating point."""
+def run_learning(plan: LearningPlan, data: SyntheticPeople | None = None, *,
+                 progress: Progress | None = None) -> LearningResult:
+    """The frontier of the plan's sweep (cached sub-run) and the companion at its operating point.
+
+    ``data`` is None when the pairs name rows of the bundled COMPAS file, and the synthetic copy
+    (``SyntheticPeople``) whose people they name otherwise, loaded by the caller."""
     if not isinstance(plan, LearningPlan):
         raise ValueError("run_learning needs a LearningPlan.")
-    if data is not None:
-        raise ValueError("The learner reads the bundled COMPAS file; pass no data.")
     frontier = trade_off_frontier(plan.constraints.frame(), plan.frontier, progress=progress,
-                                  people=plan.constraints.people)
-    companion = None
-    if plan.companion is not None:
-        pts = frontier.points
-        k = int(np.argmin(np.abs(pts["target"].to_numpy() - plan.operating_point())))
-        learning = plan.frontier.learning_data()
-        companion = equal_error_rate_scores(frontier.p_hat[k], learning.y, learning.groups, plan.companion)
-    return LearningResult(plan, frontier, companion)
+                                  people=plan.constraints.people, copy=data)
+    return LearningResult(plan, frontier, companion_at(plan, frontier))

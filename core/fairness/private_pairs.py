@@ -14,7 +14,8 @@ spend in rho, converted from (epsilon, delta) only through ``core.privacy.accoun
 A copy stakeholders see is a release: ``release_synthetic_people`` fits MST with OpenDP's sampler
 (``SecureNoise``) and draws its people with a fresh operating-system seed, so nothing in a plan or
 report can regenerate it. It gets a random copy id; the copy itself (the DP output) is stored in the
-sessions database and every later use loads it by that id (``synthetic_people``), never refits.
+sessions database and every later use loads it by that id (``synthetic_people(plan, store)``), never
+refits. A run that shows a copy takes it as its data; nothing here opens a database by itself.
 ``simulated_synthetic_people`` takes an explicit generator: a reproducible simulation for tests,
 never shown to stakeholders.
 """
@@ -28,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from core.contracts import DataRef, Plan, Progress, Result
+from core.cache import data_fingerprint
+from core.contracts import DataRef, Plan, Progress, Result, digest_of
 from core.datasets import COMPAS_POPULATIONS, compas_population, load_compas
 from core.privacy.accounting import rho_for_epsilon, rho_to_epsilon
 from core.privacy.ledger import BudgetLedger
@@ -193,6 +195,10 @@ class SyntheticPeople(Result):
     def ledger(self) -> BudgetLedger:
         return self.spent
 
+    def fingerprint(self) -> str:
+        """What a cached run keys this copy on: its id, plan and card values (a copy never changes)."""
+        return digest_of([self.plan, data_fingerprint(self.cards)])
+
 
 def declared_categories(col: str, population: str = "full") -> tuple[str, ...]:
     """A categorical feature's public categories in a population: the paper's people exclude race
@@ -356,27 +362,48 @@ def copy_from_json(data: dict) -> SyntheticPeople:
                            created_at=str(data.get("created_at", "")))
 
 
-def synthetic_people(plan: PrivatePairsPlan, data=None, *, progress: Progress | None = None,
-                     store=None) -> SyntheticPeople:
-    """The made copy ``plan.copy_id`` names: from this process's cache, else loaded from ``store``
-    (default: the sessions database). Never fits anything; ValueError naming the id when it is missing."""
+def matching_copy(plan: PrivatePairsPlan, copy) -> SyntheticPeople:
+    """``copy`` when it is the made copy ``plan`` names (its id, population and epsilon), else a ValueError
+    saying what to pass: a run showing a synthetic copy takes that copy as its data."""
+    if not plan.copy_id:
+        raise ValueError("This synthetic copy has not been made yet: a copy is released (and stored) when a "
+                         "session showing it is created.")
+    if copy is None:
+        raise ValueError(f"This run shows synthetic copy {plan.copy_id}: pass that copy as its data (load it "
+                         "from the sessions database, e.g. with the session store's load_copy).")
+    if not isinstance(copy, SyntheticPeople):
+        raise ValueError(f"The data of a run showing a synthetic copy is the copy (SyntheticPeople), not a "
+                         f"{type(copy).__name__}.")
+    if copy.copy_id != plan.copy_id:
+        raise ValueError(f"The copy passed is {copy.copy_id or 'unnamed'}, but the plan names copy {plan.copy_id}.")
+    if (copy.plan.population, copy.plan.epsilon) != (plan.population, plan.epsilon):
+        raise ValueError(f"Synthetic copy {plan.copy_id} copies population {copy.plan.population!r} at epsilon "
+                         f"{copy.plan.epsilon:g}, not what this plan names.")
+    return copy
+
+
+def synthetic_people(plan: PrivatePairsPlan, store=None) -> SyntheticPeople:
+    """The made copy ``plan.copy_id`` names: from this process's cache of made and loaded copies, else
+    loaded from ``store`` (anything with ``load_copy(copy_id)``, e.g. the elicitation store). Never fits
+    anything and never opens a database by itself; ValueError naming the id when it cannot be found."""
     if not isinstance(plan, PrivatePairsPlan):
         raise ValueError("synthetic_people needs a PrivatePairsPlan.")
-    if data is not None:
-        raise ValueError("The synthetic copy is made from the bundled COMPAS data; pass no data.")
     if not plan.copy_id:
         raise ValueError("This synthetic copy has not been made yet: a copy is released (and stored) when a "
                          "session showing it is created.")
     copy = _COPIES.get(plan.copy_id)
     if copy is None:
         if store is None:
-            from core.fairness.store import get_store
-            store = get_store()
+            raise ValueError(f"Synthetic copy {plan.copy_id} is not loaded here; pass the sessions database's "
+                             "store that holds it.")
         copy = store.load_copy(plan.copy_id)
-    if (copy.plan.population, copy.plan.epsilon) != (plan.population, plan.epsilon):
-        raise ValueError(f"Synthetic copy {plan.copy_id} copies population {copy.plan.population!r} at epsilon "
-                         f"{copy.plan.epsilon:g}, not what this plan names.")
-    return copy
+    return matching_copy(plan, copy)
+
+
+def load_copy_for(plan: PrivatePairsPlan | None, store=None) -> SyntheticPeople | None:
+    """What a run showing ``plan``'s copy takes as data: None for real records (``plan`` None), else the
+    copy, fetched by the caller through ``synthetic_people``."""
+    return None if plan is None else synthetic_people(plan, store)
 
 
 def copy_release(plan: PrivatePairsPlan, page: str = COPY_PAGE) -> LedgerRelease:
@@ -399,4 +426,5 @@ __all__ = ["COPY_ACTION", "check_copy_id", "copy_from_json", "copy_release", "co
            "release_synthetic_people", "remember_copy", "simulated_synthetic_people",
            "BIN_EDGES", "CATEGORIES", "MAX_PAIR_EPSILON", "PAIR_DELTA", "PAIR_SOURCES", "PrivatePairsPlan",
            "SAMPLING_NOTE", "SYNTHETIC_NOTE", "SYNTHETIC_PEOPLE", "SyntheticPeople", "bin_labels", "bin_midpoints",
-           "card_categories", "check_pair_epsilon", "declared_categories", "planned_ledger", "stated_epsilon", "synthetic_people"]
+           "card_categories", "check_pair_epsilon", "declared_categories", "load_copy_for", "matching_copy",
+           "planned_ledger", "stated_epsilon", "synthetic_people"]

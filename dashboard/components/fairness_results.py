@@ -2,11 +2,14 @@
 
 The component turns its widgets into a ``core.fairness.LearningPlan`` (the constraint table it is
 given, the population, the sweep settings and the companion settings), calls
-``core.fairness.run_learning`` and draws the result. The sweep is the slow part: it runs behind
+``core.fairness.run_learning`` once and draws the result. The sweep is the slow part: it runs behind
 the button with a progress bar, is kept per session and on disk (keyed on the sweep settings and
-the constraint table), and is shown at once when already computed. For a session whose cards
-showed a private synthetic copy, the plan of that copy travels with the constraint table: its
-people join the fit as zero-cost constraint people, and the results say so.
+the constraint table), and is shown at once when already computed; the companion settings then
+post-process that same result (``LearningResult.with_companion``), so the learner never runs twice.
+The figures at the operating point are the result's ``headline()``. For a session whose cards
+showed a private synthetic copy, the plan of that copy travels with the constraint table and the
+copy itself (fetched by the page) is the run's data: its people join the fit as zero-cost
+constraint people, and the results say so.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from core.fairness.companion import MODES, CompanionResult, cost_ratio
 from core.fairness.frontier import SWEEPS, FrontierResult, fpr_gap
 from core.fairness.learner import AVERAGING, ORACLES
 from core.fairness.learning_plan import frontier_ready
-from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan
+from core.fairness.learning_plan import LearningResult
+from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan, SyntheticPeople
 from dashboard.components.progress import session_memo
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.figures import fairness as figs
@@ -143,16 +147,17 @@ def _has_constraints(constraints: pd.DataFrame | None) -> bool:
 def render_fairness_results(key: str, constraints: pd.DataFrame, label: str, *,
                             on_result: ResultHook | None = None, run_context: Any = None,
                             run_history: Callable[[], pd.DataFrame] | None = None,
-                            people: PrivatePairsPlan | None = None) -> dict[str, pd.DataFrame]:
+                            people: PrivatePairsPlan | None = None,
+                            copy: SyntheticPeople | None = None) -> dict[str, pd.DataFrame]:
     """Frontier, operating point, binding constraints, group rates and companion for a constraint frame.
 
     ``people`` is the plan of the synthetic copy whose positions the pairs name (None: rows of the
-    COMPAS file). Returns the result's tables (for the page's export). `on_result(frontier_plan, frontier_result)`
+    COMPAS file) and ``copy`` that copy, as the caller loaded it (the run's data). Returns the result's tables (for the page's export). `on_result(frontier_plan, frontier_result)`
     is called once per browser session for each (constraints, learner settings, `run_context`)
     when its result is first obtained, e.g. to log the run (returning False asks again on the next
     rerun); `run_history()` gives a table of logged runs shown under the results.
     """
-    tables = _render_results(key, constraints, label, on_result, run_context, people)
+    tables = _render_results(key, constraints, label, on_result, run_context, people, copy)
     if run_history is not None:
         _run_history_table(key, run_history)
     return tables
@@ -185,7 +190,8 @@ def _run_history_table(key: str, run_history: Callable[[], pd.DataFrame]) -> Non
 
 
 def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: ResultHook | None,
-                    run_context: Any, people: PrivatePairsPlan | None = None) -> dict[str, pd.DataFrame]:
+                    run_context: Any, people: PrivatePairsPlan | None = None,
+                    copy: SyntheticPeople | None = None) -> dict[str, pd.DataFrame]:
     """The results proper; see render_fairness_results."""
     st.subheader("Learning under the elicited constraints")
     if people is not None:
@@ -216,50 +222,55 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
     memo_key = f"{key}_results"
     clicked = st.button("Run the learner", key=f"{key}_run", type="primary",
                         help="Fits one mixture per slack value; results are kept for these settings.")
-    if not (digest in st.session_state.get(memo_key, {}) or clicked or frontier_ready(base)):
+    if not (digest in st.session_state.get(memo_key, {}) or clicked or frontier_ready(base, copy)):
         st.info("Press **Run the learner** to trace the accuracy-fairness frontier "
                 f"({len(sweep.values)} values × {sweep.T} rounds).")
         return {}
-    try:
-        frontier = session_memo(memo_key, digest,
-                                lambda progress: run_learning(base, progress=progress).frontier,
-                                "Learning under the elicited constraints", limit=6)
+    try:    # the one run of the learner; the companion below post-processes this result
+        learned = session_memo(memo_key, digest, lambda progress: run_learning(base, copy, progress=progress),
+                               "Learning under the elicited constraints", limit=6)
     except ValueError as exc:
         st.error(str(exc))
         return {}
+    frontier = learned.frontier
     _report_once(key, digest, run_context, on_result, sweep, frontier)
-    point = _frontier_block(key, frontier)
+    point = _pick_point(key, frontier.points, frontier.baseline["symbol"])
+    figures = st.container()        # drawn once the result with its companion is known (just below)
     _pairs_and_groups(key, frontier, point, synthetic=people is not None)
     companion = companion_settings(key, float(point["target"]), sweep.seed)
     try:
-        plan = base.replace(companion=companion)
-        result = run_learning(plan)
+        result = learned.with_companion(companion)
     except ValueError as exc:
         st.error(str(exc))
         return {}
-    st.session_state[f"{key}_plan"] = plan          # the plan behind what is shown (export, tests)
+    st.session_state[f"{key}_plan"] = result.plan   # the plan behind what is shown (export, tests)
+    with figures:
+        _frontier_block(key, result)
     companion_panel(key, result.companion, result.plan.companion)
     report_panel(result, page=PAGE, key=f"{key}_report")
     return result.tables()
 
 
-def _frontier_block(key: str, result: FrontierResult) -> pd.Series:
-    """The operating point, its four figures and the frontier chart; returns the chosen point."""
-    points, base = result.points, result.baseline
-    best_const, symbol = base["best_constant_error"], base["symbol"]
-    unconstrained = float(points.loc[points["target"].idxmax(), "error"])
-    point = _pick_point(key, points, symbol)
+def _frontier_block(key: str, result: LearningResult) -> None:
+    """The operating point's four figures, the frontier chart and its caption: the result's headline
+    numbers and its operating-point row (``result.point()``)."""
+    head, here = result.headline(), result.point()
+    points, base = result.frontier.points, result.frontier.baseline
+    symbol = base["symbol"]
+    error, least = head["error at the operating point"], head["least-constrained error"]
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Error at this point", f"{point['error']:.3f}",
-              delta=f"{point['error'] - unconstrained:+.3f} vs least constrained", delta_color="inverse")
-    m2.metric("Held-out error", "n/a" if pd.isna(point["error_heldout"]) else f"{point['error_heldout']:.3f}")
-    m3.metric("Realised unfairness", f"{point['unfairness']:.3f}", help=base["unfairness"].capitalize())
-    m4.metric("Pairs over their slack", f"{int(point['violated_pairs'])} of {int(point['pairs'])}")
-    st.plotly_chart(figs.frontier_figure(points, best_const, float(point["target"]), symbol, base["unfairness"]),
+    m1.metric("Error at this point", f"{error:.3f}",
+              delta=f"{error - least:+.3f} vs least constrained", delta_color="inverse")
+    m2.metric("Held-out error", "n/a" if pd.isna(here["error_heldout"]) else f"{here['error_heldout']:.3f}")
+    m3.metric("Realised unfairness", f"{head['realised unfairness at the operating point']:.3f}",
+              help=base["unfairness"].capitalize())
+    m4.metric("Pairs over their slack", f"{int(here['violated_pairs'])} of {int(here['pairs'])}")
+    st.plotly_chart(figs.frontier_figure(points, head["best constant error"], float(here["target"]), symbol,
+                                         base["unfairness"]),
                     key=f"{key}_frontier_chart")
     dropped = int(base.get("dropped_pairs", 0))
-    st.caption(f"{base['n_individuals']:,} people; best constant classifier error {best_const:.3f}; "
-               f"least-constrained error {unconstrained:.3f}. Averaging: {base['averaging']}. "
+    st.caption(f"{int(head['people']):,} people; best constant classifier error {head['best constant error']:.3f}; "
+               f"least-constrained error {least:.3f}. Averaging: {base['averaging']}. "
                + (f"{dropped} pair(s) involve someone outside this population and are left out. " if dropped else "")
                + (f"Pairs name {base['n_constraint_people']:,} synthetic constraint people, who add no error. "
                   if "n_constraint_people" in base else "")
@@ -269,7 +280,6 @@ def _frontier_block(key: str, result: FrontierResult) -> pd.Series:
     notes = [n for n in points["notes"] if n]
     if notes:
         st.caption(" ".join(sorted(set(notes))))
-    return point
 
 
 def _pairs_and_groups(key: str, f: FrontierResult, point: pd.Series, synthetic: bool = False) -> None:

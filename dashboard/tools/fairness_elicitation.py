@@ -26,8 +26,9 @@ from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 from core.datasets import COMPAS_POPULATIONS, load_compas  # noqa: E402
 from core.fairness import ElicitationPlan, FrontierPlan, run  # noqa: E402
 from core.fairness import elicitation as el  # noqa: E402
-from core.fairness.elicitation_plan import (DEMO_KINDS, fill_demo_session, private_pairs_plan,  # noqa: E402
+from core.fairness.elicitation_plan import (DEMO_KINDS, MAX_DEMO_STAKEHOLDERS, fill_demo_session, private_pairs_plan,  # noqa: E402
                                            session_people)
+from core.fairness.private_pairs import SyntheticPeople, synthetic_people  # noqa: E402
 from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
                                          SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, copy_release,
                                          release_synthetic_people)
@@ -61,11 +62,24 @@ def _store() -> ElicitationStore:
     return get_store()
 
 
-def _people(config: el.SessionConfig | None = None) -> pd.DataFrame:
+#: The design's defaults, declared once in core (ElicitationPlan); the widgets start from them.
+DEFAULT = ElicitationPlan()
+
+
+def _copy(config: ElicitationPlan) -> SyntheticPeople | None:
+    """The synthetic copy a design's cards show, loaded from the sessions database: what its runs take as
+    data (None for real records, or for a copy never stored: core then says why it cannot be shown)."""
+    sub = config.private_pairs_plan()
+    if sub is None or not sub.copy_id:
+        return None
+    return synthetic_people(sub, _store())
+
+
+def _people(config: ElicitationPlan | None = None) -> pd.DataFrame:
     """The card frame a session's pairs index: real rows, or its synthetic copy's card text."""
     if config is None or not config.synthetic:
         return load_compas()
-    return session_people(config)[0]
+    return session_people(config, _copy(config))[0]
 
 
 def existing_copy(sub: PrivatePairsPlan | None) -> str | None:
@@ -255,7 +269,7 @@ def stakeholder_view(join_code: str | None) -> None:
         st.error(str(err))
         st.button("Sign out", key=P + "signout_err", on_click=_sign_out)
         return
-    config = el.SessionConfig.from_dict(session["config"])
+    config = ElicitationPlan.from_dict(session["config"])
     n = len(plan)
     answered = int(plan["response"].notna().sum())
     st.subheader(f"Welcome, {plain(login['name'])}")
@@ -336,25 +350,28 @@ def stakeholder_view(join_code: str | None) -> None:
 DESIGN_WIDGETS = {"pair_source": "pair_source", "pair_epsilon": "pair_epsilon", "population": "population", "features": "features", "n_core": "n_core", "n_random": "n_random", "n_repeat": "n_repeat",
                   "response_mode": "mode", "seed": "seed", "instructions": "instructions"}
 DEMO_WIDGETS = {"demo_stakeholders": "demo_n", "demo_kind": "demo_kind", "demo_seed": "demo_seed"}
+DEMO_PANEL = 12   # simulated stakeholders the demo offers first (a plan's own default is no panel)
 
 
 def design_plan(demo: bool = False) -> ElicitationPlan:
     """The design the facilitator's widgets describe (ValueError names the field to change)."""
     s = st.session_state
-    values = {"population": s.get(P + "population", ElicitationPlan.population),
-              "features": tuple(s.get(P + "features", el.DEFAULT_FEATURES)),
-              "n_core": int(s.get(P + "n_core", 10)), "n_random": int(s.get(P + "n_random", 40)),
-              "n_repeat": int(s.get(P + "n_repeat", 2)), "response_mode": s.get(P + "mode", "binary"),
-              "seed": int(s.get(P + "seed", 0)),
-              "pair_source": s.get(P + "pair_source", "real"),
-              "pair_epsilon": s.get(P + "pair_epsilon", 1.0),
+    d = DEFAULT
+    values = {"population": s.get(P + "population", d.population),
+              "features": tuple(s.get(P + "features", d.features)),
+              "n_core": int(s.get(P + "n_core", d.n_core)), "n_random": int(s.get(P + "n_random", d.n_random)),
+              "n_repeat": int(s.get(P + "n_repeat", d.n_repeat)), "response_mode": s.get(P + "mode", d.response_mode),
+              "seed": int(s.get(P + "seed", d.seed)),
+              "pair_source": s.get(P + "pair_source", d.pair_source),
+              "pair_epsilon": s.get(P + "pair_epsilon", d.pair_epsilon),
               "pair_copy": "",
-              "instructions": (s.get(P + "instructions") or "").strip() or el.SessionConfig.instructions}
-    if demo:
-        values = {**values, "n_core": 10, "n_random": 40, "n_repeat": 2, "response_mode": "binary",
-                  "features": el.DEFAULT_FEATURES, "instructions": el.SessionConfig.instructions,
-                  "seed": int(s.get(P + "demo_seed", 0)), "demo_stakeholders": int(s.get(P + "demo_n", 12)),
-                  "demo_kind": s.get(P + "demo_kind", "metric"), "demo_seed": int(s.get(P + "demo_seed", 0))}
+              "instructions": (s.get(P + "instructions") or "").strip() or d.instructions}
+    if demo:   # the demo keeps the default cards; its panel and seed come from the demo widgets
+        values = {**values, "n_core": d.n_core, "n_random": d.n_random, "n_repeat": d.n_repeat,
+                  "response_mode": d.response_mode, "features": d.features, "instructions": d.instructions,
+                  "seed": int(s.get(P + "demo_seed", d.demo_seed)),
+                  "demo_stakeholders": int(s.get(P + "demo_n", DEMO_PANEL)),
+                  "demo_kind": s.get(P + "demo_kind", d.demo_kind), "demo_seed": int(s.get(P + "demo_seed", d.demo_seed))}
     plan = ElicitationPlan(**values)
     if plan.synthetic and s.get(P + "reuse_copy", True):
         found = existing_copy(plan.private_pairs_plan())
@@ -428,7 +445,7 @@ def _design_preview() -> None:
             st.info("The core pairs of synthetic people are shown once the copy is released (when the "
                     "session is created).")
             return
-        result = run(plan)
+        result = run(plan, _copy(plan))
     except ValueError as err:
         st.error(str(err))
         return
@@ -439,7 +456,7 @@ def _design_preview() -> None:
 
 def _pair_source_widget() -> None:
     """Real records or a private synthetic copy (and its epsilon) on the cards."""
-    eps = st.session_state.get(P + "pair_epsilon", 1.0)
+    eps = st.session_state.get(P + "pair_epsilon", DEFAULT.pair_epsilon)
     labels = {"real": "Show real records",
               "dp_synthetic": f"Show a private synthetic copy (epsilon {eps:g}, delta {PAIR_DELTA:g})"}
     st.radio("People on the cards", list(PAIR_SOURCES), key=P + "pair_source", horizontal=True,
@@ -447,12 +464,13 @@ def _pair_source_widget() -> None:
              help="A synthetic copy is drawn with differential privacy (MST on public bins), so no real "
                   "record is shown; ages and counts then appear as ranges.")
     if st.session_state.get(P + "pair_source") == "dp_synthetic":
-        st.number_input("Epsilon of the synthetic copy", min_value=0.05, max_value=MAX_PAIR_EPSILON, value=1.0,
+        st.number_input("Epsilon of the synthetic copy", min_value=0.05, max_value=MAX_PAIR_EPSILON,
+                        value=DEFAULT.pair_epsilon,
                         step=0.25, key=P + "pair_epsilon", persist_state=KEEP,
                         help=f"Spent once per copy made; delta is fixed at {PAIR_DELTA:g}.")
         try:
-            sub = PrivatePairsPlan(population=st.session_state.get(P + "population", ElicitationPlan.population),
-                                   epsilon=st.session_state.get(P + "pair_epsilon", 1.0))
+            sub = PrivatePairsPlan(population=st.session_state.get(P + "population", DEFAULT.population),
+                                   epsilon=st.session_state.get(P + "pair_epsilon", DEFAULT.pair_epsilon))
         except ValueError:
             sub = None
         found = existing_copy(sub)
@@ -479,17 +497,18 @@ def facilitator_setup() -> None:
     _population_widget()
     _pair_source_widget()
     st.multiselect("Features shown on each card (labels and scores are never shown)",
-                   list(el.DISPLAYABLE_FEATURES), default=list(el.DEFAULT_FEATURES), key=P + "features",
+                   list(el.DISPLAYABLE_FEATURES), default=list(DEFAULT.features), key=P + "features",
                    format_func=lambda f: el.FEATURE_LABELS.get(f, f), persist_state=KEEP)
     c = st.columns(5)
-    c[0].number_input("Core pairs (everyone)", 0, 100, 10, key=P + "n_core", persist_state=KEEP)
-    c[1].number_input("Random pairs", 0, 400, 40, key=P + "n_random", persist_state=KEEP)
-    c[2].number_input("Repeated pairs", 0, 20, 2, key=P + "n_repeat", persist_state=KEEP)
+    c[0].number_input("Core pairs (everyone)", 0, 100, DEFAULT.n_core, key=P + "n_core", persist_state=KEEP)
+    c[1].number_input("Random pairs", 0, 400, DEFAULT.n_random, key=P + "n_random", persist_state=KEEP)
+    c[2].number_input("Repeated pairs", 0, 20, DEFAULT.n_repeat, key=P + "n_repeat", persist_state=KEEP)
     c[3].selectbox("Answers", list(el.RESPONSE_MODES), key=P + "mode", persist_state=KEEP,
+                   index=list(el.RESPONSE_MODES).index(DEFAULT.response_mode),
                    format_func=lambda m: "same / may differ" if m == "binary" else "four options")
-    c[4].number_input("Seed", 0, 2**31 - 1, 0, key=P + "seed", persist_state=KEEP)
+    c[4].number_input("Seed", 0, 2**31 - 1, DEFAULT.seed, key=P + "seed", persist_state=KEEP)
     st.text_area("Instructions shown to stakeholders (keep them neutral: no fairness guidance)",
-                 el.SessionConfig.instructions, key=P + "instructions", height=80, persist_state=KEEP)
+                 DEFAULT.instructions, key=P + "instructions", height=80, persist_state=KEEP)
     try:
         allowed = copy_allowed(design_plan(), P + "copy_guard")
     except ValueError:
@@ -557,7 +576,7 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         st.error(str(err))
         st.button("Forget this session", key=P + "forget_err", on_click=_set, args=("fac", None))
         return
-    config = el.SessionConfig.from_dict(info["config"])
+    config = ElicitationPlan.from_dict(info["config"])
     if _state("manage_error"):
         st.error(_state("manage_error"))
     head = st.columns([3, 2, 1])
@@ -661,7 +680,7 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                     P + "results", usable, label, run_context=aggregation,
                     on_result=lambda cfg, res: _log_run(store, fac, usable, aggregation, cfg, res),
                     run_history=lambda: run_history_table(store.fit_runs(fac["session_id"], fac["key"])),
-                    people=private_pairs_plan(config)) or {}
+                    people=private_pairs_plan(config), copy=_copy(config)) or {}
             except ValueError as err:
                 st.error(str(err))
 
@@ -687,7 +706,7 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         # A demo session is its plan's simulated panel: the report reruns to the same answers.
         design = _state("demo_plan") if simulated and _state("demo_plan") else ElicitationPlan.from_session_config(config)
         try:
-            designed = run(design)
+            designed = run(design, _copy(design))
         except ValueError as err:      # a synthetic copy this database does not hold
             st.error(str(err))
         else:
@@ -734,11 +753,12 @@ def demo_view() -> None:
     _population_widget()
     _pair_source_widget()
     c = st.columns(3)
-    c[0].number_input("Simulated stakeholders", 2, 60, 12, key=P + "demo_n", persist_state=KEEP)
+    c[0].number_input("Simulated stakeholders", 2, MAX_DEMO_STAKEHOLDERS, DEMO_PANEL, key=P + "demo_n",
+                      persist_state=KEEP)
     c[1].selectbox("Judges", list(DEMO_KINDS), key=P + "demo_kind", persist_state=KEEP,
                    format_func=lambda k: {"metric": "similarity on record features",
                                           "score": "similar risk score"}[k])
-    c[2].number_input("Seed", 0, 2**31 - 1, 0, key=P + "demo_seed", persist_state=KEEP)
+    c[2].number_input("Seed", 0, 2**31 - 1, DEFAULT.demo_seed, key=P + "demo_seed", persist_state=KEEP)
     try:
         allowed = copy_allowed(design_plan(demo=True), P + "demo_copy_guard")
     except ValueError:

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.contracts import DataRef
 from core.fairness import elicitation as el
 
 
@@ -220,11 +221,12 @@ def test_full_population_draws_exactly_what_sessions_drew_before_populations():
 
 
 def test_settings_without_a_population_are_an_older_sessions():
-    stored = el.SessionConfig(seed=4).to_dict()
+    stored = el.SessionConfig(seed=4).session_dict()
     assert stored["population"] == "paper"
     del stored["population"]
     assert el.SessionConfig.from_dict(stored).population == "full"
-    assert el.SessionConfig.from_dict(el.SessionConfig().to_dict()) == el.SessionConfig()
+    assert el.SessionConfig.from_dict(el.SessionConfig().session_dict()) == el.SessionConfig()
+    assert el.SessionConfig.from_dict(el.SessionConfig().to_dict()) == el.SessionConfig()   # a saved plan too
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -235,7 +237,7 @@ def test_settings_without_a_population_are_an_older_sessions():
     ({"n_repeat": 20, "n_core": 2, "n_random": 3}, "repeated"),
     ({"response_mode": "likert"}, "Response mode"),
     ({"favourable_label": 2}, "favourable"),
-    ({"dataset": "adult"}, "COMPAS"),
+    ({"data": DataRef("adult")}, "COMPAS"),
     ({"population": "everyone"}, "population"),
 ])
 def test_session_config_validation(kwargs, message):

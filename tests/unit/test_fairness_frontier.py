@@ -168,12 +168,12 @@ def test_points_do_not_depend_on_the_other_points_or_the_warm_start():
 
 
 def test_a_sweep_on_synthetic_constraint_people_keeps_them_out_of_error_and_rates():
-    from core.fairness.private_pairs import PrivatePairsPlan, remember_copy, simulated_synthetic_people
-    people = remember_copy(simulated_synthetic_people(PrivatePairsPlan(population="paper", epsilon=2.0),
-                                                      np.random.default_rng(1))).plan
+    from core.fairness.private_pairs import PrivatePairsPlan, simulated_synthetic_people
+    copy = simulated_synthetic_people(PrivatePairsPlan(population="paper", epsilon=2.0), np.random.default_rng(1))
+    people = copy.plan
     cons = random_pairs(2000, 150, 3)
     plan = FrontierPlan(gammas=(0.0, 1.0), T=100, oracle="ols")
-    res = trade_off_frontier(cons, plan, people=people)
+    res = trade_off_frontier(cons, plan, people=people, copy=copy)
     data = compas_learning_data()
     assert res.p_hat.shape == (2, data.n) and res.baseline["n_individuals"] == data.n
     assert res.baseline["n_constraint_people"] == 2000 and res.baseline["dropped_pairs"] == 0
@@ -183,8 +183,8 @@ def test_a_sweep_on_synthetic_constraint_people_keeps_them_out_of_error_and_rate
     # Rows are the copy's positions, and the pair's probabilities are the synthetic people's.
     assert res.pairs["i"].max() < 2000
     # A synthetic sweep is cached apart from a real-rows sweep on the same numbers.
-    assert is_cached(cons, plan, people) and not is_cached(cons, plan)
+    assert is_cached(cons, plan, people, copy) and not is_cached(cons, plan)
     with pytest.raises(ValueError, match="positions of the synthetic people"):
-        trade_off_frontier(random_pairs(2000, 5, 1).assign(j=2000), plan, people=people)
+        trade_off_frontier(random_pairs(2000, 5, 1).assign(j=2000), plan, people=people, copy=copy)
     with pytest.raises(ValueError, match="PrivatePairsPlan"):
         trade_off_frontier(cons, plan, people="copy")

@@ -212,9 +212,10 @@ def test_game_matches_the_exact_lp_on_a_toy():
 
 def _synthetic_constraints():
     from core.fairness.elicitation_plan import ElicitationPlan, run_elicitation
-    from core.fairness.private_pairs import PrivatePairsPlan, remember_copy, simulated_synthetic_people
-    copy = remember_copy(simulated_synthetic_people(PrivatePairsPlan(), np.random.default_rng(0)))
-    design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", pair_copy=copy.copy_id, demo_stakeholders=8))
+    from core.fairness.private_pairs import PrivatePairsPlan, simulated_synthetic_people
+    copy = simulated_synthetic_people(PrivatePairsPlan(), np.random.default_rng(0))
+    design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", pair_copy=copy.copy_id, demo_stakeholders=8),
+                             copy)
     return design.copy.people, design.constraints
 
 

@@ -144,10 +144,14 @@ def synthetic_pairs(k, seed, n=2000):
 
 
 @pytest.fixture(scope="module")
-def copy_plan():
-    from core.fairness.private_pairs import PrivatePairsPlan, remember_copy, simulated_synthetic_people
-    return remember_copy(simulated_synthetic_people(PrivatePairsPlan(population="paper", epsilon=1.0),
-                                                    np.random.default_rng(2))).plan
+def copy():
+    from core.fairness.private_pairs import PrivatePairsPlan, simulated_synthetic_people
+    return simulated_synthetic_people(PrivatePairsPlan(population="paper", epsilon=1.0), np.random.default_rng(2))
+
+
+@pytest.fixture(scope="module")
+def copy_plan(copy):
+    return copy.plan
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +161,8 @@ def synthetic_plan(copy_plan):
 
 
 @pytest.fixture(scope="module")
-def synthetic_result(synthetic_plan):
-    return run(synthetic_plan)
+def synthetic_result(synthetic_plan, copy):
+    return run(synthetic_plan, copy)        # the copy is the run's data: nothing is looked up elsewhere
 
 
 def test_synthetic_constraint_people_run_and_tighten_as_gamma_falls(synthetic_plan, synthetic_result):
@@ -187,22 +191,34 @@ def test_synthetic_constraint_people_run_and_tighten_as_gamma_falls(synthetic_pl
     assert "sampling assumption" in res.frontier.baseline["people_note"]
 
 
-def test_a_synthetic_plan_never_shares_a_digest_or_cache_with_real_rows(synthetic_plan, synthetic_result):
+def test_a_synthetic_plan_never_shares_a_digest_or_cache_with_real_rows(synthetic_plan, synthetic_result, copy):
     from core.fairness.learning_plan import frontier_ready
     real = synthetic_plan.replace(constraints=synthetic_plan.constraints.replace(people=None))
     assert real.digest() != synthetic_plan.digest()
-    assert frontier_ready(synthetic_plan) and not frontier_ready(real)
+    assert frontier_ready(synthetic_plan, copy) and not frontier_ready(real)
     other_copy = synthetic_plan.constraints.people.replace(copy_id="0123456789abcdef")
     assert synthetic_plan.replace(constraints=synthetic_plan.constraints.replace(people=other_copy)).digest() \
         != synthetic_plan.digest()
     assert "constraint_people" not in run(real.replace(companion=None)).tables()
 
 
-def test_a_synthetic_report_reloads_and_reruns_bit_for_bit(synthetic_plan, synthetic_result):
+def test_a_synthetic_report_reloads_and_reruns_bit_for_bit(synthetic_plan, synthetic_result, copy):
     report = parse_report(report_json(build_report(synthetic_result, page="fairness_learning")))
     loaded = load_plan(report)
     assert loaded == synthetic_plan and loaded.constraints.people == synthetic_plan.constraints.people
-    assert tables_match(report, run_learning.uncached(loaded).tables()) == []
+    assert tables_match(report, run_learning.uncached(loaded, copy).tables()) == []
+
+
+def test_a_synthetic_run_takes_its_copy_as_data_and_never_looks_it_up(synthetic_plan, copy):
+    """The run depends on its arguments only: without the copy it says what to pass (no database is read,
+    even in a process that made the copy), and another copy is refused."""
+    from core.fairness.private_pairs import remember_copy, simulated_synthetic_people
+    remember_copy(copy)
+    with pytest.raises(ValueError, match="pass that copy as its data"):
+        run_learning.uncached(synthetic_plan)
+    other = simulated_synthetic_people(copy.plan.replace(copy_id=""), np.random.default_rng(3))
+    with pytest.raises(ValueError, match="plan names copy"):
+        run_learning.uncached(synthetic_plan, other)
 
 
 def test_synthetic_positions_beyond_the_copy_are_refused(copy_plan):

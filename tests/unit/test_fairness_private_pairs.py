@@ -32,10 +32,10 @@ def test_pair_source_is_checked_and_real_sessions_store_what_they_always_stored(
     with pytest.raises(ValueError, match="Pairs come from"):
         ElicitationPlan(pair_source="synthetic")
     real = SessionConfig()
-    assert "pair_source" not in real.to_dict() and "pair_epsilon" not in real.to_dict()
+    assert "pair_source" not in real.session_dict() and "pair_epsilon" not in real.session_dict()
     assert ElicitationPlan().private_pairs_plan() is None
     synth = SessionConfig(pair_source="dp_synthetic", pair_epsilon=2)
-    assert synth.pair_epsilon == 2.0 and SessionConfig.from_dict(synth.to_dict()) == synth
+    assert synth.pair_epsilon == 2.0 and SessionConfig.from_dict(synth.session_dict()) == synth
     assert ElicitationPlan(pair_epsilon=1).digest() == ElicitationPlan(pair_epsilon=1.0).digest()
 
 
@@ -92,7 +92,7 @@ def test_bins_are_public_and_values_outside_them_are_clipped():
 def test_no_real_row_appears_on_a_synthetic_card():
     made = sim_copy(seed=5)
     config = SessionConfig(pair_source="dp_synthetic", seed=5, pair_copy=made.copy_id)
-    cards, people, copy = session_people(config)
+    cards, people, copy = session_people(config, made)
     assert copy is made
     rows = population_rows(config)
     assert np.array_equal(rows, np.arange(SYNTHETIC_PEOPLE))
@@ -105,7 +105,7 @@ def test_no_real_row_appears_on_a_synthetic_card():
     card = pair_card(cards, int(pairs[0, 0]), int(pairs[0, 1]), DISPLAYABLE_FEATURES)
     assert card.loc[card["Feature"] == "Age", "Person A"].iloc[0].endswith("years old")
     # The design result carries the copy's ledger (what stakeholders see is a release).
-    design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", seed=5, pair_copy=made.copy_id))
+    design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", seed=5, pair_copy=made.copy_id), made)
     assert design.ledger().total("rho") == copy.spent.total("rho")
     assert design.headline()["people pairs are drawn from"] == SYNTHETIC_PEOPLE
     assert design.core_pairs[["i", "j"]].to_numpy().max() < SYNTHETIC_PEOPLE
@@ -114,7 +114,7 @@ def test_no_real_row_appears_on_a_synthetic_card():
 def test_demo_panel_runs_on_synthetic_people():
     made = sim_copy(seed=2)
     design = run_elicitation(ElicitationPlan(pair_source="dp_synthetic", demo_stakeholders=5, seed=2,
-                                             pair_copy=made.copy_id))
+                                             pair_copy=made.copy_id), made)
     assert len(design.constraints) > 0
     assert design.constraints[["i", "j"]].to_numpy().max() < SYNTHETIC_PEOPLE
     assert "synthetic_ledger" in design.tables()

@@ -54,7 +54,7 @@ def test_reproducing_a_report_needs_the_database_that_holds_its_copy(tmp_path, m
     copy = release_synthetic_people(PrivatePairsPlan(population="paper", epsilon=0.9))
     store.save_copy(copy)
     plan = ElicitationPlan(pair_source="dp_synthetic", pair_epsilon=0.9, pair_copy=copy.copy_id, demo_stakeholders=3)
-    report = build_report(run_elicitation.uncached(plan), page="Fairness elicitation")
+    report = build_report(run_elicitation.uncached(plan, copy), page="Fairness elicitation")
     assert copy.copy_id in report_json(report)
     path = tmp_path / "report.json"
     path.write_text(report_json(report))

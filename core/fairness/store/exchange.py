@@ -26,7 +26,7 @@ from sqlalchemy import insert, select
 
 from core.cache import config_digest
 from core.datasets import COMPAS_POPULATIONS
-from core.fairness.elicitation import RESPONSE_MODES, RETRACT, SKIP, SessionConfig, outside_session_people
+from core.fairness.elicitation import RESPONSE_MODES, RETRACT, SKIP, ElicitationPlan, outside_session_people
 from core.fairness.private_pairs import SYNTHETIC_PEOPLE, copy_from_json, copy_release, copy_to_json, remember_copy
 from core.fairness.store.checks import check_pseudonym, check_reason, check_session_name, digest
 from core.fairness.store.runs import check_run, public_run, runs_of, whole
@@ -69,7 +69,7 @@ class SessionExchange:
                                   .where(judgments.c.session_id == session_id)
                                   .order_by(judgments.c.seq)).mappings().all()
             runs = [public_run(r) for r in runs_of(conn, session_id)]
-        config = SessionConfig.from_dict(dict(s["config"]))
+        config = ElicitationPlan.from_dict(dict(s["config"]))
         copy = copy_to_json(self.load_copy(config.pair_copy)) if config.pair_copy else None
         alias = {p["stakeholder_id"]: f"s{n + 1:03d}" for n, p in enumerate(people)}
         return {
@@ -123,7 +123,7 @@ class SessionExchange:
         """
         data = parse_export(payload)
         s = data["session"]
-        config = SessionConfig.from_dict(s["config"])
+        config = ElicitationPlan.from_dict(s["config"])
         title = check_session_name(name if name is not None else f"{s['name'][:100]} (imported)")
         ids = {p["id"]: uuid.uuid4().hex for p in data["stakeholders"]}
         copy = data.get("synthetic_copy")
@@ -216,7 +216,7 @@ def check_export(payload: dict) -> dict:
     s = payload["session"]
     if not isinstance(s, dict) or "config" not in s:
         raise ValueError("The session export has no session settings.")
-    config = SessionConfig.from_dict(s["config"])
+    config = ElicitationPlan.from_dict(s["config"])
     n = whole(s.get("n_individuals", session_size(config)), "n_individuals")
     if not 2 <= n <= COMPAS_ROWS:
         raise ValueError(f"The session says it has {n} people, but the {config.dataset} data has "
@@ -231,7 +231,7 @@ def check_export(payload: dict) -> dict:
     s = {"name": check_session_name(str(s.get("name", "Imported session"))[:100]),
          "created_at": timestamp(s.get("created_at"), "The session's creation time"),
          "status": status, "simulated": bool(s.get("simulated", False)),
-         "config": config.to_dict(), "core_pairs": [list(p) for p in core],
+         "config": config.session_dict(), "core_pairs": [list(p) for p in core],
          # a synthetic session made before its copy's size was stored says COMPAS_ROWS; its pairs
          # are checked against the copy below, and the copy's size is what it keeps
          "n_individuals": session_size(config) if config.synthetic else n}
@@ -323,7 +323,7 @@ def check_pair(a: Any, b: Any, n: int, what: str) -> tuple[int, int]:
     return a, b
 
 
-def check_population(pairs: list, config: SessionConfig) -> None:
+def check_population(pairs: list, config: ElicitationPlan) -> None:
     """Every person in the session's pairs belongs to its population (for a synthetic-copy session:
     is one of its synthetic people), else ValueError naming one."""
     if not pairs:

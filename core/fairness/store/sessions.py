@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import make_rng
 from core.database import Database, StoreUnavailable, Tx, describe_fault
-from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, SessionConfig, core_pairs,
+from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, ElicitationPlan, core_pairs,
                                        population_rows, sample_assignment, self_agreement, stakeholder_seed)
 from core.fairness.private_pairs import (SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople, check_copy_id,
                                          copy_from_json, copy_to_json, remember_copy)
@@ -101,7 +101,7 @@ def format_code(code: str) -> str:
     return "-".join(code[k:k + 4] for k in range(0, len(code), 4))
 
 
-def session_size(config: SessionConfig) -> int:
+def session_size(config: ElicitationPlan) -> int:
     """How many people a session's pair numbers can name: the file's rows, or the synthetic copy's
     people (a public constant, not the private row count)."""
     return SYNTHETIC_PEOPLE if config.synthetic else COMPAS_ROWS
@@ -292,7 +292,7 @@ class SessionStore:
         return [{"copy_id": r[0], "created_at": r[1]} for r in rows if float(r[2]) == plan.epsilon]
 
     # ------------------------------------------------------------------ facilitator
-    def insert_session(self, conn: Connection, config: SessionConfig, name: str, *, simulated: bool,
+    def insert_session(self, conn: Connection, config: ElicitationPlan, name: str, *, simulated: bool,
                        n_individuals: int, core: list | None = None, status: str = "open") -> CreatedSession:
         """Add a session row inside the caller's transaction (a savepoint retries a code clash)."""
         key = secrets.token_urlsafe(24)
@@ -304,19 +304,19 @@ class SessionStore:
                 continue
             conn.execute(insert(sessions).values(
                 session_id=session_id, name=name, join_code=code, facilitator_key_hash=digest(key),
-                config=config.to_dict(), core_pairs=core, n_individuals=int(n_individuals), status=status,
+                config=config.session_dict(), core_pairs=core, n_individuals=int(n_individuals), status=status,
                 simulated=bool(simulated), created_at=now_utc()))
             return CreatedSession(session_id, code, key)
         raise StoreUnavailable("Could not draw a free join code; try again.")
 
-    def create_session(self, config: SessionConfig, name: str = "", *, simulated: bool = False) -> CreatedSession:
+    def create_session(self, config: ElicitationPlan, name: str = "", *, simulated: bool = False) -> CreatedSession:
         """Open a session; returns its join code and the facilitator key (shown once, stored hashed).
 
         Its pairs are drawn from the configuration's population; they name rows of the whole file,
         or for a synthetic-copy session positions among the copy's people (its public size is stored
         as the session's number of individuals)."""
-        if not isinstance(config, SessionConfig):
-            raise ValueError("create_session needs a SessionConfig.")
+        if not isinstance(config, ElicitationPlan):
+            raise ValueError("create_session needs an ElicitationPlan (the session design).")
         name = check_session_name(name)
         if config.synthetic and not config.pair_copy:
             raise ValueError("A synthetic-copy session names its released copy: make and store the copy first.")
@@ -390,7 +390,7 @@ class SessionStore:
                 if taken is not None:
                     raise ValueError(f"The name {pseudonym!r} is already taken in this session. Choose "
                                      "another, or resume with your resume code.")
-                config = SessionConfig.from_dict(dict(row["config"]))
+                config = ElicitationPlan.from_dict(dict(row["config"]))
                 plan = sample_assignment(config, np.asarray(row["core_pairs"], dtype=np.int64).reshape(-1, 2),
                                          population_rows(config),
                                          make_rng(stakeholder_seed(config.seed, pseudonym)))
@@ -570,7 +570,7 @@ class SessionStore:
                 .order_by(stakeholders.c.joined_at)).mappings().all(),
                 columns=["stakeholder_id", "pseudonym", "simulated", "joined_at"])
             frame = self.judgment_frame(conn, session_id)
-            n_items = SessionConfig.from_dict(dict(session["config"])).n_items
+            n_items = ElicitationPlan.from_dict(dict(session["config"])).n_items
         cols = ["stakeholder", "answered", "of", "skipped", "share_same", "self_agreement",
                 "last_answer", "simulated"]
         if people.empty:
@@ -632,10 +632,10 @@ class SessionStore:
                                 .order_by(judgments.c.seq)).mappings().all()
         return pd.DataFrame(rows)
 
-    def config(self, session_id: str, facilitator_key: str) -> SessionConfig:
+    def config(self, session_id: str, facilitator_key: str) -> ElicitationPlan:
         with self.read_tx() as conn:
             row = self.session_row(conn, session_id, facilitator_key)
-        return SessionConfig.from_dict(dict(row["config"]))
+        return ElicitationPlan.from_dict(dict(row["config"]))
 
     def delete_stakeholder(self, session_id: str, facilitator_key: str, pseudonym: str) -> int:
         """Withdraw one stakeholder: delete their events, assignment and record; returns events removed."""
