@@ -336,15 +336,16 @@ if plan.runs or plan.algorithms is not None:   # seeded ToyDown / TopDown-lite r
                                  alloc.ledger(), kind="simulation"))
 
 st.session_state["census_allocation_json"] = alloc.to_json()   # the District maps page offers it
+headline = result.headline()            # the numbers shown here are the result's own headline view
 m1, m2, m3 = st.columns(3)
-m1.metric(f"Total ({alloc.unit})", f"{alloc.total:.4g}")
+m1.metric(f"Total ({alloc.unit})", f"{headline['total budget']:.4g}")
 if alloc.unit == "rho":
-    m2.metric("As (epsilon, delta)", f"({alloc.epsilon_total():.3f}, {alloc.delta:.0e})")
+    m2.metric("As (epsilon, delta)", f"({headline['epsilon (tight conversion)']:.3f}, {alloc.delta:.0e})")
 elif alloc.noise.approximate:
-    m2.metric("Guarantee", f"({alloc.total:.3g}, {alloc.total_delta:.0e})-DP")
+    m2.metric("Guarantee", f"({headline['total budget']:.3g}, {alloc.total_delta:.0e})-DP")
 else:
-    m2.metric("Guarantee", f"{alloc.total:.3g}-DP")
-m3.metric("Leaves", f"{result.n_leaves:,}")
+    m2.metric("Guarantee", f"{headline['total budget']:.3g}-DP")
+m3.metric("Leaves", f"{int(headline['leaves']):,}")
 
 # ------------------------------------------------------------------------- levels/targets
 with tab_levels:
@@ -379,7 +380,8 @@ with tab_split:
                                           "share": "Share of the budget"}, "ba_rec_split")
         _table(result.recommendation, REC_LABELS, "ba_rec_gain")
         if len(result.recommendation):
-            st.metric("Mean gain over the equal split (error sd)", f"{result.mean_gain:.1f}%")
+            st.metric("Mean gain over the equal split (error sd)",
+                      f"{headline['mean gain of the recommended split (%)']:.1f}%")
         st.subheader("Figure 2 analogue")
         st.caption("Three-level tree with 10 x 10 fan-outs and the chosen total and mechanism; the star is the optimum "
                    "(for epsilon = 1 and Laplace: budgets 0.038, 0.171, 0.791, variance 14.52).")
