@@ -95,7 +95,8 @@ def test_operating_point_slider_moves_the_metrics():
     assert [r["weighting"] for r in at.session_state["logged"]] == ["panel", "judged"]
     assert float(last[0]) < 0.35                   # least-constrained end of the frontier
     # The four figures are the chosen hull point's row of the frontier table.
-    (frontier,) = at.session_state["fx_results"].values()
+    (learned,) = at.session_state["fx_results"].values()      # the one run of the learner
+    frontier = learned.frontier
     hull = frontier.points[frontier.points["on_hull"]].sort_values("unfairness")
     row = hull.iloc[-1]
     assert last == [f"{row['error']:.3f}", f"{row['error_heldout']:.3f}", f"{row['unfairness']:.3f}",
@@ -214,3 +215,17 @@ def test_saved_plan_maps_back_onto_the_widgets():
     assert values["fx_rv_penalty"] == 10.0 and values["fx_rv_mode"] == "soft"
     with pytest.raises(ValueError, match="rounds"):
         plan_widgets("fx", plan.replace(frontier=FrontierPlan(T=123)))
+
+
+def test_the_learner_runs_once_and_companion_settings_reuse_its_result(monkeypatch, tmp_path):
+    """One sweep per plan: the companion is applied to the result in hand, never by a second run."""
+    import core.fairness.learning_plan as learning_plan
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cache"))    # nothing answered from disk
+    calls, real = [], learning_plan.trade_off_frontier
+    monkeypatch.setattr(learning_plan, "trade_off_frontier", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    at = run_small(app())
+    assert len(calls) == 1
+    at.slider(key="fx_rv_cutoff").set_value(0.6).run()
+    at.select_slider(key="fx_point").set_value(at.select_slider(key="fx_point").options[-1]).run()
+    assert not at.exception and len(calls) == 1
+    assert at.session_state["fx_plan"].companion.cutoff == 0.6
