@@ -1,8 +1,9 @@
 """The mean-estimation tab as one computation: simulated private means on N(mu_i, 1) data with the
 strata's group sizes, the closed forms beside them, and the budget each choice spends.
 
-Every draw comes from a named sub-stream of ``MeansPlan.seed`` (data, group means, COINPRESS), so a
-plan reproduces its tables exactly.
+Every draw comes from a named sub-stream of ``MeansPlan.seed`` (each epsilon's curves, the group
+errors, the group means, each COINPRESS size), so a plan reproduces its tables exactly and adding an
+epsilon leaves the others' numbers where they were.
 """
 from __future__ import annotations
 
@@ -81,17 +82,19 @@ def run_means(plan: MeansPlan, sizes: Sequence[int], delta: float) -> MeanStudy:
     sizes = np.asarray([int(s) for s in sizes if s > 0], int)
     if sizes.size < 2:
         raise ValueError("Choose strata with at least two non-empty groups for the mean-estimation tab.")
-    curves = me.mean_estimation_curves(list(sizes), plan.R, plan.gamma, list(plan.epsilons), plan.runs,
-                                       named_rng(plan.seed, "curves"), noise=plan.noise, delta=delta)
+    # each epsilon and each COINPRESS size draws from its own named stream: adding one never moves another
+    curves = pd.concat([me.mean_estimation_curves(list(sizes), plan.R, plan.gamma, [eps], plan.runs,
+                                                  named_rng(plan.seed, "curves", int(round(eps * 1e6))),
+                                                  noise=plan.noise, delta=delta) for eps in plan.epsilons],
+                       ignore_index=True)
     mus = group_means(plan, sizes.size)
     errors = me.group_error_table(list(sizes), list(mus), plan.R, plan.gamma, plan.group_epsilon, plan.runs,
                                   named_rng(plan.seed, "group errors"), plan.weights,
                                   plan.count_epsilon if plan.weights == "dp" else None,
                                   noise=plan.noise, delta=delta)
     population = dict(errors.attrs.pop("population"))
-    cp_rng = named_rng(plan.seed, "coinpress")
-    coinpress = pd.concat([me.simulate_mixture_coinpress(n, plan.coinpress_alpha, plan.coinpress_k,
-                                                         plan.coinpress_runs, cp_rng) for n in COINPRESS_SIZES],
+    coinpress = pd.concat([me.simulate_mixture_coinpress(n, plan.coinpress_alpha, plan.coinpress_k, plan.coinpress_runs,
+                                                         named_rng(plan.seed, "coinpress", n)) for n in COINPRESS_SIZES],
                           ignore_index=True)
     dsummary, dtable = me.dirichlet_summary(sizes)
     n = int(sizes.sum())

@@ -269,11 +269,14 @@ class StratifiedSynthesizer:
         if not hasattr(self, "models_"):
             raise ValueError("Fit the stratified synthesizer before sampling from it.")
         alloc = self.allocation(n)
-        rngs = spawn_rngs(rng, len(alloc))
+        # one stream per stratum of the public domain (the merged model: the last), so dropping or
+        # merging one stratum leaves every other stratum's rows where they were
+        rngs = spawn_rngs(rng, self.index_.count + 1)
         parts = []
-        for (key, m), r in zip(alloc.items(), rngs):
+        for key, m in alloc.items():
             if m == 0:
                 continue
+            r = rngs[self.index_.count if key == MERGED else self.index_.flat_of(key)]
             part = self.models_[key].sample(m, r)
             if key != MERGED:
                 for c, v in zip(self.strata_columns, self.index_.codes(self.index_.flat_of(key))):
