@@ -223,6 +223,7 @@ if plan is not None:
     if "sweep" in asked and "marginals" not in asked:
         asked["marginals"] = MarginalsPlan(asked["sweep"].epsilons[0], asked["sweep"].seeds[0])
     full = plan.replace(means=means_sub, **{k: v for k, v in asked.items() if k in ("sweep", "marginals", "release")})
+    st.session_state["ss_plan"] = full      # what the numbers below were computed from
     try:
         if run.is_cached(full, picked.raw):
             result = run(full, picked.raw)
