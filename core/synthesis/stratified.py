@@ -145,6 +145,8 @@ class StratifiedSynthesizer:
         """Size the strata, decide their fate, and fit one model per fitted stratum.
 
         ``noise`` is the source of every privacy draw (seeded by default; ``SecureNoise`` for a release).
+        A seeded source is not shared: the counts and every stratum draw from their own child streams of
+        ``rng``, so one stratum's draws never depend on which other strata were fitted.
         ``progress(done, total, message)`` (default: the one given at construction) hears every
         stratum's rounds when its synthesizer reports them; raising ``Cancelled`` stops the fit and
         leaves no fitted models behind.
@@ -167,10 +169,11 @@ class StratifiedSynthesizer:
         true_counts = np.bincount(keys, minlength=k).astype(float)
         self.ledger_ = BudgetLedger()
         count_rng, fit_rng = spawn_rngs(rng, 2)
+        secure = noise if getattr(noise, "secure", False) else None   # seeded: each part its own stream
         if self.size_policy == "dp_count":
             rho_count = self.count_share * rho
             # add/remove one person moves one count by 1: L2 sensitivity 1
-            draw, sigma = (noise if noise is not None else noise_source(count_rng)).gaussian(1.0, rho_count, k)
+            draw, sigma = (secure or noise_source(count_rng)).gaussian(1.0, rho_count, k)
             sizes = np.maximum(true_counts + draw, 0.0)
             self.ledger_.spend("stratum sizes (Gaussian counts)", rho_count, "rho",
                                measured=f"{k} noisy stratum counts, sigma {sigma:.3g}")
@@ -202,7 +205,7 @@ class StratifiedSynthesizer:
                 label = self.index_.key(i)
                 rows = df.loc[keys == i, other].reset_index(drop=True)
                 jobs.append(_FitJob(label, rows, {c: self.domain_[c] for c in other}, rho_strata,
-                                    job_rngs[i], self.synth_factory, noise, float(row_share[i])))
+                                    job_rngs[i], self.synth_factory, secure, float(row_share[i])))
                 self.weights_[label] = float(sizes[i])
         merged = np.flatnonzero(fate == "merged")
         self.merged_strata_ = merged
@@ -213,7 +216,7 @@ class StratifiedSynthesizer:
             rows = df.loc[inside, other].reset_index(drop=True)
             rows[MERGED_COLUMN] = np.searchsorted(merged, keys[inside])
             dom = {**{c: self.domain_[c] for c in other}, MERGED_COLUMN: int(merged.size)}
-            jobs.append(_FitJob(MERGED, rows, dom, rho_strata, job_rngs[k], self.synth_factory, noise,
+            jobs.append(_FitJob(MERGED, rows, dom, rho_strata, job_rngs[k], self.synth_factory, secure,
                                 float(row_share[merged].sum())))
             self.weights_[MERGED] = float(sizes[merged].sum())
         total_w = sum(self.weights_.values())

@@ -56,3 +56,22 @@ def test_each_fit_of_a_sweep_has_its_own_stream():
     assert first.tolist() == pytest.approx(fit_rng(0, 1.0, "stratified").random(3).tolist())
     others = [fit_rng(1, 1.0, "stratified"), fit_rng(0, 5.0, "stratified"), fit_rng(0, 1.0, "pooled")]
     assert all(not np.allclose(first, r.random(3)) for r in others)
+
+
+def test_a_seeded_noise_source_is_not_shared_between_strata():
+    """The release path hands the wrapper a seeded noise source: each stratum still draws its privacy
+    noise from its own stream, so keeping or dropping a small stratum leaves the others' models as they were."""
+    from core.synthesis.noise import SeededNoise
+
+    def fitted(small_action):
+        rng = np.random.default_rng(11)
+        model = StratifiedSynthesizer(IndependentMarginals, ("s",), size_policy="public", min_size=50,
+                                      small_action=small_action, public_sizes=SIZES)
+        return model.fit(_toy(), {"s": 3, "a": 3, "b": 4}, 1.0, rng, noise=SeededNoise(rng))
+
+    kept, dropped = fitted("keep"), fitted("drop")
+    assert "s=0" in kept.models_ and "s=0" not in dropped.models_
+    for key in ("s=1", "s=2"):
+        for col in ("a", "b"):
+            assert kept.models_[key].marginals_[col].tolist() == pytest.approx(
+                dropped.models_[key].marginals_[col].tolist())
