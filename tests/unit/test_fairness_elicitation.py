@@ -431,3 +431,29 @@ def test_learner_pairs_says_when_session_and_learner_populations_differ():
     assert wider.left_out == 0 and "Every pooled pair" in wider.note
     with pytest.raises(ValueError, match="Unknown population"):
         learner_pairs(frame, "nobody", "paper")
+
+
+# ----------------------------------------------------------------------------- one design class
+
+def test_the_session_settings_and_the_plan_are_one_class_and_old_forms_still_load():
+    from core.contracts import plan_from_dict
+    from core.fairness import ElicitationPlan
+    from core.fairness.elicitation_plan import ElicitationPlan as from_plan_module
+    assert el.SessionConfig is ElicitationPlan is from_plan_module
+    # A session stored before: settings form, no population, no pair source -> the same design.
+    stored = {"dataset": "compas", "features": list(el.DEFAULT_FEATURES), "n_core": 3, "n_random": 7, "n_repeat": 1,
+              "response_mode": "four_option", "favourable_label": 1, "seed": 9,
+              "instructions": el.DEFAULT_INSTRUCTIONS}
+    config = ElicitationPlan.from_dict(stored)
+    assert config == ElicitationPlan(population="full", n_core=3, n_random=7, n_repeat=1,
+                                     response_mode="four_option", favourable_label=1, seed=9)
+    assert config.session_dict() == {**stored, "population": "full"}
+    # A report saved when the plan lived in elicitation_plan.py: same plan, same digest.
+    plan = ElicitationPlan(n_core=4, demo_stakeholders=3, demo_seed=2)
+    saved = {**plan.to_dict(), "__module__": "core.fairness.elicitation_plan"}
+    assert plan_from_dict(saved) == plan and plan_from_dict(saved).digest() == plan.digest()
+    # The simulated panel is the plan's own: a live session stores only the design.
+    assert "demo_stakeholders" not in plan.session_dict()
+    assert plan.session_config() == ElicitationPlan(n_core=4)
+    with pytest.raises(ValueError, match="Unknown session configuration fields"):
+        ElicitationPlan.from_dict({**stored, "demo_stakeholders": 3})

@@ -128,3 +128,21 @@ def test_session_people_check_knows_synthetic_sessions():
     assert list(outside_session_people(np.array([[0, SYNTHETIC_PEOPLE]]), synth)) == [SYNTHETIC_PEOPLE]
     real = SessionConfig()
     assert outside_session_people(core_pairs(real), real).size == 0
+
+
+def test_a_design_showing_a_copy_takes_it_as_data_and_reads_nothing_else():
+    """run(plan, data) depends on its arguments only: the copy is passed in, never looked up (not even from
+    this process's cache), and real records take no data."""
+    made = sim_copy(seed=3)                       # made and cached in this process
+    plan = ElicitationPlan(pair_source="dp_synthetic", seed=3, pair_copy=made.copy_id)
+    with pytest.raises(ValueError, match="pass that copy as its data"):
+        run_elicitation.uncached(plan)
+    assert run_elicitation.uncached(plan, made).copy is made
+    with pytest.raises(ValueError, match="takes no data"):
+        run_elicitation.uncached(ElicitationPlan(), made)
+    from core.fairness import stored_data
+
+    class Store:                                  # whatever holds copies: the caller's choice
+        def load_copy(self, copy_id):
+            raise AssertionError("a cached copy needs no database")
+    assert stored_data(plan, Store()) is made and stored_data(ElicitationPlan(), Store()) is None
