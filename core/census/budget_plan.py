@@ -22,7 +22,7 @@ from core.census.allocation import Allocation
 from core.census.checks import number as _finite
 from core.census.analytic import (PRESETS, level_coefficients, level_node_variance, preset_shares,
                                   split_for_coefficients, unit_coefficients)
-from core.census.targets import MAX_DISTRICTS, parse_target, split_for_means, target_labels
+from core.census.targets import parse_target, split_for_means, target_labels
 from core.census.geography_data import (GEOGRAPHIES, GeographyData, Hierarchy, check_fanouts, load_geography)
 from core.census.mechanism_comparison import MechanismSweepPlan, generalized_gaussian_advantage, mechanism_sweep
 from core.census.public_info import (PublicInfoPlan, beta_equicorrelated, delta_z_grid, dpz_statement,
