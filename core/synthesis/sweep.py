@@ -92,8 +92,12 @@ class SweepResult:
 
     def worst_groups(self, measure: str | None = None) -> pd.DataFrame:
         """Per (epsilon, method): the population ``measure`` and the worst group's, averaged over seeds,
-        on the same marginals (see the class docstring)."""
-        return worst_group_table(self, self._check(measure or self.main_measure))
+        on the same marginals (see the class docstring). Error measures only: the worst is the largest."""
+        measure = self._check(measure or self.main_measure)
+        if measure == "accuracy":
+            raise ValueError("The worst group is defined for the error measures (lower is better); "
+                             "choose one of the TVDs or the workload error, not accuracy.")
+        return worst_group_table(self, measure)
 
     def headline_rows(self) -> list[dict]:
         """At the largest epsilon, per method: the main measure's worst group (its name, the mean over
