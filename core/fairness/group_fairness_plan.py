@@ -8,14 +8,15 @@ does not recompute the others.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from core.cache import cached, cached_call
-from core.contracts import (DataRef, Plan, Progress, Result, bytes_fingerprint, finite_number, named_rng,
-                            whole_number)
+from core.contracts import (DataRef, Plan, Progress, Result, bytes_fingerprint, check_params, finite_number,
+                            named_rng, param, whole_number)
 from core.datasets import COMPAS_POPULATIONS, compas_population, load_adult, load_compas
 from core.fairness.causal_ranking import (MediatorRole, compas_ranking_frame, counterfactual_scores, fit_scm,
                                           intersectional_labels, measures, most_disadvantaged, moving_company,
@@ -32,6 +33,29 @@ RANKING_DATA = {"compas": "COMPAS: Black and White defendants with at least one 
 GROUP_COLUMNS = {"compas": ("sex", "race", "age band"), "adult": ("sex", "race", "age band")}
 MAX_ROUNDS = 20_000
 MAX_SYNTHETIC = 200_000
+#: Menus the page offers (suggested values: a plan may hold any value within the field's bounds).
+ALPHA_MENU = (0.01, 0.02, 0.05, 0.1, 0.2)
+ROUND_MENU = (100, 200, 500, 1000, 2000, 5000)
+BOUND_MENU = {2.0: "2", 5.0: "5", 20.0: "20", None: "paper: (alpha + j) / alpha"}
+K_MENU = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+SYNTHETIC_MENU = (2000, 10_000, 100_000)
+
+
+def check_declared(plan) -> None:
+    """Check every field declared with ``param(...)``: a whole-number field must hold an int (not a bool,
+    float or text) and a real-number field a finite number (text that reads as one is stored as a float),
+    each within its declared bounds; then the choices, as :func:`core.contracts.check_params` does.
+    Messages name the field by its label."""
+    for f in dataclasses.fields(plan):
+        meta = f.metadata
+        value = getattr(plan, f.name)
+        if "label" not in meta or value is None or isinstance(f.default, bool):
+            continue
+        if isinstance(f.default, int):
+            whole_number(value, meta["label"], int(meta["low"]), int(meta["high"]))
+        elif isinstance(f.default, float):
+            object.__setattr__(plan, f.name, finite_number(value, meta["label"], meta.get("low"), meta.get("high")))
+    check_params(plan)
 
 
 # ---------------------------------------------------------------- sub-plans
@@ -41,30 +65,32 @@ class LexifairPlan(Plan):
     """Groups (columns, pairwise intersections, minimum size), levels, slack alpha, the learner,
     rounds, the multiplier bound B (None: the paper's (alpha + j) / alpha) and bootstrap draws."""
 
-    columns: tuple[str, ...] = ("sex", "race")
-    pairs: bool = True
-    min_size: int = 50
+    columns: tuple[str, ...] = param(
+        ("sex", "race"), label="Form groups from", choices=GROUP_COLUMNS["compas"], kind="multiselect",
+        help="The two largest values of each column are groups; with intersections, so are their pairs "
+             "(e.g. 'sex = Male & race = Caucasian'). Groups may overlap.")
+    pairs: bool = param(True, label="Add pairwise intersections")
+    min_size: int = param(50, label="Smallest group (people)", low=1, high=100_000, step=10)
     top_values: int = 2
-    levels: int = 3
-    alpha: float = 0.05
-    rounds: int = 2000
-    learner: str = "ftpl"
-    bound: float | None = 2.0
+    levels: int = param(3, label="Levels (1 = minimax)", low=1, high=3, kind="slider")
+    alpha: float = param(0.05, label="Slack alpha (error share)", low=1e-4, high=1.0, choices=ALPHA_MENU,
+                         kind="select_slider", help="How far later levels may let an earlier level's target slip.")
+    rounds: int = param(500, label="Rounds per level", low=10, high=MAX_ROUNDS, choices=ROUND_MENU,
+                        kind="select_slider", help="Each round is one call of the weighted classifier.")
+    learner: str = param("ftpl", label="Learner", choices=LEARNERS.labels(), kind="radio",
+                         help=" ".join(f"{s.label}: {s.help}" for s in LEARNERS.values()))
+    bound: float | None = param(2.0, label="Multiplier bound B", low=1.0, high=1e6, choices=BOUND_MENU, kind="select",
+                                help="Larger B enforces the bounds more tightly but the game settles more slowly.")
     bootstrap: int = 200
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "columns", tuple(str(c) for c in self.columns))
         if not self.columns:
             raise ValueError("Choose at least one column to form groups from.")
-        whole_number(self.min_size, "The minimum group size", 1, 100_000)
         whole_number(self.top_values, "Values per column", 1, 10)
-        whole_number(self.levels, "The number of levels", 1, 3)
-        object.__setattr__(self, "alpha", finite_number(self.alpha, "The slack alpha", 1e-4, 1.0))
-        whole_number(self.rounds, "Rounds", 10, MAX_ROUNDS)
         if self.learner not in LEARNERS:
             raise ValueError(f"The learner must be one of {list(LEARNERS)}.")
-        if self.bound is not None:
-            object.__setattr__(self, "bound", finite_number(self.bound, "The multiplier bound B", 1.0, 1e6))
+        check_declared(self)
         whole_number(self.bootstrap, "Bootstrap draws", 0, 2000)
 
 
@@ -74,13 +100,15 @@ class RankingPlan(Plan):
     resolving for, outcome), the baseline group (values in attribute order; empty = the most
     disadvantaged group), the direction, the k values and the synthetic generator's size."""
 
-    attributes: tuple[str, ...] = ("sex", "race")
+    attributes: tuple[str, ...] = param(("sex", "race"), label="Sensitive attributes", kind="columns")
     mediators: tuple[MediatorRole, ...] = (MediatorRole("priors_count", ()),)
-    outcome: str = "decile_score"
+    outcome: str = param("decile_score", label="Score to rank by", kind="column")
     baseline: tuple[str, ...] = ()
-    ascending: bool = True
-    ks: tuple[int, ...] = (100, 200, 500, 1000)
-    synthetic_rows: int = 2000
+    ascending: bool = param(True, label="Rank from", kind="radio",
+                            choices={True: "low to high (lower score first)", False: "high to low"})
+    ks: tuple[int, ...] = param((100, 200, 500, 1000), label="Top k to measure", choices=K_MENU, kind="multiselect")
+    synthetic_rows: int = param(2000, label="Synthetic applicants", low=100, high=MAX_SYNTHETIC,
+                                choices=SYNTHETIC_MENU, kind="select_slider")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", tuple(str(a) for a in self.attributes))
@@ -104,7 +132,7 @@ class RankingPlan(Plan):
             raise ValueError("Give at least one k.")
         ks = tuple(whole_number(k, "Each k", 1, 10_000_000) for k in self.ks)
         object.__setattr__(self, "ks", tuple(sorted(set(ks))))
-        whole_number(self.synthetic_rows, "Synthetic rows", 100, MAX_SYNTHETIC)
+        check_declared(self)
 
 
 #: The causal model each bundled ranking table starts from (the paper's choices).
@@ -122,11 +150,13 @@ class GroupFairnessPlan(Plan):
     three tabs' sub-plans."""
 
     data: DataRef = field(default_factory=lambda: DataRef("compas"))
-    learning: str = "compas"
-    population: str = "paper"
+    learning: str = param("compas", label="Data for learning", choices=LEARNING_DATA, kind="select",
+                          help="Used by the lexicographic fairness and calibration tabs.")
+    population: str = param("paper", label="COMPAS population", choices=COMPAS_POPULATIONS, kind="select")
     max_rows: int = 8000
     test_share: float = 0.3
-    seed: int = 0
+    seed: int = param(0, label="Seed", low=0, high=2 ** 32 - 1,
+                      help="Fixes row sampling, the train / held-out split, the learner's draws and the synthetic data.")
     lexifair: LexifairPlan | None = field(default_factory=LexifairPlan)
     ranking: RankingPlan | None = field(default_factory=RankingPlan)
     companion: CompanionPlan | None = field(default_factory=CompanionPlan)
@@ -140,7 +170,7 @@ class GroupFairnessPlan(Plan):
             raise ValueError(f"Choose a COMPAS population among {list(COMPAS_POPULATIONS)}.")
         whole_number(self.max_rows, "The row cap", 200, 100_000)
         object.__setattr__(self, "test_share", finite_number(self.test_share, "The held-out share", 0.1, 0.5))
-        whole_number(self.seed, "The seed", 0, 2 ** 32 - 1)
+        check_declared(self)
         for name, cls in (("lexifair", LexifairPlan), ("ranking", RankingPlan), ("companion", CompanionPlan)):
             value = getattr(self, name)
             if value is not None and not isinstance(value, cls):

@@ -44,13 +44,35 @@ def _default(f: dataclasses.Field) -> Any:
 
 def _field_widget(f: dataclasses.Field, meta: dict, wkey: str, label: str, *, columns: Sequence[str] = (),
                   lens: Sequence[str] = (), container=st, persist_state: str | None = None,
-                  default: Any = None) -> Any:
+                  default: Any = None, disabled: bool = False) -> Any:
     """One widget for one declared field: its type and ``param`` metadata pick the widget, its bounds
-    and help; the dataclass default is the widget's default (unless ``default`` overrides it)."""
+    and help; the dataclass default is the widget's default (unless ``default`` overrides it).
+
+    ``kind`` may also name the widget: ``"slider"`` (a number between its bounds), or ``"select"``,
+    ``"select_slider"``, ``"radio"``, ``"multiselect"`` over ``choices``, which are then a menu of
+    suggested values rather than a rule (``check_params`` checks only the bounds)."""
     default = _default(f) if default is None else default
     keep = {"persist_state": persist_state} if persist_state else {}
+    if disabled:
+        keep["disabled"] = True
     help_ = meta.get("help") or None
     kind, choices = meta.get("kind", ""), meta.get("choices")
+    if kind == "slider":
+        num = int if isinstance(default, int) else float
+        step = meta.get("step")
+        return num(container.slider(label, num(meta["low"]), num(meta["high"]), num(default),
+                                    None if step is None else num(step), key=wkey, help=help_, **keep))
+    if kind in ("select", "select_slider", "radio", "multiselect") and choices is not None:
+        opts = list(choices)
+        fmt = choices.get if isinstance(choices, dict) else str
+        if kind == "multiselect":
+            return tuple(container.multiselect(label, opts, default=[v for v in default if v in opts], key=wkey,
+                                               format_func=fmt, help=help_, **keep))
+        if kind == "select_slider":
+            return container.select_slider(label, opts, value=default, key=wkey, format_func=fmt, help=help_, **keep)
+        draw = container.selectbox if kind == "select" else container.radio
+        return draw(label, opts, index=opts.index(default) if default in opts else 0, key=wkey, format_func=fmt,
+                    help=help_, **keep)
     if kind in ("columns", "lens"):
         options = list(lens if kind == "lens" else columns)
         chosen = [c for c in (default or ()) if c in options]
@@ -87,7 +109,8 @@ def field_key(prefix: str, name: str) -> str:
 
 
 def field_widget(plan_cls: type, name: str, prefix: str, *, container=st, persist_state: str | None = None,
-                 columns: Sequence[str] = (), lens: Sequence[str] = (), default: Any = None) -> Any:
+                 columns: Sequence[str] = (), lens: Sequence[str] = (), default: Any = None,
+                 disabled: bool = False) -> Any:
     """The widget of one declared plan field (``param(...)`` metadata on the plan dataclass), keyed
     :func:`field_key` so :func:`plan_widget_values` can restore it from a saved plan."""
     f = next((f for f in dataclasses.fields(plan_cls) if f.name == name), None)
@@ -96,7 +119,7 @@ def field_widget(plan_cls: type, name: str, prefix: str, *, container=st, persis
     meta = dict(f.metadata)
     label = meta.get("label") or name.replace("_", " ").capitalize()
     return _field_widget(f, meta, field_key(prefix, name), label, columns=columns, lens=lens, container=container,
-                         persist_state=persist_state, default=default)
+                         persist_state=persist_state, default=default, disabled=disabled)
 
 
 def plan_widget_values(plan: Any, prefix: str) -> dict[str, Any]:

@@ -17,23 +17,20 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
-from core.datasets import COMPAS_POPULATIONS  # noqa: E402
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness  # noqa: E402
-from core.fairness.group_fairness_plan import (GROUP_COLUMNS, LEARNING_DATA, RANKING_DATA,  # noqa: E402
-                                               RANKING_DEFAULTS, ranking_table)
-from core.fairness.lexifair import LEARNERS  # noqa: E402
+from core.fairness.group_fairness_plan import RANKING_DATA, RANKING_DEFAULTS, ranking_table  # noqa: E402
 from dashboard.components.fairness_results import companion_panel, companion_settings  # noqa: E402
-from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.params_form import field_widget, plan_widget_values  # noqa: E402
+from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.figures import group_fairness as figs  # noqa: E402
 
 KEEP = {"persist_state": "session"}
 PAGE = "Group fairness and ranking"
-ALPHAS = (0.01, 0.02, 0.05, 0.1, 0.2)
-ROUNDS = (100, 200, 500, 1000, 2000, 5000)
-BOUNDS = {"2": 2.0, "5": 5.0, "20": 20.0, "paper": None}
-K_CHOICES = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
-SYNTH_ROWS = (2000, 10_000, 100_000)
+P = "gf"                     # widget keys of the plan's own fields: gf_<field>
+LX = "gf_lx"                 # ... of the lexifair tab's: gf_lx_<field>
+#: Where an uploaded table's ranking widgets start (a bundled table starts from RANKING_DEFAULTS).
+UPLOAD_START = {"ascending": False, "ks": (50, 100), "outcome": ""}
 DEFAULT_BASELINE = "(most disadvantaged group)"
 COMPANION_PAIRS = {"compas": {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")},
                    "adult": {"race": ("Black", "White"), "sex": ("Female", "Male")}}
@@ -51,31 +48,29 @@ should be written down with its reasons."""
 # A saved report -> widget values
 # ------------------------------------------------------------------------------------------------
 
-def _bound_label(bound: float | None) -> str:
-    return next((k for k, v in BOUNDS.items() if v == bound), "2")
+def _ranking_prefix(source: str) -> str:
+    """Each table keeps its own ranking widgets (its columns differ): gf_rk_<source>_<field>."""
+    return f"gf_rk_{source}"
 
 
 def plan_to_widgets(plan: GroupFairnessPlan) -> dict:
-    """Widget values that rebuild ``plan`` on this page."""
-    out = {"gf_learning": plan.learning, "gf_population": plan.population, "gf_seed": plan.seed,
-           "gf_rk_source": plan.data.source}
+    """Widget values that rebuild ``plan`` on this page: the declared fields from the plans themselves,
+    plus the table choice, the mediators, their roles and the baseline (keys that depend on the data)."""
+    out = plan_widget_values(plan, P)
+    out["gf_rk_source"] = plan.data.source
     if plan.data.is_upload:
         out["gf_upload_fp"] = plan.data.fingerprint
-    lx = plan.lexifair
-    if lx is not None:
-        out.update({"gf_lx_columns": list(lx.columns), "gf_lx_pairs": lx.pairs, "gf_lx_min_size": lx.min_size,
-                    "gf_lx_levels": lx.levels, "gf_lx_alpha": lx.alpha, "gf_lx_rounds": lx.rounds,
-                    "gf_lx_learner": lx.learner, "gf_lx_bound": _bound_label(lx.bound)})
+    if plan.lexifair is not None:
+        out.update(plan_widget_values(plan.lexifair, LX))
     rk = plan.ranking
     if rk is not None:
-        src = plan.data.source
-        out.update({f"gf_rk_{src}_attrs": list(rk.attributes), f"gf_rk_{src}_mediators": [m.name for m in rk.mediators],
-                    f"gf_rk_{src}_outcome": rk.outcome, f"gf_rk_{src}_ascending": rk.ascending,
-                    f"gf_rk_{src}_ks": list(rk.ks), "gf_rk_synth_rows": rk.synthetic_rows})
+        p = _ranking_prefix(plan.data.source)
+        out.update(plan_widget_values(rk, p))
+        out[f"{p}_mediators"] = [m.name for m in rk.mediators]
         for m in rk.mediators:
-            out[f"gf_rk_{src}_resolve_{m.name}"] = list(m.resolving_for)
+            out[f"{p}_resolve_{m.name}"] = list(m.resolving_for)
         for a, v in zip(rk.attributes, rk.baseline or (DEFAULT_BASELINE,) * len(rk.attributes)):
-            out[f"gf_rk_{src}_baseline_{a}"] = v
+            out[f"{p}_baseline_{a}"] = v
     c = plan.companion
     if c is not None:
         parity = "both" if c.penalty_fpr and c.penalty_tpr else ("tpr" if c.penalty_tpr else "fpr")
@@ -94,45 +89,35 @@ def _lexifair_widgets() -> LexifairPlan:
                 "largest error any group suffers; lexicographic fairness then lowers the second largest "
                 "without giving that back, then the third. Compare their group errors with the plain "
                 "most-accurate model (ERM).")
-    c1, c2, c3, c4 = st.columns(4)
-    columns = c1.multiselect("Form groups from", list(GROUP_COLUMNS["compas"]), default=["sex", "race"],
-                             key="gf_lx_columns", **KEEP,
-                             help="The two largest values of each column are groups; with intersections, so "
-                                  "are their pairs (e.g. 'sex = Male & race = Caucasian'). Groups may overlap.")
-    pairs = c1.checkbox("Add pairwise intersections", True, key="gf_lx_pairs", **KEEP)
-    min_size = c2.number_input("Smallest group (people)", 10, 5000, 50, step=10, key="gf_lx_min_size", **KEEP)
-    levels = c2.slider("Levels (1 = minimax)", 1, 3, 3, key="gf_lx_levels", **KEEP)
-    alpha = c3.select_slider("Slack alpha (error share)", ALPHAS, value=0.05, key="gf_lx_alpha", **KEEP,
-                             help="How far later levels may let an earlier level's target slip.")
-    rounds = c3.select_slider("Rounds per level", ROUNDS, value=500, key="gf_lx_rounds", **KEEP,
-                              help="Each round is one call of the weighted classifier.")
-    learner = c4.radio("Learner", list(LEARNERS), format_func=lambda k: LEARNERS[k].label, key="gf_lx_learner",
-                       **KEEP, help=" ".join(f"{s.label}: {s.help}" for s in LEARNERS.values()))
-    bound = c4.selectbox("Multiplier bound B", list(BOUNDS), key="gf_lx_bound", **KEEP,
-                         format_func=lambda b: "paper: (alpha + j) / alpha" if b == "paper" else b,
-                         help="Larger B enforces the bounds more tightly but the game settles more slowly.")
-    return LexifairPlan(columns=tuple(columns), pairs=bool(pairs), min_size=int(min_size), levels=int(levels),
-                        alpha=float(alpha), rounds=int(rounds), learner=learner, bound=BOUNDS[bound])
+    layout = {"columns": 0, "pairs": 0, "min_size": 1, "levels": 1, "alpha": 2, "rounds": 2, "learner": 3,
+              "bound": 3}
+    cols = st.columns(4)
+    return LexifairPlan(**{name: field_widget(LexifairPlan, name, LX, container=cols[at], **KEEP)
+                           for name, at in layout.items()})
 
 
+# ranking_table is not cached in core (the ranking sub-run is, the table it reads is not): the widgets
+# below need the table's columns on every rerun, so it is kept here.
 @st.cache_data(max_entries=6, show_spinner="Reading the table...")
-def _table(source: str, fingerprint: str, raw: bytes | None, rows: int, seed: int) -> pd.DataFrame:
+def _table(source: str, fingerprint: str, raw: bytes | None, rows: int | None, seed: int) -> pd.DataFrame:
+    ranking = RankingPlan() if rows is None else RankingPlan(synthetic_rows=rows)
     plan = GroupFairnessPlan(data=DataRef(source, fingerprint), seed=seed, lexifair=None, companion=None,
-                             ranking=RankingPlan(synthetic_rows=rows))
+                             ranking=ranking)
     return ranking_table(plan, raw)
 
 
-def _ranking_data() -> tuple[DataRef, bytes | None, int] | None:
+def _ranking_data() -> tuple[DataRef, bytes | None, int | None] | None:
+    """The table to rank, its bytes (an upload) and the synthetic size (None: not a synthetic table)."""
     source = st.selectbox("Table to rank", list(RANKING_DATA), format_func=RANKING_DATA.get, key="gf_rk_source",
                           **KEEP)
-    rows = 2000
+    rows = None
     if source == "moving-company":
-        rows = st.select_slider("Synthetic applicants", SYNTH_ROWS, value=2000, key="gf_rk_synth_rows", **KEEP)
+        rows = field_widget(RankingPlan, "synthetic_rows", _ranking_prefix(source), **KEEP)
         st.caption("Synthetic data: drawn from the paper's causal graph with its edge weights and standard "
                    "normal errors (our choice). Women score lower on lifting; the score is lower for women "
                    "and for Black applicants.")
     if source != "upload":
-        return DataRef(source), None, int(rows)
+        return DataRef(source), None, rows
     uploads: dict = st.session_state.setdefault("gf_uploads", {})
     file = st.file_uploader("CSV file (UTF-8, comma-separated, header row)", type=["csv"], key="gf_upload")
     if file is not None:
@@ -148,23 +133,28 @@ def _ranking_data() -> tuple[DataRef, bytes | None, int] | None:
     name, raw = uploads[fp]
     if file is None:
         st.caption(f"Using {name}, uploaded earlier in this session.")
-    return DataRef("upload", fp), raw, int(rows)
+    return DataRef("upload", fp), raw, rows
 
 
 def _ranking_widgets(frame: pd.DataFrame, source: str) -> RankingPlan:
+    """The causal model's widgets; their menus are the table's columns, their starting values the table's
+    preset (``RANKING_DEFAULTS``; an upload starts from its first column and ``UPLOAD_START``)."""
     default = RANKING_DEFAULTS.get(source)
+    start = ({"attributes": default.attributes, "outcome": default.outcome, "ascending": default.ascending,
+              "ks": default.ks} if default else {**UPLOAD_START, "attributes": tuple(frame.columns[:1])})
     cols = list(frame.columns)
     numeric = [c for c in cols if pd.api.types.is_numeric_dtype(frame[c])]
-    p = f"gf_rk_{source}"
+    p = _ranking_prefix(source)
+
+    def draw(name: str, container, columns=()):
+        return field_widget(RankingPlan, name, p, container=container, columns=columns, default=start[name], **KEEP)
+
     c1, c2, c3 = st.columns(3)
-    attrs = c1.multiselect("Sensitive attributes", cols, default=list(default.attributes) if default else cols[:1],
-                           key=f"{p}_attrs", **KEEP)
+    attrs = draw("attributes", c1, cols)
     mediators = c2.multiselect("Mediators (in causal order)", [c for c in numeric if c not in attrs],
                                default=[m.name for m in default.mediators] if default else [], key=f"{p}_mediators",
                                **KEEP, help="Variables the attributes may affect and that affect the score.")
-    choices = [c for c in numeric if c not in attrs and c not in mediators]
-    outcome = c3.selectbox("Score to rank by", choices, key=f"{p}_outcome", **KEEP,
-                           index=choices.index(default.outcome) if default and default.outcome in choices else 0)
+    outcome = draw("outcome", c3, [c for c in numeric if c not in attrs and c not in mediators])
     roles = []
     for m in mediators:
         preset = next((r.resolving_for for r in default.mediators if r.name == m), ()) if default else ()
@@ -177,13 +167,10 @@ def _ranking_widgets(frame: pd.DataFrame, source: str) -> RankingPlan:
     for a in attrs:
         values = [DEFAULT_BASELINE] + sorted(frame[a].astype(str).unique().tolist())[:50]
         baseline.append(c4.selectbox(f"Everybody scored as if {a} were", values, key=f"{p}_baseline_{a}", **KEEP))
-    ascending = c5.radio("Rank from", [True, False], key=f"{p}_ascending", **KEEP,
-                         index=0 if (default.ascending if default else False) else 1,
-                         format_func=lambda v: "low to high (lower score first)" if v else "high to low")
-    ks = c6.multiselect("Top k to measure", K_CHOICES, default=[k for k in (default.ks if default else (50, 100))],
-                        key=f"{p}_ks", **KEEP)
+    ascending = draw("ascending", c5)
+    ks = draw("ks", c6)
     use_baseline = () if any(b == DEFAULT_BASELINE for b in baseline) else tuple(baseline)
-    return RankingPlan(attributes=tuple(attrs), mediators=tuple(roles), outcome=outcome or "",
+    return RankingPlan(attributes=attrs, mediators=tuple(roles), outcome=outcome or "",
                        baseline=use_baseline, ascending=bool(ascending), ks=tuple(int(k) for k in ks))
 
 
@@ -244,13 +231,9 @@ st.caption("Group-level fairness for classifiers and rankings: lexicographically
 saved_report_loader("gf", accepts=(GroupFairnessPlan,), to_widgets=plan_to_widgets)
 
 c1, c2, c3 = st.columns(3)
-learning = c1.selectbox("Data for learning", list(LEARNING_DATA), format_func=LEARNING_DATA.get, key="gf_learning",
-                        **KEEP, help="Used by the lexicographic fairness and calibration tabs.")
-population = c2.selectbox("COMPAS population", list(COMPAS_POPULATIONS), format_func=COMPAS_POPULATIONS.get,
-                          key="gf_population", **KEEP, disabled=learning != "compas")
-seed = int(c3.number_input("Seed", 0, 2 ** 31 - 1, 0, key="gf_seed", **KEEP,
-                           help="Fixes row sampling, the train / held-out split, the learner's draws and "
-                                "the synthetic data."))
+learning = field_widget(GroupFairnessPlan, "learning", P, container=c1, **KEEP)
+population = field_widget(GroupFairnessPlan, "population", P, container=c2, disabled=learning != "compas", **KEEP)
+seed = field_widget(GroupFairnessPlan, "seed", P, container=c3, **KEEP)
 
 tab_lex, tab_rank, tab_cal = st.tabs(["Lexicographic fairness", "Counterfactual ranking",
                                       "Calibration and equal error rates"])
@@ -271,7 +254,9 @@ with tab_rank:
         data_ref, raw, rows = picked
         try:
             frame = _table(data_ref.source, data_ref.fingerprint, raw, rows, seed)
-            rank_plan = _ranking_widgets(frame, data_ref.source).replace(synthetic_rows=rows)
+            rank_plan = _ranking_widgets(frame, data_ref.source)
+            if rows is not None:
+                rank_plan = rank_plan.replace(synthetic_rows=rows)
         except ValueError as exc:
             st.error(str(exc))
 with tab_cal:
@@ -293,11 +278,8 @@ except ValueError as exc:
 if plan is not None:
     st.session_state["gf_plan"] = plan
     try:
-        if run_group_fairness.is_cached(plan, raw):
-            result = run_group_fairness(plan, raw)
-        else:
-            with progress_bar("Training and ranking", cancel_key="gf_cancel") as bar:
-                result = run_group_fairness(plan, raw, progress=bar)
+        result = run_with_progress(run_group_fairness, plan, raw, label="Training and ranking",
+                                   cancel_key="gf_cancel")
     except Cancelled:
         st.info("Stopped; change a setting or rerun to start again.")
     except ValueError as exc:

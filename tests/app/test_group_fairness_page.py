@@ -148,7 +148,7 @@ def test_an_uploaded_table_is_ranked_and_kept(tmp_path):
     at.selectbox(key="gf_rk_source").select("upload").run()
     at.file_uploader(key="gf_upload").set_value(("applicants.csv", raw, "text/csv"))
     at.run()
-    at.multiselect(key="gf_rk_upload_attrs").set_value(["gender", "race"]).run()
+    at.multiselect(key="gf_rk_upload_attributes").set_value(["gender", "race"]).run()
     at.multiselect(key="gf_rk_upload_mediators").set_value(["lifting"]).run()
     at.selectbox(key="gf_rk_upload_outcome").select("score")
     at.radio(key="gf_rk_upload_ascending").set_value(False)
