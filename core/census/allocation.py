@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,7 +33,6 @@ class Allocation:
     mechanism: str
     sensitivity: float = 2.0
     delta: float | None = None
-    _noise: NoiseMechanism | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.level_names, (list, tuple)) or not isinstance(self.budgets, (list, tuple)):
@@ -53,7 +52,7 @@ class Allocation:
             raise ValueError(f"The mechanism must be named by text; got {self.mechanism!r:.40}.")
         mech = get_mechanism(self.mechanism)
         object.__setattr__(self, "mechanism", mech.id)
-        object.__setattr__(self, "_noise", mech)
+        object.__setattr__(self, "_noise", mech)   # not a field: digests, equality and copies see the id only
         if mech.unit != self.unit:
             raise ValueError(f"The {mech.label} mechanism is calibrated in {mech.unit}, not {self.unit}.")
         number(self.sensitivity, "The sensitivity", 0.0, 100.0, open_low=True)
@@ -70,7 +69,7 @@ class Allocation:
     @property
     def noise(self) -> NoiseMechanism:
         """The mechanism (from the registry) that noises every level."""
-        if self._noise is None:
+        if getattr(self, "_noise", None) is None:
             object.__setattr__(self, "_noise", get_mechanism(self.mechanism))
         return self._noise
 

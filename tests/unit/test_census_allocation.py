@@ -55,3 +55,19 @@ def test_conversion_round_trips():
     # pure epsilon-DP implies eps^2/2-zCDP, whose tight conversion is at least eps for small delta
     assert rho_to_epsilon(epsilon_to_rho(1.0), 1e-6) > 1.0
     assert math.isfinite(rho_to_epsilon(0.01, 1e-10))
+
+
+def test_an_allocation_given_its_mechanism_keeps_it_and_stores_only_the_id():
+    """The built mechanism is kept for the allocation's own use; equality, digests, cache keys and the JSON
+    see only the id, so an allocation made from the object equals one made from the text."""
+    import joblib
+
+    from core.census.allocation import Allocation
+    from core.contracts import digest_of
+    from core.privacy.mechanisms import AnalyticGaussianParams, get_mechanism
+    mech = get_mechanism("analytic_gaussian", AnalyticGaussianParams(delta=1e-7))
+    given = Allocation(("state", "county"), (0.4, 0.6), "epsilon", mech)
+    text = Allocation(("state", "county"), (0.4, 0.6), "epsilon", mech.id)
+    assert given.noise is mech and given.mechanism == "analytic_gaussian[delta=1e-07]"
+    assert given == text and digest_of(given) == digest_of(text) and joblib.hash(given) == joblib.hash(text)
+    assert Allocation.from_json(given.to_json()) == given
