@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from core.datasets import COMPAS_POPULATIONS, compas_population
-from core.fairness.elicitation import (SKIP, WEIGHTINGS, SessionConfig, aggregate_constraints,
+from core.fairness.elicitation import (SKIP, WEIGHTINGS, ElicitationPlan, aggregate_constraints,
                                        contested_pairs, inter_rater_agreement)
 
 
@@ -71,7 +71,7 @@ def with_reasons(contested: pd.DataFrame, judged: pd.DataFrame) -> pd.DataFrame:
     return contested.merge(joined, on=["i", "j"], how="left")
 
 
-def summarise_session(judged: pd.DataFrame, progress: pd.DataFrame, config: SessionConfig,
+def summarise_session(judged: pd.DataFrame, progress: pd.DataFrame, config: ElicitationPlan,
                       pooling: Pooling) -> SessionSummary:
     """Pool the chosen stakeholders' live answers into constraints and agreement diagnostics."""
     roster = list(progress["stakeholder"])
