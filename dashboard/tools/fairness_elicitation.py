@@ -659,7 +659,7 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         # the results get only pairs of people it fits, and say so when the session drew elsewhere.
         fitted = st.session_state.get(P + "results_population", FrontierPlan.population)
         # A synthetic-copy session's pairs name people of its copy: they reach the learner as
-        # zero-cost constraint people (the copy is the one the cards showed, cached on its plan).
+        # zero-cost constraint people (the copy the cards showed, loaded here and passed to the run).
         handed = learner_pairs(summary.usable, config.population, fitted, synthetic=config.synthetic)
         usable = handed.constraints
         if handed.note:
