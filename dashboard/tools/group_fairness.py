@@ -91,7 +91,7 @@ def _lexifair_widgets() -> LexifairPlan:
                 "most-accurate model (ERM).")
     layout = {"columns": 0, "pairs": 0, "min_size": 1, "levels": 1, "alpha": 2, "rounds": 2, "learner": 3,
               "bound": 3}
-    cols = st.columns(4)
+    cols = st.columns(4)           # layout: field -> the column it sits in, top to bottom
     return LexifairPlan(**{name: field_widget(LexifairPlan, name, LX, container=cols[at], **KEEP)
                            for name, at in layout.items()})
 
