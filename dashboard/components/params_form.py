@@ -73,6 +73,14 @@ def _field_widget(f: dataclasses.Field, meta: dict, wkey: str, label: str, *, co
         draw = container.selectbox if kind == "select" else container.radio
         return draw(label, opts, index=opts.index(default) if default in opts else 0, key=wkey, format_func=fmt,
                     help=help_, **keep)
+    if kind == "toggle" and isinstance(default, bool):
+        return container.toggle(label, value=default, key=wkey, help=help_, **keep)
+    if kind == "pills" and choices is not None:
+        opts = list(choices)
+        fmt = choices.get if isinstance(choices, dict) else str
+        picked = container.pills(label, opts, selection_mode="multi", default=[v for v in default if v in opts],
+                                 format_func=fmt, key=wkey, help=help_, **keep)
+        return tuple(picked or ())
     if kind in ("columns", "lens"):
         options = list(lens if kind == "lens" else columns)
         chosen = [c for c in (default or ()) if c in options]
@@ -110,14 +118,21 @@ def field_key(prefix: str, name: str) -> str:
 
 def field_widget(plan_cls: type, name: str, prefix: str, *, container=st, persist_state: str | None = None,
                  columns: Sequence[str] = (), lens: Sequence[str] = (), default: Any = None,
-                 disabled: bool = False) -> Any:
+                 disabled: bool = False, label: str | None = None, options: Sequence[Any] | None = None) -> Any:
     """The widget of one declared plan field (``param(...)`` metadata on the plan dataclass), keyed
-    :func:`field_key` so :func:`plan_widget_values` can restore it from a saved plan."""
+    :func:`field_key` so :func:`plan_widget_values` can restore it from a saved plan.
+
+    ``label`` replaces the declared label when the page words it from other choices (a unit, say);
+    ``options`` offers only some of the declared choices (those another setting allows), in that order."""
     f = next((f for f in dataclasses.fields(plan_cls) if f.name == name), None)
     if f is None:
         raise TypeError(f"{plan_cls.__name__} has no field {name!r}.")
     meta = dict(f.metadata)
-    label = meta.get("label") or name.replace("_", " ").capitalize()
+    if options is not None:
+        declared = meta.get("choices")
+        meta["choices"] = ({o: declared.get(o, str(o)) for o in options} if isinstance(declared, dict)
+                           else tuple(options))
+    label = label or meta.get("label") or name.replace("_", " ").capitalize()
     return _field_widget(f, meta, field_key(prefix, name), label, columns=columns, lens=lens, container=container,
                          persist_state=persist_state, default=default, disabled=disabled)
 
