@@ -132,8 +132,10 @@ def _set(name: str, value) -> None:
 def _client() -> str:
     """Who is trying a code, for the guessing limit: this browser session, with its address.
 
-    Not the address alone: a workshop room often shares one address, and a few typos there must
-    not lock everyone out. A guesser who opens new sessions still meets the store's overall limit.
+    Not the address alone: a workshop room often shares one address (behind a reverse proxy,
+    everyone does), and typos there must not lock everyone out. Only this browser session is ever
+    refused for its own wrong codes; past the address or overall limit the store answers wrong
+    codes slowly, and a right code or a `?me=` link always opens.
     """
     if P + "client" not in st.session_state:
         st.session_state[P + "client"] = uuid.uuid4().hex[:16]

@@ -4,8 +4,10 @@ Judgments are append-only events ordered by a database sequence; a position's li
 latest event (a retraction empties it). Every click carries an event id minted when the card was
 drawn; ids are unique per (session, stakeholder), so a rerun or a re-delivered click never writes
 twice and another stakeholder's id can never swallow an answer. Keys and resume tokens are random
-and only their SHA-256 digests are stored. Wrong join codes, resume codes and keys are logged and
-limited per client and overall, so a code cannot be guessed by trying many.
+and only their SHA-256 digests are stored. Wrong join codes, resume codes and keys are logged: a
+browser session that guessed wrong too often is refused, and past the per-address or overall limit
+wrong codes are answered slowly, so a code cannot be guessed by trying many, while a right code,
+and above all a stakeholder's own `?me=` link, still opens whatever others have tried.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ ATTEMPT_WINDOW_S = 15 * 60
 MAX_FAILURES_PER_CLIENT = 10     # wrong codes or keys from one browser session per window
 MAX_FAILURES_PER_ADDRESS = 100   # from one network address, all its sessions together
 MAX_FAILURES_TOTAL = 2000        # from everyone (a guesser spread over many addresses)
+FAILURE_PAUSE_S = 2.0            # each wrong code past the address or overall limit waits this long
 COMPAS_ROWS = 7214
 
 # Statements on the answer path, built once (building them per call costs more than SQLite does).
@@ -160,6 +163,8 @@ class SessionStore:
         self.engine = self.db.engine
         self.is_sqlite = self.db.is_sqlite
         self._memo: dict[str, tuple] = {}
+        self.pause = time.sleep                 # how a wrong code over the address or overall limit waits
+        self.failure_pause_s = FAILURE_PAUSE_S
         self._create_schema()
         self.db.watch_file()  # the file exists now
 
@@ -198,25 +203,51 @@ class SessionStore:
         client = (str(client) if client else "anonymous")[:64]
         return client, client.split("/", 1)[0][:64]
 
-    def _guard_attempts(self, client: str | None) -> tuple[str, str]:
-        """Refuse when this browser session, its address, or everyone together has guessed wrong too
-        often lately. Per-session limits keep a room that shares one address usable; the address
-        and overall limits stop a guesser who opens new sessions."""
-        client, address = self.split_client(client)
+    def _recent_failures(self, who: tuple[str, str]) -> tuple[int, int, int]:
+        """Wrong codes or keys in the last window: (this browser session, its address, everyone)."""
         since = time.time() - ATTEMPT_WINDOW_S
         recent = failed_attempts.c.at > since
         with self.read_tx() as conn:
-            mine = conn.execute(select(func.count()).where(failed_attempts.c.client == client, recent)).scalar()
-            near = conn.execute(select(func.count()).where(failed_attempts.c.address == address, recent)).scalar()
+            mine = conn.execute(select(func.count()).where(failed_attempts.c.client == who[0], recent)).scalar()
+            near = conn.execute(select(func.count()).where(failed_attempts.c.address == who[1], recent)).scalar()
             total = conn.execute(select(func.count()).where(recent)).scalar()
+        return int(mine), int(near), int(total)
+
+    def _guard_attempts(self, client: str | None, *, personal: bool = False) -> tuple[tuple[str, str], tuple]:
+        """Refuse, before looking at the code, a browser session that has itself guessed wrong too often.
+
+        Only that session's own failures can refuse it: a room behind one address (or behind a
+        reverse proxy, where everyone shares the proxy's address) is never locked out by someone
+        else's guesses. A personal resume code (`personal`, 144 random bits) is checked first even
+        here: a valid `?me=` link is never refused.
+        """
+        who = self.split_client(client)
+        counts = self._recent_failures(who)
+        if not personal and counts[0] >= MAX_FAILURES_PER_CLIENT:
+            raise TooManyAttempts(f"Too many wrong codes from this browser. Wait {ATTEMPT_WINDOW_S // 60} "
+                                  "minutes, then check the code with your facilitator and try again.")
+        return who, counts
+
+    def _failed(self, who: tuple[str, str], counts: tuple, err: Exception) -> Exception:
+        """Log one wrong code or key and say what to answer: the error itself, or TooManyAttempts after
+        a pause once this browser session, its address or everyone together is over its limit.
+
+        The address and overall limits only ever answer wrong codes (slowing a guesser spread over
+        many sessions or addresses down to one try per `failure_pause_s`); a right code still opens.
+        """
+        self._log_failure(who)
+        mine, near, total = counts
         minutes = ATTEMPT_WINDOW_S // 60
-        if mine >= MAX_FAILURES_PER_CLIENT or near >= MAX_FAILURES_PER_ADDRESS:
-            raise TooManyAttempts(f"Too many wrong codes from this browser. Wait {minutes} minutes, then "
-                                  "check the code with your facilitator and try again.")
-        if total >= MAX_FAILURES_TOTAL:
-            raise TooManyAttempts(f"Too many wrong codes have been tried on this dashboard lately. Wait "
-                                  f"{minutes} minutes and try again.")
-        return client, address
+        if mine >= MAX_FAILURES_PER_CLIENT:
+            return TooManyAttempts(f"Too many wrong codes from this browser. Wait {minutes} minutes, then "
+                                   "check the code with your facilitator and try again.")
+        if near >= MAX_FAILURES_PER_ADDRESS or total >= MAX_FAILURES_TOTAL:
+            self.pause(self.failure_pause_s)
+            where = "your network" if near >= MAX_FAILURES_PER_ADDRESS else "this dashboard"
+            return TooManyAttempts(f"That code is not right, and many wrong codes have been tried from {where} "
+                                   f"lately. Check the code with your facilitator; wrong codes are answered "
+                                   f"slowly for up to {minutes} minutes.")
+        return err
 
     def _log_failure(self, who: tuple[str, str]) -> None:
         now = time.time()
@@ -224,16 +255,18 @@ class SessionStore:
             conn.execute(insert(failed_attempts).values(client=who[0], address=who[1], at=now))
             conn.execute(delete(failed_attempts).where(failed_attempts.c.at < now - 4 * ATTEMPT_WINDOW_S))
 
-    def _limited(self, client: str | None, attempt):
+    def _limited(self, client: str | None, attempt, *, personal: bool = False):
         """Run `attempt()`; a wrong code or key (ValueError or PermissionError) counts against the client."""
-        who = self._guard_attempts(client)
+        who, counts = self._guard_attempts(client, personal=personal)
         try:
             return attempt()
         except StoreUnavailable:
             raise
-        except (ValueError, PermissionError):
-            self._log_failure(who)
-            raise
+        except (ValueError, PermissionError) as err:
+            answer = self._failed(who, counts, err)
+            if answer is err:
+                raise
+            raise answer from err
 
     # ------------------------------------------------------------------ synthetic copies
     @staticmethod
@@ -377,7 +410,7 @@ class SessionStore:
         """Join a session under a pseudonym; the assignment is drawn once and stored (spec 4.3)."""
         pseudonym = check_pseudonym(pseudonym)
         code = normalise_code(join_code)
-        who = self._guard_attempts(client)
+        who, counts = self._guard_attempts(client)
         token = secrets.token_urlsafe(18)
         stakeholder_id = uuid.uuid4().hex
         with self.write_tx() as conn:
@@ -403,8 +436,8 @@ class SessionStore:
                     for r in records[["session_id", "stakeholder_id", "position", "a", "b", "kind",
                                       "repeat_of"]].to_dict("records")])
         if row is None:
-            self._log_failure(who)
-            raise ValueError(f"No session has the join code {code!r}; check it with your facilitator.")
+            wrong = ValueError(f"No session has the join code {code!r}; check it with your facilitator.")
+            raise self._failed(who, counts, wrong)
         return StakeholderLogin(row["session_id"], stakeholder_id, pseudonym, token)
 
     def _stakeholder(self, conn: Connection, token: str):
@@ -420,7 +453,7 @@ class SessionStore:
             with self.read_tx() as conn:
                 row = self._stakeholder(conn, token)
             return StakeholderLogin(row["session_id"], row["stakeholder_id"], row["pseudonym"], token.strip())
-        return self._limited(client, attempt)
+        return self._limited(client, attempt, personal=True)
 
     def my_session(self, token: str) -> dict:
         """The session a stakeholder belongs to: name, status and card settings (no keys)."""
