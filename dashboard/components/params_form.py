@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import streamlit as st
 
@@ -50,7 +50,8 @@ def _field_widget(f: dataclasses.Field, meta: dict, wkey: str, label: str, *, co
 
     ``kind`` may also name the widget: ``"slider"`` (a number between its bounds), or ``"select"``,
     ``"select_slider"``, ``"radio"``, ``"multiselect"`` over ``choices``, which are then a menu of
-    suggested values rather than a rule (``check_params`` checks only the bounds)."""
+    suggested values rather than a rule (``check_params`` checks only the bounds); ``"text"`` draws a
+    text area."""
     default = _default(f) if default is None else default
     keep = {"persist_state": persist_state} if persist_state else {}
     if disabled:
@@ -81,6 +82,8 @@ def _field_widget(f: dataclasses.Field, meta: dict, wkey: str, label: str, *, co
         picked = container.pills(label, opts, selection_mode="multi", default=[v for v in default if v in opts],
                                  format_func=fmt, key=wkey, help=help_, **keep)
         return tuple(picked or ())
+    if kind == "text" and isinstance(default, str):
+        return container.text_area(label, value=default, key=wkey, help=help_, height=meta.get("height"), **keep)
     if kind in ("columns", "lens"):
         options = list(lens if kind == "lens" else columns)
         chosen = [c for c in (default or ()) if c in options]
@@ -118,12 +121,15 @@ def field_key(prefix: str, name: str) -> str:
 
 def field_widget(plan_cls: type, name: str, prefix: str, *, container=st, persist_state: str | None = None,
                  columns: Sequence[str] = (), lens: Sequence[str] = (), default: Any = None,
-                 disabled: bool = False, label: str | None = None, options: Sequence[Any] | None = None) -> Any:
+                 disabled: bool = False, label: str | None = None, options: Sequence[Any] | None = None,
+                 format_func: Callable[[Any], str] | None = None, height: int | None = None) -> Any:
     """The widget of one declared plan field (``param(...)`` metadata on the plan dataclass), keyed
     :func:`field_key` so :func:`plan_widget_values` can restore it from a saved plan.
 
     ``label`` replaces the declared label when the page words it from other choices (a unit, say);
-    ``options`` offers only some of the declared choices (those another setting allows), in that order."""
+    ``options`` offers only some of the declared choices (those another setting allows), in that order;
+    ``format_func`` words each choice when the page knows more than the declaration (the groups an
+    attribute compares, say), and ``height`` sizes a ``kind="text"`` field's text area."""
     f = next((f for f in dataclasses.fields(plan_cls) if f.name == name), None)
     if f is None:
         raise TypeError(f"{plan_cls.__name__} has no field {name!r}.")
@@ -132,6 +138,10 @@ def field_widget(plan_cls: type, name: str, prefix: str, *, container=st, persis
         declared = meta.get("choices")
         meta["choices"] = ({o: declared.get(o, str(o)) for o in options} if isinstance(declared, dict)
                            else tuple(options))
+    if format_func is not None and meta.get("choices") is not None:
+        meta["choices"] = {o: format_func(o) for o in meta["choices"]}
+    if height is not None:
+        meta["height"] = height
     label = label or meta.get("label") or name.replace("_", " ").capitalize()
     return _field_widget(f, meta, field_key(prefix, name), label, columns=columns, lens=lens, container=container,
                          persist_state=persist_state, default=default, disabled=disabled)
@@ -150,3 +160,39 @@ def plan_widget_values(plan: Any, prefix: str) -> dict[str, Any]:
         else:
             out[field_key(prefix, f.name)] = list(value) if isinstance(value, tuple) else value
     return out
+
+
+_MENUS = ("select", "select_slider", "radio", "multiselect", "pills")
+
+
+def _wording(label: str) -> str:
+    """A label inside a sentence: its first letter lowered unless it starts an acronym."""
+    return label[:1].lower() + label[1:] if label[1:2].islower() else label
+
+
+def check_shown(plan: Any, names: Sequence[str] | None = None) -> None:
+    """Raise ``ValueError`` when a declared field of ``plan`` holds a value its widget cannot show:
+    a number outside its declared bounds, or a menu widget's value that is not on the menu.
+
+    For plans whose declared bounds and menus are what the page offers while the plan's own checks
+    are broader: a saved plan outside the offer still loads and runs, and the page says why it
+    cannot redraw it instead of failing inside a widget. ``names``: only these fields."""
+    for f in dataclasses.fields(plan):
+        meta = f.metadata
+        if "label" not in meta or (names is not None and f.name not in names):
+            continue
+        value, label = getattr(plan, f.name), _wording(meta["label"])
+        choices, kind = meta.get("choices"), meta.get("kind", "")
+        if isinstance(value, bool) or kind in ("columns", "column", "lens"):
+            continue
+        if choices is not None and (kind in _MENUS or not kind):
+            menu = list(choices)
+            bad = [v for v in (value if isinstance(value, tuple) else (value,)) if v not in menu]
+            if bad:
+                raise ValueError(f"This page offers {label} of {menu}; the saved plan has {bad[0]!r}.")
+        elif isinstance(value, (int, float)):
+            low, high = meta.get("low"), meta.get("high")
+            if (low is not None and value < low) or (high is not None and value > high):
+                span = (f"from {low:g} to {high:g}" if low is not None and high is not None
+                        else f"of at least {low:g}" if low is not None else f"of at most {high:g}")
+                raise ValueError(f"This page offers {label} {span}; the saved plan has {value!r}.")
