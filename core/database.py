@@ -60,6 +60,17 @@ def describe_fault(err: BaseException) -> StoreUnavailable:
                             "tell the operator if it keeps happening.")
 
 
+def lost_connection(err: BaseException) -> bool:
+    """True when ``err`` (or what it was raised from) is a connection the server dropped mid-transaction;
+    the transaction was then rolled back, and the pool opens a fresh connection for the next one."""
+    seen = 0
+    while err is not None and seen < 8:
+        if isinstance(err, DBAPIError) and err.connection_invalidated:
+            return True
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return False
+
+
 def default_db_url() -> str:
     """`DASHBOARD_DB_URL` if set, else the SQLite file under data/sessions/."""
     url = os.environ.get("DASHBOARD_DB_URL")
@@ -160,8 +171,8 @@ class Tx:
     """
 
     def __init__(self, connect: Callable[[], Connection], lock: threading.Lock | None = None,
-                 watch: FileWatch | None = None):
-        self.connect, self.lock, self.watch = connect, lock, watch
+                 watch: FileWatch | None = None, recheck: bool = False):
+        self.connect, self.lock, self.watch, self.recheck = connect, lock, watch, recheck
 
     def __enter__(self) -> Connection:
         if self.watch is not None:
@@ -187,6 +198,8 @@ class Tx:
         try:
             try:
                 if exc_type is None:
+                    if self.recheck and self.watch is not None:
+                        self._recheck()
                     self.tx.commit()
                 else:
                     self.tx.rollback()
@@ -203,6 +216,15 @@ class Tx:
         if isinstance(exc, DBAPIError) and not isinstance(exc, IntegrityError):
             raise describe_fault(exc) from exc
         return False
+
+    def _recheck(self) -> None:
+        """The file watch once more just before a write commits: a file deleted while the transaction ran
+        rolls it back instead of acknowledging writes that would vanish with the orphaned file."""
+        try:
+            self.watch.check()
+        except StoreUnavailable:
+            self.tx.rollback()
+            raise
 
 
 class Database:
@@ -225,10 +247,11 @@ class Database:
         self.watch = FileWatch(self.watch.path)
 
     def write_tx(self) -> Tx:
-        """A transaction that takes the write lock up front (SQLite: BEGIN IMMEDIATE) and commits on exit."""
+        """A transaction that takes the write lock up front (SQLite: BEGIN IMMEDIATE) and commits on exit;
+        on SQLite the file watch runs again just before the commit."""
         if self.write_lock is not None:
             return Tx(lambda: self.engine.connect().execution_options(sqlite_begin="IMMEDIATE"),
-                      self.write_lock, self.watch)
+                      self.write_lock, self.watch, recheck=True)
         return Tx(self.engine.connect, watch=self.watch)
 
     def read_tx(self) -> Tx:
@@ -240,4 +263,4 @@ class Database:
 
 
 __all__ = ["DEFAULT_DB_FILE", "NOT_SAVED", "Database", "FileWatch", "StoreUnavailable", "Tx", "default_db_url",
-           "describe_fault", "make_engine", "normalise_url", "sqlite_file"]
+           "describe_fault", "lost_connection", "make_engine", "normalise_url", "sqlite_file"]

@@ -20,29 +20,46 @@ Storage is the project database (``core.database``: ``DASHBOARD_DB_URL``, SQLite
 by URL), shared with the elicitation store and saved scenarios; writes take its write lock and refuse a
 database file deleted or replaced under the running dashboard. One transaction per recorded release;
 recording the same release key twice changes nothing, so a page that reruns does not double count.
+
+A real release goes reserve -> run -> commit. :meth:`ProjectLedger.reserve` is one write transaction that
+checks the committed releases, the live reservations and the new release against the data set's cap and
+stores the release as reserved, so two releases checked at the same time can never together pass the cap
+(SQLite: ``BEGIN IMMEDIATE``, writers queue; PostgreSQL: a per-data-set lock row taken ``FOR UPDATE``).
+A reservation counts until it is committed, cancelled, or its time runs out (a process that died between
+reserve and commit holds its share only until then). Every data set needs a cap decision first: a cap,
+or the explicit, recorded choice of no cap.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import random
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Callable, Iterable, Iterator
 
 import pandas as pd
 from sqlalchemy import (Column, Float, ForeignKey, Integer, MetaData, String, Table, UniqueConstraint, delete,
                         insert, inspect, select, text)
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import DataRef
-from core.database import Database, StoreUnavailable
+from core.database import Database, StoreUnavailable, lost_connection
 from core.privacy.ledger import BudgetLedger, Spend
 
 KINDS = ("release", "simulation")
 DEFAULT_DELTA = 1e-6
 NOT_RECORDED = "The release could not be recorded in the project's privacy ledger"
 LEGACY_TABLE = "synthesis_releases"   # the synthesis page's earlier per-data-set book, folded in here
+MAX_AMOUNT = 1e6        # largest spend or cap (epsilon or rho) the ledger accepts: beyond it nothing is private
+DEFAULT_TTL = 6 * 3600  # seconds a reservation holds its budget unless committed or cancelled first
+WAIT_LIMIT = 600.0      # seconds a write keeps waiting for its turn behind other writers before giving up
+COMMITTED, RESERVED = "committed", "reserved"
+NO_CAP = "none"
 
 metadata = MetaData()
 releases_table = Table(
@@ -57,6 +74,8 @@ releases_table = Table(
     Column("label", String(200), nullable=False),
     Column("plan_digest", String(64), nullable=False),
     Column("created_utc", String(32), nullable=False),
+    Column("status", String(12), nullable=False, server_default=COMMITTED),
+    Column("expires_at", Float(53)),           # reserved: seconds since the epoch when it stops counting
     UniqueConstraint("data_key", "release_key", name="uq_ledger_release"),
 )
 spends_table = Table(
@@ -81,6 +100,37 @@ caps_table = Table(
     Column("delta", Float(53), nullable=False),
     Column("updated_utc", String(32), nullable=False),
 )
+no_cap_table = Table(     # the curator's explicit choice of no cap for a data set, with when it was made
+    "ledger_no_cap", metadata,
+    Column("data_key", String(200), primary_key=True),
+    Column("decided_utc", String(32), nullable=False),
+)
+locks_table = Table(      # one row per data set; PostgreSQL writers take it FOR UPDATE to queue per data set
+    "ledger_locks", metadata,
+    Column("data_key", String(200), primary_key=True),
+)
+
+
+class CapExceeded(ValueError):
+    """The release would take its data set past the cap; the message says spent, cap and what to change."""
+
+
+class CapUndecided(ValueError):
+    """No cap decision for the data set yet: neither a cap nor the explicit choice of no cap."""
+
+
+class ReservationLost(ValueError):
+    """The reservation is unknown, cancelled or expired, so the release it covered cannot be committed."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A release stored as reserved: it counts toward the cap until committed, cancelled or expired."""
+
+    id: int
+    data_key: str
+    release_key: str
+    expires_utc: str
 
 
 def _why(exc: BaseException) -> str:
@@ -104,6 +154,34 @@ def spends_of(ledger: BudgetLedger) -> tuple[Spend, ...]:
     budget allocation's for the analytic Gaussian) gives every spend that delta."""
     delta = float(getattr(ledger, "level_delta", None) or 0.0)
     return tuple(dataclasses.replace(s, delta=delta if s.unit == "epsilon" else 0.0) for s in ledger.spends)
+
+
+def _amount(value, what: str, unit: str) -> float:
+    """A spend or cap amount as a float in (0, MAX_AMOUNT], else a ValueError saying what to change."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number; got {value!r}.") from None
+    if not (math.isfinite(x) and x > 0):
+        raise ValueError(f"{what} must be a positive finite {unit}; got {value!r}.")
+    if x > MAX_AMOUNT:
+        raise ValueError(f"{what} is {unit} {x:.4g}, above the largest the ledger accepts ({MAX_AMOUNT:.0g}); "
+                         f"at that size nothing stays private. Enter the {unit} really spent (typically below 10).")
+    return x
+
+
+def check_release(rel: "LedgerRelease") -> "LedgerRelease":
+    """``rel`` when every spend is a number the ledger can compose (amount in (0, MAX_AMOUNT], delta in
+    [0, 1)); else a ValueError naming the spend and what to change."""
+    for s in rel.spends:
+        _amount(s.amount, f"The spend on {s.label!r}", s.unit)
+        try:
+            d = float(s.delta)
+        except (TypeError, ValueError):
+            raise ValueError(f"The delta of {s.label!r} must be a number; got {s.delta!r}.") from None
+        if not (math.isfinite(d) and 0.0 <= d < 1.0):
+            raise ValueError(f"The delta of {s.label!r} must be at least 0 and below 1; got {s.delta!r}.")
+    return rel
 
 
 @dataclass(frozen=True)
@@ -178,13 +256,19 @@ def compose(releases: Iterable[LedgerRelease], delta: float = DEFAULT_DELTA) -> 
     exact = _pure_and_zcdp(rels)
     approx_eps, approx_delta = _approximate(rels)
     has_approx = any(s.approximate for r in rels for s in r.spends)
-    if not len(exact):
-        eps, conv_delta = 0.0, 0.0
-    elif exact.is_pure():
-        eps, conv_delta = exact.total("epsilon"), 0.0
-    else:
-        eps, conv_delta = exact.total("epsilon", delta), float(delta)
-    rho = None if has_approx else (exact.total("rho") if len(exact) else 0.0)
+    try:
+        if not len(exact):
+            eps, conv_delta = 0.0, 0.0
+        elif exact.is_pure():
+            eps, conv_delta = exact.total("epsilon"), 0.0
+        else:
+            eps, conv_delta = exact.total("epsilon", delta), float(delta)
+    except OverflowError:   # a stored spend so large the sum overflows: report it as unbounded, never less
+        eps, conv_delta = math.inf, (0.0 if exact.is_pure() else float(delta))
+    try:
+        rho = None if has_approx else (exact.total("rho") if len(exact) else 0.0)
+    except OverflowError:
+        rho = math.inf
     pure = not has_approx and (not len(exact) or exact.is_pure())
     return Totals(float(eps + approx_eps), float(conv_delta + approx_delta), rho, pure, len(rels))
 
@@ -200,10 +284,14 @@ class Cap:
     def __post_init__(self):
         if self.unit not in ("epsilon", "rho"):
             raise ValueError(f"The cap's unit must be 'epsilon' or 'rho'; got {self.unit!r}.")
-        if not (math.isfinite(self.amount) and self.amount > 0):
-            raise ValueError(f"The cap must be a positive finite {self.unit}; got {self.amount}.")
-        if not (math.isfinite(self.delta) and 0.0 < self.delta < 1.0):
+        object.__setattr__(self, "amount", _amount(self.amount, "The cap", self.unit))
+        try:
+            delta = float(self.delta)
+        except (TypeError, ValueError):
+            raise ValueError(f"The cap's delta must be a number; got {self.delta!r}.") from None
+        if not (math.isfinite(delta) and 0.0 < delta < 1.0):
             raise ValueError(f"The cap's delta must be strictly between 0 and 1; got {self.delta}.")
+        object.__setattr__(self, "delta", delta)
 
 
 @dataclass(frozen=True)
@@ -282,11 +370,46 @@ def spends_frame(releases: Iterable[LedgerRelease]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+@dataclass(frozen=True)
+class ReleasePreview:
+    """What a confirmation shows before a release: totals in the ledger's units at the cap's delta.
+
+    ``before`` counts the committed releases and the live reservations of other releases; ``after`` adds
+    this one. ``within`` is True when ``after`` stays within the cap or the curator chose no cap.
+    """
+
+    release: LedgerRelease
+    before: Totals
+    after: Totals
+    cap: Cap | None
+    no_cap: bool
+    within: bool
+    repeat_of: LedgerRelease | None
+    message: str
+
+
+def _now_iso(at: float | None = None) -> str:
+    when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
+    return when.isoformat(timespec="seconds")
+
+
+def _total_words(t: Totals, cap: Cap | None) -> str:
+    """A total in the cap's unit (epsilon when there is no cap)."""
+    if cap is not None and cap.unit == "rho":
+        return "rho " + ("unbounded (it includes (epsilon, delta) spends)" if t.rho is None else f"{t.rho:.4g}")
+    return f"epsilon {t.epsilon:.4g}"
+
+
 @dataclass
 class ProjectLedger:
-    """The project ledger in the project database (``url``, or ``DASHBOARD_DB_URL``, or the default SQLite)."""
+    """The project ledger in the project database (``url``, or ``DASHBOARD_DB_URL``, or the default SQLite).
+
+    ``clock`` gives the time (seconds since the epoch) reservations expire by; every process sharing a
+    database must agree on it, as the hosts of one dashboard do.
+    """
 
     url: str | None = None
+    clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
     engine: object = field(init=False, repr=False)
     db: Database = field(init=False, repr=False)
 
@@ -296,9 +419,31 @@ class ProjectLedger:
         try:
             metadata.create_all(self.engine)
             self.db.watch_file()
+            self._migrate()
             self._absorb_legacy()
         except (SQLAlchemyError, StoreUnavailable) as exc:
             raise ValueError(f"The privacy ledger's database cannot be opened ({_why(exc)}).") from exc
+
+    # ------------------------------------------------------------------ schema
+
+    def _migrate(self) -> None:
+        """Give a ledger written before reservations its status and expiry columns; every row it already
+        holds is a committed release (or simulation)."""
+        if {"status", "expires_at"} <= {c["name"] for c in inspect(self.engine).get_columns("ledger_releases")}:
+            return
+        floating = "DOUBLE PRECISION" if self.engine.dialect.name == "postgresql" else "FLOAT"
+        with self.db.write_tx() as conn:
+            if self.db.is_sqlite:
+                have = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(ledger_releases)")}
+                if "status" not in have:
+                    conn.exec_driver_sql("ALTER TABLE ledger_releases ADD COLUMN status VARCHAR(12) NOT NULL "
+                                         f"DEFAULT '{COMMITTED}'")
+                if "expires_at" not in have:
+                    conn.exec_driver_sql(f"ALTER TABLE ledger_releases ADD COLUMN expires_at {floating}")
+            else:
+                conn.exec_driver_sql("ALTER TABLE ledger_releases ADD COLUMN IF NOT EXISTS status VARCHAR(12) "
+                                     f"NOT NULL DEFAULT '{COMMITTED}'")
+                conn.exec_driver_sql(f"ALTER TABLE ledger_releases ADD COLUMN IF NOT EXISTS expires_at {floating}")
 
     def _absorb_legacy(self) -> None:
         """Move the synthesis page's earlier release book into this ledger once, then drop its table."""
@@ -314,131 +459,380 @@ class ProjectLedger:
                                         s["label"], float(s["amount"]), s["unit"], s["composition"], s["group"],
                                         s["part"], s.get("measured", "")) for s in json.loads(spends)),
                                     key, created)
-                if not self._exists(conn, rel):
+                if self._row(conn, rel.data_key, rel.release_key) is None:
                     self._insert(conn, rel)
             conn.execute(text(f"DROP TABLE {LEGACY_TABLE}"))
 
-    @staticmethod
-    def _exists(conn, rel: LedgerRelease) -> bool:
-        return conn.execute(select(releases_table.c.id).where(
-            (releases_table.c.data_key == rel.data_key) & (releases_table.c.release_key == rel.release_key))
-        ).first() is not None
+    # ------------------------------------------------------------------ transactions
+
+    def _write(self, body: Callable, failure: str):
+        """Run ``body(conn)`` in one write transaction and return its result.
+
+        A writer that finds the database busy waits its turn and tries again (up to WAIT_LIMIT seconds);
+        a connection the server dropped mid-transaction is retried once on a fresh one (the transaction
+        was rolled back, and every body here is idempotent). Other faults become a ValueError starting
+        with ``failure``; the ledger's own errors (CapExceeded, ...) pass through unchanged.
+        """
+        deadline = time.monotonic() + WAIT_LIMIT
+        dropped = clashes = 0
+        while True:
+            try:
+                with self.db.write_tx() as conn:
+                    return body(conn)
+            except IntegrityError as exc:   # a concurrent writer stored the same key first: look again
+                clashes += 1
+                if clashes < 3:
+                    continue
+                raise ValueError(f"{failure} ({_why(exc)}).") from exc
+            except StoreUnavailable as exc:
+                if exc.retryable and time.monotonic() < deadline:
+                    time.sleep(random.uniform(0.005, 0.05))
+                    continue
+                if lost_connection(exc) and dropped < 1:
+                    dropped += 1
+                    continue
+                raise ValueError(f"{failure} ({_why(exc)}).") from exc
+            except SQLAlchemyError as exc:
+                raise ValueError(f"{failure} ({_why(exc)}).") from exc
+
+    def _read(self, body: Callable):
+        try:
+            with self.db.read_tx() as conn:
+                return body(conn)
+        except (SQLAlchemyError, StoreUnavailable) as exc:
+            raise ValueError(f"The privacy ledger cannot be read ({_why(exc)}).") from exc
+
+    def _lock(self, conn, key: str) -> None:
+        """Queue behind every other writer of data set ``key`` until this transaction ends. SQLite's
+        BEGIN IMMEDIATE already admits one writer at a time; PostgreSQL takes the data set's lock row."""
+        if self.db.is_sqlite:
+            return
+        conn.execute(pg_insert(locks_table).values(data_key=key).on_conflict_do_nothing())
+        conn.execute(select(locks_table.c.data_key).where(locks_table.c.data_key == key).with_for_update())
 
     @staticmethod
-    def _insert(conn, rel: LedgerRelease) -> None:
+    def _row(conn, key: str, rkey: str):
+        return conn.execute(select(releases_table.c.id, releases_table.c.status, releases_table.c.expires_at).where(
+            (releases_table.c.data_key == key) & (releases_table.c.release_key == rkey))).mappings().first()
+
+    @staticmethod
+    def _insert(conn, rel: LedgerRelease, status: str = COMMITTED, expires_at: float | None = None) -> int:
         row = {"data_key": rel.data_key, "data_label": (rel.data_label or rel.data_key)[:200],
                "release_key": rel.release_key, "kind": rel.kind, "page": rel.page[:80],
                "action": rel.action[:80], "label": rel.label[:200], "plan_digest": rel.plan_digest[:64],
-               "created_utc": rel.created_utc or datetime.now(timezone.utc).isoformat(timespec="seconds")}
+               "created_utc": rel.created_utc or _now_iso(), "status": status, "expires_at": expires_at}
         rid = conn.execute(insert(releases_table).values(**row)).inserted_primary_key[0]
         conn.execute(insert(spends_table), [
             {"release_id": rid, "position": i, "label": s.label[:200], "measured": s.measured[:300],
-             "amount": s.amount, "unit": s.unit, "delta": s.delta, "composition": s.composition,
+             "amount": float(s.amount), "unit": s.unit, "delta": float(s.delta), "composition": s.composition,
              "grp": None if s.group is None else s.group[:200], "part": None if s.part is None else s.part[:200]}
             for i, s in enumerate(rel.spends)])
+        return rid
 
-    def record(self, rel: LedgerRelease) -> bool:
-        """Store one release and its spends in one transaction; False when its key was already recorded."""
-        if not rel.created_utc:
-            rel = LedgerRelease(**{**rel.__dict__,
-                                   "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-        try:
-            with self.db.write_tx() as conn:
-                if self._exists(conn, rel):
-                    return False
-                self._insert(conn, rel)
-        except IntegrityError:
-            return False    # a concurrent rerun stored the same key first
-        except (SQLAlchemyError, StoreUnavailable) as exc:
-            raise ValueError(f"{NOT_RECORDED} ({_why(exc)}); do not publish until it is.") from exc
-        return True
+    @staticmethod
+    def _drop(conn, where) -> None:
+        ids = conn.execute(select(releases_table.c.id).where(where)).scalars().all()
+        if ids:
+            conn.execute(delete(spends_table).where(spends_table.c.release_id.in_(ids)))
+            conn.execute(delete(releases_table).where(releases_table.c.id.in_(ids)))
 
-    def releases(self, key: str, kind: str | None = None) -> tuple[LedgerRelease, ...]:
-        """Everything recorded for data set ``key``, oldest first (only ``kind`` when given)."""
-        query = select(releases_table).where(releases_table.c.data_key == key).order_by(releases_table.c.id)
-        if kind is not None:
-            query = query.where(releases_table.c.kind == kind)
-        try:
-            with self.db.read_tx() as conn:
-                heads = conn.execute(query).mappings().all()
-                ids = [h["id"] for h in heads]
-                spends = conn.execute(select(spends_table).where(spends_table.c.release_id.in_(ids))
-                                      .order_by(spends_table.c.release_id, spends_table.c.position)
-                                      ).mappings().all() if ids else []
-        except (SQLAlchemyError, StoreUnavailable) as exc:
-            raise ValueError(f"The privacy ledger cannot be read ({_why(exc)}).") from exc
+    @staticmethod
+    def _load(conn, where) -> list[tuple[dict, LedgerRelease]]:
+        """Rows matching ``where`` with their spends, oldest first."""
+        heads = conn.execute(select(releases_table).where(where).order_by(releases_table.c.id)).mappings().all()
+        ids = [h["id"] for h in heads]
+        spends = conn.execute(select(spends_table).where(spends_table.c.release_id.in_(ids))
+                              .order_by(spends_table.c.release_id, spends_table.c.position)
+                              ).mappings().all() if ids else []
         by_release: dict[int, list[Spend]] = {}
         for s in spends:
             by_release.setdefault(s["release_id"], []).append(Spend(
                 s["label"], float(s["amount"]), s["unit"], s["composition"], s["grp"], s["part"], s["measured"],
                 float(s["delta"])))
-        return tuple(LedgerRelease(h["data_key"], h["release_key"], h["kind"], h["page"], h["action"], h["label"],
-                                   h["plan_digest"], tuple(by_release.get(h["id"], ())), h["data_label"],
-                                   h["created_utc"]) for h in heads)
+        return [(dict(h), LedgerRelease(h["data_key"], h["release_key"], h["kind"], h["page"], h["action"], h["label"],
+                                        h["plan_digest"], tuple(by_release.get(h["id"], ())), h["data_label"],
+                                        h["created_utc"])) for h in heads]
+
+    def _live(self, key: str, now: float):
+        """Committed rows, and reservations that have not expired at ``now``, of data set ``key``."""
+        c = releases_table.c
+        return (c.data_key == key) & ((c.status == COMMITTED) | ((c.status == RESERVED) & (c.expires_at > now)))
+
+    @staticmethod
+    def _decision(conn, key: str) -> Cap | str | None:
+        row = conn.execute(select(caps_table).where(caps_table.c.data_key == key)).mappings().first()
+        if row is not None:
+            return Cap(float(row["amount"]), row["unit"], float(row["delta"]))
+        chosen = conn.execute(select(no_cap_table.c.data_key).where(no_cap_table.c.data_key == key)).first()
+        return NO_CAP if chosen is not None else None
+
+    # ------------------------------------------------------------------ reserve -> run -> commit
+
+    def reserve(self, rel: LedgerRelease, *, ttl_seconds: float = DEFAULT_TTL) -> Reservation:
+        """Check ``rel`` against its data set's cap and store it as reserved, in one write transaction.
+
+        Counted against the cap: the committed releases, the live reservations and ``rel``. A real release
+        (kind "release") needs a cap decision (:class:`CapUndecided`) and must fit the cap
+        (:class:`CapExceeded`). Reserving a release key again returns the reservation (or the committed
+        release) it already has, so a retried call never counts twice. Expired reservations of the data
+        set are removed on the way.
+        """
+        check_release(rel)
+        try:
+            ttl = float(ttl_seconds)
+        except (TypeError, ValueError):
+            raise ValueError(f"ttl_seconds must be a number of seconds; got {ttl_seconds!r}.") from None
+        if not (math.isfinite(ttl) and 0 < ttl <= 30 * 24 * 3600):
+            raise ValueError(f"ttl_seconds must be positive and at most 30 days; got {ttl_seconds!r}.")
+
+        def body(conn) -> Reservation:
+            now = float(self.clock())
+            self._lock(conn, rel.data_key)
+            c = releases_table.c
+            self._drop(conn, (c.data_key == rel.data_key) & (c.status == RESERVED) & (c.expires_at <= now))
+            have = self._row(conn, rel.data_key, rel.release_key)
+            if have is not None:
+                expires = "" if have["expires_at"] is None else _now_iso(have["expires_at"])
+                return Reservation(int(have["id"]), rel.data_key, rel.release_key, expires)
+            if rel.kind == "release":
+                self._check_cap(conn, rel, now)
+            expires_at = now + ttl
+            rid = self._insert(conn, rel, RESERVED, expires_at)
+            return Reservation(int(rid), rel.data_key, rel.release_key, _now_iso(expires_at))
+
+        return self._write(body, f"{NOT_RECORDED}: the release was not reserved, so do not run it")
+
+    def _check_cap(self, conn, rel: LedgerRelease, now: float) -> None:
+        decision = self._decision(conn, rel.data_key)
+        name = rel.data_label or rel.data_key
+        if decision is None:
+            raise CapUndecided(f"No budget cap has been decided for {name}: set a cap for it on the privacy "
+                               "ledger page, or record there that it has no cap, then release again.")
+        if decision == NO_CAP:
+            return
+        counted = [r for _, r in self._load(conn, self._live(rel.data_key, now)) if r.kind == "release"]
+        check = check_cap((*counted, rel), decision)
+        if check.within:
+            return
+        before = check_cap(counted, decision)
+        unit = decision.unit
+        room = (f" (room left: {unit} {max(decision.amount - before.spent, 0.0):.4g})"
+                if math.isfinite(before.spent) else "")
+        raise CapExceeded(f"This release would bring {name} to {unit} {check.spent:.4g}, over its cap of "
+                          f"{unit} {decision.amount:.4g}; {before.spent:.4g} is already spent or reserved{room}. "
+                          "Spend less in this release, or raise the data set's cap on the privacy ledger page.")
+
+    def commit(self, res: Reservation) -> LedgerRelease:
+        """Turn the reservation into a committed release and return it; committing it again returns the same
+        release. :class:`ReservationLost` when it is unknown, cancelled or expired."""
+
+        def body(conn) -> LedgerRelease:
+            now = float(self.clock())
+            self._lock(conn, res.data_key)
+            have = self._row(conn, res.data_key, res.release_key)
+            if have is None or int(have["id"]) != int(res.id) or (
+                    have["status"] == RESERVED and (have["expires_at"] is None or have["expires_at"] <= now)):
+                raise ReservationLost(
+                    f"The reservation for release {res.release_key!r} of {res.data_key} was cancelled or has "
+                    "expired, so its budget may be in use by another release: do not publish this result; "
+                    "run the release again.")
+            if have["status"] == RESERVED:
+                conn.execute(releases_table.update().where(releases_table.c.id == have["id"]).values(
+                    status=COMMITTED, expires_at=None, created_utc=_now_iso()))
+            return self._load(conn, releases_table.c.id == have["id"])[0][1]
+
+        return self._write(body, f"{NOT_RECORDED}: the release was not committed; do not publish until it is")
+
+    def cancel(self, res: Reservation) -> None:
+        """Drop the reservation (a committed release stays); cancelling twice changes nothing."""
+        c = releases_table.c
+
+        def body(conn) -> None:
+            self._drop(conn, (c.id == res.id) & (c.data_key == res.data_key) & (c.release_key == res.release_key)
+                       & (c.status == RESERVED))
+
+        self._write(body, "The reservation could not be cancelled; it stops counting when it expires")
+
+    @contextlib.contextmanager
+    def reserved(self, rel: LedgerRelease, *, ttl_seconds: float = DEFAULT_TTL) -> Iterator[Reservation]:
+        """Reserve ``rel``; commit when the block ends normally, cancel on any exception (including a
+        cancelled run or KeyboardInterrupt), which is then raised again."""
+        res = self.reserve(rel, ttl_seconds=ttl_seconds)
+        try:
+            yield res
+        except BaseException:
+            with contextlib.suppress(Exception):   # if even that fails, the reservation expires on its own
+                self.cancel(res)
+            raise
+        self.commit(res)
+
+    def preview(self, rel: LedgerRelease) -> ReleasePreview:
+        """Where ``rel``'s data set stands now and would stand after it (see :class:`ReleasePreview`)."""
+        check_release(rel)
+        now = float(self.clock())
+
+        def body(conn):
+            rows = self._load(conn, self._live(rel.data_key, now))
+            return self._decision(conn, rel.data_key), rows
+
+        decision, rows = self._read(body)
+        cap = decision if isinstance(decision, Cap) else None
+        no_cap = decision == NO_CAP
+        others = [r for _, r in rows if r.kind == "release" and r.release_key != rel.release_key]
+        delta = cap.delta if cap is not None else DEFAULT_DELTA
+        before, after = compose(others, delta), compose((*others, rel), delta)
+        repeat = [r for h, r in rows if h["status"] == COMMITTED and r.kind == "release"
+                  and r.plan_digest == rel.plan_digest and r.release_key != rel.release_key]
+        if rel.kind != "release":
+            within = True
+        elif cap is not None:
+            within = check_cap((*others, rel), cap).within
+        else:
+            within = no_cap
+        spend = _total_words(compose([rel], delta), cap)
+        change = f"{_total_words(before, cap)} -> {_total_words(after, cap).split(' ', 1)[1]}"
+        name = rel.data_label or rel.data_key
+        if rel.kind != "release":
+            limit = "a seeded simulation, which counts toward no total"
+        elif cap is not None:
+            limit = (f"cap {cap.unit} {cap.amount:.4g}" + (f" at delta {cap.delta:.3g}" if cap.unit == "epsilon"
+                                                          else "") + ("" if within else ", which it would exceed"))
+        else:
+            limit = "no cap, as chosen for this data set" if no_cap else "no cap decided yet, so it cannot be released"
+        message = f"Releasing {rel.label} from {name} spends {spend}: total {change} ({limit})."
+        return ReleasePreview(rel, before, after, cap, no_cap, within, repeat[-1] if repeat else None, message)
+
+    # ------------------------------------------------------------------ recording and reading
+
+    def record(self, rel: LedgerRelease) -> bool:
+        """Store one release and its spends, committed, in one transaction; False when its key was already
+        recorded. Meant for seeded simulations; a real release goes through :meth:`reserve` and
+        :meth:`commit`, which check the cap in the same transaction (this call stores without a check, as a
+        release already made must be in the ledger)."""
+        check_release(rel)
+        if not rel.created_utc:
+            rel = LedgerRelease(**{**rel.__dict__, "created_utc": _now_iso()})
+
+        def body(conn) -> bool:
+            self._lock(conn, rel.data_key)
+            if self._row(conn, rel.data_key, rel.release_key) is not None:
+                return False
+            self._insert(conn, rel)
+            return True
+
+        return self._write(body, f"{NOT_RECORDED}; do not publish until it is")
+
+    def releases(self, key: str, kind: str | None = None) -> tuple[LedgerRelease, ...]:
+        """Everything committed for data set ``key``, oldest first (only ``kind`` when given); reservations
+        are listed apart by :meth:`reservations`."""
+        where = (releases_table.c.data_key == key) & (releases_table.c.status == COMMITTED)
+        if kind is not None:
+            where = where & (releases_table.c.kind == kind)
+        return tuple(r for _, r in self._read(lambda conn: self._load(conn, where)))
+
+    def reservations(self, key: str) -> tuple[tuple[Reservation, LedgerRelease], ...]:
+        """The live (unexpired) reservations of data set ``key``, oldest first, each with its release."""
+        c = releases_table.c
+        where = (c.data_key == key) & (c.status == RESERVED) & (c.expires_at > float(self.clock()))
+        rows = self._read(lambda conn: self._load(conn, where))
+        return tuple((Reservation(int(h["id"]), key, r.release_key, _now_iso(h["expires_at"])), r) for h, r in rows)
 
     def data_sets(self, kind: str | None = None) -> pd.DataFrame:
-        """Every data set with a recorded release (or simulation) or a cap: its key and label; with ``kind``,
-        only data sets with an entry of that kind or a cap."""
-        query = select(releases_table.c.data_key, releases_table.c.data_label).order_by(releases_table.c.id)
+        """Every data set with a committed release (or simulation), a live reservation or a cap decision:
+        its key and label; with ``kind``, only data sets with an entry of that kind or a cap decision."""
+        c = releases_table.c
+        query = select(c.data_key, c.data_label).where(
+            (c.status == COMMITTED) | (c.expires_at > float(self.clock()))).order_by(c.id)
         if kind is not None:
-            query = query.where(releases_table.c.kind == kind)
-        try:
-            with self.db.read_tx() as conn:
-                rows = conn.execute(query).all()
-                capped = conn.execute(select(caps_table.c.data_key)).scalars().all()
-        except (SQLAlchemyError, StoreUnavailable) as exc:
-            raise ValueError(f"The privacy ledger cannot be read ({_why(exc)}).") from exc
+            query = query.where(c.kind == kind)
+
+        def body(conn):
+            return (conn.execute(query).all(), conn.execute(select(caps_table.c.data_key)).scalars().all(),
+                    conn.execute(select(no_cap_table.c.data_key)).scalars().all())
+
+        rows, capped, uncapped = self._read(body)
         labels = dict(rows)
-        for key in capped:
+        for key in (*capped, *uncapped):
             labels.setdefault(key, key)
         return pd.DataFrame({"data_key": list(labels), "data_label": list(labels.values())},
                             columns=["data_key", "data_label"])
 
+    # ------------------------------------------------------------------ cap decisions
+
     def set_cap(self, key: str, cap: Cap | None) -> None:
-        """Set (or, with None, remove) the curator's cap for data set ``key``, in one transaction."""
-        try:
-            with self.db.write_tx() as conn:
-                conn.execute(delete(caps_table).where(caps_table.c.data_key == key))
-                if cap is not None:
-                    conn.execute(insert(caps_table).values(
-                        data_key=key, amount=cap.amount, unit=cap.unit, delta=cap.delta,
-                        updated_utc=datetime.now(timezone.utc).isoformat(timespec="seconds")))
-        except (SQLAlchemyError, StoreUnavailable) as exc:
-            raise ValueError(f"The cap could not be saved ({_why(exc)}); try again.") from exc
+        """Set the curator's cap for data set ``key`` (replacing a "no cap" choice), or with None remove the
+        decision altogether (the data set is then undecided), in one transaction."""
+        if cap is not None and not isinstance(cap, Cap):
+            raise ValueError(f"A cap must be a Cap (amount, unit, delta) or None; got {cap!r}.")
+
+        def body(conn) -> None:
+            self._lock(conn, key)
+            conn.execute(delete(caps_table).where(caps_table.c.data_key == key))
+            conn.execute(delete(no_cap_table).where(no_cap_table.c.data_key == key))
+            if cap is not None:
+                conn.execute(insert(caps_table).values(data_key=key, amount=cap.amount, unit=cap.unit,
+                                                       delta=cap.delta, updated_utc=_now_iso()))
+
+        self._write(body, "The cap could not be saved; try again")
+
+    def set_no_cap(self, key: str) -> None:
+        """Record the curator's explicit choice that data set ``key`` has no cap (and when it was made)."""
+
+        def body(conn) -> None:
+            self._lock(conn, key)
+            conn.execute(delete(caps_table).where(caps_table.c.data_key == key))
+            conn.execute(delete(no_cap_table).where(no_cap_table.c.data_key == key))
+            conn.execute(insert(no_cap_table).values(data_key=key, decided_utc=_now_iso()))
+
+        self._write(body, "The choice of no cap could not be saved; try again")
+
+    def cap_decision(self, key: str) -> Cap | str | None:
+        """The data set's cap, "none" for the explicit choice of no cap, or None while undecided."""
+        return self._read(lambda conn: self._decision(conn, key))
 
     def cap(self, key: str) -> Cap | None:
-        try:
-            with self.db.read_tx() as conn:
-                row = conn.execute(select(caps_table).where(caps_table.c.data_key == key)).mappings().first()
-        except (SQLAlchemyError, StoreUnavailable) as exc:
-            raise ValueError(f"The privacy ledger cannot be read ({_why(exc)}).") from exc
-        return None if row is None else Cap(float(row["amount"]), row["unit"], float(row["delta"]))
+        """The data set's cap (None without one, whether undecided or by choice)."""
+        decision = self.cap_decision(key)
+        return decision if isinstance(decision, Cap) else None
+
+    # ------------------------------------------------------------------ views of committed releases
 
     def totals(self, key: str, delta: float | None = None) -> Totals:
-        """The composed total of data set ``key`` (at the cap's delta, else ``delta`` or the default)."""
+        """The composed total of data set ``key``'s committed releases (at the cap's delta, else ``delta``
+        or the default)."""
         cap = self.cap(key)
         return compose(self.releases(key, "release"),
                        delta if delta is not None else (cap.delta if cap is not None else DEFAULT_DELTA))
 
     def projected(self, pending: LedgerRelease) -> CapCheck | None:
-        """Where ``pending``'s data set would stand if it were released now; None without a cap."""
+        """Where ``pending``'s data set would stand if it were released now (committed releases and live
+        reservations of others count); None without a cap."""
+        check_release(pending)
         cap = self.cap(pending.data_key)
         if cap is None:
             return None
-        made = self.releases(pending.data_key, "release")
+        now = float(self.clock())
+        rows = self._read(lambda conn: self._load(conn, self._live(pending.data_key, now)))
+        made = [r for _, r in rows if r.kind == "release"]
         if any(r.release_key == pending.release_key for r in made):
             return check_cap(made, cap)
         return check_cap((*made, pending), cap)
 
     def export(self, key: str) -> dict:
-        """What a report carries: the data set's key, totals, cap, releases and simulations (only spends,
-        labels and digests: nothing from the data)."""
+        """What a report carries: the data set's key, totals, cap (and whether "no cap" was chosen), releases,
+        simulations and live reservations apart (only spends, labels and digests: nothing from the data)."""
         rels = self.releases(key)
-        cap = self.cap(key)
+        decision = self.cap_decision(key)
+        cap = decision if isinstance(decision, Cap) else None
         totals = compose(rels, cap.delta if cap is not None else DEFAULT_DELTA)
-        frame = spends_frame(rels).astype(object)
-        frame = frame.where(frame.notna(), None)
+
+        def records(frame: pd.DataFrame) -> list[dict]:
+            frame = frame.astype(object)
+            return frame.where(frame.notna(), None).to_dict("records")
+
+        frame = spends_frame(rels)
         return {"data_key": key, "totals": dict(totals.__dict__),
-                "cap": None if cap is None else dict(cap.__dict__),
-                "releases": frame[frame["kind"] == "release"].to_dict("records"),
-                "simulations": frame[frame["kind"] == "simulation"].to_dict("records")}
+                "cap": None if cap is None else dict(cap.__dict__), "no_cap": decision == NO_CAP,
+                "releases": records(frame[frame["kind"] == "release"]),
+                "simulations": records(frame[frame["kind"] == "simulation"]),
+                "reserved": records(spends_frame([r for _, r in self.reservations(key)]))}
