@@ -3,10 +3,14 @@
 A scenario is a report (:func:`core.report.build_report`) saved with a name for one page. The
 database is the project's (``DASHBOARD_DB_URL``, SQLite by default), opened through
 ``core.database`` like the elicitation store and the privacy ledger, so database faults reach the page
-as plain-language ``ValueError`` s and a deleted or replaced database file refuses writes. Saving a name that exists on the page replaces it, so a rerun saves once.
+as plain-language ``ValueError`` s and a deleted or replaced database file refuses writes. Saving under
+a name the page already uses never replaces the earlier scenario silently: it raises
+:class:`ScenarioExists` unless the caller passes ``replace=True`` (saving the very same report again
+is a no-op, so a rerun saves once).
 """
 from __future__ import annotations
 
+import json
 import threading
 import unicodedata
 from datetime import datetime, timezone
@@ -14,7 +18,7 @@ from datetime import datetime, timezone
 import pandas as pd
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.compare import Snapshot, snapshot_of_report
 from core.database import Database, Tx, default_db_url, describe_fault, normalise_url
@@ -50,6 +54,23 @@ def check_scenario_name(name: str) -> str:
     return name
 
 
+def same_report(a: str, b: str) -> bool:
+    """Two saved report texts say the same thing (they may differ only in when they were made)."""
+    def content(text: str) -> dict:
+        data = json.loads(text)
+        return {k: v for k, v in data.items() if k != "created_utc"} if isinstance(data, dict) else {"": data}
+    return a == b or content(a) == content(b)
+
+
+class ScenarioExists(ValueError):
+    """A scenario of this name is already saved on the page; ``name`` is the name asked for."""
+
+    def __init__(self, name: str):
+        super().__init__(f"A scenario named {name!r} is already saved for this page. Choose another name, "
+                         "or confirm that it should replace the saved one (replace=True).")
+        self.name = name
+
+
 class ScenarioStore:
     """Named scenarios per page in one database."""
 
@@ -68,17 +89,29 @@ class ScenarioStore:
     def _read(self) -> Tx:
         return self.db.read_tx()
 
-    def save(self, name: str, snapshot: Snapshot) -> str:
-        """Save ``snapshot`` under ``name`` on its page (replacing one of that name); returns the name."""
+    def save(self, name: str, snapshot: Snapshot, *, replace: bool = False) -> str:
+        """Save ``snapshot`` under ``name`` on its page; returns the name.
+
+        When the page already has a scenario of that name, the same report again is left as it is,
+        and a different one raises :class:`ScenarioExists` unless ``replace`` is True.
+        """
         name = check_scenario_name(name)
         page = str(snapshot.page or "")[:MAX_PAGE_NAME]
         row = {"page": page, "name": name, "plan_class": snapshot.plan_class[:120],
                "plan_digest": snapshot.plan_digest[:64], "report": report_json(snapshot.report),
                "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        with self._write() as conn:
-            conn.execute(delete(saved_scenarios).where(saved_scenarios.c.page == page,
-                                                       saved_scenarios.c.name == name))
-            conn.execute(insert(saved_scenarios).values(**row))
+        same_name = (saved_scenarios.c.page == page) & (saved_scenarios.c.name == name)
+        try:
+            with self._write() as conn:
+                earlier = conn.execute(select(saved_scenarios.c.report).where(same_name)).scalar_one_or_none()
+                if earlier is not None and same_report(earlier, row["report"]):
+                    return name
+                if earlier is not None and not replace:
+                    raise ScenarioExists(name)
+                conn.execute(delete(saved_scenarios).where(same_name))
+                conn.execute(insert(saved_scenarios).values(**row))
+        except IntegrityError as err:   # another tab saved the name between our read and insert
+            raise ScenarioExists(name) from err
         return name
 
     def listing(self, page: str, plan_class: str | None = None) -> pd.DataFrame:
@@ -124,4 +157,4 @@ def get_scenario_store(url: str | None = None) -> ScenarioStore:
         return _STORES[url]
 
 
-__all__ = ["MAX_SCENARIO_NAME", "ScenarioStore", "check_scenario_name", "get_scenario_store", "saved_scenarios"]
+__all__ = ["MAX_SCENARIO_NAME", "ScenarioExists", "ScenarioStore", "check_scenario_name", "get_scenario_store", "saved_scenarios"]

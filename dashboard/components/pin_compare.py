@@ -15,7 +15,7 @@ import streamlit as st
 
 from core.compare import Comparison, Snapshot, compare, compare_reports, readable_name, snapshot_of_report
 from core.report import tables_zip
-from core.scenarios import MAX_SCENARIO_NAME, get_scenario_store
+from core.scenarios import MAX_SCENARIO_NAME, ScenarioExists, get_scenario_store
 from core.uploads import read_bytes
 from dashboard.figures import compare as figs
 from dashboard.figures.compare import OverlaySpec
@@ -187,15 +187,24 @@ def saved_section(pinned: Snapshot | None, report: dict, *, page: str, key: str)
     name = s1.text_input("Name", key=f"{key}__save_name", max_chars=MAX_SCENARIO_NAME, persist_state=S,
                          placeholder="e.g. equal split, 4 districts")
     what = "A" if pinned is not None else "these results"
+    pending_key = f"{key}__replace_pending"
+    saved = None
     if s2.button(f"Save {what}", key=f"{key}__save", icon=":material/save:"):
         snapshot = pinned if pinned is not None else dataclasses.replace(snapshot_of_report(report, "A"), page=page)
+        snapshot = dataclasses.replace(snapshot, page=page)
+        st.session_state.pop(pending_key, None)
         try:
-            saved = store.save(name, dataclasses.replace(snapshot, page=page))
+            saved = store.save(name, snapshot)
+        except ScenarioExists as exc:       # never replace silently: ask first, keeping what was clicked
+            st.session_state[pending_key] = (exc.name, snapshot)
         except ValueError as exc:
             st.error(str(exc))
-        else:
-            st.success(f"Saved as {saved!r}.")
-            listing = store.listing(page, plan_class)
+    pending = st.session_state.get(pending_key)
+    if pending is not None and saved is None:
+        saved = replace_prompt(store, pending, pending_key, key)
+    if saved is not None:
+        st.success(f"Saved as {saved!r}.")
+        listing = store.listing(page, plan_class)
     if listing.empty:
         st.caption("No scenario saved for this page yet.")
         return
@@ -209,6 +218,24 @@ def saved_section(pinned: Snapshot | None, report: dict, *, page: str, key: str)
             st.error(str(exc))
         else:
             st.rerun()
+
+
+def replace_prompt(store, pending: tuple[str, Snapshot], pending_key: str, key: str) -> str | None:
+    """Ask whether the scenario just saved should replace the saved one of that name; the name on a yes."""
+    name, snapshot = pending
+    st.warning(f"Replace the saved scenario {name!r}? A scenario of that name is already saved for this "
+               "page; replacing it loses the earlier one. To keep both, cancel and choose another name.")
+    r1, r2 = st.columns(2)
+    if r1.button("Replace", key=f"{key}__replace_yes", icon=":material/sync:"):
+        st.session_state.pop(pending_key, None)
+        try:
+            return store.save(name, snapshot, replace=True)
+        except ValueError as exc:
+            st.error(str(exc))
+    elif r2.button("Cancel", key=f"{key}__replace_no"):
+        st.session_state.pop(pending_key, None)
+        st.rerun()
+    return None
 
 
 def remembered_upload(label: str, key: str) -> bytes | None:

@@ -98,6 +98,32 @@ def test_saved_by_name_and_reopened_as_a(pinned_budget):
     assert _delta(at).loc["total budget", "A (pinned)"] == pin.headline["total budget"]
 
 
+def _reopen(at, name: str) -> Snapshot:
+    at.selectbox(key=f"{KEY}__open_name").set_value(name)
+    _ok(at.button(key=f"{KEY}__open").click().run())
+    return at.session_state[f"{KEY}__pin"]
+
+
+def test_saving_under_a_used_name_asks_before_replacing(pinned_budget):
+    at, pin = pinned_budget
+    at.text_input(key=f"{KEY}__save_name").input("asked first")
+    _ok(at.button(key=f"{KEY}__save").click().run())              # A (the default split) saved
+    _ok(at.button(key=f"{KEY}__unpin").click().run())              # now "these results": block-heavy
+    at.text_input(key=f"{KEY}__save_name").input("asked first")
+    _ok(at.button(key=f"{KEY}__save").click().run())
+    assert any("Replace the saved scenario 'asked first'?" in w.value for w in at.warning)
+    assert not any("Saved as" in s.value for s in at.success)
+    _ok(at.button(key=f"{KEY}__replace_no").click().run())         # cancel: the earlier one stays
+    assert not any("Replace the saved scenario" in w.value for w in at.warning)
+    assert _reopen(at, "asked first").plan_digest == pin.plan_digest
+    _ok(at.button(key=f"{KEY}__unpin").click().run())
+    at.text_input(key=f"{KEY}__save_name").input("asked first")
+    _ok(at.button(key=f"{KEY}__save").click().run())
+    _ok(at.button(key=f"{KEY}__replace_yes").click().run())        # replace, once confirmed
+    assert any("Saved as 'asked first'" in s.value for s in at.success)
+    assert _reopen(at, "asked first").plan_digest != pin.plan_digest
+
+
 def test_two_report_files_compare(tmp_path):
     from core.census import BudgetPlan
 

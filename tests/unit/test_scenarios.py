@@ -1,6 +1,7 @@
 """Saved scenarios: pins stored by name in the project database and reopened unchanged."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pandas as pd
@@ -47,11 +48,26 @@ def test_save_list_and_reopen_bit_for_bit(store):
     assert set(compare(pinned, back).headline["direction"]) == {"same"}
 
 
-def test_saving_a_name_again_replaces_it(store):
+def test_saving_a_name_again_replaces_it_only_when_asked(store):
     store.save("run", snap(1.0))
-    store.save("run", snap(2.0))
+    store.save("run", snap(2.0), replace=True)
     assert len(store.listing("Toy")) == 1
     assert store.load("Toy", "run").headline["v"] == pytest.approx(0.2)
+
+
+def test_saving_a_used_name_keeps_the_earlier_scenario(store):
+    from core.scenarios import ScenarioExists
+    store.save("run", snap(1.0))
+    with pytest.raises(ScenarioExists, match="'run' is already saved for this page") as err:
+        store.save(" run ", snap(2.0))
+    assert isinstance(err.value, ValueError) and err.value.name == "run"
+    assert len(store.listing("Toy")) == 1
+    assert store.load("Toy", "run").headline["v"] == pytest.approx(0.1)     # the earlier one, unchanged
+    again = dataclasses.replace(snap(1.0), report={**snap(1.0).report, "created_utc": "2000-01-01T00:00:00+00:00"})
+    assert store.save("run", again) == "run"                               # the same report again: no-op
+    assert store.load("Toy", "run").headline["v"] == pytest.approx(0.1)
+    store.save("run (2)", snap(2.0))                                       # or keep both
+    assert sorted(store.listing("Toy")["name"]) == ["run", "run (2)"]
 
 
 def test_pages_keep_their_own_names(store):
