@@ -2,6 +2,7 @@
 
     python -m core reproduce REPORT.json --out DIR [--data FILE ...]
     python -m core run PLAN.json --out DIR [--data FILE ...]
+    python -m core data profile|check|apply FILE ...   (your own data file: see core/intake/cli.py)
 
 ``reproduce`` reruns the report's plan and checks that every table comes out the same (exit 1 if
 not); ``run`` runs a plan file (the ``plan`` object of a report, or a report itself). Tables are
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from core.contracts import plan_from_dict
+from core.intake.cli import add_data_parser, run_data_command
 from core.report import (build_report, check_upload, guarded_csv, load_plan, parse_report, report_json,
                          run_plan, stored_data, tables_match)
 from core.uploads import parse_json_text
@@ -45,7 +47,14 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("--out", type=Path, required=True, help="folder for the tables and report")
         cmd.add_argument("--data", type=Path, action="append", default=[],
                          help="the uploaded data file(s) the plan ran on, in the order uploaded")
+    add_data_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "data":
+        try:
+            return run_data_command(args)
+        except (ValueError, OSError, json.JSONDecodeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         text = args.file.read_text()
         if args.command == "reproduce":

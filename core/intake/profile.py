@@ -1,0 +1,150 @@
+"""A first look at a curator's table: per column, what it seems to be and what is wrong with it.
+
+CURATOR-ONLY. A profile holds exact counts and real example values from the private data. It is
+for the curator's own screen and never leaves it: it is not exported, not put in a report, a
+ledger, a plan or a comparison, and :class:`Profile` deliberately has no ``to_report``. What a
+curator decides after reading it goes into the public :class:`~core.intake.schema.DataSchema`.
+
+Type guess, per column (``guess``), from the non-missing cells:
+
+- ``"number"``: at least ``NUMBER_SHARE`` of them read as numbers (after removing thousands
+  separators, currency and percent signs), with more than ``NUMERIC_CATEGORY_MAX`` distinct values;
+- ``"category"``: a numeric column with at most ``NUMERIC_CATEGORY_MAX`` distinct values (codes such
+  as 1/2), or a text column with at most ``CATEGORY_MAX`` distinct labels;
+- ``"id"``: (almost) every value distinct (at least ``ID_SHARE`` of the non-missing cells, and at
+  least ``ID_MIN_ROWS`` of them) and either text that is not a number, or whole numbers written plainly
+  (no currency sign, separator or decimals) that look like codes: zero-padded to one width
+  (``000123``), a near-contiguous run (spanning at most twice their count), or in a column named like
+  an id (``id``, ``person_id``, ``key``, ...). An
+  income such as ``"45,000"`` or ``52000`` with its spread is a number, not an id. A text column with
+  more than ``CATEGORY_MAX`` labels whose name says id is an id too (people with several rows);
+- ``"text"``: everything else (free text, wide label lists).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from core.intake.schema import DEFAULT_MISSING_TOKENS
+from core.intake.values import ColumnValues, read_values, require_table
+
+__all__ = ["ColumnProfile", "GUESSES", "Profile", "guess_of", "profile"]
+
+GUESSES = ("category", "number", "id", "text")
+NUMBER_SHARE = 0.95
+NUMERIC_CATEGORY_MAX = 10
+CATEGORY_MAX = 50
+ID_SHARE = 0.9
+ID_MIN_ROWS = 20
+EXAMPLES = 5
+ID_NAME = re.compile(r"(^|[^a-z])(id|key|pid|uid|ssn|serial)($|[^a-z])|identifier|person_?no", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ColumnProfile:
+    """What one column holds (curator-only: exact counts and real values).
+
+    ``distinct``: distinct non-missing values after trimming spaces; ``case_groups``: how many of them
+    differ from another only in letter case; ``missing``: cells that are blank or a missing token;
+    ``numbers_as_text``: non-missing text cells that read as numbers only after removing thousands
+    separators, currency or percent signs; ``numbers``: non-missing cells that read as numbers at all;
+    ``percent``: cells written with a percent sign; ``examples``: the most frequent non-missing values.
+    """
+
+    name: str
+    guess: str
+    rows: int
+    distinct: int
+    missing: int
+    numbers: int
+    numbers_as_text: int
+    percent: int
+    case_groups: int
+    examples: tuple[str, ...]
+
+    @property
+    def present(self) -> int:
+        return self.rows - self.missing
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Per-column profiles of a table (curator-only; see the module docstring: never exported)."""
+
+    rows: int
+    columns: tuple[ColumnProfile, ...]
+    missing_tokens: tuple[str, ...]
+
+    def column(self, name: str) -> ColumnProfile:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise ValueError(f"The profile has no column {name!r}; it has {[c.name for c in self.columns]}.")
+
+    def as_frame(self) -> pd.DataFrame:
+        """One row per column, for the curator's own screen."""
+        return pd.DataFrame([{**vars(c), "examples": ", ".join(c.examples)} for c in self.columns])
+
+
+def profile(frame: pd.DataFrame, missing_tokens: tuple[str, ...] = DEFAULT_MISSING_TOKENS) -> Profile:
+    """Profile every column of ``frame`` (curator-only; vectorised over distinct values)."""
+    require_table(frame, "profile")
+    tokens = tuple(missing_tokens)
+    cols = tuple(column_profile(str(name), read_values(frame[name], tokens)) for name in frame.columns)
+    return Profile(len(frame), cols, tokens)
+
+
+def column_profile(name: str, values: ColumnValues) -> ColumnProfile:
+    """The profile of one column already read by :func:`~core.intake.values.read_values`."""
+    present = ~values.missing
+    text = values.text
+    labels = pd.Series(text[present], dtype="str")
+    label_counts = pd.Series(values.counts[present]).groupby(labels.to_numpy(dtype=object)).sum()
+    folded = pd.Series(label_counts.index, dtype="str").str.casefold()
+    case_groups = int((folded.value_counts() > 1).sum())
+    top = label_counts.sort_values(ascending=False, kind="stable").index[:EXAMPLES]
+    is_number = present & ~np.isnan(values.numbers)
+    return ColumnProfile(
+        name=name, guess=guess_of(name, values), rows=values.rows, distinct=int(len(label_counts)),
+        missing=values.missing_rows, numbers=values.rows_where(is_number),
+        numbers_as_text=values.rows_where(is_number & values.formatted),
+        percent=values.rows_where(values.percent), case_groups=case_groups,
+        examples=tuple(str(t) for t in top))
+
+
+def guess_of(name: str, values: ColumnValues) -> str:
+    """The type guess of the module docstring."""
+    present = ~values.missing
+    n_present = values.rows_where(present)
+    if n_present == 0:
+        return "text"
+    text = values.text
+    distinct = len(set(text[present]))
+    is_number = present & ~np.isnan(values.numbers)
+    number_share = values.rows_where(is_number) / n_present
+    nearly_unique = n_present >= ID_MIN_ROWS and distinct >= ID_SHARE * n_present
+    named_id = bool(ID_NAME.search(name))
+    if number_share >= NUMBER_SHARE:
+        nums = values.numbers[is_number]
+        if nearly_unique and _code_like(nums, text[is_number], values.formatted[is_number], named_id):
+            return "id"
+        return "category" if distinct <= NUMERIC_CATEGORY_MAX else "number"
+    if nearly_unique:
+        return "id"
+    if distinct <= CATEGORY_MAX:
+        return "category"
+    return "id" if named_id else "text"
+
+
+def _code_like(nums: np.ndarray, text: np.ndarray, formatted: np.ndarray, named_id: bool) -> bool:
+    """Whole numbers written plainly that look like codes rather than quantities."""
+    if formatted.any() or not np.all(np.mod(nums, 1) == 0):
+        return False
+    written = pd.Series(text, dtype="str")
+    if written.str.len().nunique() == 1 and written.str.match(r"0\d").any():
+        return True
+    span = float(nums.max() - nums.min()) + 1
+    return named_id or span <= 2 * len(np.unique(nums))

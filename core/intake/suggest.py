@@ -1,0 +1,94 @@
+"""A first draft of the schema, with the obvious cleaning already proposed.
+
+:func:`draft_schema` reads the table once and proposes, for the curator to accept or edit:
+
+- roles from the profile's type guess (:mod:`core.intake.profile`): ``number`` -> number (numbers
+  written as text are parsed), ``category`` -> category, ``id`` -> the person id (the first id column
+  whose name says id, else the first id column; any other id column and free text -> leave_out);
+- label merges: spellings that differ only in letter case or surrounding spaces are merged into the
+  most frequent spelling (``female``, ``FEMALE`` -> ``Female``), and the one-letter aliases F/M and
+  Y/N are merged into Female/Male and Yes/No only when that full label is present in the column;
+- missing values: their own category in a category column, dropped rows in a number column (a
+  number has no category to put them in; filling would need a public value only the curator knows),
+  dropped rows for a person id; a column without missing values gets no policy;
+- the unit of protection: the person-id column (if any) with at most one row per person.
+
+Public information is NOT read from the data: category lists and numeric bounds are left unset, and
+:func:`core.intake.check.check` then says, per column, "declare the public categories/bounds or
+estimate them privately". :func:`needs_public_info` lists exactly those columns: it is the hook where
+private estimation plugs in (a later step will fill them with differentially private estimates
+that spend budget and are recorded in the ledger); nothing here estimates anything.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from core.intake.profile import ID_NAME, guess_of
+from core.intake.schema import DEFAULT_MISSING_TOKENS, ColumnSchema, DataSchema
+from core.intake.values import ColumnValues, read_values, require_table
+
+__all__ = ["ALIASES", "draft_schema", "label_merges", "needs_public_info"]
+
+# One-letter alias -> the full label (compared ignoring case) it stands for.
+ALIASES = {"f": "female", "m": "male", "y": "yes", "n": "no"}
+
+
+def draft_schema(frame: pd.DataFrame, name: str,
+                 missing_tokens: tuple[str, ...] = DEFAULT_MISSING_TOKENS) -> DataSchema:
+    """A :class:`DataSchema` for ``frame`` with the suggestions of the module docstring taken."""
+    require_table(frame, "draft_schema")
+    tokens = tuple(missing_tokens)
+    read = {str(c): read_values(frame[c], tokens) for c in frame.columns}
+    guesses = {c: guess_of(c, v) for c, v in read.items()}
+    ids = [c for c, g in guesses.items() if g == "id"]
+    person = next((c for c in ids if ID_NAME.search(c)), ids[0] if ids else None)
+    columns = []
+    for col, values in read.items():
+        has_missing = values.missing_rows > 0
+        guess = guesses[col]
+        if col == person:
+            columns.append(ColumnSchema(col, "person_id", missing="drop_row" if has_missing else None))
+        elif guess == "number":
+            columns.append(ColumnSchema(col, "number", missing="drop_row" if has_missing else None))
+        elif guess == "category":
+            columns.append(ColumnSchema(col, "category", missing="own_category" if has_missing else None,
+                                        merges=label_merges(values)))
+        else:
+            columns.append(ColumnSchema(col, "leave_out"))
+    return DataSchema(name, tuple(columns), person_id=person, missing_tokens=tokens)
+
+
+def label_merges(values: ColumnValues) -> tuple[tuple[str, str], ...]:
+    """``(variant, canonical)`` pairs: case/space variants into the most frequent spelling, and the
+    aliases of :data:`ALIASES` into their full label when it is present. Merges match ignoring case,
+    so one pair covers every casing of a variant."""
+    present = ~values.missing
+    counts = pd.Series(values.counts[present]).groupby(values.text[present]).sum()
+    if counts.empty:
+        return ()
+    frame = pd.DataFrame({"label": counts.index.astype(str), "rows": counts.to_numpy()})
+    frame["folded"] = frame["label"].str.casefold()
+    frame = frame.sort_values(["folded", "rows", "label"], ascending=[True, False, True], kind="stable")
+    canonical = frame.groupby("folded", sort=False)["label"].first()
+    pairs = {}
+    for folded, group in frame.groupby("folded", sort=True):
+        if len(group) > 1:
+            pairs[folded] = (str(group["label"].iloc[1]), str(canonical[folded]))
+    for alias, full in ALIASES.items():
+        if alias in canonical.index and full in canonical.index:
+            pairs[alias] = (str(canonical[alias]), str(canonical[full]))
+    return tuple(sorted(pairs.values(), key=lambda p: (p[1].casefold(), p[0].casefold())))
+
+
+def needs_public_info(schema: DataSchema) -> tuple[tuple[str, str], ...]:
+    """``(column, what)`` for every used column whose public information is not declared yet:
+    ``"categories"`` for a category column, ``"bounds"`` for a number column. A private estimator
+    (to come) fills exactly these; until then :func:`core.intake.check.check` flags them."""
+    out = []
+    for col in schema.used_columns():
+        if col.role == "category" and col.categories is None:
+            out.append((col.name, "categories"))
+        elif col.role == "number" and col.bounds is None:
+            out.append((col.name, "bounds"))
+    return tuple(out)
+
