@@ -15,7 +15,7 @@ import pandas as pd
 from core.census.geography_data import Hierarchy
 from core.census.toydown import detailed_histogram, topdown_lite, total_histogram, toydown
 from core.census.checks import choice, number
-from core.contracts import Plan, named_rng, whole_number
+from core.contracts import Plan, named_rng, param, whole_number
 
 # Above this many leaves the comparison (several typed runs) takes seconds, so the page runs it
 # only when the curator asks.
@@ -30,12 +30,13 @@ class AlgorithmPlan(Plan):
     ``exact_level`` -1 publishes only the total exactly; m >= 0 publishes every count through level m.
     """
 
-    n_types: int = 4
-    detailed_share: float = 0.5
+    n_types: int = param(4, label="Person types", low=1, high=12)
+    detailed_share: float = param(0.5, label="Detailed histogram share", low=0.05, high=1.0, step=0.05,
+                                  kind="slider", help="The rest goes to the total-population histogram.")
     root_total: bool = True
-    exact_level: int = -1
+    exact_level: int = param(-1, label="Also publish exactly", kind="select")      # its menu is the tree's levels
     weights: str = "unweighted"
-    runs: int = 3
+    runs: int = param(3, label="Runs", low=1, high=20, kind="slider")
     seed: int = 0
 
     def __post_init__(self) -> None:

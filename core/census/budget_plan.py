@@ -28,13 +28,19 @@ from core.census.mechanism_comparison import MechanismSweepPlan, generalized_gau
 from core.census.public_info import (PublicInfoPlan, beta_equicorrelated, delta_z_grid, dpz_statement,
                                      invariant_effects, wem_comparison)
 from core.census.toydown import consistent_top_down, draw_node_noise
-from core.contracts import DataRef, Plan, Result, bytes_fingerprint, seed_sequence, stream_key, whole_number
+from core.contracts import DataRef, Plan, Result, bytes_fingerprint, param, seed_sequence, stream_key, whole_number
 from core.parallel import map_trials
 from core.privacy.mechanisms import (MECHANISMS, AnalyticGaussianParams, GeneralizedGaussianParams, NoParams,
                                      NoiseMechanism, get_mechanism)
 
 SPLITS = {"preset": "Preset from the paper", "custom": "Custom sliders", "optimise": "Optimise for my targets"}
 SIMULATION = "Simulation, not a release: seeded floating-point noise for illustration only."
+UNITS = {"epsilon": "epsilon", "rho": "rho"}
+#: The delta values the page offers (a plan may hold any delta in (0, 0.1]).
+DELTA_MENU = {d: f"{d:.0e}" for d in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)}
+#: Where a rho budget's sensitivity starts: the l2 sensitivity of moving one person between two cells,
+#: sqrt(2), to four places.
+RHO_SENSITIVITY = 1.4142
 
 
 @dataclass(frozen=True)
@@ -51,20 +57,30 @@ class BudgetPlan(Plan):
 
     data: DataRef = DataRef("stylised")
     fanouts: tuple[int, ...] = (20, 10, 4, 12)
-    total: float = 1.0
-    unit: str = "epsilon"
-    delta: float | None = None
-    split: str = "preset"
-    preset: str = "equal"
+    total: float = param(1.0, label="Total budget", low=0.001, high=100.0, step=0.1)
+    unit: str = param("epsilon", label="Budget unit", choices=UNITS,
+                      help="epsilon: pure DP (Laplace, geometric) or (epsilon, delta)-DP (analytic and Generalized "
+                           "Gaussian). rho: zero-concentrated DP (Gaussian mechanisms).")
+    delta: float | None = param(None, label="delta", choices=DELTA_MENU, kind="select_slider")
+    split: str = param("preset", label="Split across levels", choices=SPLITS)
+    preset: str = param("equal", label="Preset (Cohen et al. 2021, Table 1)", choices=tuple(PRESETS), kind="select")
     custom_shares: tuple[float, ...] = ()
-    mechanism: str = "laplace"
+    mechanism: str = param("laplace", label="Mechanism", choices=MECHANISMS.labels(), kind="select",
+                           help=" ".join(f"{s.label}: {s.help}" for s in MECHANISMS.values()))
     mechanism_params: NoParams | AnalyticGaussianParams | GeneralizedGaussianParams = NoParams()
-    sensitivity: float = 2.0
+    sensitivity: float = param(
+        2.0, label="Sensitivity", low=0.1, high=100.0, step=0.1,
+        help="Bounded DP moves one person between two cells: l1 sensitivity 2 (pure DP), l2 sensitivity "
+             "sqrt(2) (zCDP). Use 1 for add/remove-one neighbours. The Generalized Gaussian takes the number of "
+             "counts one person changes by 1 (2 under bounded DP).")
     targets: tuple[str, ...] = ("leaf", "unit:2", "greedy:4", "scattered:4")
     target_weights: tuple[float, ...] = ()
-    runs: int = 30
-    seed: int = 0
-    nonnegative: bool = False
+    runs: int = param(30, label="ToyDown runs", low=0, high=300, step=10, kind="slider",
+                      help="Seeded simulations that check the closed-form error; 0 skips them.")
+    seed: int = param(0, label="Seed", low=0, high=2**31 - 1,
+                      help="Seeds the simulated populations and every simulated noise draw.")
+    nonnegative: bool = param(False, label="Non-negative ToyDown in the simulation (adds bias; the closed form "
+                                           "assumes none)")
     fig2_fanouts: tuple[int, int] = (10, 10)
     algorithms: AlgorithmPlan | None = None
     mechanisms: MechanismSweepPlan | None = None

@@ -21,7 +21,7 @@ from core.census.analytic import level_node_variance, unit_coefficients
 from core.census.consistency import project_to_simplex, round_total
 from core.census.geography_data import Hierarchy
 from core.census.checks import number as _number
-from core.contracts import Plan, named_rng, whole_number
+from core.contracts import Plan, named_rng, param, whole_number
 from core.privacy.mechanisms import sample_geometric
 
 
@@ -173,11 +173,16 @@ def wem_postprocessed(counts, total: int, epsilon: float, delta_z: float, rng: n
 class WemPlan(Plan):
     """Settings of the public-total WEM comparison."""
 
-    epsilon: float = 0.5
-    delta_z: float = 2.0
-    runs: int = 30
+    epsilon: float = param(0.5, label="WEM epsilon", low=0.01, high=10.0)
+    delta_z: float = param(2.0, label="Delta_z (2 when records are independent)", low=1.0, high=1000.0,
+                           help="How far one person's record can move a count once the public information is "
+                                "known; see the glossary above.")
+    runs: int = param(30, label="WEM runs", low=5, high=200, kind="slider")
     seed: int = 0
-    normalizer_safe: bool = True
+    normalizer_safe: bool = param(
+        True, label="Normaliser-safe kappa = epsilon / (2 Delta_z) for the bounded set of releases",
+        help="kappa is how steeply the WEM's probabilities fall with distance from the true counts; halving it "
+             "keeps the guarantee when the releases are restricted to add up to the total.")
 
     def __post_init__(self) -> None:
         _number(self.epsilon, "The WEM's epsilon", 0.01, 10.0)
@@ -196,10 +201,11 @@ class PublicInfoPlan(Plan):
     """The Public information tab: which levels are published exactly, the WEM run, and the
     dependence examples (records n for Example 3, correlation for Example 2)."""
 
-    exact_through: int = 0
-    wem: WemPlan = WemPlan()
-    dz_records: int = 10
-    correlation: float = 0.1
+    exact_through: int = param(0, label="Publish exactly through level", kind="select_slider")  # menu: the tree's levels
+    wem: WemPlan = param(WemPlan(), label="WEM")
+    dz_records: int = param(10, label="Records n (Example 3)", choices=DZ_RECORDS, kind="select_slider")
+    correlation: float = param(0.1, label="Correlation between records (Example 2)", low=0.0, high=1.0, step=0.05,
+                               kind="slider")
 
     def __post_init__(self) -> None:
         whole_number(self.exact_through, "The exact level (-1 for nothing)", -1, 10)

@@ -8,17 +8,16 @@ import numpy as np
 import streamlit as st
 
 from core.census.allocation import Allocation
-from core.census.targets import parse_target
+from core.census.analytic import preset_shares
+from core.census.budget_plan import RHO_SENSITIVITY, BudgetPlan
 from core.census.geography_data import load_geography
-from core.census.analytic import PRESETS, preset_shares
+from core.census.targets import parse_target
 from core.privacy.mechanisms import MECHANISMS, get_mechanism, mechanism_keys
-from dashboard.components.params_form import params_widgets
+from dashboard.components.params_form import field_key, field_widget, params_widgets, plan_widget_values
 from dashboard.components.uploads_kept import current_key
 
-SPLIT_LABELS = {"preset": "Preset from the paper", "custom": "Custom sliders",
-                "optimise": "Optimise for my targets"}
-DELTAS = [1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
 KEEP = {"persist_state": "session"}
+ALGO, MECH, PUBLIC = "ba_algo", "ba_mech", "ba_pub"      # widget keys of the tabs' sub-plans: <prefix>_<field>
 
 
 @dataclass(frozen=True)
@@ -59,41 +58,40 @@ def _mechanism_params(key: str, prefix: str):
     return params_widgets(MECHANISMS[key], prefix, persist_state="session", hide=("delta",))
 
 
+#: Fields whose widget is kept per unit (an epsilon and a rho budget keep their own values): <key>_<unit>_<field>.
+PER_UNIT = ("total", "mechanism", "sensitivity")
+#: Where a rho budget starts when it differs from the plan's default (which is an epsilon budget's).
+UNIT_START = {"rho": {"sensitivity": RHO_SENSITIVITY}}
+
+
 def budget_input(key: str, level_names: Sequence[str], allow_optimise: bool = True) -> BudgetChoice:
-    """Render total, unit, mechanism (with delta when it needs one), sensitivity and the split; return the choice."""
+    """Render total, unit, mechanism (with delta when it needs one), sensitivity and the split; return the choice.
+
+    Each widget is drawn from ``BudgetPlan``'s declaration of its field (label, bounds, menu, help)."""
     c1, c2 = st.columns(2)
-    unit = c1.radio("Budget unit", ["epsilon", "rho"], key=f"{key}_unit", horizontal=True, **KEEP,
-                    help="epsilon: pure DP (Laplace, geometric) or (epsilon, delta)-DP (analytic and Generalized "
-                         "Gaussian). rho: zero-concentrated DP (Gaussian mechanisms).")
-    total = c2.number_input(f"Total budget ({unit})", min_value=0.001, max_value=100.0, value=1.0, step=0.1,
-                            format="%.3f", key=f"{key}_total_{unit}", **KEEP)
-    names = mechanism_keys(unit)
+    unit = field_widget(BudgetPlan, "unit", key, container=c1, **KEEP)
+
+    def per_unit(name: str, container, **kwargs):
+        return field_widget(BudgetPlan, name, f"{key}_{unit}", container=container,
+                            default=UNIT_START.get(unit, {}).get(name), **kwargs, **KEEP)
+
+    total = per_unit("total", c2, label=f"Total budget ({unit})")
     m1, m2 = st.columns(2)
-    mechanism = m1.selectbox("Mechanism", names, format_func=lambda n: MECHANISMS[n].label,
-                             key=f"{key}_mech_{unit}", help=" ".join(f"{MECHANISMS[n].label}: {MECHANISMS[n].help}"
-                                                                     for n in names), **KEEP)
+    mechanism = per_unit("mechanism", m1, options=mechanism_keys(unit))
     approximate = get_mechanism(mechanism).approximate
-    sensitivity = m2.number_input(
-        "Sensitivity (counts one person changes)" if approximate else "Sensitivity",
-        min_value=0.1, max_value=100.0, value=2.0 if unit == "epsilon" else 1.4142, step=0.1,
-        format="%.4f", key=f"{key}_sens_{unit}", **KEEP,
-        help="Bounded DP moves one person between two cells: l1 sensitivity 2 (pure DP), l2 sensitivity "
-             "sqrt(2) (zCDP). Use 1 for add/remove-one neighbours. The Generalized Gaussian takes the number of "
-             "counts one person changes by 1 (2 under bounded DP).")
+    sensitivity = per_unit("sensitivity", m2,
+                           label="Sensitivity (counts one person changes)" if approximate else None)
     delta = None
     if unit == "rho" or approximate:
         what = "for the (epsilon, delta) statement" if unit == "rho" else "of the whole release (split over the levels)"
-        delta = float(st.select_slider(f"delta {what}", options=DELTAS, value=1e-6,
-                                       format_func=lambda d: f"{d:.0e}", key=f"{key}_delta", **KEEP))
+        delta = float(field_widget(BudgetPlan, "delta", key, default=1e-6, label=f"delta {what}", **KEEP))
     params = _mechanism_params(mechanism, key)
-    options = list(SPLIT_LABELS) if allow_optimise else ["preset", "custom"]
-    split = st.radio("Split across levels", options, format_func=SPLIT_LABELS.get, key=f"{key}_split",
-                     horizontal=True, **KEEP)
-    preset = "equal"
+    split = field_widget(BudgetPlan, "split", key, options=None if allow_optimise else ("preset", "custom"), **KEEP)
+    preset = BudgetPlan.preset
     shares: tuple[float, ...] | None = None
     depth = len(level_names)
     if split == "preset":
-        preset = st.selectbox("Preset (Cohen et al. 2021, Table 1)", list(PRESETS), key=f"{key}_preset", **KEEP)
+        preset = field_widget(BudgetPlan, "preset", key, **KEEP)
         shares = tuple(preset_shares(preset, depth))
     elif split == "custom":
         st.caption("Each slider is a level's weight; budgets are the weights rescaled to sum to the total.")
@@ -110,7 +108,8 @@ def budget_input(key: str, level_names: Sequence[str], allow_optimise: bool = Tr
     return BudgetChoice(float(total), unit, delta, mechanism, params, float(sensitivity), split, preset, shares)
 
 
-def _target_widgets(plan) -> tuple[list[str], int]:
+def target_widgets(plan) -> tuple[list[str], int]:
+    """The targets pills' values and the k of the district targets that redraw ``plan``'s targets."""
     picked, k = [], 4
     for t in plan.targets:
         target = parse_target(t)
@@ -125,16 +124,17 @@ def _target_widgets(plan) -> tuple[list[str], int]:
 
 
 def plan_to_widgets(plan) -> dict:
-    """Widget values that rebuild a ``BudgetPlan`` on the Budget allocation page (for "Open a saved report")."""
+    """Widget values that rebuild a ``BudgetPlan`` on the Budget allocation page (for "Open a saved report"):
+    the declared fields from the plans themselves, plus the per-unit keys, the geography, the targets, the
+    custom weights and the mechanism's Params (keys that depend on other choices)."""
     depth = len(plan.fanouts) + 1 if plan.geography == "stylised" else \
         load_geography("georgia", (), plan.seed).hierarchy.depth
-    picked, k = _target_widgets(plan)
-    out = {"ba_geo": plan.geography, "ba_fanouts": ", ".join(map(str, plan.fanouts)), "ba_seed": plan.seed,
-           "ba_unit": plan.unit, f"ba_total_{plan.unit}": plan.total, f"ba_mech_{plan.unit}": plan.mechanism,
-           f"ba_sens_{plan.unit}": plan.sensitivity, "ba_split": plan.split, "ba_preset": plan.preset,
-           f"ba_targets_{depth}": picked, "ba_k": k, "ba_runs": plan.runs, "ba_nonneg": plan.nonnegative}
-    if plan.delta is not None:
-        out["ba_delta"] = plan.delta
+    picked, k = target_widgets(plan)
+    out = {name: value for name, value in plan_widget_values(plan, "ba").items() if value is not None}
+    for name in PER_UNIT:
+        out[field_key(f"ba_{plan.unit}", name)] = out.pop(field_key("ba", name))
+    out.update({"ba_geo": plan.geography, "ba_fanouts": ", ".join(map(str, plan.fanouts)),
+                f"ba_targets_{depth}": picked, "ba_k": k})
     out["ba_plan_use"] = plan.data.is_upload             # the report's own district plan, or none
     if plan.data.is_upload:
         out[current_key("ba_plan_csv")] = plan.data.fingerprint
@@ -147,17 +147,13 @@ def plan_to_widgets(plan) -> dict:
     out.update({f"ba_weight_{t}": float(w) for t, w in zip(names, weights)})
     if plan.algorithms is not None:
         a = plan.algorithms
-        out.update({"ba_algo_types": a.n_types, "ba_algo_share": a.detailed_share, "ba_algo_exact": a.exact_level,
-                    "ba_algo_runs": a.runs, "ba_algo_weights": a.weights == "inverse_variance",
-                    "ba_algo_large": True})
+        out.update(plan_widget_values(a, ALGO))
+        out.update({"ba_algo_weights": a.weights == "inverse_variance", "ba_algo_large": True})
     if plan.mechanisms is not None:
         m = plan.mechanisms
-        out.update({"ba_mech_k": m.k, "ba_mech_delta": m.delta, "ba_mech_bound": m.include_bound,
-                    "ba_mech_gg": "generalized_gaussian" in m.mechanisms, "ba_mech_p": list(m.gg_orders),
+        out.update(plan_widget_values(m, MECH))
+        out.update({"ba_mech_gg": "generalized_gaussian" in m.mechanisms,
                     "ba_mech_zcdp": "gaussian_zcdp" in m.mechanisms})
     if plan.public is not None:
-        p = plan.public
-        out.update({"ba_inv_level": p.exact_through, "ba_wem_eps": p.wem.epsilon, "ba_wem_dz": p.wem.delta_z,
-                    "ba_wem_runs": p.wem.runs, "ba_wem_safe": p.wem.normalizer_safe, "ba_dz_n": p.dz_records,
-                    "ba_corr": p.correlation})
+        out.update(plan_widget_values(plan.public, PUBLIC))
     return out

@@ -12,21 +12,19 @@ from core.census import AlgorithmPlan, BudgetPlan, MechanismSweepPlan, PublicInf
 from core.census.algorithm_comparison import LARGE_TREE, runtime_estimate
 from core.census.budget_plan import SIMULATION, sweep_part
 from core.census.geography_data import GEOGRAPHIES, georgia_is_cached, load_geography, parse_fanouts
-from core.census.mechanism_comparison import K_CHOICES
-from core.census.public_info import DZ_RECORDS
 from core.census.release import RELEASE_NOTE, can_release, release_noisy_counts
 from core.contracts import DataRef
 from core.report import guarded_csv
-from dashboard.components.budget_input import budget_input, plan_to_widgets
+from dashboard.components.budget_input import ALGO, MECH, PUBLIC, budget_input, plan_to_widgets, target_widgets
 from dashboard.components.ledger_badge import record_release, release_entry, release_guard
-from dashboard.components.progress import where_work_runs
+from dashboard.components.params_form import field_key, field_widget
+from dashboard.components.progress import run_with_progress, where_work_runs
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.uploads_kept import kept_files, upload_kept
 from dashboard.figures import census as figs
 
 KEEP = {"persist_state": "session"}
 PAGE = "Budget allocation"
-GG_ORDERS = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
 TABS = ["Levels & targets", "Best split", "ToyDown vs TopDown-lite", "Mechanisms", "Public information",
         "Export & release"]
 SUBPLANS = "ba_subplans"               # the last sub-plan of every tab opened in this session
@@ -150,14 +148,14 @@ with st.container(border=True):
     g1, g2, g3 = st.columns([1.2, 1.4, 1])
     kind = g1.radio("Geography", list(GEOGRAPHIES), key="ba_geo", horizontal=True, format_func=GEOGRAPHIES.get,
                     **KEEP)
-    fan_text = g2.text_input("Fan-outs below the root (stylised)", "20, 10, 4, 12", key="ba_fanouts",
+    fan_text = g2.text_input("Fan-outs below the root (stylised)", ", ".join(map(str, BudgetPlan.fanouts)),
+                             key="ba_fanouts",
                              disabled=kind != "stylised", **KEEP,
                              help="Children per node at each level, e.g. 20 counties, 10 tracts per county, ... "
                                   "At most six levels and 2,000,000 leaves.")
-    seed = int(g3.number_input("Seed", 0, 2**31 - 1, 0, key="ba_seed", **KEEP,
-                               help="Seeds the simulated populations and every simulated noise draw."))
+    seed = field_widget(BudgetPlan, "seed", "ba", container=g3, **KEEP)
     try:
-        fanouts = parse_fanouts(fan_text) if kind == "stylised" else (20, 10, 4, 12)
+        fanouts = parse_fanouts(fan_text) if kind == "stylised" else BudgetPlan.fanouts
         if kind == "georgia" and not georgia_is_cached(seed):
             with st.spinner("Loading Georgia's 30,000 synthetic blocks for the first time (10 to 20 s); later "
                             "visits and other sessions read them from the cache.", show_time=True):
@@ -174,17 +172,16 @@ with st.container(border=True):
     target_names = {"leaf": f"one {h.level_names[-1]}", "greedy": "k hierarchy-following districts",
                     "scattered": "k scattered districts",
                     **{f"unit:{lvl}": f"whole {h.level_names[lvl]}" for lvl in range(h.depth - 1)}}
-    default_targets = [t for t in ["leaf", "unit:2", "greedy", "scattered"] if t in target_options]
+    start_targets, start_k = target_widgets(BudgetPlan())
+    default_targets = [t for t in start_targets if t in target_options]
     picked = st.pills("Targets", target_options, selection_mode="multi", default=default_targets,
                       format_func=target_names.get, key=f"ba_targets_{h.depth}", **KEEP,
                       help="What the split should make accurate: one leaf, whole units of a level, or k districts "
                            "that follow the hierarchy or are scattered across it.")
     t2, t3 = st.columns(2)
-    k_districts = int(t2.number_input("k districts", 1, 10_000, 4, key="ba_k", **KEEP))
-    runs = int(t3.slider("ToyDown runs", 0, 300, 30, 10, key="ba_runs", **KEEP,
-                         help="Seeded simulations that check the closed-form error; 0 skips them."))
-    nonneg = st.checkbox("Non-negative ToyDown in the simulation (adds bias; the closed form assumes none)",
-                         key="ba_nonneg", **KEEP)
+    k_districts = int(t2.number_input("k districts", 1, 10_000, start_k, key="ba_k", **KEEP))
+    runs = field_widget(BudgetPlan, "runs", "ba", container=t3, **KEEP)
+    nonneg = field_widget(BudgetPlan, "nonnegative", "ba", **KEEP)
     data_ref, plan_bytes = _district_plan_upload(kind)
 
 if k_districts > h.n_leaves and any(t in ("greedy", "scattered") for t in picked):
@@ -224,15 +221,15 @@ with tab_algo:
                     "depend on the data, so its end-to-end guarantee does not follow from the noise alone "
                     "(see Public information). Person types are simulated from the populations. " + SIMULATION)
         a1, a2, a3, a4 = st.columns(4)
-        n_types = int(a1.number_input("Person types", 1, 12, 4, key="ba_algo_types", **KEEP))
-        det_share = float(a2.slider("Detailed histogram share", 0.05, 1.0, 0.5, 0.05, key="ba_algo_share", **KEEP,
-                                    help="The rest goes to the total-population histogram."))
-        exact = int(a3.selectbox("Also publish exactly", [-1] + list(range(h.depth - 1)), key="ba_algo_exact", **KEEP,
-                                 format_func=lambda m: "only the total" if m < 0 else f"all counts through {h.level_names[m]}"))
-        algo_runs = int(a4.slider("Runs", 1, 20, 3, key="ba_algo_runs", **KEEP))
+        n_types = field_widget(AlgorithmPlan, "n_types", ALGO, container=a1, **KEEP)
+        det_share = field_widget(AlgorithmPlan, "detailed_share", ALGO, container=a2, **KEEP)
+        exact = field_widget(AlgorithmPlan, "exact_level", ALGO, container=a3, options=[-1, *range(h.depth - 1)],
+                             format_func=lambda m: "only the total" if m < 0 else f"all counts through {h.level_names[m]}",
+                             **KEEP)
+        algo_runs = field_widget(AlgorithmPlan, "runs", ALGO, container=a4, **KEEP)
         weighted = st.checkbox("Inverse-variance weights in the least-squares fit", key="ba_algo_weights", **KEEP)
-        algo_plan = AlgorithmPlan(n_types, det_share, True, exact, "inverse_variance" if weighted else "unweighted",
-                                  algo_runs, seed)
+        algo_plan = AlgorithmPlan(n_types=n_types, detailed_share=det_share, exact_level=exact, runs=algo_runs,
+                                  weights="inverse_variance" if weighted else "unweighted", seed=seed)
         if h.n_leaves > LARGE_TREE:
             secs = runtime_estimate(h.n_leaves, algo_runs, n_types)
             if not st.toggle(f"Run the comparison on this tree of {h.n_leaves:,} {h.level_names[-1]}s (about {secs} s on "
@@ -251,20 +248,18 @@ with tab_mech:
                     "privacy-loss calibration. Gaussians calibrated through zCDP and a conversion are looser and "
                     "drawn as their own lines when asked for.")
         c1, c2, c3 = st.columns(3)
-        k = int(c1.select_slider("k queries", list(K_CHOICES), value=100, key="ba_mech_k", **KEEP))
-        mdelta = float(c2.select_slider("delta", [1e-4, 1e-5, 1e-6, 1e-8, 1e-10], value=1e-6,
-                                        format_func=lambda d: f"{d:.0e}", key="ba_mech_delta", **KEEP))
-        orders = c3.pills("Generalized Gaussian orders p", GG_ORDERS, selection_mode="multi", default=[3.0],
-                          format_func=lambda p: f"{p:g}", key="ba_mech_p", **KEEP)
+        k = field_widget(MechanismSweepPlan, "k", MECH, container=c1, **KEEP)
+        mdelta = field_widget(MechanismSweepPlan, "delta", MECH, container=c2, **KEEP)
+        orders = field_widget(MechanismSweepPlan, "gg_orders", MECH, container=c3, **KEEP)
         s1, s2, s3 = st.columns(3)
         with_gg = s1.toggle("Generalized Gaussian", value=False, key="ba_mech_gg", **KEEP)
         with_zcdp = s2.toggle("Gaussians via zCDP", value=False, key="ba_mech_zcdp", **KEEP,
                               help="The Gaussian and discrete Gaussian with rho chosen so the CKS conversion gives "
                                    "(epsilon, delta): a valid but looser calibration than the analytic one.")
-        show_bound = s3.toggle("Proven GG bound", value=False, key="ba_mech_bound", **KEEP,
-                               help="The paper's closed-form scale, about 160 times the numerical one.")
+        # the page starts without the proven bound (a plan in a script draws it unless told not to)
+        show_bound = field_widget(MechanismSweepPlan, "include_bound", MECH, container=s3, default=False, **KEEP)
         mechs = ["laplace", "geometric", "analytic_gaussian"] + (["gaussian_zcdp", "discrete_gaussian"] if with_zcdp else [])
-        sweep_plan = MechanismSweepPlan(k=k, delta=mdelta, gg_orders=tuple(sorted(orders or [3.0])),
+        sweep_plan = MechanismSweepPlan(k=k, delta=mdelta, gg_orders=tuple(sorted(orders or MechanismSweepPlan.gg_orders)),
                                         mechanisms=tuple(mechs), include_bound=show_bound)
         if with_gg:
             wanted = sweep_plan.replace(mechanisms=(*mechs, "generalized_gaussian"))
@@ -288,23 +283,20 @@ with tab_public:
                     "information Z; the guarantee is then stated relative to Z (Seeman, Slavkovic and Reimherr 2022).")
         with st.expander("What the terms on this tab mean", icon=":material/menu_book:"):
             st.markdown(GLOSSARY)
-        inv_level = st.select_slider("Publish exactly through level", options=list(range(-1, h.depth)), value=0,
-                                     format_func=lambda m: "nothing" if m < 0 else h.level_names[m], key="ba_inv_level",
-                                     **KEEP)
+        inv_level = field_widget(PublicInfoPlan, "exact_through", PUBLIC, options=list(range(-1, h.depth)),
+                                 format_func=lambda m: "nothing" if m < 0 else h.level_names[m], **KEEP)
+        wem = field_key(PUBLIC, "wem")
         w1, w2, w3 = st.columns(3)
-        wem_eps = float(w1.number_input("WEM epsilon", 0.01, 10.0, 0.5, key="ba_wem_eps", **KEEP))
-        dz = float(w2.number_input("Delta_z (2 when records are independent)", 1.0, 1000.0, 2.0, key="ba_wem_dz", **KEEP,
-                                   help="How far one person's record can move a count once the public information is "
-                                        "known; see the glossary above."))
-        wem_runs = int(w3.slider("WEM runs", 5, 200, 30, key="ba_wem_runs", **KEEP))
-        safe = st.checkbox("Normaliser-safe kappa = epsilon / (2 Delta_z) for the bounded set of releases", value=True,
-                           key="ba_wem_safe", **KEEP,
-                           help="kappa is how steeply the WEM's probabilities fall with distance from the true counts; "
-                                "halving it keeps the guarantee when the releases are restricted to add up to the total.")
+        wem_eps = field_widget(WemPlan, "epsilon", wem, container=w1, **KEEP)
+        dz = field_widget(WemPlan, "delta_z", wem, container=w2, **KEEP)
+        wem_runs = field_widget(WemPlan, "runs", wem, container=w3, **KEEP)
+        safe = field_widget(WemPlan, "normalizer_safe", wem, **KEEP)
         d1, d2 = st.columns(2)
-        n_dz = int(d1.select_slider("Records n (Example 3)", list(DZ_RECORDS), value=10, key="ba_dz_n", **KEEP))
-        corr = float(d2.slider("Correlation between records (Example 2)", 0.0, 1.0, 0.1, 0.05, key="ba_corr", **KEEP))
-        public_plan = PublicInfoPlan(inv_level, WemPlan(wem_eps, dz, wem_runs, seed, safe), n_dz, corr)
+        n_dz = field_widget(PublicInfoPlan, "dz_records", PUBLIC, container=d1, **KEEP)
+        corr = field_widget(PublicInfoPlan, "correlation", PUBLIC, container=d2, **KEEP)
+        public_plan = PublicInfoPlan(exact_through=inv_level, wem=WemPlan(epsilon=wem_eps, delta_z=dz, runs=wem_runs,
+                                                                          seed=seed, normalizer_safe=safe),
+                                     dz_records=n_dz, correlation=corr)
         subplans["public"] = public_plan
     public_out = st.container()
 
@@ -318,13 +310,9 @@ try:
         targets=targets, target_weights=weights if any(w != 1.0 for w in weights) else (),
         runs=runs, seed=seed, nonnegative=nonneg, **tab_plans(subplans, h, seed))
     st.session_state["ba_plan"] = plan
-    if run.is_cached(plan, plan_bytes):
-        result = run(plan, plan_bytes)
-    else:
-        result = run(plan, plan_bytes, progress=_progress_bar(progress_slot))
-        progress_slot.empty()
+    with progress_slot.container():          # the bar sits above the tabs
+        result = run_with_progress(run, plan, plan_bytes, label="Allocating the budget and running ToyDown")
 except ValueError as exc:
-    progress_slot.empty()
     st.error(str(exc))
     st.stop()
 alloc = result.allocation

@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.census import BudgetPlan, run
 from core.report import build_report, load_plan, report_json, tables_match
+from tests.release_steps import decide_cap, has_button
 
 PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "budget_allocation.py")
 SCALE = "Noise scale (b or sigma, people)"
@@ -115,7 +116,7 @@ def test_split_and_mechanism_change_table_and_charts():
     assert after[WHOLE_UNIT].iloc[-1] < before[WHOLE_UNIT].iloc[-1]
     fig_after = [c.proto.spec for c in at.get("plotly_chart")]
     assert fig_after[0] != fig_before[0] and fig_after[1] != fig_before[1]
-    at.selectbox(key="ba_mech_epsilon").set_value("geometric").run()
+    at.selectbox(key="ba_epsilon_mechanism").set_value("geometric").run()
     assert not at.exception
     geo = _levels(at)
     assert (geo["Noise variance per unit (people²)"] != after["Noise variance per unit (people²)"]).all()
@@ -123,7 +124,7 @@ def test_split_and_mechanism_change_table_and_charts():
 
 def test_every_registry_mechanism_can_be_budgeted_including_the_generalized_gaussian():
     at = _page()
-    at.selectbox(key="ba_mech_epsilon").set_value("generalized_gaussian").run()
+    at.selectbox(key="ba_epsilon_mechanism").set_value("generalized_gaussian").run()
     assert not at.exception and not at.error
     levels = _levels(at)
     from core.privacy.calibration import calibrate_generalized_gaussian
@@ -132,7 +133,7 @@ def test_every_registry_mechanism_can_be_budgeted_including_the_generalized_gaus
     assert any("(1, 1e-06)-DP" in m.value for m in at.metric)
     assert any("delta" in c.value and "added up" in c.value for c in at.caption)
     assert "generalized_gaussian" in at.session_state["census_allocation_json"]
-    at.selectbox(key="ba_mech_epsilon").set_value("analytic_gaussian").run()
+    at.selectbox(key="ba_epsilon_mechanism").set_value("analytic_gaussian").run()
     assert not at.exception and not at.error
 
 
@@ -236,7 +237,7 @@ def test_large_tree_runs_the_comparison_on_request():
     assert not at.exception and not at.error
     assert any("only on request" in i.value for i in at.info)
     assert not any("Leaf L1 error (share of people)" in d.value.columns for d in at.dataframe)
-    at.number_input(key="ba_algo_types").set_value(1)
+    at.number_input(key="ba_algo_n_types").set_value(1)
     at.slider(key="ba_algo_runs").set_value(1)
     at.toggle(key="ba_algo_large").set_value(True).run()
     assert not at.exception
@@ -264,16 +265,18 @@ def test_public_information_tab_explains_its_terms():
 
 def test_release_action_uses_the_secure_sampler_and_records_spends():
     at = _open(_page(), "Export & release")
-    assert at.button(key="ba_release").disabled                 # nothing is released without a tick
-    at.checkbox(key="ba_release_confirm_0").check().run()
     at.button(key="ba_release").click().run()
+    assert "ba_release_result" not in at.session_state          # nothing is released without the confirmation
+    if has_button(at, "ba_release_cap_save"):                   # the data set's first release: decide its cap
+        decide_cap(at, "ba_release")
+    at.button(key="ba_release_confirm").click().run()
     assert not at.exception and not at.error
     released = at.session_state["ba_release_result"]
     assert set(released.counts["level"]) == {"state", "county", "tract", "block group", "block"}
     assert "noisy count" in released.counts.columns and "true" not in " ".join(released.counts.columns)
     assert len(released.ledger()) == 5
     assert any("Released at" in s.value for s in at.success)
-    assert not at.checkbox(key="ba_release_confirm_1").value and at.button(key="ba_release").disabled
+    assert not has_button(at, "ba_release_confirm")           # a further release asks again from the start
     assert any("1 release(s) already made" in w.value for w in at.warning)
 
 
