@@ -8,9 +8,10 @@ curator decides after reading it goes into the public :class:`~core.intake.schem
 Type guess, per column (``guess``), from the non-missing cells:
 
 - ``"number"``: at least ``NUMBER_SHARE`` of them read as numbers (after removing thousands
-  separators, currency and percent signs), with more than ``NUMERIC_CATEGORY_MAX`` distinct values;
-- ``"category"``: a numeric column with at most ``NUMERIC_CATEGORY_MAX`` distinct values (codes such
-  as 1/2), or a text column with at most ``CATEGORY_MAX`` distinct labels;
+  separators, currency and percent signs) and they are not codes (below);
+- ``"category"``: a column of plainly written whole numbers with at most ``NUMERIC_CATEGORY_MAX``
+  distinct values (codes such as 1/2; a currency sign, separator, percent sign or decimal makes it a
+  quantity), or a text column with at most ``CATEGORY_MAX`` distinct labels;
 - ``"id"``: (almost) every value distinct (at least ``ID_SHARE`` of the non-missing cells, and at
   least ``ID_MIN_ROWS`` of them) and either text that is not a number, or whole numbers written plainly
   (no currency sign, separator or decimals) that look like codes: zero-padded to one width
@@ -131,7 +132,9 @@ def guess_of(name: str, values: ColumnValues) -> str:
         nums = values.numbers[is_number]
         if nearly_unique and _code_like(nums, text[is_number], values.formatted[is_number], named_id):
             return "id"
-        return "category" if distinct <= NUMERIC_CATEGORY_MAX else "number"
+        codes = distinct <= NUMERIC_CATEGORY_MAX and not values.formatted[is_number].any() \
+            and bool(np.all(np.mod(nums, 1) == 0))
+        return "category" if codes else "number"
     if nearly_unique:
         return "id"
     if distinct <= CATEGORY_MAX:

@@ -72,8 +72,9 @@ def label_merges(values: ColumnValues) -> tuple[tuple[str, str], ...]:
     canonical = frame.groupby("folded", sort=False)["label"].first()
     pairs = {}
     for folded, group in frame.groupby("folded", sort=True):
-        if len(group) > 1:
-            pairs[folded] = (str(group["label"].iloc[1]), str(canonical[folded]))
+        if len(group) > 1:   # one pair covers every casing; written lower-case unless that is the label
+            label = str(canonical[folded])
+            pairs[folded] = (folded if folded != label else str(group["label"].iloc[1]), label)
     for alias, full in ALIASES.items():
         if alias in canonical.index and full in canonical.index:
             pairs[alias] = (str(canonical[alias]), str(canonical[full]))
