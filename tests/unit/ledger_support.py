@@ -1,0 +1,90 @@
+"""Shared pieces of the project ledger's reservation and fault tests: a database per test on SQLite or
+PostgreSQL, releases of a given spend, and the writers run in threads and spawned processes."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from sqlalchemy import create_engine, make_url
+
+from core.database import normalise_url
+from core.privacy.ledger import Spend
+from core.privacy.project_ledger import CapExceeded, LedgerRelease, ProjectLedger
+
+PG_ADMIN_URL = os.environ.get("DASHBOARD_TEST_PG_URL", "")
+
+
+def database_url(kind: str, tmp_path):
+    """A fresh database of ``kind``: a SQLite file under ``tmp_path``, or a PostgreSQL database of its own
+    (so parallel runs never share tables); yields its URL and drops a PostgreSQL one afterwards."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+        return
+    if not PG_ADMIN_URL:
+        pytest.skip("PostgreSQL variant needs DASHBOARD_TEST_PG_URL")
+    admin_url = make_url(normalise_url(PG_ADMIN_URL))
+    name = f"ledger_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+def release(amount: float, *, key: str | None = None, data: str = "cps", kind: str = "release",
+            unit: str = "epsilon", digest: str = "d" * 64, delta: float = 0.0) -> LedgerRelease:
+    return LedgerRelease(data, key or uuid.uuid4().hex, kind, "Test page", "test action", f"spend {amount}",
+                         digest, (Spend("count", amount, unit, delta=delta),))
+
+
+def reserve_and_commit(url: str, data: str, amount: float, n: int, tag: str) -> dict:
+    """``n`` releases of ``amount`` each, reserved then committed; what was acknowledged, what was refused
+    for the cap, and any other error (by message)."""
+    ledger = ProjectLedger(url)
+    out = {"committed": [], "over_cap": 0, "errors": []}
+    try:
+        for i in range(n):
+            rel = release(amount, key=f"{tag}-{i}", data=data)
+            try:
+                res = ledger.reserve(rel, ttl_seconds=3600)
+            except CapExceeded:
+                out["over_cap"] += 1
+                continue
+            except ValueError as exc:
+                out["errors"].append(str(exc))
+                continue
+            try:
+                out["committed"].append(ledger.commit(res).release_key)
+            except ValueError as exc:
+                out["errors"].append(str(exc))
+    finally:
+        ledger.db.dispose()
+    return out
+
+
+def record_simulations(url: str, data: str, n: int, tag: str) -> dict:
+    """``n`` seeded simulations recorded one by one (the writes pages make on every preview)."""
+    ledger = ProjectLedger(url)
+    out = {"recorded": [], "errors": []}
+    try:
+        for i in range(n):
+            try:
+                if ledger.record(release(0.5, key=f"{tag}-{i}", data=data, kind="simulation")):
+                    out["recorded"].append(f"{tag}-{i}")
+            except ValueError as exc:
+                out["errors"].append(str(exc))
+    finally:
+        ledger.db.dispose()
+    return out
+
+
+def race_worker(url: str, data: str, amount: float, n: int, tag: str, start, results) -> None:
+    """A spawned process: import and connect first, then wait for the others, then race them."""
+    ProjectLedger(url).db.dispose()
+    start.wait(timeout=300)
+    results.put(reserve_and_commit(url, data, amount, n, tag))
