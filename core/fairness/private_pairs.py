@@ -285,7 +285,8 @@ def simulated_synthetic_people(plan: PrivatePairsPlan, rng: np.random.Generator)
         raise ValueError("simulated_synthetic_people needs a PrivatePairsPlan.")
     if not isinstance(rng, np.random.Generator):
         raise ValueError("A simulated copy needs an explicit numpy Generator.")
-    made = plan.replace(copy_id="sim" + format(int(rng.integers(2 ** 63)), "016x"))   # the same rng, the same id
+    # the same plan and rng, the same id; another plan on the same seed gets another id
+    made = plan.replace(copy_id="sim" + digest_of([plan.digest(), int(rng.integers(2 ** 63))])[:16])
     cards, people = _fit_and_draw(plan, SeededNoise(rng), rng)
     return SyntheticPeople(made, cards, people, planned_ledger(made), secure=False, created_at=_now())
 
@@ -296,12 +297,41 @@ def simulated_synthetic_people(plan: PrivatePairsPlan, rng: np.random.Generator)
 _COPIES: dict[str, SyntheticPeople] = {}
 
 
+def copy_digest(copy: SyntheticPeople) -> str:
+    """SHA-256 of what a copy is (its id, data, population, budget and people), not of when it was made."""
+    data = copy_to_json(copy)
+    return digest_of({k: data[k] for k in ("copy_id", "data_key", "population", "epsilon", "delta",
+                                           "cards", "people")})
+
+
+def same_copy(a: SyntheticPeople, b: SyntheticPeople) -> bool:
+    return a is b or copy_digest(a) == copy_digest(b)
+
+
+def copy_clash(copy_id: str) -> ValueError:
+    """The refusal when other people arrive under a copy id already in use: copies are immutable."""
+    return ValueError(f"Synthetic copy {copy_id} already exists here with other people, and a copy never "
+                      "changes once made. Import the export made where this copy was released, unchanged, "
+                      "or export the session again from that dashboard.")
+
+
+def refuse_clash(copy: SyntheticPeople) -> None:
+    """ValueError when this process already holds other people under ``copy``'s id."""
+    known = _COPIES.get(copy.copy_id)
+    if known is not None and not same_copy(known, copy):
+        raise copy_clash(copy.copy_id)
+
+
 def remember_copy(copy: SyntheticPeople) -> SyntheticPeople:
-    """Keep a copy in this process's cache under its id (the store calls this on save and load)."""
+    """Keep a copy in this process's cache under its id (the store calls this on save and load) and
+    return the cached one. Another copy under a cached id is refused (ValueError), never swapped in:
+    live sessions in this process keep showing the people they showed."""
     if not copy.copy_id:
         raise ValueError("Only a made copy (with a copy id) can be cached.")
-    _COPIES[copy.copy_id] = copy
-    return copy
+    known = _COPIES.setdefault(copy.copy_id, copy)
+    if not same_copy(known, copy):
+        raise copy_clash(copy.copy_id)
+    return known
 
 
 def copy_to_json(copy: SyntheticPeople) -> dict:
@@ -422,7 +452,8 @@ def stated_epsilon(plan: PrivatePairsPlan) -> float:
     return rho_to_epsilon(plan.rho, PAIR_DELTA)
 
 
-__all__ = ["COPY_ACTION", "check_copy_id", "copy_from_json", "copy_release", "copy_to_json", "new_copy_id",
+__all__ = ["COPY_ACTION", "check_copy_id", "copy_clash", "copy_digest", "copy_from_json", "copy_release", "copy_to_json",
+           "new_copy_id", "refuse_clash", "same_copy",
            "release_synthetic_people", "remember_copy", "simulated_synthetic_people",
            "BIN_EDGES", "CATEGORIES", "MAX_PAIR_EPSILON", "PAIR_DELTA", "PAIR_SOURCES", "PrivatePairsPlan",
            "SAMPLING_NOTE", "SYNTHETIC_NOTE", "SYNTHETIC_PEOPLE", "SyntheticPeople", "bin_labels", "bin_midpoints",

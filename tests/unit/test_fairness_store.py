@@ -1116,3 +1116,61 @@ def test_export_import_on_a_fresh_database_carries_the_copy_and_records_one_rele
         fresh.dispose()
     finally:
         away.dispose()
+
+
+def _other_people_same_id(exported: str) -> dict:
+    """The export with two of its copy's people swapped: a well-formed copy, other people, the same id."""
+    data = json.loads(exported)
+    copy = data["synthetic_copy"]
+    cards = pd.DataFrame(copy["cards"])
+    first = int(np.flatnonzero((cards != cards.iloc[0]).any(axis=1))[0])   # a person unlike person 0
+    for view in ("cards", "people"):
+        for values in copy[view].values():
+            values[0], values[first] = values[first], values[0]
+    return data
+
+
+def test_an_import_never_replaces_a_stored_or_live_copy(tmp_path, store, synthetic, released):
+    from core.fairness import private_pairs as pp
+    from core.privacy.project_ledger import ProjectLedger
+    created = store.create_session(synthetic, "live")
+    me = store.join(created.join_code, "Ann")
+    before = store.my_assignment(me.token)
+    hostile = _other_people_same_id(store.export_json(created.session_id, created.facilitator_key))
+    ledger = ProjectLedger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    sessions_before = _session_count(store)
+    with pytest.raises(ValueError, match=f"Synthetic copy {released.copy_id} already exists here with other people"):
+        store.import_session(hostile, ledger=ledger)
+    assert _session_count(store) == sessions_before and ledger.releases("compas") == ()
+    # The live session's people are the released ones, in memory and in the database.
+    pd.testing.assert_frame_equal(pp.synthetic_people(synthetic.private_pairs_plan()).cards, released.cards)
+    pp._COPIES.pop(released.copy_id, None)
+    pd.testing.assert_frame_equal(store.load_copy(released.copy_id).cards, released.cards)
+    pd.testing.assert_frame_equal(store.my_assignment(me.token), before)
+    # A fresh process (nothing cached) still refuses: the database holds the copy.
+    pp._COPIES.pop(released.copy_id, None)
+    with pytest.raises(ValueError, match="already exists here with other people"):
+        store.import_session(hostile, ledger=ledger)
+    # Another database in this process, while the copy is live here, refuses it too.
+    store.load_copy(released.copy_id)
+    elsewhere = ElicitationStore(f"sqlite:///{tmp_path / 'elsewhere.sqlite'}")
+    try:
+        with pytest.raises(ValueError, match="already exists here with other people"):
+            elsewhere.import_session(hostile, ledger=ledger)
+        assert _session_count(elsewhere) == 0 and not elsewhere.has_copy(released.copy_id)
+        assert pp.synthetic_people(synthetic.private_pairs_plan()).cards.equals(released.cards)
+    finally:
+        elsewhere.dispose()
+
+
+def test_the_process_cache_keeps_the_first_copy_of_an_id(released):
+    from core.fairness import private_pairs as pp
+    pp._COPIES.pop(released.copy_id, None)
+    assert pp.remember_copy(released) is released
+    swapped = dataclasses.replace(released, cards=released.cards.iloc[::-1].reset_index(drop=True))
+    with pytest.raises(ValueError, match="a copy never changes once made"):
+        pp.remember_copy(swapped)
+    assert pp.synthetic_people(released.plan) is released
+    assert pp.remember_copy(dataclasses.replace(released)) is released       # the same copy again is fine
+    sims = [pp.simulated_synthetic_people(pp.PrivatePairsPlan(epsilon=e), np.random.default_rng(3)) for e in (1.0, 2.0)]
+    assert sims[0].copy_id != sims[1].copy_id       # one seed, two plans: two ids, never one overwriting the other

@@ -9,7 +9,8 @@ and reasons pass the same checks as typed ones, and every value fits its column.
 A synthetic-copy session's export carries its copy (the released people and their metadata, never
 the data they were made from). Importing it stores the copy when its id is new and records the
 copy's release in the project ledger of the importing database under the same release key, so the
-ledger there is complete; importing the same copy again records nothing more.
+ledger there is complete; importing the same copy again records nothing more. An export that carries
+other people under a copy id this database or process already holds is refused: a copy never changes.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from sqlalchemy import insert, select
 from core.cache import config_digest
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness.elicitation import RESPONSE_MODES, RETRACT, SKIP, ElicitationPlan, outside_session_people
-from core.fairness.private_pairs import SYNTHETIC_PEOPLE, copy_from_json, copy_release, copy_to_json, remember_copy
+from core.fairness.private_pairs import (SYNTHETIC_PEOPLE, copy_clash, copy_from_json, copy_release, copy_to_json,
+                                         refuse_clash, remember_copy, same_copy)
 from core.fairness.store.checks import check_pseudonym, check_reason, check_session_name, digest
 from core.fairness.store.runs import check_run, public_run, runs_of, whole
 from core.fairness.store.schema import (MAX_NOTE_LENGTH, SCHEMA_VERSION, assignments, fit_runs, judgments,
@@ -131,6 +133,11 @@ class SessionExchange:
             raise ValueError(f"The export does not carry synthetic copy {config.pair_copy} and this database "
                              "does not hold it; export the session again from the dashboard that made it.")
         if copy is not None:
+            # A copy never changes once stored: other people under a known id are refused before anything
+            # is recorded (insert_copy checks again inside the transaction).
+            if self.has_copy(copy.copy_id) and not same_copy(self.load_copy(copy.copy_id), copy):
+                raise copy_clash(copy.copy_id)
+            refuse_clash(copy)
             # Accounting first: a recorded release the import then fails to store over-reports, never under.
             if ledger is None:
                 from core.privacy.project_ledger import ProjectLedger

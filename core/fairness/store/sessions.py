@@ -29,7 +29,8 @@ from core.database import Database, StoreUnavailable, Tx, describe_fault
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, ElicitationPlan, core_pairs,
                                        population_rows, sample_assignment, self_agreement, stakeholder_seed)
 from core.fairness.private_pairs import (SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople, check_copy_id,
-                                         copy_from_json, copy_to_json, remember_copy)
+                                         copy_clash, copy_from_json, copy_to_json, refuse_clash, remember_copy,
+                                         same_copy)
 from core.fairness.store.checks import (check_pseudonym, check_reason, check_secret, check_session_name,
                                         digest)
 from core.fairness.store.schema import (synthetic_copies, assignments, failed_attempts, judgments, metadata, now_utc,
@@ -271,11 +272,17 @@ class SessionStore:
     # ------------------------------------------------------------------ synthetic copies
     @staticmethod
     def insert_copy(conn: Connection, copy: SyntheticPeople) -> bool:
-        """Store a made copy inside the caller's transaction; False when its id is already stored."""
+        """Store a made copy inside the caller's transaction; False when that very copy is already stored.
+
+        A stored copy never changes: other people under a stored id are refused (ValueError)."""
         if not copy.copy_id or copy.plan.simulated:
             raise ValueError("Only a released synthetic copy (made with secure noise) is stored.")
-        if conn.execute(select(synthetic_copies.c.copy_id)
-                        .where(synthetic_copies.c.copy_id == copy.copy_id)).first() is not None:
+        refuse_clash(copy)
+        stored = conn.execute(select(synthetic_copies)
+                              .where(synthetic_copies.c.copy_id == copy.copy_id)).mappings().first()
+        if stored is not None:
+            if not same_copy(SessionStore.copy_from_row(stored), copy):
+                raise copy_clash(copy.copy_id)
             return False
         data = copy_to_json(copy)
         conn.execute(insert(synthetic_copies).values(
