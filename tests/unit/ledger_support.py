@@ -88,3 +88,14 @@ def race_worker(url: str, data: str, amount: float, n: int, tag: str, start, res
     ProjectLedger(url).db.dispose()
     start.wait(timeout=300)
     results.put(reserve_and_commit(url, data, amount, n, tag))
+
+
+def reserve_then_die(url: str, data: str, ttl: float, results) -> None:
+    """A spawned process that commits one release, reserves a second, hands the reservation back and is
+    killed before it can commit or cancel it (os._exit skips every cleanup, as a crash would)."""
+    ledger = ProjectLedger(url)
+    ledger.commit(ledger.reserve(release(0.125, key="made-before-dying", data=data), ttl_seconds=3600))
+    results.put(ledger.reserve(release(0.75, key="orphan", data=data), ttl_seconds=ttl))
+    results.close()
+    results.join_thread()
+    os._exit(0)
