@@ -70,3 +70,20 @@ def test_a_replaced_file_refuses_writes_and_reads_on_any_database(tmp_path):
                 pass
     finally:
         db.dispose()
+
+
+def test_a_file_deleted_during_a_write_rolls_it_back_instead_of_committing(tmp_path):
+    path = tmp_path / "during.sqlite"
+    db = Database(f"sqlite:///{path}")
+    try:
+        with db.write_tx() as conn:
+            conn.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+        db.watch_file()
+        with pytest.raises(StoreUnavailable, match="deleted"):
+            with db.write_tx() as conn:
+                conn.exec_driver_sql("INSERT INTO t VALUES (1)")
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+        assert not db.write_lock.locked()          # the lock is free for the next writer
+    finally:
+        db.dispose()
