@@ -316,8 +316,7 @@ def run(plan: BudgetPlan, data: bytes | None = None, *, progress=None) -> Budget
     report(0, 4, "Loading the geography")
     geo = plan.geography_data()
     report(1, 4, "Allocating the budget and running ToyDown")
-    core = cached_call(_allocation_part)(plan.replace(algorithms=None, mechanisms=None, public=None), data,
-                                         progress=progress)
+    core = cached_call(_allocation_part)(plan.setup(), data, progress=progress)   # keyed without the tabs' sub-plans
     alloc = core["allocation"]
     algorithms = None
     if plan.algorithms is not None:

@@ -18,7 +18,7 @@ from scipy.stats import chi2
 
 from core.census.analytic import (fragmentation_from_coefficients, level_coefficients, level_node_variance,
                                   preset_shares)
-from core.contracts import Plan, Progress, Registry, Spec, seed_sequence, stream_key
+from core.contracts import Plan, Progress, Registry, Spec, param, seed_sequence, stream_key
 from core.geography.hierarchy import Hierarchy
 from core.parallel import map_trials
 from core.census.toydown import check_budgets, topdown_lite, toydown
@@ -65,9 +65,9 @@ class NoiseConfig(Plan):
     budgets: tuple[float, ...]
     mechanism: str = "laplace"
     sensitivity: float = 2.0
-    algorithm: str = "toydown"
-    runs: int = 16
-    seed: int = 0
+    algorithm: str = param("toydown", label="Noising algorithm", choices=ALGORITHMS.labels(), kind="select")
+    runs: int = param(16, label="Runs", low=2, high=1000, help="The paper uses 16 runs.")
+    seed: int = param(0, label="Noise seed", low=0, high=1_000_000)
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:

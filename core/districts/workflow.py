@@ -15,8 +15,8 @@ import pandas as pd
 
 from core.cache import cached, cached_call
 from core.census.analytic import PRESETS, district_variances
-from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, check_params, named_rng, seed_sequence,
-                            stream_key)
+from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, check_params, named_rng, param,
+                            seed_sequence, stream_key)
 from core.districts.checks import district_checks, plan_check
 from core.districts.ecological import ecological_study
 from core.districts.generators import GENERATORS, GRID_ONLY, UNIT_LABELS, GeneratorParams, ReComParams, is_grid
@@ -32,6 +32,10 @@ from core.parallel import map_trials
 
 GEOGRAPHIES = geographies("grid", "georgia", "upload")
 GRID_SHAPES = ((16, 4, 16), (64, 4, 16), (484, 4, 25))
+GRID_NAMES = {(16, 4, 16): "Tiny: 16 tracts, 32 x 32 blocks", (64, 4, 16): "64 tracts, 64 x 64 blocks",
+              (484, 4, 25): "Dallas-like: 484 tracts, 220 x 220 blocks"}
+#: What the plan generator menu offers: every registered generator, or the curator's own plan.
+GENERATOR_CHOICES = {**GENERATORS.labels(), "upload": "My block-assignment CSV"}
 MAX_PLANS = 400
 MAX_FANOUT = 1_000
 MAX_GRID_BLOCKS = 250_000
@@ -53,12 +57,18 @@ def _whole(value, name: str, low: int, high: int) -> int:
 class EnsemblePlan(Plan):
     """Figure 4/6 analogue: districts of several generators noised together under several splits."""
 
-    splits: tuple[str, ...] = ("equal", "tract-heavy", "block-heavy")
-    runs: int = 16
-    n_square: int = 200
-    recom_units: tuple[str, ...] = ()
-    disconn_units: tuple[str, ...] = ()
-    n_disconn: int = 100
+    splits: tuple[str, ...] = param(("equal", "tract-heavy", "block-heavy"), label="Splits", choices=tuple(PRESETS),
+                                    kind="multiselect")
+    runs: int = param(16, label="Runs per split", low=2, high=400)
+    n_square: int = param(200, label="Random Square districts", low=0, high=2000, step=50)
+    recom_units: tuple[str, ...] = param(
+        (), label="Also compare ReCom ensembles built from", choices=UNIT_LABELS, kind="multiselect",
+        help="Same k, tolerance, steps, thinning and seed as the plan above; larger building units cut fewer units "
+             "of the hierarchy (lower fragmentation).")
+    disconn_units: tuple[str, ...] = param(
+        (), label="Also compare Disconn districts (random units up to the ideal population, not connected) built "
+                  "from", choices=UNIT_LABELS, kind="multiselect")
+    n_disconn: int = param(100, label="Disconn districts each", low=10, high=1000, step=10)
 
     def __post_init__(self) -> None:
         if not self.splits:
@@ -78,8 +88,8 @@ class EnsemblePlan(Plan):
 class ERPlan(Plan):
     """Ecological regression on a synthetic election: each group's support for the candidate."""
 
-    group_support: float = 0.85
-    other_support: float = 0.5
+    group_support: float = param(0.85, label="Black voters' support", low=0.0, high=1.0, step=0.01, kind="slider")
+    other_support: float = param(0.5, label="Other voters' support", low=0.0, high=1.0, step=0.01, kind="slider")
     election_seed: int = 0
 
     def __post_init__(self) -> None:
@@ -103,14 +113,20 @@ class DistrictPlan(Plan):
     """
 
     data: DataRef = DataRef("grid")
-    grid_fanouts: tuple[int, ...] = (64, 4, 16)
-    geo_seed: int = 0
-    generator: str = "greedy"
+    grid_fanouts: tuple[int, ...] = param((64, 4, 16), label="Grid county", choices=GRID_NAMES, kind="select",
+                                          help="Tracts, block groups per tract and blocks per block group.")
+    geo_seed: int = param(0, label="Geography seed", low=0, high=10_000,
+                          help="Seed of the synthetic units below the county (or of the grid).")
+    generator: str = param("greedy", label="Plan generator", choices=GENERATOR_CHOICES, kind="select")
     params: GeneratorParams | None = None
-    k: int = 4
-    plan_seed: int = 0
-    noise: NoiseConfig = field(default_factory=default_noise)
-    balance_tolerance_pct: float = 5.0
+    k: int = param(4, label="Districts (k)", low=2, high=400,
+                   help="4 is like the county-commission districts of the paper; Georgia has 14 congressional "
+                        "districts.")
+    plan_seed: int = param(0, label="Plan seed", low=0, high=1_000_000)
+    noise: NoiseConfig = param(default_noise(), label="Noise")
+    balance_tolerance_pct: float = param(5.0, label="Balance tolerance (%)", low=0.0, high=100.0, step=0.5,
+                                         help="A district passes when its population is within this share of the "
+                                              "ideal (total / k) and it is one connected piece.")
     ensemble: EnsemblePlan | None = None
     er: ERPlan | None = None
 

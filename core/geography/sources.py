@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # geopandas loads only when Georgia is asked for
     from core.geography.blocks import BlockGeography
 
-GEOGRAPHIES = {"stylised": "Stylised fan-outs", "grid": "Synthetic square-grid county", "georgia": "Georgia",
+# Georgia's counties are real; its tracts, block groups and blocks are built from a seed, which the label
+# says wherever Georgia is offered.
+GEOGRAPHIES = {"stylised": "Stylised fan-outs", "grid": "Synthetic square-grid county",
+               "georgia": "Georgia (real counties; synthetic below the county)",
                "upload": "My block files (TIGER/Line + PL 94-171)"}
 
 _GEORGIA: dict[int, "BlockGeography"] = {}

@@ -6,6 +6,7 @@ from the cached result without recomputing anything.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -16,29 +17,28 @@ if str(ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from core.census.allocation import Allocation  # noqa: E402
-from core.census.analytic import PRESETS  # noqa: E402
 from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
 from core.districts import (ALGORITHMS, GENERATORS, DistrictPlan, EnsemblePlan, ERPlan, NoiseConfig,  # noqa: E402
                             run)
 from core.districts.checks import check_warning  # noqa: E402
 from core.districts.display import DISPLAY_LEVELS, display_values, district_shapes  # noqa: E402
-from core.districts.generators import GRID_ONLY, UNIT_LABELS  # noqa: E402
-from core.districts.workflow import GEOGRAPHIES, GRID_SHAPES, build_geography  # noqa: E402
+from core.districts.generators import GRID_ONLY  # noqa: E402
+from core.districts.workflow import GENERATOR_CHOICES, GEOGRAPHIES, build_geography  # noqa: E402
 from core.geography.assignments import plan_to_frame  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.budget_input import budget_input  # noqa: E402
 from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry  # noqa: E402
-from dashboard.components.params_form import params_widgets  # noqa: E402
-from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.params_form import field_key, field_widget, params_widgets, plan_widget_values  # noqa: E402
+from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.uploads_kept import upload_kept  # noqa: E402
 from dashboard.figures import districts as figs  # noqa: E402
 
 S = "session"
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
-GENERATOR_LABELS = {**GENERATORS.labels(), "upload": "My block-assignment CSV"}
-GRID_NAMES = {(16, 4, 16): "Tiny: 16 tracts, 32 x 32 blocks", (64, 4, 16): "64 tracts, 64 x 64 blocks",
-              (484, 4, 25): "Dallas-like: 484 tracts, 220 x 220 blocks"}
+P = "dm"                      # widget keys of the plan's own fields: dm_<field>
+NOISE = field_key(P, "noise")  # ... of its noise settings: dm_noise_<field>
+ENS, ER = "dm_ens", "dm_er"   # ... of the ensemble and ecological-regression sub-plans
 # stable column names -> what a reader sees (units in brackets)
 COLUMNS = {
     "plan": "Plan", "district": "District", "population": "True population (people)",
@@ -68,23 +68,30 @@ def human(df):
 
 
 def plan_to_widgets(plan: DistrictPlan) -> dict:
-    """Widget values that rebuild ``plan`` (for "Open a saved report")."""
-    values = {"dm_geo": plan.data.source, "dm_geo_seed": plan.geo_seed, "dm_grid": plan.grid_fanouts,
-              "dm_gen": plan.generator, "dm_k": plan.k, "dm_plan_seed": plan.plan_seed,
-              "dm_tol": plan.balance_tolerance_pct, "dm_algo": plan.noise.algorithm, "dm_runs": plan.noise.runs,
-              "dm_noise_seed": plan.noise.seed, "dm_alloc_src": "report",
-              "dm_report_noise": plan.noise, "dm_er_on": plan.er is not None}
+    """Widget values that rebuild ``plan`` (for "Open a saved report"): the declared fields from the plans
+    themselves, plus the geography, the allocation (as in the report), the switches of the sub-studies and
+    the generator's Params."""
+    values = plan_widget_values(plan, P)
+    values.update({"dm_geo": plan.data.source, field_key(P, "grid_fanouts"): plan.grid_fanouts,  # a menu of tuples
+                   "dm_alloc_src": "report", "dm_report_noise": plan.noise, "dm_er_on": plan.er is not None,
+                   "dm_ens_on": plan.ensemble is not None})
     if plan.params is not None:
         for name, value in plan.params.__dict__.items():
             values[f"dm_{plan.generator}_{name}"] = value
     if plan.er is not None:
-        values.update({"dm_er_group": plan.er.group_support, "dm_er_other": plan.er.other_support})
+        values.update(plan_widget_values(plan.er, ER))
     if plan.ensemble is not None:
-        e = plan.ensemble
-        values.update({"dm_ens_on": True, "dm_ens_splits": list(e.splits), "dm_ens_runs": e.runs,
-                       "dm_ens_squares": e.n_square, "dm_ens_units": list(e.recom_units),
-                       "dm_ens_disconn": list(e.disconn_units), "dm_ens_disconn_n": e.n_disconn})
+        values.update(plan_widget_values(plan.ensemble, ENS))
     return values
+
+
+def sub_plan(cls, prefix: str, **fixed):
+    """A sub-plan from its widgets' values in the session (drawn further down the page, in its tab), each
+    field not drawn yet at its declared default; ``fixed`` overrides."""
+    values = {f.name: st.session_state[field_key(prefix, f.name)] for f in dataclasses.fields(cls)
+              if "label" in f.metadata and field_key(prefix, f.name) in st.session_state}
+    values = {name: tuple(v) if isinstance(v, list) else v for name, v in values.items()}
+    return cls(**{**values, **fixed})
 
 
 st.title("District maps")
@@ -98,13 +105,11 @@ with st.container(border=True):
     g1, g2 = st.columns([2, 1])
     kind = g1.radio("Geography", list(GEOGRAPHIES), format_func=GEOGRAPHIES.get, key="dm_geo", horizontal=True,
                     persist_state=S)
-    geo_seed = int(g2.number_input("Geography seed", 0, 10_000, 0, key="dm_geo_seed", persist_state=S,
-                                   help="Seed of the synthetic units below the county (or of the grid)."))
-    fanouts = (64, 4, 16)
+    geo_seed = field_widget(DistrictPlan, "geo_seed", P, container=g2, persist_state=S)
+    fanouts = DistrictPlan.grid_fanouts
     geo_files: list[bytes] = []
     if kind == "grid":
-        fanouts = st.selectbox("Grid county", GRID_SHAPES, index=1, format_func=GRID_NAMES.get, key="dm_grid",
-                               persist_state=S, help="Tracts, block groups per tract and blocks per block group.")
+        fanouts = field_widget(DistrictPlan, "grid_fanouts", P, persist_state=S)
     elif kind == "upload":
         u1, u2 = st.columns(2)
         zipped = upload_kept("Block shapefile (zipped TIGER/Line: .shp, .shx, .dbf, .prj)", "dm_tiger_zip",
@@ -121,17 +126,13 @@ with st.container(border=True):
 # ------------------------------------------------------------------------------- plan
 with st.container(border=True):
     st.subheader("2. Plan")
-    gens = [g for g in GENERATOR_LABELS if kind == "grid" or g not in GRID_ONLY]
     p1, p2, p3, p4 = st.columns(4)
-    generator = p1.selectbox("Plan generator", gens, format_func=GENERATOR_LABELS.get, key="dm_gen",
-                             persist_state=S, index=gens.index("recom"))
-    k = int(p2.number_input("Districts (k)", 2, 400, 4, key="dm_k", persist_state=S,
-                            help="4 is like the county-commission districts of the paper; Georgia has 14 "
-                                 "congressional districts."))
-    plan_seed = int(p3.number_input("Plan seed", 0, 1_000_000, 0, key="dm_plan_seed", persist_state=S))
-    tolerance = float(p4.number_input("Balance tolerance (%)", 0.0, 100.0, 5.0, 0.5, key="dm_tol", persist_state=S,
-                                      help="A district passes when its population is within this share of the "
-                                           "ideal (total / k) and it is one connected piece."))
+    # the page starts from ReCom, which runs on every geography (a plan in a script starts from Greedy)
+    generator = field_widget(DistrictPlan, "generator", P, container=p1, default="recom", persist_state=S,
+                             options=[g for g in GENERATOR_CHOICES if kind == "grid" or g not in GRID_ONLY])
+    k = field_widget(DistrictPlan, "k", P, container=p2, persist_state=S)
+    plan_seed = field_widget(DistrictPlan, "plan_seed", P, container=p3, persist_state=S)
+    tolerance = field_widget(DistrictPlan, "balance_tolerance_pct", P, container=p4, persist_state=S)
     params = None
     plan_raw = None
     if generator == "upload":
@@ -201,27 +202,21 @@ with st.container(border=True):
     st.caption("Budgets per level: " + ", ".join(f"{n} {b:.4g}" for n, b in zip(alloc.level_names, alloc.budgets))
                + f" ({alloc.unit}, {alloc.mechanism}, sensitivity {alloc.sensitivity:g}; total {alloc.total:.4g}).")
     n1, n2, n3, n4 = st.columns(4)
-    algorithm = n1.selectbox("Noising algorithm", list(ALGORITHMS), format_func=ALGORITHMS.labels().get, key="dm_algo",
-                             persist_state=S)
-    runs = int(n2.number_input("Runs", 2, 1000, 16, key="dm_runs", persist_state=S, help="The paper uses 16 runs."))
-    noise_seed = int(n3.number_input("Noise seed", 0, 1_000_000, 0, key="dm_noise_seed", persist_state=S))
+    algorithm = field_widget(NoiseConfig, "algorithm", NOISE, container=n1, persist_state=S)
+    runs = field_widget(NoiseConfig, "runs", NOISE, container=n2, persist_state=S)
+    noise_seed = field_widget(NoiseConfig, "seed", NOISE, container=n3, persist_state=S)
     er_on = n4.toggle("Ecological regression", False, key="dm_er_on", persist_state=S,
                       help="A synthetic election on synthetic precincts, regressed on true and noisy counts.")
 
+# the sub-studies' widgets sit in their tabs below the result; their plans come from the session
 ens_on = st.session_state.get("dm_ens_on", False)
 ensemble = None
 if ens_on:
     try:
-        ensemble = EnsemblePlan(tuple(st.session_state.get("dm_ens_splits", EnsemblePlan.splits)),
-                                int(st.session_state.get("dm_ens_runs", 16)),
-                                int(st.session_state.get("dm_ens_squares", 200)) if kind == "grid" else 0,
-                                tuple(st.session_state.get("dm_ens_units", ())),
-                                tuple(st.session_state.get("dm_ens_disconn", ())),
-                                int(st.session_state.get("dm_ens_disconn_n", 100)))
+        ensemble = sub_plan(EnsemblePlan, ENS, **({} if kind == "grid" else {"n_square": 0}))
     except ValueError as exc:
         st.error(str(exc))
-er = ERPlan(float(st.session_state.get("dm_er_group", 0.85)), float(st.session_state.get("dm_er_other", 0.5))) \
-    if er_on else None
+er = sub_plan(ERPlan, ER) if er_on else None
 try:
     plan = DistrictPlan(data=ref, grid_fanouts=tuple(fanouts), geo_seed=geo_seed, generator=generator, params=params,
                         k=k, plan_seed=plan_seed, balance_tolerance_pct=tolerance,
@@ -229,8 +224,7 @@ try:
                                           noise_seed),
                         ensemble=ensemble, er=er)
     st.session_state["dm_plan"] = plan
-    with progress_bar("Drawing plans and noisy runs", cancel_key="dm_cancel") as progress:
-        result = run(plan, data, progress=progress)
+    result = run_with_progress(run, plan, data, label="Drawing plans and noisy runs", cancel_key="dm_cancel")
     if ledger_ref(plan) is not None:   # the seeded noisy runs: listed apart in the project ledger, never counted
         record_release(release_entry(plan, "District maps", "seeded noisy runs",
                                      f"{ALGORITHMS[plan.noise.algorithm].label}, {plan.noise.runs} seeded noisy runs, "
@@ -352,21 +346,14 @@ with tab_ens:
                "budget (Figures 4 and 6 analogues of Cohen et al. 2021). Every noisy run of the whole hierarchy "
                "serves every district at once.")
     e1, e2, e3 = st.columns(3)
-    e1.multiselect("Splits", list(PRESETS), ["equal", "tract-heavy", "block-heavy"], key="dm_ens_splits",
-                   persist_state=S)
-    e2.number_input("Runs per split", 2, 400, 16, key="dm_ens_runs", persist_state=S)
-    e3.number_input("Random Square districts", 0, 2000, 200, 50, key="dm_ens_squares", disabled=kind != "grid",
-                    persist_state=S)
+    field_widget(EnsemblePlan, "splits", ENS, container=e1, persist_state=S)
+    field_widget(EnsemblePlan, "runs", ENS, container=e2, persist_state=S)
+    field_widget(EnsemblePlan, "n_square", ENS, container=e3, disabled=kind != "grid", persist_state=S)
     units_here = ["tract", "block group", "block"] if kind == "grid" else ["county", "tract", "block group"]
-    st.multiselect("Also compare ReCom ensembles built from", units_here, format_func=UNIT_LABELS.get,
-                   key="dm_ens_units", persist_state=S,
-                   help="Same k, tolerance, steps, thinning and seed as the plan above; larger building units cut "
-                        "fewer units of the hierarchy (lower fragmentation).")
+    field_widget(EnsemblePlan, "recom_units", ENS, options=units_here, persist_state=S)
     d1, d2 = st.columns([3, 1])
-    d1.multiselect("Also compare Disconn districts (random units up to the ideal population, not connected) built "
-                   "from", ["county", "tract", "block group", "block"], format_func=UNIT_LABELS.get,
-                   key="dm_ens_disconn", persist_state=S)
-    d2.number_input("Disconn districts each", 10, 1000, 100, 10, key="dm_ens_disconn_n", persist_state=S)
+    field_widget(EnsemblePlan, "disconn_units", ENS, container=d1, persist_state=S)
+    field_widget(EnsemblePlan, "n_disconn", ENS, container=d2, persist_state=S)
     st.toggle("Include the ensemble study in the plan", key="dm_ens_on", persist_state=S,
               help="Runs once for these settings, then comes from the cache.")
     if result.ensemble is None:
@@ -390,8 +377,8 @@ with tab_er:
                "of Black and of other voters' votes. Ecological regression of vote share on Black share of the "
                "voting-age population, on true and on noisy (Black VAP, other VAP) counts; votes stay exact.")
     r1, r2, r3 = st.columns(3)
-    r1.slider("Black voters' support", 0.0, 1.0, 0.85, 0.01, key="dm_er_group", persist_state=S)
-    r2.slider("Other voters' support", 0.0, 1.0, 0.5, 0.01, key="dm_er_other", persist_state=S)
+    field_widget(ERPlan, "group_support", ER, container=r1, persist_state=S)
+    field_widget(ERPlan, "other_support", ER, container=r2, persist_state=S)
 
     @st.fragment
     def er_panel(er_result) -> None:

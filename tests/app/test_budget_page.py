@@ -333,6 +333,7 @@ def test_georgia_and_an_uploaded_district_plan_survive_navigation():
     at = AppTest.from_file(str(Path(PAGE).parents[1] / "app.py"), default_timeout=180)
     at.run()
     at.switch_page("tools/budget_allocation.py").run()
+    assert "Georgia (real counties; synthetic below the county)" in at.radio(key="ba_geo").options
     at.radio(key="ba_geo").set_value("georgia").run()
     at.file_uploader(key="ba_plan_csv").set_value(("plan.csv", csv, "text/csv"))
     at.run()

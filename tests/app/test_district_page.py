@@ -72,12 +72,12 @@ def test_page_reads_plainly_and_maps_stay_offline(app):
 def test_checks_flag_greedy_plans_and_tolerance_is_the_users():
     at = AppTest.from_file(PAGE, default_timeout=240)
     at.run()
-    at.selectbox(key="dm_gen").select("greedy").run()
+    at.selectbox(key="dm_generator").select("greedy").run()
     assert not at.exception and not at.error
     assert any("fail the checks" in w.value for w in at.warning)
     table = _table(at, "Passes checks")
     assert not table["Within tolerance"].all()
-    at.number_input(key="dm_tol").set_value(100.0).run()
+    at.number_input(key="dm_balance_tolerance_pct").set_value(100.0).run()
     assert _table(at, "Passes checks")["Passes checks"].all()
 
 
@@ -146,7 +146,7 @@ def test_checkerboard_upload_is_flagged_and_kept_by_fingerprint():
     at = AppTest.from_file(APP, default_timeout=240)
     at.run()
     at.switch_page("tools/district_maps.py").run()
-    at.selectbox(key="dm_gen").select("upload").run()
+    at.selectbox(key="dm_generator").select("upload").run()
     at.file_uploader(key="dm_plan_csv").set_value(("plan.csv", csv, "text/csv"))
     at.run()
     assert not at.exception and not at.error
@@ -171,17 +171,17 @@ def test_saved_report_restores_the_settings_and_the_numbers():
     at.run()
     assert not at.exception and not at.error
     assert at.session_state["dm_plan"] == plan
-    assert at.number_input(key="dm_tol").value == 2.5
+    assert at.number_input(key="dm_balance_tolerance_pct").value == 2.5
     assert _metric(at, "Plans passing the checks") == f"{int(run(plan).plans['passes'].sum())} of 2"
 
 
 def test_ensemble_and_ecological_regression_tabs_on_a_small_grid():
     at = AppTest.from_file(PAGE, default_timeout=240)
     at.run()
-    at.selectbox(key="dm_grid").select((16, 4, 16)).run()
+    at.selectbox(key="dm_grid_fanouts").select((16, 4, 16)).run()
     at.multiselect(key="dm_ens_splits").set_value(["equal"])
     at.number_input(key="dm_ens_runs").set_value(4)
-    at.number_input(key="dm_ens_squares").set_value(20)
+    at.number_input(key="dm_ens_n_square").set_value(20)
     at.toggle(key="dm_ens_on").set_value(True)
     at.toggle(key="dm_er_on").set_value(True).run()
     assert not at.exception and not at.error
@@ -203,6 +203,7 @@ def test_geography_choice_and_a_loaded_allocation_survive_navigation():
     at = AppTest.from_file(APP, default_timeout=300)
     at.run()
     at.switch_page("tools/district_maps.py").run()
+    assert "Georgia (real counties; synthetic below the county)" in at.radio(key="dm_geo").options
     at.radio(key="dm_geo").set_value("georgia").run()
     at.radio(key="dm_alloc_src").set_value("file").run()
     at.file_uploader(key="dm_alloc_json").set_value(("allocation.json", alloc.to_json().encode(), "application/json"))

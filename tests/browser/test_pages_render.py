@@ -190,6 +190,7 @@ def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
 
     from core.census.budget_plan import load_geography
     from core.geography.assignments import plan_to_frame
+    from core.geography.sources import GEOGRAPHIES
 
     geo = load_geography("georgia", (1,), 0)
     h = geo.hierarchy
@@ -200,7 +201,7 @@ def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
         page, outside = open_page(browser, height=2400)
         page.goto(f"{server}/budget-allocation")
         wait_until_idle(page, timeout_ms=120_000)
-        page.get_by_text("Georgia", exact=True).click()
+        page.get_by_text(GEOGRAPHIES["georgia"], exact=True).click()
         wait_until_idle(page, timeout_ms=120_000)
         page.get_by_text("Your district plan as a target").click()
         # the page's first file input is the saved-report loader's: pick the plan uploader by its label

@@ -22,3 +22,8 @@ def test_both_pages_read_the_same_georgia_and_know_it_is_cached():
     assert sources.georgia_is_cached(0)
     assert geography_data.georgia_is_cached(0) and geography_data.load_geography("georgia", (), 0).hierarchy.n_leaves \
         == blocks.hierarchy.n_leaves
+
+
+def test_georgia_says_it_is_synthetic_below_the_county_on_both_pages():
+    for area in (geography_data.GEOGRAPHIES, workflow.GEOGRAPHIES):
+        assert "synthetic below the county" in area["georgia"]
