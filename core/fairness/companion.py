@@ -13,13 +13,13 @@ disparity penalty. Positive label = reoffended; the decision 1[score >= cutoff] 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import linprog, minimize
 
-from core.contracts import Plan, finite_number, named_rng
+from core.contracts import Plan, finite_number, named_rng, param
 
 MARGIN = 1e-6          # strict NPV inequality replaced by a small margin (spec 3.1 review note)
 #: Soft trade-off: unflagged people must average a score of at most cutoff - GAP (a strict NPV
@@ -28,21 +28,32 @@ MARGIN = 1e-6          # strict NPV inequality replaced by a small margin (spec 
 GAP = 1e-4
 MODES = {"exact": "equal error rates (soft trade-off only when they are out of reach)",
          "soft": "soft trade-off: group losses plus a penalty on the rate differences"}
+#: What the pages offer for the soft trade-off: one penalty, on both rate differences or on one of them.
+PENALTY_MENU = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0)
+PARITY = {"both": "false and true positive rates", "tpr": "true positive rates only",
+          "fpr": "false positive rates only"}
 
 
 @dataclass(frozen=True)
 class CompanionPlan(Plan):
     """Cut-off, score bins, the two groups compared (L/H ordered by base rate), the swept value
     whose scores are post-processed (``at``; None = the sweep point nearest 0.3) and the soft
-    trade-off's group share and disparity penalties."""
+    trade-off's group share and disparity penalties.
 
-    cutoff: float = 0.5                  # p_bar = k / (k + 1); k = cost of a false positive
-    bins: int = 10
-    attribute: str = "race"
+    The fields a person sets are declared with ``param(...)`` (label, help, what the pages offer); the
+    checks below are the plan's rules, broader than the offer so saved plans outside it still load.
+    The two penalties are set on the pages as one penalty and the rates it applies to
+    (:func:`penalties`, :func:`penalty_and_parity`)."""
+
+    cutoff: float = param(       # p_bar = k / (k + 1); k = cost of a false positive
+        0.5, label="Cut-off for flagging high risk", low=0.05, high=0.95, step=0.01, kind="slider",
+        help="A cut-off c is optimal when a false positive costs c/(1−c) false negatives.")
+    bins: int = param(10, label="Score bins", low=2, high=20, kind="slider")
+    attribute: str = param("race", label="Groups compared", choices=("race", "sex"), kind="select")
     groups: tuple[str, str] = ("African-American", "Caucasian")
     seed: int = 0
     at: float | None = None
-    mode: str = "exact"
+    mode: str = param("exact", label="Target", choices=MODES, kind="radio")
     share_low: float | None = None       # weight of group L's loss; None = its share of the two groups
     penalty_fpr: float = 1.0
     penalty_tpr: float = 1.0
@@ -73,6 +84,27 @@ class CompanionPlan(Plan):
             if not 0.0 <= value <= 1e6:
                 raise ValueError("Disparity penalties must lie between 0 and 1,000,000.")
             object.__setattr__(self, name, value)
+
+
+def penalties(penalty: float, parity: str) -> dict[str, float]:
+    """The two disparity penalties of one penalty applied to ``parity``'s rate differences (a key of
+    ``PARITY``): the other rate's penalty is 0."""
+    if parity not in PARITY:
+        raise ValueError(f"Penalise differences in one of {list(PARITY)}, not {parity!r}.")
+    return {"penalty_fpr": 0.0 if parity == "tpr" else float(penalty),
+            "penalty_tpr": 0.0 if parity == "fpr" else float(penalty)}
+
+
+def penalty_and_parity(plan: CompanionPlan) -> tuple[float, str]:
+    """The one penalty and the rates it applies to that give ``plan``'s two penalties (the inverse of
+    :func:`penalties` for every plan the pages make)."""
+    fpr, tpr = plan.penalty_fpr, plan.penalty_tpr
+    return max(fpr, tpr), "both" if fpr == tpr else ("tpr" if fpr == 0 else "fpr")
+
+
+def default_penalty() -> float:
+    """The penalty a companion plan starts from (its declared default, the same on both rates)."""
+    return next(f.default for f in fields(CompanionPlan) if f.name == "penalty_fpr")
 
 
 @dataclass

@@ -16,10 +16,10 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.contracts import DataRef, Plan, make_rng, plan_from_dict
+from core.contracts import DataRef, Plan, make_rng, param, plan_from_dict
 from core.datasets import COMPAS_POPULATIONS, compas_population
-from core.fairness.private_pairs import (PAIR_SOURCES, SYNTHETIC_PEOPLE, PrivatePairsPlan, check_copy_id,
-                                         check_pair_epsilon)
+from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SYNTHETIC_PEOPLE,
+                                         PrivatePairsPlan, check_copy_id, check_pair_epsilon)
 
 # The eight study features shown on pair cards by default (spec 4.1); labels never appear.
 DEFAULT_FEATURES: tuple[str, ...] = ("age", "sex", "race", "priors_count", "juv_fel_count",
@@ -51,6 +51,10 @@ FEATURE_LABELS = {
 
 
 DEMO_KINDS = ("metric", "score")
+DEMO_KIND_LABELS = {"metric": "similarity on record features", "score": "similar risk score"}
+RESPONSE_MODE_LABELS = {"binary": "same / may differ", "four_option": "four options"}
+#: The largest seed the design page offers (a plan takes any non-negative whole number).
+MAX_PAGE_SEED = 2 ** 31 - 1
 MAX_DEMO_STAKEHOLDERS = 60
 DEFAULT_INSTRUCTIONS = ("For each pair, say whether, as a matter of fairness, the two people "
                         "should receive the same risk prediction.")
@@ -69,23 +73,39 @@ class ElicitationPlan(Plan):
     One class serves both as the plan a report reruns and as the settings a live session stores
     (``session_dict`` / ``from_dict``: the stored form names the data ``dataset`` and leaves the
     simulated panel out). Every default is declared here once.
+
+    The fields a facilitator sets are declared with ``param(...)``: label, help and what the design
+    page offers (its menus and ranges), from which the page draws and restores its widgets.
+    ``validate_config`` holds the rules, which accept everything the page offers and more, so a
+    session stored or imported with a larger design still loads.
     """
 
     data: DataRef = field(default_factory=lambda: DataRef("compas"))
-    population: str = "paper"
-    features: tuple[str, ...] = DEFAULT_FEATURES
-    n_core: int = 10
-    n_random: int = 40
-    n_repeat: int = 2
-    response_mode: str = "binary"
+    population: str = param(
+        "paper", label="People pairs are drawn from", choices=COMPAS_POPULATIONS, kind="select",
+        help="Keep the learner's population (the paper's, by default) so that every pair judged reaches the "
+             "learner; pairs with someone the learner does not fit are left out.")
+    features: tuple[str, ...] = param(
+        DEFAULT_FEATURES, label="Features shown on each card (labels and scores are never shown)",
+        choices={f: FEATURE_LABELS.get(f, f) for f in DISPLAYABLE_FEATURES}, kind="multiselect")
+    n_core: int = param(10, label="Core pairs (everyone)", low=0, high=100)
+    n_random: int = param(40, label="Random pairs", low=0, high=400)
+    n_repeat: int = param(2, label="Repeated pairs", low=0, high=20)
+    response_mode: str = param("binary", label="Answers", choices=RESPONSE_MODE_LABELS, kind="select")
     favourable_label: int = 0
-    seed: int = 0
-    instructions: str = DEFAULT_INSTRUCTIONS
-    demo_stakeholders: int = 0
-    demo_kind: str = "metric"
-    demo_seed: int = 0
-    pair_source: str = "real"      # "real" records, or "dp_synthetic": a private synthetic copy
-    pair_epsilon: float = 1.0      # the copy's epsilon; its delta is PAIR_DELTA
+    seed: int = param(0, label="Seed", low=0, high=MAX_PAGE_SEED)
+    instructions: str = param(DEFAULT_INSTRUCTIONS, kind="text",
+                              label="Instructions shown to stakeholders (keep them neutral: no fairness guidance)")
+    demo_stakeholders: int = param(0, label="Simulated stakeholders", low=2, high=MAX_DEMO_STAKEHOLDERS)
+    demo_kind: str = param("metric", label="Judges", choices=DEMO_KIND_LABELS, kind="select")
+    demo_seed: int = param(0, label="Seed", low=0, high=MAX_PAGE_SEED)
+    pair_source: str = param(      # "real" records, or "dp_synthetic": a private synthetic copy
+        "real", label="People on the cards", choices=PAIR_SOURCES,
+        help="A synthetic copy is drawn with differential privacy (MST on public bins), so no real record is "
+             "shown; ages and counts then appear as ranges.")
+    pair_epsilon: float = param(   # the copy's epsilon; its delta is PAIR_DELTA
+        1.0, label="Epsilon of the synthetic copy", low=0.05, high=MAX_PAIR_EPSILON, step=0.25,
+        help=f"Spent once per copy made; delta is fixed at {PAIR_DELTA:g}.")
     pair_copy: str = ""            # the released copy's id ("" before it is made)
 
     def __post_init__(self) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from core.cache import cached_call, memory
-from core.contracts import Plan, Progress, finite_number, named_rng
+from core.contracts import Plan, Progress, finite_number, named_rng, param
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, ORACLES, LearnerConfig, best_constant_error,
                                    fit_with_holdout, unconstrained_coefficients)
@@ -39,25 +39,45 @@ SWEEPS = {"gamma": "per-pair slack γ (every pair within γ; η = 0)",
           "eta": "violation budget η (average excess per judgment at most η; γ fixed)"}
 Z95 = 1.959963984540054
 MAX_ROUNDS = 20_000
+#: What the learning page offers (a plan may hold any value its own checks accept).
+ROUND_MENU = (100, 300, 1000, 2000, 3000)
+ORACLE_LABELS = {"logistic": "weighted logistic regression (default)",
+                 "ols": "least-squares threshold (fast heuristic)"}
 
 
 @dataclass(frozen=True)
 class FrontierPlan(Plan):
-    """A slack sweep: the people, the learner settings shared by every point, the held-out design."""
+    """A slack sweep: the people, the learner settings shared by every point, the held-out design.
 
-    population: str = "paper"                # a key of core.datasets.COMPAS_POPULATIONS
+    The fields a person sets on the learning page are declared with ``param(...)``: label, help and
+    what the page offers (a menu, a slider's range). The checks below are the plan's rules; they
+    accept everything the page offers and more, so a plan saved or scripted outside the page's offer
+    still loads and runs (the page then says it cannot redraw it)."""
+
+    population: str = param(
+        "paper", label="People the learner fits", choices=COMPAS_POPULATIONS, kind="select",
+        help="The paper's population is ProPublica's filtered file without race 'Other'. Pairs with someone "
+             "outside the population are left out.")
     gammas: tuple[float, ...] = DEFAULT_GAMMAS
-    sweep: str = "gamma"                     # "gamma" or "eta" (spec R4 and R6)
+    sweep: str = param(                      # "gamma" or "eta" (spec R4 and R6)
+        "gamma", label="Trade-off traced by", choices=SWEEPS,
+        help="γ: each elicited pair may differ by at most γ. η: pairs may exceed the slack as long as the "
+             "average excess per judgment stays within η (2,000+ rounds recommended).")
     etas: tuple[float, ...] = DEFAULT_ETAS
     eta_gamma: float = 0.0                   # the fixed slack of an eta sweep
-    T: int = 1000
+    T: int = param(1000, label="Rounds per slack value", low=1, high=MAX_ROUNDS, choices=ROUND_MENU,
+                   kind="select_slider", help="The paper reports convergence after about 1,000 rounds.")
     C_lambda: float = 10.0
-    averaging: str = "fast"
-    oracle: str = "logistic"
-    pair_holdout: float = 0.25
+    averaging: str = param("fast", label="Averaging of the iterates", choices=AVERAGING, kind="radio")
+    oracle: str = param("logistic", label="Learner (cost-sensitive oracle)", choices=ORACLE_LABELS, kind="select")
+    pair_holdout: float = param(
+        0.25, label="Share of pairs held out", low=0.0, high=0.5, step=0.05, kind="slider",
+        help="Held-out pairs and 30% held-out individuals estimate how the fairness and the error carry over "
+             "to people not used in fitting.")
     individual_holdout: bool = True
-    use_protected: bool = True
-    seed: int = 0
+    use_protected: bool = param(True, label="Learner sees race and sex",
+                                help="A normative choice the paper leaves open; it is logged in the export.")
+    seed: int = param(0, label="Seed", low=0, high=10_000)
     tol: float = FAST_FALLBACK_TOL
 
     def __post_init__(self) -> None:

@@ -22,25 +22,20 @@ import streamlit as st
 from core.cache import config_digest
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness import CompanionPlan, ConstraintTable, FrontierPlan, LearningPlan, run_learning
-from core.fairness.companion import MODES, CompanionResult, cost_ratio
-from core.fairness.frontier import SWEEPS, FrontierResult, fpr_gap
-from core.fairness.learner import AVERAGING, ORACLES
+from core.fairness.companion import (PARITY, PENALTY_MENU, CompanionResult, cost_ratio, default_penalty, penalties,
+                                     penalty_and_parity)
+from core.fairness.frontier import FrontierResult, fpr_gap
 from core.fairness.learning_plan import frontier_ready
 from core.fairness.learning_plan import LearningResult
 from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan, SyntheticPeople
+from dashboard.components.params_form import check_shown, field_widget, plan_widget_values
 from dashboard.components.progress import session_memo
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.figures import fairness as figs
 
 KEEP = "session"
 PAGE = "fairness_learning"
-ROUND_CHOICES = (100, 300, 1000, 2000, 3000)
-ORACLE_LABELS = {"logistic": "weighted logistic regression (default)",
-                 "ols": "least-squares threshold (fast heuristic)"}
 GROUP_PAIRS = {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")}
-PENALTIES = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0)
-PARITY = {"both": "false and true positive rates", "tpr": "true positive rates only",
-          "fpr": "false positive rates only"}
 
 PAIR_LABELS = {"i": "person i (COMPAS row)", "j": "person j (COMPAS row)",
                "weight": "weight 'treat alike' (0 to 1)", "agreement": "judges' agreement (share)",
@@ -68,57 +63,46 @@ ResultHook = Callable[[FrontierPlan, FrontierResult], "bool | None"]
 
 
 def _settings(key: str) -> FrontierPlan:
-    """Learner settings as widgets; returns the frozen sweep plan."""
+    """Learner settings as widgets drawn from the sweep plan's declared fields (keys ``<key>_<field>``);
+    returns the frozen sweep plan."""
+    def draw(name: str, container=st):
+        return field_widget(FrontierPlan, name, key, container=container, persist_state=KEEP)
+
     with st.expander("Learner settings", expanded=False):
-        population = st.selectbox("People the learner fits", list(COMPAS_POPULATIONS),
-                                  format_func=COMPAS_POPULATIONS.get, key=f"{key}_population",
-                                  persist_state=KEEP,
-                                  help="The paper's population is ProPublica's filtered file without race "
-                                       "'Other'. Pairs with someone outside the population are left out.")
+        values = {"population": draw("population")}
         c1, c2, c3 = st.columns(3)
-        averaging = c1.radio("Averaging of the iterates", list(AVERAGING), index=1,
-                             format_func=lambda a: AVERAGING[a], key=f"{key}_averaging", persist_state=KEEP)
-        rounds = c2.select_slider("Rounds per slack value", ROUND_CHOICES, value=1000,
-                                  key=f"{key}_rounds", persist_state=KEEP,
-                                  help="The paper reports convergence after about 1,000 rounds.")
-        oracle = c3.selectbox("Learner (cost-sensitive oracle)", list(ORACLES),
-                              format_func=ORACLE_LABELS.get, key=f"{key}_oracle", persist_state=KEEP)
-        sweep = st.radio("Trade-off traced by", list(SWEEPS), format_func=SWEEPS.get, horizontal=True,
-                         key=f"{key}_sweep", persist_state=KEEP,
-                         help="γ: each elicited pair may differ by at most γ. η: pairs may exceed the "
-                              "slack as long as the average excess per judgment stays within η "
-                              "(2,000+ rounds recommended).")
+        values.update(averaging=draw("averaging", c1), T=draw("T", c2), oracle=draw("oracle", c3),
+                      sweep=draw("sweep"))
         c4, c5, c6 = st.columns(3)
-        holdout = c4.slider("Share of pairs held out", 0.0, 0.5, 0.25, 0.05, key=f"{key}_holdout",
-                            persist_state=KEEP,
-                            help="Held-out pairs and 30% held-out individuals estimate how the "
-                                 "fairness and the error carry over to people not used in fitting.")
-        protected = c5.checkbox("Learner sees race and sex", value=True, key=f"{key}_protected",
-                                persist_state=KEEP,
-                                help="A normative choice the paper leaves open; it is logged in the export.")
-        seed = c6.number_input("Seed", 0, 10_000, 0, key=f"{key}_seed", persist_state=KEEP)
-    return FrontierPlan(population=population, sweep=sweep, T=int(rounds), averaging=averaging, oracle=oracle,
-                        pair_holdout=float(holdout), individual_holdout=True,
-                        use_protected=bool(protected), seed=int(seed))
+        values.update(pair_holdout=draw("pair_holdout", c4), use_protected=draw("use_protected", c5),
+                      seed=draw("seed", c6))
+    return FrontierPlan(**values, individual_holdout=True)
+
+
+def companion_widget_values(key: str, plan: CompanionPlan,
+                            pairs: dict[str, tuple[str, str]] = GROUP_PAIRS) -> dict[str, Any]:
+    """Widget values that redraw ``plan`` in :func:`companion_settings` (ValueError when its groups or
+    settings are not among those the panel offers)."""
+    if set(pairs.get(plan.attribute, ())) != set(plan.groups):
+        attribute = next((a for a, g in pairs.items() if set(g) == set(plan.groups)), None)
+        if attribute is None:
+            raise ValueError(f"This page compares {list(pairs.values())}; the report compared {plan.groups}.")
+        plan = plan.replace(attribute=attribute)
+    check_shown(plan)
+    penalty, parity = penalty_and_parity(plan)
+    if penalty not in PENALTY_MENU:
+        raise ValueError(f"This page offers a disparity penalty of {list(PENALTY_MENU)}; the report used {penalty:g}.")
+    prefix = f"{key}_rv"
+    return {**plan_widget_values(plan, prefix), f"{prefix}_penalty": penalty, f"{prefix}_parity": parity}
 
 
 def plan_widgets(key: str, plan: LearningPlan) -> dict[str, Any]:
-    """Widget values that rebuild a saved plan's learner and companion settings."""
-    f = plan.frontier
-    values = {f"{key}_population": f.population, f"{key}_averaging": f.averaging, f"{key}_rounds": f.T,
-              f"{key}_oracle": f.oracle, f"{key}_sweep": f.sweep, f"{key}_holdout": f.pair_holdout,
-              f"{key}_protected": f.use_protected, f"{key}_seed": f.seed}
-    if f.T not in ROUND_CHOICES:
-        raise ValueError(f"This page offers {list(ROUND_CHOICES)} rounds; the report used {f.T}.")
-    c = plan.companion
-    if c is not None:
-        attribute = next((a for a, g in GROUP_PAIRS.items() if set(g) == set(c.groups)), None)
-        if attribute is None:
-            raise ValueError(f"This page compares {list(GROUP_PAIRS.values())}; the report compared {c.groups}.")
-        parity = "both" if c.penalty_fpr == c.penalty_tpr else ("tpr" if c.penalty_fpr == 0 else "fpr")
-        values.update({f"{key}_rv_attribute": attribute, f"{key}_rv_cutoff": c.cutoff,
-                       f"{key}_rv_bins": c.bins, f"{key}_rv_mode": c.mode,
-                       f"{key}_rv_penalty": max(c.penalty_fpr, c.penalty_tpr), f"{key}_rv_parity": parity})
+    """Widget values that rebuild a saved plan's learner and companion settings: the declared fields of
+    its sweep and companion plans (ValueError names a setting this page cannot show)."""
+    check_shown(plan.frontier)
+    values = plan_widget_values(plan.frontier, key)
+    if plan.companion is not None:
+        values.update(companion_widget_values(key, plan.companion))
     return values
 
 
@@ -322,33 +306,33 @@ def _pairs_and_groups(key: str, f: FrontierResult, point: pd.Series, synthetic: 
 
 def companion_settings(key: str, at: float | None, seed: int,
                        pairs: dict[str, tuple[str, str]] = GROUP_PAIRS) -> CompanionPlan:
-    """Widgets of the Reich and Vijaykumar panel, as a companion plan at the chosen point
-    (``pairs``: attribute -> the two groups compared, as the data spell them)."""
+    """Widgets of the Reich and Vijaykumar panel, drawn from the companion plan's declared fields (keys
+    ``<key>_rv_<field>``), as a companion plan at the chosen point (``pairs``: attribute -> the two
+    groups compared, as the data spell them)."""
     st.markdown("#### Companion: calibrated scores with equal error rates")
     st.caption("Post-processes the learned scores at the operating point (Reich and Vijaykumar, FORC 2021): "
                "scores stay calibrated within each group while the decision 'score ≥ cut-off' "
                "(flagged high risk = predicted to reoffend) has the same false and true positive "
                "rates in both groups. When no such rates exist, or when you ask for it, a soft trade-off "
                "lets the rates differ at a price.")
+    prefix = f"{key}_rv"
+
+    def draw(name: str, container, **kw):
+        return field_widget(CompanionPlan, name, prefix, container=container, persist_state=KEEP, **kw)
+
     c1, c2, c3 = st.columns(3)
-    attribute = c1.selectbox("Groups compared", list(pairs), key=f"{key}_rv_attribute",
-                             format_func=lambda a: " vs ".join(pairs[a]), persist_state=KEEP)
-    cutoff = c2.slider("Cut-off for flagging high risk", 0.05, 0.95, 0.5, 0.01, key=f"{key}_rv_cutoff",
-                       persist_state=KEEP,
-                       help="A cut-off c is optimal when a false positive costs c/(1−c) false negatives.")
-    bins = c3.slider("Score bins", 2, 20, 10, key=f"{key}_rv_bins", persist_state=KEEP)
+    attribute = draw("attribute", c1, options=list(pairs), format_func=lambda a: " vs ".join(pairs[a]))
+    cutoff, bins = draw("cutoff", c2), draw("bins", c3)
     c4, c5, c6 = st.columns(3)
-    mode = c4.radio("Target", list(MODES), format_func=MODES.get, key=f"{key}_rv_mode", persist_state=KEEP)
-    penalty = c5.select_slider("Disparity penalty (soft trade-off)", PENALTIES, value=1.0,
-                               key=f"{key}_rv_penalty", persist_state=KEEP,
+    mode = draw("mode", c4)
+    penalty = c5.select_slider("Disparity penalty (soft trade-off)", PENALTY_MENU, value=default_penalty(),
+                               key=f"{prefix}_penalty", persist_state=KEEP,
                                help="Loss units charged per squared difference in rates between the groups: "
                                     "0 lets each group take its own best rates, large values approach parity.")
     parity = c6.radio("Penalise differences in", list(PARITY), format_func=PARITY.get,
-                      key=f"{key}_rv_parity", persist_state=KEEP)
-    return CompanionPlan(cutoff=float(cutoff), bins=int(bins), attribute=attribute,
-                         groups=pairs[attribute], seed=seed, at=at, mode=mode,
-                         penalty_fpr=0.0 if parity == "tpr" else float(penalty),
-                         penalty_tpr=0.0 if parity == "fpr" else float(penalty))
+                      key=f"{prefix}_parity", persist_state=KEEP)
+    return CompanionPlan(cutoff=cutoff, bins=bins, attribute=attribute, groups=pairs[attribute], seed=seed, at=at,
+                         mode=mode, **penalties(penalty, parity))
 
 
 def companion_panel(key: str, res: CompanionResult, plan: CompanionPlan) -> None:

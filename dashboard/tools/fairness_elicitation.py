@@ -26,7 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 from core.datasets import COMPAS_POPULATIONS, load_compas  # noqa: E402
 from core.fairness import ElicitationPlan, FrontierPlan, run  # noqa: E402
 from core.fairness import elicitation as el  # noqa: E402
-from core.fairness.elicitation_plan import (DEMO_KINDS, MAX_DEMO_STAKEHOLDERS, fill_demo_session, private_pairs_plan,  # noqa: E402
+from core.fairness.elicitation_plan import (fill_demo_session, private_pairs_plan, run_elicitation,  # noqa: E402
                                            session_people)
 from core.fairness.private_pairs import SyntheticPeople, synthetic_people  # noqa: E402
 from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
@@ -38,7 +38,9 @@ from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION
                                  ElicitationStore, code_version, constraint_set_hash, format_code,
                                  frontier_summary, get_store)
 from core.report import tables_zip  # noqa: E402
+from dashboard.components.params_form import check_shown, field_key, field_widget, plan_widget_values  # noqa: E402
 from dashboard.components.plain_text import bare, plain  # noqa: E402
+from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
 
@@ -349,31 +351,33 @@ def stakeholder_view(join_code: str | None) -> None:
 
 # ============================================================================ facilitator
 
-DESIGN_WIDGETS = {"pair_source": "pair_source", "pair_epsilon": "pair_epsilon", "population": "population", "features": "features", "n_core": "n_core", "n_random": "n_random", "n_repeat": "n_repeat",
-                  "response_mode": "mode", "seed": "seed", "instructions": "instructions"}
-DEMO_WIDGETS = {"demo_stakeholders": "demo_n", "demo_kind": "demo_kind", "demo_seed": "demo_seed"}
+FE = P.rstrip("_")   # the design's declared fields are drawn under keys fe_<field> (field_key)
+#: The design fields the facilitator's widgets set: those a session stores that are declared with param(...).
+DESIGN_WIDGETS = tuple(f.name for f in dataclasses.fields(ElicitationPlan)
+                       if f.name in el.DESIGN_FIELDS and "label" in f.metadata)
+DEMO_WIDGETS = ("demo_stakeholders", "demo_kind", "demo_seed")
 DEMO_PANEL = 12   # simulated stakeholders the demo offers first (a plan's own default is no panel)
+#: The design fields the demo takes from its widgets; the rest of its cards keep the plan's defaults.
+DEMO_DESIGN = ("population", "pair_source", "pair_epsilon")
+
+
+def _design_value(name: str, default=None):
+    """A declared design field as its widget holds it; before the widget is drawn, ``default`` or the
+    plan's declared default."""
+    return st.session_state.get(field_key(FE, name), getattr(DEFAULT, name) if default is None else default)
 
 
 def design_plan(demo: bool = False) -> ElicitationPlan:
     """The design the facilitator's widgets describe (ValueError names the field to change)."""
     s = st.session_state
-    d = DEFAULT
-    values = {"population": s.get(P + "population", d.population),
-              "features": tuple(s.get(P + "features", d.features)),
-              "n_core": int(s.get(P + "n_core", d.n_core)), "n_random": int(s.get(P + "n_random", d.n_random)),
-              "n_repeat": int(s.get(P + "n_repeat", d.n_repeat)), "response_mode": s.get(P + "mode", d.response_mode),
-              "seed": int(s.get(P + "seed", d.seed)),
-              "pair_source": s.get(P + "pair_source", d.pair_source),
-              "pair_epsilon": s.get(P + "pair_epsilon", d.pair_epsilon),
-              "pair_copy": "",
-              "instructions": (s.get(P + "instructions") or "").strip() or d.instructions}
     if demo:   # the demo keeps the default cards; its panel and seed come from the demo widgets
-        values = {**values, "n_core": d.n_core, "n_random": d.n_random, "n_repeat": d.n_repeat,
-                  "response_mode": d.response_mode, "features": d.features, "instructions": d.instructions,
-                  "seed": int(s.get(P + "demo_seed", d.demo_seed)),
-                  "demo_stakeholders": int(s.get(P + "demo_n", DEMO_PANEL)),
-                  "demo_kind": s.get(P + "demo_kind", d.demo_kind), "demo_seed": int(s.get(P + "demo_seed", d.demo_seed))}
+        values = {name: _design_value(name) for name in DEMO_DESIGN}
+        values.update({name: _design_value(name, DEMO_PANEL if name == "demo_stakeholders" else None)
+                       for name in DEMO_WIDGETS})
+        values["seed"] = values["demo_seed"]
+    else:
+        values = {name: _design_value(name) for name in DESIGN_WIDGETS}
+        values["instructions"] = (values["instructions"] or "").strip() or DEFAULT.instructions
     plan = ElicitationPlan(**values)
     if plan.synthetic and s.get(P + "reuse_copy", True):
         found = existing_copy(plan.private_pairs_plan())
@@ -383,11 +387,13 @@ def design_plan(demo: bool = False) -> ElicitationPlan:
 
 
 def plan_to_widgets(plan: ElicitationPlan) -> dict:
-    """Widget values that rebuild `plan` (for 'Open a saved report')."""
-    out = {P + key: getattr(plan, field) for field, key in DESIGN_WIDGETS.items()}
-    out[P + "features"] = list(plan.features)
+    """Widget values that rebuild `plan` (for 'Open a saved report'): its declared design fields, and its
+    simulated panel's when it has one (the demo then opens). ValueError names a setting the page cannot show."""
+    shown = DESIGN_WIDGETS + (DEMO_WIDGETS if plan.demo_stakeholders else ())
+    check_shown(plan, shown)
+    keys = {field_key(FE, name) for name in shown}
+    out = {k: v for k, v in plan_widget_values(plan, FE).items() if k in keys}
     if plan.demo_stakeholders:
-        out.update({P + key: getattr(plan, field) for field, key in DEMO_WIDGETS.items()})
         out[P + "role"] = DEMO
     return out
 
@@ -447,7 +453,7 @@ def _design_preview() -> None:
             st.info("The core pairs of synthetic people are shown once the copy is released (when the "
                     "session is created).")
             return
-        result = run(plan, _copy(plan))
+        result = run_with_progress(run_elicitation, plan, _copy(plan), label="Drawing the core pairs")
     except ValueError as err:
         st.error(str(err))
         return
@@ -461,15 +467,9 @@ def _pair_source_widget() -> None:
     eps = st.session_state.get(P + "pair_epsilon", DEFAULT.pair_epsilon)
     labels = {"real": "Show real records",
               "dp_synthetic": f"Show a private synthetic copy (epsilon {eps:g}, delta {PAIR_DELTA:g})"}
-    st.radio("People on the cards", list(PAIR_SOURCES), key=P + "pair_source", horizontal=True,
-             format_func=labels.get, persist_state=KEEP,
-             help="A synthetic copy is drawn with differential privacy (MST on public bins), so no real "
-                  "record is shown; ages and counts then appear as ranges.")
+    field_widget(ElicitationPlan, "pair_source", FE, format_func=labels.get, persist_state=KEEP)
     if st.session_state.get(P + "pair_source") == "dp_synthetic":
-        st.number_input("Epsilon of the synthetic copy", min_value=0.05, max_value=MAX_PAIR_EPSILON,
-                        value=DEFAULT.pair_epsilon,
-                        step=0.25, key=P + "pair_epsilon", persist_state=KEEP,
-                        help=f"Spent once per copy made; delta is fixed at {PAIR_DELTA:g}.")
+        field_widget(ElicitationPlan, "pair_epsilon", FE, persist_state=KEEP)
         try:
             sub = PrivatePairsPlan(population=st.session_state.get(P + "population", DEFAULT.population),
                                    epsilon=st.session_state.get(P + "pair_epsilon", DEFAULT.pair_epsilon))
@@ -483,10 +483,7 @@ def _pair_source_widget() -> None:
 
 
 def _population_widget() -> None:
-    st.selectbox("People pairs are drawn from", list(COMPAS_POPULATIONS), key=P + "population",
-                 format_func=COMPAS_POPULATIONS.get, persist_state=KEEP,
-                 help="Keep the learner's population (the paper's, by default) so that every pair judged "
-                      "reaches the learner; pairs with someone the learner does not fit are left out.")
+    field_widget(ElicitationPlan, "population", FE, persist_state=KEEP)
 
 
 def facilitator_setup() -> None:
@@ -498,19 +495,10 @@ def facilitator_setup() -> None:
                   persist_state=KEEP)
     _population_widget()
     _pair_source_widget()
-    st.multiselect("Features shown on each card (labels and scores are never shown)",
-                   list(el.DISPLAYABLE_FEATURES), default=list(DEFAULT.features), key=P + "features",
-                   format_func=lambda f: el.FEATURE_LABELS.get(f, f), persist_state=KEEP)
-    c = st.columns(5)
-    c[0].number_input("Core pairs (everyone)", 0, 100, DEFAULT.n_core, key=P + "n_core", persist_state=KEEP)
-    c[1].number_input("Random pairs", 0, 400, DEFAULT.n_random, key=P + "n_random", persist_state=KEEP)
-    c[2].number_input("Repeated pairs", 0, 20, DEFAULT.n_repeat, key=P + "n_repeat", persist_state=KEEP)
-    c[3].selectbox("Answers", list(el.RESPONSE_MODES), key=P + "mode", persist_state=KEEP,
-                   index=list(el.RESPONSE_MODES).index(DEFAULT.response_mode),
-                   format_func=lambda m: "same / may differ" if m == "binary" else "four options")
-    c[4].number_input("Seed", 0, 2**31 - 1, DEFAULT.seed, key=P + "seed", persist_state=KEEP)
-    st.text_area("Instructions shown to stakeholders (keep them neutral: no fairness guidance)",
-                 DEFAULT.instructions, key=P + "instructions", height=80, persist_state=KEEP)
+    field_widget(ElicitationPlan, "features", FE, persist_state=KEEP)
+    for col, name in zip(st.columns(5), ("n_core", "n_random", "n_repeat", "response_mode", "seed")):
+        field_widget(ElicitationPlan, name, FE, container=col, persist_state=KEEP)
+    field_widget(ElicitationPlan, "instructions", FE, height=80, persist_state=KEEP)
     try:
         allowed = copy_allowed(design_plan(), P + "copy_guard")
     except ValueError:
@@ -754,13 +742,9 @@ def demo_view() -> None:
         st.error(_state("demo_error"))
     _population_widget()
     _pair_source_widget()
-    c = st.columns(3)
-    c[0].number_input("Simulated stakeholders", 2, MAX_DEMO_STAKEHOLDERS, DEMO_PANEL, key=P + "demo_n",
-                      persist_state=KEEP)
-    c[1].selectbox("Judges", list(DEMO_KINDS), key=P + "demo_kind", persist_state=KEEP,
-                   format_func=lambda k: {"metric": "similarity on record features",
-                                          "score": "similar risk score"}[k])
-    c[2].number_input("Seed", 0, 2**31 - 1, DEFAULT.demo_seed, key=P + "demo_seed", persist_state=KEEP)
+    for col, name in zip(st.columns(3), DEMO_WIDGETS):
+        field_widget(ElicitationPlan, name, FE, container=col, persist_state=KEEP,
+                     default=DEMO_PANEL if name == "demo_stakeholders" else None)
     try:
         allowed = copy_allowed(design_plan(demo=True), P + "demo_copy_guard")
     except ValueError:

@@ -16,7 +16,7 @@ def _results_of_a_demo() -> AppTest:
     at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
     at.button(key="fe_demo_run").click().run()
     assert not at.exception and not at.error
-    at.select_slider(key="fe_results_rounds").set_value(100)
+    at.select_slider(key="fe_results_T").set_value(100)
     at.selectbox(key="fe_results_oracle").select("ols")
     at.button(key="fe_results_run").click().run()
     assert not at.exception and not at.error

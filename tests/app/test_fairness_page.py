@@ -117,7 +117,7 @@ def test_bad_join_code_and_wrong_key_show_errors_and_keep_inputs():
 def test_demo_fills_a_labelled_simulated_session():
     at = _app()
     at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
-    at.number_input(key="fe_demo_n").set_value(6).run()
+    at.number_input(key="fe_demo_stakeholders").set_value(6).run()
     at.button(key="fe_demo_run").click().run()
     assert not at.exception and not at.error
     assert any("Simulation, not a release" in w.value for w in at.warning)
@@ -198,7 +198,7 @@ def test_confidence_and_reason_are_stored_live_refresh_renders_and_withdrawal_re
 def test_pooling_one_stakeholder_uses_only_their_answers():
     at = _app()
     at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
-    at.number_input(key="fe_demo_n").set_value(3).run()
+    at.number_input(key="fe_demo_stakeholders").set_value(3).run()
     at.button(key="fe_demo_run").click().run()
     at.multiselect(key="fe_include").select("simulated-02").run()
     assert not at.exception
@@ -208,7 +208,7 @@ def test_pooling_one_stakeholder_uses_only_their_answers():
     assert (cons["n_judges"] == 1).all() and set(cons["weight"]) <= {0.0, 1.0}
     # Running the learner logs the run with the choices behind it, once across reruns.
     assert not any("constraint set" in t.columns for t in _tables(at))
-    at.select_slider(key="fe_results_rounds").set_value(100)
+    at.select_slider(key="fe_results_T").set_value(100)
     at.selectbox(key="fe_results_oracle").select("ols")
     at.button(key="fe_results_run").click().run()
     assert not at.exception and not at.error
@@ -355,7 +355,7 @@ def test_design_report_reopens_with_the_same_widgets():
     at.run()
     assert not at.exception and not at.error
     assert at.number_input(key="fe_n_core").value == 5 and at.number_input(key="fe_seed").value == 42
-    assert at.number_input(key="fe_n_random").value == 7 and at.selectbox(key="fe_mode").value == "four_option"
+    assert at.number_input(key="fe_n_random").value == 7 and at.selectbox(key="fe_response_mode").value == "four_option"
     assert at.multiselect(key="fe_features").value == ["age", "sex"]
     assert at.selectbox(key="fe_population").value == "full"
     preview = next(t for t in _tables(at) if "age (A)" in t.columns)
@@ -365,7 +365,7 @@ def test_design_report_reopens_with_the_same_widgets():
 def test_facilitator_session_and_pooling_survive_home_and_back():
     at = _app_page()
     at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
-    at.number_input(key="fe_demo_n").set_value(4).run()
+    at.number_input(key="fe_demo_stakeholders").set_value(4).run()
     at.button(key="fe_demo_run").click().run()
     at.radio(key="fe_weighting").set_value("judged").run()
     at.slider(key="fe_min_support").set_value(0.5).run()
@@ -388,7 +388,7 @@ def test_demo_session_matches_its_plan_run_in_plain_python():
     from core.fairness import ElicitationPlan, run
     at = _app()
     at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
-    at.number_input(key="fe_demo_n").set_value(5).run()
+    at.number_input(key="fe_demo_stakeholders").set_value(5).run()
     at.number_input(key="fe_demo_seed").set_value(7).run()
     at.selectbox(key="fe_demo_kind").select("score").run()
     at.button(key="fe_demo_run").click().run()
@@ -417,7 +417,7 @@ def test_new_sessions_draw_from_the_learners_people_and_the_demo_hands_over_ever
 
     demo = _app()
     demo.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
-    demo.number_input(key="fe_demo_n").set_value(4).run()
+    demo.number_input(key="fe_demo_stakeholders").set_value(4).run()
     demo.button(key="fe_demo_run").click().run()
     assert not demo.exception and not demo.error
     judged = next(t for t in _tables(demo) if "confidence" in t.columns)
@@ -558,7 +558,7 @@ def test_demo_on_a_synthetic_copy_works_and_records_the_copy_once():
     at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
     at.radio(key="fe_pair_source").set_value("dp_synthetic").run()
     at.number_input(key="fe_pair_epsilon").set_value(1.25).run()    # a budget no other test releases
-    at.number_input(key="fe_demo_n").set_value(4).run()
+    at.number_input(key="fe_demo_stakeholders").set_value(4).run()
     at.button(key="fe_demo_run").click().run()
     assert not at.exception and not at.error
     assert len(_compas_releases()) == before + 1
@@ -573,12 +573,12 @@ def test_learning_on_a_synthetic_copy_demo_draws_the_frontier_with_the_synthetic
     at = _app()
     at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
     at.radio(key="fe_pair_source").set_value("dp_synthetic").run()
-    at.number_input(key="fe_demo_n").set_value(4).run()
+    at.number_input(key="fe_demo_stakeholders").set_value(4).run()
     at.button(key="fe_demo_run").click().run()
     assert not at.exception and not at.error
     assert not any("cannot place" in i.value for i in at.info)          # no refusal any more
     released = len(_compas_releases())
-    at.select_slider(key="fe_results_rounds").set_value(100)
+    at.select_slider(key="fe_results_T").set_value(100)
     at.selectbox(key="fe_results_oracle").select("ols")
     at.button(key="fe_results_run").click().run()
     assert not at.exception and not at.error

@@ -43,7 +43,7 @@ def app(kind="random"):
 
 
 def run_small(at):
-    at.select_slider(key="fx_rounds").set_value(100)
+    at.select_slider(key="fx_T").set_value(100)
     at.selectbox(key="fx_oracle").select("ols")
     at.button(key="fx_run").click().run()
     assert not at.exception
@@ -183,7 +183,7 @@ def test_leaving_and_coming_back_keeps_settings_and_results():
     at.session_state["kind"] = "random"                 # back again: no click needed
     at.run()
     assert not at.exception
-    assert at.select_slider(key="fx_rounds").value == 100 and at.selectbox(key="fx_oracle").value == "ols"
+    assert at.select_slider(key="fx_T").value == 100 and at.selectbox(key="fx_oracle").value == "ols"
     assert at.slider(key="fx_rv_cutoff").value == 0.6
     assert [m.value for m in at.metric] == before
     assert at.session_state["fx_plan"] == plan
@@ -210,7 +210,7 @@ def test_saved_plan_maps_back_onto_the_widgets():
                         companion=CompanionPlan(cutoff=0.6, bins=8, attribute="sex", groups=("Male", "Female"),
                                                 mode="soft", penalty_fpr=0.0, penalty_tpr=10.0))
     values = plan_widgets("fx", plan)
-    assert values["fx_population"] == "full" and values["fx_rounds"] == 300 and values["fx_sweep"] == "eta"
+    assert values["fx_population"] == "full" and values["fx_T"] == 300 and values["fx_sweep"] == "eta"
     assert values["fx_rv_attribute"] == "sex" and values["fx_rv_parity"] == "tpr"
     assert values["fx_rv_penalty"] == 10.0 and values["fx_rv_mode"] == "soft"
     with pytest.raises(ValueError, match="rounds"):
