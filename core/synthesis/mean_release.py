@@ -355,7 +355,16 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
 
 
 def projected_ledger(plan: MeanReleasePlan) -> BudgetLedger:
-    """What ``plan``'s release will spend, for the cap check before it runs (no data needed)."""
+    """What ``plan``'s release will spend, measurement by measurement as ``release_stratified_mean`` spends
+    it (``plan.split()``), from the plan alone: what the ledger reserves before the release runs."""
     ledger = BudgetLedger()
-    ledger.spend("stratified mean release (projected)", plan.budget, plan.unit)
+    split, unit = plan.split(), plan.unit
+    ledger.spend("stratum sums", split["sums"], unit, composition="parallel", group="strata", part="every stratum",
+                 measured=f"clipped sums of {plan.column}, one per stratum")
+    if not plan.sizes_public:
+        ledger.spend("stratum counts", split["counts"], unit, composition="parallel", group="strata",
+                     part="every stratum", measured="noisy stratum counts")
+    if split["pooled"] > 0:
+        ledger.spend("pooled sum (comparison)", split["pooled"], unit,
+                     measured=f"one clipped sum of {plan.column} over every row")
     return ledger

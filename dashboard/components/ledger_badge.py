@@ -1,5 +1,6 @@
-"""The project privacy ledger on every page: the sidebar badge, the cap check before a release, the
-recording call, and the ledger a report carries. Composition and storage live in
+"""The project privacy ledger on every page: the sidebar badge, the recording call for seeded simulations,
+the data set in use, and the ledger a report carries (a real release goes through
+``dashboard.components.release_confirm``). Composition and storage live in
 ``core.privacy.project_ledger``; this module only draws and calls it."""
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import streamlit as st
 
 from core.contracts import DataRef, Plan
 from core.privacy.ledger import BudgetLedger
-from core.privacy.project_ledger import LedgerRelease, ProjectLedger, data_key, release_key, spends_of
+from core.privacy.project_ledger import (DEFAULT_DELTA, LedgerRelease, ProjectLedger, data_key, release_key,
+                                         spends_of)
 from core.report import data_ref_of
 from dashboard.components.plain_text import plain
 
@@ -41,6 +43,12 @@ def release_entry(plan: Plan, page: str, action: str, label: str, ledger: Budget
     digest = plan.digest()
     return LedgerRelease(key, release_key(action, digest, secrets.token_hex(8) if fresh else ""), kind, page,
                          action, label, digest, spends_of(ledger), data_label or key)
+
+
+def ledger_delta(key: str) -> float:
+    """The delta a data set's zCDP spends are stated at everywhere: its epsilon cap's, else the default."""
+    cap = project_ledger().cap(key)
+    return cap.delta if cap is not None and cap.unit == "epsilon" else DEFAULT_DELTA
 
 
 def total_text(key: str) -> str:
@@ -78,22 +86,23 @@ def sidebar_badge() -> None:
                    "  \nDetails and caps: the Privacy ledger page.")
 
 
-def release_guard(pending: LedgerRelease, key: str) -> bool:
-    """Before a release: the data set's projected total against its cap. Returns True when the release may
-    go ahead (within the cap, no cap set, or the curator ticked the override for going over)."""
+IN_USE = "ledger_data_in_use"
+
+
+def mark_in_use(key: str, label: str = "") -> None:
+    """Remember the data set this browser session last worked on (the Privacy ledger page opens on it)."""
     try:
-        check = project_ledger().projected(pending)
-    except ValueError as exc:
-        st.error(str(exc))
-        return False
-    if check is None:
-        st.caption("No budget cap is set for this data set (set one on the Privacy ledger page).")
-        return True
-    if check.within:
-        st.caption(f"After this release: {check.message}")
-        return True
-    st.warning(f"This release would exceed the data set's budget cap: {check.message}")
-    return st.checkbox("Release anyway, over the cap", key=f"{key}_over_cap")
+        st.session_state[IN_USE] = (key, label or key)
+    except Exception:   # outside a running page (a script building a report): nothing to remember
+        pass
+
+
+def data_in_use() -> tuple[str, str] | None:
+    """(key, label) of the data set this browser session last used on any page, or None."""
+    try:
+        return st.session_state.get(IN_USE)
+    except Exception:
+        return None
 
 
 def record_release(rel: LedgerRelease) -> bool:
@@ -101,6 +110,7 @@ def record_release(rel: LedgerRelease) -> bool:
 
     Pages call this on every rerun for their seeded previews (one entry per plan): a key this browser
     session has already stored is not sent to the database again."""
+    mark_in_use(rel.data_key, rel.data_label)
     seen = st.session_state.setdefault("ledger_recorded_keys", set())
     key = (os.environ.get("DASHBOARD_DB_URL", ""), rel.data_key, rel.release_key)
     if key in seen:
@@ -120,6 +130,8 @@ def ledger_for_report(plan: Plan) -> dict | None:
     ref = ledger_ref(plan)
     if ref is None:
         return None
+    if (data_in_use() or ("",))[0] != data_key(ref):
+        mark_in_use(data_key(ref))
     try:
         return project_ledger().export(data_key(ref))
     except ValueError as exc:

@@ -16,9 +16,10 @@ from core.census.release import RELEASE_NOTE, can_release, release_noisy_counts
 from core.contracts import DataRef
 from core.report import guarded_csv
 from dashboard.components.budget_input import ALGO, MECH, PUBLIC, budget_input, plan_to_widgets, target_widgets
-from dashboard.components.ledger_badge import record_release, release_entry, release_guard
+from dashboard.components.ledger_badge import record_release, release_entry
 from dashboard.components.params_form import field_key, field_widget
 from dashboard.components.progress import run_with_progress, where_work_runs
+from dashboard.components.release_confirm import release_button
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.uploads_kept import kept_files, upload_kept
 from dashboard.figures import census as figs
@@ -447,25 +448,25 @@ with tab_export:
             if made:
                 st.warning(f"{made} release(s) already made in this session; each further release spends the "
                            "budget again and adds to what the public can combine.")
-            confirm = st.checkbox("I understand this is a real release: it spends the budget above and cannot be "
-                                  "repeated with the same noise.", key=f"ba_release_confirm_{made}")
-            entry_args = (plan, PAGE, "noisy counts", f"noisy counts, {alloc.mechanism}, {alloc.total:g} {alloc.unit}")
-            allowed = release_guard(release_entry(*entry_args, alloc.ledger()), f"ba_release_{made}")
-            if st.button("Release noisy counts", key="ba_release", disabled=not (confirm and allowed), type="primary",
-                         icon=":material/lock:"):
-                release_slot = st.empty()
-                try:
-                    released = release_noisy_counts(
-                        alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
-                                              plan.seed), progress=_progress_bar(release_slot))
-                    if record_release(release_entry(*entry_args, released.ledger(), fresh=True)):
-                        st.session_state["ba_release_result"] = released   # shown only once it is in the ledger
-                        st.session_state["ba_releases_made"] = made + 1
-                except ValueError as exc:
-                    st.error(str(exc))
-                release_slot.empty()
-                if st.session_state.get("ba_releases_made", 0) > made:
-                    st.rerun()            # a fresh, unticked confirmation before any further release
+            what = f"noisy counts, {alloc.mechanism}, {alloc.total:g} {alloc.unit}" + (
+                f" at delta {alloc.delta:g}" if getattr(alloc, "delta", None) else "")
+            release_slot = st.empty()
+
+            def _release_counts():
+                return release_noisy_counts(
+                    alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
+                                          plan.seed), progress=_progress_bar(release_slot))
+
+            released = release_button(
+                "Release noisy counts", key="ba_release", what=what, run=_release_counts,
+                pending=release_entry(plan, PAGE, "noisy counts", what, alloc.ledger(), fresh=True),
+                spent=lambda r: r.ledger(), help="A real release: it spends the budget above and cannot be "
+                                                 "repeated with the same noise.")
+            release_slot.empty()
+            if released is not None:                                  # committed in the ledger: shown from now on
+                st.session_state["ba_release_result"] = released
+                st.session_state["ba_releases_made"] = made + 1
+                st.rerun()
         released = st.session_state.get("ba_release_result")
         if released is not None:
             st.success(f"Released at {released.created_utc} (UTC). {released.statement()}")

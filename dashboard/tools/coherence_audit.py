@@ -23,9 +23,10 @@ from core.coherence.publish import (PublishPlan, publish, refuse_if_not_private,
                                     sweep_ledger, trial_ledger)
 from core.contracts import Cancelled, DataRef, Spec  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
-from dashboard.components.ledger_badge import record_release, release_entry, release_guard  # noqa: E402
+from dashboard.components.ledger_badge import record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import params_widgets  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.uploads_kept import current_key, upload_kept, wanted_fingerprint  # noqa: E402
 from dashboard.figures import coherence as figs  # noqa: E402
@@ -313,22 +314,27 @@ def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: 
         st.info(str(err))
         return
     label = f"release of {name}"
+    current = st.session_state.get("coh_plan")      # the plan of the settings on screen (None: in error)
+    error = None
+    if current is None:
+        error = "the settings above are in error; fix them first."
+    elif (current.data, current.target, current.positive, current.lens) != (
+            audited.data, audited.target, audited.positive, audited.lens) or choice not in current.releases:
+        error = "the settings changed since the audit ran; run the audit again to release with them."
+
+    def _publish():
+        with progress_bar("Releasing with OpenDP's secure sampler", cancel_key="coh_pub_cancel", n_jobs=1) as bar:
+            return publish(pub_plan, data, secure=True, progress=bar)
+
     with st.container(key="coh_pub_guard"):
-        allowed = release_guard(release_entry(pub_plan, PAGE, PUBLISH, label, trial_ledger(choice),
-                                              data_label=data_label), "coh_pub")
-    if st.button("Release this algorithm's output", type="primary", key="coh_pub_run", disabled=not allowed,
-                 icon=":material/lock:", help="Runs the algorithm once on the whole file with secure noise."):
-        try:
-            with progress_bar("Releasing with OpenDP's secure sampler", cancel_key="coh_pub_cancel", n_jobs=1) as bar:
-                released = publish(pub_plan, data, secure=True, progress=bar)
-            if record_release(release_entry(pub_plan, PAGE, PUBLISH, label, released.budget, fresh=True,
-                                            data_label=data_label)):
-                st.session_state["coh_published"] = released     # shown only once it is in the ledger
-                st.rerun()                                         # the sidebar total then includes it
-        except Cancelled:
-            st.info("The release was cancelled before anything was published: nothing was spent or recorded.")
-        except ValueError as err:
-            st.error(str(err))
+        released = release_button(
+            "Release this algorithm's output", key="coh_pub_run", what=label, error=error, run=_publish,
+            pending=release_entry(pub_plan, PAGE, PUBLISH, label, trial_ledger(choice), fresh=True,
+                                  data_label=data_label),
+            spent=lambda r: r.budget, help="Runs the algorithm once on the whole file with secure noise.")
+    if released is not None:
+        st.session_state["coh_published"] = released     # committed in the ledger: shown from now on
+        st.rerun()                                         # the sidebar total then includes it
     released = st.session_state.get("coh_published")
     if released is None:
         return

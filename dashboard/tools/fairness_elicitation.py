@@ -31,7 +31,7 @@ from core.fairness.elicitation_plan import (fill_demo_session, private_pairs_pla
 from core.fairness.private_pairs import SyntheticPeople, synthetic_people  # noqa: E402
 from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
                                          SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, copy_release,
-                                         release_synthetic_people)
+                                         new_copy_id, release_synthetic_people)
 from core.fairness.session_summary import (Pooling, display_labels, learner_pairs,  # noqa: E402
                                            run_history_table, summarise_session)
 from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
@@ -45,7 +45,8 @@ from dashboard.components.report_panel import report_panel, saved_report_loader 
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
 
 from dashboard.components.fairness_results import render_fairness_results  # noqa: E402
-from dashboard.components.ledger_badge import project_ledger, record_release, release_guard  # noqa: E402
+from dashboard.components.ledger_badge import project_ledger  # noqa: E402
+from dashboard.components.release_confirm import release_button  # noqa: E402
 
 P = "fe_"
 PAGE = "Fairness elicitation"
@@ -95,32 +96,69 @@ def existing_copy(sub: PrivatePairsPlan | None) -> str | None:
     return found[0]["copy_id"] if found else None
 
 
-def copy_allowed(plan: ElicitationPlan, key: str) -> bool:
-    """Before a synthetic copy is made: the cap check (True for real records or a copy already released)."""
-    sub = plan.private_pairs_plan()
-    if sub is None:
-        return True
-    if sub.copy_id:
-        st.caption(f"The cards show synthetic copy {sub.copy_id} (epsilon {sub.epsilon:g}), already released "
-                   "and recorded; reusing it adds nothing to the ledger.")
-        return True
-    st.caption(f"Creating the session makes a new private synthetic copy of the people ({SYNTHETIC_PEOPLE:,} "
-               f"synthetic people, epsilon {sub.epsilon:g}, delta {PAIR_DELTA:g}) with OpenDP's noise, stores "
-               "it, and records it as a release of the COMPAS data in the project ledger.")
-    return release_guard(copy_release(sub), key)
+def copy_pending(sub: PrivatePairsPlan, copy_id: str):
+    """The ledger record of the copy about to be made. Its id is chosen before the release, so the record
+    is the one ``copy_release`` gives the stored copy (an import of it elsewhere adds nothing)."""
+    return copy_release(sub.replace(copy_id=copy_id))
+
+
+def _make_copy(sub: PrivatePairsPlan, copy_id: str) -> SyntheticPeople:
+    """A new secure copy (run inside the ledger's reservation), under the id the reservation holds."""
+    made = release_synthetic_people(sub)
+    return dataclasses.replace(made, plan=made.plan.replace(copy_id=copy_id))
+
+
+def copy_button(label: str, key: str, plan_of, then) -> None:
+    """The button that creates a session: a plain button for real records or a reused copy; when a new
+    synthetic copy is needed, a release (one confirmation, then reserve -> make the copy -> commit), and
+    the copy is stored and the session made only once the release is committed."""
+    try:
+        sub, error = plan_of().private_pairs_plan(), None
+    except ValueError as exc:
+        sub, error = None, str(exc)
+    synthetic = st.session_state.get(P + "pair_source") == "dp_synthetic"
+    if (sub is None and not (synthetic and error)) or (sub is not None and sub.copy_id):
+        if sub is not None:
+            st.caption(f"The cards show synthetic copy {sub.copy_id} (epsilon {sub.epsilon:g}, delta "
+                       f"{PAIR_DELTA:g}), already released and recorded; reusing it adds nothing to the ledger.")
+        st.button(label, key=key, type="primary", on_click=then)
+        return
+    if sub is not None:
+        st.caption(f"{label} makes a new private synthetic copy of the people ({SYNTHETIC_PEOPLE:,} synthetic "
+                   f"people, epsilon {sub.epsilon:g}, delta {PAIR_DELTA:g}) with OpenDP's noise, stores it, and "
+                   "records it as a release of the COMPAS data in the project ledger.")
+    copy_id = st.session_state.setdefault(P + "next_copy_id", new_copy_id())
+    earlier = existing_copy(sub)      # a copy of this population and epsilon already released: a repeat
+    made = release_button(label, key=key, error=error,
+                          what=None if sub is None else f"{sub.label()} (epsilon {sub.epsilon:g}, delta "
+                                                        f"{PAIR_DELTA:g})",
+                          pending=None if sub is None else copy_pending(sub, copy_id),
+                          run=lambda: _make_copy(sub, copy_id), spent=lambda c: c.spent,
+                          same_as=None if earlier is None else lambda r: r.release_key.endswith(earlier))
+    if made is None:
+        return
+    st.session_state.pop(P + "next_copy_id", None)
+    try:
+        _store().save_copy(made)
+    except ValueError as exc:
+        st.error(f"The copy was released and recorded, but it could not be stored: {exc}")
+        return
+    st.session_state[P + "released_copy"] = made
+    then()
+    st.rerun()
 
 
 def release_copy(plan: ElicitationPlan) -> ElicitationPlan | None:
-    """The plan with its copy: real records and a reused copy as they are; otherwise a new secure copy,
-    recorded in the project ledger before it is stored or seen. None when recording failed."""
+    """The plan with its copy: real records and a reused copy as they are; otherwise the copy just released
+    through the confirmation (recorded in the project ledger and stored before anyone sees it)."""
     sub = plan.private_pairs_plan()
     if sub is None or sub.copy_id:
         return plan
-    copy = release_synthetic_people(sub)
-    if not record_release(copy_release(copy.plan)):
-        return None
-    _store().save_copy(copy)
-    return plan.replace(pair_copy=copy.copy_id)
+    made = st.session_state.pop(P + "released_copy", None)
+    if made is None or made.plan.replace(copy_id=sub.copy_id) != sub:
+        raise ValueError("A new synthetic copy is made only through its release confirmation: press the button "
+                         "again and confirm.")
+    return plan.replace(pair_copy=made.copy_id)
 
 
 def _state(name: str, default=None):
@@ -499,11 +537,7 @@ def facilitator_setup() -> None:
     for col, name in zip(st.columns(5), ("n_core", "n_random", "n_repeat", "response_mode", "seed")):
         field_widget(ElicitationPlan, name, FE, container=col, persist_state=KEEP)
     field_widget(ElicitationPlan, "instructions", FE, height=80, persist_state=KEEP)
-    try:
-        allowed = copy_allowed(design_plan(), P + "copy_guard")
-    except ValueError:
-        allowed = True   # the preview below names the field to change; creating refuses it too
-    st.button("Create session", key=P + "create", type="primary", on_click=_create_session, disabled=not allowed)
+    copy_button("Create session", P + "create", design_plan, _create_session)
     _design_preview()
 
     st.subheader("Open a session")
@@ -745,11 +779,7 @@ def demo_view() -> None:
     for col, name in zip(st.columns(3), DEMO_WIDGETS):
         field_widget(ElicitationPlan, name, FE, container=col, persist_state=KEEP,
                      default=DEMO_PANEL if name == "demo_stakeholders" else None)
-    try:
-        allowed = copy_allowed(design_plan(demo=True), P + "demo_copy_guard")
-    except ValueError:
-        allowed = True
-    st.button("Fill a demo session", key=P + "demo_run", type="primary", on_click=_fill_demo, disabled=not allowed)
+    copy_button("Fill a demo session", P + "demo_run", lambda: design_plan(demo=True), _fill_demo)
     demo = _state("demo")
     if demo:
         facilitator_session(demo, simulated=True)

@@ -19,10 +19,10 @@ import streamlit as st  # noqa: E402
 
 from core.census.geography_data import GEOGRAPHIES  # noqa: E402
 from core.datasets import DATASETS  # noqa: E402
-from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, check_cap, compose, cumulative_frame,  # noqa: E402
-                                         spends_frame)
+from core.privacy.project_ledger import (DEFAULT_DELTA, NO_CAP, Cap, check_cap, compose,  # noqa: E402
+                                         cumulative_frame, spends_frame)
 from core.report import guarded_csv  # noqa: E402
-from dashboard.components.ledger_badge import badge_labels, project_ledger  # noqa: E402
+from dashboard.components.ledger_badge import badge_labels, data_in_use, project_ledger  # noqa: E402
 from dashboard.figures.ledger import cumulative_figure  # noqa: E402
 
 S = "session"
@@ -32,7 +32,8 @@ LABELS = {"release": "#", "kind": "Kind", "page": "Page", "action": "Action",
           "delta": "delta", "composition": "Composition", "group": "Disjoint group", "part": "Part",
           "epsilon": "Total epsilon", "rho": "Total rho (zCDP)"}
 WHAT_COUNTS = """
-- **Counted as releases** (noise from OpenDP's samplers; each press is a new release): Budget allocation's
+- **Counted as releases** (noise from OpenDP's samplers; each confirmed release is a new one, and the
+  first release of a data set asks for its cap decision, a cap or an explicit "no cap"): Budget allocation's
   *Release noisy counts*, Stratified synthesis's *Release synthetic data* and *Release a stratified mean*,
   Coherence audit's *Release this algorithm's output*, and Fairness elicitation's private synthetic copy
   that stakeholders see instead of real records (one release per copy; sessions reusing it add nothing).
@@ -63,6 +64,30 @@ def show(df: pd.DataFrame, key: str) -> None:
     st.dataframe(df, hide_index=True, width="stretch", column_config=config, key=key)
 
 
+ALL = "__all__"     # the summary of every data set
+
+
+def summary_frame(ledger, keys, labels) -> pd.DataFrame:
+    """One row per data set: releases made, total spend at the delta it is stated at, and the cap decision."""
+    rows = []
+    for k in keys:
+        decision = ledger.cap_decision(k)
+        delta = decision.delta if isinstance(decision, Cap) else DEFAULT_DELTA
+        t = compose(ledger.releases(k, "release"), delta)
+        rows.append({"data set": labels.get(k, k), "releases": t.n_releases, "total epsilon": t.epsilon,
+                     "at delta": 0.0 if t.pure else t.delta, "total rho (zCDP)": t.rho,
+                     "cap": decision_text(decision)})
+    return pd.DataFrame(rows, columns=["data set", "releases", "total epsilon", "at delta", "total rho (zCDP)",
+                                       "cap"])
+
+
+def decision_text(decision) -> str:
+    if isinstance(decision, Cap):
+        return (f"rho {decision.amount:.4g}" if decision.unit == "rho"
+                else f"epsilon {decision.amount:.4g} at delta {decision.delta:.2g}")
+    return "no cap (recorded choice)" if decision == NO_CAP else "not decided yet"
+
+
 st.title("Privacy ledger")
 st.caption("How much privacy has been spent on each data set, by every release on every page, and how "
            "much is left under the curator's cap?")
@@ -77,48 +102,90 @@ except ValueError as exc:
 labels = {**{k: info.label for k, info in DATASETS.items()},
           **{k: f"{v} (geography)" for k, v in GEOGRAPHIES.items()},
           **badge_labels(known)}
-choices = list(dict.fromkeys([*known["data_key"], *DATASETS, *GEOGRAPHIES]))
-key = st.selectbox("Data set", choices, format_func=lambda k: labels.get(k, k), key="pl_data",
-                   persist_state=S, help="A bundled data set by name, or an upload by its SHA-256 fingerprint.")
+in_use = data_in_use()
+if in_use is not None:
+    labels.setdefault(in_use[0], in_use[1])
+choices = list(dict.fromkeys([ALL, *([in_use[0]] if in_use else []), *known["data_key"], *DATASETS, *GEOGRAPHIES]))
+# open on the data set this session last used on any page (once per change of that data set)
+if in_use is not None and st.session_state.get("pl_opened_on") != in_use[0]:
+    st.session_state["pl_opened_on"] = in_use[0]
+    st.session_state["pl_data"] = in_use[0]
+elif "pl_data" not in st.session_state and in_use is None:
+    st.session_state["pl_data"] = ALL
+key = st.selectbox("Data set", choices, key="pl_data", persist_state=S,
+                   format_func=lambda k: "All data sets (summary)" if k == ALL else labels.get(k, k),
+                   help="A bundled data set by name, or an upload by its SHA-256 fingerprint. It opens on the data "
+                        "set last used on any page in this browser session.")
 
-cap = ledger.cap(key)
+if key == ALL:
+    st.subheader("Every data set with a release or a cap decision")
+    keys = list(known["data_key"])
+    if keys:
+        st.dataframe(summary_frame(ledger, keys, labels), hide_index=True, width="stretch", key="pl_summary")
+        st.caption("Each total is stated at its cap's delta, else at the ledger's default delta "
+                   f"{DEFAULT_DELTA:g}; a pure-DP total has delta 0. Choose a data set above for its releases, cap "
+                   "and downloads.")
+    else:
+        st.info("No release has been recorded for any data set yet.")
+    with st.expander("What counts as a release, and how totals compose"):
+        st.markdown(WHAT_COUNTS)
+    st.stop()
+
+decision = ledger.cap_decision(key)
+cap = decision if isinstance(decision, Cap) else None
 with st.expander("Budget cap for this data set", expanded=cap is None):
+    st.markdown(f"**Current decision**: {decision_text(decision)}.")
     c1, c2, c3 = st.columns(3)
     unit = c1.radio("Cap in", ["epsilon", "rho"], index=0 if cap is None or cap.unit == "epsilon" else 1,
                     key=f"pl_cap_unit_{key}", horizontal=True, persist_state=S)
-    amount = c2.number_input(f"Cap ({unit})", 0.001, 1000.0, float(cap.amount) if cap else 1.0, 0.1,
-                             key=f"pl_cap_amount_{key}", persist_state=S)
+    amount = c2.number_input(f"Cap ({unit})", 0.001, 1000.0, float(cap.amount) if cap else None, 0.1,
+                             key=f"pl_cap_amount_{key}", persist_state=S, placeholder="no cap saved",
+                             help="Empty until a cap is saved for this data set.")
     cap_delta = c3.number_input("delta the cap holds at", 1e-12, 0.1, float(cap.delta) if cap else DEFAULT_DELTA,
                                 format="%.1e", key=f"pl_cap_delta_{key}", persist_state=S,
                                 disabled=unit == "rho")
-    s1, s2 = st.columns(2)
+    s1, s2, s3 = st.columns(3)
     if s1.button("Save cap", key="pl_cap_save", type="primary"):
         try:
+            if amount is None:
+                raise ValueError("Enter the cap first (a positive number), then save it.")
             ledger.set_cap(key, Cap(float(amount), unit, float(cap_delta)))
             st.rerun()
         except ValueError as exc:
             st.error(str(exc))
-    if cap is not None and s2.button("Remove cap", key="pl_cap_remove"):
+    if decision != NO_CAP and s2.button("Record 'no cap'", key="pl_no_cap",
+                                        help="The explicit choice to release this data set without a cap; "
+                                             "releases are then never refused for their total."):
+        ledger.set_no_cap(key)
+        st.rerun()
+    if decision is not None and s3.button("Undo the decision", key="pl_cap_remove",
+                                          help="Back to undecided: the next release asks for a cap again."):
         ledger.set_cap(key, None)
         st.rerun()
 
-delta = cap.delta if cap is not None else float(st.number_input(
-    "delta for stating zCDP totals as (epsilon, delta)", 1e-12, 0.1, DEFAULT_DELTA, format="%.1e",
-    key="pl_delta", persist_state=S))
+delta = cap.delta if cap is not None else DEFAULT_DELTA
 rels = ledger.releases(key)
 made = [r for r in rels if r.kind == "release"]
 totals = compose(made, delta)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Releases", totals.n_releases)
-m2.metric("Total epsilon", f"{totals.epsilon:.4g}")
+m2.metric("Total epsilon", f"{totals.epsilon:.4g}", help=f"At delta {0.0 if totals.pure else totals.delta:.2g}.")
 m3.metric("delta", "0 (pure DP)" if totals.pure else f"{totals.delta:.2g}")
 m4.metric("Total rho (zCDP)", "n/a" if totals.rho is None else f"{totals.rho:.4g}",
           help="Not defined once an (epsilon, delta) spend is in the ledger.")
+st.caption(f"zCDP spends are stated as epsilon at delta {delta:g} ("
+           + ("the cap's delta" if cap is not None else "the ledger's default delta; a cap sets its own") +
+           "), here, in every release confirmation and in the sidebar. A release labelled with another delta "
+           "(a page's own setting) is the same spend converted at that delta.")
 if cap is not None:
     verdict = check_cap(made, cap)
     (st.success if verdict.within else st.error)(f"Spent so far: {verdict.message}")
+elif decision == NO_CAP:
+    st.info("No cap, by the curator's recorded choice: releases of this data set are never refused for their "
+            "total (each still asks for confirmation and is recorded).")
 else:
-    st.info("No budget cap is set for this data set; release buttons will not warn before going over.")
+    st.info("No budget cap has been decided for this data set: the first release on any page asks for one (a "
+            "cap, or the explicit choice of no cap).")
 
 frame = spends_frame(rels)   # for the downloads; the tables number releases and simulations apart
 sims = [r for r in rels if r.kind == "simulation"]
@@ -126,10 +193,16 @@ st.subheader("Releases")
 if made:
     cumulative = cumulative_frame(made, delta)
     chart_unit = "rho" if cap is not None and cap.unit == "rho" and totals.rho is not None else "epsilon"
-    st.plotly_chart(cumulative_figure(cumulative, cap, chart_unit), key="pl_cumulative", width="stretch")
+    st.plotly_chart(cumulative_figure(cumulative, cap, chart_unit, delta), key="pl_cumulative", width="stretch")
     show(spends_frame(made), "pl_releases")
 else:
     st.info("No release has been recorded for this data set yet.")
+held = ledger.reservations(key)
+if held:
+    st.subheader("Reserved (a release running now; counted toward the cap until committed or expired)")
+    show(spends_frame([r for _, r in held]).assign(created_utc=[res.expires_utc for res, r in held
+                                                                for _ in r.spends]), "pl_reserved")
+    st.caption("The time column of this table is when each reservation expires if it is never committed.")
 st.subheader("Simulations (seeded previews, not counted)")
 if sims:
     show(spends_frame(sims), "pl_simulations")

@@ -29,10 +29,11 @@ from core.synthesis.release import budget_statement_text  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import smallest_strata  # noqa: E402
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
-from dashboard.components.ledger_badge import project_ledger, record_release, release_entry, release_guard  # noqa: E402,E501
+from dashboard.components.ledger_badge import ledger_delta, project_ledger, record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import params_widgets  # noqa: E402
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.synthesis_widgets import plan_to_widgets  # noqa: E402
 from dashboard.figures import synthesis as figs  # noqa: E402
@@ -415,6 +416,8 @@ def mean_release_section() -> None:
                "OpenDP's secure sampler; the release is recorded in this data set's ledger.")
     if plan is None:
         st.info("Fix the settings above to release a mean.")
+        release_button("Release the stratified mean", key="ss_mr_release", pending=None, run=lambda: None,
+                       error=plan_error or "the settings above are in error.")
         return
     options = [c for c in raw.columns if c not in strata and c not in identifiers]
     if not options:
@@ -466,20 +469,16 @@ def mean_release_section() -> None:
         st.error(str(exc))
         return
     what = f"share {column} = {category}" if category is not None else f"mean of {column}"
-    label = f"stratified {what}, epsilon {mr_eps:g}"
-    allowed = release_guard(release_entry(mr_plan, PAGE, MEAN_ACTION, label, projected_ledger(mr_plan),
-                                          data_label=picked.name), "ss_mr_release")
-    if st.button("Release the stratified mean", type="primary", key="ss_mr_release", disabled=not allowed,
-                 help="Each press is a new release with fresh OpenDP noise and adds its spend to this data "
-                      "set's ledger."):
-        try:
-            released = release_stratified_mean(mr_plan, picked.raw, secure=True)
-            if record_release(release_entry(mr_plan, PAGE, MEAN_ACTION, label, released.ledger(), fresh=True,
-                                            data_label=picked.name)):
-                st.session_state["ss_mean_release"] = (label, released)
-                st.rerun()      # the sidebar total and the cap check then include this release
-        except ValueError as exc:
-            st.error(str(exc))
+    label = f"stratified {what}, epsilon {mr_eps:g}" + (f" at delta {delta:g}" if mr_plan.unit == "rho" else "")
+    released = release_button(
+        "Release the stratified mean", key="ss_mr_release", what=label, error=plan_error,
+        pending=release_entry(mr_plan, PAGE, MEAN_ACTION, label, projected_ledger(mr_plan), fresh=True,
+                              data_label=picked.name),
+        run=lambda: release_stratified_mean(mr_plan, picked.raw, secure=True), spent=lambda r: r.ledger(),
+        help="Each release draws fresh OpenDP noise and adds its spend to this data set's ledger.")
+    if released is not None:                     # committed in the ledger: shown from now on
+        st.session_state["ss_mean_release"] = (label, released)
+        st.rerun()      # the sidebar total then includes this release
     kept = st.session_state.get("ss_mean_release")
     if kept is None or kept[1].plan.data != ref:
         return
@@ -598,26 +597,25 @@ def release_section() -> None:
         asked["release"] = rel_plan
         st.rerun()
     secure_plan = plan.replace(release=rel_plan)
-    secure_label = f"secure {rel_method}, epsilon {rel_eps:g}"
+    secure_label = f"secure {rel_method}, epsilon {rel_eps:g} at delta {plan.delta:g}"
     projected = BudgetLedger()   # the release costs rho_for_epsilon(epsilon, delta) in all
-    projected.spend("synthetic release (projected)", rho_for_epsilon(rel_eps, plan.delta), "rho")
-    with b2:
-        allowed = release_guard(release_entry(secure_plan, PAGE, SECURE, secure_label, projected,
-                                              data_label=picked.name), "ss_rel_secure")
-    if b2.button("Release synthetic data", type="primary", key="ss_rel_secure", disabled=not allowed,
-                 help="Draws every privacy noise value with OpenDP's secure sampler. Each press is a new "
-                      "release and adds its spend to this data set's ledger."):
-        try:
-            with progress_bar("Fitting with OpenDP's secure sampler", cancel_key="ss_rel_cancel", n_jobs=1) as bar:
-                secured = secure_release(secure_plan, picked.raw, progress=bar)
-            if record_release(release_entry(secure_plan, PAGE, SECURE, secure_label, secured.ledger, fresh=True,
-                                            data_label=picked.name)):
-                st.session_state["ss_secure_release"] = (setup_digest, secured)
-                st.rerun()      # the sidebar total and the cap check then include this release
-        except Cancelled:
-            st.info("The release was cancelled before anything was published: nothing was spent or recorded.")
-        except ValueError as exc:
-            st.error(str(exc))
+    projected.spend("synthetic release (projected)", rho_for_epsilon(rel_eps, plan.delta), "rho",
+                    measured=f"{secure_label}: every measurement of the fit")
+
+    def _secure_release():
+        with progress_bar("Fitting with OpenDP's secure sampler", cancel_key="ss_rel_cancel", n_jobs=1) as bar:
+            return secure_release(secure_plan, picked.raw, progress=bar)
+
+    secured = release_button(
+        "Release synthetic data", key="ss_rel_secure", what=secure_label, error=plan_error, container=b2,
+        pending=release_entry(secure_plan, PAGE, SECURE, secure_label, projected, fresh=True,
+                              data_label=picked.name),
+        run=_secure_release, spent=lambda r: r.ledger,
+        help="Draws every privacy noise value with OpenDP's secure sampler. Each release adds its spend to "
+             "this data set's ledger.")
+    if secured is not None:                      # committed in the ledger: shown from now on
+        st.session_state["ss_secure_release"] = (setup_digest, secured)
+        st.rerun()      # the sidebar total then includes this release
     shown = []
     if result is not None and result.release is not None:
         rel = result.release
@@ -629,7 +627,7 @@ def release_section() -> None:
     if secure_kept is not None and secure_kept[0] == setup_digest:
         shown.append(("Release (OpenDP secure sampler)", secure_kept[1], "ss_sec"))
     made = project_ledger().releases(data_key(ref), "release")
-    log_statement = statement(made, plan.delta, picked.name)
+    log_statement = statement(made, ledger_delta(data_key(ref)), picked.name)   # the ledger's delta, as everywhere
     if not shown:
         st.info("Generate a seeded simulation to explore, or release synthetic data with the secure sampler.")
     for title, rel, key in shown:
@@ -650,12 +648,14 @@ def release_section() -> None:
     if made:
         st.markdown("#### Every release from this data set (all pages and sessions)")
         st.caption(log_statement + " Seeded simulations are listed apart on the Privacy ledger page.")
-        show(cumulative_frame(made, plan.delta))
+        show(cumulative_frame(made, ledger_delta(data_key(ref))))
 
 
 with tab_release:
     if plan is None:
         st.info("Fix the settings above to generate a synthetic data set.")
+        release_button("Release synthetic data", key="ss_rel_secure", pending=None, run=lambda: None,
+                       error=plan_error or "the settings above are in error.")
     else:
         try:
             release_section()

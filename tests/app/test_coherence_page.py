@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from core.coherence import ADVERSARIES, RELEASES, AuditPlan, Condition, CustomSubgroup, RowSample, run
 from core.contracts import DataRef
 from core.report import build_report, report_json
+from tests.release_steps import confirm_release
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "dashboard" / "tools" / "coherence_audit.py")
@@ -344,7 +345,7 @@ def test_audit_is_listed_as_a_simulation_and_release_is_recorded_once(tmp_path, 
     assert any("cannot be released privately" in i.value for i in at.info)
     assert not [b for b in at.button if b.key == "coh_pub_run"]
     at.selectbox(key="coh_pub_release").select(next(n for n in names if "Laplace" in n)).run()
-    at.button(key="coh_pub_run").click().run()
+    confirm_release(at, "coh_pub_run")
     assert not at.exception and not at.error
     made = ledger.releases("cps", "release")
     assert len(made) == 1 and made[0].page == "Coherence audit"

@@ -4,6 +4,7 @@ from pathlib import Path
 import pandas as pd
 
 from streamlit.testing.v1 import AppTest
+from tests.release_steps import decide_cap, has_button, press
 
 PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "fairness_elicitation.py")
 
@@ -500,6 +501,10 @@ def test_synthetic_copy_session_is_one_release_and_cards_show_synthetic_people(m
     assert any("new private synthetic copy" in c.value for c in at.caption)
     at.text_input(key="fe_name").input("Synthetic workshop").run()
     at.button(key="fe_create").click().run()
+    assert len(_compas_releases()) == before and not draws     # nothing is released before the confirmation
+    if has_button(at, "fe_create_cap_save"):                  # the data set's first release: decide its cap
+        decide_cap(at, "fe_create")
+    at.button(key="fe_create_confirm").click().run()
     assert not at.exception and not at.error
     assert draws                                   # the copy's noise came from OpenDP's sampler
     releases = _compas_releases()
@@ -545,6 +550,8 @@ def test_synthetic_copy_session_is_one_release_and_cards_show_synthetic_people(m
     at.button(key="fe_leave").click().run()
     at.checkbox(key="fe_reuse_copy").uncheck().run()
     at.button(key="fe_create").click().run()
+    assert any("This is a repeat" in w.value for w in at.warning)     # a second copy of the same: said so
+    at.button(key="fe_create_confirm").click().run()
     assert not at.exception and not at.error
     third = at.session_state["fe_fac"]
     second = store.config(third["session_id"], third["key"]).pair_copy
@@ -559,7 +566,7 @@ def test_demo_on_a_synthetic_copy_works_and_records_the_copy_once():
     at.radio(key="fe_pair_source").set_value("dp_synthetic").run()
     at.number_input(key="fe_pair_epsilon").set_value(1.25).run()    # a budget no other test releases
     at.number_input(key="fe_demo_stakeholders").set_value(4).run()
-    at.button(key="fe_demo_run").click().run()
+    press(at, "fe_demo_run")
     assert not at.exception and not at.error
     assert len(_compas_releases()) == before + 1
     progress = _progress(at)
@@ -574,7 +581,7 @@ def test_learning_on_a_synthetic_copy_demo_draws_the_frontier_with_the_synthetic
     at.radio(key="fe_role").set_value("Demo with simulated stakeholders").run()
     at.radio(key="fe_pair_source").set_value("dp_synthetic").run()
     at.number_input(key="fe_demo_stakeholders").set_value(4).run()
-    at.button(key="fe_demo_run").click().run()
+    press(at, "fe_demo_run")                 # a new copy is confirmed; an earlier one of the same is reused
     assert not at.exception and not at.error
     assert not any("cannot place" in i.value for i in at.info)          # no refusal any more
     released = len(_compas_releases())

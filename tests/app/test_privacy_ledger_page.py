@@ -82,7 +82,7 @@ def test_a_cap_set_on_the_page_is_kept_and_checked(seeded):
     assert any("over the cap" in e.value for e in at.error)
 
 
-def test_a_release_button_warns_before_going_over_the_cap():
+def test_a_release_over_the_cap_is_refused_with_what_to_change():
     ledger = ProjectLedger()
     ledger.set_cap("stylised", Cap(0.01, "epsilon", DEFAULT_DELTA))
     try:
@@ -92,12 +92,16 @@ def test_a_release_button_warns_before_going_over_the_cap():
         at.run()
         assert not at.exception
         before = len(ledger.releases("stylised", "release"))
-        assert any("would exceed the data set's budget cap" in w.value for w in at.warning)
-        at.checkbox(key="ba_release_confirm_0").check().run()
-        assert at.button(key="ba_release").disabled                 # still blocked: over the cap
-        at.checkbox(key="ba_release_0_over_cap").check().run()
-        assert not at.button(key="ba_release").disabled
         at.button(key="ba_release").click().run()
+        assert not at.exception
+        # the confirmation says it would go over, and what to change; confirming is blocked
+        assert any("past its cap" in e.value and "raise the cap" in e.value for e in at.error)
+        assert at.button(key="ba_release_confirm").disabled
+        assert len(ledger.releases("stylised", "release")) == before
+        ledger.set_cap("stylised", Cap(1000.0, "epsilon", DEFAULT_DELTA))   # the cap raised on the ledger page
+        at.run()
+        assert not at.button(key="ba_release_confirm").disabled
+        at.button(key="ba_release_confirm").click().run()
         assert not at.exception and not at.error
         assert len(ledger.releases("stylised", "release")) == before + 1
         assert ledger.releases("stylised", "release")[-1].page == "Budget allocation"

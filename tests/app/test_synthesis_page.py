@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 from core.contracts import DataRef
 from core.report import build_report, report_json
 from core.synthesis import MarginalsPlan, MeansPlan, SweepPlan, SynthesisPlan, run
+from tests.release_steps import confirm_release
 
 PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "stratified_synthesis.py")
 HOME = str(Path(PAGE).parents[1] / "home.py")
@@ -115,7 +116,7 @@ def test_seeded_simulation_and_secure_release_both_enter_one_ledger():
     assert any(w.value.startswith("Simulation, not a release") for w in at.warning)
     assert len(book.releases("cps", "simulation")) == sims_before + 1     # listed apart, never counted
     assert len(book.releases("cps", "release")) == before
-    at.button(key="ss_rel_secure").click().run()
+    confirm_release(at, "ss_rel_secure")
     assert not at.exception and not at.error
     assert any(s.value.startswith("Release:") for s in at.success)
     releases = _table(at, "release")
@@ -327,7 +328,7 @@ def test_stratified_mean_release_is_recorded_in_the_project_ledger(tmp_path, mon
     assert at.selectbox(key="ss_mr_category_cps_income").value == "50K+"
     assert not ledger.releases("cps", "release")
     at.number_input(key="ss_mr_eps").set_value(0.5).run()
-    at.button(key="ss_mr_release").click().run()
+    confirm_release(at, "ss_mr_release")
     assert not at.exception and not at.error
     made = ledger.releases("cps", "release")
     assert len(made) == 1 and made[0].action == "stratified mean release" and made[0].kind == "release"
@@ -343,7 +344,7 @@ def test_stratified_mean_release_is_recorded_in_the_project_ledger(tmp_path, mon
     assert "Download the stratified means (CSV)" in [b.proto.label for b in at.get("download_button")]
     at.run()                                                                       # a rerun records nothing new
     assert len(ledger.releases("cps", "release")) == 1
-    at.button(key="ss_mr_release").click().run()                                   # a second press: a new release
+    confirm_release(at, "ss_mr_release")                       # a second release, confirmed again: a new one
     assert len(ledger.releases("cps", "release")) == 2
     assert ledger.totals("cps").epsilon == pytest.approx(1.0)
 
@@ -358,7 +359,7 @@ def test_a_numeric_mean_needs_a_public_range_typed_by_the_curator(tmp_path, monk
     assert not [b for b in at.button if b.key == "ss_mr_release"]                 # nothing to press without one
     at.text_input(key="ss_mr_range_adult_hours_per_week").input("0-99").run()
     assert not at.exception and not at.error
-    at.button(key="ss_mr_release").click().run()
+    confirm_release(at, "ss_mr_release")
     assert not at.exception and not at.error
     made = ledger.releases("adult", "release")
     assert [m.label for m in made] == ["stratified mean of hours_per_week, epsilon 1"]
@@ -383,7 +384,7 @@ def test_cancelling_a_secure_synthetic_release_records_nothing(tmp_path, monkeyp
     monkeypatch.setattr(progress_module, "progress_bar", clicked)
     at = _page()
     at.selectbox(key="ss_synth").set_value("independent").run()
-    at.button(key="ss_rel_secure").click().run()
+    confirm_release(at, "ss_rel_secure")
     assert not at.exception and not at.error
     assert any("cancelled before anything was published" in i.value for i in at.info)
     assert not ledger.releases("cps", "release")
@@ -395,7 +396,7 @@ def test_a_mean_release_with_declared_public_sizes_shows_them(tmp_path, monkeypa
     at.radio(key="ss_size_policy").set_value("public").run()
     at.checkbox(key="ss_public_ok").check().run()
     at.radio(key="ss_mr_noise").set_value("gaussian").run()
-    at.button(key="ss_mr_release").click().run()
+    confirm_release(at, "ss_mr_release")
     assert not at.exception and not at.error
     table = _table(at, "ci_high")
     assert "size" in table.columns and table["size"].sum() == 50000            # declared public: exact
