@@ -4,13 +4,18 @@ A :class:`SynthesisPlan` names the data, the columns and strata, what the curato
 (category lists, stratum sizes, numeric ranges), the synthesizer and its Params, delta, and one
 sub-plan per tab (``None`` when that tab has not been asked to run). ``core.synthesis.run`` turns
 it into a :class:`~core.synthesis.result.SynthesisResult`.
+
+Fields a curator sets on the page are declared once with :func:`core.contracts.param`: label, help,
+and the bounds and menus the page offers; the page draws their widgets from that declaration and
+restores them from a saved plan. The plans' own checks stay broader than what the page offers, so a
+plan written in a script (or a report saved by an earlier version) still loads and runs.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from core.contracts import DataRef, Plan, Registry, Spec
+from core.contracts import DataRef, Plan, Registry, Spec, param
 from core.privacy.mechanisms import MECHANISMS, NoParams
 from core.synthesis.registry import SYNTHESIZERS, AIMParams, GEMParams, IndependentParams, MSTParams
 
@@ -27,6 +32,10 @@ NOISES = Registry("noise for a private mean", (
 WEIGHTS = {"exact": "public exact sizes", "dp": "DP-noised sizes"}
 MAX_EPSILON = 50.0
 MAX_STRATA = 200   # beyond this a sweep takes minutes and its per-group views are unreadable
+#: Menus the page offers (a plan may hold any value its own checks accept).
+DELTA_MENU = {1e-9: "1e-09", 1e-7: "1e-07", 1e-5: "1e-05"}
+ALPHA_MENU = (0.1, 0.3, 1.0, 3.0)
+K_MENU = (2, 3, 6, 12)
 
 
 def check_number(value, name: str, low: float | None = None, high: float | None = None,
@@ -150,16 +159,20 @@ class MeansPlan(Plan):
     """Simulated private means on N(mu_i, 1) data with the strata's group sizes (Sec. 3 of the paper)."""
 
     epsilons: tuple[float, ...] = (0.1, 1.0, 5.0)
-    R: float = 1.0
-    gamma: float = 0.1
-    runs: int = 40
-    noise: str = "laplace"
-    group_epsilon: float = 1.0
-    spread: float = 0.5
-    weights: str = "exact"
-    count_epsilon: float = 0.1
-    coinpress_alpha: float = 0.3
-    coinpress_k: int = 3
+    R: float = param(1.0, label="Bound R on |mean|", low=0.1, high=100.0, step=0.5)
+    gamma: float = param(0.1, label="gamma (failure probability)", low=0.001, high=0.5, step=0.01)
+    runs: int = param(40, label="Simulated runs per epsilon", low=10, high=200, step=10, kind="slider")
+    noise: str = param("laplace", label="Noise", choices=NOISES.labels(), kind="radio",
+                       help="Gaussian noise runs at the largest rho that is (epsilon, delta)-DP, so both noises "
+                            "are compared at the same epsilon.")
+    group_epsilon: float = param(1.0, label="Epsilon", kind="select")   # the menu is the curves' epsilons
+    spread: float = param(0.5, label="Spread of the group means", low=0.0, high=2.0, step=0.1, kind="slider",
+                          help="Group means are drawn once as spread x N(0, 1), clipped to [-R, R].")
+    weights: str = param("exact", label="Recombination weights", choices=WEIGHTS, kind="radio")
+    count_epsilon: float = param(0.1, label="Epsilon for the size counts", low=0.01, high=10.0, step=0.05)
+    coinpress_alpha: float = param(0.3, label="Dirichlet alpha of group sizes", choices=ALPHA_MENU,
+                                   kind="select_slider")
+    coinpress_k: int = param(3, label="Groups k", choices=K_MENU, kind="select_slider")
     coinpress_runs: int = 20
     seed: int = 0
 
@@ -200,15 +213,23 @@ class SynthesisPlan(Plan):
     columns: tuple[str, ...]
     strata: tuple[str, ...] = ("sex", "race")
     target: str | None = "income"
-    synthesizer: str = "mst"
+    synthesizer: str = param("mst", label="Synthesizer", kind="select",   # the menu: SYNTHESIZERS when drawn
+                             help=" ".join(f"{s.label}: {s.help}" for s in SYNTHESIZERS.values()))
     synth_params: MSTParams | IndependentParams | AIMParams | GEMParams | None = None
-    delta: float = 1e-9
-    size_policy: str = "dp_count"
-    sizes_declared_public: bool = False
-    count_share: float = 0.1
-    min_stratum_size: int = 0
-    small_action: str = "keep"
-    domain_declared_public: bool = False
+    delta: float = param(1e-9, label="delta", choices=DELTA_MENU, kind="select")
+    size_policy: str = param("dp_count", label="Stratum sizes", choices=SIZE_POLICIES, kind="radio")
+    sizes_declared_public: bool = param(
+        False, label="I confirm the stratum sizes are public knowledge",
+        help="Only then may exact sizes (and the exact row count) steer a release uncharged.")
+    count_share: float = param(0.1, label="Share of the budget for the counts", low=0.02, high=0.5, step=0.02,
+                               kind="slider")
+    min_stratum_size: int = param(0, label="Small-stratum threshold (rows)", low=0, high=100_000, step=10,
+                                  help="Strata whose size (public or DP) is below this are flagged.")
+    small_action: str = param("keep", label="Small strata are", choices=SMALL_ACTIONS, kind="select")
+    domain_declared_public: bool = param(
+        False, label="The category lists of the chosen columns are public knowledge",
+        help="Otherwise they would be read from the private rows and published with every synthetic row. Tick "
+             "only if the categories are known without looking at the data (a code book).")
     numeric_bounds: tuple[tuple[str, float, float], ...] = ()
     sweep: SweepPlan | None = None
     marginals: MarginalsPlan | None = None
@@ -273,6 +294,3 @@ class SynthesisPlan(Plan):
     def sizes_public(self) -> bool:
         return self.size_policy == "public" and self.sizes_declared_public
 
-    def setup(self) -> "SynthesisPlan":
-        """The plan without its tab sub-plans: what every tab shares (used to key cached sub-runs)."""
-        return self.replace(sweep=None, marginals=None, release=None, means=None)

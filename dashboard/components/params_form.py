@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import streamlit as st
 
@@ -110,7 +110,8 @@ def _field_widget(f: dataclasses.Field, meta: dict, wkey: str, label: str, *, co
     if isinstance(default, float):
         return float(container.number_input(
             label, min_value=None if low is None else float(low), max_value=None if high is None else float(high),
-            value=float(default), step=meta.get("step"), format="%.4g", key=wkey, help=help_, **keep))
+            value=float(default), step=meta.get("step"), format=meta.get("format") or "%.4g", key=wkey, help=help_,
+            **keep))
     return default
 
 
@@ -122,14 +123,16 @@ def field_key(prefix: str, name: str) -> str:
 def field_widget(plan_cls: type, name: str, prefix: str, *, container=st, persist_state: str | None = None,
                  columns: Sequence[str] = (), lens: Sequence[str] = (), default: Any = None,
                  disabled: bool = False, label: str | None = None, options: Sequence[Any] | None = None,
-                 format_func: Callable[[Any], str] | None = None, height: int | None = None) -> Any:
+                 format_func: Callable[[Any], str] | None = None, height: int | None = None,
+                 number_format: str | None = None) -> Any:
     """The widget of one declared plan field (``param(...)`` metadata on the plan dataclass), keyed
     :func:`field_key` so :func:`plan_widget_values` can restore it from a saved plan.
 
     ``label`` replaces the declared label when the page words it from other choices (a unit, say);
     ``options`` offers only some of the declared choices (those another setting allows), in that order;
     ``format_func`` words each choice when the page knows more than the declaration (the groups an
-    attribute compares, say), and ``height`` sizes a ``kind="text"`` field's text area."""
+    attribute compares, say), ``height`` sizes a ``kind="text"`` field's text area and ``number_format``
+    (printf style, e.g. ``"%.3f"``) shows a real number typed in a box."""
     f = next((f for f in dataclasses.fields(plan_cls) if f.name == name), None)
     if f is None:
         raise TypeError(f"{plan_cls.__name__} has no field {name!r}.")
@@ -142,9 +145,31 @@ def field_widget(plan_cls: type, name: str, prefix: str, *, container=st, persis
         meta["choices"] = {o: format_func(o) for o in meta["choices"]}
     if height is not None:
         meta["height"] = height
+    if number_format is not None:
+        meta["format"] = number_format
     label = label or meta.get("label") or name.replace("_", " ").capitalize()
     return _field_widget(f, meta, field_key(prefix, name), label, columns=columns, lens=lens, container=container,
                          persist_state=persist_state, default=default, disabled=disabled)
+
+
+def params_widget_values(spec: Spec, key: str, params: Any) -> dict[str, Any]:
+    """Widget values that redraw ``params`` in :func:`params_widgets` drawn with the same ``key``: its
+    inverse, for restoring a plugin's settings from a saved plan."""
+    return {f"{key}_{spec.key}_{f.name}": list(v) if isinstance(v := getattr(params, f.name), tuple) else v
+            for f, _ in param_info(spec.params)}
+
+
+def declared_state(plan_cls: type, prefix: str, state: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared fields of ``plan_cls`` whose widgets (keyed :func:`field_key`) already hold a value
+    in ``state`` (the session): for a plan needed above the place its widgets are drawn, so the widgets'
+    last values shape it and fields not drawn yet keep the dataclass default, stated nowhere else."""
+    out = {}
+    for f in dataclasses.fields(plan_cls):
+        wkey = field_key(prefix, f.name)
+        if "label" in f.metadata and wkey in state:
+            value = state[wkey]
+            out[f.name] = tuple(value) if isinstance(value, list) else value
+    return out
 
 
 def plan_widget_values(plan: Any, prefix: str) -> dict[str, Any]:

@@ -23,19 +23,20 @@ from core.privacy.project_ledger import cumulative_frame, data_key, statement  #
 from core.report import guarded_csv  # noqa: E402
 from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan,  # noqa: E402
                             SynthesisPlan, run, secure_release)
-from core.synthesis.plan import NOISES, SIZE_POLICIES, SMALL_ACTIONS, WEIGHTS, parse_bounds, parse_epsilons  # noqa: E402,E501
+from core.synthesis.plan import NOISES, parse_bounds, parse_epsilons  # noqa: E402
 from core.synthesis.mean_release import MeanReleasePlan, projected_ledger, release_stratified_mean  # noqa: E402,E501
 from core.synthesis.release import budget_statement_text  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import smallest_strata  # noqa: E402
 from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
 from dashboard.components.ledger_badge import ledger_delta, project_ledger, record_release, release_entry  # noqa: E402
-from dashboard.components.params_form import params_widgets  # noqa: E402
+from dashboard.components.params_form import declared_state, field_widget, params_widgets  # noqa: E402
 from dashboard.components.plain_text import plain  # noqa: E402
-from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.progress import progress_bar, run_with_progress  # noqa: E402
 from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
-from dashboard.components.synthesis_widgets import plan_to_widgets  # noqa: E402
+from dashboard.components.synthesis_widgets import (ME, NO_TARGET, START, P, epsilons_text,  # noqa: E402
+                                                   plan_to_widgets)
 from dashboard.figures import synthesis as figs  # noqa: E402
 
 PAGE = "Stratified synthesis"
@@ -48,6 +49,7 @@ MEAN_LABELS = {  # the mean release's table: machine names -> what the page show
 }
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."
 S = "session"
+KEEP = {"persist_state": S}
 LABELS = {  # machine column names -> what the page shows, with units
     "group": "Group", "real_rows": "Real rows (curator only)", "share": "Share of rows",
     "flag": "Flag", "epsilon": "Epsilon", "rho": "rho (zCDP)", "method": "Method", "seeds": "Seeds",
@@ -116,17 +118,14 @@ with st.container(border=True):
         st.caption(note)
     domain_public = False   # bundled data: documented categories, nothing to declare
     if ref.is_upload:
-        domain_public = st.checkbox(
-            "The category lists of the chosen columns are public knowledge", key="ss_domain_public",
-            persist_state=S, help="Otherwise they would be read from the private rows and published with every "
-            "synthetic row. Tick only if the categories are known without looking at the data (a code book).")
+        domain_public = field_widget(SynthesisPlan, "domain_declared_public", P, **KEEP)
     cols = list(data.columns)
     candidates = [c for c in cols if c not in identifiers]
     narrow = [c for c in candidates if data[c].nunique() <= 16]
     if len(candidates) <= 10:
         default_cols = candidates
     else:  # the usual strata and target first, then the narrowest-domain columns, at most ten in data order
-        musts = [c for c in ("sex", "race", "income") if c in candidates]
+        musts = [c for c in (*START["strata"], START["target"]) if c in candidates]
         pick = set(musts + [c for c in (narrow or candidates) if c not in musts][: 10 - len(musts)])
         default_cols = [c for c in candidates if c in pick]
     c1, c2, c3 = st.columns([2.2, 1.3, 1])
@@ -137,48 +136,43 @@ with st.container(border=True):
     if chosen_ids:
         st.warning(f"{', '.join(chosen_ids)} looks like an identifier (one value per row): synthesising it "
                    "publishes its category list and models nothing shared.")
-    strata_default = [c for c in ("sex", "race") if c in columns] or columns[:1]
+    strata_default = [c for c in START["strata"] if c in columns] or columns[:1]
     strata = c2.multiselect("Strata columns", columns, default=strata_default, max_selections=3,
                             key=f"ss_strata_{slug}", persist_state=S,
                             help="Every combination of their categories is one stratum.")
-    target_opts = ["(none)"] + [c for c in columns if c not in strata]
+    target_opts = [NO_TARGET] + [c for c in columns if c not in strata]
     target = c3.selectbox("Target for ML utility", target_opts,
-                          index=target_opts.index("income") if "income" in target_opts else 0,
+                          index=target_opts.index(START["target"]) if START["target"] in target_opts else 0,
                           key=f"ss_target_{slug}", persist_state=S,
                           help="A classifier trained on synthetic rows predicts whether this column's code is "
                                "above its first category, and is tested on real held-out rows.")
     d1, d2, d3, d4 = st.columns([1.3, 1.4, 0.8, 0.9])
-    synth_key = d1.selectbox("Synthesizer", list(SYNTHESIZERS), index=list(SYNTHESIZERS).index("mst"),
-                             format_func=SYNTHESIZERS.labels().get, key="ss_synth", persist_state=S,
-                             help=" ".join(f"{s.label}: {s.help}" for s in (SYNTHESIZERS[k] for k in SYNTHESIZERS)))
-    eps_text = d2.text_input("Epsilons for the sweep", "0.1, 1, 5", key="ss_epsilons", persist_state=S,
-                             help="Comma-separated; each is a total (epsilon, delta) budget for one release.")
-    n_seeds = int(d3.number_input("Seeds", 1, 10, 2, key="ss_seeds", persist_state=S))
-    delta = float(d4.selectbox("delta", [1e-9, 1e-7, 1e-5], index=0, format_func=lambda x: f"{x:.0e}",
-                               key="ss_delta", persist_state=S))
-    synth_params = params_widgets(SYNTHESIZERS[synth_key], "ss", container=d1, persist_state=S) \
+    synth_key = field_widget(SynthesisPlan, "synthesizer", P, container=d1, options=list(SYNTHESIZERS),
+                             format_func=lambda k: SYNTHESIZERS[k].label, **KEEP)
+    eps_text = d2.text_input("Epsilons for the sweep", epsilons_text(SweepPlan().epsilons), key="ss_epsilons",
+                             persist_state=S, help="Comma-separated; each is a total (epsilon, delta) budget for one "
+                                                   "release.")
+    n_seeds = int(d3.number_input("Seeds", 1, 10, len(SweepPlan().seeds), key="ss_seeds", persist_state=S))
+    delta = field_widget(SynthesisPlan, "delta", P, container=d4, **KEEP)
+    synth_params = params_widgets(SYNTHESIZERS[synth_key], P, container=d1, persist_state=S) \
         if SYNTHESIZERS[synth_key].params.__dataclass_fields__ else None
     e1, e2, e3, e4 = st.columns([1.4, 1.4, 1, 1])
-    size_policy = e1.radio("Stratum sizes", list(SIZE_POLICIES), key="ss_size_policy", persist_state=S,
-                           format_func=SIZE_POLICIES.get)
-    public_ok = e2.checkbox("I confirm the stratum sizes are public knowledge", key="ss_public_ok",
-                            persist_state=S, disabled=size_policy != "public",
-                            help="Only then may exact sizes (and the exact row count) steer a release uncharged.")
-    count_share = e2.slider("Share of the budget for the counts", 0.02, 0.5, 0.1, 0.02, key="ss_count_share",
-                            persist_state=S, disabled=size_policy != "dp_count")
-    min_size = int(e3.number_input("Small-stratum threshold (rows)", 0, 100_000, 0, 10, key="ss_min_size",
-                                   persist_state=S, help="Strata whose size (public or DP) is below this are flagged."))
-    small_action = e4.selectbox("Small strata are", list(SMALL_ACTIONS), key="ss_small_action", persist_state=S,
-                                format_func=SMALL_ACTIONS.get)
+    size_policy = field_widget(SynthesisPlan, "size_policy", P, container=e1, **KEEP)
+    public_ok = field_widget(SynthesisPlan, "sizes_declared_public", P, container=e2,
+                             disabled=size_policy != "public", **KEEP)
+    count_share = field_widget(SynthesisPlan, "count_share", P, container=e2, disabled=size_policy != "dp_count",
+                               **KEEP)
+    min_size = field_widget(SynthesisPlan, "min_stratum_size", P, container=e3, **KEEP)
+    small_action = field_widget(SynthesisPlan, "small_action", P, container=e4, **KEEP)
 
     plan = None
     try:
         epsilons = parse_epsilons(eps_text)
         plan = SynthesisPlan(
-            data=ref, columns=tuple(columns), strata=tuple(strata), target=None if target == "(none)" else target,
+            data=ref, columns=tuple(columns), strata=tuple(strata), target=None if target == NO_TARGET else target,
             synthesizer=synth_key, synth_params=synth_params, delta=delta, size_policy=size_policy,
-            sizes_declared_public=bool(public_ok), count_share=float(count_share), min_stratum_size=min_size,
-            small_action=small_action, domain_declared_public=bool(domain_public), numeric_bounds=bounds)
+            sizes_declared_public=public_ok, count_share=count_share, min_stratum_size=min_size,
+            small_action=small_action, domain_declared_public=domain_public, numeric_bounds=bounds)
         sweep_plan = SweepPlan(epsilons=epsilons, seeds=tuple(range(n_seeds)))
     except ValueError as exc:
         plan, plan_error = None, plan_error or str(exc)
@@ -208,17 +202,12 @@ with st.container(border=True):
 means_sub = None
 result = None
 if plan is not None:
-    # the mean-estimation widgets live in their tab; their values from the last run shape the plan
-    ss = st.session_state
+    # the mean-estimation widgets live in their tab; their values from the last run shape the plan (the
+    # per-group comparison starts at the curves' second epsilon, the rest at MeansPlan's defaults)
     try:
         me_eps = asked["sweep"].epsilons if "sweep" in asked else parse_epsilons(eps_text)
-        means_sub = MeansPlan(
-            epsilons=me_eps, R=float(ss.get("ss_me_R", 1.0)), gamma=float(ss.get("ss_me_gamma", 0.1)),
-            runs=int(ss.get("ss_me_runs", 40)), noise=ss.get("ss_me_noise", "laplace"),
-            group_epsilon=float(ss.get("ss_me_eps", me_eps[min(1, len(me_eps) - 1)])),
-            spread=float(ss.get("ss_me_spread", 0.5)), weights=ss.get("ss_me_weights", "exact"),
-            count_epsilon=float(ss.get("ss_me_count_eps", 0.1)),
-            coinpress_alpha=float(ss.get("ss_cp_alpha", 0.3)), coinpress_k=int(ss.get("ss_cp_k", 3)))
+        means_sub = MeansPlan(**{"epsilons": me_eps, "group_epsilon": me_eps[min(1, len(me_eps) - 1)],
+                                 **declared_state(MeansPlan, ME, st.session_state)})
     except ValueError as exc:
         st.error(str(exc))
     if "sweep" in asked and "marginals" not in asked:
@@ -226,12 +215,8 @@ if plan is not None:
     full = plan.replace(means=means_sub, **{k: v for k, v in asked.items() if k in ("sweep", "marginals", "release")})
     st.session_state["ss_plan"] = full      # what the numbers below were computed from
     try:
-        if run.is_cached(full, picked.raw):
-            result = run(full, picked.raw)
-        else:
-            with progress_slot.container():
-                with progress_bar("Computing", cancel_key="ss_cancel") as progress:
-                    result = run(full, picked.raw, progress=progress)
+        with progress_slot.container():
+            result = run_with_progress(run, full, picked.raw, label="Computing", cancel_key="ss_cancel")
     except Cancelled:
         st.info("The computation was cancelled; your settings are kept. Change one, or rerun to start again.")
     except ValueError as exc:
@@ -243,7 +228,7 @@ if result is not None and result.sweep is not None:   # seeded sweep fits: liste
     for eps in result.plan.sweep.epsilons:
         sweep_spend.spend(f"{result.plan.synthesizer} at epsilon {eps:g}", rho_for_epsilon(eps, result.plan.delta),
                           "rho", measured=f"one seeded fit per method and seed ({len(result.plan.sweep.seeds)} seeds)")
-    record_release(release_entry(result.plan.replace(marginals=None, release=None, means=None), PAGE, "seeded sweep",
+    record_release(release_entry(result.plan.setup().replace(sweep=result.plan.sweep), PAGE, "seeded sweep",
                                  f"sweep of {result.plan.synthesizer.upper()} at {len(result.plan.sweep.epsilons)} "
                                  "epsilons (simulation)", sweep_spend, kind="simulation", data_label=picked.name))
 
@@ -518,13 +503,10 @@ with tab_mean:
     st.markdown("#### Simulation: how the privacy error of a mean scales")
     st.caption(SIM + " Group sizes are those of the chosen strata (curator only); values are N(mu_i, 1) draws.")
     q1, q2, q3, q4 = st.columns(4)
-    q1.number_input("Bound R on |mean|", 0.1, 100.0, 1.0, 0.5, key="ss_me_R", persist_state=S)
-    q2.number_input("gamma (failure probability)", 0.001, 0.5, 0.1, 0.01, key="ss_me_gamma", format="%.3f",
-                    persist_state=S)
-    q3.slider("Simulated runs per epsilon", 10, 200, 40, 10, key="ss_me_runs", persist_state=S)
-    q4.radio("Noise", list(NOISES), key="ss_me_noise", format_func=NOISES.labels().get, persist_state=S,
-             help="Gaussian noise runs at the largest rho that is (epsilon, delta)-DP, so both noises are "
-                  "compared at the same epsilon.")
+    field_widget(MeansPlan, "R", ME, container=q1, **KEEP)
+    field_widget(MeansPlan, "gamma", ME, container=q2, number_format="%.3f", **KEEP)
+    field_widget(MeansPlan, "runs", ME, container=q3, **KEEP)
+    field_widget(MeansPlan, "noise", ME, container=q4, **KEEP)
     means = result.means if result is not None else None
     if means is None:
         st.info("Choose strata with at least two non-empty groups." if plan is not None else
@@ -542,16 +524,12 @@ with tab_mean:
                    f"a sampling error sd of {summ['sampling_sd']:.2e}: both privacy errors shrink like "
                    "1/(n epsilon), usually far below the sampling error.")
         st.markdown("#### Who pays for each choice")
-        eps_options = list(means_sub.epsilons)
         w1, w2, w3, w4 = st.columns(4)
-        w1.selectbox("Epsilon", eps_options, index=eps_options.index(means_sub.group_epsilon)
-                     if means_sub.group_epsilon in eps_options else 0, key="ss_me_eps", persist_state=S)
-        w2.slider("Spread of the group means", 0.0, 2.0, 0.5, 0.1, key="ss_me_spread", persist_state=S,
-                  help="Group means are drawn once as spread x N(0, 1), clipped to [-R, R].")
-        weights = w3.radio("Recombination weights", list(WEIGHTS), key="ss_me_weights", format_func=WEIGHTS.get,
-                           persist_state=S)
-        w4.number_input("Epsilon for the size counts", 0.01, 10.0, 0.1, 0.05, key="ss_me_count_eps",
-                        disabled=weights != "dp", persist_state=S)
+        field_widget(MeansPlan, "group_epsilon", ME, container=w1, options=means_sub.epsilons,
+                     default=means_sub.group_epsilon, **KEEP)
+        field_widget(MeansPlan, "spread", ME, container=w2, **KEEP)
+        weights = field_widget(MeansPlan, "weights", ME, container=w3, **KEEP)
+        field_widget(MeansPlan, "count_epsilon", ME, container=w4, disabled=weights != "dp", **KEEP)
         names = [g for g, s in zip(overview["group"], overview["real_rows"]) if s > 0]
         st.plotly_chart(figs.group_error_figure(means.group_errors, names), width="stretch",
                         key="ss_group_error_chart")
@@ -564,9 +542,8 @@ with tab_mean:
 
         st.markdown("#### Adaptive means: univariate COINPRESS")
         v1, v2 = st.columns(2)
-        v1.select_slider("Dirichlet alpha of group sizes", [0.1, 0.3, 1.0, 3.0], 0.3, key="ss_cp_alpha",
-                         persist_state=S)
-        v2.select_slider("Groups k", [2, 3, 6, 12], 3, key="ss_cp_k", persist_state=S)
+        field_widget(MeansPlan, "coinpress_alpha", ME, container=v1, **KEEP)
+        field_widget(MeansPlan, "coinpress_k", ME, container=v2, **KEEP)
         st.plotly_chart(figs.coinpress_figure(means.coinpress), width="stretch", key="ss_cp_chart")
         st.caption("Two steps (rho 0.125 then 0.375, total 0.5 zCDP) from the interval [-3, 3], sigma 1, 20 runs "
                    "per point; PubStrat takes weights from an equal-size public half. Every stratum runs the whole "

@@ -41,7 +41,7 @@ def test_page_metrics_are_the_results_headline_on_defaults_and_after_a_change():
     _check(at, {"strata"} | worst | population)
     # one setting changed: stratum sizes declared public (the cost multiplier joins the headline)
     at.radio(key="ss_size_policy").set_value("public").run()
-    at.checkbox(key="ss_public_ok").check().run()
+    at.checkbox(key="ss_sizes_declared_public").check().run()
     at.button(key="ss_run").click().run()
     assert not at.exception and not at.error
     _check(at, {"strata", "stratification cost multiplier"} | worst | population)

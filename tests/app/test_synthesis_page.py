@@ -69,7 +69,7 @@ def test_public_sizes_need_an_explicit_tick():
     at.radio(key="ss_size_policy").set_value("public").run()
     assert not at.exception
     assert any("tick the box" in e.value for e in at.error)
-    at.checkbox(key="ss_public_ok").check().run()
+    at.checkbox(key="ss_sizes_declared_public").check().run()
     assert not at.error
     assert any("declared public" in i.value for i in at.info)
 
@@ -100,7 +100,7 @@ def test_sweep_with_two_epsilons_and_two_seeds_renders_curves():
 
 def test_seeded_simulation_and_secure_release_both_enter_one_ledger():
     at = _page()
-    at.selectbox(key="ss_synth").set_value("independent").run()
+    at.selectbox(key="ss_synthesizer").set_value("independent").run()
     at.multiselect(key="ss_strata_cps").set_value(["sex"]).run()
     assert not at.exception
     assert len(_table(at, "real_rows")) == 2
@@ -285,7 +285,7 @@ def test_an_upload_needs_declared_categories_and_survives_navigation():
     assert "person_id" not in at.multiselect(key="ss_columns_upload").value
     assert any("age: left out" in c.value and "public bounds" in c.value for c in at.caption)
     assert any("category lists would be read from the private rows" in e.value for e in at.error)
-    at.checkbox(key="ss_domain_public").check().run()
+    at.checkbox(key="ss_domain_declared_public").check().run()
     assert not at.exception and not at.error
     at.multiselect(key="ss_strata_upload").set_value(["sex"]).run()
     at.button(key="ss_rel_run").click().run()
@@ -295,7 +295,7 @@ def test_an_upload_needs_declared_categories_and_survives_navigation():
     at.switch_page(PAGE).run()
     assert not at.exception and not at.error
     assert any("Kept from earlier in this session" in c.value for c in at.caption)
-    assert at.checkbox(key="ss_domain_public").value
+    assert at.checkbox(key="ss_domain_declared_public").value
     assert any(w.value.startswith("Simulation, not a release") for w in at.warning)
 
 
@@ -304,13 +304,13 @@ def test_synthesizer_settings_survive_navigation():
     at = AppTest.from_file(str(Path(PAGE).parents[1] / "app.py"), default_timeout=180)
     at.run()
     at.switch_page("tools/stratified_synthesis.py").run()
-    at.selectbox(key="ss_synth").select("gem").run()
+    at.selectbox(key="ss_synthesizer").select("gem").run()
     at.number_input(key="ss_gem_rounds").set_value(50).run()
     assert not at.exception
     at.switch_page("home.py").run()
     at.switch_page("tools/stratified_synthesis.py").run()
     assert not at.exception
-    assert at.selectbox(key="ss_synth").value == "gem"
+    assert at.selectbox(key="ss_synthesizer").value == "gem"
     assert at.number_input(key="ss_gem_rounds").value == 50
 
 
@@ -383,7 +383,7 @@ def test_cancelling_a_secure_synthetic_release_records_nothing(tmp_path, monkeyp
 
     monkeypatch.setattr(progress_module, "progress_bar", clicked)
     at = _page()
-    at.selectbox(key="ss_synth").set_value("independent").run()
+    at.selectbox(key="ss_synthesizer").set_value("independent").run()
     confirm_release(at, "ss_rel_secure")
     assert not at.exception and not at.error
     assert any("cancelled before anything was published" in i.value for i in at.info)
@@ -394,7 +394,7 @@ def test_a_mean_release_with_declared_public_sizes_shows_them(tmp_path, monkeypa
     ledger = _own_ledger(tmp_path, monkeypatch)
     at = _page()
     at.radio(key="ss_size_policy").set_value("public").run()
-    at.checkbox(key="ss_public_ok").check().run()
+    at.checkbox(key="ss_sizes_declared_public").check().run()
     at.radio(key="ss_mr_noise").set_value("gaussian").run()
     confirm_release(at, "ss_mr_release")
     assert not at.exception and not at.error
