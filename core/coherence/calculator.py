@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 import core.coherence.theory as theory
-from core.contracts import Plan, finite_number
+from core.contracts import Plan, finite_number, param
 
 GUARANTEES = {
     "pure_dp": "pure DP (Thm 7)",
@@ -22,21 +22,27 @@ GUARANTEES = {
     "k_records": "k records in the clear (derived)",
 }
 DP_GUARANTEES = ("pure_dp", "approx_dp")
+#: The largest inputs the calculator takes: beyond any real guarantee or population, short of the
+#: float overflow that would turn the formulas' answers into infinities.
+MAX_THEORY_EPSILON = 1e3
+MAX_THEORY_ZETA = 1e15
+MAX_THEORY_COUNT = 10**15
 
 
 @dataclass(frozen=True)
 class TheoryPlan(Plan):
-    """Every input of the theory calculator."""
-    guarantee: str = "pure_dp"
-    epsilon: float = 0.01
-    delta: float = 0.0
-    zeta: float = 10.0
-    k_records: int = 10
-    n: int = 200_000
-    alpha: float = 0.5
-    beta: float = 0.05
-    n_groups: int = 10
-    size: int = 10_000
+    """Every input of the theory calculator (labels and the ranges the page offers declared with each
+    field; ``__post_init__`` accepts the wider ranges the formulas allow)."""
+    guarantee: str = param("pure_dp", label="Guarantee", choices=GUARANTEES, kind="select")
+    epsilon: float = param(0.01, label="epsilon", low=1e-5, high=1.0)
+    delta: float = param(0.0, label="delta", low=0.0, high=1e-3)
+    zeta: float = param(10.0, label="zeta (nats)", low=0.0, high=1e7)
+    k_records: int = param(10, label="k records in the clear", low=1, high=10**7)
+    n: int = param(200_000, label="n, people (audit view |X|; production 2N)", low=100, high=10**10)
+    alpha: float = param(0.5, label="alpha", low=0.01, high=2.0)
+    beta: float = param(0.05, label="beta", low=0.001, high=0.5)
+    n_groups: int = param(10, label="number of subgroups |C|", low=1, high=10**6)
+    size: int = param(10_000, label="subgroup size to certify, people", low=1, high=10**10)
 
     def __post_init__(self) -> None:
         if self.guarantee not in GUARANTEES:
@@ -53,10 +59,15 @@ class TheoryPlan(Plan):
             raise ValueError("alpha must lie in (0, 2].")
         if not 0 < self.beta < 1:
             raise ValueError("beta must lie strictly between 0 and 1.")
+        if self.epsilon > MAX_THEORY_EPSILON or self.zeta > MAX_THEORY_ZETA:
+            raise ValueError(f"epsilon must be at most {MAX_THEORY_EPSILON:g} and zeta at most "
+                             f"{MAX_THEORY_ZETA:g}; larger values certify nothing more.")
         for name, low in (("k_records", 1), ("n", 2), ("n_groups", 1), ("size", 1)):
             value = getattr(self, name)
-            if int(value) != value or value < low:
-                raise ValueError(f"{name.replace('_', ' ')} must be a whole number of at least {low}.")
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                    or not low <= value <= MAX_THEORY_COUNT or int(value) != value:
+                raise ValueError(f"{name.replace('_', ' ')} must be a whole number from {low} to "
+                                 f"{MAX_THEORY_COUNT:.0e}; got {value!r:.40}.")
 
 
 def gamma_for(plan: TheoryPlan, mode: str, *, alpha: float | None = None,

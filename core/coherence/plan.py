@@ -4,6 +4,10 @@
 ones), the releases and adversaries with their Params, (alpha, beta, gamma), trials, null splits,
 the seed, and the sub-plans of the epsilon sweep and the theory calculator (None when not asked).
 Plans check themselves; every message says what to change.
+
+Fields a curator sets on the page are declared with ``param(...)``: their label, help and the range
+or menu the page offers live here once, and the page draws and restores them from this metadata.
+The page's ranges may be narrower than what ``__post_init__`` accepts from a script.
 """
 from __future__ import annotations
 
@@ -16,13 +20,17 @@ from core.coherence.calculator import TheoryPlan
 from core.coherence.releases import RELEASES, is_private
 from core.coherence.subgroups import CustomSubgroup
 from core.coherence.theory import CONSTANTS
-from core.contracts import DataRef, Plan, digest_of
+from core.contracts import DataRef, Plan, digest_of, param
 
 BUNDLED = ("cps", "adult", "compas")
 DEFAULT_LENS = {"cps": ("age_band", "education", "marital", "race", "sex"),
                 "adult": ("education", "marital_status", "race", "sex", "relationship")}
 MAX_TRIALS = 5000
 MAX_NULL_SPLITS = 10
+#: Epsilons the page offers for the sweep (a plan may sweep any positive epsilon up to 1000).
+EPSILON_MENU = (0.001, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+#: How the page names the two constant modes of the theory (core.coherence.theory.CONSTANTS).
+CONSTANT_LABELS = {"conservative": "conservative (repaired)", "paper": "as printed (unproven)"}
 
 ReleaseParams = typing.Union[tuple(dict.fromkeys(spec.params for spec in RELEASES.values()))]
 AdversaryParams = typing.Union[tuple(dict.fromkeys(spec.params for spec in ADVERSARIES.values()))]
@@ -85,8 +93,9 @@ class AdversaryChoice(Plan):
 class SweepPlan(Plan):
     """One differentially private release audited at several epsilons (its other Params as given)."""
     release: ReleaseChoice = field(default_factory=lambda: ReleaseChoice("laplace_table"))
-    epsilons: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)
-    trials: int = 60
+    epsilons: tuple[float, ...] = param((0.01, 0.1, 1.0, 10.0), label="epsilons", choices=EPSILON_MENU,
+                                        kind="multiselect")
+    trials: int = param(60, label="trials", low=1, high=MAX_TRIALS)
 
     def __post_init__(self) -> None:
         if not is_private(self.release.key):
@@ -113,23 +122,33 @@ class AuditPlan(Plan):
     """Every parameter of a coherence audit (see the module docstring)."""
     data: DataRef = DataRef("cps")
     rows: RowSample = RowSample()
-    target: str = "income"
+    target: str = param("income", label="Target attribute (what the adversary predicts)", kind="column")
     positive: str | None = "50K+"
-    lens: tuple[str, ...] = DEFAULT_LENS["cps"]
-    subgroup_columns: tuple[str, ...] = ("race", "sex")
-    subgroup_order: int = 2
+    lens: tuple[str, ...] = param(DEFAULT_LENS["cps"], label="Lens: columns the predictor sees about a person",
+                                  kind="columns")
+    subgroup_columns: tuple[str, ...] = param(
+        ("race", "sex"), label="Subgroup columns (levels and intersections; membership uses full records)",
+        kind="columns")
+    subgroup_order: int = param(2, label="Intersections up to order", low=1, high=3, choices=(1, 2, 3),
+                                kind="select")
     custom_subgroups: tuple[CustomSubgroup, ...] = ()
     releases: tuple[ReleaseChoice, ...] = (ReleaseChoice("clear_half"), ReleaseChoice("laplace_table"))
     adversaries: tuple[AdversaryChoice, ...] = (AdversaryChoice("logistic"), AdversaryChoice("naive_bayes"),
                                                 AdversaryChoice("nearest_neighbour"))
-    alpha: float = 0.4
-    beta: float = 0.05
-    gamma: int = 80
-    trials: int = 60
-    null_splits: int = 1
-    seed: int = 0
+    alpha: float = param(0.4, label="alpha (largest allowed W1, 0 to 2)", low=0.01, high=2.0, step=0.01,
+                         help="The spec default 0.1 lies below the sampling noise floor of groups near "
+                              "gamma = 80 at 10,000 rows; 0.4 separates a leaky release from a private one.")
+    beta: float = param(0.05, label="beta (largest allowed failure rate)", low=0.001, high=0.5, step=0.01)
+    gamma: int = param(80, label="gamma (smallest subgroup, people)", low=1, high=1_000_000)
+    trials: int = param(60, label="trials", low=1, high=MAX_TRIALS,
+                        help="At 95% confidence a PASS at beta needs at least ln(0.05) / ln(1 - beta) trials "
+                             "with no exceedance (59 at beta = 0.05).")
+    null_splits: int = param(1, label="null splits per trial", low=1, high=MAX_NULL_SPLITS,
+                             help="Extra independent splits scored by the same predictors: a steadier noise "
+                                  "floor for little extra time (the rate pools them; intervals use the first).")
+    seed: int = param(0, label="Seed (row sample, splits, releases)", low=0, high=2**31 - 1)
     confidence: float = 0.95
-    constants: str = "conservative"
+    constants: str = param("conservative", label="Theory constants", choices=CONSTANT_LABELS, kind="select")
     compare: bool = True
     sweep: SweepPlan | None = None
     theory: TheoryPlan | None = None
@@ -164,16 +183,14 @@ class AuditPlan(Plan):
             digests = [digest_of(c) for c in items]
             if len(set(digests)) != len(digests):
                 raise ValueError(f"The same {what} is listed twice with the same parameters.")
+        if any(not isinstance(c, CustomSubgroup) for c in self.custom_subgroups):
+            raise ValueError("Each custom subgroup needs a name and its conditions (a CustomSubgroup).")
         labels = [c.label for c in self.custom_subgroups]
         if len(set(labels)) != len(labels):
             raise ValueError("Two custom subgroups have the same name; rename one.")
 
     @property
-    def for_comparison(self) -> "AuditPlan":
-        """What the release comparison depends on (the sweep and calculator cleared)."""
-        return self.replace(sweep=None, theory=None)
-
-    @property
     def for_sweep(self) -> "AuditPlan":
-        """What the epsilon sweep depends on (the compared releases, their trials and the calculator cleared)."""
+        """What the epsilon sweep depends on (the compared releases, their trials and the calculator cleared);
+        the comparison's key is :meth:`setup` (the sweep and calculator cleared)."""
         return self.replace(releases=(), trials=1, compare=False, theory=None)

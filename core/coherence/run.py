@@ -1,8 +1,9 @@
 """Run an :class:`AuditPlan`: load and sample the data, compare releases, sweep epsilon, do the theory.
 
 ``run(plan, data=None, *, progress=None)`` is cached on the plan digest and data fingerprint; the
-comparison and the sweep are cached sub-runs keyed on only what each reads, so changing the
-sweep never recomputes the comparison and the other way round.
+comparison and the sweep are cached sub-runs keyed on only what each reads (the comparison on
+``plan.setup()``, the plan without its sweep and calculator; the sweep on ``plan.for_sweep``), so
+changing the sweep never recomputes the comparison and the other way round.
 """
 from __future__ import annotations
 
@@ -171,7 +172,7 @@ def run(plan: AuditPlan, data: bytes | None = None, *, progress: Progress | None
     if not isinstance(plan, AuditPlan):
         raise ValueError(f"run takes an AuditPlan, not {type(plan).__name__}.")
     frame = sample_rows(load_frame(plan.data, data), plan.rows)
-    comparison = _compare_cached(plan.for_comparison, frame, progress=progress) if plan.compare else None
+    comparison = _compare_cached(plan.setup(), frame, progress=progress) if plan.compare else None
     sweep = _sweep_cached(plan.for_sweep, frame, progress=progress) if plan.sweep is not None else None
     theory = calculate(plan.theory) if plan.theory is not None else None
     return CoherenceResult(plan, len(frame), comparison, sweep, theory)

@@ -15,7 +15,7 @@ if str(REPO_ROOT) not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.coherence import (ADVERSARIES, BUNDLED, DEFAULT_LENS, GUARANTEES, NOT_PRIVATE_PASS, RELEASES,  # noqa: E402
+from core.coherence import (ADVERSARIES, BUNDLED, DEFAULT_LENS, NOT_PRIVATE_PASS, RELEASES,  # noqa: E402
                             VERDICT_MEANING, AdversaryChoice, AuditPlan, Condition, CustomSubgroup,
                             ReleaseChoice, RowSample, SweepPlan, TheoryPlan, calculate, is_private, load_frame,
                             min_trials_for_pass, run, usable_columns)
@@ -24,8 +24,9 @@ from core.coherence.publish import (PublishPlan, publish, refuse_if_not_private,
 from core.contracts import Cancelled, DataRef, Spec  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.ledger_badge import record_release, release_entry  # noqa: E402
-from dashboard.components.params_form import params_widgets  # noqa: E402
-from dashboard.components.progress import progress_bar  # noqa: E402
+from dashboard.components.params_form import (check_shown, field_key, field_widget, params_widgets,  # noqa: E402
+                                              plan_widget_values)
+from dashboard.components.progress import progress_bar, run_with_progress  # noqa: E402
 from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.uploads_kept import current_key, upload_kept, wanted_fingerprint  # noqa: E402
@@ -40,10 +41,12 @@ LEDGER_COLUMNS = {"label": "Spend", "measured": "What was measured", "amount": "
                   "composition": "Composition"}
 DATA_LABELS = {"cps": "CPS 1994-95 extract", "adult": "UCI Adult", "compas": "COMPAS two-year file",
                "upload": "Upload CSV"}
-DEFAULT_GROUPS = ("race", "sex")
-DEFAULT_RELEASES = tuple(c.key for c in AuditPlan().releases)          # the plan's defaults, stated once in core
-DEFAULT_ADVERSARIES = tuple(c.key for c in AuditPlan().adversaries)
-SWEEP_EPSILONS = (0.001, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+DEFAULTS = AuditPlan()                    # the plan's defaults, stated once in core
+DEFAULT_RELEASES = tuple(c.key for c in DEFAULTS.releases)
+DEFAULT_ADVERSARIES = tuple(c.key for c in DEFAULTS.adversaries)
+P = "coh"                                 # widget keys of the plan's declared fields: coh_<field>
+SWEEP = "coh_sweep"                       # ... of the sweep's: coh_sweep_<field>
+TH = "coh_th"                             # ... of the calculator's: coh_th_<field>
 MAX_CUSTOM = 3
 WORST_LABEL = "Worst failure rate"
 SLIDER_MIN_VALUES = 20   # numeric columns with more distinct values get a range slider
@@ -58,8 +61,9 @@ with n is relatively noisier here than on the full file."""
 # ------------------------------------------------------------------------------------------------
 
 @st.cache_data(max_entries=6, show_spinner="Reading the data...")
-def _frame(source: str, fingerprint: str, raw: bytes | None) -> pd.DataFrame:
-    return load_frame(DataRef(source, fingerprint), raw)
+def _upload_frame(fingerprint: str, raw: bytes) -> pd.DataFrame:
+    """An uploaded CSV, parsed once per file (core keeps the bundled data sets, not uploads)."""
+    return load_frame(DataRef("upload", fingerprint), raw)
 
 
 def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame, str] | None:
@@ -67,7 +71,7 @@ def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame, str] | None:
     choice = st.selectbox("Microdata", options, format_func=DATA_LABELS.get, key="coh_dataset", **KEEP,
                           help="A bundled data set, or your own comma-separated file with a header row.")
     if choice != "upload":
-        return DataRef(choice), None, _frame(choice, "", None), ""
+        return DataRef(choice), None, load_frame(DataRef(choice)), ""
     kept = upload_kept("CSV file (UTF-8, comma-separated, header row)", "coh_upload", type=["csv"])
     if kept is None:
         fp = wanted_fingerprint("coh_upload")
@@ -78,7 +82,7 @@ def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame, str] | None:
     if not kept.fresh:
         st.caption(f"Using {name}, uploaded earlier in this session (fingerprint {fp[:12]}...).")
     try:
-        return DataRef("upload", fp), raw, _frame("upload", fp, raw), name
+        return DataRef("upload", fp), raw, _upload_frame(fp, raw), name
     except ValueError as err:
         st.error(f"{name}: {err}")
         return None
@@ -94,16 +98,21 @@ def _params_values(prefix: str, key: str, params) -> dict:
 
 
 def plan_to_widgets(plan: AuditPlan) -> dict:
-    """Widget values that rebuild ``plan`` on this page (custom subgroups and every Params included)."""
-    out = {
-        "coh_dataset": plan.data.source, "coh_rows": plan.rows.size or 10**8, "coh_seed": plan.seed,
-        "coh_target": plan.target, "coh_lens": list(plan.lens), "coh_groups": list(plan.subgroup_columns),
-        "coh_order": plan.subgroup_order, "coh_alpha": plan.alpha, "coh_beta": plan.beta,
-        "coh_gamma": plan.gamma, "coh_trials": plan.trials, "coh_null_splits": plan.null_splits,
-        "coh_constants": plan.constants, "coh_releases": [r.key for r in plan.releases],
+    """Widget values that rebuild ``plan`` on this page: the declared fields from the plans themselves, plus
+    the data, the row sample, the positive value, the releases and adversaries with every Params, the custom
+    subgroups and which parts ran. A plan made in a script may hold values the widgets do not offer (they
+    are narrower than the plans' own checks): that raises ``ValueError`` naming the value, rather than the
+    page quietly showing other settings."""
+    for part in (plan, plan.sweep, plan.theory):
+        if part is not None:
+            check_shown(part)
+    out = plan_widget_values(plan, P)
+    out.update({
+        "coh_dataset": plan.data.source, "coh_rows": plan.rows.size or 10**8,
+        "coh_releases": [r.key for r in plan.releases],
         "coh_adversaries": [a.key for a in plan.adversaries], "coh_n_custom": len(plan.custom_subgroups),
         "coh_compare_on": plan.compare, "coh_sweep_on": plan.sweep is not None,
-    }
+    })
     if plan.data.is_upload:
         out[current_key("coh_upload")] = plan.data.fingerprint      # the same file, or none: never another one
     if plan.positive is not None:
@@ -119,15 +128,12 @@ def plan_to_widgets(plan: AuditPlan) -> dict:
             out[f"coh_custom_{i}_{c.column}"] = (c.low, c.high) if c.is_range else list(c.values)
     if plan.sweep is not None:
         s = plan.sweep
-        out.update({"coh_sweep_release": s.release.key, "coh_sweep_eps": list(s.epsilons),
-                    "coh_sweep_trials": s.trials})
-        out.update({k: v for k, v in _params_values("coh_sweep", s.release.key, s.release.params).items()
+        out.update(plan_widget_values(s, SWEEP))
+        out[field_key(SWEEP, "release")] = s.release.key
+        out.update({k: v for k, v in _params_values(SWEEP, s.release.key, s.release.params).items()
                     if not k.endswith("_epsilon")})
     if plan.theory is not None:
-        t = plan.theory
-        out.update({"coh_th_mech": t.guarantee, "coh_th_eps": t.epsilon, "coh_th_delta": t.delta,
-                    "coh_th_zeta": t.zeta, "coh_th_k": t.k_records, "coh_th_n": t.n, "coh_th_alpha": t.alpha,
-                    "coh_th_beta": t.beta, "coh_th_groups": t.n_groups, "coh_th_size": t.size})
+        out.update(plan_widget_values(plan.theory, TH))
     return out
 
 
@@ -176,6 +182,21 @@ def _without_field(spec: Spec, name: str) -> Spec:
               for f in dataclasses.fields(spec.params) if f.name != name]
     params = dataclasses.make_dataclass(f"{spec.params.__name__}Rest", fields, frozen=True)
     return Spec(spec.key, spec.label, spec.factory, params, spec.help)
+
+
+def _field(plan_cls: type, name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(plan_cls) if f.name == name)
+
+
+def _sweep_epsilons(container, word: str) -> tuple[float, ...]:
+    """The sweep's epsilons from the menu and default declared on ``SweepPlan``, named in the swept release's
+    own unit ("zCDP epsilons" for a zCDP release), which the plan cannot know."""
+    f = _field(SweepPlan, "epsilons")
+    chosen = container.multiselect(f"{word}s", list(f.metadata["choices"]), default=list(f.default),
+                                   key=field_key(SWEEP, "epsilons"), **KEEP,
+                                   help=None if word == "epsilon" else "This release is zCDP: each epsilon means "
+                                                                       "rho = epsilon²/2.")
+    return tuple(chosen)
 
 
 def _seed_strata(prefix: str, key: str, default: tuple[str, ...]) -> None:
@@ -279,7 +300,7 @@ def _record_simulations(plan: AuditPlan, data_label: str) -> None:
         for choice in plan.releases:
             one = trial_ledger(choice)
             if one is not None:
-                record_release(release_entry(plan.for_comparison.replace(releases=(choice,)), PAGE, "audit trials",
+                record_release(release_entry(plan.setup().replace(releases=(choice,)), PAGE, "audit trials",
                                              simulation_label(choice, plan.trials), one, kind="simulation",
                                              data_label=data_label))
     if plan.sweep is not None:
@@ -371,43 +392,34 @@ if len(usable) < 2:
 with st.expander("Data, target, lens and subgroups", expanded=True):
     c1, c2, c3 = st.columns(3)
     n_rows = int(c1.number_input("Rows audited (random sample of the file)", min(200, len(full)), len(full),
-                                 min(10_000, len(full)),
+                                 min(DEFAULTS.rows.size, len(full)),
                                  step=1000, key="coh_rows", **KEEP))
-    seed = int(c2.number_input("Seed (row sample, splits, releases)", 0, 2**31 - 1, 0, key="coh_seed", **KEEP))
+    seed = field_widget(AuditPlan, "seed", P, container=c2, **KEEP)
+    # the target's, the lens's and the subgroups' options and starting values depend on the data
     binaryish = [c for c in usable if full[c].nunique() >= 2]
-    t_default = "income" if "income" in binaryish else binaryish[-1]
-    target = c3.selectbox("Target attribute (what the adversary predicts)", binaryish,
-                          index=binaryish.index(t_default), key="coh_target", **KEEP)
+    t_default = DEFAULTS.target if DEFAULTS.target in binaryish else binaryish[-1]
+    target = field_widget(AuditPlan, "target", P, container=c3, columns=binaryish, default=t_default, **KEEP)
     values = [str(v) for v in full[target].astype("category").cat.categories]
     positive = c3.selectbox("Positive value (one-vs-rest)", values, index=len(values) - 1, key="coh_positive", **KEEP)
     others = [c for c in usable if c != target]
     lens_default = [c for c in DEFAULT_LENS.get(data_ref.source, others[:4]) if c in others] or others[:4]
-    lens = st.multiselect("Lens: columns the predictor sees about a person", others, default=lens_default,
-                          key="coh_lens", **KEEP)
+    lens = field_widget(AuditPlan, "lens", P, columns=others, default=lens_default, **KEEP)
     g1, g2 = st.columns([3, 1])
-    group_default = [c for c in DEFAULT_GROUPS if c in usable] or usable[:1]
-    group_cols = g1.multiselect("Subgroup columns (levels and intersections; membership uses full records)",
-                                usable, default=group_default, key="coh_groups", **KEEP)
-    order = int(g2.selectbox("Intersections up to order", [1, 2, 3], index=1, key="coh_order", **KEEP))
+    group_default = [c for c in DEFAULTS.subgroup_columns if c in usable] or usable[:1]
+    group_cols = field_widget(AuditPlan, "subgroup_columns", P, container=g1, columns=usable, default=group_default,
+                              **KEEP)
+    order = field_widget(AuditPlan, "subgroup_order", P, container=g2, **KEEP)
     custom = _custom_subgroups(full)
 
 with st.expander("Coherence parameters", expanded=True):
     p1, p2, p3, p4, p5, p6 = st.columns(6)
-    alpha = float(p1.number_input("alpha (largest allowed W1, 0 to 2)", 0.01, 2.0, 0.4, 0.01, key="coh_alpha", **KEEP,
-                                  help="The spec default 0.1 lies below the sampling noise floor of groups near "
-                                  "gamma = 80 at 10,000 rows; 0.4 separates a leaky release from a private one."))
-    beta = float(p2.number_input("beta (largest allowed failure rate)", 0.001, 0.5, 0.05, 0.01, format="%.3f",
-                                 key="coh_beta", **KEEP))
-    gamma = int(p3.number_input("gamma (smallest subgroup, people)", 1, 1_000_000, 80, key="coh_gamma", **KEEP))
+    alpha = field_widget(AuditPlan, "alpha", P, container=p1, **KEEP)
+    beta = field_widget(AuditPlan, "beta", P, container=p2, **KEEP)
+    gamma = field_widget(AuditPlan, "gamma", P, container=p3, **KEEP)
     need = min_trials_for_pass(beta)
-    trials = int(p4.number_input("trials", 1, 5000, max(60, need), key="coh_trials", **KEEP,
-                                 help=f"At 95% confidence a PASS at beta = {beta:g} needs at least {need} trials."))
-    n_null = int(p5.number_input("null splits per trial", 1, 10, 1, key="coh_null_splits", **KEEP,
-                                 help="Extra independent splits scored by the same predictors: a steadier noise "
-                                      "floor for little extra time (the rate pools them; intervals use the first)."))
-    constants = p6.selectbox("Theory constants", ["conservative", "paper"], key="coh_constants", **KEEP,
-                             format_func=lambda m: "conservative (repaired)" if m == "conservative"
-                             else "as printed (unproven)")
+    trials = field_widget(AuditPlan, "trials", P, container=p4, default=max(DEFAULTS.trials, need), **KEEP)
+    n_null = field_widget(AuditPlan, "null_splits", P, container=p5, **KEEP)
+    constants = field_widget(AuditPlan, "constants", P, container=p6, **KEEP)
 
 with st.expander("Releases and adversaries", expanded=True):
     rel_keys = st.multiselect("Release algorithms to compare", list(RELEASES), default=list(DEFAULT_RELEASES),
@@ -453,17 +465,16 @@ with sweep_box:
                "alpha that theory certifies for subgroups of the smallest, median and largest eligible size.")
     dp_keys = [k for k in RELEASES if is_private(k)]
     e1, e2, e3 = st.columns([2, 2, 1])
-    sweep_key = e1.selectbox("DP release", dp_keys, format_func=RELEASES.labels().get, key="coh_sweep_release", **KEEP)
+    sweep_key = e1.selectbox("DP release", dp_keys, format_func=RELEASES.labels().get,
+                             key=field_key(SWEEP, "release"), **KEEP)
     word = RELEASES[sweep_key].build().epsilon_word        # "zCDP epsilon" for zCDP releases
-    sweep_eps = e2.multiselect(f"{word}s", list(SWEEP_EPSILONS), default=[0.01, 0.1, 1.0, 10.0],
-                               key="coh_sweep_eps", **KEEP,
-                               help=None if word == "epsilon" else "This release is zCDP: each epsilon means "
-                                                                   "rho = epsilon²/2.")
-    sweep_trials = int(e3.number_input("trials", 1, 5000, max(60, need), key="coh_sweep_trials", **KEEP))
-    _seed_strata("coh_sweep", sweep_key, tuple(group_cols))
+    sweep_eps = _sweep_epsilons(e2, word)
+    sweep_trials = field_widget(SweepPlan, "trials", SWEEP, container=e3,
+                                default=max(_field(SweepPlan, "trials").default, need), **KEEP)
+    _seed_strata(SWEEP, sweep_key, tuple(group_cols))
     sweep_plan = None
     try:
-        rest = params_widgets(_without_field(RELEASES[sweep_key], "epsilon"), "coh_sweep", columns=usable,
+        rest = params_widgets(_without_field(RELEASES[sweep_key], "epsilon"), SWEEP, columns=usable,
                               lens=lens, persist_state="session")
         first = (sorted(sweep_eps) or [1.0])[0]
         swept = RELEASES[sweep_key].params(**{**rest.__dict__, "epsilon": first})
@@ -482,22 +493,12 @@ with theory_box:
     st.caption("The subgroup size gamma that guarantees (alpha, beta)-coherence for every adversary, and back "
                "again. Conservative constants evaluate the paper's formulas at alpha/2, repairing a factor-2 slip "
                "in its Claim 2; 'as printed' reproduces the paper's numbers, which are unproven.")
-    k1, k2, k3, k4, k5 = st.columns(5)
-    th_mech = k1.selectbox("Guarantee", list(GUARANTEES), format_func=GUARANTEES.get, key="coh_th_mech", **KEEP)
-    th_eps = float(k2.number_input("epsilon", 1e-5, 1.0, 0.01, format="%.5f", key="coh_th_eps", **KEEP))
-    th_delta = float(k3.number_input("delta", 0.0, 1e-3, 0.0, format="%.3e", key="coh_th_delta", **KEEP))
-    th_zeta = float(k4.number_input("zeta (nats)", 0.0, 1e7, 10.0, key="coh_th_zeta", **KEEP))
-    th_k = int(k5.number_input("k records in the clear", 1, 10**7, 10, key="coh_th_k", **KEEP))
-    k6, k7, k8, k9, k10 = st.columns(5)
-    th_n = int(k6.number_input("n, people (audit view |X|; production 2N)", 100, 10**10, 200_000, key="coh_th_n",
-                               **KEEP))
-    th_alpha = float(k7.number_input("alpha", 0.01, 2.0, 0.5, key="coh_th_alpha", **KEEP))
-    th_beta = float(k8.number_input("beta", 0.001, 0.5, 0.05, format="%.3f", key="coh_th_beta", **KEEP))
-    th_groups = int(k9.number_input("number of subgroups |C|", 1, 10**6, 10, key="coh_th_groups", **KEEP))
-    th_size = int(k10.number_input("subgroup size to certify, people", 1, 10**10, 10_000, key="coh_th_size", **KEEP))
+    th = {}
+    for row in (("guarantee", "epsilon", "delta", "zeta", "k_records"), ("n", "alpha", "beta", "n_groups", "size")):
+        for col, name in zip(st.columns(5), row):
+            th[name] = field_widget(TheoryPlan, name, TH, container=col, **KEEP)
     try:
-        theory_plan = TheoryPlan(th_mech, th_eps, th_delta, th_zeta, th_k, th_n, th_alpha, th_beta, th_groups,
-                                 th_size)
+        theory_plan = TheoryPlan(**th)
     except ValueError as err:
         st.error(str(err))
         theory_plan = None
@@ -539,9 +540,8 @@ with run_area:   # messages, progress and errors sit by the Run button
             if not fresh and stored is not None and stored.plan == plan:
                 result = stored                     # an output widget changed: nothing to recompute
             elif fresh or same or run.is_cached(plan, raw):
-                near = sweep_slot if sweep_clicked else st.container()     # progress by the button pressed
-                with near, progress_bar("Running the audit", cancel_key="coh_cancel") as bar:
-                    result = run(plan, raw, progress=bar)
+                with sweep_slot if sweep_clicked else st.container():      # progress by the button pressed
+                    result = run_with_progress(run, plan, raw, label="Running the audit", cancel_key="coh_cancel")
                 st.session_state["coh_result"] = result
                 _record_simulations(result.plan, upload_name)
         except Cancelled:
@@ -620,12 +620,12 @@ with theory_slot:
         m[2].metric("certified alpha at that size", "vacuous" if pd.isna(cons["certified_alpha"])
                     else f"{cons['certified_alpha']:.4f}", help="conservative constants")
         m[3].metric("largest epsilon at that size",
-                    "not a DP guarantee" if th_mech not in ("pure_dp", "approx_dp")
+                    "not a DP guarantee" if th["guarantee"] not in ("pure_dp", "approx_dp")
                     else "none" if pd.isna(cons["max_epsilon"]) else f"{cons['max_epsilon']:.5f}",
                     help="conservative constants; Thm 8 (delta at or below its cap) for approximate DP, else Thm 7")
         st.dataframe(figs.readable(calc.summary, figs.THEORY_COLUMNS), hide_index=True, width="stretch")
         if not calc.gamma_curve.empty:
-            sizes = comparison.subgroups["size"].unique() if comparison is not None else [th_size]
+            sizes = comparison.subgroups["size"].unique() if comparison is not None else [th["size"]]
             st.plotly_chart(figs.gamma_figure(calc.gamma_curve, sizes), key="coh_th_chart")
         if calc.delta_cap is not None:
             st.caption(f"Thm 8 admits delta up to {calc.delta_cap:.3g} at these settings; deployed systems rarely "

@@ -61,7 +61,7 @@ def test_default_view_explains_verdicts_and_runs_the_calculator():
     theory = _table(at, "Subgroup size needed, gamma (people)")
     assert "gamma" not in theory.columns and "max_epsilon" not in theory.columns
     for mech in ("zeta", "k_records"):
-        at.selectbox(key="coh_th_mech").select(mech).run()
+        at.selectbox(key="coh_th_guarantee").select(mech).run()
         metrics = {m.label: m.value for m in at.metric}
         assert metrics["largest epsilon at that size"] == "not a DP guarantee", mech
         assert _table(at, "Largest epsilon at that size")["Largest epsilon at that size"].isna().all()
@@ -127,13 +127,13 @@ def test_epsilon_sweep_and_theory_modes():
     at = AppTest.from_file(PAGE, default_timeout=240)
     at.run()
     at.number_input(key="coh_rows").set_value(2000)
-    at.multiselect(key="coh_sweep_eps").set_value([0.01, 10.0])
+    at.multiselect(key="coh_sweep_epsilons").set_value([0.01, 10.0])
     at.number_input(key="coh_sweep_trials").set_value(3)
     at.button(key="coh_sweep_run").click().run()
     assert not at.exception and not at.error
     sweep = _table(at, "Release at epsilon")
     assert len(sweep) == 2 * 3
-    at.selectbox(key="coh_th_mech").select("approx_dp").run()
+    at.selectbox(key="coh_th_guarantee").select("approx_dp").run()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["gamma, conservative"] != "" and not at.exception
 
@@ -356,3 +356,17 @@ def test_audit_is_listed_as_a_simulation_and_release_is_recorded_once(tmp_path, 
     assert len(table) == 20 and list(table.columns[:5]) == list(AuditPlan().lens)
     assert [d for d in at.get("download_button") if "release" in str(d.proto.label).lower()]
     assert len(ledger.releases("cps", "simulation")) == 1       # still one simulation, never counted
+
+
+def test_saved_report_outside_what_the_page_offers_is_refused_with_the_reason():
+    """A plan made in a script may hold values the page's widgets cannot show; opening its report says which."""
+    from core.coherence import TheoryPlan
+    plan = AuditPlan(compare=False, theory=TheoryPlan(epsilon=5.0))
+    report = report_json(build_report(run(plan), page="Coherence audit"))
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.file_uploader(key="coh__report_file").set_value(("script.json", report.encode(), "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("epsilon" in e.value and "5.0" in e.value for e in at.error)
+    assert at.number_input(key="coh_th_epsilon").value == 0.01            # the page's own settings are kept

@@ -1,6 +1,7 @@
 """The audit as a plan: JSON round trip, validation, keyed streams, export -> load -> rerun, the CLI."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -127,3 +128,25 @@ def test_verdict_texts_and_pass_trials():
     assert "no privacy guarantee" in NOT_PRIVATE_PASS and "protects no one" in NOT_PRIVATE_PASS
     # the sweep's default trials can decide at the default beta
     assert SweepPlan().trials >= min_trials_for_pass(AuditPlan().beta)
+
+
+def test_the_comparison_is_keyed_on_the_plan_without_its_sweep_and_calculator():
+    """run() caches the comparison on plan.setup(): a sweep or a calculator added to a plan leaves that key
+    (and so the comparison) as it was, while the sweep's own key keeps the sweep."""
+    plan = _small(sweep=SweepPlan(ReleaseChoice("laplace_table"), (0.1, 1.0), 3), theory=TheoryPlan())
+    assert plan.setup() == _small() and plan.setup().digest() == _small().digest()
+    assert plan.for_sweep.sweep == plan.sweep and plan.for_sweep.releases == ()
+
+
+def test_declared_fields_carry_their_page_offer_and_the_defaults_lie_inside_it():
+    """Labels, bounds and menus the page draws live on the plans; every default is one the page can show."""
+    from dashboard.components.params_form import check_shown
+    for plan in (AuditPlan(), SweepPlan(), TheoryPlan()):
+        check_shown(plan)
+    declared = {f.name for f in dataclasses.fields(AuditPlan) if "label" in f.metadata}
+    assert declared == {"target", "lens", "subgroup_columns", "subgroup_order", "alpha", "beta", "gamma", "trials",
+                        "null_splits", "seed", "constants"}
+    assert {f.name for f in dataclasses.fields(TheoryPlan)} == {
+        f.name for f in dataclasses.fields(TheoryPlan) if "label" in f.metadata}
+    with pytest.raises(ValueError, match="alpha"):
+        check_shown(AuditPlan(alpha=0.005))        # a valid plan the page's widget cannot show
