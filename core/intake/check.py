@@ -31,7 +31,7 @@ import pandas as pd
 
 from core.contracts import SeedLike, named_rng
 from core.intake.schema import BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
-from core.intake.values import ColumnValues, observed_order, read_values, relabel, require_table
+from core.intake.values import ColumnValues, observed_order, read_values, require_table
 
 __all__ = ["Cleaned", "CleaningReport", "Problem", "apply", "check", "clean"]
 
@@ -104,7 +104,7 @@ class _Read:
 
     col: ColumnSchema
     values: ColumnValues
-    label: np.ndarray | None = None        # category / person id: label per distinct value (None = missing)
+    label: np.ndarray | None = None        # category: label per distinct value (None = missing)
     number: np.ndarray | None = None       # number: value per distinct value (NaN = missing or unreadable)
     unreadable: np.ndarray | None = None   # number: present but not a number
     outside: np.ndarray | None = None      # category: present but not a public category
@@ -125,12 +125,11 @@ def _read(frame: pd.DataFrame, col: ColumnSchema, tokens: tuple[str, ...]) -> _R
             numbers[values.formatted] = np.nan
         unreadable = ~values.missing & np.isnan(numbers)
         return _Read(col, values, number=numbers, unreadable=unreadable)
-    text = values.text.copy()
     if col.role == "person_id":
-        return _Read(col, values, label=np.where(values.missing, None, text))
-    folded = pd.Series(text, dtype="str").str.casefold().to_numpy(dtype=object)
-    target = {v.casefold(): c for v, c in col.merges}
-    merged_text = np.array([target.get(f, t) for f, t in zip(folded, text)], dtype=object) if target else text
+        return _Read(col, values)
+    text = values.text
+    target = {v.lower(): c for v, c in col.merges}
+    merged_text = np.array([target.get(t.lower(), t) for t in text], dtype=object) if target else text
     merged = (merged_text != text) & ~values.missing
     outside = np.zeros(len(text), dtype=bool)
     if col.categories is not None:
@@ -207,7 +206,7 @@ def _category_problems(read: _Read) -> list[Problem]:
         out.append(Problem(col.name, sev, f"has {outside:,} values ({int(read.outside.sum()):,} distinct labels) that "
                                           f"are not public categories; {fate}.",
                            "Add them to the categories, merge them into one, or choose a missing policy."))
-    folded = pd.Series(sorted(labels), dtype="str").str.casefold()
+    folded = pd.Series(sorted(labels), dtype="str").str.lower()
     near = int((folded.value_counts() > 1).sum())
     if near:
         out.append(Problem(col.name, WARNING, f"has {near:,} labels that differ from another only in letter case; "
@@ -249,8 +248,7 @@ def _number_problems(read: _Read) -> list[Problem]:
 
 
 def _person_problems(read: _Read, limit: int) -> list[Problem]:
-    codes, _ = relabel(read.values, read.label)
-    per_person = np.bincount(codes[codes >= 0]) if (codes >= 0).any() else np.zeros(0, dtype=np.int64)
+    _, per_person = read.values.labels
     over = per_person > limit
     if not over.any():
         return []
@@ -298,8 +296,8 @@ def clean(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike) -> Cleane
         elif col.missing == "own_category":
             note("own_category", col.name, missing_rows)
         if col.role == "person_id":
-            person_codes, _ = relabel(values, read.label)
-            columns[col.name] = np.asarray(read.label, dtype=object)[values.codes]
+            person_codes = values.labels[0][values.codes]
+            columns[col.name] = values.label_names[np.maximum(person_codes, 0)]
         elif col.role == "category":
             note("merged", col.name, values.rows_where(read.merged))
             note("outside_categories", col.name, values.rows_where(read.outside))

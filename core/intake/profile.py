@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.intake.schema import DEFAULT_MISSING_TOKENS
 from core.intake.values import ColumnValues, read_values, require_table
@@ -48,8 +50,9 @@ ID_NAME = re.compile(r"(^|[^a-z])(id|key|pid|uid|ssn|serial)($|[^a-z])|identifie
 class ColumnProfile:
     """What one column holds (curator-only: exact counts and real values).
 
-    ``distinct``: distinct non-missing values after trimming spaces; ``case_groups``: how many of them
-    differ from another only in letter case; ``missing``: cells that are blank or a missing token;
+    ``distinct``: distinct non-missing values after trimming spaces; ``case_variants``: how many of them
+    differ from another only in letter case (``female`` beside ``Female``; None when not counted, for
+    a column of more than 10,000 labels); ``missing``: cells that are blank or a missing token;
     ``numbers_as_text``: non-missing text cells that read as numbers only after removing thousands
     separators, currency or percent signs; ``numbers``: non-missing cells that read as numbers at all;
     ``percent``: cells written with a percent sign; ``examples``: the most frequent non-missing values.
@@ -63,7 +66,7 @@ class ColumnProfile:
     numbers: int
     numbers_as_text: int
     percent: int
-    case_groups: int
+    case_variants: int | None
     examples: tuple[str, ...]
 
     @property
@@ -100,20 +103,26 @@ def profile(frame: pd.DataFrame, missing_tokens: tuple[str, ...] = DEFAULT_MISSI
 
 def column_profile(name: str, values: ColumnValues) -> ColumnProfile:
     """The profile of one column already read by :func:`~core.intake.values.read_values`."""
-    present = ~values.missing
-    text = values.text
-    labels = pd.Series(text[present], dtype="str")
-    label_counts = pd.Series(values.counts[present]).groupby(labels.to_numpy(dtype=object)).sum()
-    folded = pd.Series(label_counts.index, dtype="str").str.casefold()
-    case_groups = int((folded.value_counts() > 1).sum())
-    top = label_counts.sort_values(ascending=False, kind="stable").index[:EXAMPLES]
-    is_number = present & ~np.isnan(values.numbers)
+    _, per_label = values.labels
+    top = _top(per_label, EXAMPLES)
+    examples = values.text_of(values.label_first[top])
+    is_number = ~values.missing & ~np.isnan(values.numbers)
     return ColumnProfile(
-        name=name, guess=guess_of(name, values), rows=values.rows, distinct=int(len(label_counts)),
+        name=name, guess=guess_of(name, values), rows=values.rows, distinct=int(len(per_label)),
         missing=values.missing_rows, numbers=values.rows_where(is_number),
         numbers_as_text=values.rows_where(is_number & values.formatted),
-        percent=values.rows_where(values.percent), case_groups=case_groups,
-        examples=tuple(str(t) for t in top))
+        percent=values.rows_where(values.percent), case_variants=values.case_variants(),
+        examples=tuple(str(e) for e in examples))
+
+
+def _top(rows: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest counts, largest first (ties in index order), in linear time."""
+    if rows.size > k:
+        cut = np.partition(rows, rows.size - k)[rows.size - k]
+        candidates = np.flatnonzero(rows >= cut)
+    else:
+        candidates = np.arange(rows.size)
+    return candidates[np.argsort(-rows[candidates], kind="stable")][:k]
 
 
 def guess_of(name: str, values: ColumnValues) -> str:
@@ -122,15 +131,14 @@ def guess_of(name: str, values: ColumnValues) -> str:
     n_present = values.rows_where(present)
     if n_present == 0:
         return "text"
-    text = values.text
-    distinct = len(set(text[present]))
+    distinct = len(values.labels[1])
     is_number = present & ~np.isnan(values.numbers)
     number_share = values.rows_where(is_number) / n_present
     nearly_unique = n_present >= ID_MIN_ROWS and distinct >= ID_SHARE * n_present
     named_id = bool(ID_NAME.search(name))
     if number_share >= NUMBER_SHARE:
         nums = values.numbers[is_number]
-        if nearly_unique and _code_like(nums, text[is_number], values.formatted[is_number], named_id):
+        if nearly_unique and _code_like(values, is_number, named_id):
             return "id"
         codes = distinct <= NUMERIC_CATEGORY_MAX and not values.formatted[is_number].any() \
             and bool(np.all(np.mod(nums, 1) == 0))
@@ -142,12 +150,15 @@ def guess_of(name: str, values: ColumnValues) -> str:
     return "id" if named_id else "text"
 
 
-def _code_like(nums: np.ndarray, text: np.ndarray, formatted: np.ndarray, named_id: bool) -> bool:
+def _code_like(values: ColumnValues, is_number: np.ndarray, named_id: bool) -> bool:
     """Whole numbers written plainly that look like codes rather than quantities."""
-    if formatted.any() or not np.all(np.mod(nums, 1) == 0):
+    nums = values.numbers[is_number]
+    if values.formatted[is_number].any() or not np.all(np.mod(nums, 1) == 0):
         return False
-    written = pd.Series(text, dtype="str")
-    if written.str.len().nunique() == 1 and written.str.match(r"0\d").any():
-        return True
+    if values.trimmed is not None:
+        written = values.trimmed.filter(pa.array(is_number))
+        padded = pc.any(pc.match_substring_regex(written, r"^[+-]?0\d")).as_py()
+        if padded and pc.count_distinct(pc.binary_length(written)).as_py() == 1:
+            return True
     span = float(nums.max() - nums.min()) + 1
     return named_id or span <= 2 * len(np.unique(nums))

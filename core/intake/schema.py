@@ -162,25 +162,25 @@ class ColumnSchema:
                 _fail(name, "the public category list is empty; list the categories or unset it.")
             if any(c == "" for c in self.categories):
                 _fail(name, "a public category is blank; blanks are missing values, handled by the missing policy.")
-            seen = [c.casefold() for c in self.categories]
-            twice = sorted({c for c in self.categories if seen.count(c.casefold()) > 1})
+            seen = [c.lower() for c in self.categories]
+            twice = sorted({c for c in self.categories if seen.count(c.lower()) > 1})
             if twice:
                 _fail(name, f"the categories {twice} are listed twice (ignoring case); list each once.")
             if MISSING_LABEL in self.categories and self.missing == "own_category":
                 _fail(name, f"{MISSING_LABEL!r} is the label of missing values; remove it from the categories.")
-        variants = [v.casefold() for v, _ in self.merges]
-        target = {v.casefold(): c for v, c in self.merges}
+        variants = [v.lower() for v, _ in self.merges]
+        target = {v.lower(): c for v, c in self.merges}
         for variant, label in self.merges:
             if not variant or not label:
                 _fail(name, "a merge has a blank variant or label; blanks are missing values.")
             if variant == label:
                 _fail(name, f"the merge {variant!r} -> {label!r} changes nothing; remove it.")
-            if variants.count(variant.casefold()) > 1:
+            if variants.count(variant.lower()) > 1:
                 _fail(name, f"the variant {variant!r} is merged twice; keep one merge for it.")
             if self.categories is not None and label not in self.categories:
                 _fail(name, f"the merge {variant!r} -> {label!r} leads to a label that is not a public category; "
                             "add it to the categories or merge into one of them.")
-        chained = sorted({c for _, c in self.merges if target.get(c.casefold(), c) != c})
+        chained = sorted({c for _, c in self.merges if target.get(c.lower(), c) != c})
         if chained:
             _fail(name, f"{chained} are both merge targets and merged away; merge every variant straight "
                         "into its final label.")
@@ -295,8 +295,8 @@ class DataSchema:
         for col in self.columns:
             if col.role != "category":
                 continue
-            tokens = {t.casefold() for t in self.missing_tokens}
-            clash = [c for c in (col.categories or ()) + tuple(c for _, c in col.merges) if c.casefold() in tokens]
+            tokens = {t.lower() for t in self.missing_tokens}
+            clash = [c for c in (col.categories or ()) + tuple(c for _, c in col.merges) if c.lower() in tokens]
             if clash:
                 raise ValueError(f"Column {col.name!r}: {clash[:5]} read as missing values (missing_tokens); "
                                  "rename the category or remove the token.")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from core.intake.profile import ID_NAME, guess_of
+from core.intake.profile import ID_NAME, Profile, profile
 from core.intake.schema import DEFAULT_MISSING_TOKENS, ColumnSchema, DataSchema
 from core.intake.values import ColumnValues, read_values, require_table
 
@@ -33,26 +33,32 @@ __all__ = ["ALIASES", "draft_schema", "label_merges", "needs_public_info"]
 ALIASES = {"f": "female", "m": "male", "y": "yes", "n": "no"}
 
 
-def draft_schema(frame: pd.DataFrame, name: str,
-                 missing_tokens: tuple[str, ...] = DEFAULT_MISSING_TOKENS) -> DataSchema:
-    """A :class:`DataSchema` for ``frame`` with the suggestions of the module docstring taken."""
+def draft_schema(frame: pd.DataFrame, name: str, missing_tokens: tuple[str, ...] = DEFAULT_MISSING_TOKENS,
+                 *, profiled: Profile | None = None) -> DataSchema:
+    """A :class:`DataSchema` for ``frame`` with the suggestions of the module docstring taken.
+
+    Pass ``profiled`` (the frame's :func:`~core.intake.profile.profile`, same missing tokens) to skip
+    profiling again; only category columns are then read once more, for their label merges.
+    """
     require_table(frame, "draft_schema")
     tokens = tuple(missing_tokens)
-    read = {str(c): read_values(frame[c], tokens) for c in frame.columns}
-    guesses = {c: guess_of(c, v) for c, v in read.items()}
-    ids = [c for c, g in guesses.items() if g == "id"]
+    if profiled is None:
+        profiled = profile(frame, tokens)
+    if [c.name for c in profiled.columns] != [str(c) for c in frame.columns] or profiled.missing_tokens != tokens:
+        raise ValueError("The profile given is of another table (or other missing tokens); profile this one.")
+    ids = [c.name for c in profiled.columns if c.guess == "id"]
     person = next((c for c in ids if ID_NAME.search(c)), ids[0] if ids else None)
     columns = []
-    for col, values in read.items():
-        has_missing = values.missing_rows > 0
-        guess = guesses[col]
+    for source, prof in zip(frame.columns, profiled.columns):
+        col, has_missing = prof.name, prof.missing > 0
         if col == person:
             columns.append(ColumnSchema(col, "person_id", missing="drop_row" if has_missing else None))
-        elif guess == "number":
+        elif prof.guess == "number":
             columns.append(ColumnSchema(col, "number", missing="drop_row" if has_missing else None))
-        elif guess == "category":
+        elif prof.guess == "category":
+            merges = label_merges(read_values(frame[source], tokens))
             columns.append(ColumnSchema(col, "category", missing="own_category" if has_missing else None,
-                                        merges=label_merges(values)))
+                                        merges=merges))
         else:
             columns.append(ColumnSchema(col, "leave_out"))
     return DataSchema(name, tuple(columns), person_id=person, missing_tokens=tokens)
@@ -62,12 +68,11 @@ def label_merges(values: ColumnValues) -> tuple[tuple[str, str], ...]:
     """``(variant, canonical)`` pairs: case/space variants into the most frequent spelling, and the
     aliases of :data:`ALIASES` into their full label when it is present. Merges match ignoring case,
     so one pair covers every casing of a variant."""
-    present = ~values.missing
-    counts = pd.Series(values.counts[present]).groupby(values.text[present]).sum()
-    if counts.empty:
+    _, rows = values.labels
+    if not len(rows):
         return ()
-    frame = pd.DataFrame({"label": counts.index.astype(str), "rows": counts.to_numpy()})
-    frame["folded"] = frame["label"].str.casefold()
+    frame = pd.DataFrame({"label": values.label_names.astype(str), "rows": rows})
+    frame["folded"] = frame["label"].str.lower()
     frame = frame.sort_values(["folded", "rows", "label"], ascending=[True, False, True], kind="stable")
     canonical = frame.groupby("folded", sort=False)["label"].first()
     pairs = {}
@@ -78,7 +83,7 @@ def label_merges(values: ColumnValues) -> tuple[tuple[str, str], ...]:
     for alias, full in ALIASES.items():
         if alias in canonical.index and full in canonical.index:
             pairs[alias] = (str(canonical[alias]), str(canonical[full]))
-    return tuple(sorted(pairs.values(), key=lambda p: (p[1].casefold(), p[0].casefold())))
+    return tuple(sorted(pairs.values(), key=lambda p: (p[1].lower(), p[0].lower())))
 
 
 def needs_public_info(schema: DataSchema) -> tuple[tuple[str, str], ...]:

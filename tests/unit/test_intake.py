@@ -52,7 +52,7 @@ def test_profile_counts_missing_and_numbers_written_as_text():
     assert income.numbers_as_text == 10               # 45,000  $45,000  12%  1,234.5  $ 7 (x2); 52000 0 100 are plain
     assert income.percent == 2
     sex = prof.column("sex")
-    assert sex.distinct == 6 and sex.case_groups == 1  # Female female FEMALE are one group ("Male " is trimmed)
+    assert sex.distinct == 6 and sex.case_variants == 2  # female and FEMALE beside Female ("Male " is trimmed)
     assert prof.column("pid").guess == "id"
     assert not hasattr(prof, "to_report")
 
