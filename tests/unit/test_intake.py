@@ -364,3 +364,18 @@ def test_fixture_is_the_generator_output():
     buffer = io.StringIO()
     make().to_csv(buffer, index=False)
     assert buffer.getvalue() == MESSY.read_text()
+
+
+def test_text_that_is_no_number_blocks_and_ragged_csv_is_refused(tmp_path):
+    frame = pd.DataFrame({"hours": ["12", "12 years", "", "40", "1,5"] * 4, "g": ["a", "b"] * 10})
+    schema = DataSchema("t", (ColumnSchema("hours", "number", missing="drop_row"), ColumnSchema("g")))
+    problems = check(frame, schema)
+    bad = [p for p in problems if p.blocks]
+    assert [p.column for p in bad] == ["hours"]
+    assert "8 values that cannot be read as numbers" in bad[0].what and "parse_numbers" not in bad[0].what
+    with pytest.raises(ValueError, match="hours: \\[blocks a run\\]"):
+        apply(frame, schema, rng_seed=0)
+    path = tmp_path / "ragged.csv"
+    path.write_text("a,b\n1,2\n3,4,5\n")
+    with pytest.raises(ValueError, match="comma-separated fields"):
+        read_table(path)
