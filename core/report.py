@@ -170,10 +170,49 @@ def migrate(report: dict) -> dict:
                          "reproduced. Rerun it on the page and export it again.")
     if schema is None or "plan" not in report:
         raise ValueError(NOT_A_REPORT)
-    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+    if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
+        raise ValueError(f"The report's schema must be a whole number from 1 to {SCHEMA_VERSION}; got "
+                         f"{schema!r:.40}. Export the report again from its page.")
+    if schema > SCHEMA_VERSION:
         raise ValueError(f"This report has schema {schema!r}; this version of the tool reads up to "
                          f"{SCHEMA_VERSION}. Update the tool to open it.")
+    check_members(report)
     return report
+
+
+#: Each member of a report and the JSON kinds it may hold when present (NoneType: may be null).
+MEMBER_KINDS = {"plan": (dict,), "page": (str, type(None)), "created_utc": (str, type(None)),
+                "plan_digest": (str, type(None)), "data": (dict, type(None)), "ledger": (dict, type(None)),
+                "headline": (dict, type(None)), "headline_uncertainty": (dict, type(None)),
+                "versions": (dict, type(None)), "tables": (dict,), "extra": (dict, type(None))}
+JSON_KIND = {dict: "an object", str: "text", list: "a list", type(None): "null"}
+
+
+def check_members(report: Mapping[str, Any]) -> None:
+    """Every member a report's readers use has its JSON kind, and every table is columns of text and rows
+    of that many cells; ``ValueError`` naming the member otherwise (a hand-edited or foreign file)."""
+    for name, kinds in MEMBER_KINDS.items():
+        value = report.get(name)
+        if name in report and not isinstance(value, kinds):
+            want = " or ".join(JSON_KIND[k] for k in kinds)
+            raise ValueError(f"The report's {name!r} must be {want}, not {type(value).__name__}; "
+                             "export the report again from its page.")
+    for name, record in (report.get("tables") or {}).items():
+        check_table_record(record, f"table {name!r}")
+    ledger = report.get("ledger")
+    if ledger is not None and ledger.get("spends") is not None:
+        check_table_record(ledger["spends"], "ledger")
+
+
+def check_table_record(record: Any, what: str) -> None:
+    """A stored table: {"columns": [text, ...], "rows": [[cell, ...], ...]} with one cell per column."""
+    if not isinstance(record, dict):
+        raise ValueError(f"The report's {what} must be an object with 'columns' and 'rows'.")
+    columns, rows = record.get("columns", []), record.get("rows", [])
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise ValueError(f"The report's {what} must list its column names as text.")
+    if not isinstance(rows, list) or any(not isinstance(r, list) or len(r) != len(columns) for r in rows):
+        raise ValueError(f"Every row of the report's {what} must be a list of {len(columns)} cells.")
 
 
 def load_plan(report: Mapping[str, Any] | str | bytes) -> Plan:

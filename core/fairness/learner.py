@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from core.contracts import Progress, make_rng
+from core.contracts import Progress, finite_number, make_rng, whole_number
 from core.fairness.learning_data import LearningData
 
 AVERAGING = {
@@ -27,6 +27,11 @@ ORACLES = ("logistic", "ols")
 _ALL_ORACLES = ORACLES + ("exact1d",)   # exact1d: toy checks against the LP only
 #: Realised slack beyond the target that the fast average may use before falling back (spec 2).
 FAST_FALLBACK_TOL = 0.02
+#: Upper ends a fit's settings may reach: far beyond any useful value, short of overflowing the
+#: multipliers' exponentiated-gradient updates.
+MAX_ETA = 1e6
+MAX_MULTIPLIER_BOUND = 1e6
+MAX_LEARNER_ROUNDS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -45,14 +50,15 @@ class LearnerConfig:
 
     def validate(self) -> "LearnerConfig":
         """Raise ValueError naming the parameter to change; return self when valid."""
-        if not self.gamma >= 0:
-            raise ValueError("gamma (per-pair slack) must be >= 0; 0 asks for identical treatment.")
-        if not self.eta >= 0:
-            raise ValueError("eta (violation budget) must be >= 0; use 0 for hard constraints.")
-        if int(self.T) < 1:
-            raise ValueError("T (number of rounds) must be at least 1; the paper uses 1000.")
-        if self.C_lambda <= 0 or self.C_tau <= 0:
-            raise ValueError("C_lambda and C_tau must be positive; the default is 10.")
+        finite_number(self.gamma, "gamma (per-pair slack; 0 asks for identical treatment)", 0.0)
+        finite_number(self.eta, "eta (violation budget; 0 for hard constraints)", 0.0, MAX_ETA)
+        whole_number(self.T, "T (number of rounds; the paper uses 1000)", 1, MAX_LEARNER_ROUNDS)
+        for name in ("C_lambda", "C_tau"):
+            if not 0 < finite_number(getattr(self, name), f"{name} (the default is 10)", 0.0, MAX_MULTIPLIER_BOUND):
+                raise ValueError(f"{name} must be positive; the default is 10.")
+        if self.mu_lambda is not None and not 0 < finite_number(self.mu_lambda, "mu_lambda (step size)", 0.0, 1e6):
+            raise ValueError("mu_lambda (step size) must be positive, or left out for sqrt(ln(m + 1) / T).")
+        whole_number(self.record_every, "record_every (rounds between recorded iterates)", 1, MAX_LEARNER_ROUNDS)
         if self.averaging not in AVERAGING:
             raise ValueError(f"averaging must be one of {sorted(AVERAGING)}.")
         if self.oracle not in _ALL_ORACLES:

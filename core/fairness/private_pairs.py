@@ -357,8 +357,15 @@ def copy_from_json(data: dict) -> SyntheticPeople:
         raise ValueError(f"The stored synthetic copy lacks {err.args[0]!r}.") from None
     if not plan.copy_id:
         raise ValueError("A stored synthetic copy needs its copy id.")
-    if data.get("data_key", "compas") != "compas" or float(data.get("delta", PAIR_DELTA)) != PAIR_DELTA:
+    delta = data.get("delta", PAIR_DELTA)
+    if data.get("data_key", "compas") != "compas" or isinstance(delta, bool) \
+            or not isinstance(delta, (int, float)) or delta != PAIR_DELTA:
         raise ValueError(f"Synthetic copy {plan.copy_id} is not a COMPAS copy at delta {PAIR_DELTA:g}.")
+    secure, created_at = data.get("secure", True), data.get("created_at", "")
+    if not isinstance(secure, bool):
+        raise ValueError(f"Synthetic copy {plan.copy_id}: 'secure' must be true or false, got {secure!r:.40}.")
+    if created_at is not None and not isinstance(created_at, str):
+        raise ValueError(f"Synthetic copy {plan.copy_id}: 'created_at' must be a date and time as text.")
     if not isinstance(cards_in, dict) or not isinstance(people_in, dict):
         raise ValueError(f"Synthetic copy {plan.copy_id}: cards and people must be JSON objects of columns.")
     codes = {}
@@ -382,14 +389,22 @@ def copy_from_json(data: dict) -> SyntheticPeople:
     for col in people.columns:
         want = people[col]
         got = people_in[col]
-        same = (list(map(str, got)) == want.astype(str).tolist() if isinstance(want.dtype, pd.CategoricalDtype)
-                else np.allclose(np.asarray(got, dtype=float), want.to_numpy(dtype=float)))
+        if not isinstance(got, list) or len(got) != SYNTHETIC_PEOPLE \
+                or any(isinstance(v, (bool, list, dict)) for v in got):
+            same = False            # a column of other length or of lists, objects or yes/no values
+        elif isinstance(want.dtype, pd.CategoricalDtype):
+            same = list(map(str, got)) == want.astype(str).tolist()
+        else:
+            try:
+                same = bool(np.allclose(np.asarray(got, dtype=float), want.to_numpy(dtype=float)))
+            except (TypeError, ValueError):
+                same = False        # text where a number belongs
         if not same:
             raise ValueError(f"Synthetic copy {plan.copy_id}: its numeric column {col!r} does not match its cards.")
     if list(map(str, cards_in["age_cat"])) != cards["age_cat"].astype(str).tolist():
         raise ValueError(f"Synthetic copy {plan.copy_id}: its age groups do not match its ages.")
-    return SyntheticPeople(plan, cards, people, planned_ledger(plan), secure=bool(data.get("secure", True)),
-                           created_at=str(data.get("created_at", "")))
+    return SyntheticPeople(plan, cards, people, planned_ledger(plan), secure=secure,
+                           created_at=created_at or "")
 
 
 def matching_copy(plan: PrivatePairsPlan, copy) -> SyntheticPeople:

@@ -31,10 +31,10 @@ from core.fairness.elicitation import RESPONSE_MODES, RETRACT, SKIP, Elicitation
 from core.fairness.private_pairs import (SYNTHETIC_PEOPLE, copy_clash, copy_from_json, copy_release, copy_to_json,
                                          refuse_clash, remember_copy, same_copy)
 from core.fairness.store.checks import check_pseudonym, check_reason, check_session_name, digest
-from core.fairness.store.runs import check_run, public_run, runs_of, whole
+from core.fairness.store.runs import check_run, flag, public_run, runs_of, whole
 from core.fairness.store.schema import (MAX_NOTE_LENGTH, SCHEMA_VERSION, assignments, fit_runs, judgments,
                                         now_utc, stakeholders)
-from core.fairness.store.sessions import COMPAS_ROWS, CreatedSession, optional, session_size
+from core.fairness.store.sessions import MAX_LATENCY_MS, COMPAS_ROWS, CreatedSession, optional, session_size
 from core.report import guarded_csv, unguard_cell
 from core.uploads import MAX_COLUMNS, parse_json_text, read_upload
 
@@ -215,14 +215,19 @@ def parse_export(payload: str | bytes | dict) -> dict:
 
 def check_export(payload: dict) -> dict:
     """Every part of an export checked against the session's settings and data size."""
-    if whole(payload.get("schema_version"), "schema_version") > SCHEMA_VERSION:
+    version = whole(payload.get("schema_version"), "schema_version")
+    if version > SCHEMA_VERSION:
         raise ValueError("The export comes from a newer version of the dashboard.")
-    for part in ("session", "stakeholders", "assignments", "events"):
-        if not isinstance(payload.get(part), (list, dict)):
-            raise ValueError(f"The session export has no {part!r} section.")
-    s = payload["session"]
+    if version < 1:
+        raise ValueError(f"schema_version must be 1 or more; got {version}. Export the session again.")
+    for part in ("stakeholders", "assignments", "events"):
+        if not isinstance(payload.get(part), list):
+            raise ValueError(f"The session export has no {part!r} section (a list).")
+    s = payload.get("session")
     if not isinstance(s, dict) or "config" not in s:
         raise ValueError("The session export has no session settings.")
+    if not isinstance(s["config"], dict):
+        raise ValueError("The session's settings ('config') must be a JSON object.")
     config = ElicitationPlan.from_dict(s["config"])
     n = whole(s.get("n_individuals", session_size(config)), "n_individuals")
     if not 2 <= n <= COMPAS_ROWS:
@@ -235,9 +240,12 @@ def check_export(payload: dict) -> dict:
     status = s.get("status", "open")
     if status not in ("open", "closed"):
         raise ValueError(f"The session status must be open or closed, got {status!r}.")
-    s = {"name": check_session_name(str(s.get("name", "Imported session"))[:100]),
+    name = s.get("name", "Imported session")
+    if not isinstance(name, str):
+        raise ValueError(f"The session's name must be text, got {name!r:.40}.")
+    s = {"name": check_session_name(name[:100]),
          "created_at": timestamp(s.get("created_at"), "The session's creation time"),
-         "status": status, "simulated": bool(s.get("simulated", False)),
+         "status": status, "simulated": flag(s.get("simulated"), "The session's 'simulated'"),
          "config": config.session_dict(), "core_pairs": [list(p) for p in core],
          # a synthetic session made before its copy's size was stored says COMPAS_ROWS; its pairs
          # are checked against the copy below, and the copy's size is what it keeps
@@ -253,13 +261,14 @@ def check_export(payload: dict) -> dict:
         except ValueError as err:
             raise ValueError(f"Stakeholder {p['id'][:20]!r}: {err}") from None
         seen.add(p["id"])
-        people.append({"id": p["id"], "pseudonym": pseudonym, "simulated": bool(p.get("simulated", False)),
+        people.append({"id": p["id"], "pseudonym": pseudonym,
+                       "simulated": flag(p.get("simulated"), f"Stakeholder {p['id'][:20]!r}'s 'simulated'"),
                        "joined_at": timestamp(p.get("joined_at"), "A joining time")})
     if len({p["pseudonym"] for p in people}) != len(people):
         raise ValueError("Two stakeholders share a pseudonym.")
     plan, slots = [], set()
     for r in payload["assignments"]:
-        if not isinstance(r, dict) or r.get("stakeholder") not in seen:
+        if not isinstance(r, dict) or not isinstance(r.get("stakeholder"), str) or r["stakeholder"] not in seen:
             raise ValueError("An assignment refers to an unknown stakeholder.")
         a, b = check_pair(r.get("a"), r.get("b"), n, "Assignment pair")
         pos = check_position(r.get("position"))
@@ -281,6 +290,8 @@ def check_export(payload: dict) -> dict:
     for e in payload["events"]:
         if not isinstance(e, dict):
             raise ValueError("Every event must be an object.")
+        if not isinstance(e.get("stakeholder"), str) or not isinstance(e.get("response"), str):
+            raise ValueError("Every event needs the text 'stakeholder' and 'response' it was given with.")
         key = (e.get("stakeholder"), check_position(e.get("position")))
         if key not in slots:
             raise ValueError(f"An event refers to card {key[1]} of {key[0]!r}, which is not assigned.")
@@ -293,15 +304,18 @@ def check_export(payload: dict) -> dict:
         conf, lat = optional(e.get("confidence")), optional(e.get("latency_ms"))
         if conf is not None and not 1 <= whole(conf, "confidence") <= 5:
             raise ValueError(f"Confidence on card {key[1]} of {key[0]!r} must be 1 to 5.")
-        if lat is not None and not (isinstance(lat, (int, float)) and not isinstance(lat, bool) and lat >= 0):
-            raise ValueError(f"Latency on card {key[1]} of {key[0]!r} must be a non-negative number.")
+        if lat is not None and not (isinstance(lat, (int, float)) and not isinstance(lat, bool)
+                                    and 0 <= lat <= MAX_LATENCY_MS):
+            raise ValueError(f"Latency on card {key[1]} of {key[0]!r} must be a number of milliseconds from 0 "
+                             f"to {MAX_LATENCY_MS:.0e}; got {lat!r:.40}.")
         events.append({"stakeholder": key[0], "position": key[1], "revision": rev, "response": e["response"],
                        "confidence": None if conf is None else whole(conf, "confidence"),
                        "latency_ms": None if lat is None else float(lat),
                        "created_at": timestamp(e.get("created_at"), "An answer time"),
                        "reason": imported_reason(e.get("reason"), key)})
     events.sort(key=lambda ev: ev["revision"])  # replay by revision, file order otherwise
-    runs = payload.get("fit_runs") or []  # absent from CSV exports and from schema-1 files
+    runs = payload.get("fit_runs")  # absent from CSV exports and from schema-1 files
+    runs = [] if runs is None else runs
     if not isinstance(runs, list):
         raise ValueError("fit_runs must be a list of runs.")
     runs = [imported_run(run) for run in runs]
@@ -371,7 +385,7 @@ def imported_run(run: Any) -> dict:
     return {**values, "settings_hash": config_digest({"aggregation": values["aggregation"],
                                                      "learner": values["learner"]}),
             "created_at": timestamp(run.get("created_at"), "A fit run's time"),
-            "superseded": bool(run.get("superseded", False)),
+            "superseded": flag(run.get("superseded"), "A fit run's 'superseded'"),
             "note": None if note is None else str(note)[:MAX_NOTE_LENGTH]}
 
 

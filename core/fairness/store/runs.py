@@ -17,6 +17,7 @@ from core.cache import code_digest, config_digest
 from core.fairness.store.schema import MAX_NOTE_LENGTH, fit_runs, now_utc
 
 WITHDRAWN = "(withdrawn stakeholder)"
+MAX_CONSTRAINTS = 10**9      # far above any session's pooled pairs; larger counts are not a real run
 RUN_FIELDS = ("created_at", "constraint_hash", "aggregation", "learner", "code_version", "n_constraints",
               "unconstrained_error", "frontier", "superseded", "note")
 
@@ -51,10 +52,12 @@ def frontier_summary(points: pd.DataFrame, n_constraints: int) -> dict:
 
 
 def finite(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number, got {value!r}.")
     try:
         f = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a number, got {value!r}.") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what} must be a number, got {value!r:.40}.") from None
     if not np.isfinite(f):
         raise ValueError(f"{what} must be finite, got {value!r}.")
     return f
@@ -66,11 +69,21 @@ def whole(value: Any, what: str) -> int:
         raise ValueError(f"{what} must be a whole number, got {value!r}.")
     try:
         f = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a whole number, got {value!r}.") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what} must be a whole number, got {value!r:.40}.") from None
     if not np.isfinite(f) or f != int(f):
-        raise ValueError(f"{what} must be a whole number, got {value!r}.")
+        raise ValueError(f"{what} must be a whole number, got {value!r:.40}.")
     return int(f)
+
+
+def flag(value: Any, what: str, default: bool = False) -> bool:
+    """A yes/no read from a file: JSON true or false (missing: ``default``); text such as "false" is
+    refused rather than read as yes."""
+    if value is None:
+        return default
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{what} must be true or false, got {value!r:.40}.")
 
 
 def check_run(constraint_hash: Any, aggregation: Any, learner: Any, summary: Any, version: Any) -> dict:
@@ -89,11 +102,12 @@ def check_run(constraint_hash: Any, aggregation: Any, learner: Any, summary: Any
     if not isinstance(frontier, list) or not all(isinstance(p, dict) for p in frontier):
         raise ValueError("A fit run's frontier must be a list of points.")
     points = [{"target": finite(p.get("target"), "target"), "error": finite(p.get("error"), "error"),
-               "unfairness": finite(p.get("unfairness"), "unfairness"), "on_hull": bool(p.get("on_hull"))}
+               "unfairness": finite(p.get("unfairness"), "unfairness"),
+               "on_hull": flag(p.get("on_hull"), "A frontier point's on_hull")}
               for p in frontier]
     n = whole(summary.get("n_constraints"), "n_constraints")
-    if n < 0:
-        raise ValueError("n_constraints must be >= 0.")
+    if not 0 <= n <= MAX_CONSTRAINTS:
+        raise ValueError(f"n_constraints must be a whole number from 0 to {MAX_CONSTRAINTS:,}; got {n}.")
     error = summary.get("unconstrained_error")
     if isinstance(error, float) and not np.isfinite(error):
         error = None

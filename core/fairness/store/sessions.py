@@ -45,6 +45,7 @@ MAX_FAILURES_PER_ADDRESS = 100   # from one network address, all its sessions to
 MAX_FAILURES_TOTAL = 2000        # from everyone (a guesser spread over many addresses)
 FAILURE_PAUSE_S = 2.0            # each wrong code past the address or overall limit waits this long
 COMPAS_ROWS = 7214
+MAX_LATENCY_MS = 1e10            # about 115 days on one card: anything longer is not a time someone took
 
 # Statements on the answer path, built once (building them per call costs more than SQLite does).
 Q_EVENT = select(judgments.c.seq).where(
@@ -138,9 +139,11 @@ def check_answer(options: tuple, cards: frozenset, position: Any, response: Any,
     if confidence is not None and not (isinstance(confidence, (int, np.integer)) and 1 <= confidence <= 5):
         raise ValueError("Confidence must be a whole number from 1 to 5.")
     if latency_ms is not None:
+        if isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float, np.integer, np.floating)) \
+                or not 0 <= latency_ms <= MAX_LATENCY_MS:
+            raise ValueError(f"Latency must be a number of milliseconds from 0 to {MAX_LATENCY_MS:.0e}; "
+                             f"got {latency_ms!r:.40}.")
         latency_ms = float(latency_ms)
-        if not np.isfinite(latency_ms) or latency_ms < 0:
-            raise ValueError("Latency must be a non-negative number of milliseconds.")
     reason = check_reason(reason)
     if reason is not None and response == RETRACT:
         raise ValueError("An undo carries no reason; give it with the new answer instead.")
