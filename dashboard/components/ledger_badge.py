@@ -46,9 +46,10 @@ def release_entry(plan: Plan, page: str, action: str, label: str, ledger: Budget
 
 
 def ledger_delta(key: str) -> float:
-    """The delta a data set's zCDP spends are stated at everywhere: its epsilon cap's, else the default."""
+    """The delta a data set's zCDP spends are stated at everywhere: its cap's, else the ledger's default
+    (as ``ProjectLedger.totals`` and ``preview`` compose them)."""
     cap = project_ledger().cap(key)
-    return cap.delta if cap is not None and cap.unit == "epsilon" else DEFAULT_DELTA
+    return cap.delta if cap is not None else DEFAULT_DELTA
 
 
 def total_text(key: str) -> str:

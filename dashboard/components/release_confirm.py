@@ -26,7 +26,8 @@ import streamlit as st
 
 from core.contracts import Cancelled
 from core.privacy.ledger import BudgetLedger
-from core.privacy.project_ledger import DEFAULT_DELTA, Cap, LedgerRelease, compose, spends_of
+from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerRelease, compose,
+                                         spends_of)
 from dashboard.components.ledger_badge import mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
 
@@ -38,7 +39,7 @@ CAP_STEPS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 20.0, 50.0, 100.0)
 
 # ------------------------------------------------------------------------------------------- wording
 
-def totals_text(t, delta: float) -> str:
+def totals_text(t) -> str:
     """A composed total in the ledger's units, always with its delta: "epsilon 1.5 at delta 1e-06"."""
     if t.n_releases == 0 and t.epsilon == 0:
         return "nothing yet"
@@ -58,7 +59,7 @@ def cap_text(cap: Cap | None, no_cap: bool) -> str:
 
 def spend_text(rel: LedgerRelease, delta: float) -> str:
     """This release alone in the ledger's units (at ``delta``, the cap's or the ledger's default)."""
-    return totals_text(compose([replace(rel, kind="release")], delta), delta)
+    return totals_text(compose([replace(rel, kind="release")], delta))
 
 
 def suggested_cap(after_epsilon: float) -> float:
@@ -111,13 +112,13 @@ def _confirmation(key: str, pending: LedgerRelease, what: str, same_as=None):
     """The confirmation panel; returns ("confirm" | "cancel" | None, preview)."""
     ledger = project_ledger()
     preview = ledger.preview(pending)
-    delta = preview.cap.delta if preview.cap is not None and preview.cap.unit == "epsilon" else DEFAULT_DELTA
+    delta = preview.cap.delta if preview.cap is not None else DEFAULT_DELTA     # as the ledger composes
     with st.container(border=True, key=f"{key}_confirm_box"):
         st.markdown(f"**Confirm a real release**: {plain(what or pending.label)} from "
                     f"{plain(pending.data_label or pending.data_key)}.")
         st.markdown(f"- Spend of this release: {spend_text(pending, delta)}\n"
-                    f"- Total of this data set before: {totals_text(preview.before, delta)}\n"
-                    f"- Total after: {totals_text(preview.after, delta)}\n"
+                    f"- Total of this data set before: {totals_text(preview.before)}\n"
+                    f"- Total after: {totals_text(preview.after)}\n"
                     f"- Cap: {cap_text(preview.cap, preview.no_cap)}")
         st.caption("In the ledger's units: zCDP spends are stated as epsilon at the cap's delta (else the "
                    f"ledger's default delta {DEFAULT_DELTA:g}), the same figures the Privacy ledger page shows.")
@@ -137,7 +138,7 @@ def _confirmation(key: str, pending: LedgerRelease, what: str, same_as=None):
             return None, preview
         if not preview.within:
             st.error(f"This release would take the data set past its cap: after it, "
-                     f"{totals_text(preview.after, delta)} against the cap {cap_text(preview.cap, False)}. "
+                     f"{totals_text(preview.after)} against the cap {cap_text(preview.cap, False)}. "
                      "To release, lower this release's epsilon, or raise the cap on the Privacy ledger page.")
         c1, c2 = st.columns(2)
         if c1.button("Confirm the release", key=f"{key}_confirm", type="primary", disabled=not preview.within,
@@ -169,8 +170,8 @@ def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: 
     computes it (called only inside the reservation); ``spent`` reads the computed result's ledger, which
     must not exceed the reservation; ``container`` is where the button goes (a column), the confirmation
     goes below it on the page; ``same_as`` picks earlier releases that also count as this one's repeat (for
-    releases whose plan digest differs by an id alone). Returns the result on the run where it was committed (the page keeps
-    it and reruns), else None.
+    releases whose plan digest differs by an id alone). Returns the result on the run where it was committed
+    (the page keeps it and reruns), else None.
     """
     state = f"release_confirm_{key}"
     if pending is not None:
@@ -185,7 +186,8 @@ def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: 
         if error is None:
             st.info("The settings changed after the release button was pressed: nothing was released. Press it "
                     "again to confirm the release as it is now.")
-    if (container or st).button(label, key=key, type="primary", disabled=error is not None, help=help, icon=":material/lock:"):
+    if (container or st).button(label, key=key, type="primary", disabled=error is not None, help=help,
+                                icon=":material/lock:"):
         stored = {"rel": pending, "sig": _signature(pending)}
         st.session_state[state] = stored
     if error is not None:
@@ -210,7 +212,6 @@ def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: 
 
 def _reserve_and_run(rel: LedgerRelease, run: Callable[[], T], spent) -> T | None:
     """``with ledger.reserved(rel):`` run, then commit; every failure says nothing was spent."""
-    from core.privacy.project_ledger import CapExceeded, CapUndecided   # the agreed names
     ledger = project_ledger()
     try:
         with ledger.reserved(rel):
@@ -218,14 +219,12 @@ def _reserve_and_run(rel: LedgerRelease, run: Callable[[], T], spent) -> T | Non
             if spent is not None:
                 _within_reserved(rel, spent(result))
         return result
-    except CapExceeded as exc:
-        st.error(f"{exc} Nothing was released or spent. To release, lower this release's epsilon, or raise the "
-                 "cap on the Privacy ledger page.")
+    except CapExceeded as exc:          # its message says what to change
+        st.error(f"{exc} Nothing was released or spent.")
     except CapUndecided as exc:
         st.error(f"{exc} Decide the data set's cap (or record 'no cap') and press the release button again.")
     except Cancelled:
-        st.info("The release was cancelled before anything was published: " + NOTHING_SPENT[0].lower()
-                + NOTHING_SPENT[1:])
+        st.info("The release was cancelled before anything was published. " + NOTHING_SPENT)
     except ValueError as exc:
         st.error(str(exc))
         st.info(NOTHING_SPENT)
