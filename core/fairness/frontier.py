@@ -27,8 +27,8 @@ import pandas as pd
 from core.cache import cached_call, memory
 from core.contracts import Plan, Progress, finite_number, named_rng, param
 from core.datasets import COMPAS_POPULATIONS
-from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, ORACLES, LearnerConfig, best_constant_error,
-                                   fit_with_holdout, unconstrained_coefficients)
+from core.fairness.learner import (AVERAGING, FAST_FALLBACK_TOL, MAX_MULTIPLIER_BOUND, ORACLES, LearnerConfig,
+                                   best_constant_error, fit_with_holdout, unconstrained_coefficients)
 from core.fairness.learning_data import LearningData, compas_learning_data, with_constraint_people
 from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan, SyntheticPeople, matching_copy
 from core.parallel import map_trials
@@ -104,8 +104,9 @@ class FrontierPlan(Plan):
             raise ValueError("Slack values (gamma) must lie in [0, 1].")
         if any(not 0 <= e <= 10 for e in self.etas):
             raise ValueError("Budget values (eta) must lie in [0, 10].")
-        if self.C_lambda <= 0:
-            raise ValueError("C_lambda (bound of the pair multipliers) must be positive; the default is 10.")
+        if not 0 < self.C_lambda <= MAX_MULTIPLIER_BOUND:
+            raise ValueError(f"C_lambda (bound of the pair multipliers) must be positive and at most "
+                             f"{MAX_MULTIPLIER_BOUND:g}; the default is 10.")
         if self.averaging not in AVERAGING:
             raise ValueError(f"averaging must be one of {sorted(AVERAGING)}.")
         if self.oracle not in ORACLES:

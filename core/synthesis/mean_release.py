@@ -34,7 +34,8 @@ from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.privacy.mechanisms import get_mechanism
 from core.synthesis.encoding import encode_categories
-from core.synthesis.plan import NOISES, SIZE_POLICIES, check_epsilon, check_number, check_whole
+from core.synthesis.plan import (NOISES, SIZE_POLICIES, check_epsilon, check_number, check_numeric_bounds,
+                                 check_public_range, check_whole)
 from core.synthesis.strata import StrataIndex
 
 Z95 = 1.959963984540054          # two-sided 95% point of the standard normal
@@ -92,10 +93,8 @@ class MeanReleasePlan(Plan):
         if self.value_range is not None:
             if len(self.value_range) != 2:
                 raise ValueError("The public range is (low, high).")
-            lo = check_number(self.value_range[0], f"The lower bound of {self.column}")
-            hi = check_number(self.value_range[1], f"The upper bound of {self.column}")
-            if hi <= lo:
-                raise ValueError(f"The public range of {self.column} must have its upper bound above its lower bound.")
+            check_public_range(self.column, *self.value_range)
+        check_numeric_bounds(self.numeric_bounds)
         if self.size_policy not in SIZE_POLICIES:
             raise ValueError(f"The stratum-size policy must be one of {list(SIZE_POLICIES)}; got {self.size_policy!r}.")
         if self.size_policy == "public" and not self.sizes_declared_public:

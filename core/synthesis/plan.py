@@ -38,13 +38,40 @@ ALPHA_MENU = (0.1, 0.3, 1.0, 3.0)
 K_MENU = (2, 3, 6, 12)
 
 
+def check_public_range(col: str, lo, hi) -> tuple[float, float]:
+    """A public range (low, high) of column ``col``: finite ends, high above low, and a width that is a
+    finite number too (ends near the float maximum would make bins and sensitivities infinite)."""
+    lo = check_number(lo, f"The lower bound of {col}")
+    hi = check_number(hi, f"The upper bound of {col}")
+    if hi <= lo:
+        raise ValueError(f"The public range of {col} must have its upper bound above its lower bound.")
+    if not math.isfinite(hi - lo):
+        raise ValueError(f"The public range of {col} is wider than a number can hold; give the range the "
+                         "column's values really lie in.")
+    return lo, hi
+
+
+def check_numeric_bounds(bounds) -> None:
+    """Every (column, low, high) entry of a plan's numeric bounds, each column once."""
+    seen = set()
+    for entry in bounds:
+        if not isinstance(entry, (tuple, list)) or len(entry) != 3 or not isinstance(entry[0], str):
+            raise ValueError("Each numeric bound is (column, low, high), with the column's name as text.")
+        if entry[0] in seen:
+            raise ValueError(f"The column {entry[0]} has two public ranges; keep one.")
+        seen.add(entry[0])
+        check_public_range(*entry)
+
+
 def check_number(value, name: str, low: float | None = None, high: float | None = None,
                  low_open: bool = False) -> float:
     """``value`` as a finite float within bounds, or a ValueError naming ``name`` and what to change."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, not {value!r}.")
     try:
         value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number; got {value!r}.") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number; got {value!r:.40}.") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number; got {value}. Enter a number such as 1.")
     if low is not None and (value <= low if low_open else value < low):
@@ -272,14 +299,7 @@ class SynthesisPlan(Plan):
             raise ValueError("For an uploaded file the category lists would be read from the private rows. "
                              "Declare that the categories of the chosen columns are public knowledge (tick "
                              "the box), or choose a bundled data set.")
-        for entry in self.numeric_bounds:
-            if len(entry) != 3:
-                raise ValueError("Each numeric bound is (column, low, high).")
-            col, lo, hi = entry
-            lo = check_number(lo, f"The lower bound of {col}")
-            hi = check_number(hi, f"The upper bound of {col}")
-            if hi <= lo:
-                raise ValueError(f"The public range of {col} must have its upper bound above its lower bound.")
+        check_numeric_bounds(self.numeric_bounds)
 
     @property
     def params(self):

@@ -192,3 +192,58 @@ def test_reproduce_says_what_is_wrong_with_a_hostile_report(report, path, value,
     file.write_text(json.dumps(_set(report, path, value)))
     assert main(["reproduce", str(file), "--out", str(tmp_path / "out")]) == 2
     assert "error: The report's" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("C_lambda", HUGE, "C_lambda"), ("C_lambda", NAN, "C_lambda"), ("C_lambda", 0.0, "C_lambda"),
+    ("T", 0, "Rounds"), ("T", INF, "Rounds"), ("gammas", (NAN, 0.1), "gammas"), ("gammas", (HUGE, 0.1), "gamma"),
+    ("pair_holdout", NAN, "pair_holdout"),
+])
+def test_frontier_plan_refuses_hostile_numbers(field, value, message):
+    from core.fairness.frontier import FrontierPlan
+    with pytest.raises(ValueError, match=message):
+        FrontierPlan(**{field: value})
+
+
+# ------------------------------------------------------------------------------ synthesis
+
+def _synthesis_plan(**changes):
+    from core.contracts import DataRef
+    from core.synthesis.plan import SynthesisPlan
+    return SynthesisPlan(data=DataRef("adult"), columns=("sex", "race", "age", "income"), **changes)
+
+
+@pytest.mark.parametrize("bounds, message", [
+    ((("age", -HUGE, HUGE),), "wider than a number can hold"),
+    ((("age", 0.0, NAN),), "upper bound of age must be a finite number"),
+    ((("age", 0.0, 10**400),), "upper bound of age must be a number"),
+    ((("age", True, 90.0),), "lower bound of age must be a number"),
+    ((("age", 90.0, 17.0),), "upper bound above its lower bound"),
+    ((("age", 17.0, 90.0), ("age", 0.0, 50.0)), "two public ranges"),
+    (("age",), "Each numeric bound is \\(column, low, high\\)"),
+    (((3, 0.0, 1.0),), "Each numeric bound is \\(column, low, high\\)"),
+])
+def test_synthesis_plans_refuse_hostile_public_ranges(bounds, message):
+    from core.contracts import DataRef
+    from core.synthesis.mean_release import MeanReleasePlan
+    with pytest.raises(ValueError, match=message):
+        _synthesis_plan(numeric_bounds=bounds)
+    with pytest.raises(ValueError, match=message):
+        MeanReleasePlan(data=DataRef("adult"), column="hours", strata=("sex",), value_range=(0.0, 99.0),
+                        numeric_bounds=bounds)
+
+
+@pytest.mark.parametrize("value_range, message", [
+    ((-HUGE, HUGE), "wider than a number can hold"), ((0.0, INF), "finite number"), ((NAN, 1.0), "finite number"),
+])
+def test_mean_release_refuses_a_hostile_value_range(value_range, message):
+    from core.contracts import DataRef
+    from core.synthesis.mean_release import MeanReleasePlan
+    with pytest.raises(ValueError, match=message):
+        MeanReleasePlan(data=DataRef("adult"), column="hours", strata=("sex",), value_range=value_range)
+
+
+@pytest.mark.parametrize("field, value", [("count_share", True), ("delta", 10**400), ("min_stratum_size", True)])
+def test_synthesis_plan_refuses_yes_no_and_overflowing_numbers(field, value):
+    with pytest.raises(ValueError, match="must be a number"):
+        _synthesis_plan(**{field: value})
