@@ -57,7 +57,7 @@ class Allocation:
             raise ValueError(f"The {mech.label} mechanism is calibrated in {mech.unit}, not {self.unit}.")
         number(self.sensitivity, "The sensitivity", 0.0, 100.0, open_low=True)
         if self.delta is not None:
-            number(self.delta, "delta", 0.0, 0.5, open_low=True)
+            number(self.delta, "delta", 1e-15, 0.5)    # below 1e-15 no calibration keeps its precision
 
     def __getstate__(self) -> dict:
         # the mechanism object holds functions; a copy (or a cache key) keeps its id and rebuilds it

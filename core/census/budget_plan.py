@@ -27,7 +27,7 @@ from core.census.geography_data import (GEOGRAPHIES, GeographyData, Hierarchy, c
 from core.census.mechanism_comparison import MechanismSweepPlan, generalized_gaussian_advantage, mechanism_sweep
 from core.census.public_info import (PublicInfoPlan, beta_equicorrelated, delta_z_grid, dpz_statement,
                                      invariant_effects, wem_comparison)
-from core.census.toydown import consistent_top_down, draw_node_noise
+from core.census.toydown import MAX_LEVEL_BUDGET, consistent_top_down, draw_node_noise
 from core.contracts import DataRef, Plan, Result, bytes_fingerprint, param, seed_sequence, stream_key, whole_number
 from core.parallel import map_trials
 from core.privacy.mechanisms import (MECHANISMS, AnalyticGaussianParams, GeneralizedGaussianParams, NoParams,
@@ -35,6 +35,8 @@ from core.privacy.mechanisms import (MECHANISMS, AnalyticGaussianParams, General
 
 SPLITS = {"preset": "Preset from the paper", "custom": "Custom sliders", "optimise": "Optimise for my targets"}
 SIMULATION = "Simulation, not a release: seeded floating-point noise for illustration only."
+#: Smallest delta a plan takes: below it calibrations lose their precision (and no release needs it).
+MIN_DELTA = 1e-15
 UNITS = {"epsilon": "epsilon", "rho": "rho"}
 #: The delta values the page offers (a plan may hold any delta in (0, 0.1]).
 DELTA_MENU = {d: f"{d:.0e}" for d in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)}
@@ -113,7 +115,7 @@ class BudgetPlan(Plan):
         if (self.unit == "rho" or mech.approximate) and self.delta is None:
             raise ValueError(f"Give a delta (between 0 and 1) for the {spec.label}'s (epsilon, delta) statement.")
         if self.delta is not None:
-            _finite(self.delta, "delta", 0.0, 0.1, open_low=True)
+            _finite(self.delta, "delta", MIN_DELTA, 0.1)
         _finite(self.sensitivity, "The sensitivity", 0.0, 100.0, open_low=True)
         if not isinstance(self.split, str) or self.split not in SPLITS:
             raise ValueError(f"Unknown split rule {self.split!r}; use one of {list(SPLITS)}.")
@@ -445,6 +447,7 @@ def figure2_curves(fanouts: tuple[int, int] = (10, 10), total: float = 1.0,
     rule, square-root under rho) is returned as a second table.
     """
     mechanism = get_mechanism(mechanism)
+    total = _finite(total, "The total budget", 0.0, MAX_LEVEL_BUDGET, open_low=True)
     h = Hierarchy.homogeneous(list(fanouts))
     c = level_coefficients(h, leaf_labels=np.r_[0, np.full(h.n_leaves - 1, -1)])[:, 0]
     x = np.linspace(0.01, 0.99, points)

@@ -15,7 +15,7 @@ import numpy as np
 
 from core.contracts import named_rng
 
-from core.geography.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy, check_counts
 from core.geography.sources import geographies, georgia_blocks, georgia_is_cached
 
 __all__ = ["GEOGRAPHIES", "GeographyData", "Hierarchy", "check_fanouts", "georgia_geography", "georgia_is_cached",
@@ -36,6 +36,11 @@ class GeographyData:
     leaf_counts: np.ndarray = field(repr=False)
     source: str
     leaf_ids: np.ndarray | None = field(default=None, repr=False)   # block GEOIDs, when the leaves have them
+
+    def __post_init__(self) -> None:
+        counts = check_counts(self.leaf_counts, "Leaf populations", nonnegative=True)
+        if counts.shape[:1] != (self.hierarchy.n_leaves,):
+            raise ValueError(f"Give one population per leaf ({self.hierarchy.n_leaves:,}); got {counts.shape[0]:,}.")
 
 
 def check_fanouts(fanouts) -> tuple[int, ...]:

@@ -95,7 +95,7 @@ class MechanismSweepPlan(Plan):
 
     def __post_init__(self) -> None:
         whole_number(self.k, "k (the number of overlapping queries)", 1, 100_000)
-        number(self.delta, "delta", 0.0, 0.5, open_low=True)
+        number(self.delta, "delta", 1e-15, 0.5)      # the calibrations' own floor: refused here, not mid-sweep
         numbers(self.epsilons, "Every epsilon", 1e-6, 100.0, min_len=1, max_len=40)
         if any(e <= 0 for e in self.epsilons):
             raise ValueError("Every epsilon must be positive.")

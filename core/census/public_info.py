@@ -22,6 +22,7 @@ from core.census.consistency import project_to_simplex, round_total
 from core.census.geography_data import Hierarchy
 from core.census.checks import number as _number
 from core.contracts import Plan, named_rng, param, whole_number
+from core.geography.hierarchy import check_counts
 from core.privacy.mechanisms import sample_geometric
 
 
@@ -221,7 +222,9 @@ def wem_comparison(counts, config: WemPlan) -> tuple[pd.DataFrame, pd.DataFrame]
 
     Returns (summary per method, per-cell mean absolute error per method). Simulation, not a release.
     """
-    x = np.asarray(counts, dtype=np.int64)
+    x = np.asarray(check_counts(counts, "The WEM's counts", nonnegative=True), dtype=np.int64)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError("The WEM needs a list of at least one count.")
     total = int(x.sum())
     # each method draws from its own stream of the seed, so one method's draws never shift another's
     naive_rng, projected_rng, congenial_rng = (named_rng(config.seed, "wem", name)

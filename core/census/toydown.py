@@ -20,13 +20,19 @@ from core.census.geography_data import Hierarchy
 from core.privacy.mechanisms import get_mechanism
 
 
+#: Largest budget a level may take (the allocation's and the district noise's cap): beyond it the noise
+#: scale underflows towards 0 and every number would read as exact.
+MAX_LEVEL_BUDGET = 1e6
+
+
 def check_budgets(h: Hierarchy, eps_by_level) -> np.ndarray:
     """Per-level budgets as a float array, one positive entry per level of ``h``."""
     eps = np.asarray(eps_by_level, dtype=float).reshape(-1)
     if eps.shape[0] != h.depth:
         raise ValueError(f"Give one budget per level ({h.depth} levels: {', '.join(h.level_names)}); got {eps.shape[0]}.")
-    if not np.all(np.isfinite(eps)) or np.any(eps <= 0):
-        raise ValueError(f"Every level needs a positive budget; got {eps.tolist()}.")
+    if not np.all(np.isfinite(eps)) or np.any(eps <= 0) or np.any(eps > MAX_LEVEL_BUDGET):
+        raise ValueError(f"Every level needs a positive finite budget of at most {MAX_LEVEL_BUDGET:g}; "
+                         f"got {eps.tolist()}.")
     return eps
 
 

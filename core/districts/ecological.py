@@ -13,8 +13,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from core.contracts import make_rng
-from core.geography.hierarchy import Hierarchy
+from core.contracts import finite_number, make_rng, whole_number
+from core.geography.hierarchy import Hierarchy, check_counts
 from core.privacy.mechanisms import sample_gaussian
 from core.districts.noise import NoiseConfig, noisy_leaf_counts
 
@@ -78,6 +78,11 @@ def ecological_study(h: Hierarchy, blocks: pd.DataFrame, config: NoiseConfig, el
     """ER of candidate share on Black VAP share over precincts, on true counts and on ``config.runs`` noisy
     runs of the hierarchy's (Black VAP, other VAP) block counts, and on as many runs of the naive Gaussian
     baseline matched to their average precinct L1 error; votes are exact."""
+    group_support = finite_number(group_support, "Black voters' support", 0.0, 1.0)
+    other_support = finite_number(other_support, "Other voters' support", 0.0, 1.0)
+    election_seed = whole_number(election_seed, "The election seed", 0, 2**32 - 1)
+    for column in ("vap", "bvap"):
+        check_counts(blocks[column].to_numpy(), f"Block counts ({column})", nonnegative=True)
     elec = synthetic_election(blocks, election_seed, group_support, other_support)
     pcode, pnames = pd.factorize(blocks["precinct"])
     n_p = len(pnames)

@@ -12,7 +12,7 @@ from functools import partial
 
 import numpy as np
 
-from core.contracts import Registry, Spec, check_params, named_rng, param, seed_sequence, stream_key
+from core.contracts import Registry, Spec, check_params, named_rng, param, seed_sequence, stream_key, whole_number
 from core.districts.enumeration import enumerate_plans
 from core.districts.plans import greedy_plan, recom_ensemble
 from core.geography.adjacency import unit_adjacency
@@ -158,8 +158,22 @@ def draw_exact(params: ExactParams, geo: BlockGeography, k: int, seed: int, prog
     return _to_blocks(geo, params.unit, labels)
 
 
+#: Most districts a generator draws (the District maps plan's own bound on k).
+MAX_K = 400
+
+
+def _checked_draw(draw, params, geo: BlockGeography, k: int, seed: int, progress=None) -> np.ndarray:
+    """``draw`` after refusing a district count or seed that no generator can use (0 districts would
+    divide by zero; a seed beyond 2**32 - 1 is not one the plans take)."""
+    k = whole_number(k, "The number of districts (k)", 2, MAX_K)
+    seed = whole_number(seed, "The plan seed", 0, 2**32 - 1)
+    if len(geo.blocks) == 0:
+        raise ValueError("The geography has 0 blocks; districts need blocks to draw from.")
+    return draw(params, geo, k, seed, progress)
+
+
 def _bind(draw):
-    return lambda params: partial(draw, params)
+    return lambda params: partial(_checked_draw, draw, params)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from scipy.stats import chi2
 from core.census.analytic import (fragmentation_from_coefficients, level_coefficients, level_node_variance,
                                   preset_shares)
 from core.contracts import Plan, Progress, Registry, Spec, param, seed_sequence, stream_key
-from core.geography.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy, check_counts
 from core.parallel import map_trials
 from core.census.toydown import check_budgets, topdown_lite, toydown
 from core.privacy.mechanisms import NoParams
@@ -141,7 +141,9 @@ def ensemble_study(h: Hierarchy, population: np.ndarray, generators: Mapping[str
                    seed: int = 0, progress: Progress | None = None) -> pd.DataFrame:
     """District error across ensembles (Fig. 4 and Fig. 6 analogues): one row per generator x split x district
     with Frag, w_1^2, mean observed |E_D| over ``runs``, empirical and analytic ToyDown variance."""
-    pop = np.asarray(population, dtype=np.int64)
+    pop = np.asarray(check_counts(population, "Block populations", nonnegative=True), dtype=np.int64)
+    if not generators:
+        raise ValueError("Give the districts of at least one generator to compare.")
     mats = {g: membership_matrix(x) for g, x in generators.items()}
     coef = {g: ensemble_coefficients(h, x) for g, x in generators.items()}
     frames = []

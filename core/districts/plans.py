@@ -9,8 +9,8 @@ from functools import partial
 
 import numpy as np
 
-from core.contracts import Progress
-from core.geography.hierarchy import Hierarchy
+from core.contracts import Progress, finite_number, whole_number
+from core.geography.hierarchy import Hierarchy, check_counts
 from core.geography.adjacency import UnitAdjacency, to_gerrychain
 
 
@@ -145,6 +145,7 @@ def greedy_plan(h: Hierarchy, k: int, rng: np.random.Generator | None = None) ->
 
 def square_district(rows: np.ndarray, cols: np.ndarray, side: int, k: int, rng: np.random.Generator) -> np.ndarray:
     """Leaf mask of one uniformly placed s x s square of blocks, s = sqrt(n_blocks / k) (Alg. 4)."""
+    k = whole_number(k, "The number of Square districts per tiling (k)", 1, side * side)
     s = int(round(np.sqrt(side * side / k)))
     if s * s * k != side * side:
         raise ValueError(f"A {side}x{side} grid cannot hold {k} equal squares; pick k so side^2/k is a square.")
@@ -155,6 +156,7 @@ def square_district(rows: np.ndarray, cols: np.ndarray, side: int, k: int, rng: 
 def square_labels(rows: np.ndarray, cols: np.ndarray, side: int, k: int, n_districts: int,
                   rng: np.random.Generator) -> np.ndarray:
     """Masks of ``n_districts`` independent Square districts, shape (n_blocks, n_districts)."""
+    n_districts = whole_number(n_districts, "The number of Square districts", 1, 100_000)
     return np.column_stack([square_district(rows, cols, side, k, rng) for _ in range(n_districts)])
 
 
@@ -168,7 +170,11 @@ def disconn_district(population: np.ndarray, target: float, tolerance: float, rn
     pass keeps the longest prefix of the still-fitting units that stays under the cap (vectorised), so a
     district takes a handful of passes, not one step per unit.
     """
-    pop = np.asarray(population, dtype=float)
+    pop = np.asarray(check_counts(population, "Unit populations", nonnegative=True), dtype=float)
+    target = finite_number(target, "The ideal district population", 0.0, None)
+    if target <= 0:
+        raise ValueError("The ideal district population is 0: the geography holds no people to draw districts from.")
+    tolerance = finite_number(tolerance, "The population tolerance", 0.0, 0.5)
     low, high = target * (1 - tolerance), target * (1 + tolerance)
     if pop.sum() < low:
         raise ValueError("The geography holds fewer people than one district needs.")
@@ -193,6 +199,7 @@ def disconn_district(population: np.ndarray, target: float, tolerance: float, rn
 def disconn_masks(population: np.ndarray, leaf_unit: np.ndarray, target: float, tolerance: float,
                   n_districts: int, rng: np.random.Generator) -> np.ndarray:
     """Block masks (n_blocks, n_districts) of independent Disconn districts built from units."""
+    n_districts = whole_number(n_districts, "The number of Disconn districts", 1, 100_000)
     out = np.zeros((len(leaf_unit), int(n_districts)), bool)
     for d in range(int(n_districts)):
         out[:, d] = np.isin(leaf_unit, disconn_district(population, target, tolerance, rng))

@@ -17,7 +17,7 @@ import shapely
 from scipy.spatial import cKDTree
 
 from core.contracts import make_rng
-from core.geography.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy, check_counts
 from core.geography.adjacency import EQUAL_AREA_CRS, UnitAdjacency, connect_units, rook_adjacency
 from core.geography.rounding import largest_remainder
 
@@ -225,7 +225,13 @@ def _cache_path(seed: int, fingerprint: str) -> Path:
 
 def geography_from_blocks(blocks: gpd.GeoDataFrame, counties: gpd.GeoDataFrame, synthetic: bool,
                           name: str) -> BlockGeography:
-    """Wrap blocks (already sorted by GEOID) with their hierarchy."""
+    """Wrap blocks (already sorted by GEOID) with their hierarchy, after checking there is at least one
+    block and that its counts are finite, non-negative and fit in int64 when added up."""
+    if len(blocks) == 0:
+        raise ValueError("The geography has 0 blocks; give at least one block with its population.")
+    for column in ("total", "vap", "black", "bvap"):
+        if column in blocks:
+            check_counts(blocks[column].to_numpy(), f"Block counts ({column})", nonnegative=True)
     return BlockGeography(blocks, hierarchy_from_blocks(blocks), counties, synthetic, name)
 
 

@@ -6,6 +6,7 @@ is a second smooth field through a logistic, so the group is spatially segregate
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import geopandas as gpd
@@ -15,7 +16,7 @@ import shapely
 from scipy.ndimage import gaussian_filter
 
 from core.contracts import make_rng
-from core.geography.hierarchy import Hierarchy
+from core.geography.hierarchy import Hierarchy, check_fanouts_product
 from core.geography.blocks import EQUAL_AREA_CRS, BlockGeography
 
 GRID_LEVEL_NAMES = ("county", "tract", "block group", "block")
@@ -31,8 +32,9 @@ def _side(n: int) -> int:
 
 def grid_positions(fanouts: Sequence[int]) -> tuple[np.ndarray, np.ndarray, int]:
     """Row and column of every leaf (in tree order) and the grid side length."""
-    sides = [_side(int(n)) for n in fanouts]
-    n_leaves = int(np.prod(fanouts))
+    fanouts = check_fanouts_product(fanouts, "A grid's fan-outs")
+    sides = [_side(n) for n in fanouts]
+    n_leaves = math.prod(fanouts)
     idx = np.arange(n_leaves)
     rows = np.zeros(n_leaves, dtype=np.int64)
     cols = np.zeros(n_leaves, dtype=np.int64)

@@ -7,6 +7,7 @@ the node id of input row i, so leaves keep the order of the rows they were built
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -14,8 +15,49 @@ import numpy as np
 import pandas as pd
 
 DEFAULT_LEVEL_NAMES = ("nation", "state", "county", "tract", "block group", "block")
+MAX_TREE_LEAVES = 50_000_000
+MAX_INT64 = 2**63 - 1
 # Prefix lengths of a census block GEOID: state, county, tract, block group, block.
 CENSUS_GEOID_CUTS = (2, 5, 11, 12, 15)
+
+
+def check_fanouts_product(fanouts: Sequence, what: str = "The fan-outs") -> list[int]:
+    """Fan-outs as whole numbers of at least 1 whose product (the leaf count) is at most
+    ``MAX_TREE_LEAVES``; ValueError saying what to change. The product is taken in Python integers, so
+    fan-outs whose int64 product wraps around (2**32 x 2**32 is 0 in int64) are refused, not drawn."""
+    out = []
+    for f in fanouts:
+        if isinstance(f, bool) or not isinstance(f, (int, np.integer, float, np.floating)) \
+                or not np.isfinite(f) or int(f) != f or f < 1:
+            raise ValueError(f"{what} must be whole numbers of at least 1, one per level below the root; "
+                             f"got {list(fanouts)!r:.80}.")
+        out.append(int(f))
+    if not out:
+        raise ValueError(f"{what} need at least one level below the root.")
+    leaves = math.prod(out)
+    if leaves > MAX_TREE_LEAVES:
+        raise ValueError(f"{what} make a tree of {leaves:,} leaves; use smaller fan-outs or fewer levels "
+                         f"(at most {MAX_TREE_LEAVES:,} leaves).")
+    return out
+
+
+def check_counts(values, what: str = "Counts", *, nonnegative: bool = False) -> np.ndarray:
+    """``values`` as a numeric array after refusing NaN, infinities (and, with ``nonnegative``, negative
+    counts) and counts whose total cannot be held in int64: summed as int64 they would wrap around
+    silently. ValueError saying what to change."""
+    arr = np.asarray(values)
+    if arr.dtype == bool:
+        return arr
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"{what} must be numbers; got values of type {arr.dtype}.")
+    if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+        raise ValueError(f"{what} must be finite numbers; {int((~np.isfinite(arr)).sum()):,} value(s) are NaN or "
+                         "infinite. Fill or drop them before the run.")
+    if nonnegative and arr.size and arr.min() < 0:
+        raise ValueError(f"{what} must not be negative; got {arr.min().item()!r}.")
+    if float(np.abs(arr).sum(dtype=np.float64)) > MAX_INT64:
+        raise ValueError(f"{what} add up to more than an int64 can hold ({MAX_INT64:,}); use smaller counts.")
+    return arr
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,7 +131,7 @@ class Hierarchy:
     # ------------------------------------------------------------- aggregation
     def aggregate(self, leaf_counts) -> np.ndarray:
         """Counts for every node from leaf counts in input-row order; shape (n_nodes,) or (n_nodes, k)."""
-        leaf = np.asarray(leaf_counts)
+        leaf = check_counts(leaf_counts, "Leaf counts")
         if leaf.ndim not in (1, 2) or leaf.shape[0] != self.n_leaves:
             raise ValueError(f"Leaf counts must have {self.n_leaves} rows (one per leaf); got shape {leaf.shape}.")
         dtype = np.int64 if np.issubdtype(leaf.dtype, np.integer) or leaf.dtype == bool else np.float64
@@ -113,12 +155,8 @@ class Hierarchy:
     @classmethod
     def homogeneous(cls, fanouts: Sequence[int], level_names: Sequence[str] | None = None) -> "Hierarchy":
         """Root plus one level per fan-out; every node of level l has fanouts[l] children."""
-        fan = [int(f) for f in fanouts]
-        if not fan or any(f < 1 for f in fan):
-            raise ValueError(f"Fan-outs must be positive integers, one per level below the root; got {list(fanouts)}.")
+        fan = check_fanouts_product(fanouts, "Fan-outs")
         sizes = np.cumprod([1] + fan)
-        if sizes[-1] > 50_000_000:
-            raise ValueError(f"The tree would have {sizes[-1]:,} leaves; use smaller fan-outs (at most 50 million).")
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         n_nodes = int(offsets[-1])
         parent = np.empty(n_nodes, dtype=np.int64)
