@@ -224,7 +224,10 @@ def _build(tp: Any, value: Any) -> Any:
         return _from_fields(tp, value)
     origin = typing.get_origin(tp)
     if isinstance(value, Mapping) and "__type__" in value and tp is Any:
-        raise ValueError(f"Cannot rebuild a nested {value['__type__']} without its declared type.")
+        registered = PARAMS_TYPES.get(str(value["__type__"]))
+        if registered is None:
+            raise ValueError(f"Cannot rebuild a nested {value['__type__']} without its declared type.")
+        return _from_fields(registered, value)
     if origin in (tuple, Sequence, list) or tp is tuple:
         args = typing.get_args(tp)
         if not isinstance(value, (list, tuple)):
@@ -241,6 +244,8 @@ def _build(tp: Any, value: Any) -> Any:
             if dataclasses.is_dataclass(arg) and isinstance(value, Mapping) \
                     and value.get("__type__") == arg.__name__:
                 return _from_fields(arg, value)
+        if isinstance(value, Mapping) and str(value.get("__type__")) in PARAMS_TYPES:
+            return _from_fields(PARAMS_TYPES[str(value["__type__"])], value)   # a plugin's Params
         if isinstance(value, list):
             return tuple(_build(Any, v) for v in value)
         return value
@@ -430,6 +435,12 @@ class Spec:
         return self.factory(params)
 
 
+PARAMS_TYPES: dict[str, type] = {}
+"""Every Params class registered by any :class:`Registry`, by class name: a saved plan rebuilds a
+plugin's Params from its ``__type__`` even when the plan's annotation does not list that class (so a
+plugin added with one registry line round-trips without touching the plans that hold it)."""
+
+
 class Registry(Mapping[str, Spec]):
     """Key -> :class:`Spec`, in registration order. Unknown keys raise ``ValueError`` naming the choices."""
 
@@ -444,6 +455,12 @@ class Registry(Mapping[str, Spec]):
             raise ValueError(f"{self.what} {spec.key!r} is registered twice.")
         if not dataclasses.is_dataclass(spec.params):
             raise TypeError(f"{spec.key}: params must be a dataclass.")
+        known = PARAMS_TYPES.setdefault(spec.params.__name__, spec.params)
+        if (known.__module__, known.__qualname__) == (spec.params.__module__, spec.params.__qualname__):
+            PARAMS_TYPES[spec.params.__name__] = spec.params     # the same class defined again (a reload)
+        else:
+            raise TypeError(f"{spec.key}: another plugin's Params is also named {spec.params.__name__}; "
+                            "rename one, so saved plans can tell them apart.")
         self._specs[spec.key] = spec
         return spec
 
