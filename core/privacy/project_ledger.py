@@ -273,6 +273,24 @@ def compose(releases: Iterable[LedgerRelease], delta: float = DEFAULT_DELTA) -> 
     return Totals(float(eps + approx_eps), float(conv_delta + approx_delta), rho, pure, len(rels))
 
 
+def within_reservation(actual: LedgerRelease, reserved: LedgerRelease, decision: "Cap | str | None" = None) -> None:
+    """Refuse (``ValueError``) spends that compose to more than what was reserved for them.
+
+    Compared where the ledger states totals: epsilon and delta at the default delta, at the cap's delta
+    and at 1e-9, and rho when both have one; a relative slack of 1e-9 absorbs rounding only.
+    """
+    deltas = {DEFAULT_DELTA, 1e-9} | ({decision.delta} if isinstance(decision, Cap) else set())
+    for delta in sorted(deltas):
+        a, r = compose([actual], delta), compose([reserved], delta)
+        over_eps = a.epsilon > r.epsilon * (1 + 1e-9) + 1e-12
+        over_delta = a.delta > r.delta * (1 + 1e-9) + 1e-15
+        over_rho = a.rho is not None and r.rho is not None and a.rho > r.rho * (1 + 1e-9) + 1e-15
+        if over_eps or over_delta or over_rho:
+            raise ValueError(f"The computation spent more than was reserved for it in the ledger (epsilon "
+                             f"{a.epsilon:.6g} against {r.epsilon:.6g} at delta {delta:.3g}); the result is not "
+                             "published and nothing is committed. Report this to the maintainers.")
+
+
 @dataclass(frozen=True)
 class Cap:
     """The curator's budget cap for one data set: ``amount`` in ``unit``; an epsilon cap holds at ``delta``."""
@@ -522,12 +540,16 @@ class ProjectLedger:
                "action": rel.action[:80], "label": rel.label[:200], "plan_digest": rel.plan_digest[:64],
                "created_utc": rel.created_utc or _now_iso(), "status": status, "expires_at": expires_at}
         rid = conn.execute(insert(releases_table).values(**row)).inserted_primary_key[0]
+        ProjectLedger._insert_spends(conn, rid, rel.spends)
+        return rid
+
+    @staticmethod
+    def _insert_spends(conn, rid: int, spends: Iterable[Spend]) -> None:
         conn.execute(insert(spends_table), [
             {"release_id": rid, "position": i, "label": s.label[:200], "measured": s.measured[:300],
              "amount": float(s.amount), "unit": s.unit, "delta": float(s.delta), "composition": s.composition,
              "grp": None if s.group is None else s.group[:200], "part": None if s.part is None else s.part[:200]}
-            for i, s in enumerate(rel.spends)])
-        return rid
+            for i, s in enumerate(spends)])
 
     @staticmethod
     def _drop(conn, where) -> None:
@@ -622,9 +644,16 @@ class ProjectLedger:
                           f"{unit} {decision.amount:.4g}; {before.spent:.4g} is already spent or reserved{room}. "
                           "Spend less in this release, or raise the data set's cap on the privacy ledger page.")
 
-    def commit(self, res: Reservation) -> LedgerRelease:
+    def commit(self, res: Reservation, spends: Iterable[Spend] | None = None) -> LedgerRelease:
         """Turn the reservation into a committed release and return it; committing it again returns the same
-        release. :class:`ReservationLost` when it is unknown, cancelled or expired."""
+        release. :class:`ReservationLost` when it is unknown, cancelled or expired.
+
+        ``spends`` (optional) are what the computation actually spent, in full detail (each round of an
+        adaptive synthesizer, each stratum): they replace the reserved spends when they compose to no more
+        than the reservation (:func:`within_reservation`); a computation that spent more is refused with a
+        ``ValueError`` and nothing is committed, since its budget was never reserved.
+        """
+        actual = None if spends is None else tuple(spends)
 
         def body(conn) -> LedgerRelease:
             now = float(self.clock())
@@ -637,6 +666,13 @@ class ProjectLedger:
                     "expired, so its budget may be in use by another release: do not publish this result; "
                     "run the release again.")
             if have["status"] == RESERVED:
+                if actual is not None:
+                    reserved = self._load(conn, releases_table.c.id == have["id"])[0][1]
+                    detailed = dataclasses.replace(reserved, spends=actual)
+                    check_release(detailed)
+                    within_reservation(detailed, reserved, self._decision(conn, res.data_key))
+                    conn.execute(delete(spends_table).where(spends_table.c.release_id == have["id"]))
+                    self._insert_spends(conn, have["id"], actual)
                 conn.execute(releases_table.update().where(releases_table.c.id == have["id"]).values(
                     status=COMMITTED, expires_at=None, created_utc=_now_iso()))
             return self._load(conn, releases_table.c.id == have["id"])[0][1]

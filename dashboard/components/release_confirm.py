@@ -149,15 +149,6 @@ def _confirmation(key: str, pending: LedgerRelease, what: str, same_as=None):
     return None, preview
 
 
-def _within_reserved(reserved: LedgerRelease, actual: BudgetLedger) -> None:
-    """Refuse to publish a result whose spends compose to more than the reservation holds."""
-    spent = replace(reserved, spends=spends_of(actual), kind="release")
-    for delta in (DEFAULT_DELTA, 1e-9):
-        if compose([spent], delta).epsilon > compose([reserved], delta).epsilon * (1 + 1e-9) + 1e-12:
-            raise ValueError("The release spent more than was reserved for it in the ledger; it is not shown. "
-                             "Report this to the maintainers.")
-
-
 # ------------------------------------------------------------------------------------------- the button
 
 def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: Callable[[], T],
@@ -214,10 +205,10 @@ def _reserve_and_run(rel: LedgerRelease, run: Callable[[], T], spent) -> T | Non
     """``with ledger.reserved(rel):`` run, then commit; every failure says nothing was spent."""
     ledger = project_ledger()
     try:
-        with ledger.reserved(rel):
+        with ledger.reserved(rel) as reservation:
             result = run()
-            if spent is not None:
-                _within_reserved(rel, spent(result))
+            if spent is not None:       # the detailed spends replace the reserved ones, never exceeding them
+                ledger.commit(reservation, spends_of(spent(result)))
         return result
     except CapExceeded as exc:          # its message says what to change
         st.error(f"{exc} Nothing was released or spent.")

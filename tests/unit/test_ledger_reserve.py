@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ledger_support import (database_url, race_worker, record_simulations, release,  # noqa: E402
                             reserve_and_commit)
 
+from core.privacy.ledger import Spend
 from core.privacy.project_ledger import (Cap, CapExceeded, CapUndecided, LedgerRelease, ProjectLedger,
                                          ReservationLost, check_cap, compose)
 
@@ -82,6 +83,25 @@ def test_two_releases_checked_before_either_is_recorded_cannot_both_pass(ledger)
     ledger.commit(res)
     assert [r.release_key for r in ledger.releases("cps")] == [first.release_key]
     assert ledger.totals("cps").epsilon == pytest.approx(0.6)
+
+
+def test_commit_stores_the_detailed_spends_and_refuses_more_than_was_reserved(ledger):
+    """A synthesizer's release is reserved at its planned total, then committed with every round's
+    spend; spends that compose to more than the reservation are refused and nothing is committed."""
+    ledger.set_cap("cps", Cap(2.0))
+    res = ledger.reserve(release(1.0, key="fit"))
+    rounds = tuple(Spend(f"round {i}", 0.25, "epsilon") for i in range(4))        # 4 x 0.25 = the 1.0 reserved
+    done = ledger.commit(res, rounds)
+    assert [s.label for s in done.spends] == [f"round {i}" for i in range(4)]
+    assert ledger.totals("cps").epsilon == pytest.approx(1.0)
+
+    greedy = ledger.reserve(release(0.5, key="greedy"))
+    with pytest.raises(ValueError, match="spent more than was reserved"):
+        ledger.commit(greedy, (Spend("round 0", 0.5, "epsilon"), Spend("round 1", 0.1, "epsilon")))
+    assert [r.release_key for _, r in ledger.reservations("cps")] == ["greedy"]     # still only reserved
+    assert ledger.totals("cps").epsilon == pytest.approx(1.0)
+    ledger.cancel(greedy)
+    assert ledger.reservations("cps") == ()
 
 
 def test_commit_cancel_and_retries_count_once(ledger):
