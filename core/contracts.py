@@ -370,7 +370,8 @@ def check_params(params: Any) -> None:
     for f, meta in param_info(type(params)):
         value = getattr(params, f.name)
         name = meta.get("label") or f.name
-        if isinstance(value, bool):
+        _check_kind(f, value, name)
+        if isinstance(value, (bool, np.bool_)):
             continue
         if isinstance(value, (int, float, np.integer, np.floating)):
             if not math.isfinite(float(value)):
@@ -387,6 +388,20 @@ def check_params(params: Any) -> None:
             bad = [v for v in values if v not in allowed]
             if bad:
                 raise ValueError(f"{name} must be one of {allowed}; got {bad[0]!r}.")
+
+
+def _check_kind(f: dataclasses.Field, value: Any, name: str) -> None:
+    """The value has the kind its default has: yes/no for a bool, a number (not yes/no, not text) for a
+    number, a whole number for an int (``True`` is not a count of 1)."""
+    default = f.default
+    if isinstance(default, bool):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be yes or no (true or false); got {value!r}.")
+    elif isinstance(default, (int, float)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{name} must be a number; got {value!r}.")
+        if isinstance(default, int) and math.isfinite(float(value)) and not float(value).is_integer():
+            raise ValueError(f"{name} must be a whole number; got {value!r}.")
 
 
 def finite_number(value: Any, name: str, low: float | None = None, high: float | None = None) -> float:

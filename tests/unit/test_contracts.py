@@ -98,6 +98,8 @@ def test_upload_reference_needs_a_fingerprint():
 class _Params:
     epsilon: float = param(1.0, low=0.01, high=10.0, label="epsilon")
     method: str = param("a", choices=("a", "b"))
+    rounds: int = param(3, low=1, high=100, label="Rounds")
+    merge: bool = param(True, label="Merge repeats")
 
     def __post_init__(self):
         check_params(self)
@@ -110,6 +112,15 @@ def test_params_bounds_and_registry_errors_are_value_errors():
         _Params(epsilon=float("nan"))
     with pytest.raises(ValueError, match="one of"):
         _Params(method="c")
+    with pytest.raises(ValueError, match="Rounds must be a number"):
+        _Params(rounds=True)                      # a yes/no is not a count of 1
+    with pytest.raises(ValueError, match="Rounds must be a whole number"):
+        _Params(rounds=2.5)
+    with pytest.raises(ValueError, match="epsilon must be a number"):
+        _Params(epsilon="1")
+    with pytest.raises(ValueError, match="Merge repeats must be yes or no"):
+        _Params(merge="false")
+    assert _Params(rounds=4.0, epsilon=2).rounds == 4.0
     reg = Registry("mechanism", [Spec("x", "X", lambda p: p.epsilon, _Params)])
     assert reg["x"].build() == 1.0
     with pytest.raises(ValueError, match="Unknown mechanism"):
