@@ -105,7 +105,8 @@ def _canonical(value: Any) -> Any:
     """JSON-able form of plan values (dataclasses tagged with their type, tuples as lists)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {"__type__": type(value).__name__}
-        out.update({f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)})
+        out.update({f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)
+                    if not (f.metadata.get("omit_if_none") and getattr(value, f.name) is None)})
         return out
     if isinstance(value, Mapping):
         return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
@@ -131,11 +132,15 @@ class DataRef:
     """Which data a plan runs on: a bundled data set by key, or an upload by its fingerprint.
 
     ``fingerprint`` is the SHA-256 of the uploaded bytes (for several files, of their digests in
-    order); bundled data need none. Only the fingerprint is stored, never the data.
+    order); bundled data need none. Only the fingerprint is stored, never the data. ``schema`` is the
+    curator's declaration of an uploaded data set (a :class:`core.intake.DataSchema`: its name, roles,
+    public categories and bounds, missing values, label merges, unit of protection), so every plan that
+    uses the file carries exactly how it was cleaned; plans without one keep their earlier digests.
     """
 
     source: str
     fingerprint: str = ""
+    schema: Any = field(default=None, metadata={"omit_if_none": True})
 
     UPLOAD: ClassVar[str] = "upload"
 
@@ -224,7 +229,7 @@ def _build(tp: Any, value: Any) -> Any:
         return _from_fields(tp, value)
     origin = typing.get_origin(tp)
     if isinstance(value, Mapping) and "__type__" in value and tp is Any:
-        registered = PARAMS_TYPES.get(str(value["__type__"]))
+        registered = stored_type(str(value["__type__"]))
         if registered is None:
             raise ValueError(f"Cannot rebuild a nested {value['__type__']} without its declared type.")
         return _from_fields(registered, value)
@@ -244,8 +249,8 @@ def _build(tp: Any, value: Any) -> Any:
             if dataclasses.is_dataclass(arg) and isinstance(value, Mapping) \
                     and value.get("__type__") == arg.__name__:
                 return _from_fields(arg, value)
-        if isinstance(value, Mapping) and str(value.get("__type__")) in PARAMS_TYPES:
-            return _from_fields(PARAMS_TYPES[str(value["__type__"])], value)   # a plugin's Params
+        if isinstance(value, Mapping) and stored_type(str(value.get("__type__"))) is not None:
+            return _from_fields(stored_type(str(value["__type__"])), value)   # a plugin's Params
         if isinstance(value, list):
             return tuple(_build(Any, v) for v in value)
         return value
@@ -451,9 +456,30 @@ class Spec:
 
 
 PARAMS_TYPES: dict[str, type] = {}
-"""Every Params class registered by any :class:`Registry`, by class name: a saved plan rebuilds a
-plugin's Params from its ``__type__`` even when the plan's annotation does not list that class (so a
-plugin added with one registry line round-trips without touching the plans that hold it)."""
+"""Every Params class registered by any :class:`Registry`, and every class marked :func:`storable`, by
+class name: a saved plan rebuilds such a value from its ``__type__`` even when the plan's annotation
+does not list that class (so a plugin added with one registry line round-trips without touching the
+plans that hold it)."""
+STORABLE_HOMES = ("core.intake",)
+"""Modules whose import registers storable classes (looked in when a saved name is not known yet)."""
+
+
+def storable(cls: type) -> type:
+    """Class decorator: instances of this frozen dataclass may sit in a plan field typed ``Any`` (as a
+    data set's schema in :class:`DataRef`) and are rebuilt from their ``__type__`` name."""
+    known = PARAMS_TYPES.setdefault(cls.__name__, cls)
+    if (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise TypeError(f"Another stored class is already named {cls.__name__}; rename one.")
+    PARAMS_TYPES[cls.__name__] = cls
+    return cls
+
+
+def stored_type(name: str) -> type | None:
+    """The registered class of a saved ``__type__`` name, importing :data:`STORABLE_HOMES` once if needed."""
+    if name not in PARAMS_TYPES:
+        for home in STORABLE_HOMES:
+            importlib.import_module(home)
+    return PARAMS_TYPES.get(name)
 
 
 class Registry(Mapping[str, Spec]):

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from core.contracts import digest_of
+from core.contracts import digest_of, storable
 
 __all__ = [
     "BLOCKS", "ColumnSchema", "DataSchema", "DEFAULT_MISSING_TOKENS", "MISSING_LABEL", "MISSING_POLICIES",
@@ -60,6 +60,7 @@ def _finite(column: str, what: str, value: Any) -> float:
     return float(value)
 
 
+@storable
 @dataclass(frozen=True)
 class ColumnSchema:
     """One column's public declaration.
@@ -242,6 +243,7 @@ class ColumnSchema:
         return tuple(f"{a:g} to {b:g}" for a, b in zip(edges, edges[1:]))
 
 
+@storable
 @dataclass(frozen=True)
 class DataSchema:
     """A data set's declaration: its name, its columns, the unit of protection and what counts as missing.

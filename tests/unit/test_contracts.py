@@ -88,6 +88,16 @@ def test_saved_plan_whole_floats_are_read_as_whole_numbers():
     assert _from_fields(_Outer, body).seeds == (3,)
 
 
+def test_a_data_reference_carries_its_schema_and_keeps_old_digests():
+    from core.intake import ColumnSchema, DataSchema
+    plain = _Outer(data=DataRef("upload", "ab" * 32))
+    assert "schema" not in plain.to_dict()["data"]          # plans without a schema hash as before
+    schema = DataSchema("County extract", (ColumnSchema("sex", "category", categories=("Female", "Male")),))
+    declared = plain.replace(data=DataRef("upload", "ab" * 32, schema=schema))
+    back = _from_fields(_Outer, json.loads(json.dumps(declared.to_dict())))
+    assert back.data.schema == schema and back.digest() == declared.digest() != plain.digest()
+
+
 def test_upload_reference_needs_a_fingerprint():
     with pytest.raises(ValueError, match="fingerprint"):
         DataRef("upload")
