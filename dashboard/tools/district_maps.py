@@ -255,6 +255,8 @@ if algorithm != "toydown":
                "fitting move the observed errors away from it.")
 
 
+# Map views stay cached on the page: core caches the run, not these drawings of its result (GeoJSON of
+# the units, the units' view of one plan, district outlines), which a display change would redo.
 @st.cache_resource(max_entries=32, show_spinner=False)
 def unit_geojson(geo_key: str, level: str, county: str | None, _units, tolerance_m: float) -> dict:
     return figs.map_geojson(_units, "unit_id", tolerance_m)
