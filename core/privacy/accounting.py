@@ -187,3 +187,29 @@ def generalized_gaussian_sigma_bound(k: int, p: float, epsilon: float, delta: fl
             raise ValueError("The Generalized Gaussian bound is only proven for even p in [4, ln k], "
                              "delta <= 1/k and epsilon <= 1: " + "; ".join(problems) + ".")
     return 185.0 * math.sqrt(k * p * math.log(1.0 / delta)) / epsilon
+
+
+def per_row_budget(amount: float, unit: str, rows_per_person: int) -> float:
+    """The budget one row may receive so that a person with up to ``rows_per_person`` rows gets ``amount``.
+
+    Group privacy: a mechanism that is epsilon-DP for neighbours differing in one row is (k epsilon)-DP for
+    neighbours differing in k rows (Dwork-Roth 2014, Thm. 2.2), so pure epsilon becomes epsilon / k; a
+    rho-zCDP mechanism is (k^2 rho)-zCDP for groups of k rows (Bun-Steinke 2016, Prop. 1.9), so rho
+    becomes rho / k^2. Running every mechanism at this budget is the same as scaling its sensitivity by k
+    (Laplace scale k Delta / epsilon; Gaussian sigma k Delta / sqrt(2 rho)). ``unit`` is "epsilon" or "rho".
+    """
+    amount = _check_positive(amount, "The budget")
+    if unit not in ("epsilon", "rho"):
+        raise ValueError(f"unit must be 'epsilon' (pure DP) or 'rho' (zCDP); got {unit!r}.")
+    if isinstance(rows_per_person, bool) or int(rows_per_person) != rows_per_person or rows_per_person < 1:
+        raise ValueError(f"rows_per_person must be a whole number of at least 1; got {rows_per_person!r}.")
+    k = int(rows_per_person)
+    return amount / k if unit == "epsilon" else amount / (k * k)
+
+
+def per_person_budget(amount: float, unit: str, rows_per_person: int) -> float:
+    """The inverse of :func:`per_row_budget`: what a per-row ``amount`` costs a person with up to k rows
+    (k epsilon; k^2 rho), by the same group-privacy bounds."""
+    per_row_budget(amount, unit, rows_per_person)     # the same checks
+    k = int(rows_per_person)
+    return float(amount) * (k if unit == "epsilon" else k * k)

@@ -4,7 +4,10 @@ mean beside it for comparison.
 The value is a numeric column clipped to a PUBLIC range the curator states (never the data's own
 minimum and maximum), or the indicator of one category of a categorical column (a share; its range
 [0, 1] is public by construction). Values are centred on the middle c of the range, so adding or
-removing one person moves a stratum's sum by at most h = (high - low) / 2 and its count by 1.
+removing one person moves a stratum's sum by at most h = (high - low) / 2 and its count by 1. When the
+data declare up to k rows per person (contribution bounding), one person moves the sums by at most k h
+and the counts by at most k in total (L1 and L2, however the rows fall across strata): every sensitivity
+is scaled by k, so the plan's budget holds per person and the ledger states it so.
 
 Mechanism, in the plan's noise (Laplace: pure epsilon; Gaussian: the zCDP rho that is
 (epsilon, delta)-DP), with the total split up front:
@@ -33,6 +36,7 @@ from core.contracts import DataRef, Plan, Result, named_rng
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.privacy.mechanisms import get_mechanism
+from core.privacy.protection import ProtectionUnit
 from core.synthesis.encoding import encode_categories
 from core.synthesis.plan import (NOISES, SIZE_POLICIES, check_epsilon, check_number, check_numeric_bounds,
                                  check_public_range, check_whole)
@@ -277,10 +281,12 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
     mech = get_mechanism(plan.noise)
     split = plan.split()
     draw = _noise(plan, secure)
+    protect = ProtectionUnit.of(plan.data)
+    h_person, count_sensitivity = protect.sensitivity(h), protect.sensitivity(1.0)   # h and 1 at one row per person
     ledger = BudgetLedger()
     unit = plan.unit
     # each measurement draws from its own named stream, so a seeded plan reproduces every number
-    sum_scale = float(mech.scale_for(h, split["sums"]))
+    sum_scale = float(mech.scale_for(h_person, split["sums"]))
     noisy_sums = sums + draw(sum_scale, k, "stratum sums")
     var_sum = float(mech.variance_of_scale(sum_scale))
     ledger.spend("stratum sums", split["sums"], unit, composition="parallel", group="strata", part="every stratum",
@@ -289,7 +295,7 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
     if plan.sizes_public:
         sizes, var_count = counts, 0.0
     else:
-        count_scale = float(mech.scale_for(1.0, split["counts"]))
+        count_scale = float(mech.scale_for(count_sensitivity, split["counts"]))
         sizes = counts + draw(count_scale, k, "stratum counts")
         var_count = float(mech.variance_of_scale(count_scale))
         ledger.spend("stratum counts", split["counts"], unit, composition="parallel", group="strata",
@@ -297,12 +303,13 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
                      f"{'Laplace scale' if unit == 'epsilon' else 'sigma'} {count_scale:.3g}")
     pooled_noisy = None
     if split["pooled"] > 0:
-        pooled_scale = float(mech.scale_for(h, split["pooled"]))
+        pooled_scale = float(mech.scale_for(h_person, split["pooled"]))
         pooled_noisy = float(sums.sum() + draw(pooled_scale, 1, "pooled sum")[0])
         var_pooled = float(mech.variance_of_scale(pooled_scale))
         ledger.spend("pooled sum (comparison)", split["pooled"], unit,
                      measured=f"one clipped sum of {plan.column} over every row, "
                               f"{'Laplace scale' if unit == 'epsilon' else 'sigma'} {pooled_scale:.3g}")
+    ledger = protect.person_ledger(ledger, scale=False)     # amounts already per person; lines say the unit
     del sums, counts   # from here on only released numbers (and public sizes, when declared) are used
 
     usable = sizes >= 1.0
@@ -349,7 +356,7 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
                  "Stratum sizes: the noisy counts paid for above, never the real ones.")
     statement = " ".join([RELEASE if secure else SIMULATION, ledger.statement(delta=plan.delta), size_note,
                           f"Values clipped to the public range [{lo:g}, {hi:g}].",
-                          "Neighbouring data sets differ by adding or removing one person."])
+                          "Neighbouring data sets differ by adding or removing one person.", protect.sentence()])
     return MeanRelease(plan, table, overall_df, ledger, ledger.to_frame(), statement, secure)
 
 
@@ -366,4 +373,4 @@ def projected_ledger(plan: MeanReleasePlan) -> BudgetLedger:
     if split["pooled"] > 0:
         ledger.spend("pooled sum (comparison)", split["pooled"], unit,
                      measured=f"one clipped sum of {plan.column} over every row")
-    return ledger
+    return ProtectionUnit.of(plan.data).person_ledger(ledger, scale=False)

@@ -17,6 +17,7 @@ import pandas as pd
 from core.contracts import Progress, named_rng
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
+from core.privacy.protection import ProtectionUnit
 from core.synthesis.encoding import decode_categories, encode_categories
 from core.synthesis.fit_ledger import record_fit
 from core.synthesis.noise import SecureNoise, SeededNoise
@@ -69,12 +70,16 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
     rho and sets the output size; with declared public sizes the real row count is public.
     The ledger lists every spend the synthesizer made (each round's selection and measurement for AIM
     and GEM), per stratum in parallel when stratified; its total is the plan's rho.
+    Unit of protection: when the plan's data declare up to k rows per person, every mechanism runs at the
+    per-row budget (rho / k^2) and the ledger states the per-person amounts, so the plan's epsilon holds
+    per person (``core.privacy.protection``).
     The one fit runs in this process, so ``progress`` hears the synthesizer's rounds (AIM, GEM) and a
     ``Cancelled`` raised there stops the fit before anything is released.
     """
     sub = plan.release
     codes, domain, labels = encode_categories(frame[list(plan.columns)])
-    rho = rho_for_epsilon(sub.epsilon, plan.delta)
+    unit = ProtectionUnit.of(plan.data)
+    rho = unit.row_budget(rho_for_epsilon(sub.epsilon, plan.delta), "rho")   # per row: per person at k = 1
     if secure:
         # post-processing draws (rows from the fitted model) need no seed; the privacy noise is OpenDP's
         rng = np.random.default_rng(secrets.randbits(128))
@@ -103,11 +108,15 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
         # every spend of the fit (one-way marginals, each round's selection and measurement), adding up to rho_fit
         record_fit(ledger, model, rho_fit, f"{SYNTHESIZERS[plan.synthesizer].label} on all rows")
         table = ledger.to_frame()
+    ledger = unit.person_ledger(ledger)
+    if unit.grouped:
+        table = readable_ledger(ledger.to_frame(), plan.strata, labels, domain) if sub.method == "stratified" \
+            else ledger.to_frame()
     synth = decode_categories(model.sample(n_out, rng), labels)
     size_note = ("Row count: public, as declared." if plan.sizes_public else
                  "Row count: the noisy count paid for above, not the real one.")
     statement = " ".join([RELEASE if secure else SIMULATION, ledger.statement(delta=plan.delta), size_note,
-                          domain_note(plan), ADJACENCY])
+                          domain_note(plan), ADJACENCY, unit.sentence()])
     return SyntheticRelease(synth, ledger, table, statement, secure, sub.method, sub.epsilon)
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 from core.contracts import Progress, make_rng, seed_sequence
 from core.parallel import map_trials
 from core.privacy.accounting import gaussian_sigma, rho_for_epsilon
+from core.privacy.protection import ProtectionUnit
 from core.synthesis.encoding import encode_categories
 from core.synthesis.metrics import (group_keys, ml_utility, one_way_tvd, parity_error, tvd_by_stratum, two_way_tvd,
                                     workload_error)
@@ -184,9 +185,11 @@ def fit_rng(seed: int, epsilon: float, method: str) -> np.random.Generator:
 def _one_run(args, progress: Progress | None = None) -> dict:
     plan, train, test, domain, labels, epsilon, seed, method, position, total = args
     rho = rho_for_epsilon(epsilon, plan.delta)
+    unit = ProtectionUnit.of(plan.data)
     rng = fit_rng(seed, epsilon, method)
     model = build_synthesizer(plan, method, labels=labels)
-    model = model.fit(train, domain, rho, rng,
+    # the mechanisms run at the per-row budget, so rho holds per person (the same at one row per person)
+    model = model.fit(train, domain, unit.row_budget(rho, "rho"), rng,
                       **fit_progress(model, progress, f"fit {position} of {total} ({method}, epsilon {epsilon:g})"))
     synth = model.sample(len(train), rng)
     per = tvd_by_stratum(train, synth, domain, plan.strata)
@@ -209,8 +212,10 @@ def _one_run(args, progress: Progress | None = None) -> dict:
         overall.update(util)
         rows += [(int(g), "accuracy", float(a)) for g, a in zip(by_group["group"], by_group["accuracy"])]
     strata = model.strata_.assign(epsilon=epsilon, seed=seed) if method == "stratified" else None
-    ledger = model.ledger_.to_frame() if method == "stratified" else None
-    statement = model.ledger_.statement(delta=plan.delta) if method == "stratified" else ""
+    person = unit.person_ledger(model.ledger_) if method == "stratified" else None
+    ledger = person.to_frame() if method == "stratified" else None
+    statement = (" ".join([person.statement(delta=plan.delta), unit.sentence()]) if method == "stratified"
+                 else "")
     return {"epsilon": epsilon, "seed": seed, "method": method, "groups": rows, "overall": overall,
             "strata": strata, "ledger": ledger, "statement": statement}
 
@@ -357,15 +362,18 @@ def noise_table(plan: SynthesisPlan, epsilons) -> pd.DataFrame:
     """Per epsilon: rho, the Gaussian sd on each cell of the chosen synthesizer's one-way and two-way
     measurements inside one stratum, the pooled one-way sd, and the sd of the DP counts (0 when sizes
     are public). Each synthesizer's own budget split is followed (:func:`measurement_sds`), calibrated
-    by ``core.privacy.accounting.gaussian_sigma``."""
+    by ``core.privacy.accounting.gaussian_sigma``. ``rho`` is the per-person budget; with up to k rows per
+    person the sds are those of the per-row budget rho / k^2 the mechanisms run at."""
+    unit = ProtectionUnit.of(plan.data)
     d = len(plan.columns) - len(plan.strata)  # a stratum's model sees the other columns
     pooled_d = len(plan.columns)
     rows = []
     for eps in epsilons:
         rho = rho_for_epsilon(eps, plan.delta)
-        rho_count = plan.count_share * rho if plan.size_policy == "dp_count" else 0.0
-        one, two = measurement_sds(plan.synthesizer, plan.params, d, rho - rho_count)
-        pooled_one, _ = measurement_sds(plan.synthesizer, plan.params, pooled_d, rho)
+        run = unit.row_budget(rho, "rho")
+        rho_count = plan.count_share * run if plan.size_policy == "dp_count" else 0.0
+        one, two = measurement_sds(plan.synthesizer, plan.params, d, run - rho_count)
+        pooled_one, _ = measurement_sds(plan.synthesizer, plan.params, pooled_d, run)
         rows.append((eps, rho, one, two, pooled_one, gaussian_sigma(1.0, rho_count) if rho_count else 0.0))
     return pd.DataFrame(rows, columns=["epsilon", "rho", "stratum one-way cell sd", "stratum two-way cell sd",
                                        "pooled one-way cell sd", "stratum count sd"])
@@ -383,7 +391,7 @@ def marginal_comparison(plan: SynthesisPlan, frame: pd.DataFrame,
     split = plan.sweep if plan.sweep is not None else None
     codes, domain, labels = encode_categories(frame[list(plan.columns)])
     train, _ = split_train_test(codes, split.test_fraction if split else 0.2, split.split_seed if split else 42)
-    rho = rho_for_epsilon(sub.epsilon, plan.delta)
+    rho = ProtectionUnit.of(plan.data).row_budget(rho_for_epsilon(sub.epsilon, plan.delta), "rho")
     synths = {}
     for i, method in enumerate(METHODS):
         rng = fit_rng(sub.seed, sub.epsilon, method)
