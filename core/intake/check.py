@@ -16,9 +16,10 @@ with a blocking problem (the message lists them all) and otherwise returns the c
 3. missing values follow each column's policy: their own category ``MISSING_LABEL``, the public fill
    value, or the row is dropped;
 4. contribution bounding: each person keeps at most ``max_rows_per_person`` rows. Every input row
-   gets a uniform random key from the stream ``named_rng(rng_seed, "contribution bounding")`` (one
-   draw per input row, in file order), and a person's rows with the smallest keys are kept, so the
-   kept rows are a uniformly random subset per person, the same for the same seed and file;
+   gets a uniform random key from the stream ``named_rng(seed, "contribution bounding")`` (the seed
+   given, else the schema's ``bounding_seed``; one draw per input row, in file order), and a
+   person's rows with the smallest keys are kept, so the kept rows are a uniformly random subset per
+   person, the same for the same seed and file;
 5. left-out and undeclared columns are dropped; categories become ``pandas.Categorical`` over the
    public categories (or, until they are declared, the labels found, in a stable order).
 """
@@ -262,12 +263,13 @@ def _person_problems(read: _Read, limit: int) -> list[Problem]:
 
 
 # ---------------------------------------------------------------------------------- apply
-def apply(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike) -> pd.DataFrame:
-    """The cleaned table (see the module docstring); ValueError listing every blocking problem."""
+def apply(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike | None = None) -> pd.DataFrame:
+    """The cleaned table (see the module docstring); ValueError listing every blocking problem.
+    Contribution bounding draws from ``rng_seed``, by default the schema's ``bounding_seed``."""
     return clean(frame, schema, rng_seed).frame
 
 
-def clean(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike) -> Cleaned:
+def clean(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike | None = None) -> Cleaned:
     """:func:`apply` plus its :class:`CleaningReport` (curator-only counts)."""
     blocking = [p for p in check(frame, schema) if p.blocks]
     if blocking:
@@ -309,8 +311,9 @@ def clean(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike) -> Cleane
     keep = ~drop
     over = 0
     if person_codes is not None:
+        seed = schema.bounding_seed if rng_seed is None else rng_seed
         bounded = _bound_contributions(person_codes, keep, schema.max_rows_per_person,
-                                       named_rng(rng_seed, "contribution bounding"))
+                                       named_rng(seed, "contribution bounding"))
         over = int(keep.sum() - bounded.sum())
         keep = bounded
     index = np.flatnonzero(keep)

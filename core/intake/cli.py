@@ -4,7 +4,7 @@
     python -m core data check FILE --schema SCHEMA.json
     python -m core data apply FILE --schema SCHEMA.json --out CLEAN.csv [--seed N]
 
-FILE is CSV, Parquet or Excel (.xlsx, when openpyxl is installed). What these commands print
+FILE is CSV, Parquet or Excel (.xlsx). What these commands print
 (profiles, problems, cleaning counts) is CURATOR-ONLY: it is for the curator's terminal, not for a
 report. Exit codes: 0 done; 1 ``check``/``apply`` found a problem that blocks a run; 2 the input
 could not be read.
@@ -44,7 +44,8 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
         if name == "profile":
             step.add_argument("--name", default="", help="name of the data set (default: the file name)")
         if name == "apply":
-            step.add_argument("--seed", type=int, default=0, help="seed of contribution bounding (default 0)")
+            step.add_argument("--seed", type=int, default=None,
+                              help="seed of contribution bounding (default: the schema's bounding_seed)")
         step.add_argument("--max-mb", type=float, default=DEFAULT_MAX_BYTES / 1e6,
                           help="largest file read, in MB (default: the upload limit)")
 
@@ -59,7 +60,7 @@ def run_data_command(args: argparse.Namespace) -> int:
     frame = read_table(args.file, max_bytes=int(args.max_mb * 1e6))
     if args.data_command == "profile":
         prof = profile(frame)
-        schema = draft_schema(frame, args.name or args.file.stem)
+        schema = draft_schema(frame, args.name or args.file.stem).replace(file_suffix=args.file.suffix.lower())
         print(f"{prof.rows:,} rows x {len(prof.columns)} columns (curator-only: do not share this output)")
         for col, declared in zip(prof.columns, schema.columns):
             print(f"{col.name}: looks like {col.guess}; {col.distinct:,} distinct, {col.missing:,} missing"

@@ -5,47 +5,105 @@ sees exactly what the file says; nothing is read as missing by the parser: what 
 is the schema's ``missing_tokens``. The file's size is checked by
 :func:`core.uploads.read_bytes` before it is read, and the header is checked (column cap, blank
 or repeated names) before pandas sees the rest. CSV is parsed by pyarrow where available (strings
-stay in Arrow memory), else by pandas' C parser. Parquet keeps its stored types. Excel needs the
-optional ``openpyxl`` package; without it an ``.xlsx`` file is refused with a message.
+stay in Arrow memory), else by pandas' C parser. Parquet keeps its stored types. Excel (``.xlsx``,
+read by ``openpyxl``): the first sheet, every cell as text; the workbook's zip is checked from its
+central directory (declared sizes and compression ratios) before anything is inflated.
+
+:func:`read_table_bytes` reads bytes already in memory (an upload, or the file a report is rerun
+on) by the suffix of their file name; :func:`read_table` reads a path.
 """
 from __future__ import annotations
 
 import csv
 import importlib.util
 import io
+import zipfile
 from pathlib import Path
 
 import pandas as pd
 
-from core.uploads import DEFAULT_MAX_BYTES, MAX_COLUMNS, read_bytes
+from core.intake.schema import FILE_SUFFIXES
+from core.uploads import DEFAULT_MAX_BYTES, MAX_COLUMNS, MAX_EXPANDED_BYTES, MAX_ZIP_RATIO, read_bytes
 
-__all__ = ["TABLE_SUFFIXES", "read_table"]
+__all__ = ["TABLE_SUFFIXES", "read_csv_text_cells", "read_table", "read_table_bytes", "table_suffix"]
 
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".xlsx")
+TABLE_SUFFIXES = FILE_SUFFIXES
+MAX_WORKBOOK_MEMBERS = 1_000
+
+
+def table_suffix(filename: str) -> str:
+    """The lower-case suffix of ``filename`` (or a bare suffix such as ``".csv"``) if it is one this
+    module reads; ValueError naming the file types read otherwise."""
+    name = str(filename or "").strip()
+    suffix = name.lower() if name.startswith(".") and "." not in name[1:] else Path(name).suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise ValueError(f"{name or 'The file'}: read CSV, Parquet or Excel (.xlsx) files; save it as one of them.")
+    return suffix
 
 
 def read_table(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> pd.DataFrame:
     """The table in ``path`` (by its suffix); ValueError saying what to change when it cannot be read."""
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in TABLE_SUFFIXES:
-        raise ValueError(f"{path.name}: read CSV, Parquet or Excel (.xlsx) files; save it as one of them.")
-    data = read_bytes(path, max_bytes)
+    table_suffix(path.name)
+    return read_table_bytes(read_bytes(path, max_bytes), path.name)
+
+
+def read_table_bytes(data: bytes, filename: str) -> pd.DataFrame:
+    """The table in ``data``, read by the suffix of ``filename`` (CSV, Parquet or Excel; a bare suffix
+    such as ``".xlsx"`` will do); cells as text as in :func:`read_table`. The caller has already
+    capped the size (:func:`core.uploads.read_bytes`)."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError(f"read_table_bytes takes the file's bytes, not {type(data).__name__}.")
+    suffix = table_suffix(filename)
+    name = Path(str(filename)).name
+    data = bytes(data)
     if suffix == ".csv":
         return read_csv_text_cells(data)
-    if suffix == ".xlsx":
-        if importlib.util.find_spec("openpyxl") is None:
-            raise ValueError(f"{path.name}: Excel files need the openpyxl package, which is not installed here. "
-                             "Save the sheet as CSV (UTF-8) or Parquet and read that instead.")
-        frame = pd.read_excel(io.BytesIO(data), dtype=str, keep_default_na=False)  # pragma: no cover
-    else:
-        try:
-            frame = pd.read_parquet(io.BytesIO(data))
-        except Exception as exc:  # pyarrow raises its own types for damaged files
-            raise ValueError(f"{path.name}: not a readable Parquet file ({str(exc)[:200]}).") from None
+    frame = read_workbook(data, name) if suffix == ".xlsx" else _read_parquet(data, name)
     _check_names([str(c) for c in frame.columns])
     frame.columns = [str(c).strip() for c in frame.columns]
     return frame
+
+
+def _read_parquet(data: bytes, name: str) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(io.BytesIO(data))
+    except Exception as exc:  # pyarrow raises its own types for damaged files
+        raise ValueError(f"{name}: not a readable Parquet file ({str(exc)[:200]}).") from None
+
+
+def read_workbook(data: bytes, name: str = "workbook.xlsx") -> pd.DataFrame:
+    """The first sheet of an Excel workbook, every cell as text (empty cells are empty text).
+
+    The workbook is a zip: its central directory is checked first (member count, each member's
+    declared size against its compressed size, the declared total), so a zip bomb is refused before
+    anything is inflated. A damaged or non-Excel file is a ValueError saying so."""
+    damaged = (f"{name}: not a readable Excel workbook (.xlsx); open it in Excel or LibreOffice and save it "
+               "again as .xlsx, or save the sheet as CSV (UTF-8).")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError):
+        raise ValueError(damaged) from None
+    if len(infos) > MAX_WORKBOOK_MEMBERS:
+        raise ValueError(f"{name}: the workbook holds {len(infos):,} parts; save the sheet on its own or as CSV.")
+    total = 0
+    for info in infos:
+        if info.file_size / max(info.compress_size, 1) > MAX_ZIP_RATIO and info.file_size > 1_000_000:
+            raise ValueError(f"{name}: a part of the workbook would expand more than {MAX_ZIP_RATIO} times; "
+                             "this looks like a zip bomb. Save the sheet as CSV instead.")
+        total += info.file_size
+    if total > MAX_EXPANDED_BYTES:
+        raise ValueError(f"{name}: the workbook expands to more than {MAX_EXPANDED_BYTES // 1_000_000:,} MB; "
+                         "save the sheet as CSV or Parquet instead.")
+    try:
+        frame = pd.read_excel(io.BytesIO(data), sheet_name=0, dtype=str, keep_default_na=False,
+                              engine="openpyxl")
+    except ImportError:  # an incomplete installation (openpyxl is in requirements.txt), not the file
+        raise
+    except Exception:  # openpyxl raises many types (KeyError, InvalidFileException, XML errors)
+        raise ValueError(damaged) from None
+    return frame.fillna("")
 
 
 def read_csv_text_cells(data: bytes) -> pd.DataFrame:

@@ -32,8 +32,8 @@ from typing import Any, Mapping
 from core.contracts import digest_of, storable
 
 __all__ = [
-    "BLOCKS", "ColumnSchema", "DataSchema", "DEFAULT_MISSING_TOKENS", "MISSING_LABEL", "MISSING_POLICIES",
-    "ROLES", "SCHEMA_VERSION", "WARNING",
+    "BLOCKS", "ColumnSchema", "DataSchema", "DEFAULT_MISSING_TOKENS", "FILE_SUFFIXES", "MISSING_LABEL",
+    "MISSING_POLICIES", "ROLES", "SCHEMA_VERSION", "WARNING",
 ]
 
 SCHEMA_VERSION = 1
@@ -48,6 +48,9 @@ MISSING_LABEL = "(missing)"
 BLOCKS = "blocks a run"
 WARNING = "warning"
 MAX_BINS = 1_000
+MAX_SEED = 2**63 - 1
+# The file types a data set is read from (core.intake.read reads each by this suffix).
+FILE_SUFFIXES = (".csv", ".parquet", ".pq", ".xlsx")
 
 
 def _fail(column: str, message: str) -> None:
@@ -251,7 +254,11 @@ class DataSchema:
     ``person_id`` names the column of role ``"person_id"`` (None: one row is one person) and
     ``max_rows_per_person`` is how many rows one person may contribute; :func:`core.intake.apply`
     keeps at most that many per person (contribution bounding). ``missing_tokens`` is the text read as
-    a missing value (compared after trimming, ignoring case).
+    a missing value (compared after trimming, ignoring case). ``bounding_seed`` seeds contribution
+    bounding (which of a person's rows over the limit are kept), so the same file cleaned by the same
+    schema keeps the same rows wherever it is rerun. ``file_suffix`` records the file type the data set
+    is read from (``".csv"``, ``".parquet"``, ``".pq"`` or ``".xlsx"``), so a rerun reads the bytes the
+    same way. Both are public; schemas written before they existed load with the defaults.
     """
 
     name: str
@@ -259,6 +266,8 @@ class DataSchema:
     person_id: str | None = None
     max_rows_per_person: int = 1
     missing_tokens: tuple[str, ...] = DEFAULT_MISSING_TOKENS
+    bounding_seed: int = 0
+    file_suffix: str = ".csv"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -294,6 +303,17 @@ class DataSchema:
                                 else "its role is not 'person_id'") + "; fix the column or unset person_id.")
         if self.person_id is None and self.max_rows_per_person != 1:
             raise ValueError("max_rows_per_person needs a person-id column: without one each row is one person.")
+        if isinstance(self.bounding_seed, bool) or not isinstance(self.bounding_seed, int) \
+                or not 0 <= self.bounding_seed <= MAX_SEED:
+            raise ValueError(f"bounding_seed must be a whole number from 0 to {MAX_SEED:,}, not "
+                             f"{self.bounding_seed!r:.40}.")
+        suffix = self.file_suffix.strip().lower() if isinstance(self.file_suffix, str) else self.file_suffix
+        if isinstance(suffix, str) and suffix and not suffix.startswith("."):
+            suffix = "." + suffix
+        if suffix not in FILE_SUFFIXES:
+            raise ValueError(f"file_suffix must be one of {list(FILE_SUFFIXES)} (the type of the data file), not "
+                             f"{self.file_suffix!r:.40}.")
+        object.__setattr__(self, "file_suffix", suffix)
         for col in self.columns:
             if col.role != "category":
                 continue
