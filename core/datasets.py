@@ -33,11 +33,12 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
-from core.contracts import DataRef
+from core.contracts import DataRef, bytes_fingerprint
 
 __all__ = [
     "DATA_DIR", "DATASETS", "DatasetInfo", "COMPAS_POPULATIONS", "compas_population", "cps_domain",
     "datasets_summary", "load_adult", "load_compas", "load_cps", "load_dataset", "load_georgia_counties",
+    "load_microdata",
 ]
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -241,8 +242,8 @@ DATASETS: dict[str, DatasetInfo] = {
 def load_dataset(ref: DataRef | str) -> pd.DataFrame:
     """A fresh copy of the bundled data set a plan names (a DataRef, or its DATASETS key).
 
-    Uploaded data are not loaded here: a page or ``run`` receives their bytes and reads them with
-    ``core.uploads.read_upload``.
+    Uploaded data are not loaded here: a ``run`` receives their bytes and reads them with
+    :func:`load_microdata`.
     """
     key = ref.source if isinstance(ref, DataRef) else ref
     if isinstance(ref, DataRef) and ref.is_upload:
@@ -250,6 +251,51 @@ def load_dataset(ref: DataRef | str) -> pd.DataFrame:
     if key not in DATASETS:
         raise ValueError(f"Unknown data set {key!r}; choose one of {sorted(DATASETS)}")
     return DATASETS[key].loader()
+
+
+def load_microdata(ref: DataRef, data: bytes | None = None) -> pd.DataFrame:
+    """The table of people a plan's data reference names: the one loader every run reads microdata with.
+
+    - bundled data (``ref.source`` a DATASETS key): a fresh copy of it; ``data`` must be None;
+    - an upload: ``data`` must be the file's bytes, and their SHA-256 must be ``ref.fingerprint``
+      (checked before anything is parsed). With the curator's schema (``ref.schema``, a
+      :class:`core.intake.DataSchema`) the bytes are read by the schema's ``file_suffix``
+      (:func:`core.intake.read_table_bytes`, cells as text) and cleaned by
+      :func:`core.intake.apply` with the schema's ``bounding_seed``, so every run, and every rerun of
+      a report, sees exactly the same cleaned table; without a schema they are read as a CSV by
+      ``core.uploads.read_upload(..., "microdata_csv")``.
+
+    ValueError, saying what to give instead, for missing or unexpected bytes and for a file other
+    than the one the plan names.
+    """
+    if not isinstance(ref, DataRef):
+        raise ValueError(f"load_microdata takes a DataRef, not {type(ref).__name__}.")
+    if not ref.is_upload:
+        if data is not None:
+            raise ValueError(f"This plan runs on the bundled data set {ref.source!r}; it takes no data file.")
+        return load_dataset(ref)
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError("This plan runs on an uploaded file: give the same file's bytes (the file the plan "
+                         "was made with).")
+    data = bytes(data)
+    if bytes_fingerprint(data) != ref.fingerprint:
+        raise ValueError("The file given is not the one the plan was made with (its fingerprint differs); give "
+                         "that file, unchanged.")
+    from core.uploads import read_bytes, read_upload
+    if ref.schema is None:
+        return read_upload(data, "microdata_csv")
+    from core.intake.check import apply
+    from core.intake.read import read_table_bytes
+    from core.intake.schema import DataSchema
+    schema = ref.schema
+    if not isinstance(schema, DataSchema):
+        raise ValueError(f"The plan's data schema is a {type(schema).__name__}, not a DataSchema; declare the "
+                         "data again on the data step.")
+    frame = apply(read_table_bytes(read_bytes(data), schema.file_suffix), schema)
+    if frame.empty or not len(frame.columns):
+        raise ValueError(f"Cleaning {schema.name!r} by its schema leaves no rows or no columns; check the "
+                         "missing-value policies and roles on the data step.")
+    return frame
 
 
 def datasets_summary() -> pd.DataFrame:

@@ -20,7 +20,7 @@ from core.coherence.plan import AuditPlan, RowSample
 from core.coherence.releases import MAX_DOMAIN, RELEASES
 from core.coherence.subgroups import custom_subgroup
 from core.coherence.verdicts import min_trials_for_pass
-from core.contracts import DataRef, Progress, Result, bytes_fingerprint, make_rng, seed_sequence, stream_key
+from core.contracts import DataRef, Progress, Result, make_rng, seed_sequence, stream_key
 
 ROWS_STREAM = stream_key("row sample")
 
@@ -31,18 +31,10 @@ def worst_key(release: str) -> str:
 
 
 def load_frame(ref: DataRef, data: bytes | None = None) -> pd.DataFrame:
-    """The full table a plan names: a bundled data set, or the uploaded CSV bytes (fingerprint checked)."""
-    if ref.is_upload:
-        if not isinstance(data, (bytes, bytearray)):
-            raise ValueError("This plan audits an uploaded CSV: give the same file's bytes.")
-        if bytes_fingerprint(bytes(data)) != ref.fingerprint:
-            raise ValueError("The file given is not the one the plan was made with (its fingerprint differs).")
-        from core.uploads import read_upload
-        return read_upload(bytes(data), "microdata_csv")
-    if data is not None:
-        raise ValueError(f"This plan audits the bundled {ref.source!r} data; it takes no data file.")
-    from core.datasets import load_dataset
-    return load_dataset(ref.source)
+    """The full table a plan names: a bundled data set, or the uploaded file's bytes (fingerprint checked;
+    cleaned by the curator's schema when the reference carries one): :func:`core.datasets.load_microdata`."""
+    from core.datasets import load_microdata
+    return load_microdata(ref, data)
 
 
 def sample_rows(frame: pd.DataFrame, rows: RowSample) -> pd.DataFrame:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from core.cache import cached, cached_call
-from core.contracts import (DataRef, Plan, Progress, Result, bytes_fingerprint, check_params, finite_number,
+from core.contracts import (DataRef, Plan, Progress, Result, check_params, finite_number,
                             named_rng, param, whole_number)
 from core.datasets import COMPAS_POPULATIONS, compas_population, load_adult, load_compas
 from core.fairness.causal_ranking import (MediatorRole, compas_ranking_frame, counterfactual_scores, fit_scm,
@@ -449,12 +449,8 @@ def ranking_table(plan: GroupFairnessPlan, data: bytes | None) -> pd.DataFrame:
     if src == "moving-company":
         rng = named_rng(plan.seed, "moving company")
         return moving_company(plan.ranking.synthetic_rows, rng)
-    from core.uploads import read_upload
-    if data is None:
-        raise ValueError("This plan ranks an uploaded table: pass the file's bytes.")
-    if bytes_fingerprint(data) != plan.data.fingerprint:
-        raise ValueError("The uploaded file is not the one the plan names (its fingerprint differs).")
-    return read_upload(data, "microdata_csv")
+    from core.datasets import load_microdata
+    return load_microdata(plan.data, data)
 
 
 def ranking_subrun(plan: GroupFairnessPlan, data: bytes | None = None) -> RankingResult:

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from core.cache import cached, cached_call, fingerprint_of
-from core.contracts import Progress, Result, bytes_fingerprint
+from core.contracts import Progress, Result
 from core.parallel import default_n_jobs
-from core.synthesis.encoding import categorical_view, identifier_like
+from core.synthesis.encoding import DEFAULT_BINS, ColumnUnits, identifier_like, numeric_view
 from core.synthesis.mean_study import MeanStudy, run_means
 from core.synthesis.plan import SynthesisPlan
 from core.synthesis.release import SyntheticRelease, make_release
@@ -30,29 +30,19 @@ CURATOR = ("Curator-only diagnostics: every error here is measured against the r
 
 def load_raw(plan: SynthesisPlan, data=None) -> pd.DataFrame:
     """The raw table a plan runs on: the bundled data set, or the uploaded bytes after their fingerprint
-    is checked against the plan's (a table may be passed directly for bundled data)."""
-    ref = plan.data
-    if ref.is_upload:
-        if not isinstance(data, (bytes, bytearray)):
-            raise ValueError("This plan runs on an uploaded CSV: pass the file's bytes.")
-        if bytes_fingerprint(bytes(data)) != ref.fingerprint:
-            raise ValueError("The file given is not the one the plan was made for (its fingerprint differs).")
-        from core.uploads import read_upload
-
-        return read_upload(bytes(data), "microdata_csv")
-    if isinstance(data, pd.DataFrame):
+    is checked against the plan's and, with the curator's schema, cleaned by it
+    (:func:`core.datasets.load_microdata`); a table may be passed directly for bundled data."""
+    if not plan.data.is_upload and isinstance(data, pd.DataFrame):
         return data
-    if data is not None:
-        raise ValueError(f"This plan runs on the bundled data set {ref.source!r}; it takes no file.")
-    from core.datasets import load_dataset
+    from core.datasets import load_microdata
 
-    return load_dataset(ref.source)
+    return load_microdata(plan.data, data)
 
 
-def prepared_view(raw: pd.DataFrame, bounds=None) -> tuple[pd.DataFrame, list[str], list[str]]:
-    """Every usable column as a category (numeric ones only over declared public bounds), the notes on
+def prepared_view(raw: pd.DataFrame, bounds=None, bins=DEFAULT_BINS) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """Every usable column as a category (numeric ones binned over declared public bounds), the notes on
     what was done, and the identifier-like columns (warned about, never pre-selected)."""
-    view, notes = categorical_view(raw, bounds)
+    view, notes, _ = numeric_view(raw, bounds, bins=bins)
     ids = identifier_like(raw)
     for col in ids:
         notes.append(f"{col}: looks like an identifier (a different value in almost every row); it is not "
@@ -62,12 +52,21 @@ def prepared_view(raw: pd.DataFrame, bounds=None) -> tuple[pd.DataFrame, list[st
 
 def prepare(plan: SynthesisPlan, data=None) -> tuple[pd.DataFrame, list[str]]:
     """The category frame of the plan's columns and the preparation notes."""
-    view, notes, _ = prepared_view(load_raw(plan, data), plan.bounds)
+    frame, notes, _ = prepare_units(plan, data)
+    return frame, notes
+
+
+def prepare_units(plan: SynthesisPlan, data=None) -> tuple[pd.DataFrame, list[str], dict[str, ColumnUnits]]:
+    """:func:`prepare` plus how each numeric column returns to its units (its public bins and dtype)."""
+    raw = load_raw(plan, data)
+    view, notes, units = numeric_view(raw, plan.bounds, bins=plan.bins)
+    notes += [f"{col}: looks like an identifier (a different value in almost every row); it is not "
+              "pre-selected, and synthesising it would publish its category list." for col in identifier_like(raw)]
     missing = [c for c in plan.columns if c not in view.columns]
     if missing:
         raise ValueError(f"Column(s) {missing} cannot be synthesised as categories: give public bounds for "
                          "numeric columns, or leave them out.")
-    return view[list(plan.columns)], notes
+    return view[list(plan.columns)], notes, {c: u for c, u in units.items() if c in plan.columns}
 
 
 def accounting_text(plan: SynthesisPlan, n_strata: int) -> str:
@@ -98,8 +97,9 @@ def _marginals_part(setup: SynthesisPlan, split, sub, key: str, frame: pd.DataFr
     return marginal_comparison(setup.replace(sweep=split, marginals=sub), frame, progress)
 
 
-def _release_part(setup: SynthesisPlan, sub, key: str, frame: pd.DataFrame, progress=None) -> SyntheticRelease:
-    return make_release(setup.replace(release=sub), frame, progress=progress)
+def _release_part(setup: SynthesisPlan, sub, key: str, frame: pd.DataFrame, units=None,
+                  progress=None) -> SyntheticRelease:
+    return make_release(setup.replace(release=sub), frame, units=units, progress=progress)
 
 
 def _means_part(sub, sizes: tuple[int, ...], delta: float) -> MeanStudy:
@@ -214,7 +214,7 @@ def run(plan: SynthesisPlan, data=None, *, progress: Progress | None = None) -> 
     """Every tab the plan asks for, on the bundled data or the uploaded bytes."""
     if not isinstance(plan, SynthesisPlan):
         raise ValueError("run takes a SynthesisPlan.")
-    frame, notes = prepare(plan, data)
+    frame, notes, units = prepare_units(plan, data)
     overview = strata_overview(frame, plan.strata)
     setup = plan.setup()
     key = fingerprint_of(frame)
@@ -226,7 +226,7 @@ def run(plan: SynthesisPlan, data=None, *, progress: Progress | None = None) -> 
     if plan.marginals is not None:
         result.marginals = _marginals_cached(setup, plan.sweep, plan.marginals, key, frame, progress=progress)
     if plan.release is not None:
-        result.release = _release_cached(setup, plan.release, key, frame, progress=progress)
+        result.release = _release_cached(setup, plan.release, key, frame, units=units, progress=progress)
     if plan.means is not None:
         sizes = tuple(int(s) for s in overview["real_rows"] if s > 0)
         result.means = _means_cached(plan.means, sizes, plan.delta)
@@ -238,6 +238,6 @@ def secure_release(plan: SynthesisPlan, data=None, *, progress: Progress | None 
     ``progress`` hears the fit's rounds; a ``Cancelled`` raised there stops it before anything is released."""
     if plan.release is None:
         raise ValueError("Choose the release's epsilon and method first.")
-    frame, _ = prepare(plan, data)
+    frame, _, units = prepare_units(plan, data)
     strata_overview(frame, plan.strata)   # refuses too many strata before spending anything
-    return make_release(plan, frame, secure=True, progress=progress)
+    return make_release(plan, frame, units=units, secure=True, progress=progress)
