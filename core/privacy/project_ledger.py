@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import math
 import random
@@ -138,9 +139,46 @@ def _why(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, StoreUnavailable) else type(exc).__name__
 
 
+DECLARED = "dataset:"   # the key prefix of a data set the curator declared (its schema's name follows)
+KEY_LENGTH = 200        # the width of every data_key column
+
+
+def declared_key(name: str) -> str:
+    """The ledger key of the declared data set ``name``: "dataset:" + the name. A name too long for the key
+    column keeps its start and gets the first 16 hex digits of its SHA-256, so two long names that share a
+    start never share a budget."""
+    key = DECLARED + str(name)
+    if len(key) <= KEY_LENGTH:
+        return key
+    tail = "~" + hashlib.sha256(str(name).encode("utf-8")).hexdigest()[:16]
+    return key[:KEY_LENGTH - len(tail)] + tail
+
+
 def data_key(ref: DataRef) -> str:
-    """The key one data set's releases share: the bundled name, or "upload:" + the upload's SHA-256."""
+    """The key one data set's releases share, so its spends and cap follow it.
+
+    * a DataRef carrying the curator's schema: the declared data set, ``"dataset:" + schema.name``; every
+      file version uploaded into it (a re-export with other line endings, a corrected cell, a row fewer)
+      spends from one budget, whatever its fingerprint;
+    * an upload without a schema: ``"upload:" + the file's SHA-256``;
+    * bundled data: its name.
+    """
+    schema = getattr(ref, "schema", None)
+    if schema is not None:
+        return declared_key(schema.name)
     return f"{ref.source}:{ref.fingerprint}" if ref.is_upload else ref.source
+
+
+def data_label(ref: DataRef) -> str:
+    """The name people see for ``ref``'s data set: the declared data set's name, else its key."""
+    schema = getattr(ref, "schema", None)
+    return str(schema.name)[:KEY_LENGTH] if schema is not None else data_key(ref)
+
+
+def declared_name(key: str) -> str | None:
+    """The declared data set's name for a ledger key made by :func:`declared_key` (None for other keys;
+    a shortened long name comes back shortened)."""
+    return key[len(DECLARED):] if key.startswith(DECLARED) else None
 
 
 def release_key(action: str, plan_digest: str, nonce: str = "") -> str:

@@ -11,8 +11,9 @@ import streamlit as st
 
 from core.contracts import DataRef, Plan
 from core.privacy.ledger import BudgetLedger
-from core.privacy.project_ledger import (DEFAULT_DELTA, LedgerRelease, ProjectLedger, data_key, release_key,
-                                         spends_of)
+from core.privacy.project_ledger import (DECLARED, DEFAULT_DELTA, LedgerRelease, ProjectLedger, data_key,
+                                         release_key, spends_of)
+from core.privacy.project_ledger import data_label as ledger_data_label
 from core.report import data_ref_of
 from dashboard.components.plain_text import plain
 
@@ -38,11 +39,16 @@ def ledger_ref(plan: Plan) -> DataRef | None:
 def release_entry(plan: Plan, page: str, action: str, label: str, ledger: BudgetLedger, *,
                   kind: str = "release", fresh: bool = False, data_label: str = "") -> LedgerRelease:
     """A page's release for the project ledger, keyed on the action and the plan's digest; ``fresh`` adds a
-    random nonce, for a secure release (each press is a new release even with the same plan)."""
-    key = data_key(ledger_ref(plan))
+    random nonce, for a secure release (each press is a new release even with the same plan). The data set
+    is ``data_key`` of the plan's data: a declared data set by its name, whichever file version the plan
+    used."""
+    ref = ledger_ref(plan)
+    key = data_key(ref)
     digest = plan.digest()
+    # a declared data set is always labelled by its name, so every release of it reads the same everywhere
+    shown = ledger_data_label(ref) if key.startswith(DECLARED) else (data_label or key)
     return LedgerRelease(key, release_key(action, digest, secrets.token_hex(8) if fresh else ""), kind, page,
-                         action, label, digest, spends_of(ledger), data_label or key)
+                         action, label, digest, spends_of(ledger), shown)
 
 
 def ledger_delta(key: str) -> float:
@@ -132,7 +138,7 @@ def ledger_for_report(plan: Plan) -> dict | None:
     if ref is None:
         return None
     if (data_in_use() or ("",))[0] != data_key(ref):
-        mark_in_use(data_key(ref))
+        mark_in_use(data_key(ref), ledger_data_label(ref))
     try:
         return project_ledger().export(data_key(ref))
     except ValueError as exc:
