@@ -1,7 +1,7 @@
 """The Stratified synthesis plan: every choice that shapes a number, validated once.
 
 A :class:`SynthesisPlan` names the data, the columns and strata, what the curator declares public
-(category lists, stratum sizes, numeric ranges), the synthesizer and its Params, delta, and one
+(category lists, stratum sizes, numeric ranges and their bins), the synthesizer and its Params, delta, and one
 sub-plan per tab (``None`` when that tab has not been asked to run). ``core.synthesis.run`` turns
 it into a :class:`~core.synthesis.result.SynthesisResult`.
 
@@ -13,7 +13,7 @@ plan written in a script (or a report saved by an earlier version) still loads a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.contracts import DataRef, Plan, Registry, Spec, param
 from core.privacy.mechanisms import MECHANISMS, NoParams
@@ -61,6 +61,21 @@ def check_numeric_bounds(bounds) -> None:
             raise ValueError(f"The column {entry[0]} has two public ranges; keep one.")
         seen.add(entry[0])
         check_public_range(*entry)
+
+
+MAX_BINS = 200   # a bin count above this spreads a release's budget over cells too small to measure
+
+
+def check_numeric_bins(bins) -> None:
+    """Every (column, bin count) entry of a plan's numeric bins: each column once, 1..MAX_BINS bins."""
+    seen = set()
+    for entry in bins:
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2 or not isinstance(entry[0], str):
+            raise ValueError("Each numeric bin count is (column, number of bins), with the column's name as text.")
+        if entry[0] in seen:
+            raise ValueError(f"The column {entry[0]} has two bin counts; keep one.")
+        seen.add(entry[0])
+        check_whole(entry[1], f"The number of bins of {entry[0]}", 1, MAX_BINS)
 
 
 def check_number(value, name: str, low: float | None = None, high: float | None = None,
@@ -231,9 +246,12 @@ class SynthesisPlan(Plan):
     Public declarations: ``domain_declared_public`` (the category lists of the chosen columns are
     known without reading the private rows; required for uploads, where they would otherwise come
     from the data), ``sizes_declared_public`` (with size policy "public": stratum sizes, and hence
-    the row count, are public), ``numeric_bounds`` ((column, low, high) public ranges to bin wide
-    numeric columns). Under "dp_count" the stratum counts (stratified) or the row count (pooled)
-    are measured with ``count_share`` of each budget, and releases have that noisy size.
+    the row count, are public), ``numeric_bounds`` ((column, low, high) public ranges of numeric
+    columns, used when the data reference carries no schema that declares them) with ``numeric_bins``
+    ((column, count) equal-width bins over each range; ``DEFAULT_BINS`` when unset). Numeric columns are
+    synthesised as their bins and returned in their units. Under "dp_count" the stratum counts
+    (stratified) or the row count (pooled) are measured with ``count_share`` of each budget, and
+    releases have that noisy size.
     """
 
     data: DataRef
@@ -258,6 +276,7 @@ class SynthesisPlan(Plan):
         help="Otherwise they would be read from the private rows and published with every synthetic row. Tick "
              "only if the categories are known without looking at the data (a code book).")
     numeric_bounds: tuple[tuple[str, float, float], ...] = ()
+    numeric_bins: tuple[tuple[str, int], ...] | None = field(default=None, metadata={"omit_if_none": True})
     sweep: SweepPlan | None = None
     marginals: MarginalsPlan | None = None
     release: ReleasePlan | None = None
@@ -300,6 +319,10 @@ class SynthesisPlan(Plan):
                              "Declare that the categories of the chosen columns are public knowledge (tick "
                              "the box), or choose a bundled data set.")
         check_numeric_bounds(self.numeric_bounds)
+        if self.numeric_bins is not None:
+            check_numeric_bins(self.numeric_bins)
+            if not self.numeric_bins:   # no count given is the same plan as none declared
+                object.__setattr__(self, "numeric_bins", None)
 
     @property
     def params(self):
@@ -308,7 +331,34 @@ class SynthesisPlan(Plan):
 
     @property
     def bounds(self) -> dict[str, tuple[float, float]]:
-        return {c: (float(lo), float(hi)) for c, lo, hi in self.numeric_bounds}
+        """The public range of every numeric column: the data set's declaration (``ColumnSchema.bounds`` of
+        its number columns) when the data reference carries one, else the plan's ``numeric_bounds``."""
+        out = {c: (float(lo), float(hi)) for c, lo, hi in self.numeric_bounds}
+        out.update(self.schema_ranges())
+        return out
+
+    @property
+    def bins(self) -> dict[str, int]:
+        """The bin count of every column with a public range: the plan's ``numeric_bins`` (DEFAULT_BINS for
+        a column without one), or the count of equal-width bins the data set's declaration gives."""
+        from core.synthesis.encoding import DEFAULT_BINS
+
+        given = dict(self.numeric_bins or ())
+        out = {c: int(given.get(c, DEFAULT_BINS)) for c in self.bounds}
+        schema = self.data.schema
+        for c in self.schema_ranges():
+            declared = schema.column(c).bins
+            if isinstance(declared, int):
+                out[c] = declared
+        return out
+
+    def schema_ranges(self) -> dict[str, tuple[float, float]]:
+        """Public ranges of the number columns the data reference's schema declares (none without a schema)."""
+        schema = self.data.schema
+        if schema is None:
+            return {}
+        return {c.name: (float(c.bounds[0]), float(c.bounds[1])) for c in schema.used_columns()
+                if c.role == "number" and c.bounds is not None}
 
     @property
     def sizes_public(self) -> bool:

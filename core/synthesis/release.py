@@ -9,7 +9,7 @@ public only when declared so; otherwise it is the noisy count the release paid f
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,7 @@ from core.contracts import Progress, named_rng
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.privacy.protection import ProtectionUnit
-from core.synthesis.encoding import decode_categories, encode_categories
+from core.synthesis.encoding import ColumnUnits, decode_categories, encode_categories, to_units
 from core.synthesis.fit_ledger import record_fit
 from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.plan import SynthesisPlan
@@ -34,7 +34,12 @@ ADJACENCY = ("Neighbouring data sets differ by adding or removing one person; if
 
 @dataclass
 class SyntheticRelease:
-    """The synthetic rows (category labels), their ledger and budget statement, and how they were drawn."""
+    """The synthetic rows, their ledger and budget statement, and how they were drawn.
+
+    ``data`` has the columns and dtypes of the prepared original: categories as labels, numeric columns
+    in their units. ``binned`` is the same rows as category labels (numeric columns as their public
+    bins), on which shares are counted; None means ``data`` itself.
+    """
 
     data: pd.DataFrame
     ledger: BudgetLedger
@@ -43,12 +48,15 @@ class SyntheticRelease:
     secure: bool
     method: str
     epsilon: float
+    binned: pd.DataFrame | None = field(default=None, repr=False)
 
     def shares(self) -> pd.DataFrame:
-        """One-way category shares of the synthetic data (releasable: computed from the release only)."""
+        """One-way category shares of the synthetic data, numeric columns over their bins (releasable:
+        computed from the release only)."""
         parts = []
-        for col in self.data.columns:
-            counts = self.data[col].value_counts(sort=False)
+        frame = self.data if self.binned is None else self.binned
+        for col in frame.columns:
+            counts = frame[col].value_counts(sort=False)
             total = max(int(counts.sum()), 1)
             parts.append(pd.DataFrame({"column": col, "category": [str(c) for c in counts.index],
                                        "share": counts.to_numpy() / total}))
@@ -61,8 +69,8 @@ def domain_note(plan: SynthesisPlan) -> str:
     return "Category lists: the bundled data set's documented categories."
 
 
-def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = False,
-                 progress: Progress | None = None) -> SyntheticRelease:
+def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, units: dict[str, ColumnUnits] | None = None,
+                 secure: bool = False, progress: Progress | None = None) -> SyntheticRelease:
     """Fit ``plan.release.method`` on every row of the prepared ``frame`` and draw the synthetic rows.
 
     Stratified: the strata's sizes are public (declared) or the noisy counts it paid for, and the
@@ -75,6 +83,9 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
     per person (``core.privacy.protection``).
     The one fit runs in this process, so ``progress`` hears the synthesizer's rounds (AIM, GEM) and a
     ``Cancelled`` raised there stops the fit before anything is released.
+    ``units`` (from ``core.synthesis.workflow.prepare_units``) return numeric columns to their units: a
+    binned value is drawn uniformly within its public bin by the same generator that drew the rows, after
+    them (post-processing of the release; no privacy noise).
     """
     sub = plan.release
     codes, domain, labels = encode_categories(frame[list(plan.columns)])
@@ -112,12 +123,14 @@ def make_release(plan: SynthesisPlan, frame: pd.DataFrame, *, secure: bool = Fal
     if unit.grouped:
         table = readable_ledger(ledger.to_frame(), plan.strata, labels, domain) if sub.method == "stratified" \
             else ledger.to_frame()
-    synth = decode_categories(model.sample(n_out, rng), labels)
+    binned = decode_categories(model.sample(n_out, rng), labels)
+    synth = to_units(binned, units or {}, rng)
     size_note = ("Row count: public, as declared." if plan.sizes_public else
                  "Row count: the noisy count paid for above, not the real one.")
     statement = " ".join([RELEASE if secure else SIMULATION, ledger.statement(delta=plan.delta), size_note,
                           domain_note(plan), ADJACENCY, unit.sentence()])
-    return SyntheticRelease(synth, ledger, table, statement, secure, sub.method, sub.epsilon)
+    return SyntheticRelease(synth, ledger, table, statement, secure, sub.method, sub.epsilon,
+                            binned=binned if units else None)
 
 
 def budget_statement_text(plan: SynthesisPlan, release: SyntheticRelease, log_statement: str = "") -> str:
