@@ -32,6 +32,13 @@ HOME = PageEntry(
 )
 PAGES: tuple[PageEntry, ...] = (
     PageEntry(
+        "tools/data_step.py", "Data step", "data-step", ":material/upload_file:",
+        "Which of my own data can the tools use, and how is each column read, cleaned and protected? "
+        "Upload a table once, see every problem at once, declare each column (public categories and "
+        "bounds, missing values, label merges, unit of protection) and use it on every microdata page.",
+        ".st-key-ds_start",
+    ),
+    PageEntry(
         "tools/coherence_audit.py", "Coherence audit", "coherence-audit", ":material/fact_check:",
         "If we publish this table or synthetic file, can someone use it to draw conclusions about "
         "groups of people that the real data would not support? The audit runs simulated "

@@ -1,15 +1,28 @@
-"""Reusable widget: choose bundled microdata (CPS extract, UCI Adult) or upload a CSV.
+"""Reusable widget: choose bundled microdata (CPS extract, UCI Adult), a data set declared on the Data step,
+or upload a CSV.
+
+Declared data sets live in this browser session under ``st.session_state["declared_data"]``
+(``{name: {"schema": DataSchema, "raw": bytes, "file_name": str}}``, written by the Data step page). The
+picker offers each one as ``"declared:<name>"`` and returns a :class:`PickedData` whose ``ref`` is
+``DataRef("upload", fingerprint, schema=schema)``, so the declaration travels in every plan and every run
+cleans the file exactly as declared (``core.datasets.load_microdata``). A declared data set that still has
+a problem blocking a run is not offered; the picker says which and why.
+
+The choice follows the curator across pages: every picker writes what was chosen to
+``st.session_state["data_choice"]`` and, when another page changed it since this picker last drew, starts
+from it (bundled keys and declared data sets; an ad-hoc upload stays on its own page).
 
 Uploads are kept in the session by fingerprint (``uploads_kept``) and reused when the user comes back.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from core.contracts import DataRef
+from core.contracts import DataRef, bytes_fingerprint
 from core.datasets import DATASETS, load_dataset
 from core.uploads import read_upload
 from dashboard.components.uploads_kept import upload_kept
@@ -17,6 +30,13 @@ from dashboard.components.uploads_kept import upload_kept
 UPLOAD = "upload"
 MICRODATA_CHOICES = ("cps", "adult", UPLOAD)
 CHOICE_LABELS = {"cps": "CPS 1994-95 extract", "adult": "UCI Adult", UPLOAD: "Upload CSV"}
+DECLARED = "declared:"
+DECLARED_DATA = "declared_data"          # session key: name -> {"schema", "raw", "file_name"}
+DATA_CHOICE = "data_choice"              # session key: the choice last made on any page
+_SEEN = "data_choice_seen"               # session key: widget key -> the shared choice it last followed
+DATA_STEP_HINT = ("Your own file is declared once on the **Data step** page (first among the tools): "
+                  "roles, public categories and bounds, missing values, label merges, unit of protection. "
+                  "It is then offered here and on every microdata page.")
 
 
 @dataclass(frozen=True)
@@ -35,6 +55,149 @@ class PickedData:
         return (self.name, self.frame)[i]
 
 
+# ------------------------------------------------------------------------------------------- declared data
+
+def declared_data() -> dict:
+    """This session's declared data sets: name -> {"schema", "raw", "file_name"}."""
+    return st.session_state.setdefault(DECLARED_DATA, {})
+
+
+def declared_key(name: str) -> str:
+    """The choice key of a declared data set (what ``data_choice`` and the pickers hold)."""
+    return DECLARED + name
+
+
+def register_declared(schema, raw: bytes, file_name: str) -> str:
+    """Offer ``schema`` over ``raw`` on every page of this session and make it the current choice."""
+    declared_data()[schema.name] = {"schema": schema, "raw": bytes(raw), "file_name": str(file_name)}
+    key = declared_key(schema.name)
+    st.session_state[DATA_CHOICE] = key
+    return key
+
+
+def read_table_data(raw: bytes, file_name: str) -> pd.DataFrame:
+    """A curator's file as text cells, by its suffix (CSV, Parquet, Excel)."""
+    from core.intake import read_table_bytes
+    return read_table_bytes(bytes(raw), file_name)
+
+
+def declared_ref(schema, raw: bytes) -> DataRef:
+    """The reference a plan holds for a declared data set: the file's fingerprint and its schema."""
+    return DataRef(DataRef.UPLOAD, bytes_fingerprint(bytes(raw)), schema=schema)
+
+
+@st.cache_data(max_entries=8, show_spinner="Checking the declared data...")
+def _blocking(digest: str, fingerprint: str, _schema, _raw: bytes, file_name: str) -> tuple[str, ...]:
+    """The problems that block a run of the declared file (cached on the schema digest and file)."""
+    from core.intake import check
+    try:
+        frame = read_table_data(_raw, file_name)
+    except ValueError as exc:
+        return (str(exc),)
+    return tuple(p.line() for p in check(frame, _schema) if p.blocks)
+
+
+@st.cache_data(max_entries=8, show_spinner="Cleaning the declared data...")
+def _cleaned(digest: str, fingerprint: str, _ref: DataRef, _raw: bytes) -> pd.DataFrame:
+    """The declared file cleaned by its schema: the one loader every run uses."""
+    from core.datasets import load_microdata
+    return load_microdata(_ref, bytes(_raw))
+
+
+def declared_status(name: str) -> tuple[str | None, str | None]:
+    """(label, None) for a declared data set a run can use, else (None, why not)."""
+    entry = declared_data().get(name)
+    if entry is None:
+        return None, f"{name} is not declared in this session."
+    schema, raw = entry["schema"], entry["raw"]
+    blocks = _blocking(schema.digest(), bytes_fingerprint(raw), schema, raw, entry["file_name"])
+    if blocks:
+        return None, (f"{name}: {len(blocks)} problem{'s' if len(blocks) > 1 else ''} still block a run "
+                      f"(first: {blocks[0]}). Fix them on the Data step page.")
+    return f"{name} (declared: {entry['file_name']})", None
+
+
+def pick_declared(name: str) -> PickedData:
+    """The declared data set ``name`` cleaned by its schema; ValueError when it cannot run."""
+    label, why = declared_status(name)
+    if label is None:
+        raise ValueError(why)
+    entry = declared_data()[name]
+    schema, raw = entry["schema"], entry["raw"]
+    ref = declared_ref(schema, raw)
+    frame = _cleaned(schema.digest(), ref.fingerprint, ref, raw)
+    return PickedData(ref, schema.name, frame.copy(), raw)
+
+
+def declared_options() -> tuple[dict[str, str], list[str]]:
+    """({choice key: label} of the declared data sets a run can use, [why each other one is not offered])."""
+    offered, refused = {}, []
+    for name in list(declared_data()):
+        label, why = declared_status(name)
+        if label is None:
+            refused.append(why)
+        else:
+            offered[declared_key(name)] = label
+    return offered, refused
+
+
+def declared_name(choice: str | None) -> str | None:
+    """The declared data set's name in a choice key ("declared:<name>"), else None."""
+    return choice[len(DECLARED):] if isinstance(choice, str) and choice.startswith(DECLARED) else None
+
+
+def choice_of(ref: DataRef) -> str:
+    """The picker choice that gives ``ref`` back (a saved plan's data -> the widget value)."""
+    schema = getattr(ref, "schema", None)
+    return declared_key(schema.name) if schema is not None else ref.source
+
+
+# ------------------------------------------------------------------------------------------- following
+
+def follow_choice(widget_key: str, options) -> bool:
+    """Before drawing a data selectbox: when another page changed the shared choice since this widget last
+    followed it, and this page offers it, start from it. True when the widget's value was set here."""
+    shared = st.session_state.get(DATA_CHOICE)
+    seen = st.session_state.setdefault(_SEEN, {})
+    if shared is None or seen.get(widget_key) == shared:
+        return False
+    seen[widget_key] = shared
+    if shared in options and st.session_state.get(widget_key) != shared:
+        st.session_state[widget_key] = shared
+        return True
+    return False
+
+
+def remember_choice(widget_key: str, choice: str) -> None:
+    """After drawing: the choice made here becomes the shared one (an ad-hoc upload stays on its page)."""
+    if choice == UPLOAD:
+        return
+    st.session_state[DATA_CHOICE] = choice
+    st.session_state.setdefault(_SEEN, {})[widget_key] = choice
+
+
+def data_selectbox(label: str, bundled, labels: dict, *, key: str, default: str | None = None,
+                   upload: bool = True, help: str | None = None, container=None, **kwargs) -> str:
+    """A data selectbox: ``bundled`` keys, then this session's declared data sets, then (``upload``) an
+    upload; the choice follows the curator across pages. Returns the chosen key."""
+    offered, refused = declared_options()
+    options = [*bundled, *offered, *([UPLOAD] if upload else [])]
+    names = {**labels, **offered}
+    index = options.index(default) if default in options else 0
+    if follow_choice(key, options):
+        index = 0          # the value was just set in the session; a second default would only warn
+    choice = (container or st).selectbox(label, options, index=index, format_func=lambda k: names.get(k, k),
+                                         key=key, help=help, **kwargs)
+    for why in refused:
+        st.caption(f"Not offered: {why}")
+    if not offered:
+        st.caption(DATA_STEP_HINT)
+    remember_choice(key, choice)
+    return choice
+
+
+# ------------------------------------------------------------------------------------------- the picker
+
 @st.cache_data(show_spinner="Checking the uploaded file...", max_entries=4)
 def _parse_microdata(data: bytes) -> pd.DataFrame:
     """Validated microdata from uploaded bytes (cached on the content, errors are not cached)."""
@@ -42,14 +205,26 @@ def _parse_microdata(data: bytes) -> pd.DataFrame:
 
 
 def pick_microdata(key: str, default: str = "cps") -> PickedData | None:
-    """Selectbox of bundled microdata plus CSV upload; None when nothing usable is chosen yet."""
+    """Selectbox of bundled microdata, declared data sets and CSV upload; None when nothing usable is
+    chosen yet."""
     if default not in MICRODATA_CHOICES:
         raise ValueError(f"default must be one of {MICRODATA_CHOICES}, not {default!r}")
-    choice = st.selectbox(
-        "Microdata", MICRODATA_CHOICES, index=MICRODATA_CHOICES.index(default),
-        format_func=CHOICE_LABELS.__getitem__, key=f"{key}_dataset", persist_state="session",
-        help="A bundled real data set, or your own comma-separated file with a header row.",
-    )
+    choice = data_selectbox("Microdata", MICRODATA_CHOICES[:-1], CHOICE_LABELS, key=f"{key}_dataset",
+                            default=default, persist_state="session",
+                            help="A bundled real data set, a data set declared on the Data step, or your own "
+                                 "comma-separated file with a header row.")
+    name = declared_name(choice)
+    if name is not None:
+        try:
+            picked = pick_declared(name)
+        except ValueError as exc:
+            st.error(str(exc))
+            return None
+        entry = declared_data()[name]
+        st.caption(f"{name}: {len(picked.frame):,} rows x {picked.frame.shape[1]} columns after the declared "
+                   f"cleaning of {Path(entry['file_name']).name}. The declaration (schema) travels with every "
+                   "plan and report; change it on the Data step page.")
+        return picked
     if choice != UPLOAD:
         info = DATASETS[choice]
         frame = load_dataset(choice)

@@ -1,0 +1,488 @@
+"""Data step: bring your own table once, declare it column by column, and use it on every microdata page.
+
+Upload (CSV, Parquet, Excel) -> profile (curator-only) -> a drafted ``core.intake.DataSchema`` the curator
+confirms with widgets -> every problem at once (``core.intake.check``) -> optional private estimates of
+missing public bounds and categories (a real release, recorded in the ledger) -> save in the project
+database (``core.intake.store.DataSetStore``; a new data set first answers "same population?") and offer it
+to every page of this session (``dashboard.components.dataset_picker``). Nothing is computed here: reading,
+profiling, drafting, checking, cleaning and estimating are core's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from core.contracts import bytes_fingerprint, digest_of  # noqa: E402
+from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, apply, check, clean,  # noqa: E402
+                         draft_schema, needs_public_info, profile)
+from core.intake.read import table_suffix  # noqa: E402
+from core.intake.suggest import label_merges  # noqa: E402
+from core.intake.values import read_values  # noqa: E402
+from core.privacy.ledger import BudgetLedger  # noqa: E402
+from core.privacy.project_ledger import LedgerRelease, data_key, release_key, spends_of  # noqa: E402
+from dashboard.components.dataset_picker import (declared_data, declared_ref, read_table_data,  # noqa: E402
+                                                 register_declared)
+from dashboard.components.plain_text import plain  # noqa: E402
+from dashboard.components.release_confirm import release_button  # noqa: E402
+from dashboard.components.uploads_kept import upload_kept  # noqa: E402
+
+PAGE = "Data step"
+ESTIMATE = "private estimate of public information"
+P = "ds"
+ROLE_LABELS = {"category": "Category", "number": "Number", "person_id": "Person id (unit of protection)",
+               "leave_out": "Leave out"}
+MISSING_LABELS = {None: "Not decided (blocks a run if the column has missing values)",
+                  "own_category": "Its own category '(missing)'", "fill": "A public fill value",
+                  "drop_row": "Drop the row"}
+CURATOR_ONLY = ("Only on your screen: the profile, the problem list and every count on this page come from your "
+                "private file. They are never exported, never put in a report, a plan or the privacy ledger. "
+                "What travels is the declaration below (roles, public categories and bounds, missing values, "
+                "merges, unit of protection), which holds nothing counted from the data.")
+TYPES = ["csv", "parquet", "pq", "xlsx"]
+STATE = "ds_state"         # {"fp", "base": DataSchema, "kind": "draft" | "declared", "gen": int}
+PENDING = "ds_pending"     # widget values to set before the widgets are drawn (estimates)
+
+
+# ------------------------------------------------------------------------------------------- cached reads
+
+@st.cache_data(max_entries=4, show_spinner="Reading the file...")
+def _read(fingerprint: str, _raw: bytes, file_name: str) -> pd.DataFrame:
+    return read_table_data(_raw, file_name)
+
+
+@st.cache_data(max_entries=4, show_spinner="Profiling every column...")
+def _profile(fingerprint: str, file_name: str, _frame: pd.DataFrame):
+    return profile(_frame)
+
+
+@st.cache_resource(show_spinner=False)
+def _store(db_url: str):
+    from core.intake.store import DataSetStore
+    return DataSetStore(db_url or None)
+
+
+def data_set_store():
+    """The data set store in the project database (``DASHBOARD_DB_URL``); ValueError when unavailable."""
+    try:
+        return _store(os.environ.get("DASHBOARD_DB_URL", ""))
+    except ImportError:
+        raise ValueError("The data set store is not available in this installation.") from None
+
+
+# ------------------------------------------------------------------------------------------- state
+
+def _state() -> dict:
+    return st.session_state.setdefault(STATE, {"fp": None, "base": None, "kind": "draft", "gen": 0})
+
+
+def _start_from(schema: DataSchema, kind: str, fp: str) -> None:
+    """Make ``schema`` the declaration the widgets start from (new widget keys, so nothing stale stays)."""
+    state = _state()
+    state.update(fp=fp, base=schema, kind=kind, gen=state["gen"] + 1)
+    st.session_state[f"{P}_name"] = schema.name
+
+
+def _k(name: str, field: str) -> str:
+    return f"{P}{_state()['gen']}_{name}_{field}"
+
+
+def _apply_pending() -> None:
+    """Widget values decided on the previous run (a private estimate), set before the widgets exist."""
+    for key, value in st.session_state.pop(PENDING, {}).items():
+        st.session_state[key] = value
+
+
+# ------------------------------------------------------------------------------------------- widgets
+
+def _labels(frame: pd.DataFrame, name: str, tokens) -> list[str]:
+    """The distinct labels of a column as written (trimmed), for the curator's category menu."""
+    return sorted(str(x) for x in read_values(frame[name], tokens).label_names)
+
+
+def _category(col: ColumnSchema, frame, tokens, suggested, ticked: bool) -> dict:
+    merges = []
+    if suggested:
+        st.markdown("Merge label variants (suggested; tick the ones you agree with):")
+    for j, (variant, label) in enumerate(suggested):
+        if st.checkbox(f"'{variant}' is '{label}'", value=ticked and (variant, label) in col.merges,
+                       key=_k(col.name, f"merge_{j}")):
+            merges.append((variant, label))
+    found = _labels(frame, col.name, tokens)
+    options = list(dict.fromkeys([*(col.categories or ()), *(c for _, c in merges), *found]))
+    cats = st.multiselect("Public categories (the full public list; empty: not declared yet)", options,
+                          default=list(col.categories or ()), key=_k(col.name, "categories"),
+                          accept_new_options=True,
+                          help="Categories known without looking at the data (a questionnaire's answers, a "
+                               "published code list). Type one that is missing to add it.")
+    return {"categories": tuple(cats) or None, "merges": tuple(merges)}
+
+
+def _number(col: ColumnSchema) -> dict:
+    parse = st.checkbox("Read numbers written with separators, currency or percent signs (45,000, $45,000, 12%)",
+                        value=col.parse_numbers, key=_k(col.name, "parse"))
+    declared = st.checkbox("Public bounds declared", value=col.bounds is not None, key=_k(col.name, "has_bounds"),
+                           help="A range known without looking at the data (a questionnaire's limits, a published "
+                                "top code). Values outside are clipped.")
+    c1, c2, c3 = st.columns(3)
+    low0, high0 = col.bounds if col.bounds is not None else (0.0, 100.0)
+    low = c1.number_input("Public low", value=float(low0), key=_k(col.name, "low"), disabled=not declared)
+    high = c2.number_input("Public high", value=float(high0), key=_k(col.name, "high"), disabled=not declared)
+    bins0 = col.bins if isinstance(col.bins, int) else (len(col.bins) - 1 if col.bins else 0)
+    bins = c3.number_input("Bins (0: keep the numbers)", 0, 1000, int(bins0), key=_k(col.name, "bins"),
+                           help="Cut the range into this many equal-width bins (labelled in the column's units).")
+    if isinstance(col.bins, tuple) and int(bins) == bins0 and declared:
+        bins_value = col.bins        # declared edges, kept while the count is unchanged
+    else:
+        bins_value = int(bins) or None
+    return {"parse_numbers": bool(parse), "bounds": (float(low), float(high)) if declared else None,
+            "bins": bins_value}
+
+
+def _missing(col: ColumnSchema, role: str, prof) -> dict:
+    options = [None, "drop_row"] if role == "person_id" else [None, *MISSING_POLICIES]
+    start = col.missing if col.missing in options else None
+    policy = st.selectbox("A missing value becomes", options, index=options.index(start),
+                          format_func=MISSING_LABELS.get, key=_k(col.name, "missing"))
+    out = {"missing": policy, "fill": None}
+    if policy == "fill":
+        if role == "number":
+            start_fill = col.fill if isinstance(col.fill, float) else 0.0
+            out["fill"] = float(st.number_input("Public fill value", value=start_fill, key=_k(col.name, "fill_n")))
+        else:
+            out["fill"] = st.text_input("Public fill label", value=str(col.fill or ""), key=_k(col.name, "fill_t"))
+    if prof.missing:
+        fate = {"drop_row": f"drops {prof.missing:,} rows", None: "blocks a run until you decide"}.get(
+            policy, "keeps those rows")
+        st.caption(f"{prof.missing:,} missing values in your file: this choice {fate} (curator only).")
+    return out
+
+
+def column_widgets(col: ColumnSchema, prof, frame, tokens, suggested, ticked: bool) -> ColumnSchema:
+    """One column's declaration from its widgets (ValueError naming the column when it is inconsistent)."""
+    role = st.selectbox("Role", list(ROLE_LABELS), index=list(ROLE_LABELS).index(col.role),
+                        format_func=ROLE_LABELS.get, key=_k(col.name, "role"))
+    if role == "leave_out":
+        st.caption("Dropped before anything runs.")
+        return ColumnSchema(col.name, "leave_out")
+    fields = {}
+    if role == "category":
+        fields.update(_category(col, frame, tokens, suggested, ticked))
+    elif role == "number":
+        fields.update(_number(col))
+    fields.update(_missing(col, role, prof))
+    return ColumnSchema(col.name, role, **fields)
+
+
+def declaration(base: DataSchema, frame, prof, name: str, suffix: str, ticked: bool):
+    """The schema the widgets declare, or (None, every declaration error) when some column is inconsistent."""
+    tokens = base.missing_tokens
+    declared = {c.name: c for c in base.columns}
+    columns, errors = [], []
+    for source in frame.columns:
+        colname = str(source)
+        col = declared.get(colname) or ColumnSchema(colname, "leave_out")
+        cprof = prof.column(colname)
+        suggested = ()
+        if cprof.guess != "number":
+            suggested = tuple(dict.fromkeys([*label_merges(read_values(frame[source], tokens)), *col.merges]))
+        with st.expander(f"{colname}: {ROLE_LABELS[st.session_state.get(_k(colname, 'role'), col.role)]}",
+                         expanded=False):
+            st.caption(f"Looks like: {cprof.guess}; {cprof.distinct:,} distinct values, {cprof.missing:,} missing; "
+                       f"e.g. {', '.join(cprof.examples[:4])} (curator only).")
+            try:
+                columns.append(column_widgets(col, cprof, frame, tokens, suggested, ticked))
+            except ValueError as exc:
+                errors.append(str(exc))
+    st.markdown("**Unit of protection**")
+    ids = [c.name for c in columns if c.role == "person_id"]
+    c1, c2 = st.columns(2)
+    c1.caption(f"Person id column: **{plain(ids[0])}** (one person may have several rows)." if len(ids) == 1 else
+               "No person id column: each row is one person. Give a column the role 'Person id' if a person "
+               "can have several rows.")
+    most = c1.number_input("Most rows per person", 1, 1000, int(base.max_rows_per_person), key=f"{P}_max_rows",
+                           disabled=len(ids) != 1,
+                           help="Contribution bounding keeps at most this many rows of each person (chosen at "
+                                "random, seeded); the privacy guarantee then covers a whole person.")
+    seed = c2.number_input("Seed of contribution bounding", 0, 2**31 - 1, int(base.bounding_seed),
+                           key=f"{P}_bounding_seed", disabled=len(ids) != 1)
+    if errors:
+        return None, errors
+    try:
+        schema = DataSchema(name, tuple(columns), person_id=ids[0] if len(ids) == 1 else None,
+                            max_rows_per_person=int(most) if len(ids) == 1 else 1,
+                            missing_tokens=tokens, bounding_seed=int(seed), file_suffix=suffix)
+    except ValueError as exc:
+        return None, [str(exc)]
+    return schema, []
+
+
+# ------------------------------------------------------------------------------------------- problems
+
+def problems_table(frame, schema: DataSchema) -> pd.DataFrame:
+    """Every problem at once (curator-only)."""
+    rows = [{"column": p.column, "severity": p.severity, "what": p.what, "what to do": p.todo}
+            for p in check(frame, schema)]
+    return pd.DataFrame(rows, columns=["column", "severity", "what", "what to do"])
+
+
+# ------------------------------------------------------------------------------------------- private estimates
+
+def _estimators():
+    try:
+        from core.intake.estimate import estimate_bounds, estimate_categories
+    except ImportError:
+        return None
+    return estimate_bounds, estimate_categories
+
+
+def _column_values(frame, schema: DataSchema, column: str, what: str) -> pd.Series:
+    """The column as cleaned, before its public information is known: missing values dropped, one person
+    kept to the declared number of rows (so a person's contribution is bounded as in every run)."""
+    col = schema.column(column)
+    if what == "categories":
+        keep = ColumnSchema(col.name, "category", merges=col.merges, missing="drop_row")
+    else:
+        keep = ColumnSchema(col.name, "number", parse_numbers=col.parse_numbers, missing="drop_row")
+    cols = [keep]
+    if schema.person_id is not None:
+        cols.insert(0, ColumnSchema(schema.person_id, "person_id", missing="drop_row"))
+    one = schema.replace(columns=tuple(cols))
+    cleaned = apply(frame[[c.name for c in cols]], one)
+    return cleaned[column].astype(str) if what == "categories" else cleaned[column].astype(float)
+
+
+def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
+    wanted = needs_public_info(schema)
+    if not wanted:
+        return
+    with st.container(border=True, key=f"{P}_estimate_box"):
+        st.markdown("**Missing public information**: " + ", ".join(f"{c} ({w})" for c, w in wanted) + ".")
+        st.caption("Declare them above if they are known publicly. Otherwise they can be estimated privately: "
+                   "that is a real release (differentially private, secure sampler), its spend is recorded in "
+                   "the privacy ledger of this data set, and the estimate becomes part of the public declaration.")
+        found = _estimators()
+        if found is None:
+            st.caption("Private estimation is not available in this installation.")
+            return
+        estimate_bounds, estimate_categories = found
+        c1, c2, c3 = st.columns(3)
+        choice = c1.selectbox("Column", [f"{c}: {w}" for c, w in wanted], key=f"{P}_est_column")
+        column, what = choice.split(": ")
+        epsilon = c2.number_input("Epsilon for this estimate", 0.01, 10.0, 0.5, 0.05, key=f"{P}_est_epsilon")
+        threshold = c3.number_input("Smallest noisy count kept (categories)", 1.0, 10_000.0, 20.0,
+                                    key=f"{P}_est_threshold", disabled=what != "categories")
+        k = schema.max_rows_per_person
+        unit_note = f" per person (up to {k} rows each)" if k > 1 else ""
+        planned = BudgetLedger()
+        planned.spend(f"private {what} of {column}", float(epsilon), "epsilon",
+                      measured=f"public {what} of {column}{unit_note}")
+        ref = declared_ref(schema, raw)
+        digest = digest_of({"schema": schema.digest(), "column": column, "what": what, "epsilon": float(epsilon),
+                            "threshold": float(threshold)})
+        pending = LedgerRelease(data_key(ref), release_key(ESTIMATE, digest, secrets.token_hex(8)), "release", PAGE,
+                                ESTIMATE, f"private {what} of {column}", digest, spends_of(planned), schema.name)
+
+        def run():
+            values = _column_values(frame, schema, column, what)
+            if what == "bounds":
+                return estimate_bounds(values, float(epsilon), secure=True)
+            return estimate_categories(values, float(epsilon), float(threshold), secure=True)
+
+        result = release_button("Estimate privately", key=f"{P}_estimate", pending=pending, run=run,
+                                what=f"the public {what} of {column}, estimated privately", spent=lambda r: r[-1])
+        if result is not None:
+            pend = st.session_state.setdefault(PENDING, {})
+            if what == "bounds":
+                low, high, _ = result
+                pend.update({_k(column, "has_bounds"): True, _k(column, "low"): float(low),
+                             _k(column, "high"): float(high)})
+            else:
+                cats, _ = result
+                pend[_k(column, "categories")] = list(cats)
+            st.session_state[f"{P}_estimated_note"] = (f"Estimated privately and recorded in the ledger: the public "
+                                                       f"{what} of {column}. Check them below and save.")
+            st.rerun()
+
+
+# ------------------------------------------------------------------------------------------- saving
+
+def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, columns) -> None:
+    fp = bytes_fingerprint(raw)
+    try:
+        store = data_set_store()
+        existing = store.get(schema.name)
+    except ValueError as exc:
+        st.error(f"The project database cannot be read: {exc}")
+        return
+    replace = False
+    if existing is not None and existing != schema:
+        replace = st.checkbox(f"Replace the saved declaration of {plain(schema.name)}", key=f"{P}_replace")
+    reason = None
+    if blocking:
+        reason = f"{blocking} problem{'s' if blocking > 1 else ''} still block a run (see the list above)."
+    elif existing is not None and existing != schema and not replace:
+        reason = f"a data set named {schema.name} is already saved; tick 'Replace' or choose another name."
+    if st.button("Save the declaration", key=f"{P}_save", type="primary", disabled=reason is not None):
+        st.session_state[f"{P}_saving"] = (schema.digest(), fp)
+    if reason is not None:
+        st.caption(f"Saving is disabled: {plain(reason)}")
+        st.session_state.pop(f"{P}_saving", None)
+        return
+    if st.session_state.get(f"{P}_saving") != (schema.digest(), fp):
+        return
+    filed_as = schema.name
+    if existing is None:
+        from dashboard.components.population_check import confirm_population, same_population_as
+        answer = confirm_population(schema, fp, tuple(columns), n_rows=None)
+        if answer is None:
+            return
+        if answer:
+            filed_as = same_population_as(schema, fp) or schema.name
+    final = schema.replace(name=filed_as)
+    try:
+        store.save(final, replace=store.get(filed_as) is not None)
+        store.add_version(filed_as, fp, file_name)
+    except ValueError as exc:
+        st.error(str(exc))
+        return
+    st.session_state.pop(f"{P}_saving", None)
+    register_declared(final, raw, file_name)
+    st.session_state[f"{P}_saved_note"] = (
+        f"Saved {final.name} in the project database"
+        + ("" if filed_as == schema.name else f" (the same population as {filed_as}, so its budget goes on)")
+        + ". It is offered on every microdata page of this session: Stratified synthesis, Coherence audit, "
+          "Group fairness and ranking.")
+    if filed_as != schema.name:
+        _start_from(final, "declared", fp)
+    st.rerun()
+
+
+def import_section(fp: str) -> None:
+    """Open a declaration saved as JSON, or one saved in the project database."""
+    c1, c2 = st.columns(2)
+    file = c1.file_uploader("Open a declaration (JSON)", type=["json"], key=f"{P}_import")
+    if file is not None:
+        raw = file.getvalue()
+        seen = bytes_fingerprint(raw) + fp
+        if st.session_state.get(f"{P}_import_seen") != seen:
+            st.session_state[f"{P}_import_seen"] = seen
+            try:
+                _start_from(DataSchema.from_dict(json.loads(raw.decode("utf-8"))), "declared", fp)
+            except (ValueError, UnicodeDecodeError) as exc:
+                c1.error(f"{file.name}: {exc}")
+    try:
+        names = data_set_store().names()
+    except ValueError:
+        names = []
+    if names:
+        chosen = c2.selectbox("Or start from a saved declaration", ["", *names], key=f"{P}_stored",
+                              format_func=lambda n: n or "(choose)")
+        if chosen and c2.button("Use it", key=f"{P}_use_stored"):
+            _start_from(data_set_store().get(chosen), "declared", fp)
+            st.rerun()
+
+
+# ------------------------------------------------------------------------------------------- the page
+
+st.title("Data step")
+st.caption("Which of my own data can the tools use, and how is each column read, cleaned and protected? "
+           "Declare it once here; every microdata page, the privacy ledger and every report use that declaration.")
+_apply_pending()
+
+with st.container(border=True, key=f"{P}_start"):
+    kept = upload_kept("Your table (CSV, Parquet or Excel .xlsx; one row per record, a header row)", f"{P}_file",
+                       type=TYPES, keep=3)
+    reopen = [n for n in declared_data()]
+    if kept is None and reopen:
+        name = st.selectbox("Or edit a data set declared in this session", ["", *reopen], key=f"{P}_reopen",
+                            format_func=lambda n: n or "(choose)")
+        if name:
+            entry = declared_data()[name]
+            raw_, fname = entry["raw"], entry["file_name"]
+            fp_ = bytes_fingerprint(raw_)
+            if _state()["fp"] != fp_ or _state()["base"] is None or _state()["base"].name != name:
+                _start_from(entry["schema"], "declared", fp_)
+            kept = type("Reopened", (), {"raw": raw_, "name": fname, "fingerprint": fp_})()
+    if kept is None:
+        st.info("Upload a table to begin. Nothing leaves this machine; the file is kept in this browser session "
+                "only, and in the project database only its declaration and fingerprint are saved.")
+        st.stop()
+raw, file_name, fp = kept.raw, kept.name, kept.fingerprint
+try:
+    suffix = table_suffix(file_name)
+    frame = _read(fp, raw, file_name)
+    prof = _profile(fp, file_name, frame)
+except ValueError as exc:
+    st.error(f"{file_name}: {exc}")
+    st.stop()
+
+state = _state()
+if state["fp"] != fp or state["base"] is None:
+    _start_from(draft_schema(frame, Path(file_name).stem, profiled=prof), "draft", fp)
+    state = _state()
+
+st.info(CURATOR_ONLY, icon=":material/visibility_off:")
+with st.expander(f"Profile of every column ({prof.rows:,} rows x {len(prof.columns)} columns; curator only)",
+                 expanded=True):
+    shown = prof.as_frame()[["name", "guess", "distinct", "missing", "numbers_as_text", "case_variants",
+                             "examples"]]
+    st.dataframe(shown.rename(columns={"name": "column", "guess": "looks like", "numbers_as_text":
+                                       "numbers written with separators", "case_variants": "case variants"}),
+                 hide_index=True, width="stretch", key=f"{P}_profile")
+    st.caption("Never exported, never in a report or the ledger.")
+
+import_section(fp)
+name = st.text_input("Name of the data set", key=f"{P}_name",
+                     help="The name every page, the privacy ledger and every report use for this data set.")
+st.subheader("Declare each column")
+if state["kind"] == "draft":
+    st.caption("Drafted from the file: roles from the type guess, missing values dropped (numbers) or kept as "
+               "their own category. Public categories and bounds are never read from the data: declare them, or "
+               "estimate them privately below. Label merges are suggestions: tick the ones you agree with.")
+schema, errors = declaration(state["base"], frame, prof, name or "", suffix, ticked=state["kind"] != "draft")
+
+st.subheader("Problems (every one, at once)")
+if errors:
+    for err in errors:
+        st.error(err)
+    st.stop()
+table = problems_table(frame, schema)
+blocking = int((table["severity"] == "blocks a run").sum())
+if blocking:
+    st.error(f"{blocking} problem{'s' if blocking > 1 else ''} block a run and {len(table) - blocking} are "
+             "warnings. Each row says what to do; the data set cannot be chosen on other pages until none blocks.")
+elif len(table):
+    st.warning(f"Nothing blocks a run; {len(table)} warning{'s' if len(table) > 1 else ''} to read.")
+else:
+    st.success("No problems: the declaration covers every column.")
+st.dataframe(table, hide_index=True, width="stretch", key=f"{P}_problems")
+note = st.session_state.pop(f"{P}_estimated_note", None)
+if note:
+    st.success(note)
+estimate_section(frame, schema, raw)
+
+if not blocking:
+    with st.expander("What the cleaning does (curator only)"):
+        try:
+            st.markdown("\n".join(f"- {line}" for line in clean(frame, schema).report.lines()))
+        except ValueError as exc:
+            st.error(str(exc))
+
+st.subheader("Save and share the declaration")
+saved = st.session_state.pop(f"{P}_saved_note", None)
+if saved:
+    st.success(saved)
+save_section(schema, blocking, raw, file_name, frame.columns)
+st.download_button("Download the declaration (JSON)", json.dumps(schema.to_dict(), indent=2),
+                   file_name=f"{schema.name}.schema.json", mime="application/json", key=f"{P}_export",
+                   help="Public: roles, categories, bounds, missing values, merges, unit of protection. No counts.")
