@@ -13,6 +13,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import json  # noqa: E402
+import os  # noqa: E402
 
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
@@ -20,7 +21,7 @@ import streamlit as st  # noqa: E402
 from core.census.geography_data import GEOGRAPHIES  # noqa: E402
 from core.datasets import DATASETS  # noqa: E402
 from core.privacy.project_ledger import (DEFAULT_DELTA, NO_CAP, Cap, check_cap, compose,  # noqa: E402
-                                         cumulative_frame, spends_frame)
+                                         cumulative_frame, declared_name, spends_frame)
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.ledger_badge import badge_labels, data_in_use, project_ledger  # noqa: E402
 from dashboard.figures.ledger import cumulative_figure  # noqa: E402
@@ -81,6 +82,41 @@ def summary_frame(ledger, keys, labels) -> pd.DataFrame:
                                        "cap"])
 
 
+VERSION_LABELS = {"fingerprint": "File fingerprint (SHA-256)", "file_name": "File name", "added_utc": "Added (UTC)"}
+
+
+def file_versions(name: str) -> pd.DataFrame | None:
+    """The files read under the declared data set ``name`` (the data set store's list), oldest first; None
+    when the store cannot be opened."""
+    try:
+        from core.intake.store import DataSetStore
+    except ImportError:
+        return None
+    try:
+        store = DataSetStore(os.environ.get("DASHBOARD_DB_URL") or None)
+        try:
+            return store.versions(name)
+        finally:
+            store.dispose()
+    except ValueError:
+        return None
+
+
+def show_versions(name: str) -> None:
+    """A declared data set's file versions: every file uploaded into it spends from this one budget."""
+    st.subheader("File versions of this data set")
+    found = file_versions(name)
+    if found is None:
+        st.caption("The list of file versions cannot be read from the data set store right now.")
+    elif found.empty:
+        st.caption("No file version is recorded for this data set in the data set store.")
+    else:
+        st.dataframe(found, hide_index=True, width="stretch", key="pl_versions",
+                     column_config={c: st.column_config.Column(v) for c, v in VERSION_LABELS.items()})
+    st.caption("Spends and the cap belong to the declared data set, not to one file: every version uploaded "
+               "into it (a re-export, a corrected copy, a row fewer) spends from the same budget.")
+
+
 def decision_text(decision) -> str:
     if isinstance(decision, Cap):
         return (f"rho {decision.amount:.4g}" if decision.unit == "rho"
@@ -105,6 +141,7 @@ labels = {**{k: info.label for k, info in DATASETS.items()},
 in_use = data_in_use()
 if in_use is not None:
     labels.setdefault(in_use[0], in_use[1])
+labels.update({k: f"{v} (declared data set)" for k, v in labels.items() if declared_name(k) is not None})
 choices = list(dict.fromkeys([ALL, *([in_use[0]] if in_use else []), *known["data_key"], *DATASETS, *GEOGRAPHIES]))
 # open on the data set this session last used on any page (once per change of that data set)
 if in_use is not None and st.session_state.get("pl_opened_on") != in_use[0]:
@@ -114,8 +151,9 @@ elif "pl_data" not in st.session_state and in_use is None:
     st.session_state["pl_data"] = ALL
 key = st.selectbox("Data set", choices, key="pl_data", persist_state=S,
                    format_func=lambda k: "All data sets (summary)" if k == ALL else labels.get(k, k),
-                   help="A bundled data set by name, or an upload by its SHA-256 fingerprint. It opens on the data "
-                        "set last used on any page in this browser session.")
+                   help="A bundled data set by name, a declared data set by its name (every file version "
+                        "uploaded into it together), or an undeclared upload by its SHA-256 fingerprint. It opens "
+                        "on the data set last used on any page in this browser session.")
 
 if key == ALL:
     st.subheader("Every data set with a release or a cap decision")
@@ -186,6 +224,9 @@ elif decision == NO_CAP:
 else:
     st.info("No budget cap has been decided for this data set: the first release on any page asks for one (a "
             "cap, or the explicit choice of no cap).")
+
+if declared_name(key) is not None:
+    show_versions(declared_name(key))
 
 frame = spends_frame(rels)   # for the downloads; the tables number releases and simulations apart
 sims = [r for r in rels if r.kind == "simulation"]
