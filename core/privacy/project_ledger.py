@@ -6,6 +6,11 @@ was measured, sequential or parallel composition, the page and action that made 
 digest of the plan it came from. Seeded simulations (previews drawn from a plan's seed) are kept apart
 and never count toward a total.
 
+What "one data set" is (:func:`data_key`): a bundled data set by its name; a data set the curator declared
+(a DataRef carrying its schema) by the declared name, ``"dataset:" + name``, so every file version uploaded
+into it spends from one budget under one cap; an upload without a declaration by its SHA-256. Whether a new
+declaration is really a new population is asked and recorded in ``core.privacy.population``.
+
 Composition of one data set's releases:
 
 * releases compose one after another; inside a release, parallel groups stay parallel, so a group's
