@@ -25,6 +25,7 @@ from core.coherence.verdicts import (alpha_at_beta, clopper_pearson, decide, ove
 from core.coherence.wasserstein import cell_distances, member_pairs
 from core.contracts import Progress, make_rng, seed_sequence, stream_key
 from core.parallel import map_trials
+from core.privacy.protection import ProtectionUnit
 
 TOL = 1e-9          # strict comparison D > alpha, robust to float rounding (spec Sec. 2.3 note)
 SPLIT_STREAM = stream_key("split")
@@ -201,13 +202,15 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
                     seed: int = 0, progress: Progress | None = None, *,
                     positive=None, subgroup_order: int = 2, n_null_splits: int = 1,
                     confidence: float = 0.95, constants: str = "conservative",
-                    n_jobs: int | None = None) -> AuditResult:
+                    n_jobs: int | None = None, protection: ProtectionUnit | None = None) -> AuditResult:
     """Audit one or more release algorithms against adversaries for (alpha, beta) coherence.
 
     ``release``: a Release or a list of them (compared on the same splits); ``adversaries``:
     Adversary objects or registry keys; ``subgroups``: Subgroup objects or column names (levels
     and intersections up to ``subgroup_order``). ``seed`` keys every stream of the audit (see
-    ``_run_chunk``). Verdicts per spec Sec. 2.6.
+    ``_run_chunk``). Verdicts per spec Sec. 2.6. ``protection`` is the data's declared unit of
+    protection (default: per row); with up to k rows per person every trial's release calibrates its
+    noise to a whole person (sensitivity times k, or the fit at rho / k^2), as a release would.
     """
     releases = _as_list(release)
     advs = [make_adversary(a) if isinstance(a, str) else a for a in _as_list(adversaries)]
@@ -248,7 +251,8 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
         positive = tlabels[-1]
     if positive not in tlabels:
         raise ValueError(f"{positive!r} is not a value of {target!r}; choose one of {tlabels[:20]}.")
-    schema = AuditSchema(domain, labels, tuple(lens), target, tlabels.index(positive))
+    schema = AuditSchema(domain, labels, tuple(lens), target, tlabels.index(positive),
+                         protection if protection is not None else ProtectionUnit())
     for r in releases:
         r.bind(schema)
 
@@ -392,7 +396,7 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
     settings = {"n": n, "n_half": n // 2, "alpha": alpha, "beta": beta, "gamma": int(gamma), "trials": T,
                 "confidence": confidence, "constants": constants, "lens": lens, "target": target,
                 "positive": str(positive), "n_subgroups": len(groups), "n_eligible": int(eligible.sum()),
-                "n_null_splits": int(n_null_splits)}
+                "n_null_splits": int(n_null_splits), "unit_of_protection": schema.protection.words}
     return AuditResult(trials_df, maxima, summary, pd.DataFrame(rel_rows), sub_df, excluded,
                        example["half"], ex_scores, {g.name: np.asarray(g.mask, bool) for g in groups},
                        settings)

@@ -10,7 +10,9 @@ ran it on halves of a sample). Two paths share one procedure:
   numbers can be reproduced; it publishes nothing.
 
 The ledger is in the algorithm's own unit: epsilon for the Laplace table, rho (zCDP) for the Gaussian
-table and the synthesizers. Algorithms without a differential privacy guarantee are refused.
+table and the synthesizers. Algorithms without a differential privacy guarantee are refused. When the
+plan's data declare up to k rows per person, the noise covers a whole person (the tables' sensitivity
+times k, the synthesizers fitted at rho / k^2) and the ledger states the per-person amounts and the unit.
 
 What leaves this module is the release itself (noisy counts or synthetic rows) and its spends: no exact
 count of the private table. A pooled synthesizer therefore pays ``count_share`` of its budget for a
@@ -33,6 +35,7 @@ from core.coherence.releases import (DP_KINDS, MAX_TABLE_CELLS, NEIGHBOURS, RELE
 from core.coherence.run import load_frame, positive_value
 from core.contracts import DataRef, Plan, Result, named_rng
 from core.privacy.ledger import BudgetLedger
+from core.privacy.protection import ProtectionUnit
 
 SIMULATION_NOTE = ("Simulation, not a release: the noise comes from a seeded generator so the output can be "
                    "reproduced from the plan.")
@@ -107,8 +110,12 @@ class PublishResult(Result):
         return f"{stem}_{self.plan.release.key}{'' if self.secure else '_simulation'}.csv"
 
 
-def trial_ledger(choice: ReleaseChoice, label: str | None = None) -> BudgetLedger | None:
-    """What one run of ``choice`` costs, in its own unit (None for an algorithm without a DP guarantee)."""
+def trial_ledger(choice: ReleaseChoice, label: str | None = None,
+                 protection: ProtectionUnit | None = None) -> BudgetLedger | None:
+    """What one run of ``choice`` costs, in its own unit (None for an algorithm without a DP guarantee).
+
+    The amount is per person (``protection``: the data's unit, ``ProtectionUnit.of(plan.data)``); with
+    up to k rows per person the line says so."""
     g = choice.build().privacy
     if g.kind not in DP_KINDS:
         return None
@@ -119,14 +126,15 @@ def trial_ledger(choice: ReleaseChoice, label: str | None = None) -> BudgetLedge
         ledger.spend(name, g.epsilon, "epsilon", measured=f"one run ({neighbours} neighbours)")
     else:
         ledger.spend(name, g.rho, "rho", measured=f"one run ({neighbours} neighbours)")
-    return ledger
+    return (protection or ProtectionUnit()).person_ledger(ledger, scale=False)
 
 
-def sweep_ledger(choices) -> BudgetLedger | None:
+def sweep_ledger(choices, protection: ProtectionUnit | None = None) -> BudgetLedger | None:
     """One trial of an epsilon sweep: every swept epsilon run once (None when nothing is private)."""
     ledger = BudgetLedger()
     for c in choices:
-        one = trial_ledger(c, f"{RELEASES[c.key].label}, {c.build().epsilon_word} {c.params.epsilon:g}")
+        one = trial_ledger(c, f"{RELEASES[c.key].label}, {c.build().epsilon_word} {c.params.epsilon:g}",
+                           protection)
         for s in one.spends if one is not None else ():
             ledger.spend(s.label, s.amount, s.unit, measured=s.measured)
     return ledger if len(ledger) else None
@@ -150,7 +158,8 @@ def _schema(plan: PublishPlan, frame: pd.DataFrame, strata: tuple[str, ...]):
         if len(tlabels) != 2:
             raise ValueError(f"Target {plan.target!r} has {len(tlabels)} values; choose the positive value.")
         positive = tlabels[-1]
-    return codes, AuditSchema(domain, labels, tuple(plan.lens), plan.target, tlabels.index(positive))
+    return codes, AuditSchema(domain, labels, tuple(plan.lens), plan.target, tlabels.index(positive),
+                              ProtectionUnit.of(plan.data))
 
 
 def _noisy_table(release, codes: pd.DataFrame, schema: AuditSchema, secure: bool, rng) -> tuple[pd.DataFrame, float]:
@@ -192,7 +201,7 @@ def _synthetic(release: SynthesizerRelease, plan: PublishPlan, codes: pd.DataFra
 
     cols = release.columns_
     domain = {c: int(schema.domain[c]) for c in cols}
-    rho = release.privacy.rho
+    rho = release.fit_rho              # per row: rho / k^2 with up to k rows per person, so rho holds per person
     fit_rng, sample_rng = rng.spawn(2)
     rows = codes[cols].reset_index(drop=True)
     if release.stratified:
@@ -212,6 +221,7 @@ def _synthetic(release: SynthesizerRelease, plan: PublishPlan, codes: pd.DataFra
         model = model.fit(rows, domain, rho - rho_count, fit_rng, noise=noise, **extra)
         # every spend of the fit (AIM and GEM: each round's selection and measurement), adding up to its share
         record_fit(ledger, model, rho - rho_count, f"{release.label} on all rows")
+    ledger = schema.protection.person_ledger(ledger)     # the per-person amounts (unchanged at one row each)
     synth = model.sample(max(n_out, 0), sample_rng)[cols].reset_index(drop=True)
     return decode_categories(synth, schema.labels), ledger
 
@@ -252,6 +262,8 @@ def publish(plan: PublishPlan, data: bytes | None = None, *, secure: bool = True
         # never less than OpenDP's own privacy map says the draw cost
         ledger.spend(f"{label} on all rows", max(stated, opendp_cost), "epsilon" if g.kind == "pure_dp" else "rho",
                      measured=f"every lens cell x target ({NEIGHBOURS.get(g.neighbour, g.neighbour)} neighbours)")
+        # the noise already covers a whole person (sensitivity times k): the amount is per person
+        ledger = schema.protection.person_ledger(ledger, scale=False)
         kind, size_note = "table", "Every cell of the public lens domain is released, empty or not."
     elif isinstance(release, SynthesizerRelease):
         table, ledger = _synthetic(release, plan, codes, schema, noise, rng, progress)
@@ -262,6 +274,7 @@ def publish(plan: PublishPlan, data: bytes | None = None, *, secure: bool = True
     else:   # pragma: no cover - every DP release of the registry is handled above
         raise ValueError(f"{label} has no release path here.")
     statement = " ".join([RELEASE_NOTE if secure else SIMULATION_NOTE, g.statement, ledger.statement(delta=1e-6),
-                          size_note, "Category lists: the whole file's values, treated as a public schema."])
+                          size_note, "Category lists: the whole file's values, treated as a public schema.",
+                          schema.protection.sentence()])
     return PublishResult(plan, table, ledger, statement, secure, kind,
                          datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import dataclasses
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -22,6 +22,7 @@ import pandas as pd
 from core.contracts import Registry, Spec, check_params, param
 from core.privacy.accounting import epsilon_to_rho, gaussian_sigma, rho_for_epsilon, rho_to_epsilon
 from core.privacy.mechanisms import sample_gaussian, sample_laplace
+from core.privacy.protection import ProtectionUnit
 from core.synthesis.encoding import encode_categories
 
 MAX_TABLE_CELLS = 2_000_000
@@ -30,12 +31,14 @@ MAX_DOMAIN = 255
 
 @dataclass(frozen=True)
 class AuditSchema:
-    """Public schema of the audited data: code domain per column, lens, binary target."""
+    """Public schema of the audited data: code domain per column, lens, binary target, and the unit of
+    protection its declaration states (up to k rows per person: the releases' noise covers k rows)."""
     domain: Mapping[str, int]
     labels: Mapping[str, list]
     lens: tuple[str, ...]
     target: str
     positive_code: int
+    protection: ProtectionUnit = field(default_factory=ProtectionUnit)
 
     @property
     def lens_sizes(self) -> tuple[int, ...]:
@@ -182,6 +185,16 @@ class Release:
         return self
 
     @property
+    def protection(self) -> ProtectionUnit:
+        """The unit of protection of the bound schema (per row before ``bind``)."""
+        schema = getattr(self, "schema_", None)
+        return schema.protection if schema is not None else ProtectionUnit()
+
+    def unit_note(self) -> str:
+        """'; per person, up to 3 rows each' when a person may hold several rows, else nothing."""
+        return f"; {self.protection.words}" if self.protection.grouped else ""
+
+    @property
     def privacy(self) -> PrivacyGuarantee:
         return PrivacyGuarantee("none", statement="No formal privacy guarantee.")
 
@@ -277,7 +290,9 @@ class _NoisyTable(Release):
     ``neighbour`` is the convention the noise is calibrated for: replace-one moves one person
     between two cells (L1 sensitivity 2, L2 sqrt 2), add/remove changes one cell by one. The
     guarantee records it, and the theory reads an add/remove budget as 2 eps (pure DP) or 4 rho
-    (zCDP) under the paper's replace-one definition.
+    (zCDP) under the paper's replace-one definition. With up to k rows per person (the bound schema's
+    unit of protection) both sensitivities are k times one row's: one person's rows move at most k
+    counts out and k in (L1 2k, L2 at most k sqrt 2 when they all share one cell; add/remove: k and k).
     """
     kind = "table"
 
@@ -291,7 +306,13 @@ class _NoisyTable(Release):
 
     @property
     def l1_sensitivity(self) -> float:
-        return 2.0 if self.neighbour == "replace_one" else 1.0
+        """L1 sensitivity of the count table for one person (all of their rows)."""
+        return self.protection.sensitivity(2.0 if self.neighbour == "replace_one" else 1.0)
+
+    @property
+    def l2_sensitivity(self) -> float:
+        """L2 sensitivity for one person: sqrt 2 (replace-one) or 1 (add/remove) per row, times k."""
+        return self.protection.sensitivity(math.sqrt(2.0) if self.neighbour == "replace_one" else 1.0)
 
     def noise(self, shape: tuple, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
@@ -314,7 +335,7 @@ class LaplaceTable(_NoisyTable):
     def privacy(self):
         return PrivacyGuarantee("pure_dp", epsilon=self.epsilon, neighbour=self.neighbour, statement=(
             f"{self.epsilon:g}-DP ({self.neighbour.replace('_', '-')} neighbours; "
-            f"L1 sensitivity {self.l1_sensitivity:g})."))
+            f"L1 sensitivity {self.l1_sensitivity:g}{self.unit_note()})."))
 
     def noise(self, shape, rng):
         return sample_laplace(self.l1_sensitivity / self.epsilon, shape, rng)
@@ -338,19 +359,19 @@ class GaussianTable(_NoisyTable):
         return PrivacyGuarantee("zcdp", rho=self.rho, neighbour=self.neighbour, statement=(
             f"{self.rho:.4g}-zCDP (zCDP epsilon {self.epsilon:g}, rho = epsilon^2/2; "
             f"{self.neighbour.replace('_', '-')} neighbours, "
-            f"L2 sensitivity {math.sqrt(self.l1_sensitivity):.3g}, sigma {self.sigma:.3g})."))
+            f"L2 sensitivity {self.l2_sensitivity:.3g}, sigma {self.sigma:.3g}{self.unit_note()})."))
 
     @property
     def sigma(self) -> float:
-        """Calibrated by core.privacy for L2 sensitivity sqrt 2 (replace-one) or 1 (add/remove)."""
-        return gaussian_sigma(math.sqrt(self.l1_sensitivity), self.rho)
+        """Calibrated by core.privacy for L2 sensitivity sqrt 2 (replace-one) or 1 (add/remove), times k."""
+        return gaussian_sigma(self.l2_sensitivity, self.rho)
 
     def noise(self, shape, rng):
         return sample_gaussian(self.sigma, shape, rng)
 
     @property
     def secure_noise(self):
-        return "gaussian", self.sigma, math.sqrt(self.l1_sensitivity)
+        return "gaussian", self.sigma, self.l2_sensitivity
 
 
 class SynthesizerRelease(Release):
@@ -397,7 +418,13 @@ class SynthesizerRelease(Release):
         note = " (strata sizes declared public; strata compose in parallel)" if self.stratified else ""
         return PrivacyGuarantee("zcdp", rho=rho, neighbour="add_remove",
                                 statement=f"{rho:.4g}-zCDP (zCDP epsilon {self.epsilon:g}, rho = epsilon^2/2), "
-                                          f"add/remove neighbours{note}.")
+                                          f"add/remove neighbours{note}{self.unit_note()}.")
+
+    @property
+    def fit_rho(self) -> float:
+        """The rho the fit runs at: ``rho`` per row, or rho / k^2 with up to k rows per person (group
+        privacy of zCDP), so ``rho`` holds per person."""
+        return self.protection.row_budget(self.rho, "rho")
 
     def bind(self, schema):
         if self.stratified and not self.strata:
@@ -418,7 +445,7 @@ class SynthesizerRelease(Release):
             model = StratifiedSynthesizer(self.factory, self.strata, size_policy="public", n_jobs=1)
         else:
             model = self.factory()
-        model.fit(half[cols].reset_index(drop=True), domain, self.rho, fit_rng)
+        model.fit(half[cols].reset_index(drop=True), domain, self.fit_rho, fit_rng)
         return MicrodataReport(model.sample(len(half), sample_rng)[cols].reset_index(drop=True))
 
 
