@@ -21,6 +21,7 @@ from core.coherence.releases import MAX_DOMAIN, RELEASES
 from core.coherence.subgroups import custom_subgroup
 from core.coherence.verdicts import min_trials_for_pass
 from core.contracts import DataRef, Progress, Result, make_rng, seed_sequence, stream_key
+from core.privacy.protection import ProtectionUnit
 
 ROWS_STREAM = stream_key("row sample")
 
@@ -69,7 +70,8 @@ def _audit(plan: AuditPlan, frame: pd.DataFrame, releases, trials: int, progress
         frame, [r.build() for r in releases], adversaries, plan.target, list(plan.lens), subgroups,
         plan.alpha, plan.beta, plan.gamma, trials, plan.seed, progress,
         positive=positive_value(frame, plan.target, plan.positive), subgroup_order=plan.subgroup_order,
-        n_null_splits=plan.null_splits, confidence=plan.confidence, constants=plan.constants)
+        n_null_splits=plan.null_splits, confidence=plan.confidence, constants=plan.constants,
+        protection=ProtectionUnit.of(plan.data))
 
 
 def compare_releases(plan: AuditPlan, frame: pd.DataFrame, progress: Progress | None = None) -> AuditResult:
