@@ -52,6 +52,20 @@ def imported(module: str, path: Path, known: dict[str, Path]) -> set[str]:
             found = resolve(target, known)
             if found and found != module:
                 out.add(found)
+                out.update(outside_ancestors(found, module, known))
+    return out
+
+
+def outside_ancestors(target: str, module: str, known: dict[str, Path]) -> set[str]:
+    """Packages whose ``__init__`` importing ``target`` runs first, except the importer's own packages
+    (already being imported while it runs): ``import core.a.b`` from ``core.x`` also runs ``core.a``."""
+    parts = target.split(".")
+    own = module.split(".")
+    out = set()
+    for end in range(2, len(parts)):
+        package = ".".join(parts[:end])
+        if package in known and own[:end] != parts[:end]:
+            out.add(package)
     return out
 
 
