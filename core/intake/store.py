@@ -1,0 +1,183 @@
+"""Declared data sets kept by name in the project database, with the files (versions) read under each.
+
+A :class:`DataSetStore` opens the project database (``DASHBOARD_DB_URL``, SQLite by default,
+PostgreSQL by URL) through :class:`core.database.Database`, like saved scenarios and the privacy
+ledger, so database faults reach the page as plain-language ``ValueError`` s and a deleted or
+replaced SQLite file refuses writes. What is stored is public: the schema as its versioned JSON
+(:meth:`core.intake.DataSchema.to_dict`) and, per data set, the fingerprints and file names of the
+files it was read from. Never the data.
+
+- ``save(schema)`` keeps a schema under its name; a name already saved with a different
+  declaration is refused unless ``replace=True`` (saving the same declaration again changes nothing,
+  so a rerun saves once);
+- ``add_version(name, fingerprint, file_name)`` records a file read under a data set (again: nothing
+  changes); ``versions(name)`` lists them oldest first; ``find_by_fingerprint`` says which data set a
+  file was already declared under.
+"""
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from datetime import datetime, timezone
+
+import pandas as pd
+from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from core.database import Database, Tx, default_db_url, describe_fault, normalise_url
+from core.intake.schema import DataSchema
+
+__all__ = ["DataSetStore", "MAX_DATA_SET_NAME", "MAX_FILE_NAME", "VERSION_COLUMNS", "check_data_set_name"]
+
+MAX_DATA_SET_NAME = 120
+MAX_FILE_NAME = 255
+VERSION_COLUMNS = ("fingerprint", "file_name", "added_utc")
+FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+
+metadata = MetaData()
+
+data_sets = Table(
+    "intake_data_sets", metadata,
+    Column("name", String(MAX_DATA_SET_NAME), primary_key=True),
+    Column("schema_json", Text, nullable=False),
+    Column("saved_utc", String(40), nullable=False),
+)
+
+data_set_versions = Table(
+    "intake_data_set_versions", metadata,
+    Column("version_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(MAX_DATA_SET_NAME), nullable=False),
+    Column("fingerprint", String(64), nullable=False),
+    Column("file_name", String(MAX_FILE_NAME), nullable=False),
+    Column("added_utc", String(40), nullable=False),
+    UniqueConstraint("name", "fingerprint", name="uq_intake_version"),
+)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def check_data_set_name(name: str) -> str:
+    """A data set's name trimmed; ValueError when empty, too long or holding control characters."""
+    if not isinstance(name, str):
+        raise ValueError(f"A data set's name is text, not {type(name).__name__}.")
+    name = unicodedata.normalize("NFC", name).strip()
+    if not name:
+        raise ValueError("Name the data set.")
+    if len(name) > MAX_DATA_SET_NAME:
+        raise ValueError(f"Data set names are at most {MAX_DATA_SET_NAME} characters; shorten it.")
+    if any(unicodedata.category(ch).startswith("C") for ch in name):
+        raise ValueError("A data set's name cannot hold control or invisible characters; use plain text.")
+    return name
+
+
+def _schema_text(schema: DataSchema) -> str:
+    return json.dumps(schema.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+class DataSetStore:
+    """Declared data sets (schemas by name) and the versions of their files, in one database."""
+
+    def __init__(self, url: str | None = None, engine: Engine | None = None):
+        self.db = Database(normalise_url(url or default_db_url()), engine)
+        self.engine = self.db.engine
+        try:
+            metadata.create_all(self.engine, checkfirst=True)
+        except SQLAlchemyError as err:
+            raise describe_fault(err) from err
+        self.db.watch_file()
+
+    def _write(self) -> Tx:
+        return self.db.write_tx()
+
+    def _read(self) -> Tx:
+        return self.db.read_tx()
+
+    def dispose(self) -> None:
+        self.db.dispose()
+
+    # ---------------------------------------------------------------- schemas
+    def save(self, schema: DataSchema, *, replace: bool = False) -> str:
+        """Keep ``schema`` under its name; returns the name. The same declaration again changes nothing;
+        a different one under a saved name is a ValueError unless ``replace`` is True."""
+        if not isinstance(schema, DataSchema):
+            raise ValueError(f"save takes a DataSchema, not {type(schema).__name__}.")
+        name = check_data_set_name(schema.name)
+        if name != schema.name:
+            schema = schema.replace(name=name)
+        text = _schema_text(schema)
+        taken = ValueError(f"A data set named {name!r} is already saved with another declaration. Choose "
+                           "another name, or confirm that this declaration replaces it.")
+        try:
+            with self._write() as conn:
+                earlier = conn.execute(select(data_sets.c.schema_json).where(data_sets.c.name == name)
+                                       ).scalar_one_or_none()
+                if earlier == text:
+                    return name
+                if earlier is not None and not replace:
+                    raise taken
+                conn.execute(delete(data_sets).where(data_sets.c.name == name))
+                conn.execute(insert(data_sets).values(name=name, schema_json=text, saved_utc=_now()))
+        except IntegrityError as err:   # another session saved the name between our read and insert
+            raise taken from err
+        return name
+
+    def get(self, name: str) -> DataSchema | None:
+        """The schema saved as ``name``, or None."""
+        with self._read() as conn:
+            text = conn.execute(select(data_sets.c.schema_json).where(data_sets.c.name == str(name).strip())
+                                ).scalar_one_or_none()
+        return None if text is None else DataSchema.from_dict(json.loads(text))
+
+    def names(self) -> list[str]:
+        """Every saved data set's name, sorted."""
+        with self._read() as conn:
+            return sorted(conn.execute(select(data_sets.c.name)).scalars())
+
+    def delete(self, name: str) -> bool:
+        """Forget a data set and its versions; True if there was one."""
+        name = str(name).strip()
+        with self._write() as conn:
+            gone = conn.execute(delete(data_sets).where(data_sets.c.name == name)).rowcount
+            conn.execute(delete(data_set_versions).where(data_set_versions.c.name == name))
+        return bool(gone)
+
+    # ---------------------------------------------------------------- versions
+    def add_version(self, name: str, fingerprint: str, file_name: str) -> None:
+        """Record that the file with ``fingerprint`` was read under the data set ``name`` (which must be
+        saved). Recording the same file again changes nothing."""
+        name = str(name).strip()
+        if not isinstance(fingerprint, str) or not FINGERPRINT.fullmatch(fingerprint):
+            raise ValueError("A file's fingerprint is its SHA-256 as 64 lower-case hexadecimal digits "
+                             "(core.contracts.bytes_fingerprint).")
+        file_name = str(file_name or "").strip()[:MAX_FILE_NAME]
+        same = (data_set_versions.c.name == name) & (data_set_versions.c.fingerprint == fingerprint)
+        try:
+            with self._write() as conn:
+                if conn.execute(select(data_sets.c.name).where(data_sets.c.name == name)).first() is None:
+                    raise ValueError(f"No data set named {name!r} is saved; save its schema first.")
+                if conn.execute(select(data_set_versions.c.version_id).where(same)).first() is not None:
+                    return
+                conn.execute(insert(data_set_versions).values(name=name, fingerprint=fingerprint,
+                                                              file_name=file_name, added_utc=_now()))
+        except IntegrityError:   # the same file recorded by another session at the same moment
+            return
+
+    def versions(self, name: str) -> pd.DataFrame:
+        """The files read under ``name``, oldest first: fingerprint, file_name, added_utc."""
+        query = select(data_set_versions.c.fingerprint, data_set_versions.c.file_name,
+                       data_set_versions.c.added_utc).where(data_set_versions.c.name == str(name).strip()
+                                                            ).order_by(data_set_versions.c.version_id)
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        return pd.DataFrame([tuple(r) for r in rows], columns=list(VERSION_COLUMNS))
+
+    def find_by_fingerprint(self, fingerprint: str) -> str | None:
+        """The data set a file with this fingerprint was first recorded under, or None."""
+        query = select(data_set_versions.c.name).where(data_set_versions.c.fingerprint == str(fingerprint)
+                                                       ).order_by(data_set_versions.c.version_id).limit(1)
+        with self._read() as conn:
+            return conn.execute(query).scalar_one_or_none()
