@@ -12,6 +12,7 @@ import inspect
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,25 +47,30 @@ def code_digest(root: Path = CORE_DIR) -> str:
 
 
 def check_cache_dir(root: Path) -> Path:
-    """Create the cache folder private to this user (mode 700), or refuse one that someone else could
-    write to: cached results are pickles, and a pickle planted there would run as code on load.
+    """The cache folder, made private to this user, or a ``ValueError`` when someone else could plant a
+    file in it: cached results are pickles, and a planted pickle would run as code when loaded.
 
-    The folder must belong to the user running the tool and be writable by nobody else; the same
-    holds for its ``joblib`` subfolder. Folders made inside them are covered by their permissions.
+    The folder and its ``joblib`` subfolder are created with mode 700; when they exist and belong to this
+    user, write access for group and others is removed (whatever the umask made them), so what joblib
+    creates inside can be reached by this user only. A folder owned by another user is refused, and so is
+    one inside a folder that anyone may write to without the sticky bit (someone could swap the folder).
     """
-    root = Path(root)
+    root = Path(root).absolute()
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (root / "joblib").mkdir(mode=0o700, exist_ok=True)
+    uid = os.getuid() if hasattr(os, "getuid") else None
     for folder in (root, root / "joblib"):
-        if not folder.exists():
-            continue
         info = folder.stat()
-        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        if uid is not None and info.st_uid != uid:
             raise ValueError(f"The result cache folder {folder} belongs to another user; set DASHBOARD_CACHE_DIR "
-                             "to a folder of your own (cached results are code when loaded).")
-        if info.st_mode & 0o022:
-            raise ValueError(f"The result cache folder {folder} can be written by other users; run "
-                             f"`chmod go-w {folder}` or set DASHBOARD_CACHE_DIR to a private folder "
-                             "(a file planted there would run as code when a result is loaded).")
+                             "to a folder of your own (cached results run as code when loaded).")
+        if info.st_mode & 0o077:
+            folder.chmod(info.st_mode & 0o700)
+    for parent in root.parents:
+        mode = parent.stat().st_mode
+        if mode & 0o002 and not mode & stat.S_ISVTX:
+            raise ValueError(f"The result cache folder {root} sits in {parent}, which anyone can write to; set "
+                             "DASHBOARD_CACHE_DIR to a folder inside one only you can change.")
     return root
 
 

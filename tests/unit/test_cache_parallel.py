@@ -1,6 +1,7 @@
 """The shared result cache (config digests, data fingerprints, memoisation) and trial fan-out."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,22 +75,31 @@ def test_cached_function_runs_once_per_distinct_input(tmp_path, monkeypatch):
     assert (tmp_path / "joblib" / cache.code_digest()).is_dir()
 
 
-def test_cache_folder_is_created_private_and_a_shared_one_is_refused(tmp_path, monkeypatch):
+def test_cache_folder_is_private_to_its_user_and_a_planted_folder_is_refused(tmp_path, monkeypatch):
     fresh = tmp_path / "fresh"
     monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(fresh))
     assert cache.cached_call(_expensive)(1.0, _Config(2.0, 0)) == 2.0
-    assert fresh.stat().st_mode & 0o777 == 0o700
+    assert fresh.stat().st_mode & 0o777 == 0o700 and (fresh / "joblib").stat().st_mode & 0o777 == 0o700
     shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)                      # anyone could plant a pickle here
+    (shared / "joblib").mkdir(parents=True)
+    for folder in (shared, shared / "joblib"):
+        folder.chmod(0o777)                   # as a loose umask or a careless chmod leaves them
     monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(shared))
-    with pytest.raises(ValueError, match="written by other users"):
+    assert cache.cached_call(_expensive)(1.0, _Config(2.0, 0)) == 2.0
+    assert shared.stat().st_mode & 0o077 == 0 and (shared / "joblib").stat().st_mode & 0o077 == 0
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)                     # anyone may rename what is inside (no sticky bit)
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(open_dir / "cache"))
+    with pytest.raises(ValueError, match="anyone can write to"):
         cache.cached_call(_expensive)(1.0, _Config(2.0, 0))
-    shared.chmod(0o755)
-    (shared / "joblib").mkdir(mode=0o777)
-    (shared / "joblib").chmod(0o777)
-    with pytest.raises(ValueError, match="chmod go-w"):
-        cache.cached_call(_expensive)(1.0, _Config(2.0, 0))
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        theirs = tmp_path / "theirs"
+        theirs.mkdir()
+        os.chown(theirs, 65534, 65534)        # another user's folder
+        monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(theirs))
+        with pytest.raises(ValueError, match="belongs to another user"):
+            cache.cached_call(_expensive)(1.0, _Config(2.0, 0))
 
 
 def test_code_digest_follows_source_changes(tmp_path):
