@@ -1,0 +1,184 @@
+"""Private estimates of what a schema needs public: a numeric column's bounds and a column's categories.
+
+When a curator cannot declare a column's range or its category list from public knowledge (a code
+book, the questionnaire), a small share of the budget can estimate them from the data. Both functions
+return what they spent in a :class:`~core.privacy.ledger.BudgetLedger`, so the page records the
+estimate as a release; a seeded run (``secure=False``) is a simulation.
+
+Bounds (:func:`estimate_bounds`): two differentially private quantiles (default the 1st and 99th
+percentiles), each by the exponential mechanism over a PUBLIC candidate grid (:data:`CANDIDATES`, fixed
+here and never read from the data): 0 and +-10^e for e from -3 to 9 in 20 steps per decade (483 values).
+The score of a candidate c for the quantile alpha is -|#{x < c} - alpha n| (Smith 2011, the same
+quantity OpenDP scores); adding or removing one row moves it by at most max(alpha, 1 - alpha), and one
+person's k rows by k times that. The epsilon is split evenly between the two quantiles. The seeded path
+samples the exponential mechanism with ``core.privacy.mechanisms`` (McSherry-Talwar 2007); the secure path
+is OpenDP's ``make_private_quantile`` (the same score, noisy max) with its scale found by OpenDP's
+``binary_search_param`` so that its own privacy map gives epsilon / 2 for an input distance of k rows.
+The estimate is reliable when alpha n is well above 2 max(alpha, 1 - alpha) k ln(483) / (epsilon / 2);
+on small samples the tails may land on a far candidate, so the curator should look before using them.
+
+Categories (:func:`estimate_categories`): a stability-based thresholded histogram (Korolova et al. 2009;
+Wilson et al. 2020 for k rows per person). Every OBSERVED label's count gets Laplace noise of scale
+k / epsilon (a person's k rows move the counts by at most k in L1) and only labels whose noisy count
+reaches the threshold are returned. A label that only one person holds has a count of at most k, so it
+clears the threshold T with probability at most 1/2 exp(-(T - k) / scale); a person holds at most k such
+labels, so the default threshold T = k + scale ln(k / (2 delta)) makes the chance that any of them shows
+at most delta. The release is (epsilon, delta)-DP: the ledger carries ``level_delta`` = delta, which the
+project ledger books with the spend. Neither the counts nor the dropped labels leave the function.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from core.contracts import make_rng
+from core.privacy.ledger import BudgetLedger
+from core.privacy.mechanisms import sample_exponential_mechanism, sample_laplace
+from core.privacy.protection import ProtectionUnit
+
+CANDIDATES = np.concatenate([-np.geomspace(1e-3, 1e9, 241)[::-1], [0.0], np.geomspace(1e-3, 1e9, 241)])
+"""The public candidate grid of the quantiles: 0 and +-10^e, e = -3 ... 9 in steps of 1/20 (483 values)."""
+
+DEFAULT_QUANTILES = (0.01, 0.99)
+DEFAULT_DELTA = 1e-6
+
+
+def _check_epsilon(epsilon: float) -> float:
+    try:
+        epsilon = float(epsilon)
+    except (TypeError, ValueError):
+        raise ValueError(f"epsilon must be a number; got {epsilon!r}.") from None
+    if not math.isfinite(epsilon) or epsilon <= 0:
+        raise ValueError(f"epsilon must be a positive number (e.g. 0.1); got {epsilon}.")
+    return epsilon
+
+
+def _check_rows(rows_per_person: int) -> ProtectionUnit:
+    if isinstance(rows_per_person, bool) or not isinstance(rows_per_person, (int, np.integer)) \
+            or rows_per_person < 1:
+        raise ValueError(f"rows_per_person must be a whole number of at least 1; got {rows_per_person!r}.")
+    k = int(rows_per_person)
+    return ProtectionUnit(k, person_id=k > 1)
+
+
+def _numbers(values) -> np.ndarray:
+    series = pd.Series(values)
+    numbers = pd.to_numeric(series, errors="coerce")
+    if (numbers.isna() & series.notna()).any():
+        raise ValueError("The column holds text that is not a number; clean it (or declare it a category) before "
+                         "estimating its bounds.")
+    out = numbers.dropna().to_numpy(float)
+    if not np.all(np.isfinite(out)):
+        raise ValueError("The column holds infinite values; remove them before estimating its bounds.")
+    return out
+
+
+def quantile_scores(x: np.ndarray, alpha: float, candidates: np.ndarray = CANDIDATES) -> np.ndarray:
+    """-|#{x < c} - alpha n| for every candidate c (higher is better; 0 at the exact quantile)."""
+    below = np.searchsorted(np.sort(np.asarray(x, float)), candidates, side="left")
+    return -np.abs(below - alpha * x.size)
+
+
+def estimate_bounds(values, epsilon: float, *, secure: bool, rng=None, quantiles: tuple[float, float] = DEFAULT_QUANTILES,
+                    rows_per_person: int = 1) -> tuple[float, float, BudgetLedger]:
+    """(low, high, ledger): private ``quantiles`` of ``values`` (missing values skipped) on the public grid.
+
+    ``epsilon`` (pure DP, per person with up to ``rows_per_person`` rows each) is split evenly between the
+    two quantiles. ``secure=True`` draws through OpenDP (a release); otherwise ``rng`` (a seed or a
+    Generator) drives a simulation. low <= high always (the two are sorted).
+    """
+    epsilon = _check_epsilon(epsilon)
+    unit = _check_rows(rows_per_person)
+    lo_q, hi_q = (float(q) for q in quantiles)
+    if not 0 < lo_q < hi_q < 1:
+        raise ValueError(f"The quantiles must satisfy 0 < low < high < 1; got {quantiles!r}.")
+    x = _numbers(values)
+    k = unit.rows_per_person
+    each = epsilon / 2.0
+    if not secure:
+        gen = make_rng(rng, what="a simulated estimate of bounds")
+    picks = []
+    for alpha in (lo_q, hi_q):
+        if secure:
+            picks.append(secure_quantile(x, alpha, each, k))
+        else:
+            sensitivity = k * max(alpha, 1.0 - alpha)
+            i = sample_exponential_mechanism(quantile_scores(x, alpha), each, gen, sensitivity)
+            picks.append(float(CANDIDATES[i]))
+    low, high = sorted(picks)
+    ledger = BudgetLedger()
+    for alpha in (lo_q, hi_q):
+        ledger.spend(f"bounds: {alpha:.0%} quantile", each, "epsilon",
+                     measured=f"one quantile on a public grid of {CANDIDATES.size} candidates (exponential mechanism)")
+    return low, high, unit.person_ledger(ledger, scale=False)
+
+
+def secure_quantile(x: np.ndarray, alpha: float, epsilon: float, rows_per_person: int = 1) -> float:
+    """The ``alpha`` quantile of ``x`` on :data:`CANDIDATES` through OpenDP's ``make_private_quantile``,
+    calibrated by OpenDP's ``binary_search_param`` to ``epsilon`` for ``rows_per_person`` rows (RELEASE PATH)."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+    candidates = [float(c) for c in CANDIDATES]
+
+    def make(scale: float):
+        return dp.m.make_private_quantile(domain, dp.symmetric_distance(), dp.max_divergence(), candidates,
+                                          float(alpha), scale)
+
+    scale = dp.binary_search_param(make, d_in=int(rows_per_person), d_out=float(epsilon))
+    return float(make(scale)([float(v) for v in x]))
+
+
+def category_threshold(epsilon: float, delta: float = DEFAULT_DELTA, rows_per_person: int = 1) -> float:
+    """The default threshold k + (k / epsilon) ln(k / (2 delta)): a label only one person holds is returned
+    with probability at most delta (see the module docstring)."""
+    epsilon = _check_epsilon(epsilon)
+    k = _check_rows(rows_per_person).rows_per_person
+    if not 0 < float(delta) < 1:
+        raise ValueError(f"delta must lie strictly between 0 and 1 (e.g. 1e-6); got {delta}.")
+    return k + (k / epsilon) * math.log(k / (2.0 * float(delta)))
+
+
+def estimate_categories(values, epsilon: float, threshold: float | None = None, *, secure: bool, rng=None,
+                        delta: float = DEFAULT_DELTA, rows_per_person: int = 1) -> tuple[tuple[str, ...], BudgetLedger]:
+    """(labels, ledger): the observed labels whose Laplace-noised count reaches ``threshold``, sorted.
+
+    ``threshold`` None: :func:`category_threshold` at ``delta`` (the ledger's ``level_delta``). A threshold
+    given below that default is refused (it would not keep the stated delta). Missing values are skipped;
+    labels are compared as trimmed text. ``secure=True`` draws the noise through OpenDP (a release);
+    otherwise ``rng`` drives a simulation.
+    """
+    epsilon = _check_epsilon(epsilon)
+    unit = _check_rows(rows_per_person)
+    k = unit.rows_per_person
+    floor = category_threshold(epsilon, delta, k)
+    if threshold is None:
+        threshold = floor
+    else:
+        threshold = float(threshold)
+        if not math.isfinite(threshold) or threshold < floor - 1e-12:
+            raise ValueError(f"The threshold {threshold:g} is below {floor:.4g}, the least that keeps delta = "
+                             f"{delta:g} at epsilon {epsilon:g}; raise it, or raise delta.")
+    series = pd.Series(values).dropna().astype(str).str.strip()
+    series = series[series != ""]
+    counts = series.value_counts(sort=False)
+    scale = k / epsilon
+    if secure:
+        from core.privacy.secure import secure_noise
+
+        noise = np.asarray(secure_noise("laplace", scale, len(counts)), float) if len(counts) else np.zeros(0)
+    else:
+        noise = sample_laplace(scale, len(counts), make_rng(rng, what="a simulated estimate of categories"))
+    keep = counts.to_numpy(float) + np.asarray(noise, float).reshape(-1) >= threshold
+    labels = tuple(sorted(str(v) for v in counts.index[keep]))
+    del counts, noise                     # nothing exact, nor a dropped label, leaves the function
+    ledger = BudgetLedger()
+    ledger.spend("categories: thresholded histogram", epsilon, "epsilon",
+                 measured=f"noisy counts of the observed labels (Laplace scale {scale:.3g}), kept above a threshold "
+                          f"of {threshold:.3g} (delta {delta:g})")
+    ledger = unit.person_ledger(ledger, scale=False)
+    ledger.level_delta = float(delta)
+    return labels, ledger
