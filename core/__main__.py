@@ -1,12 +1,12 @@
 """Command line: rerun a saved report or run a hand-written plan, headless.
 
-    python -m core reproduce REPORT.json --out DIR [--data FILE ...]
+    python -m core reproduce REPORT.json [--out DIR] [--data FILE ...]
     python -m core run PLAN.json --out DIR [--data FILE ...]
     python -m core data profile|check|apply FILE ...   (your own data file: see core/intake/cli.py)
 
 ``reproduce`` reruns the report's plan and checks that every table comes out the same (exit 1 if
 not); ``run`` runs a plan file (the ``plan`` object of a report, or a report itself). Tables are
-written to DIR as CSV plus ``report.json``. Uploaded data are referenced by fingerprint: pass the
+written to DIR as CSV plus ``report.json`` (``reproduce`` without ``--out`` only checks). Uploaded data are referenced by fingerprint: pass the
 same file(s) with ``--data`` and they are checked before anything runs. What a plan's run keeps in the
 project database (the synthetic copy a fairness elicitation showed) is loaded from it here
 (``DASHBOARD_DB_URL``, else the default SQLite file) and passed to the run as its data.
@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, what in (("reproduce", "a report exported by a page"), ("run", "a plan (JSON)")):
         cmd = sub.add_parser(name, help=f"rerun {what}")
         cmd.add_argument("file", type=Path)
-        cmd.add_argument("--out", type=Path, required=True, help="folder for the tables and report")
+        cmd.add_argument("--out", type=Path, required=name == "run",
+                         help="folder for the tables and report" + (" (optional: without it, only check)"
+                                                                     if name == "reproduce" else ""))
         cmd.add_argument("--data", type=Path, action="append", default=[],
                          help="the uploaded data file(s) the plan ran on, in the order uploaded")
     add_data_parser(sub)
@@ -72,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     page = report.get("page", "") if report else ""
-    _write(args.out, result, page)
+    if args.out is not None:
+        _write(args.out, result, page)
     if report is None:
         print(f"Ran {type(plan).__name__}; tables written to {args.out}.")
         return 0
@@ -80,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     if differ:
         print(f"Reran {type(plan).__name__}, but these tables differ from the report: {', '.join(differ)}.")
         return 1
-    print(f"Reproduced {type(plan).__name__}: all {len(report.get('tables', {}))} tables match; "
-          f"written to {args.out}.")
+    print(f"Reproduced {type(plan).__name__}: all {len(report.get('tables', {}))} tables match"
+          + (f"; written to {args.out}." if args.out is not None else "."))
     return 0
 
 

@@ -248,7 +248,9 @@ def test_each_area_runs_on_the_declared_file_and_its_report_reruns_with_the_same
     path, data = tmp_path / "report.json", tmp_path / "messy_county.csv"
     path.write_text(report_json(report))
     data.write_bytes(raw)
+    assert cli(["reproduce", str(path), "--data", str(data)]) == 0       # checks only: nothing written
     assert cli(["reproduce", str(path), "--out", str(tmp_path / "out"), "--data", str(data)]) == 0
+    assert set(report["tables"]) <= {p.stem for p in (tmp_path / "out").glob("*.csv")}
     assert tables_match(report, run_plan(load_plan(report), raw).tables()) == []
     # a file whose fingerprint differs is refused before anything runs
     edited = tmp_path / "edited.csv"
