@@ -153,10 +153,12 @@ def test_a_bad_public_range_with_a_plan_still_built_disables_both_releases(ledge
     ledger.set_no_cap("adult")
     at = _synthesis()
     at.selectbox(key="ss_dataset").set_value("adult").run()
-    at.text_input(key="ss_bounds_adult").input("age: old-young").run()
+    at.number_input(key="ss_lo_adult_age").set_value(90).run()
+    at.number_input(key="ss_hi_adult_age").set_value(10).run()       # high below low
     assert not at.exception and at.error
     assert at.button(key="ss_mr_release").disabled and at.button(key="ss_rel_secure").disabled
-    at.text_input(key="ss_bounds_adult").input("").run()
+    at.number_input(key="ss_lo_adult_age").set_value(None).run()
+    at.number_input(key="ss_hi_adult_age").set_value(None).run()
     assert not at.button(key="ss_mr_release").disabled
 
 

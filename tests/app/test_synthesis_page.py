@@ -145,12 +145,13 @@ def test_adult_numbers_need_public_ranges_and_mean_tab_widgets():
     assert len(_table(at, "real_rows")) == 10          # sex x race in Adult: 2 x 5
     cols = at.multiselect(key="ss_columns_adult").value
     assert len(cols) <= 10 and {"sex", "race", "income"} <= set(cols) and "age" not in cols
-    at.text_input(key="ss_bounds_adult").input("age: 0-120").run()
+    at.number_input(key="ss_lo_adult_age").set_value(0).run()
+    at.number_input(key="ss_hi_adult_age").set_value(120).run()
     assert not at.exception and not at.error
     assert any("declared public range [0, 120]" in c.value for c in at.caption)
-    at.text_input(key="ss_bounds_adult").input("age 0-120").run()
-    assert any("column: low-high" in e.value for e in at.error)
-    at.text_input(key="ss_bounds_adult").input("").run()
+    at.number_input(key="ss_hi_adult_age").set_value(None).run()
+    assert any("both ends of the public range of age" in e.value for e in at.error)
+    at.number_input(key="ss_lo_adult_age").set_value(None).run()
     before = _table(at, "pooled mean |error|")
     at.slider(key="ss_me_spread").set_value(0.0).run()
     assert not at.exception
