@@ -16,7 +16,7 @@ import pytest
 from core.__main__ import main as cli
 from core.contracts import DataRef, bytes_fingerprint, named_rng, plan_from_dict, plan_to_dict
 from core.datasets import load_microdata
-from core.intake import (ColumnSchema, DataSchema, apply, check, clean, draft_schema, read_table, read_table_bytes)
+from core.intake import ColumnSchema, DataSchema, apply, clean, draft_schema, read_table, read_table_bytes
 from core.intake.store import DataSetStore
 from core.report import build_report, load_plan, report_json, run_plan, tables_match
 from tests.unit.ledger_support import database_url
