@@ -6,8 +6,9 @@
 
 ``reproduce`` reruns the report's plan and checks that every table comes out the same (exit 1 if
 not); ``run`` runs a plan file (the ``plan`` object of a report, or a report itself). Tables are
-written to DIR as CSV plus ``report.json`` (``reproduce`` without ``--out`` only checks). Uploaded data are referenced by fingerprint: pass the
-same file(s) with ``--data`` and they are checked before anything runs. What a plan's run keeps in the
+written to DIR as CSV plus ``report.json`` (``reproduce`` without ``--out`` only checks). Uploaded data
+are referenced by fingerprint: pass the same file(s) with ``--data`` and they are checked before
+anything runs; a plan whose data carries the curator's schema is cleaned by it again. What a plan's run keeps in the
 project database (the synthetic copy a fairness elicitation showed) is loaded from it here
 (``DASHBOARD_DB_URL``, else the default SQLite file) and passed to the run as its data.
 """
