@@ -199,6 +199,14 @@ def spends_of(ledger: BudgetLedger) -> tuple[Spend, ...]:
     return tuple(dataclasses.replace(s, delta=delta if s.unit == "epsilon" else 0.0) for s in ledger.spends)
 
 
+def _spend_rows(spends: Iterable[Spend]) -> tuple:
+    """Spends as the ledger stores them (text cut to the column widths, numbers as floats), for telling
+    whether a release given again is the one already stored."""
+    return tuple((s.label[:200], s.measured[:300], float(s.amount), s.unit, float(s.delta), s.composition,
+                  None if s.group is None else s.group[:200], None if s.part is None else s.part[:200])
+                 for s in spends)
+
+
 def _amount(value, what: str, unit: str) -> float:
     """A spend or cap amount as a float in (0, MAX_AMOUNT], else a ValueError saying what to change."""
     try:
@@ -639,8 +647,9 @@ class ProjectLedger:
         Counted against the cap: the committed releases, the live reservations and ``rel``. A real release
         (kind "release") needs a cap decision (:class:`CapUndecided`) and must fit the cap
         (:class:`CapExceeded`). Reserving a release key again returns the reservation (or the committed
-        release) it already has, so a retried call never counts twice. Expired reservations of the data
-        set are removed on the way.
+        release) it already has, so a retried call never counts twice; a key already stored with another
+        plan digest, kind or spends is refused (``ValueError``), since returning the old reservation would
+        let a different release run uncounted. Expired reservations of the data set are removed on the way.
         """
         check_release(rel)
         try:
@@ -657,6 +666,7 @@ class ProjectLedger:
             self._drop(conn, (c.data_key == rel.data_key) & (c.status == RESERVED) & (c.expires_at <= now))
             have = self._row(conn, rel.data_key, rel.release_key)
             if have is not None:
+                self._same_release(conn, have, rel)
                 expires = "" if have["expires_at"] is None else _now_iso(have["expires_at"])
                 return Reservation(int(have["id"]), rel.data_key, rel.release_key, expires)
             if rel.kind == "release":
@@ -666,6 +676,19 @@ class ProjectLedger:
             return Reservation(int(rid), rel.data_key, rel.release_key, _now_iso(expires_at))
 
         return self._write(body, f"{NOT_RECORDED}: the release was not reserved, so do not run it")
+
+    def _same_release(self, conn, have, rel: LedgerRelease) -> None:
+        """Refuse (``ValueError``) a release key already stored for another release: a retried press may
+        reuse its key, but only with the same plan digest, kind and spends. A committed release whose
+        detailed spends replaced the reserved ones (``commit(res, spends)``) is the same release when
+        ``rel``'s spends are exactly the committed ones, so a retry after the commit must send those."""
+        stored = self._load(conn, releases_table.c.id == have["id"])[0][1]
+        same = (stored.plan_digest == rel.plan_digest[:64] and stored.kind == rel.kind
+                and _spend_rows(stored.spends) == _spend_rows(rel.spends))
+        if not same:
+            raise ValueError(f"The release key {rel.release_key!r} of {rel.data_label or rel.data_key} is already "
+                             f"used by another release ({stored.label}: other plan digest or spends), so this one "
+                             "was not reserved. Give this release its own key (a new press) instead of reusing it.")
 
     def _check_cap(self, conn, rel: LedgerRelease, now: float) -> None:
         decision = self._decision(conn, rel.data_key)

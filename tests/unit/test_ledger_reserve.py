@@ -337,3 +337,28 @@ def test_concurrent_writers_wait_their_turn_instead_of_being_refused(ledger, url
     assert not any(t.is_alive() for t in threads)
     assert [e for o in outcomes for e in o["errors"]] == []
     assert len(ledger.releases("cps", "simulation")) == N_WRITERS * PER_WRITER
+
+
+def test_a_reused_key_with_another_release_is_refused_and_the_same_release_stays_idempotent(ledger):
+    """A release key names one release: reserving it again with a larger spend or another plan must not
+    hand back the old reservation (the block would run uncounted); the same release again still does."""
+    ledger.set_cap("cps", Cap(100.0))
+    small = release(0.1, key="K")
+    done = ledger.commit(ledger.reserve(small))
+    with pytest.raises(ValueError, match="already used by another release"):
+        ledger.reserve(release(50.0, key="K"))
+    with pytest.raises(ValueError, match="already used by another release"):
+        ledger.reserve(release(0.1, key="K", digest="e" * 64))
+    ran = []
+    with pytest.raises(ValueError, match="already used by another release"):
+        with ledger.reserved(release(50.0, key="K")):
+            ran.append(True)
+    assert ran == [] and ledger.releases("cps") == (done,) and ledger.reservations("cps") == ()
+    assert ledger.totals("cps").epsilon == pytest.approx(0.1)
+    assert ledger.commit(ledger.reserve(small)) == done            # the same release again: idempotent
+
+    live = ledger.reserve(release(1.0, key="L"))                   # the same holds for a live reservation
+    with pytest.raises(ValueError, match="already used by another release"):
+        ledger.reserve(release(2.0, key="L"))
+    assert ledger.reserve(release(1.0, key="L")) == live
+    assert ledger.preview(release(0.5)).before.epsilon == pytest.approx(1.1)
