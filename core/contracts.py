@@ -399,6 +399,8 @@ def _check_kind(f: dataclasses.Field, value: Any, name: str) -> None:
     """The value has the kind its default has: yes/no for a bool, a number (not yes/no, not text) for a
     number, a whole number for an int (``True`` is not a count of 1)."""
     default = f.default
+    if value is None:                  # an optional setting left unset (e.g. "use the paper's bound")
+        return
     if isinstance(default, bool):
         if not isinstance(value, (bool, np.bool_)):
             raise ValueError(f"{name} must be yes or no (true or false); got {value!r}.")
