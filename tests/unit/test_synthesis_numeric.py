@@ -163,3 +163,19 @@ def test_messy_county_release_has_the_cleaned_tables_columns_dtypes_and_bounds()
         assert pd.api.types.is_numeric_dtype(synth[col]) and synth[col].between(lo, hi).all()
     assert synth["age"].dtype == np.int64 and (synth["age"] < 50).any()
     assert set(synth["county"].astype(str)) <= set(cleaned["county"].astype(str))
+
+
+def test_a_column_the_declaration_bins_stays_a_category_of_its_bins():
+    """Bins declared on the data set make the cleaned column a category in the column's units
+    ("0 to 33"): the synthetic column is that category too, with the same labels."""
+    plan, raw = messy_plan()
+    schema = plan.data.schema
+    columns = tuple(dataclasses.replace(c, bounds=(0.0, 99.0), bins=3) if c.name == "hours_per_week" else c
+                    for c in schema.columns)
+    plan = plan.replace(data=DataRef("upload", plan.data.fingerprint, schema=schema.replace(columns=columns)))
+    cleaned = load_raw(plan, raw)
+    synth = run.uncached(plan, raw).release.data
+    assert isinstance(synth["hours_per_week"].dtype, pd.CategoricalDtype)
+    assert list(synth["hours_per_week"].cat.categories) == list(cleaned["hours_per_week"].cat.categories) \
+        == ["0 to 33", "33 to 66", "66 to 99"]
+    assert synth["age"].dtype == np.int64 and synth["age"].between(0, 120).all()
