@@ -1,8 +1,12 @@
 """Private mean estimation pooled and stratified (Rosenblatt, Stoyanovich & Musco, Sec. 3 and App.).
 
-Values are modelled as N(mu, sigma^2) with |mu| <= R. Clipped Laplace/Gaussian means (eq. 2-3),
+Values are modelled as N(mu, sigma^2) with |mu| <= R. Clipped means with any noise of
+``core.synthesis.plan.NOISES`` (Laplace and Gaussian are the paper's; eq. 2-3),
 the stratified recombination (eq. 4) with public, DP-noised or user weights, the error
 expressions (Prop. 9, Lemma 12, Thm. 10) and univariate COINPRESS (App. Alg. 1-3).
+
+A ``noise`` argument is a ``NOISES`` key or its :class:`~core.synthesis.mean_noise.MeanNoise`; its unit,
+calibration, sampler and variance come from that object, never from the key.
 """
 from __future__ import annotations
 
@@ -14,9 +18,10 @@ import numpy as np
 import pandas as pd
 from scipy.special import digamma
 
-from core.privacy.accounting import gaussian_sigma, rho_for_epsilon
+from core.privacy.accounting import gaussian_sigma
 from core.privacy.ledger import BudgetLedger
-from core.privacy.mechanisms import laplace_variance, sample_gaussian, sample_laplace
+from core.privacy.mechanisms import sample_gaussian, sample_laplace
+from core.synthesis.plan import mean_noise
 
 WEIGHT_POLICIES = ("exact", "dp", "user")
 
@@ -40,8 +45,10 @@ def laplace_scale(n: int | np.ndarray, R: float, gamma: float, epsilon: float, m
 
 
 def clipped_mean(x: np.ndarray, R: float, gamma: float, budget: float, rng: np.random.Generator,
-                 noise: str = "laplace", margin: str = "paper") -> float:
-    """Clipped mean plus Laplace (budget = epsilon) or Gaussian (budget = rho) noise of sensitivity 2B/n."""
+                 noise="laplace", margin: str = "paper") -> float:
+    """Clipped mean plus the noise's draw for sensitivity 2B/n at ``budget`` in its unit (Laplace: epsilon;
+    Gaussian: rho)."""
+    noise = mean_noise(noise)
     x = np.asarray(x, float)
     if not math.isfinite(budget) or budget <= 0:
         raise ValueError(f"The privacy budget must be a positive finite number; got {budget}.")
@@ -49,11 +56,7 @@ def clipped_mean(x: np.ndarray, R: float, gamma: float, budget: float, rng: np.r
     B = float(clip_bound(n, R, gamma, margin))
     base = np.clip(x, -B, B).mean() if x.size else 0.0
     sens = 2 * B / n
-    if noise == "laplace":
-        return float(base + sample_laplace(sens / budget, None, rng))
-    if noise == "gaussian":
-        return float(base + sample_gaussian(gaussian_sigma(sens, budget), None, rng))
-    raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
+    return float(base + noise.sample(float(noise.scale_for(sens, budget)), None, rng))
 
 
 def recombination_weights(sizes: np.ndarray, policy: str, rng: np.random.Generator | None = None,
@@ -106,13 +109,14 @@ class StratifiedMean:
 def stratified_mean(x: np.ndarray, groups: np.ndarray, k: int, R: float, gamma: float, epsilon: float,
                     rng: np.random.Generator, policy: str = "exact", count_epsilon: float | None = None,
                     user_weights: Sequence[float] | None = None, margin: str = "paper",
-                    noise: str = "laplace") -> StratifiedMean:
+                    noise="laplace") -> StratifiedMean:
     """Eq. 3 per stratum with the full budget, recombined by eq. 4 with the chosen weights (Prop. 8).
 
-    ``epsilon`` is the pure-DP epsilon with Laplace noise, or the zCDP rho with ``noise="gaussian"``
-    (each stratum's mean gets N(0, (2B/g)^2 / (2 rho)); parallel composition holds for rho as well).
-    Vectorised over strata: clipped sums by np.bincount, one noise draw per stratum.
+    ``epsilon`` is the budget in the noise's unit: the pure-DP epsilon with Laplace noise, the zCDP rho
+    with ``noise="gaussian"`` (each stratum's mean gets N(0, (2B/g)^2 / (2 rho)); parallel composition
+    holds for rho as well). Vectorised over strata: clipped sums by np.bincount, one noise draw per stratum.
     """
+    noise = mean_noise(noise)
     if not math.isfinite(epsilon) or epsilon <= 0:
         raise ValueError(f"The privacy budget must be a positive finite number; got {epsilon}.")
     x, groups = np.asarray(x, float), np.asarray(groups, np.int64)
@@ -120,17 +124,12 @@ def stratified_mean(x: np.ndarray, groups: np.ndarray, k: int, R: float, gamma: 
     B = clip_bound(sizes, R, gamma, margin)
     clipped = np.clip(x, -B[groups], B[groups])
     sums = np.bincount(groups, weights=clipped, minlength=k)
-    # one standard draw per stratum, scaled by that stratum's own calibration from core.privacy
-    if noise == "laplace":
-        draw = sample_laplace(1.0, k, rng) * laplace_scale(sizes, R, gamma, epsilon, margin)
-    elif noise == "gaussian":
-        draw = sample_gaussian(1.0, k, rng) * (2 * B / np.maximum(sizes, 1)) * gaussian_sigma(1.0, epsilon)
-    else:
-        raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
+    # one standard draw per stratum, scaled by that stratum's own calibration (sensitivity 2 B_i / g_i)
+    draw = noise.sample(1.0, k, rng) * noise.scale_for(2 * B / np.maximum(sizes, 1), epsilon)
     means = sums / np.maximum(sizes, 1) + draw
     w = recombination_weights(sizes, policy, rng, count_epsilon, user_weights)
     ledger = BudgetLedger()
-    ledger.spend("stratum means", epsilon, "epsilon" if noise == "laplace" else "rho",
+    ledger.spend("stratum means", epsilon, noise.unit,
                  composition="parallel", group="strata", part="every stratum",
                  measured=f"{k} clipped means, one per stratum")
     if policy == "dp":
@@ -141,18 +140,16 @@ def stratified_mean(x: np.ndarray, groups: np.ndarray, k: int, R: float, gamma: 
 
 # ---- error expressions -----------------------------------------------------------------------
 def population_error_sd(sizes: Sequence[float], R: float, gamma: float, epsilon: float,
-                        stratified: bool = True, noise: str = "laplace") -> float:
+                        stratified: bool = True, noise="laplace") -> float:
     """Standard deviation of the privacy error of the population mean with exact weights (Sec. 2.3):
-    sqrt(2 sum b_i^2)/n stratified, sqrt(2) b_0 / n pooled, with b = (2R + 2 sqrt(log(g/gamma)))/epsilon.
-    With ``noise="gaussian"`` the budget is rho and each sqrt(2) b becomes 2B / sqrt(2 rho)."""
+    sqrt(sum_i Var(noise at sensitivity 2 B_i)) / n stratified (independent strata: variances add), and
+    sqrt(Var(noise at 2 B_0)) / n pooled. Laplace at epsilon: sqrt(2 sum b_i^2)/n with
+    b = (2R + 2 sqrt(log(g/gamma)))/epsilon; Gaussian at rho: each sqrt(2) b becomes 2B / sqrt(2 rho)."""
+    noise = mean_noise(noise)
     sizes = np.asarray(sizes, float)
     n = sizes.sum()
-    if noise not in ("laplace", "gaussian"):
-        raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
     sens = 2 * np.atleast_1d(clip_bound(sizes, R, gamma) if stratified else clip_bound(n, R, gamma))
-    if noise == "gaussian":   # independent strata: the sds add in quadrature, so sigma of the joint sensitivity
-        return float(gaussian_sigma(np.sqrt((sens ** 2).sum()), epsilon) / n)
-    return float(math.sqrt(np.sum(laplace_variance(sens / epsilon))) / n)
+    return float(math.sqrt(np.sum(noise.variance(noise.scale_for(sens, epsilon)))) / n)
 
 
 def cost_ratio_bounds(k: int, n: float, R: float, gamma: float) -> tuple[float, float]:
@@ -288,22 +285,19 @@ def simulate_mixture_coinpress(n_private: int, alpha: float, k: int, runs: int, 
     return out
 
 
-def noise_budget(epsilon: float, noise: str = "laplace", delta: float = 1e-9) -> float:
-    """The budget a mechanism takes for a target epsilon: epsilon itself (Laplace, pure DP), or the
-    largest zCDP rho that is (epsilon, delta)-DP (Gaussian), so both noises are compared at equal epsilon."""
-    if noise == "laplace":
-        return float(epsilon)
-    if noise == "gaussian":
-        return float(rho_for_epsilon(epsilon, delta))
-    raise ValueError(f"noise must be 'laplace' or 'gaussian'; got {noise!r}.")
+def noise_budget(epsilon: float, noise="laplace", delta: float = 1e-9) -> float:
+    """The budget a noise takes for a target epsilon (``MeanNoise.budget_for``): epsilon itself (Laplace,
+    pure DP), or the largest zCDP rho that is (epsilon, delta)-DP (Gaussian), so noises compare at equal epsilon."""
+    return mean_noise(noise).budget_for(epsilon, delta)
 
 
 def mean_estimation_curves(sizes: Sequence[int], R: float, gamma: float, epsilons: Sequence[float], runs: int,
                            rng: np.random.Generator, means: Sequence[float] | None = None,
-                           noise: str = "laplace", delta: float = 1e-9) -> pd.DataFrame:
+                           noise="laplace", delta: float = 1e-9) -> pd.DataFrame:
     """Population privacy error against epsilon: theory sd (Sec. 2.3) and simulated |error| of the real
     estimators on Gaussian data with these group sizes. Tidy: epsilon, method, kind, value.
     Gaussian noise runs at the rho that is (epsilon, delta)-DP (``noise_budget``)."""
+    noise = mean_noise(noise)
     sizes = np.asarray(sizes, int)
     k = sizes.size
     mu = np.zeros(k) if means is None else np.asarray(means, float)
@@ -342,12 +336,14 @@ def dirichlet_summary(sizes: Sequence[float], alphas: Sequence[float] | None = N
 
 def group_error_table(sizes: Sequence[int], means: Sequence[float], R: float, gamma: float, epsilon: float,
                       runs: int, rng: np.random.Generator, policy: str = "exact",
-                      count_epsilon: float | None = None, noise: str = "laplace",
+                      count_epsilon: float | None = None, noise="laplace",
                       delta: float = 1e-9) -> pd.DataFrame:
     """Who pays: each group's mean |error| when it gets its own private mean (stratified) versus
     when the pooled private mean stands in for it, over ``runs`` simulated data sets of N(mu_i, 1);
     plus the population error of both and the stratified closed-form sd (Sec. 2.3): sqrt(2) b_i / g_i
-    with Laplace noise, 2 B_i / (g_i sqrt(2 rho)) with Gaussian noise at the (epsilon, delta) rho."""
+    with Laplace noise, 2 B_i / (g_i sqrt(2 rho)) with Gaussian noise at the (epsilon, delta) rho:
+    in general the sd of the noise calibrated for sensitivity 2 B_i / g_i."""
+    noise = mean_noise(noise)
     budget = noise_budget(epsilon, noise, delta)
     sizes = np.asarray(sizes, int)
     mu = np.asarray(means, float)
@@ -363,8 +359,7 @@ def group_error_table(sizes: Sequence[int], means: Sequence[float], R: float, ga
         pooled = clipped_mean(x, R, gamma, budget, rng, noise=noise)
         strat_err[r], pooled_err[r] = np.abs(res.group_means - emp), np.abs(pooled - emp)
         pop[r] = abs(res.population - x.mean()), abs(pooled - x.mean())
-    spread = math.sqrt(laplace_variance(1 / budget)) if noise == "laplace" else gaussian_sigma(1.0, budget)
-    theory = 2 * clip_bound(sizes, R, gamma) / sizes * spread
+    theory = np.sqrt(noise.variance(noise.scale_for(2 * clip_bound(sizes, R, gamma) / sizes, budget)))
     out = pd.DataFrame({"group": np.arange(k), "size": sizes, "true mean": mu,
                         "stratified mean |error|": strat_err.mean(0), "stratified theory sd": theory,
                         "pooled mean |error|": pooled_err.mean(0)})

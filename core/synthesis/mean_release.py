@@ -33,17 +33,14 @@ import numpy as np
 import pandas as pd
 
 from core.contracts import DataRef, Plan, Result, named_rng
-from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
-from core.privacy.mechanisms import get_mechanism
 from core.privacy.protection import ProtectionUnit
 from core.synthesis.encoding import encode_categories
 from core.synthesis.plan import (NOISES, SIZE_POLICIES, check_epsilon, check_number, check_numeric_bounds,
-                                 check_public_range, check_whole)
+                                 check_public_range, check_whole, mean_noise)
 from core.synthesis.strata import StrataIndex
 
 Z95 = 1.959963984540054          # two-sided 95% point of the standard normal
-LAPLACE95 = math.log(20) / math.sqrt(2)   # a Laplace draw's two-sided 95% point, in standard deviations
 ROUGH = 0.1                      # count noise sd above this share of the noisy size: interval flagged approximate
 SIMULATION = ("Simulation, not a release: the noise comes from a seeded generator so the numbers can be "
               "reproduced from the plan.")
@@ -116,13 +113,18 @@ class MeanReleasePlan(Plan):
         return self.size_policy == "public" and self.sizes_declared_public
 
     @property
+    def mean_noise(self):
+        """The plan's noise as its :class:`~core.synthesis.mean_noise.MeanNoise` (unit, calibration, samplers)."""
+        return mean_noise(self.noise)
+
+    @property
     def unit(self) -> str:
-        return "epsilon" if self.noise == "laplace" else "rho"
+        return self.mean_noise.unit
 
     @property
     def budget(self) -> float:
         """The whole budget in the noise's unit: epsilon (Laplace) or the (epsilon, delta) rho (Gaussian)."""
-        return float(self.epsilon) if self.noise == "laplace" else float(rho_for_epsilon(self.epsilon, self.delta))
+        return self.mean_noise.budget_for(self.epsilon, self.delta)
 
     def split(self) -> dict[str, float]:
         """The budget of each measurement in ``unit``: pooled sum, stratum sums, stratum counts (0: none)."""
@@ -173,7 +175,7 @@ class MeanRelease(Result):
         for _, row in self.overall.iterrows():
             out[f"{row['estimate']} mean"] = (f"{interval(row['ci_low'], row['ci_high'], '95% interval')}, "
                                               f"se {num(row['se'], 2)} ({how})")
-        out["epsilon"] = (LEDGER_TOTAL if self.plan.noise == "laplace"
+        out["epsilon"] = (LEDGER_TOTAL if self.budget.is_pure()
                           else f"exact (tight conversion of the ledger's rho at delta {self.plan.delta:g})")
         return out
 
@@ -231,27 +233,21 @@ def _noise(plan: MeanReleasePlan, secure: bool):
     stream of ``what`` ("stratum sums", "stratum counts", "pooled sum") under the plan's seed and
     epsilon: each measurement has its own stream, so declaring sizes public (no counts drawn) or
     dropping the pooled mean never moves the noise of another measurement."""
+    noise = plan.mean_noise
     if secure:
-        from core.privacy.secure import SecureMechanism
-
-        mech = SecureMechanism(plan.noise)
-        return lambda scale, size, what: np.asarray(mech.sample(scale, size), float)
-    mech = get_mechanism(plan.noise)
+        return lambda scale, size, what: noise.secure_sample(scale, size)
 
     def draw(scale, size, what):
         rng = named_rng(plan.seed, "stratified mean release", int(round(plan.epsilon * 1e6)), what)
-        return np.asarray(mech.sampler(scale, size, rng), float)
+        return np.asarray(noise.sample(scale, size, rng), float)
     return draw
 
 
-def quantile95(noise: str) -> float:
-    """The two-sided 95% point of one draw of ``noise``, in its standard deviations.
-
-    Gaussian: the normal point 1.96. Laplace with scale b has sd sqrt(2) b and P(|X| > t) = exp(-t/b),
-    so its 95% point is b ln 20 = (ln 20 / sqrt 2) sd, about 2.12 sd: a 1.96 sd interval would cover
-    1 - exp(-1.96 sqrt 2), about 93.75%.
-    """
-    return Z95 if noise == "gaussian" else LAPLACE95
+def quantile95(noise) -> float:
+    """The two-sided 95% point of one draw of ``noise`` (a ``NOISES`` key or its object), in its standard
+    deviations (``MeanNoise.quantile95``): 1.96 for a Gaussian, ln 20 / sqrt 2 (about 2.12) for Laplace,
+    whose 1.96 sd interval would cover only 1 - exp(-1.96 sqrt 2), about 93.75%."""
+    return mean_noise(noise).quantile95
 
 
 def _interval(mean, half, lo, hi):
@@ -278,7 +274,7 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
     sums = np.bincount(groups, weights=x - centre, minlength=k)
     counts = np.bincount(groups, minlength=k).astype(float)
 
-    mech = get_mechanism(plan.noise)
+    mech = plan.mean_noise
     split = plan.split()
     draw = _noise(plan, secure)
     protect = ProtectionUnit.of(plan.data)
@@ -288,27 +284,27 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
     # each measurement draws from its own named stream, so a seeded plan reproduces every number
     sum_scale = float(mech.scale_for(h_person, split["sums"]))
     noisy_sums = sums + draw(sum_scale, k, "stratum sums")
-    var_sum = float(mech.variance_of_scale(sum_scale))
+    var_sum = float(mech.variance(sum_scale))
     ledger.spend("stratum sums", split["sums"], unit, composition="parallel", group="strata", part="every stratum",
                  measured=f"{k} clipped sums of {plan.column}, one per stratum, "
-                          f"{'Laplace scale' if unit == 'epsilon' else 'sigma'} {sum_scale:.3g}")
+                          f"{mech.scale_name} {sum_scale:.3g}")
     if plan.sizes_public:
         sizes, var_count = counts, 0.0
     else:
         count_scale = float(mech.scale_for(count_sensitivity, split["counts"]))
         sizes = counts + draw(count_scale, k, "stratum counts")
-        var_count = float(mech.variance_of_scale(count_scale))
+        var_count = float(mech.variance(count_scale))
         ledger.spend("stratum counts", split["counts"], unit, composition="parallel", group="strata",
                      part="every stratum", measured=f"{k} noisy stratum counts, "
-                     f"{'Laplace scale' if unit == 'epsilon' else 'sigma'} {count_scale:.3g}")
+                     f"{mech.scale_name} {count_scale:.3g}")
     pooled_noisy = None
     if split["pooled"] > 0:
         pooled_scale = float(mech.scale_for(h_person, split["pooled"]))
         pooled_noisy = float(sums.sum() + draw(pooled_scale, 1, "pooled sum")[0])
-        var_pooled = float(mech.variance_of_scale(pooled_scale))
+        var_pooled = float(mech.variance(pooled_scale))
         ledger.spend("pooled sum (comparison)", split["pooled"], unit,
                      measured=f"one clipped sum of {plan.column} over every row, "
-                              f"{'Laplace scale' if unit == 'epsilon' else 'sigma'} {pooled_scale:.3g}")
+                              f"{mech.scale_name} {pooled_scale:.3g}")
     ledger = protect.person_ledger(ledger, scale=False)     # amounts already per person; lines say the unit
     del sums, counts   # from here on only released numbers (and public sizes, when declared) are used
 
@@ -319,7 +315,7 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
     se = np.sqrt(var_sum + offset ** 2 * var_count) / denom
     # 95% point in standard errors: the normal one, or a Laplace draw's (exact with public sizes, where
     # b ln 20 / size = q x sqrt(2) b / size; with DP counts it widens the first-order interval for heavy tails)
-    half = quantile95(plan.noise) * se
+    half = mech.quantile95 * se
     ci_low, ci_high = _interval(means, half, lo, hi)
     se, ci_low, ci_high = (np.where(usable, v, np.nan) for v in (se, ci_low, ci_high))
     weights = np.where(usable, np.maximum(sizes, 0.0), 0.0)
@@ -340,14 +336,14 @@ def release_stratified_mean(plan: MeanReleasePlan, data=None, *, secure: bool = 
         k_used = int(usable.sum())
         se_all = math.sqrt(k_used * var_sum + off ** 2 * k_used * var_count) / n_used
         # a sum of several independent draws is near normal; a single stratum's is the noise's own draw
-        overall.append(("stratified (recombined)", est, se_all, Z95 if k_used > 1 else quantile95(plan.noise)))
+        overall.append(("stratified (recombined)", est, se_all, Z95 if k_used > 1 else mech.quantile95))
         if pooled_noisy is not None:
             n_pool = float(sizes.sum())
             p_off = pooled_noisy / max(n_pool, 1.0)
             se_pool = math.sqrt(var_pooled + p_off ** 2 * k * var_count) / max(n_pool, 1.0)
             # one draw of the plan's noise: its own 95% point, as for the stratum rows
             overall.append(("pooled (comparison)", float(np.clip(centre + p_off, lo, hi)), se_pool,
-                            quantile95(plan.noise)))
+                            mech.quantile95))
     overall_df = pd.DataFrame(overall, columns=["estimate", "mean", "se", "q95"])
     overall_df["ci_low"], overall_df["ci_high"] = _interval(overall_df["mean"].to_numpy(),
                                                             (overall_df["q95"] * overall_df["se"]).to_numpy(), lo, hi)

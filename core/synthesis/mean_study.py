@@ -17,7 +17,7 @@ import pandas as pd
 from core.contracts import named_rng
 from core.privacy.ledger import BudgetLedger
 import core.synthesis.mean_estimation as me
-from core.synthesis.plan import MeansPlan
+from core.synthesis.plan import MeansPlan, mean_noise
 
 COINPRESS_SIZES = (1000, 4000, 10000, 20000)
 
@@ -30,12 +30,13 @@ def group_means(plan: MeansPlan, k: int) -> np.ndarray:
 def means_ledger(plan: MeansPlan, delta: float) -> BudgetLedger:
     """What publishing every group's mean (and the recombined mean) spends.
 
-    Laplace means spend the pure epsilon in parallel over the disjoint groups; Gaussian means spend
-    the largest rho that is (epsilon, delta)-DP. DP weights add their own pure-epsilon count.
+    The means spend, in parallel over the disjoint groups, the plan's noise's budget for its epsilon in
+    that noise's unit (Laplace: the pure epsilon; Gaussian: the largest rho that is (epsilon, delta)-DP).
+    DP weights add their own pure-epsilon count.
     """
+    noise = mean_noise(plan.noise)
     ledger = BudgetLedger()
-    budget = me.noise_budget(plan.group_epsilon, plan.noise, delta)
-    ledger.spend("group means", budget, "epsilon" if plan.noise == "laplace" else "rho",
+    ledger.spend("group means", noise.budget_for(plan.group_epsilon, delta), noise.unit,
                  composition="parallel", group="groups", part="every group", measured="one clipped mean per group")
     if plan.weights == "dp":
         ledger.spend("group sizes for the weights (Laplace counts)", plan.count_epsilon, "epsilon",
@@ -45,18 +46,18 @@ def means_ledger(plan: MeansPlan, delta: float) -> BudgetLedger:
 
 def guarantee_text(plan: MeansPlan, delta: float) -> str:
     """The budget statement of the per-group comparison, from its ledger."""
+    noise = mean_noise(plan.noise)
     ledger = means_ledger(plan, delta)
-    per_group = (f"the full epsilon {plan.group_epsilon:g}" if plan.noise == "laplace" else
-                 f"Gaussian noise at rho {me.noise_budget(plan.group_epsilon, plan.noise, delta):.3g}, which is "
-                 f"({plan.group_epsilon:g}, {delta:g})-DP")
+    budget = noise.budget_for(plan.group_epsilon, delta)
+    per_group = (f"the full epsilon {plan.group_epsilon:g}" if noise.unit == "epsilon" else
+                 f"{noise.label} noise at rho {budget:.3g}, which is ({plan.group_epsilon:g}, {delta:g})-DP")
     dp = f", plus epsilon {plan.count_epsilon:g} for the DP size counts" if plan.weights == "dp" else ""
     total = (f"{ledger.total('epsilon'):g}-DP" if ledger.is_pure() else
              f"({ledger.total('epsilon', delta):.4g}, {delta:g})-DP (rho {ledger.total('rho'):.4g})")
     fresh = BudgetLedger()
     for s in ledger.spends:
         fresh.spend(s.label, s.amount, s.unit, s.composition, s.group, s.measured, s.part)
-    fresh.spend("a separate pooled mean", me.noise_budget(plan.group_epsilon, plan.noise, delta),
-                "epsilon" if plan.noise == "laplace" else "rho", measured="one clipped mean of everyone")
+    fresh.spend("a separate pooled mean", budget, noise.unit, measured="one clipped mean of everyone")
     fresh_total = (f"epsilon {fresh.total('epsilon'):g}" if fresh.is_pure()
                    else f"({fresh.total('epsilon', delta):.4g}, {delta:g})-DP")
     return (f"Every group's mean uses {per_group} (disjoint groups, parallel composition){dp}: {total} in "

@@ -16,19 +16,33 @@ import math
 from dataclasses import dataclass, field
 
 from core.contracts import DataRef, Plan, Registry, Spec, param
-from core.privacy.mechanisms import MECHANISMS, NoParams
+from core.privacy.mechanisms import NoParams
+from core.synthesis.mean_noise import MeanNoise, mean_noise_factory
 from core.synthesis.registry import SYNTHESIZERS, AIMParams, GEMParams, IndependentParams, MSTParams
 
 SIZE_POLICIES = {"dp_count": "Estimate with a DP count (charged)", "public": "Public (e.g. census totals)"}
 SMALL_ACTIONS = {"keep": "kept (own model)", "merge": "merged into one model", "drop": "dropped (absent from output)"}
 METHODS = ("stratified", "pooled")
 NOISES = Registry("noise for a private mean", (
-    Spec("laplace", "Laplace (pure epsilon-DP)", MECHANISMS["laplace"].factory, NoParams,
+    Spec("laplace", "Laplace (pure epsilon-DP)", mean_noise_factory("laplace", "Laplace"), NoParams,
          help="Scale = sensitivity / epsilon; the whole budget is a pure epsilon."),
-    Spec("gaussian", "Gaussian (zCDP at the plan's delta)", MECHANISMS["gaussian"].factory, NoParams,
+    Spec("gaussian", "Gaussian (zCDP at the plan's delta)", mean_noise_factory("gaussian", "Gaussian"), NoParams,
          help="Runs at the largest zCDP rho that is (epsilon, delta)-DP at the plan's delta."),
 ))
-"""The noises a private mean may take (the mean-estimation simulation and the stratified-mean release)."""
+"""The noises a private mean may take (the mean-estimation simulation and the stratified-mean release).
+``NOISES[key].build()`` is a :class:`~core.synthesis.mean_noise.MeanNoise`: its unit, calibration,
+samplers, variance and 95% point; the means ask it and never read the key."""
+
+
+def mean_noise(noise) -> MeanNoise:
+    """The :class:`MeanNoise` of a ``NOISES`` key (built with its default Params), or the object itself."""
+    if isinstance(noise, MeanNoise):
+        return noise
+    if noise not in NOISES:
+        raise ValueError(f"noise must be {' or '.join(repr(k) for k in NOISES)}; got {noise!r}.")
+    return NOISES[noise].build()
+
+
 WEIGHTS = {"exact": "public exact sizes", "dp": "DP-noised sizes"}
 MAX_EPSILON = 50.0
 MAX_STRATA = 200   # beyond this a sweep takes minutes and its per-group views are unreadable
