@@ -40,11 +40,11 @@ def _opendp():
 
 
 @lru_cache(maxsize=64)
-def _measurement(mechanism_id: str, scale: float):
-    """OpenDP's measurement for a mechanism at this scale, from the (atom type, metric, constructor name)
-    its factory gave it."""
+def _measurement(mechanism: NoiseMechanism, scale: float):
+    """OpenDP's measurement for a mechanism object at this scale, from the (atom type, metric, constructor
+    name) its factory gave it (cached per object and scale; nothing is parsed back from a name)."""
     dp = _opendp()
-    atom, metric, constructor = _release_mechanism(mechanism_id).opendp
+    atom, metric, constructor = _release_mechanism(mechanism).opendp
     if atom == "f64":
         domain = dp.vector_domain(dp.atom_domain(T="f64", nan=False))
         distance = dp.l1_distance(T="f64") if metric == "l1" else dp.l2_distance(T="f64")
@@ -80,7 +80,7 @@ def secure_release(values, mechanism, scale: float) -> np.ndarray:
         dtype = float
     if not flat:
         return np.zeros(arr.shape, dtype=dtype)
-    noisy = _measurement(mechanism.id, scale)(flat)
+    noisy = _measurement(mechanism, scale)(flat)
     return np.asarray(noisy, dtype=dtype).reshape(arr.shape)
 
 
@@ -96,7 +96,7 @@ def secure_privacy_cost(mechanism, scale: float, sensitivity: float = 1.0) -> fl
     """OpenDP's own privacy map: epsilon (Laplace, geometric) or rho (Gaussians) at this scale."""
     mechanism = _release_mechanism(mechanism)
     d_in = int(sensitivity) if mechanism.discrete and float(sensitivity).is_integer() else float(sensitivity)
-    return float(_measurement(mechanism.id, float(scale)).map(d_in))
+    return float(_measurement(mechanism, float(scale)).map(d_in))
 
 
 class SecureMechanism:
