@@ -16,6 +16,7 @@ from core.census.geography_data import Hierarchy
 from core.census.toydown import detailed_histogram, topdown_lite, total_histogram, toydown
 from core.census.checks import choice, number
 from core.contracts import Plan, named_rng, param, whole_number
+from core.privacy.mechanisms import MECHANISMS, NoiseMechanism, get_mechanism
 
 # Above this many leaves the comparison (several typed runs) takes seconds, so the page runs it
 # only when the curator asks.
@@ -65,10 +66,13 @@ def simulate_types(h: Hierarchy, leaf_counts: np.ndarray, n_types: int, rng: np.
 
 
 def compare_algorithms(h: Hierarchy, leaf_counts, budgets, config: AlgorithmPlan,
-                       pure_mechanism: str = "laplace", sensitivity: float = 2.0, progress=None) -> pd.DataFrame:
+                       pure_mechanism: str | NoiseMechanism = "laplace", sensitivity: float = 2.0,
+                       progress=None) -> pd.DataFrame:
     """Tidy errors per algorithm and level: MAE of unit totals, share of negative cells, L1 error of leaves.
 
     L1 error is sum over leaves and types of |alpha - a| / (2 x total), the Census validator's measure.
+    ``pure_mechanism`` is the allocation's mechanism (the built object, or its id); ToyDown's runs draw
+    from it and TopDown-lite from its integer counterpart, each built once here.
     """
     if h.depth < 2:
         raise ValueError("The comparison needs at least two levels.")
@@ -79,18 +83,19 @@ def compare_algorithms(h: Hierarchy, leaf_counts, budgets, config: AlgorithmPlan
                            named_rng(config.seed, "person types"))
     true = h.aggregate(typed)
     total = true[0].sum()
-    from core.privacy.mechanisms import get_mechanism
+    mech = get_mechanism(pure_mechanism)
     # TopDown-lite draws integer noise: the geometric for epsilon budgets (pure DP, so it also meets any
     # (epsilon, delta) the allocation promises) and the discrete Gaussian for rho budgets.
-    discrete = "geometric" if get_mechanism(pure_mechanism).unit == "epsilon" else "discrete_gaussian"
+    discrete_key = "geometric" if mech.unit == "epsilon" else "discrete_gaussian"
+    discrete = get_mechanism(discrete_key, MECHANISMS[discrete_key].params())
     if config.detailed_share < 1:
         hists, shares = [detailed_histogram(config.n_types), total_histogram(config.n_types)], \
             (config.detailed_share, 1 - config.detailed_share)
     else:
         hists, shares = [detailed_histogram(config.n_types)], (1.0,)
     algorithms = {
-        "ToyDown (negatives allowed)": lambda rng: toydown(h, typed, budgets, pure_mechanism, sensitivity, rng=rng),
-        "ToyDown non-negative integer": lambda rng: toydown(h, typed, budgets, pure_mechanism, sensitivity,
+        "ToyDown (negatives allowed)": lambda rng: toydown(h, typed, budgets, mech, sensitivity, rng=rng),
+        "ToyDown non-negative integer": lambda rng: toydown(h, typed, budgets, mech, sensitivity,
                                                             nonnegative=True, integer=True, rng=rng),
         "TopDown-lite": lambda rng: topdown_lite(
             h, typed, budgets, hists, shares, invariants=("root_total",) if config.root_total else (),

@@ -23,7 +23,9 @@ class Allocation:
     Levels compose sequentially and units within a level in parallel, so the total is the sum.
     ``mechanism`` is a mechanism id from ``core.privacy.mechanisms`` (a key, or a key with its
     parameters); it may be given as the mechanism itself, which is then kept as :attr:`noise` (and the
-    id stored, the allocation's exchanged form). ``delta``: for rho it fixes the (epsilon, delta) statement; for an (epsilon, delta)
+    id stored, the allocation's exchanged form). A pickled allocation carries the mechanism's key and
+    Params and rebuilds :attr:`noise` from them when loaded, so code reading a cached allocation never
+    parses the id. ``delta``: for rho it fixes the (epsilon, delta) statement; for an (epsilon, delta)
     mechanism it is the release's total delta (each level's mechanism carries its share).
     """
 
@@ -52,7 +54,7 @@ class Allocation:
             raise ValueError(f"The mechanism must be named by text; got {self.mechanism!r:.40}.")
         mech = get_mechanism(self.mechanism)
         object.__setattr__(self, "mechanism", mech.id)
-        object.__setattr__(self, "_noise", mech)   # not a field: digests, equality and copies see the id only
+        object.__setattr__(self, "_noise", mech)   # not a field: digests and equality see the id only
         if mech.unit != self.unit:
             raise ValueError(f"The {mech.label} mechanism is calibrated in {mech.unit}, not {self.unit}.")
         number(self.sensitivity, "The sensitivity", 0.0, 100.0, open_low=True)
@@ -60,11 +62,18 @@ class Allocation:
             number(self.delta, "delta", 1e-15, 0.5)    # below 1e-15 no calibration keeps its precision
 
     def __getstate__(self) -> dict:
-        # the mechanism object holds functions; a copy (or a cache key) keeps its id and rebuilds it
-        return {**self.__dict__, "_noise": None}
+        # the mechanism object holds functions, so a pickle (a copy, the disk cache, a cache key) keeps
+        # its registry key and Params instead: plain frozen values, so keys hashed from it stay stable
+        noise = self.__dict__.get("_noise")
+        built_from = (noise.key, noise.params) if noise is not None and noise.key else None
+        return {**self.__dict__, "_noise": None, "_built_from": built_from}
 
     def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        built_from = state.pop("_built_from", None)
         self.__dict__.update(state)
+        if built_from is not None:   # rebuilt once here from its key and Params; no id is parsed
+            object.__setattr__(self, "_noise", get_mechanism(*built_from))
 
     @property
     def noise(self) -> NoiseMechanism:

@@ -149,7 +149,7 @@ def level_node_variance(eps_by_level, mechanism: str = "laplace", sensitivity: f
         scales = np.atleast_1d(np.asarray(mech.scale_estimate(sensitivity, np.asarray(eps_by_level, dtype=float)),
                                           dtype=float))
     else:
-        scales = level_noise_scales(eps_by_level, mechanism, sensitivity)
+        scales = level_noise_scales(eps_by_level, mech, sensitivity)
     return np.atleast_1d(np.asarray(mech.variance(scales), dtype=float))
 
 

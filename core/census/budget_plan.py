@@ -324,8 +324,8 @@ def run(plan: BudgetPlan, data: bytes | None = None, *, progress=None) -> Budget
     if plan.algorithms is not None:
         report(2, 4, "Comparing ToyDown and TopDown-lite")
         algorithms = cached_call(_algorithms_part)(plan.geography, plan.fanouts if plan.geography == "stylised"
-                                                   else (), _geo_seed(plan), alloc.budgets, alloc.mechanism,
-                                                   alloc.sensitivity, plan.algorithms, progress=progress)
+                                                   else (), _geo_seed(plan), alloc, plan.algorithms,
+                                                   progress=progress)
     sweep = advantage = None
     if plan.mechanisms is not None:
         report(3, 4, "Comparing noise mechanisms")
@@ -465,11 +465,13 @@ def figure2_curves(fanouts: tuple[int, int] = (10, 10), total: float = 1.0,
 
 
 # ------------------------------------------------------------------------- tab sub-runs
-def _algorithms_part(geography: str, fanouts, seed: int, budgets, mechanism: str, sensitivity: float,
-                     algo: AlgorithmPlan, progress=None) -> pd.DataFrame:
+def _algorithms_part(geography: str, fanouts, seed: int, alloc: Allocation, algo: AlgorithmPlan,
+                     progress=None) -> pd.DataFrame:
+    """The Algorithms tab's sub-run: the allocation hands its budgets and its built mechanism on (its cache
+    key hashes the allocation's fields and the mechanism's key and Params, never the object)."""
     geo = load_geography(geography, tuple(fanouts), seed)
-    return compare_algorithms(geo.hierarchy, geo.leaf_counts, np.asarray(budgets), algo, mechanism, sensitivity,
-                              progress=progress)
+    return compare_algorithms(geo.hierarchy, geo.leaf_counts, alloc.eps_by_level, algo, alloc.noise,
+                              alloc.sensitivity, progress=progress)
 
 
 def wem_vector(h: Hierarchy, leaf_counts) -> tuple[np.ndarray, str]:

@@ -131,7 +131,7 @@ def _line_mechanisms(plan: MechanismSweepPlan, key: str) -> list[tuple[str, Nois
     spec = MECHANISMS[key]
     names = {f.name for f in dataclasses.fields(spec.params)}
     if "delta" not in names:
-        return [(spec.comparison_label, get_mechanism(key))]
+        return [(spec.comparison_label, get_mechanism(key, spec.params()))]
     if "order" not in names:
         return [(spec.comparison_label, get_mechanism(key, spec.params(delta=float(plan.delta))))]
     return [(f"{spec.label} p={p:g}", get_mechanism(key, spec.params(order=float(p), delta=float(plan.delta))))

@@ -23,7 +23,7 @@ from core.census.geography_data import Hierarchy
 from core.census.checks import number as _number
 from core.contracts import Plan, named_rng, param, whole_number
 from core.geography.hierarchy import check_counts
-from core.privacy.mechanisms import sample_geometric
+from core.privacy.mechanisms import NoiseMechanism, get_mechanism, sample_geometric
 
 
 # ------------------------------------------------------------------ sensitivity in log space
@@ -250,15 +250,17 @@ def wem_comparison(counts, config: WemPlan) -> tuple[pd.DataFrame, pd.DataFrame]
 
 
 # ------------------------------------------------------------------ invariants: price and gain
-def invariant_effects(h: Hierarchy, node_counts: np.ndarray, eps_by_level, mechanism: str = "laplace",
-                      sensitivity: float = 2.0) -> pd.DataFrame:
+def invariant_effects(h: Hierarchy, node_counts: np.ndarray, eps_by_level,
+                      mechanism: str | NoiseMechanism = "laplace", sensitivity: float = 2.0) -> pd.DataFrame:
     """For each choice 'levels 0..m published exactly' (and none): what it reveals and what it gains.
 
     Accuracy: ToyDown whole-unit sd per level with levels <= m exact (their noise terms vanish,
     Cohen et al. 2021, Thm. 2), both with the original budgets and with the freed budget spread
     proportionally over the noisy levels. Information: exact statistics published and units whose
-    presence secrets z decides (exact count 0 or 1).
+    presence secrets z decides (exact count 0 or 1). ``mechanism``: the allocation's built mechanism
+    (or its id, then parsed once here).
     """
+    mechanism = get_mechanism(mechanism)
     eps = np.asarray(eps_by_level, dtype=float)
     v = level_node_variance(eps, mechanism, sensitivity, estimate=True)
     coeffs = [unit_coefficients(h, lvl).mean(axis=1) for lvl in range(h.depth)]

@@ -17,7 +17,7 @@ import numpy as np
 from core.census.consistency import (project_to_simplex, round_keeping_sums, round_total,
                                      spread_discrepancy)
 from core.census.geography_data import Hierarchy
-from core.privacy.mechanisms import get_mechanism
+from core.privacy.mechanisms import NoiseMechanism, get_mechanism
 
 
 #: Largest budget a level may take (the allocation's and the district noise's cap): beyond it the noise
@@ -36,7 +36,8 @@ def check_budgets(h: Hierarchy, eps_by_level) -> np.ndarray:
     return eps
 
 
-def level_noise_scales(eps_by_level, mechanism: str = "laplace", sensitivity: float = 2.0) -> np.ndarray:
+def level_noise_scales(eps_by_level, mechanism: str | NoiseMechanism = "laplace",
+                       sensitivity: float = 2.0) -> np.ndarray:
     """Noise parameter per level: b = sensitivity/epsilon (pure DP) or sigma = sensitivity/sqrt(2 rho) (zCDP).
 
     The paper's §3.2 text says scale 1/epsilon but its Algorithm 2 and variance 8/epsilon^2 use 2/epsilon:
@@ -46,9 +47,12 @@ def level_noise_scales(eps_by_level, mechanism: str = "laplace", sensitivity: fl
     return np.atleast_1d(np.asarray(mech.scale_for(sensitivity, np.asarray(eps_by_level, dtype=float)), dtype=float))
 
 
-def draw_node_noise(h: Hierarchy, eps_by_level, mechanism: str = "laplace", sensitivity: float = 2.0,
-                    n_attributes: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Independent noise for every node (and attribute), each level at its own scale."""
+def draw_node_noise(h: Hierarchy, eps_by_level, mechanism: str | NoiseMechanism = "laplace",
+                    sensitivity: float = 2.0, n_attributes: int | None = None,
+                    rng: np.random.Generator | None = None) -> np.ndarray:
+    """Independent noise for every node (and attribute), each level at its own scale.
+
+    ``mechanism`` is best passed as the built mechanism (callers that hold it hand it on; an id is parsed)."""
     if rng is None:
         raise ValueError("Pass rng=np.random.default_rng(seed) so the simulation is reproducible.")
     eps = check_budgets(h, eps_by_level)
@@ -98,8 +102,9 @@ def consistent_top_down(h: Hierarchy, estimates: np.ndarray, nonnegative: bool =
     return alpha.astype(np.int64) if integer else alpha
 
 
-def toydown(h: Hierarchy, leaf_counts, eps_by_level, mechanism: str = "laplace", sensitivity: float = 2.0,
-            nonnegative: bool = False, integer: bool = False, rng: np.random.Generator | None = None) -> np.ndarray:
+def toydown(h: Hierarchy, leaf_counts, eps_by_level, mechanism: str | NoiseMechanism = "laplace",
+            sensitivity: float = 2.0, nonnegative: bool = False, integer: bool = False,
+            rng: np.random.Generator | None = None) -> np.ndarray:
     """ToyDown (Cohen et al. 2021, Alg. 2): noisy consistent counts for every node, shape of h.aggregate.
 
     ``eps_by_level`` is in the mechanism's unit (epsilon for Laplace/geometric, rho for the Gaussians).
@@ -139,8 +144,9 @@ def total_histogram(n_types: int) -> Histogram:
 
 def topdown_lite(h: Hierarchy, leaf_counts, eps_by_level, histograms: Sequence[Histogram] | None = None,
                  shares: Sequence[float] | None = None, invariants: Sequence[str] = ("root_total",),
-                 exact_level: int | None = None, weights: str = "unweighted", mechanism: str = "geometric",
-                 sensitivity: float = 2.0, rng: np.random.Generator | None = None) -> np.ndarray:
+                 exact_level: int | None = None, weights: str = "unweighted",
+                 mechanism: str | NoiseMechanism = "geometric", sensitivity: float = 2.0,
+                 rng: np.random.Generator | None = None) -> np.ndarray:
     """TopDown-lite: non-negative integer consistent counts (n_nodes, n_types) from several noisy histograms.
 
     Each level's budget is split over histograms by ``shares``; per node the type counts are the

@@ -19,7 +19,8 @@ import streamlit as st  # noqa: E402
 from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness  # noqa: E402
 from core.fairness.group_fairness_plan import RANKING_DATA, RANKING_DEFAULTS, ranking_table  # noqa: E402
-from dashboard.components.fairness_results import companion_panel, companion_settings  # noqa: E402
+from dashboard.components.fairness_results import (companion_panel, companion_settings,  # noqa: E402
+                                                   companion_widget_values)
 from dashboard.components.params_form import field_widget, plan_widget_values  # noqa: E402
 from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
@@ -71,12 +72,8 @@ def plan_to_widgets(plan: GroupFairnessPlan) -> dict:
             out[f"{p}_resolve_{m.name}"] = list(m.resolving_for)
         for a, v in zip(rk.attributes, rk.baseline or (DEFAULT_BASELINE,) * len(rk.attributes)):
             out[f"{p}_baseline_{a}"] = v
-    c = plan.companion
-    if c is not None:
-        parity = "both" if c.penalty_fpr and c.penalty_tpr else ("tpr" if c.penalty_tpr else "fpr")
-        out.update({"gf_rv_attribute": c.attribute, "gf_rv_cutoff": c.cutoff, "gf_rv_bins": c.bins,
-                    "gf_rv_mode": c.mode, "gf_rv_penalty": max(c.penalty_fpr, c.penalty_tpr),
-                    "gf_rv_parity": parity})
+    if plan.companion is not None:    # ValueError (the loader shows it) when the panel cannot redraw it
+        out.update(companion_widget_values("gf", plan.companion, COMPANION_PAIRS[plan.learning]))
     return out
 
 
@@ -197,18 +194,19 @@ def _draw_lexifair(result) -> None:
         st.dataframe(res.groups.rename(columns=figs.GROUP_COLUMNS).round(4), hide_index=True, key="gf_lex_table")
 
 
-def _draw_ranking(res, plan: RankingPlan) -> None:
+def _draw_ranking(res) -> None:
     base = ", ".join(f"{a} = {v}" for a, v in res.baseline.items())
     st.markdown(f"**Baseline group:** {base}. {res.rows:,} people ranked.")
     m = res.measures
-    k = max(plan.ks)
-    cf = m[(m["ranking"] == "counterfactual") & (m["k"] == k)]
+    top_k = res.counterfactual_at_top()          # the result's own view, as in its headline
+    k = top_k.k
     c1, c2, c3 = st.columns(3)
-    c1.metric(f"Utility loss at k = {k}", f"{100 * cf['utility_loss'].iloc[0]:.1f}%",
+    c1.metric(f"Utility loss at k = {k}", f"{100 * top_k.utility_loss:.1f}%",
               help="Observed score given up (or taken on, ranking low to high) in the top k.")
-    c2.metric(f"AP@{k} against the original top k", f"{cf['ap_at_k'].iloc[0]:.3f}")
-    c3.metric("Selection-rate range at that k", f"{cf['selection_rate'].min():.2f} – {cf['selection_rate'].max():.2f}",
-              help="1 is parity: a group's share in the top k equals its share of everybody.")
+    c2.metric(f"AP@{k} against the original top k", f"{top_k.ap_at_k:.3f}")
+    c3.metric("Selection-rate range at that k", f"{top_k.rate_low:.2f} – {top_k.rate_high:.2f}",
+              help=f"Lowest: {top_k.rate_low_group}; highest: {top_k.rate_high_group}. 1 is parity: a group's "
+                   "share in the top k equals its share of everybody.")
     st.plotly_chart(figs.selection_rate_figure(m), key="gf_rk_rates")
     top = min(k, 200)
     st.plotly_chart(figs.slope_figure(res.rank_changes, top), key="gf_rk_slope")
@@ -290,7 +288,7 @@ if result is not None:
             _draw_lexifair(result)
     with tab_rank:
         if result.ranking is not None:
-            _draw_ranking(result.ranking, plan.ranking)
+            _draw_ranking(result.ranking)
     with tab_cal:
         if result.companion is not None:
             companion_panel("gf", result.companion, plan.companion)

@@ -71,3 +71,33 @@ def test_an_allocation_given_its_mechanism_keeps_it_and_stores_only_the_id():
     assert given.noise is mech and given.mechanism == "analytic_gaussian[delta=1e-07]"
     assert given == text and digest_of(given) == digest_of(text) and joblib.hash(given) == joblib.hash(text)
     assert Allocation.from_json(given.to_json()) == given
+
+
+def test_a_pickled_allocation_keeps_its_mechanism_as_key_and_params_and_its_cache_key(monkeypatch):
+    """A copy or a disk-cached allocation carries the mechanism's key and Params (no functions), rebuilds the
+    same mechanism from them without parsing the id, and hashes as the allocation made from the id does,
+    whichever mechanism object it was built with."""
+    import copy
+    import pickle
+
+    import joblib
+
+    from core.census.allocation import Allocation
+    from core.privacy import mechanisms
+    from core.privacy.mechanisms import MECHANISMS, AnalyticGaussianParams, get_mechanism
+    params = AnalyticGaussianParams(delta=1e-7)
+    mech = get_mechanism("analytic_gaussian", params)
+    other = MECHANISMS["analytic_gaussian"].build(params)       # same mechanism, other function objects
+    given = Allocation(("state", "county"), (0.4, 0.6), "epsilon", mech, delta=2e-7)
+    rebuilt = Allocation(("state", "county"), (0.4, 0.6), "epsilon", other, delta=2e-7)
+    text = Allocation(("state", "county"), (0.4, 0.6), "epsilon", mech.id, delta=2e-7)
+    parsed = []
+    real = mechanisms.parse_mechanism_id
+    monkeypatch.setattr(mechanisms, "parse_mechanism_id", lambda t: parsed.append(t) or real(t))
+    back = pickle.loads(pickle.dumps(given))
+    copied = copy.deepcopy(given)
+    for loaded in (back, copied):
+        assert loaded.noise is mech and loaded == given
+        assert loaded.total_delta == pytest.approx(2e-7) and loaded.ledger().level_delta == 1e-7
+    assert joblib.hash(given) == joblib.hash(rebuilt) == joblib.hash(text) == joblib.hash(back)
+    assert parsed == []

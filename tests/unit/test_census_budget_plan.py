@@ -170,3 +170,68 @@ def test_the_budget_run_builds_its_mechanism_once_and_never_parses_an_id(monkeyp
     assert parsed == []
     assert r.allocation.noise is plan.level_mechanism(4)
     assert isinstance(r.allocation.mechanism, str) and r.allocation.mechanism == r.allocation.noise.id
+
+
+def _every_tab():
+    from core.census.algorithm_comparison import AlgorithmPlan
+    from core.census.mechanism_comparison import MECHANISM_CHOICES, MechanismSweepPlan
+    from core.census.public_info import PublicInfoPlan
+    return dict(algorithms=AlgorithmPlan(runs=2), mechanisms=MechanismSweepPlan(mechanisms=tuple(MECHANISM_CHOICES)),
+                public=PublicInfoPlan())
+
+
+def _spy_on_parsing(monkeypatch) -> list:
+    """Every mechanism id parsed from here on (get_mechanism parses through parse_mechanism_id)."""
+    from core.privacy import mechanisms
+    parsed = []
+    real = mechanisms.parse_mechanism_id
+    monkeypatch.setattr(mechanisms, "parse_mechanism_id", lambda text: parsed.append(text) or real(text))
+    return parsed
+
+
+@pytest.mark.parametrize("mechanism, unit, delta, sensitivity", [
+    ("laplace", "epsilon", None, 2.0), ("gaussian", "rho", 1e-6, 1.4142)])
+def test_every_tab_of_the_budget_run_hands_the_built_mechanism_on(monkeypatch, tmp_path, mechanism, unit, delta,
+                                                                  sensitivity):
+    """With the Algorithms, Mechanisms and Public information tabs on, ToyDown, TopDown-lite, the mechanism
+    sweep and the invariants table all use mechanisms built from a key and Params: no id is parsed."""
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path))    # the tabs' sub-runs compute, not load
+    plan = BudgetConfig(fanouts=(5, 4, 6), runs=3, mechanism=mechanism, unit=unit, delta=delta,
+                        sensitivity=sensitivity, **_every_tab())
+    parsed = _spy_on_parsing(monkeypatch)
+    r = run_budget_plan(plan)
+    assert parsed == []
+    tables = r.tables()
+    assert {"algorithms", "mechanism_sweep", "invariants"} <= set(tables)
+    assert set(tables["algorithms"]["algorithm"]) == {"ToyDown (negatives allowed)", "ToyDown non-negative integer",
+                                                      "TopDown-lite"}
+    assert r.allocation.noise is plan.level_mechanism(4)
+
+
+def test_an_allocation_loaded_from_the_cache_rebuilds_its_mechanism_without_parsing_an_id(monkeypatch, tmp_path):
+    """The allocation sub-run and the whole result come back from the disk cache with the mechanism rebuilt
+    from its key and Params: the tabs computed on the loaded allocation, its ledger and its deltas parse no
+    id, and the numbers equal those of the fresh run."""
+    from core.census.budget_plan import run
+    from core.privacy.mechanisms import AnalyticGaussianParams
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path))
+    base = BudgetConfig(fanouts=(5, 4, 6), runs=3, mechanism="analytic_gaussian", delta=1e-6,
+                        mechanism_params=AnalyticGaussianParams(delta=1e-7))
+    first = run(base)                                   # computes and stores the allocation sub-run
+    plan = BudgetConfig(fanouts=(5, 4, 6), runs=3, mechanism="analytic_gaussian", delta=1e-6,
+                        mechanism_params=AnalyticGaussianParams(delta=1e-7), **_every_tab())
+    parsed = _spy_on_parsing(monkeypatch)
+    fresh = run_budget_plan(plan)                       # the tabs computed on the allocation loaded from disk
+    with_tabs = run_budget_plan(plan)                   # every sub-run loaded from disk
+    again = run(plan)
+    loaded = run(plan)                                  # the whole result loaded from disk
+    for r in (fresh, with_tabs, again, loaded):
+        assert r.allocation is not first.allocation and r.allocation == first.allocation
+        assert r.allocation.noise is plan.level_mechanism(4)
+        assert r.allocation.total_delta == pytest.approx(1e-6) and len(r.ledger().to_frame()) == 4
+        assert r.allocation.statement()
+    assert loaded is not again
+    assert parsed == []
+    for name, table in fresh.tables().items():
+        for r in (with_tabs, loaded):
+            assert r.tables()[name].equals(table), name
