@@ -265,6 +265,48 @@ def measures(orders: dict[str, np.ndarray], y: np.ndarray, groups: np.ndarray, k
     return pd.DataFrame(rows)
 
 
+#: Headline names of a ranking's numbers at one k (the page, ``headline()``, pin/compare and the report
+#: share them); ``{k}`` is the k.
+AT_K_NAMES = {"utility_loss": "utility loss at k={k}", "ap_at_k": "AP at k={k}",
+              "rate_low": "lowest selection rate at k={k}", "rate_high": "highest selection rate at k={k}"}
+
+
+@dataclass(frozen=True)
+class RankingAtK:
+    """One ranking at one k: its utility loss and AP@k, and the range of its groups' selection rates
+    (share in the top k over share of everybody; 1 is parity) with the group at each end."""
+
+    ranking: str
+    k: int
+    utility_loss: float
+    ap_at_k: float
+    rate_low: float
+    rate_low_group: str
+    rate_high: float
+    rate_high_group: str
+
+    def named(self) -> dict[str, float]:
+        """The numbers under their headline names (:data:`AT_K_NAMES`)."""
+        return {name.format(k=self.k): float(getattr(self, attr)) for attr, name in AT_K_NAMES.items()}
+
+
+def at_k(table: pd.DataFrame, ranking: str, k: int | None = None) -> RankingAtK:
+    """The rows of :func:`measures` for ``ranking`` at ``k`` (None: its largest k) read as one
+    :class:`RankingAtK`: utility loss and AP@k are the same on every group's row; the selection-rate
+    range is the smallest and largest over the groups (ties: the group listed first)."""
+    mine = table[table["ranking"] == ranking]
+    if mine.empty:
+        raise ValueError(f"No measures of the {ranking!r} ranking; there are {sorted(table['ranking'].unique())}.")
+    k = int(mine["k"].max()) if k is None else int(k)
+    rows = mine[mine["k"] == k].reset_index(drop=True)
+    if rows.empty:
+        raise ValueError(f"The {ranking} ranking was measured at k = {sorted(mine['k'].unique())}, not {k}.")
+    rates = rows["selection_rate"].to_numpy(dtype=float)
+    lo, hi = int(np.argmin(rates)), int(np.argmax(rates))
+    return RankingAtK(ranking, k, float(rows["utility_loss"].iloc[0]), float(rows["ap_at_k"].iloc[0]),
+                      float(rates[lo]), str(rows["group"].iloc[lo]), float(rates[hi]), str(rows["group"].iloc[hi]))
+
+
 def most_disadvantaged(frame: pd.DataFrame, attributes: tuple[str, ...], outcome: str, ascending: bool,
                        coding: AttributeCoding) -> dict[str, object]:
     """The intersectional group with the worst mean outcome (lowest, or highest when ranking from low

@@ -18,9 +18,9 @@ from core.cache import cached, cached_call
 from core.contracts import (DataRef, Plan, Progress, Result, check_params, finite_number,
                             named_rng, param, whole_number)
 from core.datasets import COMPAS_POPULATIONS, compas_population, load_adult, load_compas
-from core.fairness.causal_ranking import (MediatorRole, compas_ranking_frame, counterfactual_scores, fit_scm,
-                                          intersectional_labels, measures, most_disadvantaged, moving_company,
-                                          quota_ranking, ranking)
+from core.fairness.causal_ranking import (AT_K_NAMES, MediatorRole, RankingAtK, at_k, compas_ranking_frame,
+                                          counterfactual_scores, fit_scm, intersectional_labels, measures,
+                                          most_disadvantaged, moving_company, quota_ranking, ranking)
 from core.fairness.companion import CompanionPlan, CompanionResult, equal_error_rate_scores
 from core.fairness.learner import cost_sensitive_oracle
 from core.fairness.lexifair import (LEARNERS, LevelTask, MergedOracle, bootstrap_group_errors, default_B,
@@ -282,6 +282,12 @@ class RankingResult:
     rows: int
     composition: pd.DataFrame
 
+    def counterfactual_at_top(self) -> RankingAtK:
+        """The counterfactual ranking at its largest k: utility loss, AP@k and the range of the groups'
+        selection rates (:func:`core.fairness.causal_ranking.at_k`); the page, ``headline`` and
+        ``headline_uncertainty`` read this one view."""
+        return at_k(self.measures, "counterfactual")
+
 
 @dataclass
 class GroupFairnessResult(Result):
@@ -324,11 +330,7 @@ class GroupFairnessResult(Result):
             for _, row in self.lexifair.levels.iterrows():
                 out[f"eta_hat level {int(row['level'])}"] = float(row["eta_hat"])
         if self.ranking is not None:
-            m = self.ranking.measures
-            cf = m[m["ranking"] == "counterfactual"]
-            k = int(cf["k"].max())
-            out[f"utility loss at k={k}"] = float(cf.loc[cf["k"] == k, "utility_loss"].iloc[0])
-            out[f"AP at k={k}"] = float(cf.loc[cf["k"] == k, "ap_at_k"].iloc[0])
+            out.update(self.ranking.counterfactual_at_top().named())
         if self.companion is not None:
             out.update(self.companion.headline())
         return out
@@ -352,13 +354,13 @@ class GroupFairnessResult(Result):
                 out[f"eta_hat level {level}"] = (f"one seeded game of {plan.rounds} rounds, no spread measured; "
                                                  f"its running average moved {num(moved, 2)} over the last 10% of rounds")
         if self.ranking is not None:
-            m = self.ranking.measures
-            k = int(m.loc[m["ranking"] == "counterfactual", "k"].max())
+            top = self.ranking.counterfactual_at_top()
             text = (f"one synthetic draw (seed {self.plan.seed}), no spread measured"
                     if self.plan.data.source == "moving-company"
                     else "exact (deterministic fit and ranking on the data; no resampling)")
-            out[f"utility loss at k={k}"] = text
-            out[f"AP at k={k}"] = text
+            groups = {"rate_low": top.rate_low_group, "rate_high": top.rate_high_group}
+            for attr, name in AT_K_NAMES.items():
+                out[name.format(k=top.k)] = f"{groups[attr]}: {text}" if attr in groups else text
         if self.companion is not None:
             out.update(self.companion.headline_uncertainty())
         return out

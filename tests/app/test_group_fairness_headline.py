@@ -37,6 +37,13 @@ def _check_headline_shown(at):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[f"Utility loss at k = {k}"] == f"{100 * head[f'utility loss at k={k}']:.1f}%"
     assert metrics[f"AP@{k} against the original top k"] == f"{head[f'AP at k={k}']:.3f}"
+    low, high = head[f"lowest selection rate at k={k}"], head[f"highest selection rate at k={k}"]
+    assert metrics["Selection-rate range at that k"] == f"{low:.2f} – {high:.2f}"
+    top = result.ranking.counterfactual_at_top()
+    assert (top.k, top.rate_low, top.rate_high) == (k, low, high)
+    words = result.headline_uncertainty()
+    assert words[f"lowest selection rate at k={k}"].startswith(f"{top.rate_low_group}: ")
+    assert words[f"highest selection rate at k={k}"].startswith(f"{top.rate_high_group}: ")
     feasible = " ".join(s.value for s in at.success)
     assert f"false positive rate {head['equal error rates: FPR']:.3f}" in feasible
     assert f"true positive rate {head['equal error rates: TPR']:.3f}" in feasible

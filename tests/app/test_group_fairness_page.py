@@ -197,3 +197,16 @@ def test_plan_rejects_bad_settings():
     with pytest.raises(ValueError):
         run_group_fairness.uncached(GroupFairnessPlan(lexifair=None, companion=None,
                                                       ranking=RankingPlan(ks=(100_000,))))
+
+
+def test_a_saved_companion_the_panel_cannot_show_is_refused_with_a_reason():
+    """The companion settings are restored by the panel's own inverse, with its checks: a saved plan
+    with more score bins than the panel offers is named, not written into a slider it cannot hold."""
+    plan = GroupFairnessPlan(lexifair=None, ranking=None, companion=_expected_plan().companion.replace(bins=40))
+    report = build_report(run_group_fairness(plan), page="Group fairness and ranking")
+    at = AppTest.from_file(PAGE, default_timeout=300).run()
+    at.file_uploader(key="gf__report_file").set_value(("saved.json", report_json(report).encode(), "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("score bins from 2 to 20" in e.value for e in at.error)
+    assert at.session_state["gf_rv_bins"] == 10
