@@ -41,8 +41,6 @@ Z95 = 1.959963984540054
 MAX_ROUNDS = 20_000
 #: What the learning page offers (a plan may hold any value its own checks accept).
 ROUND_MENU = (100, 300, 1000, 2000, 3000)
-ORACLE_LABELS = {"logistic": "weighted logistic regression (default)",
-                 "ols": "least-squares threshold (fast heuristic)"}
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ class FrontierPlan(Plan):
                    kind="select_slider", help="The paper reports convergence after about 1,000 rounds.")
     C_lambda: float = 10.0
     averaging: str = param("fast", label="Averaging of the iterates", choices=AVERAGING, kind="radio")
-    oracle: str = param("logistic", label="Learner (cost-sensitive oracle)", choices=ORACLE_LABELS, kind="select")
+    oracle: str = param("logistic", label="Learner (cost-sensitive oracle)", choices=ORACLES.labels(), kind="select")
     pair_holdout: float = param(
         0.25, label="Share of pairs held out", low=0.0, high=0.5, step=0.05, kind="slider",
         help="Held-out pairs and 30% held-out individuals estimate how the fairness and the error carry over "
@@ -110,7 +108,7 @@ class FrontierPlan(Plan):
         if self.averaging not in AVERAGING:
             raise ValueError(f"averaging must be one of {sorted(AVERAGING)}.")
         if self.oracle not in ORACLES:
-            raise ValueError(f"The learner (oracle) must be one of {list(ORACLES)}.")
+            raise ValueError(f"The learner (oracle) must be one of {list(ORACLES)}; got {self.oracle!r}.")
         if not 0.0 <= self.pair_holdout < 1.0:
             raise ValueError("The held-out share of pairs must be in [0, 1).")
         if not 0.0 <= self.tol <= 1.0:
@@ -282,7 +280,7 @@ def _frontier(constraints: pd.DataFrame, plan: FrontierPlan, version: int = RESU
     values = plan.values
     symbol = "γ" if plan.sweep == "gamma" else "η"
     fit_rows = data.train if plan.individual_holdout else np.arange(data.n)
-    start = unconstrained_coefficients(data, fit_rows) if plan.oracle == "logistic" else None
+    start = unconstrained_coefficients(data, fit_rows) if ORACLES[plan.oracle].build().warm_starts else None
     extra: dict = {}
     if people is None:
         local, dropped = data.local_constraints(constraints)

@@ -16,15 +16,13 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from core.contracts import Progress, finite_number, make_rng, whole_number
+from core.contracts import Progress, Registry, Spec, finite_number, make_rng, whole_number
 from core.fairness.learning_data import LearningData
 
 AVERAGING = {
     "paper": "paper: uniform average of all rounds (Theorem 1 applies)",
     "fast": "fast: average of the second half of the rounds (heuristic, no guarantee)",
 }
-ORACLES = ("logistic", "ols")
-_ALL_ORACLES = ORACLES + ("exact1d",)   # exact1d: toy checks against the LP only
 #: Realised slack beyond the target that the fast average may use before falling back (spec 2).
 FAST_FALLBACK_TOL = 0.02
 #: Upper ends a fit's settings may reach: far beyond any useful value, short of overflowing the
@@ -45,7 +43,7 @@ class LearnerConfig:
     C_tau: float = 10.0          # bound of the budget multiplier
     mu_lambda: float | None = None   # None: sqrt(ln(m + 1) / T)
     averaging: str = "paper"     # "paper" (all rounds) or "fast" (second half)
-    oracle: str = "logistic"     # "logistic" (weighted LogisticRegression) or "ols"
+    oracle: str = "logistic"     # a key of ORACLES ("logistic", "ols"), or "exact1d" for toy checks
     record_every: int = 10
 
     def validate(self) -> "LearnerConfig":
@@ -61,8 +59,7 @@ class LearnerConfig:
         whole_number(self.record_every, "record_every (rounds between recorded iterates)", 1, MAX_LEARNER_ROUNDS)
         if self.averaging not in AVERAGING:
             raise ValueError(f"averaging must be one of {sorted(AVERAGING)}.")
-        if self.oracle not in _ALL_ORACLES:
-            raise ValueError(f"oracle must be one of {list(ORACLES)}.")
+        oracle_kind(self.oracle)
         return self
 
 
@@ -238,6 +235,51 @@ class _ExactThresholdOracle:
         return np.r_[-1.0, self.cuts[k_down]]
 
 
+@dataclass(frozen=True)
+class OracleParams:
+    """A cost-sensitive oracle with nothing to set."""
+
+
+@dataclass(frozen=True)
+class OracleKind:
+    """How to build one cost-sensitive oracle on features X: ``on(X, warm_start)`` returns a callable
+    ``oracle(cost difference) -> coefficients then intercept``. ``warm_starts``: its first solve may
+    begin from given coefficients (a sweep then computes the unconstrained fit once and hands it on)."""
+
+    make: Callable[[np.ndarray, "np.ndarray | None"], Callable[[np.ndarray], np.ndarray]]
+    warm_starts: bool = False
+
+    def on(self, X: np.ndarray, warm_start: np.ndarray | None = None) -> Callable[[np.ndarray], np.ndarray]:
+        return self.make(X, warm_start if self.warm_starts else None)
+
+
+def _logistic(_: OracleParams) -> OracleKind:
+    return OracleKind(lambda X, start: _LogisticOracle(X, start), warm_starts=True)
+
+
+def _ols(_: OracleParams) -> OracleKind:
+    return OracleKind(lambda X, _start: _OlsOracle(X))
+
+
+#: The oracles a learning plan may name: key -> Spec(label, factory building an :class:`OracleKind`).
+ORACLES = Registry("cost-sensitive oracle", [
+    Spec("logistic", "weighted logistic regression (default)", _logistic, OracleParams,
+         "L2-penalised weighted logistic regression on the cheaper label, solved by Newton's method."),
+    Spec("ols", "least-squares threshold (fast heuristic)", _ols, OracleParams,
+         "Regresses the cost difference on the features and predicts 1 where it is negative; no guarantee."),
+])
+#: The exact 1-D threshold oracle: for toy checks against the linear programme only (never offered).
+TOY_ORACLES = {"exact1d": Spec("exact1d", "exact 1-D threshold (toy checks)",
+                               lambda _p: OracleKind(lambda X, _start: _ExactThresholdOracle(X)), OracleParams,
+                               "Exact over thresholds of a single feature.")}
+
+
+def oracle_kind(key: str) -> OracleKind:
+    """The :class:`OracleKind` of an oracle key (``ORACLES``, or a toy oracle); ValueError naming the choices."""
+    spec = ORACLES[key] if key in ORACLES or key not in TOY_ORACLES else TOY_ORACLES[key]
+    return spec.build()
+
+
 def exact_fair_erm(H: np.ndarray, y: np.ndarray, pairs: OrderedPairs, gamma: float) -> float:
     """Optimal error of problem (1)-(2) with eta = 0 over mixtures of the columns of H (an LP)."""
     from scipy.optimize import linprog
@@ -304,8 +346,7 @@ def fit_elicited_fair(data: LearningData, pairs: OrderedPairs, config: LearnerCo
     n_fit = float(fit_rows.size)
     c0 = y * mask / n_fit                                  # cost of predicting 0
     base1 = (1.0 - y) * mask / n_fit                       # error part of the cost of predicting 1
-    oracle = (_LogisticOracle(X, warm_start) if config.oracle == "logistic"
-              else {"ols": _OlsOracle, "exact1d": _ExactThresholdOracle}[config.oracle](X))
+    oracle = oracle_kind(config.oracle).on(X, warm_start)
     m, T = pairs.m, int(config.T)
     notes: list[str] = []
 

@@ -44,12 +44,14 @@ def _walked() -> dict[str, Registry]:
     from core.coherence.releases import RELEASES
     from core.districts.generators import GENERATORS
     from core.districts.noise import ALGORITHMS
+    from core.fairness.learner import ORACLES
     from core.fairness.lexifair import LEARNERS
     from core.privacy.mechanisms import MECHANISMS
     from core.synthesis.plan import NOISES
     from core.synthesis.registry import SYNTHESIZERS
     return {"adversary": ADVERSARIES, "release": RELEASES, "generator": GENERATORS, "algorithm": ALGORITHMS,
-            "learner": LEARNERS, "mechanism": MECHANISMS, "mean noise": NOISES, "synthesizer": SYNTHESIZERS}
+            "learner": LEARNERS, "mechanism": MECHANISMS, "mean noise": NOISES, "synthesizer": SYNTHESIZERS,
+            "oracle": ORACLES}
 
 
 WALKED = _walked()
@@ -220,6 +222,20 @@ def test_learner_rides_in_a_group_fairness_plan_runs_and_reports(key):
     result = run_group_fairness.uncached(_round_trip(plan))
     assert result.headline()
     _report_round_trip(result, "Group fairness and ranking")
+
+
+@pytest.mark.parametrize("key", list(WALKED["oracle"]))
+def test_oracle_rides_in_a_learning_plan_runs_and_reports(key):
+    from core.fairness import ConstraintTable, FrontierPlan, LearningPlan, run_learning
+    rng = np.random.default_rng(5)
+    i, j = rng.integers(0, 7214, 120), rng.integers(0, 7214, 120)
+    pairs = pd.DataFrame({"i": np.minimum(i, j), "j": np.maximum(i, j), "weight": 1.0,
+                          "n_judges": 3, "agreement": 2 / 3})[i != j]
+    plan = LearningPlan(constraints=ConstraintTable.from_frame(pairs, "registry walk"), companion=None,
+                        frontier=FrontierPlan(gammas=(0.0, 1.0), T=20, oracle=key))
+    result = run_learning.uncached(_round_trip(plan))
+    assert result.frontier.points["error"].between(0.0, 1.0).all()
+    _report_round_trip(result, "fairness_learning")
 
 
 @pytest.mark.parametrize("key", list(WALKED["mean noise"]))
