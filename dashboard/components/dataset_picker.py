@@ -25,7 +25,7 @@ import streamlit as st
 from core.contracts import DataRef, bytes_fingerprint
 from core.datasets import DATASETS, load_dataset
 from core.uploads import read_upload
-from dashboard.components.uploads_kept import upload_kept
+from dashboard.components.uploads_kept import upload_kept, wanted_fingerprint
 
 UPLOAD = "upload"
 MICRODATA_CHOICES = ("cps", "adult", UPLOAD)
@@ -34,6 +34,7 @@ DECLARED = "declared:"
 DECLARED_DATA = "declared_data"          # session key: name -> {"schema", "raw", "file_name"}
 DATA_CHOICE = "data_choice"              # session key: the choice last made on any page
 _SEEN = "data_choice_seen"               # session key: widget key -> the shared choice it last followed
+_LAST = "data_choice_last"               # session key: widget key -> its value when it last drew
 DATA_STEP_HINT = ("Your own file is declared once on the **Data step** page (first among the tools): "
                   "roles, public categories and bounds, missing values, label merges, unit of protection. "
                   "It is then offered here and on every microdata page.")
@@ -152,6 +153,25 @@ def choice_of(ref: DataRef) -> str:
     return declared_key(schema.name) if schema is not None else ref.source
 
 
+def declared_ranges(ref: DataRef) -> dict[str, tuple[float, float]]:
+    """Public ranges of the unbinned number columns a reference's declaration gives (none without one)."""
+    schema = getattr(ref, "schema", None)
+    if schema is None:
+        return {}
+    return {c.name: (float(c.bounds[0]), float(c.bounds[1])) for c in schema.used_columns()
+            if c.role == "number" and c.bounds is not None and c.bins is None}
+
+
+def declared_public(ref: DataRef) -> bool:
+    """True when a reference's declaration makes every kept column's categories public: each category
+    column lists its public categories and each number column has public bounds."""
+    schema = getattr(ref, "schema", None)
+    if schema is None:
+        return False
+    from core.intake import needs_public_info
+    return not needs_public_info(schema)
+
+
 # ------------------------------------------------------------------------------------------- following
 
 def follow_choice(widget_key: str, options) -> bool:
@@ -169,8 +189,12 @@ def follow_choice(widget_key: str, options) -> bool:
 
 
 def remember_choice(widget_key: str, choice: str) -> None:
-    """After drawing: the choice made here becomes the shared one (an ad-hoc upload stays on its page)."""
-    if choice == UPLOAD:
+    """After drawing: a choice the curator made here (the value changed since this widget last drew) becomes
+    the shared one; merely opening a page changes nothing. An ad-hoc upload stays on its own page."""
+    last = st.session_state.setdefault(_LAST, {})
+    changed = widget_key in last and last[widget_key] != choice
+    last[widget_key] = choice
+    if choice == UPLOAD or not (changed or st.session_state.get(DATA_CHOICE) is None):
         return
     st.session_state[DATA_CHOICE] = choice
     st.session_state.setdefault(_SEEN, {})[widget_key] = choice
@@ -235,14 +259,17 @@ def pick_microdata(key: str, default: str = "cps") -> PickedData | None:
     kept = upload_kept("CSV file (UTF-8, comma-separated, header row, at least 10 rows and 2 columns)",
                        f"{key}_upload", type=["csv"], keep=3)
     if kept is None:
-        st.info("Upload a CSV file to continue, or choose a bundled data set.")
+        fp = wanted_fingerprint(f"{key}_upload")
+        wanted = f" The opened report ran on the file with fingerprint {fp[:12]}...: upload that file." if fp else ""
+        st.info("Upload a CSV file to continue, or choose a bundled data set." + wanted)
         return None
     try:
         frame = _parse_microdata(kept.raw)
     except ValueError as err:
         st.error(f"{kept.name}: {err}")
         return None
-    again = "" if kept.fresh else " Kept from earlier in this session."
+    again = "" if kept.fresh else (f" Kept from earlier in this session (uploaded earlier; fingerprint "
+                                   f"{kept.fingerprint[:12]}...).")
     st.caption(f"{kept.name}: {len(frame):,} rows x {frame.shape[1]} columns (your upload; "
                f"text columns read as categories).{again}")
     return PickedData(DataRef(DataRef.UPLOAD, kept.fingerprint), kept.name, frame.copy(), kept.raw)

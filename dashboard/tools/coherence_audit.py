@@ -15,9 +15,9 @@ if str(REPO_ROOT) not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.coherence import (ADVERSARIES, BUNDLED, DEFAULT_LENS, NOT_PRIVATE_PASS, RELEASES,  # noqa: E402
+from core.coherence import (ADVERSARIES, DEFAULT_LENS, NOT_PRIVATE_PASS, RELEASES,  # noqa: E402
                             VERDICT_MEANING, AdversaryChoice, AuditPlan, Condition, CustomSubgroup,
-                            ReleaseChoice, RowSample, SweepPlan, TheoryPlan, calculate, is_private, load_frame,
+                            ReleaseChoice, RowSample, SweepPlan, TheoryPlan, calculate, is_private,
                             min_trials_for_pass, run, usable_columns)
 from core.coherence.publish import (PublishPlan, publish, refuse_if_not_private, simulation_label,  # noqa: E402
                                     sweep_ledger, trial_ledger)
@@ -29,7 +29,8 @@ from dashboard.components.params_form import (check_shown, field_key, field_widg
 from dashboard.components.progress import progress_bar, run_with_progress  # noqa: E402
 from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
-from dashboard.components.uploads_kept import current_key, upload_kept, wanted_fingerprint  # noqa: E402
+from dashboard.components.dataset_picker import choice_of, pick_microdata  # noqa: E402
+from dashboard.components.uploads_kept import current_key  # noqa: E402
 from dashboard.figures import coherence as figs  # noqa: E402
 
 KEEP = {"persist_state": "session"}
@@ -39,8 +40,6 @@ PAGE = "Coherence audit"
 PUBLISH = "audited release"
 LEDGER_COLUMNS = {"label": "Spend", "measured": "What was measured", "amount": "Amount", "unit": "Unit",
                   "composition": "Composition"}
-DATA_LABELS = {"cps": "CPS 1994-95 extract", "adult": "UCI Adult", "compas": "COMPAS two-year file",
-               "upload": "Upload CSV"}
 DEFAULTS = AuditPlan()                    # the plan's defaults, stated once in core
 DEFAULT_RELEASES = tuple(c.key for c in DEFAULTS.releases)
 DEFAULT_ADVERSARIES = tuple(c.key for c in DEFAULTS.adversaries)
@@ -57,35 +56,16 @@ with n is relatively noisier here than on the full file."""
 
 
 # ------------------------------------------------------------------------------------------------
-# Data: bundled, or an upload kept by its fingerprint so it survives leaving the page
+# Data: bundled, declared on the Data step, or an upload kept by its fingerprint (the shared picker)
 # ------------------------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=6, show_spinner="Reading the data...")
-def _upload_frame(fingerprint: str, raw: bytes) -> pd.DataFrame:
-    """An uploaded CSV, parsed once per file (core keeps the bundled data sets, not uploads)."""
-    return load_frame(DataRef("upload", fingerprint), raw)
-
-
 def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame, str] | None:
-    options = [*BUNDLED[:2], "upload"]
-    choice = st.selectbox("Microdata", options, format_func=DATA_LABELS.get, key="coh_dataset", **KEEP,
-                          help="A bundled data set, or your own comma-separated file with a header row.")
-    if choice != "upload":
-        return DataRef(choice), None, load_frame(DataRef(choice)), ""
-    kept = upload_kept("CSV file (UTF-8, comma-separated, header row)", "coh_upload", type=["csv"])
-    if kept is None:
-        fp = wanted_fingerprint("coh_upload")
-        wanted = f" The opened report ran on the file with fingerprint {fp[:12]}...: upload that file." if fp else ""
-        st.info("Upload a CSV file to continue, or choose a bundled data set." + wanted)
+    """The shared picker: bundled data, a data set declared on the Data step (cleaned by its schema), or an
+    upload kept by its fingerprint; (reference, bytes, table, label for the ledger) or None."""
+    picked = pick_microdata("coh")
+    if picked is None:
         return None
-    name, raw, fp = kept.name, kept.raw, kept.fingerprint
-    if not kept.fresh:
-        st.caption(f"Using {name}, uploaded earlier in this session (fingerprint {fp[:12]}...).")
-    try:
-        return DataRef("upload", fp), raw, _upload_frame(fp, raw), name
-    except ValueError as err:
-        st.error(f"{name}: {err}")
-        return None
+    return picked.ref, picked.raw, picked.frame, picked.name if picked.ref.is_upload else ""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -108,7 +88,7 @@ def plan_to_widgets(plan: AuditPlan) -> dict:
             check_shown(part)
     out = plan_widget_values(plan, P)
     out.update({
-        "coh_dataset": plan.data.source, "coh_rows": plan.rows.size or 10**8,
+        "coh_dataset": choice_of(plan.data), "coh_rows": plan.rows.size or 10**8,
         "coh_releases": [r.key for r in plan.releases],
         "coh_adversaries": [a.key for a in plan.adversaries], "coh_n_custom": len(plan.custom_subgroups),
         "coh_compare_on": plan.compare, "coh_sweep_on": plan.sweep is not None,
@@ -351,7 +331,8 @@ def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: 
         released = release_button(
             "Release this algorithm's output", key="coh_pub_run", what=label, error=error, run=_publish,
             pending=release_entry(pub_plan, PAGE, PUBLISH, label, trial_ledger(choice), fresh=True,
-                                  data_label=data_label),
+                                  data_label=data_label,      # the audit's seed drives simulations only
+                                  part=pub_plan.replace(seed=0)),
             spent=lambda r: r.budget, help="Runs the algorithm once on the whole file with secure noise.")
     if released is not None:
         st.session_state["coh_published"] = released     # committed in the ledger: shown from now on

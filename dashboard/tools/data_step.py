@@ -41,7 +41,8 @@ ESTIMATE = "private estimate of public information"
 P = "ds"
 ROLE_LABELS = {"category": "Category", "number": "Number", "person_id": "Person id (unit of protection)",
                "leave_out": "Leave out"}
-MISSING_LABELS = {None: "Not decided (blocks a run if the column has missing values)",
+UNDECIDED = "undecided"
+MISSING_LABELS = {UNDECIDED: "Not decided (blocks a run if the column has missing values)",
                   "own_category": "Its own category '(missing)'", "fill": "A public fill value",
                   "drop_row": "Drop the row"}
 CURATOR_ONLY = ("Only on your screen: the profile, the problem list and every count on this page come from your "
@@ -149,10 +150,11 @@ def _number(col: ColumnSchema) -> dict:
 
 
 def _missing(col: ColumnSchema, role: str, prof) -> dict:
-    options = [None, "drop_row"] if role == "person_id" else [None, *MISSING_POLICIES]
-    start = col.missing if col.missing in options else None
-    policy = st.selectbox("A missing value becomes", options, index=options.index(start),
+    options = [UNDECIDED, "drop_row"] if role == "person_id" else [UNDECIDED, *MISSING_POLICIES]
+    start = col.missing if col.missing in options else UNDECIDED
+    chosen = st.selectbox("A missing value becomes", options, index=options.index(start),
                           format_func=MISSING_LABELS.get, key=_k(col.name, "missing"))
+    policy = None if chosen == UNDECIDED else chosen
     out = {"missing": policy, "fill": None}
     if policy == "fill":
         if role == "number":

@@ -19,6 +19,8 @@ import streamlit as st  # noqa: E402
 from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness  # noqa: E402
 from core.fairness.group_fairness_plan import RANKING_DATA, RANKING_DEFAULTS, ranking_table  # noqa: E402
+from dashboard.components.dataset_picker import (choice_of, data_selectbox, declared_name,  # noqa: E402
+                                                 pick_declared)
 from dashboard.components.fairness_results import (companion_panel, companion_settings,  # noqa: E402
                                                    companion_widget_values)
 from dashboard.components.params_form import field_widget, plan_widget_values  # noqa: E402
@@ -58,14 +60,14 @@ def plan_to_widgets(plan: GroupFairnessPlan) -> dict:
     """Widget values that rebuild ``plan`` on this page: the declared fields from the plans themselves,
     plus the table choice, the mediators, their roles and the baseline (keys that depend on the data)."""
     out = plan_widget_values(plan, P)
-    out["gf_rk_source"] = plan.data.source
+    out["gf_rk_source"] = choice_of(plan.data)
     if plan.data.is_upload:
         out["gf_upload_fp"] = plan.data.fingerprint
     if plan.lexifair is not None:
         out.update(plan_widget_values(plan.lexifair, LX))
     rk = plan.ranking
     if rk is not None:
-        p = _ranking_prefix(plan.data.source)
+        p = _ranking_prefix(choice_of(plan.data))
         out.update(plan_widget_values(rk, p))
         out[f"{p}_mediators"] = [m.name for m in rk.mediators]
         for m in rk.mediators:
@@ -96,17 +98,28 @@ def _lexifair_widgets() -> LexifairPlan:
 # ranking_table is not cached in core (the ranking sub-run is, the table it reads is not): the widgets
 # below need the table's columns on every rerun, so it is kept here.
 @st.cache_data(max_entries=6, show_spinner="Reading the table...")
-def _table(source: str, fingerprint: str, raw: bytes | None, rows: int | None, seed: int) -> pd.DataFrame:
+def _table(source: str, fingerprint: str, raw: bytes | None, rows: int | None, seed: int, schema_digest: str = "",
+           _schema=None) -> pd.DataFrame:
     ranking = RankingPlan() if rows is None else RankingPlan(synthetic_rows=rows)
-    plan = GroupFairnessPlan(data=DataRef(source, fingerprint), seed=seed, lexifair=None, companion=None,
+    plan = GroupFairnessPlan(data=DataRef(source, fingerprint, schema=_schema), seed=seed, lexifair=None, companion=None,
                              ranking=ranking)
     return ranking_table(plan, raw)
 
 
-def _ranking_data() -> tuple[DataRef, bytes | None, int | None] | None:
-    """The table to rank, its bytes (an upload) and the synthetic size (None: not a synthetic table)."""
-    source = st.selectbox("Table to rank", list(RANKING_DATA), format_func=RANKING_DATA.get, key="gf_rk_source",
-                          **KEEP)
+def _ranking_data() -> tuple[DataRef, bytes | None, int | None, str] | None:
+    """The table to rank, its bytes (an upload), the synthetic size (None: not a synthetic table) and the
+    choice's key (a bundled key, "upload", or a data set declared on the Data step)."""
+    source = data_selectbox("Table to rank", [k for k in RANKING_DATA if k != "upload"], RANKING_DATA,
+                            key="gf_rk_source", **KEEP)
+    name = declared_name(source)
+    if name is not None:
+        try:
+            picked = pick_declared(name)
+        except ValueError as exc:
+            st.error(str(exc))
+            return None
+        st.caption(f"{name}: cleaned by its declaration (Data step). Numeric columns can be mediators and the score.")
+        return picked.ref, picked.raw, None, source
     rows = None
     if source == "moving-company":
         rows = field_widget(RankingPlan, "synthetic_rows", _ranking_prefix(source), **KEEP)
@@ -114,7 +127,7 @@ def _ranking_data() -> tuple[DataRef, bytes | None, int | None] | None:
                    "normal errors (our choice). Women score lower on lifting; the score is lower for women "
                    "and for Black applicants.")
     if source != "upload":
-        return DataRef(source), None, rows
+        return DataRef(source), None, rows, source
     uploads: dict = st.session_state.setdefault("gf_uploads", {})
     file = st.file_uploader("CSV file (UTF-8, comma-separated, header row)", type=["csv"], key="gf_upload")
     if file is not None:
@@ -130,7 +143,7 @@ def _ranking_data() -> tuple[DataRef, bytes | None, int | None] | None:
     name, raw = uploads[fp]
     if file is None:
         st.caption(f"Using {name}, uploaded earlier in this session.")
-    return DataRef("upload", fp), raw, rows
+    return DataRef("upload", fp), raw, rows, source
 
 
 def _ranking_widgets(frame: pd.DataFrame, source: str) -> RankingPlan:
@@ -249,10 +262,12 @@ with tab_rank:
     picked = _ranking_data()
     rank_plan, data_ref, raw = None, DataRef("compas"), None
     if picked is not None:
-        data_ref, raw, rows = picked
+        data_ref, raw, rows, choice = picked
         try:
-            frame = _table(data_ref.source, data_ref.fingerprint, raw, rows, seed)
-            rank_plan = _ranking_widgets(frame, data_ref.source)
+            schema = data_ref.schema
+            frame = _table(data_ref.source, data_ref.fingerprint, raw, rows, seed,
+                           schema.digest() if schema is not None else "", schema)
+            rank_plan = _ranking_widgets(frame, choice)
             if rows is not None:
                 rank_plan = rank_plan.replace(synthetic_rows=rows)
         except ValueError as exc:
