@@ -28,7 +28,8 @@ from core.synthesis.mean_release import MeanReleasePlan, projected_ledger, relea
 from core.synthesis.release import budget_statement_text  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import smallest_strata  # noqa: E402
-from dashboard.components.dataset_picker import pick_microdata  # noqa: E402
+from dashboard.components.dataset_picker import (declared_public, declared_ranges,  # noqa: E402
+                                                 pick_microdata)
 from dashboard.components.ledger_badge import ledger_delta, project_ledger, record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import declared_state, field_widget, params_widgets  # noqa: E402
 from dashboard.components.plain_text import plain  # noqa: E402
@@ -36,7 +37,7 @@ from dashboard.components.progress import progress_bar, run_with_progress  # noq
 from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.synthesis_widgets import (ME, NO_TARGET, START, P, epsilons_text,  # noqa: E402
-                                                   numeric_range_widgets, plan_to_widgets)
+                                                   plan_to_widgets)
 from dashboard.figures import synthesis as figs  # noqa: E402
 
 PAGE = "Stratified synthesis"
@@ -97,23 +98,36 @@ if loaded is not None and loaded.data != ref:
 # ------------------------------------------------------------------------------- settings, action beside them
 plan_error = None
 with st.container(border=True):
-    wide_numeric = [c for c in raw.columns if pd.api.types.is_numeric_dtype(raw[c]) and raw[c].nunique() > 40]
+    declared = declared_ranges(ref)     # a data set declared on the Data step brings its public ranges
+    wide_numeric = [c for c in raw.columns if pd.api.types.is_numeric_dtype(raw[c]) and raw[c].nunique() > 40
+                    and c not in declared]
     bounds = ()
-    numeric_cols = [c for c in raw.columns if pd.api.types.is_numeric_dtype(raw[c])
-                    and not pd.api.types.is_bool_dtype(raw[c])]
-    bins = ()
-    if numeric_cols:
-        bounds, bins, plan_error = numeric_range_widgets(st, numeric_cols, slug, wide=wide_numeric, persist_state=S)
+    if declared:
+        st.caption("Public ranges from the declaration (Data step): " + "; ".join(
+            f"{c}: {lo:g} to {hi:g}" for c, (lo, hi) in declared.items()) + ".")
+    if wide_numeric:
+        bounds_input = st.text_input(
+            "Public ranges of numeric columns", "", key=f"ss_bounds_{slug}", persist_state=S,
+            placeholder=f"e.g. {wide_numeric[0]}: 0-100", help="Write 'column: low-high; ...'. A range must be "
+            "known without looking at the data (a questionnaire's limits, a published top code). Numeric "
+            f"columns without one are left out: {', '.join(wide_numeric)}.")
+        try:
+            bounds = parse_bounds(bounds_input)
+        except ValueError as exc:
+            plan_error = str(exc)
     try:
-        data, notes, identifiers = prepared_view(raw, dict((c, (lo, hi)) for c, lo, hi in bounds),
-                                                 bins=dict(bins))
+        data, notes, identifiers = prepared_view(raw, {**dict((c, (lo, hi)) for c, lo, hi in bounds), **declared})
     except ValueError as exc:
         st.error(str(exc))
         st.stop()
     for note in notes:
         st.caption(note)
     domain_public = False   # bundled data: documented categories, nothing to declare
-    if ref.is_upload:
+    if declared_public(ref):
+        domain_public = True
+        st.caption("Category lists and ranges are public by the declaration (Data step): every category "
+                   "column lists its public categories and every number column its public range.")
+    elif ref.is_upload:
         domain_public = field_widget(SynthesisPlan, "domain_declared_public", P, **KEEP)
     cols = list(data.columns)
     candidates = [c for c in cols if c not in identifiers]
@@ -161,6 +175,10 @@ with st.container(border=True):
     min_size = field_widget(SynthesisPlan, "min_stratum_size", P, container=e3, **KEEP)
     small_action = field_widget(SynthesisPlan, "small_action", P, container=e4, **KEEP)
 
+    if domain_public and declared_public(ref) and ref.schema.person_id in columns:
+        domain_public = False
+        plan_error = (f"{ref.schema.person_id} is the person id: its values are private, not a public category "
+                      "list; leave it out of the columns to synthesise.")
     plan = None
     try:
         epsilons = parse_epsilons(eps_text)
@@ -168,8 +186,7 @@ with st.container(border=True):
             data=ref, columns=tuple(columns), strata=tuple(strata), target=None if target == NO_TARGET else target,
             synthesizer=synth_key, synth_params=synth_params, delta=delta, size_policy=size_policy,
             sizes_declared_public=public_ok, count_share=count_share, min_stratum_size=min_size,
-            small_action=small_action, domain_declared_public=domain_public, numeric_bounds=bounds,
-            numeric_bins=bins or None)
+            small_action=small_action, domain_declared_public=domain_public, numeric_bounds=bounds)
         sweep_plan = SweepPlan(epsilons=epsilons, seeds=tuple(range(n_seeds)))
     except ValueError as exc:
         plan, plan_error = None, plan_error or str(exc)
@@ -414,10 +431,7 @@ def mean_release_section() -> None:
     numeric = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series) \
         and series.nunique() > 2
     category, value_range, range_error = None, None, None
-    if numeric and column in plan.bounds:     # a range declared above (or on the Data step) is the clipping range
-        value_range = plan.bounds[column]
-        n2.caption(f"Clipped to the declared public range of {column}: {value_range[0]:g} to {value_range[1]:g}.")
-    elif numeric:
+    if numeric:
         range_text = n2.text_input(f"Public range of {column}", "", key=f"ss_mr_range_{slug}_{column}",
                                    persist_state=S, placeholder="e.g. 0-100",
                                    help="Known without looking at the data (a questionnaire's limits, a "
