@@ -121,11 +121,19 @@ def _report_round_trip(result, page: str):
     assert load_plan(report).digest() == result.plan.digest()
 
 
+def _synthesis_frame(n=800, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"sex": rng.choice(["F", "M"], n), "race": rng.choice(["A", "B"], n),
+                         "income": rng.choice(["lo", "hi"], n), "edu": rng.choice(["x", "y", "z"], n)}
+                        ).astype("category")
+
+
 @pytest.mark.parametrize("key", list(WALKED["synthesizer"]))
 def test_synthesizer_fits_plans_its_noise_rides_in_a_plan_and_is_an_audit_release(key):
     from core.coherence.releases import RELEASES
     from core.contracts import DataRef
-    from core.synthesis import SynthesisPlan
+    from core.synthesis import SweepPlan, SynthesisPlan
+    from core.synthesis.workflow import run
     spec = WALKED["synthesizer"][key]
     synth = spec.build(quick(spec))
     one_way, two_way = synth.planned_sds(3, 0.5)
@@ -134,9 +142,11 @@ def test_synthesizer_fits_plans_its_noise_rides_in_a_plan_and_is_an_audit_releas
     synth.fit(correlated(600), DOMAIN, 2.0, np.random.default_rng(0))
     rows = synth.sample(50, np.random.default_rng(1))
     assert list(rows.columns) == list(DOMAIN) and len(rows) == 50
-    plan = SynthesisPlan(data=DataRef("cps"), columns=("sex", "race", "income"), synthesizer=key,
-                         synth_params=spec.params())
-    _round_trip(plan)
+    plan = SynthesisPlan(data=DataRef("cps"), columns=("sex", "race", "income", "edu"), synthesizer=key,
+                         synth_params=quick(spec), sweep=SweepPlan(epsilons=(1.0,), seeds=(0,), n_trees=2))
+    result = run.uncached(_round_trip(plan), _synthesis_frame())
+    assert result.headline()
+    _report_round_trip(result, "Stratified synthesis")
     audit_keys = [k for k, s in RELEASES.items() if spec.label in s.label]
     assert len(audit_keys) >= 2, f"{key}: no pooled and stratified audit release"
 
@@ -192,11 +202,15 @@ def _audit_frame(n=600, seed=0) -> pd.DataFrame:
 
 def _audit(releases, adversaries):
     from core.coherence import AuditPlan
-    from core.coherence.run import compare_releases
-    plan = AuditPlan(target="y", positive="yes", lens=("age", "sex"), subgroup_columns=("sex",),
-                     releases=releases, adversaries=adversaries, alpha=0.3, trials=2, gamma=50)
-    _round_trip(plan)
-    return compare_releases(plan, _audit_frame())
+    from core.coherence.run import run
+    from core.contracts import DataRef, bytes_fingerprint
+    raw = _audit_frame().to_csv(index=False).encode()
+    plan = AuditPlan(data=DataRef("upload", bytes_fingerprint(raw)), target="y", positive="yes",
+                     lens=("age", "sex"), subgroup_columns=("sex",), releases=releases, adversaries=adversaries,
+                     alpha=0.3, trials=2, gamma=50)
+    result = run.uncached(_round_trip(plan), raw)
+    _report_round_trip(result, "Coherence audit")
+    return result.comparison
 
 
 @pytest.mark.parametrize("key", list(WALKED["release"]))
