@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.contracts import DataRef, Plan, Result, named_rng
+from core.contracts import DataRef, Plan, Result, named_rng, param
 from core.privacy.ledger import BudgetLedger
 from core.privacy.protection import ProtectionUnit
 from core.synthesis.encoding import encode_categories
@@ -59,15 +59,19 @@ class MeanReleasePlan(Plan):
     data: DataRef
     column: str
     strata: tuple[str, ...]
-    epsilon: float = 1.0
+    epsilon: float = param(1.0, label="Epsilon", low=0.01, high=50.0, step=0.1)
     delta: float = 1e-9
-    noise: str = "laplace"
+    noise: str = param("laplace", label="Noise", choices=NOISES.labels(), kind="radio",
+                       help="Gaussian noise runs at the zCDP rho that is (epsilon, delta)-DP at the plan's delta.")
     category: str | None = None
     value_range: tuple[float, float] | None = None
     size_policy: str = "dp_count"
     sizes_declared_public: bool = False
     count_share: float = 0.1
-    pooled_share: float = 0.2
+    pooled_share: float = param(0.2, label="Share of the budget for the pooled comparison mean", low=0.0, high=0.5,
+                                step=0.05, kind="slider",
+                                help="The pooled mean is a second measurement of the same people, so it costs "
+                                     "its own share of epsilon; 0 releases no pooled mean.")
     numeric_bounds: tuple[tuple[str, float, float], ...] = ()
     domain_declared_public: bool = False
     seed: int = 0

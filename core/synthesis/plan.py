@@ -197,11 +197,14 @@ class MarginalsPlan(Plan):
 
 @dataclass(frozen=True)
 class ReleasePlan(Plan):
-    """A synthetic data set fitted on every row (the seeded version is a simulation)."""
+    """A synthetic data set fitted on every row (the seeded version is a simulation).
 
-    epsilon: float = 1.0
-    method: str = "stratified"
-    seed: int = 0
+    The fields are declared with ``param(...)``: their bounds are what the release tab offers (epsilon
+    from 0.01; the plan's own check takes any positive epsilon up to ``MAX_EPSILON``)."""
+
+    epsilon: float = param(1.0, label="Epsilon", low=0.01, high=50.0, step=0.1)
+    method: str = param("stratified", label="Method", choices=METHODS)
+    seed: int = param(0, label="Seed (simulation only)", low=0, high=2**31 - 1)
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon, "The release's epsilon")

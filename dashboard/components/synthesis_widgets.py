@@ -1,6 +1,7 @@
 """Widget keys of the Stratified synthesis page and their values for a saved plan ("Open a saved report").
 
-Declared plan fields are keyed ``ss_<field>`` (SynthesisPlan) and ``ss_me_<field>`` (MeansPlan) and are
+Declared plan fields are keyed ``ss_<field>`` (SynthesisPlan), ``ss_me_<field>`` (MeansPlan), ``ss_rel_<field>``
+(ReleasePlan) and ``ss_mr_<field>`` (MeanReleasePlan, drawn only) and are
 restored from their declaration; the rest are restored here by hand: the per-data-set pickers
 (``ss_columns_<data>``, ``ss_strata_<data>``, ``ss_target_<data>``), the public range of each numeric column
 (``ss_lo_<data>_<column>``, ``ss_hi_<data>_<column>`` and its bin count ``ss_nbins_<data>_<column>``), the
@@ -17,6 +18,8 @@ from dashboard.components.params_form import check_shown, params_widget_values, 
 
 P = "ss"            # SynthesisPlan's declared fields: ss_<field>
 ME = "ss_me"        # the mean-estimation simulation's: ss_me_<field>
+REL = "ss_rel"      # the release tab's ReleasePlan: ss_rel_<field>
+MR = "ss_mr"        # the stratified-mean release's MeanReleasePlan: ss_mr_<field>
 NO_TARGET = "(none)"
 #: Where SynthesisPlan starts (its dataclass defaults): the page's pickers start from its strata and target.
 START = {f.name: f.default for f in dataclasses.fields(SynthesisPlan) if f.default is not dataclasses.MISSING}
@@ -91,7 +94,7 @@ def plan_to_widgets(plan: SynthesisPlan) -> dict:
     for col, low, high in plan.numeric_bounds:      # reports saved before the widgets load the same way
         lo_key, hi_key, bins_key = range_keys(slug, col)
         values.update({lo_key: float(low), hi_key: float(high), bins_key: int(counts.get(col, DEFAULT_BINS))})
-    if plan.release is not None:     # drawn by the release tab under its own keys
-        values.update({"ss_rel_eps": plan.release.epsilon, "ss_rel_method": plan.release.method,
-                       "ss_rel_seed": plan.release.seed})
+    if plan.release is not None:     # drawn by the release tab from its declared fields
+        check_shown(plan.release)
+        values.update(plan_widget_values(plan.release, REL))
     return values

@@ -23,7 +23,7 @@ from core.privacy.project_ledger import cumulative_frame, data_key, statement  #
 from core.report import guarded_csv  # noqa: E402
 from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan,  # noqa: E402
                             SynthesisPlan, run, secure_release)
-from core.synthesis.plan import NOISES, parse_bounds, parse_epsilons  # noqa: E402
+from core.synthesis.plan import parse_bounds, parse_epsilons  # noqa: E402
 from core.synthesis.mean_release import MeanReleasePlan, projected_ledger, release_stratified_mean  # noqa: E402,E501
 from core.synthesis.release import budget_statement_text  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
@@ -36,7 +36,7 @@ from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import progress_bar, run_with_progress  # noqa: E402
 from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
-from dashboard.components.synthesis_widgets import (ME, NO_TARGET, START, P, epsilons_text,  # noqa: E402
+from dashboard.components.synthesis_widgets import (ME, MR, NO_TARGET, REL, START, P, epsilons_text,  # noqa: E402
                                                    plan_to_widgets)
 from dashboard.figures import synthesis as figs  # noqa: E402
 
@@ -448,14 +448,9 @@ def mean_release_section() -> None:
         category = n2.selectbox("Share of rows in", cats, index=len(cats) - 1 if column == "income" else 0,
                                 key=f"ss_mr_category_{slug}_{column}", persist_state=S,
                                 help="The released mean is the share of each stratum in this category.")
-    mr_eps = float(n3.number_input("Epsilon", 0.01, 50.0, 1.0, 0.1, key="ss_mr_eps", persist_state=S))
-    mr_noise = n4.radio("Noise", list(NOISES), key="ss_mr_noise", format_func=NOISES.labels().get,
-                        persist_state=S, help="Gaussian noise runs at the zCDP rho that is (epsilon, delta)-DP "
-                                               "at the delta chosen above.")
-    pooled_share = st.slider("Share of the budget for the pooled comparison mean", 0.0, 0.5, 0.2, 0.05,
-                             key="ss_mr_pooled_share", persist_state=S,
-                             help="The pooled mean is a second measurement of the same people, so it costs "
-                                  "its own share of epsilon; 0 releases no pooled mean.")
+    mr_eps = field_widget(MeanReleasePlan, "epsilon", MR, container=n3, **KEEP)
+    mr_noise = field_widget(MeanReleasePlan, "noise", MR, container=n4, **KEEP)
+    pooled_share = field_widget(MeanReleasePlan, "pooled_share", MR, **KEEP)
     try:
         if range_error:
             raise ValueError(range_error)
@@ -577,12 +572,10 @@ def release_section() -> None:
     """Seeded simulations (listed apart in the project ledger, never counted) and secure releases (counted);
     nothing is shown for download unless its spends are in the project ledger."""
     r1, r2, r3 = st.columns(3)
-    rel_eps = float(r1.number_input("Epsilon", 0.01, 50.0, 1.0, 0.1, key="ss_rel_eps", persist_state=S))
-    rel_method = r2.radio("Method", ["stratified", "pooled"], key="ss_rel_method", horizontal=True,
-                          persist_state=S)
-    rel_seed = int(r3.number_input("Seed (simulation only)", 0, 2**31 - 1, 0, key="ss_rel_seed", persist_state=S))
+    rel_plan = ReleasePlan(**{name: field_widget(ReleasePlan, name, REL, container=at, **KEEP)
+                              for name, at in (("epsilon", r1), ("method", r2), ("seed", r3))})
+    rel_eps, rel_method = rel_plan.epsilon, rel_plan.method
     b1, b2 = st.columns(2)
-    rel_plan = ReleasePlan(epsilon=rel_eps, method=rel_method, seed=rel_seed)
     if b1.button("Generate a seeded simulation", key="ss_rel_run",
                  help="Reproducible from the plan, for exploring; its noise is not cryptographically secure."):
         asked["release"] = rel_plan

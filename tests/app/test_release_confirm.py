@@ -178,7 +178,7 @@ def test_changed_settings_after_the_press_need_a_new_press(ledger):
     ledger.set_no_cap("cps")
     at = _synthesis()
     at.button(key="ss_mr_release").click().run()
-    at.number_input(key="ss_mr_eps").set_value(0.5).run()
+    at.number_input(key="ss_mr_epsilon").set_value(0.5).run()
     assert not has_button(at, "ss_mr_release_confirm")
     assert any("settings changed after the release button was pressed" in i.value for i in at.info)
     assert _released(ledger, "cps") == 0

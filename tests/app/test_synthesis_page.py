@@ -328,7 +328,7 @@ def test_stratified_mean_release_is_recorded_in_the_project_ledger(tmp_path, mon
     assert at.selectbox(key="ss_mr_column_cps").value == "income"
     assert at.selectbox(key="ss_mr_category_cps_income").value == "50K+"
     assert not ledger.releases("cps", "release")
-    at.number_input(key="ss_mr_eps").set_value(0.5).run()
+    at.number_input(key="ss_mr_epsilon").set_value(0.5).run()
     confirm_release(at, "ss_mr_release")
     assert not at.exception and not at.error
     made = ledger.releases("cps", "release")
