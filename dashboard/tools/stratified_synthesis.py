@@ -37,7 +37,7 @@ from dashboard.components.progress import progress_bar, run_with_progress  # noq
 from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.synthesis_widgets import (ME, MR, NO_TARGET, REL, START, P, epsilons_text,  # noqa: E402
-                                                   plan_to_widgets)
+                                                   numeric_range_widgets, plan_to_widgets)
 from dashboard.figures import synthesis as figs  # noqa: E402
 
 PAGE = "Stratified synthesis"
@@ -105,18 +105,14 @@ with st.container(border=True):
     if declared:
         st.caption("Public ranges from the declaration (Data step): " + "; ".join(
             f"{c}: {lo:g} to {hi:g}" for c, (lo, hi) in declared.items()) + ".")
-    if wide_numeric:
-        bounds_input = st.text_input(
-            "Public ranges of numeric columns", "", key=f"ss_bounds_{slug}", persist_state=S,
-            placeholder=f"e.g. {wide_numeric[0]}: 0-100", help="Write 'column: low-high; ...'. A range must be "
-            "known without looking at the data (a questionnaire's limits, a published top code). Numeric "
-            f"columns without one are left out: {', '.join(wide_numeric)}.")
-        try:
-            bounds = parse_bounds(bounds_input)
-        except ValueError as exc:
-            plan_error = str(exc)
+    numeric_cols = [c for c in raw.columns if c not in declared and pd.api.types.is_numeric_dtype(raw[c])
+                    and not pd.api.types.is_bool_dtype(raw[c])]
+    bins = ()
+    if numeric_cols:
+        bounds, bins, plan_error = numeric_range_widgets(st, numeric_cols, slug, wide=wide_numeric, persist_state=S)
     try:
-        data, notes, identifiers = prepared_view(raw, {**dict((c, (lo, hi)) for c, lo, hi in bounds), **declared})
+        data, notes, identifiers = prepared_view(raw, {**dict((c, (lo, hi)) for c, lo, hi in bounds), **declared},
+                                                 bins=dict(bins))
     except ValueError as exc:
         st.error(str(exc))
         st.stop()
@@ -186,7 +182,8 @@ with st.container(border=True):
             data=ref, columns=tuple(columns), strata=tuple(strata), target=None if target == NO_TARGET else target,
             synthesizer=synth_key, synth_params=synth_params, delta=delta, size_policy=size_policy,
             sizes_declared_public=public_ok, count_share=count_share, min_stratum_size=min_size,
-            small_action=small_action, domain_declared_public=domain_public, numeric_bounds=bounds)
+            small_action=small_action, domain_declared_public=domain_public, numeric_bounds=bounds,
+            numeric_bins=bins or None)
         sweep_plan = SweepPlan(epsilons=epsilons, seeds=tuple(range(n_seeds)))
     except ValueError as exc:
         plan, plan_error = None, plan_error or str(exc)
@@ -431,7 +428,10 @@ def mean_release_section() -> None:
     numeric = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series) \
         and series.nunique() > 2
     category, value_range, range_error = None, None, None
-    if numeric:
+    if numeric and column in plan.bounds:     # a range declared above (or on the Data step) is the clipping range
+        value_range = plan.bounds[column]
+        n2.caption(f"Clipped to the declared public range of {column}: {value_range[0]:g} to {value_range[1]:g}.")
+    elif numeric:
         range_text = n2.text_input(f"Public range of {column}", "", key=f"ss_mr_range_{slug}_{column}",
                                    persist_state=S, placeholder="e.g. 0-100",
                                    help="Known without looking at the data (a questionnaire's limits, a "
