@@ -103,7 +103,8 @@ def test_figures_are_embedded_with_plotly_inlined_once(results):
 def test_plan_in_plain_words_and_uncertainty_columns(results):
     lines = plan_lines(results["District maps"].plan)
     labels = [label for _, label, _ in lines]
-    assert "generator" in labels and any(depth > 0 for depth, _, _ in lines)
+    # a field's declared label (param metadata) names it, not its Python name
+    assert "Plan generator" in labels and "generator" not in labels and any(depth > 0 for depth, _, _ in lines)
     import pandas as pd
     df = pd.DataFrame({"district": [1], "error sd": [2.0], "95% CI low": [0.1], "mean": [3.0]})
     assert uncertainty_columns(df) == ["error sd", "95% CI low"]
