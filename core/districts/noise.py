@@ -44,17 +44,31 @@ def _toydown_variant(nonnegative: bool, integer: bool):
     return lambda _params: functools.partial(_toydown_leaves, nonnegative=nonnegative, integer=integer)
 
 
+@dataclass(frozen=True)
+class AlgorithmSpec(Spec):
+    """A noising algorithm's Spec, with ``closed_form_note``: why its observed district errors depart from
+    plain ToyDown's closed-form sd (Cohen et al. 2021, Cor. 3), shown beside them; empty when they follow it."""
+
+    closed_form_note: str = ""
+
+
+_AWAY_FROM_CLOSED_FORM = ("The closed-form sd is for plain ToyDown (Cor. 3); non-negativity, rounding and "
+                          "TopDown-lite's fitting move the observed errors away from it.")
+
 # ``ALGORITHMS[key].build()`` is ``noise(h, leaf_counts, budgets, mechanism, sensitivity, rng) -> leaf counts``
 ALGORITHMS = Registry("noising algorithm", [
-    Spec("toydown", "ToyDown (negative counts allowed)", _toydown_variant(False, False), NoParams,
-         "Noise at every node, then a top-down fit that spreads each parent's discrepancy over its children."),
-    Spec("toydown_nonneg", "ToyDown, non-negative", _toydown_variant(True, False), NoParams,
-         "ToyDown with the children projected onto non-negative counts that add up to their parent."),
-    Spec("toydown_nonneg_int", "ToyDown, non-negative integers", _toydown_variant(True, True), NoParams,
-         "Non-negative ToyDown rounded by largest remainder so the sums still hold."),
-    Spec("topdown_lite", "TopDown-lite (non-negative integers, exact state total)",
-         lambda _params: _topdown_lite_leaves, NoParams,
-         "The dashboard's stand-in for TopDown: least squares, non-negative integer counts, exact state total."),
+    AlgorithmSpec("toydown", "ToyDown (negative counts allowed)", _toydown_variant(False, False), NoParams,
+                  "Noise at every node, then a top-down fit that spreads each parent's discrepancy over its children."),
+    AlgorithmSpec("toydown_nonneg", "ToyDown, non-negative", _toydown_variant(True, False), NoParams,
+                  "ToyDown with the children projected onto non-negative counts that add up to their parent.",
+                  closed_form_note=_AWAY_FROM_CLOSED_FORM),
+    AlgorithmSpec("toydown_nonneg_int", "ToyDown, non-negative integers", _toydown_variant(True, True), NoParams,
+                  "Non-negative ToyDown rounded by largest remainder so the sums still hold.",
+                  closed_form_note=_AWAY_FROM_CLOSED_FORM),
+    AlgorithmSpec("topdown_lite", "TopDown-lite (non-negative integers, exact state total)",
+                  lambda _params: _topdown_lite_leaves, NoParams,
+                  "The dashboard's stand-in for TopDown: least squares, non-negative integer counts, exact state "
+                  "total.", closed_form_note=_AWAY_FROM_CLOSED_FORM),
 ])
 
 

@@ -379,6 +379,9 @@ class NoiseMechanism:
     params: object = None
     norm: str = "l1"
     opendp: tuple[str, str, str] | None = None
+    fragmentation_line: bool = False
+    """True when Cohen et al. (2021, §6)'s closed-form variance of a district's error under the equal split,
+    2 s^2 d^2 / epsilon^2 (w1^2 + Frag), holds for this noise (it takes Laplace's variance 2 b^2, b = s / epsilon)."""
 
     @property
     def id(self) -> str:
@@ -507,7 +510,7 @@ def _whole_queries(sensitivity: float) -> int:
 def _laplace(_: NoParams) -> NoiseMechanism:
     return NoiseMechanism("laplace", "Laplace", "epsilon", False, sample_laplace, laplace_variance,
                           laplace_mean_abs, abs_laplace, key="laplace", params=NoParams(),
-                          opendp=("f64", "l1", "then_laplace"))
+                          opendp=("f64", "l1", "then_laplace"), fragmentation_line=True)
 
 
 def _geometric(_: NoParams) -> NoiseMechanism:

@@ -250,9 +250,8 @@ m[1].metric("Largest true deviation (plan 1)", f"{head['largest_true_deviation_p
 m[2].metric("Mean absolute district error (people)", f"{head['mean_abs_district_error']:.1f}")
 m[3].metric("Worst deviation if balanced on noisy counts", f"{head['worst_deviation_if_balanced_on_noisy_pct']:.3f}%")
 m[4].metric("Plans passing the checks", f"{n_passing} of {n_plans}")
-if algorithm != "toydown":
-    st.caption("The closed-form sd is for plain ToyDown (Cor. 3); non-negativity, rounding and TopDown-lite's "
-               "fitting move the observed errors away from it.")
+if ALGORITHMS[algorithm].closed_form_note:
+    st.caption(ALGORITHMS[algorithm].closed_form_note)
 
 
 # Map views stay cached on the page: core caches the run, not these drawings of its result (GeoJSON of
@@ -369,7 +368,7 @@ with tab_ens:
         st.plotly_chart(figs.ensemble_histogram(study), key="dm_ens_hist")
         f1, f2 = st.columns(2)
         f1.plotly_chart(figs.fragmentation_histogram(study), key="dm_frag_hist")
-        f2.plotly_chart(figs.fragmentation_variance_figure(study, alloc.sensitivity, alloc.mechanism == "laplace"),
+        f2.plotly_chart(figs.fragmentation_variance_figure(study, alloc.sensitivity, alloc.noise.fragmentation_line),
                         key="dm_frag_var")
         st.dataframe(human(result.tables()["ensemble_summary"]), hide_index=True, key="dm_ens_table")
 
