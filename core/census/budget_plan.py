@@ -46,6 +46,20 @@ RHO_SENSITIVITY = 1.4142
 
 
 @dataclass(frozen=True)
+class TargetSettings:
+    """The two numbers a curator gives about the targets besides which ones: ``k``, how many districts
+    the district targets draw (it is written into each of them, ``"greedy:k"``), and ``weight``, one
+    target's entry of :attr:`BudgetPlan.target_weights`. Declared once here with what the page
+    offers; a plan itself may hold any k its targets accept and any weight up to 1,000,000."""
+
+    k: int = param(4, label="k districts", low=1, high=10_000,
+                   help="How many districts the hierarchy-following and scattered targets each draw.")
+    weight: float = param(1.0, label="Importance", low=0.0, high=100.0, step=0.5,
+                          help="Against the target's own equal-split variance: 2 counts it twice, 0 leaves it "
+                               "out of the optimisation (it is still reported).")
+
+
+@dataclass(frozen=True)
 class BudgetPlan(Plan):
     """Every choice on the Budget allocation page. The seed makes every simulated number reproducible.
 

@@ -9,11 +9,11 @@ import streamlit as st
 
 from core.census.allocation import Allocation
 from core.census.analytic import preset_shares
-from core.census.budget_plan import RHO_SENSITIVITY, BudgetPlan
+from core.census.budget_plan import RHO_SENSITIVITY, BudgetPlan, TargetSettings
 from core.census.geography_data import load_geography
 from core.census.targets import parse_target
 from core.privacy.mechanisms import MECHANISMS, get_mechanism, mechanism_keys
-from dashboard.components.params_form import field_key, field_widget, params_widgets, plan_widget_values
+from dashboard.components.params_form import check_shown, field_key, field_widget, params_widgets, plan_widget_values
 from dashboard.components.uploads_kept import current_key
 
 KEEP = {"persist_state": "session"}
@@ -123,6 +123,23 @@ def target_widgets(plan) -> tuple[list[str], int]:
     return picked, k
 
 
+def weight_prefix(target: str) -> str:
+    """The widget-key prefix of one target's weight (a :class:`TargetSettings` field): ``ba_<target>``."""
+    return f"ba_{target}"
+
+
+def target_settings_values(k: int, weights: dict[str, float]) -> dict:
+    """Widget values that redraw the district targets' k and each target's weight from their declaration
+    (:class:`TargetSettings`); ValueError when one is outside what the page offers."""
+    out = {}
+    for prefix, name, settings in (("ba", "k", TargetSettings(k=int(k))),
+                                   *((weight_prefix(t), "weight", TargetSettings(weight=float(w)))
+                                     for t, w in weights.items())):
+        check_shown(settings, (name,))
+        out[field_key(prefix, name)] = plan_widget_values(settings, prefix)[field_key(prefix, name)]
+    return out
+
+
 def plan_to_widgets(plan) -> dict:
     """Widget values that rebuild a ``BudgetPlan`` on the Budget allocation page (for "Open a saved report"):
     the declared fields from the plans themselves, plus the per-unit keys, the geography, the targets, the
@@ -134,7 +151,7 @@ def plan_to_widgets(plan) -> dict:
     for name in PER_UNIT:
         out[field_key(f"ba_{plan.unit}", name)] = out.pop(field_key("ba", name))
     out.update({"ba_geo": plan.geography, "ba_fanouts": ", ".join(map(str, plan.fanouts)),
-                f"ba_targets_{depth}": picked, "ba_k": k})
+                f"ba_targets_{depth}": picked})
     out["ba_plan_use"] = plan.data.is_upload             # the report's own district plan, or none
     if plan.data.is_upload:
         out[current_key("ba_plan_csv")] = plan.data.fingerprint
@@ -144,7 +161,7 @@ def plan_to_widgets(plan) -> dict:
         out.update({f"ba_w{i}_{depth}": float(s) for i, s in enumerate(plan.custom_shares)})
     weights = plan.target_weights or (1.0,) * len(plan.targets)
     names = [*picked] + (["plan"] if "plan" in plan.targets else [])
-    out.update({f"ba_weight_{t}": float(w) for t, w in zip(names, weights)})
+    out.update(target_settings_values(k, dict(zip(names, weights))))
     if plan.algorithms is not None:
         a = plan.algorithms
         out.update(plan_widget_values(a, ALGO))

@@ -10,12 +10,13 @@ import streamlit as st
 
 from core.census import AlgorithmPlan, BudgetPlan, MechanismSweepPlan, PublicInfoPlan, WemPlan, run
 from core.census.algorithm_comparison import LARGE_TREE, runtime_estimate
-from core.census.budget_plan import SIMULATION, sweep_part
+from core.census.budget_plan import SIMULATION, TargetSettings, sweep_part
 from core.census.geography_data import GEOGRAPHIES, georgia_is_cached, load_geography, parse_fanouts
 from core.census.release import RELEASE_NOTE, can_release, release_noisy_counts
 from core.contracts import DataRef
 from core.report import guarded_csv
-from dashboard.components.budget_input import ALGO, MECH, PUBLIC, budget_input, plan_to_widgets, target_widgets
+from dashboard.components.budget_input import (ALGO, MECH, PUBLIC, budget_input, plan_to_widgets, target_widgets,
+                                               weight_prefix)
 from dashboard.components.ledger_badge import record_release, release_entry
 from dashboard.components.params_form import field_key, field_widget
 from dashboard.components.progress import run_with_progress, where_work_runs
@@ -173,14 +174,14 @@ with st.container(border=True):
     target_names = {"leaf": f"one {h.level_names[-1]}", "greedy": "k hierarchy-following districts",
                     "scattered": "k scattered districts",
                     **{f"unit:{lvl}": f"whole {h.level_names[lvl]}" for lvl in range(h.depth - 1)}}
-    start_targets, start_k = target_widgets(BudgetPlan())
+    start_targets, _ = target_widgets(BudgetPlan())
     default_targets = [t for t in start_targets if t in target_options]
     picked = st.pills("Targets", target_options, selection_mode="multi", default=default_targets,
                       format_func=target_names.get, key=f"ba_targets_{h.depth}", **KEEP,
                       help="What the split should make accurate: one leaf, whole units of a level, or k districts "
                            "that follow the hierarchy or are scattered across it.")
     t2, t3 = st.columns(2)
-    k_districts = int(t2.number_input("k districts", 1, 10_000, start_k, key="ba_k", **KEEP))
+    k_districts = field_widget(TargetSettings, "k", "ba", container=t2, **KEEP)
     runs = field_widget(BudgetPlan, "runs", "ba", container=t3, **KEEP)
     nonneg = field_widget(BudgetPlan, "nonnegative", "ba", **KEEP)
     data_ref, plan_bytes = _district_plan_upload(kind)
@@ -201,8 +202,8 @@ with st.expander("Importance of each target in the recommended split"):
     st.caption("Each target's variance is measured against its own equal-split variance, so a weight of 2 makes "
                "that target count twice as much; 0 leaves it out of the optimisation (it is still reported).")
     wcols = st.columns(max(len(picked), 1))
-    weights = tuple(float(wcols[i].number_input(target_names[t], 0.0, 100.0, 1.0, 0.5, key=f"ba_weight_{t}",
-                                                **KEEP)) for i, t in enumerate(picked))
+    weights = tuple(field_widget(TargetSettings, "weight", weight_prefix(t), container=wcols[i],
+                                 label=target_names[t], **KEEP) for i, t in enumerate(picked))
 progress_slot = st.empty()
 
 # Only the open tab runs and draws (lazy tabs): a tab's sub-plan joins the plan once the curator has

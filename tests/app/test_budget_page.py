@@ -160,7 +160,7 @@ def test_target_importance_moves_the_optimised_split():
     at = _page()
     at.radio(key="ba_split").set_value("optimise").run()
     before = _levels(at)["Share of the budget"].to_numpy()
-    at.number_input(key="ba_weight_leaf").set_value(20.0).run()      # one block matters most
+    at.number_input(key="ba_leaf_weight").set_value(20.0).run()      # one block matters most
     assert not at.exception and not at.error
     after = _levels(at)["Share of the budget"].to_numpy()
     assert after[-1] > before[-1]                                    # the block level gets more budget
@@ -284,13 +284,13 @@ def test_navigating_away_and_back_keeps_the_plan_and_results():
     """Widgets persist for the session: rerunning the page script with the same session keeps them."""
     at = _page()
     at.radio(key="ba_split").set_value("optimise").run()
-    at.number_input(key="ba_weight_leaf").set_value(5.0).run()
+    at.number_input(key="ba_leaf_weight").set_value(5.0).run()
     shares = _levels(at)["Share of the budget"].to_numpy()
     at.switch_page(str(Path(PAGE).parents[1] / "home.py")).run()
     at.switch_page(PAGE).run()
     assert not at.exception
     assert at.radio(key="ba_split").value == "optimise"
-    assert at.number_input(key="ba_weight_leaf").value == 5.0
+    assert at.number_input(key="ba_leaf_weight").value == 5.0
     np.testing.assert_allclose(_levels(at)["Share of the budget"], shares)
 
 
