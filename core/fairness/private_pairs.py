@@ -455,11 +455,13 @@ def copy_release(plan: PrivatePairsPlan, page: str = COPY_PAGE) -> LedgerRelease
     """The project-ledger record of a copy: one release per copy id (the key ends with the id, after
     the digest of the plan that holds it), so recording it again, here or after an import elsewhere,
     adds nothing.
-    Without an id it is the pending release, for the cap check before a copy is made."""
+    Without an id it is the pending release, for the cap check before a copy is made.
+    The digest it records is that of the copy without its id (what the release depends on), so a second
+    copy of the same population and budget is recognised as a repeat."""
     key = data_key(plan.data)
     digest = plan.digest()
     return LedgerRelease(key, release_key(COPY_ACTION, digest, plan.copy_id), "release", page, COPY_ACTION, plan.label(),
-                         digest, spends_of(planned_ledger(plan)), key)
+                         plan.replace(copy_id="").digest(), spends_of(planned_ledger(plan)), key)
 
 
 def stated_epsilon(plan: PrivatePairsPlan) -> float:

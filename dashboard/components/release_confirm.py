@@ -11,8 +11,13 @@ The flow on every page:
 3. before the first real release of a data set with no cap decision, the curator decides first: a cap (a
    value is suggested and explained) or an explicit "no cap" (recorded);
 4. Confirm: ``with ledger.reserved(rel):`` the page's computation runs, then the release is committed; a
-   failure or a cancel drops the reservation and the page says nothing was spent. A release over the cap
-   is refused with what to change.
+   failure or a cancel drops the reservation and the page says nothing was spent (or, when the ledger
+   could not be written to drop it, that the reservation counts until it expires). A release over the
+   cap is refused with what to change.
+
+One release states one (epsilon, delta): a page builds the figures in its label with :func:`stated_spend`,
+at the data set's delta (the cap's, else the ledger's default), the delta of the spend line, the totals and
+the Privacy ledger page.
 
 Seeded simulations do not come here: they are recorded with ``ledger_badge.record_release``.
 """
@@ -28,11 +33,15 @@ from core.contracts import Cancelled
 from core.privacy.ledger import BudgetLedger
 from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerRelease, compose,
                                          spends_of)
-from dashboard.components.ledger_badge import mark_in_use, project_ledger
+from dashboard.components.ledger_badge import ledger_delta, mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
 
 T = TypeVar("T")
 NOTHING_SPENT = "Nothing was released and nothing was spent: the reservation in the ledger was dropped."
+#: after a failure the ledger could not record: the reservation stays and counts until it expires
+STILL_RESERVED = ("Nothing was released, but the ledger could not be written to drop its reservation: the "
+                  "reservation still counts toward this data set's total until it expires{when}, after which "
+                  "it stops counting by itself. Nothing was published, so nothing more needs undoing.")
 #: round values offered as a first cap (epsilon)
 CAP_STEPS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 20.0, 50.0, 100.0)
 
@@ -62,6 +71,20 @@ def spend_text(rel: LedgerRelease, delta: float) -> str:
     return totals_text(compose([replace(rel, kind="release")], delta))
 
 
+def stated_spend(ledger: BudgetLedger, key: str) -> str:
+    """A page's planned spends in the words the confirmation and the ledger use for them, at data set
+    ``key``'s delta (its cap's, else the ledger's default): "epsilon 0.74 at delta 1e-06 (rho 0.0123)" for
+    zCDP, "epsilon 1 (pure DP, delta 0)" for pure DP. A page's own delta (a synthesizer's, a statement's)
+    converts the same rho to another epsilon, so labels use this instead, and a release shows one figure.
+    When the ledger cannot be read the default delta is used (nothing can be released then anyway)."""
+    try:
+        delta = ledger_delta(key)
+    except ValueError:
+        delta = DEFAULT_DELTA
+    rel = LedgerRelease(key, "-", "release", "-", "-", "-", "-", spends_of(ledger))
+    return totals_text(compose([rel], delta))
+
+
 def suggested_cap(after_epsilon: float) -> float:
     """A first cap: the smallest round value that leaves room for this release and about as much again."""
     need = 2.0 * float(after_epsilon) if math.isfinite(after_epsilon) else CAP_STEPS[-1]
@@ -69,8 +92,9 @@ def suggested_cap(after_epsilon: float) -> float:
 
 
 def _signature(rel: LedgerRelease) -> tuple:
-    """What makes two pending releases the same request (the nonce of a fresh key aside)."""
-    return (rel.data_key, rel.kind, rel.page, rel.action, rel.label, rel.plan_digest, rel.spends)
+    """What makes two pending releases the same request (the nonce of a fresh key aside). The label is
+    words about it: it follows the data set's delta (a cap decided in the confirmation restates it)."""
+    return (rel.data_key, rel.kind, rel.page, rel.action, rel.plan_digest, rel.spends)
 
 
 # ------------------------------------------------------------------------------------------- the pieces
@@ -177,6 +201,8 @@ def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: 
         if error is None:
             st.info("The settings changed after the release button was pressed: nothing was released. Press it "
                     "again to confirm the release as it is now.")
+    if stored is not None and stored["rel"].label != pending.label:       # the same release, restated
+        stored["rel"] = replace(stored["rel"], label=pending.label)
     if (container or st).button(label, key=key, type="primary", disabled=error is not None, help=help,
                                 icon=":material/lock:"):
         stored = {"rel": pending, "sig": _signature(pending)}
@@ -204,6 +230,7 @@ def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: 
 def _reserve_and_run(rel: LedgerRelease, run: Callable[[], T], spent) -> T | None:
     """``with ledger.reserved(rel):`` run, then commit; every failure says nothing was spent."""
     ledger = project_ledger()
+    reservation = None
     try:
         with ledger.reserved(rel) as reservation:
             result = run()
@@ -215,8 +242,26 @@ def _reserve_and_run(rel: LedgerRelease, run: Callable[[], T], spent) -> T | Non
     except CapUndecided as exc:
         st.error(f"{exc} Decide the data set's cap (or record 'no cap') and press the release button again.")
     except Cancelled:
-        st.info("The release was cancelled before anything was published. " + NOTHING_SPENT)
+        st.info("The release was cancelled before anything was published. " + _what_is_left(ledger, reservation))
     except ValueError as exc:
         st.error(str(exc))
-        st.info(NOTHING_SPENT)
+        st.info(_what_is_left(ledger, reservation))
     return None
+
+
+def _what_is_left(ledger, reservation) -> str:
+    """After a failed or cancelled release: whether its reservation was dropped, or (the ledger could not be
+    written, e.g. its database was deleted or made read-only) still counts until it expires."""
+    if reservation is None:
+        return "Nothing was released and nothing was spent (nothing was reserved)."
+    try:
+        held = any(r.id == reservation.id for r, _ in ledger.reservations(reservation.data_key))
+    except ValueError:                                    # cannot even be read: say what may be the case
+        return ("Nothing was released. The ledger cannot be read, so its reservation may not have been "
+                "dropped: if it was kept, it counts toward this data set's total until it expires"
+                f"{_until(reservation)}.")
+    return STILL_RESERVED.format(when=_until(reservation)) if held else NOTHING_SPENT
+
+
+def _until(reservation) -> str:
+    return f" ({reservation.expires_utc} UTC)" if reservation.expires_utc else ""

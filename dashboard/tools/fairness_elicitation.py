@@ -31,7 +31,7 @@ from core.fairness.elicitation_plan import (fill_demo_session, private_pairs_pla
 from core.fairness.private_pairs import SyntheticPeople, synthetic_people  # noqa: E402
 from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
                                          SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, copy_release,
-                                         new_copy_id, release_synthetic_people)
+                                         new_copy_id, planned_ledger, release_synthetic_people)
 from core.fairness.session_summary import (Pooling, display_labels, learner_pairs,  # noqa: E402
                                            run_history_table, summarise_session)
 from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
@@ -46,7 +46,7 @@ from dashboard.figures import fairness_sessions as figs  # noqa: E402
 
 from dashboard.components.fairness_results import render_fairness_results  # noqa: E402
 from dashboard.components.ledger_badge import project_ledger  # noqa: E402
-from dashboard.components.release_confirm import release_button  # noqa: E402
+from dashboard.components.release_confirm import release_button, stated_spend  # noqa: E402
 
 P = "fe_"
 PAGE = "Fairness elicitation"
@@ -123,16 +123,18 @@ def copy_button(label: str, key: str, plan_of, then) -> None:
                        f"{PAIR_DELTA:g}), already released and recorded; reusing it adds nothing to the ledger.")
         st.button(label, key=key, type="primary", on_click=then)
         return
-    if sub is not None:
-        st.caption(f"{label} makes a new private synthetic copy of the people ({SYNTHETIC_PEOPLE:,} synthetic "
-                   f"people, epsilon {sub.epsilon:g}, delta {PAIR_DELTA:g}) with OpenDP's noise, stores it, and "
-                   "records it as a release of the COMPAS data in the project ledger.")
     copy_id = st.session_state.setdefault(P + "next_copy_id", new_copy_id())
     earlier = existing_copy(sub)      # a copy of this population and epsilon already released: a repeat
-    made = release_button(label, key=key, error=error,
-                          what=None if sub is None else f"{sub.label()} (epsilon {sub.epsilon:g}, delta "
-                                                        f"{PAIR_DELTA:g})",
-                          pending=None if sub is None else copy_pending(sub, copy_id),
+    pending = what = None
+    if sub is not None:               # its rho stated at the ledger's delta, as the confirmation states it
+        pending = copy_pending(sub, copy_id)
+        spend = stated_spend(planned_ledger(sub), pending.data_key)
+        what = f"synthetic pair people (MST, {spend})"
+        pending = dataclasses.replace(pending, label=f"synthetic pair people (MST, {spend}, copy {copy_id})")
+        st.caption(f"{label} makes a new private synthetic copy of the people ({SYNTHETIC_PEOPLE:,} synthetic "
+                   f"people, {spend}) with OpenDP's noise, stores it, and records it as a release of the COMPAS "
+                   "data in the project ledger.")
+    made = release_button(label, key=key, error=error, what=what, pending=pending,
                           run=lambda: _make_copy(sub, copy_id), spent=lambda c: c.spent,
                           same_as=None if earlier is None else lambda r: r.release_key.endswith(earlier))
     if made is None:
