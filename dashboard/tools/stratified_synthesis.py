@@ -34,7 +34,7 @@ from dashboard.components.ledger_badge import ledger_delta, project_ledger, reco
 from dashboard.components.params_form import declared_state, field_widget, params_widgets  # noqa: E402
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import progress_bar, run_with_progress  # noqa: E402
-from dashboard.components.release_confirm import release_button  # noqa: E402
+from dashboard.components.release_confirm import release_button, stated_spend  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.synthesis_widgets import (ME, MR, NO_TARGET, REL, START, P, epsilons_text,  # noqa: E402
                                                    numeric_range_widgets, plan_to_widgets)
@@ -212,6 +212,7 @@ with st.container(border=True):
 # ------------------------------------------------------------------------------- run
 means_sub = None
 result = None
+run_error = None    # a simulation-tab setting in error or a failed run: the real releases wait for it too
 if plan is not None:
     # the mean-estimation widgets live in their tab; their values from the last run shape the plan (the
     # per-group comparison starts at the curves' second epsilon, the rest at MeansPlan's defaults)
@@ -221,6 +222,7 @@ if plan is not None:
                                  **declared_state(MeansPlan, ME, st.session_state)})
     except ValueError as exc:
         st.error(str(exc))
+        run_error = str(exc)
     if "sweep" in asked and "marginals" not in asked:
         asked["marginals"] = MarginalsPlan(asked["sweep"].epsilons[0], asked["sweep"].seeds[0])
     full = plan.replace(means=means_sub, **{k: v for k, v in asked.items() if k in ("sweep", "marginals", "release")})
@@ -232,6 +234,7 @@ if plan is not None:
         st.info("The computation was cancelled; your settings are kept. Change one, or rerun to start again.")
     except ValueError as exc:
         st.error(str(exc))
+        run_error = run_error or str(exc)
     progress_slot.empty()
 
 if result is not None and result.sweep is not None:   # seeded sweep fits: listed apart, never counted
@@ -413,7 +416,7 @@ def mean_release_section() -> None:
     if plan is None:
         st.info("Fix the settings above to release a mean.")
         release_button("Release the stratified mean", key="ss_mr_release", pending=None, run=lambda: None,
-                       error=plan_error or "the settings above are in error.")
+                       error=plan_error or run_error or "the settings above are in error.")
         return
     options = [c for c in raw.columns if c not in strata and c not in identifiers]
     if not options:
@@ -463,11 +466,15 @@ def mean_release_section() -> None:
         st.error(str(exc))
         return
     what = f"share {column} = {category}" if category is not None else f"mean of {column}"
-    label = f"stratified {what}, epsilon {mr_eps:g}" + (f" at delta {delta:g}" if mr_plan.unit == "rho" else "")
+    mr_spend = projected_ledger(mr_plan)
+    # one figure for this release everywhere: a zCDP spend is stated at the ledger's delta, not the page's
+    label = f"stratified {what}, " + (stated_spend(mr_spend, data_key(ref)) if mr_plan.unit == "rho"
+                                      else f"epsilon {mr_eps:g}")
     released = release_button(
-        "Release the stratified mean", key="ss_mr_release", what=label, error=plan_error,
-        pending=release_entry(mr_plan, PAGE, MEAN_ACTION, label, projected_ledger(mr_plan), fresh=True,
-                              data_label=picked.name),
+        "Release the stratified mean", key="ss_mr_release", what=label, error=plan_error or run_error,
+        pending=release_entry(mr_plan, PAGE, MEAN_ACTION, label, mr_spend, fresh=True, data_label=picked.name,
+                              part=mr_plan if mr_plan.unit == "rho"      # pure noise: the delta plays no part
+                              else mr_plan.replace(delta=MeanReleasePlan.delta)),
         run=lambda: release_stratified_mean(mr_plan, picked.raw, secure=True), spent=lambda r: r.ledger(),
         help="Each release draws fresh OpenDP noise and adds its spend to this data set's ledger.")
     if released is not None:                     # committed in the ledger: shown from now on
@@ -581,19 +588,21 @@ def release_section() -> None:
         asked["release"] = rel_plan
         st.rerun()
     secure_plan = plan.replace(release=rel_plan)
-    secure_label = f"secure {rel_method}, epsilon {rel_eps:g} at delta {plan.delta:g}"
     projected = BudgetLedger()   # the release costs rho_for_epsilon(epsilon, delta) in all
     projected.spend("synthetic release (projected)", rho_for_epsilon(rel_eps, plan.delta), "rho",
-                    measured=f"{secure_label}: every measurement of the fit")
+                    measured=f"secure {rel_method} synthetic data: every measurement of the fit")
+    # one figure for this release everywhere: its rho stated at the ledger's delta, not the synthesizer's
+    secure_label = f"secure {rel_method}, {stated_spend(projected, data_key(ref))}"
 
     def _secure_release():
         with progress_bar("Fitting with OpenDP's secure sampler", cancel_key="ss_rel_cancel", n_jobs=1) as bar:
             return secure_release(secure_plan, picked.raw, progress=bar)
 
     secured = release_button(
-        "Release synthetic data", key="ss_rel_secure", what=secure_label, error=plan_error, container=b2,
-        pending=release_entry(secure_plan, PAGE, SECURE, secure_label, projected, fresh=True,
-                              data_label=picked.name),
+        "Release synthetic data", key="ss_rel_secure", what=secure_label, error=plan_error or run_error,
+        container=b2, pending=release_entry(secure_plan, PAGE, SECURE, secure_label, projected, fresh=True,
+                                            data_label=picked.name,   # the seed plays no part in a secure fit
+                                            part=plan.setup().replace(release=rel_plan.replace(seed=0))),
         run=_secure_release, spent=lambda r: r.ledger,
         help="Draws every privacy noise value with OpenDP's secure sampler. Each release adds its spend to "
              "this data set's ledger.")
@@ -639,7 +648,7 @@ with tab_release:
     if plan is None:
         st.info("Fix the settings above to generate a synthetic data set.")
         release_button("Release synthetic data", key="ss_rel_secure", pending=None, run=lambda: None,
-                       error=plan_error or "the settings above are in error.")
+                       error=plan_error or run_error or "the settings above are in error.")
     else:
         try:
             release_section()
