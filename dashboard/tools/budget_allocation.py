@@ -5,6 +5,8 @@ every number comes from core. A real release of noisy counts (OpenDP) is a separ
 """
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import streamlit as st
 
@@ -14,13 +16,14 @@ from core.census.budget_plan import SIMULATION, TargetSettings, sweep_part
 from core.census.geography_data import GEOGRAPHIES, georgia_is_cached, load_geography, parse_fanouts
 from core.census.release import RELEASE_NOTE, can_release, release_noisy_counts
 from core.contracts import DataRef
+from core.privacy.project_ledger import data_key
 from core.report import guarded_csv
 from dashboard.components.budget_input import (ALGO, MECH, PUBLIC, budget_input, plan_to_widgets, target_widgets,
                                                weight_prefix)
-from dashboard.components.ledger_badge import record_release, release_entry
+from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry
 from dashboard.components.params_form import field_key, field_widget
 from dashboard.components.progress import run_with_progress, where_work_runs
-from dashboard.components.release_confirm import release_button
+from dashboard.components.release_confirm import release_button, stated_spend
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.uploads_kept import kept_files, upload_kept
 from dashboard.figures import census as figs
@@ -449,8 +452,13 @@ with tab_export:
             if made:
                 st.warning(f"{made} release(s) already made in this session; each further release spends the "
                            "budget again and adds to what the public can combine.")
-            what = f"noisy counts, {alloc.mechanism}, {alloc.total:g} {alloc.unit}" + (
-                f" at delta {alloc.delta:g}" if getattr(alloc, "delta", None) else "")
+            # one figure for this release everywhere: a rho total is stated at the ledger's delta
+            what = f"noisy counts, {alloc.mechanism}, " + stated_spend(alloc.ledger(), data_key(ledger_ref(plan)))
+            # what the counts depend on: the allocation and the geography it is drawn on (a new number of
+            # seeded ToyDown runs, or another simulation setting, is the same release)
+            release_part = {"allocation": json.loads(alloc.to_json()), "geography": plan.geography,
+                            "fanouts": list(plan.fanouts) if plan.geography == "stylised" else [],
+                            "geography seed": plan.seed}
             release_slot = st.empty()
 
             def _release_counts():
@@ -460,7 +468,8 @@ with tab_export:
 
             released = release_button(
                 "Release noisy counts", key="ba_release", what=what, run=_release_counts,
-                pending=release_entry(plan, PAGE, "noisy counts", what, alloc.ledger(), fresh=True),
+                pending=release_entry(plan, PAGE, "noisy counts", what, alloc.ledger(), fresh=True,
+                                      part=release_part),
                 spent=lambda r: r.ledger(), help="A real release: it spends the budget above and cannot be "
                                                  "repeated with the same noise.")
             release_slot.empty()
