@@ -22,6 +22,7 @@ from core.coherence import (ADVERSARIES, DEFAULT_LENS, NOT_PRIVATE_PASS, RELEASE
 from core.coherence.publish import (PublishPlan, publish, refuse_if_not_private, simulation_label,  # noqa: E402
                                     sweep_ledger, trial_ledger)
 from core.contracts import Cancelled, DataRef, Spec  # noqa: E402
+from core.privacy.protection import ProtectionUnit  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.ledger_badge import record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import (check_shown, field_key, field_widget, params_widgets,  # noqa: E402
@@ -278,13 +279,13 @@ def _record_simulations(plan: AuditPlan, data_label: str) -> None:
     would spend; listed apart on the Privacy ledger page and never counted."""
     if plan.compare:
         for choice in plan.releases:
-            one = trial_ledger(choice)
+            one = trial_ledger(choice, protection=ProtectionUnit.of(plan.data))
             if one is not None:
                 record_release(release_entry(plan.setup().replace(releases=(choice,)), PAGE, "audit trials",
                                              simulation_label(choice, plan.trials), one, kind="simulation",
                                              data_label=data_label))
     if plan.sweep is not None:
-        swept = sweep_ledger(plan.sweep.releases())
+        swept = sweep_ledger(plan.sweep.releases(), protection=ProtectionUnit.of(plan.data))
         if swept is not None:
             label = (f"audit of {RELEASES[plan.sweep.release.key].label} at {len(plan.sweep.epsilons)} epsilons, "
                      f"{plan.sweep.trials} seeded trials (simulation)")
@@ -330,7 +331,8 @@ def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: 
     with st.container(key="coh_pub_guard"):
         released = release_button(
             "Release this algorithm's output", key="coh_pub_run", what=label, error=error, run=_publish,
-            pending=release_entry(pub_plan, PAGE, PUBLISH, label, trial_ledger(choice), fresh=True,
+            pending=release_entry(pub_plan, PAGE, PUBLISH, label,
+                                  trial_ledger(choice, protection=ProtectionUnit.of(pub_plan.data)), fresh=True,
                                   data_label=data_label,      # the audit's seed drives simulations only
                                   part=pub_plan.replace(seed=0)),
             spent=lambda r: r.budget, help="Runs the algorithm once on the whole file with secure noise.")
