@@ -9,6 +9,8 @@ from core.fairness.group_fairness_plan import (GroupFairnessPlan, GroupFairnessR
                                                run_group_fairness)
 from core.fairness.causal_ranking import MediatorRole
 from core.fairness.learning_plan import ConstraintTable, LearningPlan, LearningResult, run_learning
+from core.fairness.learner import ORACLES
+from core.fairness.lexifair import LEARNERS
 
 # Each plan class of the area maps to the run that computes it; `run` dispatches on the plan's type
 # so `core.report.run_plan` and `python -m core reproduce` find every fairness plan.
@@ -47,4 +49,4 @@ def stored_data(plan, store=None):
 __all__ = ["CompanionPlan", "ConstraintTable", "ElicitationDesign", "ElicitationPlan", "FrontierPlan",
            "LearningPlan", "LearningResult", "RUNS", "run", "run_elicitation", "run_learning",
            "GroupFairnessPlan", "GroupFairnessResult", "LexifairPlan", "RankingPlan", "MediatorRole",
-           "run_group_fairness", "stored_data"]
+           "run_group_fairness", "stored_data", "LEARNERS", "ORACLES"]

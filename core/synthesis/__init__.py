@@ -3,7 +3,7 @@ stratification wrapper, utility and disparity metrics, and the plan -> run -> re
 Stratified synthesis page."""
 from core.synthesis.encoding import decode_categories, encode_categories
 from core.synthesis.mean_release import MeanReleasePlan, release_stratified_mean
-from core.synthesis.plan import (MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan, SynthesisPlan,
+from core.synthesis.plan import (NOISES, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan, SynthesisPlan,
                                  parse_epsilons)
 from core.synthesis.registry import (SYNTHESIZERS, AIMParams, GEMParams, IndependentParams, MSTParams,
                                      make_synthesizer)
@@ -12,7 +12,7 @@ from core.synthesis.stratified import StratifiedSynthesizer
 from core.synthesis.synthesizers import MST, IndependentMarginals
 
 __all__ = ["SynthesisPlan", "SweepPlan", "MarginalsPlan", "ReleasePlan", "MeansPlan", "SynthesisResult", "run",
-           "secure_release", "MeanReleasePlan", "release_stratified_mean", "parse_epsilons", "SYNTHESIZERS", "IndependentParams", "MSTParams",
+           "secure_release", "MeanReleasePlan", "release_stratified_mean", "parse_epsilons", "SYNTHESIZERS", "NOISES", "IndependentParams", "MSTParams",
            "AIMParams", "GEMParams",
            "make_synthesizer", "StratifiedSynthesizer", "MST", "IndependentMarginals", "encode_categories",
            "decode_categories"]

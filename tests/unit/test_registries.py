@@ -72,6 +72,15 @@ def test_every_registry_in_core_is_walked_here():
     assert missing == [], f"registries no consumer test walks: {missing}"
 
 
+def test_each_package_exports_the_registries_of_its_modules():
+    missing = []
+    for name, reg in _registries().items():
+        package = importlib.import_module(".".join(name.split(".")[:2]))
+        if not any(getattr(package, n, None) is reg for n in getattr(package, "__all__", ())):
+            missing.append(name)
+    assert missing == [], f"registries their package does not export: {missing}"
+
+
 @pytest.mark.parametrize("kind, key", CASES)
 def test_spec_builds_and_its_params_round_trip(kind, key):
     spec: Spec = WALKED[kind][key]
