@@ -267,6 +267,8 @@ with tab_rank:
             schema = data_ref.schema
             frame = _table(data_ref.source, data_ref.fingerprint, raw, rows, seed,
                            schema.digest() if schema is not None else "", schema)
+            if schema is not None and schema.person_id in frame:   # who a row belongs to is no attribute
+                frame = frame.drop(columns=[schema.person_id])
             rank_plan = _ranking_widgets(frame, choice)
             if rows is not None:
                 rank_plan = rank_plan.replace(synthetic_rows=rows)

@@ -1,0 +1,218 @@
+"""The Data step with AppTest: the messy county extract uploaded once, every problem listed at once, merges and
+public information declared with widgets, saved, then offered, chosen and run on every microdata page."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.contracts import bytes_fingerprint
+from core.intake import DataSchema, MISSING_LABEL, read_table_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "dashboard" / "app.py")
+STEP = "tools/data_step.py"
+FIXTURE = ROOT / "tests" / "fixtures" / "messy_county.csv"
+RAW = FIXTURE.read_bytes()
+NAME = "County extract"
+CATEGORIES = {
+    "sex": ["Female", "Male"],
+    "education": ["Less than HS", "High school", "Some college", "Bachelor", "Graduate"],
+    "county": ["Adams", "Brown", "Clark", "Dane"],
+    "employed": ["Yes", "No"],
+    "household_size": ["1", "2", "3", "4", "5", "6"],
+    "race": ["White", "Black", "Asian", "Other"],
+}
+BOUNDS = {"age": (16.0, 100.0), "income": (0.0, 300_000.0), "hours_per_week": (0.0, 100.0)}
+
+
+@pytest.fixture(autouse=True)
+def _own_places(tmp_path, tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ds_cache"))
+    monkeypatch.setenv("DASHBOARD_DB_URL", f"sqlite:///{tmp_path / 'project.sqlite'}")
+
+
+def _key(at, column: str, field: str) -> str:
+    return f"ds{at.session_state['ds_state']['gen']}_{column}_{field}"
+
+
+def _problems(at):
+    return next(d.value for d in at.dataframe if "what to do" in d.value.columns)
+
+
+def _upload(at):
+    at.switch_page(STEP).run()
+    at.file_uploader(key="ds_file").set_value(("messy_county.csv", RAW, "text/csv"))
+    return at.run()
+
+
+def _declare(at):
+    """Tick every suggested merge, declare the public categories and bounds, name the data set."""
+    at.text_input(key="ds_name").input(NAME).run()
+    for box in at.checkbox:
+        if "_merge_" in (box.key or ""):
+            box.check()
+    at.run()
+    for column, cats in CATEGORIES.items():
+        at.multiselect(key=_key(at, column, "categories")).set_value(cats)
+    at.run()
+    for column, (low, high) in BOUNDS.items():
+        at.checkbox(key=_key(at, column, "has_bounds")).check()
+        at.run()
+        at.number_input(key=_key(at, column, "low")).set_value(low)
+        at.number_input(key=_key(at, column, "high")).set_value(high)
+    return at.run()
+
+
+@pytest.fixture
+def saved():
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    _upload(at)
+    assert not at.exception
+    _declare(at)
+    assert not at.exception, at.exception
+    at.button(key="ds_save").click().run()
+    assert not at.exception
+    return at
+
+
+def test_the_messy_file_lists_every_problem_at_once():
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    _upload(at)
+    assert not at.exception and not at.error
+    table = _problems(at)
+    # one upload, one run: problems of at least eight different columns, each with what to do
+    assert {"person_id", "sex", "age", "education", "income", "county", "race", "hours_per_week"} <= set(table["column"])
+    assert table["what to do"].str.len().gt(0).all()
+    assert table["what"].str.contains("differ from another only in letter case").any()   # female / FEMALE / Female
+    assert table["what"].str.contains("more than 1 row").any()                            # P00007 has several rows
+    assert table["what"].str.contains("missing values; those rows will be dropped").any()  # blank / unknown ages
+    # the profile is on screen, and says it stays there
+    profile = next(d.value for d in at.dataframe if "looks like" in d.value.columns)
+    assert len(profile) == 10
+    assert any("never exported" in i.value for i in at.info)
+    # merges are suggestions: none applied before the curator ticks them
+    merges = [b for b in at.checkbox if "_merge_" in (b.key or "")]
+    assert {b.label for b in merges} >= {"'F' is 'Female'", "'female' is 'Female'", "'M' is 'Male'", "'Y' is 'Yes'"}
+    assert not any(b.value for b in merges)
+
+
+def test_merges_and_widget_declarations_make_a_clean_schema_that_is_saved(saved):
+    at = saved
+    table = _problems(at)
+    assert not table["what"].str.contains("letter case").any()           # the merges took
+    assert not table["what"].str.contains("no public").any()             # categories and bounds declared
+    assert not (table["severity"] == "blocks a run").any()
+    declared = at.session_state["declared_data"][NAME]
+    schema = declared["schema"]
+    assert isinstance(schema, DataSchema) and schema.name == NAME and schema.person_id == "person_id"
+    assert schema.column("sex").merges == (("F", "Female"), ("female", "Female"), ("M", "Male"))
+    assert schema.column("sex").categories == ("Female", "Male")
+    assert schema.column("income").bounds == (0.0, 300_000.0) and schema.column("income").parse_numbers
+    assert schema.max_rows_per_person == 1 and schema.file_suffix == ".csv"
+    assert at.session_state["data_choice"] == f"declared:{NAME}"
+    # saved in the project database with the file's version
+    from core.intake.store import DataSetStore
+    store = DataSetStore()
+    assert store.get(NAME) == schema
+    assert store.find_by_fingerprint(bytes_fingerprint(RAW)) == NAME
+    assert any("Saved" in s.value for s in at.success)
+    # the declaration that is exported and saved holds no count of the data: its JSON round-trips the schema
+    assert DataSchema.from_dict(json.loads(json.dumps(schema.to_dict()))) == schema
+    assert "3,5" not in json.dumps(schema.to_dict()) and "rows" not in schema.to_dict()
+
+
+def test_the_cleaned_table_is_what_the_declaration_says(saved):
+    schema = saved.session_state["declared_data"][NAME]["schema"]
+    from core.datasets import load_microdata
+    from dashboard.components.dataset_picker import declared_ref
+    frame = load_microdata(declared_ref(schema, RAW), RAW)
+    assert list(frame["sex"].cat.categories) == ["Female", "Male"]
+    assert list(frame["education"].cat.categories) == [*CATEGORIES["education"], MISSING_LABEL]
+    assert frame["income"].between(0, 300_000).all() and frame["age"].between(16, 100).all()
+    assert frame["person_id"].is_unique                                 # one row per person
+    raw_rows = len(read_table_bytes(RAW, "messy_county.csv"))
+    assert len(frame) < raw_rows                                         # rows without age or income dropped
+
+
+def test_a_missing_policy_left_undecided_blocks_and_the_picker_says_why(saved):
+    at = saved
+    at.selectbox(key=_key(at, "age", "missing")).set_value("undecided").run()
+    assert not at.exception
+    table = _problems(at)
+    assert (table.loc[table["severity"] == "blocks a run", "column"] == "age").any()
+    assert at.button(key="ds_save").disabled
+    # put the half-declared schema in the session as if it were saved: no page may run on it
+    schema = at.session_state["declared_data"][NAME]["schema"]
+    blocked = schema.replace(columns=tuple(c if c.name != "age" else type(c)(c.name, "number", bounds=c.bounds)
+                                           for c in schema.columns))
+    at.session_state["declared_data"] = {NAME: {"schema": blocked, "raw": RAW, "file_name": "messy_county.csv"}}
+    at.switch_page("tools/stratified_synthesis.py").run()
+    assert not at.exception
+    assert f"declared:{NAME}" not in at.selectbox(key="ss_dataset").options
+    assert any("block a run" in c.value and NAME in c.value for c in at.caption)
+
+
+CHOICE = f"declared:{NAME}"
+
+
+def _schema(at):
+    return at.session_state["declared_data"][NAME]["schema"]
+
+
+def test_stratified_synthesis_offers_chooses_and_runs_the_declared_data_set(saved):
+    at = saved
+    at.switch_page("tools/stratified_synthesis.py").run()          # the choice followed the curator here
+    assert not at.exception, at.exception
+    assert at.selectbox(key="ss_dataset").value == CHOICE
+    assert not at.error
+    assert any("public by the declaration" in c.value for c in at.caption)
+    assert any("after the declared cleaning" in c.value for c in at.caption)
+    at.text_input(key="ss_epsilons").input("1").run()
+    at.number_input(key="ss_seeds").set_value(1).run()
+    at.button(key="ss_run").click().run()
+    assert not at.exception, at.exception
+    assert not at.error
+    plan = at.session_state["ss_plan"]
+    assert plan.data.schema == _schema(at) and plan.data.fingerprint == bytes_fingerprint(RAW)
+    assert plan.sweep is not None and {"age", "income", "hours_per_week"} <= set(plan.bounds)
+    # the mean release's section reads the declared range of a numeric column, not a typed one
+    assert any("declared public range" in c.value for c in at.caption)
+
+
+def test_coherence_audit_offers_chooses_and_audits_the_declared_data_set(saved):
+    at = saved
+    at.switch_page("tools/coherence_audit.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="coh_dataset").value == CHOICE
+    assert [u.key for u in at.file_uploader] == ["coh__report_file"]      # nothing asks for the data file again
+    at.number_input(key="coh_trials").set_value(4)
+    at.number_input(key="coh_rows").set_value(1000)
+    at.button(key="coh_run").click().run()
+    assert not at.exception, at.exception
+    plan = at.session_state["coh_plan"]
+    assert plan.data.schema == _schema(at) and plan.data.fingerprint == bytes_fingerprint(RAW)
+    assert any(m.label.startswith("Verdict: ") for m in at.metric)
+
+
+def test_group_fairness_ranks_the_declared_data_set(saved):
+    at = saved
+    at.switch_page("tools/group_fairness.py").run()
+    assert not at.exception, at.exception
+    at.select_slider(key="gf_lx_rounds").set_value(100)
+    at.slider(key="gf_lx_levels").set_value(2)
+    at.run()
+    assert at.selectbox(key="gf_rk_source").value == CHOICE
+    p = f"gf_rk_{CHOICE}"
+    assert "person_id" not in at.multiselect(key=f"{p}_attributes").options   # the unit of protection is no attribute
+    at.multiselect(key=f"{p}_attributes").set_value(["sex"]).run()
+    at.multiselect(key=f"{p}_mediators").set_value(["hours_per_week"]).run()
+    at.selectbox(key=f"{p}_outcome").select("income")
+    at.multiselect(key=f"{p}_ks").set_value([20, 50]).run()
+    assert not at.exception, at.exception
+    assert not at.error
+    plan = at.session_state["gf_plan"]
+    assert plan.data.schema == _schema(at) and plan.ranking.outcome == "income"
+    assert "Utility loss at k = 50" in {m.label: m.value for m in at.metric}
