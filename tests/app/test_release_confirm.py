@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.contracts import DataRef
+from core.privacy.accounting import rho_for_epsilon, rho_to_epsilon
 from core.privacy.project_ledger import DEFAULT_DELTA, Cap, ProjectLedger, data_key
 from tests.release_steps import decide_cap, has_button
 
@@ -125,9 +126,12 @@ def test_synthetic_release_asks_for_a_cap_and_states_its_delta(ledger):
     at = _synthesis()
     at.selectbox(key="ss_synthesizer").set_value("independent").run()
     _first_release_asks_for_a_cap(at, ledger, "ss_rel_secure", "cps")
-    # the page's label keeps its own delta; the confirmation states the ledger's units at the ledger's delta
-    assert "epsilon 1 at delta 1e-09" in _texts(at).replace("\\", "")
-    assert f"at delta {DEFAULT_DELTA:.2g}" in _texts(at)
+    # one release, one figure: its rho (epsilon 1 at the synthesizer's delta 1e-9) is stated at the ledger's
+    # delta in the page's label, the heading and the spend line alike
+    rho = rho_for_epsilon(1.0, 1e-9)
+    stated = f"epsilon {rho_to_epsilon(rho, DEFAULT_DELTA):.4g} at delta {DEFAULT_DELTA:.2g} (rho {rho:.4g})"
+    assert f"secure stratified, {stated} from" in _texts(at).replace("\\", "")
+    assert f"Spend of this release: {stated}" in _texts(at) and "delta 1e-09" not in _texts(at)
     decide_cap(at, "ss_rel_secure")
     at.button(key="ss_rel_secure_confirm").click().run()
     assert not at.exception and not at.error
