@@ -25,6 +25,8 @@ import streamlit as st  # noqa: E402
 from core.contracts import bytes_fingerprint, digest_of  # noqa: E402
 from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, apply, check, clean,  # noqa: E402
                          draft_schema, needs_public_info, profile)
+from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, category_threshold,  # noqa: E402
+                                  estimate_bounds, estimate_categories)
 from core.intake.read import table_suffix  # noqa: E402
 from core.intake.suggest import label_merges  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
@@ -97,6 +99,13 @@ def _k(name: str, field: str) -> str:
     return f"{P}{_state()['gen']}_{name}_{field}"
 
 
+def _start(key: str, value):
+    """A widget's first value, kept in the session (so an estimate can set it without a second default)."""
+    if key not in st.session_state:
+        st.session_state[key] = value
+    return key
+
+
 def _apply_pending() -> None:
     """Widget values decided on the previous run (a private estimate), set before the widgets exist."""
     for key, value in st.session_state.pop(PENDING, {}).items():
@@ -120,8 +129,9 @@ def _category(col: ColumnSchema, frame, tokens, suggested, ticked: bool) -> dict
             merges.append((variant, label))
     found = _labels(frame, col.name, tokens)
     options = list(dict.fromkeys([*(col.categories or ()), *(c for _, c in merges), *found]))
-    cats = st.multiselect("Public categories (the full public list; empty: not declared yet)", options,
-                          default=list(col.categories or ()), key=_k(col.name, "categories"),
+    key = _start(_k(col.name, "categories"), list(col.categories or ()))
+    options += [c for c in st.session_state[key] if c not in options]
+    cats = st.multiselect("Public categories (the full public list; empty: not declared yet)", options, key=key,
                           accept_new_options=True,
                           help="Categories known without looking at the data (a questionnaire's answers, a "
                                "published code list). Type one that is missing to add it.")
@@ -131,13 +141,13 @@ def _category(col: ColumnSchema, frame, tokens, suggested, ticked: bool) -> dict
 def _number(col: ColumnSchema) -> dict:
     parse = st.checkbox("Read numbers written with separators, currency or percent signs (45,000, $45,000, 12%)",
                         value=col.parse_numbers, key=_k(col.name, "parse"))
-    declared = st.checkbox("Public bounds declared", value=col.bounds is not None, key=_k(col.name, "has_bounds"),
+    declared = st.checkbox("Public bounds declared", key=_start(_k(col.name, "has_bounds"), col.bounds is not None),
                            help="A range known without looking at the data (a questionnaire's limits, a published "
                                 "top code). Values outside are clipped.")
     c1, c2, c3 = st.columns(3)
     low0, high0 = col.bounds if col.bounds is not None else (0.0, 100.0)
-    low = c1.number_input("Public low", value=float(low0), key=_k(col.name, "low"), disabled=not declared)
-    high = c2.number_input("Public high", value=float(high0), key=_k(col.name, "high"), disabled=not declared)
+    low = c1.number_input("Public low", key=_start(_k(col.name, "low"), float(low0)), disabled=not declared)
+    high = c2.number_input("Public high", key=_start(_k(col.name, "high"), float(high0)), disabled=not declared)
     bins0 = col.bins if isinstance(col.bins, int) else (len(col.bins) - 1 if col.bins else 0)
     bins = c3.number_input("Bins (0: keep the numbers)", 0, 1000, int(bins0), key=_k(col.name, "bins"),
                            help="Cut the range into this many equal-width bins (labelled in the column's units).")
@@ -239,17 +249,10 @@ def problems_table(frame, schema: DataSchema) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------- private estimates
 
-def _estimators():
-    try:
-        from core.intake.estimate import estimate_bounds, estimate_categories
-    except ImportError:
-        return None
-    return estimate_bounds, estimate_categories
-
-
 def _column_values(frame, schema: DataSchema, column: str, what: str) -> pd.Series:
-    """The column as cleaned, before its public information is known: missing values dropped, one person
-    kept to the declared number of rows (so a person's contribution is bounded as in every run)."""
+    """The column as every run reads it before its public information is known: trimmed, merged, numbers
+    parsed, missing values dropped, and each person kept to the declared number of rows (contribution
+    bounding with the schema's seed), so one person's rows move the estimate by at most that many."""
     col = schema.column(column)
     if what == "categories":
         keep = ColumnSchema(col.name, "category", merges=col.merges, missing="drop_row")
@@ -263,56 +266,74 @@ def _column_values(frame, schema: DataSchema, column: str, what: str) -> pd.Seri
     return cleaned[column].astype(str) if what == "categories" else cleaned[column].astype(float)
 
 
+def planned_spend(what: str, column: str, epsilon: float, k: int) -> BudgetLedger:
+    """What an estimate will spend, in the estimator's own shape (two quantiles at epsilon / 2 each, or one
+    thresholded histogram at epsilon and its delta), for the confirmation and the ledger's reservation."""
+    planned = BudgetLedger()
+    unit = f" (per person, up to {k} rows each)" if k > 1 else ""
+    if what == "bounds":
+        for q in DEFAULT_QUANTILES:
+            planned.spend(f"bounds: {q:.0%} quantile", epsilon / 2, "epsilon",
+                          measured=f"one private quantile of {column}{unit}")
+    else:
+        planned.spend("categories: thresholded histogram", epsilon, "epsilon",
+                      measured=f"the private category list of {column}{unit}")
+        planned.level_delta = DEFAULT_DELTA
+    return planned
+
+
 def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
+    """Estimate missing public bounds or categories privately: a real release behind the shared confirmation."""
     wanted = needs_public_info(schema)
     if not wanted:
         return
     with st.container(border=True, key=f"{P}_estimate_box"):
         st.markdown("**Missing public information**: " + ", ".join(f"{c} ({w})" for c, w in wanted) + ".")
-        st.caption("Declare them above if they are known publicly. Otherwise they can be estimated privately: "
-                   "that is a real release (differentially private, secure sampler), its spend is recorded in "
-                   "the privacy ledger of this data set, and the estimate becomes part of the public declaration.")
-        found = _estimators()
-        if found is None:
-            st.caption("Private estimation is not available in this installation.")
-            return
-        estimate_bounds, estimate_categories = found
-        c1, c2, c3 = st.columns(3)
+        st.caption("Declare them above if they are known publicly (a code book, the questionnaire's limits). "
+                   "Otherwise they can be estimated privately: that is a real release (OpenDP's secure "
+                   "sampler), its spend is recorded in this data set's privacy ledger, and the estimate becomes "
+                   "part of the public declaration. Look at it before saving: on a small file the tails of a "
+                   "range can land far out.")
+        c1, c2 = st.columns(2)
         choice = c1.selectbox("Column", [f"{c}: {w}" for c, w in wanted], key=f"{P}_est_column")
-        column, what = choice.split(": ")
-        epsilon = c2.number_input("Epsilon for this estimate", 0.01, 10.0, 0.5, 0.05, key=f"{P}_est_epsilon")
-        threshold = c3.number_input("Smallest noisy count kept (categories)", 1.0, 10_000.0, 20.0,
-                                    key=f"{P}_est_threshold", disabled=what != "categories")
+        column, what = choice.rsplit(": ", 1)
+        epsilon = float(c2.number_input("Epsilon for this estimate", 0.01, 10.0, 0.5, 0.05, key=f"{P}_est_epsilon"))
         k = schema.max_rows_per_person
-        unit_note = f" per person (up to {k} rows each)" if k > 1 else ""
-        planned = BudgetLedger()
-        planned.spend(f"private {what} of {column}", float(epsilon), "epsilon",
-                      measured=f"public {what} of {column}{unit_note}")
+        if what == "bounds":
+            st.caption(f"The {DEFAULT_QUANTILES[0]:.0%} and {DEFAULT_QUANTILES[1]:.0%} quantiles, each with half the "
+                       "epsilon, chosen from a fixed public grid of candidate values.")
+        else:
+            st.caption(f"Labels whose noisy count reaches {category_threshold(epsilon, DEFAULT_DELTA, k):.1f} are "
+                       f"kept (the least that keeps delta {DEFAULT_DELTA:g}); rarer labels stay out.")
         ref = declared_ref(schema, raw)
-        digest = digest_of({"schema": schema.digest(), "column": column, "what": what, "epsilon": float(epsilon),
-                            "threshold": float(threshold)})
+        digest = digest_of({"schema": schema.digest(), "column": column, "what": what, "epsilon": epsilon})
+        planned = planned_spend(what, column, epsilon, k)
+        label = f"private {what} of {column}, epsilon {epsilon:g}"
         pending = LedgerRelease(data_key(ref), release_key(ESTIMATE, digest, secrets.token_hex(8)), "release", PAGE,
-                                ESTIMATE, f"private {what} of {column}", digest, spends_of(planned), schema.name)
+                                ESTIMATE, label, digest, spends_of(planned), schema.name)
 
         def run():
             values = _column_values(frame, schema, column, what)
             if what == "bounds":
-                return estimate_bounds(values, float(epsilon), secure=True)
-            return estimate_categories(values, float(epsilon), float(threshold), secure=True)
+                low, high, spent = estimate_bounds(values, epsilon, secure=True, rows_per_person=k)
+                return (low, high), spent
+            cats, spent = estimate_categories(values, epsilon, secure=True, rows_per_person=k)
+            return cats, spent
 
-        result = release_button("Estimate privately", key=f"{P}_estimate", pending=pending, run=run,
-                                what=f"the public {what} of {column}, estimated privately", spent=lambda r: r[-1])
+        result = release_button("Estimate privately", key=f"{P}_estimate", pending=pending, run=run, what=label,
+                                spent=lambda r: r[1])
         if result is not None:
+            found, _ = result
             pend = st.session_state.setdefault(PENDING, {})
             if what == "bounds":
-                low, high, _ = result
-                pend.update({_k(column, "has_bounds"): True, _k(column, "low"): float(low),
-                             _k(column, "high"): float(high)})
+                pend.update({_k(column, "has_bounds"): True, _k(column, "low"): float(found[0]),
+                             _k(column, "high"): float(found[1])})
+                shown = f"{found[0]:g} to {found[1]:g}"
             else:
-                cats, _ = result
-                pend[_k(column, "categories")] = list(cats)
+                pend[_k(column, "categories")] = list(found)
+                shown = ", ".join(found) if found else "no label cleared the threshold"
             st.session_state[f"{P}_estimated_note"] = (f"Estimated privately and recorded in the ledger: the public "
-                                                       f"{what} of {column}. Check them below and save.")
+                                                       f"{what} of {column}: {shown}. Check them above, then save.")
             st.rerun()
 
 

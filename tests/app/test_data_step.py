@@ -216,3 +216,31 @@ def test_group_fairness_ranks_the_declared_data_set(saved):
     plan = at.session_state["gf_plan"]
     assert plan.data.schema == _schema(at) and plan.ranking.outcome == "income"
     assert "Utility loss at k = 50" in {m.label: m.value for m in at.metric}
+
+
+def test_missing_bounds_and_categories_are_estimated_privately_as_recorded_releases():
+    from core.privacy.project_ledger import ProjectLedger, compose
+    from tests.release_steps import confirm_release
+
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    _upload(at)
+    at.text_input(key="ds_name").input(NAME).run()
+    assert at.selectbox(key="ds_est_column").options[:3] == ["sex: categories", "age: bounds", "education: categories"]
+    at.selectbox(key="ds_est_column").set_value("age: bounds").run()
+    at.number_input(key="ds_est_epsilon").set_value(0.5).run()
+    confirm_release(at, "ds_estimate")
+    assert not at.exception, at.exception
+    assert at.checkbox(key=_key(at, "age", "has_bounds")).value                   # the estimate filled the widgets
+    low, high = (at.number_input(key=_key(at, "age", f)).value for f in ("low", "high"))
+    assert low < high and at.session_state["ds_state"]["base"] is not None          # a public range, from the grid
+    assert any("Estimated privately and recorded in the ledger" in s.value for s in at.success)
+    assert "age: bounds" not in at.selectbox(key="ds_est_column").options
+    at.selectbox(key="ds_est_column").set_value("race: categories").run()
+    confirm_release(at, "ds_estimate")
+    assert not at.exception, at.exception
+    assert set(at.multiselect(key=_key(at, "race", "categories")).value) <= {"White", "Black", "Asian", "Other"}
+    assert "White" in at.multiselect(key=_key(at, "race", "categories")).value      # the largest group clears it
+    ledger = ProjectLedger()
+    releases = ledger.releases(f"dataset:{NAME}", "release")
+    assert [r.action for r in releases] == ["private estimate of public information"] * 2
+    assert compose(releases).epsilon == pytest.approx(1.0)                        # 0.5 + 0.5, pure epsilon
