@@ -88,11 +88,15 @@ def _state() -> dict:
     return st.session_state.setdefault(STATE, {"fp": None, "base": None, "kind": "draft", "gen": 0})
 
 
-def _start_from(schema: DataSchema, kind: str, fp: str) -> None:
-    """Make ``schema`` the declaration the widgets start from (new widget keys, so nothing stale stays)."""
+def _start_from(schema: DataSchema, kind: str, fp: str, *, next_run: bool = False) -> None:
+    """Make ``schema`` the declaration the widgets start from (new widget keys, so nothing stale stays);
+    ``next_run`` when the name box is already drawn (its new value is then set at the top of the next run)."""
     state = _state()
     state.update(fp=fp, base=schema, kind=kind, gen=state["gen"] + 1)
-    st.session_state[f"{P}_name"] = schema.name
+    if next_run:
+        st.session_state.setdefault(PENDING, {})[f"{P}_name"] = schema.name
+    else:
+        st.session_state[f"{P}_name"] = schema.name
 
 
 def _k(name: str, field: str) -> str:
@@ -339,7 +343,9 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
 
 # ------------------------------------------------------------------------------------------- saving
 
-def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, columns) -> None:
+def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, columns, n_rows: int) -> None:
+    """Save the declaration in the project database (a new data set first answers "same population?") and
+    offer it to every page of this session."""
     fp = bytes_fingerprint(raw)
     try:
         store = data_set_store()
@@ -366,7 +372,7 @@ def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, 
     filed_as = schema.name
     if existing is None:
         from dashboard.components.population_check import confirm_population, same_population_as
-        answer = confirm_population(schema, fp, tuple(columns), n_rows=None)
+        answer = confirm_population(schema, fp, tuple(columns), n_rows=n_rows)
         if answer is None:
             return
         if answer:
@@ -386,7 +392,7 @@ def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, 
         + ". It is offered on every microdata page of this session: Stratified synthesis, Coherence audit, "
           "Group fairness and ranking.")
     if filed_as != schema.name:
-        _start_from(final, "declared", fp)
+        _start_from(final, "declared", fp, next_run=True)
     st.rerun()
 
 
@@ -505,7 +511,7 @@ st.subheader("Save and share the declaration")
 saved = st.session_state.pop(f"{P}_saved_note", None)
 if saved:
     st.success(saved)
-save_section(schema, blocking, raw, file_name, frame.columns)
+save_section(schema, blocking, raw, file_name, frame.columns, len(frame))
 st.download_button("Download the declaration (JSON)", json.dumps(schema.to_dict(), indent=2),
                    file_name=f"{schema.name}.schema.json", mime="application/json", key=f"{P}_export",
                    help="Public: roles, categories, bounds, missing values, merges, unit of protection. No counts.")

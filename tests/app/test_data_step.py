@@ -244,3 +244,51 @@ def test_missing_bounds_and_categories_are_estimated_privately_as_recorded_relea
     releases = ledger.releases(f"dataset:{NAME}", "release")
     assert [r.action for r in releases] == ["private estimate of public information"] * 2
     assert compose(releases).epsilon == pytest.approx(1.0)                        # 0.5 + 0.5, pure epsilon
+
+
+def test_a_new_name_for_a_budgeted_population_is_asked_about_and_filed_under_it(saved):
+    """A re-export (a row fewer) declared under a new name is close to the capped data set: the page asks
+    before saving, and "the same population" files the file as a version of it, so its budget goes on."""
+    from core.intake.store import DataSetStore
+    from core.privacy.project_ledger import Cap, ProjectLedger
+
+    at = saved
+    ProjectLedger().set_cap(f"dataset:{NAME}", Cap(2.0, "epsilon", 1e-6))
+    again = RAW[: RAW.rstrip(b"\n").rfind(b"\n") + 1]                      # the same file, its last row dropped
+    at.file_uploader(key="ds_file").set_value(("county_again.csv", again, "text/csv")).run()
+    assert at.text_input(key="ds_name").value == "county_again"
+    _declare(at.text_input(key="ds_name").input("County again").run())
+    at.text_input(key="ds_name").input("County again").run()
+    at.button(key="ds_save").click().run()
+    assert not at.exception, at.exception
+    store = DataSetStore()
+    assert "County again" not in store.names()                           # nothing saved before the answer
+    box = f"population_{bytes_fingerprint(again)[:16]}"
+    at.radio(key=f"{box}_choice").set_value(NAME).run()
+    at.button(key=f"{box}_record").click().run()
+    assert not at.exception, at.exception
+    assert "County again" not in store.names()
+    assert set(store.versions(NAME)["fingerprint"]) == {bytes_fingerprint(RAW), bytes_fingerprint(again)}
+    assert at.session_state["declared_data"][NAME]["raw"] == again
+    assert any("the same population as" in s.value for s in at.success)
+
+
+def test_a_declaration_exported_as_json_is_opened_again_into_the_widgets(saved):
+    schema = _schema(saved)
+    text = json.dumps(schema.to_dict())
+    at = AppTest.from_file(APP, default_timeout=300).run()              # another browser session
+    _upload(at)
+    at.file_uploader(key="ds_import").set_value(("county.schema.json", text.encode(), "application/json")).run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="ds_name").value == NAME
+    assert all(b.value for b in at.checkbox if "_merge_" in (b.key or ""))        # its merges, ticked
+    assert at.multiselect(key=_key(at, "race", "categories")).value == CATEGORIES["race"]
+    assert at.number_input(key=_key(at, "income", "high")).value == BOUNDS["income"][1]
+    at.button(key="ds_save").click().run()                                # the same declaration: saved as is
+    assert not at.exception, at.exception
+    assert at.session_state["declared_data"][NAME]["schema"] == schema
+    # a file that is no declaration is refused with a message, and the widgets stay as they were
+    at.file_uploader(key="ds_import").set_value(("bad.json", b'{"columns": 3}', "application/json")).run()
+    assert not at.exception
+    assert any("bad.json" in e.value for e in at.error)
+    assert at.text_input(key="ds_name").value == NAME
