@@ -228,7 +228,8 @@ def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: 
 
 
 def _reserve_and_run(rel: LedgerRelease, run: Callable[[], T], spent) -> T | None:
-    """``with ledger.reserved(rel):`` run, then commit; every failure says nothing was spent."""
+    """``with ledger.reserved(rel):`` run, then commit; every failure says nothing was released, and whether
+    its reservation was dropped or still counts until it expires."""
     ledger = project_ledger()
     reservation = None
     try:
