@@ -52,6 +52,7 @@ CURATOR_ONLY = ("Only on your screen: the profile, the problem list and every co
                 "What travels is the declaration below (roles, public categories and bounds, missing values, "
                 "merges, unit of protection), which holds nothing counted from the data.")
 TYPES = ["csv", "parquet", "pq", "xlsx"]
+MAX_WIDGET_SEED = 2**53 - 1   # the largest whole number a browser's number box holds exactly
 STATE = "ds_state"         # {"fp", "base": DataSchema, "kind": "draft" | "declared", "gen": int}
 PENDING = "ds_pending"     # widget values to set before the widgets are drawn (estimates)
 
@@ -225,12 +226,15 @@ def declaration(base: DataSchema, frame, prof, name: str, suffix: str, ticked: b
     c1.caption(f"Person id column: **{plain(ids[0])}** (one person may have several rows)." if len(ids) == 1 else
                "No person id column: each row is one person. Give a column the role 'Person id' if a person "
                "can have several rows.")
-    most = c1.number_input("Most rows per person", 1, 1000, int(base.max_rows_per_person), key=f"{P}_max_rows",
+    gen = _state()["gen"]      # a declaration opened again starts these from its own values too
+    most = c1.number_input("Most rows per person", 1, 1000, int(base.max_rows_per_person), key=f"{P}{gen}_max_rows",
                            disabled=len(ids) != 1,
                            help="Contribution bounding keeps at most this many rows of each person (chosen at "
                                 "random, seeded); the privacy guarantee then covers a whole person.")
-    seed = c2.number_input("Seed of contribution bounding", 0, 2**31 - 1, int(base.bounding_seed),
-                           key=f"{P}_bounding_seed", disabled=len(ids) != 1)
+    seed = c2.number_input("Seed of contribution bounding", 0, MAX_WIDGET_SEED,
+                           min(int(base.bounding_seed), MAX_WIDGET_SEED), key=f"{P}{gen}_bounding_seed",
+                           disabled=len(ids) != 1, help="Which of a person's rows over the limit are kept; "
+                                                        "the same seed keeps the same rows wherever it is rerun.")
     if errors:
         return None, errors
     try:

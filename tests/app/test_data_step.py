@@ -292,3 +292,21 @@ def test_a_declaration_exported_as_json_is_opened_again_into_the_widgets(saved):
     assert not at.exception
     assert any("bad.json" in e.value for e in at.error)
     assert at.text_input(key="ds_name").value == NAME
+
+
+def test_the_unit_of_protection_is_declared_with_its_widgets():
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    _upload(at)
+    gen = at.session_state["ds_state"]["gen"]
+    assert at.selectbox(key=_key(at, "person_id", "role")).value == "person_id"
+    assert at.number_input(key=f"ds{gen}_max_rows").value == 1                     # one row per person by default
+    assert _problems(at)["what"].str.contains("more than 1 row").any()
+    at.number_input(key=f"ds{gen}_max_rows").set_value(4).run()
+    assert not at.exception
+    assert not _problems(at)["what"].str.contains("more than").any()             # nobody has more than 4 rows
+    # without a person id every row is one person, and the limit cannot be set
+    at.selectbox(key=_key(at, "person_id", "role")).set_value("leave_out").run()
+    assert not at.exception and not at.error
+    assert at.number_input(key=f"ds{gen}_max_rows").disabled
+    assert "person_id" not in set(_problems(at)["column"]) or \
+        not _problems(at)["what"].str.contains("more than").any()
