@@ -178,8 +178,15 @@ def test_stratified_synthesis_offers_chooses_and_runs_the_declared_data_set(save
     plan = at.session_state["ss_plan"]
     assert plan.data.schema == _schema(at) and plan.data.fingerprint == bytes_fingerprint(RAW)
     assert plan.sweep is not None and {"age", "income", "hours_per_week"} <= set(plan.bounds)
-    # the mean release's section reads the declared range of a numeric column, not a typed one
+    # the mean release reads the declared range of a numeric column, not a typed one, and is a real release
+    # booked on the declared data set in the ledger
     assert any("declared public range" in c.value for c in at.caption)
+    from core.privacy.project_ledger import ProjectLedger
+    from tests.release_steps import confirm_release
+    confirm_release(at, "ss_mr_release")
+    assert not at.exception, at.exception
+    released = ProjectLedger().releases(f"dataset:{NAME}", "release")
+    assert [r.action for r in released] == ["stratified mean release"]
 
 
 def test_coherence_audit_offers_chooses_and_audits_the_declared_data_set(saved):
