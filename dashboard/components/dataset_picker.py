@@ -208,6 +208,10 @@ def data_selectbox(label: str, bundled, labels: dict, *, key: str, default: str 
     options = [*bundled, *offered, *([UPLOAD] if upload else [])]
     names = {**labels, **offered}
     index = options.index(default) if default in options else 0
+    wanted = declared_name(st.session_state.get(key))
+    if wanted is not None and declared_key(wanted) not in options and wanted not in declared_data():
+        st.info(f"The data set {wanted} (asked for by an opened report, or chosen earlier) is not declared in this "
+                "browser session: upload its file on the Data step and open its declaration there to use it.")
     if follow_choice(key, options):
         index = 0          # the value was just set in the session; a second default would only warn
     choice = (container or st).selectbox(label, options, index=index, format_func=lambda k: names.get(k, k),

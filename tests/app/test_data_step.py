@@ -317,3 +317,12 @@ def test_the_unit_of_protection_is_declared_with_its_widgets():
     assert at.number_input(key=f"ds{gen}_max_rows").disabled
     assert "person_id" not in set(_problems(at)["column"]) or \
         not _problems(at)["what"].str.contains("more than").any()
+
+
+def test_a_declared_data_set_missing_from_the_session_is_named_not_silently_replaced():
+    at = AppTest.from_file(str(ROOT / "dashboard" / "tools" / "coherence_audit.py"), default_timeout=300)
+    at.session_state["coh_dataset"] = "declared:Elsewhere"      # as an opened report on a declared data set asks
+    at.run()
+    assert not at.exception
+    assert any("Elsewhere" in i.value and "not declared in this browser session" in i.value for i in at.info)
+    assert any("declared once on the **Data step**" in c.value for c in at.caption)   # where to declare it
