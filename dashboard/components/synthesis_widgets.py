@@ -14,6 +14,7 @@ import dataclasses
 from core.synthesis import SYNTHESIZERS, MeansPlan, SweepPlan, SynthesisPlan
 from core.synthesis.encoding import DEFAULT_BINS
 from core.synthesis.plan import MAX_BINS, check_public_range
+from dashboard.components.dataset_picker import choice_of
 from dashboard.components.params_form import check_shown, params_widget_values, plan_widget_values
 
 P = "ss"            # SynthesisPlan's declared fields: ss_<field>
@@ -84,7 +85,7 @@ def plan_to_widgets(plan: SynthesisPlan) -> dict:
     values = {**plan_widget_values(plan, P), **plan_widget_values(means, ME),
               **params_widget_values(SYNTHESIZERS[plan.synthesizer], P, plan.params)}
     values.update({
-        "ss_dataset": slug, f"ss_columns_{slug}": list(plan.columns), f"ss_strata_{slug}": list(plan.strata),
+        "ss_dataset": choice_of(plan.data), f"ss_columns_{slug}": list(plan.columns), f"ss_strata_{slug}": list(plan.strata),
         f"ss_target_{slug}": plan.target or NO_TARGET,
         "ss_epsilons": epsilons_text(sweep.epsilons), "ss_seeds": len(sweep.seeds),
         "ss_requested": {"setup": plan.setup().digest(),

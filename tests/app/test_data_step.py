@@ -326,3 +326,19 @@ def test_a_declared_data_set_missing_from_the_session_is_named_not_silently_repl
     assert not at.exception
     assert any("Elsewhere" in i.value and "not declared in this browser session" in i.value for i in at.info)
     assert any("declared once on the **Data step**" in c.value for c in at.caption)   # where to declare it
+
+
+def test_a_saved_plan_on_a_declared_data_set_reopens_on_that_data_set():
+    from core.contracts import DataRef
+    from core.intake import draft_schema
+    from core.synthesis import SynthesisPlan
+    from dashboard.components.dataset_picker import choice_of
+    from dashboard.components.synthesis_widgets import plan_to_widgets
+
+    schema = draft_schema(read_table_bytes(RAW, "messy_county.csv"), NAME)
+    ref = DataRef("upload", bytes_fingerprint(RAW), schema=schema)
+    plan = SynthesisPlan(data=ref, columns=("sex", "county"), strata=("sex",), target=None,
+                         domain_declared_public=True)
+    assert plan_to_widgets(plan)["ss_dataset"] == CHOICE            # not the plain upload's uploader
+    assert plan_to_widgets(plan.replace(data=DataRef("cps")))["ss_dataset"] == "cps"
+    assert choice_of(DataRef("upload", bytes_fingerprint(RAW))) == "upload"
