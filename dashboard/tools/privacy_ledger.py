@@ -158,6 +158,7 @@ key = st.selectbox("Data set", choices, key="pl_data", persist_state=S,
 if key == ALL:
     st.subheader("Every data set with a release or a cap decision")
     keys = list(known["data_key"])
+    st.metric("Data sets with a release or a cap decision", len(keys))
     if keys:
         st.dataframe(summary_frame(ledger, keys, labels), hide_index=True, width="stretch", key="pl_summary")
         st.caption("Each total is stated at its cap's delta, else at the ledger's default delta "
