@@ -75,6 +75,14 @@ def _numbers(values) -> np.ndarray:
     return out
 
 
+def candidate_grid(nonnegative: bool = False) -> np.ndarray:
+    """The public grid, or its non-negative half when the curator declares (public knowledge: ages, counts,
+    amounts) that the column is never negative. Below the smallest value every candidate scores alike, so
+    on the full grid a low quantile sitting on a pile of equal values (ages starting at 18) is drawn from
+    hundreds of tied negative candidates; declaring the sign removes them and keeps the bound near 0."""
+    return CANDIDATES[CANDIDATES >= 0] if nonnegative else CANDIDATES
+
+
 def quantile_scores(x: np.ndarray, alpha: float, candidates: np.ndarray = CANDIDATES) -> np.ndarray:
     """-|#{x < c} - alpha n| for every candidate c (higher is better; 0 at the exact quantile)."""
     below = np.searchsorted(np.sort(np.asarray(x, float)), candidates, side="left")
@@ -82,12 +90,13 @@ def quantile_scores(x: np.ndarray, alpha: float, candidates: np.ndarray = CANDID
 
 
 def estimate_bounds(values, epsilon: float, *, secure: bool, rng=None, quantiles: tuple[float, float] = DEFAULT_QUANTILES,
-                    rows_per_person: int = 1) -> tuple[float, float, BudgetLedger]:
+                    rows_per_person: int = 1, nonnegative: bool = False) -> tuple[float, float, BudgetLedger]:
     """(low, high, ledger): private ``quantiles`` of ``values`` (missing values skipped) on the public grid.
 
     ``epsilon`` (pure DP, per person with up to ``rows_per_person`` rows each) is split evenly between the
     two quantiles. ``secure=True`` draws through OpenDP (a release); otherwise ``rng`` (a seed or a
-    Generator) drives a simulation. low <= high always (the two are sorted).
+    Generator) drives a simulation. low <= high always (the two are sorted). ``nonnegative`` (a public
+    declaration) restricts the candidates to :func:`candidate_grid`'s non-negative half.
     """
     epsilon = _check_epsilon(epsilon)
     unit = _check_rows(rows_per_person)
@@ -95,6 +104,7 @@ def estimate_bounds(values, epsilon: float, *, secure: bool, rng=None, quantiles
     if not 0 < lo_q < hi_q < 1:
         raise ValueError(f"The quantiles must satisfy 0 < low < high < 1; got {quantiles!r}.")
     x = _numbers(values)
+    grid = candidate_grid(bool(nonnegative))
     k = unit.rows_per_person
     each = epsilon / 2.0
     if not secure:
@@ -102,27 +112,28 @@ def estimate_bounds(values, epsilon: float, *, secure: bool, rng=None, quantiles
     picks = []
     for alpha in (lo_q, hi_q):
         if secure:
-            picks.append(secure_quantile(x, alpha, each, k))
+            picks.append(secure_quantile(x, alpha, each, k, grid))
         else:
             sensitivity = k * max(alpha, 1.0 - alpha)
-            i = sample_exponential_mechanism(quantile_scores(x, alpha), each, gen, sensitivity)
-            picks.append(float(CANDIDATES[i]))
+            i = sample_exponential_mechanism(quantile_scores(x, alpha, grid), each, gen, sensitivity)
+            picks.append(float(grid[i]))
     low, high = sorted(picks)
     ledger = BudgetLedger()
     for alpha in (lo_q, hi_q):
         ledger.spend(f"bounds: {alpha:.0%} quantile", each, "epsilon",
-                     measured=f"one quantile on a public grid of {CANDIDATES.size} candidates (exponential mechanism)")
+                     measured=f"one quantile on a public grid of {grid.size} candidates (exponential mechanism)")
     return low, high, unit.person_ledger(ledger, scale=False)
 
 
-def secure_quantile(x: np.ndarray, alpha: float, epsilon: float, rows_per_person: int = 1) -> float:
+def secure_quantile(x: np.ndarray, alpha: float, epsilon: float, rows_per_person: int = 1,
+                    grid: np.ndarray = CANDIDATES) -> float:
     """The ``alpha`` quantile of ``x`` on :data:`CANDIDATES` through OpenDP's ``make_private_quantile``,
     calibrated by OpenDP's ``binary_search_param`` to ``epsilon`` for ``rows_per_person`` rows (RELEASE PATH)."""
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
-    candidates = [float(c) for c in CANDIDATES]
+    candidates = [float(c) for c in grid]
 
     def make(scale: float):
         return dp.m.make_private_quantile(domain, dp.symmetric_distance(), dp.max_divergence(), candidates,

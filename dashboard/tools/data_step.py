@@ -307,14 +307,20 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
         column, what = choice.rsplit(": ", 1)
         epsilon = float(c2.number_input("Epsilon for this estimate", 0.01, 10.0, 0.5, 0.05, key=f"{P}_est_epsilon"))
         k = schema.max_rows_per_person
+        nonnegative = False
         if what == "bounds":
             st.caption(f"The {DEFAULT_QUANTILES[0]:.0%} and {DEFAULT_QUANTILES[1]:.0%} quantiles, each with half the "
                        "epsilon, chosen from a fixed public grid of candidate values.")
+            nonnegative = st.checkbox("This column is never negative (public knowledge: ages, counts, amounts)",
+                                      True, key=f"{P}_est_nonnegative",
+                                      help="Leaves the negative candidates out, so a low bound below the smallest "
+                                           "value lands near 0 rather than far below it.")
         else:
             st.caption(f"Labels whose noisy count reaches {category_threshold(epsilon, DEFAULT_DELTA, k):.1f} are "
                        f"kept (the least that keeps delta {DEFAULT_DELTA:g}); rarer labels stay out.")
         ref = declared_ref(schema, raw)
-        digest = digest_of({"schema": schema.digest(), "column": column, "what": what, "epsilon": epsilon})
+        digest = digest_of({"schema": schema.digest(), "column": column, "what": what, "epsilon": epsilon,
+                            "nonnegative": nonnegative})
         planned = planned_spend(what, column, epsilon, k)
         label = f"private {what} of {column}, epsilon {epsilon:g}"
         pending = LedgerRelease(data_key(ref), release_key(ESTIMATE, digest, secrets.token_hex(8)), "release", PAGE,
@@ -323,7 +329,8 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
         def run():
             values = _column_values(frame, schema, column, what)
             if what == "bounds":
-                low, high, spent = estimate_bounds(values, epsilon, secure=True, rows_per_person=k)
+                low, high, spent = estimate_bounds(values, epsilon, secure=True, rows_per_person=k,
+                                                   nonnegative=nonnegative)
                 return (low, high), spent
             cats, spent = estimate_categories(values, epsilon, secure=True, rows_per_person=k)
             return cats, spent

@@ -112,3 +112,16 @@ def test_categories_secure_path_and_refusals():
         estimate_categories(values, 1.0, threshold=2.0, secure=False, rng=0)
     labels, _ = estimate_categories(values, 1.0, threshold=1e6, secure=False, rng=0)
     assert labels == ()
+
+
+def test_a_column_declared_never_negative_gets_a_low_bound_near_zero_not_far_below():
+    """Ages start at 18 on a pile of equal values: every candidate below 18 ties, so on the full grid the
+    low bound is often negative and far off; declaring the sign (public) keeps it in [0, 18]."""
+    rng = np.random.default_rng(3)
+    ages = np.concatenate([np.full(300, 18.0), rng.integers(19, 91, 3000).astype(float)])
+    full = [estimate_bounds(ages, 2.0, secure=False, rng=s)[0] for s in range(60)]
+    signed = [estimate_bounds(ages, 2.0, secure=False, rng=s, nonnegative=True)[0] for s in range(60)]
+    assert min(full) < 0                                   # the tie the declaration removes
+    assert all(0 <= low <= 18 for low in signed)
+    low, high, _ = estimate_bounds(ages, 2.0, secure=True, nonnegative=True)
+    assert 0 <= low <= 18 and 80 <= high <= 120
