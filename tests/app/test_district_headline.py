@@ -8,9 +8,7 @@ from core.districts import run
 PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "district_maps.py")
 
 
-def test_page_metrics_are_the_results_headline():
-    at = AppTest.from_file(PAGE, default_timeout=240)
-    at.run()
+def _check(at):
     assert not at.exception and not at.error
     head = run(at.session_state["dm_plan"]).headline()
     shown = {m.label: m.value for m in at.metric}
@@ -20,3 +18,12 @@ def test_page_metrics_are_the_results_headline():
     assert shown["Worst deviation if balanced on noisy counts"] == \
         f"{head['worst_deviation_if_balanced_on_noisy_pct']:.3f}%"
     assert shown["Plans passing the checks"] == f"{int(head['plans_passing_checks'])} of {int(head['plans'])}"
+
+
+def test_page_metrics_are_the_results_headline():
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.run()
+    _check(at)
+    at.number_input(key="dm_plan_seed").set_value(3).run()       # one changed setting: another plan
+    assert at.session_state["dm_plan"].plan_seed == 3
+    _check(at)
