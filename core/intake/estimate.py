@@ -75,12 +75,31 @@ def _numbers(values) -> np.ndarray:
     return out
 
 
-def candidate_grid(nonnegative: bool = False) -> np.ndarray:
-    """The public grid, or its non-negative half when the curator declares (public knowledge: ages, counts,
-    amounts) that the column is never negative. Below the smallest value every candidate scores alike, so
-    on the full grid a low quantile sitting on a pile of equal values (ages starting at 18) is drawn from
-    hundreds of tied negative candidates; declaring the sign removes them and keeps the bound near 0."""
-    return CANDIDATES[CANDIDATES >= 0] if nonnegative else CANDIDATES
+def candidate_grid(nonnegative: bool = False, ceiling: float | None = None) -> np.ndarray:
+    """The public grid, cut by what the curator declares as public knowledge: ``nonnegative`` (ages,
+    counts, amounts) keeps its non-negative half, ``ceiling`` (a value no record could exceed, e.g. 130 for
+    an age) keeps the candidates up to it. Beyond the data every candidate scores alike, so on the full
+    grid a tail quantile is drawn from hundreds of tied far-away candidates (ages piled at 18 gave a
+    negative low bound in two runs of three; at epsilon 0.5 the high bound's median was about 119,000);
+    each declaration removes those ties."""
+    grid = CANDIDATES[CANDIDATES >= 0] if nonnegative else CANDIDATES
+    if ceiling is not None:
+        ceiling = float(ceiling)
+        if not math.isfinite(ceiling):
+            raise ValueError(f"The ceiling must be a finite number; got {ceiling}.")
+        grid = grid[grid <= ceiling]
+        if grid.size < 2:
+            raise ValueError(f"A ceiling of {ceiling:g} leaves fewer than two candidates; raise it.")
+    return grid
+
+
+def reliable_rows(epsilon: float, n_candidates: int, alpha: float = DEFAULT_QUANTILES[0],
+                  rows_per_person: int = 1) -> float:
+    """Rows a tail quantile needs beyond it to be found reliably: alpha n should exceed
+    2 max(alpha, 1 - alpha) k ln(candidates) / (epsilon / 2) (the exponential mechanism's utility bound).
+    Returns the smallest n with that property (public: it uses no data)."""
+    need = 2 * max(alpha, 1 - alpha) * rows_per_person * math.log(max(n_candidates, 2)) / (epsilon / 2)
+    return need / alpha
 
 
 def quantile_scores(x: np.ndarray, alpha: float, candidates: np.ndarray = CANDIDATES) -> np.ndarray:
@@ -90,13 +109,14 @@ def quantile_scores(x: np.ndarray, alpha: float, candidates: np.ndarray = CANDID
 
 
 def estimate_bounds(values, epsilon: float, *, secure: bool, rng=None, quantiles: tuple[float, float] = DEFAULT_QUANTILES,
-                    rows_per_person: int = 1, nonnegative: bool = False) -> tuple[float, float, BudgetLedger]:
+                    rows_per_person: int = 1, nonnegative: bool = False,
+                    ceiling: float | None = None) -> tuple[float, float, BudgetLedger]:
     """(low, high, ledger): private ``quantiles`` of ``values`` (missing values skipped) on the public grid.
 
     ``epsilon`` (pure DP, per person with up to ``rows_per_person`` rows each) is split evenly between the
     two quantiles. ``secure=True`` draws through OpenDP (a release); otherwise ``rng`` (a seed or a
     Generator) drives a simulation. low <= high always (the two are sorted). ``nonnegative`` (a public
-    declaration) restricts the candidates to :func:`candidate_grid`'s non-negative half.
+    declaration) and ``ceiling`` (a public upper limit) cut the candidates (:func:`candidate_grid`).
     """
     epsilon = _check_epsilon(epsilon)
     unit = _check_rows(rows_per_person)
@@ -104,7 +124,7 @@ def estimate_bounds(values, epsilon: float, *, secure: bool, rng=None, quantiles
     if not 0 < lo_q < hi_q < 1:
         raise ValueError(f"The quantiles must satisfy 0 < low < high < 1; got {quantiles!r}.")
     x = _numbers(values)
-    grid = candidate_grid(bool(nonnegative))
+    grid = candidate_grid(bool(nonnegative), ceiling)
     k = unit.rows_per_person
     each = epsilon / 2.0
     if not secure:

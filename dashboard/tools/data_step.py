@@ -25,8 +25,8 @@ import streamlit as st  # noqa: E402
 from core.contracts import bytes_fingerprint, digest_of  # noqa: E402
 from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, apply, check, clean,  # noqa: E402
                          draft_schema, needs_public_info, profile)
-from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, category_threshold,  # noqa: E402
-                                  estimate_bounds, estimate_categories)
+from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, candidate_grid, category_threshold,  # noqa: E402
+                                  estimate_bounds, estimate_categories, reliable_rows)
 from core.intake.read import table_suffix  # noqa: E402
 from core.intake.suggest import label_merges  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
@@ -305,9 +305,9 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
         c1, c2 = st.columns(2)
         choice = c1.selectbox("Column", [f"{c}: {w}" for c, w in wanted], key=f"{P}_est_column")
         column, what = choice.rsplit(": ", 1)
-        epsilon = float(c2.number_input("Epsilon for this estimate", 0.01, 10.0, 0.5, 0.05, key=f"{P}_est_epsilon"))
+        epsilon = float(c2.number_input("Epsilon for this estimate", 0.01, 10.0, 1.0, 0.05, key=f"{P}_est_epsilon"))
         k = schema.max_rows_per_person
-        nonnegative = False
+        nonnegative, ceiling = False, None
         if what == "bounds":
             st.caption(f"The {DEFAULT_QUANTILES[0]:.0%} and {DEFAULT_QUANTILES[1]:.0%} quantiles, each with half the "
                        "epsilon, chosen from a fixed public grid of candidate values.")
@@ -315,12 +315,21 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
                                       True, key=f"{P}_est_nonnegative",
                                       help="Leaves the negative candidates out, so a low bound below the smallest "
                                            "value lands near 0 rather than far below it.")
+            ceiling = float(st.number_input(
+                "A value no record could exceed (public knowledge; 0 = none)", 0.0, 1e9, 0.0, key=f"{P}_est_ceiling",
+                help="For example 130 for an age or 100 for a percentage. Leaves the larger candidates out, so the "
+                     "high bound lands near the data rather than far above it.")) or None
+            grid = candidate_grid(nonnegative, ceiling)
+            need = reliable_rows(epsilon, grid.size, DEFAULT_QUANTILES[0], k)
+            st.caption(f"With {grid.size} candidates at this epsilon, each tail is found reliably when the column has "
+                       f"at least about {need:,.0f} values (a public figure: it uses no data); with fewer, raise "
+                       "the epsilon, declare a ceiling, or declare the bounds yourself.")
         else:
             st.caption(f"Labels whose noisy count reaches {category_threshold(epsilon, DEFAULT_DELTA, k):.1f} are "
                        f"kept (the least that keeps delta {DEFAULT_DELTA:g}); rarer labels stay out.")
         ref = declared_ref(schema, raw)
         digest = digest_of({"schema": schema.digest(), "column": column, "what": what, "epsilon": epsilon,
-                            "nonnegative": nonnegative})
+                            "nonnegative": nonnegative, "ceiling": ceiling})
         planned = planned_spend(what, column, epsilon, k)
         label = f"private {what} of {column}, epsilon {epsilon:g}"
         pending = LedgerRelease(data_key(ref), release_key(ESTIMATE, digest, secrets.token_hex(8)), "release", PAGE,
@@ -330,7 +339,7 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
             values = _column_values(frame, schema, column, what)
             if what == "bounds":
                 low, high, spent = estimate_bounds(values, epsilon, secure=True, rows_per_person=k,
-                                                   nonnegative=nonnegative)
+                                                   nonnegative=nonnegative, ceiling=ceiling)
                 return (low, high), spent
             cats, spent = estimate_categories(values, epsilon, secure=True, rows_per_person=k)
             return cats, spent

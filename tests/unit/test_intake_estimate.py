@@ -125,3 +125,20 @@ def test_a_column_declared_never_negative_gets_a_low_bound_near_zero_not_far_bel
     assert all(0 <= low <= 18 for low in signed)
     low, high, _ = estimate_bounds(ages, 2.0, secure=True, nonnegative=True)
     assert 0 <= low <= 18 and 80 <= high <= 120
+
+
+def test_a_public_ceiling_keeps_the_high_bound_near_the_data_at_the_page_default_epsilon():
+    rng = np.random.default_rng(4)
+    ages = np.concatenate([np.full(300, 18.0), rng.integers(19, 91, 3000).astype(float)])
+    free = [estimate_bounds(ages, 1.0, secure=False, rng=s, nonnegative=True)[1] for s in range(60)]
+    capped = [estimate_bounds(ages, 1.0, secure=False, rng=s, nonnegative=True, ceiling=130)[1] for s in range(60)]
+    assert max(free) > 130                                  # far-away tied candidates are drawn without it
+    assert all(80 <= high <= 130 for high in capped)
+    with pytest.raises(ValueError, match="fewer than two candidates"):
+        estimate_bounds(ages, 1.0, secure=False, rng=0, nonnegative=True, ceiling=-5)
+
+
+def test_the_reliability_figure_is_the_exponential_mechanisms_bound():
+    from core.intake.estimate import reliable_rows
+    assert reliable_rows(1.0, 483, 0.01) == pytest.approx(2 * 0.99 * math.log(483) / 0.5 / 0.01)
+    assert reliable_rows(1.0, 483, 0.01, rows_per_person=2) == pytest.approx(2 * reliable_rows(1.0, 483, 0.01))
