@@ -114,6 +114,37 @@ def table_from_records(record: Mapping[str, Any]) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------------
+# Sizes of a private file in shared tables
+# --------------------------------------------------------------------------------------------------
+
+#: Lower edges of the size bands shared tables quote for an uploaded file (1-2-5 steps).
+SIZE_BAND_EDGES = (10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000,
+                   200_000, 500_000, 1_000_000)
+
+
+def size_band(n: int) -> str:
+    """A count of a private file as a coarse band ('n < 10', '50 <= n < 100', 'n >= 1000000'), never the
+    exact number: shared reports of an upload quote these instead of subgroup sizes or row counts."""
+    n = int(n)
+    edges = SIZE_BAND_EDGES
+    if n < edges[0]:
+        return f"n < {edges[0]}"
+    for low, high in zip(edges[:-1], edges[1:]):
+        if n < high:
+            return f"{low} <= n < {high}"
+    return f"n >= {edges[-1]}"
+
+
+def banded(df: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """``df`` with each named count column replaced by its :func:`size_band` text (absent ones skipped)."""
+    out = df.copy()
+    for c in columns:
+        if c in out.columns:
+            out[c] = [size_band(v) for v in out[c]]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
 # Reports
 # --------------------------------------------------------------------------------------------------
 
@@ -122,10 +153,30 @@ def data_ref_of(plan: Plan) -> DataRef | None:
     return ref if isinstance(ref, DataRef) else None
 
 
+def protection_sentence(plan: Plan) -> str | None:
+    """The line naming whom the plan's budget protects (``ProtectionUnit.sentence``: per row, or per
+    person up to k rows each), or None when the plan uses no data set."""
+    ref = data_ref_of(plan)
+    if ref is None:
+        return None
+    from core.privacy.protection import ProtectionUnit
+    return ProtectionUnit.of(ref).sentence()
+
+
+def ledger_statement(ledger, plan: Plan) -> str:
+    """``ledger.statement()`` followed by the unit of protection when the plan names a data set (a budget
+    means nothing without saying whether it holds per row or per person)."""
+    text = ledger.statement()
+    unit = protection_sentence(plan)
+    return text if unit is None or "Unit of protection" in text else f"{text} {unit}"
+
+
 def build_report(result: Result, *, page: str = "", ledger=None, extra: Mapping[str, Any] | None = None,
                  tables: Mapping[str, pd.DataFrame] | None = None) -> dict:
-    """A JSON-able record of one result: schema, plan, its digest, data reference, ledger,
-    headline numbers and the uncertainty of each in words, versions and tables (``result.tables()`` unless ``tables`` is given)."""
+    """A JSON-able record of one result: schema, plan, its digest, data reference (with the unit of
+    protection), ledger (its statement naming that unit), headline numbers and the uncertainty of each
+    in words, versions and tables (``result.tables()`` unless ``tables`` is given). What a result leaves
+    out of ``tables()`` and ``headline()`` for an uploaded file (exact sizes, row-level values) stays out."""
     plan = result.plan
     ledger = result.ledger() if ledger is None else ledger
     tables = result.tables() if tables is None else tables
@@ -136,9 +187,10 @@ def build_report(result: Result, *, page: str = "", ledger=None, extra: Mapping[
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "plan": plan_to_dict(plan),
         "plan_digest": plan.digest(),
-        "data": None if ref is None else {"source": ref.source, "fingerprint": ref.fingerprint},
+        "data": None if ref is None else {"source": ref.source, "fingerprint": ref.fingerprint,
+                                          "unit_of_protection": protection_sentence(plan)},
         "ledger": None if ledger is None else {
-            "spends": table_records(ledger.to_frame()), "statement": ledger.statement()},
+            "spends": table_records(ledger.to_frame()), "statement": ledger_statement(ledger, plan)},
         "headline": {k: _plain(v) for k, v in result.headline().items()},
         "headline_uncertainty": {str(k): str(v) for k, v in result.headline_uncertainty().items()},
         "versions": package_versions(),

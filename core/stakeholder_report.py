@@ -31,7 +31,8 @@ import pandas as pd
 
 from core.compare import readable_name
 from core.contracts import DataRef, Result
-from core.report import build_report, data_ref_of, package_versions, report_json
+from core.report import (build_report, data_ref_of, ledger_statement, package_versions, protection_sentence,
+                         report_json)
 
 __all__ = ["report_html", "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
            "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND", "format_number"]
@@ -163,11 +164,15 @@ def _figures(figures: Sequence[Any]) -> str:
     return "".join(out) or "<p class='muted'>No figures for this result.</p>"
 
 
-def _ledger(ledger) -> str:
+def _ledger(ledger, plan: Any = None) -> str:
+    """The result's ledger: its statement (with the unit of protection when the plan names a data set,
+    :func:`core.report.ledger_statement`) and its spends."""
+    unit = protection_sentence(plan) if plan is not None else None
     if ledger is None:
-        return "<p>This result spends no privacy budget.</p>"
+        return "<p>This result spends no privacy budget.</p>" + (f"<p>{html.escape(unit)}</p>" if unit else "")
     frame = ledger.to_frame()
-    return f"<p>{html.escape(ledger.statement())}</p>" + (_table(frame) if len(frame) else "")
+    text = ledger_statement(ledger, plan) if plan is not None else ledger.statement()
+    return f"<p>{html.escape(text)}</p>" + (_table(frame) if len(frame) else "")
 
 
 _PROJECT_COLUMNS = {"release_label": "release", "page": "page", "created_utc": "time (UTC)", "unit": "unit",
@@ -284,7 +289,7 @@ def report_html(result: Result, *, page: str, question: str = "", figures: Itera
         f"<h2>Headline numbers</h2>{_headline(result.headline(), result.headline_uncertainty())}",
         f"<h2>Uncertainty in the tables</h2>{_uncertainty(tables)}",
         f"<h2>Figures</h2>{_figures(list(figures))}",
-        f"<h2>Privacy ledger</h2>{_ledger(ledger)}",
+        f"<h2>Privacy ledger</h2>{_ledger(ledger, result.plan)}",
         f"<h2>Project privacy ledger of this data set</h2>{project_ledger_html(report.get('project_ledger'))}",
         f"<h2>Simulation or release</h2>{_simulation(ledger, extra if extra is not None else report.get('extra'))}",
         f"<h2>Where the data came from</h2>{_provenance(data_ref_of(result.plan))}",

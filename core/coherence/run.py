@@ -109,30 +109,61 @@ _sweep_cached = cached_call(sweep_epsilon)
 
 @dataclass
 class CoherenceResult(Result):
-    """What the page draws: the release comparison, the sweep and the calculator (each None if not asked)."""
+    """What the page draws: the release comparison, the sweep and the calculator (each None if not asked).
+
+    The page reads ``comparison`` and ``sweep`` directly and shows the curator every exact size.
+    ``tables()`` and ``headline()`` are what reports and downloads share: on an uploaded file they quote
+    no exact size of it (see :meth:`tables`)."""
     plan: AuditPlan
     n_rows: int
     comparison: AuditResult | None = None
     sweep: SweepOutcome | None = None
     theory: TheoryOutcome | None = None
 
+    @property
+    def private_sizes(self) -> bool:
+        """True when the audited rows come from an uploaded (private) file, whose sizes are not shared."""
+        return self.plan.data.is_upload
+
+    def _shared(self, df: pd.DataFrame, *sizes: str, drop: tuple[str, ...] = ()) -> pd.DataFrame:
+        """``df`` as reports hold it: on an upload each exact-size column becomes its band
+        (:func:`core.report.size_band`) and the ``drop`` columns go; bundled data unchanged."""
+        if not self.private_sizes:
+            return df
+        from core.report import banded
+        return banded(df, *sizes).drop(columns=[c for c in drop if c in df.columns])
+
     def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table of the comparison, the sweep and the calculator. For an uploaded file the exact
+        subgroup sizes (``subgroups``, ``excluded``, ``sweep_theory``'s ``size``) are replaced by bands such
+        as '1000 <= n < 2000', and the per-trial shares ``p`` and ``q`` of each subgroup in the two halves
+        are left out of ``trials`` (with the half size they give counts back); bundled public data keeps
+        everything exact."""
         out: dict[str, pd.DataFrame] = {}
         if self.comparison is not None:
             c = self.comparison
             out.update({"verdicts": c.releases, "adversaries": c.summary, "worst_adversaries": c.worst_adversaries(),
-                        "subgroups": c.subgroups, "excluded": c.excluded, "maxima": c.maxima, "trials": c.trials,
+                        "subgroups": self._shared(c.subgroups, "size"), "excluded": self._shared(c.excluded, "size"),
+                        "maxima": c.maxima, "trials": self._shared(c.trials, drop=("p", "q")),
                         "curve": coherence_curve(c.maxima, confidence=self.plan.confidence)})
         if self.sweep is not None:
             out.update({"sweep_verdicts": self.sweep.audit.summary, "sweep_releases": self.sweep.audit.releases,
-                        "sweep_theory": self.sweep.theory})
+                        "sweep_theory": self._shared(self.sweep.theory, "size")})
         if self.theory is not None:
             out.update({"theory": self.theory.summary, "theory_gamma": self.theory.gamma_curve})
         return out
 
+    @property
+    def rows_shared(self) -> bool:
+        """Whether the headline may quote the rows audited: always on bundled data; on an upload only when
+        the plan's own row sample set that number (the file's row count is never quoted)."""
+        return not self.private_sizes or self.plan.rows.size == self.n_rows
+
     def headline(self) -> dict[str, float]:
-        out = {"rows audited": float(self.n_rows),
-               "trials a PASS needs at least": float(min_trials_for_pass(self.plan.beta, self.plan.confidence))}
+        """The rows audited (left out on an upload unless the plan's sample size fixed it), the trials a
+        PASS needs, each release's worst failure rate and the calculator's gamma."""
+        out = {"rows audited": float(self.n_rows)} if self.rows_shared else {}
+        out["trials a PASS needs at least"] = float(min_trials_for_pass(self.plan.beta, self.plan.confidence))
         if self.comparison is not None:
             worst = self.comparison.worst_adversaries()
             out.update({worst_key(row["release"]): float(row["beta_hat"]) for _, row in worst.iterrows()})
@@ -145,8 +176,8 @@ class CoherenceResult(Result):
         """Each worst failure rate with the Clopper-Pearson bounds the verdict uses (the lower one
         Bonferroni-corrected over the adversaries); the other numbers are exact."""
         from core.uncertainty_words import CLOSED_FORM, num
-        out = {"rows audited": "exact (rows the plan samples)",
-               "trials a PASS needs at least": f"{CLOSED_FORM}: from beta and the confidence"}
+        out = {"rows audited": "exact (rows the plan samples)"} if self.rows_shared else {}
+        out["trials a PASS needs at least"] = f"{CLOSED_FORM}: from beta and the confidence"
         if self.comparison is not None:
             for _, row in self.comparison.worst_adversaries().iterrows():
                 out[worst_key(row["release"])] = (

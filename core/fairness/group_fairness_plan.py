@@ -296,16 +296,31 @@ class GroupFairnessResult(Result):
     ranking: RankingResult | None = None
     companion: CompanionResult | None = None
 
+    def ranking_tables(self) -> dict[str, pd.DataFrame]:
+        """The ranking tab's tables as reports share them. On bundled data every table as computed. On an
+        uploaded table (private) ``ranking_rank_changes`` is left out (it lists people's row numbers with
+        their exact outcomes) and ``ranking_composition`` keeps each group's head count only as a band
+        such as '50 <= n < 100', without its share (share times any known total gives the count back);
+        the page still shows both in full to the curator from ``self.ranking``."""
+        if self.ranking is None:
+            return {}
+        rk = self.ranking
+        if not self.plan.data.is_upload:
+            return {"ranking_measures": rk.measures, "ranking_rank_changes": rk.rank_changes,
+                    "ranking_equations": rk.equations, "ranking_composition": rk.composition}
+        from core.report import banded
+        composition = banded(rk.composition, "people").drop(columns=["share"])
+        return {"ranking_measures": rk.measures, "ranking_equations": rk.equations,
+                "ranking_composition": composition}
+
     def tables(self) -> dict[str, pd.DataFrame]:
+        """Every tab's tables (the ranking's as :meth:`ranking_tables` shares them)."""
         out: dict[str, pd.DataFrame] = {}
         if self.lexifair is not None:
             lx = self.lexifair
             out.update({"lexifair_group_errors": lx.groups, "lexifair_levels": lx.levels,
                         "lexifair_eta_trajectory": lx.trajectory, "lexifair_worst_off": lx.worst})
-        if self.ranking is not None:
-            rk = self.ranking
-            out.update({"ranking_measures": rk.measures, "ranking_rank_changes": rk.rank_changes,
-                        "ranking_equations": rk.equations, "ranking_composition": rk.composition})
+        out.update(self.ranking_tables())
         if self.companion is not None:
             out.update(self.companion.tables())
         return out

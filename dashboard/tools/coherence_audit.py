@@ -555,7 +555,7 @@ with results_area:
         s = comparison.settings
         st.subheader("Verdicts")
         head = result.headline()
-        st.caption(f"n = {int(head['rows audited']):,} rows, releases see n/2 = {s['n_half']:,}; {s['trials']} trials with "
+        st.caption(f"n = {result.n_rows:,} rows, releases see n/2 = {s['n_half']:,}; {s['trials']} trials with "
                    f"{s['n_null_splits']} null split(s) each; {s['n_eligible']} of {s['n_subgroups']} subgroups have "
                    f"at least gamma = {s['gamma']} members; alpha = {s['alpha']:g}, beta = {s['beta']:g}.")
         rels = comparison.releases
