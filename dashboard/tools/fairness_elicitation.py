@@ -60,8 +60,9 @@ SIM_NOTE = (f"Simulation, not a release: {el.SIMULATION_LABEL.lower()}. Answers 
 
 
 
-@st.cache_resource(show_spinner=False)
 def _store() -> ElicitationStore:
+    """The project database's store for the configured URL (core keeps one per URL and process; a
+    Streamlit cache here would keep the first URL's store after the configuration changes)."""
     return get_store()
 
 
