@@ -242,6 +242,16 @@ class Database:
         self.write_lock = threading.Lock() if self.is_sqlite else None
         self.watch = FileWatch(sqlite_file(normalise_url(str(self.engine.url))) if self.is_sqlite else None)
 
+    def create(self, metadata) -> "Database":
+        """Create ``metadata``'s tables where missing, then watch the file (which exists only now); a
+        fault becomes :class:`StoreUnavailable` in plain words."""
+        try:
+            metadata.create_all(self.engine, checkfirst=True)
+        except SQLAlchemyError as err:
+            raise describe_fault(err) from err
+        self.watch_file()
+        return self
+
     def watch_file(self) -> None:
         """Take the file's identity again (call once the tables exist: a new file exists only then)."""
         self.watch = FileWatch(self.watch.path)

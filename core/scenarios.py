@@ -18,10 +18,10 @@ from datetime import datetime, timezone
 import pandas as pd
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 
 from core.compare import Snapshot, snapshot_of_report
-from core.database import Database, Tx, default_db_url, describe_fault, normalise_url
+from core.database import Database, Tx, default_db_url, normalise_url
 from core.report import report_json
 
 MAX_SCENARIO_NAME = 80
@@ -75,13 +75,8 @@ class ScenarioStore:
     """Named scenarios per page in one database."""
 
     def __init__(self, url: str | None = None, engine: Engine | None = None):
-        self.db = Database(normalise_url(url or default_db_url()), engine)
+        self.db = Database(normalise_url(url or default_db_url()), engine).create(metadata)
         self.engine = self.db.engine
-        try:
-            metadata.create_all(self.engine, checkfirst=True)
-        except SQLAlchemyError as err:
-            raise describe_fault(err) from err
-        self.db.watch_file()
 
     def _write(self) -> Tx:
         return self.db.write_tx()

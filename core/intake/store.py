@@ -24,9 +24,9 @@ from datetime import datetime, timezone
 import pandas as pd
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 
-from core.database import Database, Tx, default_db_url, describe_fault, normalise_url
+from core.database import Database, Tx, default_db_url, normalise_url
 from core.intake.schema import DataSchema
 
 __all__ = ["DataSetStore", "MAX_DATA_SET_NAME", "MAX_FILE_NAME", "VERSION_COLUMNS", "check_data_set_name"]
@@ -82,13 +82,8 @@ class DataSetStore:
     """Declared data sets (schemas by name) and the versions of their files, in one database."""
 
     def __init__(self, url: str | None = None, engine: Engine | None = None):
-        self.db = Database(normalise_url(url or default_db_url()), engine)
+        self.db = Database(normalise_url(url or default_db_url()), engine).create(metadata)
         self.engine = self.db.engine
-        try:
-            metadata.create_all(self.engine, checkfirst=True)
-        except SQLAlchemyError as err:
-            raise describe_fault(err) from err
-        self.db.watch_file()
 
     def _write(self) -> Tx:
         return self.db.write_tx()

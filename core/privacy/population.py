@@ -146,10 +146,8 @@ class PopulationAnswers:
     """
 
     def __init__(self, url: str | None = None):
-        self.db = Database(url)
         try:
-            metadata.create_all(self.db.engine)
-            self.db.watch_file()
+            self.db = Database(url).create(metadata)
         except (SQLAlchemyError, StoreUnavailable) as exc:
             raise ValueError(f"The project database cannot be opened for population answers ({exc}).") from exc
 
