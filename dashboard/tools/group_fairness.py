@@ -245,6 +245,8 @@ c1, c2, c3 = st.columns(3)
 learning = field_widget(GroupFairnessPlan, "learning", P, container=c1, **KEEP)
 population = field_widget(GroupFairnessPlan, "population", P, container=c2, disabled=learning != "compas", **KEEP)
 seed = field_widget(GroupFairnessPlan, "seed", P, container=c3, **KEEP)
+st.caption("The learning data of the lexicographic-fairness and calibration tabs are the bundled COMPAS or Adult "
+           "files; a data set declared on the Data step page is offered in the ranking tab.")
 
 tab_lex, tab_rank, tab_cal = st.tabs(["Lexicographic fairness", "Counterfactual ranking",
                                       "Calibration and equal error rates"])
