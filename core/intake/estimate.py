@@ -213,3 +213,23 @@ def estimate_categories(values, epsilon: float, threshold: float | None = None, 
     ledger = unit.person_ledger(ledger, scale=False)
     ledger.level_delta = float(delta)
     return labels, ledger
+
+
+def planned_estimate_ledger(what: str, column: str, epsilon: float, rows_per_person: int = 1) -> BudgetLedger:
+    """What an estimate will spend before it runs, in the estimator's own shape (two quantiles at
+    epsilon / 2 each, or one thresholded histogram at epsilon and :data:`DEFAULT_DELTA`): the
+    confirmation's figures and the ledger's reservation, which the estimate's own ledger then matches."""
+    epsilon = _check_epsilon(epsilon)
+    unit = f" (per person, up to {rows_per_person} rows each)" if rows_per_person > 1 else ""
+    planned = BudgetLedger()
+    if what == "bounds":
+        for q in DEFAULT_QUANTILES:
+            planned.spend(f"bounds: {q:.0%} quantile", epsilon / 2, "epsilon",
+                          measured=f"one private quantile of {column}{unit}")
+    elif what == "categories":
+        planned.spend("categories: thresholded histogram", epsilon, "epsilon",
+                      measured=f"the private category list of {column}{unit}")
+        planned.level_delta = DEFAULT_DELTA
+    else:
+        raise ValueError(f"Estimate 'bounds' or 'categories', not {what!r}.")
+    return planned

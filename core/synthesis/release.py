@@ -148,3 +148,13 @@ def budget_statement_text(plan: SynthesisPlan, release: SyntheticRelease, log_st
     cols = ["label", "measured", "amount", "unit", "composition", "group"]
     lines += [release.ledger_table[cols].to_string(index=False)]
     return "\n".join(lines)
+
+
+def projected_release_ledger(plan: SynthesisPlan, epsilon: float, method: str) -> BudgetLedger:
+    """What a secure synthetic release will spend in all, before it runs: rho_for_epsilon(epsilon, delta)
+    over every measurement of the fit (its reservation in the project ledger; the commit then stores the
+    fit's detailed spends, which never exceed it)."""
+    out = BudgetLedger()
+    out.spend("synthetic release (projected)", rho_for_epsilon(epsilon, plan.delta), "rho",
+              measured=f"secure {method} synthetic data: every measurement of the fit")
+    return out

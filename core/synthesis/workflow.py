@@ -13,6 +13,8 @@ import pandas as pd
 
 from core.cache import cached, cached_call, fingerprint_of
 from core.contracts import Progress, Result
+from core.privacy.accounting import rho_for_epsilon
+from core.privacy.ledger import BudgetLedger
 from core.parallel import default_n_jobs
 from core.synthesis.encoding import DEFAULT_BINS, ColumnUnits, identifier_like, numeric_view
 from core.synthesis.mean_study import MeanStudy, run_means
@@ -203,6 +205,18 @@ class SynthesisResult(Result):
             out["release epsilon"] = f"exact (tight conversion of the ledger at delta {self.plan.delta:g})"
         if self.means is not None and self.plan.sizes_public:
             out["stratification cost multiplier"] = "exact (closed form from the declared public sizes)"
+        return out
+
+    def sweep_ledger(self) -> BudgetLedger | None:
+        """What the seeded sweep's fits would spend at each epsilon (a simulation: listed in the project
+        ledger apart from releases, never counted); None without a sweep."""
+        if self.sweep is None:
+            return None
+        plan = self.plan
+        out = BudgetLedger()
+        for eps in plan.sweep.epsilons:
+            out.spend(f"{plan.synthesizer} at epsilon {eps:g}", rho_for_epsilon(eps, plan.delta), "rho",
+                      measured=f"one seeded fit per method and seed ({len(plan.sweep.seeds)} seeds)")
         return out
 
     def ledger(self):

@@ -26,11 +26,11 @@ from core.contracts import bytes_fingerprint, digest_of  # noqa: E402
 from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, apply, check, clean,  # noqa: E402
                          draft_schema, needs_public_info, profile)
 from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, candidate_grid, category_threshold,  # noqa: E402
-                                  estimate_bounds, estimate_categories, reliable_rows)
+                                  estimate_bounds, estimate_categories, planned_estimate_ledger,
+                                  reliable_rows)
 from core.intake.read import table_suffix  # noqa: E402
 from core.intake.suggest import label_merges  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
-from core.privacy.ledger import BudgetLedger  # noqa: E402
 from core.privacy.project_ledger import LedgerRelease, data_key, release_key, spends_of  # noqa: E402
 from dashboard.components.dataset_picker import (declared_data, declared_ref, read_table_data,  # noqa: E402
                                                  register_declared)
@@ -274,22 +274,6 @@ def _column_values(frame, schema: DataSchema, column: str, what: str) -> pd.Seri
     return cleaned[column].astype(str) if what == "categories" else cleaned[column].astype(float)
 
 
-def planned_spend(what: str, column: str, epsilon: float, k: int) -> BudgetLedger:
-    """What an estimate will spend, in the estimator's own shape (two quantiles at epsilon / 2 each, or one
-    thresholded histogram at epsilon and its delta), for the confirmation and the ledger's reservation."""
-    planned = BudgetLedger()
-    unit = f" (per person, up to {k} rows each)" if k > 1 else ""
-    if what == "bounds":
-        for q in DEFAULT_QUANTILES:
-            planned.spend(f"bounds: {q:.0%} quantile", epsilon / 2, "epsilon",
-                          measured=f"one private quantile of {column}{unit}")
-    else:
-        planned.spend("categories: thresholded histogram", epsilon, "epsilon",
-                      measured=f"the private category list of {column}{unit}")
-        planned.level_delta = DEFAULT_DELTA
-    return planned
-
-
 def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
     """Estimate missing public bounds or categories privately: a real release behind the shared confirmation."""
     wanted = needs_public_info(schema)
@@ -330,7 +314,7 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
         ref = declared_ref(schema, raw)
         digest = digest_of({"schema": schema.digest(), "column": column, "what": what, "epsilon": epsilon,
                             "nonnegative": nonnegative, "ceiling": ceiling})
-        planned = planned_spend(what, column, epsilon, k)
+        planned = planned_estimate_ledger(what, column, epsilon, k)
         label = f"private {what} of {column}, epsilon {epsilon:g}"
         pending = LedgerRelease(data_key(ref), release_key(ESTIMATE, digest, secrets.token_hex(8)), "release", PAGE,
                                 ESTIMATE, label, digest, spends_of(planned), schema.name)

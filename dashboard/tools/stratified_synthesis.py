@@ -17,15 +17,13 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.contracts import Cancelled  # noqa: E402
-from core.privacy.accounting import rho_for_epsilon  # noqa: E402
-from core.privacy.ledger import BudgetLedger  # noqa: E402
 from core.privacy.project_ledger import cumulative_frame, data_key, statement  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan,  # noqa: E402
                             SynthesisPlan, run, secure_release)
 from core.synthesis.plan import parse_bounds, parse_epsilons  # noqa: E402
 from core.synthesis.mean_release import MeanReleasePlan, projected_ledger, release_stratified_mean  # noqa: E402,E501
-from core.synthesis.release import budget_statement_text  # noqa: E402
+from core.synthesis.release import budget_statement_text, projected_release_ledger  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import smallest_strata  # noqa: E402
 from dashboard.components.dataset_picker import (declared_public, declared_ranges,  # noqa: E402
@@ -238,10 +236,7 @@ if plan is not None:
     progress_slot.empty()
 
 if result is not None and result.sweep is not None:   # seeded sweep fits: listed apart, never counted
-    sweep_spend = BudgetLedger()
-    for eps in result.plan.sweep.epsilons:
-        sweep_spend.spend(f"{result.plan.synthesizer} at epsilon {eps:g}", rho_for_epsilon(eps, result.plan.delta),
-                          "rho", measured=f"one seeded fit per method and seed ({len(result.plan.sweep.seeds)} seeds)")
+    sweep_spend = result.sweep_ledger()
     record_release(release_entry(result.plan.setup().replace(sweep=result.plan.sweep), PAGE, "seeded sweep",
                                  f"sweep of {result.plan.synthesizer.upper()} at {len(result.plan.sweep.epsilons)} "
                                  "epsilons (simulation)", sweep_spend, kind="simulation", data_label=picked.name))
@@ -588,9 +583,7 @@ def release_section() -> None:
         asked["release"] = rel_plan
         st.rerun()
     secure_plan = plan.replace(release=rel_plan)
-    projected = BudgetLedger()   # the release costs rho_for_epsilon(epsilon, delta) in all
-    projected.spend("synthetic release (projected)", rho_for_epsilon(rel_eps, plan.delta), "rho",
-                    measured=f"secure {rel_method} synthetic data: every measurement of the fit")
+    projected = projected_release_ledger(plan, rel_eps, rel_method)
     # one figure for this release everywhere: its rho stated at the ledger's delta, not the synthesizer's
     secure_label = f"secure {rel_method}, {stated_spend(projected, data_key(ref))}"
 

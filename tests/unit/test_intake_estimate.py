@@ -142,3 +142,17 @@ def test_the_reliability_figure_is_the_exponential_mechanisms_bound():
     from core.intake.estimate import reliable_rows
     assert reliable_rows(1.0, 483, 0.01) == pytest.approx(2 * 0.99 * math.log(483) / 0.5 / 0.01)
     assert reliable_rows(1.0, 483, 0.01, rows_per_person=2) == pytest.approx(2 * reliable_rows(1.0, 483, 0.01))
+
+
+def test_the_planned_ledger_is_what_each_estimate_then_spends():
+    from core.intake.estimate import planned_estimate_ledger
+    x = np.arange(1000, dtype=float)
+    _, _, spent = estimate_bounds(x, 1.0, secure=False, rng=0)
+    planned = planned_estimate_ledger("bounds", "age", 1.0)
+    assert planned.total("epsilon") == pytest.approx(spent.total("epsilon")) == pytest.approx(1.0)
+    cats = planned_estimate_ledger("categories", "sex", 0.5, rows_per_person=2)
+    from core.intake.estimate import DEFAULT_DELTA
+    assert cats.total("epsilon") == pytest.approx(0.5) and cats.level_delta == DEFAULT_DELTA
+    assert "up to 2 rows each" in cats.spends[0].measured
+    with pytest.raises(ValueError, match="bounds' or 'categories"):
+        planned_estimate_ledger("median", "age", 1.0)
