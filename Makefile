@@ -7,7 +7,7 @@ PORT   ?= 8501
 # `make run ADDRESS=0.0.0.0` opens it to the room's network for a live session (see README).
 ADDRESS ?= 127.0.0.1
 
-.PHONY: run test install install-dev chromium postgres bench clean cluster reproduce
+.PHONY: run test install install-dev chromium axe postgres bench clean cluster reproduce
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ chromium:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	fi
 
+# axe-core for the browser test's accessibility check, from the npm registry at the version its lock
+# file names; installed only when missing (the test injects the file, so no page fetches it).
+axe:
+	@if [ ! -f tests/browser/node_modules/axe-core/axe.min.js ] && command -v npm >/dev/null; then \
+		npm ci --prefix tests/browser --no-audit --no-fund --silent; \
+	fi
+
 # A local PostgreSQL server for the store tests' PostgreSQL variant (root only; SQLite runs regardless).
 postgres:
 	@scripts/test_postgres.sh $(VENV)/test_pg_url || echo "PostgreSQL unavailable: its store tests will be skipped."
@@ -37,7 +44,7 @@ run: install
 	$(PY) -m streamlit run dashboard/app.py --server.headless true --server.address $(ADDRESS) --server.port $(PORT) \
 		--browser.gatherUsageStats false
 
-test: install-dev chromium postgres
+test: install-dev chromium axe postgres
 	DASHBOARD_TEST_PG_URL="$${DASHBOARD_TEST_PG_URL:-$$(cat $(VENV)/test_pg_url 2>/dev/null)}" $(PY) -m pytest -q tests
 
 # Recompute the papers' headline numbers with the project's code; fails when a row fails.
