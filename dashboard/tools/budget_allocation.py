@@ -14,7 +14,7 @@ from core.census import AlgorithmPlan, BudgetPlan, MechanismSweepPlan, PublicInf
 from core.census.algorithm_comparison import LARGE_TREE, runtime_estimate
 from core.census.budget_plan import SIMULATION, TargetSettings, sweep_part
 from core.census.geography_data import GEOGRAPHIES, georgia_is_cached, load_geography, parse_fanouts
-from core.census.release import RELEASE_NOTE, can_release, release_noisy_counts
+from core.census.release import POST_PROCESSING_NOTE, RELEASE_NOTE, can_release, release_noisy_counts
 from core.contracts import DataRef
 from core.privacy.project_ledger import data_key
 from core.report import guarded_csv
@@ -88,7 +88,8 @@ WEM_LABELS = {"method": "Method", "mean L1 error": "Mean total |error| (people)"
               "runs meeting the public total": "Share of runs matching the public total",
               "runs with no negative cell": "Share of runs with no negative count",
               "zeros created (true > 0, release 0)": "Counts wrongly released as 0 (per run)"}
-RELEASE_LABELS = {"level": "Level", "unit": "Unit", "noisy count": "Noisy count (people)"}
+RELEASE_LABELS = {"level": "Level", "unit": "Unit", "count": "Published count (people)",
+                  "noisy measurement (raw)": "Noisy measurement (raw, not consistent)"}
 
 
 def _table(df: pd.DataFrame, labels: dict, key: str, **kwargs) -> None:
@@ -481,7 +482,16 @@ with tab_export:
         if released is not None:
             st.success(f"Released at {released.created_utc} (UTC). {released.statement()}")
             _table(released.ledger().to_frame(), LEDGER_LABELS, "ba_release_ledger")
+            st.caption(POST_PROCESSING_NOTE)
             st.download_button("Download released counts (CSV)", guarded_csv(released.counts),
                                file_name="released_counts.csv", mime="text/csv", key="ba_release_csv",
                                icon=":material/download:")
             _table(released.counts.head(200), RELEASE_LABELS, "ba_release_table")
+            if released.measurements is not None:
+                with st.expander("Raw noisy measurements (before post-processing)"):
+                    st.caption("What the mechanism drew: fractional or negative values are possible, and a "
+                               "parent need not equal the sum of its children. Same release, same spend.")
+                    st.download_button("Download raw noisy measurements (CSV)", guarded_csv(released.measurements),
+                                       file_name="released_raw_measurements.csv", mime="text/csv",
+                                       key="ba_release_raw_csv", icon=":material/download:")
+                    _table(released.measurements.head(200), RELEASE_LABELS, "ba_release_raw_table")

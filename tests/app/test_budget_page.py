@@ -273,7 +273,10 @@ def test_release_action_uses_the_secure_sampler_and_records_spends():
     assert not at.exception and not at.error
     released = at.session_state["ba_release_result"]
     assert set(released.counts["level"]) == {"state", "county", "tract", "block group", "block"}
-    assert "noisy count" in released.counts.columns and "true" not in " ".join(released.counts.columns)
+    assert "count" in released.counts.columns and "true" not in " ".join(released.counts.columns)
+    assert "noisy measurement (raw)" in released.measurements.columns     # the raw numbers, labelled, beside
+    assert (released.counts["count"] >= 0).all()                          # published counts: whole, non-negative
+    assert any("costs no privacy budget" in c.value for c in at.caption)
     assert len(released.ledger()) == 5
     assert any("Released at" in s.value for s in at.success)
     assert not has_button(at, "ba_release_confirm")           # a further release asks again from the start
