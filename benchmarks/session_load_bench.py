@@ -139,7 +139,8 @@ def answered_count(page: StreamlitSession) -> int | None:
     return None
 
 
-async def stakeholder(url: str, code: str, k: int, cards: int, seed: int, tally: Tally, arrive: float) -> None:
+async def stakeholder(url: str, code: str, k: int, cards: int, seed: int, tally: Tally, arrive: float,
+                      think: tuple[float, float] = THINK) -> None:
     rng = np.random.default_rng([seed, k])
     await asyncio.sleep(arrive)
     page = StreamlitSession(url, PAGE, f"join={code}")
@@ -152,13 +153,13 @@ async def stakeholder(url: str, code: str, k: int, cards: int, seed: int, tally:
             raise RuntimeError(f"no join form ({first.errors or page.texts()[:3]})")
         page.set_value("text_input", P + "join_name", string_value=f"person {k:02d}")
         page.set_value("checkbox", P + "consent", bool_value=True)
-        await asyncio.sleep(float(rng.uniform(*THINK)))            # typing a name: not counted
+        await asyncio.sleep(float(rng.uniform(*think)))            # typing a name: not counted
         joined = await page.click(P + "join")
         if answered_count(page) is None:
             raise RuntimeError(f"Join did not open the cards ({joined.errors or page.texts()[:4]})")
         tally.joins.append(opened + joined.seconds)
         for position in range(cards):
-            await asyncio.sleep(float(rng.uniform(*THINK)))
+            await asyncio.sleep(float(rng.uniform(*think)))
             options = [b.id.rsplit("-", 1)[-1] for b in page.widgets("button")
                        if b.id.rsplit("-", 1)[-1].startswith(P + "ans_")]
             if not options:
@@ -228,7 +229,8 @@ async def drive(url: str, code: str, key: str, args, tally: Tally) -> None:
         await asyncio.sleep(args.sweep_lead)      # the curator is already computing when the room joins
     fac = asyncio.create_task(facilitator(url, code, key, tally, stop))
     arrivals = np.random.default_rng(args.seed).uniform(0, args.arrival, size=args.stakeholders)
-    await asyncio.gather(*(stakeholder(url, code, k, args.cards, args.seed, tally, float(arrivals[k]))
+    await asyncio.gather(*(stakeholder(url, code, k, args.cards, args.seed, tally, float(arrivals[k]),
+                                       tuple(args.think))
                            for k in range(args.stakeholders)))
     stop.set()
     await fac
@@ -252,6 +254,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="start a two-worker Dask LocalCluster on loopback and use it as the scheduler")
     parser.add_argument("--arrival", type=float, default=10.0, help="stakeholders open the link within this many s")
     parser.add_argument("--sweep-lead", type=float, default=5.0, help="s the sweep runs before the room joins")
+    parser.add_argument("--think", type=float, nargs=2, default=THINK, metavar=("LOW", "HIGH"),
+                        help="think time per card, uniform between LOW and HIGH s (default 2 6)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (server.log)")
     args = parser.parse_args(argv)
@@ -288,7 +292,7 @@ def main(argv: list[str] | None = None) -> dict:
     expected = args.stakeholders * args.cards
     where = f"Dask scheduler {scheduler}" if scheduler else "local workers"
     print(f"clients: Streamlit websocket (light); {args.stakeholders} stakeholders x {args.cards} cards, "
-          f"think {THINK[0]:g}-{THINK[1]:g} s; facilitator refresh every {REFRESH_EVERY:g} s; "
+          f"think {args.think[0]:g}-{args.think[1]:g} s; facilitator refresh every {REFRESH_EVERY:g} s; "
           f"sweep: {'GEM on the stratified synthesis page, ' + tally.sweep if args.sweep else 'none'}; "
           f"batch work on {where}; wall {wall:.0f} s")
     print(f"answers: acknowledged {tally.acknowledged}/{expected}, stored {stored}/{expected}")
