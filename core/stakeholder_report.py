@@ -27,20 +27,27 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from core.compare import readable_name
 from core.contracts import DataRef, Result
-from core.report import (build_report, data_ref_of, ledger_statement, package_versions, protection_sentence,
-                         report_json)
+from core.report import (build_report, data_ref_of, ledger_statement, load_plan, migrate, package_versions,
+                         protection_sentence, report_json, table_from_records)
+from core.report_words import plan_sections, plan_sentences
 
-__all__ = ["report_html", "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
-           "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND", "format_number"]
+__all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts", "parts_of_report", "parts_of_result",
+           "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
+           "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND", "format_number", "format_signed", "key_numbers",
+           "answer_sentences", "privacy_sentences", "stored_figures", "FIRST_PAGE_NUMBERS", "PRINT_CONFIG"]
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 PDF_NEEDS_CHROMIUM = "The PDF needs Chromium (Debian package 'chromium'); the HTML report works without it."
 REPRODUCE_COMMAND = "python -m core reproduce {file} --out results/"
 MAX_TABLE_ROWS = 40
+FIRST_PAGE_NUMBERS = 5
+#: How every figure is drawn in a report: a still picture (no toolbar over titles, no hover), sized by the page.
+PRINT_CONFIG = {"displayModeBar": False, "staticPlot": True, "displaylogo": False, "responsive": True}
 _UNCERTAINTY_WORDS = ("sd", "se", "std", "interval", "ci", "lower", "upper", "low", "high", "±", "margin",
                       "quantile", "p05", "p95", "2.5", "97.5")
 
@@ -51,11 +58,17 @@ h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;border-bottom:1px so
 padding-bottom:.2rem;margin-top:2rem}h3{font-size:1rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem;display:block;max-width:100%;overflow-x:auto}th,td{border:1px solid #d0d7de;
 padding:.2rem .5rem;text-align:left;vertical-align:top}th{background:#f6f8fa}
-.muted{color:#57606a;font-size:.9rem}.headline td.value{font-weight:600;font-variant-numeric:tabular-nums}
+td.value,td.num,.num{white-space:nowrap;font-variant-numeric:tabular-nums}td.num{text-align:right}
+.muted{color:#57606a;font-size:.9rem}.headline td.value{font-weight:600}
 code,pre{background:#f6f8fa;padding:.1rem .3rem;border-radius:3px;font-size:.85rem}
-pre{padding:.5rem;white-space:pre-wrap}.figure{page-break-inside:avoid;margin:1rem 0}
-@media print{body{margin:0;max-width:none}h2{page-break-after:avoid}table{font-size:.7rem;overflow:visible}
-td,th{word-break:break-word}}
+pre{padding:.5rem;white-space:pre-wrap}ul.plan{padding-left:1.2rem}ul.plan li{margin:.15rem 0}
+.figure,table.headline,table.delta{break-inside:avoid;page-break-inside:avoid;margin:1rem 0}
+.modebar,.modebar-container{display:none!important}
+@page{size:A4;margin:14mm 12mm}
+@media print{body{margin:0;max-width:none;font-size:10pt}.first-page{break-after:page;page-break-after:always}
+h2,h3{break-after:avoid;page-break-after:avoid}
+table{font-size:.7rem;display:table;overflow:visible}td,th{overflow-wrap:anywhere}td.value,td.num{overflow-wrap:normal}
+.table{break-inside:auto}tr{break-inside:avoid;page-break-inside:avoid}}
 """
 
 
@@ -119,10 +132,16 @@ def format_number(value: Any) -> str:
     return html.escape(str(value))
 
 
+def _cell(value: Any) -> str:
+    """A table cell; numbers never wrap across lines."""
+    is_number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    return f"<td class='num'>{format_number(value)}</td>" if is_number else f"<td>{format_number(value)}</td>"
+
+
 def _table(df: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
     shown = df.head(max_rows)
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
-    body = "".join("<tr>" + "".join(f"<td>{format_number(v)}</td>" for v in row) + "</tr>"
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>"
                    for row in shown.itertuples(index=False, name=None))
     more = (f"<p class='muted'>First {max_rows} of {len(df):,} rows; the embedded JSON report has them all.</p>"
             if len(df) > max_rows else "")
@@ -142,26 +161,50 @@ def _headline(headline: Mapping[str, Any], uncertainty: Mapping[str, str] | None
 
 
 def _uncertainty(tables: Mapping[str, pd.DataFrame]) -> str:
-    parts = []
+    """Which columns of which tables carry uncertainty (the tables themselves are shown once, below)."""
+    items = []
     for name, df in tables.items():
         cols = uncertainty_columns(df)
         if cols:
-            keep = [c for c in df.columns if not pd.api.types.is_float_dtype(df[c]) or str(c) in cols]
-            parts.append(f"<h3>{html.escape(name)}</h3>" + _table(df[keep], 20))
-    if not parts:
+            items.append(f"<li><strong>{html.escape(name)}</strong>: {html.escape(', '.join(cols))}</li>")
+    if not items:
         return ("<p class='muted'>The result's tables carry no separate uncertainty columns; the headline "
                 "table above says for each number whether it is exact or how far it can move.</p>")
-    return "".join(parts)
+    return ("<p>These columns of the tables (in the Tables section below) say how far their numbers can "
+            "move:</p><ul>" + "".join(items) + "</ul>")
 
 
-def _figures(figures: Sequence[Any]) -> str:
-    """Plotly figures as HTML divs: plotly.js inlined with the first one, reused by the rest."""
+def _figures(figures: Sequence[Any], first: bool = False) -> str:
+    """Plotly figures as still pictures (no toolbar: :data:`PRINT_CONFIG`), in the page's own colours
+    (marker colours the template would pick are written into each trace, so print never falls back to
+    black); plotly.js is inlined once, with the report's first figure (``first``)."""
     out = []
     for i, fig in enumerate(figures):
-        div = fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False,
-                          "responsive": True}, default_width="100%", default_height="420px")
+        div = print_ready(fig).to_html(full_html=False, include_plotlyjs=(first and i == 0), config=PRINT_CONFIG,
+                                       default_width="100%", default_height="420px")
         out.append(f"<div class='figure'>{div}</div>")
     return "".join(out) or "<p class='muted'>No figures for this result.</p>"
+
+
+def print_ready(fig: Any) -> Any:
+    """A copy of ``fig`` whose traces carry explicit colours (the template's colourway, in order) where they
+    had none, with a white background and room above the plot for the title."""
+    import plotly.graph_objects as go
+    fig = go.Figure(fig)
+    template = fig.layout.template
+    colourway = list(fig.layout.colorway or (template.layout.colorway if template and template.layout else None)
+                     or ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692"))
+    for i, trace in enumerate(fig.data):
+        colour = colourway[i % len(colourway)]
+        marker = getattr(trace, "marker", None)
+        if trace.type in ("bar", "histogram") and marker is not None and marker.color is None:
+            trace.marker.color = colour
+        if trace.type == "scatter" and getattr(trace, "line", None) is not None and trace.line.color is None:
+            trace.line.color = colour
+            if marker is not None and marker.color is None:
+                trace.marker.color = colour
+    fig.update_layout(paper_bgcolor="white")
+    return fig
 
 
 def _ledger(ledger, plan: Any = None) -> str:
@@ -173,6 +216,15 @@ def _ledger(ledger, plan: Any = None) -> str:
     frame = ledger.to_frame()
     text = ledger_statement(ledger, plan) if plan is not None else ledger.statement()
     return f"<p>{html.escape(text)}</p>" + (_table(frame) if len(frame) else "")
+
+
+def _ledger_parts(parts: "ReportParts") -> str:
+    """:func:`_ledger` from a report's parts (its stored statement and spends)."""
+    if parts.ledger_text is None:
+        unit = protection_sentence(parts.plan) if parts.plan is not None else None
+        return "<p>This result spends no privacy budget.</p>" + (f"<p>{html.escape(unit)}</p>" if unit else "")
+    frame = parts.ledger_frame
+    return f"<p>{html.escape(parts.ledger_text)}</p>" + (_table(frame) if frame is not None and len(frame) else "")
 
 
 _PROJECT_COLUMNS = {"release_label": "release", "page": "page", "created_utc": "time (UTC)", "unit": "unit",
@@ -201,7 +253,7 @@ def _running_total(totals: Mapping[str, Any] | None, cap: Mapping[str, Any] | No
 def project_ledger_html(project: Mapping[str, Any] | None) -> str:
     """The data set's project ledger (``core.privacy.project_ledger.ProjectLedger.export``): one row per
     spend of every release (release, page, time, unit, amount, composition), the composed running total,
-    and the simulations in a separate table that the total never counts."""
+    and the simulations summarised in one line (they are never counted in the total)."""
     if not project:
         return "<p>This result's plan uses no data set, so no project ledger applies.</p>"
     key = html.escape(str(project.get("data_key", "")))
@@ -213,12 +265,32 @@ def project_ledger_html(project: Mapping[str, Any] | None) -> str:
     parts.append(_table(_spend_rows(releases)) if releases else "<p>No release recorded yet.</p>")
     parts.append(f"<p><strong>Running total</strong> (releases only): "
                  f"{_running_total(project.get('totals'), project.get('cap'))}.</p>")
-    parts.append("<h3>Simulations (listed apart, never counted in the total)</h3>")
-    parts.append(_table(_spend_rows(simulations)) if simulations else "<p>No simulation recorded.</p>")
+    parts.append(f"<p><strong>Simulations (listed apart, never counted in the total)</strong>: "
+                 f"{html.escape(simulations_line(simulations))}</p>")
     return "".join(parts)
 
 
+def simulations_line(simulations: Sequence[Mapping[str, Any]]) -> str:
+    """The seeded simulations of a data set in one line: how many, on which pages, and the latest."""
+    if not simulations:
+        return "no simulation recorded."
+    labels = {}
+    for rec in simulations:           # one release may record several spends; count releases once
+        labels.setdefault(rec.get("release") or (rec.get("release_label"), rec.get("created_utc")), rec)
+    n = len(labels)
+    pages = sorted({str(r.get("page")) for r in labels.values() if r.get("page")})
+    latest = max(labels.values(), key=lambda r: str(r.get("created_utc") or ""))
+    text = f"{n:,} seeded simulation{'s' if n != 1 else ''} recorded"
+    if pages:
+        text += f" on {', '.join(pages)}"
+    if latest.get("release_label"):
+        text += f"; the latest: {latest['release_label']}"
+    return text + "."
+
+
 def _simulation(ledger, extra: Mapping[str, Any] | None) -> str:
+    """What is a simulation and what a release (``ledger``: the result's ledger or its statement, None when
+    nothing would be spent)."""
     lines = []
     note = (extra or {}).get("simulation")
     if note:
@@ -258,46 +330,229 @@ def _versions(versions: Mapping[str, str]) -> str:
 
 
 def _plan(plan: Any) -> str:
-    rows = "".join(
-        f"<tr><td style='padding-left:{0.5 + 1.2 * d}rem'>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
-        for d, k, v in plan_lines(plan))
-    return (f"<p>{html.escape(type(plan).__name__)}, digest <code>{html.escape(plan.digest()[:16])}</code>. "
-            f"Every setting that shapes a number:</p><table><tbody>{rows}</tbody></table>")
+    """The plan in sentences (:func:`core.report_words.plan_sections`), each sub-plan under its label."""
+    parts = [f"<p class='muted'>{html.escape(type(plan).__name__)}, digest "
+             f"<code>{html.escape(plan.digest()[:16])}</code>.</p>"]
+    for heading, sentences in plan_sections(plan):
+        if heading:
+            parts.append(f"<h3>{html.escape(heading)}</h3>")
+        parts.append("<ul class='plan'>" + "".join(f"<li>{html.escape(s)}</li>" for s in sentences) + "</ul>")
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------------------------------ the parts
+
+@dataclasses.dataclass
+class ReportParts:
+    """What one report shows, read either from a result or from its saved JSON report."""
+
+    page: str
+    question: str
+    plan: Any
+    headline: dict
+    uncertainty: dict
+    tables: dict
+    ledger_text: str | None
+    ledger_frame: pd.DataFrame | None
+    report: dict
+    extra: Mapping[str, Any] | None = None
+
+    @property
+    def project(self) -> Mapping[str, Any] | None:
+        return self.report.get("project_ledger")
+
+
+def parts_of_result(result: Result, report: Mapping[str, Any], *, page: str, question: str,
+                    tables: Mapping[str, pd.DataFrame], ledger, extra) -> ReportParts:
+    text = None if ledger is None else ledger_statement(ledger, result.plan)
+    frame = None if ledger is None else ledger.to_frame()
+    return ReportParts(page=page, question=question or str(report.get("question") or ""), plan=result.plan,
+                       headline=dict(result.headline()), uncertainty=dict(result.headline_uncertainty()),
+                       tables=dict(tables), ledger_text=text, ledger_frame=frame, report=dict(report),
+                       extra=extra if extra is not None else report.get("extra"))
+
+
+def parts_of_report(report: Mapping[str, Any], question: str = "") -> ReportParts:
+    """The parts of a saved report (the JSON a page exports); the plan is rebuilt with ``load_plan``."""
+    report = migrate(dict(report))
+    ledger = report.get("ledger") or None
+    frame = None
+    if ledger and ledger.get("spends") is not None:
+        frame = table_from_records(ledger["spends"])
+    headline = {str(k): (float("nan") if v is None else v) for k, v in (report.get("headline") or {}).items()}
+    return ReportParts(page=str(report.get("page") or ""), question=question or str(report.get("question") or ""),
+                       plan=load_plan(report), headline=headline,
+                       uncertainty={str(k): str(v) for k, v in (report.get("headline_uncertainty") or {}).items()},
+                       tables={str(n): table_from_records(r) for n, r in (report.get("tables") or {}).items()},
+                       ledger_text=(ledger or {}).get("statement"), ledger_frame=frame, report=report,
+                       extra=report.get("extra"))
+
+
+# ------------------------------------------------------------------------------------------ first page
+
+def key_numbers(headline: Mapping[str, Any], limit: int = FIRST_PAGE_NUMBERS) -> dict:
+    """The first ``limit`` headline numbers (a result lists the ones a stakeholder quotes first)."""
+    return dict(list(headline.items())[:limit])
+
+
+def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
+    """The answer in one or two sentences, read from the headline: its first numbers with their
+    uncertainty, or, for an A/B report, how B moves them from A."""
+    items = list(parts.headline.items())[:2]
+    if not items:
+        return ["This result quotes no headline number; see the tables below."]
+    out = []
+    for name, value in items:
+        words = parts.uncertainty.get(name)
+        text = f"{readable_name(str(name)).capitalize()} is {format_number(value)}"
+        if comparison is not None:
+            row = comparison.headline[comparison.headline["number"] == name]
+            if len(row):
+                r = row.iloc[0]
+                text = (f"{readable_name(str(name)).capitalize()} moves from {format_number(float(r['A']))} under A "
+                        f"to {format_number(float(r['B']))} under B ({format_signed(float(r['change']))})")
+        out.append(html.escape(text + (f" ({words})" if words and comparison is None else "") + "."))
+    return out
+
+
+def format_signed(value: float) -> str:
+    """A difference with its sign (``+0.25``, ``-3``, ``no change``)."""
+    if value is None or not math.isfinite(float(value)):
+        return "n/a"
+    if abs(value) <= 1e-12:
+        return "no change"
+    return f"{value:+,.4g}"
+
+
+def privacy_sentences(parts: ReportParts) -> list[str]:
+    """Privacy spent and left on the plan's data set (from its project ledger), and what this result's
+    own numbers spend; says so when nothing is spent."""
+    out = []
+    project = parts.project
+    ref = data_ref_of(parts.plan) if parts.plan is not None else None
+    if project and not project.get("unavailable"):
+        key = str(project.get("data_key", "this data set"))
+        totals, cap = project.get("totals") or {}, project.get("cap")
+        n = int(totals.get("n_releases", 0) or 0)
+        unit = str((cap or {}).get("unit", "epsilon"))
+        spent = totals.get("rho") if unit == "rho" else totals.get("epsilon", 0.0)
+        spent = float(spent or 0.0)
+        if n == 0:
+            out.append(f"Nothing has been spent on data set {key} yet: no release is recorded.")
+        else:
+            out.append(f"Spent on data set {key} so far: {unit} {format_number(spent)} over {n} release(s).")
+        if cap:
+            amount = float(cap.get("amount", 0.0))
+            out.append(f"Left under the curator's cap of {unit} {format_number(amount)}: "
+                       f"{unit} {format_number(max(amount - spent, 0.0))}.")
+        elif project.get("no_cap"):
+            out.append("The curator chose to set no cap for this data set.")
+        else:
+            out.append("No cap is set for this data set yet, so what is left cannot be stated.")
+    elif project and project.get("unavailable"):
+        out.append("The data set's project ledger could not be read when this report was made.")
+    elif ref is None:
+        out.append("The plan uses no data set, so no privacy budget is spent.")
+    else:
+        out.append("This report carries no project ledger of its data set (it was made outside the "
+                   "dashboard), so the budget spent so far is not stated.")
+    if parts.ledger_text is None:
+        out.append("The numbers in this report spend nothing: they are computed from the plan or simulated.")
+    else:
+        out.append("The numbers in this report are seeded simulations and spend nothing; a real release "
+                   "with this plan would spend what the ledger section states.")
+    return [html.escape(s) for s in out]
+
+
+def _first_page(parts: ReportParts, figure: Any, comparison, created: str) -> str:
+    title = html.escape(parts.page or "Result")
+    subtitle = " (scenario B compared with A)" if comparison is not None else ""
+    numbers = key_numbers(parts.headline)
+    body = [f"<h1>{title}</h1><p class='muted'>Report made {html.escape(created)} (UTC){subtitle}.</p>",
+            f"<h2>The question</h2><p>{html.escape(parts.question) or 'See the page this report came from.'}</p>",
+            "<h2>The answer</h2>" + "".join(f"<p>{s}</p>" for s in answer_sentences(parts, comparison)),
+            "<h2>Key numbers</h2>" + _headline(numbers, parts.uncertainty),
+            "<h2>Privacy spent and left</h2>" + "".join(f"<p>{s}</p>" for s in privacy_sentences(parts))]
+    if figure is not None:
+        body.append(f"<h2>The main figure</h2>{_figures([figure], first=True)}")
+    return f"<section class='first-page'>{''.join(body)}</section>"
+
+
+# ------------------------------------------------------------------------------------------------ A/B
+
+def _delta_table(delta: pd.DataFrame) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("number", "A (pinned)", "B (current)", "B − A", "change (% of A)"))
+    rows = []
+    for r in delta.itertuples(index=False):
+        pct = "n/a" if not math.isfinite(float(r.change_pct)) else f"{float(r.change_pct):+.1f}%"
+        rows.append(f"<tr><td>{html.escape(readable_name(str(r.number)))}</td>"
+                    f"<td class='num'>{format_number(float(r.A))}</td><td class='num'>{format_number(float(r.B))}</td>"
+                    f"<td class='num signed'>{html.escape(format_signed(float(r.change)))}</td>"
+                    f"<td class='num'>{html.escape(pct)}</td></tr>")
+    return f"<table class='delta'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _ab_section(a: ReportParts, b: ReportParts, comparison, overlays: Sequence[Any]) -> str:
+    """Both plans in words, what differs between them, the signed differences and the overlays."""
+    sa, sb = plan_sentences(a.plan), plan_sentences(b.plan)
+    only_a, only_b = [s for s in sa if s not in sb], [s for s in sb if s not in sa]
+    changed = ("<p>A and B have the same settings.</p>" if not (only_a or only_b) else
+               "<table class='changes'><thead><tr><th>A (pinned)</th><th>B (current)</th></tr></thead><tbody>"
+               "<tr><td><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in only_a) + "</ul></td><td><ul>"
+               + "".join(f"<li>{html.escape(s)}</li>" for s in only_b) + "</ul></td></tr></tbody></table>")
+    return ("<h2>Scenario A against scenario B</h2>"
+            "<p>A is the scenario pinned on the page (kept as it was, never rerun); B is the current one. "
+            "Every difference is B − A with its sign.</p>"
+            f"<h3>Signed differences of the headline numbers</h3>{_delta_table(comparison.headline)}"
+            + (f"<h3>The page's figures, A and B overlaid</h3>{_figures(list(overlays))}" if overlays else "")
+            + f"<h3>What differs between the two plans</h3>{changed}"
+            + f"<h3>Plan A in words</h3><div class='plan-a'>{_plan(a.plan)}</div>"
+            + f"<h3>Plan B in words</h3><div class='plan-b'>{_plan(b.plan)}</div>")
 
 
 # ---------------------------------------------------------------------------------------------- HTML
 
-def report_html(result: Result, *, page: str, question: str = "", figures: Iterable[Any] = (),
-                report: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None,
-                tables: Mapping[str, pd.DataFrame] | None = None, ledger=None,
-                file_name: str = "report.json") -> str:
-    """The stakeholder report of ``result`` as one self-contained HTML document (a string)."""
-    tables = dict(result.tables() if tables is None else tables)
-    ledger = result.ledger() if ledger is None else ledger
-    report = dict(report) if report is not None else build_report(result, page=page, ledger=ledger,
-                                                                   extra=extra, tables=tables)
+def _tables_once(tables: Mapping[str, pd.DataFrame]) -> str:
+    return "".join(f"<div class='table'><h3>{html.escape(name)}</h3>{_table(df)}</div>"
+                   for name, df in tables.items()) or "<p class='muted'>No tables.</p>"
+
+
+def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: ReportParts | None = None,
+                  overlays: Sequence[Any] = (), file_name: str = "report.json") -> str:
+    """The report of ``parts`` as one self-contained HTML document; with ``compare`` (scenario A's parts)
+    an A/B report of ``parts`` as B."""
+    comparison = None
+    if compare is not None:
+        from core.compare import compare_reports
+        comparison = compare_reports(compare.report, parts.report)
+    figures, overlays = list(figures), list(overlays)
+    main = overlays[0] if overlays else (figures[0] if figures else None)
+    rest_overlays = overlays[1:] if overlays else []
+    rest_figures = figures if overlays else figures[1:]
+    report = parts.report
     versions = report.get("versions") or package_versions()
     created = report.get("created_utc") or datetime.now(timezone.utc).isoformat(timespec="seconds")
-    embedded = report_json(report).replace("</", "<\\/")
+    shown = {k: v for k, v in report.items() if k != "figures"}
+    embedded = report_json(shown).replace("</", "<\\/")
     command = REPRODUCE_COMMAND.format(file=file_name)
-    title = html.escape(page or "Result")
-    table_parts = "".join(f"<h3>{html.escape(name)}</h3>{_table(df)}" for name, df in tables.items())
-    sections = [
-        f"<h1>{title}</h1><p class='muted'>Report made {html.escape(created)} (UTC).</p>",
-        f"<h2>The question</h2><p>{html.escape(question) or 'See the page this report came from.'}</p>",
-        f"<h2>The plan in plain words</h2>{_plan(result.plan)}",
-        f"<h2>Headline numbers</h2>{_headline(result.headline(), result.headline_uncertainty())}",
-        f"<h2>Uncertainty in the tables</h2>{_uncertainty(tables)}",
-        f"<h2>Figures</h2>{_figures(list(figures))}",
-        f"<h2>Privacy ledger</h2>{_ledger(ledger, result.plan)}",
-        f"<h2>Project privacy ledger of this data set</h2>{project_ledger_html(report.get('project_ledger'))}",
-        f"<h2>Simulation or release</h2>{_simulation(ledger, extra if extra is not None else report.get('extra'))}",
-        f"<h2>Where the data came from</h2>{_provenance(data_ref_of(result.plan))}",
+    title = html.escape(parts.page or "Result")
+    sections = [_first_page(parts, main, comparison, created)]
+    if comparison is not None:
+        sections.append(_ab_section(compare, parts, comparison, rest_overlays))
+    sections += [
+        f"<h2>The plan in plain words</h2>{_plan(parts.plan)}",
+        f"<h2>Headline numbers</h2>{_headline(parts.headline, parts.uncertainty)}",
+        f"<h2>Uncertainty in the tables</h2>{_uncertainty(parts.tables)}",
+        f"<h2>Figures</h2>{_figures(rest_figures, first=main is None)}" if rest_figures or main is None else "",
+        f"<h2>Privacy ledger</h2>{_ledger_parts(parts)}",
+        f"<h2>Project privacy ledger of this data set</h2>{project_ledger_html(parts.project)}",
+        f"<h2>Simulation or release</h2>{_simulation(parts.ledger_text, parts.extra)}",
+        f"<h2>Where the data came from</h2>{_provenance(data_ref_of(parts.plan))}",
         f"<h2>Package versions</h2>{_versions(versions)}",
         "<h2>Reproduce these numbers</h2><p>Save the JSON report embedded in this file (or downloaded "
         f"next to it) as <code>{html.escape(file_name)}</code> and run:</p><pre>{html.escape(command)}</pre>"
         "<p class='muted'>It reruns the plan and checks that every table comes out the same.</p>",
-        f"<h2>Tables</h2>{table_parts or '<p class=muted>No tables.</p>'}",
+        f"<h2>Tables</h2>{_tables_once(parts.tables)}",
     ]
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
@@ -306,6 +561,48 @@ def report_html(result: Result, *, page: str, question: str = "", figures: Itera
             f"<title>{title}: report</title><style>{_STYLE}</style></head><body>"
             + "".join(sections)
             + f"<script type='application/json' id='report-json'>{embedded}</script></body></html>")
+
+
+def report_html(result: Result, *, page: str, question: str = "", figures: Iterable[Any] = (),
+                report: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None,
+                tables: Mapping[str, pd.DataFrame] | None = None, ledger=None,
+                file_name: str = "report.json", compare: Mapping[str, Any] | None = None,
+                overlays: Iterable[Any] = ()) -> str:
+    """The stakeholder report of ``result`` as one self-contained HTML document (a string). With
+    ``compare`` (the saved report of a pinned scenario A) it is an A/B report of ``result`` as B, with
+    the page's ``overlays`` (A and B drawn on one figure)."""
+    tables = dict(result.tables() if tables is None else tables)
+    ledger = result.ledger() if ledger is None else ledger
+    report = dict(report) if report is not None else build_report(result, page=page, ledger=ledger,
+                                                                   extra=extra, tables=tables)
+    parts = parts_of_result(result, report, page=page, question=question, tables=tables, ledger=ledger,
+                            extra=extra)
+    other = parts_of_report(compare) if compare is not None else None
+    return render_report(parts, figures=list(figures), compare=other, overlays=list(overlays),
+                         file_name=file_name)
+
+
+def stored_figures(report: Mapping[str, Any]) -> list:
+    """The figures a page stored in its exported report (plotly JSON), as plotly figures."""
+    import plotly.io as pio
+    out = []
+    for item in report.get("figures") or []:
+        try:
+            out.append(pio.from_json(json.dumps(item)))
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
+def report_html_from_json(report: Mapping[str, Any], *, compare: Mapping[str, Any] | None = None,
+                          figures: Sequence[Any] | None = None, overlays: Sequence[Any] = (),
+                          question: str = "", file_name: str = "report.json") -> str:
+    """The same report made from a saved JSON report alone (the command line's ``report``): the figures the
+    page stored in it unless ``figures`` are given."""
+    parts = parts_of_report(report, question)
+    other = parts_of_report(compare) if compare is not None else None
+    shown = stored_figures(report) if figures is None else list(figures)
+    return render_report(parts, figures=shown, compare=other, overlays=overlays, file_name=file_name)
 
 
 # ----------------------------------------------------------------------------------------------- PDF
