@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -13,7 +14,7 @@ from core.census.analytic import district_variances  # noqa: E402
 from core.census.geography_data import Hierarchy  # noqa: E402
 from core.census.mechanism_comparison import gg_metrics  # noqa: E402
 from core.privacy.calibration import calibrate_generalized_gaussian, gg_scale_by_bisection  # noqa: E402
-from core.census.toydown import toydown  # noqa: E402
+from core.census.toydown import draw_node_noise, toydown  # noqa: E402
 
 # Peer ToyDown (scipy path, L2 objective, eps = 1 split equally over all levels incl. the root,
 # leaves ~ Poisson(50)): median seconds per run and leaf MAE, from the shared peer-baseline notes.
@@ -36,6 +37,48 @@ def bench_large_toydown() -> None:
     eps = [0.2] * h.depth
     t = _timed(lambda: toydown(h, counts, eps, nonnegative=True, rng=rng))
     print(f"ToyDown non-negative, {h.n_leaves:,} leaves, 4 levels below the root: {t:.2f} s per run (target <= 3 s)")
+
+
+def _cpu_and_peak(func) -> tuple[float, float]:
+    """CPU seconds of one call and the peak of memory it allocated on top of what was live (numpy
+    reports its arrays to tracemalloc), in MB."""
+    tracemalloc.start()
+    t0 = time.process_time()
+    func()
+    cpu = time.process_time() - t0
+    peak = tracemalloc.get_traced_memory()[1] / 1e6
+    tracemalloc.stop()
+    return cpu, peak
+
+
+def bench_national_toydown() -> None:
+    """ToyDown on a national-size tree (fan-outs 50 x 60 x 50 x 55 = 8.25 million leaves) and two smaller
+    trees of the same shape, beside the floor every ToyDown run pays: noise for every node plus one
+    grouped sum per level. The growth exponent is log(cost ratio) / log(leaf ratio) between sizes."""
+    rows = []
+    for last in (5, 16, 55):
+        h = Hierarchy.homogeneous([50, 60, 50, last])
+        counts = np.random.default_rng(3).poisson(40, h.n_leaves)
+        eps = [0.2] * h.depth
+
+        def floor():
+            noise = draw_node_noise(h, eps, "laplace", 2.0, None, np.random.default_rng(0))
+            return h.aggregate(counts) + noise
+        f_cpu, f_mem = _cpu_and_peak(floor)
+        p_cpu, _ = _cpu_and_peak(lambda: toydown(h, counts, eps, rng=np.random.default_rng(0)))
+        n_cpu, n_mem = _cpu_and_peak(lambda: toydown(h, counts, eps, nonnegative=True, rng=np.random.default_rng(0)))
+        rows.append((h.n_leaves, f_cpu, f_mem, p_cpu, n_cpu, n_mem))
+        del h, counts
+    print("ToyDown size curve (CPU s; peak MB allocated by the call; exponent vs the previous size):")
+    print(f"  {'leaves':>10} {'floor s':>8} {'floor MB':>9} {'plain s':>8} {'non-neg s':>10} {'x floor':>8} "
+          f"{'non-neg MB':>11} {'x floor':>8} {'exponent':>9}")
+    for i, (n, f_cpu, f_mem, p_cpu, n_cpu, n_mem) in enumerate(rows):
+        grow = "" if i == 0 else f"{np.log(n_cpu / rows[i - 1][4]) / np.log(n / rows[i - 1][0]):.2f}"
+        print(f"  {n:>10,} {f_cpu:8.2f} {f_mem:9.0f} {p_cpu:8.2f} {n_cpu:10.2f} {n_cpu / f_cpu:8.1f} "
+              f"{n_mem:11.0f} {n_mem / f_mem:8.2f} {grow:>9}")
+    n, f_cpu, f_mem, _, n_cpu, n_mem = rows[-1]
+    print(f"ToyDown non-negative on {n:,} leaves: {n_cpu:.2f} s CPU (target < 2 s), {n_cpu / f_cpu:.1f}x the floor "
+          f"(target <= 8x); peak memory {n_mem / f_mem:.2f}x the floor's (target <= 2x)")
 
 
 def bench_county_runs() -> None:
@@ -133,6 +176,7 @@ def bench_page() -> None:
 if __name__ == "__main__":
     print("Timings on a shared 2-core machine; other work may be running.")
     bench_large_toydown()
+    bench_national_toydown()
     bench_county_runs()
     bench_district_variance()
     bench_peer_toydown()

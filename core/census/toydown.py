@@ -72,14 +72,17 @@ def _starts(h: Hierarchy, lvl: int) -> np.ndarray:
 
 
 def consistent_top_down(h: Hierarchy, estimates: np.ndarray, nonnegative: bool = False, integer: bool = False,
-                        fixed_through_level: int = -1, root: np.ndarray | None = None) -> np.ndarray:
+                        fixed_through_level: int = -1, root: np.ndarray | None = None,
+                        overwrite: bool = False) -> np.ndarray:
     """Post-process per-node estimates into consistent counts, level by level from the root (Alg. 2).
 
     Levels 0..fixed_through_level keep ``estimates`` as given (invariant levels); ``root``
-    overrides the root's value. Each lower level is fitted to its already-fixed parents.
+    overrides the root's value. Each lower level is fitted to its already-fixed parents. With
+    ``overwrite`` the fitted values replace the estimates in their own array (a level is read
+    before it is written), which saves one node array on a national tree.
     """
     est = np.asarray(estimates, dtype=float)
-    alpha = np.empty_like(est)
+    alpha = est if overwrite and est is estimates else np.empty_like(est)
     start_level = max(fixed_through_level, 0)
     if fixed_through_level >= 0:
         stop = h.level_offsets[fixed_through_level + 1]
@@ -110,9 +113,11 @@ def toydown(h: Hierarchy, leaf_counts, eps_by_level, mechanism: str | NoiseMecha
     ``eps_by_level`` is in the mechanism's unit (epsilon for Laplace/geometric, rho for the Gaussians).
     """
     counts = h.aggregate(leaf_counts)
-    noise = draw_node_noise(h, eps_by_level, mechanism, sensitivity,
+    noisy = draw_node_noise(h, eps_by_level, mechanism, sensitivity,
                             None if counts.ndim == 1 else counts.shape[1], rng)
-    return consistent_top_down(h, counts + noise, nonnegative=nonnegative, integer=integer)
+    noisy += counts                       # in place: a national tree holds one node array, not three
+    del counts
+    return consistent_top_down(h, noisy, nonnegative=nonnegative, integer=integer, overwrite=True)
 
 
 @dataclass(frozen=True)

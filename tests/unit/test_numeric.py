@@ -65,3 +65,49 @@ def test_projection_refuses_negative_totals_and_accepts_empty_input():
     with pytest.raises(ValueError, match="non-negative"):
         project_to_simplex(np.ones(2), np.zeros(2, int), np.array([-1.0]))
     assert project_to_simplex(np.zeros(0), np.zeros(0, int), np.zeros(0)).shape == (0,)
+
+
+@pytest.mark.parametrize("layout", ["equal", "ragged", "interleaved"])
+def test_every_layout_gives_the_per_group_rule(layout):
+    """Equal contiguous groups (a reshape), ragged contiguous groups (a padded table) and interleaved
+    groups (the two-key sort) all give the reference answer, ties to the earlier element included."""
+    rng = np.random.default_rng(7)
+    sizes = np.full(40, 6) if layout == "equal" else rng.integers(0, 9, 40)
+    gid = np.repeat(np.arange(40), sizes)
+    if layout == "interleaved":
+        gid = rng.permutation(gid)
+    quotas = np.round(np.abs(rng.normal(3, 2, gid.size)), 1)      # rounded: many equal fractions
+    totals = np.floor(np.bincount(gid, weights=quotas, minlength=40)) + rng.integers(0, 3, 40)
+    values = rng.normal(0, 2, gid.size)
+    caps = np.abs(rng.normal(4, 2, 40))
+    rounded = largest_remainder(quotas, gid, totals)
+    projected = project_to_simplex(values, gid, caps)
+    for g in range(40):
+        members = np.flatnonzero(gid == g)
+        np.testing.assert_array_equal(rounded[members], reference_rounding(quotas[members], totals[g]))
+        if members.size:
+            np.testing.assert_allclose(projected[members], reference_projection(values[members], caps[g]), atol=1e-12)
+
+
+def test_toydown_sorts_each_level_once_whatever_its_number_of_parents():
+    """Work is counted, not timed: non-negative ToyDown takes one row sort per level below the root
+    (two with integer rounding), none of them an indirect two-key sort, on a regular and a ragged tree."""
+    from core.census.toydown import toydown
+    from core.geography.hierarchy import Hierarchy
+    from core.numeric import SORTS
+
+    regular = Hierarchy.homogeneous([3, 4, 5, 6])
+    rng = np.random.default_rng(0)
+    ids = [np.repeat(np.arange(4), [1, 5, 2, 2])[rng.integers(0, 10, 500)]]
+    ids += [ids[0] * 10 + rng.integers(0, 7, 500), np.arange(500)]
+    ragged = Hierarchy.from_unit_ids(ids)
+    for tree in (regular, ragged):
+        for integer, per_level in ((False, 1), (True, 2)):
+            before = dict(SORTS)
+            counts = rng.poisson(20, tree.n_leaves)
+            out = toydown(tree, counts, [0.5] * tree.depth, nonnegative=True, integer=integer, rng=rng)
+            assert SORTS["rows"] - before["rows"] == per_level * (tree.depth - 1)
+            assert SORTS["lexsort"] == before["lexsort"]
+            assert out.min() >= 0
+            for lvl in range(tree.depth - 1):
+                np.testing.assert_allclose(tree.sum_children(out, lvl), out[tree.level_slice(lvl)], atol=1e-6)
