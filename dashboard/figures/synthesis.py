@@ -36,37 +36,147 @@ def _band(fig: go.Figure, x, lo, hi, color: str, group: str, row=None, col=None)
                     legendgroup=group, **kw)
 
 
+#: Up to this many groups every line is drawn in its own colour (about what one categorical palette keeps
+#: apart); beyond it only the highlighted ones are.
+ALL_COLOURED = 10
+#: Thin grey for the groups that are not highlighted (drawn first, under the coloured ones, no bands).
+GREY = "#C4C4C4"
+HIGHLIGHT_COLORS = ("#D62728", "#9467BD", "#FF7F0E", "#1F77B4", "#2CA02C", "#8C564B", "#E377C2", "#17BECF")
+SIZE_NOTE = ("n: the group's real training rows, the rows its error is measured against (the same numbers as the "
+             "Smallest strata table). The Strata setup table counts every row, the held-out test rows included, "
+             "so its sizes are larger.")
+
+
+def highlighted_groups(worst: pd.DataFrame | None, sizes: dict[str, int], n_worst: int = 3,
+                       n_smallest: int = 3) -> dict[str, str]:
+    """Which groups to colour, and why: the groups the result names worst (``worst_groups``' names,
+    those at the largest epsilon first, then by how often they are worst) and the smallest by real rows.
+
+    Only picks names from the result's views; it computes no number of its own. Returns
+    {group: reason}, worst first.
+    """
+    out: dict[str, str] = {}
+    if worst is not None and len(worst) and "worst_group_name" in worst:
+        named = worst[worst["worst_group_name"].map(lambda g: isinstance(g, str))]
+        top = named[named["epsilon"] == named["epsilon"].max()]["worst_group_name"].tolist()
+        by_count = named["worst_group_name"].value_counts(sort=True).index.tolist()
+        for g in dict.fromkeys(top + by_count):
+            if len(out) >= n_worst:
+                break
+            out[g] = "worst"
+    present = [g for g, n in sorted(sizes.items(), key=lambda kv: (kv[1], kv[0])) if n > 0]
+    for g in present[:n_smallest]:
+        out[g] = "worst, smallest" if out.get(g) == "worst" else "smallest"
+    return out
+
+
+def _group_name(g: str, sizes: dict[str, int] | None, why: str | None = None) -> str:
+    size = f"n={sizes[g]:,}" if sizes and g in sizes else ""
+    extra = ", ".join(x for x in (size, why) if x)
+    return f"{g} ({extra})" if extra else g
+
+
 def group_curves_figure(curves: pd.DataFrame, metric: str, sizes: dict[str, int] | None = None,
-                        bands: bool = True, log_y: bool = False) -> go.Figure:
+                        bands: bool = True, log_y: bool = False, highlight: dict[str, str] | None = None,
+                        facets: bool = False) -> go.Figure:
     """Metric against epsilon, one line per group, stratified and pooled side by side (shared y axis).
 
-    ``curves`` holds epsilon, method, group, mean, min, max (from core.synthesis.sweep.curve_table).
+    ``curves`` holds epsilon, method, group, mean, min, max (from the sweep's ``curves`` view) and
+    ``sizes`` each group's real rows (its ``real_rows`` column). With more than ALL_COLOURED groups only
+    the ``highlight`` groups (see :func:`highlighted_groups`) are coloured, labelled at their line's end
+    and banded; the rest are thin grey lines under them, with one legend entry. ``facets`` draws small
+    multiples instead (:func:`group_facets_figure`).
     """
+    if facets:
+        return group_facets_figure(curves, metric, sizes, bands, log_y, highlight)
     groups = list(pd.unique(curves.sort_values("group")["group"]))
     if sizes:
         groups.sort(key=lambda g: -sizes.get(g, 0))
+    crowded = len(groups) > ALL_COLOURED
+    marked = dict(highlight or {}) if crowded else {}
     palette = pcolors.qualitative.Dark24
+    colors = ({g: HIGHLIGHT_COLORS[i % len(HIGHLIGHT_COLORS)] for i, g in enumerate(marked)} if crowded
+              else {g: palette[i % len(palette)] for i, g in enumerate(groups)})
+    # grey first so the coloured lines sit on top of them
+    order = [g for g in groups if g not in colors] + [g for g in marked if g in groups] if crowded else groups
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
                         subplot_titles=("Stratified: one model per group", "Pooled: one model for everyone"))
+    grey_shown = False
     for c, method in enumerate(("stratified", "pooled"), start=1):
         part = curves[curves["method"] == method]
-        for i, g in enumerate(groups):
+        for g in order:
             d = part[part["group"] == g].sort_values("epsilon")
             if d.empty:
                 continue
-            color = palette[i % len(palette)]
-            name = f"{g} (n={sizes[g]:,})" if sizes and g in sizes else g
+            hover = f"{g}<br>epsilon %{{x}}<br>{metric} %{{y:.4f}}<extra>{method}</extra>"
+            if g not in colors:
+                n_grey = sum(h not in colors for h in groups)
+                fig.add_scatter(x=d["epsilon"], y=d["mean"], mode="lines", name=f"other groups ({n_grey})",
+                                legendgroup="other groups", showlegend=not grey_shown, opacity=0.8,
+                                line=dict(color=GREY, width=1), row=1, col=c, hovertemplate=hover)
+                grey_shown = True
+                continue
+            color = colors[g]
             if bands and (d["max"] > d["min"]).any():
                 _band(fig, d["epsilon"], d["min"], d["max"], color, g, 1, c)
-            fig.add_scatter(x=d["epsilon"], y=d["mean"], mode="lines+markers", name=name, legendgroup=g,
-                            showlegend=c == 1, line=dict(color=color), row=1, col=c,
-                            hovertemplate=f"{g}<br>epsilon %{{x}}<br>{metric} %{{y:.4f}}<extra>{method}</extra>")
+            kw = {}
+            if crowded:      # a label at the line's end: colour is not the only way to tell the lines apart
+                kw = dict(mode="lines+markers+text", text=[""] * (len(d) - 1) + [g], textposition="top left",
+                          textfont=dict(color=color, size=11), line=dict(color=color, width=2.5))
+            else:
+                kw = dict(mode="lines+markers", line=dict(color=color))
+            fig.add_scatter(x=d["epsilon"], y=d["mean"], name=_group_name(g, sizes, marked.get(g)), legendgroup=g,
+                            showlegend=c == 1, row=1, col=c, hovertemplate=hover, **kw)
     fig.update_xaxes(type="log", title_text="epsilon (log scale)")
     fig.update_yaxes(title_text=METRIC_LABELS.get(metric, metric), row=1, col=1)
     if log_y:
         fig.update_yaxes(type="log")
-    fig.update_layout(height=480, margin=dict(t=60, b=40, l=60, r=10), legend=dict(font=dict(size=11)),
-                      title="Per-group error against the privacy budget (bands: min to max over seeds)")
+    what = ("coloured: the worst and the smallest groups, grey: the rest; " if crowded else "") + \
+        "bands: min to max over seeds"
+    fig.update_layout(height=480, margin=dict(t=60, b=40, l=60, r=10),
+                      legend=dict(font=dict(size=11), title_text="group (n = training rows)" if sizes else None),
+                      title=f"Per-group error against the privacy budget ({what})")
+    return tidy_log_axes(fig)
+
+
+def group_facets_figure(curves: pd.DataFrame, metric: str, sizes: dict[str, int] | None = None,
+                        bands: bool = True, log_y: bool = False, highlight: dict[str, str] | None = None,
+                        wrap: int = 6) -> go.Figure:
+    """Small multiples: one panel per group (largest first), stratified and pooled in each, shared axes.
+
+    Each panel's title names the group, its real rows and, for highlighted groups, why it is marked."""
+    groups = list(pd.unique(curves.sort_values("group")["group"]))
+    if sizes:
+        groups.sort(key=lambda g: -sizes.get(g, 0))
+    marked = highlight or {}
+    n_cols = max(1, min(wrap, len(groups)))
+    n_rows = max(1, -(-len(groups) // n_cols))
+    titles = [("<b>" + _group_name(g, sizes, marked[g]) + "</b>") if g in marked else _group_name(g, sizes)
+              for g in groups]
+    fig = make_subplots(rows=n_rows, cols=n_cols, shared_xaxes=True, shared_yaxes=True, subplot_titles=titles,
+                        horizontal_spacing=0.02, vertical_spacing=min(0.3 / n_rows, 0.08))
+    for i, g in enumerate(groups):
+        r, c = divmod(i, n_cols)
+        for method, color in METHOD_COLORS.items():
+            d = curves[(curves["method"] == method) & (curves["group"] == g)].sort_values("epsilon")
+            if d.empty:
+                continue
+            if bands and (d["max"] > d["min"]).any():
+                _band(fig, d["epsilon"], d["min"], d["max"], color, method, r + 1, c + 1)
+            fig.add_scatter(x=d["epsilon"], y=d["mean"], mode="lines+markers", name=method, legendgroup=method,
+                            showlegend=i == 0, line=dict(color=color, width=1.5), marker=dict(size=4),
+                            row=r + 1, col=c + 1,
+                            hovertemplate=f"{g}<br>epsilon %{{x}}<br>{metric} %{{y:.4f}}<extra>{method}</extra>")
+    fig.update_annotations(font_size=10)
+    fig.update_xaxes(type="log")
+    fig.update_xaxes(title_text="epsilon", row=n_rows)
+    fig.update_yaxes(title_text=METRIC_LABELS.get(metric, metric).split(" (")[0], col=1)
+    if log_y:
+        fig.update_yaxes(type="log")
+    fig.update_layout(height=140 + 150 * n_rows, margin=dict(t=80, b=40, l=60, r=10),
+                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
+                      title="Per-group error against the privacy budget, one panel per group (largest first"
+                            + ("; bands: min to max over seeds)" if bands else ")"))
     return tidy_log_axes(fig)
 
 

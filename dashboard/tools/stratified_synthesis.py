@@ -291,16 +291,23 @@ with tab_curves:
         st.info(NOT_RUN)
     else:
         st.caption(CURATOR + " " + SIM)
-        p1, p2, p3 = st.columns([2, 1, 1])
+        p1, p2, p3, p4 = st.columns([2, 1, 1, 1])
         metric = p1.selectbox("Error measure", list(sweep.measures), format_func=lambda m: figs.METRIC_LABELS[m],
                               key="ss_metric", persist_state=S)
         bands = p2.checkbox("Bands over seeds", True, key="ss_bands", persist_state=S)
         log_y = p3.checkbox("Log y axis", False, key="ss_logy", persist_state=S)
+        facets = p4.checkbox("One panel per group", False, key="ss_facets", persist_state=S,
+                             help="Small multiples: each group in its own panel, stratified and pooled together.")
         group_curves = sweep.curves(metric)
         sizes = group_curves.groupby("group")["real_rows"].first().to_dict()
         group_curves = group_curves.drop(columns="real_rows")
-        st.plotly_chart(figs.group_curves_figure(group_curves, metric, sizes, bands, log_y), width="stretch",
-                        key="ss_group_chart")
+        # the worst groups are the result's own view (defined for the error measures, not accuracy)
+        marked = figs.highlighted_groups(sweep.worst_groups(metric) if metric != "accuracy" else None, sizes)
+        st.plotly_chart(figs.group_curves_figure(group_curves, metric, sizes, bands, log_y, marked, facets),
+                        width="stretch", key="ss_group_chart")
+        st.caption(figs.SIZE_NOTE + (" With many groups, the worst (" + ("largest error" if metric != "accuracy"
+                   else "not defined for accuracy") + ") and the smallest are coloured and named; the others are grey."
+                   if len(sizes) > figs.ALL_COLOURED and not facets else ""))
         with st.expander("Values behind the curves"):
             show(group_curves)
         if metric == "tvd_2way":
