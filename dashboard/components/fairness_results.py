@@ -31,6 +31,7 @@ from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan, Synthet
 from dashboard.components.params_form import check_shown, field_widget, plan_widget_values
 from dashboard.components.progress import session_memo
 from dashboard.components.report_panel import report_panel, saved_report_loader
+from dashboard.components.run_estimate import run_estimate_notice
 from dashboard.figures import fairness as figs
 
 KEEP = "session"
@@ -204,9 +205,11 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
                + ", ".join(f"{g:g}" for g in sweep.values) + ".")
     digest = base.digest()
     memo_key = f"{key}_results"
-    clicked = st.button("Run the learner", key=f"{key}_run", type="primary",
+    ready = digest in st.session_state.get(memo_key, {}) or frontier_ready(base, copy)
+    may_start = ready or run_estimate_notice(base, key=f"{key}_estimate")
+    clicked = st.button("Run the learner", key=f"{key}_run", type="primary", disabled=not may_start,
                         help="Fits one mixture per slack value; results are kept for these settings.")
-    if not (digest in st.session_state.get(memo_key, {}) or clicked or frontier_ready(base, copy)):
+    if not (ready or clicked):
         st.info("Press **Run the learner** to trace the accuracy-fairness frontier "
                 f"({len(sweep.values)} values × {sweep.T} rounds).")
         return {}

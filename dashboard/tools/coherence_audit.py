@@ -28,6 +28,7 @@ from dashboard.components.ledger_badge import record_release, release_entry  # n
 from dashboard.components.params_form import (check_shown, field_key, field_widget, params_widgets,  # noqa: E402
                                               plan_widget_values)
 from dashboard.components.progress import progress_bar, run_with_progress  # noqa: E402
+from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.dataset_picker import choice_of, pick_microdata  # noqa: E402
@@ -515,9 +516,11 @@ with run_area:   # messages, progress and errors sit by the Run button
     # shown with a warning until the user runs again.
     result = None
     stored = st.session_state.get("coh_result")
+    may_start = plan is None or run_estimate_notice(plan.replace(compare=True, theory=None), raw,
+                                                    key="coh_estimate", run=run)
     if plan is not None and (plan.compare or plan.sweep is not None):
         heavy = plan.replace(theory=None)
-        fresh = run_clicked or sweep_clicked
+        fresh = (run_clicked or sweep_clicked) and may_start
         same = stored is not None and stored.plan.replace(theory=None) == heavy
         try:
             if not fresh and stored is not None and stored.plan == plan:

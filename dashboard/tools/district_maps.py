@@ -30,6 +30,7 @@ from dashboard.components.budget_input import budget_input  # noqa: E402
 from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import field_key, field_widget, params_widgets, plan_widget_values  # noqa: E402
 from dashboard.components.progress import run_with_progress  # noqa: E402
+from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.uploads_kept import upload_kept  # noqa: E402
 from dashboard.figures import districts as figs  # noqa: E402
@@ -224,6 +225,8 @@ try:
                                           noise_seed),
                         ensemble=ensemble, er=er)
     st.session_state["dm_plan"] = plan
+    if not run_estimate_notice(plan, data, key="dm_estimate", run=run):
+        st.stop()
     result = run_with_progress(run, plan, data, label="Drawing plans and noisy runs", cancel_key="dm_cancel")
     if ledger_ref(plan) is not None:   # the seeded noisy runs: listed apart in the project ledger, never counted
         record_release(release_entry(plan, "District maps", "seeded noisy runs",

@@ -33,6 +33,7 @@ from dashboard.components.params_form import declared_state, field_widget, param
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import progress_bar, run_with_progress  # noqa: E402
 from dashboard.components.release_confirm import release_button, stated_spend  # noqa: E402
+from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.synthesis_widgets import (ME, MR, NO_TARGET, REL, START, P, epsilons_text,  # noqa: E402
                                                    numeric_range_widgets, plan_to_widgets)
@@ -191,8 +192,9 @@ with st.container(border=True):
     if asked.get("setup") != setup_digest:   # new settings: earlier requests belong to the old plan
         asked.clear()
         asked["setup"] = setup_digest
+    may_start = plan is None or run_estimate_notice(plan.replace(sweep=sweep_plan), data, key="ss_estimate")
     a1, a2 = st.columns([1, 3])
-    run_clicked = a1.button("Run sweep", type="primary", key="ss_run", disabled=plan is None,
+    run_clicked = a1.button("Run sweep", type="primary", key="ss_run", disabled=plan is None or not may_start,
                             help="Fits stratified and pooled synthesizers at every epsilon and seed.")
     a2.caption("The sweep fits 2 x epsilons x seeds models and scores each; results are cached, so plot "
                "options and coming back to this page never recompute.")

@@ -1,0 +1,269 @@
+"""Run-time estimates against measured runs, and the fit of their cost coefficients.
+
+``python benchmarks/estimate_bench.py`` (what ``make bench`` runs) times a grid of synthesis sweeps on
+the page's defaults (bundled CPS, strata sex x race, one synthesizer at a time) with a fresh result
+cache, prints predicted and measured seconds and their ratio for each, and ends with the line
+``estimates: predicted/measured within [a, b] on N runs`` (the target: within a factor of 2).
+
+``python benchmarks/estimate_bench.py --fit`` measures a small grid per tool on this machine (CPU-light
+sizes: a few minutes in all) and writes the coefficients to ``core/estimate_costs.json``, together
+with the timing of the speed probe (``core.estimates.probe_seconds``) so a running server can correct
+for how fast its machine is at the moment. Rerun it whenever a synthesizer, learner, audit or chain
+gets faster or slower. The machine's load average is printed because other work on a 2-core machine
+moves every figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ["DASHBOARD_CACHE_DIR"] = tempfile.mkdtemp(prefix="estimate_bench_")   # every run computes
+
+import numpy as np  # noqa: E402
+from scipy.optimize import nnls  # noqa: E402
+
+from core import estimates  # noqa: E402
+from core.contracts import DataRef, make_rng  # noqa: E402
+from core.privacy.accounting import rho_for_epsilon  # noqa: E402
+from core.synthesis import SweepPlan, SynthesisPlan  # noqa: E402
+from core.synthesis.encoding import encode_categories  # noqa: E402
+from core.synthesis.registry import SYNTHESIZERS, AIMParams, GEMParams  # noqa: E402
+from core.synthesis.workflow import prepare  # noqa: E402
+
+COLUMNS = ("sex", "race", "age_band", "education", "marital", "income")
+STRATA = ("sex", "race")
+
+
+def load() -> str:
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def timed(func) -> tuple[object, float]:
+    start = time.perf_counter()
+    out = func()
+    return out, time.perf_counter() - start
+
+
+def cps_frame(columns=COLUMNS):
+    plan = SynthesisPlan(data=DataRef("cps"), columns=tuple(columns), strata=STRATA)
+    frame, _ = prepare(plan)
+    return frame
+
+
+def solve(rows: list[list[float]], seconds: list[float], names: list[str]) -> dict[str, float]:
+    """Non-negative least squares on relative errors (each row divided by its measured seconds)."""
+    a = np.asarray(rows, float)
+    b = np.asarray(seconds, float)
+    w = 1.0 / np.maximum(b, 1e-3)
+    coef, _ = nnls(a * w[:, None], b * w)
+    return {n: float(c) for n, c in zip(names, coef)}
+
+
+# --------------------------------------------------------------------------------------------------
+# --fit
+# --------------------------------------------------------------------------------------------------
+
+#: (rows, number of columns, Params) per synthesizer: sizes that vary each feature, each fit a second or so
+FIT_GRID = {
+    "independent": [(1000, 3, None), (5000, 6, None), (20000, 6, None), (20000, 4, None)],
+    "mst": [(1000, 3, None), (5000, 6, None), (20000, 6, None), (20000, 4, None), (1000, 6, None)],
+    "aim": [(1000, 3, AIMParams(max_rounds=8)), (1000, 6, AIMParams(max_rounds=24)),
+            (5000, 4, AIMParams(max_rounds=48)), (300, 4, AIMParams(max_rounds=16)),
+            (5000, 6, AIMParams(max_rounds=12))],
+    "gem": [(1000, 4, GEMParams(rounds=5, steps=20, batch=250)), (1000, 6, GEMParams(rounds=20, steps=20, batch=500)),
+            (3000, 6, GEMParams(rounds=10, steps=40, batch=1000)), (400, 3, GEMParams(rounds=10, steps=20, batch=250)),
+            (3000, 4, GEMParams(rounds=20, steps=40, batch=500))],
+}
+
+
+def fit_synthesizers(frame) -> dict:
+    """Per synthesizer: single fits over a small grid of rows, columns and settings, NNLS of the seconds
+    on the features of ``core.estimates.fit_features``. GEM's compile time is its first fit of a shape
+    less the second."""
+    out = {}
+    rho = rho_for_epsilon(1.0, 1e-9)
+    for key, grid in FIT_GRID.items():
+        spec = SYNTHESIZERS[key]
+        rows_a, secs, compile_s = [], [], 0.0
+        for i, (n, n_cols, params) in enumerate(grid):
+            params = params or spec.params()
+            cols = COLUMNS[:n_cols]
+            sample = frame.sample(n, random_state=i, replace=n > len(frame))[list(cols)]
+            codes, domain, _ = encode_categories(sample)
+            dims = [domain[c] for c in cols]
+            times = []
+            for rep in range(2):
+                model = spec.build(params)
+                _, took = timed(lambda: model.fit(codes, domain, rho, make_rng(rep)))
+                times.append(took)
+            if key == "gem":
+                compile_s = max(compile_s, times[0] - times[1])
+            took = times[1]
+            feats = estimates.fit_features(key, params, n, dims)
+            rows_a.append([feats["fixed"], feats["data"], feats["units"]])
+            secs.append(took)
+            print(f"  {key:11s} {n:5d} rows x {n_cols} columns, units {feats['units']:.3g}: {took:6.2f} s "
+                  f"(first {times[0]:.2f} s; load {load()})", flush=True)
+        coef = solve(rows_a, secs, ["fixed", "data", "units"])
+        if key == "gem":
+            coef["compile"] = round(compile_s, 3)
+        out[key] = coef
+    return out
+
+
+def fit_scoring(frame, synth_costs: dict) -> dict:
+    """Scoring seconds per sweep point: an independent-marginals sweep on one process at two sizes,
+    less its modelled fits."""
+    os.environ["DASHBOARD_N_JOBS"] = "1"
+    rows_a, secs = [], []
+    costs = estimates.merge_costs(estimates.DEFAULT_COSTS, {"synthesis": {**synth_costs,
+                                                                         "score": {"fixed": 0.0, "data": 0.0}}})
+    from core.synthesis.sweep import run_sweep
+
+    for n in (800, 1500, 6000, 15000):
+        data = frame.sample(n, random_state=1)
+        plan = SynthesisPlan(data=DataRef("cps"), columns=COLUMNS, strata=STRATA, synthesizer="independent",
+                             sweep=SweepPlan(epsilons=(1.0,), seeds=(0,)))
+        if n == 800:               # warm-up: imports and first calls
+            run_sweep(plan, data, n_jobs=1)
+            continue
+        _, took = timed(lambda: run_sweep(plan, data, n_jobs=1))
+        shape = estimates.sweep_shape(plan, data)
+        fits = estimates.sweep_seconds(shape, costs, n_workers=1)
+        rows_a.append([2.0, 2.0 * shape.rows * len(COLUMNS) / 1e5 * shape.n_trees / 20.0])
+        secs.append(max(took - fits, 0.01))
+        print(f"  scoring {n:5d} rows: sweep {took:.2f} s, fits {fits:.2f} s (load {load()})", flush=True)
+    os.environ.pop("DASHBOARD_N_JOBS", None)
+    return solve(rows_a, secs, ["fixed", "data"])
+
+
+def two_point(label: str, run, sizes, units_of) -> dict[str, float]:
+    """Seconds of ``run(size, seed)`` at two sizes (after a warm-up run at the first size with another
+    seed) -> fixed seconds and seconds per unit (``units_of(size)``)."""
+    secs, units = [], []
+    run(sizes[0], 1)
+    for size in sizes:
+        _, took = timed(lambda: run(size, 0))
+        secs.append(took)
+        units.append(units_of(size))
+        print(f"  {label} {size}: {took:.2f} s (load {load()})", flush=True)
+    per = max((secs[1] - secs[0]) / max(units[1] - units[0], 1e-9), 0.0)
+    return {"fixed": max(secs[0] - per * units[0], 0.0), "per": per}
+
+
+def fit_learner() -> dict:
+    from core.fairness.frontier import FrontierPlan, trade_off_frontier
+    from core.fairness.learning_data import compas_learning_data
+    from benchmarks.fairness_bench import pooled_constraints
+
+    data = compas_learning_data()
+    cons = pooled_constraints(data.n, 300, 0)
+    cons = cons.assign(i=data.rows[cons["i"]], j=data.rows[cons["j"]])
+    os.environ["DASHBOARD_N_JOBS"] = "1"
+    res = two_point("learner rounds", lambda t, seed: trade_off_frontier(cons, FrontierPlan(gammas=(0.0, 0.3), T=t, seed=seed)),
+                    (50, 250), lambda t: 2 * t)
+    os.environ.pop("DASHBOARD_N_JOBS", None)
+    return {"fixed": res["fixed"], "per_round": res["per"]}
+
+
+def fit_group_fairness() -> dict:
+    from core.fairness.group_fairness_plan import GroupFairnessPlan, LexifairPlan
+    from core.fairness.group_fairness_plan import lexifair_subrun as sub
+
+    res = two_point("lexifair rounds", lambda r, seed: sub(GroupFairnessPlan(
+        seed=seed, ranking=None, companion=None, lexifair=LexifairPlan(columns=("sex", "race"), levels=1, rounds=r))),
+        (50, 300), lambda r: r)
+    return {"fixed": res["fixed"], "per_round": res["per"]}
+
+
+def fit_coherence() -> dict:
+    from core.coherence import AuditPlan, run
+    from core.coherence.plan import RowSample
+
+    res = two_point("audit trials", lambda t, seed: run(AuditPlan(rows=RowSample(2000), trials=t, seed=seed)),
+                    (2, 8), lambda t: t * 3 * 2 * 0.2)
+    return {"fixed": res["fixed"], "per_fit": res["per"]}
+
+
+def fit_districts() -> dict:
+    from core.districts import DistrictPlan, run
+
+    base = DistrictPlan(grid_fanouts=(16, 4, 16))
+
+    def one(runs, seed):
+        return run(base.replace(noise=base.noise.replace(runs=runs, seed=seed)))
+    res = two_point("district noisy runs", one, (4, 24), lambda r: r * 1024 / 4096.0)
+    return {"fixed": res["fixed"], "per_run": res["per"]}
+
+
+def fit(out_path: Path) -> None:
+    print(f"Fitting estimate costs on this machine (load {load()}, {os.cpu_count()} cores)", flush=True)
+    probe = estimates.probe_seconds()
+    frame = cps_frame()
+    synth = fit_synthesizers(frame)
+    synth["score"] = fit_scoring(frame, synth)
+    costs = {"probe_seconds": probe, "fitted": time.strftime("%Y-%m-%d %H:%M"), "load": os.getloadavg()[0],
+             "band": estimates.DEFAULT_BAND, "synthesis": synth}
+    for name, func in (("learner", fit_learner), ("group_fairness", fit_group_fairness),
+                       ("coherence", fit_coherence), ("districts", fit_districts)):
+        try:
+            costs[name] = func()
+        except Exception as exc:   # one tool's failure keeps the others' coefficients (and says so)
+            print(f"  {name}: not fitted ({type(exc).__name__}: {exc}); its defaults stay", flush=True)
+    probe_after = estimates.probe_seconds()
+    costs["probe_seconds"] = float(np.sqrt(probe * probe_after))   # the machine's speed over the fit
+    out_path.write_text(json.dumps(costs, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {out_path} (probe {costs['probe_seconds'] * 1e3:.1f} ms)")
+
+
+# --------------------------------------------------------------------------------------------------
+# compare
+# --------------------------------------------------------------------------------------------------
+
+def compare_grid():
+    """(label, plan builder args) of the sweeps compared: the page's defaults per synthesizer at a few sizes."""
+    return [("mst", 3000, (1.0,), (0,)), ("mst", 10000, (0.1, 1.0, 5.0), (0, 1)),
+            ("aim", 3000, (1.0,), (0,)), ("independent", 20000, (0.1, 1.0, 5.0), (0, 1)),
+            ("gem", 3000, (1.0,), (0,)), ("gem", 3500, (0.1, 1.0), (0,))]
+
+
+def compare() -> None:
+    from core.synthesis.sweep import run_sweep
+
+    frame = cps_frame()
+    costs = estimates.load_costs()
+    print(f"Predicted against measured sweeps (load {load()}; speed correction "
+          f"{estimates.speed_factor(costs):.2f}; coefficients fitted {costs.get('fitted', 'never: defaults')})")
+    ratios = []
+    for key, n, eps, seeds in compare_grid():
+        data = frame.sample(n, random_state=7)
+        plan = SynthesisPlan(data=DataRef("cps"), columns=COLUMNS, strata=STRATA, synthesizer=key,
+                             sweep=SweepPlan(epsilons=eps, seeds=seeds))
+        est = estimates.estimate(plan, data, costs=costs)
+        _, took = timed(lambda: run_sweep(plan, data))
+        ratio = est.seconds / took
+        ratios.append(ratio)
+        print(f"  {key:11s} {n:6d} rows, {est.work}: predicted {est.seconds:7.1f} s, measured {took:7.1f} s, "
+              f"ratio {ratio:.2f} (load {load()})", flush=True)
+    print(f"estimates: predicted/measured within [{min(ratios):.2f}, {max(ratios):.2f}] on {len(ratios)} runs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fit", action="store_true", help="measure and write core/estimate_costs.json")
+    parser.add_argument("--out", type=Path, default=estimates.COSTS_PATH)
+    args = parser.parse_args()
+    if args.fit:
+        fit(args.out)
+    else:
+        compare()
+
+
+if __name__ == "__main__":
+    main()
