@@ -1,7 +1,9 @@
 """Bind core's progress callbacks to a Streamlit progress bar, with a Cancel button and a caption
-saying where the work runs (this machine's cores or a Dask cluster)."""
+saying where the work runs (this machine's cores or a Dask cluster); a page's long run goes to the
+background job queue (:mod:`core.jobs`) and the page follows it here."""
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
@@ -9,6 +11,7 @@ import streamlit as st
 
 from core.cluster import backend_for, last_failure, scheduler_address
 from core.contracts import Cancelled
+from core.jobs import job_queue, run_key
 
 T = TypeVar("T")
 
@@ -77,19 +80,60 @@ def progress_bar(label: str, *, cancel_key: str | None = None,
             st.warning(lost)
 
 
+POLL = 0.1
+"""Seconds between looks at a background job while the page waits for it."""
+HEARTBEAT = 0.5
+"""Seconds between bar updates when nothing changed (an update is where Streamlit's stop requests and a
+Cancel click reach the waiting page)."""
+
+
+def session_id() -> str:
+    """The browser session running this script ("script" outside Streamlit): the owner of its jobs."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx is not None else "script"
+
+
 def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
                       cancel_key: str | None = None, n_jobs: int | None = None) -> T:
     """``run(plan, data)`` for a page: answered straight from the result cache when it holds the plan
-    (no bar flickers on a display change), otherwise behind :func:`progress_bar` with Cancel.
+    (no job, no bar flickers on a display change), otherwise as a background batch job
+    (:mod:`core.jobs`) that the page waits for behind :func:`progress_bar`, with Cancel.
 
-    ``run`` is an area's cached ``run`` (it has ``is_cached``); :class:`core.contracts.Cancelled`
-    and ``ValueError`` reach the caller, which keeps the user's inputs and says what happened.
+    The bar says where the job stands ("queued behind 2 jobs", "running on this machine, background
+    worker") and moves with its progress. When Streamlit stops the script while it waits (a widget
+    change, another page), the job runs on; the next run with the same plan attaches to it again, or
+    finds its result. A Cancel click cancels the job. ``run`` is an area's cached ``run`` (it has
+    ``is_cached``); :class:`core.contracts.Cancelled` and the job's ``ValueError`` reach the caller,
+    which keeps the user's inputs and says what happened.
     """
     is_cached = getattr(run, "is_cached", None)
     if is_cached is not None and is_cached(plan, data):
         return run(plan, data)
-    with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
-        return run(plan, data, progress=bar)
+    queue = job_queue()
+    key = run_key(run, plan, data)
+    try:
+        with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
+            job = queue.submit(run, plan, data, owner=session_id(), key=key, label=label)
+            return follow(job, bar)
+    except Cancelled:
+        queue.cancel_key(key)
+        raise
+
+
+def follow(job, bar: Callable[[int, int, str], None]):
+    """Wait for ``job``, drawing its state and progress on ``bar`` while it changes (and at least every
+    :data:`HEARTBEAT` seconds); its result, or its exception."""
+    shown, beat = None, time.monotonic()
+    while not job.wait(POLL):
+        now = (job.status(), job.done, job.total, job.message)
+        if now != shown or time.monotonic() - beat >= HEARTBEAT:
+            shown, beat = now, time.monotonic()
+            status = job.status()
+            bar(job.done, job.total, f"{status[0].lower()}{status[1:]}" + (f"; {job.message}" if job.message
+                                                                           else ""))
+    return job.outcome()
 
 
 def session_memo(store_key: str, digest: str, compute: Callable[[Callable], T], label: str,

@@ -1,0 +1,667 @@
+"""One queue of background jobs for the whole server process, shared fairly between sessions.
+
+Work has a class. *Interactive* work (an answer, a refresh, a display change) runs at once in the
+caller's thread through :meth:`JobQueue.interactive` and never waits for a slot. *Batch* work (sweeps,
+the learner's frontier, audits, ensembles) is submitted with :meth:`JobQueue.submit` and runs in the
+background, outside the server process, at most ``slots`` jobs at a time:
+
+- a job is named by its key (run name, plan digest, data fingerprint); submitting a key that is queued,
+  running or done returns the job already there, so a page left and opened again re-attaches to it;
+- the next job to start is taken from the owner (browser session) with the fewest running jobs, ties
+  going to the owner served least recently, so one session's six sweep points cannot hold every slot
+  while another session's learner waits;
+- a running job's fan-outs get its fair share of the cores (cores / running jobs) as their ``n_jobs``;
+- cancel of a queued job drops it; of a running job kills its process group (its joblib workers too)
+  and frees its slot; a cancelled job never delivers a result, so a release waiting on it never commits.
+
+Where a job runs is the executor's business. :class:`ProcessExecutor` starts one process per job from a
+``forkserver`` whose parent already imported ``core`` (a fork, not a fresh interpreter), lowers its
+priority and puts it in a session of its own; progress and the pickled result come back over a pipe
+drained by a thread. :class:`DaskExecutor` sends the job to the cluster named by
+``DASHBOARD_DASK_SCHEDULER`` as one task (falling back to this machine when the scheduler is away).
+:class:`ThreadExecutor` runs the job on a thread of this process: for work that cannot be named by
+module and attribute (a closure), and for tests. The executor is an argument, so tests drive the queue
+with fake jobs and check the order of events, not the clock.
+"""
+from __future__ import annotations
+
+import atexit
+import io
+import itertools
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing.context import ForkServerProcess, set_spawning_popen
+from typing import Any, Callable, Protocol
+
+from core.contracts import Cancelled
+
+__all__ = ["BATCH", "CANCELLED", "DONE", "FAILED", "INTERACTIVE", "QUEUED", "RUNNING", "AutoExecutor",
+           "DaskExecutor", "Job", "JobQueue", "ProcessExecutor", "ThreadExecutor", "job_queue", "run_key",
+           "set_job_queue", "shippable"]
+
+BATCH, INTERACTIVE = "batch", "interactive"
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
+LIVE = (QUEUED, RUNNING)
+REUSABLE = (QUEUED, RUNNING, DONE)
+
+LOCAL_WHERE = "this machine, background worker"
+THREAD_WHERE = "this machine, server process"
+NICE = 5
+"""Niceness added to a background job's process, so the web server's own threads come first."""
+TRACE_ENV = "DASHBOARD_JOB_TRACE"
+"""When set, each job process appends ``<key>`` as a line to this file as it starts (tests count runs)."""
+PRELOAD = ("core.jobs", "core.cache", "core.parallel", "core.synthesis", "core.districts", "core.fairness",
+           "core.census", "core.coherence")
+"""Modules the forkserver imports once, so a job's process starts without importing them again."""
+
+
+def run_key(run: Callable, plan, data=None) -> str:
+    """A job's key: the run's name, the plan's digest and the data's fingerprint (as the result cache)."""
+    from core.cache import fingerprint_of
+
+    name = f"{getattr(run, '__module__', '?')}.{getattr(run, '__qualname__', repr(run))}"
+    return f"{name}:{plan.digest()}:{fingerprint_of(data)}"
+
+
+def shippable(func: Callable) -> bool:
+    """Whether ``func`` can be named by module and attribute (pickled by reference), so a fresh process
+    running ``core`` finds the same function; a closure, a replaced attribute or anything defined in
+    ``__main__`` (a page script) cannot."""
+    if getattr(func, "__module__", None) in ("__main__", "__mp_main__", None):
+        return False
+    try:
+        return pickle.loads(pickle.dumps(func)) is func
+    except Exception:  # local functions, lambdas, objects holding locks: not shippable
+        return False
+
+
+@dataclass(eq=False)
+class Job:
+    """One piece of batch work: what to call, whose it is, its state and its progress."""
+
+    id: int
+    key: str
+    owner: str
+    label: str
+    kind: str
+    func: Callable = field(repr=False)
+    args: tuple = field(repr=False)
+    state: str = QUEUED
+    done: int = 0
+    total: int = 0
+    message: str = ""
+    where: str = ""
+    n_jobs: int = 0
+    result: Any = field(default=None, repr=False)
+    error: BaseException | None = field(default=None, repr=False)
+    handle: Any = field(default=None, repr=False)
+    finished: threading.Event = field(default_factory=threading.Event, repr=False)
+    queue: "JobQueue | None" = field(default=None, repr=False)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job is done, failed or cancelled (True), or ``timeout`` seconds pass (False)."""
+        return self.finished.wait(timeout)
+
+    def outcome(self):
+        """The result; the job's own exception when it failed; :class:`Cancelled` when it was cancelled."""
+        if self.state == DONE:
+            return self.result
+        if self.state == FAILED:
+            raise self.error
+        if self.state == CANCELLED:
+            raise Cancelled(f"{self.label} was cancelled.")
+        raise RuntimeError(f"{self.label} has not finished ({self.state}).")
+
+    def position(self) -> int:
+        """How many jobs this one waits behind: running jobs plus queued jobs that start before it
+        (0 once it runs)."""
+        return self.queue.position(self) if self.queue is not None and self.state == QUEUED else 0
+
+    def status(self) -> str:
+        """"Queued behind 2 jobs", "Running on this machine, background worker", "Done", ..."""
+        if self.state == QUEUED:
+            n = self.position()
+            return f"Queued behind {n} job{'' if n == 1 else 's'}"
+        if self.state == RUNNING:
+            return f"Running on {self.where}" if self.where else "Running"
+        return self.state.capitalize()
+
+    def cancel(self) -> bool:
+        return self.queue.cancel(self) if self.queue is not None else False
+
+
+class Handle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Executor(Protocol):
+    """Starts a job somewhere; reports ``on_progress(done, total, message)`` and once ``on_finish(ok,
+    value)`` (``value`` the result, or the exception); the returned handle's ``cancel`` stops it."""
+
+    def start(self, job: Job, on_progress: Callable[[int, int, str], None],
+              on_finish: Callable[[bool, Any], None]) -> Handle: ...
+
+
+class JobQueue:
+    """The process-wide registry and scheduler of jobs (see the module docstring)."""
+
+    def __init__(self, executor: Executor | None = None, *, slots: int | None = None, cores: int | None = None,
+                 keep: int = 100) -> None:
+        from core.cluster import default_n_jobs
+
+        self.executor = executor if executor is not None else AutoExecutor()
+        self.cores = max(1, int(cores if cores is not None else default_n_jobs()))
+        self.slots = max(1, int(slots if slots is not None else self.cores))
+        self.keep = keep
+        self.events: list[tuple[str, str]] = []
+        """``(event, label)`` in the order things happened: queued, started, done, failed, cancelled,
+        interactive-start, interactive-done."""
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._jobs: dict[int, Job] = {}
+        self._by_key: dict[str, Job] = {}
+        self._waiting: dict[str, deque[Job]] = {}
+        self._served: dict[str, int] = {}
+        self._turn = itertools.count()
+
+    # ------------------------------------------------------------------ batch lane
+
+    def submit(self, func: Callable, *args, owner: str, key: str, label: str, kind: str = BATCH) -> Job:
+        """Queue ``func(*args, progress=...)`` as a batch job, or return the job already holding ``key``
+        (queued, running or done). ``kind="interactive"`` runs at once instead (see :meth:`interactive`)."""
+        if kind not in (BATCH, INTERACTIVE):
+            raise ValueError(f"A job's kind is 'batch' or 'interactive'; got {kind!r}.")
+        with self._lock:
+            have = self._by_key.get(key)
+            if have is not None and have.state in REUSABLE:
+                return have
+            job = Job(next(self._ids), key, owner, label, kind, func, args, queue=self)
+            self._jobs[job.id] = job
+            self._by_key[key] = job
+            if kind == INTERACTIVE:
+                job.state, job.where = RUNNING, THREAD_WHERE
+            else:
+                self._waiting.setdefault(owner, deque()).append(job)
+                self._log("queued", job)
+        if kind == INTERACTIVE:
+            self._run_inline(job)
+            return job
+        self._dispatch()
+        return job
+
+    def cancel(self, job: Job) -> bool:
+        """Drop a queued job or stop a running one (its slot goes to the next job); False when it had
+        already finished."""
+        with self._lock:
+            if job.state not in LIVE:
+                return False
+            was = job.state
+            job.state = CANCELLED
+            if was == QUEUED:
+                self._waiting[job.owner].remove(job)
+                if not self._waiting[job.owner]:
+                    del self._waiting[job.owner]
+            handle = job.handle
+            self._log("cancelled", job)
+            job.finished.set()
+        if was == RUNNING and handle is not None:
+            handle.cancel()
+        self._dispatch()
+        return True
+
+    def cancel_key(self, key: str) -> bool:
+        """Cancel the live job holding ``key``, if there is one."""
+        with self._lock:
+            job = self._by_key.get(key)
+        return job is not None and self.cancel(job)
+
+    def find(self, key: str) -> Job | None:
+        with self._lock:
+            return self._by_key.get(key)
+
+    def jobs_of(self, owner: str) -> list[Job]:
+        """``owner``'s jobs, oldest first."""
+        with self._lock:
+            return [j for j in self._jobs.values() if j.owner == owner]
+
+    def running(self) -> list[Job]:
+        with self._lock:
+            return [j for j in self._jobs.values() if j.state == RUNNING and j.kind == BATCH]
+
+    def position(self, job: Job) -> int:
+        """Running batch jobs plus the queued jobs that would start before ``job``."""
+        with self._lock:
+            if job.state != QUEUED:
+                return 0
+            ahead = len(self.running())
+            for nxt in self._order():
+                if nxt is job:
+                    return ahead
+                ahead += 1
+            return ahead
+
+    # ------------------------------------------------------------------ interactive lane
+
+    def interactive(self, func: Callable, *args, owner: str, label: str, **kwargs):
+        """``func(*args, **kwargs)`` now, in the caller's thread: interactive work takes no batch slot and
+        waits behind no batch job."""
+        job = Job(0, "", owner, label, INTERACTIVE, func, args, queue=None)
+        with self._lock:
+            self._log("interactive-start", job)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            with self._lock:
+                self._log("interactive-done", job)
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _log(self, event: str, job: Job) -> None:
+        self.events.append((event, job.label))
+
+    def _order(self) -> list[Job]:
+        """The queued jobs in the order they would start: repeatedly the owner with the fewest running
+        jobs (then the one served least recently), oldest job of that owner first."""
+        running: dict[str, int] = {}
+        for j in self.running():
+            running[j.owner] = running.get(j.owner, 0) + 1
+        served = dict(self._served)
+        waiting = {o: list(q) for o, q in self._waiting.items() if q}
+        order = []
+        turn = max(served.values(), default=0)
+        while waiting:
+            owner = min(waiting, key=lambda o: (running.get(o, 0), served.get(o, -1)))
+            order.append(waiting[owner].pop(0))
+            if not waiting[owner]:
+                del waiting[owner]
+            running[owner] = running.get(owner, 0) + 1
+            turn += 1
+            served[owner] = turn
+        return order
+
+    def _dispatch(self) -> None:
+        """Start queued jobs while slots are free."""
+        while True:
+            with self._lock:
+                if len(self.running()) >= self.slots:
+                    return
+                order = self._order()
+                if not order:
+                    return
+                job = order[0]
+                self._waiting[job.owner].popleft()
+                if not self._waiting[job.owner]:
+                    del self._waiting[job.owner]
+                self._served[job.owner] = next(self._turn)
+                job.state = RUNNING
+                job.n_jobs = max(1, self.cores // len(self.running()))
+                self._log("started", job)
+            try:
+                job.handle = self.executor.start(job, self._progress_of(job), self._finisher(job))
+            except BaseException as exc:  # the executor could not even start it
+                self._finisher(job)(False, exc)
+            else:
+                with self._lock:
+                    if job.state == CANCELLED and job.handle is not None:  # cancelled while starting
+                        job.handle.cancel()
+
+    def _progress_of(self, job: Job) -> Callable[[int, int, str], None]:
+        def report(done: int, total: int, message: str = "") -> None:
+            if job.state == RUNNING:
+                job.done, job.total, job.message = int(done), int(total), str(message or "")
+        return report
+
+    def _finisher(self, job: Job) -> Callable[[bool, Any], None]:
+        def finish(ok: bool, value: Any) -> None:
+            with self._lock:
+                if job.state != RUNNING:        # cancelled meanwhile: a late result is dropped
+                    return
+                if ok:
+                    job.state, job.result = DONE, value
+                    job.done = max(job.done, job.total)
+                else:
+                    job.state, job.error = FAILED, value
+                self._log(job.state, job)
+                job.func, job.args, job.handle = None, (), None
+                job.finished.set()
+                self._prune()
+            self._dispatch()
+        return finish
+
+    def _run_inline(self, job: Job) -> None:
+        try:
+            value = job.func(*job.args, progress=self._progress_of(job))
+        except BaseException as exc:
+            self._finisher(job)(False, exc)
+        else:
+            self._finisher(job)(True, value)
+
+    def _prune(self) -> None:
+        finished = [j for j in self._jobs.values() if j.state not in LIVE]
+        for old in finished[:max(0, len(finished) - self.keep)]:
+            del self._jobs[old.id]
+            if self._by_key.get(old.key) is old:
+                del self._by_key[old.key]
+
+
+# ---------------------------------------------------------------------- executors
+
+
+class ThreadExecutor:
+    """A job on a daemon thread of this process. Cancel is cooperative: the job's next progress call
+    raises :class:`Cancelled` (and its result, should it still arrive, is dropped by the queue)."""
+
+    where = THREAD_WHERE
+
+    def start(self, job: Job, on_progress, on_finish) -> Handle:
+        stop = threading.Event()
+
+        def progress(done: int, total: int, message: str = "") -> None:
+            if stop.is_set():
+                raise Cancelled(f"{job.label} was cancelled.")
+            on_progress(done, total, message)
+
+        def body() -> None:
+            try:
+                value = job.func(*job.args, progress=progress)
+            except BaseException as exc:
+                on_finish(False, exc)
+            else:
+                on_finish(True, value)
+
+        job.where = self.where
+        threading.Thread(target=body, name=f"job {job.id} {job.label}", daemon=True).start()
+        return _ThreadHandle(stop)
+
+
+@dataclass
+class _ThreadHandle:
+    stop: threading.Event
+
+    def cancel(self) -> None:
+        self.stop.set()
+
+
+_live_groups: set[int] = set()
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the process group led by ``pid`` (a job and the workers it started)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@atexit.register
+def _kill_live_jobs() -> None:
+    for pid in list(_live_groups):
+        _kill_group(pid)
+
+
+def _sendable_error(exc: BaseException):
+    """The exception itself when it survives pickling, else a RuntimeError naming it."""
+    try:
+        back = pickle.loads(pickle.dumps(exc))
+        if type(back) is type(exc) and str(back) == str(exc):
+            return exc
+    except Exception:  # noqa: BLE001 - any failure means: send a plain copy
+        pass
+    return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def _job_main(conn, key: str, func, args, env: dict, digests: dict, n_jobs: int) -> None:
+    """The body of a job's process: own session (so Cancel can kill the group), lower priority, the
+    server's environment, fair-share ``DASHBOARD_N_JOBS``; progress and outcome go back over ``conn``."""
+    try:
+        os.setsid()
+    except OSError:
+        pass
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
+    os.environ.clear()
+    os.environ.update(env)
+    os.environ["DASHBOARD_N_JOBS"] = str(n_jobs)
+    from core import cache
+
+    cache._code_digests.update(digests)
+    trace = env.get(TRACE_ENV)
+    if trace:
+        with open(trace, "a", encoding="utf-8") as out:
+            out.write(f"{key}\n")
+
+    def progress(done: int, total: int, message: str = "") -> None:
+        conn.send(("progress", int(done), int(total), str(message or "")))
+
+    try:
+        value = func(*args, progress=progress)
+    except BaseException as exc:  # sent to the server, which raises it for the page
+        conn.send(("failed", _sendable_error(exc), traceback.format_exc()))
+    else:
+        try:
+            conn.send(("done", value))
+        except Exception as exc:  # an unpicklable result
+            conn.send(("failed", _sendable_error(exc), traceback.format_exc()))
+    conn.close()
+
+
+def _repo_on_path() -> None:
+    """Put the repository on ``PYTHONPATH``: the forkserver of Python 3.11 imports its preload modules
+    before it applies the server's ``sys.path``, so ``core`` must be importable from the environment
+    (whatever folder the server was started in)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, root])
+
+
+class _JobPopen(popen_forkserver.Popen):
+    """The forkserver's launcher, minus one step: the child does not run the parent's ``__main__`` again.
+    In the server (and under AppTest) ``__main__`` is the page script being run, which a job must not
+    re-execute; a job's function and arguments are all named by importable modules."""
+
+    def _launch(self, process_obj):
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        prep_data.pop("init_main_from_path", None)
+        prep_data.pop("init_main_from_name", None)
+        buf = io.BytesIO()
+        set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
+        finally:
+            set_spawning_popen(None)
+        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
+        _parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+
+
+class _JobProcess(ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj):
+        return _JobPopen(process_obj)
+
+
+class ProcessExecutor:
+    """A job in a process of its own, forked by a ``forkserver`` that imported :data:`PRELOAD` once."""
+
+    where = LOCAL_WHERE
+
+    def __init__(self, preload: tuple[str, ...] = PRELOAD) -> None:
+        self.context = multiprocessing.get_context("forkserver")
+        self.context.set_forkserver_preload(list(preload))
+        _repo_on_path()
+
+    def warm(self) -> None:
+        """Start the forkserver now (in a thread), so the first job does not wait for its imports."""
+        threading.Thread(target=forkserver.ensure_running, name="forkserver warm-up", daemon=True).start()
+
+    def start(self, job: Job, on_progress, on_finish) -> Handle:
+        from core import cache
+
+        reader, writer = self.context.Pipe(duplex=False)
+        proc = _JobProcess(
+            target=_job_main, name=f"job {job.id}",
+            args=(writer, job.key, job.func, job.args, dict(os.environ), dict(cache._code_digests), job.n_jobs))
+        proc.start()
+        writer.close()
+        _live_groups.add(proc.pid)
+        job.where = self.where
+        handle = _ProcessHandle(proc)
+        threading.Thread(target=self._drain, args=(reader, proc, handle, on_progress, on_finish),
+                         name=f"job {job.id} pipe", daemon=True).start()
+        return handle
+
+    @staticmethod
+    def _drain(reader, proc, handle: "_ProcessHandle", on_progress, on_finish) -> None:
+        outcome = None
+        try:
+            while outcome is None:
+                message = reader.recv()
+                if message[0] == "progress":
+                    on_progress(*message[1:])
+                elif message[0] == "done":
+                    outcome = (True, message[1])
+                else:
+                    outcome = (False, message[1])
+        except (EOFError, OSError):
+            pass
+        finally:
+            reader.close()
+        if outcome is not None:
+            on_finish(*outcome)          # the waiting page goes on while the process winds down
+        proc.join(timeout=5)
+        _kill_group(proc.pid)            # workers the job left behind
+        proc.join()
+        _live_groups.discard(proc.pid)
+        if outcome is None:
+            on_finish(False, RuntimeError(
+                "The background job stopped before it finished" + ("" if handle.killed else
+                                                                   f" (exit code {proc.exitcode})") + "."))
+
+
+@dataclass
+class _ProcessHandle:
+    proc: Any
+    killed: bool = False
+
+    def cancel(self) -> None:
+        self.killed = True
+        _kill_group(self.proc.pid)
+
+
+def _cluster_job(func, args, address: str):
+    """A job as one task on a Dask worker: it leaves the worker's thread pool (so its own fan-outs, sent
+    to the same cluster, cannot wait on the slot it holds) and runs ``func`` there."""
+    from distributed import rejoin, secede
+
+    from core.cluster import use_scheduler
+
+    secede()
+    try:
+        with use_scheduler(address):
+            return func(*args, progress=None)
+    finally:
+        rejoin()
+
+
+class DaskExecutor:
+    """A job as one task on the Dask cluster at ``address``; Cancel cancels the task's future."""
+
+    def __init__(self, address: str, client) -> None:
+        self.address, self.client = address, client
+
+    @property
+    def where(self) -> str:
+        return f"Dask cluster {self.address}"
+
+    def start(self, job: Job, on_progress, on_finish) -> Handle:
+        future = self.client.submit(_cluster_job, job.func, job.args, self.address, pure=False,
+                                    key=f"job-{job.id}-{os.getpid()}")
+        job.where = self.where
+        on_progress(0, 1, "sent to the cluster")
+
+        def wait() -> None:
+            try:
+                value = future.result()
+            except BaseException as exc:
+                on_finish(False, exc)
+            else:
+                on_finish(True, value)
+
+        threading.Thread(target=wait, name=f"job {job.id} cluster", daemon=True).start()
+        return _FutureHandle(future)
+
+
+@dataclass
+class _FutureHandle:
+    future: Any
+
+    def cancel(self) -> None:
+        try:
+            self.future.cancel()
+        except Exception:  # the cluster is gone; nothing left to cancel there
+            pass
+
+
+class AutoExecutor:
+    """Where a job goes by default: the Dask cluster when one is configured and reachable, else a process
+    of its own on this machine; a function that cannot be shipped by name runs on a thread here."""
+
+    def __init__(self) -> None:
+        self._process: ProcessExecutor | None = None
+        self.thread = ThreadExecutor()
+
+    @property
+    def process(self) -> ProcessExecutor:
+        if self._process is None:
+            self._process = ProcessExecutor()
+        return self._process
+
+    def start(self, job: Job, on_progress, on_finish) -> Handle:
+        from core.cluster import client_for, scheduler_address
+
+        if not shippable(job.func):
+            return self.thread.start(job, on_progress, on_finish)
+        address = scheduler_address()
+        client = client_for(address) if address else None
+        if client is not None:
+            return DaskExecutor(address, client).start(job, on_progress, on_finish)
+        return self.process.start(job, on_progress, on_finish)
+
+
+_queue: JobQueue | None = None
+_queue_lock = threading.Lock()
+
+
+def job_queue() -> JobQueue:
+    """The process-wide queue (created on first use)."""
+    global _queue
+    with _queue_lock:
+        if _queue is None:
+            _queue = JobQueue()
+        return _queue
+
+
+def set_job_queue(queue: JobQueue | None) -> JobQueue | None:
+    """Replace the process-wide queue (tests inject one with a fake executor); returns the old one."""
+    global _queue
+    with _queue_lock:
+        old, _queue = _queue, queue
+        return old
