@@ -2,7 +2,9 @@
 
     python -m core reproduce REPORT.json [--out DIR] [--data FILE ...]
     python -m core run PLAN.json --out DIR [--data FILE ...]
+    python -m core report REPORT.json [--compare A.json] --html OUT.html [--pdf OUT.pdf]
     python -m core data profile|check|apply FILE ...   (your own data file: see core/intake/cli.py)
+    python -m core script REPORT.json [--out reproduce.py] [--notebook reproduce.ipynb] [--data FILE ...]
 
 ``reproduce`` reruns the report's plan and checks that every table comes out the same (exit 1 if
 not); ``run`` runs a plan file (the ``plan`` object of a report, or a report itself). Tables are
@@ -11,6 +13,10 @@ are referenced by fingerprint: pass the same file(s) with ``--data`` and they ar
 anything runs; a plan whose data carries the curator's schema is cleaned by it again. What a plan's run keeps in the
 project database (the synthetic copy a fairness elicitation showed) is loaded from it here
 (``DASHBOARD_DB_URL``, else the default SQLite file) and passed to the run as its data.
+
+``report`` makes the stakeholder report of a saved report without rerunning anything: the same HTML
+the page offers (the figures the page stored in the file), and its PDF through headless Chromium. With
+``--compare A.json`` it is the A/B report of REPORT (B) against A, with the page's overlays.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from core.contracts import plan_from_dict
 from core.intake.cli import add_data_parser, run_data_command
 from core.report import (build_report, check_upload, guarded_csv, load_plan, parse_report, report_json,
                          run_plan, stored_data, tables_match)
+from core.script_export import add_script_parser, run_script_command
 from core.uploads import parse_json_text
 
 
@@ -39,6 +46,33 @@ def _progress(done: int, total: int, message: str) -> None:
     print(f"\r{message}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
 
+def overlays_of(report: dict, compare: dict) -> list:
+    """The overlays the page's comparison panel draws (from the dashboard's figure builders, which need no
+    server); none when the dashboard package is not importable."""
+    try:
+        from dashboard.figures.overlays import overlay_figures
+    except ImportError:
+        return []
+    from core.compare import compare_reports
+    return overlay_figures(compare_reports(compare, report))
+
+
+def report_command(args) -> int:
+    """``report``: HTML (and PDF) of a saved report, an A/B report with ``--compare``."""
+    from core.stakeholder_report import report_html_from_json, report_pdf
+    report = parse_report(args.file.read_text())
+    other = parse_report(args.compare.read_text()) if args.compare is not None else None
+    overlays = overlays_of(report, other) if other is not None else []
+    text = report_html_from_json(report, compare=other, overlays=overlays, file_name=args.file.name)
+    args.html.write_text(text, encoding="utf-8")
+    written = [str(args.html)]
+    if args.pdf is not None:
+        args.pdf.write_bytes(report_pdf(text))
+        written.append(str(args.pdf))
+    print(f"Wrote the {'A/B ' if other is not None else ''}stakeholder report: {', '.join(written)}.")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -50,8 +84,22 @@ def main(argv: list[str] | None = None) -> int:
                                                                      if name == "reproduce" else ""))
         cmd.add_argument("--data", type=Path, action="append", default=[],
                          help="the uploaded data file(s) the plan ran on, in the order uploaded")
+    rep = sub.add_parser("report", help="the stakeholder report (HTML, PDF) of a saved report")
+    rep.add_argument("file", type=Path, help="the report (JSON) a page exported: scenario B with --compare")
+    rep.add_argument("--compare", type=Path, help="the report of the pinned scenario A")
+    rep.add_argument("--html", type=Path, required=True, help="where to write the HTML report")
+    rep.add_argument("--pdf", type=Path, help="where to write the PDF (needs Chromium)")
     add_data_parser(sub)
+    add_script_parser(sub)   # python -m core script: a report as a Python script / Jupyter notebook
     args = parser.parse_args(argv)
+    if args.command == "script":
+        return run_script_command(args)
+    if args.command == "report":
+        try:
+            return report_command(args)
+        except (ValueError, OSError, json.JSONDecodeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.command == "data":
         try:
             return run_data_command(args)

@@ -236,7 +236,8 @@ def migrate(report: dict) -> dict:
 MEMBER_KINDS = {"plan": (dict,), "page": (str, type(None)), "created_utc": (str, type(None)),
                 "plan_digest": (str, type(None)), "data": (dict, type(None)), "ledger": (dict, type(None)),
                 "headline": (dict, type(None)), "headline_uncertainty": (dict, type(None)),
-                "versions": (dict, type(None)), "tables": (dict,), "extra": (dict, type(None))}
+                "versions": (dict, type(None)), "tables": (dict,), "extra": (dict, type(None)),
+                "question": (str, type(None)), "figures": (list, type(None)), "project_ledger": (dict, type(None))}
 JSON_KIND = {dict: "an object", str: "text", list: "a list", type(None): "null"}
 
 

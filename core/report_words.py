@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 from core.contracts import DataRef
 
 __all__ = ["plan_sentences", "plan_sections", "value_words", "field_label", "FIELD_WORDS", "LEADS",
-           "number_words"]
+           "number_words", "plural"]
 
 #: Words for plan fields declared without a label (the field name is never shown).
 FIELD_WORDS: dict[str, str] = {
@@ -87,6 +87,13 @@ NUMBER_NAMES = ("no", "one", "two", "three", "four", "five", "six", "seven", "ei
 def number_words(n: int) -> str:
     """Small counts in words (``4`` -> ``four``), larger ones with thousands separators."""
     return NUMBER_NAMES[n] if 0 <= n < len(NUMBER_NAMES) else f"{n:,}"
+
+
+def plural(noun: str) -> str:
+    """English plural of a level name (county -> counties, block group -> block groups)."""
+    if noun.endswith("y") and noun[-2:-1] not in tuple("aeiou"):
+        return noun[:-1] + "ies"
+    return noun + ("es" if noun.endswith(("s", "x", "ch", "sh")) else "s")
 
 
 def _registry(module: str, name: str):
@@ -248,9 +255,9 @@ def _budget_lead(plan: Any) -> tuple[list[str], frozenset[str]]:
     if plan.geography == "stylised":
         names = stylised_level_names(len(plan.fanouts) + 1)
         leaves = math.prod(plan.fanouts)
-        per = [f"{n:,} {child}s per {parent}" for n, parent, child in zip(plan.fanouts, names[:-1], names[1:])]
+        per = [f"{n:,} {plural(child)} per {parent}" for n, parent, child in zip(plan.fanouts, names[:-1], names[1:])]
         geo = (f"the {number_words(len(names))} levels ({_join(list(names))}) of a stylised geography of "
-               f"{leaves:,} {names[-1]}s ({', '.join(per)})")
+               f"{leaves:,} {plural(names[-1])} ({', '.join(per)})")
     else:
         names = ()
         geo = "the levels of the Georgia census geography" + (" with an uploaded district plan"

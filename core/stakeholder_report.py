@@ -35,6 +35,7 @@ from core.contracts import DataRef, Result
 from core.report import (build_report, data_ref_of, ledger_statement, load_plan, migrate, package_versions,
                          protection_sentence, report_json, table_from_records)
 from core.report_words import plan_sections, plan_sentences
+from core.uncertainty_words import SET_BY_PLAN
 
 __all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts", "parts_of_report", "parts_of_result",
            "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
@@ -46,6 +47,10 @@ PDF_NEEDS_CHROMIUM = "The PDF needs Chromium (Debian package 'chromium'); the HT
 REPRODUCE_COMMAND = "python -m core reproduce {file} --out results/"
 MAX_TABLE_ROWS = 40
 FIRST_PAGE_NUMBERS = 5
+LEDGER_TABLE = "ledger"       # the table name results give their ledger's spends
+FIRST_PAGE_FIGURE_HEIGHT = 290    # pixels: the main figure fits on the first printed page below the numbers
+#: Geographies the tool makes up itself: no person's data, so no budget to spend.
+PUBLIC_SOURCES = ("stylised", "grid")
 #: How every figure is drawn in a report: a still picture (no toolbar over titles, no hover), sized by the page.
 PRINT_CONFIG = {"displayModeBar": False, "staticPlot": True, "displaylogo": False, "responsive": True}
 _UNCERTAINTY_WORDS = ("sd", "se", "std", "interval", "ci", "lower", "upper", "low", "high", "±", "margin",
@@ -54,7 +59,7 @@ _UNCERTAINTY_WORDS = ("sd", "se", "std", "interval", "ci", "lower", "upper", "lo
 _STYLE = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:60rem;margin:2rem auto;
 padding:0 1rem;color:#1b1f24;line-height:1.45}
-h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;border-bottom:1px solid #d0d7de;
+h1{font-size:1.6rem;margin-bottom:.2rem}h4{font-size:.95rem;margin:.6rem 0 .2rem}h2{font-size:1.2rem;border-bottom:1px solid #d0d7de;
 padding-bottom:.2rem;margin-top:2rem}h3{font-size:1rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem;display:block;max-width:100%;overflow-x:auto}th,td{border:1px solid #d0d7de;
 padding:.2rem .5rem;text-align:left;vertical-align:top}th{background:#f6f8fa}
@@ -65,9 +70,10 @@ pre{padding:.5rem;white-space:pre-wrap}ul.plan{padding-left:1.2rem}ul.plan li{ma
 .figure,table.headline,table.delta{break-inside:avoid;page-break-inside:avoid;margin:1rem 0}
 .modebar,.modebar-container{display:none!important}
 @page{size:A4;margin:14mm 12mm}
-@media print{body{margin:0;max-width:none;font-size:10pt}.first-page{break-after:page;page-break-after:always}
+@media print{body{margin:0;max-width:none;font-size:10pt}h1{margin-top:0}.first-page h2{margin-top:1rem}
+.first-page p{margin:.3rem 0}.first-page{break-after:page;page-break-after:always}
 h2,h3{break-after:avoid;page-break-after:avoid}
-table{font-size:.7rem;display:table;overflow:visible}td,th{overflow-wrap:anywhere}td.value,td.num{overflow-wrap:normal}
+table{font-size:.7rem;display:table;overflow:visible}td{overflow-wrap:break-word}th{overflow-wrap:normal}
 .table{break-inside:auto}tr{break-inside:avoid;page-break-inside:avoid}}
 """
 
@@ -126,6 +132,8 @@ def uncertainty_columns(df: pd.DataFrame) -> list[str]:
 
 def format_number(value: Any) -> str:
     if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
         if not math.isfinite(value):
             return str(value)
         return f"{value:,.6g}" if abs(value) < 1e6 else f"{value:.4e}"
@@ -174,31 +182,67 @@ def _uncertainty(tables: Mapping[str, pd.DataFrame]) -> str:
             "move:</p><ul>" + "".join(items) + "</ul>")
 
 
-def _figures(figures: Sequence[Any], first: bool = False) -> str:
+def _figures(figures: Sequence[Any], first: bool = False, height: int | None = None) -> str:
     """Plotly figures as still pictures (no toolbar: :data:`PRINT_CONFIG`), in the page's own colours
     (marker colours the template would pick are written into each trace, so print never falls back to
     black); plotly.js is inlined once, with the report's first figure (``first``)."""
     out = []
     for i, fig in enumerate(figures):
-        div = print_ready(fig).to_html(full_html=False, include_plotlyjs=(first and i == 0), config=PRINT_CONFIG,
+        fig = print_ready(fig)
+        if height is not None:
+            fig.update_layout(height=min(int(fig.layout.height or height), height))
+        div = fig.to_html(full_html=False, include_plotlyjs=(first and i == 0), config=PRINT_CONFIG,
                                        default_width="100%", default_height="420px")
         out.append(f"<div class='figure'>{div}</div>")
     return "".join(out) or "<p class='muted'>No figures for this result.</p>"
 
 
+_CATEGORY = ("#0068c9", "#83c9ff", "#ff2b2b", "#ffabab", "#29b09d", "#7defa1", "#ff8700", "#ffd16a", "#6d3fc0",
+             "#d5dae5")
+_SEQUENTIAL = ("#e4f5ff", "#c7ebff", "#a6dcff", "#83c9ff", "#60b4ff", "#3d9df3", "#1c83e1", "#0068c9", "#0054a3",
+               "#004280")
+_DIVERGING = ("#7d353b", "#bd4043", "#ff4b4b", "#ff8c8c", "#ffc7c7", "#a6dcff", "#60b4ff", "#1c83e1", "#0054a3",
+              "#004280")
+#: The dashboard's chart theme leaves stand-in colours in a figure ("#000001" is the first category colour,
+#: up to "#000040") that only the page's browser code swaps for the theme's; printed as they are, every bar
+#: and line comes out black. These are the light theme's colours in their place.
+THEME_COLOURS: dict[str, str] = {
+    **{f"#{i + 1:06d}": c for i, c in enumerate(_CATEGORY)},
+    **{f"#{i + 11:06d}": c for i, c in enumerate(_SEQUENTIAL)},
+    **{f"#{i + 21:06d}": c for i, c in enumerate(_DIVERGING)},
+    "#000032": "#29b09d", "#000033": "#ff2b2b", "#000034": "#0068c9", "#000036": "#a3a8b8", "#000037": "#31333f",
+    "#000038": "#ffffff", "#000039": "#e6e7ea", "#000040": "#f0f2f6",
+}
+
+
+def theme_colours(fig: Any) -> Any:
+    """``fig`` with the chart theme's stand-in colours (:data:`THEME_COLOURS`) replaced by real ones."""
+    import re
+
+    import plotly.io as pio
+    text = fig.to_json() if hasattr(fig, "to_json") else json.dumps(fig)
+    swapped = re.sub(r'"(#0000[0-4][0-9])"', lambda m: json.dumps(THEME_COLOURS.get(m.group(1), m.group(1))), text)
+    return pio.from_json(swapped) if swapped != text or not hasattr(fig, "to_json") else fig
+
+
 def print_ready(fig: Any) -> Any:
-    """A copy of ``fig`` whose traces carry explicit colours (the template's colourway, in order) where they
-    had none, with a white background and room above the plot for the title."""
+    """A copy of ``fig`` in the page's colours (:func:`theme_colours`) whose traces carry explicit colours (the
+    template's colourway, in order) where they had none, without the empty fill pattern plotly express gives bars (Chromium prints a bar whose fill
+    points at an empty pattern as solid black), on a white background."""
     import plotly.graph_objects as go
-    fig = go.Figure(fig)
+    fig = go.Figure(theme_colours(fig))
     template = fig.layout.template
     colourway = list(fig.layout.colorway or (template.layout.colorway if template and template.layout else None)
                      or ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692"))
     for i, trace in enumerate(fig.data):
         colour = colourway[i % len(colourway)]
         marker = getattr(trace, "marker", None)
-        if trace.type in ("bar", "histogram") and marker is not None and marker.color is None:
-            trace.marker.color = colour
+        if trace.type in ("bar", "histogram") and marker is not None:
+            if marker.color is None:
+                trace.marker.color = colour
+            pattern = marker.pattern
+            if pattern is not None and isinstance(pattern.shape, str) and not pattern.shape:
+                trace.marker.pattern = None      # an empty pattern (plotly express) prints as solid black
         if trace.type == "scatter" and getattr(trace, "line", None) is not None and trace.line.color is None:
             trace.line.color = colour
             if marker is not None and marker.color is None:
@@ -255,7 +299,7 @@ def project_ledger_html(project: Mapping[str, Any] | None) -> str:
     spend of every release (release, page, time, unit, amount, composition), the composed running total,
     and the simulations summarised in one line (they are never counted in the total)."""
     if not project:
-        return "<p>This result's plan uses no data set, so no project ledger applies.</p>"
+        return "<p>This result's plan uses no private data set, so no project ledger applies.</p>"
     key = html.escape(str(project.get("data_key", "")))
     if project.get("unavailable"):
         return (f"<p>The project ledger of <code>{key}</code> could not be read when this report was made: "
@@ -335,7 +379,7 @@ def _plan(plan: Any) -> str:
              f"<code>{html.escape(plan.digest()[:16])}</code>.</p>"]
     for heading, sentences in plan_sections(plan):
         if heading:
-            parts.append(f"<h3>{html.escape(heading)}</h3>")
+            parts.append(f"<h4>{html.escape(heading)}</h4>")
         parts.append("<ul class='plan'>" + "".join(f"<li>{html.escape(s)}</li>" for s in sentences) + "</ul>")
     return "".join(parts)
 
@@ -398,7 +442,11 @@ def key_numbers(headline: Mapping[str, Any], limit: int = FIRST_PAGE_NUMBERS) ->
 def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
     """The answer in one or two sentences, read from the headline: its first numbers with their
     uncertainty, or, for an A/B report, how B moves them from A."""
-    items = list(parts.headline.items())[:2]
+    quoted = [(k, v) for k, v in parts.headline.items() if parts.uncertainty.get(k) != SET_BY_PLAN]
+    if comparison is not None:      # the numbers B moves, before those it leaves alone
+        moved = set(comparison.headline.loc[comparison.headline["direction"].isin(["higher", "lower"]), "number"])
+        quoted = [kv for kv in quoted if kv[0] in moved] + [kv for kv in quoted if kv[0] not in moved]
+    items = (quoted or list(parts.headline.items()))[:2]
     if not items:
         return ["This result quotes no headline number; see the tables below."]
     out = []
@@ -451,8 +499,11 @@ def privacy_sentences(parts: ReportParts) -> list[str]:
             out.append("No cap is set for this data set yet, so what is left cannot be stated.")
     elif project and project.get("unavailable"):
         out.append("The data set's project ledger could not be read when this report was made.")
-    elif ref is None:
-        out.append("The plan uses no data set, so no privacy budget is spent.")
+    elif ref is None or ("project_ledger" in parts.report and ref.source in PUBLIC_SOURCES):
+        out.append("The plan uses no private data set (only public or synthetic inputs), so no privacy "
+                   "budget is spent.")
+    elif "project_ledger" in parts.report:
+        out.append("No project ledger applies to this plan's data, so nothing is spent from a data set's budget.")
     else:
         out.append("This report carries no project ledger of its data set (it was made outside the "
                    "dashboard), so the budget spent so far is not stated.")
@@ -474,7 +525,7 @@ def _first_page(parts: ReportParts, figure: Any, comparison, created: str) -> st
             "<h2>Key numbers</h2>" + _headline(numbers, parts.uncertainty),
             "<h2>Privacy spent and left</h2>" + "".join(f"<p>{s}</p>" for s in privacy_sentences(parts))]
     if figure is not None:
-        body.append(f"<h2>The main figure</h2>{_figures([figure], first=True)}")
+        body.append(f"<h2>The main figure</h2>{_figures([figure], first=True, height=FIRST_PAGE_FIGURE_HEIGHT)}")
     return f"<section class='first-page'>{''.join(body)}</section>"
 
 
@@ -484,7 +535,8 @@ def _delta_table(delta: pd.DataFrame) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("number", "A (pinned)", "B (current)", "B − A", "change (% of A)"))
     rows = []
     for r in delta.itertuples(index=False):
-        pct = "n/a" if not math.isfinite(float(r.change_pct)) else f"{float(r.change_pct):+.1f}%"
+        pct = ("n/a" if not math.isfinite(float(r.change_pct)) else
+               "0%" if abs(float(r.change_pct)) < 0.05 else f"{float(r.change_pct):+.1f}%")
         rows.append(f"<tr><td>{html.escape(readable_name(str(r.number)))}</td>"
                     f"<td class='num'>{format_number(float(r.A))}</td><td class='num'>{format_number(float(r.B))}</td>"
                     f"<td class='num signed'>{html.escape(format_signed(float(r.change)))}</td>"
@@ -506,15 +558,18 @@ def _ab_section(a: ReportParts, b: ReportParts, comparison, overlays: Sequence[A
             f"<h3>Signed differences of the headline numbers</h3>{_delta_table(comparison.headline)}"
             + (f"<h3>The page's figures, A and B overlaid</h3>{_figures(list(overlays))}" if overlays else "")
             + f"<h3>What differs between the two plans</h3>{changed}"
-            + f"<h3>Plan A in words</h3><div class='plan-a'>{_plan(a.plan)}</div>"
-            + f"<h3>Plan B in words</h3><div class='plan-b'>{_plan(b.plan)}</div>")
+            + "<p class='muted'>Both plans in full are in the next section.</p>")
 
 
 # ---------------------------------------------------------------------------------------------- HTML
 
-def _tables_once(tables: Mapping[str, pd.DataFrame]) -> str:
-    return "".join(f"<div class='table'><h3>{html.escape(name)}</h3>{_table(df)}</div>"
-                   for name, df in tables.items()) or "<p class='muted'>No tables.</p>"
+def _tables_once(tables: Mapping[str, pd.DataFrame], ledger_shown: bool = False) -> str:
+    """Every table once: the ledger's spends, already shown in the ledger section, are not repeated."""
+    shown = {n: df for n, df in tables.items() if not (ledger_shown and n == LEDGER_TABLE)}
+    note = ("<p class='muted'>The ledger's spends are in the Privacy ledger section above.</p>"
+            if len(shown) < len(tables) else "")
+    return note + ("".join(f"<div class='table'><h3>{html.escape(name)}</h3>{_table(df)}</div>"
+                           for name, df in shown.items()) or "<p class='muted'>No tables.</p>")
 
 
 def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: ReportParts | None = None,
@@ -540,7 +595,9 @@ def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: R
     if comparison is not None:
         sections.append(_ab_section(compare, parts, comparison, rest_overlays))
     sections += [
-        f"<h2>The plan in plain words</h2>{_plan(parts.plan)}",
+        f"<h2>The plan in plain words</h2>{_plan(parts.plan)}" if compare is None else
+        (f"<h2>The plan in plain words</h2><h3>Plan A (pinned)</h3><div class='plan-a'>{_plan(compare.plan)}</div>"
+         f"<h3>Plan B (current)</h3><div class='plan-b'>{_plan(parts.plan)}</div>"),
         f"<h2>Headline numbers</h2>{_headline(parts.headline, parts.uncertainty)}",
         f"<h2>Uncertainty in the tables</h2>{_uncertainty(parts.tables)}",
         f"<h2>Figures</h2>{_figures(rest_figures, first=main is None)}" if rest_figures or main is None else "",
@@ -552,7 +609,7 @@ def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: R
         "<h2>Reproduce these numbers</h2><p>Save the JSON report embedded in this file (or downloaded "
         f"next to it) as <code>{html.escape(file_name)}</code> and run:</p><pre>{html.escape(command)}</pre>"
         "<p class='muted'>It reruns the plan and checks that every table comes out the same.</p>",
-        f"<h2>Tables</h2>{_tables_once(parts.tables)}",
+        f"<h2>Tables</h2>{_tables_once(parts.tables, ledger_shown=parts.ledger_frame is not None)}",
     ]
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "

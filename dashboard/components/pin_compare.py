@@ -18,42 +18,12 @@ from core.report import tables_zip
 from core.scenarios import MAX_SCENARIO_NAME, ScenarioExists, get_scenario_store
 from core.uploads import read_bytes
 from dashboard.figures import compare as figs
-from dashboard.figures.compare import OverlaySpec
+from dashboard.figures.overlays import OVERLAYS, agreement_distribution, overlay_figures, overlay_for  # noqa: F401
 
 S = "session"
 DELTA_LABELS = {"number": "Headline number", "A": "A (pinned)", "B": "B (current)", "change": "B − A",
                 "change_pct": "Change (% of A)", "direction": "Direction"}
 CELL_LABELS = {**DELTA_LABELS, "column": "Quantity"}
-# each page's main figure, drawn from the tables both scenarios hold (keyed by the plan's class)
-OVERLAYS: dict[str, OverlaySpec] = {
-    "DistrictPlan": OverlaySpec("districts", "district", ("mean_abs_error",),
-                                "Mean absolute population error by district (plan 1)", "people", where={"plan": 1}),
-    "BudgetPlan": OverlaySpec("levels", "level", ("budget (rho)", "budget (epsilon)"), "Budget per level",
-                              "budget"),
-    "GroupFairnessPlan": OverlaySpec("lexifair_group_errors", "group", ("held_out_error",),
-                                     "Held-out error per group", "error rate", series="model"),
-    "LearningPlan": OverlaySpec("frontier_points", "unfairness", ("error",), "Error against unfairness (frontier)",
-                                "error rate", line=True),
-    "AuditPlan": OverlaySpec("theory_gamma", "epsilon", ("gamma",), "Subgroup size the theory needs",
-                             "gamma", series="constants"),
-    "SynthesisPlan": OverlaySpec("overall_metrics", "epsilon", ("value",), "Parity error against epsilon "
-                                 "(mean over seeds)", "parity error", series="method",
-                                 where={"metric": "parity_error"}, line=True),
-    "ElicitationPlan": OverlaySpec("constraints", "share saying 'same'", ("pairs",),
-                                   "Agreement of the simulated panel: pairs by share of judges saying 'same'",
-                                   "pairs judged by two or more", derive=lambda t: agreement_distribution(t)),
-}
-AGREEMENT_BINS = np.linspace(0.0, 1.0, 6)
-
-
-def agreement_distribution(constraints: pd.DataFrame) -> pd.DataFrame:
-    """Pairs seen by two or more judges, counted by the share of judges who asked for equal treatment
-    (five bins of width 0.2), so two designs with different pairs can be compared."""
-    seen = constraints[constraints["n_judges"] >= 2]
-    share = seen["n_same"] / seen["n_judges"]
-    counts, _ = np.histogram(share, bins=AGREEMENT_BINS)
-    labels = [f"{lo:.1f}-{hi:.1f}" for lo, hi in zip(AGREEMENT_BINS[:-1], AGREEMENT_BINS[1:])]
-    return pd.DataFrame({"share saying 'same'": labels, "pairs": counts})
 # the district page's difference map: column of the district table -> label with unit
 DIFFERENCE_COLUMNS = {"mean_abs_error": "mean absolute population error (people)",
                       "deviation_pct": "deviation from the ideal population (%)",
@@ -64,6 +34,20 @@ DIFFERENCE_COLUMNS = {"mean_abs_error": "mean absolute population error (people)
 def pin_key(key: str) -> str:
     """Where a panel keeps its pin in the session."""
     return f"{key}__pin"
+
+
+def pinned_for_report(report: dict, key: str) -> dict:
+    """What the stakeholder report needs to be an A/B report when a scenario is pinned on this panel: the
+    pin's saved report (``compare``) and the overlays the panel draws (``overlays``); empty without a pin
+    or when the two cannot be compared."""
+    pinned: Snapshot | None = st.session_state.get(pin_key(key))
+    if pinned is None:
+        return {}
+    try:
+        comparison = compare(pinned, snapshot_of_report(report, "B"))
+    except ValueError:
+        return {}
+    return {"compare": pinned.report, "overlays": overlay_figures(comparison)}
 
 
 def pin_compare_panel(result, report: dict, *, page: str, key: str) -> Comparison | None:
@@ -130,17 +114,6 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
                        file_name=f"{key}_comparison.zip", mime="application/zip", key=f"{key}__delta_zip",
                        icon=":material/download:", help="The headline delta and every table's cell deltas "
                        "(tables with one row per block are left out).")
-
-
-def overlay_for(comparison: Comparison):
-    """The page's main figure with A and B overlaid when both scenarios hold its table and something to draw
-    from it; the headline numbers side by side otherwise."""
-    spec = OVERLAYS.get(comparison.a.plan_class)
-    if spec is not None and spec.table in comparison.a.tables and spec.table in comparison.b.tables:
-        a, b = comparison.a.tables[spec.table], comparison.b.tables[spec.table]
-        if not (spec.rows(a).empty and spec.rows(b).empty):
-            return figs.overlay_figure(a, b, spec)
-    return figs.headline_overlay_figure(comparison.headline)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

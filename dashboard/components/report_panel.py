@@ -11,7 +11,7 @@ from core.contracts import Plan, Result
 from core.report import build_report, load_plan, parse_report, report_json, tables_zip
 from dashboard.components.ledger_badge import ledger_for_report
 from dashboard.components.pin_compare import pin_compare_panel
-from dashboard.components.stakeholder_buttons import stakeholder_buttons
+from dashboard.components.stakeholder_buttons import page_question, stakeholder_buttons
 
 
 def report_panel(result: Result, *, page: str, key: str, ledger=None,
@@ -21,8 +21,10 @@ def report_panel(result: Result, *, page: str, key: str, ledger=None,
     the stakeholder report (HTML + PDF, with the page's plotly ``figures`` embedded)."""
     report = build_report(result, page=page, ledger=ledger, extra=extra, tables=tables)
     report["project_ledger"] = ledger_for_report(result.plan)   # every release of this data set so far
+    report["question"] = page_question(page)                    # the stakeholder report's first line
     left, right = st.columns(2)
-    left.download_button("Download report (JSON)", report_json(report), file_name=f"{key}.json",
+    left.download_button("Download report (JSON)", lambda: report_json(with_figures(report, result, figures)),
+                         file_name=f"{key}.json", on_click="ignore",
                          mime="application/json", key=f"{key}_json", icon=":material/download:",
                          help="The plan, data fingerprint, ledger, versions and every table. Open it "
                               "again here, or rerun it with: python -m core reproduce FILE --out DIR")
@@ -34,6 +36,16 @@ def report_panel(result: Result, *, page: str, key: str, ledger=None,
                         ledger=ledger)
     pin_compare_panel(result, report, page=page, key=key)   # pin as A, compare B, saved scenarios
     return report
+
+
+def with_figures(report: dict, result: Result, figures=()) -> dict:
+    """The report with the page's main figures stored as plotly JSON, so ``python -m core report`` draws the
+    same stakeholder report from the file alone (made when the download is clicked)."""
+    import json
+
+    from dashboard.components.stakeholder_figures import default_figures
+    shown = list(figures) or default_figures(result)
+    return {**report, "figures": [json.loads(f.to_json()) for f in shown]}
 
 
 def saved_report_loader(key: str, accepts: tuple[type, ...],

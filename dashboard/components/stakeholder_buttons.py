@@ -31,8 +31,10 @@ def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str,
     Without ``figures`` the report draws the page's main figures from the result (default_figures)."""
     def html_text() -> str:
         shown = list(figures) or default_figures(result)
+        from dashboard.components.pin_compare import pinned_for_report   # A/B report when a scenario is pinned
         return report_html(result, page=page, question=page_question(page), figures=shown, report=report,
-                           extra=extra, tables=tables, ledger=ledger, file_name=f"{key}.json")
+                           extra=extra, tables=tables, ledger=ledger, file_name=f"{key}.json",
+                           **pinned_for_report(dict(report), key))
 
     st.session_state[builder_key(key)] = html_text     # what the HTML button offers, for reuse and checks
 
