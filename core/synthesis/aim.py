@@ -28,7 +28,7 @@ import pandas as pd
 
 from core.privacy.accounting import exponential_mechanism_epsilon, gaussian_sigma
 from core.privacy.ledger import BudgetLedger
-from core.synthesis.encoding import check_codes
+from core.synthesis.counts import as_count_source
 from core.synthesis.graphical_model import Measurement, estimate, model_size_mb
 from core.synthesis.noise import noise_source
 
@@ -49,12 +49,6 @@ def candidate_weights(workload: list[tuple[str, ...]]) -> dict[tuple[str, ...], 
         if len(cl) > 2:
             cands.update(itertools.combinations(cl, 2))
     return {cl: float(sum(len(set(cl) & set(w)) for w in workload)) for cl in sorted(cands)}
-
-
-def table(arr: np.ndarray, idx: list[int], sizes: list[int]) -> np.ndarray:
-    """Count table of the columns ``idx`` of the code array (np.bincount on flat cell indices)."""
-    flat = np.ravel_multi_index(tuple(arr[:, i] for i in idx), sizes) if arr.size else np.zeros(0, np.int64)
-    return np.bincount(flat, minlength=int(np.prod(sizes))).astype(float).reshape(sizes)
 
 
 class AIM:
@@ -80,19 +74,19 @@ class AIM:
         rho_m = MEASURE_SHARE * rho / rounds
         return gaussian_sigma(math.sqrt(d), min(d * rho_m, rho / 2)), gaussian_sigma(1.0, rho_m)
 
-    def _measure(self, arr, clique, idx, rho_m, noise, label: str) -> Measurement:
+    def _measure(self, source, clique, rho_m, noise, label: str) -> Measurement:
         sizes = [self.domain_[c] for c in clique]
         draw, sigma = noise.gaussian(1.0, rho_m, int(np.prod(sizes)))
         self._spend(label, rho_m, f"Gaussian counts of {' x '.join(clique)}, sigma {sigma:.3g}")
-        return Measurement(tuple(clique), table(arr, idx, sizes).ravel() + draw, sigma)
+        return Measurement(tuple(clique), source.table(tuple(clique)).ravel() + draw, sigma)
 
-    def _one_way(self, arr, col_idx, rho_one: float, noise, label: str) -> list[Measurement]:
+    def _one_way(self, source, rho_one: float, noise, label: str) -> list[Measurement]:
         """Every one-way count table, released together at ``rho_one`` (L2 sensitivity sqrt(d))."""
         d = len(self.columns_)
         out = []
         for c in self.columns_:
             draw, sigma = noise.gaussian(math.sqrt(d), rho_one, self.domain_[c])
-            out.append(Measurement((c,), table(arr, [col_idx[c]], [self.domain_[c]]).ravel() + draw, sigma))
+            out.append(Measurement((c,), source.table((c,)).ravel() + draw, sigma))
         self._spend(label, rho_one, f"{d} one-way count tables, sigma {sigma:.3g} each")
         return out
 
@@ -103,17 +97,19 @@ class AIM:
     def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float, rng: np.random.Generator,
             noise=None, progress=None) -> "AIM":
         """Spend exactly ``rho``: one-way marginals, then select/measure/re-estimate rounds (module
-        docstring). ``progress(round, planned rounds, message)`` may raise ``Cancelled`` to stop."""
+        docstring). ``progress(round, planned rounds, message)`` may raise ``Cancelled`` to stop.
+        ``df`` is a table of codes or a count source (:mod:`core.synthesis.counts`): AIM reads its
+        data only through the count tables of the one-way marginals and the candidates, counted in
+        one pass."""
         rho = float(rho)
         if not math.isfinite(rho) or rho <= 0:
             raise ValueError(f"The budget rho must be a positive number; got {rho}.")
         if self.degree not in (2, 3):
             raise ValueError("AIM's workload is all 2-way or all 3-way marginals: degree must be 2 or 3.")
         noise = noise_source(rng, noise)
-        arr = check_codes(df, domain)
-        self.columns_ = list(df.columns)
-        self.domain_ = {c: int(domain[c]) for c in self.columns_}
-        col_idx = {c: j for j, c in enumerate(self.columns_)}
+        source = as_count_source(df, domain)
+        self.columns_ = list(source.columns)
+        self.domain_ = dict(source.domain)
         d = len(self.columns_)
         if d == 0:
             raise ValueError("Choose at least one column to synthesise.")
@@ -123,14 +119,15 @@ class AIM:
         workload = workload_cliques(self.columns_, self.domain_, min(self.degree, d), self.max_cells) if d > 1 else []
         weights = candidate_weights(workload)
         cands = list(weights)
-        true_tables = {cl: table(arr, [col_idx[c] for c in cl], [self.domain_[c] for c in cl]) for cl in cands}
+        source.count([(c,) for c in self.columns_] + cands)
+        true_tables = {cl: source.table(cl) for cl in cands}
         T = int(self.max_rounds) if self.max_rounds is not None else 16 * d
         T = max(T, 1)
         rho_meas = MEASURE_SHARE * rho / T
         rho_sel = (1 - MEASURE_SHARE) * rho / T
         # one-way marginals first, released together: L2 sensitivity sqrt(d); at most half the budget
         rho_one = rho if not cands else min(d * rho_meas, rho / 2)
-        measurements = self._one_way(arr, col_idx, rho_one, noise, "one-way marginals")
+        measurements = self._one_way(source, rho_one, noise, "one-way marginals")
         model = estimate(self.domain_, measurements, self.iters)
         t = 0
         while cands and rho - math.fsum(self.spent_) > 0:
@@ -152,7 +149,7 @@ class AIM:
             if not open_:
                 # every candidate would break the model-size cap: the rest of the budget measures the
                 # one-way marginals again (they never grow the model), so nothing is left unspent
-                measurements += self._one_way(arr, col_idx, left, noise, "rest of the budget: one-way marginals")
+                measurements += self._one_way(source, left, noise, "rest of the budget: one-way marginals")
                 model = estimate(self.domain_, measurements, self.iters, warm_start=model)
                 self.rounds_.append({"round": t, "marginal": "one-way marginals (model-size cap reached)",
                                      "sigma": measurements[-1].sigma, "epsilon_em": float("nan"), "annealed": False})
@@ -167,7 +164,7 @@ class AIM:
             self._spend(f"round {t}: selection", rho_sel, f"exponential mechanism over {len(open_)} marginals, "
                                                          f"epsilon {eps_em:.3g}")
             before = model.project(pick)
-            measurements.append(self._measure(arr, pick, [col_idx[c] for c in pick], rho_meas, noise,
+            measurements.append(self._measure(source, pick, rho_meas, noise,
                                               f"round {t}: measurement"))
             model = estimate(self.domain_, measurements, self.iters, warm_start=model)
             moved = float(np.abs(model.project(pick) - before).sum())

@@ -8,6 +8,7 @@ np.bincount and rows are drawn with searchsorted.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Mapping
 
@@ -18,7 +19,8 @@ from core.privacy.accounting import exponential_mechanism_epsilon, gaussian_sigm
 from core.synthesis.encoding import check_codes
 from core.synthesis.noise import noise_source
 from core.synthesis.sampling import draw_codes, draw_conditional
-from core.synthesis.marginals import one_way_counts, project_to_simplex, two_way_counts
+from core.synthesis.counts import as_count_source
+from core.synthesis.marginals import one_way_counts, project_to_simplex
 
 
 def _check_rho(rho: float) -> float:
@@ -86,10 +88,10 @@ class MST:
         return gaussian_sigma(math.sqrt(d), rho / 3), gaussian_sigma(math.sqrt(d - 1), rho / 3)
 
     # ---- measurement --------------------------------------------------------------------
-    def _compress(self, arr: np.ndarray, noisy: list[np.ndarray]) -> np.ndarray:
-        """Merge values whose noisy count is below 3 sigma into one bucket (MST Sec. 4)."""
-        out = np.empty_like(arr)
-        self.kept_, self.rare_, self.one_way_, self.one_way_var_ = [], [], [], []
+    def _compress(self, noisy: list[np.ndarray]) -> None:
+        """Merge values whose noisy count is below 3 sigma into one bucket (MST Sec. 4): ``mapping_[j]``
+        sends each value of column j to its compressed code."""
+        self.kept_, self.rare_, self.one_way_, self.one_way_var_, self.mapping_ = [], [], [], [], []
         for j, y in enumerate(noisy):
             size = y.size
             keep = y >= 3 * self.sigma_one_way_ if self.compress else np.ones(size, bool)
@@ -102,17 +104,24 @@ class MST:
                 mapping[rare] = kept.size
                 values = np.append(values, y[rare].sum())
                 var = np.append(var, rare.size * self.sigma_one_way_ ** 2)
-            out[:, j] = mapping[arr[:, j]]
+            self.mapping_.append(mapping)
             self.kept_.append(kept)
             self.rare_.append(rare)
             self.one_way_.append(values)
             self.one_way_var_.append(var)
         self.sizes_ = np.array([v.size for v in self.one_way_], dtype=np.int64)
-        return out
 
-    def _select(self, comp: np.ndarray, rho: float, noise) -> list[tuple[int, int]]:
+    def _pair(self, source, i: int, j: int) -> np.ndarray:
+        """Two-way count table of columns i and j on their compressed codes, added up from the
+        table of their original values (integer counts: exact, the same as counting compressed rows)."""
+        counts = source.table((self.columns_[i], self.columns_[j]))
+        si, sj = int(self.sizes_[i]), int(self.sizes_[j])
+        cell = self.mapping_[i][:, None] * sj + self.mapping_[j][None, :]
+        return np.bincount(cell.ravel(), weights=counts.ravel(), minlength=si * sj).reshape(si, sj)
+
+    def _select(self, source, rho: float, noise) -> list[tuple[int, int]]:
         """d-1 edges of a spanning tree, each picked by the exponential mechanism (MST Sec. 4)."""
-        d = comp.shape[1]
+        d = len(self.columns_)
         if d < 2:
             self.epsilon_em_ = 0.0
             return []
@@ -120,8 +129,7 @@ class MST:
         probs = [project_to_simplex(y, n_hat) / n_hat for y in self.one_way_]
         pairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
         scores = np.array([
-            np.abs(two_way_counts(comp[:, i], comp[:, j], self.sizes_[i], self.sizes_[j])
-                   - n_hat * np.outer(probs[i], probs[j])).sum() for i, j in pairs])
+            np.abs(self._pair(source, i, j) - n_hat * np.outer(probs[i], probs[j])).sum() for i, j in pairs])
         # d-1 exponential-mechanism picks (score sensitivity 1) share rho
         self.epsilon_em_ = exponential_mechanism_epsilon(rho / (d - 1))
         component = np.arange(d)
@@ -227,12 +235,14 @@ class MST:
 
     def fit(self, df: pd.DataFrame, domain: Mapping[str, int], rho: float, rng: np.random.Generator,
             noise=None) -> "MST":
-        """Measure, select, measure and estimate with total budget ``rho`` (zCDP)."""
+        """Measure, select, measure and estimate with total budget ``rho`` (zCDP). ``df`` is a table of
+        codes or a count source (:mod:`core.synthesis.counts`): MST reads only the one-way and two-way
+        count tables, counted in one pass."""
         rho = _check_rho(rho)
         noise = noise_source(rng, noise)
-        arr = check_codes(df, domain)
-        self.columns_ = list(df.columns)
-        self.domain_ = {c: int(domain[c]) for c in self.columns_}
+        source = as_count_source(df, domain)
+        self.columns_ = list(source.columns)
+        self.domain_ = dict(source.domain)
         d = len(self.columns_)
         if d == 0:
             raise ValueError("Choose at least one column to synthesise.")
@@ -240,19 +250,20 @@ class MST:
         rho_parts = (rho / 3, rho / 3, rho / 3) if d > 1 else (rho, 0.0, 0.0)
         self.budget_split_ = {"one-way marginals": rho_parts[0], "tree selection": rho_parts[1],
                               "two-way marginals": rho_parts[2]}
+        source.count([(c,) for c in self.columns_] + list(itertools.combinations(self.columns_, 2)))
         # d histograms released together: L2 sensitivity sqrt(d)
         noisy = []
         for j, c in enumerate(self.columns_):
             draw, self.sigma_one_way_ = noise.gaussian(math.sqrt(d), rho_parts[0], self.domain_[c])
-            noisy.append(one_way_counts(arr[:, j], self.domain_[c]) + draw)
-        comp = self._compress(arr, noisy)
-        edges = self._select(comp, rho_parts[1], noise)
+            noisy.append(source.table((c,)) + draw)
+        self._compress(noisy)
+        edges = self._select(source, rho_parts[1], noise)
         self.sigma_two_way_ = float("inf")
         tables = {}
         for i, j in edges:  # d-1 tables released together: L2 sensitivity sqrt(d-1)
             draw, self.sigma_two_way_ = noise.gaussian(math.sqrt(d - 1), rho_parts[2],
                                                        (self.sizes_[i], self.sizes_[j]))
-            tables[(i, j)] = two_way_counts(comp[:, i], comp[:, j], self.sizes_[i], self.sizes_[j]) + draw
+            tables[(i, j)] = self._pair(source, i, j) + draw
         self._estimate(tables)
         self._orient(edges, d)
         self.edges_ = edges
