@@ -9,6 +9,14 @@ from core.geography.hierarchy import Hierarchy
 from core.geography.adjacency import UnitAdjacency
 
 
+def polsby_popper(area, perimeter) -> np.ndarray:
+    """Polsby-Popper compactness 4 pi A / P^2 (Polsby and Popper 1991): the district's area over that of the
+    circle with its perimeter. 1 for a circle, pi/4 for a square, near 0 for a long thin shape."""
+    a = np.asarray(area, dtype=float)
+    p = np.asarray(perimeter, dtype=float)
+    return 4 * np.pi * a / np.maximum(p, 1e-9) ** 2
+
+
 def district_metrics(h: Hierarchy, adj: UnitAdjacency, population: np.ndarray, counties: np.ndarray,
                      labels: np.ndarray) -> pd.DataFrame:
     """One row per district: population, deviation from ideal (%), cut edges, Polsby-Popper 4piA/P^2,
@@ -23,7 +31,7 @@ def district_metrics(h: Hierarchy, adj: UnitAdjacency, population: np.ndarray, c
     area = np.bincount(lab, weights=adj.area, minlength=k)
     inner = np.bincount(lab[e[~cross, 0]], weights=adj.shared[~cross], minlength=k)
     perimeter = np.bincount(lab, weights=adj.perimeter, minlength=k) - 2 * inner
-    pp = 4 * np.pi * area / np.maximum(perimeter, 1e-9) ** 2
+    pp = polsby_popper(area, perimeter)
     cty_codes = pd.factorize(pd.Series(counties))[0]
     pairs = np.unique(np.column_stack([cty_codes, lab]), axis=0)
     n_dist_in_county = np.bincount(pairs[:, 0])

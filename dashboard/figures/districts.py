@@ -87,14 +87,54 @@ def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataF
                                    z=np.zeros(len(ids)), colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]],
                                    showscale=False, marker_line_width=2.2, marker_line_color="#222",
                                    hoverinfo="skip", name="district boundaries"))
-    # district numbers on hover over a dot inside each district: map text layers would fetch font glyphs
-    # from the internet, and nothing on this page may leave the machine
+    # district numbers drawn as line strokes at a point inside each district: map text layers would fetch
+    # font glyphs from the internet, and nothing on this page may leave the machine
     pts = outlines.geometry.to_crs(EQUAL_AREA_CRS).representative_point().to_crs("EPSG:4326")
-    fig.add_trace(go.Scattermap(lon=pts.x, lat=pts.y, mode="markers", marker=dict(size=9, color="#222"),
+    for trace in district_number_traces(outlines, pts):
+        fig.add_trace(trace)
+    fig.add_trace(go.Scattermap(lon=pts.x, lat=pts.y, mode="markers", marker=dict(size=7, color="#222", opacity=0.0),
                                 hovertext=[f"District {i}" for i in ids], hoverinfo="text", showlegend=False,
                                 name="district"))
     fig.update_layout(title=title, height=600, margin=dict(l=0, r=0, t=40, b=0))
     return fig
+
+
+# seven-segment strokes in a digit box 0.5 wide and 1 high: a top, b upper right, c lower right, d bottom,
+# e lower left, f upper left, g middle
+_SEGMENTS = {"a": ((0, 1), (0.5, 1)), "b": ((0.5, 1), (0.5, 0.5)), "c": ((0.5, 0.5), (0.5, 0)),
+             "d": ((0, 0), (0.5, 0)), "e": ((0, 0), (0, 0.5)), "f": ((0, 0.5), (0, 1)), "g": ((0, 0.5), (0.5, 0.5))}
+_DIGIT_SEGMENTS = {"0": "abcdef", "1": "bc", "2": "abged", "3": "abgcd", "4": "fgbc", "5": "afgcd", "6": "afgedc",
+                   "7": "abc", "8": "abcdefg", "9": "abcdfg"}
+
+
+def number_strokes(number: int) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """Line segments drawing ``number`` in seven-segment digits, centred on (0, 0), one unit high."""
+    text = str(int(number))
+    width = 0.8 * len(text) - 0.3
+    out = []
+    for i, ch in enumerate(text):
+        x0 = 0.8 * i - width / 2
+        out += [((x0 + a[0], a[1] - 0.5), (x0 + b[0], b[1] - 0.5)) for a, b in (_SEGMENTS[s] for s in
+                                                                                 _DIGIT_SEGMENTS[ch])]
+    return out
+
+
+def district_number_traces(outlines: gpd.GeoDataFrame, points) -> list[go.Scattermap]:
+    """Each district's number drawn as strokes at its representative point (dark on a white halo), sized to
+    the district (at most 5% of the map's height): lines need no font, so nothing is fetched."""
+    bounds = outlines.to_crs("EPSG:4326").geometry.bounds
+    span = max(float(bounds["maxy"].max() - bounds["miny"].min()), 1e-4)
+    own = (bounds["maxy"] - bounds["miny"]).to_numpy(dtype=float)
+    heights = np.clip(0.35 * own, 0.012 * span, 0.05 * span)
+    lon, lat = [], []
+    for number, x, y, h in zip(outlines["district"], points.x, points.y, heights):
+        sx = h / max(np.cos(np.radians(y)), 0.1)          # a degree of longitude is shorter away from the equator
+        for (ax, ay), (bx, by) in number_strokes(int(number)):
+            lon += [x + ax * sx, x + bx * sx, None]
+            lat += [y + ay * h, y + by * h, None]
+    common = dict(lon=lon, lat=lat, mode="lines", hoverinfo="skip", showlegend=False)
+    return [go.Scattermap(line=dict(color="rgba(255,255,255,0.9)", width=6), name="district number halo", **common),
+            go.Scattermap(line=dict(color="#111", width=2.5), name="district numbers", **common)]
 
 
 def district_error_figure(table: pd.DataFrame) -> go.Figure:

@@ -22,6 +22,8 @@ from core.districts import (ALGORITHMS, GENERATORS, DistrictPlan, EnsemblePlan, 
                             run)
 from core.districts.checks import check_warning  # noqa: E402
 from core.districts.display import DISPLAY_LEVELS, display_values, district_shapes  # noqa: E402
+from core.districts.scorecard import (SCORECARD_HELP, SCORECARD_LABELS, compare_scorecards,  # noqa: E402
+                                      scorecard)
 from core.districts.generators import GRID_ONLY  # noqa: E402
 from core.districts.workflow import GENERATOR_CHOICES, GEOGRAPHIES, build_geography  # noqa: E402
 from core.geography.assignments import plan_to_frame  # noqa: E402
@@ -275,6 +277,16 @@ def outlines(plan_digest: str, plan_no: int, _geo, _labels, _table):
     return shapes, figs.map_geojson(shapes, "district", 150.0)
 
 
+def scorecard_table(card, key: str) -> None:
+    """A scorecard with its labels, two decimals and a help text on each column (no cut labels)."""
+    fmt = {"deviation": "%.0f", "deviation_pct": "%.2f", "error_sd": "%.1f", "polsby_popper": "%.3f",
+           "minority_share_pct": "%.1f"}
+    config = {SCORECARD_LABELS[c]: st.column_config.NumberColumn(SCORECARD_LABELS[c], format=fmt.get(c),
+                                                                 help=SCORECARD_HELP.get(c))
+              for c in card.columns if c != "district"}
+    st.dataframe(card.rename(columns=SCORECARD_LABELS), hide_index=True, key=key, column_config=config)
+
+
 tab_map, tab_ens, tab_er, tab_exp = st.tabs(["Map and districts", "Ensemble error", "Ecological regression",
                                              "Export"])
 
@@ -318,11 +330,32 @@ def map_panel(result, geo, kind: str) -> None:
                       units, tol_m)
     shown = shapes if county is None else shapes[shapes["district"].isin(units["district"].unique())]
     title = f"Plan {plan_no}: {len(table)} districts over {len(units):,} {DISPLAY_LEVELS[display]}"
-    st.plotly_chart(figs.plan_map(units, gj, shown, outline_gj, colour, title), key="dm_map")
+    map_col, card_col = st.columns([3, 2])
+    map_col.plotly_chart(figs.plan_map(units, gj, shown, outline_gj, colour, title), key="dm_map")
     if display != "block":
-        st.caption(f"Each unit is drawn with the district holding most of its population; "
-                   f"{int(units['split'].sum())} of {len(units)} {DISPLAY_LEVELS[display]} are split between "
-                   "districts. Hover a dark dot for the district number; choose blocks for exact lines.")
+        map_col.caption(f"Each unit is drawn with the district holding most of its population; "
+                        f"{int(units['split'].sum())} of {len(units)} {DISPLAY_LEVELS[display]} are split between "
+                        "districts. Each district's number is drawn inside it; choose blocks for exact lines.")
+    with card_col:
+        st.markdown(f"**Scorecard of plan {plan_no}**")
+        scorecard_table(scorecard(table), f"dm_scorecard_{plan_no}")
+    if n > 1:
+        other = int(st.number_input("Compare side by side with plan", 1, n, 2 if plan_no == 1 else 1,
+                                    key="dm_compare_no", persist_state=S))
+        if other != plan_no:
+            card_a, card_b = scorecard(table), scorecard(result.plan_districts(other))
+            st.dataframe(compare_scorecards(card_a, card_b, (f"plan {plan_no}", f"plan {other}")), hide_index=True,
+                         key="dm_scorecard_compare", column_config={
+                             "measure": st.column_config.TextColumn("Measure", width="large")})
+            left, right = st.columns(2)
+            with left:
+                st.markdown(f"**Plan {plan_no}**")
+                scorecard_table(card_a, "dm_scorecard_a")
+            with right:
+                st.markdown(f"**Plan {other}**")
+                scorecard_table(card_b, "dm_scorecard_b")
+            st.caption("District numbers of two plans name different areas, so the plans compare as wholes "
+                       "(the first table); each plan's own districts are below it.")
     cols = ["district", "population", "deviation_pct", "pieces", "contiguous", "balanced", "passes",
             "mean_noisy_population", "mean_abs_error", "p95_abs_error", "empirical_sd", "analytic_toydown_sd",
             "balanced_on_noisy_mean_abs_dev_pct", "balanced_on_noisy_max_abs_dev_pct", "black_share_pct",

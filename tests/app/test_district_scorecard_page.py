@@ -1,0 +1,51 @@
+"""District maps page: numbers drawn on the map, a scorecard beside it, two plans side by side."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.districts import run
+from core.districts.scorecard import SCORECARD_LABELS, compare_scorecards, scorecard
+
+PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "district_maps.py")
+
+
+@pytest.fixture(scope="module")
+def app():
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.run()
+    assert not at.exception and not at.error
+    return at
+
+
+def _cards(at):
+    """The scorecards in page order: plan shown, then the two of the side-by-side comparison."""
+    return [d.value for d in at.dataframe if "Polsby-Popper compactness (0 to 1)" in d.value.columns]
+
+
+def test_the_scorecard_beside_the_map_is_the_runs_view(app):
+    result = run(app.session_state["dm_plan"])
+    expected = scorecard(result.plan_districts(1)).rename(columns=SCORECARD_LABELS)
+    shown = _cards(app)[0]
+    assert list(shown.columns) == list(expected.columns)
+    for col in expected.columns:
+        np.testing.assert_allclose(shown[col].to_numpy(float), expected[col].to_numpy(float))
+    assert shown["Deviation from ideal (people)"].sum() == pytest.approx(0.0, abs=1e-6)
+    spec = json.loads(next(c for c in app.get("plotly_chart") if "choroplethmap" in c.proto.spec).proto.spec)
+    assert any(t.get("name") == "district numbers" for t in spec["data"])
+    assert any("number is drawn inside it" in c.value for c in app.caption)
+
+
+def test_two_plans_side_by_side(app):
+    result = run(app.session_state["dm_plan"])
+    assert result.labels.shape[0] > 1
+    both = next(d.value for d in app.dataframe if "measure" in d.value.columns)
+    expected = compare_scorecards(scorecard(result.plan_districts(1)), scorecard(result.plan_districts(2)),
+                                  ("plan 1", "plan 2"))
+    assert list(both.columns) == ["measure", "plan 1", "plan 2", "plan 2 - plan 1"]
+    np.testing.assert_allclose(both["plan 2 - plan 1"].to_numpy(float), expected["plan 2 - plan 1"].to_numpy(float))
+    cards = _cards(app)
+    assert len(cards) == 3
+    np.testing.assert_allclose(cards[2]["Population (people)"], result.plan_districts(2)["population"])
