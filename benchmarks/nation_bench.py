@@ -1,0 +1,107 @@
+"""A nation's microdata on a Dask cluster: MST and AIM end to end on a partitioned Parquet file.
+
+Writes a file of --rows rows (default 20,000,000, resampled with replacement from the bundled CPS
+extract's 10 columns, stored as text categories) in parts of --part-rows rows, then on a
+two-worker LocalCluster on loopback (single-threaded workers):
+1. counts every table MST needs in one pass (the workers read the parts themselves),
+2. fits MST from the counts here, and draws a synthetic file of the same size in parts, each part
+   drawn and written by a worker with its own child generator,
+3. the same for AIM (epsilon 1, its default model-size cap).
+It prints each step's wall time, the passes over the parts, and each worker's peak memory beside the
+size of one part in memory. Not a test: run ``.venv/bin/python benchmarks/nation_bench.py [--rows N]``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from core.cluster import close_clients, use_scheduler  # noqa: E402
+from core.datasets import cps_domain, load_dataset  # noqa: E402
+from core.privacy.accounting import rho_for_epsilon  # noqa: E402
+from core.synthesis.aim import AIM  # noqa: E402
+from core.synthesis.parts import PartCounts, sample_in_parts  # noqa: E402
+from core.synthesis.synthesizers import MST  # noqa: E402
+
+
+def write_parts(folder: Path, rows: int, part_rows: int) -> int:
+    """The resampled file in parts; returns the bytes of one part's codes in memory."""
+    people = load_dataset("cps")
+    rng = np.random.default_rng(20261126)
+    start = 0
+    i = 0
+    while start < rows:
+        size = min(part_rows, rows - start)
+        part = people.iloc[rng.integers(0, len(people), size)].reset_index(drop=True)
+        part.astype(str).to_parquet(folder / f"part-{i:05d}.parquet", index=False)
+        start += size
+        i += 1
+    return part_rows * people.shape[1] * 8
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def end_to_end(name: str, synthesizer, folder: Path, labels: dict, rows: int, n_parts: int, rho: float,
+               out: Path) -> None:
+    t0 = time.perf_counter()
+    source = PartCounts(folder, labels)
+    fitted = synthesizer.fit(source, None, rho, np.random.default_rng(1))
+    t_fit = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    paths = sample_in_parts(fitted, rows, n_parts, seed=2, labels=labels, folder=out / name)
+    t_sample = time.perf_counter() - t1
+    print(f"  {name}: end to end {t_fit + t_sample:.1f} s (count + fit {t_fit:.1f} s, {source.passes} pass over "
+          f"{source.n_parts} parts; synthetic {rows:,} rows in {len(paths)} parts {t_sample:.1f} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=20_000_000)
+    parser.add_argument("--part-rows", type=int, default=1_000_000)
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--synthesizers", default="mst,aim")
+    args = parser.parse_args()
+    from distributed import Client, LocalCluster
+
+    labels = cps_domain()
+    rho = rho_for_epsilon(args.epsilon, 1e-9)
+    work = Path(tempfile.mkdtemp(prefix="nation_"))
+    try:
+        t0 = time.perf_counter()
+        (work / "in").mkdir()
+        part_bytes = write_parts(work / "in", args.rows, args.part_rows)
+        n_parts = len(list((work / "in").glob("*.parquet")))
+        print(f"Nation on Dask: {args.rows:,} rows x {len(labels)} columns in {n_parts} Parquet parts "
+              f"(written in {time.perf_counter() - t0:.0f} s); two single-threaded workers on loopback; "
+              f"load {os.getloadavg()[0]:.1f}")
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                          dashboard_address="127.0.0.1:0", silence_logs=50) as cluster:
+            with use_scheduler(cluster.scheduler_address):
+                for name in args.synthesizers.split(","):
+                    synthesizer = {"mst": MST(), "aim": AIM()}[name.strip()]
+                    end_to_end(name.strip().upper(), synthesizer, work / "in", labels, args.rows, n_parts, rho, work)
+                with Client(cluster.scheduler_address) as client:
+                    peaks = client.run(peak_mb)
+            close_clients()
+        print(f"  worker peak memory: {', '.join(f'{v:.0f} MB' for v in peaks.values())}; one part's codes "
+              f"{part_bytes / 1e6:.0f} MB; this process {peak_mb():.0f} MB")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
