@@ -43,13 +43,17 @@ from dashboard.components.plain_text import bare, plain  # noqa: E402
 from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
+from dashboard.page_registry import PAGES  # noqa: E402
 
 from dashboard.components.fairness_results import render_fairness_results  # noqa: E402
+from dashboard.components.join_link import browser_page_url, join_panel, join_url  # noqa: E402
 from dashboard.components.ledger_badge import project_ledger  # noqa: E402
 from dashboard.components.release_confirm import release_button, stated_spend  # noqa: E402
 
 P = "fe_"
 PAGE = "Fairness elicitation"
+#: The page's address under the dashboard, as the navigation registers it (the join link points there).
+TOOL_PATH = next(entry.url_path for entry in PAGES if entry.file == "tools/fairness_elicitation.py")
 ROLES = ("Facilitator", "Stakeholder", "Demo with simulated stakeholders")
 FAC, SH, DEMO = ROLES
 KEEP = "session"  # widget values survive a trip to another page
@@ -272,11 +276,13 @@ def restore_stakeholder() -> None:
         st.query_params.pop("me", None)
 
 
-def _person_column(container, title: str, card: pd.DataFrame, column: str) -> None:
-    with container.container(border=True):
-        st.markdown(f"### {title}")
-        for feature, value in zip(card["Feature"], card[column]):
-            st.markdown(f"**{plain(feature)}:** {plain(value)}")
+def _pair_table(card: pd.DataFrame) -> None:
+    """The two people in one compact table: the features as rows, Person A and Person B as columns, so a
+    phone shows both at once (no scrolling from one person to the other)."""
+    table = card.set_index("Feature")[["Person A", "Person B"]].map(lambda v: bare(str(v)))
+    table.index = [bare(str(f)) for f in table.index]
+    table.index.name = "Feature"
+    st.table(table)
 
 
 def stakeholder_join(join_code: str | None) -> None:
@@ -349,13 +355,20 @@ def stakeholder_view(join_code: str | None) -> None:
     st.text(config.instructions)
     if config.synthetic:
         st.caption(SYNTHETIC_NOTE + " Ages and counts are shown as ranges.")
-    left, right = st.columns(2)
-    _person_column(left, "Person A", card, "Person A")
-    _person_column(right, "Person B", card, "Person B")
+    _pair_table(card)
     current = row["response"]
     if current is not None:
         st.info(f"Your answer: **{el.RESPONSE_LABELS.get(current, current)}** (highlighted below). "
                 "Choose again to change it.")
+    # The optional notes come first: an answer button sends them with it and moves to the next card.
+    with st.expander("Add how sure you are or why (optional)",
+                     expanded=_state("confidence", "not given") != "not given" or bool(_state("reason"))):
+        st.select_slider("How sure are you? (optional)", ["not given", 1, 2, 3, 4, 5], value="not given",
+                         key=P + "confidence", persist_state=KEEP,
+                         help="1 = a guess, 5 = certain. Leave it if you prefer.")
+        st.text_area("Why? (optional, only the facilitator sees it)", key=P + "reason", max_chars=MAX_REASON_LENGTH,
+                     persist_state=KEEP, height=68, placeholder="A few words on what decided it for you",
+                     help="Sent with your answer or skip. Avoid names or details that identify anyone.")
 
     event_id = uuid.uuid4().hex  # minted per drawn card: a re-delivered click is a no-op
     options = el.RESPONSE_MODES[config.response_mode]
@@ -372,11 +385,6 @@ def stakeholder_view(join_code: str | None) -> None:
                    icon=":material/check_circle:" if chosen else None, use_container_width=True,
                    on_click=_answer, args=(token, view, option, event_id),
                    help="Your current answer" if chosen else None)
-    st.select_slider("How sure are you? (optional)", ["not given", 1, 2, 3, 4, 5], value="not given",
-                     key=P + "confidence", persist_state=KEEP, help="1 = a guess, 5 = certain. Leave it if you prefer.")
-    st.text_area("Why? (optional, only the facilitator sees it)", key=P + "reason", max_chars=MAX_REASON_LENGTH, persist_state=KEEP,
-                 height=68, placeholder="A few words on what decided it for you",
-                 help="Sent with your answer or skip. Avoid names or details that identify anyone.")
     nav = st.columns(4)
     nav[0].button("← Back", key=P + "back", disabled=view == 0, use_container_width=True,
                   on_click=_goto, args=(max(0, view - 1),))
@@ -572,6 +580,17 @@ def _progress_block(store: ElicitationStore, fac: dict, progress: pd.DataFrame |
     st.plotly_chart(figs.progress_figure(progress), key=P + "progress_fig")
 
 
+def _join_panel(join_code: str) -> None:
+    """The code, once, in its read-aloud form; the link carries the same form (joining ignores the dashes)."""
+    shown = format_code(join_code)
+    try:
+        link = join_url(browser_page_url(), TOOL_PATH, shown)
+    except ValueError:            # no browser address (a script run): the code alone
+        st.markdown(f"**Join code:** `{shown}`")
+        return
+    join_panel(shown, link)
+
+
 def _withdraw(fac: dict) -> None:
     name = st.session_state.get(P + "withdraw_name")
     if not name:
@@ -606,12 +625,10 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
     config = ElicitationPlan.from_dict(info["config"])
     if _state("manage_error"):
         st.error(_state("manage_error"))
-    head = st.columns([3, 2, 1])
+    head = st.columns([4, 1])
     head[0].subheader(plain(info["name"]))
-    with head[1]:  # a code block: the whole code stays readable (a metric would cut it off)
-        st.caption("Join code")
-        st.code(format_code(info["join_code"]), language=None)
-    head[2].metric("Status", info["status"])
+    head[1].metric("Status", info["status"])
+    _join_panel(info["join_code"])
     if simulated or info["simulated"]:
         st.warning(SIM_NOTE)
     if _state("show_key"):
@@ -619,8 +636,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
                    "you need it to reopen this session or see its results.")
         st.code(fac["key"], language=None)
         st.button("I have saved the key", key=P + "key_saved", on_click=_set, args=("show_key", False))
-    st.caption(f"Stakeholders open this page with `?join={info['join_code']}` or enter the code under "
-               "'Stakeholder'. Cards per stakeholder: "
+    st.caption("Stakeholders open the link (or scan its QR code), or enter the code under 'Stakeholder'. "
+               "Cards per stakeholder: "
                f"{config.n_core} core + {config.n_random} random + {config.n_repeat} repeated. "
                f"People: {COMPAS_POPULATIONS[config.population]}"
                + (f", as a private synthetic copy ({SYNTHETIC_PEOPLE:,} synthetic people, epsilon "
@@ -802,9 +819,12 @@ except (ValueError, SQLAlchemyError) as err:  # the database cannot be opened: s
     st.stop()
 restore_stakeholder()
 join_param = st.query_params.get("join")
-if (join_param or _state("login")) and P + "role" not in st.session_state:
-    st.session_state[P + "role"] = SH
-role = st.radio("Open as", ROLES, key=P + "role", horizontal=True, persist_state=KEEP)
+if join_param or st.query_params.get("me") or _state("login"):
+    # Came through a join or stakeholder link (or signed in as one): the stakeholder's view only, with no
+    # switch to the facilitator's or the demo's screens. Signing out of a page without a link brings it back.
+    st.session_state[P + "role"] = role = SH
+else:
+    role = st.radio("Open as", ROLES, key=P + "role", horizontal=True, persist_state=KEEP)
 
 if role == SH:
     stakeholder_view(join_param)

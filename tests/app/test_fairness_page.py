@@ -64,7 +64,7 @@ def test_stakeholder_answers_three_cards_and_facilitator_sees_them():
     assert _progress(fac).empty
 
     sh = _app(join=session["join_code"])
-    assert sh.radio(key="fe_role").value == "Stakeholder"
+    _stakeholder_only(sh)                                 # a join link opens the stakeholder's view, no switch
     assert sh.text_input(key="fe_join_code").value == session["join_code"]
     sh.text_input(key="fe_join_name").input("Ann").run()
     sh.button(key="fe_join").click().run()
@@ -244,8 +244,15 @@ def _app_page() -> AppTest:
     return at
 
 
+def _stakeholder_only(at: AppTest) -> None:
+    """The stakeholder's view with no facilitator/stakeholder/demo switch (what a link opens)."""
+    assert at.session_state["fe_role"] == "Stakeholder"
+    assert not [r for r in at.radio if r.key == "fe_role"]
+
+
 def _join_as(at: AppTest, code: str, name: str) -> None:
-    at.radio(key="fe_role").set_value("Stakeholder").run()
+    if [r for r in at.radio if r.key == "fe_role"]:       # a page opened by a join link has no switch
+        at.radio(key="fe_role").set_value("Stakeholder").run()
     at.text_input(key="fe_join_code").input(code).run()
     at.text_input(key="fe_join_name").input(name).run()
     at.checkbox(key="fe_consent").check().run()
@@ -272,12 +279,12 @@ def test_stakeholder_keeps_their_view_after_home_and_back_and_after_a_reload():
     at.switch_page("home.py").run()
     at.switch_page(TOOL).run()
     assert not at.exception
-    assert at.radio(key="fe_role").value == "Stakeholder"
+    _stakeholder_only(at)
     assert any("Card 2 of 5" in m.value for m in at.markdown)
     assert not any(s.value == "Create a session" for s in at.subheader)
     # A reload is a new browser session that only has the URL: the link brings the same view back.
     reload = _app(me=token)
-    assert reload.radio(key="fe_role").value == "Stakeholder"
+    _stakeholder_only(reload)
     assert any("Card 2 of 5" in m.value for m in reload.markdown)
     assert not any(s.value == "Create a session" for s in reload.subheader)
     # The link opens only that stakeholder's own cards: no facilitator key, no other people.
@@ -530,7 +537,9 @@ def test_synthetic_copy_session_is_one_release_and_cards_show_synthetic_people(m
     sh.button(key="fe_join").click().run()
     assert not sh.exception and not sh.error
     assert any("synthetic" in c.value for c in sh.caption)
-    ages = [m.value for m in sh.markdown if m.value.startswith("**Age:**")]
+    card = sh.table[0].value                       # one table: features as rows, the two people as columns
+    assert list(card.columns) == ["Person A", "Person B"]
+    ages = list(card.loc["Age"])
     assert len(ages) == 2 and all("years old" in a and ("-" in a or "+" in a) for a in ages)
     a, b = store.my_assignment(sh.session_state["fe_login"]["token"])[["a", "b"]].iloc[0]
     assert ages[0].replace("\\", "").endswith(f"{stored.cards['age'].iloc[int(a)]} years old")

@@ -75,9 +75,10 @@ def dashboard(folder: Path, **env: str) -> Iterator[str]:
                 process.kill()
 
 
-def open_page(browser, height: int = 1000):
-    """A new tab that records every request and web socket leaving the machine: (page, URLs)."""
-    page = browser.new_page(viewport={"width": 1400, "height": height})
+def open_page(browser, height: int = 1000, width: int = 1400, **context):
+    """A new tab that records every request and web socket leaving the machine: (page, URLs).
+    ``context`` goes to Playwright's new_page (a phone: is_mobile, has_touch, device_scale_factor)."""
+    page = browser.new_page(viewport={"width": width, "height": height}, **context)
     outside: list[str] = []
 
     def record(url: str) -> None:
