@@ -35,7 +35,7 @@ from core.contracts import DataRef, Result
 from core.report import (build_report, data_ref_of, ledger_statement, load_plan, migrate, package_versions,
                          protection_sentence, report_json, table_from_records)
 from core.report_words import plan_sections, plan_sentences
-from core.uncertainty_words import SET_BY_PLAN
+from core.uncertainty_words import LEDGER_TOTAL, SET_BY_PLAN
 
 __all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts", "parts_of_report", "parts_of_result",
            "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
@@ -47,8 +47,11 @@ PDF_NEEDS_CHROMIUM = "The PDF needs Chromium (Debian package 'chromium'); the HT
 REPRODUCE_COMMAND = "python -m core reproduce {file} --out results/"
 MAX_TABLE_ROWS = 40
 FIRST_PAGE_NUMBERS = 5
+#: Words of an "exact (...)" uncertainty that mark an input (a size, a count, a conversion), not a finding.
+INPUT_WORDS = ("count)", "units of the geography", "size of", "rows the plan", "public constant", "combinations",
+               "conversion")
 LEDGER_TABLE = "ledger"       # the table name results give their ledger's spends
-FIRST_PAGE_FIGURE_HEIGHT = 290    # pixels: the main figure fits on the first printed page below the numbers
+FIRST_PAGE_FIGURE_HEIGHT = 270    # pixels: the main figure fits on the first printed page below the numbers
 #: Geographies the tool makes up itself: no person's data, so no budget to spend.
 PUBLIC_SOURCES = ("stylised", "grid")
 #: How every figure is drawn in a report: a still picture (no toolbar over titles, no hover), sized by the page.
@@ -442,7 +445,7 @@ def key_numbers(headline: Mapping[str, Any], limit: int = FIRST_PAGE_NUMBERS) ->
 def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
     """The answer in one or two sentences, read from the headline: its first numbers with their
     uncertainty, or, for an A/B report, how B moves them from A."""
-    quoted = [(k, v) for k, v in parts.headline.items() if parts.uncertainty.get(k) != SET_BY_PLAN]
+    quoted = [(k, v) for k, v in parts.headline.items() if not restates_input(parts.uncertainty.get(k))]
     if comparison is not None:      # the numbers B moves, before those it leaves alone
         moved = set(comparison.headline.loc[comparison.headline["direction"].isin(["higher", "lower"]), "number"])
         quoted = [kv for kv in quoted if kv[0] in moved] + [kv for kv in quoted if kv[0] not in moved]
@@ -451,7 +454,6 @@ def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
         return ["This result quotes no headline number; see the tables below."]
     out = []
     for name, value in items:
-        words = parts.uncertainty.get(name)
         text = f"{readable_name(str(name)).capitalize()} is {format_number(value)}"
         if comparison is not None:
             row = comparison.headline[comparison.headline["number"] == name]
@@ -459,8 +461,18 @@ def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
                 r = row.iloc[0]
                 text = (f"{readable_name(str(name)).capitalize()} moves from {format_number(float(r['A']))} under A "
                         f"to {format_number(float(r['B']))} under B ({format_signed(float(r['change']))})")
-        out.append(html.escape(text + (f" ({words})" if words and comparison is None else "") + "."))
+        out.append(html.escape(text + "."))      # its uncertainty is in the key numbers just below
     return out
+
+
+def restates_input(words: str | None) -> bool:
+    """Whether a headline number's uncertainty says it is an input rather than a finding: a setting of the
+    plan, a size or count of the data, the ledger's total or a conversion of it."""
+    if not words:
+        return False
+    words = str(words)
+    return words in (SET_BY_PLAN, LEDGER_TOTAL) or (words.startswith("exact (") and any(
+        w in words for w in INPUT_WORDS))
 
 
 def format_signed(value: float) -> str:
