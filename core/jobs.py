@@ -10,7 +10,8 @@ background, outside the server process, at most ``slots`` jobs at a time:
 - the next job to start is taken from the owner (browser session) with the fewest running jobs, ties
   going to the owner served least recently, so one session's six sweep points cannot hold every slot
   while another session's learner waits;
-- a running job's fan-outs get its fair share of the cores (cores / running jobs) as their ``n_jobs``;
+- a job's fan-outs get its fair share of the cores as their ``n_jobs``: the cores divided by the jobs
+  that want a slot when it starts (running and queued, at most ``slots``);
 - cancel of a queued job drops it; of a running job kills its process group (its joblib workers too)
   and frees its slot; a cancelled job never delivers a result, so a release waiting on it never commits.
 
@@ -56,6 +57,8 @@ LOCAL_WHERE = "this machine, background worker"
 THREAD_WHERE = "this machine, server process"
 NICE = 5
 """Niceness added to a background job's process, so the web server's own threads come first."""
+WORKER_ENV = "DASHBOARD_JOB_WORKER"
+""""process" (default) or "thread": see :func:`worker_kind`."""
 TRACE_ENV = "DASHBOARD_JOB_TRACE"
 """When set, each job process appends ``<key>`` as a line to this file as it starts (tests count runs)."""
 PRELOAD = ("core.jobs", "core.cache", "core.parallel", "core.synthesis", "core.districts", "core.fairness",
@@ -63,12 +66,23 @@ PRELOAD = ("core.jobs", "core.cache", "core.parallel", "core.synthesis", "core.d
 """Modules the forkserver imports once, so a job's process starts without importing them again."""
 
 
+def worker_kind() -> str:
+    """Where batch jobs run on this machine, from ``DASHBOARD_JOB_WORKER``: "process" (default, one
+    process per job) or "thread" (a thread of the server: for a debugger, or a test that watches
+    functions of this process)."""
+    kind = os.environ.get(WORKER_ENV, "").strip().lower() or "process"
+    if kind not in ("process", "thread"):
+        raise ValueError(f"{WORKER_ENV} must be 'process' or 'thread'; got {kind!r}.")
+    return kind
+
+
 def run_key(run: Callable, plan, data=None) -> str:
-    """A job's key: the run's name, the plan's digest and the data's fingerprint (as the result cache)."""
-    from core.cache import fingerprint_of
+    """A job's key: the run's name, the plan's digest and the data's fingerprint, in the result cache
+    where its result goes (whose folder names the code version): the same key is the same result."""
+    from core.cache import fingerprint_of, memory
 
     name = f"{getattr(run, '__module__', '?')}.{getattr(run, '__qualname__', repr(run))}"
-    return f"{name}:{plan.digest()}:{fingerprint_of(data)}"
+    return f"{name}:{plan.digest()}:{fingerprint_of(data)}@{memory().location}"
 
 
 def shippable(func: Callable) -> bool:
@@ -154,12 +168,12 @@ class JobQueue:
     """The process-wide registry and scheduler of jobs (see the module docstring)."""
 
     def __init__(self, executor: Executor | None = None, *, slots: int | None = None, cores: int | None = None,
-                 keep: int = 100) -> None:
+                 keep: int = 32) -> None:
         from core.cluster import default_n_jobs
 
         self.executor = executor if executor is not None else AutoExecutor()
-        self.cores = max(1, int(cores if cores is not None else default_n_jobs()))
-        self.slots = max(1, int(slots if slots is not None else self.cores))
+        self._cores = cores
+        self.slots = max(1, int(slots if slots is not None else default_n_jobs()))
         self.keep = keep
         self.events: list[tuple[str, str]] = []
         """``(event, label)`` in the order things happened: queued, started, done, failed, cancelled,
@@ -171,6 +185,13 @@ class JobQueue:
         self._waiting: dict[str, deque[Job]] = {}
         self._served: dict[str, int] = {}
         self._turn = itertools.count()
+
+    @property
+    def cores(self) -> int:
+        """Cores the running jobs share: as given, else ``DASHBOARD_N_JOBS`` or all cores (read now)."""
+        from core.cluster import default_n_jobs
+
+        return max(1, int(self._cores if self._cores is not None else default_n_jobs()))
 
     # ------------------------------------------------------------------ batch lane
 
@@ -226,6 +247,11 @@ class JobQueue:
     def find(self, key: str) -> Job | None:
         with self._lock:
             return self._by_key.get(key)
+
+    def jobs(self) -> list[Job]:
+        """Every job still listed, oldest first."""
+        with self._lock:
+            return list(self._jobs.values())
 
     def jobs_of(self, owner: str) -> list[Job]:
         """``owner``'s jobs, oldest first."""
@@ -302,7 +328,8 @@ class JobQueue:
                     del self._waiting[job.owner]
                 self._served[job.owner] = next(self._turn)
                 job.state = RUNNING
-                job.n_jobs = max(1, self.cores // len(self.running()))
+                waiting = sum(len(q) for q in self._waiting.values())
+                job.n_jobs = max(1, self.cores // min(self.slots, len(self.running()) + waiting))
                 self._log("started", job)
             try:
                 job.handle = self.executor.start(job, self._progress_of(job), self._finisher(job))
@@ -637,7 +664,7 @@ class AutoExecutor:
     def start(self, job: Job, on_progress, on_finish) -> Handle:
         from core.cluster import client_for, scheduler_address
 
-        if not shippable(job.func):
+        if worker_kind() == "thread" or not shippable(job.func):
             return self.thread.start(job, on_progress, on_finish)
         address = scheduler_address()
         client = client_for(address) if address else None

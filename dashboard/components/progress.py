@@ -4,6 +4,7 @@ background job queue (:mod:`core.jobs`) and the page follows it here."""
 from __future__ import annotations
 
 import time
+import uuid
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
@@ -87,12 +88,17 @@ HEARTBEAT = 0.5
 Cancel click reach the waiting page)."""
 
 
-def session_id() -> str:
-    """The browser session running this script ("script" outside Streamlit): the owner of its jobs."""
+OWNER_KEY = "_jobs_owner"
+
+
+def job_owner() -> str:
+    """This browser session's name in the job queue (a random token kept in its session state), or
+    "script" outside Streamlit; the sidebar lists the jobs of this owner."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-    ctx = get_script_run_ctx(suppress_warning=True)
-    return ctx.session_id if ctx is not None else "script"
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return "script"
+    return st.session_state.setdefault(OWNER_KEY, uuid.uuid4().hex)
 
 
 def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
@@ -115,7 +121,7 @@ def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
     key = run_key(run, plan, data)
     try:
         with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
-            job = queue.submit(run, plan, data, owner=session_id(), key=key, label=label)
+            job = queue.submit(run, plan, data, owner=job_owner(), key=key, label=label)
             return follow(job, bar)
     except Cancelled:
         queue.cancel_key(key)

@@ -219,6 +219,7 @@ def test_topdown_comparison_reruns_only_for_its_own_inputs(monkeypatch):
     calls = []
     real = bp.compare_algorithms
     monkeypatch.setattr(bp, "compare_algorithms", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setenv("DASHBOARD_JOB_WORKER", "thread")       # the spy lives in this process
     at = _open(_page(), "ToyDown vs TopDown-lite")
     calls.clear()
     at.number_input(key="ba_seed").set_value(int(np.random.default_rng().integers(10**6, 2**31 - 1))).run()

@@ -202,6 +202,7 @@ def test_sweep_fits_fan_out_over_the_cores(monkeypatch):
 
     monkeypatch.setattr(sweep, "map_trials", spy)
     monkeypatch.setenv("DASHBOARD_N_JOBS", "2")
+    monkeypatch.setenv("DASHBOARD_JOB_WORKER", "thread")       # the spy lives in this process
     at = _page()
     at.multiselect(key="ss_columns_cps").set_value(["education", "sex", "race", "income"])
     at.text_input(key="ss_epsilons").input("0.7").run()

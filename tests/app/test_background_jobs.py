@@ -1,0 +1,79 @@
+"""A page's long run is a background job: leaving the page while it waits (here: while it is queued
+behind another session's job) and coming back finds the same job, and its result is drawn without a
+second computation; the sidebar lists the session's jobs.
+
+The job runs for real in a job process; that process writes one line per computation to a trace file,
+which is how the test counts computations."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.jobs import DONE, QUEUED, JobQueue, set_job_queue
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "dashboard" / "app.py")
+PAGE = "tools/group_fairness.py"
+HOME = "home.py"
+LABEL = "Training and ranking"
+
+
+@pytest.fixture
+def queue(tmp_path, monkeypatch):
+    """A fresh job queue with one slot, a cache of its own, and a trace of computations."""
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DASHBOARD_JOB_TRACE", str(tmp_path / "trace"))
+    fresh = JobQueue(slots=1)
+    old = set_job_queue(fresh)
+    yield fresh
+    set_job_queue(old)
+
+
+def _computations(tmp_path) -> list[str]:
+    trace = tmp_path / "trace"
+    return trace.read_text().splitlines() if trace.exists() else []
+
+
+def _page_job(queue):
+    return next((j for j in queue.jobs() if j.label == LABEL), None)
+
+
+def _leave_while_queued(at, queue) -> None:
+    """Open the page and stop its script while its job waits (as navigating away does); the stop
+    comes from AppTest's timeout, retried longer until the page had reached its run."""
+    for seconds in (10, 20, 40, 80, 160):
+        with pytest.raises(RuntimeError, match="timed out"):
+            at.switch_page(PAGE).run(timeout=seconds)
+        if _page_job(queue) is not None:
+            return
+    pytest.fail("the page never submitted its run")
+
+
+def test_leaving_and_coming_back_reattaches_to_the_job_without_computing_again(queue, tmp_path):
+    gate = threading.Event()
+    other = queue.submit(lambda progress=None: gate.wait(), owner="another session", key="other",
+                         label="Another session's sweep")     # holds the only slot
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    assert not at.exception
+    _leave_while_queued(at, queue)
+    job = _page_job(queue)
+    assert job.state == QUEUED and job.position() == 1 and job.status() == "Queued behind 1 job"
+    at.switch_page(HOME).run()                                 # elsewhere in the app meanwhile
+    assert not at.exception
+    assert any(LABEL in m.value and "queued behind 1 job" in m.value for m in at.sidebar.markdown)
+    gate.set()
+    assert other.wait(60)
+    at.switch_page(PAGE).run()                                 # back: attaches to the same job
+    assert not at.exception and not at.error
+    assert job.state == DONE and _page_job(queue) is job
+    assert len(_computations(tmp_path)) == 1                   # computed once, in the job process
+    assert at.session_state["gf_plan"] is not None and len(at.metric) > 0
+    at.switch_page(HOME).run()
+    at.switch_page(PAGE).run()                                 # and again: answered from the cache
+    assert not at.exception and not at.error
+    assert len(_computations(tmp_path)) == 1
+    assert [j.label for j in queue.jobs_of(job.owner)] == [LABEL]
+    assert any(f"{LABEL}: done" in m.value for m in at.sidebar.markdown)

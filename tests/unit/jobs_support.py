@@ -1,0 +1,37 @@
+"""Job functions for the background job tests: small, importable by name (a job's process imports them),
+and telling the test what happened through files rather than through timing."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def double(x: int, progress=None) -> int:
+    """A trivial job: reports one round of progress from the worker process, then returns 2x."""
+    if progress is not None:
+        progress(1, 2, "first round")
+        progress(2, 2, "second round")
+    return 2 * x
+
+
+def refuse(message: str, progress=None):
+    """A job whose settings are wrong: a ValueError that says what to change."""
+    raise ValueError(message)
+
+
+def worker_setting(_unused=None, progress=None) -> tuple[str, int]:
+    """The fan-out width the job's process was given, and its niceness."""
+    return os.environ.get("DASHBOARD_N_JOBS", ""), os.nice(0)
+
+
+def hang(folder: str, progress=None):
+    """Start a helper process (as a fan-out would), write both pids, then wait until killed."""
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    Path(folder, "pids").write_text(f"{os.getpid()} {helper.pid}")
+    if progress is not None:
+        progress(0, 1, "waiting")
+    while True:
+        time.sleep(0.05)

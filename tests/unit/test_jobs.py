@@ -1,0 +1,251 @@
+"""The background job queue: interactive work never waits behind batch work, sessions share the slots
+in turn, a key re-attaches to its job, cancel frees the slot and spends nothing, errors reach the caller.
+
+Scheduling is checked with a fake executor that starts nothing until the test says so, and with the
+queue's own event log, so every assertion is about order, never about elapsed time. A few tests run
+real job processes (forkserver) to check what only they can show: progress from the worker process,
+an error's message, the fair-share width, and that Cancel kills the job and the workers it started.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import jobs_support  # noqa: E402
+from ledger_support import release  # noqa: E402
+
+from core.contracts import Cancelled
+from core.jobs import (CANCELLED, DONE, FAILED, QUEUED, RUNNING, JobQueue, ProcessExecutor, ThreadExecutor,
+                       shippable)
+from core.privacy.project_ledger import ProjectLedger
+
+
+class Manual:
+    """An executor that only records what it was asked to start; the test finishes jobs by hand."""
+
+    where = "nowhere"
+
+    def __init__(self):
+        self.started: list[str] = []
+        self.cancelled: list[str] = []
+        self.finish: dict[str, callable] = {}
+        self.widths: dict[str, int] = {}
+
+    def start(self, job, on_progress, on_finish):
+        self.started.append(job.label)
+        self.finish[job.label] = on_finish
+        self.widths[job.label] = job.n_jobs
+        job.where = self.where
+        manual = self
+
+        class Handle:
+            def cancel(self):
+                manual.cancelled.append(job.label)
+        return Handle()
+
+
+def noop(progress=None):
+    return None
+
+
+def _submit(q, owner, label):
+    return q.submit(noop, owner=owner, key=label, label=label)
+
+
+def test_a_batch_job_does_not_delay_another_sessions_interactive_call():
+    q = JobQueue(ThreadExecutor(), slots=1, cores=2)
+    started, gate = threading.Event(), threading.Event()
+
+    def sweep(progress=None):
+        started.set()
+        gate.wait()
+        return "swept"
+
+    a1 = q.submit(sweep, owner="A", key="a1", label="A sweep 1")
+    a2 = q.submit(sweep, owner="A", key="a2", label="A sweep 2")
+    assert started.wait(60)
+    answer = q.interactive(lambda x: x + 1, 41, owner="B", label="B answer")
+    assert answer == 42
+    assert a1.state == RUNNING and a2.state == QUEUED           # B did not wait for either
+    gate.set()
+    assert a2.wait(60) and a1.outcome() == "swept"
+    events = q.events
+    assert events.index(("interactive-done", "B answer")) < events.index(("done", "A sweep 1"))
+    assert events.index(("started", "A sweep 1")) < events.index(("interactive-start", "B answer"))
+
+
+def test_sessions_take_turns_for_the_slots():
+    ex = Manual()
+    q = JobQueue(ex, slots=1, cores=2)
+    a = [_submit(q, "A", f"A{i}") for i in range(1, 4)]
+    b1 = _submit(q, "B", "B1")
+    assert ex.started == ["A1"]
+    assert [j.position() for j in (b1, a[1], a[2])] == [1, 2, 3]          # B1 goes next, then A2, A3
+    assert b1.status() == "Queued behind 1 job"
+    for label in ("A1", "B1", "A2", "A3"):
+        ex.finish[label](True, label)
+    assert ex.started == ["A1", "B1", "A2", "A3"]
+    assert all(j.state == DONE for j in (*a, b1))
+
+
+def test_a_job_gets_its_fair_share_of_the_cores():
+    ex = Manual()
+    q = JobQueue(ex, slots=2, cores=4)
+    _submit(q, "A", "alone")
+    ex.finish["alone"](True, None)
+    _submit(q, "A", "first of two")                 # alone when it starts: all four cores
+    _submit(q, "B", "second of two")                # two jobs want the two slots: two cores each
+    assert ex.widths == {"alone": 4, "first of two": 4, "second of two": 2}
+
+
+def test_the_same_key_returns_the_same_job_until_it_fails_or_is_cancelled():
+    ex = Manual()
+    q = JobQueue(ex, slots=1, cores=1)
+    first = q.submit(noop, owner="A", key="k", label="L")
+    assert q.submit(noop, owner="B", key="k", label="L") is first          # running: re-attached
+    ex.finish["L"](True, 7)
+    assert q.submit(noop, owner="A", key="k", label="L") is first and first.outcome() == 7
+    assert ex.started == ["L"]                                              # done: not computed again
+    failing = q.submit(noop, owner="A", key="f", label="F")
+    ex.finish["F"](False, ValueError("no"))
+    assert q.submit(noop, owner="A", key="f", label="F") is not failing    # a failure is tried again
+
+
+def test_cancelling_a_queued_job_removes_it_and_it_never_starts():
+    ex = Manual()
+    q = JobQueue(ex, slots=1, cores=1)
+    _submit(q, "A", "A1")
+    queued = _submit(q, "A", "A2")
+    b1 = _submit(q, "B", "B1")
+    assert b1.position() == 1 and queued.position() == 2
+    assert queued.cancel()
+    assert queued.state == CANCELLED and b1.position() == 1
+    ex.finish["A1"](True, None)
+    ex.finish["B1"](True, None)
+    assert ex.started == ["A1", "B1"]                                       # A2 never ran
+    with pytest.raises(Cancelled, match="A2 was cancelled"):
+        queued.outcome()
+
+
+def test_cancelling_a_running_job_frees_its_slot_drops_its_result_and_commits_nothing(tmp_path):
+    ex = Manual()
+    q = JobQueue(ex, slots=1, cores=1)
+    ledger = ProjectLedger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    ledger.set_no_cap("cps")
+    running = _submit(q, "A", "release run")
+    waiting = _submit(q, "B", "B1")
+    outcome = []
+
+    def page_release():
+        with ledger.reserved(release(1.0, data="cps")):
+            running.wait()
+            outcome.append(running.outcome())          # raises Cancelled: the block never commits
+
+    page = threading.Thread(target=lambda: outcome.append(pytest.raises(Cancelled, page_release)))
+    page.start()
+    while not ledger.reservations("cps"):              # the page holds its reservation
+        page.join(0.01)
+    assert running.cancel()
+    page.join()
+    [raised] = outcome                                 # the page saw Cancelled, not a result
+    assert raised.type is Cancelled and "release run was cancelled" in str(raised.value)
+    assert ex.cancelled == ["release run"] and ex.started == ["release run", "B1"]   # the slot went to B1
+    ex.finish["release run"](True, "late result")      # the killed run's result, should it still arrive
+    assert running.state == CANCELLED and running.result is None
+    assert waiting.state == RUNNING
+    assert ledger.releases("cps") == () and ledger.reservations("cps") == ()
+    assert ("done", "release run") not in q.events
+    ledger.db.dispose()
+
+
+def test_a_function_the_job_process_cannot_import_runs_on_a_thread_here():
+    assert shippable(jobs_support.double)
+    assert not shippable(lambda progress=None: 1)
+    assert not shippable(noop.__get__(1))
+
+
+# ---------------------------------------------------------------- real job processes
+
+
+@pytest.fixture(scope="module")
+def processes():
+    q = JobQueue(ProcessExecutor(), slots=2, cores=2)
+    yield q
+    for job in q.running():
+        job.cancel()
+
+
+def test_a_job_process_reports_progress_and_returns_its_result(processes):
+    job = processes.submit(jobs_support.double, 21, owner="A", key="double 21", label="Doubling")
+    assert job.wait(300)
+    assert job.state == DONE and job.outcome() == 42
+    assert (job.done, job.total, job.message) == (2, 2, "second round")     # reported from the worker process
+    assert job.where == "this machine, background worker"
+
+
+def test_a_failing_jobs_value_error_reaches_the_caller_with_its_message(processes):
+    job = processes.submit(jobs_support.refuse, "Choose at least two strata.", owner="A", key="refuse",
+                           label="Refusing")
+    assert job.wait(300) and job.state == FAILED
+    with pytest.raises(ValueError, match="^Choose at least two strata.$"):
+        job.outcome()
+
+
+def test_a_job_process_runs_at_lower_priority_with_its_share_of_cores(processes):
+    job = processes.submit(jobs_support.worker_setting, owner="A", key="setting", label="Setting")
+    assert job.wait(300)
+    width, niceness = job.outcome()
+    assert width == "2" and niceness >= os.nice(0) + 1
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:                                               # a zombie awaiting its parent counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except OSError:
+        return True
+
+
+def test_cancel_kills_a_running_job_and_the_workers_it_started(processes, tmp_path):
+    job = processes.submit(jobs_support.hang, str(tmp_path), owner="A", key=f"hang {tmp_path}",
+                           label="Hanging")
+    pids = tmp_path / "pids"
+    while not pids.exists() or len(pids.read_text().split()) < 2:
+        assert not job.wait(0.05), job.error             # still running; waits for the helper to start
+    job_pid, helper_pid = map(int, pids.read_text().split())
+    assert job.cancel()
+    assert job.state == CANCELLED
+    deadline = time.monotonic() + 60                     # a bound on waiting, not an assertion on speed
+    while not (_gone(job_pid) and _gone(helper_pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(job_pid) and _gone(helper_pid)
+    with pytest.raises(Cancelled):
+        job.outcome()
+
+
+def test_with_a_cluster_configured_a_job_runs_there_as_one_task(monkeypatch):
+    from test_parallel_dask import loopback_cluster
+
+    local = loopback_cluster(1)
+    try:
+        monkeypatch.setenv("DASHBOARD_DASK_SCHEDULER", local.scheduler_address)
+        q = JobQueue(slots=1, cores=1)
+        before = local.scheduler.transition_counter
+        job = q.submit(jobs_support.double, 4, owner="A", key="on the cluster", label="Doubling")
+        assert job.wait(300) and job.outcome() == 8
+        assert job.where == f"Dask cluster {local.scheduler_address}"
+        assert local.scheduler.transition_counter > before            # the work reached the cluster
+    finally:
+        from core.cluster import close_clients
+
+        close_clients()
+        local.close()
