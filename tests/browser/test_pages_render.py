@@ -1,5 +1,6 @@
 """Load every registered page in headless Chromium, wait until it has finished running and drawn
-its main figure, and check it rendered without an exception or a request leaving the machine."""
+its main figure, and check it rendered without an exception or a request leaving the machine, and
+without a critical or serious accessibility finding of axe-core (injected from tests/browser/node_modules)."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from dashboard.page_registry import HOME, PAGES
+from tests.browser.accessibility import axe_violations, describe
 from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, REPO_ROOT,
                                             dashboard, open_page, wait_for_figure, wait_until_idle)
 
@@ -50,6 +52,11 @@ def test_every_page_renders_without_exception(server):
                 failures.append(f"{entry.title}: did not finish drawing {entry.main_figure!r} ({exc})"[:600])
             timings[entry.url_path] = round(time.perf_counter() - start, 2)
             print(f"{entry.title}: drawn after {timings[entry.url_path]:.1f} s")
+            try:      # accessibility of the page as drawn: no critical or serious axe-core finding
+                if found := axe_violations(page):
+                    failures.append(f"{entry.title}: accessibility\n{describe(found)}")
+            except Exception as exc:  # noqa: BLE001 - reported with the others
+                failures.append(f"{entry.title}: the accessibility check did not run ({exc})"[:600])
             shot = ARTIFACTS / f"{entry.url_path}.png"
             page.screenshot(path=str(shot), full_page=True)
             exceptions = page.locator("[data-testid='stException']")
