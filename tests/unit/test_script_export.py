@@ -1,0 +1,336 @@
+"""Code people keep: every page's report exported as a script and a notebook that recompute its tables.
+
+For each page a small plan is run through core and saved as a report; ``python -m core script`` writes
+the script and the notebook; the script runs in a fresh Python process and the notebook in an
+ipykernel kernel (nbclient), each in its own empty folder with the repository on the path, an empty
+result cache (so nothing is answered from the report's run) and a guard that refuses any connection
+leaving the machine. The CSV tables they write are compared with the report's tables cell by cell:
+text must be identical and numbers equal (CSV keeps every bit of a float, so no tolerance is used).
+"""
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from core.__main__ import main as cli
+from core.contracts import DataRef, bytes_fingerprint
+from core.report import build_report, guarded_csv, report_json, table_from_records
+from core.script_export import DIGEST_PREFIX, FIGURE_FILE, OUT_DIR, notebook_json, plan_source, script_text
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A sitecustomize that refuses every connection and name lookup beyond loopback, for the child processes.
+NETWORK_GUARD = textwrap.dedent('''
+    import socket
+    _LOOP = ("", "None", "localhost", "127.0.0.1", "::1", "0.0.0.0")
+    def _check(address):
+        if isinstance(address, tuple) and not (str(address[0]) in _LOOP or str(address[0]).startswith("127.")):
+            raise OSError(f"network blocked: {address!r}")
+    _connect, _lookup = socket.socket.connect, socket.getaddrinfo
+    def _guarded_connect(self, address, *a, **k):
+        _check(address)
+        return _connect(self, address, *a, **k)
+    def _guarded_lookup(host, *a, **k):
+        _check((host,))
+        return _lookup(host, *a, **k)
+    socket.socket.connect = _guarded_connect
+    socket.getaddrinfo = _guarded_lookup
+''')
+
+
+# Executes a notebook with nbclient in an ipykernel kernel of this Python, in the folder given, and saves it run.
+NOTEBOOK_RUNNER = textwrap.dedent('''
+    import sys
+    import nbformat
+    from nbclient import NotebookClient
+    source, work, target = sys.argv[1:4]
+    book = nbformat.read(source, as_version=4)
+    NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": work}}).execute()
+    nbformat.write(book, target)
+''')
+
+
+# ------------------------------------------------------------------------------------------- the pages
+def _budget():
+    from core.census import BudgetPlan, run
+    return run(BudgetPlan(runs=4)), None
+
+
+def _coherence():
+    from core.coherence import AdversaryChoice, AuditPlan, RowSample, run
+    return run(AuditPlan(rows=RowSample(600, 0), trials=2, adversaries=(AdversaryChoice("naive_bayes"),))), None
+
+
+def _coherence_upload():
+    from core.coherence import AdversaryChoice, AuditPlan, RowSample, load_frame, run
+    raw = load_frame(DataRef("cps")).head(500).to_csv(index=False).encode()
+    plan = AuditPlan(data=DataRef("upload", bytes_fingerprint(raw)), rows=RowSample(None, 0), trials=2,
+                     lens=("age_band", "education", "sex"), subgroup_columns=("sex",), subgroup_order=1,
+                     gamma=40, adversaries=(AdversaryChoice("naive_bayes"),))
+    return run(plan, raw), raw
+
+
+def _districts():
+    from core.districts import DistrictPlan, GreedyParams, NoiseConfig, run
+    plan = DistrictPlan(generator="greedy", params=GreedyParams(n_plans=2))
+    return run(plan.replace(noise=plan.noise.replace(runs=4))), None
+
+
+def _synthesis():
+    from core.synthesis import SweepPlan, SynthesisPlan, run
+    return run(SynthesisPlan(data=DataRef("cps"), columns=("sex", "race", "income"), strata=("sex",),
+                             sweep=SweepPlan(epsilons=(3.0,), seeds=(0,), n_trees=5), marginals=None,
+                             means=None)), None
+
+
+def _group_fairness():
+    from core.fairness import GroupFairnessPlan, LexifairPlan, run_group_fairness
+    return run_group_fairness(GroupFairnessPlan(max_rows=2000, lexifair=LexifairPlan(rounds=20, levels=2,
+                                                                                     bootstrap=20),
+                                                ranking=None, companion=None)), None
+
+
+def _elicitation():
+    from core.fairness import ElicitationPlan, run_elicitation
+    return run_elicitation(ElicitationPlan(demo_stakeholders=3, n_random=6)), None
+
+
+PAGES = {"Budget allocation": _budget, "Coherence audit": _coherence,
+         "Coherence audit (uploaded file)": _coherence_upload, "District maps": _districts,
+         "Stratified synthesis": _synthesis, "Group fairness and ranking": _group_fairness,
+         "Fairness elicitation": _elicitation}
+
+
+@pytest.fixture(scope="module")
+def child_env(tmp_path_factory):
+    """Environment of the processes that run the exported code: the repository and the network guard on
+    the path, an empty result cache, a private database, one worker."""
+    guard = tmp_path_factory.mktemp("guard")
+    (guard / "sitecustomize.py").write_text(NETWORK_GUARD)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(guard)]), DASHBOARD_N_JOBS="1",
+               DASHBOARD_CACHE_DIR=str(tmp_path_factory.mktemp("child_cache")),
+               DASHBOARD_DB_URL=f"sqlite:///{tmp_path_factory.mktemp('db') / 'project.db'}",
+               PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, child_env):
+    """For each page: (report, folder holding report.json, reproduce.py, reproduce.ipynb and any data file,
+    the started runs of its script and notebook). Each page's runs start as soon as its code is written,
+    while the next page's report is made."""
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DASHBOARD_N_JOBS", "1")
+        for page, make in PAGES.items():
+            result, raw = make()
+            report = json.loads(report_json(build_report(result, page=page)))
+            folder = tmp_path_factory.mktemp("page")
+            (folder / "report.json").write_text(report_json(report))
+            args = ["script", str(folder / "report.json"), "--out", str(folder / "reproduce.py"),
+                    "--notebook", str(folder / "reproduce.ipynb")]
+            if raw is not None:
+                (folder / "my_upload.csv").write_bytes(raw)
+                args += ["--data", "my_upload.csv"]
+            assert cli(args) == 0
+            out[page] = (report, folder, _start_runs(folder, child_env))
+    yield out
+    for _, _, started in out.values():          # a run a failed test left behind does not outlive the module
+        for process, _ in started.values():
+            if process.poll() is None:
+                process.kill()
+
+
+def _cells(text: str) -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+
+
+def _same_cell(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return x == y or (x != x and y != y)
+
+
+def table_differences(report: dict, folder: Path) -> list[str]:
+    """What differs between the report's tables and the CSVs in ``folder`` (empty when all agree)."""
+    saved = report["tables"]
+    written = {p.stem: p for p in folder.glob("*.csv")}
+    problems = [f"missing table {n}" for n in sorted(set(saved) - set(written))]
+    problems += [f"extra table {n}" for n in sorted(set(written) - set(saved))]
+    for name in sorted(set(saved) & set(written)):
+        want = _cells(guarded_csv(table_from_records(saved[name])))
+        got = _cells(written[name].read_text())
+        if list(want.columns) != list(got.columns) or want.shape != got.shape:
+            problems.append(f"{name}: shape or columns differ ({want.shape} vs {got.shape})")
+            continue
+        bad = [(r, c) for c in want.columns for r in range(len(want))
+               if not _same_cell(want[c].iat[r], got[c].iat[r])]
+        if bad:
+            r, c = bad[0]
+            problems.append(f"{name}: {len(bad)} cells differ, first row {r} column {c!r}: "
+                            f"{want[c].iat[r]!r} vs {got[c].iat[r]!r}")
+    return problems
+
+
+def _run_folder(folder: Path, name: str) -> Path:
+    """A fresh, empty working folder for one run, holding only the data file the code reads."""
+    work = folder / name
+    work.mkdir()
+    upload = folder / "my_upload.csv"
+    if upload.exists():
+        (work / upload.name).write_bytes(upload.read_bytes())
+    return work
+
+
+def _start_runs(folder: Path, env: dict) -> dict:
+    """Start the script (``python reproduce.py``) and the notebook (nbclient) of one page, each in its own
+    process and empty folder; what each prints goes to ``output.txt`` there."""
+    started = {}
+    for kind, command in (("script", [sys.executable, str(folder / "reproduce.py")]),
+                          ("notebook", [sys.executable, "-c", NOTEBOOK_RUNNER, str(folder / "reproduce.ipynb"),
+                                        ".", str(folder / "executed.ipynb")])):
+        work = _run_folder(folder, f"{kind}_run")
+        with open(work / "output.txt", "w") as log:
+            started[kind] = (subprocess.Popen(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT),
+                             work)
+    return started
+
+
+@pytest.fixture(scope="module")
+def runs(exported):
+    """Every page's finished runs: (exit code, what it printed, its folder) by (page, "script" | "notebook")."""
+    out = {}
+    for page, (_, folder, started) in exported.items():
+        for kind, (process, work) in started.items():
+            code = process.wait(timeout=900)
+            printed = (work / "output.txt").read_text()
+            if kind == "notebook" and code == 0:
+                book = nbformat.read(folder / "executed.ipynb", as_version=4)
+                printed = "".join(o.get("text", "") for cell in book.cells if cell.cell_type == "code"
+                                  for o in cell.get("outputs", []))
+            out[page, kind] = (code, printed, work)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- the tests
+@pytest.mark.parametrize("kind", ["script", "notebook"])
+@pytest.mark.parametrize("page", list(PAGES))
+def test_exported_code_recomputes_the_reports_tables(exported, runs, page, kind):
+    report = exported[page][0]
+    code, printed, work = runs[page, kind]
+    assert code == 0, printed[-3000:]
+    assert f"{DIGEST_PREFIX} {report['plan_digest']}" in printed
+    assert table_differences(report, work / OUT_DIR) == []
+    figure = (work / OUT_DIR / FIGURE_FILE).read_text()
+    assert "Plotly.newPlot" in figure and '<script src="http' not in figure    # drawn; plotly.js inside
+
+
+def test_notebook_explains_each_step_before_its_code(exported):
+    book = nbformat.reads((exported["Budget allocation"][1] / "reproduce.ipynb").read_text(), as_version=4)
+    kinds = [cell.cell_type for cell in book.cells]
+    assert kinds == ["markdown", "code"] * (len(kinds) // 2)
+    titles = [cell.source.splitlines()[0] for cell in book.cells if cell.cell_type == "markdown"]
+    assert titles[:4] == ["# What this does", "## 1. The plan", "## 2. The data", "## 3. The run"]
+    assert book.metadata.kernelspec.name == "python3"
+
+
+def test_the_plan_is_readable_python_one_keyword_per_line_with_nested_params():
+    from core.coherence import AdversaryChoice, AuditPlan, ReleaseChoice
+    from core.coherence.adversaries import NearestNeighbourParams
+    plan = AuditPlan(adversaries=(AdversaryChoice("nearest_neighbour", NearestNeighbourParams(tau=0.5)),),
+                     releases=(ReleaseChoice("clear_half"),))
+    code, imports = plan_source(plan)
+    tree = ast.parse(code)                                  # valid Python, one assignment of a call
+    call = tree.body[0].value
+    assert isinstance(call, ast.Call) and call.func.id == "AuditPlan" and not call.args
+    assert [k.arg for k in call.keywords][:3] == ["data", "rows", "target"]
+    assert "\n    target='income',  # " in code and "\n    alpha=0.4,  # " in code     # one per line, labelled
+    assert "NearestNeighbourParams(\n" in code and "tau=0.5,  # " in code and "{" not in code   # no JSON blob
+    assert any(line.startswith("from core.coherence import") and "AuditPlan" in line for line in imports)
+    namespace: dict = {}
+    for line in imports:
+        module, names = line[5:].split(" import ")
+        package = __import__(module, fromlist=names.split(", "))
+        namespace.update({n: getattr(package, n) for n in names.split(", ")})
+    rebuilt = _assign(code, namespace)
+    assert rebuilt == plan and rebuilt.digest() == plan.digest()
+
+
+def _assign(code: str, namespace: dict):
+    """Build the plan the exported code writes, by evaluating its literal tree (names from ``namespace``)."""
+    def value(node):
+        if isinstance(node, ast.Call):
+            return namespace[node.func.id](*[value(a) for a in node.args],
+                                           **{k.arg: value(k.value) for k in node.keywords})
+        if isinstance(node, ast.Tuple):
+            return tuple(value(e) for e in node.elts)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        return ast.literal_eval(node)
+    return value(ast.parse(code).body[0].value)
+
+
+def test_non_finite_numbers_and_single_items_are_written_as_python():
+    from core.census import BudgetPlan
+    code, _ = plan_source(BudgetPlan(targets=("leaf",)))
+    assert "targets=('leaf',)," in code
+    from core.script_export import _Imports, _literal
+    assert _literal(float("inf"), _Imports(), 0) == 'float("inf")'
+    assert _literal((1.5, -2.0), _Imports(), 0) == "(1.5, -2.0)"
+
+
+def test_a_declared_data_set_is_loaded_by_name_and_path_with_its_fingerprint(exported):
+    from core.contracts import plan_to_dict
+    from core.intake import ColumnSchema, DataSchema
+    from core.report import load_plan
+    report = exported["Coherence audit (uploaded file)"][0]
+    schema = DataSchema("County extract", (ColumnSchema("sex", "category", categories=("F", "M")),))
+    fingerprint = report["plan"]["data"]["fingerprint"]
+    plan = load_plan(report).replace(data=DataRef("upload", fingerprint, schema=schema))
+    declared = {**report, "plan": plan_to_dict(plan), "plan_digest": plan.digest()}
+    text = script_text(declared)
+    assert "declared data set 'County extract'" in text
+    assert "DATA_FILES = [Path('County extract.csv')]" in text
+    assert fingerprint in text and "check_upload(plan" in text
+    assert "DataSchema(\n" in text and "ColumnSchema(" in text      # the declaration, written out
+    assert "DATA_FILES = [Path('extract.csv')]" in script_text(declared, data_files=("extract.csv",))
+    ast.parse(text)
+
+
+def test_elicitation_script_says_what_it_does_not_recompute(exported):
+    text = (exported["Fairness elicitation"][1] / "reproduce.py").read_text()
+    assert "Export session (CSV)" in text and "answers of real stakeholders" in text
+
+
+def test_command_prints_the_script_without_out_and_refuses_a_non_report(exported, tmp_path, capsys):
+    folder = exported["District maps"][1]
+    assert cli(["script", str(folder / "report.json")]) == 0
+    printed = capsys.readouterr().out
+    ast.parse(printed)
+    assert "DistrictPlan(\n" in printed and "params=GreedyParams(\n        n_plans=2,  # " in printed
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"hello": 1}))
+    assert cli(["script", str(bad), "--out", str(tmp_path / "x.py")]) == 2
+    assert "not a report" in capsys.readouterr().err
+    assert not (tmp_path / "x.py").exists()
+
+
+def test_notebook_is_valid_nbformat(exported):
+    report = exported["Stratified synthesis"][0]
+    book = nbformat.reads(notebook_json(report), as_version=4)
+    nbformat.validate(book)
+    assert any("SynthesisPlan(" in cell.source for cell in book.cells if cell.cell_type == "code")
