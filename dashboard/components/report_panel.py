@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.contracts import Plan, Result
 from core.report import build_report, load_plan, parse_report, report_json, tables_zip
+from dashboard.components.code_export import code_export_buttons
 from dashboard.components.ledger_badge import ledger_for_report
 from dashboard.components.pin_compare import pin_compare_panel
 from dashboard.components.stakeholder_buttons import page_question, stakeholder_buttons
@@ -32,6 +33,7 @@ def report_panel(result: Result, *, page: str, key: str, ledger=None,
                           tables_zip(tables if tables is not None else result.tables(), report),
                           file_name=f"{key}.zip", mime="application/zip", key=f"{key}_zip",
                           icon=":material/table_view:")
+    code_export_buttons(report, key=key)      # the same result as a Python script and a Jupyter notebook
     stakeholder_buttons(result, report, page=page, key=key, figures=figures, extra=extra, tables=tables,
                         ledger=ledger)
     pin_compare_panel(result, report, page=page, key=key)   # pin as A, compare B, saved scenarios
