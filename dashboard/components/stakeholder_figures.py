@@ -61,6 +61,12 @@ def _synthesis(result) -> list:
     overview = getattr(result, "overview", None)
     if overview is not None and len(overview):
         out.append(figs.strata_sizes_figure(overview, 0))
+    sweep = getattr(result, "sweep", None)
+    if sweep is not None:       # the page's per-group curves, the worst groups coloured and the rest grey;
+        measure = sweep.main_measure    # the groups' real sizes are curator-only, so the report leaves them out
+        marked = figs.highlighted_groups(sweep.worst_groups(measure), {})
+        out.append(figs.group_curves_figure(sweep.curves(measure).drop(columns="real_rows"), measure, None,
+                                            highlight=marked))
     means = getattr(result, "means", None)
     if means is not None:
         out.append(figs.mean_error_figure(means.curves))

@@ -13,13 +13,30 @@ METRIC_NAMES = {"MAE": "mean |error| per query", "RMSE": "RMSE per query",
                 "95th pct of max error": "95th percentile of the largest error"}
 
 
+#: The census levels from the top down; a geography's other level names keep the order they come in.
+TOP_DOWN = ("nation", "state", "county", "tract", "block group", "block")
+
+
+def top_down(levels) -> list[str]:
+    """Level names in top-down order: the census ones by TOP_DOWN, any others after them as first seen."""
+    seen = list(dict.fromkeys(str(v) for v in levels))
+    known = [lv for lv in TOP_DOWN if lv in seen]
+    return known + [lv for lv in seen if lv not in TOP_DOWN] if known else seen
+
+
+def _levels_top_down(fig: go.Figure, levels) -> go.Figure:
+    """Pin every x axis of a by-level chart to the top-down order, whatever order the rows come in."""
+    fig.update_xaxes(categoryorder="array", categoryarray=top_down(levels))
+    return fig
+
+
 def budget_shares_figure(levels: pd.DataFrame, unit: str) -> go.Figure:
     """Bar chart of the budget given to each level."""
     col = f"budget ({unit})"
     fig = px.bar(levels, x="level", y=col, text=levels["share"].map(lambda s: f"{100 * s:.1f}%"))
     fig.update_layout(title="Budget per level", yaxis_title=f"budget ({unit})", height=320,
                       margin=dict(t=50, b=30, l=40, r=10))
-    return tidy_log_axes(fig)
+    return tidy_log_axes(_levels_top_down(fig, levels["level"]))
 
 
 def target_error_figure(targets: pd.DataFrame) -> go.Figure:
@@ -59,7 +76,7 @@ def presets_figure(table: pd.DataFrame, by: str) -> go.Figure:
     what = "whole units at each level" if by == "level" else "each target"
     fig.update_layout(title=f"Error sd of {what} under each split", yaxis_title="error sd (people, log scale)",
                       height=400, margin=dict(t=50, b=30, l=50, r=10))
-    return tidy_log_axes(fig)
+    return tidy_log_axes(_levels_top_down(fig, table["level"]) if by == "level" else fig)
 
 
 def mechanism_figure(sweep: pd.DataFrame, show_bound: bool = True) -> go.Figure:
@@ -85,7 +102,7 @@ def invariant_figure(effects: pd.DataFrame, column: str) -> go.Figure:
     fig = px.bar(effects, x="level", y=column, color="invariant", barmode="group")
     fig.update_layout(title=f"Whole-unit error sd per level with invariants ({column})",
                       yaxis_title="error sd (people)", height=380, margin=dict(t=50, b=30, l=50, r=10))
-    return tidy_log_axes(fig)
+    return tidy_log_axes(_levels_top_down(fig, effects["level"]))
 
 
 def delta_z_heatmap(cells: pd.DataFrame, n: int) -> go.Figure:
@@ -117,8 +134,9 @@ def algorithm_figure(errors: pd.DataFrame) -> go.Figure:
                       margin=dict(t=50, b=30, l=50, r=10))
     # A level held exact has zero error, which a log axis cannot draw: say so under the level's name.
     exact = mean[mean["MAE of unit totals"] == 0].groupby("level", sort=False)["algorithm"].agg(", ".join)
+    levels = top_down(mean["level"])
+    _levels_top_down(fig, levels)
     if len(exact):
-        levels = list(dict.fromkeys(mean["level"]))
         fig.update_xaxes(tickvals=levels, ticktext=[f"{lv}<br><sub>exact: {exact[lv]}</sub>" if lv in exact.index
                                                     else lv for lv in levels])
     return tidy_log_axes(fig)

@@ -92,8 +92,13 @@ RELEASE_LABELS = {"level": "Level", "unit": "Unit", "count": "Published count (p
                   "noisy measurement (raw)": "Noisy measurement (raw, not consistent)"}
 
 
+WIDE_TABLE = 7       # from this many columns a table may run past the right edge: say it scrolls
+
+
 def _table(df: pd.DataFrame, labels: dict, key: str, **kwargs) -> None:
     st.dataframe(df.rename(columns={c: labels.get(c, c) for c in df.columns}), hide_index=True, key=key, **kwargs)
+    if len(df.columns) >= WIDE_TABLE:
+        st.caption(f"{len(df.columns)} columns: scroll the table sideways to see them all.")
 
 
 def _progress_bar(slot):
@@ -375,7 +380,8 @@ with tab_split:
         _table(result.recommendation, REC_LABELS, "ba_rec_gain")
         if len(result.recommendation):
             st.metric("Mean gain over the equal split (error sd)",
-                      f"{headline['mean gain of the recommended split (%)']:.1f}%")
+                      f"{headline['mean gain of the recommended split (%)']:.1f}%",
+                      help="Mean reduction of the targets' error sd against splitting the budget equally.")
         st.subheader("Figure 2 analogue")
         st.caption("Three-level tree with 10 x 10 fan-outs and the chosen total and mechanism; the star is the optimum "
                    "(for epsilon = 1 and Laplace: budgets 0.038, 0.171, 0.791, variance 14.52).")
