@@ -36,18 +36,22 @@ def pin_key(key: str) -> str:
     return f"{key}__pin"
 
 
-def pinned_for_report(report: dict, key: str) -> dict:
-    """What the stakeholder report needs to be an A/B report when a scenario is pinned on this panel: the
-    pin's saved report (``compare``) and the overlays the panel draws (``overlays``); empty without a pin
-    or when the two cannot be compared."""
+def pinned_for_report(report: dict, key: str):
+    """What the stakeholder report needs to be an A/B report when a scenario is pinned on this panel, as a
+    function to call when the report is made: it gives the pin's saved report (``compare``) and the overlays
+    the panel draws (``overlays``), or nothing without a pin or when the two cannot be compared. The pin is
+    read now, during the page's run (a download made later has no session to read it from)."""
     pinned: Snapshot | None = st.session_state.get(pin_key(key))
-    if pinned is None:
-        return {}
-    try:
-        comparison = compare(pinned, snapshot_of_report(report, "B"))
-    except ValueError:
-        return {}
-    return {"compare": pinned.report, "overlays": overlay_figures(comparison)}
+
+    def parts() -> dict:
+        if pinned is None:
+            return {}
+        try:
+            comparison = compare(pinned, snapshot_of_report(report, "B"))
+        except ValueError:
+            return {}
+        return {"compare": pinned.report, "overlays": overlay_figures(comparison)}
+    return parts
 
 
 def pin_compare_panel(result, report: dict, *, page: str, key: str) -> Comparison | None:

@@ -29,12 +29,13 @@ def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str,
                         tables=None, ledger=None) -> None:
     """"Report (HTML)" and "Report (PDF)" download buttons; each file is made when its button is clicked.
     Without ``figures`` the report draws the page's main figures from the result (default_figures)."""
+    from dashboard.components.pin_compare import pinned_for_report   # A/B report when a scenario is pinned
+    ab_parts = pinned_for_report(dict(report), key)
+
     def html_text() -> str:
         shown = list(figures) or default_figures(result)
-        from dashboard.components.pin_compare import pinned_for_report   # A/B report when a scenario is pinned
         return report_html(result, page=page, question=page_question(page), figures=shown, report=report,
-                           extra=extra, tables=tables, ledger=ledger, file_name=f"{key}.json",
-                           **pinned_for_report(dict(report), key))
+                           extra=extra, tables=tables, ledger=ledger, file_name=f"{key}.json", **ab_parts())
 
     st.session_state[builder_key(key)] = html_text     # what the HTML button offers, for reuse and checks
 
