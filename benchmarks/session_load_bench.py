@@ -74,14 +74,19 @@ def wait_healthy(url: str, timeout: float = 180.0) -> None:
 
 
 @contextmanager
-def dashboard(folder: Path, **env: str) -> Iterator[str]:
+def dashboard(folder: Path, profile: str | None = None, **env: str) -> Iterator[str]:
     """`make run`'s command on a free loopback port, with `env` added; yields the URL. The
-    server's output goes to folder/server.log."""
+    server's output goes to folder/server.log. `profile`: a file for the summed cProfile of every
+    script run (benchmarks/profiled_streamlit.py)."""
     port = free_port()
     settings = dict(os.environ, **env)
+    launcher = ["-m", "streamlit"]
+    if profile:
+        launcher = [str(ROOT / "benchmarks" / "profiled_streamlit.py")]
+        settings["PROFILE_OUT"] = str(Path(profile).resolve())
     with open(folder / "server.log", "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
+            [sys.executable, *launcher, "run", "dashboard/app.py", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(port),
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
             cwd=ROOT, env=settings, stdout=log, stderr=subprocess.STDOUT)
@@ -177,7 +182,8 @@ async def stakeholder(url: str, code: str, k: int, cards: int, seed: int, tally:
         await page.close()
 
 
-async def facilitator(url: str, code: str, key: str, tally: Tally, stop: asyncio.Event) -> None:
+async def facilitator(url: str, code: str, key: str, tally: Tally, stop: asyncio.Event,
+                      ready: asyncio.Event) -> None:
     page = StreamlitSession(url, PAGE)
     try:
         await page.open()
@@ -187,6 +193,7 @@ async def facilitator(url: str, code: str, key: str, tally: Tally, stop: asyncio
         opened = await page.click(P + "open")
         if page.widget("button", P + "refresh") is None:
             raise RuntimeError(f"the session did not open ({opened.errors or page.texts()[:4]})")
+        ready.set()
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), REFRESH_EVERY)
@@ -223,11 +230,14 @@ async def curator(url: str, tally: Tally) -> None:
 
 
 async def drive(url: str, code: str, key: str, args, tally: Tally) -> None:
-    stop = asyncio.Event()
+    stop, ready = asyncio.Event(), asyncio.Event()
+    # The facilitator has the session open before the room is given the code (this also means the
+    # server has drawn the page once, as it has in a real workshop).
+    fac = asyncio.create_task(facilitator(url, code, key, tally, stop, ready))
+    await asyncio.wait([fac, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
     sweep = asyncio.create_task(curator(url, tally)) if args.sweep else None
     if sweep is not None:
         await asyncio.sleep(args.sweep_lead)      # the curator is already computing when the room joins
-    fac = asyncio.create_task(facilitator(url, code, key, tally, stop))
     arrivals = np.random.default_rng(args.seed).uniform(0, args.arrival, size=args.stakeholders)
     await asyncio.gather(*(stakeholder(url, code, k, args.cards, args.seed, tally, float(arrivals[k]),
                                        tuple(args.think))
@@ -257,6 +267,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--think", type=float, nargs=2, default=THINK, metavar=("LOW", "HIGH"),
                         help="think time per card, uniform between LOW and HIGH s (default 2 6)")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--profile", default=None, metavar="FILE",
+                        help="write the summed cProfile of the server's script runs to FILE (pstats)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (server.log)")
     args = parser.parse_args(argv)
     if args.stakeholders < 1:
@@ -276,7 +288,7 @@ def main(argv: list[str] | None = None) -> dict:
                 env["DASHBOARD_DASK_SCHEDULER"] = scheduler
             store = ElicitationStore(db_url)
             created = store.create_session(design(args.cards), "Load test")
-            with dashboard(folder, **env) as url:
+            with dashboard(folder, args.profile, **env) as url:
                 t0 = time.perf_counter()
                 asyncio.run(drive(url, created.join_code, created.facilitator_key, args, tally))
                 wall = time.perf_counter() - t0
