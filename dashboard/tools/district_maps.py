@@ -249,12 +249,17 @@ if n_passing < n_plans:
     st.warning(f"{n_plans - n_passing} of {n_plans} plan(s) fail the checks (contiguity, and balance within "
                f"{tolerance:g}%). Look at the verdict per district below before using them.")
 st.caption(SIM)
-m = st.columns(5)
+# at most three metrics a row and two for the longest labels, so no label is cut short
+m = st.columns(3) + st.columns(2)
 m[0].metric("Districts", int(head["districts"]))
-m[1].metric("Largest true deviation (plan 1)", f"{head['largest_true_deviation_pct']:.2f}%")
-m[2].metric("Mean absolute district error (people)", f"{head['mean_abs_district_error']:.1f}")
-m[3].metric("Worst deviation if balanced on noisy counts", f"{head['worst_deviation_if_balanced_on_noisy_pct']:.3f}%")
-m[4].metric("Plans passing the checks", f"{n_passing} of {n_plans}")
+m[1].metric("Largest true deviation (plan 1)", f"{head['largest_true_deviation_pct']:.2f}%",
+            help="Largest gap between a district's true population and the ideal, in percent of the ideal.")
+m[2].metric("Plans passing the checks", f"{n_passing} of {n_plans}",
+            help="Plans whose districts are each one piece and within the balance tolerance.")
+m[3].metric("Mean absolute district error (people)", f"{head['mean_abs_district_error']:.1f}",
+            help="Mean over plan 1's districts and the noisy runs of |noisy population - true population|.")
+m[4].metric("Worst deviation if balanced on noisy counts", f"{head['worst_deviation_if_balanced_on_noisy_pct']:.3f}%",
+            help="Had plan 1 been balanced exactly on the noisy counts: its largest true deviation over the runs.")
 if ALGORITHMS[algorithm].closed_form_note:
     st.caption(ALGORITHMS[algorithm].closed_form_note)
 
@@ -360,6 +365,7 @@ def map_panel(result, geo, kind: str) -> None:
             "mean_noisy_population", "mean_abs_error", "p95_abs_error", "empirical_sd", "analytic_toydown_sd",
             "balanced_on_noisy_mean_abs_dev_pct", "balanced_on_noisy_max_abs_dev_pct", "black_share_pct",
             "fragmentation", "cut_edges", "polsby_popper", "split_counties"]
+    st.caption(f"Every district's numbers ({len(cols)} columns): scroll the table sideways to see them all.")
     st.dataframe(human(table[cols]), hide_index=True, key="dm_table",
                  column_config={COLUMNS[c]: st.column_config.NumberColumn(format="%.2f")
                                 for c in ("deviation_pct", "mean_noisy_population", "mean_abs_error", "p95_abs_error",
@@ -372,6 +378,7 @@ def map_panel(result, geo, kind: str) -> None:
     if n > 1:
         st.markdown("**Every plan of the ensemble**")
         st.dataframe(human(result.plans), hide_index=True, key="dm_plans_table")
+        st.caption(f"{len(result.plans.columns)} columns: scroll the table sideways to see them all.")
 
 
 with tab_map:
