@@ -220,21 +220,32 @@ def load_costs(path: Path | None = None) -> dict:
         return merge_costs(DEFAULT_COSTS, {})
 
 
-def probe_seconds(repeats: int = 5) -> float:
-    """Seconds of a fixed numpy workload (matrix products and a sort on a seeded array), best of
-    ``repeats``: the yardstick that compares this machine now with the machine the costs were fitted on."""
+def probe_seconds(repeats: int = 7) -> float:
+    """Seconds of a fixed numpy workload (matrix products and a sort on a seeded array) on one thread,
+    the mean of ``repeats``: the yardstick that compares this machine now with the machine the costs were
+    fitted on. The mean, not the best, so a loaded machine (whose work gets a share of a core) reads as
+    slower; one thread, as each fit runs its linear algebra on one thread of one worker."""
+    try:
+        from threadpoolctl import threadpool_limits   # installed with scikit-learn
+    except ImportError:
+        return _probe(repeats)
+    with threadpool_limits(limits=1):
+        return _probe(repeats)
+
+
+def _probe(repeats: int) -> float:
     rng = np.random.default_rng(12345)
     a = rng.standard_normal((160, 160))
     v = rng.standard_normal(200_000)
-    best = math.inf
+    took = []
     for _ in range(max(int(repeats), 1)):
         start = time.perf_counter()
         b = a
         for _ in range(6):
             b = np.tanh(b @ a)
         np.sort(v)
-        best = min(best, time.perf_counter() - start)
-    return best
+        took.append(time.perf_counter() - start)
+    return float(np.mean(took))
 
 
 @functools.lru_cache(maxsize=1)
