@@ -12,6 +12,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+# run-time estimates from fixed coefficients: a page's "Start anyway" never depends on this machine's load
+os.environ.setdefault("DASHBOARD_ESTIMATE_COSTS", str(REPO_ROOT / "tests" / "fixtures" / "estimate_costs.json"))
+
 _LOOPBACK_HOSTS = {None, "", "localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
 

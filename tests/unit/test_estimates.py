@@ -77,7 +77,7 @@ def test_more_rows_seeds_epsilons_or_strata_are_never_cheaper(synth):
     assert estimate(plan(synth, seeds=(0, 1, 2)), frame(), costs=COSTS, speed=1.0).seconds >= base
     assert estimate(plan(synth, eps=(0.1, 0.5, 1.0, 5.0)), frame(), costs=COSTS, speed=1.0).seconds >= base
     assert estimate(plan(synth), frame(a=8), costs=COSTS, speed=1.0).seconds >= base
-    fitted = estimates.load_costs()          # the machine's coefficients keep the same order
+    fitted = estimates.load_costs(estimates.COSTS_PATH)   # this machine's fitted coefficients keep the order
     assert (estimate(plan(synth), frame(rows=20_000), costs=fitted, speed=1.0).seconds
             >= estimate(plan(synth), frame(), costs=fitted, speed=1.0).seconds)
 
