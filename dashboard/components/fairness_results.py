@@ -28,6 +28,7 @@ from core.fairness.frontier import FrontierResult, fpr_gap
 from core.fairness.learning_plan import frontier_ready
 from core.fairness.learning_plan import LearningResult
 from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan, SyntheticPeople
+from dashboard.components.chart_table import chart_numbers
 from dashboard.components.params_form import check_shown, field_widget, plan_widget_values
 from dashboard.components.progress import session_memo
 from dashboard.components.report_panel import report_panel, saved_report_loader
@@ -255,6 +256,7 @@ def _frontier_block(key: str, result: LearningResult) -> None:
     st.plotly_chart(figs.frontier_figure(points, head["best constant error"], float(here["target"]), symbol,
                                          base["unfairness"]),
                     key=f"{key}_frontier_chart")
+    chart_numbers(points, key=f"{key}_frontier_numbers", what="the frontier")
     dropped = int(base.get("dropped_pairs", 0))
     st.caption(f"{int(head['people']):,} people; best constant classifier error {head['best constant error']:.3f}; "
                f"least-constrained error {least:.3f}. Averaging: {base['averaging']}. "
@@ -294,6 +296,7 @@ def _pairs_and_groups(key: str, f: FrontierResult, point: pd.Series, synthetic: 
     groups = f.groups[np.isclose(f.groups["target"], target)]
     st.plotly_chart(figs.group_rates_figure(groups, f"Error rates by group at {here} (95% intervals)"),
                     key=f"{key}_groups_chart")
+    chart_numbers(groups, key=f"{key}_groups_numbers", what="the group error rates")
     st.caption(f"Rates of the randomised classifier on all {f.baseline['n_individuals']:,} people; groups "
                "with few people (Asian, Native American) have wide intervals and should not be read as gaps.")
     gap = fpr_gap(f.groups)

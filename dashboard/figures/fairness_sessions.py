@@ -19,10 +19,13 @@ def progress_figure(progress: pd.DataFrame) -> go.Figure:
     names = progress["stakeholder"].astype(str).map(html.escape)
     judged = progress["answered"] - progress["skipped"]
     remaining = (progress["of"] - progress["answered"]).clip(lower=0)
-    for label, values, color in (("answered", judged, "#2e7d32"), ("skipped", progress["skipped"], "#f9a825"),
-                                 ("open", remaining, "#cfd8dc")):
+    # Each part has its own fill pattern besides its colour, so the parts stay apart without colour vision
+    # or in a grey print; the counts are in the progress table beside the chart.
+    for label, values, color, pattern in (("answered", judged, "#2e7d32", ""),
+                                          ("skipped", progress["skipped"], "#f9a825", "/"),
+                                          ("open", remaining, "#cfd8dc", ".")):
         fig.add_bar(y=names, x=values, name=label, orientation="h", marker_color=color,
-                    hovertemplate="%{y}: %{x} " + label + "<extra></extra>")
+                    marker_pattern_shape=pattern, hovertemplate="%{y}: %{x} " + label + "<extra></extra>")
     fig.update_layout(barmode="stack", height=max(220, 28 * len(progress) + 90),
                       margin=dict(l=10, r=10, t=30, b=10), xaxis_title="cards",
                       legend=dict(orientation="h", y=1.08), yaxis=dict(autorange="reversed"))
@@ -44,7 +47,8 @@ def agreement_figure(constraints: pd.DataFrame, min_judges: int = 2) -> go.Figur
     fig.add_bar(x=labels, y=seen["share_same"], marker_color="#1565c0",
                 customdata=seen[["n_judges", "n_same"]].to_numpy(),
                 hovertemplate="pair %{x}<br>%{customdata[1]} of %{customdata[0]} say treat alike<extra></extra>")
-    fig.add_hline(y=0.5, line_dash="dot", line_color="grey")
+    fig.add_hline(y=0.5, line_dash="dot", line_color="grey", annotation_text="half the judges",
+                  annotation_position="top left")
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), yaxis=dict(range=[0, 1],
                       title="share saying 'same'"), xaxis_title="pair (row indices)")
     return fig

@@ -808,8 +808,9 @@ def demo_view() -> None:
 # ============================================================================ page
 
 st.title("Pairwise fairness elicitation")
-st.caption("Which pairs of people do stakeholders say must be treated alike, and what does "
-           "honouring those judgments cost a recidivism risk model?")
+if not (st.query_params.get("join") or st.query_params.get("me") or _state("login")):   # a phone's card comes first
+    st.caption("Which pairs of people do stakeholders say must be treated alike, and what does "
+               "honouring those judgments cost a recidivism risk model?")
 
 try:
     _store()

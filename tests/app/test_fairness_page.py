@@ -635,3 +635,14 @@ def test_a_synthetic_session_stored_before_copies_were_kept_says_so_instead_of_f
     at.button(key="fe_open").click().run()
     assert not at.exception
     assert any("never stored" in e.value for e in at.error)
+
+
+def test_facilitator_sees_the_join_code_once_in_its_read_aloud_form():
+    from core.fairness.store import format_code
+    fac = _app()
+    fac.button(key="fe_create").click().run()
+    code = fac.session_state["fe_fac"]["join_code"]
+    fac.button(key="fe_key_saved").click().run()
+    shown = [m.value for m in fac.markdown] + [c.value for c in fac.caption] + [c.value for c in fac.code]
+    assert sum(format_code(code) in text for text in shown) == 1       # one place, one form
+    assert not any(code in text for text in shown)                     # never the undivided form beside it
