@@ -125,6 +125,10 @@ def test_phone_stakeholder_joins_by_link_answers_reloads_and_finishes(served):
         wait_until_idle(phone)
         phone.screenshot(path=str(ARTIFACTS / "stakeholder_phone_done.png"), full_page=True)
         assert phone.locator("[data-testid='stException']").count() == 0
+        desk.locator(".st-key-fe_refresh button").click()      # the facilitator sees the finished cards
+        wait_until_idle(desk)
+        desk.locator(".st-key-fe_progress_fig").first.scroll_into_view_if_needed()
+        desk.screenshot(path=str(ARTIFACTS / "facilitator_progress.png"))
         assert desk.locator("[data-testid='stException']").count() == 0
         browser.close()
     # Through the store: one event per card, each the answer given, the reason with the first only.
