@@ -361,8 +361,9 @@ def script_sections(report: Mapping[str, Any], *, data_files: Sequence[str] = ()
         sections.append(stored)
     sections += [
         Section("The run",
-                "run() computes everything the page shows from the plan and the data. Seeded draws make the "
-                "numbers the same on every run. The headline numbers are the few a stakeholder would quote.",
+                "run() computes everything the page shows from the plan and the data. Every random draw in it "
+                "is seeded by the plan (these are simulations, not releases), so the numbers come out the same "
+                "on every run. The headline numbers are the few a stakeholder would quote.",
                 "result = run(plan, data)\n"
                 "for name, value in result.headline().items():\n"
                 "    print(f\"{name}: {value}\")"),
