@@ -6,6 +6,7 @@ import json
 import streamlit as st
 
 from core.datasets import DATASETS, datasets_summary, load_dataset, load_georgia_counties
+from dashboard.components.chart_table import chart_numbers
 from dashboard.figures.home import MAP_METRICS, georgia_choropleth
 from dashboard.page_registry import PAGES
 
@@ -90,6 +91,7 @@ st.plotly_chart(georgia_choropleth(counties, georgia_geojson(), metric), key="ho
                 width="stretch")
 st.caption(f"{len(counties)} counties, {int(counties['TotPop90'].sum()):,} people. Used as the "
            "geography of the budget-allocation and district-map tools.")
+chart_numbers(counties[["NAME", "GEOID", "TotPop90", "PctBlack", "PctRural"]], key="home_map_numbers", what="the map")
 
 st.header("Glossary")
 left, right = st.columns(2)

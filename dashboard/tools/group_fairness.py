@@ -19,6 +19,7 @@ import streamlit as st  # noqa: E402
 from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness  # noqa: E402
 from core.fairness.group_fairness_plan import RANKING_DATA, RANKING_DEFAULTS, ranking_table  # noqa: E402
+from dashboard.components.chart_table import chart_numbers  # noqa: E402
 from dashboard.components.dataset_picker import (choice_of, data_selectbox, declared_name,  # noqa: E402
                                                  pick_declared)
 from dashboard.components.fairness_results import (companion_panel, companion_settings,  # noqa: E402
@@ -195,6 +196,7 @@ def _draw_lexifair(result) -> None:
     st.markdown("**Worst-off group per model** (largest held-out error):\n\n"
                 + figs.worst_off_lines(result.worst_off()))
     st.plotly_chart(figs.group_error_figure(res.groups), key="gf_lex_errors")
+    chart_numbers(res.groups, key="gf_lex_error_numbers", what="the group errors")
     st.caption("Bars: held-out error of each group (share of its people misclassified by the randomised "
                "classifier, in expectation), worst at the top. Intervals: 90% bootstrap over held-out people "
                "with the model fixed; overlapping intervals are not evidence of a difference.")
