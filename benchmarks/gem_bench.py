@@ -7,7 +7,13 @@ total variation distance over the 45 column pairs. The product's target: stratif
 pooled at equal accuracy. The machine's load average is printed with every line because other
 work on a 2-core machine moves these numbers a lot.
 
+Size curve (CPU seconds, so the machine's load does not blur them): pooled GEM at epsilon 1 on 50,000 and
+1,000,000 rows resampled from the extract, fit plus sampling as many rows, with the two-way TVD against
+those rows and the growth exponent log(t2 / t1) / log(n2 / n1) (0: the cost does not grow with the rows;
+target: 1,000,000 rows under 120 s). The rows enter once, through the marginal tables.
+
 Run: .venv/bin/python benchmarks/gem_bench.py [--rounds N] [--warm] [--jobs J] [--unscaled] [--probe-batch K]
+     [--sizes 50000,1000000] [--sizes-only]
 Defaults are the registry's (``make_synthesizer("gem")``): 100 rounds, and in a stratified fit each
 stratum runs rounds in proportion to its share of the rows (at least 10). ``--unscaled`` adds the
 stratified fit with every stratum running all rounds (before rounds scaled: pooled 52.6 s, stratified
@@ -21,10 +27,13 @@ about 20 % worse on seed 1 (0.0428 against 0.0356).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -52,6 +61,32 @@ def timed(factory, codes, dom, rho, seed):
     return seconds, float(two_way_tvd(codes, synth, dom)["tvd"].mean())
 
 
+def cpu_timed(factory, codes, dom, rho, seed):
+    """CPU seconds of fit + sampling as many rows (this process and its threads), and the 2-way TVD."""
+    t = time.process_time()
+    synth = factory().fit(codes, dom, rho, make_rng(seed)).sample(len(codes), make_rng(seed + 1000))
+    seconds = time.process_time() - t
+    return seconds, float(two_way_tvd(codes, synth, dom)["tvd"].mean())
+
+
+def size_curve(sizes: list[int], rounds: int) -> None:
+    """Pooled GEM at each size (rows resampled from the extract), with the growth exponent."""
+    codes, dom, _ = encode_categories(load_cps())
+    rho = rho_for_epsilon(EPSILON, DELTA)
+    make = lambda: make_synthesizer("gem", GEMParams(rounds=rounds))  # noqa: E731
+    cpu_timed(make, codes.head(2000), dom, rho, 99)       # compiles the programs outside the timing
+    print(f"GEM size curve, epsilon {EPSILON:g}, {rounds} rounds, CPU seconds of fit + sample; {load()}")
+    rows = []
+    for n in sizes:
+        data = codes.iloc[np.random.default_rng(n).integers(0, len(codes), n)].reset_index(drop=True)
+        seconds, tvd = cpu_timed(make, data, dom, rho, 0)
+        growth = (f"; growth exponent {math.log(seconds / rows[-1][1]) / math.log(n / rows[-1][0]):.2f}"
+                  if rows else "")
+        rows.append((n, seconds))
+        verdict = f" -> {'PASS' if seconds < 120 else 'FAIL'} (target < 120 s)" if n >= 1_000_000 else ""
+        print(f"  GEM at {n:,} rows: {seconds:.1f} s CPU, 2-way TVD {tvd:.4f}{growth}{verdict}; {load()}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=GEMParams().rounds, help="GEM rounds (the registry's default)")
@@ -59,7 +94,13 @@ def main() -> None:
     ap.add_argument("--unscaled", action="store_true", help="also fit strata with every stratum running all rounds")
     ap.add_argument("--probe-batch", type=int, default=0, help="generator rows per step of a probe (0: skip)")
     ap.add_argument("--warm", action="store_true", help="repeat each fit once the programs are compiled")
+    ap.add_argument("--sizes", default="50000,1000000", help="rows of the size curve, comma-separated ('' skips)")
+    ap.add_argument("--sizes-only", action="store_true", help="only the size curve")
     args = ap.parse_args()
+    if args.sizes:
+        size_curve([int(x) for x in args.sizes.split(",")], args.rounds)
+        if args.sizes_only:
+            return
     codes, dom, _ = encode_categories(load_cps())
     rho = rho_for_epsilon(EPSILON, DELTA)
     print(f"GEM on CPS: {len(codes):,} rows x {codes.shape[1]} columns, epsilon {EPSILON:g} (rho {rho:.4g}), "

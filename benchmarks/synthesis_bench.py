@@ -6,10 +6,18 @@ Two kinds of comparison, kept apart in the output:
 - LIVE: our own baselines measured in this same run on the same seeds: pooled MST against the
   independent-marginals baseline, and stratified MST against pooled MST.
 
-Run: DASHBOARD_N_JOBS=1 .venv/bin/python benchmarks/synthesis_bench.py
+Many strata (CPU seconds, so the machine's load does not blur them):
+- ``stratified/pooled with 50 strata``: AIM and GEM on the CPS extract stratified over race x sex x
+  citizenship (50 strata, most of them small) against the same synthesizer pooled (target: at most 3x);
+- one GEM sweep point (one epsilon, one seed: the stratified and the pooled fit with their scoring) on a
+  curator-sized file: 3,500 rows sampled from the extract, 36 strata (class of worker x sex x income),
+  most of them small (target: under 60 s).
+
+Run: DASHBOARD_N_JOBS=1 .venv/bin/python benchmarks/synthesis_bench.py [--strata-only]
 """
 from __future__ import annotations
 
+import argparse
 import resource
 import sys
 import time
@@ -50,7 +58,63 @@ def weighted_strata_tvd(codes, synth, dom, strata):
     return float(np.average(per["tvd_2way"], weights=per["real_rows"])), float(per["tvd_2way"].max())
 
 
+STRATA_50 = ("race", "sex", "citizenship")
+CURATOR_STRATA = ("class_of_worker", "sex", "income")
+CURATOR_ROWS = 3_500
+
+
+def cpu_fit(factory, codes, dom, eps, seed):
+    """CPU seconds of one fit plus sampling as many rows (this process and its threads)."""
+    rho = rho_for_epsilon(eps, DELTA)
+    t = time.process_time()
+    factory().fit(codes, dom, rho, make_rng(seed)).sample(len(codes), make_rng(seed + 1000))
+    return time.process_time() - t
+
+
+def many_strata() -> None:
+    """The two many-strata lines (module docstring)."""
+    from core.contracts import DataRef
+    from core.synthesis import SweepPlan, SynthesisPlan
+    from core.synthesis.registry import make_synthesizer
+    from core.synthesis.sweep import run_sweep
+
+    cps = load_cps()
+    codes, dom, _ = encode_categories(cps)
+    k = int(np.prod([dom[c] for c in STRATA_50]))
+    print(f"6. Stratified over {' x '.join(STRATA_50)} ({k} strata, DP counts) against pooled, epsilon 1, "
+          "CPU seconds of fit + sample (target <= 3x)")
+    ratios = {}
+    for key in ("aim", "gem"):
+        make = lambda key=key: make_synthesizer(key)  # noqa: E731
+        cpu_fit(make, codes.head(2000), dom, 1.0, 99)     # builds the compiled programs outside the timing
+        pooled = cpu_fit(make, codes, dom, 1.0, 0)
+        strat = cpu_fit(lambda: StratifiedSynthesizer(make, STRATA_50, size_policy="dp_count"), codes, dom, 1.0, 0)
+        ratios[key] = strat / pooled
+        print(f"   {key.upper()}: pooled {pooled:.1f} s, stratified {strat:.1f} s", flush=True)
+    print(f"stratified/pooled with {k} strata: AIM {ratios['aim']:.1f}x, GEM {ratios['gem']:.1f}x -> "
+          f"{'PASS' if max(ratios.values()) <= 3 else 'FAIL'} (target <= 3x each)\n")
+
+    sample = cps.iloc[np.random.default_rng(0).choice(len(cps), CURATOR_ROWS, replace=False)].reset_index(drop=True)
+    plan = SynthesisPlan(data=DataRef("cps"), columns=tuple(cps.columns), strata=CURATOR_STRATA, target=None,
+                         synthesizer="gem", sweep=SweepPlan(epsilons=(1.0,), seeds=(0,)))
+    sizes = np.sort(sample.groupby(list(CURATOR_STRATA), observed=False).size().to_numpy())
+    t, w = time.process_time(), time.perf_counter()
+    run_sweep(plan, sample, n_jobs=1)
+    cpu, wall = time.process_time() - t, time.perf_counter() - w
+    print(f"7. Curator-sized file: {CURATOR_ROWS:,} rows, {sizes.size} strata ({int((sizes < 100).sum())} under 100 "
+          f"rows, {int((sizes == 0).sum())} empty), DP counts")
+    print(f"GEM sweep point (epsilon 1, one seed, stratified + pooled with scoring) on {CURATOR_ROWS:,} rows x "
+          f"{sizes.size} strata: {cpu:.1f} s CPU ({wall:.1f} s wall) -> {'PASS' if cpu < 60 else 'FAIL'} "
+          "(target < 60 s)\n")
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--strata-only", action="store_true", help="only the many-strata lines (6 and 7)")
+    args = ap.parse_args()
+    if args.strata_only:
+        many_strata()
+        return
     codes, dom, labels = encode_categories(load_cps())
     print(f"CPS extract: {len(codes):,} rows x {codes.shape[1]} columns, domain "
           f"{int(np.prod(list(dom.values()))):,} cells; delta {DELTA:g}; {REPEATS} repeats each\n")
@@ -109,7 +173,10 @@ def main() -> None:
                                                                                          "independent"))
               + f" {rows['stratified'][0] / rows['pooled'][0]:>17.2f} {PEER_STRATA_WEIGHTED[eps]:>20.4f}")
 
-    print(f"\nPeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB "
+    print()
+    many_strata()
+
+    print(f"Peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB "
           "(recorded, not rerun: SmartNoise MST about 1,500-1,700 MB per fit)")
 
     print("\n5. Page: default render and a 3-epsilon x 2-seed sweep through AppTest")

@@ -45,9 +45,18 @@ rho/T = epsilon0^2 (alpha^2/8 + (1-alpha)^2/2). The authors' wrapper passed the 
 as epsilon0 for every round instead, so its runs spent about T times more (effective epsilon about
 3.1 for a nominal 0.1 at delta 1e-9).
 
-Speed: the jitted programs depend only on shapes and settings (which cells are padding is an
-argument), so they are built and compiled once per process and shared by every fit of that shape:
-every stratum of a stratified release, every seed of a sweep. Training G models side by side in
+Speed: the rows enter once, through the exact one-way and two-way count tables (``exact_marginals``,
+one pass over the data); every round and every training step works on those tables and on the
+generator's own rows, so a fit's cost does not grow with the data (CPS at epsilon 1: 50,000 and
+1,000,000 rows cost the same but the counting, ``benchmarks/gem_bench.py``). The jitted programs
+depend only on shapes and settings (which cells are padding is an argument), so they are built and
+compiled once per process and shared by every fit of that shape: every stratum of a stratified
+release, every seed of a sweep. The cost of a round grows with the generator rows per step, so a
+fit takes at most about as many as its data has rows (its noisy total), in three sizes
+(``generator_rows``: batch, batch / 4, batch / 16): a stratum of 30 people no longer trains on
+1,000 generator rows a step, and 36 strata compile at most three program sets. Fits whose noisy
+total reaches ``batch`` are unchanged. A curator-sized file (3,500 rows, 36 strata over class of
+worker x sex x income, 28 of them under 100 rows, epsilon 1) fell from 147 s to 29 s CPU. Training G models side by side in
 one vectorised call was tried and dropped: on CPU the batched matrix products ran 2-3 times
 slower per model than one model at a time.
 """
@@ -72,6 +81,33 @@ MIN_STRATUM_ROUNDS = 10
 """Fewest rounds a stratum runs when rounds scale with its share of the rows."""
 SAMPLE_BLOCK = 4096
 """Rows per call when sampling: one compiled program serves every output size."""
+ROW_BUCKETS = 3
+"""How many generator batch sizes a fit may use: ``batch``, ``batch / 4`` and ``batch / 16``."""
+MIN_GENERATOR_ROWS = 16
+"""Fewest generator rows per step a bucket may have (unless ``batch`` itself is smaller)."""
+
+
+def row_buckets(batch: int) -> tuple[int, ...]:
+    """The generator batch sizes a fit with ``batch`` may use, largest first: ``batch`` divided by
+    1, 4 and 16, none below ``MIN_GENERATOR_ROWS`` (or ``batch`` when it is smaller)."""
+    batch = int(batch)
+    floor = min(batch, MIN_GENERATOR_ROWS)
+    return tuple(sorted({max(batch // 4 ** i, floor) for i in range(ROW_BUCKETS)}, reverse=True))
+
+
+def generator_rows(batch: int, n_estimate: float) -> int:
+    """Generator rows per step for data of about ``n_estimate`` rows: the largest bucket of
+    ``row_buckets(batch)`` not above the estimate (the smallest bucket when every one is).
+
+    The generator imitates a table of about n rows: a step with more generator rows than that
+    averages more of the network's draws than the data has people, and the cost of a fit grows
+    with the rows per step, not with the data's. So a small stratum (or a small file) trains on
+    fewer rows per step, and the few bucket sizes keep the compiled programs shared. The estimate
+    is the fit's own noisy row count (post-processing of round 1), never an exact size.
+    """
+    buckets = row_buckets(batch)
+    n = float(n_estimate) if math.isfinite(float(n_estimate)) else float(batch)
+    return next((b for b in buckets if b <= n), buckets[-1])
 
 
 def round_budget(rho_round: float, alpha: float = SELECT_SHARE) -> tuple[float, float]:
@@ -125,6 +161,13 @@ def programs(d: int, M: int, noise_dim: int, hidden: int, batch: int, steps: int
     return found
 
 
+def program_shapes() -> list[tuple]:
+    """The (d, M, noise_dim, hidden, batch, steps, learning_rate, ema) of every program set built so far
+    in this process (each compiled once per input shape)."""
+    with _PROGRAMS_LOCK:
+        return list(_PROGRAMS)
+
+
 def _build_programs(d, M, noise_dim, hidden, batch, steps, learning_rate, decay) -> Programs:
     jax, jnp, optax = _jax()
 
@@ -168,7 +211,9 @@ class GEM:
 
     Defaults are this project's choices, not the paper's (module docstring): two-way workload, hidden
     width 256, noise input 64, learning rate 1e-3, 100 rounds (scaled by a stratum's share of the rows
-    when ``scale_rounds``). Repeated measurements of one marginal are averaged by precision.
+    when ``scale_rounds``). Repeated measurements of one marginal are averaged by precision. ``batch``
+    is the most generator rows a step takes; a fit whose noisy row count is smaller takes fewer
+    (``generator_rows``; the fitted ``batch_``).
     """
 
     def __init__(self, rounds: int = 100, steps: int = 40, batch: int = 1000, hidden: int = 256,
@@ -212,8 +257,9 @@ class GEM:
             raise ValueError("GEM needs at least one round, one training step, one generator row, "
                              "one hidden unit and one noise input.")
 
-    def _programs(self, d: int, M: int) -> Programs:
-        return programs(d, M, self.noise_dim, self.hidden, self.batch, self.steps, self.learning_rate, self.ema)
+    def _programs(self, d: int, M: int, batch: int | None = None) -> Programs:
+        batch = self.batch if batch is None else int(batch)
+        return programs(d, M, self.noise_dim, self.hidden, batch, self.steps, self.learning_rate, self.ema)
 
     # ---- the network ------------------------------------------------------------------------
     def _init_params(self, rng: np.random.Generator, out: int) -> dict:
@@ -251,13 +297,16 @@ class GEM:
         # rows go through in blocks of one fixed size, so any n reuses one compiled program
         z = np.zeros((-(-max(n, 1) // SAMPLE_BLOCK) * SAMPLE_BLOCK, self.noise_dim), np.float32)
         z[:n] = rng.normal(size=(n, self.noise_dim))
-        p = np.concatenate([np.asarray(probs(self.params_, jnp.asarray(z[s:s + SAMPLE_BLOCK]), pad), float)
-                            for s in range(0, len(z), SAMPLE_BLOCK)])[:n]          # (n, d, M)
-        cdf = np.cumsum(p, axis=2)
-        cdf /= cdf[:, :, -1:]
         u = rng.random((n, d, 1))
-        codes = np.minimum((cdf < u).sum(axis=2), np.asarray(self.sizes_) - 1)
-        return pd.DataFrame({c: codes[:, j].astype(np.int64) for j, c in enumerate(self.columns_)})
+        codes = np.empty((n, d), np.int64)
+        top = np.asarray(self.sizes_) - 1
+        for s in range(0, n, SAMPLE_BLOCK):
+            # one block at a time: memory stays at one block's (rows, d, M) table whatever n is
+            p = np.asarray(probs(self.params_, jnp.asarray(z[s:s + SAMPLE_BLOCK]), pad), float)[:n - s]
+            cdf = np.cumsum(p, axis=2)
+            cdf /= cdf[:, :, -1:]
+            codes[s:s + SAMPLE_BLOCK] = np.minimum((cdf < u[s:s + SAMPLE_BLOCK]).sum(axis=2), top)
+        return pd.DataFrame({c: codes[:, j] for j, c in enumerate(self.columns_)})
 
 
 def padding(sizes: Sequence[int]) -> np.ndarray:
@@ -324,7 +373,6 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     one, two = exact_marginals(arr, sizes, pairs)
     T = model.rounds if pairs else 1
     rho_round = rho / T
-    prog = model._programs(d, M)
     pad = jnp.asarray(padding(sizes))
     params = jax.tree.map(jnp.asarray, model._init_params(rng, d * M))
     key = jax.random.PRNGKey(int(rng.integers(2 ** 31)))
@@ -343,6 +391,9 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     # inverse-variance total from the noisy one-way sums (no exact count is kept)
     var = np.array([s * v ** 2 for s, v in zip(sizes, sig)])
     n_hat = max(float((y1.sum(1) / var).sum() / (1 / var).sum()), 1.0)
+    # generator rows per step from that noisy total, in a few shared sizes (``generator_rows``)
+    rows_per_step = generator_rows(model.batch, n_hat)
+    prog = model._programs(d, M, rows_per_step)
     y1 = np.maximum(y1, 0.0)
     y1 = (y1 / np.maximum(y1.sum(1, keepdims=True), 1e-12)).astype(np.float32)
     # the measured two-way tables, in fixed (d, d, M, M) slots: an unmeasured pair has weight 0, so
@@ -352,7 +403,7 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     history: list[dict] = []
     ema, opt_state = params, prog.init_opt(params)
     params, ema, opt_state, key = prog.train(params, ema, opt_state, key, pad, y1, y2, mask2)
-    z_eval = jnp.asarray(rng.normal(size=(model.batch, model.noise_dim)), jnp.float32)
+    z_eval = jnp.asarray(rng.normal(size=(rows_per_step, model.noise_dim)), jnp.float32)
     rho_sel, rho_meas = round_budget(rho_round)
     eps_em = exponential_mechanism_epsilon(rho_sel)
     # a marginal's loss weight is its precision over one round's: 1 when measured once, about k
@@ -394,5 +445,6 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     model.rounds_ = history
     model.params_ = jax.tree.map(np.asarray, ema)
     model.n_estimate_ = n_hat
+    model.batch_ = rows_per_step
     model.measurements_ = {(columns[i], columns[j]): (y, s) for (i, j), (y, s) in merged.combined().items()}
     model.rho_ = rho

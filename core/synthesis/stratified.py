@@ -15,8 +15,8 @@ Speed and progress: strata are fitted one after another in this process by defau
 (``n_jobs=1``), where synthesizers that compile programs (GEM, AIM) reuse them from stratum to
 stratum, and each stratum's ``fit`` receives the progress callback when it takes one, its
 messages prefixed with "stratum s of k (key)"; the callback may raise ``Cancelled`` to stop the
-whole fit. With ``n_jobs`` other than 1 strata go to worker processes, which cannot call back:
-progress then counts finished strata.
+whole fit. With ``n_jobs`` other than 1 strata go to local worker processes, whose rounds are
+relayed back (``core.synthesis.round_relay``); on a Dask cluster progress counts finished strata.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import check_codes
 from core.synthesis.fit_ledger import record_fit
 from core.synthesis.noise import noise_source
+from core.synthesis.round_relay import relay_available, relayed_map
 from core.synthesis.strata import StrataIndex
 
 SIZE_POLICIES = ("public", "dp_count")
@@ -75,6 +76,12 @@ def _fit_one(job: _FitJob, model=None, progress=None):
     if progress is not None:
         extra["progress"] = progress
     return job.key, model.fit(job.rows, job.domain, job.rho, job.rng, **extra)
+
+
+def fit_reporting(job: _FitJob, progress=None):
+    """``_fit_one`` on a worker: the job's rounds go to ``progress`` when its synthesizer reports them."""
+    model = stratum_model(job)
+    return _fit_one(job, model, progress if takes_progress(model.fit) else None)
 
 
 def takes_progress(fit: Callable) -> bool:
@@ -253,7 +260,10 @@ class StratifiedSynthesizer:
                 if progress is not None and forward is None:
                     progress(s + 1, len(jobs), f"{label} fitted")
             return out
-        # worker processes cannot call back into this one: progress counts finished strata
+        if progress is not None and relay_available():
+            # local workers relay their rounds back to this process (``round_relay``)
+            return relayed_map(fit_reporting, jobs, n_jobs=self.n_jobs, progress=progress, label="stratum fits")
+        # a Dask cluster's workers cannot call back into this process: progress counts finished strata
         return map_trials(_fit_one, jobs, n_jobs=self.n_jobs, progress=progress, label="stratum fits")
 
     def release_size(self) -> int:

@@ -24,6 +24,7 @@ from core.synthesis.metrics import (group_keys, ml_utility, one_way_tvd, parity_
                                     workload_error)
 from core.synthesis.plan import MAX_STRATA, METHODS, SynthesisPlan
 from core.synthesis.registry import SYNTHESIZERS
+from core.synthesis.round_relay import relay_available, relayed_map
 from core.synthesis.stratified import StratifiedSynthesizer
 from core.synthesis.strata import StrataIndex
 
@@ -236,9 +237,15 @@ def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | Non
     train, test = split_train_test(codes, sweep.test_fraction, sweep.split_seed)
     grid = [(e, s, m) for e in sweep.epsilons for s in sweep.seeds for m in METHODS]
     items = [(plan, train, test, domain, labels, e, s, m, i + 1, len(grid)) for i, (e, s, m) in enumerate(grid)]
-    # one process: each fit reports its own rounds; on workers only whole fits can be reported
-    work = functools.partial(_one_run, progress=progress) if n_jobs == 1 else _one_run
-    runs = map_trials(work, items, n_jobs=n_jobs, progress=progress, label="synthesizer fits")
+    # one process: each fit reports its own rounds; local workers relay theirs (``round_relay``); on a
+    # Dask cluster only whole fits can be reported
+    if n_jobs == 1:
+        runs = map_trials(functools.partial(_one_run, progress=progress), items, n_jobs=1, progress=progress,
+                          label="synthesizer fits")
+    elif progress is not None and relay_available():
+        runs = relayed_map(_one_run, items, n_jobs=n_jobs, progress=progress, label="synthesizer fits")
+    else:
+        runs = map_trials(_one_run, items, n_jobs=n_jobs, progress=progress, label="synthesizer fits")
     names = stratum_labels(plan.strata, labels, domain)
     real_sizes = np.bincount(group_keys(train, plan.strata, domain), minlength=len(names))
     group_rows, overall_rows, strata, ledger, statement = [], [], [], None, ""
