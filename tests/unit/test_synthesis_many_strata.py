@@ -162,3 +162,22 @@ def test_worker_processes_relay_their_rounds_and_cancel():
         wrapper.fit(df, dom, 1.0, np.random.default_rng(0), progress=stop)
     assert not hasattr(wrapper, "models_")
     assert not [t for t in threading.enumerate() if t.name == "round relay"]   # nothing left listening
+
+
+def test_a_sweep_on_worker_processes_relays_aim_rounds():
+    from core.contracts import DataRef
+    from core.datasets import load_dataset
+    from core.synthesis import AIMParams, SweepPlan, SynthesisPlan
+    from core.synthesis.sweep import run_sweep
+    from core.synthesis.workflow import prepare
+
+    columns = ("age_band", "education", "sex", "income")
+    data = load_dataset("cps").head(2000)[list(columns)].reset_index(drop=True)
+    plan = SynthesisPlan(data=DataRef("cps"), columns=columns, strata=("sex",), target=None, synthesizer="aim",
+                         synth_params=AIMParams(max_rounds=3), sweep=SweepPlan(epsilons=(2.0,), seeds=(0,)))
+    frame, _ = prepare(plan, data)
+    heard: list[tuple[int, int, str]] = []
+    result = run_sweep(plan, frame, lambda *a: heard.append(a), n_jobs=2)
+    assert set(result.overall_metrics["method"]) == {"stratified", "pooled"}
+    assert any(" - AIM round" in m for _, _, m in heard)          # rounds from inside the workers' fits
+    assert heard[-1][0] == heard[-1][1]
