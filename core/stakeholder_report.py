@@ -47,11 +47,14 @@ PDF_NEEDS_CHROMIUM = "The PDF needs Chromium (Debian package 'chromium'); the HT
 REPRODUCE_COMMAND = "python -m core reproduce {file} --out results/"
 MAX_TABLE_ROWS = 40
 FIRST_PAGE_NUMBERS = 5
+MAX_PRINT_COLUMNS = 8         # columns of one printed table; wider tables are shown in column groups
 #: Words of an "exact (...)" uncertainty that mark an input (a size, a count, a conversion), not a finding.
 INPUT_WORDS = ("count)", "units of the geography", "size of", "rows the plan", "public constant", "combinations",
                "conversion")
 LEDGER_TABLE = "ledger"       # the table name results give their ledger's spends
-FIRST_PAGE_FIGURE_HEIGHT = 270    # pixels: the main figure fits on the first printed page below the numbers
+FIRST_PAGE_FIGURE_ZOOM = 0.72   # the main figure, drawn at its own size, printed smaller to fit the first page
+FIRST_PAGE_FIGURE_PIXELS = 270  # ... and no taller than this many pixels there
+SMALLEST_ZOOM = 0.5
 #: Geographies the tool makes up itself: no person's data, so no budget to spend.
 PUBLIC_SOURCES = ("stylised", "grid")
 #: How every figure is drawn in a report: a still picture (no toolbar over titles, no hover), sized by the page.
@@ -74,7 +77,7 @@ pre{padding:.5rem;white-space:pre-wrap}ul.plan{padding-left:1.2rem}ul.plan li{ma
 .modebar,.modebar-container{display:none!important}
 @page{size:A4;margin:14mm 12mm}
 @media print{body{margin:0;max-width:none;font-size:10pt}h1{margin-top:0}.first-page h2{margin-top:1rem}
-.first-page p{margin:.3rem 0}.first-page{break-after:page;page-break-after:always}
+.first-page p{margin:.3rem 0}.first-page .figure{margin:.3rem 0}.first-page{break-after:page;page-break-after:always}
 h2,h3{break-after:avoid;page-break-after:avoid}
 table{font-size:.7rem;display:table;overflow:visible}td{overflow-wrap:break-word}th{overflow-wrap:normal}
 .table{break-inside:auto}tr{break-inside:avoid;page-break-inside:avoid}}
@@ -149,14 +152,50 @@ def _cell(value: Any) -> str:
     return f"<td class='num'>{format_number(value)}</td>" if is_number else f"<td>{format_number(value)}</td>"
 
 
+def _header(name: Any) -> str:
+    """A column name that may break after its underscores, so a narrow column keeps its header readable."""
+    return html.escape(str(name)).replace("_", "_<wbr>")
+
+
+def _one_table(df: pd.DataFrame) -> str:
+    head = "".join(f"<th>{_header(c)}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in df.itertuples(index=False, name=None))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def key_columns(df: pd.DataFrame, most: int = 2) -> list[str]:
+    """The leading columns that name a row (text, whole numbers, yes/no), at most ``most`` of them."""
+    keys = []
+    for c in df.columns:
+        if len(keys) == most or pd.api.types.is_float_dtype(df[c]):
+            break
+        keys.append(c)
+    return keys
+
+
+def column_groups(df: pd.DataFrame, width: int = MAX_PRINT_COLUMNS) -> list[list]:
+    """A wide table's columns in groups that fit a printed page, each led by the row-naming columns."""
+    cols = list(df.columns)
+    if len(cols) <= width:
+        return [cols]
+    keys = key_columns(df)
+    rest = [c for c in cols if c not in keys]
+    step = max(width - len(keys), 1)
+    return [keys + rest[i:i + step] for i in range(0, len(rest), step)]
+
+
 def _table(df: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
+    """A table (its first ``max_rows`` rows); a wide one in column groups, so nothing is cut at the page's
+    right edge and no printed page is shrunk to fit it."""
     shown = df.head(max_rows)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
-    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>"
-                   for row in shown.itertuples(index=False, name=None))
+    groups = column_groups(shown)
     more = (f"<p class='muted'>First {max_rows} of {len(df):,} rows; the embedded JSON report has them all.</p>"
             if len(df) > max_rows else "")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
+    if len(groups) == 1:
+        return _one_table(shown) + more
+    note = (f"<p class='muted'>{len(shown.columns)} columns, shown in {len(groups)} parts"
+            + (f" (each led by {', '.join(map(str, key_columns(shown)))})" if key_columns(shown) else "") + ".</p>")
+    return note + "".join(_one_table(shown[g]) for g in groups) + more
 
 
 def _headline(headline: Mapping[str, Any], uncertainty: Mapping[str, str] | None = None) -> str:
@@ -185,7 +224,17 @@ def _uncertainty(tables: Mapping[str, pd.DataFrame]) -> str:
             "move:</p><ul>" + "".join(items) + "</ul>")
 
 
-def _figures(figures: Sequence[Any], first: bool = False, height: int | None = None) -> str:
+def first_page_zoom(fig: Any) -> float:
+    """How much smaller the main figure prints so that it fits the first page: at most
+    :data:`FIRST_PAGE_FIGURE_ZOOM`, and a tall figure down to :data:`FIRST_PAGE_FIGURE_PIXELS` high, but never
+    below :data:`SMALLEST_ZOOM` (a very tall figure stays readable and starts the next page instead). The figure
+    keeps its own layout (a figure squeezed to a lower height would hide tick labels or overlap its legend)."""
+    height = getattr(getattr(fig, "layout", None), "height", None) or 420
+    return round(max(SMALLEST_ZOOM, min(FIRST_PAGE_FIGURE_ZOOM, FIRST_PAGE_FIGURE_PIXELS / float(height))), 3)
+
+
+def _figures(figures: Sequence[Any], first: bool = False, height: int | None = None,
+             zoom: float | None = None) -> str:
     """Plotly figures as still pictures (no toolbar: :data:`PRINT_CONFIG`), in the page's own colours
     (marker colours the template would pick are written into each trace, so print never falls back to
     black); plotly.js is inlined once, with the report's first figure (``first``)."""
@@ -196,7 +245,8 @@ def _figures(figures: Sequence[Any], first: bool = False, height: int | None = N
             fig.update_layout(height=min(int(fig.layout.height or height), height))
         div = fig.to_html(full_html=False, include_plotlyjs=(first and i == 0), config=PRINT_CONFIG,
                                        default_width="100%", default_height="420px")
-        out.append(f"<div class='figure'>{div}</div>")
+        style = f" style='zoom:{zoom}'" if zoom else ""
+        out.append(f"<div class='figure'{style}>{div}</div>")
     return "".join(out) or "<p class='muted'>No figures for this result.</p>"
 
 
@@ -231,7 +281,8 @@ def theme_colours(fig: Any) -> Any:
 def print_ready(fig: Any) -> Any:
     """A copy of ``fig`` in the page's colours (:func:`theme_colours`) whose traces carry explicit colours (the
     template's colourway, in order) where they had none, without the empty fill pattern plotly express gives bars (Chromium prints a bar whose fill
-    points at an empty pattern as solid black), on a white background."""
+    points at an empty pattern as solid black), with margins that grow to fit long tick labels as the page's
+    do (plotly.js alone keeps a figure's fixed margins and cuts such labels), on a white background."""
     import plotly.graph_objects as go
     fig = go.Figure(theme_colours(fig))
     template = fig.layout.template
@@ -250,6 +301,8 @@ def print_ready(fig: Any) -> Any:
             trace.line.color = colour
             if marker is not None and marker.color is None:
                 trace.marker.color = colour
+    for each in (fig.for_each_xaxis, fig.for_each_yaxis):     # the page grows margins to fit long tick
+        each(lambda axis: axis.update(automargin=True) if axis.automargin is None else None)   # labels too
     fig.update_layout(paper_bgcolor="white")
     return fig
 
@@ -297,10 +350,13 @@ def _running_total(totals: Mapping[str, Any] | None, cap: Mapping[str, Any] | No
     return text
 
 
-def project_ledger_html(project: Mapping[str, Any] | None) -> str:
+def project_ledger_html(project: Mapping[str, Any] | None, carried: bool = True) -> str:
     """The data set's project ledger (``core.privacy.project_ledger.ProjectLedger.export``): one row per
     spend of every release (release, page, time, unit, amount, composition), the composed running total,
     and the simulations summarised in one line (they are never counted in the total)."""
+    if not project and not carried:
+        return ("<p>This report was made without the data set's project ledger (outside the dashboard), so no "
+                "project ledger applies here; the dashboard's Privacy ledger page shows it.</p>")
     if not project:
         return "<p>This result's plan uses no private data set, so no project ledger applies.</p>"
     key = html.escape(str(project.get("data_key", "")))
@@ -537,7 +593,7 @@ def _first_page(parts: ReportParts, figure: Any, comparison, created: str) -> st
             "<h2>Key numbers</h2>" + _headline(numbers, parts.uncertainty),
             "<h2>Privacy spent and left</h2>" + "".join(f"<p>{s}</p>" for s in privacy_sentences(parts))]
     if figure is not None:
-        body.append(f"<h2>The main figure</h2>{_figures([figure], first=True, height=FIRST_PAGE_FIGURE_HEIGHT)}")
+        body.append(f"<h2>The main figure</h2>{_figures([figure], first=True, zoom=first_page_zoom(figure))}")
     return f"<section class='first-page'>{''.join(body)}</section>"
 
 
@@ -614,7 +670,7 @@ def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: R
         f"<h2>Uncertainty in the tables</h2>{_uncertainty(parts.tables)}",
         f"<h2>Figures</h2>{_figures(rest_figures, first=main is None)}" if rest_figures or main is None else "",
         f"<h2>Privacy ledger</h2>{_ledger_parts(parts)}",
-        f"<h2>Project privacy ledger of this data set</h2>{project_ledger_html(parts.project)}",
+        f"<h2>Project privacy ledger of this data set</h2>{project_ledger_html(parts.project, 'project_ledger' in parts.report)}",
         f"<h2>Simulation or release</h2>{_simulation(parts.ledger_text, parts.extra)}",
         f"<h2>Where the data came from</h2>{_provenance(data_ref_of(parts.plan))}",
         f"<h2>Package versions</h2>{_versions(versions)}",

@@ -245,7 +245,9 @@ def test_each_table_once_and_simulations_in_one_line(budget_a, tmp_path):
     for name in budget_a.tables():
         assert visible.count(f"<h3>{name}</h3>") <= 1, name
     assert "<h3>ledger</h3>" not in visible                      # its spends are in the ledger section
-    assert visible.count("noisy count of every block group (Laplace)") == 1
+    tables_section = visible.split("<h2>Tables</h2>", 1)[1]
+    assert "noisy count of every block group (Laplace)" in visible.split("<h2>Privacy ledger</h2>", 1)[1]
+    assert "noisy count of every block group (Laplace)" not in tables_section
     line = visible.split("Simulations (listed apart, never counted in the total)", 1)[1].split("</p>", 1)[0]
     assert "12 seeded simulations recorded on Budget allocation; the latest: Preview" in line
     assert "Preview 3" not in visible.replace(line, "")          # not listed one by one
@@ -260,6 +262,28 @@ def test_theme_stand_in_colours_print_as_the_pages_colours():
     assert ready.data[0].marker.color == THEME_COLOURS["#000001"] == "#0068c9"
     assert ready.data[0].marker.pattern.shape is None            # no empty fill pattern left
     assert "#000001" not in ready.to_json()
+
+
+def test_wide_tables_print_in_column_groups_led_by_their_row_names():
+    import pandas as pd
+
+    from core.stakeholder_report import MAX_PRINT_COLUMNS, column_groups
+    wide = pd.DataFrame({"plan": [1], "district": [2], **{f"m{i}": [0.5] for i in range(13)}})
+    groups = column_groups(wide)
+    assert all(len(g) <= MAX_PRINT_COLUMNS and g[:2] == ["plan", "district"] for g in groups)
+    assert sorted({c for g in groups for c in g}) == sorted(wide.columns)     # every column, none lost
+    assert sum(len(g) - 2 for g in groups) == 13                              # each value column once
+    assert column_groups(wide.iloc[:, :MAX_PRINT_COLUMNS]) == [list(wide.columns[:MAX_PRINT_COLUMNS])]
+
+
+def test_tick_labels_get_room_in_print():
+    import plotly.graph_objects as go
+    fig = go.Figure(go.Heatmap(z=[[1, 2]], y=["a very long subgroup name (n=1,500)"]))
+    fig.update_layout(margin=dict(l=10))
+    ready = print_ready(fig)
+    assert ready.layout.yaxis.automargin is True and ready.layout.xaxis.automargin is True
+    fixed = print_ready(go.Figure(go.Bar(x=[1], y=[1]), layout={"yaxis": {"automargin": False}}))
+    assert fixed.layout.yaxis.automargin is False                 # a figure's own choice is kept
 
 
 # ------------------------------------------------------------------------------------------ headless
