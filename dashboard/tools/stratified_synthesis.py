@@ -71,6 +71,8 @@ def show(df: pd.DataFrame, **kwargs) -> None:
     """A table with human column labels (the data keep their stable machine names)."""
     config = {c: st.column_config.Column(LABELS[c]) for c in df.columns if c in LABELS}
     st.dataframe(df, hide_index=True, width="stretch", column_config=config, **kwargs)
+    if len(df.columns) >= 7:       # may run past the right edge: say it scrolls
+        st.caption(f"{len(df.columns)} columns: scroll the table sideways to see them all.")
 
 
 def requested() -> dict:
@@ -260,7 +262,9 @@ if sweep is not None:   # the headline's numbers: the main measure's worst group
     st.caption(f"At the sweep's largest epsilon, {sweep.main_measure_name} (mean over seeds; curator-only "
                "diagnostics): the worst group's, and the whole table's on the same marginals.")
     shown = [(r[f"{part}_name"], r[part]) for r in sweep.headline_rows() for part in ("worst", "population")]
-    for column, (name, value) in zip(st.columns(len(shown)), shown):
+    # two a row: the names are long, and a narrower column would cut them short
+    columns = [c for _ in range(0, len(shown), 2) for c in st.columns(2)]
+    for column, (name, value) in zip(columns, shown):
         column.metric(name[0].upper() + name[1:], f"{value:.4f}")
 
 tab_setup, tab_curves, tab_marg, tab_disp, tab_small, tab_ml, tab_mean, tab_release, tab_export = st.tabs(
