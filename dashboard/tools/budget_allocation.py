@@ -450,7 +450,7 @@ with tab_export:
         with st.expander("Allocation JSON"):
             st.code(alloc.to_json(), language="json")
         st.subheader("Release noisy counts")
-        st.caption(RELEASE_NOTE)
+        st.caption(RELEASE_NOTE + " " + POST_PROCESSING_NOTE)
         if not can_release(alloc):
             st.info(f"The {alloc.noise.label} has no secure sampler here; choose Laplace, geometric, a Gaussian or "
                     "the analytic Gaussian to release counts.")
@@ -488,7 +488,6 @@ with tab_export:
         if released is not None:
             st.success(f"Released at {released.created_utc} (UTC). {released.statement()}")
             _table(released.ledger().to_frame(), LEDGER_LABELS, "ba_release_ledger")
-            st.caption(POST_PROCESSING_NOTE)
             st.download_button("Download released counts (CSV)", guarded_csv(released.counts),
                                file_name="released_counts.csv", mime="text/csv", key="ba_release_csv",
                                icon=":material/download:")
