@@ -206,9 +206,9 @@ async def facilitator(url: str, code: str, key: str, tally: Tally, stop: asyncio
         await page.close()
 
 
-async def curator(url: str, tally: Tally) -> None:
+async def curator(url: str, tally: Tally, started: asyncio.Event) -> None:
     """The stratified synthesis page with GEM chosen and Run sweep pressed; the run is left going."""
-    page = StreamlitSession(url, SWEEP_PAGE)
+    page = StreamlitSession(url, SWEEP_PAGE, follow_auto_rerun=True)   # the page polls its job like a browser
     try:
         await page.open()
         await page.run()
@@ -218,10 +218,27 @@ async def curator(url: str, tally: Tally) -> None:
             raise RuntimeError("no GEM choice on the stratified synthesis page")
         page.set_value("selectbox", box.id.rsplit("-", 1)[-1], string_value=gem[0])
         await page.run()
-        tally.sweep = "running"
-        outcome = await page.click("ss_run", timeout=24 * 3600)
-        tally.sweep = f"finished in {outcome.seconds:.0f} s"
+        # a run predicted to be long waits for its "Start anyway" tick
+        for tick in page.widgets("checkbox"):
+            if tick.label == "Start anyway":
+                page.set_value("checkbox", tick.id.rsplit("-", 1)[-1], bool_value=True)
+                await page.run()
+        estimate = next((t for t in page.texts() if "fits" in t and "minutes" in t), "")
+        # The click's run lasts as long as the sweep (the page follows its job): the sweep counts as
+        # started once the page shows its progress.
+        t0 = time.perf_counter()
+        finished = await page.send((page.button_id("ss_run"),))
+        while not finished.done() and not any(t.startswith("Computing") and "(0/0)" not in t for t in page.texts()):
+            if time.perf_counter() - t0 > 600:
+                raise TimeoutError("the sweep showed no progress within 600 s")
+            await asyncio.sleep(0.5)
+        tally.sweep = (f"started ({estimate.split(':')[0] or 'no estimate shown'}; progress shown after "
+                       f"{time.perf_counter() - t0:.1f} s)")
+        started.set()
+        await finished                          # the curator watches the page until the room is done
+        tally.sweep += f", finished after {time.perf_counter() - t0:.0f} s"
     except asyncio.CancelledError:
+        tally.sweep += f"; {page.auto_reruns} timed reruns of its progress"
         raise
     except Exception as err:  # noqa: BLE001
         tally.sweep = f"failed: {type(err).__name__}: {err}"
@@ -235,9 +252,12 @@ async def drive(url: str, code: str, key: str, args, tally: Tally) -> None:
     # server has drawn the page once, as it has in a real workshop).
     fac = asyncio.create_task(facilitator(url, code, key, tally, stop, ready))
     await asyncio.wait([fac, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
-    sweep = asyncio.create_task(curator(url, tally)) if args.sweep else None
-    if sweep is not None:
-        await asyncio.sleep(args.sweep_lead)      # the curator is already computing when the room joins
+    sweep = None
+    if args.sweep:                   # the curator's sweep is computing when the room joins
+        started = asyncio.Event()
+        sweep = asyncio.create_task(curator(url, tally, started))
+        await asyncio.wait([sweep, asyncio.create_task(started.wait())], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.sleep(args.sweep_lead)
     arrivals = np.random.default_rng(args.seed).uniform(0, args.arrival, size=args.stakeholders)
     await asyncio.gather(*(stakeholder(url, code, k, args.cards, args.seed, tally, float(arrivals[k]),
                                        tuple(args.think))

@@ -39,7 +39,7 @@ class RunOutcome:
 class StreamlitSession:
     """One browser session of a Streamlit app page. Use `await open()`, then `run()` / `click()`."""
 
-    def __init__(self, base_url: str, page: str = "", query: str = "") -> None:
+    def __init__(self, base_url: str, page: str = "", query: str = "", follow_auto_rerun: bool = False) -> None:
         self.ws_url = base_url.replace("http://", "ws://").rstrip("/") + "/_stcore/stream"
         self.page_name = page          # the page's URL path, as a browser sends it on first load
         self.page_hash = ""            # learnt from the first run's navigation message
@@ -50,6 +50,12 @@ class StreamlitSession:
         self._reader: asyncio.Task | None = None
         self._finished: asyncio.Future | None = None
         self._errors: list[str] = []
+        self._expect_fragment = False
+        # A browser reruns a fragment with `run_every` on a timer (ForwardMsg.auto_rerun): done here
+        # only when asked, for a page that polls its background work.
+        self.follow_auto_rerun = follow_auto_rerun
+        self._timers: dict[str, asyncio.Task] = {}
+        self.auto_reruns = 0
 
     async def open(self) -> None:
         self._ws = await websockets.connect(self.ws_url, subprotocols=["streamlit"], max_size=None,
@@ -57,6 +63,8 @@ class StreamlitSession:
         self._reader = asyncio.create_task(self._read())
 
     async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
         if self._reader is not None:
             self._reader.cancel()
         if self._ws is not None:
@@ -79,16 +87,26 @@ class StreamlitSession:
                     self._errors.append(f"{element.exception.type}: {element.exception.message}")
             elif kind == "page_info_changed":
                 self.query = msg.page_info_changed.query_string
+            elif kind == "auto_rerun" and self.follow_auto_rerun:
+                rerun = msg.auto_rerun
+                if rerun.fragment_id not in self._timers:
+                    self._timers[rerun.fragment_id] = asyncio.create_task(
+                        self._auto_rerun(rerun.fragment_id, rerun.interval))
+            elif kind == "stop_auto_rerun":
+                for fragment_id in msg.stop_auto_rerun.fragment_ids:
+                    timer = self._timers.pop(fragment_id, None)
+                    if timer is not None:
+                        timer.cancel()
             elif kind == "script_finished":
                 status = msg.script_finished
                 if status == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
                     continue                   # st.rerun() or a newer request: the run goes on
+                if status == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY and not self._expect_fragment:
+                    continue                   # a timed fragment run, not the run awaited
                 if self._finished is not None and not self._finished.done():
                     self._finished.set_result(status)
 
-    async def run(self, triggers: tuple[str, ...] = (), timeout: float = 300.0) -> RunOutcome:
-        """Ask for one script run with this session's widget values (plus one-shot button
-        `triggers`, given as widget ids) and wait until it has finished."""
+    def _request(self, triggers: tuple[str, ...] = (), fragment_id: str = "") -> BackMsg:
         state = BackMsg()
         client = state.rerun_script
         client.query_string = self.query
@@ -98,11 +116,38 @@ class StreamlitSession:
             client.widget_states.widgets.append(value)
         for widget_id in triggers:
             client.widget_states.widgets.append(WidgetState(id=widget_id, trigger_value=True))
+        if fragment_id:
+            client.fragment_id = fragment_id
+            client.is_auto_rerun = True
+        return state
+
+    async def _auto_rerun(self, fragment_id: str, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await self._ws.send(self._request(fragment_id=fragment_id).SerializeToString())
+            self.auto_reruns += 1
+
+    async def send(self, triggers: tuple[str, ...] = ()) -> asyncio.Future:
+        """Ask for one script run (see `run`) without waiting: the future gets its finish status."""
+        state = self._request(triggers)
+        self._expect_fragment = False
         self._finished = asyncio.get_running_loop().create_future()
-        t0 = time.perf_counter()
         await self._ws.send(state.SerializeToString())
-        status = await asyncio.wait_for(self._finished, timeout)
+        return self._finished
+
+    async def run(self, triggers: tuple[str, ...] = (), timeout: float = 300.0) -> RunOutcome:
+        """Ask for one script run with this session's widget values (plus one-shot button
+        `triggers`, given as widget ids) and wait until it has finished."""
+        t0 = time.perf_counter()
+        status = await asyncio.wait_for(await self.send(triggers), timeout)
         return RunOutcome(time.perf_counter() - t0, status, list(self._errors))
+
+    def button_id(self, key: str) -> str:
+        """The id of the enabled button with user key `key` (LookupError when there is none)."""
+        w = self.widget("button", key)
+        if w is None or w.disabled:
+            raise LookupError(f"the page drew no enabled button with key {key!r}")
+        return w.id
 
     # ------------------------------------------------------------------ widgets of the latest run
     def widgets(self, kind: str) -> list:
@@ -141,9 +186,4 @@ class StreamlitSession:
 
     async def click(self, key: str, timeout: float = 300.0) -> RunOutcome:
         """Press the button with user key `key` and wait for the run it starts to finish."""
-        w = self.widget("button", key)
-        if w is None:
-            raise LookupError(f"the page drew no button with key {key!r}")
-        if w.disabled:
-            raise LookupError(f"button {key!r} is disabled")
-        return await self.run((w.id,), timeout=timeout)
+        return await self.run((self.button_id(key),), timeout=timeout)
