@@ -505,9 +505,12 @@ def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
     if comparison is not None:      # the numbers B moves, before those it leaves alone
         moved = set(comparison.headline.loc[comparison.headline["direction"].isin(["higher", "lower"]), "number"])
         quoted = [kv for kv in quoted if kv[0] in moved] + [kv for kv in quoted if kv[0] not in moved]
-    items = (quoted or list(parts.headline.items()))[:2]
-    if not items:
+    items = quoted[:2]
+    if not parts.headline:
         return ["This result quotes no headline number; see the tables below."]
+    if not items:
+        return ["This result's numbers are its settings and sizes (the key numbers below); what it found "
+                "is in its tables and figures."]
     out = []
     for name, value in items:
         text = f"{readable_name(str(name)).capitalize()} is {format_number(value)}"

@@ -173,3 +173,19 @@ def test_plan_lines_read_as_words_and_leave_out_what_the_plan_did_not_ask_for():
     assert plan.sweep is None and all(value != "not set" for _, _, value in lines)
     assert not any(value.endswith("Params") or value.endswith("Config") for _, _, value in lines)
     assert any(depth == 1 for depth, _, _ in lines)            # nested settings indented under their group
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_every_page_gives_an_ab_report_with_its_overlay(results, page):
+    from core.compare import compare_results
+    from dashboard.figures.overlays import overlay_figures
+    result = results[page]
+    overlays = overlay_figures(compare_results(result, result, page=page))
+    text = report_html(result, page=page, compare=build_report(result, page=page), overlays=overlays)
+    assert "<h2>Scenario A against scenario B</h2>" in text and "<table class='delta'>" in text
+    assert "A and B have the same settings." in text
+    assert text.count("<h3>Plan A (pinned)</h3>") == 1 and text.count("<h3>Plan B (current)</h3>") == 1
+    names = [n for n in result.headline()]
+    delta = text.split("<table class='delta'>", 1)[1].split("</table>", 1)[0]
+    assert delta.count("<tr><td>") == len(names)                # one signed row per headline number
+    assert text.count("Plotly.newPlot") == len(overlays) >= 1
