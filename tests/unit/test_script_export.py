@@ -1,11 +1,12 @@
 """Code people keep: every page's report exported as a script and a notebook that recompute its tables.
 
 For each page a small plan is run through core and saved as a report; ``python -m core script`` writes
-the script and the notebook; the script runs in a fresh Python process and the notebook in an
-ipykernel kernel (nbclient), each in its own empty folder with the repository on the path, an empty
-result cache (so nothing is answered from the report's run) and a guard that refuses any connection
-leaving the machine. The CSV tables they write are compared with the report's tables cell by cell:
-text must be identical and numbers equal (CSV keeps every bit of a float, so no tolerance is used).
+the script and the notebook. Each script runs as ``python reproduce.py`` in a fresh process; the notebooks
+run with nbclient in one ipykernel kernel, its namespace emptied (``%reset -f``) before each. Every run
+has its own empty folder, the repository on the path, a result cache the report's run never filled (so
+nothing is answered from it) and a guard that refuses any connection leaving the machine. The CSV tables
+they write are compared with the report's tables cell by cell: text must be identical and numbers equal
+(CSV keeps every bit of a float, so no tolerance is used).
 """
 from __future__ import annotations
 
@@ -45,18 +46,6 @@ NETWORK_GUARD = textwrap.dedent('''
         return _lookup(host, *a, **k)
     socket.socket.connect = _guarded_connect
     socket.getaddrinfo = _guarded_lookup
-''')
-
-
-# Executes a notebook with nbclient in an ipykernel kernel of this Python, in the folder given, and saves it run.
-NOTEBOOK_RUNNER = textwrap.dedent('''
-    import sys
-    import nbformat
-    from nbclient import NotebookClient
-    source, work, target = sys.argv[1:4]
-    book = nbformat.read(source, as_version=4)
-    NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": work}}).execute()
-    nbformat.write(book, target)
 ''')
 
 
@@ -105,13 +94,28 @@ def _elicitation():
     return run_elicitation(ElicitationPlan(demo_stakeholders=3, n_random=6)), None
 
 
-# The uploaded-file variant checks the data step's other path; its notebook would repeat the same code.
-SCRIPT_ONLY = {"Coherence audit (uploaded file)"}
+def _elicitation_synthetic(db_url: str):
+    """A design whose cards show a released synthetic copy kept in the project database (the database the
+    exported code reads); the pair_epsilon the copy was released with rides in the plan."""
+    from core.fairness import ElicitationPlan, run_elicitation
+    from core.fairness.private_pairs import PrivatePairsPlan, release_synthetic_people
+    from core.fairness.store import ElicitationStore
+    made = release_synthetic_people(PrivatePairsPlan(population="paper", epsilon=0.9))
+    store = ElicitationStore(db_url)
+    store.save_copy(made)
+    store.dispose()
+    plan = ElicitationPlan(pair_source="dp_synthetic", pair_epsilon=0.9, pair_copy=made.copy_id, n_random=6)
+    return run_elicitation(plan, made), None
+
+
+# The variants check the data step's other paths (an uploaded file, a copy kept in the project database);
+# their notebooks would repeat the same code.
+SCRIPT_ONLY = {"Coherence audit (uploaded file)", "Fairness elicitation (synthetic copy)"}
 
 PAGES = {"Budget allocation": _budget, "Coherence audit": _coherence,
          "Coherence audit (uploaded file)": _coherence_upload, "District maps": _districts,
          "Stratified synthesis": _synthesis, "Group fairness and ranking": _group_fairness,
-         "Fairness elicitation": _elicitation}
+         "Fairness elicitation": _elicitation, "Fairness elicitation (synthetic copy)": _elicitation_synthetic}
 
 
 @pytest.fixture(scope="module")
@@ -129,13 +133,12 @@ def child_env(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, child_env):
-    """For each page: (report, folder holding report.json, reproduce.py, reproduce.ipynb and any data file,
-    the started runs of its script and notebook). The runs start together once every report is made."""
+    """For each page: (report, folder holding report.json, reproduce.py, reproduce.ipynb and any data file)."""
     out = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DASHBOARD_N_JOBS", "1")
         for page, make in PAGES.items():
-            result, raw = make()
+            result, raw = make(child_env["DASHBOARD_DB_URL"]) if make is _elicitation_synthetic else make()
             report = json.loads(report_json(build_report(result, page=page)))
             folder = tmp_path_factory.mktemp("page")
             (folder / "report.json").write_text(report_json(report))
@@ -145,14 +148,10 @@ def exported(tmp_path_factory, child_env):
                 (folder / "my_upload.csv").write_bytes(raw)
                 args += ["--data", "my_upload.csv"]
             assert cli(args) == 0
-            out[page] = (report, folder, {})
-    for page, (_, folder, started) in out.items():    # all at once, once no report is being made beside them
-        started.update(_start_runs(folder, child_env, ("script",) if page in SCRIPT_ONLY else ("script", "notebook")))
+            out[page] = (report, folder)
     yield out
-    for _, _, started in out.values():          # a run a failed test left behind does not outlive the module
-        for process, _ in started.values():
-            if process.poll() is None:
-                process.kill()
+
+
 
 
 def _cells(text: str) -> pd.DataFrame:
@@ -200,35 +199,68 @@ def _run_folder(folder: Path, name: str) -> Path:
     return work
 
 
-def _start_runs(folder: Path, env: dict, kinds: tuple[str, ...]) -> dict:
-    """Start the script (``python reproduce.py``) and the notebook (nbclient) of one page, each in its own
-    process and empty folder; what each prints goes to ``output.txt`` there."""
-    started = {}
-    for kind, command in (("script", [sys.executable, str(folder / "reproduce.py")]),
-                          ("notebook", [sys.executable, "-c", NOTEBOOK_RUNNER, str(folder / "reproduce.ipynb"),
-                                        ".", str(folder / "executed.ipynb")])):
-        if kind not in kinds:
-            continue
-        work = _run_folder(folder, f"{kind}_run")
-        with open(work / "output.txt", "w") as log:
-            started[kind] = (subprocess.Popen(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT),
-                             work)
-    return started
+def _start_script(folder: Path, env: dict) -> tuple[subprocess.Popen, Path]:
+    """``python reproduce.py`` in a fresh folder with its own empty result cache; output to output.txt."""
+    work = _run_folder(folder, "script_run")
+    with open(work / "output.txt", "w") as log:
+        process = subprocess.Popen([sys.executable, str(folder / "reproduce.py")], cwd=work,
+                                   env={**env, "DASHBOARD_CACHE_DIR": str(work / ".cache")},
+                                   stdout=log, stderr=subprocess.STDOUT)
+    return process, work
+
+
+def _run_notebooks(exported: dict, env: dict, tmp: Path) -> dict:
+    """Execute every page's notebook with nbclient in one ipykernel kernel of this Python (started once, to
+    spare a kernel start per page): before each notebook the kernel's namespace is emptied (``%reset -f``)
+    and its folder changed to a fresh one, so each notebook runs on its own imports and writes its own
+    files. Gives (0 or 1, what the cells printed or the error, folder) per page."""
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    kernel = KernelManager(kernel_name="python3")
+    kernel.start_kernel(env={**env, "DASHBOARD_CACHE_DIR": str(tmp / "kernel_cache")}, cwd=str(tmp))
+    out = {}
+    try:
+        for page, (_, folder) in exported.items():
+            if page in SCRIPT_ONLY:
+                continue
+            work = _run_folder(folder, "notebook_run")
+            book = nbformat.read(folder / "reproduce.ipynb", as_version=4)
+            fresh = new_notebook(cells=[new_code_cell(f"%reset -f\nimport os as _os\n_os.chdir({str(work)!r})\n"
+                                                      "del _os")])
+            try:
+                for notebook in (fresh, book):
+                    client = NotebookClient(notebook, km=kernel, timeout=600, kernel_name="python3")
+                    client.execute()
+                    client.kc.stop_channels()
+            except CellExecutionError as exc:
+                out[page] = (1, str(exc), work)
+                continue
+            printed = "".join(o.get("text", "") for cell in book.cells if cell.cell_type == "code"
+                              for o in cell.get("outputs", []))
+            out[page] = (0, printed, work)
+    finally:
+        kernel.shutdown_kernel(now=True)
+    return out
 
 
 @pytest.fixture(scope="module")
-def runs(exported):
-    """Every page's finished runs: (exit code, what it printed, its folder) by (page, "script" | "notebook")."""
-    out = {}
-    for page, (_, folder, started) in exported.items():
-        for kind, (process, work) in started.items():
+def runs(exported, child_env, tmp_path_factory):
+    """Every page's finished runs: (exit code, what it printed, its folder) by (page, "script" | "notebook").
+    The scripts run as separate processes while the notebooks run one after another in the kernel."""
+    scripts = {page: _start_script(folder, child_env) for page, (_, folder) in exported.items()}
+    try:
+        notebooks = _run_notebooks(exported, child_env, tmp_path_factory.mktemp("kernel"))
+        out = {(page, "notebook"): value for page, value in notebooks.items()}
+        for page, (process, work) in scripts.items():
             code = process.wait(timeout=900)
-            printed = (work / "output.txt").read_text()
-            if kind == "notebook" and code == 0:
-                book = nbformat.read(folder / "executed.ipynb", as_version=4)
-                printed = "".join(o.get("text", "") for cell in book.cells if cell.cell_type == "code"
-                                  for o in cell.get("outputs", []))
-            out[page, kind] = (code, printed, work)
+            out[page, "script"] = (code, (work / "output.txt").read_text(), work)
+    finally:
+        for process, _ in scripts.values():      # a run a failed fixture left behind does not outlive it
+            if process.poll() is None:
+                process.kill()
     return out
 
 
@@ -320,6 +352,9 @@ def test_a_declared_data_set_is_loaded_by_name_and_path_with_its_fingerprint(exp
 def test_elicitation_script_says_what_it_does_not_recompute(exported):
     text = (exported["Fairness elicitation"][1] / "reproduce.py").read_text()
     assert "Export session (CSV)" in text and "answers of real stakeholders" in text
+    assert "stored_data" not in text                        # real records: nothing from the database
+    copy = (exported["Fairness elicitation (synthetic copy)"][1] / "reproduce.py").read_text()
+    assert "data = stored_data(plan)" in copy and "from core.fairness import ElicitationPlan, run, stored_data" in copy
 
 
 def test_command_prints_the_script_without_out_and_refuses_a_non_report(exported, tmp_path, capsys):
