@@ -94,6 +94,8 @@ def test_phone_stakeholder_joins_by_link_answers_reloads_and_finishes(served):
         phone.goto(link)
         wait_until_idle(phone)
         assert phone.get_by_text("Open as").count() == 0 and phone.get_by_text("Facilitator", exact=True).count() == 0
+        if found := axe_violations(phone):
+            failures.append("join form:\n" + describe(found))
         phone.get_by_label("Your name or nickname").fill("Pocket")
         phone.get_by_label("Your name or nickname").press("Enter")
         wait_until_idle(phone)
