@@ -198,15 +198,16 @@ def _table(df: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
     return note + "".join(_one_table(shown[g]) for g in groups) + more
 
 
-def _headline(headline: Mapping[str, Any], uncertainty: Mapping[str, str] | None = None) -> str:
-    """The headline numbers, each with its uncertainty in words (``Result.headline_uncertainty``)."""
+def _headline(headline: Mapping[str, Any], uncertainty: Mapping[str, str] | None = None, key: bool = False) -> str:
+    """The headline numbers, each with its uncertainty in words (``Result.headline_uncertainty``); ``key``:
+    the first page's few (their cells marked apart from the full table's)."""
     if not headline:
         return "<p class='muted'>This result has no headline numbers.</p>"
     words = uncertainty or {}
     rows = "".join(f"<tr><td>{html.escape(readable_name(str(k)))}</td><td class='value'>{format_number(v)}</td>"
-                   f"<td class='uncertainty'>{html.escape(words.get(k) or 'not stated')}</td></tr>"
+                   f"<td class='uncertainty{' key' if key else ''}'>{html.escape(words.get(k) or 'not stated')}</td></tr>"
                    for k, v in headline.items())
-    return ("<table class='headline'><thead><tr><th>number</th><th>value</th><th>uncertainty</th></tr></thead>"
+    return (f"<table class='headline{' key' if key else ''}'><thead><tr><th>number</th><th>value</th><th>uncertainty</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>")
 
 
@@ -577,7 +578,7 @@ def privacy_sentences(parts: ReportParts) -> list[str]:
         out.append("No project ledger applies to this plan's data, so nothing is spent from a data set's budget.")
     else:
         out.append("This report carries no project ledger of its data set (it was made outside the "
-                   "dashboard), so the budget spent so far is not stated.")
+                   "dashboard), so it cannot say what has been spent.")
     if parts.ledger_text is None:
         out.append("The numbers in this report spend nothing: they are computed from the plan or simulated.")
     else:
@@ -593,7 +594,7 @@ def _first_page(parts: ReportParts, figure: Any, comparison, created: str) -> st
     body = [f"<h1>{title}</h1><p class='muted'>Report made {html.escape(created)} (UTC){subtitle}.</p>",
             f"<h2>The question</h2><p>{html.escape(parts.question) or 'See the page this report came from.'}</p>",
             "<h2>The answer</h2>" + "".join(f"<p>{s}</p>" for s in answer_sentences(parts, comparison)),
-            "<h2>Key numbers</h2>" + _headline(numbers, parts.uncertainty),
+            "<h2>Key numbers</h2>" + _headline(numbers, parts.uncertainty, key=True),
             "<h2>Privacy spent and left</h2>" + "".join(f"<p>{s}</p>" for s in privacy_sentences(parts))]
     if figure is not None:
         body.append(f"<h2>The main figure</h2>{_figures([figure], first=True, zoom=first_page_zoom(figure))}")
