@@ -108,7 +108,9 @@ def _literal(value: Any, imports: _Imports, indent: int) -> str:
         return f"{imports.name_of(type(value))}.{value.name}"
     if isinstance(value, (np.generic,)):
         value = value.item()
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+    if isinstance(value, str):
+        return _text(value, indent)
+    if isinstance(value, bool) or value is None or isinstance(value, int):
         return repr(value)
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else f'float("{value}")'
@@ -122,6 +124,18 @@ def _literal(value: Any, imports: _Imports, indent: int) -> str:
         items = [_literal(v, imports, indent + 4) for v in value]
         return _bracketed("(", ")", items, indent, trailing_single=True)
     raise ValueError(f"A plan value of type {type(value).__name__} cannot be written as Python source.")
+
+
+def _text(value: str, indent: int) -> str:
+    """A string literal; a long text is split at spaces into adjacent literals, one per line, in brackets."""
+    if len(value) <= _ONE_LINE:
+        return repr(value)
+    chunks = textwrap.wrap(value, _ONE_LINE - 8, drop_whitespace=False, break_on_hyphens=False,
+                           break_long_words=False)
+    if "".join(chunks) != value or len(chunks) < 2:
+        return repr(value)
+    pad = " " * (indent + 4)
+    return "(\n" + "".join(f"{pad}{chunk!r}\n" for chunk in chunks) + " " * indent + ")"
 
 
 def _bracketed(open_: str, close: str, items: list[str], indent: int, *, trailing_single: bool) -> str:
@@ -179,7 +193,7 @@ def _merged(lines: list[str]) -> list[str]:
 
 
 def _wrap(text: str) -> str:
-    return "\n".join(textwrap.fill(p, _WIDTH - 2) for p in text.split("\n\n"))
+    return "\n\n".join(textwrap.fill(p, _WIDTH - 2) for p in text.split("\n\n"))
 
 
 def _data_section(plan: Plan, data_files: Sequence[str]) -> Section:
@@ -245,14 +259,19 @@ def _stored_part(plan: Plan) -> Any:
 
 
 def _stored_section(plan: Plan) -> Section | None:
+    """The data step of a plan whose run takes what the project database keeps (a synthetic copy)."""
     sub = _stored_part(plan)
     if sub is None or not getattr(sub, "copy_id", ""):
         return None
+    ref = data_ref_of(plan)
+    source = f" of the bundled data set {ref.source!r}" if ref is not None else ""
     return Section(
-        "What the project database keeps",
-        f"The cards showed a synthetic copy of the people (id {sub.copy_id!r}), released once when the "
-        "session was created and kept in the project database; a run never opens the database itself, "
-        "so it is fetched here (DASHBOARD_DB_URL, else the default SQLite file) and passed to run().",
+        "The data",
+        f"The cards showed a private synthetic copy{source} (copy id {sub.copy_id!r}), released once when "
+        "the session was created and kept in the project database; the run reads only that copy. A run "
+        "never opens the database itself, so the copy is fetched here (from the database named by "
+        "DASHBOARD_DB_URL, else the default SQLite file) and passed to run(). Elsewhere, import the "
+        "session's database first.",
         "data = stored_data(plan)  # the synthetic copy the cards showed")
 
 
@@ -327,8 +346,8 @@ def script_sections(report: Mapping[str, Any], *, data_files: Sequence[str] = ()
     area = area_of(plan).__name__
     page = str(report.get("page") or type(plan).__name__)
     plan_code, plan_imports = plan_source(plan)
-    data = _data_section(plan, data_files)
     stored = _stored_section(plan)
+    data = _data_section(plan, data_files) if stored is None else stored
     figure = _figure_code(plan) or _fallback_figure()
     needed = _Imports()
     needed.add(area, "run")
@@ -356,10 +375,6 @@ def script_sections(report: Mapping[str, Any], *, data_files: Sequence[str] = ()
                 "change something.",
                 f"{plan_code}\nprint(\"{DIGEST_PREFIX}\", plan.digest())"),
         data,
-    ]
-    if stored is not None:
-        sections.append(stored)
-    sections += [
         Section("The run",
                 "run() computes everything the page shows from the plan and the data. Every random draw in it "
                 "is seeded by the plan (these are simulations, not releases), so the numbers come out the same "

@@ -329,6 +329,9 @@ def test_non_finite_numbers_and_single_items_are_written_as_python():
     from core.script_export import _Imports, _literal
     assert _literal(float("inf"), _Imports(), 0) == 'float("inf")'
     assert _literal((1.5, -2.0), _Imports(), 0) == "(1.5, -2.0)"
+    long = "Say whether  the two people should get the same prediction; keep it neutral, short and plain. " * 2
+    written = _literal(long, _Imports(), 4)
+    assert written.count("\n") > 2 and ast.literal_eval(written) == long      # split over lines, same text
 
 
 def test_a_declared_data_set_is_loaded_by_name_and_path_with_its_fingerprint(exported):
@@ -341,7 +344,7 @@ def test_a_declared_data_set_is_loaded_by_name_and_path_with_its_fingerprint(exp
     plan = load_plan(report).replace(data=DataRef("upload", fingerprint, schema=schema))
     declared = {**report, "plan": plan_to_dict(plan), "plan_digest": plan.digest()}
     text = script_text(declared)
-    assert "declared data set 'County extract'" in text
+    assert "declared data set 'County extract'" in _words(text)
     assert "DATA_FILES = [Path('County extract.csv')]" in text
     assert fingerprint in text and "check_upload(plan" in text
     assert "DataSchema(\n" in text and "ColumnSchema(" in text      # the declaration, written out
@@ -349,9 +352,14 @@ def test_a_declared_data_set_is_loaded_by_name_and_path_with_its_fingerprint(exp
     ast.parse(text)
 
 
+def _words(text: str) -> str:
+    """The text with comment marks dropped and every run of white space made one space (lines wrap)."""
+    return " ".join(text.replace("#", " ").split())
+
+
 def test_elicitation_script_says_what_it_does_not_recompute(exported):
     text = (exported["Fairness elicitation"][1] / "reproduce.py").read_text()
-    assert "Export session (CSV)" in text and "answers of real stakeholders" in text
+    assert "Export session (CSV)" in _words(text) and "answers of real stakeholders" in _words(text)
     assert "stored_data" not in text                        # real records: nothing from the database
     copy = (exported["Fairness elicitation (synthetic copy)"][1] / "reproduce.py").read_text()
     assert "data = stored_data(plan)" in copy and "from core.fairness import ElicitationPlan, run, stored_data" in copy
