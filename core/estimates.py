@@ -220,7 +220,7 @@ def load_costs(path: Path | None = None) -> dict:
         return merge_costs(DEFAULT_COSTS, {})
 
 
-def probe_seconds(repeats: int = 7) -> float:
+def probe_seconds(repeats: int = 5) -> float:
     """Seconds of a fixed numpy workload (matrix products and a sort on a seeded array) on one thread,
     the mean of ``repeats``: the yardstick that compares this machine now with the machine the costs were
     fitted on. The mean, not the best, so a loaded machine (whose work gets a share of a core) reads as
@@ -235,13 +235,13 @@ def probe_seconds(repeats: int = 7) -> float:
 
 def _probe(repeats: int) -> float:
     rng = np.random.default_rng(12345)
-    a = rng.standard_normal((160, 160))
-    v = rng.standard_normal(200_000)
+    a = rng.standard_normal((200, 200)) / 15.0
+    v = rng.standard_normal(1_000_000)
     took = []
     for _ in range(max(int(repeats), 1)):
         start = time.perf_counter()
         b = a
-        for _ in range(6):
+        for _ in range(24):     # long enough (about 0.1 s idle) to see the share of a core it gets
             b = np.tanh(b @ a)
         np.sort(v)
         took.append(time.perf_counter() - start)
