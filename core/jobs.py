@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import io
 import itertools
+import logging
 import multiprocessing
 import os
 import pickle
@@ -47,6 +48,8 @@ from core.contracts import Cancelled
 __all__ = ["BATCH", "CANCELLED", "DONE", "FAILED", "INTERACTIVE", "QUEUED", "RUNNING", "AutoExecutor",
            "DaskExecutor", "Job", "JobQueue", "ProcessExecutor", "ThreadExecutor", "job_queue", "run_key",
            "set_job_queue", "shippable"]
+
+log = logging.getLogger(__name__)
 
 BATCH, INTERACTIVE = "batch", "interactive"
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
@@ -231,8 +234,10 @@ class JobQueue:
                 if not self._waiting[job.owner]:
                     del self._waiting[job.owner]
             handle = job.handle
+            job.func, job.args, job.handle = None, (), None
             self._log("cancelled", job)
             job.finished.set()
+            self._prune()
         if was == RUNNING and handle is not None:
             handle.cancel()
         self._dispatch()
@@ -332,13 +337,16 @@ class JobQueue:
                 job.n_jobs = max(1, self.cores // min(self.slots, len(self.running()) + waiting))
                 self._log("started", job)
             try:
-                job.handle = self.executor.start(job, self._progress_of(job), self._finisher(job))
+                handle = self.executor.start(job, self._progress_of(job), self._finisher(job))
             except BaseException as exc:  # the executor could not even start it
                 self._finisher(job)(False, exc)
-            else:
-                with self._lock:
-                    if job.state == CANCELLED and job.handle is not None:  # cancelled while starting
-                        job.handle.cancel()
+                continue
+            with self._lock:
+                if job.state == RUNNING:
+                    job.handle = handle
+                    handle = None
+            if handle is not None and job.state == CANCELLED:    # cancelled while it was starting
+                handle.cancel()
 
     def _progress_of(self, job: Job) -> Callable[[int, int, str], None]:
         def report(done: int, total: int, message: str = "") -> None:
@@ -390,6 +398,7 @@ class ThreadExecutor:
 
     def start(self, job: Job, on_progress, on_finish) -> Handle:
         stop = threading.Event()
+        func, args = job.func, job.args
 
         def progress(done: int, total: int, message: str = "") -> None:
             if stop.is_set():
@@ -398,7 +407,7 @@ class ThreadExecutor:
 
         def body() -> None:
             try:
-                value = job.func(*job.args, progress=progress)
+                value = func(*args, progress=progress)
             except BaseException as exc:
                 on_finish(False, exc)
             else:
@@ -546,8 +555,13 @@ class ProcessExecutor:
         proc = _JobProcess(
             target=_job_main, name=f"job {job.id}",
             args=(writer, job.key, job.func, job.args, dict(os.environ), dict(cache._code_digests), job.n_jobs))
-        proc.start()
-        writer.close()
+        try:
+            proc.start()
+        except BaseException:
+            reader.close()
+            raise
+        finally:
+            writer.close()
         _live_groups.add(proc.pid)
         job.where = self.where
         handle = _ProcessHandle(proc)
@@ -567,8 +581,11 @@ class ProcessExecutor:
                     outcome = (True, message[1])
                 else:
                     outcome = (False, message[1])
-        except (EOFError, OSError):
+        except (EOFError, OSError):      # the process ended (or was killed) without an answer
             pass
+        except Exception as exc:         # an answer this process cannot read back
+            outcome = (False, RuntimeError(f"The background job's answer could not be read: "
+                                           f"{type(exc).__name__}: {exc}"))
         finally:
             reader.close()
         if outcome is not None:
@@ -670,7 +687,12 @@ class AutoExecutor:
         client = client_for(address) if address else None
         if client is not None:
             return DaskExecutor(address, client).start(job, on_progress, on_finish)
-        return self.process.start(job, on_progress, on_finish)
+        try:
+            return self.process.start(job, on_progress, on_finish)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:   # arguments that cannot travel
+            log.warning("%s runs in the server process: its arguments cannot be sent to a job process (%s)",
+                        job.label, exc)
+            return self.thread.start(job, on_progress, on_finish)
 
 
 _queue: JobQueue | None = None

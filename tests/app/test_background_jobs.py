@@ -77,3 +77,24 @@ def test_leaving_and_coming_back_reattaches_to_the_job_without_computing_again(q
     assert len(_computations(tmp_path)) == 1
     assert [j.label for j in queue.jobs_of(job.owner)] == [LABEL]
     assert any(f"{LABEL}: done" in m.value for m in at.sidebar.markdown)
+
+
+def test_the_sidebar_lists_the_sessions_jobs_and_cancels_a_queued_one(queue):
+    gate = threading.Event()
+    running = queue.submit(lambda progress=None: gate.wait(), owner="me", key="mine 1", label="My sweep")
+    queued = queue.submit(lambda progress=None: "never", owner="me", key="mine 2", label="My audit")
+    theirs = queue.submit(lambda progress=None: "theirs", owner="someone else", key="theirs", label="Their run")
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.session_state["_jobs_owner"] = "me"
+    at.run()
+    assert not at.exception
+    lines = [m.value for m in at.sidebar.markdown if "My " in m.value or "Their" in m.value]
+    assert any("My sweep: running on this machine" in line for line in lines)
+    assert any("My audit: queued behind 2 jobs" in line for line in lines)      # the sweep and theirs
+    assert not any("Their run" in line for line in lines)                      # another session's job
+    at.button(key=f"job_cancel_{queued.id}").click().run()
+    assert queued.state == "cancelled" and theirs.state == QUEUED
+    gate.set()
+    assert running.wait(60) and theirs.wait(60)
+    assert theirs.outcome() == "theirs" and queued.result is None
+    assert ("started", "My audit") not in queue.events
