@@ -12,7 +12,9 @@ files it was read from. Never the data.
   so a rerun saves once);
 - ``add_version(name, fingerprint, file_name)`` records a file read under a data set (again: nothing
   changes); ``versions(name)`` lists them oldest first; ``find_by_fingerprint`` says which data set a
-  file was already declared under.
+  file was already declared under;
+- ``save_folder(name, folder)`` records that a saved data set is read from a folder of Parquet parts on
+  this machine (``core.intake.folder``), ``folder(name)`` gives that path back (None for an upload).
 """
 from __future__ import annotations
 
@@ -29,10 +31,12 @@ from sqlalchemy.exc import IntegrityError
 from core.database import Database, Tx, default_db_url, normalise_url
 from core.intake.schema import DataSchema
 
-__all__ = ["DataSetStore", "MAX_DATA_SET_NAME", "MAX_FILE_NAME", "VERSION_COLUMNS", "check_data_set_name"]
+__all__ = ["DataSetStore", "MAX_DATA_SET_NAME", "MAX_FILE_NAME", "MAX_FOLDER", "VERSION_COLUMNS",
+           "check_data_set_name"]
 
 MAX_DATA_SET_NAME = 120
 MAX_FILE_NAME = 255
+MAX_FOLDER = 1_000
 VERSION_COLUMNS = ("fingerprint", "file_name", "added_utc")
 FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 
@@ -53,6 +57,13 @@ data_set_versions = Table(
     Column("file_name", String(MAX_FILE_NAME), nullable=False),
     Column("added_utc", String(40), nullable=False),
     UniqueConstraint("name", "fingerprint", name="uq_intake_version"),
+)
+
+data_set_folders = Table(      # a data set read from a folder of Parquet parts where it lives
+    "intake_data_set_folders", metadata,
+    Column("name", String(MAX_DATA_SET_NAME), primary_key=True),
+    Column("folder", String(MAX_FOLDER), nullable=False),
+    Column("saved_utc", String(40), nullable=False),
 )
 
 
@@ -138,7 +149,33 @@ class DataSetStore:
         with self._write() as conn:
             gone = conn.execute(delete(data_sets).where(data_sets.c.name == name)).rowcount
             conn.execute(delete(data_set_versions).where(data_set_versions.c.name == name))
+            conn.execute(delete(data_set_folders).where(data_set_folders.c.name == name))
         return bool(gone)
+
+    # ---------------------------------------------------------------- folders of parts
+    def save_folder(self, name: str, folder: str) -> None:
+        """Record that the saved data set ``name`` is read from the folder of Parquet parts ``folder`` (a path
+        on this machine; replaces an earlier path). ValueError when no such data set is saved."""
+        name = str(name).strip()
+        folder = str(folder or "").strip()
+        if not folder or len(folder) > MAX_FOLDER:
+            raise ValueError(f"Give the folder's path (at most {MAX_FOLDER} characters).")
+        with self._write() as conn:
+            if conn.execute(select(data_sets.c.name).where(data_sets.c.name == name)).first() is None:
+                raise ValueError(f"No data set named {name!r} is saved; save its schema first.")
+            conn.execute(delete(data_set_folders).where(data_set_folders.c.name == name))
+            conn.execute(insert(data_set_folders).values(name=name, folder=folder, saved_utc=_now()))
+
+    def folder(self, name: str) -> str | None:
+        """The folder of parts the data set ``name`` is read from, or None (an uploaded file, or no such set)."""
+        with self._read() as conn:
+            return conn.execute(select(data_set_folders.c.folder).where(data_set_folders.c.name == str(name).strip())
+                                ).scalar_one_or_none()
+
+    def folder_names(self) -> list[str]:
+        """The saved data sets read from a folder of parts, sorted."""
+        with self._read() as conn:
+            return sorted(conn.execute(select(data_set_folders.c.name)).scalars())
 
     # ---------------------------------------------------------------- versions
     def add_version(self, name: str, fingerprint: str, file_name: str) -> None:

@@ -1,0 +1,341 @@
+"""A data set too large to upload: a folder of Parquet parts on the machine that runs the tools.
+
+A curator's large file never travels through a browser. It is named by its folder path and read
+where it lives, part by part:
+
+- :func:`list_folder` lists the parts (``*.parquet`` in name order). Anything else in the folder (a
+  CSV left beside the parts, a ``.pq`` file, a subfolder) is refused with a ValueError naming it, since
+  the counts would otherwise leave those rows out without a word; names starting with ``.`` or ``_``
+  (``_SUCCESS``, ``_metadata``, ``.crc`` files written by Spark and Dask) are markers, not rows.
+- :func:`sample_rows` reads a bounded sample, the first ``SAMPLE_ROWS`` rows in part order, with
+  pyarrow (one batch at a time). Profiling and the schema draft see only that sample.
+- :func:`check_folder` checks every part against the declared schema in one pass (the parts are
+  handed out through :func:`core.parallel.map_trials`, so a Dask cluster reads them where they are
+  when one is configured): per column, missing values, values outside the declared categories,
+  unreadable numbers and parts that lack the column. Exact counts never leave this module: a
+  problem quotes its count as a size band (:func:`core.report.size_band`), like every other count
+  of private rows the tools show.
+- :func:`folder_labels` is the public domain a synthesizer fits on: each column's declared
+  categories (or its public bins), plus the fill label and ``MISSING_LABEL`` when its missing policy
+  adds them. Nothing is read from the data.
+- :func:`part_codes` cleans one part by the schema (:func:`core.intake.check.apply`) and encodes it
+  with :func:`folder_labels`; a count source built on it reads each part through the declaration.
+
+A folder set is protected one row at a time: a person-id column would need every part at once to
+bound a person's rows, so it is refused (leave it out).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.intake.check import Problem, apply
+from core.intake.schema import BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
+from core.intake.values import read_values
+
+__all__ = ["FOLDER_SUFFIX", "SAMPLE_ROWS", "FolderCheck", "FolderListing", "check_folder", "folder_labels",
+           "list_folder", "part_codes", "sample_rows"]
+
+FOLDER_SUFFIX = ".parquet"
+SAMPLE_ROWS = 20_000
+MAX_NAMED = 5      # file names quoted in one message
+
+
+def _names(paths: Sequence[str]) -> str:
+    shown = ", ".join(paths[:MAX_NAMED])
+    return shown + (f" and {len(paths) - MAX_NAMED} more" if len(paths) > MAX_NAMED else "")
+
+
+@dataclass(frozen=True)
+class FolderListing:
+    """The parts of a folder: ``parts`` are full paths in name order; ``fingerprint`` is the SHA-256 of
+    every part's name, size and modification time (a part rewritten changes it; the data are not read)."""
+
+    folder: str
+    parts: tuple[str, ...]
+    fingerprint: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(Path(p).name for p in self.parts)
+
+    @property
+    def n_parts(self) -> int:
+        return len(self.parts)
+
+
+def list_folder(folder) -> FolderListing:
+    """The Parquet parts of ``folder`` (see the module docstring); ValueError saying what to change when
+    the path is not a folder, holds no part, or holds files that are not parts."""
+    text = str(folder or "").strip()
+    if not text:
+        raise ValueError("Give the path of the folder that holds the Parquet parts (on the machine running "
+                         "the dashboard).")
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"{text} is not a folder on this machine; give the folder that holds the Parquet parts.")
+    parts, others, folders = [], [], []
+    for entry in sorted(path.iterdir(), key=lambda p: p.name):
+        if entry.name.startswith((".", "_")):
+            continue
+        if entry.is_dir():
+            folders.append(entry.name + "/")
+        elif entry.suffix.lower() == FOLDER_SUFFIX and entry.is_file():
+            parts.append(entry)
+        else:
+            others.append(entry.name)
+    if others or folders:
+        raise ValueError(f"The folder {text} holds {_names(others + folders)}, which "
+                         f"{'is' if len(others + folders) == 1 else 'are'} not a Parquet part (*.parquet); its "
+                         "rows would be left out. Move it out of the folder, or write it as a .parquet part.")
+    if not parts:
+        raise ValueError(f"The folder {text} holds no .parquet files; write the table as Parquet parts "
+                         "(e.g. dask.dataframe.to_parquet or pyarrow.dataset.write_dataset).")
+    sha = hashlib.sha256()
+    for p in parts:
+        stat = p.stat()
+        sha.update(f"{p.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8"))
+    return FolderListing(str(path.resolve()), tuple(str(p) for p in parts), sha.hexdigest())
+
+
+def _open(path: str):
+    import pyarrow.parquet as pq
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:   # pyarrow raises its own types for a damaged file
+        raise ValueError(f"Part {Path(path).name} is not a readable Parquet file ({str(exc)[:160]}); replace "
+                         "or remove it.") from None
+
+
+def sample_rows(listing: FolderListing, n_rows: int = SAMPLE_ROWS) -> pd.DataFrame:
+    """The first ``n_rows`` rows in part order (columns of the first part), read batch by batch with
+    pyarrow: the bounded sample the profile and the schema draft see."""
+    n_rows = int(n_rows)
+    if n_rows < 1:
+        raise ValueError("Sample at least one row.")
+    columns = list(_open(listing.parts[0]).schema_arrow.names)
+    batches, have = [], 0
+    for path in listing.parts:
+        handle = _open(path)
+        present = [c for c in columns if c in handle.schema_arrow.names]
+        for batch in handle.iter_batches(batch_size=min(n_rows, 65_536), columns=present):
+            batches.append(batch.to_pandas())
+            have += batch.num_rows
+            if have >= n_rows:
+                break
+        if have >= n_rows:
+            break
+    frame = pd.concat(batches, ignore_index=True).head(n_rows) if batches else pd.DataFrame(columns=columns)
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return frame
+
+
+# ------------------------------------------------------------------------------------------- the public domain
+
+def _column_labels(col: ColumnSchema) -> list[str] | None:
+    """The labels of ``col`` after cleaning, from its declaration alone; None when it has none yet."""
+    if col.role == "category":
+        if col.categories is None:
+            return None
+        labels = list(col.categories)
+    elif col.role == "number":
+        if col.bin_edges() is None:
+            return None
+        labels = list(col.bin_labels())
+    else:
+        return None
+    if col.missing == "fill" and col.fill not in labels:
+        labels.append(col.fill)
+    if col.missing == "own_category":
+        labels.append(MISSING_LABEL)
+    return labels
+
+
+def folder_labels(schema: DataSchema) -> dict[str, list[str]]:
+    """Each used column's public labels in code order (module docstring); ValueError naming every column
+    that has none yet, or a person id (a folder set is protected one row at a time)."""
+    out, wrong = {}, []
+    for col in schema.used_columns():
+        if col.role == "person_id":
+            wrong.append(f"{col.name!r} is a person id: a folder of parts is protected one row at a time; "
+                         "leave it out")
+            continue
+        labels = _column_labels(col)
+        if labels is None:
+            wrong.append(f"{col.name!r} needs its public categories" if col.role == "category" else
+                         f"{col.name!r} needs public bounds and bins")
+            continue
+        out[col.name] = labels
+    if wrong:
+        raise ValueError("The declaration cannot be synthesised from the parts yet: " + "; ".join(wrong) + ".")
+    if not out:
+        raise ValueError("Declare at least one category column (or a binned number) to synthesise.")
+    return out
+
+
+def part_codes(path: str, schema: DataSchema, labels: Mapping[str, Sequence[str]]) -> np.ndarray:
+    """One part cleaned by ``schema`` (:func:`core.intake.check.apply`, which refuses a part with a
+    blocking problem) as an (n, d) int64 array of codes into ``labels``."""
+    columns = list(labels)
+    handle = _open(path)
+    lacking = [c for c in columns if c not in handle.schema_arrow.names]
+    if lacking:
+        raise ValueError(f"Part {Path(path).name} lacks the column(s) {lacking}; add them or move the part out.")
+    frame = handle.read(columns=columns).to_pandas()
+    cleaned = apply(frame, schema.replace(columns=tuple(schema.column(c) for c in columns), person_id=None,
+                                          max_rows_per_person=1))
+    out = np.empty((len(cleaned), len(columns)), dtype=np.int64)
+    for j, col in enumerate(columns):
+        codes = pd.Categorical(cleaned[col], categories=list(labels[col])).codes.astype(np.int64)
+        if codes.size and codes.min() < 0:
+            raise ValueError(f"Column {col!r} of part {Path(path).name} holds a value outside its declared labels "
+                             "after cleaning; declare it, merge it, or choose a missing policy.")
+        out[:, j] = codes
+    return out
+
+
+# ------------------------------------------------------------------------------------------- checking
+
+COUNTS = ("missing", "outside", "unreadable", "clipped", "lacking")
+
+
+def _column_counts(series: pd.Series, col: ColumnSchema, tokens: tuple[str, ...]) -> dict[str, int]:
+    """Rows of one part's column that are missing, outside the public categories, unreadable as numbers
+    or outside the public bounds (exact; they stay inside this module)."""
+    values = read_values(series, tokens)
+    out = dict.fromkeys(COUNTS, 0)
+    out["missing"] = values.missing_rows
+    if col.role == "category" and col.categories is not None:
+        target = {v.lower(): c for v, c in col.merges}
+        text = [target.get(str(t).lower(), t) for t in values.text]
+        outside = ~values.missing & ~pd.Series(text, dtype=object).isin(col.categories).to_numpy()
+        out["outside"] = values.rows_where(outside)
+    elif col.role == "number":
+        numbers = values.numbers.copy()
+        if not col.parse_numbers:
+            numbers[values.formatted] = np.nan
+        out["unreadable"] = values.rows_where(~values.missing & np.isnan(numbers))
+        if col.bounds is not None:
+            low, high = col.bounds
+            out["clipped"] = values.rows_where(~np.isnan(numbers) & ((numbers < low) | (numbers > high)))
+    return out
+
+
+def _check_part(path: str, schema: DataSchema) -> dict:
+    """Counts per used column of one part, or the reason it cannot be read (runs where the part is read)."""
+    try:
+        handle = _open(path)
+    except ValueError as exc:
+        return {"unreadable": str(exc)}
+    names = set(handle.schema_arrow.names)
+    wanted = [c for c in schema.used_columns() if c.name in names]
+    frame = handle.read(columns=[c.name for c in wanted]).to_pandas() if wanted else pd.DataFrame()
+    counts = {c.name: _column_counts(frame[c.name], c, schema.missing_tokens) for c in wanted}
+    for col in schema.used_columns():
+        if col.name not in names:
+            counts[col.name] = {**dict.fromkeys(COUNTS, 0), "lacking": 1}
+    return {"counts": counts, "rows": handle.metadata.num_rows}
+
+
+@dataclass(frozen=True)
+class FolderCheck:
+    """Every problem of a folder under its schema (counts as size bands only), and which parts have which."""
+
+    problems: tuple[Problem, ...]
+    n_parts: int
+
+    @property
+    def blocking(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.blocks)
+
+    def table(self) -> pd.DataFrame:
+        rows = [{"column": p.column, "severity": p.severity, "what": p.what, "what to do": p.todo}
+                for p in self.problems]
+        return pd.DataFrame(rows, columns=["column", "severity", "what", "what to do"])
+
+    def raise_if_blocked(self) -> None:
+        """ValueError listing every blocking problem (nothing is counted while one remains)."""
+        if self.blocking:
+            raise ValueError("The folder cannot be used yet:\n" + "\n".join(p.line() for p in self.blocking))
+
+
+def _band(n: int) -> str:
+    from core.report import size_band
+    return size_band(n)
+
+
+def _problems(col: ColumnSchema, total: dict[str, int], lacking: list[str]) -> list[Problem]:
+    name, out = col.name, []
+    if lacking:
+        out.append(Problem(name, BLOCKS, f"is missing from {len(lacking)} part(s): {_names(lacking)}.",
+                           "Add the column to those parts, move them out of the folder, or leave the column out."))
+    if col.role == "person_id":
+        out.append(Problem(name, BLOCKS, "is a person id; a folder of parts is protected one row at a time.",
+                           "Leave it out (each row is then one person)."))
+        return out
+    if total["missing"]:
+        band = _band(total["missing"])
+        if col.missing is None:
+            out.append(Problem(name, BLOCKS, f"has missing values (blank or a missing token; {band} rows) and no "
+                                             "missing policy.", "Choose one: own_category, a public fill value "
+                                                                "or drop_row."))
+        elif col.missing == "drop_row":
+            out.append(Problem(name, WARNING, f"has missing values ({band} rows); those rows will be dropped.",
+                               "Keep it, or keep the rows as their own category or with a public fill value."))
+    if col.role == "category":
+        if col.categories is None:
+            out.append(Problem(name, BLOCKS, "has no public category list; a folder's categories are never read "
+                                             "from its parts.", "Declare the public categories."))
+        elif total["outside"]:
+            band = _band(total["outside"])
+            policy = col.missing
+            out.append(Problem(name, BLOCKS if policy is None else WARNING,
+                               f"has values outside the declared categories ({band} rows); "
+                               + ("there is no missing policy." if policy is None
+                                  else f"they will be treated as missing ({policy})."),
+                               "Add them to the categories, merge them into one, or choose a missing policy."))
+    elif col.role == "number":
+        if total["unreadable"]:
+            out.append(Problem(name, BLOCKS, f"has values that cannot be read as numbers "
+                                             f"({_band(total['unreadable'])} rows).",
+                               "Correct them in the parts, add their text to the missing tokens, or make the "
+                               "column a category."))
+        if col.bin_edges() is None:
+            out.append(Problem(name, BLOCKS, "has no public bounds and bins; a synthesizer needs its categories.",
+                               "Declare public bounds and a number of bins, or leave the column out."))
+        elif total["clipped"]:
+            out.append(Problem(name, WARNING, f"has values outside the public bounds "
+                                              f"({_band(total['clipped'])} rows); they will be clipped.",
+                               "Keep the bounds, or widen them if the public range is wider."))
+    return out
+
+
+def check_folder(listing: FolderListing, schema: DataSchema, *, n_jobs: int | None = None,
+                 scheduler: str | None = None, progress=None) -> FolderCheck:
+    """Every part checked against ``schema`` in one pass (module docstring): a :class:`FolderCheck` whose
+    problems quote counts as size bands."""
+    from core.parallel import map_trials
+    if not isinstance(schema, DataSchema):
+        raise ValueError("check_folder takes a DataSchema; draft one from the sample first.")
+    results = map_trials(partial(_check_part, schema=schema), list(listing.parts), n_jobs=n_jobs,
+                         progress=progress, label="parts checked", scheduler=scheduler)
+    problems: list[Problem] = []
+    broken = [Path(p).name for p, r in zip(listing.parts, results) if "unreadable" in r]
+    if broken:
+        problems.append(Problem("(parts)", BLOCKS, f"{len(broken)} part(s) cannot be read as Parquet: "
+                                                   f"{_names(broken)}.", "Replace or remove them."))
+    readable = [(Path(p).name, r) for p, r in zip(listing.parts, results) if "unreadable" not in r]
+    for col in schema.used_columns():
+        total = dict.fromkeys(COUNTS, 0)
+        for _, r in readable:
+            for k, v in r["counts"][col.name].items():
+                total[k] += int(v)
+        lacking = [name for name, r in readable if r["counts"][col.name]["lacking"]]
+        problems += _problems(col, total, lacking)
+    return FolderCheck(tuple(problems), listing.n_parts)
