@@ -194,13 +194,16 @@ def test_sweep_fits_fan_out_over_the_cores(monkeypatch):
     import core.synthesis.sweep as sweep
 
     workers = []
-    real = sweep.map_trials
 
-    def spy(func, items, **kwargs):
-        workers.append(kwargs["n_jobs"])
-        return real(func, items, **kwargs)
+    def spying(real):
+        def spy(func, items, **kwargs):
+            workers.append(kwargs["n_jobs"])
+            return real(func, items, **kwargs)
+        return spy
 
-    monkeypatch.setattr(sweep, "map_trials", spy)
+    # fits fan out through map_trials, or through the round relay when a progress bar listens
+    monkeypatch.setattr(sweep, "map_trials", spying(sweep.map_trials))
+    monkeypatch.setattr(sweep, "relayed_map", spying(sweep.relayed_map))
     monkeypatch.setenv("DASHBOARD_N_JOBS", "2")
     monkeypatch.setenv("DASHBOARD_JOB_WORKER", "thread")       # the spy lives in this process
     at = _page()
