@@ -1,8 +1,10 @@
 """Code people keep: every page's report exported as a script and a notebook that recompute its tables.
 
 For each page a small plan is run through core and saved as a report; ``python -m core script`` writes
-the script and the notebook. Each script runs as ``python reproduce.py`` in a fresh process; the notebooks
-run with nbclient in one ipykernel kernel, its namespace emptied (``%reset -f``) before each. Every run
+the script and the notebook. Each script runs in its own process: one page's as the plain command
+``python reproduce.py``, the others in children forked from a runner that imported the third-party libraries
+once (the project's own modules are imported by each script). The notebooks run with nbclient in one
+ipykernel kernel, its namespace emptied (``%reset -f``) before each. Every run
 has its own empty folder, the repository on the path, a result cache the report's run never filled (so
 nothing is answered from it) and a guard that refuses any connection leaving the machine. The CSV tables
 they write are compared with the report's tables cell by cell: text must be identical and numbers equal
@@ -47,6 +49,40 @@ NETWORK_GUARD = textwrap.dedent('''
     socket.socket.connect = _guarded_connect
     socket.getaddrinfo = _guarded_lookup
 ''')
+
+
+# Runs several exported scripts, each in its own forked child process with ``__main__`` semantics (its
+# folder as working directory and first path entry, its own result cache, its output in its log), after
+# importing once the third-party libraries every script imports, so each child spends no time importing
+# them again. The project's own modules (core, dashboard) are imported by each script itself.
+SCRIPT_RUNNER = textwrap.dedent('''
+    import json, os, runpy, sys, traceback
+    import geopandas, numpy, pandas, plotly.express, plotly.graph_objects, scipy.optimize, scipy.stats, sklearn
+    children = []
+    for script, work, cache, log in json.loads(sys.argv[1]):
+        sys.stdout.flush(); sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.chdir(work)
+            os.environ["DASHBOARD_CACHE_DIR"] = cache
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(fd, 1); os.dup2(fd, 2)
+            sys.argv, sys.path[0] = [script], os.path.dirname(script)
+            code = 0
+            try:
+                runpy.run_path(script, run_name="__main__")
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush(); sys.stderr.flush()
+            os._exit(code)
+        children.append(pid)
+    print(json.dumps([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]))
+''')
+# One page's script also runs as the plain command an analyst types, in a fresh interpreter.
+PLAIN_COMMAND_PAGE = "Budget allocation"
 
 
 # ------------------------------------------------------------------------------------------- the pages
@@ -199,14 +235,27 @@ def _run_folder(folder: Path, name: str) -> Path:
     return work
 
 
-def _start_script(folder: Path, env: dict) -> tuple[subprocess.Popen, Path]:
-    """``python reproduce.py`` in a fresh folder with its own empty result cache; output to output.txt."""
-    work = _run_folder(folder, "script_run")
-    with open(work / "output.txt", "w") as log:
-        process = subprocess.Popen([sys.executable, str(folder / "reproduce.py")], cwd=work,
-                                   env={**env, "DASHBOARD_CACHE_DIR": str(work / ".cache")},
-                                   stdout=log, stderr=subprocess.STDOUT)
-    return process, work
+def _start_scripts(exported: dict, env: dict) -> tuple[list[subprocess.Popen], dict]:
+    """Start every page's script in a fresh folder with its own empty result cache (output in output.txt):
+    :data:`PLAIN_COMMAND_PAGE`'s as ``python reproduce.py``, the others through :data:`SCRIPT_RUNNER`.
+    Gives the processes and, per page, (the process that reports its exit code, folder)."""
+    jobs, where, processes, plain = [], {}, [], None
+    for page, (_, folder) in exported.items():
+        work = _run_folder(folder, "script_run")
+        where[page] = work
+        if page == PLAIN_COMMAND_PAGE:
+            with open(work / "output.txt", "w") as log:
+                plain = subprocess.Popen([sys.executable, str(folder / "reproduce.py")], cwd=work,
+                                         env={**env, "DASHBOARD_CACHE_DIR": str(work / ".cache")},
+                                         stdout=log, stderr=subprocess.STDOUT)
+            processes.append(plain)
+        else:
+            jobs.append([str(folder / "reproduce.py"), str(work), str(work / ".cache"), str(work / "output.txt")])
+    runner = subprocess.Popen([sys.executable, "-c", SCRIPT_RUNNER, json.dumps(jobs)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    processes.append(runner)
+    started = {page: (plain if page == PLAIN_COMMAND_PAGE else runner, work) for page, work in where.items()}
+    return processes, {"jobs": [job[1] for job in jobs], "started": started, "runner": runner, "plain": plain}
 
 
 def _run_notebooks(exported: dict, env: dict, tmp: Path) -> dict:
@@ -249,16 +298,20 @@ def _run_notebooks(exported: dict, env: dict, tmp: Path) -> dict:
 @pytest.fixture(scope="module")
 def runs(exported, child_env, tmp_path_factory):
     """Every page's finished runs: (exit code, what it printed, its folder) by (page, "script" | "notebook").
-    The scripts run as separate processes while the notebooks run one after another in the kernel."""
-    scripts = {page: _start_script(folder, child_env) for page, (_, folder) in exported.items()}
+    The scripts run in their own processes while the notebooks run one after another in the kernel."""
+    processes, scripts = _start_scripts(exported, child_env)
     try:
         notebooks = _run_notebooks(exported, child_env, tmp_path_factory.mktemp("kernel"))
         out = {(page, "notebook"): value for page, value in notebooks.items()}
-        for page, (process, work) in scripts.items():
-            code = process.wait(timeout=900)
+        printed, errors = scripts["runner"].communicate(timeout=900)
+        assert scripts["runner"].returncode == 0, errors[-3000:]
+        codes = dict(zip(scripts["jobs"], json.loads(printed.strip().splitlines()[-1])))
+        plain_code = scripts["plain"].wait(timeout=900)
+        for page, (_, work) in scripts["started"].items():
+            code = plain_code if page == PLAIN_COMMAND_PAGE else codes[str(work)]
             out[page, "script"] = (code, (work / "output.txt").read_text(), work)
     finally:
-        for process, _ in scripts.values():      # a run a failed fixture left behind does not outlive it
+        for process in processes:                # a run a failed fixture left behind does not outlive it
             if process.poll() is None:
                 process.kill()
     return out
