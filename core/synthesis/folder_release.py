@@ -39,8 +39,10 @@ from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.parts import PartCounts, sample_in_parts
 from core.synthesis.registry import SYNTHESIZERS
 
-__all__ = ["FOLDER_METHODS", "FolderCounts", "FolderRelease", "FolderReleasePlan", "noisy_total",
-           "projected_folder_ledger", "release_folder"]
+__all__ = ["FOLDER_ACTION", "FOLDER_METHODS", "FolderCounts", "FolderRelease", "FolderReleasePlan", "noisy_total",
+           "pending_release", "plan_digest", "projected_folder_ledger", "release_and_record", "release_folder"]
+
+FOLDER_ACTION = "folder synthetic release"
 
 FOLDER_METHODS = ("mst", "aim")
 MAX_OUT_PARTS = 10_000
@@ -214,4 +216,27 @@ def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secur
     result = FolderRelease(list(map(str, paths)), n_rows, ledger, statement, secure, plan, where)
     result.summary = pd.DataFrame({"item": list(result.headline()) + ["counted and sampled on"],
                                    "value": [str(v) for v in result.headline().values()] + [where]})
+    return result
+
+
+def pending_release(plan: FolderReleasePlan, schema: DataSchema, page: str, nonce: str, label: str | None = None):
+    """The project-ledger entry a folder release reserves: under ``dataset:<name>``, with the projected spend
+    (``nonce`` makes each press its own release)."""
+    from core.privacy.project_ledger import LedgerRelease, declared_key, release_key, spends_of
+    digest = plan_digest(plan, schema)
+    return LedgerRelease(declared_key(schema.name), release_key(FOLDER_ACTION, digest, nonce), "release", page,
+                         FOLDER_ACTION, label or plan.label(), digest, spends_of(projected_folder_ledger(plan)),
+                         schema.name)
+
+
+def release_and_record(ledger, plan: FolderReleasePlan, schema: DataSchema, folder, *, page: str = "command line",
+                       n_jobs: int | None = None, scheduler: str | None = None, progress=None) -> FolderRelease:
+    """A secure folder release through the project ledger: reserve the projected spend (refused over the
+    cap), run, then commit the fit's detailed spends; a failure drops the reservation and spends nothing."""
+    from core.privacy.project_ledger import spends_of
+    rel = pending_release(plan, schema, page, secrets.token_hex(8))
+    with ledger.reserved(rel) as reservation:
+        result = release_folder(plan, schema, folder, secure=True, n_jobs=n_jobs, scheduler=scheduler,
+                                progress=progress)
+        ledger.commit(reservation, spends_of(result.ledger))
     return result
