@@ -248,7 +248,6 @@ def _is_section(value: Any) -> bool:
 # ---------------------------------------------------------------------------------------------- leads
 
 def _budget_lead(plan: Any) -> tuple[list[str], frozenset[str]]:
-    from core.census.analytic import PRESETS  # noqa: F401  (the presets' names are the choice labels)
     from core.census.geography_data import stylised_level_names
     from core.census.targets import parse_target
     meta = {f.name: f.metadata for f in dataclasses.fields(plan)}

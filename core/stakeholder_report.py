@@ -617,7 +617,8 @@ def _delta_table(delta: pd.DataFrame) -> str:
 
 
 def _ab_section(a: ReportParts, b: ReportParts, comparison, overlays: Sequence[Any]) -> str:
-    """Both plans in words, what differs between them, the signed differences and the overlays."""
+    """Scenario ``a`` (A) against ``b`` (B): the signed differences, the overlays and the plan sentences that
+    differ (both plans in full follow in the plan section)."""
     sa, sb = plan_sentences(a.plan), plan_sentences(b.plan)
     only_a, only_b = [s for s in sa if s not in sb], [s for s in sb if s not in sa]
     changed = ("<p>A and B have the same settings.</p>" if not (only_a or only_b) else
