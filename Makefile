@@ -23,10 +23,11 @@ install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
-# Debian's Chromium for the browser test; installed only when missing and only as root.
+# Debian's Chromium for the browser test and the PDF report; installed only when missing and only as root.
+# Poppler's pdftoppm lets the report test look at a printed page.
 chromium:
-	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = "0" ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	@if { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/pdftoppm ]; } && [ "$$(id -u)" = "0" ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium poppler-utils >/dev/null; \
 	fi
 
 # axe-core for the browser test's accessibility check, from the npm registry at the version its lock
