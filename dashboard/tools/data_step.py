@@ -6,6 +6,11 @@ missing public bounds and categories (a real release, recorded in the ledger) ->
 database (``core.intake.store.DataSetStore``; a new data set first answers "same population?") and offer it
 to every page of this session (``dashboard.components.dataset_picker``). Nothing is computed here: reading,
 profiling, drafting, checking, cleaning and estimating are core's.
+
+A table too large for a browser upload is named instead by the path of its folder of Parquet parts on this
+machine (``core.intake.folder``): a bounded sample is profiled and drafted, every part is checked in one
+pass, the declaration and the folder's path are saved, and a compact section below makes a synthetic copy
+from the parts (``core.synthesis.folder_release``: MST or AIM through the shared release confirmation).
 """
 from __future__ import annotations
 
@@ -25,13 +30,15 @@ import streamlit as st  # noqa: E402
 from core.contracts import bytes_fingerprint, digest_of  # noqa: E402
 from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, apply, check, clean,  # noqa: E402
                          draft_schema, needs_public_info, profile)
+from core.intake.folder import SAMPLE_ROWS, check_folder, list_folder, sample_rows  # noqa: E402
 from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, candidate_grid, category_threshold,  # noqa: E402
                                   estimate_bounds, estimate_categories, planned_estimate_ledger,
                                   reliable_rows)
 from core.intake.read import table_suffix  # noqa: E402
 from core.intake.suggest import label_merges  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
-from core.privacy.project_ledger import LedgerRelease, data_key, release_key, spends_of  # noqa: E402
+from core.privacy.project_ledger import (LedgerRelease, data_key, declared_key, release_key,  # noqa: E402
+                                         spends_of)
 from dashboard.components.dataset_picker import (declared_data, declared_ref, read_table_data,  # noqa: E402
                                                  register_declared)
 from dashboard.components.plain_text import plain  # noqa: E402
@@ -55,6 +62,7 @@ TYPES = ["csv", "parquet", "pq", "xlsx"]
 MAX_WIDGET_SEED = 2**53 - 1   # the largest whole number a browser's number box holds exactly
 STATE = "ds_state"         # {"fp", "base": DataSchema, "kind": "draft" | "declared", "gen": int}
 PENDING = "ds_pending"     # widget values to set before the widgets are drawn (estimates)
+UPLOAD, FOLDER = "Upload a file", "A folder of Parquet parts on this machine"
 
 
 # ------------------------------------------------------------------------------------------- cached reads
@@ -425,12 +433,191 @@ def import_section(fp: str) -> None:
             st.rerun()
 
 
+# ------------------------------------------------------------------------------------------- a folder of parts
+
+@st.cache_data(max_entries=4, show_spinner="Reading a sample of the parts...")
+def _folder_sample(fingerprint: str, folder: str) -> pd.DataFrame:
+    return sample_rows(list_folder(folder))
+
+
+def _folder_check(listing, schema: DataSchema):
+    """Every part checked against the declaration on a press (one pass over the parts), kept for this
+    declaration and this listing of the folder."""
+    key = (schema.digest(), listing.fingerprint)
+    done = st.session_state.get(f"{P}_folder_checked")
+    if st.button("Check every part", key=f"{P}_folder_check",
+                 help="Reads every part once (on the Dask cluster when one is configured) and lists every problem."):
+        with st.spinner(f"Checking {listing.n_parts} parts..."):
+            try:
+                done = (key, check_folder(listing, schema))
+            except ValueError as exc:
+                st.error(str(exc))
+                return None
+        st.session_state[f"{P}_folder_checked"] = done
+    if done is None or done[0] != key:
+        st.info("Check every part before saving: the sample above is not the whole folder.")
+        return None
+    return done[1]
+
+
+def _folder_save(schema: DataSchema, listing, checked) -> bool:
+    """Save the declaration and the folder's path; True when this declaration is the one saved."""
+    try:
+        store = data_set_store()
+        existing, where = store.get(schema.name), store.folder(schema.name)
+    except ValueError as exc:
+        st.error(f"The project database cannot be read: {exc}")
+        return False
+    if existing == schema and where == listing.folder:
+        st.success(f"{plain(schema.name)} is saved as a folder set ({listing.folder}).")
+        return True
+    replace = False
+    if existing is not None:
+        replace = st.checkbox(f"Replace the saved declaration of {plain(schema.name)}", key=f"{P}_folder_replace")
+    reason = None
+    if checked is None:
+        reason = "check every part first."
+    elif checked.blocking:
+        reason = f"{len(checked.blocking)} problem(s) still block a run (see the list above)."
+    elif existing is not None and not replace:
+        reason = f"a data set named {schema.name} is already saved; tick 'Replace' or choose another name."
+    if st.button("Save the folder data set", key=f"{P}_folder_save", type="primary", disabled=reason is not None):
+        try:
+            store.save(schema, replace=replace)
+            store.save_folder(schema.name, listing.folder)
+        except ValueError as exc:
+            st.error(str(exc))
+            return False
+        st.rerun()
+    if reason is not None:
+        st.caption(f"Saving is disabled: {plain(reason)}")
+    return False
+
+
+def _folder_release(schema: DataSchema, listing) -> None:
+    """A synthetic copy of the saved folder set: one confirmation, then reserve -> fit -> write -> commit."""
+    from core.synthesis.folder_release import (FOLDER_METHODS, FolderReleasePlan, pending_release,
+                                               projected_folder_ledger, release_folder)
+    from core.synthesis.registry import SYNTHESIZERS
+    from dashboard.components.release_confirm import stated_spend
+
+    st.subheader("Synthetic copy of the folder set")
+    st.caption("MST or AIM fitted from count tables of the parts, counted part by part (on the Dask cluster when "
+               "DASHBOARD_DASK_SCHEDULER is set); the synthetic file is drawn in parts, one generator per part, "
+               "and written to the output folder. Its size is the model's noisy total, never the real row count. "
+               "A real release: its spend goes to this data set's privacy ledger.")
+    c1, c2, c3 = st.columns(3)
+    method = c1.selectbox("Synthesizer", FOLDER_METHODS, format_func=lambda k: SYNTHESIZERS[k].label,
+                          key=f"{P}_folder_method")
+    epsilon = float(c2.number_input("Epsilon", 0.01, 10.0, 1.0, 0.1, key=f"{P}_folder_epsilon"))
+    delta = float(c3.number_input("Delta", 1e-12, 1e-2, 1e-6, format="%.1e", key=f"{P}_folder_delta"))
+    c4, c5 = st.columns([3, 1])
+    base = Path(listing.folder)
+    out = c4.text_input("Output folder for the synthetic parts (on this machine; new or empty)",
+                        str(base.parent / f"{base.name}-synthetic"), key=f"{P}_folder_out")
+    parts = int(c5.number_input("Parts to write", 1, 10_000, min(max(listing.n_parts, 1), 10_000),
+                                key=f"{P}_folder_parts"))
+    error, pending, plan = None, None, None
+    try:
+        plan = FolderReleasePlan(schema.name, method, epsilon, delta, out, parts)
+    except ValueError as exc:
+        error = str(exc)
+    if plan is not None:
+        spend = stated_spend(projected_folder_ledger(plan), declared_key(schema.name))
+        pending = pending_release(plan, schema, PAGE, secrets.token_hex(8),
+                                  label=f"{plan.label()} written in {parts} parts ({spend})")
+
+    def run():
+        with st.spinner("Counting the parts, fitting and writing the synthetic parts..."):
+            return release_folder(plan, schema, listing.folder, secure=True)
+
+    result = release_button("Release a synthetic copy", key=f"{P}_folder_release", pending=pending, run=run,
+                            error=error, what=plan.label() if plan else "", spent=lambda r: r.ledger)
+    if result is not None:
+        st.session_state[f"{P}_folder_result"] = result
+    shown = st.session_state.get(f"{P}_folder_result")
+    if shown is not None and shown.plan.name == schema.name:
+        st.success(f"Written: {len(shown.paths)} parts in {shown.plan.out_folder}.")
+        st.dataframe(shown.summary, hide_index=True, width="stretch", key=f"{P}_folder_summary")
+        st.caption(shown.statement)
+        st.dataframe(shown.ledger.to_frame(), hide_index=True, width="stretch", key=f"{P}_folder_ledger")
+
+
+def folder_step() -> None:
+    """The whole data step for a folder of parts named by its path (never uploaded)."""
+    path = st.text_input("Folder of Parquet parts on this machine (its path on the server)", key=f"{P}_folder",
+                         help="The folder is read where it is, part by part; nothing is uploaded through the browser.")
+    if not path.strip():
+        st.info("Give the path of a folder of .parquet parts, as written by dask.dataframe.to_parquet or "
+                "pyarrow.dataset.write_dataset. The folder stays where it is; only its path and declaration are "
+                "saved.")
+        return
+    try:
+        listing = list_folder(path)
+        sample = _folder_sample(listing.fingerprint, listing.folder)
+        prof = _profile("folder:" + listing.fingerprint, listing.folder, sample)
+    except ValueError as exc:
+        st.error(str(exc))
+        return
+    names = listing.names
+    st.caption(f"{listing.n_parts} part{'s' if listing.n_parts > 1 else ''}: {', '.join(names[:5])}"
+               + (f" and {len(names) - 5} more" if len(names) > 5 else "") + ".")
+    fp = "folder:" + listing.fingerprint
+    state = _state()
+    if state["fp"] != fp or state["base"] is None:
+        _start_from(draft_schema(sample, Path(listing.folder).name, profiled=prof), "draft", fp)
+        state = _state()
+    st.info(CURATOR_ONLY, icon=":material/visibility_off:")
+    with st.expander(f"Profile of a sample: the first rows of the parts, at most {SAMPLE_ROWS:,} (curator only)",
+                     expanded=False):
+        shown = prof.as_frame()[["name", "guess", "distinct", "missing", "examples"]]
+        st.dataframe(shown.rename(columns={"name": "column", "guess": "looks like"}), hide_index=True,
+                     width="stretch", key=f"{P}_folder_profile")
+        st.caption(f"Read with pyarrow from the first parts in name order, at most {SAMPLE_ROWS:,} rows: the draft "
+                   "and the counts beside each column below are of this sample only. The check below reads every "
+                   "part.")
+    name = st.text_input("Name of the data set", key=f"{P}_name",
+                         help="The name the privacy ledger and every report use for this data set.")
+    st.subheader("Declare each column")
+    st.caption("Drafted from the sample. Public categories (or a number's public bounds and bins) are never read "
+               "from the data: declare each column's full public list, or leave the column out.")
+    schema, errors = declaration(state["base"], sample, prof, name or "", ".parquet",
+                                 ticked=state["kind"] != "draft")
+    st.subheader("Problems in every part")
+    if errors:
+        for err in errors:
+            st.error(err)
+        return
+    checked = _folder_check(listing, schema)
+    if checked is not None:
+        table = checked.table()
+        if checked.blocking:
+            st.error(f"{len(checked.blocking)} problem(s) block a run. Counts are shown as size bands.")
+        elif len(table):
+            st.warning(f"Nothing blocks a run; {len(table)} warning(s) to read. Counts are shown as size bands.")
+        else:
+            st.success(f"No problems in any of the {listing.n_parts} parts.")
+        st.dataframe(table, hide_index=True, width="stretch", key=f"{P}_folder_problems")
+    st.subheader("Save the declaration")
+    if _folder_save(schema, listing, checked):
+        _folder_release(schema, listing)
+    st.download_button("Download the declaration (JSON)", json.dumps(schema.to_dict(), indent=2),
+                       file_name=f"{schema.name}.schema.json", mime="application/json", key=f"{P}_folder_export",
+                       help="Public: roles, categories, bounds, missing values, merges. No counts.")
+
+
 # ------------------------------------------------------------------------------------------- the page
 
 st.title("Data step")
 st.caption("Which of my own data can the tools use, and how is each column read, cleaned and protected? "
            "Declare it once here; every microdata page, the privacy ledger and every report use that declaration.")
 _apply_pending()
+
+source = st.radio("Where is the table?", [UPLOAD, FOLDER], key=f"{P}_source", horizontal=True,
+                  help="A table too large to upload stays where it is: give the path of its folder of Parquet parts.")
+if source == FOLDER:
+    folder_step()
+    st.stop()
 
 with st.container(border=True, key=f"{P}_start"):
     kept = upload_kept("Your table (CSV, Parquet or Excel .xlsx; one row per record, a header row)", f"{P}_file",
