@@ -4,8 +4,8 @@
 the page's defaults (bundled CPS, strata sex x race, one synthesizer at a time) with a fresh result
 cache, prints predicted and measured seconds and their ratio for each, and ends with the line
 ``estimates: predicted/measured within [a, b] on N runs`` (the target: within a factor of 2). The local
-workers are started before the first sweep (as in a running server), and the speed probe is timed
-again before each sweep, since the load of a shared machine moves between runs.
+workers are started and the speed probe is timed once before the first sweep, as in a running server;
+the ratios without the speed correction are printed too.
 
 ``python benchmarks/estimate_bench.py --fit`` measures a small grid per tool on this machine (CPU-light
 sizes: a few minutes in all) and writes the coefficients to ``core/estimate_costs.json``, together
@@ -259,23 +259,24 @@ def compare() -> None:
     costs = estimates.load_costs()
     print(f"Predicted against measured sweeps (load {load()}; coefficients fitted "
           f"{costs.get('fitted', 'never: defaults')}; workers started before the first)")
-    ratios = []
-    fitted_probe = costs.get("probe_seconds")
+    ratios, raw = [], []
     warm = SynthesisPlan(data=DataRef("cps"), columns=COLUMNS, strata=STRATA, synthesizer="mst",
                          sweep=SweepPlan(epsilons=(1.0,), seeds=(9,)))
     run_sweep(warm, frame.sample(500, random_state=9))   # a running server's workers are already started
+    speed = estimates.speed_factor(costs)                # probed once, as a running server does
     for key, n, eps, seeds in compare_grid():
         data = frame.sample(n, random_state=7)
         plan = SynthesisPlan(data=DataRef("cps"), columns=COLUMNS, strata=STRATA, synthesizer=key,
                              sweep=SweepPlan(epsilons=eps, seeds=seeds))
-        # the machine's speed just before each run (a server probes once; here the load moves between runs)
-        speed = estimates.speed_correction(fitted_probe, estimates.probe_seconds() if fitted_probe else None)
         est = estimates.estimate(plan, data, costs=costs, speed=speed)
         _, took = timed(lambda: run_sweep(plan, data))
         ratio = est.seconds / took
         ratios.append(ratio)
+        raw.append(est.raw_seconds / took)
         print(f"  {key:11s} {n:6d} rows, {est.work}: predicted {est.seconds:7.1f} s, measured {took:7.1f} s, "
-              f"ratio {ratio:.2f} (speed {speed:.2f}, load {load()})", flush=True)
+              f"ratio {ratio:.2f} (uncorrected {raw[-1]:.2f}; load {load()})", flush=True)
+    print(f"speed correction {speed:.2f} (probe now / probe when fitted); without it the ratios lie within "
+          f"[{min(raw):.2f}, {max(raw):.2f}]")
     print(f"estimates: predicted/measured within [{min(ratios):.2f}, {max(ratios):.2f}] on {len(ratios)} runs")
 
 
