@@ -3,6 +3,7 @@
     python -m core data profile FILE --out SCHEMA.json [--name NAME]
     python -m core data check FILE --schema SCHEMA.json
     python -m core data apply FILE --schema SCHEMA.json --out CLEAN.csv [--seed N]
+    python -m core data check-folder / declare-folder / release-folder ...   (core.synthesis.folder_cli)
 
 FILE is CSV, Parquet or Excel (.xlsx). What these commands print
 (profiles, problems, cleaning counts) is CURATOR-ONLY: it is for the curator's terminal, not for a
@@ -48,6 +49,8 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
                               help="seed of contribution bounding (default: the schema's bounding_seed)")
         step.add_argument("--max-mb", type=float, default=DEFAULT_MAX_BYTES / 1e6,
                           help="largest file read, in MB (default: the upload limit)")
+    from core.synthesis.folder_cli import add_folder_parsers
+    add_folder_parsers(steps)
 
 
 def load_schema(path: Path) -> DataSchema:
@@ -57,6 +60,9 @@ def load_schema(path: Path) -> DataSchema:
 
 def run_data_command(args: argparse.Namespace) -> int:
     """Run one ``data`` step; ValueError/OSError propagate to the caller (exit 2)."""
+    from core.synthesis.folder_cli import FOLDER_COMMANDS, run_folder_command
+    if args.data_command in FOLDER_COMMANDS:
+        return run_folder_command(args)
     frame = read_table(args.file, max_bytes=int(args.max_mb * 1e6))
     if args.data_command == "profile":
         prof = profile(frame)

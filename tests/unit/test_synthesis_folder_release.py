@@ -89,3 +89,26 @@ def test_plans_and_folders_that_cannot_be_released_say_what_to_change(folder, tm
     other = FolderReleasePlan("Another set", "mst", 1.0, 1e-6, str(tmp_path / "out"))
     with pytest.raises(ValueError, match="declaration is 'Regional file'"):
         release_folder(other, SCHEMA, folder, secure=False, seed=1, n_jobs=1)
+
+
+def test_the_command_line_checks_declares_and_releases_a_folder_set(folder, tmp_path, monkeypatch, capsys):
+    from core.__main__ import main
+
+    monkeypatch.setenv("DASHBOARD_DB_URL", f"sqlite:///{tmp_path / 'project.sqlite'}")
+    monkeypatch.setenv("DASHBOARD_N_JOBS", "1")
+    schema_file = tmp_path / "schema.json"
+    narrow = SCHEMA.replace(columns=(SCHEMA.column("sex"), ColumnSchema("region", "category", categories=REGION[:3])))
+    schema_file.write_text(json.dumps(narrow.to_dict()))
+    assert main(["data", "check-folder", str(folder), "--schema", str(schema_file)]) == 1
+    assert "outside the declared categories" in capsys.readouterr().out
+    schema_file.write_text(json.dumps(SCHEMA.to_dict()))
+    assert main(["data", "declare-folder", str(folder), "--schema", str(schema_file)]) == 0
+    out = tmp_path / "synthetic"
+    assert main(["data", "release-folder", SCHEMA.name, "--out", str(out), "--parts", "2"]) == 2   # no cap decided
+    assert "No budget cap" in capsys.readouterr().err and not out.exists()
+    ledger = ProjectLedger()
+    ledger.set_no_cap(declared_key(SCHEMA.name))
+    assert main(["data", "release-folder", SCHEMA.name, "--out", str(out), "--parts", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "parts written: 2" in printed and str(sum(ROWS)) not in printed
+    assert len(list(out.glob("*.parquet"))) == 2 and len(ledger.releases(declared_key(SCHEMA.name), "release")) == 1
