@@ -13,8 +13,9 @@ no browser):
   the consent box, presses Join, and answers every card at a human pace (2-6 s think time, one
   seeded stream per stakeholder);
 - the facilitator opens the session with its code and key and presses "Refresh now" every 5 s;
-- unless `--no-sweep`, a curator's session on the stratified synthesis page picks GEM and presses
-  Run sweep (the page's own run, in the server process) while the room answers.
+- unless `--no-sweep`, a curator's session on the stratified synthesis page picks GEM, ticks "Start
+  anyway" and presses Run sweep (the page's own run, which it hands to its background job process)
+  before the room is given the code, and follows its progress while the room answers.
 
 Measured: answers acknowledged (the run after the click finished and the page counted the answer)
 and stored (answer events in the store at the end), answer latency (click sent -> script_finished),
