@@ -35,6 +35,7 @@ import os
 import pickle
 import signal
 import threading
+import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
@@ -122,6 +123,10 @@ class Job:
     handle: Any = field(default=None, repr=False)
     finished: threading.Event = field(default_factory=threading.Event, repr=False)
     queue: "JobQueue | None" = field(default=None, repr=False)
+    started_at: float | None = None
+    seconds: float | None = None
+    """Wall seconds from start to a successful finish (what run-time estimates are checked against)."""
+    observed: bool = False
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job is done, failed or cancelled (True), or ``timeout`` seconds pass (False)."""
@@ -333,6 +338,7 @@ class JobQueue:
                     del self._waiting[job.owner]
                 self._served[job.owner] = next(self._turn)
                 job.state = RUNNING
+                job.started_at = time.monotonic()
                 waiting = sum(len(q) for q in self._waiting.values())
                 job.n_jobs = max(1, self.cores // min(self.slots, len(self.running()) + waiting))
                 self._log("started", job)
@@ -362,6 +368,8 @@ class JobQueue:
                 if ok:
                     job.state, job.result = DONE, value
                     job.done = max(job.done, job.total)
+                    if job.started_at is not None:
+                        job.seconds = time.monotonic() - job.started_at
                 else:
                     job.state, job.error = FAILED, value
                 self._log(job.state, job)

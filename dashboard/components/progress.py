@@ -12,7 +12,8 @@ import streamlit as st
 
 from core.cluster import backend_for, last_failure, scheduler_address
 from core.contracts import Cancelled
-from core.jobs import job_queue, run_key
+from core.estimates import observe
+from core.jobs import REUSABLE, job_queue, run_key
 
 T = TypeVar("T")
 
@@ -117,15 +118,55 @@ def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
     is_cached = getattr(run, "is_cached", None)
     if is_cached is not None and is_cached(plan, data):
         return run(plan, data)
-    queue = job_queue()
     key = run_key(run, plan, data)
+    result = run_job(run, plan, data, key=key, label=label, cancel_key=cancel_key, n_jobs=n_jobs)
+    observe_run(plan, data, job_queue().find(key))
+    return result
+
+
+MIN_OBSERVED_SECONDS = 5.0
+"""Runs predicted shorter than this are not used to correct estimates (start-up costs dominate them)."""
+
+
+def observe_run(plan, data, job) -> None:
+    """Tell the run-time estimates (:func:`core.estimates.observe`) how long a finished job took, once
+    per job, so later estimates on this server follow the machine's real speed and load."""
+    from dashboard.components.run_estimate import plan_estimate
+
+    if job is None or job.seconds is None or job.observed:
+        return
+    job.observed = True
+    est = plan_estimate(plan, data)
+    if est is not None and est.seconds >= MIN_OBSERVED_SECONDS:
+        observe(est, job.seconds)
+
+
+def run_job(func: Callable[..., T], *args, key: str, label: str, cancel_key: str | None = None,
+            n_jobs: int | None = None) -> T:
+    """``func(*args, progress=...)`` as a background batch job of this session, followed behind
+    :func:`progress_bar` (with Cancel when ``cancel_key`` is given); its result, or its exception.
+
+    ``key`` names what determines the result (a run's name, a plan digest, a data fingerprint): a job
+    queued, running or done under the same key is attached to instead of starting another, so a page
+    left while its job runs finds it again. ``func`` should be a module-level function of ``core`` with
+    picklable arguments, so the job runs in a process of its own; anything else runs on a server thread.
+    A Cancel click (or a cancel from the sidebar) cancels the job and raises
+    :class:`core.contracts.Cancelled`; a stopped script (another page, a widget change) leaves it running.
+    """
+    queue = job_queue()
     try:
         with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
-            job = queue.submit(run, plan, data, owner=job_owner(), key=key, label=label)
+            job = queue.submit(func, *args, owner=job_owner(), key=key, label=label)
             return follow(job, bar)
     except Cancelled:
         queue.cancel_key(key)
         raise
+
+
+def attached_job(key: str):
+    """The job of ``key`` a page may attach to (queued, running or finished with a result), else None."""
+    job = job_queue().find(key)
+    return job if job is not None and job.state in REUSABLE else None
 
 
 def follow(job, bar: Callable[[int, int, str], None]):
