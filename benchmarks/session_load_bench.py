@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -90,7 +91,8 @@ def dashboard(folder: Path, profile: str | None = None, **env: str) -> Iterator[
             [sys.executable, *launcher, "run", "dashboard/app.py", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(port),
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-            cwd=ROOT, env=settings, stdout=log, stderr=subprocess.STDOUT)
+            cwd=ROOT, env=settings, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)    # its own process group: its pool workers go with it
         url = f"http://127.0.0.1:{port}"
         try:
             wait_healthy(url)
@@ -101,6 +103,10 @@ def dashboard(folder: Path, profile: str | None = None, **env: str) -> Iterator[
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
+            try:                      # workers a stopped server leaves behind (loky waits minutes)
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
 
 @contextmanager
@@ -227,9 +233,10 @@ async def curator(url: str, tally: Tally, started: asyncio.Event) -> None:
         estimate = next((t for t in page.texts() if "fits" in t and "minutes" in t), "")
         # The click's run lasts as long as the sweep (the page follows its job): the sweep counts as
         # started once the page shows its progress.
-        t0 = time.perf_counter()
+        t0, runs = time.perf_counter(), page.runs
         finished = await page.send((page.button_id("ss_run"),))
-        while not finished.done() and not any(t.startswith("Computing") and "(0/0)" not in t for t in page.texts()):
+        while not finished.done() and not (page.runs > runs and any(
+                t.startswith("Computing") and "(0/0)" not in t for t in page.texts())):
             if time.perf_counter() - t0 > 600:
                 raise TimeoutError("the sweep showed no progress within 600 s")
             await asyncio.sleep(0.5)

@@ -56,6 +56,7 @@ class StreamlitSession:
         self.follow_auto_rerun = follow_auto_rerun
         self._timers: dict[str, asyncio.Task] = {}
         self.auto_reruns = 0
+        self.runs = 0                  # script runs started (new_session messages)
 
     async def open(self) -> None:
         self._ws = await websockets.connect(self.ws_url, subprotocols=["streamlit"], max_size=None,
@@ -76,6 +77,7 @@ class StreamlitSession:
             msg.ParseFromString(raw)
             kind = msg.WhichOneof("type")
             if kind == "new_session":
+                self.runs += 1
                 self.elements = {}
                 self._errors = []
             elif kind == "navigation":     # st.navigation names the page this run drew
