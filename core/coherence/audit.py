@@ -22,7 +22,7 @@ from core.coherence.releases import (AuditSchema, PrivacyGuarantee, Release, enc
 from core.coherence.subgroups import Subgroup, build_subgroups
 from core.coherence.verdicts import (alpha_at_beta, clopper_pearson, decide, overall_verdict, trials_needed,
                                      verdict_label)
-from core.coherence.wasserstein import cell_distances, member_pairs
+from core.coherence.wasserstein import SideCounts, count_distances
 from core.contracts import Progress, make_rng, seed_sequence, stream_key
 from core.parallel import map_trials
 from core.privacy.protection import ProtectionUnit
@@ -78,10 +78,9 @@ class _Chunk:
     schema: AuditSchema
     releases: list[Release]
     adversaries: list[Adversary]
-    members: np.ndarray
+    n_groups: int
     lens_unique: np.ndarray
-    lens_inverse: np.ndarray
-    pairs: tuple
+    counts: SideCounts
     n_null: int
     keep_example: bool
 
@@ -109,10 +108,10 @@ def _run_chunk(job: _Chunk) -> list[dict]:
         half = np.zeros(n, bool)
         half[idx] = True
         nulls = [_random_half(n, n_a, seed_sequence(job.seed, NULL_STREAM, t, j)) for j in range(job.n_null)]
-        halves = np.stack([half, *nulls])
+        sides = [job.counts.released(idx), *(job.counts.released(m) for m in nulls)]
         half_df = pd.DataFrame(job.codes[idx], columns=job.columns)    # idx is in random order: shuffled input
         R, L = len(job.releases), len(job.adversaries)
-        G = job.members.shape[1]
+        G = job.n_groups
         w1 = np.full((R, L, 1 + job.n_null, G), np.nan)
         ks = np.full_like(w1, np.nan)
         p = q = None
@@ -124,9 +123,9 @@ def _run_chunk(job: _Chunk) -> list[dict]:
                 adv_rng = make_rng(seed_sequence(job.seed, rel_key, stream_key(adv.key), t))
                 predictor = adv.fit(report, job.schema, adv_rng)
                 u = checked_scores(predictor(job.lens_unique), adv.name)
-                w1[r, a], ks[r, a], p, q = cell_distances(u, job.lens_inverse, halves, job.members, job.pairs)
+                w1[r, a], ks[r, a], p, q = count_distances(u, sides)
                 if job.keep_example:
-                    example[(r, a)] = u[job.lens_inverse].astype(np.float32)
+                    example[(r, a)] = u[job.counts.cell_of].astype(np.float32)
         out.append({"trial": t, "w1": w1, "ks": ks, "p": p, "q": q,
                     "half": half if job.keep_example else None, "scores": example})
         job.keep_example = False
@@ -287,9 +286,9 @@ def coherence_audit(data: pd.DataFrame, release, adversaries, target: str, lens:
 
     n_chunks = min(int(trials), 25)
     bounds = np.linspace(0, int(trials), n_chunks + 1).astype(int)
-    pairs = member_pairs(inverse, members)
-    jobs = [_Chunk(list(range(a, b)), int(seed), codes, columns, schema, releases, advs, members,
-                   lens_unique, inverse, pairs, int(n_null_splits), a == 0)
+    counts = SideCounts(inverse, members, len(uniq_cells))      # once per audit, shared by every trial
+    jobs = [_Chunk(list(range(a, b)), int(seed), codes, columns, schema, releases, advs, members.shape[1],
+                   lens_unique, counts, int(n_null_splits), a == 0)
             for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
     chunks = map_trials(_run_chunk, jobs, n_jobs=n_jobs, progress=progress, label="audit trials")
     results = [r for c in chunks for r in c]

@@ -119,3 +119,78 @@ def cell_distances(cell_scores: np.ndarray, cell_of: np.ndarray, halves: np.ndar
     if single:
         return w1[0], ks[0], p[0], q[0]
     return w1, ks, p, q
+
+
+class SideCounts:
+    """Per-split counts of every (subgroup, lens cell), from the people of one audit.
+
+    People who share a lens cell and belong to exactly the same subgroups are interchangeable for
+    the CDFs, so each person is mapped once per audit to such a class (``class_of``); a split then
+    costs one bincount of the released half's classes plus a sparse product that spreads the class
+    counts over (subgroup, cell). The other side's counts are the totals minus the released side's.
+    The counts are the same integers the per-membership bincounts of ``cell_distances`` give.
+    """
+
+    def __init__(self, cell_of: np.ndarray, members: np.ndarray, n_cells: int) -> None:
+        import scipy.sparse as sp
+
+        members = np.asarray(members, bool)
+        if members.ndim == 1:
+            members = members[:, None]
+        cell_of = np.asarray(cell_of, np.int64)
+        n, G = members.shape
+        packed = np.ascontiguousarray(np.packbits(members, axis=1))
+        _, pattern = np.unique(packed.view(np.dtype((np.void, packed.shape[1]))).ravel(), return_inverse=True)
+        pattern = pattern.ravel().astype(np.int64)
+        n_patterns = int(pattern.max()) + 1 if n else 0
+        classes, class_of = np.unique(cell_of * max(n_patterns, 1) + pattern, return_inverse=True)
+        self.cell_of = cell_of
+        self.class_of = class_of.ravel().astype(np.int64)
+        first = np.zeros(classes.size, np.int64)
+        first[self.class_of[::-1]] = np.arange(n)[::-1]            # one person of each class
+        cls_cell = cell_of[first]
+        g_idx, k_idx = np.nonzero(members[first].T)                # (subgroup, class) memberships
+        self.shape = (G, int(n_cells))
+        self.spread = sp.csr_matrix((np.ones(g_idx.size, np.int64), (g_idx * int(n_cells) + cls_cell[k_idx], k_idx)),
+                                    shape=(G * int(n_cells), classes.size))
+        self.totals = self.of_classes(np.bincount(self.class_of, minlength=classes.size))
+
+    @property
+    def n_classes(self) -> int:
+        return self.spread.shape[1]
+
+    def of_classes(self, class_counts: np.ndarray) -> np.ndarray:
+        """(G, U) counts of (subgroup, cell) from per-class counts."""
+        return np.asarray(self.spread @ class_counts.astype(np.int64)).reshape(self.shape)
+
+    def released(self, half: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(released side, other side) counts, each (G, U), for a half given as a mask or row indices."""
+        ca = self.of_classes(np.bincount(self.class_of[half], minlength=self.n_classes))
+        return ca, self.totals - ca
+
+
+def count_distances(cell_scores: np.ndarray, sides: list[tuple[np.ndarray, np.ndarray]]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``cell_distances`` for several splits from their (released, other) counts per (subgroup, cell).
+
+    Only the U cell scores are sorted; the counts are reordered by score and cumulated, so the cost
+    per predictor does not grow with the number of people.
+    """
+    u = np.asarray(cell_scores, float)
+    S = len(sides)
+    G = sides[0][0].shape[0]
+    order = np.argsort(u, kind="stable")
+    zs = u[order]
+    gaps = np.diff(zs)
+    block_end = np.r_[gaps > 0, True]
+    w1, ks = np.empty((S, G)), np.empty((S, G))
+    p, q = np.empty((S, G)), np.empty((S, G))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for s, (a, b) in enumerate(sides):
+            ca, cb = np.ascontiguousarray(a[:, order]), np.ascontiguousarray(b[:, order])
+            p[s], q[s] = ca.sum(axis=1), cb.sum(axis=1)
+            diff = np.abs(np.cumsum(ca, axis=1) / p[s][:, None] - np.cumsum(cb, axis=1) / q[s][:, None])
+            w1[s] = diff[:, :-1] @ gaps
+            ks[s] = diff[:, block_end].max(axis=1)
+    empty = (p == 0) | (q == 0)
+    return np.where(empty, np.nan, w1), np.where(empty, np.nan, ks), p, q
