@@ -133,3 +133,17 @@ def test_the_domain_comes_from_the_declaration_only():
         folder_labels(DataSchema("x", (ColumnSchema("pid", "person_id"), ColumnSchema("sex", "category",
                                                                                       categories=SEX)),
                                  person_id="pid"))
+
+
+def test_the_store_keeps_a_folder_sets_path_beside_its_declaration(tmp_path):
+    from core.intake.store import DataSetStore
+    store = DataSetStore(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    schema = _schema("own_category", "own_category")
+    with pytest.raises(ValueError, match="save its schema first"):
+        store.save_folder(schema.name, str(tmp_path))
+    store.save(schema)
+    assert store.folder(schema.name) is None
+    store.save_folder(schema.name, str(tmp_path / "a"))
+    store.save_folder(schema.name, str(tmp_path / "b"))                 # a moved folder replaces the path
+    assert store.folder(schema.name) == str(tmp_path / "b") and store.folder_names() == [schema.name]
+    assert store.delete(schema.name) and store.folder(schema.name) is None
