@@ -13,7 +13,8 @@ rest. Candidates that would grow the junction tree beyond ``max_model_mb`` times
 fraction are skipped; when none fits, the rest of the budget re-measures the one-way marginals.
 Every spend is a line of ``ledger_`` and they add up to ``rho``.
 
-Each round's estimate takes 100 warm-started mirror-descent steps and the final one 300: on the CPS
+Each round's estimate takes at most 100 warm-started mirror-descent steps and the final one 300,
+stopping sooner once every measured table is fitted to within its noise (``within_noise``): on the CPS
 extract (50,000 x 10, delta 1e-9) that gave a mean 2-way TVD of 0.0097 in 1.7 s at epsilon 1 (0.0104
 in 4.3 s with 300 per round) and 0.0057 in 41 s at epsilon 5 (the same TVD in 646 s with 300).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from typing import Mapping
 
 import numpy as np
@@ -29,10 +31,11 @@ import pandas as pd
 from core.privacy.accounting import exponential_mechanism_epsilon, gaussian_sigma
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.counts import as_count_source
-from core.synthesis.graphical_model import Measurement, estimate, model_size_mb
+from core.synthesis.graphical_model import Measurement, estimate, model_size_mb, model_size_with
 from core.synthesis.noise import noise_source
 
 MEASURE_SHARE = 0.9
+WITHIN_NOISE = 1.0   # an estimate stops once every measured table's residuals are noise-sized on average
 
 
 def workload_cliques(columns, domain: Mapping[str, int], degree: int, max_cells: int) -> list[tuple[str, ...]]:
@@ -55,12 +58,23 @@ class AIM:
     """AIM synthesizer: ``fit(df, domain, rho, rng, noise=None, progress=None)`` then ``sample(n, rng)``."""
 
     def __init__(self, degree: int = 2, max_cells: int = 10_000, max_model_mb: float = 80.0,
-                 max_rounds: int | None = None, iters: int = 100) -> None:
+                 max_rounds: int | None = None, iters: int = 100,
+                 within_noise: float | None = WITHIN_NOISE) -> None:
         self.degree = int(degree)
         self.max_cells = int(max_cells)
         self.max_model_mb = float(max_model_mb)
         self.max_rounds = max_rounds
         self.iters = int(iters)
+        self.within_noise = within_noise
+
+    def _estimate(self, measurements, iters, warm_start, t: int):
+        """Re-fit the model (at most ``iters`` steps, stopping once the fit is within the noise) and
+        record the estimate's cost: round, model size, steps, CPU seconds."""
+        t0 = time.process_time()
+        model = estimate(self.domain_, measurements, iters, warm_start=warm_start, within_noise=self.within_noise)
+        self.estimates_.append({"round": t, "model_mb": model_size_mb(self.domain_, [m.clique for m in measurements]),
+                                "steps": model.iterations, "cpu_s": time.process_time() - t0})
+        return model
 
     def planned_sds(self, d: int, rho: float) -> tuple[float, float]:
         """(one-way, two-way) Gaussian sd on one cell of what ``fit`` measures on ``d`` columns with
@@ -116,6 +130,7 @@ class AIM:
         self.ledger_ = BudgetLedger()
         self.spent_: list[float] = []
         self.rounds_: list[dict] = []
+        self.estimates_: list[dict] = []
         workload = workload_cliques(self.columns_, self.domain_, min(self.degree, d), self.max_cells) if d > 1 else []
         weights = candidate_weights(workload)
         cands = list(weights)
@@ -128,7 +143,7 @@ class AIM:
         # one-way marginals first, released together: L2 sensitivity sqrt(d); at most half the budget
         rho_one = rho if not cands else min(d * rho_meas, rho / 2)
         measurements = self._one_way(source, rho_one, noise, "one-way marginals")
-        model = estimate(self.domain_, measurements, self.iters)
+        model = self._estimate(measurements, self.iters, None, 0)
         t = 0
         while cands and rho - math.fsum(self.spent_) > 0:
             t += 1
@@ -143,14 +158,14 @@ class AIM:
             spent_frac = (rho - left + rho_meas + rho_sel) / rho
             measured = [m.clique for m in measurements]
             open_ = [cl for cl in cands
-                     if model_size_mb(self.domain_, measured + [cl]) <= self.max_model_mb * spent_frac]
+                     if model_size_with(self.domain_, measured, cl) <= self.max_model_mb * spent_frac]
             if not open_:
                 open_ = [cl for cl in cands if any(set(cl) <= set(m) for m in measured)]
             if not open_:
                 # every candidate would break the model-size cap: the rest of the budget measures the
                 # one-way marginals again (they never grow the model), so nothing is left unspent
                 measurements += self._one_way(source, left, noise, "rest of the budget: one-way marginals")
-                model = estimate(self.domain_, measurements, self.iters, warm_start=model)
+                model = self._estimate(measurements, self.iters, model, t)
                 self.rounds_.append({"round": t, "marginal": "one-way marginals (model-size cap reached)",
                                      "sigma": measurements[-1].sigma, "epsilon_em": float("nan"), "annealed": False})
                 break
@@ -166,7 +181,7 @@ class AIM:
             before = model.project(pick)
             measurements.append(self._measure(source, pick, rho_meas, noise,
                                               f"round {t}: measurement"))
-            model = estimate(self.domain_, measurements, self.iters, warm_start=model)
+            model = self._estimate(measurements, self.iters, model, t)
             moved = float(np.abs(model.project(pick) - before).sum())
             annealed = moved <= math.sqrt(2 / math.pi) * sigma * before.size and not last
             self.rounds_.append({"round": t, "marginal": " x ".join(pick), "sigma": sigma, "epsilon_em": eps_em,
@@ -175,7 +190,7 @@ class AIM:
                 rho_meas, rho_sel = 4 * rho_meas, 4 * rho_sel
             if last:
                 break
-        self.model_ = estimate(self.domain_, measurements, 3 * self.iters, warm_start=model) if t else model
+        self.model_ = self._estimate(measurements, 3 * self.iters, model, t + 1) if t else model
         self.measured_ = [m.clique for m in measurements]
         self.rho_ = rho
         return self

@@ -1,0 +1,132 @@
+"""AIM's size curve: CPU seconds, rounds, model size and two-way TVD as the number of rows grows.
+
+Rows are resampled with replacement from the bundled CPS extract (seeded), AIM runs with its
+registry defaults at epsilon 1, delta 1e-9, and the synthetic copy (as many rows as the input) is
+scored by the mean two-way TVD against the resampled rows. CPU time is process time (user +
+system of this process), so load from other processes does not blur it. The growth exponent
+between two sizes is log(cost ratio) / log(size ratio): 1 is linear.
+
+``--ledger FILE`` writes every run's spends (label and amount) to a JSON file, and ``--compare
+FILE`` checks them against an earlier run's, so a change to the estimator can be shown to leave
+the budget's path alone.
+
+Run: .venv/bin/python benchmarks/size_curves.py [--rows 50000,100000,200000,1000000] [--ledger out.json]
+"""
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from core.contracts import make_rng  # noqa: E402
+from core.datasets import load_cps  # noqa: E402
+from core.privacy.accounting import rho_for_epsilon  # noqa: E402
+from core.synthesis import make_synthesizer  # noqa: E402
+from core.synthesis.encoding import encode_categories  # noqa: E402
+from core.synthesis.graphical_model import model_size_mb  # noqa: E402
+from core.synthesis.metrics import two_way_tvd  # noqa: E402
+
+EPSILON, DELTA, SEED = 1.0, 1e-9, 0
+TARGET_1M_S = 120.0
+
+
+def resampled(codes, n: int, seed: int = SEED):
+    """``n`` rows drawn with replacement from ``codes`` (seeded, so every run sees the same rows)."""
+    idx = np.random.default_rng(seed + n).integers(0, len(codes), n)
+    return codes.iloc[idx].reset_index(drop=True)
+
+
+def aim_point(codes, dom, n: int) -> dict:
+    """One AIM fit + sample on ``n`` resampled rows: CPU seconds, rounds, model MB, TVD, spends."""
+    rows = resampled(codes, n)
+    rho = rho_for_epsilon(EPSILON, DELTA)
+    t0 = time.process_time()
+    model = make_synthesizer("aim").fit(rows, dom, rho, make_rng(SEED))
+    fit_s = time.process_time() - t0
+    synth = model.sample(n, make_rng(SEED + 1000))
+    cpu = time.process_time() - t0
+    tvd = float(two_way_tvd(rows, synth, dom)["tvd"].mean())
+    return {"rows": n, "cpu_s": cpu, "fit_s": fit_s, "rounds": len(model.rounds_),
+            "model_mb": model_size_mb(dom, model.measured_), "tvd": tvd,
+            "estimate_s": math.fsum(e["cpu_s"] for e in model.estimates_),
+            "estimates": model.estimates_,
+            "spends": [[s.label, s.amount] for s in model.ledger_.spends]}
+
+
+def exponent(a: dict, b: dict, key: str = "cpu_s") -> float:
+    """Growth exponent of ``key`` between two points: log(ratio of costs) / log(ratio of rows)."""
+    if a[key] <= 0 or b[key] <= 0:
+        return math.nan
+    return math.log(b[key] / a[key]) / math.log(b["rows"] / a["rows"])
+
+
+HEADER = f"{'rows':>10} {'CPU s':>8} {'rounds':>6} {'model MB':>9} {'2-way TVD':>10} {'exponent':>9}"
+
+
+def row_line(points: list[dict], i: int) -> str:
+    """One line of the curve: point ``i`` and its growth exponent from point ``i - 1``."""
+    p = points[i]
+    exp = f"{exponent(points[i - 1], p):9.2f}" if i else f"{'':>9}"
+    note = ""
+    if p["rows"] == 1_000_000:
+        note = f"   target < {TARGET_1M_S:.0f} s: {'met' if p['cpu_s'] < TARGET_1M_S else 'MISSED'}"
+    return f"{p['rows']:>10,} {p['cpu_s']:8.1f} {p['rounds']:>6} {p['model_mb']:9.2f} {p['tvd']:10.4f} {exp}{note}"
+
+
+def print_curve(points: list[dict]) -> None:
+    print(HEADER)
+    for i in range(len(points)):
+        print(row_line(points, i), flush=True)
+
+
+def compare_spends(points: list[dict], path: str) -> None:
+    """Say, per size, whether every spend (label and amount) equals the earlier run's."""
+    old = {p["rows"]: p["spends"] for p in json.loads(Path(path).read_text())}
+    for p in points:
+        if p["rows"] not in old:
+            continue
+        a, b = old[p["rows"]], p["spends"]
+        same = len(a) == len(b) and all(x[0] == y[0] and math.isclose(x[1], y[1], rel_tol=1e-12, abs_tol=0)
+                                        for x, y in zip(a, b))
+        print(f"   {p['rows']:,} rows: ledger {'identical' if same else 'DIFFERENT'} to {path} "
+              f"({len(b)} spends now, {len(a)} before)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", default="50000,100000,200000,1000000")
+    ap.add_argument("--ledger", default=None, help="write every run's spends and figures to this JSON file")
+    ap.add_argument("--compare", default=None, help="compare the spends with an earlier --ledger file")
+    args = ap.parse_args()
+    codes, dom, _ = encode_categories(load_cps())
+    sizes = [int(s) for s in args.rows.split(",")]
+    print(f"AIM size curve: CPS columns ({codes.shape[1]}), epsilon {EPSILON:g}, delta {DELTA:g}, seed {SEED}")
+    points = []
+    print(HEADER, flush=True)
+    for n in sizes:
+        points.append(aim_point(codes, dom, n))
+        print(row_line(points, len(points) - 1), flush=True)
+        if args.ledger:
+            Path(args.ledger).write_text(json.dumps(points, indent=1))
+    print()
+    print_curve(points)
+    if args.ledger:
+        Path(args.ledger).write_text(json.dumps(points, indent=1))
+    if args.compare:
+        compare_spends(points, args.compare)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""How much work the estimator does: closed-form fits take no step, the junction tree and its
+schedule are built once per clique set, the noise-level stop ends a fit once every table is fitted
+to within its noise, and the sliced reduction equals numpy's."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import core.synthesis.graphical_model as gm
+from core.synthesis.aim import AIM
+from core.synthesis.graphical_model import WORK, Measurement, estimate, model_size_mb, model_size_with
+
+DOM = {"a": 3, "b": 4, "c": 2, "d": 3, "e": 2}
+
+
+def rows(n: int = 5000, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 3, n)
+    b = (a + rng.integers(0, 2, n)) % 4
+    c = ((b > 1).astype(int) ^ (rng.random(n) < 0.2)).astype(int)
+    d = (c + a + rng.integers(0, 2, n)) % 3
+    e = np.where(rng.random(n) < 0.7, b % 2, rng.integers(0, 2, n))
+    return {"a": a, "b": b, "c": c, "d": d, "e": e}
+
+
+def counts(data, clique) -> np.ndarray:
+    sizes = [DOM[c] for c in clique]
+    return np.bincount(np.ravel_multi_index([data[c] for c in clique], sizes),
+                       minlength=int(np.prod(sizes))).astype(float)
+
+
+def clear_caches() -> None:
+    gm._triangulation.cache_clear()
+    gm._junction_tree_cached.cache_clear()
+    gm._schedule.cache_clear()
+
+
+def test_exact_measurements_on_a_junction_tree_are_fitted_in_closed_form_with_no_step():
+    data = rows()
+    # a tree a-b, b-c, b-e plus a one-way inside it and column d never measured
+    cliques = [("a", "b"), ("b", "c"), ("b", "e"), ("b",)]
+    meas = [Measurement(cl, counts(data, cl), 1.0) for cl in cliques]
+    before = dict(WORK)
+    model = estimate(DOM, meas, 500)
+    assert model.iterations == 0
+    assert WORK["closed_form"] == before.get("closed_form", 0) + 1
+    assert WORK["steps"] == before.get("steps", 0)
+    for cl in cliques:
+        assert np.allclose(model.project(cl).ravel(), counts(data, cl), atol=1e-9)
+    assert model.loss == pytest.approx(0.0, abs=1e-9)
+    # the unmeasured column is uniform; the rest follows the tree factorisation p(ab) p(bc) / p(b)
+    assert np.allclose(model.project(("d",)), 5000 / 3)
+    abc = model.project(("a", "b", "c"))
+    ab, bc, b = (counts(data, cl) for cl in [("a", "b"), ("b", "c"), ("b",)])
+    expect = ab.reshape(3, 4, 1) * bc.reshape(1, 4, 2) / b.reshape(1, 4, 1)
+    assert np.allclose(abc, expect, atol=1e-8)
+    # its potentials are those of the same distribution: zero steps from them change nothing
+    kept = estimate(DOM, meas, 0, warm_start=model)
+    for cl in cliques:
+        assert np.allclose(kept.project(cl), model.project(cl), atol=1e-6)
+
+
+@pytest.mark.parametrize("cliques, shift", [
+    ([("a", "b"), ("b", "c")], 0.0),                              # fine, but b's totals disagree below
+    ([("a", "b"), ("b", "c"), ("a", "c")], 0.0),                  # a cycle: not a junction tree
+])
+def test_no_closed_form_when_measurements_disagree_or_cliques_form_a_cycle(cliques, shift):
+    data = rows(3000, 2)
+    meas = [Measurement(cl, counts(data, cl), 1.0) for cl in cliques]
+    if len(cliques) == 2:   # b x c off by one count in one cell: the tables no longer agree on b
+        meas[1] = Measurement(("b", "c"), counts(data, ("b", "c")) + np.eye(1, 8).ravel(), 1.0)
+    model = estimate(DOM, meas, 40)
+    assert model.iterations == 40
+
+
+def test_the_junction_tree_and_its_schedule_are_built_once_per_clique_set():
+    clear_caches()
+    data = rows(2000, 3)
+    rng = np.random.default_rng(4)
+    first = [Measurement(cl, counts(data, cl) + rng.normal(0, 3, counts(data, cl).size), 3.0)
+             for cl in [("a", "b"), ("b", "c"), ("c", "d")]]
+    t0, s0 = WORK["triangulations"], WORK["schedules"]
+    fit = estimate(DOM, first, 5)
+    fit = estimate(DOM, first, 5, warm_start=fit)           # same cliques: nothing rebuilt
+    again = [Measurement(m.clique, m.noisy + 1.0, m.sigma) for m in first] + [
+        Measurement(("b",), counts(data, ("b",)), 2.0)]     # new values, a one-way inside: same set
+    estimate(DOM, again, 5, warm_start=fit)
+    assert (WORK["triangulations"] - t0, WORK["schedules"] - s0) == (1, 1)
+    estimate(DOM, first + [Measurement(("d", "e"), counts(data, ("d", "e")), 3.0)], 5)
+    assert (WORK["triangulations"] - t0, WORK["schedules"] - s0) == (2, 2)
+
+
+def test_model_size_of_a_candidate_inside_the_tree_needs_no_new_triangulation():
+    clear_caches()
+    measured = [("a", "b"), ("b", "c"), ("a", "c"), ("d",)]   # a triangle: one clique a, b, c
+    base = model_size_mb(DOM, measured)
+    t0 = WORK["triangulations"]
+    assert model_size_with(DOM, measured, ("a", "c")) == base
+    assert model_size_with(DOM, measured, ("c", "a")) == base
+    assert WORK["triangulations"] == t0
+    grown = model_size_with(DOM, measured, ("c", "d"))
+    assert grown == model_size_mb(DOM, measured + [("c", "d")]) and grown > base
+    assert WORK["triangulations"] == t0 + 1
+
+
+def test_noise_level_stop_ends_once_every_table_is_fitted_within_its_noise():
+    data = rows(4000, 5)
+    rng = np.random.default_rng(6)
+    sigma = 20.0
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d"), ("e",)]
+    meas = [Measurement(cl, counts(data, cl) + rng.normal(0, sigma, counts(data, cl).size), sigma)
+            for cl in cliques]
+    full = estimate(DOM, meas, 300)
+    early = estimate(DOM, meas, 300, within_noise=1.5)
+    assert 0 < early.iterations < 300
+    for m in meas:
+        r = early.project(m.clique).ravel() - m.noisy
+        assert float(np.mean(r ** 2)) / sigma ** 2 <= 1.5 + 1e-9, m.clique
+    # one step fewer and some table was still outside the level
+    before = estimate(DOM, meas, early.iterations - 1, within_noise=1.5)
+    worst = max(float(np.mean((before.project(m.clique).ravel() - m.noisy) ** 2)) / sigma ** 2 for m in meas)
+    assert worst > 1.5
+    assert early.loss >= full.loss - 1e-9      # stopping early never beats running on
+    # a level no fit can miss: no step at all
+    assert estimate(DOM, meas, 300, within_noise=1e12).iterations == 0
+
+
+@pytest.mark.parametrize("shape, axes", [((8, 7, 7, 5, 9, 2), (5,)), ((8, 7, 7, 5, 5, 9), (2, 5)),
+                                         ((40, 3, 60), (0, 2)), ((3, 4), (1,))])
+def test_sliced_reduction_equals_numpys(shape, axes):
+    x = np.random.default_rng(7).normal(size=shape)
+    for uf in (np.add, np.maximum):
+        assert np.allclose(gm._reduce(uf, x, axes), uf.reduce(x, axis=axes, keepdims=True), rtol=1e-12)
+
+
+def test_aim_records_each_estimate_and_still_spends_exactly_its_budget():
+    data = rows(3000, 8)
+    import pandas as pd
+
+    df = pd.DataFrame(data)
+    model = AIM(max_rounds=5, iters=40).fit(df, DOM, 0.5, np.random.default_rng(9))
+    assert math.isclose(model.ledger_.total("rho"), 0.5, rel_tol=0, abs_tol=1e-9)
+    assert len(model.estimates_) == len(model.rounds_) + 2      # the one-way fit, each round, the final fit
+    assert all(0 <= e["steps"] <= 120 for e in model.estimates_)
+    assert all(e["model_mb"] > 0 for e in model.estimates_)
