@@ -543,6 +543,16 @@ def _folder_release(schema: DataSchema, listing) -> None:
         st.dataframe(shown.ledger.to_frame(), hide_index=True, width="stretch", key=f"{P}_folder_ledger")
 
 
+def _saved_folder_set(folder: str) -> DataSchema | None:
+    """The declaration saved for this folder (the curator comes back to it), or None."""
+    try:
+        store = data_set_store()
+        name = next((n for n in store.folder_names() if store.folder(n) == folder), None)
+        return None if name is None else store.get(name)
+    except ValueError:
+        return None
+
+
 def folder_step() -> None:
     """The whole data step for a folder of parts named by its path (never uploaded)."""
     path = st.text_input("Folder of Parquet parts on this machine (its path on the server)", key=f"{P}_folder",
@@ -565,7 +575,11 @@ def folder_step() -> None:
     fp = "folder:" + listing.fingerprint
     state = _state()
     if state["fp"] != fp or state["base"] is None:
-        _start_from(draft_schema(sample, Path(listing.folder).name, profiled=prof), "draft", fp)
+        saved = _saved_folder_set(listing.folder)
+        if saved is not None:
+            _start_from(saved, "declared", fp)
+        else:
+            _start_from(draft_schema(sample, Path(listing.folder).name, profiled=prof), "draft", fp)
         state = _state()
     st.info(CURATOR_ONLY, icon=":material/visibility_off:")
     with st.expander(f"Profile of a sample: the first rows of the parts, at most {SAMPLE_ROWS:,} (curator only)",

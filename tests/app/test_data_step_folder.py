@@ -99,3 +99,11 @@ def test_a_folder_set_is_declared_checked_saved_and_released_once(parts, tmp_pat
     released = ledger.releases(declared_key(NAME), "release")
     assert len(released) == 1 and released[0].data_label == NAME
     assert "240" not in released[0].label and all("240" not in s.measured for s in released[0].spends)
+    # back later in a new session: the path opens the saved declaration, not a new draft
+    again = AppTest.from_file(APP, default_timeout=300).run()
+    again.switch_page(STEP).run()
+    again.radio(key="ds_source").set_value(FOLDER).run()
+    again.text_input(key="ds_folder").input(str(parts)).run()
+    assert again.text_input(key="ds_name").value == NAME
+    assert any("is saved as a folder set" in s.value for s in again.success)
+    assert any(b.key == "ds_folder_release" for b in again.button)
