@@ -240,7 +240,7 @@ def _check_part(path: str, schema: DataSchema) -> dict:
     for col in schema.used_columns():
         if col.name not in names:
             counts[col.name] = {**dict.fromkeys(COUNTS, 0), "lacking": 1}
-    return {"counts": counts, "rows": handle.metadata.num_rows}
+    return {"counts": counts, "columns": sorted(names)}
 
 
 @dataclass(frozen=True)
@@ -338,4 +338,8 @@ def check_folder(listing: FolderListing, schema: DataSchema, *, n_jobs: int | No
                 total[k] += int(v)
         lacking = [name for name, r in readable if r["counts"][col.name]["lacking"]]
         problems += _problems(col, total, lacking)
+    declared = {c.name for c in schema.columns}
+    for name in sorted({c for _, r in readable for c in r["columns"]} - declared):
+        problems.append(Problem(name, WARNING, "is in some parts but not declared; it will be left out.",
+                                "Declare it (or mark it leave_out to silence this)."))
     return FolderCheck(tuple(problems), listing.n_parts)

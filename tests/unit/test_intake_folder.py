@@ -82,6 +82,10 @@ def test_every_problem_of_every_part_in_one_check_with_banded_counts(messy):
     assert any("outside the declared categories (n < 10 rows); there is no missing policy" in w for w in region)
     assert any("missing from 1 part(s): part-3.parquet" in w for w in region)
     assert len(checked.blocking) == 3
+    assert table[table["column"] == "age"]["severity"].tolist() == []          # declared leave_out: no warning
+    extra = _schema().replace(columns=_schema().columns[:2])                   # age not declared at all
+    assert check_folder(list_folder(messy), extra, n_jobs=1).table().query("column == 'age'")["what"].tolist() == [
+        "is in some parts but not declared; it will be left out."]
     with pytest.raises(ValueError, match=r"(?s)cannot be used yet.*sex.*region.*region"):
         checked.raise_if_blocked()
     # counts are banded: the exact numbers (3 missing, 3 outside) are never written
