@@ -156,16 +156,29 @@ class _LogisticOracle:
     rescaled to mean 1 and z_i = 1 where predicting 1 is cheaper. Newton's method with step halving,
     vectorised over rows; each call starts from the previous solution. The objective is strictly
     convex in b and, once both labels occur, in c, so the answer does not depend on the start.
+
+    People with the same features and the same cheaper label contribute the same loss term, so
+    the objective is summed over distinct (feature row, label) classes with their weights added
+    (the sum is unchanged; only its rounding differs): Newton's steps cost the distinct rows, not
+    the people (``rows_seen`` counts the rows each solve worked on).
     """
 
     TOL = 1e-10
     MAX_STEPS = 50
 
     def __init__(self, X: np.ndarray, start: np.ndarray | None = None):
-        self.X1 = np.column_stack([X, np.ones(X.shape[0])])
+        unique, inverse = np.unique(np.asarray(X, dtype=float), axis=0, return_inverse=True)
+        self.unique = unique
+        self.X1 = np.column_stack([unique, np.ones(unique.shape[0])])
+        self.inverse = inverse.ravel().astype(np.int64)
         d = X.shape[1]
         self.penalty = np.r_[np.ones(d), 0.0]            # no penalty on the intercept
         self.beta = np.zeros(d + 1) if start is None else np.array(start, dtype=float)
+        self.rows_seen: list[int] = []
+
+    def decide(self, params: np.ndarray) -> np.ndarray:
+        """The 0/1 decision 1[x.b + c > 0] of every person, computed once per distinct feature row."""
+        return (self.unique @ params[:-1] + params[-1] > 0).astype(float)[self.inverse]
 
     def objective(self, beta: np.ndarray, X1: np.ndarray, z: np.ndarray, s: np.ndarray) -> float:
         margin = (2.0 * z - 1.0) * (X1 @ beta)
@@ -178,7 +191,11 @@ class _LogisticOracle:
             return np.r_[np.zeros(self.X1.shape[1] - 1), 1.0 if rows.size and z[0] == 1 else -1.0]
         s = np.abs(diff[rows])
         s *= rows.size / s.sum()
-        X1 = self.X1[rows]
+        U = self.X1.shape[0]
+        merged = np.bincount(self.inverse[rows] * 2 + z.astype(np.int64), weights=s, minlength=2 * U)
+        keys = np.flatnonzero(merged)
+        X1, z, s = self.X1[keys // 2], (keys % 2).astype(float), merged[keys]
+        self.rows_seen.append(int(keys.size))
         beta = self.beta.copy()
         value = self.objective(beta, X1, z, s)
         for _ in range(self.MAX_STEPS):
@@ -305,7 +322,8 @@ def _best_response(oracle, X: np.ndarray, c0: np.ndarray, c1: np.ndarray) -> tup
     """Oracle rule, or a constant classifier when cheaper (H contains both constants, spec 5)."""
     diff = c1 - c0
     params = oracle(diff)
-    h = (X @ params[:-1] + params[-1] > 0).astype(float)
+    decide = getattr(oracle, "decide", None)
+    h = decide(params) if decide is not None else (X @ params[:-1] + params[-1] > 0).astype(float)
     costs = (h @ diff, 0.0, diff.sum())               # relative to the all-zero classifier
     best = int(np.argmin(costs))
     if best == 1:
