@@ -333,6 +333,9 @@ def _draw_rows(table: np.ndarray, parent: np.ndarray, rng: np.random.Generator) 
     return draw_conditional(cond, parent, rng)
 
 
+_EINSUM_PATHS: dict = {}
+
+
 class GraphicalModel:
     """Fitted model: clique marginals (counts) of its junction tree and a seeded sampler.
 
@@ -382,7 +385,10 @@ class GraphicalModel:
             operands += [inv, "".join(letters[c] for c in sep)]
         tables = operands[0::2]
         spec = ",".join(operands[1::2]) + "->" + "".join(letters[c] for c in clique)
-        out = np.einsum(spec, *tables, optimize="greedy")
+        key = (spec, tuple(t.shape for t in tables))
+        if key not in _EINSUM_PATHS:   # the contraction order depends only on the spec and shapes
+            _EINSUM_PATHS[key] = np.einsum_path(spec, *tables, optimize="greedy")[0]
+        out = np.einsum(spec, *tables, optimize=_EINSUM_PATHS[key])
         return np.maximum(out, 0.0) * self.total
 
     @staticmethod
