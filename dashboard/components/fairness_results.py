@@ -2,9 +2,11 @@
 
 The component turns its widgets into a ``core.fairness.LearningPlan`` (the constraint table it is
 given, the population, the sweep settings and the companion settings), calls
-``core.fairness.run_learning`` once and draws the result. The sweep is the slow part: it runs behind
-the button with a progress bar, is kept per session and on disk (keyed on the sweep settings and
-the constraint table), and is shown at once when already computed; the companion settings then
+``core.fairness.run_learning`` once and draws the result. The sweep is the slow part: behind the
+button it runs as a background job of the session (``core.jobs``: its own process, listed in the
+sidebar, with Cancel; a page left meanwhile attaches to it again), is kept per session and on disk
+(keyed on the sweep settings and the constraint table), and is shown at once when already computed;
+the companion settings then
 post-process that same result (``LearningResult.with_companion``), so the learner never runs twice.
 The figures at the operating point are the result's ``headline()``. For a session whose cards
 showed a private synthetic copy, the plan of that copy travels with the constraint table and the
@@ -20,6 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from core.cache import config_digest
+from core.contracts import Cancelled
 from core.datasets import COMPAS_POPULATIONS
 from core.fairness import CompanionPlan, ConstraintTable, FrontierPlan, LearningPlan, run_learning
 from core.fairness.companion import (PARITY, PENALTY_MENU, CompanionResult, cost_ratio, default_penalty, penalties,
@@ -28,15 +31,20 @@ from core.fairness.frontier import FrontierResult, fpr_gap
 from core.fairness.learning_plan import frontier_ready
 from core.fairness.learning_plan import LearningResult
 from core.fairness.private_pairs import SAMPLING_NOTE, PrivatePairsPlan, SyntheticPeople
+from core.jobs import run_key
 from dashboard.components.chart_table import chart_numbers
 from dashboard.components.params_form import check_shown, field_widget, plan_widget_values
-from dashboard.components.progress import session_memo
+from dashboard.components.progress import attached_job, remember, run_with_progress
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.run_estimate import run_estimate_notice
 from dashboard.figures import fairness as figs
 
 KEEP = "session"
 PAGE = "fairness_learning"
+LEARNING = "Learning under the elicited constraints"
+"""The label of the learner's background job (bar and sidebar)."""
+KEPT_RUNS = 6
+"""Learner results kept in a browser session (oldest out)."""
 GROUP_PAIRS = {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")}
 
 PAIR_LABELS = {"i": "person i (COMPAS row)", "j": "person j (COMPAS row)",
@@ -206,7 +214,9 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
                + ", ".join(f"{g:g}" for g in sweep.values) + ".")
     digest = base.digest()
     memo_key = f"{key}_results"
-    ready = digest in st.session_state.get(memo_key, {}) or frontier_ready(base, copy)
+    job_key = run_key(run_learning, base, copy)     # the background job of this sweep, if one was started
+    ready = (digest in st.session_state.get(memo_key, {}) or frontier_ready(base, copy)
+             or attached_job(job_key) is not None)
     may_start = ready or run_estimate_notice(base, key=f"{key}_estimate")
     clicked = st.button("Run the learner", key=f"{key}_run", type="primary", disabled=not may_start,
                         help="Fits one mixture per slack value; results are kept for these settings.")
@@ -215,8 +225,10 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
                 f"({len(sweep.values)} values × {sweep.T} rounds).")
         return {}
     try:    # the one run of the learner; the companion below post-processes this result
-        learned = session_memo(memo_key, digest, lambda progress: run_learning(base, copy, progress=progress),
-                               "Learning under the elicited constraints", limit=6)
+        learned = _learned(memo_key, digest, base, copy, key)
+    except Cancelled:
+        st.info("The learner was stopped; nothing was kept. Press **Run the learner** to start it again.")
+        return {}
     except ValueError as exc:
         st.error(str(exc))
         return {}
@@ -237,6 +249,24 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
     companion_panel(key, result.companion, result.plan.companion)
     report_panel(result, page=PAGE, key=f"{key}_report")
     return result.tables()
+
+
+def _learned(memo_key: str, digest: str, base: LearningPlan, copy: SyntheticPeople | None,
+             key: str) -> LearningResult:
+    """The learner's result for ``base``: kept in this session (at most :data:`KEPT_RUNS`), else read from
+    the result cache when its sweep is there, else computed as a background job (followed behind a bar
+    with Cancel; a page left meanwhile attaches to the same job when it comes back)."""
+    slot = st.empty()       # made on every run, so the elements below keep their places with or without a bar
+    kept = st.session_state.get(memo_key, {})
+    if digest in kept:
+        return kept[digest]
+    if frontier_ready(base, copy):      # the sweep is cached: the rest is quick, no job needed
+        learned = run_learning(base, copy)
+    else:
+        with slot.container():
+            learned = run_with_progress(run_learning, base, copy, label=LEARNING, cancel_key=f"{key}_cancel")
+        slot.empty()
+    return remember(memo_key, digest, learned, KEPT_RUNS)
 
 
 def _frontier_block(key: str, result: LearningResult) -> None:

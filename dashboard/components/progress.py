@@ -163,6 +163,33 @@ def run_job(func: Callable[..., T], *args, key: str, label: str, cancel_key: str
         raise
 
 
+def run_held(func: Callable[..., T], *args, label: str, cancel_key: str | None = None,
+             n_jobs: int | None = None) -> T:
+    """``func(*args, progress=...)`` as a batch job that lives only while this run of the page follows it:
+    out of the server process like any job (listed in the sidebar, with Cancel), but under a key of its
+    own that nothing attaches to, and cancelled whenever the wait ends without its result (Cancel, another
+    page, a widget change). For real releases, whose ledger reservation, computation and commit must
+    happen in one run of the page: a result nobody waits for any more is never committed or shown."""
+    queue = job_queue()
+    key = job_key(func, uuid.uuid4().hex)
+    try:
+        with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
+            job = queue.submit(func, *args, owner=job_owner(), key=key, label=label)
+            return follow(job, bar)
+    finally:
+        queue.cancel_key(key)        # no-op once the job finished
+
+
+def job_key(func: Callable, *parts) -> str:
+    """The key of a job that calls ``func`` on what ``parts`` name (JSON-able: row keys, a digest, a
+    nonce), for work that has no plan: the function's name, the digest of the parts and the code version
+    (the result cache's folder), as :func:`core.jobs.run_key` names a plan's run."""
+    from core.cache import config_digest, memory
+
+    name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+    return f"{name}:{config_digest(list(parts))}@{memory().location}"
+
+
 def attached_job(key: str):
     """The job of ``key`` a page may attach to (queued, running or finished with a result), else None."""
     job = job_queue().find(key)

@@ -221,6 +221,7 @@ def test_the_learner_runs_once_and_companion_settings_reuse_its_result(monkeypat
     """One sweep per plan: the companion is applied to the result in hand, never by a second run."""
     import core.fairness.learning_plan as learning_plan
     monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cache"))    # nothing answered from disk
+    monkeypatch.setenv("DASHBOARD_JOB_WORKER", "thread")     # the job runs here, where the spy is
     calls, real = [], learning_plan.trade_off_frontier
     monkeypatch.setattr(learning_plan, "trade_off_frontier", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
     at = run_small(app())
