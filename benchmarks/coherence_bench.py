@@ -4,14 +4,25 @@
 2. One trial's Wasserstein computations for 10 subgroups (real split + null): target < 50 ms.
 3. The page's default plan (10,000 CPS rows, 60 trials, 2 releases x 3 adversaries), uncached; then
    the same plan again, answered from the cache.
-Run: DASHBOARD_N_JOBS=2 .venv/bin/python benchmarks/coherence_bench.py [--trials 100]
+4. Size curve: the audit of [1] on 50,000 to 1,000,000 rows resampled from the CPS extract, a few
+   trials each, in-process: CPU seconds of the one-off setup (encoding, subgroups, the people's
+   classes) and per trial, the growth exponent of the per-trial cost between sizes (log cost ratio /
+   log rows ratio; 1 is linear), and beside 1,000,000 rows the projected 100 trials against the
+   10-minute target (setup + 100 trials, shared by the local workers). ``--full`` also runs the 100
+   trials at 1,000,000 rows on the local workers and prints the wall time.
+Run: DASHBOARD_N_JOBS=2 .venv/bin/python benchmarks/coherence_bench.py [--trials 100] [--sizes 50000,...] [--full]
 """
 from __future__ import annotations
 
-import argparse
-import sys
-import time
-from pathlib import Path
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")      # CPU seconds count one thread's work, not idle spinning
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -21,7 +32,7 @@ from core.coherence import AuditPlan, run  # noqa: E402
 from core.coherence.audit import coherence_audit  # noqa: E402
 from core.coherence.releases import make_release  # noqa: E402
 from core.coherence.subgroups import Subgroup  # noqa: E402
-from core.coherence.wasserstein import cell_distances, member_pairs, subgroup_distances  # noqa: E402
+from core.coherence.wasserstein import SideCounts, count_distances, subgroup_distances  # noqa: E402
 from core.datasets import load_dataset  # noqa: E402
 from core.parallel import default_n_jobs  # noqa: E402
 
@@ -36,10 +47,68 @@ def ten_subgroups(df) -> list[Subgroup]:
     return out[:10]
 
 
+TARGET_1M_S = 600.0
+CURVE_TRIALS = 3
+
+
+def resampled(base, n: int):
+    """``n`` rows drawn with replacement from the CPS extract (seeded by ``n``)."""
+    return base.iloc[np.random.default_rng(n).integers(0, len(base), n)].reset_index(drop=True)
+
+
+def curve_point(df, trials: int, n_jobs: int | None = 1) -> dict:
+    """CPU seconds before the first trial, per trial (median), and in all, for one audit."""
+    marks = []
+    t0 = time.process_time()
+    w0 = time.perf_counter()
+    coherence_audit(df, [make_release("clear_half"), make_release("laplace_table", epsilon=1.0)],
+                    ["logistic", "boosting", "nearest_neighbour"], "income",
+                    ["age_band", "education", "marital", "race", "sex"], ten_subgroups(df), gamma=80,
+                    trials=trials, seed=0, n_jobs=n_jobs, progress=lambda d, t, m: marks.append(time.process_time()))
+    total = time.process_time() - t0
+    steps = np.diff([t0, *marks])
+    per_trial = float(np.median(steps[1:])) if len(steps) > 1 else float(steps[0])
+    return {"rows": len(df), "setup": max(float(steps[0]) - per_trial, 0.0), "trial": per_trial,
+            "total": total, "wall": time.perf_counter() - w0}
+
+
+def growth(a: float, b: float, na: int, nb: int) -> float:
+    """log(b / a) / log(nb / na): the growth exponent of a cost between two sizes."""
+    return float(np.log(b / a) / np.log(nb / na)) if a > 0 and b > 0 else float("nan")
+
+
+def size_curve(sizes: list[int], trials: int, full: bool) -> None:
+    base = load_dataset("cps")
+    workers = default_n_jobs()
+    print(f"[4] size curve: {trials} trials x 3 adversaries x 2 releases, 10 subgroups, in-process CPU seconds")
+    print(f"{'rows':>10} {'setup s':>8} {'per trial s':>11} {'exponent':>9} {'100 trials s':>13}")
+    points = []
+    for n in sizes:
+        p = curve_point(resampled(base, n), trials)
+        points.append(p)
+        exp = growth(points[-2]["trial"], p["trial"], points[-2]["rows"], n) if len(points) > 1 else None
+        hundred = p["setup"] + 100 * p["trial"]
+        note = ""
+        if n == 1_000_000:
+            shared = p["setup"] + 100 * p["trial"] / workers
+            note = (f"   target: 100 trials < {TARGET_1M_S:.0f} s on this machine; projected {shared:.0f} s "
+                    f"on {workers} local workers -> {'met' if shared < TARGET_1M_S else 'MISSED'}")
+        print(f"{n:>10,} {p['setup']:8.2f} {p['trial']:11.3f} {'' if exp is None else f'{exp:9.2f}':>9} "
+              f"{hundred:13.1f}{note}", flush=True)
+    if full:
+        df = resampled(base, 1_000_000)
+        p = curve_point(df, 100, n_jobs=None)
+        print(f"    100 trials on 1,000,000 rows, {workers} local workers: wall {p['wall']:.0f} s "
+              f"(target < {TARGET_1M_S:.0f} s) -> {'met' if p['wall'] < TARGET_1M_S else 'MISSED'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--rows", type=int, default=20_000)
+    ap.add_argument("--sizes", default="50000,100000,200000,1000000", help="rows of the size curve")
+    ap.add_argument("--curve-trials", type=int, default=CURVE_TRIALS)
+    ap.add_argument("--full", action="store_true", help="also run 100 trials on 1,000,000 rows")
     args = ap.parse_args()
     df = load_dataset("cps").sample(args.rows, random_state=0).reset_index(drop=True)
     groups = ten_subgroups(df)
@@ -77,18 +146,20 @@ def main() -> None:
     cells = df[lens].astype(str).agg("|".join, axis=1)
     _, cell_of = np.unique(cells.to_numpy(), return_inverse=True)
     n_cells = int(cell_of.max()) + 1
-    pairs = member_pairs(cell_of, members)
+    counts = SideCounts(cell_of, members, n_cells)          # once per audit
     n_pairs = len(releases) * len(adversaries)
     vectors = [rng.uniform(-1, 1, n_cells) for _ in range(n_pairs)]
     runs = []
     for _ in range(10):
         t = time.perf_counter()
+        sides = [counts.released(h) for h in halves]         # once per trial
         for v in vectors:
-            cell_distances(v, cell_of, halves, members, pairs)
+            count_distances(v, sides)
         runs.append(1000 * (time.perf_counter() - t))
     whole = float(np.median(runs))
     print(f"    whole trial as the audit runs it ({n_pairs} release x adversary predictors, {n_cells:,} lens cells): "
           f"median {whole:.1f} ms (target < 50 ms) -> {'OK' if whole < 50 else 'MISSED'}")
+    return args
 
 
 def default_plan_timing() -> None:
@@ -106,6 +177,10 @@ def default_plan_timing() -> None:
           f"from the cache: {1000 * again:.0f} ms")
 
 
+    return args
+
+
 if __name__ == "__main__":
-    main()
+    options = main()
     default_plan_timing()
+    size_curve([int(x) for x in options.sizes.split(",")], options.curve_trials, options.full)

@@ -7,15 +7,27 @@ seconds; the frontier's CPU figure is taken in-process (DASHBOARD_N_JOBS=1) so n
 worker processes, then the wall time with the default worker count is shown. The machine load
 (``os.getloadavg``) is printed first: on a shared box, wall time is not the code's speed.
 
-Run: .venv/bin/python benchmarks/fairness_bench.py  (prints timings against their targets)
+Size curve: the same learner and the default frontier on 5,829 (the paper's people), 20,000, 50,000
+and 100,000 people resampled from that population (seeded; pair constraints on 1,500 random pairs of
+the resampled people), CPU seconds in-process, the growth exponent between sizes (log cost ratio /
+log people ratio; 1 is linear) and the 60 s target beside 100,000 people.
+
+Run: .venv/bin/python benchmarks/fairness_bench.py [--sizes 5829,20000,50000,100000] [--skip-store]
 """
 from __future__ import annotations
 
 import os
-import sys
-import tempfile
-import time
-from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")      # CPU seconds count one thread's work, not idle spinning
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -50,7 +62,69 @@ def timed(func):
     return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
+TARGET_100K_S = 60.0
+
+
+def resampled_people(base, n: int):
+    """``n`` people drawn with replacement from ``base`` (seeded by ``n``); 30% of them held out."""
+    if n == base.n:
+        return base
+    rng = np.random.default_rng(n)
+    idx = np.sort(rng.integers(0, base.n, n))
+    perm = rng.permutation(n)
+    cut = int(round(0.3 * n))
+    return dataclasses.replace(base, X=base.X[idx], y=base.y[idx], groups=base.groups.iloc[idx].reset_index(drop=True),
+                               rows=np.arange(n), train=np.sort(perm[cut:]), test=np.sort(perm[:cut]))
+
+
+def growth(a: float, b: float, na: int, nb: int) -> float:
+    """log(b / a) / log(nb / na): the growth exponent of a cost between two sizes."""
+    return math.log(b / a) / math.log(nb / na) if a > 0 and b > 0 else float("nan")
+
+
+def size_curve(sizes: list[int]) -> None:
+    """One 1,000-round fit (gamma 0.1) and the default ten-point frontier, in-process, per size."""
+    import core.fairness.frontier as frontier_mod
+
+    base = compas_learning_data()
+    plan = FrontierPlan()
+    print(f"Size curve: people resampled from the paper's {base.n:,}; 1,500 pairs; CPU seconds in-process")
+    print(f"{'people':>9} {'fit s':>7} {'exp':>6} {'frontier s':>11} {'exp':>6}")
+    points = []
+    os.environ["DASHBOARD_N_JOBS"] = "1"
+    real = FrontierPlan.learning_data
+    try:
+        for n in sizes:
+            data = resampled_people(base, n)
+            cons = pooled_constraints(n, 1500, 1)
+            pairs = ordered_pairs(cons, n)
+            _, fit_s, _ = timed(lambda: fit_elicited_fair(data, pairs, LearnerConfig(gamma=0.1, T=1000),
+                                                          fit_rows=data.train))
+            frontier_mod.FrontierPlan.learning_data = lambda self, data=data: data
+            with tempfile.TemporaryDirectory() as tmp:
+                os.environ["DASHBOARD_CACHE_DIR"] = tmp
+                _, front_s, _ = timed(lambda: trade_off_frontier(cons.assign(i=data.rows[cons["i"]],
+                                                                             j=data.rows[cons["j"]]), plan))
+            points.append((n, fit_s, front_s))
+            e1 = e2 = ""
+            if len(points) > 1:
+                (n0, f0, r0) = points[-2]
+                e1, e2 = f"{growth(f0, fit_s, n0, n):6.2f}", f"{growth(r0, front_s, n0, n):6.2f}"
+            note = ""
+            if n == 100_000:
+                note = (f"   target < {TARGET_100K_S:.0f} s each: fit {'met' if fit_s < TARGET_100K_S else 'MISSED'}, "
+                        f"frontier {'met' if front_s < TARGET_100K_S else 'MISSED'}")
+            print(f"{n:>9,} {fit_s:7.1f} {e1:>6} {front_s:11.1f} {e2:>6}{note}", flush=True)
+    finally:
+        frontier_mod.FrontierPlan.learning_data = real
+        os.environ.pop("DASHBOARD_N_JOBS", None)
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="5829,20000,50000,100000", help="people of the size curve")
+    ap.add_argument("--skip-store", action="store_true", help="leave out the store's write latency")
+    args = ap.parse_args()
     print("load average (1, 5, 15 min): " + ", ".join(f"{v:.2f}" for v in os.getloadavg())
           + f" on {os.cpu_count()} cores")
     data = compas_learning_data()                          # default population: the paper's 5,829
@@ -90,7 +164,10 @@ def main() -> None:
             "violated_pairs", "on_hull", "averaging"]
     print(res.points[cols].round(3).to_string(index=False))
     print()
-    store_latency()
+    size_curve([int(x) for x in args.sizes.split(",")])
+    if not args.skip_store:
+        print()
+        store_latency()
 
 
 if __name__ == "__main__":
