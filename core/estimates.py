@@ -494,7 +494,7 @@ def synthesis_suggestions(shape: SweepShape, seconds: float, costs: Mapping) -> 
     """The changes that would make this sweep faster, each only where it applies (and helps)."""
     out = []
     if shape.seeds > 1:
-        out.append(f"Fewer seeds: 1 seed instead of {shape.seeds} takes about "
+        out.append(f"Fewer seeds: 1 seed instead of {shape.seeds} takes "
                    f"{duration_words(seconds / shape.seeds)}.")
     if shape.epsilons > 1:
         out.append(f"Fewer epsilons: each of the {shape.epsilons} costs "
