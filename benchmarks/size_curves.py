@@ -10,6 +10,16 @@ between two sizes is log(cost ratio) / log(size ratio): 1 is linear.
 FILE`` checks them against an earlier run's, so a change to the estimator can be shown to leave
 the budget's path alone.
 
+Measured on the shared 2-core machine (load average about 20), CPU seconds of fit + sample:
+  rows       old estimator              this one (same rounds, model MB and ledger)
+  50,000     3.3 s, 29 rounds, 0.24 MB  2.9 s, TVD 0.0110 both
+  100,000   12.9 s, 37 rounds, 1.39 MB  9.7 s, TVD 0.0057 both
+  200,000   64.2 s, 42 rounds, 3.98 MB  40.1 s, TVD 0.0037 both
+  1,000,000 not finished                not finished: 52 s CPU by round 41 (12.8 MB model,
+                                        160 ms a step); the 120 s target is not met
+Each round still takes 100 mirror-descent steps whatever the model's size, so the cost grows with
+the model the larger data lets AIM choose.
+
 Run: .venv/bin/python benchmarks/size_curves.py [--rows 50000,100000,200000,1000000] [--ledger out.json]
 """
 from __future__ import annotations
