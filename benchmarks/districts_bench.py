@@ -3,9 +3,15 @@
 Run from the repository root: ``.venv/bin/python benchmarks/districts_bench.py [--browser]``. The geography
 is built in a fresh temporary cache so "from scratch" really is from scratch; ``--browser`` also times the
 page in headless Chromium (needs /usr/bin/chromium).
+
+The ReCom size curve runs the chain on Georgia's tracts at 100, 200 and 400 steps (k = 14) and with 7,
+14 and 28 districts (100 steps), in CPU seconds of this process, with the growth exponent between
+sizes (log cost ratio / log size ratio; 1 is linear) and 1,000 steps projected from the per-step cost
+against the 60 s target. ``--curve-only`` prints just the geography and the curve.
 """
 from __future__ import annotations
 
+import math
 import os
 import socket
 import subprocess
@@ -136,8 +142,46 @@ def bench_browser():
         server.wait(timeout=10)
 
 
+def _growth(a: float, b: float, na: int, nb: int) -> float:
+    return math.log(b / a) / math.log(nb / na) if a > 0 and b > 0 else float("nan")
+
+
+def recom_size_curve(geo, steps=(100, 200, 400), districts=(7, 14, 28)) -> None:
+    """CPU seconds of the ReCom chain as its steps and its number of districts grow."""
+    adj = unit_adjacency(geo, "tract")
+    pop = geo.units("tract")["total"].to_numpy()
+
+    def cpu(k: int, n_steps: int) -> float:
+        t0 = time.process_time()
+        recom_ensemble(adj, pop, k, 0.05, steps=n_steps, thin=max(1, n_steps // 10), seed=0, use_cache=False)
+        return time.process_time() - t0
+
+    print(f"ReCom size curve on {adj.n_units:,} tracts, 5% tolerance, CPU seconds:")
+    print(f"{'steps':>7} {'k':>4} {'CPU s':>7} {'exponent':>9}")
+    prev = None
+    for n in steps:
+        c = cpu(14, n)
+        exp = f"{_growth(prev[1], c, prev[0], n):9.2f}" if prev else ""
+        note = ""
+        if n == max(steps):
+            projected = c / n * 1000
+            note = (f"   1,000 steps projected {projected:.0f} s (target < 60 s, "
+                    f"{'ok' if projected < 60 else 'MISSED'})")
+        print(f"{n:>7,} {14:>4} {c:7.1f} {exp:>9}{note}", flush=True)
+        prev = (n, c)
+    prev = None
+    for k in districts:
+        c = cpu(k, 100)
+        exp = f"{_growth(prev[1], c, prev[0], k):9.2f}" if prev else ""
+        print(f"{100:>7,} {k:>4} {c:7.1f} {exp:>9}", flush=True)
+        prev = (k, c)
+
+
 if __name__ == "__main__":
     geography = bench_geography()
+    recom_size_curve(geography)
+    if "--curve-only" in sys.argv:
+        sys.exit(0)
     plan = bench_recom(geography)
     bench_noise(geography, plan)
     bench_enumeration()
