@@ -4,6 +4,10 @@ Each builder uses the same figure function the page draws (``dashboard/figures/<
 result's own parts, so the report shows what the page shows. A page may pass its figures to
 ``report_panel(figures=...)`` instead; these are the default when it does not. A builder that
 cannot draw (a tab not run, a part missing) gives no figure rather than an error.
+
+Figures follow the rule the result's ``tables()`` follow for shared reports: where those quote no exact
+size of an uploaded file (subgroup sizes, rows per stratum), the figures draw the same shared tables
+(sizes as bands) or are left out, so no private count reaches a report's figures or its JSON export.
 """
 from __future__ import annotations
 
@@ -40,17 +44,19 @@ def _group_fairness(result) -> list:
 def _coherence(result) -> list:
     from dashboard.figures import coherence as figs
     out = []
+    shared = result.tables()        # on an upload its sizes are bands ("50 <= n < 100"), never exact
+    private = bool(getattr(result, "private_sizes", True))
     comparison = getattr(result, "comparison", None)
     if comparison is not None:
         worst = comparison.worst_adversary()["adversary"]       # the page's heat map opens on the same one
-        out.append(figs.distance_heatmap(comparison.subgroups, worst, comparison.settings["alpha"]))
+        out.append(figs.distance_heatmap(shared["subgroups"], worst, comparison.settings["alpha"]))
     sweep = getattr(result, "sweep", None)
     if sweep is not None:
-        out.append(figs.epsilon_figure(sweep.audit.summary, sweep.audit.releases, sweep.theory,
+        out.append(figs.epsilon_figure(sweep.audit.summary, sweep.audit.releases, shared["sweep_theory"],
                                        sweep.audit.settings["beta"]))
     theory = getattr(result, "theory", None)
-    if theory is not None and not theory.gamma_curve.empty:
-        sizes = comparison.subgroups["size"].unique() if comparison is not None else []
+    if theory is not None and not theory.gamma_curve.empty:     # the rug of subgroup sizes only when public
+        sizes = comparison.subgroups["size"].unique() if comparison is not None and not private else []
         out.append(figs.gamma_figure(theory.gamma_curve, sizes))
     return out
 
@@ -58,8 +64,9 @@ def _coherence(result) -> list:
 def _synthesis(result) -> list:
     from dashboard.figures import synthesis as figs
     out = []
+    public = bool(getattr(result.plan, "sizes_public", False))  # rows per stratum are curator-only unless declared
     overview = getattr(result, "overview", None)
-    if overview is not None and len(overview):
+    if public and overview is not None and len(overview):
         out.append(figs.strata_sizes_figure(overview, 0))
     sweep = getattr(result, "sweep", None)
     if sweep is not None:       # the page's per-group curves, the worst groups coloured and the rest grey;
@@ -68,7 +75,7 @@ def _synthesis(result) -> list:
         out.append(figs.group_curves_figure(sweep.curves(measure).drop(columns="real_rows"), measure, None,
                                             highlight=marked))
     means = getattr(result, "means", None)
-    if means is not None:
+    if means is not None and public:        # its closed forms are functions of the exact sizes, as in tables()
         out.append(figs.mean_error_figure(means.curves))
     return out
 

@@ -86,7 +86,7 @@ def distance_heatmap(subgroups: pd.DataFrame, adversary: str, alpha: float) -> g
     custom = np.dstack([lo, hi, q, null])
     top = float(np.nanmax(hi)) if np.isfinite(hi).any() else 0.0
     fig = go.Figure(go.Heatmap(
-        z=med, x=[_wrap(r) for r in rels], y=[f"{s} (n={size[s]:,})" for s in order],
+        z=med, x=[_wrap(r) for r in rels], y=[f"{s} ({_size_text(size[s])})" for s in order],
         text=text, texttemplate="%{text}", customdata=custom, colorscale="OrRd", zmin=0,
         zmax=max(top, alpha), colorbar=dict(title="median<br>W1 (0-2)"),
         hovertemplate=("%{y}<br>%{x}<br>median W1 %{z:.3f}; 5-95%% of trials [%{customdata[0]:.3f}, "
@@ -175,11 +175,16 @@ def epsilon_figure(summary: pd.DataFrame, releases: pd.DataFrame, theory: pd.Dat
             continue
         fig.add_scatter(x=g["epsilon"], y=g["certified_alpha"], mode="lines",
                         line=dict(color=greys.get(size, "#000000"), dash=dashes[mode], width=2),
-                        name=f"theory, size {size:,} ({'as printed' if mode == 'paper' else mode})")
+                        name=f"theory, size {_size_text(size, '')} ({'as printed' if mode == 'paper' else mode})")
     fig.update_layout(title=f"W1 exceeded in beta = {beta:g} of trials, against epsilon, beside what theory certifies",
                       xaxis=dict(title="epsilon", type="log"), yaxis=dict(title="alpha, the W1 threshold (0-2)", range=[0, 2.05]),
                       height=430, margin=dict(l=10, r=10, t=50, b=10))
     return tidy_log_axes(fig)
+
+
+def _size_text(size, prefix: str = "n=") -> str:
+    """A subgroup size as a label: an exact count ("n=1,234"), or a shared report's band ("50 <= n < 100")."""
+    return str(size) if isinstance(size, str) else f"{prefix}{size:,}"
 
 
 def gamma_figure(grid: pd.DataFrame, sizes: np.ndarray) -> go.Figure:

@@ -194,3 +194,75 @@ def test_every_report_statement_names_the_unit(upload):
     assert "Unit of protection: per person, up to 3 rows each" in html_text.split("<script")[0]
     # a result that spends nothing still says whom a budget on this data set would protect
     assert "Unit of protection: per row" in report_html(result, page="Group fairness").split("<script")[0]
+
+
+_COLOUR = re.compile(r"rgba?\([^)]*\)|#[0-9a-fA-F]{3,8}\b")     # colour specs, not counts
+
+
+def _without_colours(x):
+    if isinstance(x, dict):
+        return {k: _without_colours(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_without_colours(v) for v in x]
+    return _COLOUR.sub("", x) if isinstance(x, str) else x
+
+
+def _assert_absent_with_figures(report: dict, secrets) -> None:
+    """No secret is a number or a word of the report or any of its stored figures (labels, legend names,
+    titles, hover text); colour specifications such as rgb(254,215,...) are not counts and are skipped."""
+    assert report.get("figures"), "the report should still carry the page's figures"
+    _assert_absent(_without_colours(json.loads(report_json(report))), secrets)
+
+
+@pytest.fixture(scope="module")
+def audit_of_upload(upload):
+    raw, _, ref = upload
+    return run_audit.uncached(_audit_plan(ref), raw)
+
+
+def test_coherence_figures_of_an_upload_have_no_exact_size(audit_of_upload):
+    from dashboard.components.report_panel import with_figures
+    from dashboard.components.stakeholder_figures import default_figures
+    result = audit_of_upload
+    c = result.comparison
+    secrets = {N_ROWS, *SEX.values(), *RACE.values(), *(s for s in c.subgroups["size"] if s >= 20)}
+    secrets -= {result.plan.gamma, result.headline()["trials a PASS needs at least"]}
+    figures = default_figures(result)
+    heat = figures[0].data[0]
+    assert all(label.endswith(f"({size_band(s)})") for label, s in
+               zip(heat.y, c.subgroups.groupby("subgroup")["size"].first().reindex(
+                   [y.rsplit(" (", 1)[0] for y in heat.y])))
+    # the downloadable JSON report with its figures, and the HTML report drawn with them
+    report = build_report(result, page="Coherence audit")
+    _assert_absent_with_figures(with_figures(report, result), sorted(secrets))
+    html_text = report_html(result, page="Coherence audit", report=report, figures=figures)
+    scripts = re.findall(r"<script[^>]*>(.*?)</script>", html_text, flags=re.S)
+    drawn = _COLOUR.sub("", "\n".join(s for s in scripts if "Plotly.newPlot" in s and "plotly.js v" not in s[:2000]))
+    assert "Plotly.newPlot" in drawn
+    for s in sorted(secrets):
+        assert not re.search(rf"(?<![\d.,]){s}(?![\d])", drawn), s
+
+
+def test_coherence_figures_on_bundled_data_keep_exact_sizes(audit_of_upload):
+    from dashboard.components.stakeholder_figures import default_figures
+    result = audit_of_upload
+    public = dataclasses.replace(result, plan=result.plan.replace(data=DataRef("cps")))
+    labels = list(default_figures(public)[0].data[0].y)
+    assert any(label.endswith(f"(n={RACE['A']:,})") for label in labels)
+
+
+def test_synthesis_figures_leave_rows_per_stratum_out_unless_declared_public():
+    from dashboard.components.stakeholder_figures import BUILDERS
+    overview = pd.DataFrame({"group": ["a", "b"], "real_rows": [RACE["A"], RACE["B"]], "share": [0.66, 0.34]})
+
+    class Plan:
+        def __init__(self, public):
+            self.sizes_public = public
+
+    class SynthesisResult:
+        def __init__(self, public):
+            self.plan, self.overview, self.sweep, self.means = Plan(public), overview, None, None
+
+    assert BUILDERS["SynthesisResult"](SynthesisResult(False)) == []
+    shown = BUILDERS["SynthesisResult"](SynthesisResult(True))
+    assert [list(f.data[0].y) for f in shown] == [[RACE["A"], RACE["B"]]]
