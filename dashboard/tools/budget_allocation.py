@@ -15,14 +15,14 @@ from core.census.algorithm_comparison import LARGE_TREE, runtime_estimate
 from core.census.budget_plan import SIMULATION, TargetSettings, sweep_part
 from core.census.geography_data import GEOGRAPHIES, georgia_is_cached, load_geography, parse_fanouts
 from core.census.release import POST_PROCESSING_NOTE, RELEASE_NOTE, can_release, release_noisy_counts
-from core.contracts import DataRef
+from core.contracts import Cancelled, DataRef
 from core.privacy.project_ledger import data_key
 from core.report import guarded_csv
 from dashboard.components.budget_input import (ALGO, MECH, PUBLIC, budget_input, plan_to_widgets, target_widgets,
                                                weight_prefix)
 from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry
 from dashboard.components.params_form import field_key, field_widget
-from dashboard.components.progress import run_with_progress, where_work_runs
+from dashboard.components.progress import attached_job, job_key, run_held, run_job, run_with_progress
 from dashboard.components.release_confirm import release_button, stated_spend
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.uploads_kept import kept_files, upload_kept
@@ -99,18 +99,6 @@ def _table(df: pd.DataFrame, labels: dict, key: str, **kwargs) -> None:
     st.dataframe(df.rename(columns={c: labels.get(c, c) for c in df.columns}), hide_index=True, key=key, **kwargs)
     if len(df.columns) >= WIDE_TABLE:
         st.caption(f"{len(df.columns)} columns: scroll the table sideways to see them all.")
-
-
-def _progress_bar(slot):
-    bar = {}
-
-    def progress(done: int, total: int, message: str) -> None:
-        if "bar" not in bar:
-            box = slot.container()
-            box.caption(where_work_runs())
-            bar["bar"] = box.progress(0.0, text=message)
-        bar["bar"].progress(min(1.0, done / max(total, 1)), text=f"{message} ({done}/{total})")
-    return progress
 
 
 # ------------------------------------------------------------------ plan <-> widgets
@@ -281,10 +269,17 @@ with tab_mech:
                 st.warning(f"{pending} Generalized Gaussian scale(s) for these settings are not calibrated yet (about "
                            f"{2 * pending} s); the chart shows the other mechanisms until you ask for them.")
                 calib_slot = st.empty()
-                if st.button(f"Calibrate {pending} scale(s) now", key="ba_mech_calibrate", icon=":material/tune:"):
-                    sweep_part(wanted, progress=_progress_bar(calib_slot))
+                calib_key = job_key(sweep_part, wanted.digest())     # a background job, found again on return
+                if st.button(f"Calibrate {pending} scale(s) now", key="ba_mech_calibrate", icon=":material/tune:") \
+                        or attached_job(calib_key) is not None:
+                    try:
+                        with calib_slot.container():
+                            run_job(sweep_part, wanted, key=calib_key, label="Calibrating Generalized Gaussian scales",
+                                    cancel_key="ba_mech_calibrate_cancel")
+                        sweep_plan = wanted
+                    except Cancelled:
+                        st.info("Calibration stopped; the chart shows the other mechanisms.")
                     calib_slot.empty()
-                    sweep_plan = wanted
         subplans["mechanisms"] = sweep_plan
     mech_out = st.container()
 
@@ -468,10 +463,11 @@ with tab_export:
                             "geography seed": plan.seed}
             release_slot = st.empty()
 
-            def _release_counts():
-                return release_noisy_counts(
-                    alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
-                                          plan.seed), progress=_progress_bar(release_slot))
+            def _release_counts():      # a job out of the server process, followed (and cancelled) by this run
+                geo = load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (), plan.seed)
+                with release_slot.container():
+                    return run_held(release_noisy_counts, alloc, geo, label="Releasing noisy counts",
+                                    cancel_key="ba_release_cancel")
 
             released = release_button(
                 "Release noisy counts", key="ba_release", what=what, run=_release_counts,

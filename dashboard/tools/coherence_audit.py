@@ -27,7 +27,7 @@ from core.report import guarded_csv  # noqa: E402
 from dashboard.components.ledger_badge import record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import (check_shown, field_key, field_widget, params_widgets,  # noqa: E402
                                               plan_widget_values)
-from dashboard.components.progress import progress_bar, run_with_progress  # noqa: E402
+from dashboard.components.progress import run_held, run_with_progress  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
@@ -326,8 +326,8 @@ def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: 
         error = "the settings changed since the audit ran; run the audit again to release with them."
 
     def _publish():
-        with progress_bar("Releasing with OpenDP's secure sampler", cancel_key="coh_pub_cancel", n_jobs=1) as bar:
-            return publish(pub_plan, data, secure=True, progress=bar)
+        return run_held(publish, pub_plan, data, label="Releasing with OpenDP's secure sampler",   # secure by default
+                        cancel_key="coh_pub_cancel", n_jobs=1)
 
     with st.container(key="coh_pub_guard"):
         released = release_button(

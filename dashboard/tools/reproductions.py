@@ -1,10 +1,12 @@
 """Reproductions: the papers' headline numbers, recomputed now by the project's code, and the errors
 found in the papers. The rows and their computation live in ``core.reproductions`` and
-``core.paper_errors``; this page only runs them with a progress bar and draws the tables.
+``core.paper_errors``; this page only runs them (as a background job of the session, with progress and
+Cancel) and draws the tables.
 """
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -15,13 +17,17 @@ import pandas as pd  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402
 import streamlit as st  # noqa: E402
 
+from core.contracts import Cancelled  # noqa: E402
 from core.paper_errors import paper_errors_table  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
-from core.reproductions import REPRODUCTIONS, reproductions_table  # noqa: E402
-from dashboard.components.progress import progress_bar  # noqa: E402
+from core.reproductions import REPRODUCTIONS, TABLE_COLUMNS, reproductions_table  # noqa: E402
+from dashboard.components.progress import job_key, run_job  # noqa: E402
 
 P = "rp_"
 RESULT = P + "table"
+PENDING = P + "pending"     # (row keys, job key) of a recompute asked for and not drawn yet
+STOPPED = P + "stopped"     # a cancelled computation: rows are computed again only when asked
+LABEL = "Recomputing the papers' numbers"
 PAPERS = sorted({r.paper for r in REPRODUCTIONS})
 
 
@@ -41,9 +47,19 @@ def closeness_figure(table) -> go.Figure:
     return fig
 
 
-def run_rows(keys: list[str]):
-    with progress_bar("Recomputing the papers' numbers") as progress:
-        return reproductions_table(keys, progress=progress)
+def run_rows(keys: list[str], key: str):
+    """The rows of ``keys``, computed as a background job of this session under ``key`` (a page left
+    while it runs attaches to the same job when it comes back)."""
+    return run_job(reproductions_table, list(keys), key=key, label=LABEL, cancel_key=P + "cancel")
+
+
+def keep_rows(fresh: pd.DataFrame) -> None:
+    """Put freshly computed rows in the session's table (replacing the same keys), in the registry's order."""
+    kept = st.session_state.get(RESULT)
+    rest = kept[~kept["key"].isin(fresh["key"])] if kept is not None else fresh.iloc[:0]
+    order = {r.key: i for i, r in enumerate(REPRODUCTIONS)}
+    merged = pd.concat([rest, fresh], ignore_index=True)
+    st.session_state[RESULT] = merged.sort_values("key", key=lambda c: c.map(order)).reset_index(drop=True)
 
 
 st.title("Reproductions")
@@ -54,19 +70,26 @@ st.caption("The numbers the papers behind each tool printed, recomputed now with
 papers = st.multiselect("Papers", PAPERS, default=PAPERS, key=P + "papers", persist_state="session",
                         help="Which papers' rows to recompute.")
 keys = [r.key for r in REPRODUCTIONS if r.paper in papers]
-kept = st.session_state.get(RESULT)
-done = set() if kept is None else set(kept["key"])
 asked = st.button("Recompute now", key=P + "run", icon=":material/play_arrow:", type="primary",
                   help="Recompute the rows of the chosen papers.")
-todo = keys if asked else [k for k in keys if k not in done]    # rows of newly chosen papers are computed too
-if todo:
-    fresh = run_rows(todo)
-    rest = kept[~kept["key"].isin(todo)] if kept is not None else fresh.iloc[:0]
-    order = {r.key: i for i, r in enumerate(REPRODUCTIONS)}
-    merged = pd.concat([rest, fresh], ignore_index=True)
-    st.session_state[RESULT] = merged.sort_values("key", key=lambda c: c.map(order)).reset_index(drop=True)
+if asked:      # a recompute the user asked for: a job of its own (a nonce), remembered until it is drawn
+    st.session_state[PENDING] = (keys, job_key(reproductions_table, keys, uuid.uuid4().hex))
+    st.session_state.pop(STOPPED, None)
+try:
+    pending = st.session_state.get(PENDING)
+    if pending is not None:
+        keep_rows(run_rows(*pending))
+        st.session_state.pop(PENDING, None)
+    done = set(st.session_state[RESULT]["key"]) if RESULT in st.session_state else set()
+    todo = [k for k in keys if k not in done]     # rows of newly chosen papers are computed too
+    if todo and not st.session_state.get(STOPPED):
+        keep_rows(run_rows(todo, job_key(reproductions_table, todo)))
+except Cancelled:
+    st.session_state.pop(PENDING, None)
+    st.session_state[STOPPED] = True
+    st.info("Recomputing was stopped; the rows already shown are kept. Press **Recompute now** to run it again.")
 
-table = st.session_state.get(RESULT, pd.DataFrame(columns=["key", "pass", "seconds", "paper", "source"]))
+table = st.session_state.get(RESULT, pd.DataFrame(columns=list(TABLE_COLUMNS)))    # empty after a stopped first run
 shown = table[table["key"].isin(keys)]
 passed = int(shown["pass"].sum())
 printed = shown["source"] == "paper"

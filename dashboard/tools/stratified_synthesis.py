@@ -31,7 +31,7 @@ from dashboard.components.dataset_picker import (declared_public, declared_range
 from dashboard.components.ledger_badge import ledger_delta, project_ledger, record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import declared_state, field_widget, params_widgets  # noqa: E402
 from dashboard.components.plain_text import plain  # noqa: E402
-from dashboard.components.progress import progress_bar, run_with_progress  # noqa: E402
+from dashboard.components.progress import run_held, run_with_progress  # noqa: E402
 from dashboard.components.release_confirm import release_button, stated_spend  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
@@ -601,8 +601,8 @@ def release_section() -> None:
     secure_label = f"secure {rel_method}, {stated_spend(projected, data_key(ref))}"
 
     def _secure_release():
-        with progress_bar("Fitting with OpenDP's secure sampler", cancel_key="ss_rel_cancel", n_jobs=1) as bar:
-            return secure_release(secure_plan, picked.raw, progress=bar)
+        return run_held(secure_release, secure_plan, picked.raw, label="Fitting with OpenDP's secure sampler",
+                        cancel_key="ss_rel_cancel", n_jobs=1)
 
     secured = release_button(
         "Release synthetic data", key="ss_rel_secure", what=secure_label, error=plan_error or run_error,
