@@ -418,21 +418,31 @@ def script_text(report: Mapping[str, Any], *, data_files: Sequence[str] = ()) ->
     return "\n\n".join(parts)
 
 
-def notebook_json(report: Mapping[str, Any], *, data_files: Sequence[str] = ()) -> str:
-    """The exported Jupyter notebook (nbformat 4): a markdown cell, then a code cell, per step."""
-    import nbformat
-    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+def _notebook_cell(kind: str, number: int, text: str) -> dict:
+    """One nbformat-4.5 cell: its source as a list of lines (each but the last keeping its newline), a
+    stable id, and for code no outputs and no execution count yet."""
+    cell: dict[str, Any] = {"cell_type": kind, "id": f"{kind}-{number}", "metadata": {},
+                            "source": text.splitlines(keepends=True)}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
 
+
+def notebook_json(report: Mapping[str, Any], *, data_files: Sequence[str] = ()) -> str:
+    """The exported Jupyter notebook: a markdown cell, then a code cell, per step. Written as the
+    nbformat 4.5 JSON document by hand (top-level ``cells``, ``metadata``, ``nbformat`` 4 and
+    ``nbformat_minor`` 5, one-space indent and sorted keys as Jupyter saves it), so exporting needs no
+    notebook package at run time."""
     cells = []
     for number, section in enumerate(script_sections(report, data_files=data_files)):
         heading = f"# {section.title}" if number == 0 else f"## {number}. {section.title}"
-        cells.append(new_markdown_cell(f"{heading}\n\n{section.words}"))
-        cells.append(new_code_cell(section.code))
-    book = new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"}})
-    nbformat.validate(book)
-    return nbformat.writes(book)
+        cells.append(_notebook_cell("markdown", number, f"{heading}\n\n{section.words}"))
+        cells.append(_notebook_cell("code", number, section.code))
+    book = {"cells": cells, "metadata": {
+                "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                "language_info": {"name": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+    return json.dumps(book, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 # --------------------------------------------------------------------------------------------------
