@@ -242,14 +242,6 @@ def _reduce(ufunc, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return x
 
 
-def _logsumexp(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """log(sum(exp(x))) over ``axes`` (kept as length-1 axes), shifted by the maximum; ``x`` is finite."""
-    m = np.maximum.reduce(x, axis=axes, keepdims=True)
-    out = np.log(np.add.reduce(np.exp(x - m), axis=axes, keepdims=True))
-    out += m
-    return out
-
-
 @functools.lru_cache(maxsize=256)
 def _schedule(domain_items: tuple, cliques: frozenset) -> "_Tree":
     """The message-passing schedule of the junction tree of a clique set (built once per set)."""

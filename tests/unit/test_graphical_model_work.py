@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import core.synthesis.graphical_model as gm
@@ -62,15 +63,14 @@ def test_exact_measurements_on_a_junction_tree_are_fitted_in_closed_form_with_no
         assert np.allclose(kept.project(cl), model.project(cl), atol=1e-6)
 
 
-@pytest.mark.parametrize("cliques, shift", [
-    ([("a", "b"), ("b", "c")], 0.0),                              # fine, but b's totals disagree below
-    ([("a", "b"), ("b", "c"), ("a", "c")], 0.0),                  # a cycle: not a junction tree
-])
-def test_no_closed_form_when_measurements_disagree_or_cliques_form_a_cycle(cliques, shift):
+@pytest.mark.parametrize("case", ["tables disagree", "cycle"])
+def test_no_closed_form_when_measurements_disagree_or_cliques_form_a_cycle(case):
     data = rows(3000, 2)
-    meas = [Measurement(cl, counts(data, cl), 1.0) for cl in cliques]
-    if len(cliques) == 2:   # b x c off by one count in one cell: the tables no longer agree on b
-        meas[1] = Measurement(("b", "c"), counts(data, ("b", "c")) + np.eye(1, 8).ravel(), 1.0)
+    if case == "cycle":     # exact counts, but a-b-c-a is not a junction tree of its own cliques
+        meas = [Measurement(cl, counts(data, cl), 1.0) for cl in [("a", "b"), ("b", "c"), ("a", "c")]]
+    else:                   # a tree, but b x c is off by one count in one cell: the tables disagree on b
+        meas = [Measurement(("a", "b"), counts(data, ("a", "b")), 1.0),
+                Measurement(("b", "c"), counts(data, ("b", "c")) + np.eye(1, 8).ravel(), 1.0)]
     model = estimate(DOM, meas, 40)
     assert model.iterations == 40
 
@@ -136,10 +136,7 @@ def test_sliced_reduction_equals_numpys(shape, axes):
 
 
 def test_aim_records_each_estimate_and_still_spends_exactly_its_budget():
-    data = rows(3000, 8)
-    import pandas as pd
-
-    df = pd.DataFrame(data)
+    df = pd.DataFrame(rows(3000, 8))
     model = AIM(max_rounds=5, iters=40).fit(df, DOM, 0.5, np.random.default_rng(9))
     assert math.isclose(model.ledger_.total("rho"), 0.5, rel_tol=0, abs_tol=1e-9)
     assert len(model.estimates_) == len(model.rounds_) + 2      # the one-way fit, each round, the final fit
