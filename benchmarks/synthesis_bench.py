@@ -18,6 +18,7 @@ Run: DASHBOARD_N_JOBS=1 .venv/bin/python benchmarks/synthesis_bench.py [--strata
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import time
@@ -96,8 +97,15 @@ def many_strata() -> None:
     curator_sweep_point(cps)
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (user + system)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def curator_sweep_point(cps) -> None:
-    """One GEM sweep point on a curator-sized sample of the extract (module docstring)."""
+    """One GEM sweep point on a curator-sized sample of the extract (module docstring), with each
+    method's two-way TVD so a speed-up is seen beside what it costs in fidelity."""
     from core.contracts import DataRef
     from core.synthesis import SweepPlan, SynthesisPlan
     from core.synthesis.sweep import run_sweep
@@ -106,17 +114,20 @@ def curator_sweep_point(cps) -> None:
     plan = SynthesisPlan(data=DataRef("cps"), columns=tuple(cps.columns), strata=CURATOR_STRATA, target=None,
                          synthesizer="gem", sweep=SweepPlan(epsilons=(1.0,), seeds=(0,)))
     sizes = np.sort(sample.groupby(list(CURATOR_STRATA), observed=False).size().to_numpy())
-    t, w = time.process_time(), time.perf_counter()
+    t, w = cpu_seconds(), time.perf_counter()
     switch: list[float] = []
 
     def heard(done, total, message):     # the sweep's second fit (pooled) starts: split the CPU time
         if not switch and message.startswith("fit 2 of 2"):
-            switch.append(time.process_time() - t)
-    run_sweep(plan, sample, heard, n_jobs=1)
-    cpu, wall = time.process_time() - t, time.perf_counter() - w
+            switch.append(cpu_seconds() - t)
+    result = run_sweep(plan, sample, heard, n_jobs=1)
+    cpu, wall = cpu_seconds() - t, time.perf_counter() - w
+    tvd = result.overall_metrics.query("metric == 'tvd_2way'").set_index("method")["value"]
     print(f"7. Curator-sized file: {CURATOR_ROWS:,} rows, {sizes.size} strata ({int((sizes < 100).sum())} under 100 "
           f"rows, {int((sizes == 0).sum())} empty), DP counts; stratified fit and scoring {switch[0]:.1f} s, "
-          f"pooled {cpu - switch[0]:.1f} s CPU, programs compiled inside")
+          f"pooled {cpu - switch[0]:.1f} s CPU (this process and its children; compiled programs from the disk "
+          f"cache when an earlier run left them); two-way TVD stratified {tvd['stratified']:.4f}, pooled "
+          f"{tvd['pooled']:.4f}")
     print(f"GEM sweep point (epsilon 1, one seed, stratified + pooled with scoring) on {CURATOR_ROWS:,} rows x "
           f"{sizes.size} strata: {cpu:.1f} s CPU ({wall:.1f} s wall) -> {'PASS' if cpu < 60 else 'FAIL'} "
           "(target < 60 s)\n")

@@ -36,7 +36,12 @@ embedding 512, learning rate 1e-4, T = 100) and why:
   (seed 0) 1e-3 still led at epsilon 1 (0.016 against 0.022) but not at epsilon 0.1 (0.067
   against 0.063): the gain is in short fits and large budgets.
 - Rounds: 100, as in the paper; in a stratified run with ``scale_rounds`` a stratum runs the rounds
-  times its share of the rows, at least ``MIN_STRATUM_ROUNDS`` (``GEM.for_stratum``).
+  times its share of the rows, at least ``MIN_STRATUM_ROUNDS`` (``GEM.for_stratum``). With
+  ``scale_rounds`` every fit (pooled too) then runs only as many of those rounds as its noisy total
+  and budget carry (``fit_rounds``: the rounds' measurements of a cell add up to a noise sd of at
+  most 1 / ``MIN_SIGNAL`` of the rows, at least ``MIN_FIT_ROUNDS`` rounds); round 1 spends as planned
+  and the fewer later rounds share the rest. The paper's 100 rounds on its 48,842-row data meet the
+  rule from epsilon 0.1 up, so fits of that size are unchanged.
 
 Accounting (rho, zCDP) spends exactly the stated total: each of T rounds costs rho/T; as in the
 paper each round's epsilon0 is split alpha : 1-alpha between selection (epsilon^2/8) and
@@ -52,12 +57,19 @@ as many rows: 42.8 s CPU at 50,000 rows, 50.8 s at 1,000,000, growth exponent 0.
 ``benchmarks/gem_bench.py``). Sampling goes block by block, so its memory does not grow with n either. The jitted programs
 depend only on shapes and settings (which cells are padding is an argument), so they are built and
 compiled once per process and shared by every fit of that shape: every stratum of a stratified
-release, every seed of a sweep. The cost of a round grows with the generator rows per step, so a
-fit takes at most about as many as its data has rows (its noisy total), in three sizes
-(``generator_rows``: batch, batch / 4, batch / 16): a stratum of 30 people no longer trains on
-1,000 generator rows a step, and 36 strata compile at most three program sets. Fits whose noisy
-total reaches ``batch`` are unchanged. A curator-sized file (3,500 rows, 36 strata over class of
-worker x sex x income, 28 of them under 100 rows, epsilon 1) fell from 147 s to 29 s CPU. Training G models side by side in
+release, every seed of a sweep; they are also kept on disk in the project's cache folder
+(``persist_compilation``), so a fresh process loads them instead of compiling. The cost of a round
+grows with the generator rows per step (CPS, one round of 40 steps: 0.44 s CPU at 1,000 rows, 0.13 s
+at 250, 0.07 s at 62, 0.04 s at 16), so a fit takes at most about as many as its data has rows (its
+noisy total), in four sizes (``generator_rows``: batch, batch / 4, batch / 16, batch / 64): a stratum
+of 30 people no longer trains on 1,000 generator rows a step, and 36 strata compile at most four
+program sets. Fits whose noisy total reaches ``batch`` are unchanged. A curator-sized file (3,500
+rows, 36 strata over class of worker x sex x income, 28 of them under 100 rows, epsilon 1) fell from
+147 s to 29 s CPU for the stratified fit with these buckets; the rounds cut to the noisy total
+(``fit_rounds``), the fourth bucket and the disk cache then took the whole sweep point (stratified
+and pooled fit with scoring, seed 0, loaded machine) from 84 s to 36 s CPU, with two-way TVD
+stratified 0.308 to 0.301 and pooled 0.154 to 0.132 (seed 1: 92 s to 37 s; 0.293 to 0.268 and
+0.129 to 0.124). Training G models side by side in
 one vectorised call was tried and dropped: on CPU the batched matrix products ran 2-3 times
 slower per model than one model at a time.
 """
@@ -65,6 +77,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
@@ -82,15 +95,22 @@ MIN_STRATUM_ROUNDS = 10
 """Fewest rounds a stratum runs when rounds scale with its share of the rows."""
 SAMPLE_BLOCK = 4096
 """Rows per call when sampling: one compiled program serves every output size."""
-ROW_BUCKETS = 3
-"""How many generator batch sizes a fit may use: ``batch``, ``batch / 4`` and ``batch / 16``."""
+ROW_BUCKETS = 4
+"""How many generator batch sizes a fit may use: ``batch``, ``batch / 4``, ``batch / 16`` and ``batch / 64``."""
 MIN_GENERATOR_ROWS = 16
 """Fewest generator rows per step a bucket may have (unless ``batch`` itself is smaller)."""
+MIN_SIGNAL = 6.4
+"""Fewest noisy rows per unit of the noise sd that the rounds' measurements of one cell add up to:
+a fit whose noisy total or budget is too small for its rounds runs fewer, each less noisy
+(``fit_rounds``). The paper's 100 rounds on 48,842 rows (its ADULT data) meet it from epsilon 0.1 up
+(delta 1e-9)."""
+MIN_FIT_ROUNDS = 3
+"""Fewest rounds ``fit_rounds`` leaves a fit (the one-way round and two measured marginals)."""
 
 
 def row_buckets(batch: int) -> tuple[int, ...]:
     """The generator batch sizes a fit with ``batch`` may use, largest first: ``batch`` divided by
-    1, 4 and 16, none below ``MIN_GENERATOR_ROWS`` (or ``batch`` when it is smaller)."""
+    1, 4, 16 and 64, none below ``MIN_GENERATOR_ROWS`` (or ``batch`` when it is smaller)."""
     batch = int(batch)
     floor = min(batch, MIN_GENERATOR_ROWS)
     return tuple(sorted({max(batch // 4 ** i, floor) for i in range(ROW_BUCKETS)}, reverse=True))
@@ -111,6 +131,30 @@ def generator_rows(batch: int, n_estimate: float) -> int:
     return next((b for b in buckets if b <= n), buckets[-1])
 
 
+def fit_rounds(rounds: int, n_estimate: float, rho_rest: float) -> int:
+    """Rounds a fit of ``rounds`` runs once round 1 has given its noisy total ``n_estimate``, with
+    ``rho_rest`` left for the selection-and-measurement rounds: the most, up to ``rounds``, whose
+    measurements of one cell add up to a noise sd of at most n / ``MIN_SIGNAL`` (at least
+    ``MIN_FIT_ROUNDS``).
+
+    Rounds 2..T each spend rho_rest / (T - 1), a share c = ``round_budget(1)[1]`` of it measuring with
+    sigma = sqrt((T - 1) / (2 c rho_rest)); T - 1 such measurements add up to an sd of
+    sqrt(T - 1) sigma = (T - 1) / sqrt(2 c rho_rest), at most n / Q while T - 1 <= n sqrt(2 c rho_rest) / Q.
+    More rounds than that measure mostly noise: on a small file or stratum a round's noise sd is a
+    large part of all its rows, and a measurement drowned in noise costs as much compute as a useful
+    one. Q was set on the curator-sized file (3,500 rows, epsilon 1): the pooled fit runs 67 rounds
+    instead of 100 and its largest strata 18 instead of 28 (``benchmarks/synthesis_bench.py``).
+    Which rounds run depends only on the noisy total (post-processing of round 1).
+    """
+    rounds = int(rounds)
+    n = float(n_estimate)
+    if not math.isfinite(n) or rounds <= MIN_FIT_ROUNDS:
+        return rounds
+    c = round_budget(1.0)[1]
+    most = 1 + math.floor(n * math.sqrt(2 * c * max(float(rho_rest), 0.0)) / MIN_SIGNAL)
+    return int(min(rounds, max(MIN_FIT_ROUNDS, most)))
+
+
 def round_budget(rho_round: float, alpha: float = SELECT_SHARE) -> tuple[float, float]:
     """(selection rho, measurement rho) of one round costing ``rho_round`` with epsilon0 split alpha : 1-alpha."""
     eps0_sq = rho_round / (alpha ** 2 / 8 + (1 - alpha) ** 2 / 2)
@@ -118,10 +162,47 @@ def round_budget(rho_round: float, alpha: float = SELECT_SHARE) -> tuple[float, 
     return rho_sel, rho_round - rho_sel
 
 
+_PERSIST = {"dir": None}
+PERSIST_MIN_COMPILE_SECONDS = 0.2
+"""Programs that compile faster than this are not written to the disk cache."""
+
+
+def persist_compilation(jax) -> str | None:
+    """Keep compiled programs on disk, in ``jax`` under the project's cache folder, so a fresh process
+    (a worker, a benchmark, a restarted server) loads them instead of compiling again (about 6 s of
+    CPU for GEM's program sets on CPS). Returns the folder, or None when it cannot be private.
+
+    The folder is made private like the result cache (``core.cache.check_cache_dir``): a compiled
+    program is machine code that runs when loaded, so nobody else may be able to plant one. JAX
+    decides once per process whether to use the disk cache, at its first compilation; a process
+    that compiled something with the cache switched off keeps compiling in memory only.
+    """
+    if _PERSIST["dir"] is not None:
+        return _PERSIST["dir"]
+    from core.cache import cache_dir, check_cache_dir
+
+    try:
+        folder = check_cache_dir(cache_dir()) / "jax"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.stat()
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            return None
+        if info.st_mode & 0o077:
+            folder.chmod(info.st_mode & 0o700)
+    except (OSError, ValueError):
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", PERSIST_MIN_COMPILE_SECONDS)
+    jax.config.update("jax_enable_compilation_cache", True)
+    _PERSIST["dir"] = str(folder)
+    return _PERSIST["dir"]
+
+
 def _jax():
     import jax
 
     jax.config.update("jax_enable_x64", False)
+    persist_compilation(jax)
     import jax.numpy as jnp
     import optax
 
@@ -222,6 +303,7 @@ class GEM:
                  scale_rounds: bool = False) -> None:
         self.rounds = int(rounds)
         self.scale_rounds = bool(scale_rounds)
+        self.fit_to_size = bool(scale_rounds)   # rounds also cut to the fit's noisy total (``fit_rounds``)
         self.steps = int(steps)
         self.batch = int(batch)
         self.hidden = int(hidden)
@@ -233,8 +315,9 @@ class GEM:
         """(one-way, two-way) Gaussian sd on one cell of what ``fit`` measures on ``d`` columns with
         ``rho``: ``rounds`` rounds of rho / rounds, the first on the one-way marginals together (L2
         sensitivity sqrt(d)), each later one a selection and one two-way measurement (``round_budget``).
-        Under ``scale_rounds`` a smaller stratum runs fewer rounds, each less noisy: this is the
-        noisiest stratum's. One column: the whole budget on its histogram (two-way NaN)."""
+        Under ``scale_rounds`` a smaller stratum, and a fit whose noisy total is too small for its
+        rounds (``fit_rounds``), runs fewer rounds, each less noisy: the two-way sd is then the most a
+        fit measures with (the one-way sd is exact). One column: the whole budget on its histogram (two-way NaN)."""
         d, rho = int(d), float(rho)
         if d <= 1:
             return gaussian_sigma(1.0, rho), math.nan
@@ -250,7 +333,7 @@ class GEM:
         share = min(max(float(share), 0.0), 1.0) if math.isfinite(float(share)) else 1.0
         stratum = copy.copy(self)             # every other setting as given
         stratum.rounds = min(self.rounds, max(MIN_STRATUM_ROUNDS, math.ceil(self.rounds * share)))
-        stratum.scale_rounds = False
+        stratum.scale_rounds = False          # scaled once; the fit still cuts to its noisy total
         return stratum
 
     def _check_settings(self) -> None:
@@ -392,6 +475,12 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     # inverse-variance total from the noisy one-way sums (no exact count is kept)
     var = np.array([s * v ** 2 for s, v in zip(sizes, sig)])
     n_hat = max(float((y1.sum(1) / var).sum() / (1 / var).sum()), 1.0)
+    # rounds from that noisy total and the budget left (``fit_rounds``): rounds 2..T share what is
+    # left evenly; a fit that keeps all its rounds spends rho / T a round exactly as planned
+    T_planned = T
+    T = fit_rounds(T, n_hat, rho - rho_round) if pairs and getattr(model, "fit_to_size", False) else T
+    if T < T_planned:
+        rho_round = (rho - rho_round) / (T - 1)
     # generator rows per step from that noisy total, in a few shared sizes (``generator_rows``)
     rows_per_step = generator_rows(model.batch, n_hat)
     prog = model._programs(d, M, rows_per_step)
@@ -447,5 +536,6 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     model.params_ = jax.tree.map(np.asarray, ema)
     model.n_estimate_ = n_hat
     model.batch_ = rows_per_step
+    model.rounds_run_ = T
     model.measurements_ = {(columns[i], columns[j]): (y, s) for (i, j), (y, s) in merged.combined().items()}
     model.rho_ = rho

@@ -51,10 +51,11 @@ class GEMParams:
     steps: int = param(40, label="Training steps per round", low=1, high=1000, step=10)
     batch: int = param(1000, label="Generator rows per step", low=16, high=10_000, step=100)
     scale_rounds: bool = param(True, label="Rounds in proportion to a stratum's size",
-                               help="Stratified only: a stratum runs the rounds times its share of the rows "
+                               help="Stratified: a stratum runs the rounds times its share of the rows "
                                     "(at least 10), so small strata measure fewer marginals with less noise "
                                     "each. Shares come from the sizes used (public or noisy), never exact "
-                                    "private counts.")
+                                    "private counts. Every fit, pooled too, then runs only as many rounds as "
+                                    "its noisy row count and budget carry (at least 3).")
 
     def __post_init__(self) -> None:
         check_params(self)

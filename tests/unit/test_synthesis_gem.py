@@ -11,7 +11,7 @@ import pytest
 from core.contracts import Cancelled, DataRef, plan_from_dict
 from core.privacy.accounting import rho_for_epsilon, rho_to_epsilon
 from core.synthesis import GEMParams, StratifiedSynthesizer, SweepPlan, SynthesisPlan, make_synthesizer
-from core.synthesis.gem import GEM, SELECT_SHARE, round_budget
+from core.synthesis.gem import GEM, SELECT_SHARE, fit_rounds, round_budget
 from core.synthesis.metrics import two_way_tvd
 from core.synthesis.sweep import run_sweep
 from synthesis_toys import DOMAIN, correlated
@@ -221,7 +221,9 @@ def test_stratum_rounds_follow_the_share_of_rows_and_each_stratum_spends_its_bud
     assert sorted(rounds.values()) == [10, 10, 30]          # ceil(40 x share), at least 10
     for model in wrapper.models_.values():
         assert abs(model.ledger_.total("rho") - rho) <= 1e-9
-        assert len(model.ledger_) == 1 + 2 * (model.rounds - 1)
+        # every round run is recorded; with scale_rounds a fit also runs no more than its noisy total carries
+        assert model.rounds_run_ == fit_rounds(model.rounds, model.n_estimate_, rho - rho / model.rounds)
+        assert len(model.ledger_) == 1 + 2 * (model.rounds_run_ - 1)
     unscaled = StratifiedSynthesizer(lambda: small(rounds=40, steps=2), ["s"], size_policy="public")
     assert {m.rounds for m in unscaled.fit(df, dom, rho, np.random.default_rng(2)).models_.values()} == {40}
     assert small(rounds=40, scale_rounds=True).for_stratum(float("nan")).rounds == 40

@@ -12,7 +12,8 @@ import pytest
 from core.contracts import Cancelled
 from core.synthesis import StratifiedSynthesizer
 from core.synthesis import gem as gem_module
-from core.synthesis.gem import GEM, generator_rows, program_shapes, programs, row_buckets
+from core.synthesis.gem import (GEM, MIN_FIT_ROUNDS, MIN_SIGNAL, fit_rounds, generator_rows, program_shapes,
+                                programs, round_budget, row_buckets)
 from synthesis_toys import DOMAIN, correlated
 
 STRATA = 36
@@ -27,12 +28,13 @@ def many_strata(n: int = 1800, seed: int = 0) -> tuple[pd.DataFrame, dict]:
 
 
 def test_generator_rows_come_in_a_few_buckets_bounded_by_the_noisy_rows():
-    assert row_buckets(1000) == (1000, 250, 62)
+    assert row_buckets(1000) == (1000, 250, 62, 16)          # a fourth bucket for strata under 62 rows
     assert row_buckets(128) == (128, 32, 16)
     assert row_buckets(10) == (10,)
     assert generator_rows(1000, 50_000) == 1000 and generator_rows(1000, 1000) == 1000
     assert generator_rows(1000, 999) == 250 and generator_rows(1000, 250) == 250
-    assert generator_rows(1000, 100) == 62 and generator_rows(1000, 1.0) == 62
+    assert generator_rows(1000, 100) == 62 and generator_rows(1000, 62) == 62
+    assert generator_rows(1000, 61) == 16 and generator_rows(1000, 1.0) == 16
     assert generator_rows(1000, float("nan")) == 1000
 
 
@@ -67,7 +69,11 @@ def test_small_strata_run_fewer_generator_rows_and_spend_the_whole_budget(fitted
     for key, model in fitted_36.models_.items():
         assert abs(model.ledger_.total("rho") - 0.9) <= 1e-9                      # every stratum, all of it
         assert model.batch_ == generator_rows(64, model.n_estimate_)              # from its own noisy total
-        assert 10 <= len(model.rounds_) + 1 <= 12                                 # rounds bounded below and above
+        assert 10 <= model.rounds <= 12                                           # planned: share, at least 10
+        # run: as many of those as the stratum's noisy total carries, at least MIN_FIT_ROUNDS
+        assert len(model.rounds_) + 1 == model.rounds_run_ == fit_rounds(model.rounds, model.n_estimate_,
+                                                                        0.9 - 0.9 / model.rounds)
+        assert MIN_FIT_ROUNDS <= model.rounds_run_ <= model.rounds
         if sizes[key] > 400:
             assert model.batch_ == 64
     assert abs(fitted_36.ledger_.total("rho") - 1.0) <= 1e-9
@@ -181,3 +187,68 @@ def test_a_sweep_on_worker_processes_relays_aim_rounds():
     assert set(result.overall_metrics["method"]) == {"stratified", "pooled"}
     assert any(" - AIM round" in m for _, _, m in heard)          # rounds from inside the workers' fits
     assert heard[-1][0] == heard[-1][1]
+
+
+C = round_budget(1.0)[1]   # the measuring share of a round's budget
+
+
+def test_rounds_follow_the_noisy_total_and_budget_in_closed_form():
+    # T - 1 <= n sqrt(2 c rho_rest) / Q, clipped to [MIN_FIT_ROUNDS, rounds]
+    unit = MIN_SIGNAL ** 2 / (2 * C)                  # rho_rest at which sqrt(2 c rho_rest) / Q = 1
+    assert fit_rounds(50, 11.5, unit) == 12           # 1 + floor(11.5)
+    assert fit_rounds(50, 11, unit / 4) == 6          # a quarter of the budget: half the rounds, 1 + floor(5.5)
+    assert fit_rounds(50, 200, unit) == 50            # 201 would fit: the planned rounds are the most
+    assert fit_rounds(50, 1.5, unit) == MIN_FIT_ROUNDS  # 2 would fit: never fewer than the minimum
+    assert fit_rounds(2, 1, 1e-9) == 2                # a fit planned that short keeps its rounds
+    assert fit_rounds(50, float("nan"), unit) == 50
+    # the curator-sized file (3,500 rows, epsilon 1 at delta 1e-9): 67 rounds instead of 100, its largest
+    # stratum (964 rows, 28 planned) 18; the paper's 100 rounds on its 48,842 rows stand from epsilon 0.1 up
+    from core.privacy.accounting import rho_for_epsilon
+    for eps, n, share, planned, rounds in ((1.0, 3500, 1, 100, 67), (1.0, 964, 0.9, 28, 18),
+                                           (1.0, 50_000, 1, 100, 100), (0.1, 48_842, 1, 100, 100),
+                                           (1.0, 20, 1, 100, 3)):
+        rho = rho_for_epsilon(eps, 1e-9) * share
+        assert fit_rounds(planned, n, rho - rho / planned) == rounds
+
+
+def test_a_small_fit_runs_fewer_rounds_and_still_spends_exactly_its_budget(monkeypatch):
+    rho = 0.05
+    rec = Recorder()
+    monkeypatch.setattr(gem_module, "programs", rec.wrap(programs))
+    model = GEM(rounds=20, steps=1, batch=64, hidden=HIDDEN, noise_dim=4, scale_rounds=True).fit(
+        correlated(300), DOMAIN, rho, np.random.default_rng(0))
+    run = fit_rounds(20, model.n_estimate_, rho - rho / 20)
+    assert MIN_FIT_ROUNDS <= run < 20 and model.rounds_run_ == run
+    assert rec.train_calls == run                                   # the work done is the rounds run
+    spends = [s.amount for s in model.ledger_.spends]
+    assert len(spends) == 1 + 2 * (run - 1) and len(model.rounds_) == run - 1
+    assert spends[0] == pytest.approx(rho / 20, rel=1e-12)          # round 1 as planned
+    later = [spends[k] + spends[k + 1] for k in range(1, len(spends), 2)]
+    assert later == pytest.approx([(rho - rho / 20) / (run - 1)] * (run - 1), rel=1e-9)   # the rest shared evenly
+    assert abs(model.ledger_.total("rho") - rho) <= 1e-12
+    # without scale_rounds the same fit runs every planned round
+    assert GEM(rounds=20, steps=1, batch=64, hidden=HIDDEN, noise_dim=4).fit(
+        correlated(300), DOMAIN, rho, np.random.default_rng(0)).rounds_run_ == 20
+
+
+def test_fits_whose_noisy_total_carries_every_round_are_unchanged():
+    df = correlated(3000)
+    make = lambda scaled: GEM(rounds=6, steps=1, batch=64, hidden=HIDDEN, noise_dim=4, scale_rounds=scaled)  # noqa: E731
+    cut = make(True).fit(df, DOMAIN, 1.0, np.random.default_rng(3))
+    assert cut.rounds_run_ == 6
+    kept = make(False).fit(df, DOMAIN, 1.0, np.random.default_rng(3))
+    pd.testing.assert_frame_equal(cut.sample(400, np.random.default_rng(4)), kept.sample(400, np.random.default_rng(4)))
+    assert [s.amount for s in cut.ledger_.spends] == [s.amount for s in kept.ledger_.spends]
+
+
+def test_compiled_programs_are_kept_in_a_private_folder_of_the_cache():
+    import stat
+    from pathlib import Path
+
+    import jax
+
+    from core.cache import cache_dir
+    folder = Path(gem_module.persist_compilation(jax))
+    assert folder == Path(cache_dir()).absolute() / "jax"
+    assert stat.S_IMODE(folder.stat().st_mode) & 0o077 == 0       # nobody else can plant a program
+    assert jax.config.jax_compilation_cache_dir == str(folder)
