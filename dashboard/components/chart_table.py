@@ -5,8 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+EXPANDER_PREFIX = "The numbers behind"
 
-def chart_numbers(table: pd.DataFrame, *, key: str, what: str = "this chart") -> None:
-    """An expander holding ``table`` (the rows the chart above was drawn from)."""
-    with st.expander(f"The numbers behind {what}", expanded=False):
+
+def chart_numbers(table: pd.DataFrame, *, key: str, what: str = "this chart", container=None) -> None:
+    """An expander holding ``table`` (the rows the chart above was drawn from), in ``container`` if given."""
+    where = container if container is not None else st
+    with where.expander(f"{EXPANDER_PREFIX} {what}", expanded=False):
         st.dataframe(table, hide_index=True, key=key)

@@ -50,9 +50,27 @@ def map_geojson(gdf: gpd.GeoDataFrame, id_col: str, tolerance_m: float) -> dict:
     return json.loads(_DIGITS.sub(r"\1", slim.to_json(drop_id=True)))
 
 
+def fit_zoom(bounds, width_px: float, height_px: float) -> float:
+    """Web-mercator zoom at which ``bounds`` (lon/lat min x, min y, max x, max y) fit inside a
+    ``width_px`` x ``height_px`` box, with 8% spare on each axis (a tile is 512 px per 360 degrees at zoom 0;
+    a degree of latitude is stretched by 1/cos(latitude) in the projection)."""
+    lat = np.radians((bounds[1] + bounds[3]) / 2)
+    dx = max(bounds[2] - bounds[0], 1e-4)
+    dy = max(bounds[3] - bounds[1], 1e-4) / np.cos(lat)
+    fill = 0.92
+    return float(np.clip(min(np.log2(fill * width_px * 360 / (512 * dx)),
+                             np.log2(fill * height_px * 360 / (512 * dy))), 1, 16))
+
+
+# the map sits in three fifths of a wide page (about 600 px on a 1280 px screen with the sidebar open); the
+# colour bar lies under it, so the width is the map's own
+MAP_FIT_PX = (560, 480)
+
+
 def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataFrame, outline_geojson: dict,
-             colour: str, title: str) -> go.Figure:
-    """Choropleth of the display units coloured by ``colour``; district boundaries drawn on top."""
+             colour: str, title: str, fit_px: tuple[int, int] = MAP_FIT_PX, height: int = 600) -> go.Figure:
+    """Choropleth of the display units coloured by ``colour``; district boundaries drawn on top. The zoom fits
+    the whole area into ``fit_px`` pixels (the column the map is drawn in), so every district number shows."""
     if colour not in COLOUR_BY:
         raise ValueError(f"Colour by one of {list(COLOUR_BY)}, not {colour!r}.")
     col, bar, scale, diverging = COLOUR_BY[colour]
@@ -66,10 +84,7 @@ def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataF
                float(np.nanpercentile(vals, 98)) if vals.notna().any() else 1.0)
     bounds = units.total_bounds
     center = {"lon": float((bounds[0] + bounds[2]) / 2), "lat": float((bounds[1] + bounds[3]) / 2)}
-    # web-mercator zoom that fits the bounds into about 900 x 540 pixels (512 px per 360 degrees at zoom 0)
-    dx = max(bounds[2] - bounds[0], 1e-4)
-    dy = max(bounds[3] - bounds[1], 1e-4) / np.cos(np.radians(center["lat"]))
-    zoom = float(np.clip(min(np.log2(900 * 360 / (512 * dx)), np.log2(540 * 360 / (512 * dy))), 2, 16))
+    zoom = fit_zoom(bounds, *fit_px)
     hover_cols = [c for c in HOVER if c in data.columns and c != "unit_id"]
     fmt = {c: HOVER[c] if isinstance(HOVER[c], str) else "" for c in hover_cols}
     template = "<b>%{location}</b><br>" + "<br>".join(
@@ -80,7 +95,8 @@ def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataF
         geojson=unit_geojson, locations=data["unit_id"], featureidkey="properties.unit_id", z=vals,
         zmin=rng[0], zmax=rng[1], colorscale=scale, marker_opacity=0.85, marker_line_width=0.2,
         marker_line_color="rgba(255,255,255,0.6)", customdata=data[hover_cols].to_numpy(),
-        hovertemplate=template, colorbar=dict(title=dict(text=bar)), name=""))
+        hovertemplate=template, colorbar=dict(title=dict(text=bar, side="top"), orientation="h", y=-0.02, yanchor="top",
+                                             thickness=12, len=0.9), name=""))
     fig.update_layout(map=dict(style="white-bg", center=center, zoom=zoom))
     ids = outlines["district"].astype(str)
     fig.add_trace(go.Choroplethmap(geojson=outline_geojson, locations=ids, featureidkey="properties.district",
@@ -95,7 +111,7 @@ def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataF
     fig.add_trace(go.Scattermap(lon=pts.x, lat=pts.y, mode="markers", marker=dict(size=7, color="#222", opacity=0.0),
                                 hovertext=[f"District {i}" for i in ids], hoverinfo="text", showlegend=False,
                                 name="district"))
-    fig.update_layout(title=title, height=600, margin=dict(l=0, r=0, t=40, b=0))
+    fig.update_layout(title=title, height=height, margin=dict(l=0, r=0, t=40, b=70))
     return fig
 
 

@@ -29,12 +29,14 @@ from core.districts.workflow import GENERATOR_CHOICES, GEOGRAPHIES, build_geogra
 from core.geography.assignments import plan_to_frame  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.budget_input import budget_input  # noqa: E402
+from dashboard.components.chart_table import chart_numbers  # noqa: E402
 from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import field_key, field_widget, params_widgets, plan_widget_values  # noqa: E402
 from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.uploads_kept import upload_kept  # noqa: E402
+from dashboard.components.wide_table import wide_table  # noqa: E402
 from dashboard.figures import districts as figs  # noqa: E402
 
 S = "session"
@@ -282,14 +284,15 @@ def outlines(plan_digest: str, plan_no: int, _geo, _labels, _table):
     return shapes, figs.map_geojson(shapes, "district", 150.0)
 
 
-def scorecard_table(card, key: str) -> None:
-    """A scorecard with its labels, two decimals and a help text on each column (no cut labels)."""
+def scorecard_table(card, key: str, narrow: bool = True) -> None:
+    """A scorecard with its labels, two decimals and a help text on each column (no cut labels); in a side
+    column it says that it scrolls sideways."""
     fmt = {"deviation": "%.0f", "deviation_pct": "%.2f", "error_sd": "%.1f", "polsby_popper": "%.3f",
            "minority_share_pct": "%.1f"}
     config = {SCORECARD_LABELS[c]: st.column_config.NumberColumn(SCORECARD_LABELS[c], format=fmt.get(c),
                                                                  help=SCORECARD_HELP.get(c))
               for c in card.columns if c != "district"}
-    st.dataframe(card.rename(columns=SCORECARD_LABELS), hide_index=True, key=key, column_config=config)
+    wide_table(card.rename(columns=SCORECARD_LABELS), key=key, narrow=narrow, column_config=config)
 
 
 tab_map, tab_ens, tab_er, tab_exp = st.tabs(["Map and districts", "Ensemble error", "Ecological regression",
@@ -337,6 +340,10 @@ def map_panel(result, geo, kind: str) -> None:
     title = f"Plan {plan_no}: {len(table)} districts over {len(units):,} {DISPLAY_LEVELS[display]}"
     map_col, card_col = st.columns([3, 2])
     map_col.plotly_chart(figs.plan_map(units, gj, shown, outline_gj, colour, title), key="dm_map")
+    chart_numbers(units.drop(columns="geometry")[["unit_id", "district", figs.COLOUR_BY[colour][0]]]
+                  .rename(columns={"unit_id": "Unit", "district": "District",
+                                   figs.COLOUR_BY[colour][0]: figs.COLOUR_BY[colour][1]}),
+                  key="dm_map_numbers", what="the map", container=map_col)
     if display != "block":
         map_col.caption(f"Each unit is drawn with the district holding most of its population; "
                         f"{int(units['split'].sum())} of {len(units)} {DISPLAY_LEVELS[display]} are split between "
@@ -352,21 +359,28 @@ def map_panel(result, geo, kind: str) -> None:
             st.dataframe(compare_scorecards(card_a, card_b, (f"plan {plan_no}", f"plan {other}")), hide_index=True,
                          key="dm_scorecard_compare", column_config={
                              "measure": st.column_config.TextColumn("Measure", width="large")})
+            other_table = result.plan_districts(other)
+            other_shapes, other_gj = outlines(result.plan.digest(), other, geo, result.labels[other - 1], other_table)
+            other_units = units_view(result.plan.digest(), other, display, county, geo, result.labels[other - 1],
+                                     other_table, result.block_mean_error)
+            if county is not None:
+                other_shapes = other_shapes[other_shapes["district"].isin(other_units["district"].unique())]
             left, right = st.columns(2)
-            with left:
-                st.markdown(f"**Plan {plan_no}**")
-                scorecard_table(card_a, "dm_scorecard_a")
-            with right:
-                st.markdown(f"**Plan {other}**")
-                scorecard_table(card_b, "dm_scorecard_b")
+            for col, no, shp, sgj, unt, card in ((left, plan_no, shown, outline_gj, units, card_a),
+                                                 (right, other, other_shapes, other_gj, other_units, card_b)):
+                with col:
+                    st.markdown(f"**Plan {no}**")
+                    st.plotly_chart(figs.plan_map(unt, gj, shp, sgj, colour, f"Plan {no}", fit_px=(400, 400),
+                                                  height=520), key=f"dm_map_side_{'ab'[col is right]}")
+                    scorecard_table(card, f"dm_scorecard_{'ab'[col is right]}")
             st.caption("District numbers of two plans name different areas, so the plans compare as wholes "
                        "(the first table); each plan's own districts are below it.")
     cols = ["district", "population", "deviation_pct", "pieces", "contiguous", "balanced", "passes",
             "mean_noisy_population", "mean_abs_error", "p95_abs_error", "empirical_sd", "analytic_toydown_sd",
             "balanced_on_noisy_mean_abs_dev_pct", "balanced_on_noisy_max_abs_dev_pct", "black_share_pct",
             "fragmentation", "cut_edges", "polsby_popper", "split_counties"]
-    st.caption(f"Every district's numbers ({len(cols)} columns): scroll the table sideways to see them all.")
-    st.dataframe(human(table[cols]), hide_index=True, key="dm_table",
+    st.markdown("**Every district's numbers**")
+    wide_table(human(table[cols]), key="dm_table",
                  column_config={COLUMNS[c]: st.column_config.NumberColumn(format="%.2f")
                                 for c in ("deviation_pct", "mean_noisy_population", "mean_abs_error", "p95_abs_error",
                                           "empirical_sd", "analytic_toydown_sd", "black_share_pct", "polsby_popper",
@@ -377,8 +391,7 @@ def map_panel(result, geo, kind: str) -> None:
     st.plotly_chart(figs.district_error_figure(table), key="dm_error_fig")
     if n > 1:
         st.markdown("**Every plan of the ensemble**")
-        st.dataframe(human(result.plans), hide_index=True, key="dm_plans_table")
-        st.caption(f"{len(result.plans.columns)} columns: scroll the table sideways to see them all.")
+        wide_table(human(result.plans), key="dm_plans_table")
 
 
 with tab_map:
