@@ -15,7 +15,9 @@ target: 1,000,000 rows under 120 s). The rows enter once, through the marginal t
 Run: .venv/bin/python benchmarks/gem_bench.py [--rounds N] [--warm] [--jobs J] [--unscaled] [--probe-batch K]
      [--sizes 50000,1000000] [--sizes-only]
 Defaults are the registry's (``make_synthesizer("gem")``): 100 rounds, and in a stratified fit each
-stratum runs rounds in proportion to its share of the rows (at least 10). ``--unscaled`` adds the
+stratum runs rounds in proportion to its share of the rows (at least 10); every fit then runs no more
+rounds than its noisy total and budget carry (``core.synthesis.gem.fit_rounds``: 50,000 rows keep 100 from
+epsilon 0.1 up). ``--unscaled`` adds the
 stratified fit with every stratum running all rounds (before rounds scaled: pooled 52.6 s, stratified
 433.9 s, 8.3 x, load about 5). ``--jobs 2`` fits strata on two worker processes.
 
