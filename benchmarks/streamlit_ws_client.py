@@ -46,6 +46,7 @@ class StreamlitSession:
         self.query = query
         self.values: dict[str, WidgetState] = {}   # widget values this "user" has set
         self.elements: dict[tuple, object] = {}   # delta path -> Element, for the latest run
+        self.fragment_of: dict[tuple, str] = {}    # delta path -> the fragment that drew it ("" for none)
         self._ws = None
         self._reader: asyncio.Task | None = None
         self._finished: asyncio.Future | None = None
@@ -78,13 +79,16 @@ class StreamlitSession:
             kind = msg.WhichOneof("type")
             if kind == "new_session":
                 self.runs += 1
-                self.elements = {}
+                rerun = set(msg.metadata.run.fragment_ids)   # a fragment's run redraws that fragment only
+                self.elements = {p: e for p, e in self.elements.items()
+                                 if rerun and self.fragment_of.get(p) not in rerun}
                 self._errors = []
             elif kind == "navigation":     # st.navigation names the page this run drew
                 self.page_hash = msg.navigation.page_script_hash or self.page_hash
             elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
                 element = msg.delta.new_element
                 self.elements[tuple(msg.metadata.delta_path)] = element
+                self.fragment_of[tuple(msg.metadata.delta_path)] = msg.delta.fragment_id
                 if element.WhichOneof("type") == "exception":
                     self._errors.append(f"{element.exception.type}: {element.exception.message}")
             elif kind == "page_info_changed":
@@ -108,7 +112,7 @@ class StreamlitSession:
                 if self._finished is not None and not self._finished.done():
                     self._finished.set_result(status)
 
-    def _request(self, triggers: tuple[str, ...] = (), fragment_id: str = "") -> BackMsg:
+    def _request(self, triggers: tuple[str, ...] = (), fragment_id: str = "", auto: bool = True) -> BackMsg:
         state = BackMsg()
         client = state.rerun_script
         client.query_string = self.query
@@ -120,7 +124,7 @@ class StreamlitSession:
             client.widget_states.widgets.append(WidgetState(id=widget_id, trigger_value=True))
         if fragment_id:
             client.fragment_id = fragment_id
-            client.is_auto_rerun = True
+            client.is_auto_rerun = auto
         return state
 
     async def _auto_rerun(self, fragment_id: str, interval: float) -> None:
@@ -129,19 +133,20 @@ class StreamlitSession:
             await self._ws.send(self._request(fragment_id=fragment_id).SerializeToString())
             self.auto_reruns += 1
 
-    async def send(self, triggers: tuple[str, ...] = ()) -> asyncio.Future:
+    async def send(self, triggers: tuple[str, ...] = (), fragment_id: str = "") -> asyncio.Future:
         """Ask for one script run (see `run`) without waiting: the future gets its finish status."""
-        state = self._request(triggers)
-        self._expect_fragment = False
+        state = self._request(triggers, fragment_id, auto=False)
+        self._expect_fragment = bool(fragment_id)
         self._finished = asyncio.get_running_loop().create_future()
         await self._ws.send(state.SerializeToString())
         return self._finished
 
-    async def run(self, triggers: tuple[str, ...] = (), timeout: float = 300.0) -> RunOutcome:
+    async def run(self, triggers: tuple[str, ...] = (), timeout: float = 300.0, fragment_id: str = "") -> RunOutcome:
         """Ask for one script run with this session's widget values (plus one-shot button
-        `triggers`, given as widget ids) and wait until it has finished."""
+        `triggers`, given as widget ids; `fragment_id`: rerun that fragment only, as a browser does for a
+        widget drawn inside it) and wait until it has finished."""
         t0 = time.perf_counter()
-        status = await asyncio.wait_for(await self.send(triggers), timeout)
+        status = await asyncio.wait_for(await self.send(triggers, fragment_id), timeout)
         return RunOutcome(time.perf_counter() - t0, status, list(self._errors))
 
     def button_id(self, key: str) -> str:
@@ -188,4 +193,7 @@ class StreamlitSession:
 
     async def click(self, key: str, timeout: float = 300.0) -> RunOutcome:
         """Press the button with user key `key` and wait for the run it starts to finish."""
-        return await self.run((self.button_id(key),), timeout=timeout)
+        widget_id = self.button_id(key)
+        drawn_in = next((self.fragment_of.get(p, "") for p, e in self.elements.items()
+                         if e.WhichOneof("type") == "button" and e.button.id == widget_id), "")
+        return await self.run((widget_id,), timeout=timeout, fragment_id=drawn_in)

@@ -91,11 +91,23 @@ def badge_labels(sets) -> dict[str, str]:
             for key, label in zip(sets["data_key"], sets["data_label"])}
 
 
+#: Seconds the sidebar's totals are kept between reruns (every page of every browser session draws them, so
+#: a room of people clicking would otherwise read the whole ledger on each click).
+BADGE_TTL_S = 5.0
+
+
+@st.cache_data(ttl=BADGE_TTL_S, show_spinner=False, max_entries=8)
+def badge_lines(db_url: str) -> list[str]:
+    """One line per data set that has releases, for the ledger at ``db_url`` (kept ``BADGE_TTL_S``; a
+    release recorded through ``record_release`` drops it at once). ValueError is not kept."""
+    sets = project_ledger().data_sets(kind="release")    # data sets with only simulations spent nothing
+    return [f"**{plain(label)}**: {total_text(key)}" for key, label in badge_labels(sets).items()]
+
+
 def sidebar_badge() -> None:
     """Running totals of every data set that has releases, in the sidebar."""
     try:
-        sets = project_ledger().data_sets(kind="release")    # data sets with only simulations spent nothing
-        lines = [f"**{plain(label)}**: {total_text(key)}" for key, label in badge_labels(sets).items()]
+        lines = badge_lines(os.environ.get("DASHBOARD_DB_URL", ""))
     except ValueError as exc:
         st.sidebar.caption(f"Privacy ledger unavailable: {exc}")
         return
@@ -140,6 +152,7 @@ def record_release(rel: LedgerRelease) -> bool:
         st.error(str(exc))
         return False
     seen.add(key)
+    badge_lines.clear()
     return True
 
 

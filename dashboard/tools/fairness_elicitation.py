@@ -11,6 +11,7 @@ a reload or a trip to another page comes back to their cards; that link opens on
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import uuid
 from pathlib import Path
@@ -26,8 +27,8 @@ from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 from core.datasets import COMPAS_POPULATIONS, load_compas  # noqa: E402
 from core.fairness import ElicitationPlan, FrontierPlan, run  # noqa: E402
 from core.fairness import elicitation as el  # noqa: E402
-from core.fairness.elicitation_plan import (fill_demo_session, private_pairs_plan, run_elicitation,  # noqa: E402
-                                           session_people)
+from core.fairness.elicitation_plan import (design_copy, fill_demo_session, private_pairs_plan,  # noqa: E402
+                                           run_elicitation, session_people)
 from core.fairness.private_pairs import SyntheticPeople, synthetic_people  # noqa: E402
 from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
                                          SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, copy_release,
@@ -276,13 +277,25 @@ def restore_stakeholder() -> None:
         st.query_params.pop("me", None)
 
 
-def _pair_table(card: pd.DataFrame) -> None:
-    """The two people in one compact table: the features as rows, Person A and Person B as columns, so a
-    phone shows both at once (no scrolling from one person to the other)."""
+def card_table(config: dict, a: int, b: int) -> pd.DataFrame:
+    """The two people of one card in one compact table: the features as rows, Person A and Person B as
+    columns, so a phone shows both at once (no scrolling from one person to the other).
+
+    Kept per session design (its stored settings, which name the population, the synthetic copy and the
+    features) and pair: a card's people never change, and every stakeholder of a session sees the core
+    pairs. A copy this database does not hold raises ValueError (not kept). The table is shared, not
+    copied: callers only draw it."""
+    return _card_table(json.dumps(config, sort_keys=True, default=str), int(a), int(b))
+
+
+@st.cache_resource(max_entries=20_000, show_spinner=False)
+def _card_table(config: str, a: int, b: int) -> pd.DataFrame:
+    plan = ElicitationPlan.from_dict(json.loads(config))
+    card = el.pair_card(_people(plan), a, b, plan.features)
     table = card.set_index("Feature")[["Person A", "Person B"]].map(lambda v: bare(str(v)))
     table.index = [bare(str(f)) for f in table.index]
     table.index.name = "Feature"
-    st.table(table)
+    return table
 
 
 def stakeholder_join(join_code: str | None) -> None:
@@ -310,9 +323,20 @@ def stakeholder_view(join_code: str | None) -> None:
     if not login:
         stakeholder_join(join_code)
         return
+    st.query_params["me"] = login["token"]  # keep the link current after a trip to another page
+    stakeholder_cards()
+
+
+@st.fragment
+def stakeholder_cards() -> None:
+    """The signed-in stakeholder's progress, card and answer buttons. A fragment: a click reruns this
+    part alone (the page around it, its navigation and sidebar are not drawn again), and every value
+    it shows is read from the store on that run."""
+    login = _state("login")
+    if not login:                 # signed out from this part: the whole page draws the join form
+        st.rerun()
     store = _store()
     token = login["token"]
-    st.query_params["me"] = token  # keep the link current after a trip to another page
     try:
         plan = store.my_assignment(token)
         session = store.my_session(token)
@@ -347,7 +371,7 @@ def stakeholder_view(join_code: str | None) -> None:
 
     row = plan.iloc[view]
     try:
-        card = el.pair_card(_people(config), int(row["a"]), int(row["b"]), config.features)
+        table = card_table(session["config"], int(row["a"]), int(row["b"]))
     except ValueError as err:          # a synthetic copy this database does not hold
         st.error(str(err))
         return
@@ -355,7 +379,7 @@ def stakeholder_view(join_code: str | None) -> None:
     st.text(config.instructions)
     if config.synthetic:
         st.caption(SYNTHETIC_NOTE + " Ages and counts are shown as ranges.")
-    _pair_table(card)
+    st.table(table)
     current = row["response"]
     if current is not None:
         st.info(f"Your answer: **{el.RESPONSE_LABELS.get(current, current)}** (highlighted below). "
@@ -616,8 +640,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
     store = _store()
     try:
         info = store.open_session(fac["join_code"], fac["key"])
-        progress = store.progress(info["session_id"], fac["key"])  # one read of roster and answers per run
-        judged = store.judgments(info["session_id"], fac["key"])
+        # one read of roster and answers per run, kept by the store while the session does not change
+        revision, progress, judged = store.live_reads(info["session_id"], fac["key"])
     except (ValueError, PermissionError) as err:
         st.error(str(err))
         st.button("Forget this session", key=P + "forget_err", on_click=_set, args=("fac", None))
@@ -677,8 +701,8 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
             st.session_state[P + "include"] = [n for n in st.session_state[P + "include"] if n in roster]
         chosen = st.multiselect("Stakeholders whose answers are pooled (empty = the whole panel)", roster,
                                 key=P + "include", placeholder="the whole panel", persist_state=KEEP)
-        summary = summarise_session(judged, progress, config,
-                                    Pooling(weighting, float(min_support), tuple(chosen)))
+        summary = _summary(info["session_id"], revision, judged, progress, config,
+                           Pooling(weighting, float(min_support), tuple(chosen)))
         m = st.columns(4)
         m[0].metric("Answers", summary.metrics["answers"])
         m[1].metric("Pairs with a constraint", summary.metrics["pairs with a constraint"])
@@ -750,11 +774,32 @@ def facilitator_session(fac: dict, simulated: bool = False) -> None:
         # A demo session is its plan's simulated panel: the report reruns to the same answers.
         design = _state("demo_plan") if simulated and _state("demo_plan") else ElicitationPlan.from_session_config(config)
         try:
-            designed = run(design, _copy(design))
+            copy = design_copy(design, _copy(design))
         except ValueError as err:      # a synthetic copy this database does not hold
+            st.error(str(err))
+            return
+        # Drawn when asked: its report buttons are built on every run that draws them, and a refresh
+        # of the progress has no need of them.
+        if not st.toggle("Show the design's report", key=P + "show_design", value=False, persist_state=KEEP):
+            return
+        try:
+            designed = run(design, copy)
+        except ValueError as err:
             st.error(str(err))
         else:
             report_panel(designed, page=PAGE, key=P + "session_design")
+
+
+def _summary(session_id: str, revision: tuple, judged: pd.DataFrame, progress: pd.DataFrame,
+             config: ElicitationPlan, pooling: Pooling):
+    """``summarise_session`` of these answers, kept in this browser session while the session's revision
+    and the pooling choices stay the same (a refresh with no new answer pools nothing again)."""
+    key = (session_id, revision, pooling)
+    kept = _state("summary")
+    if kept is None or kept[0] != key:
+        kept = (key, summarise_session(judged, progress, config, pooling))
+        _set("summary", kept)
+    return kept[1]
 
 
 def _log_run(store: ElicitationStore, fac: dict, constraints: pd.DataFrame, aggregation: dict,

@@ -16,7 +16,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -61,6 +61,9 @@ Q_REVISION = select(func.coalesce(func.max(judgments.c.revision), 0)).where(
     judgments.c.session_id == bindparam("sid"), judgments.c.stakeholder_id == bindparam("uid"),
     judgments.c.position == bindparam("pos"))
 INSERT_EVENT = insert(judgments)
+Q_EVENTS_REVISION = select(func.max(judgments.c.seq), func.count()).where(judgments.c.session_id == bindparam("sid"))
+Q_ROSTER_REVISION = select(func.count(), func.max(stakeholders.c.joined_at)).where(
+    stakeholders.c.session_id == bindparam("sid"))
 
 
 def _my_cards_query():
@@ -83,6 +86,14 @@ Q_MY_CARDS = _my_cards_query()
 
 class TooManyAttempts(ValueError):
     """Too many wrong codes or keys lately; the message says how long to wait."""
+
+
+class LiveReads(NamedTuple):
+    """A session's revision and the facilitator's two views of it, read together."""
+
+    revision: tuple
+    progress: pd.DataFrame
+    judgments: pd.DataFrame
 
 
 @dataclass(frozen=True)
@@ -185,6 +196,7 @@ class SessionStore:
         self.engine = self.db.engine
         self.is_sqlite = self.db.is_sqlite
         self._memo: dict[str, tuple] = {}
+        self._reads: dict[str, tuple] = {}     # session id -> (revision, progress, judgments)
         self.pause = time.sleep                 # how a wrong code over the address or overall limit waits
         self.failure_pause_s = FAILURE_PAUSE_S
         self._create_schema()
@@ -621,22 +633,55 @@ class SessionStore:
         return plan[plan["response"].notna()].reset_index(drop=True)
 
     # ------------------------------------------------------------------ facilitator reads
-    def progress(self, session_id: str, facilitator_key: str) -> pd.DataFrame:
-        """Per stakeholder: cards, live answers, skips, share "same", self-agreement on repeats."""
+    @staticmethod
+    def session_revision(conn: Connection, session_id: str) -> tuple:
+        """What changes whenever a session's answers or roster change, read in the caller's transaction.
+
+        Every stored answer takes a new, never reused sequence number (so the largest grows), and a
+        withdrawal deletes events (so their count falls) and a stakeholder (so the roster's count falls);
+        a join adds a stakeholder row with a later join time. Equal revisions therefore mean equal
+        answers and roster, which lets the facilitator's reads be kept between refreshes."""
+        events = conn.execute(Q_EVENTS_REVISION, {"sid": session_id}).one()
+        people = conn.execute(Q_ROSTER_REVISION, {"sid": session_id}).one()
+        return (events[0], int(events[1]), int(people[0]), people[1])
+
+    def live_reads(self, session_id: str, facilitator_key: str) -> LiveReads:
+        """The facilitator's progress table and live answers from one read of the session's answers.
+
+        The key is checked on every call; the frames are built once per session revision
+        (``session_revision``) in this process and handed out as copies, so a refresh with no new
+        answer reads two counts instead of every event, and a refresh after new answers builds the
+        answer table once for both views."""
         with self.read_tx() as conn:
             session = self.session_row(conn, session_id, facilitator_key)
-            people = pd.DataFrame(conn.execute(
-                select(stakeholders.c.stakeholder_id, stakeholders.c.pseudonym, stakeholders.c.simulated,
-                       stakeholders.c.joined_at).where(stakeholders.c.session_id == session_id)
-                .order_by(stakeholders.c.joined_at)).mappings().all(),
-                columns=["stakeholder_id", "pseudonym", "simulated", "joined_at"])
-            frame = self.judgment_frame(conn, session_id)
-            n_items = ElicitationPlan.from_dict(dict(session["config"])).n_items
+            revision = self.session_revision(conn, session_id)
+            kept = self._reads.get(session_id)
+            if kept is None or kept[0] != revision:
+                people = pd.DataFrame(conn.execute(
+                    select(stakeholders.c.stakeholder_id, stakeholders.c.pseudonym, stakeholders.c.simulated,
+                           stakeholders.c.joined_at).where(stakeholders.c.session_id == session_id)
+                    .order_by(stakeholders.c.joined_at)).mappings().all(),
+                    columns=["stakeholder_id", "pseudonym", "simulated", "joined_at"])
+                frame = self.judgment_frame(conn, session_id)
+                n_items = ElicitationPlan.from_dict(dict(session["config"])).n_items
+                fav = int(session["config"]["favourable_label"])
+                kept = (revision, self.progress_table(people, frame, n_items, fav), self.judged_table(frame))
+                if len(self._reads) > 64:
+                    self._reads.clear()
+                self._reads[session_id] = kept
+        return LiveReads(revision, kept[1].copy(), kept[2].copy())
+
+    def progress(self, session_id: str, facilitator_key: str) -> pd.DataFrame:
+        """Per stakeholder: cards, live answers, skips, share "same", self-agreement on repeats."""
+        return self.live_reads(session_id, facilitator_key).progress
+
+    @staticmethod
+    def progress_table(people: pd.DataFrame, frame: pd.DataFrame, n_items: int, fav: int) -> pd.DataFrame:
+        """The progress table from the roster and the live answers (``judgment_frame``)."""
         cols = ["stakeholder", "answered", "of", "skipped", "share_same", "self_agreement",
                 "last_answer", "simulated"]
         if people.empty:
             return pd.DataFrame(columns=cols)
-        fav = int(session["config"]["favourable_label"])
         f = frame.assign(is_skip=frame["response"].eq(SKIP), is_same=frame["response"].eq("same"))
         per = f.groupby("stakeholder_id").agg(answered=("response", "size"), skipped=("is_skip", "sum"),
                                                n_same=("is_same", "sum"), last=("created_at", "max"))
@@ -675,9 +720,12 @@ class SessionStore:
 
         The input of aggregate_constraints; the `reason` column is sensitive free text.
         """
-        with self.read_tx() as conn:
-            self.session_row(conn, session_id, facilitator_key)
-            frame = self.judgment_frame(conn, session_id)
+        return self.live_reads(session_id, facilitator_key).judgments
+
+    @staticmethod
+    def judged_table(frame: pd.DataFrame) -> pd.DataFrame:
+        """The facilitator's answer table from ``judgment_frame`` (pseudonyms as `stakeholder`)."""
+        frame = frame.copy()
         frame["reason"] = frame["reason"].astype(object).where(frame["reason"].notna(), None)
         return frame.rename(columns={"pseudonym": "stakeholder"})[
             ["stakeholder", "position", "a", "b", "kind", "repeat_of", "response", "revision",
