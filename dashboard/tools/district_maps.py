@@ -369,7 +369,6 @@ def map_panel(result, geo, kind: str) -> None:
             for col, no, shp, sgj, unt, card in ((left, plan_no, shown, outline_gj, units, card_a),
                                                  (right, other, other_shapes, other_gj, other_units, card_b)):
                 with col:
-                    st.markdown(f"**Plan {no}**")
                     st.plotly_chart(figs.plan_map(unt, gj, shp, sgj, colour, f"Plan {no}", fit_px=(400, 400),
                                                   height=520), key=f"dm_map_side_{'ab'[col is right]}")
                     scorecard_table(card, f"dm_scorecard_{'ab'[col is right]}")
