@@ -33,9 +33,13 @@ from core.script_export import add_script_parser, run_script_command
 from core.uploads import parse_json_text
 
 
-def _write(out: Path, result, page: str) -> dict:
+def _write(out: Path, result, page: str, question: str = "") -> dict:
+    """The rerun's tables as CSV and its ``report.json``, which keeps the saved report's page and question
+    (so ``python -m core report`` on it opens with the same question as the page's report)."""
     out.mkdir(parents=True, exist_ok=True)
     report = build_report(result, page=page)
+    if question:
+        report["question"] = question
     for name, df in result.tables().items():
         (out / f"{name}.csv").write_text(guarded_csv(df))
     (out / "report.json").write_text(report_json(report))
@@ -109,12 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = args.file.read_text()
         if args.command == "reproduce":
-            report = parse_report(text)
+            report = source = parse_report(text)
             plan = load_plan(report)
         else:
             body = parse_json_text(text)
             report = None
-            plan = load_plan(body) if isinstance(body, dict) and "schema" in body else plan_from_dict(body)
+            source = body if isinstance(body, dict) and "schema" in body else None
+            plan = load_plan(body) if source is not None else plan_from_dict(body)
         data = check_upload(plan, tuple(p.read_bytes() for p in args.data))
         if data is None:
             data = stored_data(plan)
@@ -122,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    page = report.get("page", "") if report else ""
+    page = str((source or {}).get("page") or "")
     if args.out is not None:
-        _write(args.out, result, page)
+        _write(args.out, result, page, str((source or {}).get("question") or ""))
     if report is None:
         print(f"Ran {type(plan).__name__}; tables written to {args.out}.")
         return 0

@@ -40,7 +40,7 @@ from core.uncertainty_words import LEDGER_TOTAL, SET_BY_PLAN
 __all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts", "parts_of_report", "parts_of_result",
            "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
            "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND", "format_number", "format_signed", "key_numbers",
-           "answer_sentences", "privacy_sentences", "stored_figures", "FIRST_PAGE_NUMBERS", "PRINT_CONFIG"]
+           "answer_sentences", "format_answer", "privacy_sentences", "stored_figures", "FIRST_PAGE_NUMBERS", "PRINT_CONFIG"]
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 PDF_NEEDS_CHROMIUM = "The PDF needs Chromium (Debian package 'chromium'); the HTML report works without it."
@@ -51,6 +51,9 @@ MAX_PRINT_COLUMNS = 8         # columns of one printed table; wider tables are s
 #: Words of an "exact (...)" uncertainty that mark an input (a size, a count, a conversion), not a finding.
 INPUT_WORDS = ("count)", "units of the geography", "size of", "rows the plan", "public constant", "combinations",
                "conversion")
+#: The first page's question when a report carries none (made from a plan file alone, not from a page).
+NO_QUESTION = ("This report was made from a plan file alone, which does not state the question it answers; "
+               "the plan in plain words below says what was computed.")
 LEDGER_TABLE = "ledger"       # the table name results give their ledger's spends
 FIRST_PAGE_FIGURE_ZOOM = 0.72   # the main figure, drawn at its own size, printed smaller to fit the first page
 FIRST_PAGE_FIGURE_PIXELS = 270  # ... and no taller than this many pixels there
@@ -147,14 +150,16 @@ def format_number(value: Any) -> str:
 
 
 def _cell(value: Any) -> str:
-    """A table cell; numbers never wrap across lines."""
-    is_number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    """A table cell; numbers never wrap across lines; yes/no for a true/false value."""
+    if isinstance(value, (bool, np.bool_)):
+        return f"<td>{'yes' if value else 'no'}</td>"
+    is_number = isinstance(value, (int, float, np.integer, np.floating))
     return f"<td class='num'>{format_number(value)}</td>" if is_number else f"<td>{format_number(value)}</td>"
 
 
 def _header(name: Any) -> str:
-    """A column name that may break after its underscores, so a narrow column keeps its header readable."""
-    return html.escape(str(name)).replace("_", "_<wbr>")
+    """A column name in words (``rho_equivalent`` -> ``rho equivalent``: ``core.compare.readable_name``)."""
+    return html.escape(readable_name(str(name)))
 
 
 def _one_table(df: pd.DataFrame) -> str:
@@ -194,18 +199,20 @@ def _table(df: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
     if len(groups) == 1:
         return _one_table(shown) + more
     note = (f"<p class='muted'>{len(shown.columns)} columns, shown in {len(groups)} parts"
-            + (f" (each led by {', '.join(map(str, key_columns(shown)))})" if key_columns(shown) else "") + ".</p>")
+            + (f" (each led by {html.escape(', '.join(readable_name(str(c)) for c in key_columns(shown)))})" if key_columns(shown) else "") + ".</p>")
     return note + "".join(_one_table(shown[g]) for g in groups) + more
 
 
-def _headline(headline: Mapping[str, Any], uncertainty: Mapping[str, str] | None = None, key: bool = False) -> str:
+def _headline(headline: Mapping[str, Any], uncertainty: Mapping[str, str] | None = None, key: bool = False,
+              empty: str = "This result has no headline numbers.") -> str:
     """The headline numbers, each with its uncertainty in words (``Result.headline_uncertainty``); ``key``:
-    the first page's few (their cells marked apart from the full table's)."""
+    the first page's few (the table marked apart from the rest's). Each number is printed in one of the
+    two tables only, so ``empty`` says why the rest's table has nothing to show."""
     if not headline:
-        return "<p class='muted'>This result has no headline numbers.</p>"
+        return f"<p class='muted'>{html.escape(empty)}</p>"
     words = uncertainty or {}
     rows = "".join(f"<tr><td>{html.escape(readable_name(str(k)))}</td><td class='value'>{format_number(v)}</td>"
-                   f"<td class='uncertainty{' key' if key else ''}'>{html.escape(words.get(k) or 'not stated')}</td></tr>"
+                   f"<td class='uncertainty'>{html.escape(words.get(k) or 'not stated')}</td></tr>"
                    for k, v in headline.items())
     return (f"<table class='headline{' key' if key else ''}'><thead><tr><th>number</th><th>value</th><th>uncertainty</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>")
@@ -217,7 +224,8 @@ def _uncertainty(tables: Mapping[str, pd.DataFrame]) -> str:
     for name, df in tables.items():
         cols = uncertainty_columns(df)
         if cols:
-            items.append(f"<li><strong>{html.escape(name)}</strong>: {html.escape(', '.join(cols))}</li>")
+            items.append(f"<li><strong>{html.escape(readable_name(str(name)))}</strong>: "
+                         f"{html.escape(', '.join(readable_name(str(c)) for c in cols))}</li>")
     if not items:
         return ("<p class='muted'>The result's tables carry no separate uncertainty columns; the headline "
                 "table above says for each number whether it is exact or how far it can move.</p>")
@@ -494,9 +502,25 @@ def parts_of_report(report: Mapping[str, Any], question: str = "") -> ReportPart
 
 # ------------------------------------------------------------------------------------------ first page
 
-def key_numbers(headline: Mapping[str, Any], limit: int = FIRST_PAGE_NUMBERS) -> dict:
-    """The first ``limit`` headline numbers (a result lists the ones a stakeholder quotes first)."""
-    return dict(list(headline.items())[:limit])
+def key_numbers(headline: Mapping[str, Any], limit: int = FIRST_PAGE_NUMBERS,
+                uncertainty: Mapping[str, str] | None = None) -> dict:
+    """At most ``limit`` headline numbers for the first page, in the result's order (it lists the ones a
+    stakeholder quotes first): its findings first, and only when there are fewer than ``limit`` of them
+    the numbers that restate an input (:func:`restates_input`: a setting, a size, the ledger's total)."""
+    words = uncertainty or {}
+    items = list(headline.items())
+    found = [kv for kv in items if not restates_input(words.get(kv[0]))]
+    inputs = [kv for kv in items if restates_input(words.get(kv[0]))]
+    return dict((found + inputs)[:limit])
+
+
+def format_answer(value: Any) -> str:
+    """A number as the answer's sentences quote it: four significant figures (``33.59``, ``13.58``,
+    ``9,600``), where the tables keep six."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value)):
+        value = float(value)
+        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:.3e}"
+    return format_number(value)
 
 
 def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
@@ -514,13 +538,13 @@ def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
                 "is in its tables and figures."]
     out = []
     for name, value in items:
-        text = f"{readable_name(str(name)).capitalize()} is {format_number(value)}"
+        text = f"{readable_name(str(name)).capitalize()} is {format_answer(value)}"
         if comparison is not None:
             row = comparison.headline[comparison.headline["number"] == name]
             if len(row):
                 r = row.iloc[0]
-                text = (f"{readable_name(str(name)).capitalize()} moves from {format_number(float(r['A']))} under A "
-                        f"to {format_number(float(r['B']))} under B ({format_signed(float(r['change']))})")
+                text = (f"{readable_name(str(name)).capitalize()} moves from {format_answer(float(r['A']))} under A "
+                        f"to {format_answer(float(r['B']))} under B ({format_signed(float(r['change']))})")
         out.append(html.escape(text + "."))      # its uncertainty is in the key numbers just below
     return out
 
@@ -590,9 +614,9 @@ def privacy_sentences(parts: ReportParts) -> list[str]:
 def _first_page(parts: ReportParts, figure: Any, comparison, created: str) -> str:
     title = html.escape(parts.page or "Result")
     subtitle = " (scenario B compared with A)" if comparison is not None else ""
-    numbers = key_numbers(parts.headline)
+    numbers = key_numbers(parts.headline, uncertainty=parts.uncertainty)
     body = [f"<h1>{title}</h1><p class='muted'>Report made {html.escape(created)} (UTC){subtitle}.</p>",
-            f"<h2>The question</h2><p>{html.escape(parts.question) or 'See the page this report came from.'}</p>",
+            f"<h2>The question</h2><p>{html.escape(parts.question or NO_QUESTION)}</p>",
             "<h2>The answer</h2>" + "".join(f"<p>{s}</p>" for s in answer_sentences(parts, comparison)),
             "<h2>Key numbers</h2>" + _headline(numbers, parts.uncertainty, key=True),
             "<h2>Privacy spent and left</h2>" + "".join(f"<p>{s}</p>" for s in privacy_sentences(parts))]
@@ -636,12 +660,23 @@ def _ab_section(a: ReportParts, b: ReportParts, comparison, overlays: Sequence[A
 
 # ---------------------------------------------------------------------------------------------- HTML
 
+def _rest_of_headline(parts: ReportParts) -> str:
+    """The headline numbers the first page's key numbers leave out (each number is printed once)."""
+    shown = key_numbers(parts.headline, uncertainty=parts.uncertainty)
+    rest = {k: v for k, v in parts.headline.items() if k not in shown}
+    note = ("<p class='muted'>The key numbers on the first page are not repeated here.</p>"
+            if shown and rest else "")
+    return note + _headline(rest, parts.uncertainty, empty=(
+        "Every headline number is among the key numbers on the first page." if parts.headline else
+        "This result has no headline numbers."))
+
+
 def _tables_once(tables: Mapping[str, pd.DataFrame], ledger_shown: bool = False) -> str:
     """Every table once: the ledger's spends, already shown in the ledger section, are not repeated."""
     shown = {n: df for n, df in tables.items() if not (ledger_shown and n == LEDGER_TABLE)}
     note = ("<p class='muted'>The ledger's spends are in the Privacy ledger section above.</p>"
             if len(shown) < len(tables) else "")
-    return note + ("".join(f"<div class='table'><h3>{html.escape(name)}</h3>{_table(df)}</div>"
+    return note + ("".join(f"<div class='table'><h3>{html.escape(readable_name(str(name)))}</h3>{_table(df)}</div>"
                            for name, df in shown.items()) or "<p class='muted'>No tables.</p>")
 
 
@@ -671,7 +706,7 @@ def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: R
         f"<h2>The plan in plain words</h2>{_plan(parts.plan)}" if compare is None else
         (f"<h2>The plan in plain words</h2><h3>Plan A (pinned)</h3><div class='plan-a'>{_plan(compare.plan)}</div>"
          f"<h3>Plan B (current)</h3><div class='plan-b'>{_plan(parts.plan)}</div>"),
-        f"<h2>Headline numbers</h2>{_headline(parts.headline, parts.uncertainty)}",
+        f"<h2>Headline numbers</h2>{_rest_of_headline(parts)}",
         f"<h2>Uncertainty in the tables</h2>{_uncertainty(parts.tables)}",
         f"<h2>Figures</h2>{_figures(rest_figures, first=main is None)}" if rest_figures or main is None else "",
         f"<h2>Privacy ledger</h2>{_ledger_parts(parts)}",

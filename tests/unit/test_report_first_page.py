@@ -8,6 +8,7 @@ so "error sd: one block" moves by -3/4 of A's value; a data set capped at epsilo
 from __future__ import annotations
 
 import dataclasses
+import html
 import importlib
 import json
 import re
@@ -19,8 +20,9 @@ import pytest
 from core.contracts import PARAMS_TYPES, DataRef, Plan
 from core.report import build_report, report_json
 from core.report_words import plan_sections, plan_sentences
+from core.compare import readable_name
 from core.stakeholder_report import (FIRST_PAGE_NUMBERS, THEME_COLOURS, chromium_path, embedded_report,
-                                     format_number, print_ready, report_html, report_html_from_json)
+                                     format_number, print_ready, report_html, report_html_from_json, restates_input)
 
 QUESTION = "How should one privacy budget be shared?"
 
@@ -91,8 +93,20 @@ def test_first_page_has_question_answer_at_most_five_numbers_privacy_and_one_fig
     rows = key_rows(page_text)
     assert len(headline) > FIRST_PAGE_NUMBERS or which == "districts"
     assert len(rows) == min(FIRST_PAGE_NUMBERS, len(headline)) <= 5
-    for row, (name, value) in zip(rows, headline.items()):       # the result's own first numbers, in order
-        assert f"<td class='value'>{format_number(value)}</td>" in row and words[name] in row.replace("&#x27;", "'")
+    # the result's own first findings, in order, then (only to fill the five) the numbers restating inputs
+    findings = [k for k in headline if not restates_input(words[k])]
+    expected = (findings + [k for k in headline if k not in findings])[:len(rows)]
+    assert len(rows) == len(expected)
+    for row, name in zip(rows, expected):
+        assert f"<td class='value'>{format_number(headline[name])}</td>" in row
+        assert words[name] in row.replace("&#x27;", "'")
+    if len(findings) >= FIRST_PAGE_NUMBERS:                       # no setting or size among them then
+        assert not any(restates_input(words[k]) for k in expected)
+    # each headline number is printed once: the rest follow in the "Headline numbers" section
+    assert text.count("<td class='uncertainty'>") == len(headline)
+    rest = text.split("<h2>Headline numbers</h2>", 1)[1].split("<h2>", 1)[0]
+    for name in headline:
+        assert (f"<td>{html.escape(readable_name(name))}</td>" in rest) == (name not in expected), name
     # privacy spent and left, from the data set's project ledger: cap 4, one release of 0.25
     assert "Spent on data set cps so far: epsilon 0.25 over 1 release(s)." in page_text
     assert "Left under the curator&#x27;s cap of epsilon 4: epsilon 3.75." in page_text
@@ -117,7 +131,7 @@ def test_answer_quotes_numbers_the_plan_does_not_set(budget_a):
     assert "Total budget is" not in answer                      # an input, not an answer
     assert "Leaves is" not in answer                             # a size of the geography
     assert answer.startswith("<p>Mean gain of the recommended split (%) is 33.59")
-    assert "Error sd: one block is 13.5814" in answer
+    assert "Error sd: one block is 13.58." in answer              # answers quote four significant figures
 
 
 # ------------------------------------------------------------------------------------------ plan words
@@ -242,9 +256,15 @@ def test_each_table_once_and_simulations_in_one_line(budget_a, tmp_path):
     report["project_ledger"] = _project(tmp_path, "cps", releases=(0.5,), simulations=12)
     text = report_html(budget_a, page="Budget allocation", report=report)
     visible = re.sub(r"<script.*?</script>", "", text, flags=re.S)
-    for name in budget_a.tables():
+    for name in budget_a.tables():                               # each table once, titled in words
         assert visible.count(f"<h3>{name}</h3>") <= 1, name
+        if name != "ledger":
+            assert visible.count(f"<h3>{html.escape(readable_name(name))}</h3>") == 1, name
     assert "<h3>ledger</h3>" not in visible                      # its spends are in the ledger section
+    # no table title, column header or cell prints a machine name or a bare True/False
+    assert any("_" in name for name in budget_a.tables())
+    assert not re.findall(r"<h3>[^<]*_[^<]*</h3>|<th>[^<]*_[^<]*</th>", visible)
+    assert not re.findall(r"<td[^>]*>(?:True|False)</td>", visible)
     tables_section = visible.split("<h2>Tables</h2>", 1)[1]
     assert "noisy count of every block group (Laplace)" in visible.split("<h2>Privacy ledger</h2>", 1)[1]
     assert "noisy count of every block group (Laplace)" not in tables_section
@@ -349,3 +369,21 @@ def test_command_line_refuses_a_file_that_is_not_a_report(tmp_path, capsys):
     bad.write_text(json.dumps({"hello": 1}))
     assert main(["report", str(bad), "--html", str(tmp_path / "x.html")]) == 2
     assert "not a report" in capsys.readouterr().err
+
+
+def test_headless_rerun_keeps_the_question_and_a_plan_file_alone_says_it_has_none(budget_a, tmp_path):
+    from core.__main__ import main
+    from core.stakeholder_report import NO_QUESTION
+    saved = _saved(budget_a, "Budget allocation", tmp_path / "a.json")
+    assert main(["reproduce", str(tmp_path / "a.json"), "--out", str(tmp_path / "rerun")]) == 0
+    rerun = json.loads((tmp_path / "rerun" / "report.json").read_text())
+    assert (rerun["page"], rerun["question"]) == ("Budget allocation", saved["question"])
+    assert main(["report", str(tmp_path / "rerun" / "report.json"), "--html", str(tmp_path / "r.html")]) == 0
+    page_text = first_page((tmp_path / "r.html").read_text())
+    assert f"<h2>The question</h2><p>{html.escape(saved['question'])}</p>" in page_text
+    # a bare plan carries no question: the report says so instead of pointing at a page it never came from
+    (tmp_path / "plan.json").write_text(json.dumps(saved["plan"]))
+    assert main(["run", str(tmp_path / "plan.json"), "--out", str(tmp_path / "bare")]) == 0
+    assert main(["report", str(tmp_path / "bare" / "report.json"), "--html", str(tmp_path / "b.html")]) == 0
+    bare = first_page((tmp_path / "b.html").read_text())
+    assert f"<h2>The question</h2><p>{html.escape(NO_QUESTION)}</p>" in bare and "See the page" not in bare
