@@ -12,6 +12,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
@@ -24,6 +25,7 @@ from core.coherence.publish import (PublishPlan, publish, refuse_if_not_private,
 from core.contracts import Cancelled, DataRef, Spec  # noqa: E402
 from core.privacy.protection import ProtectionUnit  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
+from dashboard.components.chart_table import chart_numbers  # noqa: E402
 from dashboard.components.ledger_badge import record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import (check_shown, field_key, field_widget, params_widgets,  # noqa: E402
                                               plan_widget_values)
@@ -33,6 +35,7 @@ from dashboard.components.release_confirm import release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.dataset_picker import choice_of, pick_microdata  # noqa: E402
 from dashboard.components.uploads_kept import current_key  # noqa: E402
+from dashboard.components.wide_table import wide_table  # noqa: E402
 from dashboard.figures import coherence as figs  # noqa: E402
 
 KEEP = {"persist_state": "session"}
@@ -189,6 +192,15 @@ def _seed_strata(prefix: str, key: str, default: tuple[str, ...]) -> None:
         st.session_state[wkey] = list(default[:1])
 
 
+def score_bins(scores: np.ndarray, in_release: np.ndarray) -> pd.DataFrame:
+    """The histograms' bars: share of each half of the subgroup per 0.05-wide score bin from -1 to 1."""
+    edges = np.round(np.linspace(-1.0, 1.0, 41), 2)
+    share = [np.histogram(np.clip(part, -1.0, 1.0), bins=edges)[0] / max(part.size, 1)
+             for part in (scores[in_release], scores[~in_release])]
+    return pd.DataFrame({"score from": edges[:-1], "score to": edges[1:], "share in the release's half": share[0],
+                         "share held out": share[1]})
+
+
 def _verdict_card(row: pd.Series, summary: pd.DataFrame, worst: pd.Series) -> None:
     """One release's verdict; ``worst`` is its row of ``AuditResult.worst_adversaries`` (the headline's)."""
     with st.container(border=True):
@@ -251,17 +263,24 @@ def _result_tabs(comparison, curve: pd.DataFrame) -> None:
         scores = comparison.example_scores[(hist_rel, hist_adv)]
         st.plotly_chart(figs.score_histograms(scores[mask], comparison.example_half[mask], hist_group,
                                               f"{hist_rel} / {hist_adv}"), key="coh_hist_chart")
+        chart_numbers(score_bins(scores[mask], comparison.example_half[mask]), key="coh_hist_numbers",
+                      what="the histograms")
         st.caption("The two mounds of scores of the first trial: the half whose records fed the release against "
                    "the held-out half. W1 is the work needed to move one mound onto the other.")
     with tab_curve:
         curve_rel = st.selectbox("Release", rel_names, key="coh_curve_release", **KEEP)
         st.plotly_chart(figs.coherence_curve_figure(curve, curve_rel, s["alpha"], s["beta"]),
                         key="coh_curve_chart")
+        chart_numbers(curve[curve["release"] == curve_rel], key="coh_curve_numbers",
+                      what="the failure-rate curves")
         st.caption("Solid: share of trials in which some eligible subgroup exceeds alpha, with its one-sided 95% "
                    "band; dotted: the same predictors on an independent split (the noise floor).")
     with tab_size:
         size_adv = st.selectbox("Adversary", adv_names, index=adv_names.index(worst_adv), key="coh_size_adv", **KEEP)
         st.plotly_chart(figs.size_scatter(comparison.subgroups, size_adv, s["alpha"]), key="coh_size_chart")
+        chart_numbers(figs.readable(comparison.subgroups.loc[comparison.subgroups["adversary"] == size_adv,
+                                                             ["release", "subgroup", "size", "q_w1", "q_null"]],
+                                    figs.SUBGROUP_COLUMNS), key="coh_size_numbers", what="the scatter")
     with tab_excl:
         if comparison.excluded.empty:
             st.write("Every subgroup has at least gamma members.")
@@ -609,10 +628,11 @@ with theory_slot:
                     "not a DP guarantee" if th["guarantee"] not in ("pure_dp", "approx_dp")
                     else "none" if pd.isna(cons["max_epsilon"]) else f"{cons['max_epsilon']:.5f}",
                     help="conservative constants; Thm 8 (delta at or below its cap) for approximate DP, else Thm 7")
-        st.dataframe(figs.readable(calc.summary, figs.THEORY_COLUMNS), hide_index=True, width="stretch")
+        wide_table(figs.readable(calc.summary, figs.THEORY_COLUMNS), key="coh_th_table", width="stretch")
         if not calc.gamma_curve.empty:
             sizes = comparison.subgroups["size"].unique() if comparison is not None else [th["size"]]
             st.plotly_chart(figs.gamma_figure(calc.gamma_curve, sizes), key="coh_th_chart")
+            chart_numbers(calc.gamma_curve, key="coh_th_numbers", what="the size curve")
         if calc.delta_cap is not None:
             st.caption(f"Thm 8 admits delta up to {calc.delta_cap:.3g} at these settings; deployed systems rarely "
                        "meet it.")

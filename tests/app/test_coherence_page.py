@@ -370,3 +370,16 @@ def test_saved_report_outside_what_the_page_offers_is_refused_with_the_reason():
     assert not at.exception
     assert any("epsilon" in e.value and "5.0" in e.value for e in at.error)
     assert at.number_input(key="coh_th_epsilon").value == 0.01            # the page's own settings are kept
+
+
+def test_every_chart_has_its_numbers_in_reach(ran):
+    """Each chart either has its table right under it (heat map, sweep) or a 'numbers behind' expander."""
+    behind = [e.label for e in ran.expander if e.label.startswith("The numbers behind")]
+    assert {"The numbers behind the histograms", "The numbers behind the failure-rate curves",
+            "The numbers behind the scatter"} <= set(behind)
+    charts = len(ran.get("plotly_chart"))
+    with_table_beside = 1                       # the heat map, followed by its subgroup table
+    assert len(behind) == charts - with_table_beside
+    bins = next(d.value for d in ran.dataframe if "share held out" in d.value.columns)
+    assert len(bins) == 40
+    assert abs(bins["share held out"].sum() - 1.0) < 1e-9 and abs(bins["share in the release's half"].sum() - 1.0) < 1e-9
