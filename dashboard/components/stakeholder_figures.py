@@ -37,7 +37,12 @@ def _group_fairness(result) -> list:
     out = []
     lex = getattr(result, "lexifair", None)
     if lex is not None:
-        out += [figs.group_error_figure(lex.groups), figs.eta_figure(lex.trajectory)]
+        groups = lex.groups
+        ref = getattr(result.plan, "data", None)
+        if getattr(ref, "is_upload", False):     # the hover's head counts of an uploaded file, as bands
+            from core.report import banded
+            groups = banded(groups, "size")
+        out += [figs.group_error_figure(groups), figs.eta_figure(lex.trajectory)]
     return out
 
 

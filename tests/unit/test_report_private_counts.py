@@ -266,3 +266,29 @@ def test_synthesis_figures_leave_rows_per_stratum_out_unless_declared_public():
     assert BUILDERS["SynthesisResult"](SynthesisResult(False)) == []
     shown = BUILDERS["SynthesisResult"](SynthesisResult(True))
     assert [list(f.data[0].y) for f in shown] == [[RACE["A"], RACE["B"]]]
+
+
+def test_group_error_figure_of_an_upload_quotes_head_counts_as_bands():
+    from dashboard.components.stakeholder_figures import BUILDERS
+    groups = pd.DataFrame({"model": "lexifair", "group": ["sex=F", "sex=M"], "size": [SEX["F"], SEX["M"]],
+                           "in_sample_error": [0.21, 0.24], "held_out_error": [0.22, 0.25],
+                           "held_out_low": [0.2, 0.23], "held_out_high": [0.24, 0.27]})
+    trajectory = pd.DataFrame({"level": [1, 1], "round": [1, 2], "eta_running_average": [0.5, 0.4]})
+
+    class Plan:
+        def __init__(self, data):
+            self.data = data
+
+    class Lexifair:
+        def __init__(self):
+            self.groups, self.trajectory = groups, trajectory
+
+    class GroupFairnessResult:
+        def __init__(self, data):
+            self.plan, self.lexifair = Plan(data), Lexifair()
+
+    shared = BUILDERS["GroupFairnessResult"](GroupFairnessResult(DataRef("upload", "f" * 64)))
+    _assert_absent_with_figures({"figures": [json.loads(f.to_json()) for f in shared]}, sorted(SEX.values()))
+    assert [row[1] for row in shared[0].data[0].customdata] == [size_band(SEX["F"]), size_band(SEX["M"])]
+    public = BUILDERS["GroupFairnessResult"](GroupFairnessResult(DataRef("moving-company")))
+    assert [float(row[1]) for row in public[0].data[0].customdata] == [SEX["F"], SEX["M"]]
