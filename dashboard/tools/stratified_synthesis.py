@@ -26,6 +26,7 @@ from core.synthesis.mean_release import MeanReleasePlan, projected_ledger, relea
 from core.synthesis.release import budget_statement_text, projected_release_ledger  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import smallest_strata  # noqa: E402
+from dashboard.components.chart_table import EXPANDER_PREFIX, chart_numbers  # noqa: E402
 from dashboard.components.dataset_picker import (declared_public, declared_ranges,  # noqa: E402
                                                  pick_microdata)
 from dashboard.components.ledger_badge import ledger_delta, project_ledger, record_release, release_entry  # noqa: E402
@@ -37,6 +38,7 @@ from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.synthesis_widgets import (ME, MR, NO_TARGET, REL, START, P, epsilons_text,  # noqa: E402
                                                    numeric_range_widgets, plan_to_widgets)
+from dashboard.components.wide_table import wide_table  # noqa: E402
 from dashboard.figures import synthesis as figs  # noqa: E402
 
 PAGE = "Stratified synthesis"
@@ -70,9 +72,7 @@ LABELS = {  # machine column names -> what the page shows, with units
 def show(df: pd.DataFrame, **kwargs) -> None:
     """A table with human column labels (the data keep their stable machine names)."""
     config = {c: st.column_config.Column(LABELS[c]) for c in df.columns if c in LABELS}
-    st.dataframe(df, hide_index=True, width="stretch", column_config=config, **kwargs)
-    if len(df.columns) >= 7:       # may run past the right edge: say it scrolls
-        st.caption(f"{len(df.columns)} columns: scroll the table sideways to see them all.")
+    wide_table(df, width="stretch", column_config=config, **kwargs)
 
 
 def requested() -> dict:
@@ -314,7 +314,7 @@ with tab_curves:
         st.caption(figs.SIZE_NOTE + (" With many groups, the worst (" + ("largest error" if metric != "accuracy"
                    else "not defined for accuracy") + ") and the smallest are coloured and named; the others are grey."
                    if len(sizes) > figs.ALL_COLOURED and not facets else ""))
-        with st.expander("Values behind the curves"):
+        with st.expander(f"{EXPANDER_PREFIX} the curves"):
             show(group_curves)
         if metric == "tvd_2way":
             st.caption("Two-way TVD inside each group among the non-strata columns, against the group's real "
@@ -337,11 +337,14 @@ with tab_marg:
             st.rerun()
         shares, col_tvd = result.marginals
         st.plotly_chart(figs.tvd_heatmap_figure(col_tvd), width="stretch", key="ss_heatmap")
+        chart_numbers(col_tvd, key="ss_heatmap_numbers", what="the heat map")
         h1, h2 = st.columns(2)
         groups_by_size = col_tvd.groupby("group")["real_rows"].first().sort_values().index.tolist()
         mg_group = h1.selectbox("Group", groups_by_size, key="ss_mg_group", persist_state=S)
         mg_col = h2.selectbox("Column", list(pd.unique(col_tvd["column"])), key="ss_mg_col", persist_state=S)
         st.plotly_chart(figs.marginal_bars_figure(shares, mg_group, mg_col), width="stretch", key="ss_mg_bars")
+        chart_numbers(shares[(shares["group"] == mg_group) & (shares["column"] == mg_col)],
+                      key="ss_mg_bars_numbers", what="the bars")
 
 with tab_disp:
     if sweep is None:
@@ -352,6 +355,7 @@ with tab_disp:
         st.plotly_chart(figs.method_curves_figure(oc, ("parity_error", "max_disparity"),
                                                   "Disparity against the privacy budget (category proportions)"),
                         width="stretch", key="ss_disp_chart")
+        chart_numbers(oc, key="ss_disp_numbers", what="the disparity curves")
         worst = sweep.worst_groups()
         st.plotly_chart(figs.worst_vs_population_figure(worst, sweep.main_measure_name), width="stretch",
                         key="ss_pareto_chart")
@@ -405,6 +409,7 @@ with tab_ml:
         st.plotly_chart(figs.method_curves_figure(oc, ("accuracy", "fpr_gap", "fnr_gap"),
                                                   "Train on synthetic, test on real held-out rows", base),
                         width="stretch", key="ss_ml_chart")
+        chart_numbers(oc, key="ss_ml_numbers", what="the utility curves")
         b1, b2, b3 = st.columns(3)
         b1.metric("Real-data accuracy", f"{base.get('accuracy', float('nan')):.3f}")
         b2.metric("Majority-class accuracy", f"{base.get('majority_accuracy', float('nan')):.3f}")
@@ -537,6 +542,7 @@ with tab_mean:
                 "Fix the settings above to simulate the means.")
     else:
         st.plotly_chart(figs.mean_error_figure(means.curves), width="stretch", key="ss_mean_chart")
+        chart_numbers(means.curves, key="ss_mean_numbers", what="the error curves")
         summ = means.summary
         k1, k2, k3 = st.columns(3)
         k1.metric("Stratification cost multiplier", f"{summ['cost_multiplier']:.2f}x",
@@ -561,7 +567,7 @@ with tab_mean:
         st.caption(f"Population mean |error|: stratified {pop['stratified']:.2e}, pooled {pop['pooled']:.2e}. "
                    f"{means.guarantee} The pooled mean is accurate for the population but wrong for groups whose "
                    "mean differs from it.")
-        with st.expander("Per-group numbers"):
+        with st.expander(f"{EXPANDER_PREFIX} the per-group errors"):
             show(means.group_errors.assign(group=names))
 
         st.markdown("#### Adaptive means: univariate COINPRESS")
@@ -569,6 +575,7 @@ with tab_mean:
         field_widget(MeansPlan, "coinpress_alpha", ME, container=v1, **KEEP)
         field_widget(MeansPlan, "coinpress_k", ME, container=v2, **KEEP)
         st.plotly_chart(figs.coinpress_figure(means.coinpress), width="stretch", key="ss_cp_chart")
+        chart_numbers(means.coinpress, key="ss_cp_numbers", what="the COINPRESS curves")
         st.caption("Two steps (rho 0.125 then 0.375, total 0.5 zCDP) from the interval [-3, 3], sigma 1, 20 runs "
                    "per point; PubStrat takes weights from an equal-size public half. Every stratum runs the whole "
                    "schedule (parallel composition) and the strata are recombined with normalised weights.")
@@ -577,6 +584,7 @@ with tab_mean:
         ds = means.dirichlet_summary
         st.plotly_chart(figs.dirichlet_figure(means.dirichlet, ds["observed"], ds["worst"], ds["best"],
                                               ds["alpha_mle"]), width="stretch", key="ss_dirichlet_chart")
+        chart_numbers(means.dirichlet, key="ss_dirichlet_numbers", what="the size-skew curve")
         st.caption(f"Theorem 10 (an equality, not only a bound) at the fitted alpha {ds['alpha_mle']:.3g}: "
                    f"{ds['theorem10_at_mle']:.2f}; observed sum of log sizes {ds['observed']:.2f} (the "
                    "maximum-likelihood alpha puts the observed point on the curve by construction); "

@@ -188,6 +188,15 @@ def test_marginals_tab_after_a_sweep():
     at.selectbox(key="ss_mg_col").set_value("education").run()
     assert not at.exception
     assert any(t.startswith("education within") for t in _chart_titles(at))
+    # every main chart carries the numbers it was drawn from: an expander under it, or its table beside it
+    behind = [e.label for e in at.expander if e.label.startswith("The numbers behind")]
+    assert len(behind) == len(set(behind))
+    for what in ("the curves", "the heat map", "the bars", "the disparity curves", "the error curves",
+                 "the per-group errors", "the COINPRESS curves", "the size-skew curve"):
+        assert f"The numbers behind {what}" in behind
+    bars = next(d.value for d in at.dataframe if {"category", "real", "stratified", "pooled"} <= set(d.value.columns)
+                and "group" in d.value.columns)
+    assert set(bars["column"]) == {"education"} and abs(bars["real"].sum() - 1.0) < 1e-9
 
 
 def test_sweep_fits_fan_out_over_the_cores(monkeypatch):
