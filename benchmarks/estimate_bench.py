@@ -32,6 +32,7 @@ from scipy.optimize import nnls  # noqa: E402
 
 from core import estimates  # noqa: E402
 from core.contracts import DataRef, make_rng  # noqa: E402
+from core.datasets import load_cps  # noqa: E402
 from core.privacy.accounting import rho_for_epsilon  # noqa: E402
 from core.synthesis import SweepPlan, SynthesisPlan  # noqa: E402
 from core.synthesis.encoding import encode_categories  # noqa: E402
@@ -40,6 +41,9 @@ from core.synthesis.workflow import prepare  # noqa: E402
 
 COLUMNS = ("sex", "race", "age_band", "education", "marital", "income")
 STRATA = ("sex", "race")
+#: A curator-sized file: 36 strata, most of them small (as ``benchmarks/synthesis_bench.py``'s)
+CURATOR_STRATA = ("class_of_worker", "sex", "income")
+CURATOR_ROWS = 3_500
 
 
 def load() -> str:
@@ -80,7 +84,10 @@ FIT_GRID = {
             (5000, 6, AIMParams(max_rounds=12))],
     "gem": [(1000, 4, GEMParams(rounds=5, steps=20, batch=250)), (1000, 6, GEMParams(rounds=20, steps=20, batch=500)),
             (3000, 6, GEMParams(rounds=10, steps=40, batch=1000)), (400, 3, GEMParams(rounds=10, steps=20, batch=250)),
-            (3000, 4, GEMParams(rounds=20, steps=40, batch=500))],
+            (3000, 4, GEMParams(rounds=20, steps=40, batch=500)),
+            # small fits, as a small stratum's: the 62- and 16-row generator batches (the part of a step
+            # that does not shrink with the generator rows) and the rounds cut to a small noisy total
+            (80, 6, GEMParams(rounds=20, steps=40, batch=1000)), (30, 6, GEMParams(rounds=30, steps=40, batch=1000))],
 }
 
 
@@ -107,12 +114,13 @@ def fit_synthesizers(frame) -> dict:
             if key == "gem":
                 compiles.append(times[0] - times[1])
             took = times[1]
-            feats = estimates.fit_features(key, params, n, dims)
-            rows_a.append([feats["fixed"], feats["data"], feats["units"]])
+            feats = estimates.fit_features(key, params, n, dims, rho=rho)
+            names = ["fixed", "data", "units"] + (["steps"] if key == "gem" else [])
+            rows_a.append([feats[k] for k in names])
             secs.append(took)
             print(f"  {key:11s} {n:5d} rows x {n_cols} columns, units {feats['units']:.3g}: {took:6.2f} s "
                   f"(first {times[0]:.2f} s; load {load()})", flush=True)
-        coef = solve(rows_a, secs, ["fixed", "data", "units"])
+        coef = solve(rows_a, secs, names)
         if key == "gem":
             coef["compile"] = round(max(float(np.median(compiles)), 0.0), 3)
         out[key] = coef
@@ -246,10 +254,13 @@ def fit(out_path: Path) -> None:
 # --------------------------------------------------------------------------------------------------
 
 def compare_grid():
-    """(label, plan builder args) of the sweeps compared: the page's defaults per synthesizer at a few sizes."""
+    """(synthesizer, rows, epsilons, seeds[, strata]) of the sweeps compared: the page's defaults per
+    synthesizer at a few sizes, and one GEM sweep point on a curator-sized file (3,500 rows of every
+    column of the extract over 36 mostly small strata, sampled as ``benchmarks/synthesis_bench.py`` does)."""
     return [("mst", 3000, (1.0,), (0,)), ("mst", 10000, (0.1, 1.0, 5.0), (0, 1)),
             ("mst", 50000, (0.1, 1.0, 5.0), (0, 1)), ("independent", 20000, (0.1, 1.0, 5.0), (0, 1)),
-            ("aim", 3000, (1.0,), (0,)), ("aim", 20000, (1.0,), (0,)), ("gem", 3500, (1.0,), (0,))]
+            ("aim", 3000, (1.0,), (0,)), ("aim", 20000, (1.0,), (0,)), ("gem", 3500, (1.0,), (0,)),
+            ("gem", CURATOR_ROWS, (1.0,), (0,), CURATOR_STRATA)]
 
 
 def compare() -> None:
@@ -264,10 +275,17 @@ def compare() -> None:
                          sweep=SweepPlan(epsilons=(1.0,), seeds=(9,)))
     run_sweep(warm, frame.sample(500, random_state=9))   # a running server's workers are already started
     speed = estimates.speed_factor(costs)                # probed once, as a running server does
-    for key, n, eps, seeds in compare_grid():
-        data = frame.sample(n, random_state=7)
-        plan = SynthesisPlan(data=DataRef("cps"), columns=COLUMNS, strata=STRATA, synthesizer=key,
-                             sweep=SweepPlan(epsilons=eps, seeds=seeds))
+    full = None
+    for key, n, eps, seeds, *strata in compare_grid():
+        if strata:    # the curator case: every column of the extract, its own strata, no target
+            full = load_cps() if full is None else full
+            data = full.iloc[np.random.default_rng(0).choice(len(full), n, replace=False)].reset_index(drop=True)
+            plan = SynthesisPlan(data=DataRef("cps"), columns=tuple(full.columns), strata=strata[0], target=None,
+                                 synthesizer=key, sweep=SweepPlan(epsilons=eps, seeds=seeds))
+        else:
+            data = frame.sample(n, random_state=7)
+            plan = SynthesisPlan(data=DataRef("cps"), columns=COLUMNS, strata=STRATA, synthesizer=key,
+                                 sweep=SweepPlan(epsilons=eps, seeds=seeds))
         est = estimates.estimate(plan, data, costs=costs, speed=speed)
         _, took = timed(lambda: run_sweep(plan, data))
         ratio = est.seconds / took

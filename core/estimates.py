@@ -13,8 +13,12 @@ Two corrections turn fitted seconds into seconds here and now:
   were fitted, and is timed once more (cached) in the running process; predicted seconds are scaled
   by ``probe_now / probe_at_fit`` (a loaded machine runs the probe, and the work, slower);
 - observed runs: :func:`observe` takes a finished run's measured seconds and keeps a process-wide
-  correction factor, the geometric mean of ``measured / predicted`` over the runs seen so far
-  (clipped to ``[1/OBSERVED_CLIP, OBSERVED_CLIP]``), applied to every later estimate.
+  correction factor, a decaying geometric mean of ``measured / predicted`` (a run's weight halves every
+  ``OBSERVED_HALF_LIFE`` seconds of age, so the machine's recent load counts most), clipped to
+  ``[1/OBSERVED_CLIP, OBSERVED_CLIP]`` and applied to every later estimate.
+
+Both corrections scale the headline and every suggestion's seconds alike, so a suggestion ("1 seed:
+about 20 minutes") is read against the same clock as the headline.
 
 Nothing here reads private numbers into a statement meant to be shared: the work sentence names the
 public strata count and the plan's own settings, never a stratum's size.
@@ -38,6 +42,7 @@ COSTS_PATH = Path(__file__).with_name("estimate_costs.json")
 LONG_RUN_SECONDS = 180.0          # runs predicted above this ask before starting (3 minutes)
 OBSERVED_CLIP = 5.0               # one surprising run never moves estimates by more than this factor
 DEFAULT_BAND = 2.0                # low/high band around the estimate when the fit gives none
+OBSERVED_HALF_LIFE = 1800.0       # seconds after which an observed run weighs half as much as a new one
 
 #: Coefficients used until ``benchmarks/estimate_bench.py --fit`` has written core/estimate_costs.json.
 #: Units of each feature are stated beside the estimator that uses it.
@@ -48,7 +53,7 @@ DEFAULT_COSTS: dict[str, Any] = {
         "independent": {"fixed": 0.01, "data": 0.05, "units": 0.01},
         "mst": {"fixed": 0.05, "data": 0.2, "units": 0.05},
         "aim": {"fixed": 0.5, "data": 0.3, "units": 0.5},
-        "gem": {"fixed": 0.3, "data": 0.1, "units": 1.0, "compile": 8.0},
+        "gem": {"fixed": 0.3, "data": 0.1, "units": 1.0, "steps": 0.08, "compile": 8.0},
         "score": {"fixed": 0.3, "data": 0.5},
         "parallel_efficiency": 0.8,
         "pool_start": 1.0,
@@ -83,6 +88,9 @@ class RunEstimate:
     suggestions: tuple[str, ...] = ()
     raw_seconds: float = 0.0
     observed: float = 1.0
+    factor: float = 1.0
+    """Both corrections together (speed x observed): ``seconds = raw_seconds x factor``, and every
+    suggestion's seconds are scaled by it too."""
 
     def duration_text(self) -> str:
         """'about 40 seconds' or 'about 12 minutes' (rounded the way people say it)."""
@@ -117,14 +125,27 @@ Estimator = Callable[[Any, Any, Mapping], "Work"]
 
 
 @dataclass(frozen=True)
+class Tip:
+    """A suggestion that quotes modelled seconds: ``text`` with one ``{}`` per entry of ``seconds``,
+    filled in words once the estimate knows its corrections, so a suggestion reads on the same clock
+    as the headline."""
+
+    text: str
+    seconds: tuple[float, ...] = ()
+
+    def render(self, factor: float) -> str:
+        return self.text.format(*(duration_words(max(x, 0.0) * factor) for x in self.seconds))
+
+
+@dataclass(frozen=True)
 class Work:
     """An estimator's answer before corrections: the sentence, the count, the modelled seconds and the
-    suggestions that apply."""
+    suggestions that apply (plain text, or a :class:`Tip` whose seconds get the headline's corrections)."""
 
     sentence: str
     units: int
     seconds: float
-    suggestions: tuple[str, ...] = ()
+    suggestions: tuple[str | Tip, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,11 +206,13 @@ def estimate(plan, data=None, *, costs: Mapping | None = None, speed: float | No
     costs = load_costs() if costs is None else costs
     work = spec.estimator(plan, data, costs)
     observed = observed_factor()
-    seconds = max(work.seconds, 0.0) * (speed_factor(costs) if speed is None else float(speed)) * observed
+    factor = (speed_factor(costs) if speed is None else float(speed)) * observed
+    seconds = max(work.seconds, 0.0) * factor
     band = max(float(costs.get("band", DEFAULT_BAND) or DEFAULT_BAND), 1.0)
+    tips = tuple(t.render(factor) if isinstance(t, Tip) else str(t) for t in work.suggestions)
     return RunEstimate(kind=spec.key, work=work.sentence, units=int(work.units), seconds=seconds,
-                       low=seconds / band, high=seconds * band, suggestions=work.suggestions,
-                       raw_seconds=max(work.seconds, 0.0), observed=observed)
+                       low=seconds / band, high=seconds * band, suggestions=tips,
+                       raw_seconds=max(work.seconds, 0.0), observed=observed, factor=factor)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -270,32 +293,50 @@ def speed_factor(costs: Mapping | None = None) -> float:
 
 
 class ObservedSpeed:
-    """A running correction from finished runs: the geometric mean of measured / predicted seconds.
+    """A running correction from finished runs: a decaying geometric mean of measured / predicted seconds.
 
-    Ratios are combined on the log scale (a run twice as slow and one twice as fast cancel), and the
-    factor is clipped to [1/clip, clip]. Thread-safe: one instance serves every session of a server.
+    Ratios are combined on the log scale (a run twice as slow and one twice as fast cancel), each
+    weighted by ``0.5 ** (age / half_life)`` with its age in seconds of ``clock`` (recent runs weigh more:
+    the machine's load now matters, not this morning's), so the factor is
+    ``exp(sum w_i log r_i / sum w_i)``, clipped to [1/clip, clip]. Both sums are kept scaled to the
+    latest run and decayed when the next one comes, so adding a run is O(1). Thread-safe: one instance
+    serves every session of a server.
     """
 
-    def __init__(self, clip: float = OBSERVED_CLIP) -> None:
+    def __init__(self, clip: float = OBSERVED_CLIP, half_life: float = OBSERVED_HALF_LIFE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not half_life > 0:
+            raise ValueError(f"The half-life of observed runs must be positive; got {half_life}.")
         self.clip = float(clip)
+        self.half_life = float(half_life)
+        self.clock = clock
         self._lock = threading.Lock()
         self._log_sum = 0.0
+        self._weight = 0.0
+        self._last: float | None = None
         self._n = 0
 
     def add(self, predicted: float, measured: float) -> float:
         predicted, measured = float(predicted), float(measured)
         if not (predicted > 0 and measured > 0 and math.isfinite(predicted) and math.isfinite(measured)):
             return self.factor()
+        now = float(self.clock())
         with self._lock:
+            if self._last is not None:
+                decay = 0.5 ** (max(now - self._last, 0.0) / self.half_life)
+                self._log_sum *= decay
+                self._weight *= decay
             self._log_sum += math.log(measured / predicted)
+            self._weight += 1.0
+            self._last = now if self._last is None else max(now, self._last)
             self._n += 1
         return self.factor()
 
     def factor(self) -> float:
         with self._lock:
-            if self._n == 0:
+            if self._n == 0 or self._weight <= 0:
                 return 1.0
-            value = math.exp(self._log_sum / self._n)
+            value = math.exp(self._log_sum / self._weight)
         return float(min(max(value, 1.0 / self.clip), self.clip))
 
     def count(self) -> int:
@@ -303,7 +344,7 @@ class ObservedSpeed:
 
     def reset(self) -> None:
         with self._lock:
-            self._log_sum, self._n = 0.0, 0
+            self._log_sum, self._weight, self._last, self._n = 0.0, 0.0, None, 0
 
 
 OBSERVED = ObservedSpeed()
@@ -339,13 +380,37 @@ def triple_cells(dims) -> float:
     return float((p1 ** 3 - 3 * p1 * p2 + 2 * p3) / 6.0)
 
 
-def fit_features(key: str, params, rows: float, dims, share: float = 1.0, stratum: bool = False) -> dict:
+def gem_fit_plan(params, rows: float, share: float = 1.0, stratum: bool = False,
+                 rho: float | None = None) -> tuple[int, int]:
+    """(rounds, generator rows per step) a GEM fit of ``params`` runs on about ``rows`` rows, as
+    ``core.synthesis.gem`` decides them (its functions, not a copy of its constants): a stratum's rounds
+    scaled by its ``share`` (``GEM.for_stratum``), then, with ``scale_rounds`` and a budget ``rho``, cut
+    to what the noisy total carries (``fit_rounds``, with the row count standing in for the noisy
+    total); the generator rows per step from the bucket for that size (``generator_rows``)."""
+    from core.synthesis.gem import GEM, fit_rounds, generator_rows
+
+    model = GEM(rounds=int(getattr(params, "rounds", 100)), steps=int(getattr(params, "steps", 40)),
+                batch=int(getattr(params, "batch", 1000)), scale_rounds=bool(getattr(params, "scale_rounds", False)))
+    cut = model.scale_rounds
+    if stratum:
+        model = model.for_stratum(share)
+    rounds = model.rounds
+    if cut and rho is not None and rho > 0:
+        rounds = fit_rounds(rounds, max(float(rows), 1.0), rho - rho / max(rounds, 1))
+    return int(rounds), int(generator_rows(model.batch, max(float(rows), 1.0)))
+
+
+def fit_features(key: str, params, rows: float, dims, share: float = 1.0, stratum: bool = False,
+                 rho: float | None = None) -> dict:
     """Work units of one synthesizer fit on ``rows`` rows of columns with category counts ``dims``.
 
     ``data`` = rows x columns / 1e5 (passes over the data). ``units`` by synthesizer: independent,
     the one-way cells / 1e3; MST, the two-way cells / 1e4; AIM, rounds (``max_rounds`` or 16 per
-    column) x workload cells / 1e5; GEM, rounds x training steps x generator rows x one-hot width / 1e9,
-    its rounds scaled by the stratum's ``share`` (at least 10) when the stratified fit scales them.
+    column) x workload cells / 1e5; GEM, rounds x training steps x generator rows per step x one-hot
+    width / 1e9, with the rounds and generator rows the fit itself runs (:func:`gem_fit_plan`: a
+    stratum's share of the rounds, the cut to its size and budget ``rho`` when given, the smaller
+    generator batch of a small fit), and ``steps`` = rounds x training steps x one-hot width / 1e6, the
+    part of a step that does not shrink with the generator rows.
     """
     dims = [int(x) for x in dims]
     n_cols = len(dims)
@@ -359,10 +424,10 @@ def fit_features(key: str, params, rows: float, dims, share: float = 1.0, stratu
         cells = triple_cells(dims) if getattr(params, "degree", 2) == 3 else pair_cells(dims)
         out["units"] = rounds * cells / 1e5
     elif key == "gem":
-        rounds = int(getattr(params, "rounds", 100))
-        if stratum and getattr(params, "scale_rounds", False):
-            rounds = min(rounds, max(10, math.ceil(rounds * min(max(share, 0.0), 1.0))))
-        out["units"] = rounds * getattr(params, "steps", 40) * getattr(params, "batch", 1000) * sum(dims) / 1e9
+        rounds, batch = gem_fit_plan(params, rows, share, stratum, rho if n_cols > 1 else None)
+        steps = getattr(params, "steps", 40)
+        out["units"] = rounds * steps * batch * sum(dims) / 1e9
+        out["steps"] = rounds * steps * sum(dims) / 1e6
     else:
         out["units"] = pair_cells(dims) / 1e4
     return out
@@ -398,6 +463,10 @@ class SweepShape:
     small_action: str = "keep"
     target: bool = True
     n_trees: int = 20
+    rhos: tuple[float, ...] = ()
+    epsilon_values: tuple[float, ...] = ()
+    """The zCDP budget of each epsilon of the sweep (every fit of a point spends it); empty: unknown,
+    and GEM's rounds are then not cut to the budget."""
 
     @property
     def n_strata(self) -> int:
@@ -433,10 +502,13 @@ def sweep_shape(plan, data) -> SweepShape:
     strata_dims = tuple(counts[c] for c in plan.strata)
     other_dims = tuple(counts[c] for c in plan.columns if c not in plan.strata)
     sizes = frame.groupby(list(plan.strata), observed=True).size().to_numpy(float) * train_share
+    from core.privacy.accounting import rho_for_epsilon
+
+    rhos = tuple(float(rho_for_epsilon(float(e), float(plan.delta))) for e in plan.sweep.epsilons)
     return SweepShape(plan.synthesizer, plan.params, len(frame) * train_share, strata_dims, other_dims,
                       tuple(sizes), len(plan.sweep.epsilons), len(plan.sweep.seeds),
                       int(plan.min_stratum_size), plan.small_action, plan.target is not None,
-                      int(plan.sweep.n_trees))
+                      int(plan.sweep.n_trees), rhos, tuple(float(e) for e in plan.sweep.epsilons))
 
 
 def workers() -> int:
@@ -449,21 +521,38 @@ def workers() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
-def sweep_seconds(shape: SweepShape, costs: Mapping, n_workers: int | None = None) -> float:
-    """Modelled wall seconds of a sweep: per point, the stratified fit (a sum over its strata's models)
-    plus the pooled fit plus the scoring of both; the points x 2 fits share the workers."""
+def point_seconds(shape: SweepShape, costs: Mapping) -> list[tuple[float, float, float]]:
+    """Per epsilon of the sweep, one point's modelled CPU seconds: (stratified fit, pooled fit, scoring
+    of one of the two). The fits depend on the epsilon only through GEM's rounds cut to the budget."""
     syn = costs["synthesis"]
     coef = syn.get(shape.key, syn["mst"])
     all_dims = list(shape.strata_dims) + list(shape.other_dims)
-    pooled = fit_seconds(coef, fit_features(shape.key, shape.params, shape.rows, all_dims))
     total_rows = max(shape.rows, 1.0)
-    stratified = sum(fit_seconds(coef, fit_features(shape.key, shape.params, r, shape.other_dims,
-                                                    share=r / total_rows, stratum=True))
-                     for r in shape.fitted_strata())
     score_coef = syn["score"]
     trees = shape.n_trees / 20.0 if shape.target else 0.3
     score = float(score_coef["fixed"]) + float(score_coef["data"]) * shape.rows * len(all_dims) / 1e5 * trees
-    cpu = shape.points * (pooled + stratified + 2 * score)
+    rhos = list(shape.rhos) if len(shape.rhos) == shape.epsilons else [None] * shape.epsilons
+    out = []
+    for rho in rhos:
+        pooled = fit_seconds(coef, fit_features(shape.key, shape.params, shape.rows, all_dims, rho=rho))
+        stratified = sum(fit_seconds(coef, fit_features(shape.key, shape.params, r, shape.other_dims,
+                                                        share=r / total_rows, stratum=True, rho=rho))
+                         for r in shape.fitted_strata())
+        out.append((stratified, pooled, score))
+    return out
+
+
+def sweep_seconds(shape: SweepShape, costs: Mapping, n_workers: int | None = None) -> float:
+    """Modelled wall seconds of a sweep: per point, the stratified fit (a sum over its strata's models)
+    plus the pooled fit plus the scoring of both; the points x 2 fits share the workers.
+
+    On ``lanes`` workers the CPU seconds take ``cpu / (lanes x parallel_efficiency)`` plus the pool's
+    start, at least a lane's share of the long (stratified) items, and never more than one process
+    takes (``cpu``): a fitted efficiency below 1 / lanes would otherwise make more workers slower."""
+    syn = costs["synthesis"]
+    coef = syn.get(shape.key, syn["mst"])
+    per_eps = point_seconds(shape, costs)
+    cpu = shape.seeds * sum(st + po + 2 * sc for st, po, sc in per_eps)
     n_workers = workers() if n_workers is None else max(int(n_workers), 1)
     items = 2 * shape.points
     lanes = min(n_workers, items)
@@ -471,11 +560,24 @@ def sweep_seconds(shape: SweepShape, costs: Mapping, n_workers: int | None = Non
         efficiency = float(syn.get("parallel_efficiency", 0.8))
         wall = cpu / (lanes * efficiency) + float(syn.get("pool_start", 0.0))
         # the stratified fit is the long item: the sweep lasts at least one of those per lane's share
-        wall = max(wall, math.ceil(shape.points / lanes) * (stratified + score))
+        long_items = [st + sc for st, _, sc in per_eps]
+        wall = max(wall, math.ceil(shape.points / lanes) * float(np.mean(long_items)), max(long_items))
+        wall = min(wall, cpu)
     else:
         wall = cpu
     # compiled programs (GEM): each lane builds the pooled and the per-stratum shape once, side by side
     return wall + 2 * float(coef.get("compile", 0.0))
+
+
+def epsilon_parts(shape: SweepShape, costs: Mapping, n_workers: int | None = None) -> tuple[float, ...]:
+    """The sweep's modelled seconds split over its epsilons, in proportion to each epsilon's CPU
+    seconds (its points' fits and scoring): the parts add up to :func:`sweep_seconds` exactly."""
+    total = sweep_seconds(shape, costs, n_workers)
+    cpu = [st + po + 2 * sc for st, po, sc in point_seconds(shape, costs)]
+    whole = sum(cpu)
+    if whole <= 0:
+        return tuple(total / max(shape.epsilons, 1) for _ in cpu)
+    return tuple(total * c / whole for c in cpu)
 
 
 def sweep_sentence(shape: SweepShape, label: str) -> tuple[str, int]:
@@ -490,15 +592,21 @@ def sweep_sentence(shape: SweepShape, label: str) -> tuple[str, int]:
     return sentence, total
 
 
-def synthesis_suggestions(shape: SweepShape, seconds: float, costs: Mapping) -> tuple[str, ...]:
-    """The changes that would make this sweep faster, each only where it applies (and helps)."""
-    out = []
+def synthesis_suggestions(shape: SweepShape, seconds: float, costs: Mapping) -> tuple[str | Tip, ...]:
+    """The changes that would make this sweep faster, each only where it applies (and helps). Their
+    seconds are modelled like the headline's (:class:`Tip`): one seed is the same sweep with one seed,
+    and the epsilons' parts (:func:`epsilon_parts`) add up to the headline."""
+    out: list[str | Tip] = []
     if shape.seeds > 1:
-        out.append(f"Fewer seeds: 1 seed instead of {shape.seeds} takes "
-                   f"{duration_words(seconds / shape.seeds)}.")
+        one = sweep_seconds(replace(shape, seeds=1), costs)
+        out.append(Tip(f"Fewer seeds: 1 seed instead of {shape.seeds} takes {{}}.", (one,)))
     if shape.epsilons > 1:
-        out.append(f"Fewer epsilons: each of the {shape.epsilons} costs "
-                   f"{duration_words(seconds / shape.epsilons)}.")
+        parts = epsilon_parts(shape, costs)
+        names = [f"{e:g}" for e in shape.epsilon_values] if len(shape.epsilon_values) == len(parts) else \
+            [str(i + 1) for i in range(len(parts))]
+        each = ", ".join(f"epsilon {n} {{}}" for n in names[1:])
+        out.append(Tip(f"Fewer epsilons: of the whole run, epsilon {names[0]} takes {{}}"
+                       + (f", {each}." if each else "."), parts))
     if shape.n_strata > 4:
         out.append(f"Fewer strata: {shape.n_strata} strata come from every combination of the strata "
                    "columns; a coarser or single strata column fits fewer models.")
@@ -511,7 +619,7 @@ def synthesis_suggestions(shape: SweepShape, seconds: float, costs: Mapping) -> 
         aim = replace(shape, key="aim", params=AIMParams())
         aim_s = sweep_seconds(aim, costs)
         if aim_s < 0.7 * seconds:
-            out.append(f"AIM instead of GEM: {duration_words(aim_s)} for the same sweep.")
+            out.append(Tip("AIM instead of GEM: {} for the same sweep.", (aim_s,)))
     if not os.environ.get("DASHBOARD_DASK_SCHEDULER"):
         out.append("A Dask cluster (set DASHBOARD_DASK_SCHEDULER; see `make cluster`) runs the fits on "
                    "more cores than this machine's.")
@@ -533,8 +641,8 @@ def _estimate_synthesis(plan, data, costs) -> Work:
 # Learners, the coherence audit, district ensembles
 # --------------------------------------------------------------------------------------------------
 
-def _fewer(what: str, now: int, to: int, seconds: float, share: float) -> str:
-    return f"Fewer {what}: {to} instead of {now:,} takes {duration_words(seconds * share)}."
+def _fewer(what: str, now: int, to: int, seconds: float, share: float) -> Tip:
+    return Tip(f"Fewer {what}: {to} instead of {now:,} takes {{}}.", (seconds * share,))
 
 
 @ESTIMATORS.register("LearningPlan", "elicitation learner and frontier")
@@ -587,12 +695,13 @@ def _estimate_coherence(plan, data, costs) -> Work:
     seconds = float(c["fixed"]) + float(c["per_fit"]) * (units * splits + extra) * size
     tips = []
     if trials > 20:
-        tips.append(_fewer("trials", trials, 20, seconds, 20 / trials) + " (a PASS at beta 0.05 needs 59).")
+        tip = _fewer("trials", trials, 20, seconds, 20 / trials)
+        tips.append(replace(tip, text=tip.text + " (a PASS at beta 0.05 needs 59)."))
     if adv > 1:
         tips.append(_fewer("adversaries", adv, 1, seconds, 1 / adv))
     if rows > 5_000:
-        tips.append(f"Fewer audited rows: 5,000 instead of {int(rows):,} takes "
-                    f"{duration_words(seconds * 5_000 / rows)}.")
+        tips.append(Tip(f"Fewer audited rows: 5,000 instead of {int(rows):,} takes {{}}.",
+                        (seconds * 5_000 / rows,)))
     sentence = f"{trials} trials x {adv} adversaries x {rel} releases = {units:,} adversary fits"
     if extra:
         sentence += f", plus {extra:,} for the epsilon sweep"
@@ -639,4 +748,5 @@ def _estimate_districts(plan, data, costs) -> Work:
 __all__ = ["RunEstimate", "Work", "EstimatorSpec", "ESTIMATORS", "estimate", "observe", "observed_factor",
            "speed_factor", "speed_correction", "probe_seconds", "load_costs", "LONG_RUN_SECONDS", "SweepShape",
            "sweep_shape", "sweep_seconds", "fit_features", "fit_seconds", "duration_words", "OBSERVED",
-           "ObservedSpeed", "DEFAULT_COSTS", "merge_costs", "COSTS_PATH"]
+           "ObservedSpeed", "DEFAULT_COSTS", "merge_costs", "COSTS_PATH", "Tip", "gem_fit_plan", "epsilon_parts",
+           "point_seconds", "OBSERVED_HALF_LIFE"]

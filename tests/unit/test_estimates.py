@@ -17,8 +17,10 @@ COSTS = estimates.merge_costs(DEFAULT_COSTS, {"probe_seconds": None})
 
 
 @pytest.fixture(autouse=True)
-def _fresh_observations():
+def _fresh_observations(monkeypatch):
     estimates.OBSERVED.reset()
+    # runs observed within one test are simultaneous: their weights never depend on how fast it runs
+    monkeypatch.setattr(estimates.OBSERVED, "clock", lambda: 0.0)
     yield
     estimates.OBSERVED.reset()
 
@@ -62,7 +64,9 @@ def test_small_strata_policies_change_the_models_fitted():
 def test_gem_rounds_of_a_stratum_follow_its_share_with_a_floor_of_ten():
     params = GEMParams(rounds=100, steps=40, batch=1000)
     dims = [4, 2]
-    unit = 40 * 1000 * 6 / 1e9
+    # 100 rows train on the 62-row generator batch (1000 / 16, the largest bucket not above 100 rows),
+    # as GEM does; the cost once counted the full 1000 rows
+    unit = 40 * 62 * 6 / 1e9
     assert fit_features("gem", params, 100, dims, share=0.5, stratum=True)["units"] == pytest.approx(50 * unit)
     assert fit_features("gem", params, 100, dims, share=0.01, stratum=True)["units"] == pytest.approx(10 * unit)
     assert fit_features("gem", params, 100, dims)["units"] == pytest.approx(100 * unit)
@@ -188,3 +192,109 @@ def test_durations_are_said_in_seconds_then_minutes():
     assert estimates.duration_words(720) == "about 12 minutes"
     est = estimate(plan(), frame(), costs=COSTS, speed=1.0)
     assert est.sentence().startswith("About ") and est.sentence().endswith(est.work)
+
+
+# --------------------------------------------------------------------------------------------------
+# GEM's cost follows the rounds and generator rows each fit runs; workers; suggestions; decay
+# --------------------------------------------------------------------------------------------------
+
+def test_gem_fit_of_a_small_stratum_counts_its_small_batch_and_its_cut_rounds():
+    from core.estimates import gem_fit_plan
+
+    params = GEMParams(rounds=100, steps=40, batch=1000, scale_rounds=True)
+    rho = 0.01
+    # share 0.1: 10 rounds; their cut: c = 1 - (0.67^2 / 8) / (0.67^2 / 8 + 0.33^2 / 2) of each later
+    # round measures, and 1 + floor(100 sqrt(2 c rho (1 - 1/10)) / 6.4) = 2 rounds fit, at least 3
+    c = 1 - (0.67 ** 2 / 8) / (0.67 ** 2 / 8 + 0.33 ** 2 / 2)
+    assert 1 + int(100 * np.sqrt(2 * c * rho * 0.9) / 6.4) == 2
+    assert gem_fit_plan(params, 100, share=0.1, stratum=True, rho=rho) == (3, 62)
+    feats = fit_features("gem", params, 100, [4, 2], share=0.1, stratum=True, rho=rho)
+    assert feats["units"] == pytest.approx(3 * 40 * 62 * 6 / 1e9)
+    assert feats["steps"] == pytest.approx(3 * 40 * 6 / 1e6)
+    # 30 rows: the 16-row batch; 5,000 rows at epsilon-sized rho 0.5: the whole batch, no cut
+    assert gem_fit_plan(params, 30, share=0.01, stratum=True, rho=rho)[1] == 16
+    assert gem_fit_plan(params, 5000, rho=0.5) == (100, 1000)
+    # without scale_rounds the rounds stand as asked, the batch still follows the rows
+    assert gem_fit_plan(GEMParams(rounds=100, batch=1000, scale_rounds=False), 100, 0.1, True, rho) == (100, 62)
+
+
+def test_a_gem_sweep_costs_the_sum_of_its_fits_at_their_own_batch_and_rounds():
+    from core.synthesis.gem import fit_rounds, generator_rows
+
+    only_units = estimates.merge_costs(COSTS, {"synthesis": {
+        "gem": {"fixed": 0.0, "data": 0.0, "units": 1.0, "steps": 0.0, "compile": 0.0},
+        "score": {"fixed": 0.0, "data": 0.0}}})
+    p = plan("gem", eps=(1.0,), seeds=(0,))
+    df = frame()
+    shape = sweep_shape(p, df)
+    rho = shape.rhos[0]
+    width = sum(shape.other_dims)
+
+    def units(rows, rounds):
+        return fit_rounds(rounds, max(rows, 1.0), rho - rho / rounds) * 40 * generator_rows(1000, max(rows, 1.0)) * width
+
+    strata = sum(units(r, max(10, int(np.ceil(100 * r / shape.rows)))) for r in shape.fitted_strata())
+    pooled = fit_rounds(100, shape.rows, rho - rho / 100) * 40 * 1000 * (width + sum(shape.strata_dims))
+    assert sweep_seconds(shape, only_units, n_workers=1) == pytest.approx((strata + pooled) / 1e9)
+    # every stratum here has under 100 training rows: the full batch would have cost over 10 times more
+    full = len(shape.fitted_strata()) * 10 * 40 * 1000 * width
+    assert strata * 10 < full
+
+
+@pytest.mark.parametrize("synth, eps, seeds", [("gem", (1.0,), (0,)), ("mst", (0.1, 1.0, 5.0), (0, 1))])
+def test_more_workers_never_predict_a_slower_sweep(synth, eps, seeds):
+    slow = estimates.merge_costs(COSTS, {"synthesis": {"parallel_efficiency": 0.376, "pool_start": 5.0}})
+    shape = sweep_shape(plan(synth, eps=eps, seeds=seeds), frame())
+    one = sweep_seconds(shape, slow, n_workers=1)
+    two = sweep_seconds(shape, slow, n_workers=2)
+    assert two <= one
+    assert sweep_seconds(shape, slow, n_workers=8) <= two
+    if len(eps) * len(seeds) == 1:     # 0.376 x 2 lanes < 1: the fan-out gains nothing, one process stands
+        assert two == pytest.approx(one)
+
+
+def test_suggestions_carry_the_headline_corrections_and_epsilon_parts_add_up():
+    p, df = plan("gem"), frame()
+    shape = sweep_shape(p, df)
+    estimates.OBSERVED.add(1.0, 1.5)                  # observed factor 1.5, speed 2: factor 3
+    est = estimate(p, df, costs=COSTS, speed=2.0)
+    assert est.factor == pytest.approx(3.0)
+    assert est.seconds == pytest.approx(3.0 * sweep_seconds(shape, COSTS))
+    parts = estimates.epsilon_parts(shape, COSTS)
+    assert len(parts) == 3
+    assert sum(parts) == pytest.approx(sweep_seconds(shape, COSTS))
+    assert sum(parts) * est.factor == pytest.approx(est.seconds)
+    eps_tip = next(s for s in est.suggestions if s.startswith("Fewer epsilons"))
+    assert eps_tip == (f"Fewer epsilons: of the whole run, epsilon 0.1 takes {estimates.duration_words(3 * parts[0])}, "
+                       f"epsilon 1 {estimates.duration_words(3 * parts[1])}, "
+                       f"epsilon 5 {estimates.duration_words(3 * parts[2])}.")
+    one_seed = sweep_seconds(estimates.replace(shape, seeds=1), COSTS)
+    assert est.seconds / 2 <= 3 * one_seed <= est.seconds
+    seed_tip = next(s for s in est.suggestions if s.startswith("Fewer seeds"))
+    assert seed_tip == f"Fewer seeds: 1 seed instead of 2 takes {estimates.duration_words(3 * one_seed)}."
+
+
+def test_other_tools_suggestions_are_corrected_like_their_headline():
+    from core.coherence import AuditPlan
+
+    one = estimate(AuditPlan(trials=120), costs=COSTS, speed=1.0)
+    four = estimate(AuditPlan(trials=120), costs=COSTS, speed=4.0)
+    tip = next(s for s in four.suggestions if s.startswith("Fewer trials"))
+    assert tip.startswith(f"Fewer trials: 20 instead of 120 takes {estimates.duration_words(four.seconds / 6)}")
+    assert tip.endswith("(a PASS at beta 0.05 needs 59).")
+    assert one.suggestions != four.suggestions
+
+
+def test_observed_correction_is_a_mean_decaying_with_age():
+    now = [0.0]
+    speed = ObservedSpeed(clip=5.0, half_life=100.0, clock=lambda: now[0])
+    assert speed.add(1.0, 2.0) == pytest.approx(2.0)
+    now[0] = 100.0                                     # the first run now weighs 1/2
+    # exp((0.5 ln 2 + ln(1/2)) / 1.5) = 2^(-1/3)
+    assert speed.add(1.0, 0.5) == pytest.approx(2 ** (-1 / 3))
+    now[0] = 300.0                                     # weights 1/8 and 1/4 before the third run's 1
+    expected = np.exp((0.125 * np.log(2) + 0.25 * np.log(0.5) + np.log(3.0)) / (0.125 + 0.25 + 1.0))
+    assert speed.add(1.0, 3.0) == pytest.approx(expected)
+    assert speed.count() == 3
+    with pytest.raises(ValueError, match="half-life"):
+        ObservedSpeed(half_life=0.0)
