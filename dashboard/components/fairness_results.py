@@ -225,7 +225,7 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
                 f"({len(sweep.values)} values × {sweep.T} rounds).")
         return {}
     try:    # the one run of the learner; the companion below post-processes this result
-        learned = _learned(memo_key, digest, base, copy, key)
+        learned = _learned(memo_key, digest, base, copy, key, restart=clicked)
     except Cancelled:
         st.info("The learner was stopped; nothing was kept. Press **Run the learner** to start it again.")
         return {}
@@ -252,7 +252,7 @@ def _render_results(key: str, constraints: pd.DataFrame, label: str, on_result: 
 
 
 def _learned(memo_key: str, digest: str, base: LearningPlan, copy: SyntheticPeople | None,
-             key: str) -> LearningResult:
+             key: str, restart: bool = False) -> LearningResult:
     """The learner's result for ``base``: kept in this session (at most :data:`KEPT_RUNS`), else read from
     the result cache when its sweep is there, else computed as a background job (followed behind a bar
     with Cancel; a page left meanwhile attaches to the same job when it comes back)."""
@@ -264,7 +264,8 @@ def _learned(memo_key: str, digest: str, base: LearningPlan, copy: SyntheticPeop
         learned = run_learning(base, copy)
     else:
         with slot.container():
-            learned = run_with_progress(run_learning, base, copy, label=LEARNING, cancel_key=f"{key}_cancel")
+            learned = run_with_progress(run_learning, base, copy, label=LEARNING, cancel_key=f"{key}_cancel",
+                                        restart=restart)
         slot.empty()
     return remember(memo_key, digest, learned, KEPT_RUNS)
 

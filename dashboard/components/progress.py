@@ -13,7 +13,7 @@ import streamlit as st
 from core.cluster import backend_for, last_failure, scheduler_address
 from core.contracts import Cancelled
 from core.estimates import observe
-from core.jobs import REUSABLE, job_queue, run_key
+from core.jobs import CANCELLED, REUSABLE, job_queue, run_key
 
 T = TypeVar("T")
 
@@ -103,7 +103,8 @@ def job_owner() -> str:
 
 
 def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
-                      cancel_key: str | None = None, n_jobs: int | None = None) -> T:
+                      cancel_key: str | None = None, n_jobs: int | None = None, batch: bool = True,
+                      restart: bool = False) -> T:
     """``run(plan, data)`` for a page: answered straight from the result cache when it holds the plan
     (no job, no bar flickers on a display change), otherwise as a background batch job
     (:mod:`core.jobs`) that the page waits for behind :func:`progress_bar`, with Cancel.
@@ -114,11 +115,26 @@ def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
     finds its result. A Cancel click cancels the job. ``run`` is an area's cached ``run`` (it has
     ``is_cached``); :class:`core.contracts.Cancelled` and the job's ``ValueError`` reach the caller,
     which keeps the user's inputs and says what happened.
+
+    A plan whose job was cancelled is not started again by merely coming back to the page: the page
+    gets :class:`Cancelled` until the user asks again (``restart``, e.g. a Run button pressed in this
+    script run, or the "Start again" button shown here). ``batch=False`` marks interactive work (a
+    page's first render, a quick preview): it runs in this process at once and never queues behind
+    other sessions' batch jobs.
     """
     is_cached = getattr(run, "is_cached", None)
     if is_cached is not None and is_cached(plan, data):
         return run(plan, data)
+    if not batch:
+        with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
+            return run(plan, data, progress=bar)
     key = run_key(run, plan, data)
+    last = job_queue().find(key)
+    if last is not None and last.state == CANCELLED and not restart:
+        again = st.button("Start again", key=f"{cancel_key or 'run'}_again_{key[-12:]}",
+                          help="This computation was cancelled; start it again with the same settings.")
+        if not again:
+            raise Cancelled(f"{label} was cancelled.")
     result = run_job(run, plan, data, key=key, label=label, cancel_key=cancel_key, n_jobs=n_jobs)
     observe_run(plan, data, job_queue().find(key))
     return result

@@ -317,7 +317,8 @@ try:
         runs=runs, seed=seed, nonnegative=nonneg, **tab_plans(subplans, h, seed))
     st.session_state["ba_plan"] = plan
     with progress_slot.container():          # the bar sits above the tabs
-        result = run_with_progress(run, plan, plan_bytes, label="Allocating the budget and running ToyDown")
+        result = run_with_progress(run, plan, plan_bytes, label="Allocating the budget and running ToyDown",
+                                   batch=False)   # seconds at most: interactive, never queued
 except ValueError as exc:
     st.error(str(exc))
     st.stop()

@@ -231,7 +231,8 @@ if plan is not None:
     st.session_state["ss_plan"] = full      # what the numbers below were computed from
     try:
         with progress_slot.container():
-            result = run_with_progress(run, full, picked.raw, label="Computing", cancel_key="ss_cancel")
+            result = run_with_progress(run, full, picked.raw, label="Computing", cancel_key="ss_cancel",
+                                       restart=run_clicked)
     except Cancelled:
         st.info("The computation was cancelled; your settings are kept. Change one, or rerun to start again.")
     except ValueError as exc:

@@ -1,0 +1,88 @@
+"""A cancelled computation is not started again by merely coming back to its page: the page says it
+was cancelled and offers "Start again"; only that click (or the page's own Run button) submits it.
+Interactive work (batch=False) runs at once in the server even when every batch slot is taken."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.jobs import CANCELLED, JobQueue, ThreadExecutor, run_key, set_job_queue
+
+
+def _script():
+    import streamlit as st
+
+    from core.contracts import Cancelled
+    from dashboard.components.progress import run_with_progress
+    from tests.app.test_cancelled_job_stays_cancelled import PLAN, double
+
+    try:
+        st.session_state["answer"] = run_with_progress(double, PLAN, None, label="Doubling", cancel_key="dbl",
+                                                       batch=st.session_state.get("batch", True))
+        st.write(f"answer {st.session_state['answer']}")
+    except Cancelled:
+        st.info("cancelled")
+
+
+class Plan:
+    """The smallest thing a run takes: a value and a digest."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def digest(self) -> str:
+        return f"plan-{self.value}"
+
+
+PLAN = Plan(21)
+
+
+def double(plan, data=None, progress=None):
+    return 2 * plan.value
+
+
+def _as_the_page_sees_them():
+    """``PLAN`` and ``double`` imported under the name the page script uses, so their job key matches."""
+    import importlib
+
+    module = importlib.import_module("tests.app.test_cancelled_job_stays_cancelled")
+    return module.PLAN, module.double
+
+
+@pytest.fixture
+def queue():
+    fresh = JobQueue(ThreadExecutor(), slots=1, cores=2)
+    old = set_job_queue(fresh)
+    yield fresh
+    set_job_queue(old)
+
+
+def test_a_cancelled_plan_waits_for_start_again(queue):
+    plan, run = _as_the_page_sees_them()
+    key = run_key(run, plan, None)
+    gate = threading.Event()
+    queue.submit(lambda progress=None: gate.wait(), owner="another session", key="other", label="other")
+    queue.submit(run, plan, None, owner="me", key=key, label="Doubling")       # queued behind "other"
+    assert queue.cancel_key(key) and queue.find(key).state == CANCELLED
+    at = AppTest.from_function(_script, default_timeout=20).run()
+    assert not at.exception
+    assert [i.value for i in at.info] == ["cancelled"]
+    assert queue.find(key).state == CANCELLED                  # nothing was submitted again
+    gate.set()
+    again = next(b for b in at.button if b.label == "Start again")
+    again.click().run()
+    assert not at.exception and at.session_state["answer"] == 42
+
+
+def test_interactive_work_runs_while_every_batch_slot_is_taken(queue):
+    gate = threading.Event()
+    held = queue.submit(lambda progress=None: gate.wait(), owner="another session", key="held", label="held")
+    at = AppTest.from_function(_script, default_timeout=20)
+    at.session_state["batch"] = False
+    at.run()
+    assert not at.exception and at.session_state["answer"] == 42
+    assert queue.find(run_key(*reversed(_as_the_page_sees_them()), None)) is None        # never went through the batch queue
+    assert held.state == "running"
+    gate.set()
