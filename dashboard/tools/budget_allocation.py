@@ -18,6 +18,7 @@ from core.census.release import POST_PROCESSING_NOTE, RELEASE_NOTE, can_release,
 from core.contracts import Cancelled, DataRef
 from core.privacy.project_ledger import data_key
 from core.report import guarded_csv
+from dashboard.components.chart_table import chart_numbers
 from dashboard.components.budget_input import (ALGO, MECH, PUBLIC, budget_input, plan_to_widgets, target_widgets,
                                                weight_prefix)
 from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry
@@ -26,6 +27,7 @@ from dashboard.components.progress import attached_job, job_key, run_held, run_j
 from dashboard.components.release_confirm import release_button, stated_spend
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.uploads_kept import kept_files, upload_kept
+from dashboard.components.wide_table import wide_table
 from dashboard.figures import census as figs
 
 KEEP = {"persist_state": "session"}
@@ -92,13 +94,8 @@ RELEASE_LABELS = {"level": "Level", "unit": "Unit", "count": "Published count (p
                   "noisy measurement (raw)": "Noisy measurement (raw, not consistent)"}
 
 
-WIDE_TABLE = 7       # from this many columns a table may run past the right edge: say it scrolls
-
-
 def _table(df: pd.DataFrame, labels: dict, key: str, **kwargs) -> None:
-    st.dataframe(df.rename(columns={c: labels.get(c, c) for c in df.columns}), hide_index=True, key=key, **kwargs)
-    if len(df.columns) >= WIDE_TABLE:
-        st.caption(f"{len(df.columns)} columns: scroll the table sideways to see them all.")
+    wide_table(df.rename(columns={c: labels.get(c, c) for c in df.columns}), key=key, **kwargs)
 
 
 # ------------------------------------------------------------------ plan <-> widgets
@@ -382,9 +379,12 @@ with tab_split:
         st.caption("Three-level tree with 10 x 10 fan-outs and the chosen total and mechanism; the star is the optimum "
                    "(for epsilon = 1 and Laplace: budgets 0.038, 0.171, 0.791, variance 14.52).")
         st.plotly_chart(figs.figure2_figure(result.figure2, result.figure2_optimum), key="ba_fig2")
+        chart_numbers(result.figure2, key="ba_fig2_numbers", what="the budget-split surface")
         st.subheader("Presets of the paper")
         st.plotly_chart(figs.presets_figure(result.presets_levels, "level"), key="ba_fig_presets_levels")
+        chart_numbers(result.presets_levels, key="ba_presets_levels_numbers", what="the presets by level")
         st.plotly_chart(figs.presets_figure(result.presets_targets, "target"), key="ba_fig_presets_targets")
+        chart_numbers(result.presets_targets, key="ba_presets_targets_numbers", what="the presets by target")
 
 # ------------------------------------------------------------------------ TopDown-lite
 with algo_out:
@@ -427,8 +427,10 @@ with public_out:
         st.caption(f"Count vector: {pub['wem_vector']} (public total {pub['wem_total']:,}). " + SIMULATION)
         _table(pub["wem_summary"], WEM_LABELS, "ba_wem_table")
         st.plotly_chart(figs.wem_cells_figure(pub["wem_cells"]), key="ba_fig_wem")
+        chart_numbers(pub["wem_cells"], key="ba_wem_numbers", what="the cell errors")
         st.subheader("Sensitivity under dependence (Example 3), exact in log space")
         st.plotly_chart(figs.delta_z_heatmap(pub["delta_z"], n_dz), key="ba_fig_dz")
+        chart_numbers(pub["delta_z"], key="ba_dz_numbers", what="the heat map")
         st.markdown(f"With {n_dz} equicorrelated records at correlation {corr:.2f}, one record moves the mean by up to "
                     f"**{pub['dependence_factor']:.2f}x** what it moves it under independence, so the noise must grow by "
                     "the same factor.")
