@@ -33,7 +33,9 @@ import logging
 import multiprocessing
 import os
 import pickle
+import shutil
 import signal
+import tempfile
 import threading
 import time
 import traceback
@@ -53,6 +55,8 @@ __all__ = ["BATCH", "CANCELLED", "DONE", "FAILED", "INTERACTIVE", "QUEUED", "RUN
 log = logging.getLogger(__name__)
 
 BATCH, INTERACTIVE = "batch", "interactive"
+EVENTS_KEPT = 10_000
+"""The queue's event log keeps this many latest events (a server runs for weeks)."""
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 LIVE = (QUEUED, RUNNING)
 REUSABLE = (QUEUED, RUNNING, DONE)
@@ -183,7 +187,7 @@ class JobQueue:
         self._cores = cores
         self.slots = max(1, int(slots if slots is not None else default_n_jobs()))
         self.keep = keep
-        self.events: list[tuple[str, str]] = []
+        self.events: deque[tuple[str, str]] = deque(maxlen=EVENTS_KEPT)
         """``(event, label)`` in the order things happened: queued, started, done, failed, cancelled,
         interactive-start, interactive-done."""
         self._lock = threading.RLock()
@@ -479,6 +483,7 @@ def _job_main(conn, key: str, func, args, env: dict, digests: dict, n_jobs: int)
     os.environ.clear()
     os.environ.update(env)
     os.environ["DASHBOARD_N_JOBS"] = str(n_jobs)
+    _end_with_the_server()
     from core import cache
 
     cache._code_digests.update(digests)
@@ -500,6 +505,24 @@ def _job_main(conn, key: str, func, args, env: dict, digests: dict, n_jobs: int)
         except Exception as exc:  # an unpicklable result
             conn.send(("failed", _sendable_error(exc), traceback.format_exc()))
     conn.close()
+
+
+ORPHAN_POLL = 2.0
+"""Seconds between a job's looks at whether the server that started it is still there."""
+
+
+def _end_with_the_server() -> None:
+    """In a job's process: a thread that kills the job's process group (the job and its workers) once
+    the server is gone. The job's parent is the server's forkserver, which ends with the server, after
+    which the job is re-parented; a killed server would otherwise leave a quiet job computing on."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="server watch", daemon=True).start()
 
 
 def _repo_on_path() -> None:
@@ -560,19 +583,24 @@ class ProcessExecutor:
         from core import cache
 
         reader, writer = self.context.Pipe(duplex=False)
+        # the job's joblib workers share memory through files in a folder of the job's own, removed when
+        # the job ends: a killed job cannot clean up after itself
+        scratch = tempfile.mkdtemp(prefix=f"job{job.id}_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        env = {**os.environ, "JOBLIB_TEMP_FOLDER": scratch}
         proc = _JobProcess(
             target=_job_main, name=f"job {job.id}",
-            args=(writer, job.key, job.func, job.args, dict(os.environ), dict(cache._code_digests), job.n_jobs))
+            args=(writer, job.key, job.func, job.args, env, dict(cache._code_digests), job.n_jobs))
         try:
             proc.start()
         except BaseException:
             reader.close()
+            shutil.rmtree(scratch, ignore_errors=True)
             raise
         finally:
             writer.close()
         _live_groups.add(proc.pid)
         job.where = self.where
-        handle = _ProcessHandle(proc)
+        handle = _ProcessHandle(proc, scratch)
         threading.Thread(target=self._drain, args=(reader, proc, handle, on_progress, on_finish),
                          name=f"job {job.id} pipe", daemon=True).start()
         return handle
@@ -602,6 +630,8 @@ class ProcessExecutor:
         _kill_group(proc.pid)            # workers the job left behind
         proc.join()
         _live_groups.discard(proc.pid)
+        if handle.scratch:
+            shutil.rmtree(handle.scratch, ignore_errors=True)
         if outcome is None:
             on_finish(False, RuntimeError(
                 "The background job stopped before it finished" + ("" if handle.killed else
@@ -611,6 +641,7 @@ class ProcessExecutor:
 @dataclass
 class _ProcessHandle:
     proc: Any
+    scratch: str = ""
     killed: bool = False
 
     def cancel(self) -> None:

@@ -35,3 +35,10 @@ def hang(folder: str, progress=None):
         progress(0, 1, "waiting")
     while True:
         time.sleep(0.05)
+
+
+def scratch_folder(_unused=None, progress=None) -> str:
+    """The folder the job's joblib workers share memory through, with a file in it."""
+    folder = os.environ["JOBLIB_TEMP_FOLDER"]
+    Path(folder, "memmap").write_bytes(b"x" * 1024)
+    return folder

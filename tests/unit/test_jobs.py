@@ -9,6 +9,8 @@ an error's message, the fair-share width, and that Cancel kills the job and the 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -249,3 +251,52 @@ def test_with_a_cluster_configured_a_job_runs_there_as_one_task(monkeypatch):
 
         close_clients()
         local.close()
+
+
+def test_a_jobs_scratch_folder_is_removed_when_it_ends(processes, tmp_path):
+    """joblib's shared-memory files go to a folder of the job's own, removed with the job, also when
+    the job was killed (a killed process cannot remove them itself)."""
+    job = processes.submit(jobs_support.scratch_folder, owner="A", key="scratch", label="Scratch")
+    assert job.wait(300) and job.state == DONE
+    folder = Path(job.outcome())
+    assert folder.name.startswith(f"job{job.id}_")
+    for _ in range(600):                      # the server removes it once the process has been reaped
+        if not folder.exists():
+            break
+        time.sleep(0.1)
+    assert not folder.exists()
+
+
+def test_a_job_ends_with_the_server_that_started_it(tmp_path):
+    """A job whose server died (and with it the forkserver, its parent) kills its own process group."""
+    script = (
+        "import os, sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+        "from core import jobs\n"
+        "jobs.ORPHAN_POLL = 0.05\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        "    jobs._end_with_the_server()\n"
+        "    time.sleep(600)\n"
+        "    os._exit(0)\n"
+        "print(pid, flush=True)\n"           # the 'server' leaves at once, as a killed one does
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    orphan = int(out.stdout.split()[0])
+    for _ in range(600):
+        if not _alive(orphan):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(orphan, signal.SIGKILL)
+        pytest.fail("the orphaned job kept running after its server was gone")
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a killed process not yet reaped by whoever adopted it counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
