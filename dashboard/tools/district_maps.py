@@ -425,6 +425,7 @@ with tab_ens:
         f1.plotly_chart(figs.fragmentation_histogram(study), key="dm_frag_hist")
         f2.plotly_chart(figs.fragmentation_variance_figure(study, alloc.sensitivity, alloc.noise.fragmentation_line),
                         key="dm_frag_var")
+        chart_numbers(human(study), key="dm_ens_numbers", what="the ensemble charts")
         st.dataframe(human(result.tables()["ensemble_summary"]), hide_index=True, key="dm_ens_table")
 
 # ------------------------------------------------------------------------------- ecological regression
@@ -443,7 +444,9 @@ with tab_er:
                                          "weighted": "weighted by votes"}.get)
         st.plotly_chart(figs.er_scatter(er_result.precincts, er_result.estimates, er_result.noisy_shares, mode),
                         key="dm_er_scatter")
+        chart_numbers(er_result.precincts, key="dm_er_scatter_numbers", what="the scatter")
         st.plotly_chart(figs.er_histogram(er_result.estimates, er_result.true_support), key="dm_er_hist")
+        chart_numbers(er_result.estimates, key="dm_er_hist_numbers", what="the histogram")
         st.dataframe(human(result.tables()["ecological_summary"]), hide_index=True, key="dm_er_table")
         small = int((er_result.precincts["votes"] < 10).sum())
         st.caption(f"{len(er_result.precincts):,} precincts, {small:,} with fewer than 10 votes. Naive Gaussian "

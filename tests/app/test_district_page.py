@@ -192,6 +192,10 @@ def test_ensemble_and_ecological_regression_tabs_on_a_small_grid():
     er = _table(at, "Black voters' support (share)")
     assert set(er["Mode"]) == {"all", "filtered", "weighted"}
     assert "naive Gaussian" in set(er["Counts used"])
+    behind = [e.label for e in at.expander if e.label.startswith("The numbers behind")]
+    assert behind.count("The numbers behind the ensemble charts") == 1
+    assert {"The numbers behind the map", "The numbers behind the scatter",
+            "The numbers behind the histogram"} <= set(behind)
     # the ER mode is a display choice: the plan does not change
     at.selectbox(key="dm_er_mode").select("weighted").run()
     assert at.session_state["dm_plan"] == plan
@@ -220,3 +224,14 @@ def test_geography_choice_and_a_loaded_allocation_survive_navigation():
     assert at.radio(key="dm_alloc_src").value == "file"
     assert at.session_state["dm_plan"] == plan
     assert {m.label: m.value for m in at.metric} == before
+
+
+def test_the_map_has_its_numbers_and_fits_its_column(app):
+    """One 'numbers behind' expander under the map listing every unit's district and colour value; the colour
+    bar lies under the map so the whole map column is the map (the zoom fit is tested in the unit tests)."""
+    behind = [e.label for e in app.expander if e.label.startswith("The numbers behind")]
+    assert behind == ["The numbers behind the map"]
+    units = next(d.value for d in app.dataframe if {"Unit", "District"} <= set(d.value.columns))
+    spec = _map(app)
+    assert len(units) == len(spec["data"][0]["locations"])
+    assert spec["data"][0]["colorbar"]["orientation"] == "h"
