@@ -175,7 +175,9 @@ def run_job(func: Callable[..., T], *args, key: str, label: str, cancel_key: str
             job = queue.submit(func, *args, owner=job_owner(), key=key, label=label)
             return follow(job, bar)
     except Cancelled:
-        queue.cancel_key(key)
+        job = queue.find(key)
+        if job is None or job.owner == job_owner():
+            queue.cancel_key(key)   # another session following the same plan only stops waiting for it
         raise
 
 
