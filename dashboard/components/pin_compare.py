@@ -18,17 +18,13 @@ from core.report import tables_zip
 from core.scenarios import MAX_SCENARIO_NAME, ScenarioExists, get_scenario_store
 from core.uploads import read_bytes
 from dashboard.figures import compare as figs
-from dashboard.figures.overlays import OVERLAYS, agreement_distribution, overlay_figures, overlay_for  # noqa: F401
+from dashboard.figures.overlays import (DIFFERENCE_COLUMNS, OVERLAYS, agreement_distribution,  # noqa: F401
+                                        district_difference_figure, overlay_figures, overlay_for)
 
 S = "session"
 DELTA_LABELS = {"number": "Headline number", "A": "A (pinned)", "B": "B (current)", "change": "B − A",
                 "change_pct": "Change (% of A)", "direction": "Direction"}
 CELL_LABELS = {**DELTA_LABELS, "column": "Quantity"}
-# the district page's difference map: column of the district table -> label with unit
-DIFFERENCE_COLUMNS = {"mean_abs_error": "mean absolute population error (people)",
-                      "deviation_pct": "deviation from the ideal population (%)",
-                      "p95_abs_error": "95th percentile absolute error (people)",
-                      "balanced_on_noisy_max_abs_dev_pct": "worst deviation if balanced on noisy counts (%)"}
 
 
 def pin_key(key: str) -> str:
@@ -36,7 +32,7 @@ def pin_key(key: str) -> str:
     return f"{key}__pin"
 
 
-def pinned_for_report(report: dict, key: str):
+def pinned_for_report(report: dict, key: str, result=None):
     """What the stakeholder report needs to be an A/B report when a scenario is pinned on this panel, as a
     function to call when the report is made: it gives the pin's saved report (``compare``) and the overlays
     the panel draws (``overlays``), or nothing without a pin or when the two cannot be compared. The pin is
@@ -50,7 +46,7 @@ def pinned_for_report(report: dict, key: str):
             comparison = compare(pinned, snapshot_of_report(report, "B"))
         except ValueError:
             return {}
-        return {"compare": pinned.report, "overlays": overlay_figures(comparison)}
+        return {"compare": pinned.report, "overlays": overlay_figures(comparison, report_outlines(result))}
     return parts
 
 
@@ -132,20 +128,25 @@ def district_outlines(plan_digest: str, _result):
     return shapes, map_geojson(shapes, "district", 150.0)
 
 
+def report_outlines(result):
+    """B's plan-1 district polygons for the A/B report's difference map, when ``result`` is a district result
+    on a geography the server can load (not an upload); None otherwise."""
+    plan = getattr(result, "plan", None)
+    if type(plan).__name__ != "DistrictPlan" or plan.data.source == "upload":
+        return None
+    return district_outlines(plan.digest(), result)
+
+
 def district_difference(comparison: Comparison, result, key: str) -> None:
     """Map of B's districts coloured by each district's B − A (districts matched by number)."""
-    from dashboard.figures.districts import difference_map
-
     st.markdown("**Per-district difference (B − A), plan 1**")
     if result.plan.data.source == "upload":
         st.caption("The map needs the uploaded geography; the table below holds the same differences.")
         return
     column = st.selectbox("Difference in", list(DIFFERENCE_COLUMNS), format_func=DIFFERENCE_COLUMNS.get,
                           key=f"{key}__diff_col", persist_state=S)
-    delta = comparison.table("districts", keys=["plan", "district"])
-    delta = delta[(delta["plan"] == 1) & (delta["column"] == column)]
     shapes, geojson = district_outlines(result.plan.digest(), result)
-    st.plotly_chart(difference_map(shapes, geojson, delta, DIFFERENCE_COLUMNS[column]), key=f"{key}__diff_map")
+    st.plotly_chart(district_difference_figure(comparison, shapes, geojson, column), key=f"{key}__diff_map")
     st.caption("Districts are matched by number: with different plans, district 3 of B is compared with "
                "district 3 of A. Districts only one side has are grey.")
 

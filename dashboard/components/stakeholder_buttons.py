@@ -30,7 +30,7 @@ def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str,
     """"Report (HTML)" and "Report (PDF)" download buttons; each file is made when its button is clicked.
     Without ``figures`` the report draws the page's main figures from the result (default_figures)."""
     from dashboard.components.pin_compare import pinned_for_report   # A/B report when a scenario is pinned
-    ab_parts = pinned_for_report(dict(report), key)
+    ab_parts = pinned_for_report(dict(report), key, result)
 
     def html_text() -> str:
         shown = list(figures) or default_figures(result)

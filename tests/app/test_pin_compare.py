@@ -167,6 +167,9 @@ def test_district_pin_survives_navigation_and_maps_the_difference():
     maps = [f for f in figures if "B − A" in f["layout"].get("title", {}).get("text", "")
             and any(t["type"] == "choroplethmap" for t in f["data"])]
     assert len(maps) == 1 and len(maps[0]["data"][0]["locations"]) == 2      # B's two districts
+    # the A/B report draws the same figures as the panel: the overlay and the difference map
+    html = at.session_state["dm_report__html_builder"]()
+    assert "Per-district difference, B \\u2212 A: mean absolute population error (people)" in html
     _ok(at.switch_page("home.py").run())
     _ok(at.switch_page("tools/district_maps.py").run())
     assert at.session_state["dm_report__pin"] is pin
