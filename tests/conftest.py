@@ -14,6 +14,8 @@ if str(REPO_ROOT) not in sys.path:
 
 # run-time estimates from fixed coefficients: a page's "Start anyway" never depends on this machine's load
 os.environ.setdefault("DASHBOARD_ESTIMATE_COSTS", str(REPO_ROOT / "tests" / "fixtures" / "estimate_costs.json"))
+# ... and finished runs do not correct them either (one test's slow run would lengthen the next's estimate)
+os.environ.setdefault("DASHBOARD_OBSERVE_RUNS", "0")
 
 _LOOPBACK_HOSTS = {None, "", "localhost", "127.0.0.1", "::1", "0.0.0.0"}
 

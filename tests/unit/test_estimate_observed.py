@@ -20,7 +20,8 @@ def _finished_job(seconds: float):
 
 
 @pytest.fixture(autouse=True)
-def fresh_observations():
+def fresh_observations(monkeypatch):
+    monkeypatch.setenv("DASHBOARD_OBSERVE_RUNS", "1")        # the test suite otherwise turns them off
     estimates.OBSERVED.reset()
     yield
     estimates.OBSERVED.reset()
@@ -36,6 +37,13 @@ def test_a_finished_job_corrects_later_estimates_once():
     observe_run(plan, data, job)                    # re-attaching to the same job observes nothing more
     assert estimates.observed_factor() == pytest.approx(3.0, rel=1e-6)
     assert plan_estimate(plan, data).seconds == pytest.approx(3 * est.seconds, rel=1e-6)
+
+
+def test_the_suite_can_turn_observations_off(monkeypatch):
+    plan, data = sweep_plan(), frame()
+    monkeypatch.setenv("DASHBOARD_OBSERVE_RUNS", "0")
+    observe_run(plan, data, _finished_job(1000.0))
+    assert estimates.observed_factor() == 1.0
 
 
 def test_short_runs_and_plans_without_an_estimate_leave_the_correction_alone():
