@@ -50,6 +50,7 @@ from dashboard.components.fairness_results import render_fairness_results  # noq
 from dashboard.components.join_link import browser_page_url, join_panel, join_url  # noqa: E402
 from dashboard.components.ledger_badge import project_ledger  # noqa: E402
 from dashboard.components.release_confirm import release_button, stated_spend  # noqa: E402
+from dashboard.components.wide_table import wide_table  # noqa: E402
 
 P = "fe_"
 PAGE = "Fairness elicitation"
@@ -579,10 +580,12 @@ def facilitator_setup() -> None:
     st.subheader("Open a session")
     if _state("open_error"):
         st.error(_state("open_error"))
-    c1, c2 = st.columns(2)
-    c1.text_input("Join code", key=P + "open_code", persist_state=KEEP)
-    c2.text_input("Facilitator key", key=P + "open_key", type="password", persist_state=KEEP)
-    st.button("Open", key=P + "open", on_click=_open_session)
+    # one form: typing the code and the key sends nothing until Open, so no rerun can drop a half-typed key
+    with st.form(P + "open_form", border=False):
+        c1, c2 = st.columns(2)
+        c1.text_input("Join code", key=P + "open_code", persist_state=KEEP)
+        c2.text_input("Facilitator key", key=P + "open_key", type="password", persist_state=KEEP)
+        st.form_submit_button("Open", key=P + "open", on_click=_open_session)
     with st.expander("Import an exported session (JSON or CSV)"):
         st.file_uploader("Session file", type=["json", "csv"], key=P + "import_file")
         st.button("Import", key=P + "import", on_click=_import_session)
@@ -598,8 +601,8 @@ def _progress_block(store: ElicitationStore, fac: dict, progress: pd.DataFrame |
         except (ValueError, PermissionError) as err:
             st.error(str(err))
             return
-    st.dataframe(progress, hide_index=True, key=P + "progress_table",
-                 column_config={"share_same": st.column_config.NumberColumn("share 'same'", format="%.2f"),
+    wide_table(progress, key=P + "progress_table",
+               column_config={"share_same": st.column_config.NumberColumn("share 'same'", format="%.2f"),
                                 "self_agreement": st.column_config.NumberColumn("self-agreement",
                                                                                 format="%.2f")})
     st.plotly_chart(figs.progress_figure(progress), key=P + "progress_fig")

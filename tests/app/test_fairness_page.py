@@ -109,10 +109,12 @@ def test_bad_join_code_and_wrong_key_show_errors_and_keep_inputs():
     assert not sh.exception and "join code" in sh.error[0].value
     assert sh.text_input(key="fe_join_name").value == "Bob"
     fac = _app()
-    fac.text_input(key="fe_open_code").input("ABCDEF").run()
-    fac.text_input(key="fe_open_key").input("wrong").run()
+    fac.text_input(key="fe_open_code").input("ABCDEF")
+    fac.text_input(key="fe_open_key").input("wrong")
     fac.button(key="fe_open").click().run()
     assert "facilitator key" in fac.error[0].value
+    # the code and the key are one form: neither was sent before Open, and both are kept after it
+    assert fac.text_input(key="fe_open_code").value == "ABCDEF"
 
 
 def test_demo_fills_a_labelled_simulated_session():
@@ -335,8 +337,8 @@ def test_names_are_shown_as_plain_text_never_as_markdown():
     assert not any("![pixel](http" in v or "[click](http" in v for v in shown)
     assert any("\\!\\[pixel\\]" in v for v in shown)
     fac = _app()
-    fac.text_input(key="fe_open_code").input(session["join_code"]).run()
-    fac.text_input(key="fe_open_key").input(session["key"]).run()
+    fac.text_input(key="fe_open_code").input(session["join_code"])
+    fac.text_input(key="fe_open_key").input(session["key"])
     fac.button(key="fe_open").click().run()
     assert not fac.exception
     assert all("![pixel](http" not in s.value for s in fac.subheader)
@@ -460,8 +462,8 @@ def test_an_older_whole_file_session_opens_and_says_which_pairs_the_learner_leav
     outside = sum(1 for i, j in all_pairs if i not in paper or j not in paper)
     assert outside > 0
     at = _app()
-    at.text_input(key="fe_open_code").input(created.join_code).run()
-    at.text_input(key="fe_open_key").input(created.facilitator_key).run()
+    at.text_input(key="fe_open_code").input(created.join_code)
+    at.text_input(key="fe_open_key").input(created.facilitator_key)
     at.button(key="fe_open").click().run()
     assert not at.exception and not at.error
     note = next(w.value for w in at.warning if "left out" in w.value)
@@ -630,8 +632,8 @@ def test_a_synthetic_session_stored_before_copies_were_kept_says_so_instead_of_f
     assert not [m for m in sh.markdown if m.value.startswith("**Age:**")]
     # The facilitator still opens it: monitor and export work, the parts needing its people say why not.
     at = _app()
-    at.text_input(key="fe_open_code").input(created.join_code).run()
-    at.text_input(key="fe_open_key").input(created.facilitator_key).run()
+    at.text_input(key="fe_open_code").input(created.join_code)
+    at.text_input(key="fe_open_key").input(created.facilitator_key)
     at.button(key="fe_open").click().run()
     assert not at.exception
     assert any("never stored" in e.value for e in at.error)
