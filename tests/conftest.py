@@ -25,6 +25,20 @@ def _is_loopback(host) -> bool:
     return host in _LOOPBACK_HOSTS or host.startswith("127.") or host.startswith("::ffff:127.")
 
 
+_PYTEST_MAIN = sys.modules["__main__"]
+
+
+@pytest.fixture(autouse=True)
+def main_module_of_pytest():
+    """Each test starts with pytest's own ``__main__``. An AppTest run leaves its page script there, and a
+    process started later with "spawn" runs ``__main__`` again: a page script, or (after
+    ``AppTest.from_function``) a temporary file already deleted, so the child died before its work and
+    the parent waited for it."""
+    sys.modules["__main__"] = _PYTEST_MAIN
+    yield
+    sys.modules["__main__"] = _PYTEST_MAIN
+
+
 @pytest.fixture(autouse=True)
 def network_guard(monkeypatch):
     """Fail any connection or DNS lookup that leaves the loopback interface."""
