@@ -57,7 +57,9 @@ def test_a_short_predicted_sweep_runs_directly(tmp_path, monkeypatch):
     assert not at.exception
     assert not at.button(key="ss_run").disabled
     assert not _checkboxes(at, "Start anyway")
-    assert any("seconds here: 10 strata x 6 fits = 60 MST fits" in c.value for c in at.caption)
+    said = at.session_state["ss_estimate_estimate"]          # the model's estimate, from fixed coefficients
+    assert said.work.startswith("10 strata x 6 fits = 60 MST fits")
+    assert any(said.sentence() in c.value for c in at.caption)
 
 
 SCRIPT = """
