@@ -22,7 +22,7 @@ import secrets
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Iterable
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,7 +30,6 @@ import pandas as pd
 from core.contracts import Plan, digest_of, named_rng
 from core.intake.folder import folder_labels, list_folder, part_codes
 from core.intake.schema import DataSchema
-from core.parallel import map_trials
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.synthesis.counts import Clique, count_tables
@@ -68,23 +67,8 @@ class FolderCounts(PartCounts):
         super().__init__(folder, folder_labels(schema), n_jobs=n_jobs, scheduler=scheduler)
         self.schema = schema
 
-    def count(self, cliques: Iterable[Clique], progress=None) -> None:
-        """One pass over the parts counting every table of ``cliques`` not counted yet."""
-        todo = list(dict.fromkeys(tuple(c) for c in cliques if tuple(c) not in self._tables))
-        if not todo:
-            return
-        unknown = sorted({c for clique in todo for c in clique} - set(self.columns))
-        if unknown:
-            raise ValueError(f"Column(s) {unknown} are not declared for these parts.")
-        self.passes += 1
-        per_part = map_trials(partial(_count_clean_part, schema=self.schema, labels=self.labels, cliques=todo),
-                              [str(f) for f in self.files], n_jobs=self.n_jobs, progress=progress,
-                              label="parts counted", scheduler=self.scheduler)
-        for clique in todo:
-            total = per_part[0][clique].copy()
-            for tables in per_part[1:]:
-                total += tables[clique]
-            self._tables[clique] = total
+    def part_counter(self, cliques: Sequence[Clique]):
+        return partial(_count_clean_part, schema=self.schema, labels=self.labels, cliques=cliques)
 
 
 @dataclass(frozen=True)

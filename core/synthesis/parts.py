@@ -107,13 +107,17 @@ class PartCounts:
         if unknown:
             raise ValueError(f"Column(s) {unknown} are not declared for these parts.")
         self.passes += 1
-        per_part = map_trials(partial(_count_part, labels=self.labels, cliques=todo), [str(f) for f in self.files],
+        per_part = map_trials(self.part_counter(todo), [str(f) for f in self.files],
                               n_jobs=self.n_jobs, progress=progress, label="parts counted", scheduler=self.scheduler)
         for clique in todo:
             total = per_part[0][clique].copy()
             for tables in per_part[1:]:
                 total += tables[clique]
             self._tables[clique] = total
+
+    def part_counter(self, cliques: Sequence[Clique]):
+        """The function that counts ``cliques`` in one part (given its path), wherever the part is read."""
+        return partial(_count_part, labels=self.labels, cliques=cliques)
 
     def table(self, clique: Clique) -> np.ndarray:
         clique = tuple(clique)
