@@ -3,6 +3,8 @@ timed), GEM's rows enter once through its marginal tables, results stay where th
 round progress reaches the caller from worker processes too."""
 from __future__ import annotations
 
+import os
+
 import threading
 
 import numpy as np
@@ -255,14 +257,25 @@ def test_fits_whose_noisy_total_carries_every_round_are_unchanged():
     assert [s.amount for s in cut.ledger_.spends] == [s.amount for s in kept.ledger_.spends]
 
 
-def test_compiled_programs_are_kept_in_a_private_folder_of_the_cache():
-    import stat
+def test_compiled_programs_are_kept_in_a_private_folder_of_the_cache(tmp_path):
+    """In a fresh process (JAX takes its compilation cache folder once per process, so in this one an
+    earlier test's cache folder may already hold it)."""
+    import json
+    import subprocess
+    import sys
     from pathlib import Path
 
-    import jax
-
-    from core.cache import cache_dir
-    folder = Path(gem_module.persist_compilation(jax))
-    assert folder == Path(cache_dir()).absolute() / "jax"
-    assert stat.S_IMODE(folder.stat().st_mode) & 0o077 == 0       # nobody else can plant a program
-    assert jax.config.jax_compilation_cache_dir == str(folder)
+    root = Path(__file__).resolve().parents[2]
+    script = ("import json, stat, jax\n"
+              "from core.synthesis import gem\n"
+              "folder = gem.persist_compilation(jax)\n"
+              "from pathlib import Path\n"
+              "print(json.dumps([str(folder), stat.S_IMODE(Path(folder).stat().st_mode),"
+              " jax.config.jax_compilation_cache_dir]))\n")
+    env = {**os.environ, "DASHBOARD_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root,
+                         timeout=300, check=True)
+    folder, mode, configured = json.loads(out.stdout.strip().splitlines()[-1])
+    assert Path(folder) == (tmp_path / "cache").absolute() / "jax"
+    assert mode & 0o077 == 0                                   # nobody else can plant a program
+    assert configured == folder
