@@ -30,13 +30,9 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +44,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
+import dashboard_process  # noqa: E402
 from streamlit_ws_client import FINISHED_OK, StreamlitSession  # noqa: E402
 
 PAGE = "fairness-elicitation"
@@ -57,56 +54,18 @@ THINK = (2.0, 6.0)          # seconds a person reads a card before answering
 REFRESH_EVERY = 5.0         # seconds between the facilitator's refreshes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read().strip() == b"ok":
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError(f"the dashboard did not start within {timeout:.0f} s")
-
-
 @contextmanager
 def dashboard(folder: Path, profile: str | None = None, **env: str) -> Iterator[str]:
     """`make run`'s command on a free loopback port, with `env` added; yields the URL. The
     server's output goes to folder/server.log. `profile`: a file for the summed cProfile of every
     script run (benchmarks/profiled_streamlit.py)."""
-    port = free_port()
-    settings = dict(os.environ, **env)
-    launcher = ["-m", "streamlit"]
-    if profile:
-        launcher = [str(ROOT / "benchmarks" / "profiled_streamlit.py")]
-        settings["PROFILE_OUT"] = str(Path(profile).resolve())
-    with open(folder / "server.log", "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, *launcher, "run", "dashboard/app.py", "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(port),
-             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-            cwd=ROOT, env=settings, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)    # its own process group: its pool workers go with it
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_healthy(url)
+    if not profile:
+        with dashboard_process.dashboard(folder, **env) as url:
             yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-            try:                      # workers a stopped server leaves behind (loky waits minutes)
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        return
+    launcher = [str(ROOT / "benchmarks" / "profiled_streamlit.py")]
+    with dashboard_process.dashboard(folder, launcher, PROFILE_OUT=str(Path(profile).resolve()), **env) as url:
+        yield url
 
 
 @contextmanager

@@ -2,17 +2,14 @@
 leaving the machine, and waiting until a page has finished running and drawing."""
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from benchmarks import dashboard_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -31,48 +28,12 @@ BROWSER_MARKS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read().strip() == b"ok":
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError(f"the dashboard did not start within {timeout:.0f} s")
-
-
 @contextmanager
 def dashboard(folder: Path, **env: str) -> Iterator[str]:
     """Run the dashboard with its cache (and any other settings in `env`) under `folder`; yields
-    its URL. The server's output goes to folder/server.log, never to an unread pipe."""
-    port = free_port()
-    settings = dict(os.environ, DASHBOARD_CACHE_DIR=str(folder / "cache"), **env)
-    with open(folder / "server.log", "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
-             "--server.port", str(port), "--server.address", "127.0.0.1",
-             # no file watcher: an edit elsewhere in the tree would show a 'File change' notice
-             # in the status widget, which the idle check reads as a page still running
-             "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
-            cwd=REPO_ROOT, env=settings, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_healthy(url)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    its URL (benchmarks/dashboard_process.py)."""
+    with dashboard_process.dashboard(folder, **{"DASHBOARD_CACHE_DIR": str(folder / "cache"), **env}) as url:
+        yield url
 
 
 def open_page(browser, height: int = 1000, width: int = 1400, **context):

@@ -6,24 +6,14 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from tests.browser.accessibility import axe_violations, describe
-from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, dashboard, open_page,
+from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, open_page,
                                             wait_until_idle)
 
 TOOL_PATH = "fairness-elicitation"
 PHONE = {"width": 390, "height": 844}
 
 pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("stakeholder_phone")
-    db_url = f"sqlite:///{folder / 'sessions.sqlite'}"
-    with dashboard(folder, DASHBOARD_DB_URL=db_url) as url:
-        yield url, db_url
 
 
 def _in_viewport(page, locator) -> bool:
@@ -50,13 +40,13 @@ def _check_card(page, k: int, n: int) -> None:
     assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
 
 
-def test_phone_stakeholder_joins_by_link_answers_reloads_and_finishes(served):
+def test_phone_stakeholder_joins_by_link_answers_reloads_and_finishes(session_server):
     from playwright.sync_api import sync_playwright
 
     from core.fairness.elicitation import SessionConfig
     from core.fairness.store import ElicitationStore, format_code
 
-    url, db_url = served
+    url, db_url = session_server
     store = ElicitationStore(db_url)
     created = store.create_session(SessionConfig(n_core=2, n_random=2, n_repeat=1), "Phone check")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,7 @@
 """A stakeholder who joins from a link, then reloads the tab or goes Home and back, is still a stakeholder."""
 from __future__ import annotations
 
-import pytest
-
-from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, dashboard, open_page,
+from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, open_page,
                                             wait_until_idle)
 
 TOOL_PATH = "fairness-elicitation"
@@ -11,22 +9,13 @@ TOOL_PATH = "fairness-elicitation"
 pytestmark = BROWSER_MARKS
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """The dashboard on a free loopback port with a session database of its own."""
-    folder = tmp_path_factory.mktemp("stakeholder_reload")
-    db_url = f"sqlite:///{folder / 'sessions.sqlite'}"
-    with dashboard(folder, DASHBOARD_DB_URL=db_url) as url:
-        yield url, db_url
-
-
-def test_stakeholder_reloads_and_goes_home_and_stays_a_stakeholder(served):
+def test_stakeholder_reloads_and_goes_home_and_stays_a_stakeholder(session_server):
     from playwright.sync_api import sync_playwright
 
     from core.fairness.elicitation import SessionConfig
     from core.fairness.store import ElicitationStore
 
-    url, db_url = served
+    url, db_url = session_server
     store = ElicitationStore(db_url)
     created = store.create_session(SessionConfig(n_core=2, n_random=3, n_repeat=0), "Reload check")
     store.dispose()
