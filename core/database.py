@@ -272,5 +272,26 @@ class Database:
         self.engine.dispose()
 
 
-__all__ = ["DEFAULT_DB_FILE", "NOT_SAVED", "Database", "FileWatch", "StoreUnavailable", "Tx", "default_db_url",
+
+class TableStore:
+    """A store whose tables (the class's ``metadata``) live in the project database at ``url`` (the
+    default database when None) or on ``engine``; created where missing."""
+
+    metadata = None
+
+    def __init__(self, url: str | None = None, engine: Engine | None = None):
+        self.db = Database(normalise_url(url or default_db_url()), engine).create(self.metadata)
+        self.engine = self.db.engine
+
+    def _write(self) -> Tx:
+        return self.db.write_tx()
+
+    def _read(self) -> Tx:
+        return self.db.read_tx()
+
+    def dispose(self) -> None:
+        self.db.dispose()
+
+
+__all__ = ["DEFAULT_DB_FILE", "NOT_SAVED", "Database", "FileWatch", "StoreUnavailable", "TableStore", "Tx", "default_db_url",
            "describe_fault", "lost_connection", "make_engine", "normalise_url", "sqlite_file"]

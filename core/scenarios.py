@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from core.compare import Snapshot, snapshot_of_report
-from core.database import Database, Tx, default_db_url, normalise_url
+from core.database import TableStore, default_db_url
 from core.report import report_json
 
 MAX_SCENARIO_NAME = 80
@@ -71,18 +71,10 @@ class ScenarioExists(ValueError):
         self.name = name
 
 
-class ScenarioStore:
+class ScenarioStore(TableStore):
     """Named scenarios per page in one database."""
 
-    def __init__(self, url: str | None = None, engine: Engine | None = None):
-        self.db = Database(normalise_url(url or default_db_url()), engine).create(metadata)
-        self.engine = self.db.engine
-
-    def _write(self) -> Tx:
-        return self.db.write_tx()
-
-    def _read(self) -> Tx:
-        return self.db.read_tx()
+    metadata = metadata
 
     def save(self, name: str, snapshot: Snapshot, *, replace: bool = False) -> str:
         """Save ``snapshot`` under ``name`` on its page; returns the name.

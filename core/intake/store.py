@@ -28,7 +28,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueCon
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from core.database import Database, Tx, default_db_url, normalise_url
+from core.database import TableStore
 from core.intake.schema import DataSchema
 
 __all__ = ["DataSetStore", "MAX_DATA_SET_NAME", "MAX_FILE_NAME", "MAX_FOLDER", "VERSION_COLUMNS",
@@ -89,21 +89,10 @@ def _schema_text(schema: DataSchema) -> str:
     return json.dumps(schema.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
-class DataSetStore:
+class DataSetStore(TableStore):
     """Declared data sets (schemas by name) and the versions of their files, in one database."""
 
-    def __init__(self, url: str | None = None, engine: Engine | None = None):
-        self.db = Database(normalise_url(url or default_db_url()), engine).create(metadata)
-        self.engine = self.db.engine
-
-    def _write(self) -> Tx:
-        return self.db.write_tx()
-
-    def _read(self) -> Tx:
-        return self.db.read_tx()
-
-    def dispose(self) -> None:
-        self.db.dispose()
+    metadata = metadata
 
     # ---------------------------------------------------------------- schemas
     def save(self, schema: DataSchema, *, replace: bool = False) -> str:
