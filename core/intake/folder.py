@@ -14,7 +14,8 @@ where it lives, part by part:
   when one is configured): per column, missing values, values outside the declared categories,
   unreadable numbers and parts that lack the column. Exact counts never leave this module: a
   problem quotes its count as a size band (:func:`core.report.size_band`), like every other count
-  of private rows the tools show.
+  of private rows the tools show. Progress counts parts ("part 7 of 20 checked"), and a folder whose
+  listing changed while it was read is refused rather than reported on.
 - :func:`folder_labels` is the public domain a synthesizer fits on: each column's declared
   categories (or its public bins), plus the fill label and ``MISSING_LABEL`` when its missing policy
   adds them. Nothing is read from the data.
@@ -40,7 +41,7 @@ from core.intake.schema import BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, Dat
 from core.intake.values import read_values
 
 __all__ = ["FOLDER_SUFFIX", "SAMPLE_ROWS", "FolderCheck", "FolderListing", "check_folder", "folder_labels",
-           "list_folder", "part_codes", "sample_rows"]
+           "folder_rows", "list_folder", "part_codes", "part_progress", "sample_rows"]
 
 FOLDER_SUFFIX = ".parquet"
 SAMPLE_ROWS = 20_000
@@ -200,6 +201,25 @@ def part_codes(path: str, schema: DataSchema, labels: Mapping[str, Sequence[str]
     return out
 
 
+# ------------------------------------------------------------------------------------------- work and progress
+
+def folder_rows(listing: FolderListing) -> int:
+    """Rows in every part, from the Parquet footers alone (no data page is read): what a check or a
+    count pass will read, for the curator's own estimate of the work (never shown elsewhere)."""
+    return int(sum(_open(p).metadata.num_rows for p in listing.parts))
+
+
+def part_progress(progress, what: str):
+    """``progress`` reporting parts as they finish: "part 7 of 20 checked" (None stays None). The fan-out
+    calls it where the parts are handed out (the job's process), once per finished part."""
+    if progress is None:
+        return None
+
+    def report(done: int, total: int, message: str = "") -> None:
+        progress(done, total, f"part {done} of {total} {what}")
+    return report
+
+
 # ------------------------------------------------------------------------------------------- checking
 
 COUNTS = ("missing", "outside", "unreadable", "clipped", "lacking")
@@ -324,7 +344,10 @@ def check_folder(listing: FolderListing, schema: DataSchema, *, n_jobs: int | No
     if not isinstance(schema, DataSchema):
         raise ValueError("check_folder takes a DataSchema; draft one from the sample first.")
     results = map_trials(partial(_check_part, schema=schema), list(listing.parts), n_jobs=n_jobs,
-                         progress=progress, label="parts checked", scheduler=scheduler)
+                         progress=part_progress(progress, "checked"), label="parts checked", scheduler=scheduler)
+    if list_folder(listing.folder).fingerprint != listing.fingerprint:
+        raise ValueError(f"The parts of {listing.folder} changed while they were checked (a part was written, "
+                         "added or removed); check every part again once the folder is complete.")
     problems: list[Problem] = []
     broken = [Path(p).name for p, r in zip(listing.parts, results) if "unreadable" in r]
     if broken:

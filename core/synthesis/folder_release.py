@@ -8,6 +8,15 @@ one pass over the parts, on this machine's workers or on the Dask cluster named 
 parts (:func:`core.synthesis.parts.sample_in_parts`, one child generator per part) and each part is
 written to the output folder by whoever draws it.
 
+Publishing is the last step. The parts are drawn into a folder beside the output folder whose name
+marks it unfinished (``_<out>.unfinished-<nonce>``: a name starting with "_" is a marker that
+:func:`core.intake.folder.list_folder`, pyarrow and dask skip), and :func:`publish` renames it into place
+(one rename when the output folder is new or empty). A run that fails or is cancelled removes its
+unfinished folder; one killed from outside leaves it, still marked, for :func:`discard_unfinished`. A page
+publishes only after the ledger has committed the release (:func:`release_unpublished`, then
+:func:`publish`), so no synthetic file appears without its spend recorded. Progress counts the parts
+read, the fit's rounds and the synthetic parts written on one bar (:class:`ReleaseProgress`).
+
 The synthetic file's size is the model's own noisy total (MST's least-squares estimate of the row
 count from its noisy marginals; AIM's minimum-variance total of its measurements): post-processing of
 the measurements, so it costs nothing more, and the exact row count of the parts is never used, shown
@@ -17,8 +26,11 @@ up to rho for the plan's (epsilon, delta); nothing in it or in the statement is 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import math
+import os
 import secrets
+import shutil
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -38,8 +50,10 @@ from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.parts import PartCounts, sample_in_parts
 from core.synthesis.registry import SYNTHESIZERS
 
-__all__ = ["FOLDER_ACTION", "FOLDER_METHODS", "FolderCounts", "FolderRelease", "FolderReleasePlan", "noisy_total",
-           "pending_release", "plan_digest", "projected_folder_ledger", "release_and_record", "release_folder"]
+__all__ = ["FOLDER_ACTION", "FOLDER_METHODS", "FolderCounts", "FolderRelease", "FolderReleasePlan", "ReleaseProgress",
+           "discard_unfinished", "fit_steps", "noisy_total", "pending_release", "plan_digest",
+           "projected_folder_ledger", "publish", "release_and_record", "release_folder", "release_unpublished",
+           "unfinished_folders"]
 
 FOLDER_ACTION = "folder synthetic release"
 
@@ -67,8 +81,22 @@ class FolderCounts(PartCounts):
         super().__init__(folder, folder_labels(schema), n_jobs=n_jobs, scheduler=scheduler)
         self.schema = schema
 
+    progress = None
+    """``progress(done, total, message)`` for each count pass, part by part (set by the release)."""
+
+    def count(self, cliques, progress=None) -> None:
+        report = progress if progress is not None else self.progress
+        super().count(cliques, progress=None if report is None else _pass_progress(report, self.passes + 1))
+
     def part_counter(self, cliques: Sequence[Clique]):
         return partial(_count_clean_part, schema=self.schema, labels=self.labels, cliques=cliques)
+
+
+def _pass_progress(progress, number: int):
+    """The count pass ``number``'s parts as they finish: "count pass 1: part 7 of 20 counted"."""
+    def report(done: int, total: int, message: str = "") -> None:
+        progress(done, total, f"count pass {number}: part {done} of {total} counted")
+    return report
 
 
 @dataclass(frozen=True)
@@ -122,6 +150,8 @@ class FolderRelease:
     plan: FolderReleasePlan
     where: str
     summary: pd.DataFrame = field(repr=False, default=None)
+    staging: str = ""
+    """The marked unfinished folder the parts wait in until :func:`publish` ("" once published)."""
 
     def headline(self) -> dict:
         return {"synthesizer": SYNTHESIZERS[self.plan.method].label, "epsilon": self.plan.epsilon,
@@ -153,21 +183,76 @@ def plan_digest(plan: FolderReleasePlan, schema: DataSchema) -> str:
     return digest_of({"plan": plan.digest(), "schema": schema.digest()})
 
 
+UNFINISHED = ".unfinished-"
+"""Between the output folder's name and a nonce in the name of the folder the parts are drawn into."""
+
+
+def _out_path(plan: FolderReleasePlan) -> Path:
+    return Path(str(plan.out_folder).strip()).expanduser()
+
+
+def unfinished_folders(out) -> list[Path]:
+    """The unfinished folders of the output folder ``out`` (``_<name>.unfinished-*`` beside it)."""
+    out = Path(str(out).strip()).expanduser()
+    return sorted(p for p in out.parent.glob(f"_{glob.escape(out.name)}{UNFINISHED}*") if p.is_dir())
+
+
+def discard_unfinished(out) -> int:
+    """Remove the unfinished folders of ``out`` (a cancelled or failed release's parts); how many went."""
+    gone = 0
+    for path in unfinished_folders(out):
+        shutil.rmtree(path, ignore_errors=True)
+        gone += not path.exists()
+    return gone
+
+
+def fit_steps(plan: FolderReleasePlan, n_columns: int) -> int:
+    """The progress steps of the fit: AIM's planned rounds (``aim_rounds`` or 16 per column), MST's one."""
+    return max(int(plan.aim_rounds or 16 * n_columns), 1) if plan.method == "aim" else 1
+
+
+class ReleaseProgress:
+    """One bar for a folder release: the parts counted (``n_parts`` steps per pass), the fit (``fit``
+    steps) and the synthetic parts written (``out_parts`` steps), each reported in its own words."""
+
+    def __init__(self, progress, n_parts: int, fit: int, out_parts: int) -> None:
+        self.progress = progress
+        self.sizes = {"count": max(int(n_parts), 1), "fit": max(int(fit), 1), "write": max(int(out_parts), 1)}
+        self.total = sum(self.sizes.values())
+
+    def stage(self, name: str, words=None):
+        """``progress(done, total, message)`` of stage ``name``, placed on the whole bar; ``words(done,
+        total, message)`` is what the bar says (the stage's own message when None)."""
+        if self.progress is None:
+            return None
+        names = list(self.sizes)
+        offset, size = sum(self.sizes[n] for n in names[:names.index(name)]), self.sizes[name]
+
+        def report(done: int, total: int, message: str = "") -> None:
+            share = min(max(done / total, 0.0), 1.0) if total > 0 else 0.0
+            text = message if words is None else words(done, total, message)
+            self.progress(offset + int(round(share * size)), self.total, text)
+        return report
+
+
 def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secure: bool = True,
                    seed: int | None = None, n_jobs: int | None = None, scheduler: str | None = None,
-                   progress=None) -> FolderRelease:
+                   progress=None, publish_parts: bool = True) -> FolderRelease:
     """Fit ``plan.method`` on the parts of ``folder`` (read through ``schema``) and write the synthetic parts.
 
     ``secure`` draws every privacy noise value from OpenDP and the sampling seed from the operating
     system; otherwise ``seed`` drives both (a simulation). Counting and sampling run where
-    :func:`core.parallel.map_trials` sends them (a Dask cluster when one is configured).
+    :func:`core.parallel.map_trials` sends them (a Dask cluster when one is configured). The parts are
+    drawn into a marked unfinished folder and renamed into the output folder at the end (module
+    docstring); with ``publish_parts=False`` they stay there until :func:`publish`. ``progress`` may raise
+    ``Cancelled``: the unfinished folder is then removed and nothing is published.
     """
     if not isinstance(schema, DataSchema):
         raise ValueError("release_folder takes the folder set's DataSchema.")
     if schema.name != plan.name:
         raise ValueError(f"The plan releases {plan.name!r} but the declaration is {schema.name!r}.")
     listing = list_folder(folder)
-    out = Path(str(plan.out_folder).strip()).expanduser()
+    out = _out_path(plan)
     if out.resolve() == Path(listing.folder) or Path(listing.folder) in out.resolve().parents:
         raise ValueError("Write the synthetic parts to a folder outside the private parts' folder.")
     if out.exists() and any(out.glob("*.parquet")):
@@ -181,14 +266,29 @@ def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secur
         rng = named_rng(seed, "folder release")
         noise, sample_seed = SeededNoise(rng), named_rng(seed, "folder sample").integers(2**63)
     source = FolderCounts(listing.folder, schema, n_jobs=n_jobs, scheduler=scheduler)
+    bar = ReleaseProgress(progress, listing.n_parts, fit_steps(plan, len(source.labels)), plan.out_parts)
+    source.progress = bar.stage("count")
     params = SYNTHESIZERS[plan.method].default_params()
     if plan.method == "aim" and plan.aim_rounds:
         params = dataclasses.replace(params, max_rounds=plan.aim_rounds)
     model = SYNTHESIZERS[plan.method].build(params)
-    model = model.fit(source, None, plan.rho, rng, noise=noise)
+    fitting = bar.stage("fit")
+    if plan.method == "aim" and fitting is not None:
+        model = model.fit(source, None, plan.rho, rng, noise=noise, progress=fitting)
+    else:
+        model = model.fit(source, None, plan.rho, rng, noise=noise)
+    if fitting is not None:
+        fitting(1, 1, f"{SYNTHESIZERS[plan.method].label} fitted")
     n_rows = int(round(max(noisy_total(model), 0.0)))
-    paths = sample_in_parts(model, n_rows, plan.out_parts, int(sample_seed), labels=source.labels, folder=out,
-                            n_jobs=n_jobs, scheduler=scheduler, progress=progress)
+    staging = out.parent / f"_{out.name}{UNFINISHED}{secrets.token_hex(6)}"
+    try:
+        paths = sample_in_parts(model, n_rows, plan.out_parts, int(sample_seed), labels=source.labels,
+                                folder=staging, n_jobs=n_jobs, scheduler=scheduler,
+                                progress=bar.stage("write", lambda done, total, _m:
+                                                   f"synthetic part {done} of {total} written"))
+    except BaseException:                 # a failure or a cancel: nothing half-written is left behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     ledger = BudgetLedger()
     record_fit(ledger, model, plan.rho, f"{SYNTHESIZERS[plan.method].label} on the folder's parts")
     from core.cluster import scheduler_address
@@ -197,10 +297,37 @@ def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secur
                           "Row count: the model's noisy total, not the real one.",
                           "Category lists: declared public by the curator (not read from the parts).",
                           "Each row of the parts is one person (neighbouring data sets differ by one row)."])
-    result = FolderRelease(list(map(str, paths)), n_rows, ledger, statement, secure, plan, where)
+    result = FolderRelease(list(map(str, paths)), n_rows, ledger, statement, secure, plan, where,
+                           staging=str(staging))
     result.summary = pd.DataFrame({"item": list(result.headline()) + ["counted and sampled on"],
                                    "value": [str(v) for v in result.headline().values()] + [where]})
-    return result
+    return publish(result) if publish_parts else result
+
+
+def release_unpublished(plan: FolderReleasePlan, schema: DataSchema, folder, progress=None) -> FolderRelease:
+    """A secure release whose parts wait in their marked unfinished folder: the background job of a page,
+    which publishes them (:func:`publish`) only once the ledger has committed the release."""
+    return release_folder(plan, schema, folder, secure=True, progress=progress, publish_parts=False)
+
+
+def publish(result: FolderRelease) -> FolderRelease:
+    """Move a release's parts from its unfinished folder into the output folder: one rename when the output
+    folder is new or empty, else part by part; the release with its final paths. ValueError (the parts
+    stay where they are, named in the message) when the output folder has meanwhile got Parquet files."""
+    if not result.staging:
+        return result
+    staging, out = Path(result.staging), _out_path(result.plan)
+    if out.exists() and any(out.glob("*.parquet")):
+        raise ValueError(f"The output folder {out} got Parquet files while the release ran; the synthetic parts "
+                         f"are in {staging}. Move them where they belong.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.exists() or not any(out.iterdir()):
+        os.replace(staging, out)
+    else:
+        for path in sorted(staging.glob("*.parquet")):
+            os.replace(path, out / path.name)
+        shutil.rmtree(staging, ignore_errors=True)
+    return dataclasses.replace(result, paths=[str(out / Path(p).name) for p in result.paths], staging="")
 
 
 def pending_release(plan: FolderReleasePlan, schema: DataSchema, page: str, nonce: str, label: str | None = None):
@@ -216,11 +343,18 @@ def pending_release(plan: FolderReleasePlan, schema: DataSchema, page: str, nonc
 def release_and_record(ledger, plan: FolderReleasePlan, schema: DataSchema, folder, *, page: str = "command line",
                        n_jobs: int | None = None, scheduler: str | None = None, progress=None) -> FolderRelease:
     """A secure folder release through the project ledger: reserve the projected spend (refused over the
-    cap), run, then commit the fit's detailed spends; a failure drops the reservation and spends nothing."""
+    cap), run, commit the fit's detailed spends, then publish the parts; a failure drops the reservation,
+    spends nothing and publishes nothing."""
     from core.privacy.project_ledger import spends_of
     rel = pending_release(plan, schema, page, secrets.token_hex(8))
-    with ledger.reserved(rel) as reservation:
-        result = release_folder(plan, schema, folder, secure=True, n_jobs=n_jobs, scheduler=scheduler,
-                                progress=progress)
-        ledger.commit(reservation, spends_of(result.ledger))
-    return result
+    result = None
+    try:
+        with ledger.reserved(rel) as reservation:
+            result = release_folder(plan, schema, folder, secure=True, n_jobs=n_jobs, scheduler=scheduler,
+                                    progress=progress, publish_parts=False)
+            ledger.commit(reservation, spends_of(result.ledger))
+    except BaseException:
+        if result is not None:              # drawn but never committed: never published either
+            shutil.rmtree(result.staging, ignore_errors=True)
+        raise
+    return publish(result)

@@ -1,0 +1,139 @@
+"""A folder set's check and release report their work part by part, and a release that is cancelled or not
+committed leaves no synthetic file in the output folder: its parts wait in a marked unfinished folder that is
+removed, and are published only after the ledger commits."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.contracts import Cancelled
+from core.intake import ColumnSchema, DataSchema
+from core.intake.folder import check_folder, folder_rows, list_folder
+from core.privacy.project_ledger import ProjectLedger, declared_key
+from core.synthesis.folder_release import (FolderReleasePlan, ReleaseProgress, discard_unfinished, publish,
+                                           release_and_record, release_folder, unfinished_folders)
+
+SEX = ("Female", "Male")
+REGION = ("North", "South", "East", "West")
+ROWS = (40, 35, 45)
+SCHEMA = DataSchema("Parts", (ColumnSchema("sex", "category", categories=SEX),
+                              ColumnSchema("region", "category", categories=REGION)), file_suffix=".parquet")
+
+
+@pytest.fixture
+def folder(tmp_path):
+    out = tmp_path / "parts"
+    out.mkdir()
+    rng = np.random.default_rng(3)
+    for i, n in enumerate(ROWS):
+        pd.DataFrame({"sex": rng.choice(SEX, n), "region": rng.choice(REGION, n)}).to_parquet(
+            out / f"part-{i}.parquet", index=False)
+    return out
+
+
+class Recorder:
+    """A progress callback that keeps every report, and can raise Cancelled at the first message matching."""
+
+    def __init__(self, stop_at: str | None = None) -> None:
+        self.calls: list[tuple[int, int, str]] = []
+        self.stop_at = stop_at
+
+    def __call__(self, done: int, total: int, message: str = "") -> None:
+        self.calls.append((done, total, message))
+        if self.stop_at is not None and self.stop_at in message:
+            raise Cancelled("stopped by the test")
+
+    @property
+    def messages(self) -> list[str]:
+        return [m for _, _, m in self.calls]
+
+
+def test_the_check_counts_parts_and_the_rows_come_from_the_footers(folder):
+    listing = list_folder(folder)
+    seen = Recorder()
+    check_folder(listing, SCHEMA, n_jobs=1, progress=seen)
+    assert seen.calls == [(1, 3, "part 1 of 3 checked"), (2, 3, "part 2 of 3 checked"), (3, 3, "part 3 of 3 checked")]
+    assert folder_rows(listing) == sum(ROWS)
+
+
+def test_a_folder_that_changes_while_it_is_checked_is_refused(folder):
+    listing = list_folder(folder)
+
+    def rewrite(done, total, message=""):
+        if done == 1:          # another writer replaces a part meanwhile
+            pd.DataFrame({"sex": ["Male"], "region": ["North"]}).to_parquet(folder / "part-2.parquet", index=False)
+
+    with pytest.raises(ValueError, match="changed while they were checked"):
+        check_folder(listing, SCHEMA, n_jobs=1, progress=rewrite)
+
+
+def test_a_release_reports_parts_counted_the_fit_and_parts_written_on_one_bar(folder, tmp_path):
+    plan = FolderReleasePlan(SCHEMA.name, "aim", 1.0, 1e-6, str(tmp_path / "out"), 2, aim_rounds=3)
+    seen = Recorder()
+    result = release_folder(plan, SCHEMA, folder, secure=False, seed=5, n_jobs=1, progress=seen)
+    total = 3 + 3 + 2                                   # parts counted, AIM's planned rounds, parts written
+    assert {t for _, t, _ in seen.calls} == {total}
+    done = [d for d, _, _ in seen.calls]
+    assert done == sorted(done) and done[-1] == total
+    assert [m for m in seen.messages if "counted" in m] == [f"count pass 1: part {i} of 3 counted" for i in (1, 2, 3)]
+    assert seen.messages[-2:] == ["synthetic part 1 of 2 written", "synthetic part 2 of 2 written"]
+    assert any(m.startswith("AIM round 1") for m in seen.messages)
+    assert sum(m.endswith(" fitted") for m in seen.messages) == 1
+    assert sorted(p.rsplit("/", 1)[1] for p in result.paths) == ["part-00000.parquet", "part-00001.parquet"]
+    assert not result.staging and not unfinished_folders(plan.out_folder)
+
+
+def test_bar_stages_place_each_stage_after_the_ones_before():
+    seen = Recorder()
+    bar = ReleaseProgress(seen, n_parts=4, fit=10, out_parts=2)
+    bar.stage("count")(2, 4, "x")
+    bar.stage("fit")(5, 10, "y")
+    bar.stage("write", lambda d, t, m: f"part {d} of {t}")(1, 2)
+    assert seen.calls == [(2, 16, "x"), (4 + 5, 16, "y"), (14 + 1, 16, "part 1 of 2")]
+    assert ReleaseProgress(None, 1, 1, 1).stage("count") is None
+
+
+def test_a_release_cancelled_while_writing_leaves_no_part_anywhere(folder, tmp_path):
+    out = tmp_path / "out"
+    plan = FolderReleasePlan(SCHEMA.name, "mst", 1.0, 1e-6, str(out), 3)
+    with pytest.raises(Cancelled):
+        release_folder(plan, SCHEMA, folder, secure=False, seed=5, n_jobs=1,
+                       progress=Recorder(stop_at="synthetic part 1 of 3"))
+    assert not out.exists() and not unfinished_folders(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parts"]
+
+
+def test_unpublished_parts_wait_in_a_marked_folder_until_published(folder, tmp_path):
+    out = tmp_path / "out"
+    plan = FolderReleasePlan(SCHEMA.name, "mst", 1.0, 1e-6, str(out), 2)
+    result = release_folder(plan, SCHEMA, folder, secure=False, seed=5, n_jobs=1, publish_parts=False)
+    assert not out.exists()
+    (waiting,) = unfinished_folders(out)
+    assert waiting.name.startswith("_out.unfinished-") and len(list(waiting.glob("*.parquet"))) == 2
+    published = publish(result)
+    assert sorted(p.name for p in out.glob("*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]
+    assert published.paths == [str(out / "part-00000.parquet"), str(out / "part-00001.parquet")]
+    assert not unfinished_folders(out) and publish(published) is published
+    # a killed job's unfinished folder (still marked) is removed by name
+    again = release_folder(plan.replace(out_folder=str(tmp_path / "b")), SCHEMA, folder, secure=False, seed=5,
+                           n_jobs=1, publish_parts=False)
+    assert discard_unfinished(tmp_path / "b") == 1 and not unfinished_folders(tmp_path / "b")
+    assert not (tmp_path / "b").exists() and again.staging
+
+
+def test_a_release_whose_commit_fails_publishes_nothing(folder, tmp_path, monkeypatch):
+    ledger = ProjectLedger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    key = declared_key(SCHEMA.name)
+    ledger.set_no_cap(key)
+
+    def refuse(*args, **kwargs):
+        raise ValueError("the ledger could not be written")
+
+    monkeypatch.setattr(ledger, "commit", refuse)
+    out = tmp_path / "out"
+    plan = FolderReleasePlan(SCHEMA.name, "mst", 1.0, 1e-6, str(out), 2)
+    with pytest.raises(ValueError, match="could not be written"):
+        release_and_record(ledger, plan, SCHEMA, folder, n_jobs=1)
+    assert not out.exists() and not unfinished_folders(out)
+    assert not ledger.releases(key, "release") and not ledger.reservations(key)
