@@ -9,6 +9,8 @@ two-worker LocalCluster on loopback (single-threaded workers):
 3. the same for AIM (epsilon 1, its default model-size cap).
 It prints each step's wall time, the passes over the parts, and each worker's peak memory beside the
 size of one part in memory. Not a test: run ``.venv/bin/python benchmarks/nation_bench.py [--rows N]``.
+Writing 20,000,000 rows takes minutes; ``--data DIR`` keeps the written parts in DIR and reuses them
+on the next run with the same --rows and --part-rows (e.g. MST first, then AIM on the same file).
 """
 from __future__ import annotations
 
@@ -51,6 +53,17 @@ def write_parts(folder: Path, rows: int, part_rows: int) -> int:
     return part_rows * people.shape[1] * 8
 
 
+def reusable_parts(folder: Path, rows: int, part_rows: int) -> bool:
+    """True when ``folder`` holds the parts a run with these sizes writes (names and row counts)."""
+    import pyarrow.parquet as pq
+
+    expected = [min(part_rows, rows - start) for start in range(0, rows, part_rows)]
+    found = sorted(folder.glob("part-*.parquet"))
+    if [p.name for p in found] != [f"part-{i:05d}.parquet" for i in range(len(expected))]:
+        return False
+    return [pq.ParquetFile(p).metadata.num_rows for p in found] == expected
+
+
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -74,6 +87,9 @@ def main() -> None:
     parser.add_argument("--part-rows", type=int, default=1_000_000)
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--synthesizers", default="mst,aim")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="folder for the input parts, kept after the run and reused when it already "
+                             "holds --rows rows in parts of --part-rows (default: a temporary folder)")
     args = parser.parse_args()
     from distributed import Client, LocalCluster
 
@@ -82,18 +98,26 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="nation_"))
     try:
         t0 = time.perf_counter()
-        (work / "in").mkdir()
-        part_bytes = write_parts(work / "in", args.rows, args.part_rows)
-        n_parts = len(list((work / "in").glob("*.parquet")))
+        data = work / "in" if args.data is None else args.data
+        if args.data is not None and reusable_parts(data, args.rows, args.part_rows):
+            written = f"reused from {data}"
+        else:
+            if data.exists():
+                for old in data.glob("part-*.parquet"):
+                    old.unlink()
+            data.mkdir(parents=True, exist_ok=True)
+            write_parts(data, args.rows, args.part_rows)
+            written = f"written in {time.perf_counter() - t0:.0f} s" + ("" if args.data is None else f" to {data}")
+        part_bytes = args.part_rows * len(labels) * 8
+        n_parts = len(list(data.glob("part-*.parquet")))
         print(f"Nation on Dask: {args.rows:,} rows x {len(labels)} columns in {n_parts} Parquet parts "
-              f"(written in {time.perf_counter() - t0:.0f} s); two single-threaded workers on loopback; "
-              f"load {os.getloadavg()[0]:.1f}")
+              f"({written}); two single-threaded workers on loopback; load {os.getloadavg()[0]:.1f}")
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                           dashboard_address="127.0.0.1:0", silence_logs=50) as cluster:
             with use_scheduler(cluster.scheduler_address):
                 for name in args.synthesizers.split(","):
                     synthesizer = {"mst": MST(), "aim": AIM()}[name.strip()]
-                    end_to_end(name.strip().upper(), synthesizer, work / "in", labels, args.rows, n_parts, rho, work)
+                    end_to_end(name.strip().upper(), synthesizer, data, labels, args.rows, n_parts, rho, work)
                 with Client(cluster.scheduler_address) as client:
                     peaks = client.run(peak_mb)
             close_clients()
