@@ -160,6 +160,11 @@ class Job:
             return f"Running on {self.where}" if self.where else "Running"
         return self.state.capitalize()
 
+    def status_inline(self) -> str:
+        """:meth:`status` as it reads inside a sentence: "queued behind 2 jobs", "running on ..."."""
+        status = self.status()
+        return status[:1].lower() + status[1:]
+
     def cancel(self) -> bool:
         return self.queue.cancel(self) if self.queue is not None else False
 

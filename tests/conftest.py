@@ -82,3 +82,18 @@ def isolated_cache(tmp_path_factory):
     os.environ["DASHBOARD_CACHE_DIR"] = str(root / "cache")
     os.environ.setdefault("DASHBOARD_DB_URL", f"sqlite:///{root / 'sessions.sqlite'}")
     yield root
+
+
+@pytest.fixture
+def traced_queue(tmp_path, monkeypatch):
+    """A fresh background job queue with one slot in place of the server's, a result cache of its own
+    (nothing answered from disk) and a trace file where each job process writes a line as it starts
+    (``tmp_path / "trace"``: tests count computations by it)."""
+    from core.jobs import JobQueue, set_job_queue
+
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DASHBOARD_JOB_TRACE", str(tmp_path / "trace"))
+    fresh = JobQueue(slots=1)
+    old = set_job_queue(fresh)
+    yield fresh
+    set_job_queue(old)

@@ -1,11 +1,12 @@
-"""The sidebar list of this browser session's background jobs (see :mod:`core.jobs`): what each is,
-where it stands, how far it got, where it runs, and Cancel while it is queued or running."""
+"""The sidebar list of this browser tab's background jobs (see :mod:`core.jobs`): what each is, where it
+stands, how far it got, where it runs, and Cancel while it is queued or running. The tab is named by its
+owner token (:func:`dashboard.components.progress.job_owner`), which a reload keeps through the address."""
 from __future__ import annotations
 
 import streamlit as st
 
 from core.jobs import CANCELLED, DONE, FAILED, LIVE, Job, job_queue
-from dashboard.components.progress import job_owner
+from dashboard.components.progress import job_owner, keep_owner_in_address
 
 REFRESH = 2.0
 """Seconds between redraws of the list while one of the session's jobs is queued or running."""
@@ -24,8 +25,7 @@ def _cancel(job_id: int) -> None:
 
 def describe(job: Job) -> str:
     """One line for a job: "Computing: running on this machine, background worker (3/10, round 3)"."""
-    status = job.status()
-    text = f"{job.label}: {status[0].lower()}{status[1:]}"
+    text = f"{job.label}: {job.status_inline()}"
     if job.state in LIVE and job.total:
         text += f" ({job.done}/{job.total}" + (f", {job.message}" if job.message else "") + ")"
     if job.state == FAILED and job.error is not None:
@@ -61,6 +61,7 @@ def jobs_sidebar() -> None:
     jobs = job_queue().jobs_of(job_owner())
     if not jobs:
         return
+    keep_owner_in_address()          # a reload of this tab finds these jobs again
     with st.sidebar:
         if any(j.state in LIVE for j in jobs):
             st.fragment(run_every=REFRESH)(_live_list)()

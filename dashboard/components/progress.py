@@ -4,6 +4,8 @@ background job queue (:mod:`core.jobs`) and the page follows it here."""
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import time
 import uuid
 from contextlib import contextmanager
@@ -91,16 +93,45 @@ Cancel click reach the waiting page)."""
 
 
 OWNER_KEY = "_jobs_owner"
+OWNER_PARAM = "jobs"
+"""The query parameter that carries a browser tab's job owner across a reload (a new Streamlit session)."""
+_OWNER_FORM = re.compile(r"[0-9a-f]{32}")
+
+
+def valid_owner(token) -> bool:
+    """Whether ``token`` has the form of an owner this module makes: 32 lower-case hex digits (128 bits)."""
+    return isinstance(token, str) and _OWNER_FORM.fullmatch(token) is not None
 
 
 def job_owner() -> str:
-    """This browser session's name in the job queue (a random token kept in its session state), or
-    "script" outside Streamlit; the sidebar lists the jobs of this owner."""
+    """This browser tab's name in the job queue, or "script" outside Streamlit; the sidebar lists the jobs
+    of this owner.
+
+    The name is a random 128-bit token kept in the session state. Once the tab has a job the token also
+    rides in the page address as ``?jobs=...`` (:func:`keep_owner_in_address`), so a reload (a new
+    Streamlit session) adopts it from there and finds the tab's jobs again. A session keeps the token it
+    has; a new session adopts a well-formed token from the address and otherwise makes a new one (a
+    malformed value is ignored, not an error). Whoever holds the address can see and cancel those jobs, so
+    links made for others (the join link and its QR code) are built without the page's query."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     if get_script_run_ctx(suppress_warning=True) is None:
         return "script"
-    return st.session_state.setdefault(OWNER_KEY, uuid.uuid4().hex)
+    owner = st.session_state.get(OWNER_KEY)
+    if owner is None:
+        carried = st.query_params.get(OWNER_PARAM)
+        owner = carried if valid_owner(carried) else secrets.token_hex(16)
+        st.session_state[OWNER_KEY] = owner
+    return owner
+
+
+def keep_owner_in_address() -> None:
+    """Write this tab's owner token into the address (``?jobs=``) when it is not there: after its first
+    job, and again after a page change dropped the parameter. Other parameters (``?me=``, ``?join=``) are
+    left as they are."""
+    owner = job_owner()
+    if valid_owner(owner) and st.query_params.get(OWNER_PARAM) != owner:
+        st.query_params[OWNER_PARAM] = owner
 
 
 def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
@@ -128,7 +159,7 @@ def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
         return run(plan, data)
     if not batch:
         with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
-            return run(plan, data, progress=bar)
+            return job_queue().interactive(run, plan, data, owner=job_owner(), label=label, progress=bar)
     key = run_key(run, plan, data)
     last = job_queue().find(key)
     if last is not None and last.state == CANCELLED and not restart:
@@ -139,6 +170,15 @@ def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
     result = run_job(run, plan, data, key=key, label=label, cancel_key=cancel_key, n_jobs=n_jobs)
     observe_run(plan, data, job_queue().find(key))
     return result
+
+
+def first_render(page: str, plan) -> bool:
+    """Whether ``plan`` is what ``page`` computes on its first render in this browser session: the first
+    plan the page asked for here (kept by digest). A page passes ``batch=not first_render(...)`` to
+    :func:`run_with_progress`, so opening it draws at once, in the server, and never waits behind other
+    sessions' batch jobs; the runs its later settings ask for go to the batch queue."""
+    digest = plan.digest()
+    return st.session_state.setdefault(f"_first_plan_{page}", digest) == digest
 
 
 MIN_OBSERVED_SECONDS = 5.0
@@ -174,6 +214,7 @@ def run_job(func: Callable[..., T], *args, key: str, label: str, cancel_key: str
     try:
         with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
             job = queue.submit(func, *args, owner=job_owner(), key=key, label=label)
+            keep_owner_in_address()
             return follow(job, bar)
     except Cancelled:
         job = queue.find(key)
@@ -194,6 +235,7 @@ def run_held(func: Callable[..., T], *args, label: str, cancel_key: str | None =
     try:
         with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
             job = queue.submit(func, *args, owner=job_owner(), key=key, label=label)
+            keep_owner_in_address()
             return follow(job, bar)
     finally:
         queue.cancel_key(key)        # no-op once the job finished
@@ -223,27 +265,8 @@ def follow(job, bar: Callable[[int, int, str], None]):
         now = (job.status(), job.done, job.total, job.message)
         if now != shown or time.monotonic() - beat >= HEARTBEAT:
             shown, beat = now, time.monotonic()
-            status = job.status()
-            bar(job.done, job.total, f"{status[0].lower()}{status[1:]}" + (f"; {job.message}" if job.message
-                                                                           else ""))
+            bar(job.done, job.total, job.status_inline() + (f"; {job.message}" if job.message else ""))
     return job.outcome()
-
-
-def session_memo(store_key: str, digest: str, compute: Callable[[Callable], T], label: str,
-                 limit: int = 12) -> T:
-    """Per-session memo of ``compute(progress)`` by config digest, run behind a progress bar once.
-
-    The bar sits in a placeholder created on every run, so the page keeps the same element layout
-    whether or not the result was memoised (otherwise tabs and widgets below would reset).
-    """
-    slot = st.empty()
-    store = st.session_state.setdefault(store_key, {})
-    if digest not in store:
-        with slot.container():
-            with progress_bar(label) as progress:
-                remember(store_key, digest, compute(progress), limit)
-        slot.empty()
-    return store[digest]
 
 
 def remember(store_key: str, key, value: T, limit: int = 12) -> T:

@@ -12,24 +12,21 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.jobs import DONE, QUEUED, JobQueue, set_job_queue
+from core.jobs import DONE, QUEUED
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
 PAGE = "tools/group_fairness.py"
 HOME = "home.py"
 LABEL = "Training and ranking"
+SEED = 7
+"""A setting changed after the first render: its plan is a batch job."""
 
 
 @pytest.fixture
-def queue(tmp_path, monkeypatch):
-    """A fresh job queue with one slot, a cache of its own, and a trace of computations."""
-    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("DASHBOARD_JOB_TRACE", str(tmp_path / "trace"))
-    fresh = JobQueue(slots=1)
-    old = set_job_queue(fresh)
-    yield fresh
-    set_job_queue(old)
+def queue(traced_queue):
+    """The shared fresh queue (``tests/conftest.py``) under this module's name for it."""
+    return traced_queue
 
 
 def _computations(tmp_path) -> list[str]:
@@ -42,11 +39,14 @@ def _page_job(queue):
 
 
 def _leave_while_queued(at, queue) -> None:
-    """Open the page and stop its script while its job waits (as navigating away does); the stop
-    comes from AppTest's timeout, retried longer until the page had reached its run."""
+    """Open the page (its first render is interactive: drawn at once, no job), change a setting, and stop
+    the script while the new plan's job waits (as navigating away does); the stop comes from AppTest's
+    timeout, retried longer until the page had reached its run."""
+    at.switch_page(PAGE).run()
+    assert not at.exception and _page_job(queue) is None
     for seconds in (10, 20, 40, 80, 160):
         with pytest.raises(RuntimeError, match="timed out"):
-            at.switch_page(PAGE).run(timeout=seconds)
+            at.number_input(key="gf_seed").set_value(SEED).run(timeout=seconds)
         if _page_job(queue) is not None:
             return
     pytest.fail("the page never submitted its run")
@@ -70,7 +70,7 @@ def test_leaving_and_coming_back_reattaches_to_the_job_without_computing_again(q
     assert not at.exception and not at.error
     assert job.state == DONE and _page_job(queue) is job
     assert len(_computations(tmp_path)) == 1                   # computed once, in the job process
-    assert at.session_state["gf_plan"] is not None and len(at.metric) > 0
+    assert at.session_state["gf_plan"].seed == SEED and len(at.metric) > 0
     at.switch_page(HOME).run()
     at.switch_page(PAGE).run()                                 # and again: answered from the cache
     assert not at.exception and not at.error

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.jobs import CANCELLED, DONE, LOCAL_WHERE, JobQueue, set_job_queue
+from core.jobs import CANCELLED, DONE, LOCAL_WHERE
 from dashboard.components.fairness_results import LEARNING
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -31,14 +31,9 @@ st.session_state["tables"] = {{k: v.shape for k, v in tables.items()}}
 
 
 @pytest.fixture
-def queue(tmp_path, monkeypatch):
-    """A fresh job queue, a result cache of its own (nothing answered from disk), a trace of job starts."""
-    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("DASHBOARD_JOB_TRACE", str(tmp_path / "trace"))
-    fresh = JobQueue(slots=1)
-    old = set_job_queue(fresh)
-    yield fresh
-    set_job_queue(old)
+def queue(traced_queue):
+    """The shared fresh queue (``tests/conftest.py``) under this module's name for it."""
+    return traced_queue
 
 
 def _app() -> AppTest:
