@@ -191,16 +191,26 @@ def _out_path(plan: FolderReleasePlan) -> Path:
     return Path(str(plan.out_folder).strip()).expanduser()
 
 
-def unfinished_folders(out) -> list[Path]:
-    """The unfinished folders of the output folder ``out`` (``_<name>.unfinished-*`` beside it)."""
+def _check_nonce(nonce: str) -> str:
+    nonce = str(nonce)
+    if not nonce or not nonce.isalnum():
+        raise ValueError("A release's nonce is a non-empty run of letters and digits.")
+    return nonce
+
+
+def unfinished_folders(out, nonce: str = "*") -> list[Path]:
+    """The unfinished folders of the output folder ``out`` (``_<name>.unfinished-<nonce>`` beside it; every
+    one of them with the default ``nonce``)."""
     out = Path(str(out).strip()).expanduser()
-    return sorted(p for p in out.parent.glob(f"_{glob.escape(out.name)}{UNFINISHED}*") if p.is_dir())
+    tail = "*" if nonce == "*" else glob.escape(_check_nonce(nonce))
+    return sorted(p for p in out.parent.glob(f"_{glob.escape(out.name)}{UNFINISHED}{tail}") if p.is_dir())
 
 
-def discard_unfinished(out) -> int:
-    """Remove the unfinished folders of ``out`` (a cancelled or failed release's parts); how many went."""
+def discard_unfinished(out, nonce: str = "*") -> int:
+    """Remove the unfinished folder(s) of ``out`` (a cancelled or failed release's parts: the one of
+    ``nonce``, or all); how many went."""
     gone = 0
-    for path in unfinished_folders(out):
+    for path in unfinished_folders(out, nonce):
         shutil.rmtree(path, ignore_errors=True)
         gone += not path.exists()
     return gone
@@ -237,15 +247,16 @@ class ReleaseProgress:
 
 def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secure: bool = True,
                    seed: int | None = None, n_jobs: int | None = None, scheduler: str | None = None,
-                   progress=None, publish_parts: bool = True) -> FolderRelease:
+                   progress=None, publish_parts: bool = True, nonce: str | None = None) -> FolderRelease:
     """Fit ``plan.method`` on the parts of ``folder`` (read through ``schema``) and write the synthetic parts.
 
     ``secure`` draws every privacy noise value from OpenDP and the sampling seed from the operating
     system; otherwise ``seed`` drives both (a simulation). Counting and sampling run where
     :func:`core.parallel.map_trials` sends them (a Dask cluster when one is configured). The parts are
     drawn into a marked unfinished folder and renamed into the output folder at the end (module
-    docstring); with ``publish_parts=False`` they stay there until :func:`publish`. ``progress`` may raise
-    ``Cancelled``: the unfinished folder is then removed and nothing is published.
+    docstring; ``nonce`` names it, random by default); with ``publish_parts=False`` they stay there until
+    :func:`publish`. ``progress`` may raise ``Cancelled``: the unfinished folder is then removed and
+    nothing is published.
     """
     if not isinstance(schema, DataSchema):
         raise ValueError("release_folder takes the folder set's DataSchema.")
@@ -280,7 +291,7 @@ def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secur
     if fitting is not None:
         fitting(1, 1, f"{SYNTHESIZERS[plan.method].label} fitted")
     n_rows = int(round(max(noisy_total(model), 0.0)))
-    staging = out.parent / f"_{out.name}{UNFINISHED}{secrets.token_hex(6)}"
+    staging = out.parent / f"_{out.name}{UNFINISHED}{_check_nonce(nonce or secrets.token_hex(6))}"
     try:
         paths = sample_in_parts(model, n_rows, plan.out_parts, int(sample_seed), labels=source.labels,
                                 folder=staging, n_jobs=n_jobs, scheduler=scheduler,
@@ -304,10 +315,12 @@ def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secur
     return publish(result) if publish_parts else result
 
 
-def release_unpublished(plan: FolderReleasePlan, schema: DataSchema, folder, progress=None) -> FolderRelease:
-    """A secure release whose parts wait in their marked unfinished folder: the background job of a page,
-    which publishes them (:func:`publish`) only once the ledger has committed the release."""
-    return release_folder(plan, schema, folder, secure=True, progress=progress, publish_parts=False)
+def release_unpublished(plan: FolderReleasePlan, schema: DataSchema, folder, nonce: str,
+                        progress=None) -> FolderRelease:
+    """A secure release whose parts wait in their marked unfinished folder (named by ``nonce``, so the page
+    can remove it should the job be stopped from outside): the background job of a page, which publishes
+    them (:func:`publish`) only once the ledger has committed the release."""
+    return release_folder(plan, schema, folder, secure=True, progress=progress, publish_parts=False, nonce=nonce)
 
 
 def publish(result: FolderRelease) -> FolderRelease:
@@ -328,6 +341,51 @@ def publish(result: FolderRelease) -> FolderRelease:
             os.replace(path, out / path.name)
         shutil.rmtree(staging, ignore_errors=True)
     return dataclasses.replace(result, paths=[str(out / Path(p).name) for p in result.paths], staging="")
+
+
+def _estimate_release(plan: FolderReleasePlan, data, costs):
+    """One count pass over the parts, the fit (the synthesis cost model on the folder's rows: its data term
+    also carries AIM's larger marginals on more rows) and the synthetic parts drawn and written. ``data``
+    is the folder's :class:`core.intake.folder.FolderWork`."""
+    from core.estimates import Tip, Work, fit_features, fit_seconds
+    from core.intake.folder import FolderWork, folder_costs, parts_seconds
+
+    if not isinstance(data, FolderWork):
+        raise ValueError("A folder release is estimated from its FolderWork (parts, rows, columns).")
+    c = folder_costs(costs)
+    dims = data.dims or (2,) * max(data.columns, 1)
+
+    def seconds_for(method: str) -> float:
+        params = SYNTHESIZERS[method].default_params()
+        if method == "aim" and plan.aim_rounds:
+            params = dataclasses.replace(params, max_rounds=plan.aim_rounds)
+        coef = costs["synthesis"].get(method, costs["synthesis"]["mst"])
+        fit = fit_seconds(coef, fit_features(method, params, data.rows, dims))
+        written = FolderWork(plan.out_parts, data.rows, data.columns)
+        return (float(c["fixed"]) + parts_seconds(data, float(c["count"]), costs) + fit
+                + parts_seconds(written, float(c["write"]), costs, items=plan.out_parts))
+
+    seconds = seconds_for(plan.method)
+    label = SYNTHESIZERS[plan.method].label
+    fit = f"fit {label}" + (f" in up to {fit_steps(plan, len(dims))} rounds" if plan.method == "aim" else "")
+    sentence = (f"count {data.words()} in one pass, {fit}, draw and write {plan.out_parts} synthetic "
+                f"part{'s' if plan.out_parts != 1 else ''}")
+    tips = []
+    if plan.method == "aim":
+        tips.append(Tip("MST instead of AIM takes {}.", (seconds_for("mst"),)))
+    from core.cluster import scheduler_address
+    if not scheduler_address(None):
+        tips.append("A Dask cluster (DASHBOARD_DASK_SCHEDULER) counts and writes the parts on its workers.")
+    return Work(sentence, data.n_parts, seconds, tuple(tips))
+
+
+def _register_estimate() -> None:
+    from core.estimates import ESTIMATORS
+    if "FolderReleasePlan" not in set(ESTIMATORS):    # a module imported again registers once
+        ESTIMATORS.register("FolderReleasePlan", "synthetic copy of a folder set")(_estimate_release)
+
+
+_register_estimate()
 
 
 def pending_release(plan: FolderReleasePlan, schema: DataSchema, page: str, nonce: str, label: str | None = None):

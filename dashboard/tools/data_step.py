@@ -11,6 +11,11 @@ A table too large for a browser upload is named instead by the path of its folde
 machine (``core.intake.folder``): a bounded sample is profiled and drafted, every part is checked in one
 pass, the declaration and the folder's path are saved, and a compact section below makes a synthetic copy
 from the parts (``core.synthesis.folder_release``: MST or AIM through the shared release confirmation).
+Both the check and the release say their work and its expected time first, then run as background jobs
+that count parts on their bar and can be cancelled: the check is keyed by the declaration and the folder's
+listing (a page left and opened again, or reloaded, finds its job or its result), the release lives only
+while the page follows it, between the ledger's reservation and its commit, and its parts are published
+only after the commit.
 """
 from __future__ import annotations
 
@@ -30,7 +35,9 @@ import streamlit as st  # noqa: E402
 from core.contracts import bytes_fingerprint, digest_of  # noqa: E402
 from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, apply, check, clean,  # noqa: E402
                          draft_schema, needs_public_info, profile)
-from core.intake.folder import SAMPLE_ROWS, check_folder, list_folder, sample_rows  # noqa: E402
+from core.contracts import Cancelled  # noqa: E402
+from core.intake.folder import (SAMPLE_ROWS, check_folder, check_plan, folder_rows, folder_work,  # noqa: E402
+                                list_folder, sample_rows)
 from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, candidate_grid, category_threshold,  # noqa: E402
                                   estimate_bounds, estimate_categories, planned_estimate_ledger,
                                   reliable_rows)
@@ -42,7 +49,9 @@ from core.privacy.project_ledger import (LedgerRelease, data_key, declared_key, 
 from dashboard.components.dataset_picker import (declared_data, declared_ref, read_table_data,  # noqa: E402
                                                  register_declared)
 from dashboard.components.plain_text import plain  # noqa: E402
+from dashboard.components.progress import attached_job, job_key, run_held, run_job  # noqa: E402
 from dashboard.components.release_confirm import release_button  # noqa: E402
+from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.uploads_kept import upload_kept  # noqa: E402
 
 PAGE = "Data step"
@@ -440,21 +449,54 @@ def _folder_sample(fingerprint: str, folder: str) -> pd.DataFrame:
     return sample_rows(list_folder(folder))
 
 
+@st.cache_data(max_entries=8, show_spinner=False)
+def _folder_rows(fingerprint: str, folder: str) -> int | None:
+    """The folder's rows from the parts' footers (None when a part cannot be opened: the check says why)."""
+    try:
+        return folder_rows(list_folder(folder))
+    except ValueError:
+        return None
+
+
 def _folder_check(listing, schema: DataSchema):
-    """Every part checked against the declaration on a press (one pass over the parts), kept for this
-    declaration and this listing of the folder."""
-    key = (schema.digest(), listing.fingerprint)
+    """Every part checked against the declaration (one pass over the parts) on a press, as a background job
+    keyed by the declaration and the folder's listing: leaving the page (or reloading it) while it runs and
+    coming back attaches to the same job, or shows its result without checking again. The result is kept for
+    this declaration and this listing; a cancelled check keeps nothing."""
+    rows = _folder_rows(listing.fingerprint, listing.folder)
+    plan = check_plan(listing, schema, rows or 0)
+    key = job_key(check_folder, plan.digest())
     done = st.session_state.get(f"{P}_folder_checked")
-    if st.button("Check every part", key=f"{P}_folder_check",
-                 help="Reads every part once (on the Dask cluster when one is configured) and lists every problem."):
-        with st.spinner(f"Checking {listing.n_parts} parts..."):
-            try:
-                done = (key, check_folder(listing, schema))
-            except ValueError as exc:
-                st.error(str(exc))
-                return None
+    if done is not None and done[0] != plan.digest():
+        done = None
+    allowed = True
+    if done is None:
+        if rows is None:
+            st.caption(f"Reads each of the {listing.n_parts} parts once.")
+        else:
+            allowed = run_estimate_notice(plan, None, key=f"{P}_folder_check_estimate")
+    pressed = st.button("Check every part", key=f"{P}_folder_check", disabled=not allowed,
+                        help="Reads every part once, in the background (on the Dask cluster when one is configured), "
+                             "and lists every problem.")
+    if pressed or (done is None and attached_job(key) is not None):
+        slot = st.empty()
+        try:
+            with slot.container():
+                checked = run_job(check_folder, listing, schema, key=key, label=f"Checking {listing.n_parts} parts",
+                                  cancel_key=f"{P}_folder_check_cancel")
+        except Cancelled:
+            slot.empty()
+            st.info("The check was stopped before it finished: nothing was kept. Press **Check every part** to "
+                    "start it again.")
+            return None
+        except ValueError as exc:
+            slot.empty()
+            st.error(str(exc))
+            return None
+        slot.empty()
+        done = (plan.digest(), checked)
         st.session_state[f"{P}_folder_checked"] = done
-    if done is None or done[0] != key:
+    if done is None:
         st.info("Check every part before saving: the sample above is not the whole folder.")
         return None
     return done[1]
@@ -496,8 +538,9 @@ def _folder_save(schema: DataSchema, listing, checked) -> bool:
 
 def _folder_release(schema: DataSchema, listing) -> None:
     """A synthetic copy of the saved folder set: one confirmation, then reserve -> fit -> write -> commit."""
-    from core.synthesis.folder_release import (FOLDER_METHODS, FolderReleasePlan, pending_release,
-                                               projected_folder_ledger, release_folder)
+    from core.synthesis.folder_release import (FOLDER_METHODS, FolderReleasePlan, discard_unfinished,
+                                               pending_release, projected_folder_ledger, publish,
+                                               release_unpublished)
     from core.synthesis.registry import SYNTHESIZERS
     from dashboard.components.release_confirm import stated_spend
 
@@ -526,18 +569,38 @@ def _folder_release(schema: DataSchema, listing) -> None:
         spend = stated_spend(projected_folder_ledger(plan), declared_key(schema.name))
         pending = pending_release(plan, schema, PAGE, secrets.token_hex(8),
                                   label=f"{plan.label()} written in {parts} parts ({spend})")
+        rows = _folder_rows(listing.fingerprint, listing.folder)
+        if rows is not None and not run_estimate_notice(plan, folder_work(listing, schema, rows),
+                                                        key=f"{P}_folder_release_estimate"):
+            error = "this release is predicted to run long: tick 'Start anyway' above to allow it."
+    release_slot = st.empty()
+    nonce = secrets.token_hex(6)
 
-    def run():
-        with st.spinner("Counting the parts, fitting and writing the synthetic parts..."):
-            return release_folder(plan, schema, listing.folder, secure=True)
+    def run():        # a job out of the server process, followed (and cancelled) by this run of the page
+        try:
+            with release_slot.container():
+                return run_held(release_unpublished, plan, schema, listing.folder, nonce,
+                                label="Releasing a synthetic copy of the parts", cancel_key=f"{P}_folder_release_cancel")
+        except BaseException:         # cancelled, failed or stopped: its unfinished parts go (none are published)
+            discard_unfinished(plan.out_folder, nonce)
+            raise
 
     result = release_button("Release a synthetic copy", key=f"{P}_folder_release", pending=pending, run=run,
                             error=error, what=plan.label() if plan else "", spent=lambda r: r.ledger)
+    release_slot.empty()
+    if result is not None:            # committed in the ledger: only now do the parts appear in the output folder
+        try:
+            result = publish(result)
+        except ValueError as exc:
+            st.error(f"The release is recorded in the ledger, but its parts could not be put in place: {exc}")
     if result is not None:
         st.session_state[f"{P}_folder_result"] = result
     shown = st.session_state.get(f"{P}_folder_result")
     if shown is not None and shown.plan.name == schema.name:
-        st.success(f"Written: {len(shown.paths)} parts in {shown.plan.out_folder}.")
+        if shown.staging:
+            st.warning(f"Released, but its {len(shown.paths)} parts still wait in {shown.staging}.")
+        else:
+            st.success(f"Written: {len(shown.paths)} parts in {shown.plan.out_folder}.")
         st.dataframe(shown.summary, hide_index=True, width="stretch", key=f"{P}_folder_summary")
         st.caption(shown.statement)
         st.dataframe(shown.ledger.to_frame(), hide_index=True, width="stretch", key=f"{P}_folder_ledger")

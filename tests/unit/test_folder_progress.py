@@ -137,3 +137,35 @@ def test_a_release_whose_commit_fails_publishes_nothing(folder, tmp_path, monkey
         release_and_record(ledger, plan, SCHEMA, folder, n_jobs=1)
     assert not out.exists() and not unfinished_folders(out)
     assert not ledger.releases(key, "release") and not ledger.reservations(key)
+
+
+def test_counts_in_words_keep_two_significant_figures():
+    from core.intake.folder import rough
+    assert [rough(n) for n in (42, 240, 613, 19_874_301)] == ["42", "about 240", "about 610", "about 20,000,000"]
+
+
+def test_the_check_and_the_release_are_estimated_from_parts_rows_and_columns(monkeypatch):
+    from core.estimates import DEFAULT_COSTS, estimate, merge_costs
+    from core.intake.folder import FolderCheckPlan, FolderWork
+
+    costs = merge_costs(DEFAULT_COSTS, {"folder": {"fixed": 1.0, "check": 0.5, "count": 0.1, "write": 0.2},
+                                        "synthesis": {"mst": {"fixed": 2.0, "data": 0.0, "units": 0.0},
+                                                      "parallel_efficiency": 1.0}})
+    work = FolderWork(4, 200_000, 5, (2, 4, 3, 2, 5))          # 1,000,000 cells
+    monkeypatch.setenv("DASHBOARD_N_JOBS", "1")
+    check = estimate(FolderCheckPlan("f", "fp", "schema", work), None, costs=costs, speed=1.0)
+    assert check.raw_seconds == pytest.approx(1.0 + 0.5 * 10)
+    assert check.work == "read and check 4 parts x about 200,000 rows x 5 columns once" and check.units == 4
+    plan = FolderReleasePlan(SCHEMA.name, "mst", 1.0, 1e-6, "/elsewhere/out", 1)
+    release = estimate(plan, work, costs=costs, speed=1.0)
+    assert release.raw_seconds == pytest.approx(1.0 + 0.1 * 10 + 2.0 + 0.2 * 10)
+    assert release.work == ("count 4 parts x about 200,000 rows x 5 columns in one pass, fit MST (maximum spanning "
+                            "tree), draw and write 1 synthetic part")
+    # two workers share the parts counted (4 of them), not the one synthetic part written
+    monkeypatch.setenv("DASHBOARD_N_JOBS", "2")
+    assert estimate(plan, work, costs=costs, speed=1.0).raw_seconds == pytest.approx(1.0 + 0.5 + 2.0 + 2.0)
+    assert estimate(plan.replace(out_parts=2), work, costs=costs, speed=1.0).raw_seconds == \
+        pytest.approx(1.0 + 0.5 + 2.0 + 1.0)
+    aim = estimate(plan.replace(method="aim", aim_rounds=7), work, costs=costs, speed=1.0)
+    assert "fit AIM (adaptive, workload-aware) in up to 7 rounds" in aim.work
+    assert any(s.startswith("MST instead of AIM takes") for s in aim.suggestions)
