@@ -26,6 +26,10 @@ def _own_places(tmp_path, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dsf_cache"))
     monkeypatch.setenv("DASHBOARD_DB_URL", f"sqlite:///{tmp_path / 'project.sqlite'}")
     monkeypatch.setenv("DASHBOARD_N_JOBS", "1")     # parts this small are read in-process
+    from core.jobs import JobQueue, set_job_queue
+    old = set_job_queue(JobQueue(slots=1))           # the check and the release run as job processes of their own
+    yield
+    set_job_queue(old)
 
 
 @pytest.fixture
@@ -93,6 +97,11 @@ def test_a_folder_set_is_declared_checked_saved_and_released_once(parts, tmp_pat
     summary = next(d.value for d in at.dataframe if "item" in d.value.columns)
     n_rows = int(dict(zip(summary["item"], summary["value"]))["synthetic rows (noisy total)"])
     assert sum(len(pd.read_parquet(p)) for p in out.glob("*.parquet")) == n_rows
+    from core.jobs import DONE, LOCAL_WHERE, job_queue
+    # both ran in a job process, whose progress came back part by part
+    assert [(j.label, j.state, j.where) for j in job_queue().jobs()] == [
+        ("Checking 3 parts", DONE, LOCAL_WHERE)] * 2 + [("Releasing a synthetic copy of the parts", DONE, LOCAL_WHERE)]
+    assert [j.message for j in job_queue().jobs()] == ["part 3 of 3 checked"] * 2 + ["synthetic part 2 of 2 written"]
     from core.privacy.project_ledger import ProjectLedger, declared_key
     ledger = ProjectLedger()
     at.run()                                                                 # a rerun records nothing more

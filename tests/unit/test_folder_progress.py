@@ -169,3 +169,19 @@ def test_the_check_and_the_release_are_estimated_from_parts_rows_and_columns(mon
     aim = estimate(plan.replace(method="aim", aim_rounds=7), work, costs=costs, speed=1.0)
     assert "fit AIM (adaptive, workload-aware) in up to 7 rounds" in aim.work
     assert any(s.startswith("MST instead of AIM takes") for s in aim.suggestions)
+
+
+def test_the_page_jobs_can_run_in_a_process_of_their_own(folder, tmp_path):
+    import pickle
+
+    from core.intake import folder as folder_module
+    from core.jobs import shippable
+    from core.synthesis.folder_release import release_unpublished
+
+    assert shippable(folder_module.check_folder) and shippable(release_unpublished)
+    listing = list_folder(folder)
+    assert pickle.loads(pickle.dumps((listing, SCHEMA))) == (listing, SCHEMA)
+    plan = FolderReleasePlan(SCHEMA.name, "mst", 1.0, 1e-6, str(tmp_path / "out"), 2)
+    result = release_folder(plan, SCHEMA, folder, secure=False, seed=5, n_jobs=1, publish_parts=False)
+    back = pickle.loads(pickle.dumps(result))               # the job's answer crosses the pipe
+    assert back.paths == result.paths and back.staging == result.staging and back.summary.equals(result.summary)
