@@ -9,14 +9,16 @@ saves the declaration and the folder's path in the project database (``DASHBOARD
 ``release-folder`` makes a secure synthetic copy of a declared folder set through the project ledger
 (reserved against the data set's cap, then committed; the cap must be decided first on the Privacy ledger
 page). Counting and sampling go to the Dask cluster named by ``DASHBOARD_DASK_SCHEDULER`` when it is set.
+Progress goes to standard error, one line per step ("[7/20] part 7 of 20 checked").
 Exit codes: 0 done; 1 a problem blocks it; 2 the input could not be read.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-__all__ = ["FOLDER_COMMANDS", "add_folder_parsers", "run_folder_command"]
+__all__ = ["FOLDER_COMMANDS", "add_folder_parsers", "progress_lines", "run_folder_command"]
 
 FOLDER_COMMANDS = ("check-folder", "declare-folder", "release-folder")
 
@@ -38,6 +40,18 @@ def add_folder_parsers(steps: argparse._SubParsersAction) -> None:
     step.add_argument("--aim-rounds", type=int, default=0, help="AIM's rounds (0: its default)")
 
 
+def progress_lines(stream=None):
+    """A ``progress(done, total, message)`` that writes each new message as one line to ``stream``
+    (standard error by default), so a long run on a terminal shows where it is."""
+    last = [None]
+
+    def report(done: int, total: int, message: str = "") -> None:
+        if message != last[0]:
+            last[0] = message
+            print(f"[{done}/{total}] {message}", file=stream or sys.stderr, flush=True)
+    return report
+
+
 def run_folder_command(args: argparse.Namespace) -> int:
     """Run one folder step; ValueError/OSError propagate to the caller (exit 2)."""
     from core.intake.folder import check_folder, list_folder
@@ -49,7 +63,7 @@ def run_folder_command(args: argparse.Namespace) -> int:
     if args.data_command in ("check-folder", "declare-folder"):
         listing = list_folder(args.folder)
         schema = DataSchema.from_dict(parse_json_text(read_text(args.schema)))
-        checked = check_folder(listing, schema)
+        checked = check_folder(listing, schema, progress=progress_lines())
         for problem in checked.problems:
             print(problem.line())
         print(f"{listing.n_parts} part(s); {len(checked.problems)} problem(s), {len(checked.blocking)} blocking "
@@ -69,7 +83,7 @@ def run_folder_command(args: argparse.Namespace) -> int:
         raise ValueError(f"No folder set named {args.name!r} is declared; run `python -m core data declare-folder`.")
     plan = FolderReleasePlan(schema.name, args.method, args.epsilon, args.delta, args.out, args.parts,
                              args.aim_rounds)
-    result = release_and_record(ProjectLedger(), plan, schema, folder)
+    result = release_and_record(ProjectLedger(), plan, schema, folder, progress=progress_lines())
     for item, value in zip(result.summary["item"], result.summary["value"]):
         print(f"{item}: {value}")
     print(result.statement)

@@ -185,3 +185,21 @@ def test_the_page_jobs_can_run_in_a_process_of_their_own(folder, tmp_path):
     result = release_folder(plan, SCHEMA, folder, secure=False, seed=5, n_jobs=1, publish_parts=False)
     back = pickle.loads(pickle.dumps(result))               # the job's answer crosses the pipe
     assert back.paths == result.paths and back.staging == result.staging and back.summary.equals(result.summary)
+
+
+def test_the_command_line_prints_each_part_as_it_goes(folder, tmp_path, monkeypatch, capsys):
+    import json
+
+    from core.__main__ import main
+
+    monkeypatch.setenv("DASHBOARD_DB_URL", f"sqlite:///{tmp_path / 'project.sqlite'}")
+    monkeypatch.setenv("DASHBOARD_N_JOBS", "1")
+    schema_file = tmp_path / "schema.json"
+    schema_file.write_text(json.dumps(SCHEMA.to_dict()))
+    assert main(["data", "declare-folder", str(folder), "--schema", str(schema_file)]) == 0
+    assert capsys.readouterr().err.splitlines() == [f"[{i}/3] part {i} of 3 checked" for i in (1, 2, 3)]
+    ProjectLedger().set_no_cap(declared_key(SCHEMA.name))
+    assert main(["data", "release-folder", SCHEMA.name, "--out", str(tmp_path / "out"), "--parts", "2"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[:3] == [f"[{i}/6] count pass 1: part {i} of 3 counted" for i in (1, 2, 3)]
+    assert lines[-2:] == ["[5/6] synthetic part 1 of 2 written", "[6/6] synthetic part 2 of 2 written"]
