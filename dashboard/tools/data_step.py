@@ -637,7 +637,9 @@ def folder_step() -> None:
                + (f" and {len(names) - 5} more" if len(names) > 5 else "") + ".")
     fp = "folder:" + listing.fingerprint
     state = _state()
-    if state["fp"] != fp or state["base"] is None:
+    # a page left and opened again has lost its widgets' values: start again from the saved declaration
+    lost = f"{P}_name" not in st.session_state
+    if state["fp"] != fp or state["base"] is None or lost:
         saved = _saved_folder_set(listing.folder)
         if saved is not None:
             _start_from(saved, "declared", fp)

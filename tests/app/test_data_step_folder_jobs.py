@@ -196,6 +196,13 @@ def test_the_release_is_a_job_that_counts_parts_and_publishes_after_the_commit(q
     assert any(f"Written: 2 parts in {out}" in s.value for s in at.success)
     ledger = ProjectLedger()
     assert len(ledger.releases(declared_key(NAME), "release")) == 1 and len(_jobs(queue, RELEASE)) == 1
+    at.switch_page("home.py").run()                  # elsewhere, then back: the saved declaration and the result
+    at.switch_page(STEP).run()
+    at.radio(key="ds_source").set_value(FOLDER).run()
+    at.text_input(key="ds_folder").input(str(parts)).run()
+    assert any(f"Written: 2 parts in {out}" in s.value for s in at.success)
+    assert len(ledger.releases(declared_key(NAME), "release")) == 1 and len(_jobs(queue, RELEASE)) == 1
+    assert len(_jobs(queue, CHECK)) == 1                               # the saved declaration's check, found again
 
 
 def test_a_cancelled_release_spends_nothing_and_leaves_no_part(queue, parts, tmp_path, monkeypatch):
