@@ -32,10 +32,9 @@ if str(REPO_ROOT) not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.contracts import bytes_fingerprint, digest_of  # noqa: E402
+from core.contracts import Cancelled, bytes_fingerprint, digest_of  # noqa: E402
 from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, apply, check, clean,  # noqa: E402
                          draft_schema, needs_public_info, profile)
-from core.contracts import Cancelled  # noqa: E402
 from core.intake.folder import (SAMPLE_ROWS, check_folder, check_plan, folder_rows, folder_work,  # noqa: E402
                                 list_folder, sample_rows)
 from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, candidate_grid, category_threshold,  # noqa: E402
@@ -593,6 +592,8 @@ def _folder_release(schema: DataSchema, listing) -> None:
             result = publish(result)
         except ValueError as exc:
             st.error(f"The release is recorded in the ledger, but its parts could not be put in place: {exc}")
+    elif plan is not None:            # drawn in this run but never committed (the ledger refused): never published
+        discard_unfinished(plan.out_folder, nonce)
     if result is not None:
         st.session_state[f"{P}_folder_result"] = result
     shown = st.session_state.get(f"{P}_folder_result")

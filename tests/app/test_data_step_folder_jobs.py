@@ -234,3 +234,21 @@ def test_a_cancelled_release_spends_nothing_and_leaves_no_part(queue, parts, tmp
     assert not out.exists() and not [p for p in tmp_path.iterdir() if ".unfinished-" in p.name]
     assert any("cancelled before anything was published" in i.value for i in at.info)
     assert "ds_folder_result" not in at.session_state
+
+
+def test_a_release_the_ledger_cannot_commit_publishes_nothing(queue, parts, tmp_path, monkeypatch):
+    from core.privacy.project_ledger import ProjectLedger, declared_key
+
+    def refuse(self, reservation, spends=None):
+        raise ValueError("The ledger could not be written (a test's refusal).")
+
+    at = _saved(_open(parts))
+    out = tmp_path / "synthetic"
+    at.text_input(key="ds_folder_out").input(str(out)).run()
+    monkeypatch.setattr(ProjectLedger, "commit", refuse)
+    confirm_release(at, "ds_folder_release")
+    assert not at.exception and any("a test's refusal" in e.value for e in at.error)
+    (job,) = _jobs(queue, RELEASE)
+    assert job.state == DONE                                           # drawn, but never committed ...
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if ".unfinished-" in p.name]   # ... nor published
+    assert not ProjectLedger().releases(declared_key(NAME), "release")
