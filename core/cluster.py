@@ -16,14 +16,15 @@ import contextvars
 import os
 import threading
 import time
+import uuid
 import warnings
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-__all__ = ["Backend", "ClusterUnavailable", "LOCAL", "SCHEDULER_ENV", "SharedRef", "Shipment", "TIMEOUT_ENV",
-           "backend_for", "buffer_bytes", "client_for", "close_clients", "cluster_slots", "cluster_task",
+__all__ = ["Backend", "ChannelReporter", "ClusterChannel", "ClusterUnavailable", "LOCAL", "SCHEDULER_ENV",
+           "SharedRef", "Shipment", "TIMEOUT_ENV", "backend_for", "buffer_bytes", "client_for", "close_clients", "cluster_slots", "cluster_task",
            "connect_timeout", "default_n_jobs", "describe_backend", "fill", "forget_failures", "inside_cluster_task",
            "last_failure", "note_failure", "opened", "refs_in", "scheduler_address", "split_shared",
            "use_scheduler"]
@@ -428,3 +429,103 @@ def opened(value: Any, *, keep: bool = False) -> Any:
         if value not in _opened:
             _opened[value] = pickle.loads(value.payload)
         return _opened[value]
+
+
+# --------------------------------------------------------------------------------------------------
+# Progress and stop between a caller and its tasks on the cluster
+# --------------------------------------------------------------------------------------------------
+
+REPORT_EVERY = 0.1
+"""Least seconds between two progress reports of one task (the stop flag is looked at every call)."""
+
+
+class ClusterChannel:
+    """A run's line to its tasks on a Dask cluster: a ``distributed.Queue`` the tasks put their progress
+    reports on, and a ``distributed.Event`` the caller sets to stop them. Both live on the scheduler under
+    names drawn from this channel's name; only the name travels with a task, and each end opens them by
+    name (the caller through its client, a task through its worker's client), so a task on any worker
+    reaches the caller without a connection of its own."""
+
+    def __init__(self, name: str | None = None, client=None) -> None:
+        self.name = name or f"channel-{uuid.uuid4().hex}"
+        self._client = client
+        self._queue = self._event = None
+
+    def __getstate__(self) -> dict:
+        return {"name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["name"])
+
+    def _parts(self):
+        if self._queue is None:
+            from distributed import Event, Queue
+
+            queue = Queue(f"{self.name}-reports", client=self._client)
+            self._event = Event(f"{self.name}-stop", client=self._client)
+            self._queue = queue
+        return self._queue, self._event
+
+    def send(self, report: tuple) -> None:
+        """Put one report (a tuple of plain values) on the line."""
+        self._parts()[0].put(list(report))
+
+    def take(self) -> list[tuple]:
+        """Every report waiting, oldest first (none: an empty list); does not wait."""
+        return [tuple(r) for r in self._parts()[0].get(batch=True)]
+
+    def stop(self) -> None:
+        """Ask the tasks to stop (each does at its next report)."""
+        self._parts()[1].set()
+
+    def stopped(self) -> bool:
+        return bool(self._parts()[1].is_set())
+
+    def close(self) -> None:
+        """Free the queue and the stop flag on the scheduler (once no task of the run is left)."""
+        try:
+            queue, event = self._parts()
+            event.clear()
+            queue.close()
+        except Exception:  # the cluster is gone: nothing left to free
+            pass
+
+
+class ChannelReporter:
+    """The ``progress(done, total, message)`` a task on the cluster calls. Each call looks at the channel's
+    stop flag (one round trip to the scheduler, well under a fit's round) and raises ``Cancelled`` when the
+    caller has stopped the run; reports go out at most every ``every`` seconds, and always the last step.
+    A task that cannot reach the scheduler (a fan-out that fell back to this machine's workers) goes on
+    without reporting."""
+
+    def __init__(self, channel: ClusterChannel, prefix: tuple = (), every: float = REPORT_EVERY) -> None:
+        self.channel, self.prefix, self.every = channel, tuple(prefix), float(every)
+        self._last = float("-inf")
+
+    def __getstate__(self) -> dict:
+        return {"channel": self.channel, "prefix": self.prefix, "every": self.every}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)
+
+    def __call__(self, done: int, total: int, message: str = "") -> None:
+        self.check()
+        now = time.monotonic()
+        if now - self._last < self.every and done < total:
+            return
+        self._last = now
+        try:
+            self.channel.send((*self.prefix, int(done), int(total), str(message or "")))
+        except Exception:  # no scheduler within reach: the work goes on unreported
+            pass
+
+    def check(self) -> None:
+        """Raise ``Cancelled`` when the caller has stopped the run."""
+        from core.contracts import Cancelled
+
+        try:
+            stopped = self.channel.stopped()
+        except Exception:  # no scheduler within reach: nobody there can stop it either
+            return
+        if stopped:
+            raise Cancelled("Stopped by the caller.")

@@ -12,14 +12,16 @@ background, outside the server process, at most ``slots`` jobs at a time:
   while another session's learner waits;
 - a job's fan-outs get its fair share of the cores as their ``n_jobs``: the cores divided by the jobs
   that want a slot when it starts (running and queued, at most ``slots``);
-- cancel of a queued job drops it; of a running job kills its process group (its joblib workers too)
-  and frees its slot; a cancelled job never delivers a result, so a release waiting on it never commits.
+- cancel of a queued job drops it; of a running job kills its process group (its joblib workers too),
+  or on a Dask cluster raises its stop flag, which the task answers at its next progress call, and frees
+  its slot; a cancelled job never delivers a result, so a release waiting on it never commits.
 
 Where a job runs is the executor's business. :class:`ProcessExecutor` starts one process per job from a
 ``forkserver`` whose parent already imported ``core`` (a fork, not a fresh interpreter), lowers its
 priority and puts it in a session of its own; progress and the pickled result come back over a pipe
 drained by a thread. :class:`DaskExecutor` sends the job to the cluster named by
-``DASHBOARD_DASK_SCHEDULER`` as one task (falling back to this machine when the scheduler is away).
+``DASHBOARD_DASK_SCHEDULER`` as one task (falling back to this machine when the scheduler is away), its
+progress and Cancel carried by the cluster's own queue and event.
 :class:`ThreadExecutor` runs the job on a thread of this process: for work that cannot be named by
 module and attribute (a closure), and for tests. The executor is an argument, so tests drive the queue
 with fake jobs and check the order of events, not the clock.
@@ -654,23 +656,40 @@ class _ProcessHandle:
         _kill_group(self.proc.pid)
 
 
-def _cluster_job(func, args, address: str):
+def _cluster_job(func, args, address: str, channel):
     """A job as one task on a Dask worker: it leaves the worker's thread pool (so its own fan-outs, sent
-    to the same cluster, cannot wait on the slot it holds) and runs ``func`` there."""
+    to the same cluster, cannot wait on the slot it holds) and runs ``func`` there, its progress sent to
+    the server over ``channel`` (a :class:`core.cluster.ClusterChannel`), whose stop flag ends it at its
+    next progress call; it says when it has ended, so the server knows the flag is no longer needed."""
     from distributed import rejoin, secede
 
-    from core.cluster import use_scheduler
+    from core.cluster import ChannelReporter, use_scheduler
 
+    report = ChannelReporter(channel, prefix=("progress",))
     secede()
     try:
+        report.check()                   # cancelled before it started
         with use_scheduler(address):
-            return func(*args, progress=None)
+            return func(*args, progress=report)
     finally:
-        rejoin()
+        try:
+            channel.send(("ended",))
+        finally:
+            rejoin()
+
+
+CLUSTER_POLL = 0.1
+"""Seconds between the server's looks at a cluster job's progress reports."""
+WIND_DOWN = 600.0
+"""Longest a cancelled cluster job's stop flag is kept up waiting for the task to say it ended."""
 
 
 class DaskExecutor:
-    """A job as one task on the Dask cluster at ``address``; Cancel cancels the task's future."""
+    """A job as one task on the Dask cluster at ``address``. Its progress comes back over a
+    :class:`core.cluster.ClusterChannel` (a ``distributed.Queue``), so the page's bar moves while the task
+    runs; Cancel sets the channel's stop flag (a ``distributed.Event``), which the task's next progress
+    call answers by raising :class:`Cancelled`, and cancels the future (a task not yet started never
+    starts). The queue drops whatever a cancelled job still returns, so nothing waiting on it commits."""
 
     def __init__(self, address: str, client) -> None:
         self.address, self.client = address, client
@@ -680,30 +699,66 @@ class DaskExecutor:
         return f"Dask cluster {self.address}"
 
     def start(self, job: Job, on_progress, on_finish) -> Handle:
-        future = self.client.submit(_cluster_job, job.func, job.args, self.address, pure=False,
-                                    key=f"job-{job.id}-{os.getpid()}")
+        from core.cluster import ClusterChannel
+
+        name = f"job-{job.id}-{os.getpid()}-{os.urandom(6).hex()}"
+        channel = ClusterChannel(name, client=self.client)
+        future = self.client.submit(_cluster_job, job.func, job.args, self.address, channel, pure=False, key=name)
         job.where = self.where
         on_progress(0, 1, "sent to the cluster")
+        handle = _FutureHandle(future, channel)
+        threading.Thread(target=self._follow, args=(future, channel, handle, on_progress, on_finish),
+                         name=f"job {job.id} cluster", daemon=True).start()
+        return handle
 
-        def wait() -> None:
+    @staticmethod
+    def _follow(future, channel, handle: "_FutureHandle", on_progress, on_finish) -> None:
+        """Relay the task's reports while it runs (every one before the outcome), then its outcome; a
+        cancelled task's stop flag stays up until it has ended (or :data:`WIND_DOWN` passed)."""
+        ended = False
+
+        def drain() -> None:
+            nonlocal ended
             try:
-                value = future.result()
-            except BaseException as exc:
-                on_finish(False, exc)
-            else:
-                on_finish(True, value)
+                reports = channel.take()
+            except Exception:  # the cluster is gone: the outcome says so
+                return
+            for report in reports:
+                if report[0] == "progress":
+                    on_progress(*report[1:])
+                elif report[0] == "ended":
+                    ended = True
 
-        threading.Thread(target=wait, name=f"job {job.id} cluster", daemon=True).start()
-        return _FutureHandle(future)
+        while not future.done():
+            drain()
+            time.sleep(CLUSTER_POLL)
+        drain()
+        try:
+            value = future.result()
+        except BaseException as exc:
+            on_finish(False, exc)
+        else:
+            on_finish(True, value)
+        if handle.cancelled:
+            until = time.monotonic() + WIND_DOWN
+            while not ended and time.monotonic() < until:
+                time.sleep(10 * CLUSTER_POLL)
+                drain()
+        channel.close()
 
 
 @dataclass
 class _FutureHandle:
     future: Any
+    channel: Any = None
+    cancelled: bool = False
 
     def cancel(self) -> None:
+        self.cancelled = True
         try:
-            self.future.cancel()
+            if self.channel is not None:
+                self.channel.stop()      # a running task stops at its next progress call
+            self.future.cancel()         # a task still waiting for a worker never starts
         except Exception:  # the cluster is gone; nothing left to cancel there
             pass
 

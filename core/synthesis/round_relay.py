@@ -1,19 +1,21 @@
 """Round progress of fits that run in worker processes, carried back to the caller's ``progress``.
 
 A fit in the caller's process reports each round through ``progress(done, total, message)``. A fit on
-a joblib worker cannot reach that callback (a page's bar, a background job's pipe), so each item gets
-a :class:`RoundReporter`: a small picklable callable that sends the item's rounds over a local socket
-(``multiprocessing.connection``, with a random key) to a listener thread of the caller's process. While
-the items run (``core.parallel.map_trials`` on a helper thread), the calling thread takes what arrived
-and calls ``progress`` with the share of the whole fan-out done, each item counting ``UNITS`` steps
-split by its own rounds, so the bar moves within a fit. No extra process is started.
+a worker cannot reach that callback (a page's bar, a background job's pipe), so each item gets a small
+picklable reporter that sends the item's rounds back to the caller's process. While the items run
+(``core.parallel.map_trials`` on a helper thread), the calling thread takes what arrived and calls
+``progress`` with the share of the whole fan-out done, each item counting ``UNITS`` steps split by its
+own rounds, so the bar moves within a fit. No extra process is started.
 
-Cancel: when ``progress`` raises ``Cancelled`` the relay answers every later report with "stop"; the
-worker's reporter then raises ``Cancelled`` inside its fit, so the fits stop within a round and the
-fan-out ends; the caller sees its own ``Cancelled``.
+How the rounds travel depends on where the fan-out runs. On this machine's joblib workers a
+:class:`RoundReporter` sends them over a local socket (``multiprocessing.connection``, with a random key)
+to a listener thread of the caller's process. On a Dask cluster, whose workers cannot reach that socket,
+a :class:`core.cluster.ChannelReporter` puts them on a ``distributed.Queue`` the caller reads.
 
-Only local workers are relayed: a Dask cluster's workers cannot reach this machine's socket, so there
-the fan-out reports finished items only.
+Cancel: when ``progress`` raises ``Cancelled`` the relay tells the workers to stop (locally: every later
+report is answered "stop"; on a cluster: the channel's ``distributed.Event`` is set); the worker's
+reporter then raises ``Cancelled`` inside its fit, so the fits stop within a round and the fan-out ends;
+the caller sees its own ``Cancelled``.
 """
 from __future__ import annotations
 
@@ -147,32 +149,99 @@ class _Relay:
         self.thread.join(timeout=5)
         self.listener.close()
 
+    def reporter(self, index: int, every: float) -> RoundReporter:
+        return RoundReporter(index, self.address, self.authkey, every)
+
+    def take(self, share: list[float], message: str) -> str:
+        return _drain(self.reports, share, message)
+
+    def cancel(self) -> None:
+        self.stop.set()
+
+
+class _ClusterRelay:
+    """The same relay for a fan-out on a Dask cluster: the items' rounds come over a
+    :class:`core.cluster.ClusterChannel` (the scheduler's queue and event), read through ``client``."""
+
+    def __init__(self, client) -> None:
+        from core.cluster import ClusterChannel
+
+        self.channel = ClusterChannel(client=client)
+
+    def reporter(self, index: int, every: float) -> "_ItemReporter":
+        return _ItemReporter(self.channel, (index,), every)
+
+    def take(self, share: list[float], message: str) -> str:
+        for index, done, total, text in self.channel.take():
+            share[index] = max(share[index], min(done / max(total, 1), 1.0))
+            message = text or message
+        return message
+
+    def cancel(self) -> None:
+        self.channel.stop()
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class _ItemReporter:
+    """One item's :class:`core.cluster.ChannelReporter`, with the ``finished`` and ``close`` that
+    :func:`call_reporting` calls."""
+
+    def __init__(self, channel, prefix: tuple, every: float) -> None:
+        from core.cluster import ChannelReporter
+
+        self.report = ChannelReporter(channel, prefix, every)
+
+    def __call__(self, done: int, total: int, message: str = "") -> None:
+        self.report(done, total, message)
+
+    def finished(self) -> None:
+        try:
+            self.report.channel.send((*self.report.prefix, 1, 1, ""))
+        except Exception:  # no scheduler within reach: the result itself still counts
+            pass
+
+    def close(self) -> None:
+        pass
+
+
+def _cluster_now() -> tuple[str, object] | tuple[None, None]:
+    """The address and client of the Dask cluster a fan-out from here goes to now, or ``(None, None)``
+    (it runs on this machine)."""
+    from core.cluster import client_for, inside_cluster_task, scheduler_address
+
+    address = None if inside_cluster_task() else scheduler_address(None)
+    client = client_for(address) if address else None
+    return (address, client) if client is not None else (None, None)
+
 
 def relay_available() -> bool:
-    """Whether fan-outs run on this machine's workers (no Dask scheduler configured)."""
-    from core.cluster import scheduler_address
-
-    try:
-        return not scheduler_address(None)
-    except Exception:  # a malformed setting is the fan-out's to report, not ours
-        return False
+    """Whether a fan-out's rounds can be relayed: always, on this machine's workers over a local socket,
+    on a Dask cluster over its queue (kept for callers that ask)."""
+    return True
 
 
 def relayed_map(func: Callable, items: Sequence, *, n_jobs: int | None, progress: Progress,
                 label: str, every: float = EVERY, poll: float = 0.1) -> list:
-    """``[func(item, progress=...) for item in items]`` on ``n_jobs`` local workers, each item's rounds
-    forwarded to ``progress`` (module docstring). Results come back in the order of ``items``."""
+    """``[func(item, progress=...) for item in items]`` on ``n_jobs`` local workers or on the configured
+    Dask cluster, each item's rounds forwarded to ``progress`` (module docstring). Results come back in
+    the order of ``items``."""
     items = list(items)
     if not items:
         return []
-    relay = _Relay()
+    from core.cluster import LOCAL
+
+    address, client = _cluster_now()
+    relay = _ClusterRelay(client) if client is not None else _Relay()
     try:
-        pairs = [(item, RoundReporter(i, relay.address, relay.authkey, every)) for i, item in enumerate(items)]
+        pairs = [(item, relay.reporter(i, every)) for i, item in enumerate(items)]
         box: dict = {}
 
-        def work() -> None:
+        def work() -> None:      # on its own thread, which does not see the caller's use_scheduler: named here
             try:
-                box["out"] = map_trials(functools.partial(call_reporting, func), pairs, n_jobs=n_jobs, label=label)
+                box["out"] = map_trials(functools.partial(call_reporting, func), pairs, n_jobs=n_jobs, label=label,
+                                        scheduler=address or LOCAL)
             except BaseException as exc:   # handed to the calling thread
                 box["error"] = exc
 
@@ -184,12 +253,12 @@ def relayed_map(func: Callable, items: Sequence, *, n_jobs: int | None, progress
             while True:
                 thread.join(poll)
                 alive = thread.is_alive()
-                message = _drain(relay.reports, share, message)
+                message = relay.take(share, message)
                 progress(int(math.fsum(share) * UNITS), len(items) * UNITS, message)
                 if not alive:
                     break
         except BaseException:
-            relay.stop.set()          # every later report is answered "stop": the fits end within a round
+            relay.cancel()            # the fits end within a round
             thread.join()
             raise
         if "error" in box:

@@ -16,7 +16,7 @@ Speed and progress: strata are fitted one after another in this process by defau
 stratum, and each stratum's ``fit`` receives the progress callback when it takes one, its
 messages prefixed with "stratum s of k (key)"; the callback may raise ``Cancelled`` to stop the
 whole fit. With ``n_jobs`` other than 1 strata go to local worker processes, whose rounds are
-relayed back (``core.synthesis.round_relay``); on a Dask cluster progress counts finished strata.
+relayed back (``core.synthesis.round_relay``), from a Dask cluster's workers too.
 """
 from __future__ import annotations
 
@@ -261,9 +261,9 @@ class StratifiedSynthesizer:
                     progress(s + 1, len(jobs), f"{label} fitted")
             return out
         if progress is not None and relay_available():
-            # local workers relay their rounds back to this process (``round_relay``)
+            # workers, local or on a Dask cluster, relay their rounds back to this process (``round_relay``)
             return relayed_map(fit_reporting, jobs, n_jobs=self.n_jobs, progress=progress, label="stratum fits")
-        # a Dask cluster's workers cannot call back into this process: progress counts finished strata
+        # no progress wanted: a plain fan-out
         return map_trials(_fit_one, jobs, n_jobs=self.n_jobs, progress=progress, label="stratum fits")
 
     def release_size(self) -> int:

@@ -237,8 +237,8 @@ def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | Non
     train, test = split_train_test(codes, sweep.test_fraction, sweep.split_seed)
     grid = [(e, s, m) for e in sweep.epsilons for s in sweep.seeds for m in METHODS]
     items = [(plan, train, test, domain, labels, e, s, m, i + 1, len(grid)) for i, (e, s, m) in enumerate(grid)]
-    # one process: each fit reports its own rounds; local workers relay theirs (``round_relay``); on a
-    # Dask cluster only whole fits can be reported
+    # one process: each fit reports its own rounds; workers, local or on a Dask cluster, relay theirs
+    # (``round_relay``)
     if n_jobs == 1:
         runs = map_trials(functools.partial(_one_run, progress=progress), items, n_jobs=1, progress=progress,
                           label="synthesizer fits")
