@@ -572,10 +572,15 @@ def _folder_release(schema: DataSchema, listing) -> None:
         if rows is not None and not run_estimate_notice(plan, folder_work(listing, schema, rows),
                                                         key=f"{P}_folder_release_estimate"):
             error = "this release is predicted to run long: tick 'Start anyway' above to allow it."
+    running = f"{P}_folder_release_running"
+    if st.session_state.pop(running, None):     # the last run of the page stopped while its release ran
+        st.info("The release that was running stopped before it finished (Cancel, or the page was left): "
+                "nothing was released or spent, and its unfinished parts were removed.")
     release_slot = st.empty()
     nonce = secrets.token_hex(6)
 
     def run():        # a job out of the server process, followed (and cancelled) by this run of the page
+        st.session_state[running] = True      # cleared below unless the script stops while it waits
         try:
             with release_slot.container():
                 return run_held(release_unpublished, plan, schema, listing.folder, nonce,
@@ -586,6 +591,7 @@ def _folder_release(schema: DataSchema, listing) -> None:
 
     result = release_button("Release a synthetic copy", key=f"{P}_folder_release", pending=pending, run=run,
                             error=error, what=plan.label() if plan else "", spent=lambda r: r.ledger)
+    st.session_state.pop(running, None)
     release_slot.empty()
     if result is not None:            # committed in the ledger: only now do the parts appear in the output folder
         try:
