@@ -498,8 +498,9 @@ class ChannelReporter:
     A task that cannot reach the scheduler (a fan-out that fell back to this machine's workers) goes on
     without reporting."""
 
-    def __init__(self, channel: ClusterChannel, prefix: tuple = (), every: float = REPORT_EVERY) -> None:
-        self.channel, self.prefix, self.every = channel, tuple(prefix), float(every)
+    def __init__(self, channel: ClusterChannel, prefix: tuple = (), every: float | None = None) -> None:
+        self.channel, self.prefix = channel, tuple(prefix)
+        self.every = float(REPORT_EVERY if every is None else every)
         self._last = float("-inf")
 
     def __getstate__(self) -> dict:

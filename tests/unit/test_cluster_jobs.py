@@ -156,8 +156,10 @@ class _Recording(JobQueue):
         return record
 
 
-def test_a_sweep_job_on_the_cluster_moves_the_bar_round_by_round(cluster):
+def test_a_sweep_job_on_the_cluster_moves_the_bar_round_by_round(cluster, monkeypatch):
     """The whole way: the job's task, its fan-out to the cluster, the fits' rounds, back to the server."""
+    import core.cluster
+
     from core.contracts import DataRef
     from core.datasets import load_dataset
     from core.synthesis import AIMParams, SweepPlan, SynthesisPlan
@@ -169,6 +171,7 @@ def test_a_sweep_job_on_the_cluster_moves_the_bar_round_by_round(cluster):
     plan = SynthesisPlan(data=DataRef("cps"), columns=columns, strata=("sex",), target=None, synthesizer="aim",
                          synth_params=AIMParams(max_rounds=3), sweep=SweepPlan(epsilons=(2.0,), seeds=(0,)))
     frame, _ = prepare(plan, data)
+    monkeypatch.setattr(core.cluster, "REPORT_EVERY", 0.0)              # the job passes on every report it gets
     address = cluster.scheduler_address
     queue = _Recording(DaskExecutor(address, client_for(address)), slots=1, cores=1)
     job = queue.submit(run_sweep, plan, frame, owner="A", key="sweep", label="Computing")
