@@ -133,6 +133,8 @@ class Job:
     seconds: float | None = None
     """Wall seconds from start to a successful finish (what run-time estimates are checked against)."""
     observed: bool = False
+    on_done: Callable[[bool, Any], None] | None = field(default=None, repr=False)
+    """Called once when the job ends (see :meth:`JobQueue.submit`); None once called."""
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job is done, failed or cancelled (True), or ``timeout`` seconds pass (False)."""
@@ -214,16 +216,25 @@ class JobQueue:
 
     # ------------------------------------------------------------------ batch lane
 
-    def submit(self, func: Callable, *args, owner: str, key: str, label: str, kind: str = BATCH) -> Job:
+    def submit(self, func: Callable, *args, owner: str, key: str, label: str, kind: str = BATCH,
+               on_done: Callable[[bool, Any], None] | None = None) -> Job:
         """Queue ``func(*args, progress=...)`` as a batch job, or return the job already holding ``key``
-        (queued, running or done). ``kind="interactive"`` runs at once instead (see :meth:`interactive`)."""
+        (queued, running or done; its own ``on_done`` stays). ``kind="interactive"`` runs at once instead
+        (see :meth:`interactive`).
+
+        ``on_done(ok, value)`` is called once, in this server process, when the job ends: ``(True, result)``
+        on success, ``(False, exception)`` on failure, ``(False, Cancelled)`` on a cancel (of a queued job
+        too). It runs on whichever thread learned the outcome (the job's pipe reader, the cluster follower,
+        the thread that cancelled), after the job's state is set and its process is told to stop, and
+        before :meth:`Job.wait` returns, so whoever waits for the job finds the hook's work done. An
+        exception of the hook is logged, never raised. A server that dies first never calls it."""
         if kind not in (BATCH, INTERACTIVE):
             raise ValueError(f"A job's kind is 'batch' or 'interactive'; got {kind!r}.")
         with self._lock:
             have = self._by_key.get(key)
             if have is not None and have.state in REUSABLE:
                 return have
-            job = Job(next(self._ids), key, owner, label, kind, func, args, queue=self)
+            job = Job(next(self._ids), key, owner, label, kind, func, args, queue=self, on_done=on_done)
             self._jobs[job.id] = job
             self._by_key[key] = job
             if kind == INTERACTIVE:
@@ -252,10 +263,12 @@ class JobQueue:
             handle = job.handle
             job.func, job.args, job.handle = None, (), None
             self._log("cancelled", job)
-            job.finished.set()
+            hook = self._take_hook(job)
             self._prune()
         if was == RUNNING and handle is not None:
             handle.cancel()
+        if hook is not None:
+            self._call_hook(job, hook, False, Cancelled(f"{job.label} was cancelled."))
         self._dispatch()
         return True
 
@@ -385,10 +398,30 @@ class JobQueue:
                     job.state, job.error = FAILED, value
                 self._log(job.state, job)
                 job.func, job.args, job.handle = None, (), None
-                job.finished.set()
+                hook = self._take_hook(job)
                 self._prune()
+            if hook is not None:
+                self._call_hook(job, hook, ok, value)
             self._dispatch()
         return finish
+
+    @staticmethod
+    def _take_hook(job: Job) -> Callable[[bool, Any], None] | None:
+        """(Under the lock, once the job's end is decided.) Its completion hook, taken so it runs once; a job
+        without one counts as finished now, one with it only after the hook ran."""
+        hook, job.on_done = job.on_done, None
+        if hook is None:
+            job.finished.set()
+        return hook
+
+    @staticmethod
+    def _call_hook(job: Job, hook: Callable[[bool, Any], None], ok: bool, value: Any) -> None:
+        try:
+            hook(ok, value)
+        except Exception:  # noqa: BLE001 - a hook's failure must not take the queue's thread down
+            log.exception("The completion hook of %s failed", job.label)
+        finally:
+            job.finished.set()
 
     def _run_inline(self, job: Job) -> None:
         try:
