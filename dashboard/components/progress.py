@@ -7,7 +7,6 @@ import os
 import re
 import secrets
 import time
-import uuid
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
@@ -221,24 +220,6 @@ def run_job(func: Callable[..., T], *args, key: str, label: str, cancel_key: str
         if job is None or job.owner == job_owner():
             queue.cancel_key(key)   # another session following the same plan only stops waiting for it
         raise
-
-
-def run_held(func: Callable[..., T], *args, label: str, cancel_key: str | None = None,
-             n_jobs: int | None = None) -> T:
-    """``func(*args, progress=...)`` as a batch job that lives only while this run of the page follows it:
-    out of the server process like any job (listed in the sidebar, with Cancel), but under a key of its
-    own that nothing attaches to, and cancelled whenever the wait ends without its result (Cancel, another
-    page, a widget change). For real releases, whose ledger reservation, computation and commit must
-    happen in one run of the page: a result nobody waits for any more is never committed or shown."""
-    queue = job_queue()
-    key = job_key(func, uuid.uuid4().hex)
-    try:
-        with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
-            job = queue.submit(func, *args, owner=job_owner(), key=key, label=label)
-            keep_owner_in_address()
-            return follow(job, bar)
-    finally:
-        queue.cancel_key(key)        # no-op once the job finished
 
 
 def job_key(func: Callable, *parts) -> str:

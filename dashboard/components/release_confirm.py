@@ -10,10 +10,18 @@ The flow on every page:
    read from ``ProjectLedger.preview``. A release identical to one already made says so;
 3. before the first real release of a data set with no cap decision, the curator decides first: a cap (a
    value is suggested and explained) or an explicit "no cap" (recorded);
-4. Confirm: ``with ledger.reserved(rel):`` the page's computation runs, then the release is committed; a
-   failure or a cancel drops the reservation and the page says nothing was spent (or, when the ledger
-   could not be written to drop it, that the reservation counts until it expires). A release over the
-   cap is refused with what to change.
+4. Confirm: the release is reserved in the ledger, then computed, then committed; a failure or a cancel
+   drops the reservation and the page says nothing was spent (or, when the ledger could not be written to
+   drop it, that the reservation counts until it expires). A release over the cap is refused with what to
+   change.
+
+A long release (a :class:`ReleaseJob`) is computed as a background job that outlives the page run: the
+reservation is made in the page run after the confirmation, and the job's completion hook commits it (with
+the result's detailed spends) or drops it, in the server process, whether or not anyone still watches. The
+page that is opened again (after another page, a reload that keeps the tab's ``?jobs=`` token, or a widget
+change) follows the running release, or shows what became of it once. The ledger stays the authority: a
+result is shown only after its commit succeeded, and a server that dies mid-job leaves the reservation,
+which keeps counting until it expires (six hours), so the totals may over-state a spend but never miss one.
 
 One release states one (epsilon, delta): a page builds the figures in its label with :func:`stated_spend`,
 at the data set's delta (the cap's, else the ledger's default), the delta of the spend line, the totals and
@@ -23,18 +31,26 @@ Seeded simulations do not come here: they are recorded with ``ledger_badge.recor
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
-from dataclasses import replace
-from typing import Callable, TypeVar
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, TypeVar
 
 import streamlit as st
 
 from core.contracts import Cancelled
 from core.privacy.ledger import BudgetLedger
-from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerRelease, compose,
-                                         spends_of)
+from core.jobs import job_queue
+from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerRelease, ProjectLedger,
+                                         Reservation, compose, spends_of)
 from dashboard.components.ledger_badge import ledger_delta, mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
+from dashboard.components.progress import follow, job_owner, keep_owner_in_address, progress_bar
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 NOTHING_SPENT = "Nothing was released and nothing was spent: the reservation in the ledger was dropped."
@@ -175,22 +191,30 @@ def _confirmation(key: str, pending: LedgerRelease, what: str, same_as=None):
 
 # ------------------------------------------------------------------------------------------- the button
 
-def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: Callable[[], T],
-                   error: str | None = None, what: str = "", spent: Callable[[T], BudgetLedger] | None = None,
-                   help: str | None = None, container=None,
+def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: Callable[[], T] | None = None,
+                   job: "ReleaseJob | None" = None, error: str | None = None, what: str = "",
+                   spent: Callable[[T], BudgetLedger] | None = None, help: str | None = None, container=None,
                    same_as: Callable[[LedgerRelease], bool] | None = None) -> T | None:
     """A real release behind one confirmation and the ledger's reserve -> run -> commit.
 
     ``pending`` is the release as it will be stored (from ``release_entry(..., fresh=True)``); ``run``
-    computes it (called only inside the reservation); ``spent`` reads the computed result's ledger, which
-    must not exceed the reservation; ``container`` is where the button goes (a column), the confirmation
-    goes below it on the page; ``same_as`` picks earlier releases that also count as this one's repeat (for
-    releases whose plan digest differs by an id alone). Returns the result on the run where it was committed
-    (the page keeps it and reruns), else None.
+    computes it in this page run, inside the reservation; ``job`` instead computes it as a background job
+    that survives the page run (see :class:`ReleaseJob`; pass it on every run, so a page opened again finds
+    its running release); ``spent`` reads the computed result's ledger, which must not exceed the
+    reservation; ``container`` is where the button goes (a column), the confirmation goes below it on the
+    page; ``same_as`` picks earlier releases that also count as this one's repeat (for releases whose plan
+    digest differs by an id alone). Returns the result on the run where it was committed, or (a job) on the
+    first run that finds it committed: once, the page keeps it and reruns; else None.
     """
     state = f"release_confirm_{key}"
     if pending is not None:
         mark_in_use(pending.data_key, pending.data_label or pending.data_key)
+    if job is not None:
+        ongoing = _ongoing(key)
+        if ongoing is not None:
+            made = _attend(ongoing, job, key, confirmed_now=False)
+            if made is not None:
+                return made
     if error is None and pending is None:
         error = "there is nothing to release with these settings."
     note = st.session_state.pop(f"{state}_note", None)
@@ -224,6 +248,8 @@ def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: 
     if action == "cancel":
         st.session_state[f"{state}_note"] = "Release cancelled: nothing was released and nothing was spent."
         st.rerun()
+    if job is not None:
+        return _reserve_and_submit(key, stored["rel"], job, spent)
     return _reserve_and_run(stored["rel"], run, spent)
 
 
@@ -266,3 +292,203 @@ def _what_is_left(ledger, reservation) -> str:
 
 def _until(reservation) -> str:
     return f" ({reservation.expires_utc} UTC)" if reservation.expires_utc else ""
+
+
+# ------------------------------------------------------------------------------------------- releases as jobs
+
+RUNNING, COMMITTED, REFUSED, FAILED, CANCELLED = "running", "committed", "refused", "failed", "cancelled"
+KEPT = 64
+"""Releases remembered by the server for pages to find again (the oldest finished ones go first)."""
+
+
+@dataclass(frozen=True)
+class ReleaseJob:
+    """A release's computation as a background job: ``func(*args, progress=...)`` (``args`` a tuple, or a
+    function giving it, called once on the confirming run), followed behind a bar labelled ``label`` with
+    Cancel (``cancel_key``) in ``slot`` (a ``st.empty``; below the button when None).
+
+    ``publish(result)`` runs after the commit and returns what the page shows (the folder release moves its
+    parts into place only then; a ``ValueError`` keeps the unpublished result and says why); ``discard()``
+    runs when nothing was released (failure, cancel, refused commit), to remove what the job left."""
+
+    func: Callable
+    args: tuple | Callable[[], tuple]
+    label: str
+    cancel_key: str
+    n_jobs: int | None = None
+    slot: Any = None
+    publish: Callable[[Any], Any] | None = None
+    discard: Callable[[], None] | None = None
+
+
+@dataclass(eq=False)
+class _Release:
+    """A confirmed release carried by a job: its reservation and, once the job ended, what became of it."""
+
+    owner: str
+    button: str
+    job_key: str
+    label: str
+    reservation: Reservation
+    state: str = RUNNING
+    result: Any = field(default=None, repr=False)
+    error: BaseException | None = None
+    notice: str = ""
+    left: str = ""
+    delivered: bool = False
+
+
+_releases: "OrderedDict[str, _Release]" = OrderedDict()
+_releases_lock = threading.Lock()
+
+
+def _remember(record: _Release) -> None:
+    with _releases_lock:
+        _releases[record.job_key] = record
+        finished = [k for k, r in _releases.items() if r.state != RUNNING]
+        for old in finished[:max(0, len(_releases) - KEPT)]:
+            del _releases[old]
+
+
+def _ongoing(key: str) -> _Release | None:
+    """This tab's release from button ``key`` not yet shown: by the job key kept in the session (another page
+    and back), else by the tab's owner token (a reload, a new session with the same ``?jobs=``)."""
+    held = st.session_state.get(f"release_confirm_{key}_job")
+    with _releases_lock:
+        record = _releases.get(held) if held else None
+        if record is None:
+            owner = job_owner()
+            record = next((r for r in reversed(_releases.values())
+                           if r.owner == owner and r.button == key and not r.delivered), None)
+    return None if record is None or record.delivered else record
+
+
+def release_job_key(owner: str, key: str, reservation: Reservation) -> str:
+    """The job of a confirmed release: the tab's owner, the release button and the ledger's reservation."""
+    return f"release|{owner}|{key}|{reservation.data_key}|{reservation.id}|{reservation.release_key}"
+
+
+def _settle(record: _Release, ledger: ProjectLedger, spec: ReleaseJob, spent) -> Callable[[bool, Any], None]:
+    """The job's completion hook, run in the server process whoever watches: commit the reservation with the
+    result's detailed spends (then publish), or drop it (then discard); a refused commit releases nothing and
+    its result is never shown."""
+
+    def discard() -> None:
+        if spec.discard is not None:
+            try:
+                spec.discard()
+            except Exception:  # noqa: BLE001 - the release's own outcome is what the page must hear
+                log.exception("Removing what %s left behind failed", record.label)
+
+    def drop(state: str, error: BaseException) -> None:
+        with contextlib.suppress(Exception):      # if even that fails, the reservation expires on its own
+            ledger.cancel(record.reservation)
+        discard()
+        record.error, record.left = error, _what_is_left(ledger, record.reservation)
+        record.state = state
+
+    def hook(ok: bool, value: Any) -> None:
+        if not ok:
+            drop(CANCELLED if isinstance(value, Cancelled) else FAILED, value)
+            return
+        try:       # the detailed spends replace the reserved ones, never exceeding them
+            ledger.commit(record.reservation, None if spent is None else spends_of(spent(value)))
+        except Exception as exc:  # noqa: BLE001 - refused (over the reservation, lost, unwritable)
+            drop(REFUSED, exc)
+            return
+        if spec.publish is not None:
+            try:
+                value = spec.publish(value)
+            except ValueError as exc:
+                record.notice = f"The release is recorded in the ledger, but its parts could not be put in place: {exc}"
+        record.result, record.state = value, COMMITTED
+
+    return hook
+
+
+def _reserve_and_submit(key: str, rel: LedgerRelease, spec: ReleaseJob, spent):
+    """Reserve ``rel`` in this page run, then hand the computation to a background job whose completion hook
+    commits or drops the reservation (:func:`_settle`); follow it here while this run lasts."""
+    ledger = project_ledger()
+    try:
+        args = spec.args() if callable(spec.args) else tuple(spec.args)
+        reservation = ledger.reserve(rel)
+    except CapExceeded as exc:          # its message says what to change
+        st.error(f"{exc} Nothing was released or spent.")
+        return None
+    except CapUndecided as exc:
+        st.error(f"{exc} Decide the data set's cap (or record 'no cap') and press the release button again.")
+        return None
+    except ValueError as exc:
+        st.error(str(exc))
+        st.info(_what_is_left(ledger, None))
+        return None
+    owner = job_owner()
+    record = _Release(owner, key, release_job_key(owner, key, reservation), spec.label, reservation)
+    try:
+        _remember(record)
+        st.session_state[f"release_confirm_{key}_job"] = record.job_key
+        job_queue().submit(spec.func, *args, owner=owner, key=record.job_key, label=spec.label,
+                           on_done=_settle(record, ledger, spec, spent))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            ledger.cancel(reservation)
+        record.state, record.delivered = CANCELLED, True
+        raise
+    keep_owner_in_address()              # a reload of this tab finds the release again
+    return _attend(record, spec, key, confirmed_now=True)
+
+
+def _attend(record: _Release, spec: ReleaseJob, key: str, *, confirmed_now: bool):
+    """Follow a running release behind its bar (Cancel stops it: nothing is spent), then show what became of
+    it, once: its result (returned), or why nothing was released."""
+    queue = job_queue()
+    if record.state == RUNNING:
+        job = queue.find(record.job_key)
+        if job is None:                  # the job is not in this server's queue any more (it was replaced)
+            st.warning("A release confirmed earlier is no longer followed by this server: nothing of it is "
+                       "shown. Its reservation counts toward this data set's total until the job's outcome is "
+                       f"recorded or the reservation expires{_until(record.reservation)}.")
+            record.delivered = True
+            return None
+        if not confirmed_now:
+            st.info(f"A release confirmed earlier is running ({plain(record.label)}), with the settings it was "
+                    "confirmed with: it is reserved in the ledger, so changing the settings does not stop it. Its "
+                    "result appears here when it ends; Cancel stops it and spends nothing.")
+        slot = spec.slot if spec.slot is not None else st.empty()
+        try:
+            with slot.container():
+                with progress_bar(spec.label, cancel_key=spec.cancel_key, n_jobs=spec.n_jobs) as bar:
+                    follow(job, bar)
+        except Cancelled:                # this bar's Cancel (or the sidebar's, seen as the job's outcome)
+            queue.cancel(job)            # its hook drops the reservation before this returns
+            job.wait()
+        except BaseException as exc:     # the job's own failure (its hook recorded it) or Streamlit's stop
+            if exc is not job.error:
+                raise
+        slot.empty()
+    return _deliver(record, key)
+
+
+def _deliver(record: _Release, key: str):
+    """What became of a finished release, shown once: the committed result is returned; otherwise the page
+    says nothing was released and what is left of the reservation."""
+    if record.state == RUNNING:
+        return None
+    record.delivered = True
+    st.session_state.pop(f"release_confirm_{key}_job", None)
+    if record.state == COMMITTED:
+        if record.notice:
+            st.error(record.notice)
+        return record.result
+    error = record.error
+    if record.state == CANCELLED:
+        st.info("The release was cancelled before anything was published. " + record.left)
+    elif record.state == REFUSED or isinstance(error, ValueError):
+        st.error(str(error))
+        st.info(record.left)
+    else:
+        st.error(f"The release stopped before it finished ({type(error).__name__}"
+                 + (f": {error}" if str(error) else "") + ").")
+        st.info(record.left)
+    return None

@@ -23,8 +23,8 @@ from dashboard.components.budget_input import (ALGO, MECH, PUBLIC, budget_input,
                                                weight_prefix)
 from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry
 from dashboard.components.params_form import field_key, field_widget
-from dashboard.components.progress import attached_job, job_key, run_held, run_job, run_with_progress
-from dashboard.components.release_confirm import release_button, stated_spend
+from dashboard.components.progress import attached_job, job_key, run_job, run_with_progress
+from dashboard.components.release_confirm import ReleaseJob, release_button, stated_spend
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.uploads_kept import kept_files, upload_kept
 from dashboard.components.wide_table import wide_table
@@ -466,14 +466,14 @@ with tab_export:
                             "geography seed": plan.seed}
             release_slot = st.empty()
 
-            def _release_counts():      # a job out of the server process, followed (and cancelled) by this run
-                geo = load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (), plan.seed)
-                with release_slot.container():
-                    return run_held(release_noisy_counts, alloc, geo, label="Releasing noisy counts",
-                                    cancel_key="ba_release_cancel")
+            def _release_args():        # the job's arguments, made once the release is confirmed
+                return alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
+                                             plan.seed)
 
-            released = release_button(
-                "Release noisy counts", key="ba_release", what=what, run=_release_counts,
+            released = release_button(    # a job out of the server process: it outlives this run of the page
+                "Release noisy counts", key="ba_release", what=what,
+                job=ReleaseJob(release_noisy_counts, _release_args, "Releasing noisy counts",
+                               cancel_key="ba_release_cancel", slot=release_slot),
                 pending=release_entry(plan, PAGE, "noisy counts", what, alloc.ledger(), fresh=True,
                                       part=release_part),
                 spent=lambda r: r.ledger(), help="A real release: it spends the budget above and cannot be "

@@ -29,9 +29,9 @@ from dashboard.components.chart_table import chart_numbers  # noqa: E402
 from dashboard.components.ledger_badge import record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import (check_shown, field_key, field_widget, params_widgets,  # noqa: E402
                                               plan_widget_values)
-from dashboard.components.progress import run_held, run_with_progress  # noqa: E402
+from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
-from dashboard.components.release_confirm import release_button  # noqa: E402
+from dashboard.components.release_confirm import ReleaseJob, release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.dataset_picker import choice_of, pick_microdata  # noqa: E402
 from dashboard.components.uploads_kept import current_key  # noqa: E402
@@ -344,13 +344,11 @@ def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: 
             audited.data, audited.target, audited.positive, audited.lens) or choice not in current.releases:
         error = "the settings changed since the audit ran; run the audit again to release with them."
 
-    def _publish():
-        return run_held(publish, pub_plan, data, label="Releasing with OpenDP's secure sampler",   # secure by default
-                        cancel_key="coh_pub_cancel", n_jobs=1)
-
     with st.container(key="coh_pub_guard"):
         released = release_button(
-            "Release this algorithm's output", key="coh_pub_run", what=label, error=error, run=_publish,
+            "Release this algorithm's output", key="coh_pub_run", what=label, error=error,
+            job=ReleaseJob(publish, (pub_plan, data), "Releasing with OpenDP's secure sampler",   # secure by default
+                           cancel_key="coh_pub_cancel", n_jobs=1),   # a job that outlives this run of the page
             pending=release_entry(pub_plan, PAGE, PUBLISH, label,
                                   trial_ledger(choice, protection=ProtectionUnit.of(pub_plan.data)), fresh=True,
                                   data_label=data_label,      # the audit's seed drives simulations only

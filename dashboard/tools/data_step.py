@@ -48,8 +48,8 @@ from core.privacy.project_ledger import (LedgerRelease, data_key, declared_key, 
 from dashboard.components.dataset_picker import (declared_data, declared_ref, read_table_data,  # noqa: E402
                                                  register_declared)
 from dashboard.components.plain_text import plain  # noqa: E402
-from dashboard.components.progress import attached_job, job_key, run_held, run_job  # noqa: E402
-from dashboard.components.release_confirm import release_button  # noqa: E402
+from dashboard.components.progress import attached_job, job_key, run_job  # noqa: E402
+from dashboard.components.release_confirm import ReleaseJob, release_button  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.uploads_kept import upload_kept  # noqa: E402
 
@@ -572,34 +572,17 @@ def _folder_release(schema: DataSchema, listing) -> None:
         if rows is not None and not run_estimate_notice(plan, folder_work(listing, schema, rows),
                                                         key=f"{P}_folder_release_estimate"):
             error = "this release is predicted to run long: tick 'Start anyway' above to allow it."
-    running = f"{P}_folder_release_running"
-    if st.session_state.pop(running, None):     # the last run of the page stopped while its release ran
-        st.info("The release that was running stopped before it finished (Cancel, or the page was left): "
-                "nothing was released or spent, and its unfinished parts were removed.")
     release_slot = st.empty()
     nonce = secrets.token_hex(6)
-
-    def run():        # a job out of the server process, followed (and cancelled) by this run of the page
-        st.session_state[running] = True      # cleared below unless the script stops while it waits
-        try:
-            with release_slot.container():
-                return run_held(release_unpublished, plan, schema, listing.folder, nonce,
-                                label="Releasing a synthetic copy of the parts", cancel_key=f"{P}_folder_release_cancel")
-        except BaseException:         # cancelled, failed or stopped: its unfinished parts go (none are published)
-            discard_unfinished(plan.out_folder, nonce)
-            raise
-
-    result = release_button("Release a synthetic copy", key=f"{P}_folder_release", pending=pending, run=run,
+    # a job out of the server process that outlives this run of the page; its completion hook publishes the
+    # parts only after the ledger's commit, and removes the unfinished ones when it is cancelled, fails or is
+    # refused (none are ever published then)
+    job = ReleaseJob(release_unpublished, lambda: (plan, schema, listing.folder, nonce),
+                     "Releasing a synthetic copy of the parts", cancel_key=f"{P}_folder_release_cancel",
+                     slot=release_slot, publish=publish, discard=lambda: discard_unfinished(plan.out_folder, nonce))
+    result = release_button("Release a synthetic copy", key=f"{P}_folder_release", pending=pending, job=job,
                             error=error, what=plan.label() if plan else "", spent=lambda r: r.ledger)
-    st.session_state.pop(running, None)
     release_slot.empty()
-    if result is not None:            # committed in the ledger: only now do the parts appear in the output folder
-        try:
-            result = publish(result)
-        except ValueError as exc:
-            st.error(f"The release is recorded in the ledger, but its parts could not be put in place: {exc}")
-    elif plan is not None:            # drawn in this run but never committed (the ledger refused): never published
-        discard_unfinished(plan.out_folder, nonce)
     if result is not None:
         st.session_state[f"{P}_folder_result"] = result
     shown = st.session_state.get(f"{P}_folder_result")

@@ -32,8 +32,8 @@ from dashboard.components.dataset_picker import (declared_public, declared_range
 from dashboard.components.ledger_badge import ledger_delta, project_ledger, record_release, release_entry  # noqa: E402
 from dashboard.components.params_form import declared_state, field_widget, params_widgets  # noqa: E402
 from dashboard.components.plain_text import plain  # noqa: E402
-from dashboard.components.progress import run_held, run_with_progress  # noqa: E402
-from dashboard.components.release_confirm import release_button, stated_spend  # noqa: E402
+from dashboard.components.progress import run_with_progress  # noqa: E402
+from dashboard.components.release_confirm import ReleaseJob, release_button, stated_spend  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.synthesis_widgets import (ME, MR, NO_TARGET, REL, START, P, epsilons_text,  # noqa: E402
@@ -609,16 +609,15 @@ def release_section() -> None:
     # one figure for this release everywhere: its rho stated at the ledger's delta, not the synthesizer's
     secure_label = f"secure {rel_method}, {stated_spend(projected, data_key(ref))}"
 
-    def _secure_release():
-        return run_held(secure_release, secure_plan, picked.raw, label="Fitting with OpenDP's secure sampler",
-                        cancel_key="ss_rel_cancel", n_jobs=1)
+    secured = release_button(      # a job out of the server process: it outlives this run of the page
 
-    secured = release_button(
         "Release synthetic data", key="ss_rel_secure", what=secure_label, error=plan_error or run_error,
         container=b2, pending=release_entry(secure_plan, PAGE, SECURE, secure_label, projected, fresh=True,
                                             data_label=picked.name,   # the seed plays no part in a secure fit
                                             part=plan.setup().replace(release=rel_plan.replace(seed=0))),
-        run=_secure_release, spent=lambda r: r.ledger,
+        job=ReleaseJob(secure_release, (secure_plan, picked.raw), "Fitting with OpenDP's secure sampler",
+                       cancel_key="ss_rel_cancel", n_jobs=1),
+        spent=lambda r: r.ledger,
         help="Draws every privacy noise value with OpenDP's secure sampler. Each release adds its spend to "
              "this data set's ledger.")
     if secured is not None:                      # committed in the ledger: shown from now on
