@@ -15,6 +15,7 @@ on the next run with the same --rows and --part-rows (e.g. MST first, then AIM o
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import resource
 import shutil
@@ -64,21 +65,58 @@ def reusable_parts(folder: Path, rows: int, part_rows: int) -> bool:
     return [pq.ParquetFile(p).metadata.num_rows for p in found] == expected
 
 
+def part_frame_mb(path: Path) -> float:
+    """Megabytes of one part as the workers read it (its text columns in a pandas frame)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pandas().memory_usage(index=True, deep=True).sum() / 1e6
+
+
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+ROUND_LINES_EVERY = 30.0
+"""Seconds between the lines that say how far a fit has got (its rounds, its model's size)."""
+
+
+def round_reporter(name: str, synthesizer, started: float):
+    """A fit's ``progress(round, planned, message)`` that prints, at most every ROUND_LINES_EVERY
+    seconds, the round reached, the model's size and the last estimate's CPU seconds (so a run stopped
+    before its end still says how far it got)."""
+    last = [started]
+
+    def progress(t: int, planned: int, message: str) -> None:
+        now = time.perf_counter()
+        if now - last[0] < ROUND_LINES_EVERY:
+            return
+        last[0] = now
+        done = getattr(synthesizer, "estimates_", None) or [{}]
+        model = done[-1].get("model_mb", float("nan"))
+        cpu = done[-1].get("cpu_s", float("nan"))
+        print(f"    {name} at {now - started:.0f} s: starting round {t} of at most about {planned}, model {model:.1f} MB, "
+              f"last estimate {cpu:.1f} s CPU; load {os.getloadavg()[0]:.1f}", flush=True)
+
+    return progress
 
 
 def end_to_end(name: str, synthesizer, folder: Path, labels: dict, rows: int, n_parts: int, rho: float,
                out: Path) -> None:
     t0 = time.perf_counter()
     source = PartCounts(folder, labels)
-    fitted = synthesizer.fit(source, None, rho, np.random.default_rng(1))
+    takes_progress = "progress" in inspect.signature(synthesizer.fit).parameters
+    options = {"progress": round_reporter(name, synthesizer, t0)} if takes_progress else {}
+    fitted = synthesizer.fit(source, None, rho, np.random.default_rng(1), **options)
     t_fit = time.perf_counter() - t0
     t1 = time.perf_counter()
     paths = sample_in_parts(fitted, rows, n_parts, seed=2, labels=labels, folder=out / name)
     t_sample = time.perf_counter() - t1
+    estimates = getattr(fitted, "estimates_", None)
+    rounds = (f"; {len(fitted.rounds_)} rounds, model {estimates[-1]['model_mb']:.1f} MB, estimation "
+              f"{sum(e['cpu_s'] for e in estimates):.0f} s CPU" if estimates and hasattr(fitted, "rounds_") else "")
     print(f"  {name}: end to end {t_fit + t_sample:.1f} s (count + fit {t_fit:.1f} s, {source.passes} pass over "
-          f"{source.n_parts} parts; synthetic {rows:,} rows in {len(paths)} parts {t_sample:.1f} s)")
+          f"{source.n_parts} parts{rounds}; synthetic {rows:,} rows in {len(paths)} parts {t_sample:.1f} s); "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def main() -> None:
@@ -121,8 +159,10 @@ def main() -> None:
                 with Client(cluster.scheduler_address) as client:
                     peaks = client.run(peak_mb)
             close_clients()
+        here = peak_mb()                        # before reading a part here to measure it
         print(f"  worker peak memory: {', '.join(f'{v:.0f} MB' for v in peaks.values())}; one part's codes "
-              f"{part_bytes / 1e6:.0f} MB; this process {peak_mb():.0f} MB")
+              f"{part_bytes / 1e6:.0f} MB, read as text {part_frame_mb(data / 'part-00000.parquet'):.0f} MB; "
+              f"this process {here:.0f} MB; load {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
