@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.jobs import CANCELLED, DONE, FAILED, LIVE, Job, job_queue
-from dashboard.components.progress import job_owner, keep_owner_in_address
+from dashboard.components.progress import LISTED_KEY, job_owner, keep_owner_in_address
 
 REFRESH = 2.0
 """Seconds between redraws of the list while one of the session's jobs is queued or running."""
@@ -36,11 +36,21 @@ def describe(job: Job) -> str:
 def _draw(jobs: list[Job]) -> None:
     st.caption("Background work of this session")
     for job in jobs[-SHOWN:]:
-        st.markdown(f"{_ICONS.get(job.state, '⏳')} {describe(job)}")
+        _line(job)
         if job.state in LIVE:
-            fraction = min(1.0, job.done / job.total) if job.total else 0.0
-            st.progress(fraction)
             st.button("Cancel", key=f"job_cancel_{job.id}", on_click=_cancel, args=(job.id,))
+
+
+def _line(job: Job) -> None:
+    st.markdown(f"{_ICONS.get(job.state, '⏳')} {describe(job)}")
+    if job.state in LIVE:
+        st.progress(min(1.0, job.done / job.total) if job.total else 0.0)
+
+
+def draw_line(job: Job) -> None:
+    """A job the page is waiting for, drawn as the list draws it (without Cancel: the page's bar has it)."""
+    st.caption("Background work of this session")
+    _line(job)
 
 
 def _warm_workers() -> None:
@@ -59,6 +69,7 @@ def jobs_sidebar() -> None:
     :data:`REFRESH` seconds while a job is queued or running, without rerunning the page."""
     _warm_workers()
     jobs = job_queue().jobs_of(job_owner())
+    st.session_state[LISTED_KEY] = frozenset(j.id for j in jobs[-SHOWN:])
     if not jobs:
         return
     keep_owner_in_address()          # a reload of this tab finds these jobs again

@@ -238,16 +238,47 @@ def attached_job(key: str):
     return job if job is not None and job.state in REUSABLE else None
 
 
+LISTED_KEY = "_jobs_listed"
+"""Session key: ids of the jobs the sidebar listed in this script run (set by ``jobs_sidebar``)."""
+
+
 def follow(job, bar: Callable[[int, int, str], None]):
     """Wait for ``job``, drawing its state and progress on ``bar`` while it changes (and at least every
-    :data:`HEARTBEAT` seconds); its result, or its exception."""
+    :data:`HEARTBEAT` seconds); its result, or its exception.
+
+    The sidebar's job list was drawn before this run submitted the job, and it cannot redraw itself while
+    the run waits here, so a job it did not list gets a line of its own at the end of the sidebar, redrawn
+    with the bar (no Cancel there: the page's own Cancel sits under its bar); the line keeps the job's final
+    state after the wait, as the list shows it on the next run."""
+    line = _sidebar_line(job)
     shown, beat = None, time.monotonic()
     while not job.wait(POLL):
         now = (job.status(), job.done, job.total, job.message)
         if now != shown or time.monotonic() - beat >= HEARTBEAT:
             shown, beat = now, time.monotonic()
+            if line is not None:
+                line()
             bar(job.done, job.total, job.status_inline() + (f"; {job.message}" if job.message else ""))
+    if line is not None:
+        line()
     return job.outcome()
+
+
+def _sidebar_line(job) -> Callable[[], None] | None:
+    """A redraw of ``job``'s line in a sidebar slot of this run, or None when the sidebar already lists it
+    (or there is no script run to draw in)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    if get_script_run_ctx(suppress_warning=True) is None or job.id in st.session_state.get(LISTED_KEY, ()):
+        return None
+    slot = st.sidebar.empty()
+
+    def draw() -> None:
+        from dashboard.components.jobs import draw_line
+
+        with slot.container():
+            draw_line(job)
+    return draw
 
 
 def remember(store_key: str, key, value: T, limit: int = 12) -> T:

@@ -207,3 +207,25 @@ def test_a_commit_the_ledger_refuses_shows_nothing_and_spends_nothing(queue, mon
     assert not at.exception and "ba_release_result" not in at.session_state    # ... nor shown
     assert any("a test's refusal" in e.value for e in at.error)
     assert any("nothing was spent" in i.value for i in at.info)
+
+
+def test_the_sidebar_lists_the_release_while_the_page_waits_for_it(queue, monkeypatch):
+    import dashboard.components.jobs as jobs
+
+    gated = Gated(monkeypatch)
+    real, drawn = jobs.draw_line, []
+
+    def spy(job):                                        # the sidebar line, drawn during the page's wait
+        drawn.append((job.label, job.state))
+        real(job)
+        if job.state == RUNNING:
+            gated.gate.set()                             # the job finishes only once it was listed running
+
+    monkeypatch.setattr(jobs, "draw_line", spy)
+    at = _budget(AppTest.from_file(APP, default_timeout=240).run())
+    assert not at.sidebar.markdown or not any(LABEL in m.value for m in at.sidebar.markdown)
+    confirm_release(at, "ba_release")
+    assert not at.exception and at.session_state["ba_release_result"] is not None
+    assert (LABEL, RUNNING) in drawn and drawn[-1] == (LABEL, DONE)
+    assert any(f"{LABEL}: done" in m.value for m in at.sidebar.markdown)   # its last state stays listed
+    assert len([b for b in at.button if b.key == "ba_release_cancel"]) <= 1
