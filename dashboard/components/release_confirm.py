@@ -48,7 +48,8 @@ from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUnd
                                          Reservation, compose, spends_of)
 from dashboard.components.ledger_badge import ledger_delta, mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
-from dashboard.components.progress import follow, job_owner, keep_owner_in_address, progress_bar
+from dashboard.components import progress
+from dashboard.components.progress import follow, job_owner, keep_owner_in_address
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +298,7 @@ def _until(reservation) -> str:
 # ------------------------------------------------------------------------------------------- releases as jobs
 
 RUNNING, COMMITTED, REFUSED, FAILED, CANCELLED = "running", "committed", "refused", "failed", "cancelled"
-KEPT = 64
+KEPT = 32
 """Releases remembered by the server for pages to find again (the oldest finished ones go first)."""
 
 
@@ -458,7 +459,7 @@ def _attend(record: _Release, spec: ReleaseJob, key: str, *, confirmed_now: bool
         slot = spec.slot if spec.slot is not None else st.empty()
         try:
             with slot.container():
-                with progress_bar(spec.label, cancel_key=spec.cancel_key, n_jobs=spec.n_jobs) as bar:
+                with progress.progress_bar(spec.label, cancel_key=spec.cancel_key, n_jobs=spec.n_jobs) as bar:
                     follow(job, bar)
         except Cancelled:                # this bar's Cancel (or the sidebar's, seen as the job's outcome)
             queue.cancel(job)            # its hook drops the reservation before this returns
@@ -480,7 +481,8 @@ def _deliver(record: _Release, key: str):
     if record.state == COMMITTED:
         if record.notice:
             st.error(record.notice)
-        return record.result
+        result, record.result = record.result, None        # the page keeps it from now on
+        return result
     error = record.error
     if record.state == CANCELLED:
         st.info("The release was cancelled before anything was published. " + record.left)
