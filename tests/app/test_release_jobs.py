@@ -1,6 +1,6 @@
-"""A real release computes in a background job that lives only while the page follows it: the noise is
-drawn outside the server process, the ledger still reserves before and commits after, and a release
-whose job is cancelled is never committed."""
+"""A real release computes in a background job: the noise is drawn outside the server process, the ledger
+still reserves before (in the page run) and commits after (in the job's completion hook), and a release whose
+job is cancelled is never committed. (That it outlives the page run: test_releases_survive.py.)"""
 from __future__ import annotations
 
 from pathlib import Path
