@@ -13,7 +13,12 @@ rest. Candidates that would grow the junction tree beyond ``max_model_mb`` times
 fraction are skipped; when none fits, the rest of the budget re-measures the one-way marginals.
 Every spend is a line of ``ledger_`` and they add up to ``rho``.
 
-Each round's estimate takes 100 warm-started mirror-descent steps and the final one 300. With
+Each round's estimate takes 100 warm-started mirror-descent steps (plain, Armijo): the rounds'
+fits decide the selections and the annealing, so they stay as they were chosen. The final fit,
+after the last spend, takes 150 accelerated steps (``accelerate``, the default; without it 300
+plain steps, as before): from the same last round on CPS rows resampled to 50,000, 200,000 and
+1,000,000 that gave a lower loss and a lower 2-way TVD (0.01092, 0.00361 and 0.00165 against
+0.01100, 0.00374 and 0.00167 for 300 plain steps) at half the steps. With
 ``within_noise`` set (e.g. 1.0) a fit stops sooner once every measured table is fitted to within its
 noise; it is off by default because, on CPS rows resampled to 50,000-200,000, the tables rarely all
 get there within 100 steps (2 of 31 fits ended early at 50,000, none at 100,000), so it saves
@@ -63,19 +68,22 @@ class AIM:
 
     def __init__(self, degree: int = 2, max_cells: int = 10_000, max_model_mb: float = 80.0,
                  max_rounds: int | None = None, iters: int = 100,
-                 within_noise: float | None = WITHIN_NOISE) -> None:
+                 within_noise: float | None = WITHIN_NOISE, accelerate: bool = True) -> None:
         self.degree = int(degree)
         self.max_cells = int(max_cells)
         self.max_model_mb = float(max_model_mb)
         self.max_rounds = max_rounds
         self.iters = int(iters)
         self.within_noise = within_noise
+        self.accelerate = bool(accelerate)
 
-    def _estimate(self, measurements, iters, warm_start, t: int):
-        """Re-fit the model (at most ``iters`` steps, stopping once the fit is within the noise) and
-        record the estimate's cost: round, model size, steps, CPU seconds."""
+    def _estimate(self, measurements, iters, warm_start, t: int, accelerate: bool = False):
+        """Re-fit the model (at most ``iters`` steps, stopping once the fit is within the noise;
+        accelerated descent when asked) and record the estimate's cost: round, model size, steps,
+        CPU seconds."""
         t0 = time.process_time()
-        model = estimate(self.domain_, measurements, iters, warm_start=warm_start, within_noise=self.within_noise)
+        model = estimate(self.domain_, measurements, iters, warm_start=warm_start, within_noise=self.within_noise,
+                         accelerate=accelerate)
         self.estimates_.append({"round": t, "model_mb": model_size_mb(self.domain_, [m.clique for m in measurements]),
                                 "steps": model.iterations, "cpu_s": time.process_time() - t0})
         return model
@@ -173,7 +181,8 @@ class AIM:
                 self.rounds_.append({"round": t, "marginal": "one-way marginals (model-size cap reached)",
                                      "sigma": measurements[-1].sigma, "epsilon_em": float("nan"), "annealed": False})
                 break
-            errors = np.array([np.abs(true_tables[cl] - model.project(cl)).sum() for cl in open_])
+            answers = model.projections(open_)
+            errors = np.array([np.abs(true_tables[cl] - answers[cl]).sum() for cl in open_])
             cells = np.array([true_tables[cl].size for cl in open_], float)
             w = np.array([weights[cl] for cl in open_])
             sens = float(w.max())
@@ -194,7 +203,12 @@ class AIM:
                 rho_meas, rho_sel = 4 * rho_meas, 4 * rho_sel
             if last:
                 break
-        self.model_ = self._estimate(measurements, 3 * self.iters, model, t + 1) if t else model
+        if not t:
+            self.model_ = model
+        elif self.accelerate:   # after the last spend: nothing the fit decides can change the budget's path
+            self.model_ = self._estimate(measurements, 3 * self.iters // 2, model, t + 1, accelerate=True)
+        else:
+            self.model_ = self._estimate(measurements, 3 * self.iters, model, t + 1)
         self.measured_ = [m.clique for m in measurements]
         self.rho_ = rho
         return self

@@ -28,10 +28,20 @@ with the same 2-way TVD (0.0150 against mbi's 0.0149), and a 5-column problem wi
 agrees with mbi to about 1e-9 (``benchmarks/aim_estimator_bench.py`` prints the current ratio).
 
 Cost: a step is one upward pass (one exponential per cell; the downward pass rescales the tables
-the upward pass exponentiated) plus the residual and gradient sums, with short axes of large
-tables summed slice by slice; the schedule of each clique set is built once; consistent
-measurements on a junction tree are fitted in closed form; and an optional noise-level stop
-(``within_noise``) ends a fit once every measured table is fitted to within its noise.
+the upward pass exponentiated; the largest table of each tree is its root, which a step passes
+over most often) plus the residual and gradient sums, with short axes of large tables summed slice
+by slice; the schedule of each clique set is built once; consistent measurements on a junction
+tree are fitted in closed form; and an optional noise-level stop (``within_noise``) ends a fit
+once every measured table is fitted to within its noise. A large junction-tree table holding many
+measured cliques is summed down to all of them along one tree of partial sums
+(``_reduction_plan``), and the gradient runs the same tree backwards, so a step passes over it a
+few times, not once per clique: on 1,000,000 CPS rows (a 17 MB model of 41 measured cliques) that
+took a step from 410 ms to 90 ms.
+
+``accelerate=True`` adds Nesterov momentum to the same steps on the log-potentials (one gradient
+a step, evaluated at the point it keeps), restarted whenever a step would raise the loss
+(adaptive restart, O'Donoghue & Candes 2015), when the step size also halves; the loss never
+rises. On AIM's fits at 1,000,000 rows it reached the loss of 100 plain steps in 35-50.
 
 Sampling is our own too: clique by clique along the junction tree from the fitted clique
 marginals, seeded and vectorised. ``mbi`` (Private-PGM, JAX) is kept only as a reference: inside
@@ -60,7 +70,7 @@ SPARSE_HOST_CELLS = 1 << 16  # measurements of larger junction-tree tables are s
 
 # Counts of work done since import (tests read them; nothing depends on them): triangulations and
 # junction-tree schedules built (once per distinct clique set), estimates finished in closed form,
-# and mirror-descent steps taken.
+# mirror-descent steps taken, momentum restarts, and passes over large host tables in residuals.
 WORK: collections.Counter = collections.Counter()
 
 
@@ -232,14 +242,53 @@ def _reduce(ufunc, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         if n <= _SLICED_AXIS and x.size >= _SLICED_MIN and n > 1:
             idx = [slice(None)] * x.ndim
             idx[ax] = slice(0, 1)
-            acc = x[tuple(idx)].copy()
-            for i in range(1, n):
+            first = x[tuple(idx)]
+            idx[ax] = slice(1, 2)
+            acc = ufunc(first, x[tuple(idx)])     # the first two slices combined: no copy pass
+            for i in range(2, n):
                 idx[ax] = slice(i, i + 1)
                 ufunc(acc, x[tuple(idx)], out=acc)
             x = acc
         else:
             x = ufunc.reduce(x, axis=ax, keepdims=True)
     return x
+
+
+def _reduction_plan(shape: tuple[int, ...], targets: Sequence[frozenset]) -> list[tuple[int, tuple, list]]:
+    """How to sum one large table down to many smaller ones with few passes over it: a tree of
+    partial sums, parents first, each entry ``(parent, axes, targets)``: the table of entry
+    ``parent`` (-1: the table itself) summed over ``axes`` (axis numbers of the large table, kept as
+    length-1 axes), and the indices of the ``targets`` (sets of axis numbers) equal to its axes.
+
+    Greedy, in the spirit of data-cube aggregation (Gray et al. 1997, the smallest parent first): a
+    table's remaining targets are split by the axis absent from most of them; those share one child,
+    the union of their axes, built by one pass over the parent and split again inside it. Pairs of
+    9 columns need three passes over the large table instead of one per pair, and the gradient runs
+    the same tree backwards (children broadcast into their parent)."""
+    out: list[tuple[int, tuple, list]] = []
+
+    def cells(axes) -> int:
+        return math.prod(shape[a] for a in axes)
+
+    def build(axes: frozenset, parent: int, drop: tuple, wanted: list[int]) -> None:
+        here = len(out)
+        out.append((parent, drop, [i for i in wanted if targets[i] == axes]))
+        rest = [i for i in wanted if targets[i] != axes]
+        while rest:
+            best = None
+            for a in sorted(axes):
+                cover = [i for i in rest if a not in targets[i]]
+                if cover:
+                    union = frozenset().union(*(targets[i] for i in cover))
+                    key = (-len(cover), cells(union), a)
+                    if best is None or key < best[0]:
+                        best = (key, union, cover)
+            _, union, cover = best
+            build(union, here, tuple(sorted(axes - union)), cover)
+            rest = [i for i in rest if i not in cover]
+
+    build(frozenset(range(len(shape))), -1, (), list(range(len(targets))))
+    return out
 
 
 @functools.lru_cache(maxsize=256)
@@ -261,7 +310,8 @@ class _Tree:
         self.nodes: list[Clique] = []
         self.parent: dict[Clique, Clique | None] = {}
         for comp in nx.connected_components(tree):
-            root = min(comp)
+            # the largest table is the root: a root's table takes more passes a step than a child's
+            root = min(comp, key=lambda v: (-_cells(self.domain, v), v))
             self.nodes.append(root)
             self.parent[root] = None
             for u, v in nx.bfs_edges(tree, root, sort_neighbors=sorted):
@@ -275,40 +325,55 @@ class _Tree:
                 self.edges.append((v, u, _drop_axes(v, sep), _drop_axes(u, sep), _axes_shape(self.domain, u, sep)))
         self.roots = [v for v in self.nodes if self.parent[v] is None]
 
-    def marginals(self, theta: Mapping[Clique, np.ndarray],
-                  out: dict[Clique, np.ndarray] | None = None) -> dict[Clique, np.ndarray]:
-        """Probability tables (each sums to 1) of every junction-tree clique: an upward pass of
+    def marginals(self, theta: Mapping[Clique, np.ndarray], out: dict[Clique, np.ndarray] | None = None,
+                  total: float = 1.0, work: dict | None = None) -> dict[Clique, np.ndarray]:
+        """Tables (each sums to ``total``; 1: probabilities) of every junction-tree clique: an upward pass of
         log-space messages, then each clique's marginal from its parent's separator marginal.
 
         One exponential per cell: the upward pass keeps each child's shifted table
         ``e = exp(up - max)`` (whose sums over the non-separator axes ``s`` give the message
         ``log s + max``), and the child's marginal is then ``e * sep / s`` with ``sep`` the parent's
         marginal on the separator, i.e. ``exp(up + log sep - message)`` without a second
-        exponential. ``out`` (optional) holds arrays to write the tables into."""
+        exponential. ``out`` (optional) holds arrays to write the tables into, and ``work`` (optional,
+        empty at first) keeps the pass's scratch tables for the next call: a fresh table of tens of
+        megabytes costs more in page faults than the arithmetic done in it."""
+        work = {} if work is None else work
         up = dict(theta)                 # theta plus messages from children (new arrays, theta untouched)
+        owned: set = set()               # cliques whose ``up`` table is already a new array
         shifted = {}                     # child -> (exp(up - max), its sums over the non-separator axes)
         for v, u, child_axes, _, in_parent in reversed(self.edges):
             x = up[v]
             m = _reduce(np.maximum, x, child_axes)
-            e = x - m
+            e = np.subtract(x, m, out=work.get(("e", v)))
+            work[("e", v)] = e
             np.exp(e, out=e)
             s = _reduce(np.add, e, child_axes)
             shifted[v] = (e, s)
             msg = np.log(s)
             msg += m
-            up[u] = up[u] + msg.reshape(in_parent)
+            if u in owned:
+                up[u] += msg.reshape(in_parent)
+            else:
+                up[u] = work[("up", u)] = np.add(up[u], msg.reshape(in_parent), out=work.get(("up", u)))
+                owned.add(u)
         tables: dict[Clique, np.ndarray] = {} if out is None else out
+        scale: dict[Clique, float | None] = {}     # a root's table is scaled to ``total`` last
         for v in self.roots:
             b = up[v]
             p = np.subtract(b, b.max(), out=tables.get(v))
             np.exp(p, out=p)
-            p /= p.sum()
             tables[v] = p
+            scale[v] = None
         for v, u, _, parent_axes, _ in self.edges:
-            q = tables[u]
-            sep = _reduce(np.add, q, parent_axes)
+            sep = _reduce(np.add, tables[u], parent_axes)
+            if u in scale:      # the root's sum is its separator table's: no pass of its own
+                if scale[u] is None:
+                    scale[u] = total / float(sep.sum())
+                sep *= scale[u]
             e, s = shifted[v]
             tables[v] = np.multiply(e, sep.reshape(s.shape) / s, out=tables.get(v))
+        for v, c in scale.items():
+            tables[v] *= total / float(tables[v].sum()) if c is None else c
         return tables
 
 
@@ -382,6 +447,28 @@ class GraphicalModel:
             _EINSUM_PATHS[key] = np.einsum_path(spec, *tables, optimize="greedy")[0]
         out = np.einsum(spec, *tables, optimize=_EINSUM_PATHS[key])
         return np.maximum(out, 0.0) * self.total
+
+    def projections(self, cliques: Sequence[Clique]) -> dict[Clique, np.ndarray]:
+        """``project`` of each clique, the cliques inside one large junction-tree table summed down
+        together along one ``_reduction_plan`` (a few passes over the table instead of one each)."""
+        out: dict[Clique, np.ndarray] = {}
+        groups: dict[Clique, list[Clique]] = {}
+        for cl in dict.fromkeys(tuple(c) for c in cliques):
+            node = next((n for n in self.clique_tables if set(cl) <= set(n)), None)
+            if node is None or self.clique_tables[node].size <= SPARSE_HOST_CELLS:
+                out[cl] = self.project(cl)
+            else:
+                groups.setdefault(node, []).append(cl)
+        for node, group in groups.items():
+            plan = _reduction_plan(self.clique_tables[node].shape, [frozenset(node.index(c) for c in cl) for cl in group])
+            tables: list[np.ndarray] = []
+            for parent, drop, at in plan:
+                tables.append(self.clique_tables[node] if parent < 0 else _reduce(np.add, tables[parent], drop))
+                for i in at:
+                    kept = [c for c in node if c in group[i]]
+                    t = tables[-1].reshape([self.domain[c] for c in kept])
+                    out[group[i]] = np.transpose(t, [kept.index(c) for c in group[i]])
+        return {tuple(cl): out[tuple(cl)] for cl in cliques}
 
     @staticmethod
     def _reduce(node: Clique, table: np.ndarray, clique: Clique) -> np.ndarray:
@@ -476,6 +563,7 @@ class _Problem:
         from scipy import sparse
 
         self.domain = dict(domain)
+        self.work: dict = {}      # scratch tables of the message passing, reused step after step
         cl = [_canonical(domain, m.clique) for m in measurements]
         uniq = sorted(set(cl), key=lambda c: (-len(c), c))
         self.maximal = sorted(c for i, c in enumerate(uniq) if not any(set(c) < set(d) for d in uniq[:i]))
@@ -514,9 +602,9 @@ class _Problem:
             self.constant += 0.5 * (wyy - w * float(np.vdot(y, y)))
             v = self.host[r]
             n_c = _cells(domain, c)
-            cell = np.broadcast_to(np.arange(n_c).reshape(_axes_shape(domain, v, c)), self.shapes[v]).ravel()
             lo, hi = self.offset[v]
             if hi - lo <= SPARSE_HOST_CELLS:
+                cell = np.broadcast_to(np.arange(n_c).reshape(_axes_shape(domain, v, c)), self.shapes[v]).ravel()
                 rows.append(at + cell)
                 cols.append(np.arange(lo, hi))
             else:   # a large host: summed densely each step rather than held as matrix entries
@@ -528,11 +616,15 @@ class _Problem:
             # Lipschitz constant of the gradient on the maximal cliques (exact for identity queries)
             blocks[r] = blocks.get(r, 0.0) + w * _cells(domain, r) / n_c
         self.lipschitz = max(blocks.values()) if blocks else 1.0
-        for r, parts in dense.items():
-            v = self.host[r]
+        by_host: dict[Clique, list[Clique]] = {}
+        for r in dense:
+            by_host.setdefault(self.host[r], []).append(r)
+        for v, rs in by_host.items():   # each large host: one tree of partial sums for all its cliques
             lo, hi = self.offset[v]
-            self.dense.append((lo, hi, self.shapes[v], _drop_axes(v, r), _axes_shape(domain, v, r),
-                               tuple(domain[a] for a in r), parts))
+            plan = _reduction_plan(self.shapes[v], [frozenset(v.index(a) for a in r) for r in rs])
+            nodes = [(parent, drop, [(rs[i], _axes_shape(domain, v, rs[i]), tuple(domain[a] for a in rs[i]), dense[rs[i]])
+                                     for i in hosted]) for parent, drop, hosted in plan]
+            self.dense.append((lo, hi, self.shapes[v], nodes))
         self.y = np.concatenate(ys) if ys else np.zeros(0)
         self.w = np.concatenate(ws) if ws else np.zeros(0)
         r_idx = np.concatenate(rows) if rows else np.zeros(0, np.int64)
@@ -557,42 +649,68 @@ class _Problem:
         """Each junction-tree clique's table as a view into a flat vector."""
         return {v: flat[lo:hi].reshape(self.shapes[v]) for v, (lo, hi) in self.offset.items()}
 
-    def counts(self, theta_flat: np.ndarray, total: float) -> np.ndarray:
-        """Calibrated clique marginals (counts), flat."""
-        out = np.empty(self.n_cells)
-        self.tree.marginals(self.views(theta_flat), out=self.views(out))
-        out *= total
+    def counts(self, theta_flat: np.ndarray, total: float, out: np.ndarray | None = None) -> np.ndarray:
+        """Calibrated clique marginals (counts), flat (into ``out`` when given)."""
+        out = np.empty(self.n_cells) if out is None else out
+        self.tree.marginals(self.views(theta_flat), out=self.views(out), total=total, work=self.work)
         return out
 
     def residual(self, p_flat: np.ndarray):
         """Measured-cell answers of the model, the loss and the weighted residual."""
-        ans = self.A @ p_flat
-        for lo, hi, shape, drop, _, r_shape, parts in self.dense:
-            t = _reduce(np.add, p_flat[lo:hi].reshape(shape), drop).reshape(r_shape)
-            for sub, _, a, b in parts:
-                ans[a:b] = _reduce(np.add, t, sub).ravel()
+        ans = self.A @ p_flat if self.A.nnz else np.zeros(self.y.size)
+        for lo, hi, shape, nodes in self.dense:
+            tables: list[np.ndarray] = []
+            for parent, drop, hosted in nodes:
+                t = p_flat[lo:hi].reshape(shape) if parent < 0 else _reduce(np.add, tables[parent], drop)
+                WORK["host_passes"] += parent == 0
+                tables.append(t)
+                for _, _, r_shape, parts in hosted:
+                    tr = t.reshape(r_shape)
+                    for sub, _, a, b in parts:
+                        ans[a:b] = _reduce(np.add, tr, sub).ravel()
         diff = ans - self.y
         wd = self.w * diff
         return ans, self.constant + 0.5 * float(np.dot(diff, wd)), wd
 
-    def gradient(self, wd: np.ndarray) -> np.ndarray:
+    def gradient(self, wd: np.ndarray, base: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
         """Gradient of the loss on the junction-tree log-potentials (flat): ``A^T`` of the weighted
-        residual, each measurement's residual broadcast over its host table."""
-        g = self.AT @ wd
-        for lo, hi, shape, _, in_host, r_shape, parts in self.dense:
-            acc = np.zeros(r_shape)
-            for _, in_r, a, b in parts:
-                acc += wd[a:b].reshape(in_r)
-            view = g[lo:hi].reshape(shape)
-            view += acc.reshape(in_host)
+        residual, each measurement's residual broadcast over its host table; with ``base``, that
+        vector plus the gradient (a step ``theta - s g`` is ``gradient(-s * wd, base=theta)``: the
+        scaling is on the short measured-cell vector and the sum needs no second pass), written into
+        ``out`` when given."""
+        sparse_part = self.AT @ wd if self.A.nnz else None
+        if base is None:
+            g = np.zeros(self.n_cells) if sparse_part is None else sparse_part
+        else:   # a large host's cells are written by its first broadcast below, from ``base``
+            g = np.empty(self.n_cells) if out is None else out
+            bounds = [0] + [x for lo, hi, _, _ in sorted(self.dense) for x in (lo, hi)] + [self.n_cells]
+            for lo, hi in zip(bounds[0::2], bounds[1::2]):
+                if sparse_part is None:
+                    g[lo:hi] = base[lo:hi]
+                else:
+                    np.add(base[lo:hi], sparse_part[lo:hi], out=g[lo:hi])
+        for lo, hi, shape, nodes in self.dense:
+
+            def residual_table(r, r_shape, parts):
+                acc = np.zeros(r_shape)
+                for _, in_r, a, b in parts:
+                    acc += wd[a:b].reshape(in_r)
+                return acc
+            _spread(nodes, residual_table, g[lo:hi].reshape(shape),
+                    None if base is None else base[lo:hi].reshape(shape))
         return g
 
     def theta(self, potentials: dict[Clique, np.ndarray]) -> np.ndarray:
-        """Junction-tree log-potentials (flat): each maximal clique's table added into its host."""
+        """Junction-tree log-potentials (flat): each maximal clique's table added into its host (a
+        large host's along its plan, as the gradient)."""
         flat = np.zeros(self.n_cells)
         th = self.views(flat)
+        spread = {r for _, _, _, nodes in self.dense for _, _, hosted in nodes for r, *_ in hosted}
         for r, p in potentials.items():
-            th[self.host[r]] += p.reshape(_axes_shape(self.domain, self.host[r], r))
+            if r not in spread:
+                th[self.host[r]] += p.reshape(_axes_shape(self.domain, self.host[r], r))
+        for lo, hi, shape, nodes in self.dense:
+            _spread(nodes, lambda r, r_shape, parts: potentials[r].reshape(r_shape), flat[lo:hi].reshape(shape), None)
         return flat
 
     def potentials(self, start: dict[Clique, np.ndarray], moved: np.ndarray) -> dict[Clique, np.ndarray]:
@@ -602,6 +720,31 @@ class _Problem:
         for r, c, lo, hi in self.terms:
             out[r] += moved[lo:hi].reshape(_axes_shape(self.domain, r, c))
         return out
+
+
+def _spread(nodes: list, table_of, view: np.ndarray, first: np.ndarray | None) -> None:
+    """Add tables over cliques of a large host into ``view`` (the host), along the host's
+    ``_reduction_plan`` run backwards: ``table_of(clique, its shape, its measured parts)`` gives
+    each, every plan entry's sum is broadcast into its parent's, and the host takes one broadcast
+    per child of the root. With ``first``, ``view`` is written as ``first`` plus the sum (no pass
+    to copy ``first`` in before)."""
+    sums: list[np.ndarray | None] = [None] * len(nodes)
+    for k in range(len(nodes) - 1, -1, -1):     # children before parents
+        parent, _, hosted = nodes[k]
+        gk = sums[k]
+        for r, in_host, r_shape, parts in hosted:
+            t = table_of(r, r_shape, parts).reshape(in_host)
+            gk = t if gk is None else gk + t
+        if gk is None:
+            continue
+        if k == 0 or parent == 0:               # the large table itself: added in place
+            if first is None:
+                view += gk
+            else:
+                np.add(first, gk, out=view)
+                first = None
+        else:
+            sums[parent] = gk if sums[parent] is None else sums[parent] + gk
 
 
 _LOG_FLOOR = -700.0   # log of an empty cell in closed-form potentials: exp() of it is 0 to double precision
@@ -662,7 +805,7 @@ def _expand(domain, old: Mapping[Clique, np.ndarray], maximal: list[Clique]) -> 
 
 def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], iters: int = 500,
              warm_start: GraphicalModel | None = None, tol: float | None = None,
-             within_noise: float | None = None) -> GraphicalModel:
+             within_noise: float | None = None, accelerate: bool = False) -> GraphicalModel:
     """Private-PGM mirror descent (module docstring) on the measurements, weighted by 1/sigma^2,
     with the total estimated from them. At most ``iters`` gradient steps (accepted or halved).
 
@@ -672,7 +815,8 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
     ``within_noise`` (1 is the value the true counts would give on average; a discrepancy
     principle, Morozov 1966: fitting closer only fits the noise). With ``iters`` > 0 and consistent
     measurements whose cliques already form a junction tree, the fit is the closed form of
-    ``_closed_form`` and takes no step.
+    ``_closed_form`` and takes no step. ``accelerate``: momentum with restarts (module docstring);
+    each step is still kept only if it lowers the loss.
 
     The fitted model's ``loss`` is the final value of the loss, ``iterations`` the steps taken."""
     domain = {c: int(v) for c, v in domain.items()}
@@ -707,16 +851,33 @@ def estimate(domain: Mapping[str, int], measurements: Sequence[Measurement], ite
     prev, stalls, done = loss, 0, 0
     history = [loss]
     fitted = prob.within_noise_test(within_noise)
+    velocity, since = np.zeros(prob.y.size), 0      # momentum (measured-cell space) and steps since a restart
+    spare_theta, spare_p = np.empty(prob.n_cells), np.empty(prob.n_cells)   # a step's candidate, reused
     for it in range(iters if not fitted(ans) else 0):
         done = it + 1
-        new_theta = theta - step * prob.gradient(wd)
-        new_p = prob.counts(new_theta, total)
+        mu = since / (since + 3.0) if accelerate else 0.0
+        if mu > 0:      # Nesterov's look-ahead written on the evaluated points (one gradient a step)
+            new_velocity = mu * velocity - step * wd
+            delta = mu * new_velocity - step * wd
+        else:
+            new_velocity = delta = -step * wd
+        new_theta = prob.gradient(delta, base=theta, out=spare_theta)
+        new_p = prob.counts(new_theta, total, out=spare_p)
         new_ans, new_loss, new_wd = prob.residual(new_p)
-        # Armijo: <gradient, mu - mu_new> is <w * residual, A p - A p_new> on the measured cells
-        if loss - new_loss >= 0.5 * step * float(np.dot(wd, ans - new_ans)) and np.isfinite(new_loss):
-            moved -= step * wd
+        if mu > 0:      # a momentum step is kept if it lowers the loss; otherwise momentum restarts
+            ok = new_loss < loss
+        else:           # Armijo: <gradient, mu - mu_new> is <w * residual, A p - A p_new> on the measured cells
+            ok = loss - new_loss >= 0.5 * step * float(np.dot(wd, ans - new_ans))
+        if ok and np.isfinite(new_loss):
+            moved += delta
+            spare_theta, spare_p = theta, p
             theta, p, ans, loss, wd = new_theta, new_p, new_ans, new_loss, new_wd
+            velocity, since = new_velocity, since + 1
             step *= _GROW
+        elif mu > 0:    # restart: no momentum, and half the step (it overshot)
+            velocity, since = np.zeros(prob.y.size), 0
+            step *= 0.5
+            WORK["restarts"] += 1
         else:
             step *= 0.5
         if tol is not None and (it + 1) % 25 == 0:

@@ -202,3 +202,19 @@ def test_repeated_measurements_of_a_clique_count_as_one_at_their_mean():
 def test_empty_column_domain_is_refused():
     with pytest.raises(ValueError, match="at least one category"):
         estimate({"a": 3, "b": 0}, [Measurement(("a",), np.ones(3), 1.0)], 5)
+
+
+def test_projections_of_many_cliques_equal_each_projection(monkeypatch):
+    import core.synthesis.graphical_model as gm
+
+    rows = sample_rows(3000, 14)
+    pairs = list(itertools.combinations(DOM, 2))
+    model = estimate(DOM, noisy(rows, pairs, 6.0, seed=15), 30)       # one junction-tree clique of all columns
+    asked = [("b", "a"), ("c",), ("a", "b", "e"), ("e", "d"), ("b", "a")]
+    for cells in (1 << 16, 0):          # the small-table path (one project each) and the shared sums
+        monkeypatch.setattr(gm, "SPARSE_HOST_CELLS", cells)
+        got = model.projections(asked)
+        assert list(got) == list(dict.fromkeys(asked))
+        for cl in asked:
+            assert got[cl].shape == tuple(DOM[c] for c in cl)
+            assert np.allclose(got[cl], model.project(cl), rtol=1e-12, atol=1e-9)

@@ -3,6 +3,7 @@ schedule are built once per clique set, the noise-level stop ends a fit once eve
 to within its noise, and the sliced reduction equals numpy's."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -142,3 +143,88 @@ def test_aim_records_each_estimate_and_still_spends_exactly_its_budget():
     assert len(model.estimates_) == len(model.rounds_) + 2      # the one-way fit, each round, the final fit
     assert all(0 <= e["steps"] <= 120 for e in model.estimates_)
     assert all(e["model_mb"] > 0 for e in model.estimates_)
+
+
+def test_reduction_plan_reaches_every_target_with_three_passes_over_the_large_table():
+    shape = (8, 7, 7, 5, 2, 3, 9, 8, 2)
+    targets = [frozenset(p) for p in itertools.combinations(range(len(shape)), 2)] + [frozenset({0, 1, 2})]
+    plan = gm._reduction_plan(shape, targets)
+    held = [frozenset(range(len(shape)))]            # each entry's axes, from its parent's less the summed
+    for parent, drop, at in plan[1:]:
+        assert parent >= 0 and drop and not set(drop) - held[parent]
+        held.append(held[parent] - set(drop))
+    found = sorted(i for _, _, at in plan for i in at)
+    assert found == list(range(len(targets)))       # every target exactly once ...
+    assert all(held[k] == targets[i] for k, (_, _, at) in enumerate(plan) for i in at)   # ... where its axes are
+    # 37 tables from the large one: 3 passes over it (not 37); the rest are sums of smaller tables
+    assert sum(1 for parent, _, _ in plan if parent == 0) == 3
+
+
+def test_a_large_host_is_summed_a_few_times_per_step_whatever_the_number_of_its_cliques(monkeypatch):
+    dom = {c: 3 for c in "abcdefg"}
+    rng = np.random.default_rng(10)
+    data = {c: rng.integers(0, 3, 2000) for c in dom}
+    data["b"] = (data["a"] + (rng.random(2000) < 0.2)) % 3
+    pairs = list(itertools.combinations(dom, 2))       # 21 pairs: one junction-tree clique of all 7 columns
+
+    def tables(cl):
+        return np.bincount(np.ravel_multi_index([data[c] for c in cl], [3] * len(cl)), minlength=3 ** len(cl))
+    meas = [Measurement(cl, tables(cl) + rng.normal(0, 5, 9), 5.0) for cl in pairs]
+    sparse_fit = estimate(dom, meas, 12)
+    monkeypatch.setattr(gm, "SPARSE_HOST_CELLS", 0)
+    prob = gm._Problem(dom, meas)
+    (lo, hi, shape, nodes), = prob.dense
+    passes = sum(1 for parent, _, _ in nodes if parent == 0)
+    assert passes <= 3 < len(pairs)
+    before = WORK["host_passes"]
+    dense_fit = estimate(dom, meas, 12)
+    assert WORK["host_passes"] - before == passes * (dense_fit.iterations + 1)    # one residual per step, one at the start
+    # the same fit as the sparse matrix's (the residual and gradient summed in another order)
+    assert dense_fit.loss == pytest.approx(sparse_fit.loss, rel=1e-10)
+    p = np.random.default_rng(11).random(prob.n_cells)
+    monkeypatch.setattr(gm, "SPARSE_HOST_CELLS", 1 << 16)
+    ref = gm._Problem(dom, meas)
+    assert not ref.dense and ref.A.nnz == len(pairs) * 3 ** 7
+    ans, loss, wd = prob.residual(p)
+    ans_ref, loss_ref, wd_ref = ref.residual(p)
+    assert np.allclose(ans, ans_ref, rtol=1e-12) and loss == pytest.approx(loss_ref, rel=1e-12)
+    assert np.allclose(prob.gradient(wd), ref.gradient(wd_ref), rtol=1e-12)
+    assert np.allclose(prob.gradient(wd, base=p), p + ref.gradient(wd_ref), rtol=1e-12)   # a step's base added
+
+
+def test_accelerated_descent_reaches_plain_descents_loss_in_fewer_steps_and_never_raises_it():
+    data = rows(4000, 12)
+    rng = np.random.default_rng(13)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d"), ("d", "e"), ("b", "e")]
+    meas = [Measurement(cl, counts(data, cl) + rng.normal(0, 2.0, counts(data, cl).size), 2.0) for cl in cliques]
+    plain = estimate(DOM, meas, 150)
+    restarts = WORK["restarts"]
+    fast = estimate(DOM, meas, 150, accelerate=True)
+    assert fast.loss < plain.loss
+    assert all(b <= a for a, b in zip(fast.history, fast.history[1:]))      # monotone: a rise restarts momentum
+    assert WORK["restarts"] > restarts                                       # ... and it did restart here
+    # plain descent's loss after 150 steps, reached by the accelerated one in fewer than half as many
+    reached = next(k for k, loss in enumerate(fast.history) if loss <= plain.loss)
+    assert reached < 75
+    # the same steps from the same start give the same fit (deterministic)
+    again = estimate(DOM, meas, 150, accelerate=True)
+    assert again.history == fast.history
+    # a warm start from the accelerated fit continues from its distribution
+    kept = estimate(DOM, meas, 0, warm_start=fast)
+    assert np.allclose(kept.project(("a", "b")), fast.project(("a", "b")), atol=1e-6)
+
+
+def test_aim_accelerates_only_the_final_fit_so_the_budgets_path_is_unchanged():
+    df = pd.DataFrame(rows(3000, 16))
+    fits = {}
+    for accelerate in (False, True):
+        restarts = WORK["restarts"]
+        model = AIM(max_rounds=6, iters=40, accelerate=accelerate).fit(df, DOM, 0.5, np.random.default_rng(17))
+        fits[accelerate] = (model, WORK["restarts"] - restarts)
+    plain, fast = fits[False][0], fits[True][0]
+    assert [(s.label, s.amount) for s in plain.ledger_.spends] == [(s.label, s.amount) for s in fast.ledger_.spends]
+    assert [r["marginal"] for r in plain.rounds_] == [r["marginal"] for r in fast.rounds_]
+    assert [e["steps"] for e in plain.estimates_[:-1]] == [e["steps"] for e in fast.estimates_[:-1]]
+    assert fits[False][1] == 0                                     # no momentum anywhere without it
+    assert (plain.estimates_[-1]["steps"], fast.estimates_[-1]["steps"]) == (120, 60)
+    assert fast.model_.loss <= plain.model_.loss                   # half the final steps, no worse a fit
