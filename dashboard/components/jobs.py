@@ -13,7 +13,8 @@ REFRESH = 2.0
 SHOWN = 8
 """Most recent jobs listed (older finished ones drop off the list, not out of the cache)."""
 
-_ICONS = {DONE: "✅", FAILED: "⚠️", CANCELLED: "⏹️"}
+# Streamlit's bundled icon font: emoji need a font the machine may not have (a blank box instead)
+_ICONS = {DONE: ":material/check_circle:", FAILED: ":material/error:", CANCELLED: ":material/stop_circle:"}
 _warmed = False
 
 
@@ -42,7 +43,7 @@ def _draw(jobs: list[Job]) -> None:
 
 
 def _line(job: Job) -> None:
-    st.markdown(f"{_ICONS.get(job.state, '⏳')} {describe(job)}")
+    st.markdown(f"{_ICONS.get(job.state, ':material/hourglass_top:')} {describe(job)}")
     if job.state in LIVE:
         st.progress(min(1.0, job.done / job.total) if job.total else 0.0)
 

@@ -238,13 +238,16 @@ def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: 
         st.info(note)
     if stored is None:
         return None
+    panel = st.empty()
     try:
-        action, preview = _confirmation(key, stored["rel"], what, same_as)
+        with panel.container():
+            action, preview = _confirmation(key, stored["rel"], what, same_as)
     except ValueError as exc:            # the ledger cannot be read: nothing can be released
         st.error(str(exc))
         return None
     if action is None:
         return None
+    panel.empty()                        # answered: its buttons must not stay on screen while the release runs
     st.session_state.pop(state, None)
     if action == "cancel":
         st.session_state[f"{state}_note"] = "Release cancelled: nothing was released and nothing was spent."
