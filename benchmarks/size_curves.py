@@ -10,15 +10,25 @@ between two sizes is log(cost ratio) / log(size ratio): 1 is linear.
 FILE`` checks them against an earlier run's, so a change to the estimator can be shown to leave
 the budget's path alone.
 
-Measured on the shared 2-core machine (load average about 20), CPU seconds of fit + sample:
-  rows       old estimator              this one (same rounds, model MB and ledger)
-  50,000     3.3 s, 29 rounds, 0.24 MB  2.9 s, TVD 0.0110 both
-  100,000   12.9 s, 37 rounds, 1.39 MB  9.7 s, TVD 0.0057 both
-  200,000   64.2 s, 42 rounds, 3.98 MB  40.1 s, TVD 0.0037 both
-  1,000,000 not finished                not finished: 52 s CPU by round 41 (12.8 MB model,
-                                        160 ms a step); the 120 s target is not met
-Each round still takes 100 mirror-descent steps whatever the model's size, so the cost grows with
-the model the larger data lets AIM choose.
+Measured on the shared 2-core machine, CPU seconds of fit + sample (seed 0), the defaults' run of
+2026-11-26 15:37-15:40 (load average 2.1 before, 0.6 after):
+  rows       first numpy estimator            now
+  50,000      2.7 s, 29 rounds, TVD 0.01101     3.4 s, 29 rounds, 0.24 MB, TVD 0.01092 (2.3 s in another run)
+  100,000     6.4 s, 37 rounds, TVD 0.00565     7.1 s, 37 rounds, 1.39 MB, TVD 0.00581
+  200,000    40.5 s, 42 rounds, TVD 0.00368    19.9 s, 42 rounds, 3.98 MB, TVD 0.00363 (15.1 s in another)
+  1,000,000  not finished (164 s CPU by round  108.2 s, 49 rounds, 45.2 MB, TVD 0.00166: the 120 s target
+             44), TVD 0.00167 with the first    is met (113.5 s in another run at load 2.4-3.8)
+             fix below (247 s under a profiler)
+Every ledger is identical to the first estimator's (``--compare``): the rounds keep their 100
+plain steps, so every selection and annealing decision is the same. What changed: a large
+junction-tree table is summed to all its measured cliques along one tree of partial sums (a 17 MB
+model's step went from 410 ms to 90 ms), a step's large tables are reused instead of allocated
+afresh (their page faults cost more than the arithmetic), and the final fit after the last spend
+takes 150 accelerated steps instead of 300 plain ones (lower loss; a lower TVD at 50k, 200k and 1M,
+a higher one at 100k, where every accelerated final fit from 100 to 300 steps gave 0.0057-0.0058
+against 0.0057 for 300 plain steps: a closer fit there fits more of the noise). At 1M rows the three
+45 MB rounds and the final fit are about half of the CPU time (``aim_estimator_bench.py`` prints
+the cost per round against model size).
 
 Run: .venv/bin/python benchmarks/size_curves.py [--rows 50000,100000,200000,1000000] [--ledger out.json]
 """

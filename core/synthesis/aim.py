@@ -16,9 +16,10 @@ Every spend is a line of ``ledger_`` and they add up to ``rho``.
 Each round's estimate takes 100 warm-started mirror-descent steps (plain, Armijo): the rounds'
 fits decide the selections and the annealing, so they stay as they were chosen. The final fit,
 after the last spend, takes 150 accelerated steps (``accelerate``, the default; without it 300
-plain steps, as before): from the same last round on CPS rows resampled to 50,000, 200,000 and
-1,000,000 that gave a lower loss and a lower 2-way TVD (0.01092, 0.00361 and 0.00165 against
-0.01100, 0.00374 and 0.00167 for 300 plain steps) at half the steps. With
+plain steps, as before): on CPS rows resampled to 50,000, 200,000 and 1,000,000 that gave a
+lower loss and a lower 2-way TVD (0.01092, 0.00363 and 0.00166 against 0.01101, 0.00368 and
+0.00167) at half the steps; at 100,000 the TVD was higher (0.00581 against 0.00565), as it was for
+every accelerated final fit of 100-300 steps there. With
 ``within_noise`` set (e.g. 1.0) a fit stops sooner once every measured table is fitted to within its
 noise; it is off by default because, on CPS rows resampled to 50,000-200,000, the tables rarely all
 get there within 100 steps (2 of 31 fits ended early at 50,000, none at 100,000), so it saves

@@ -460,7 +460,8 @@ class GraphicalModel:
             else:
                 groups.setdefault(node, []).append(cl)
         for node, group in groups.items():
-            plan = _reduction_plan(self.clique_tables[node].shape, [frozenset(node.index(c) for c in cl) for cl in group])
+            plan = _reduction_plan(self.clique_tables[node].shape,
+                                   [frozenset(node.index(c) for c in cl) for cl in group])
             tables: list[np.ndarray] = []
             for parent, drop, at in plan:
                 tables.append(self.clique_tables[node] if parent < 0 else _reduce(np.add, tables[parent], drop))
@@ -622,8 +623,8 @@ class _Problem:
         for v, rs in by_host.items():   # each large host: one tree of partial sums for all its cliques
             lo, hi = self.offset[v]
             plan = _reduction_plan(self.shapes[v], [frozenset(v.index(a) for a in r) for r in rs])
-            nodes = [(parent, drop, [(rs[i], _axes_shape(domain, v, rs[i]), tuple(domain[a] for a in rs[i]), dense[rs[i]])
-                                     for i in hosted]) for parent, drop, hosted in plan]
+            nodes = [(parent, drop, [(rs[i], _axes_shape(domain, v, rs[i]), tuple(domain[a] for a in rs[i]),
+                                      dense[rs[i]]) for i in hosted]) for parent, drop, hosted in plan]
             self.dense.append((lo, hi, self.shapes[v], nodes))
         self.y = np.concatenate(ys) if ys else np.zeros(0)
         self.w = np.concatenate(ws) if ws else np.zeros(0)
