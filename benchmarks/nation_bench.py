@@ -82,8 +82,8 @@ ROUND_LINES_EVERY = 30.0
 
 def round_reporter(name: str, synthesizer, started: float):
     """A fit's ``progress(round, planned, message)`` that prints, at most every ROUND_LINES_EVERY
-    seconds, the round reached, the model's size and the last estimate's CPU seconds (so a run stopped
-    before its end still says how far it got)."""
+    seconds, the fit's own message (for AIM: the round reached and the budget left), the model's size
+    and the last estimate's CPU seconds (so a run stopped before its end still says how far it got)."""
     last = [started]
 
     def progress(t: int, planned: int, message: str) -> None:
@@ -94,7 +94,7 @@ def round_reporter(name: str, synthesizer, started: float):
         done = getattr(synthesizer, "estimates_", None) or [{}]
         model = done[-1].get("model_mb", float("nan"))
         cpu = done[-1].get("cpu_s", float("nan"))
-        print(f"    {name} at {now - started:.0f} s: starting round {t} of at most about {planned}, model {model:.1f} MB, "
+        print(f"    {name} at {now - started:.0f} s: {message or f'round {t} of {planned}'}; model {model:.1f} MB, "
               f"last estimate {cpu:.1f} s CPU; load {os.getloadavg()[0]:.1f}", flush=True)
 
     return progress
