@@ -232,7 +232,8 @@ try:
     if not run_estimate_notice(plan, data, key="dm_estimate", run=run):
         st.stop()
     result = run_with_progress(run, plan, data, label="Drawing plans and noisy runs", cancel_key="dm_cancel",
-                               batch=not first_render("dm", plan))   # the first render never queues
+                               # the first render of each geography (opening the page, a switch of state) never queues
+                               batch=not first_render(f"dm_{ref.source}", plan))
     if ledger_ref(plan) is not None:   # the seeded noisy runs: listed apart in the project ledger, never counted
         record_release(release_entry(plan, "District maps", "seeded noisy runs",
                                      f"{ALGORITHMS[plan.noise.algorithm].label}, {plan.noise.runs} seeded noisy runs, "
