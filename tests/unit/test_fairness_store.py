@@ -5,7 +5,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -17,38 +16,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, text
 
 from core.contracts import make_rng
 from core.fairness.elicitation import SessionConfig, aggregate_constraints, sample_assignment, stakeholder_seed
 from core.fairness.store import (MAX_REASON_LENGTH, SCHEMA_VERSION, WITHDRAWN, ElicitationStore,
                                  constraint_set_hash, frontier_summary, normalise_url, parse_export)
+from tests.unit.ledger_support import database_url
 
 REPO = Path(__file__).resolve().parents[2]
 FIFTY = SessionConfig(n_core=2, n_random=48, n_repeat=0, seed=3)
 
 
-# A PostgreSQL URL whose role may create databases (`make test` starts a local server when run
-# as root and sets it); every test gets a database of its own. Without it only SQLite runs.
-PG_ADMIN_URL = os.environ.get("DASHBOARD_TEST_PG_URL", "")
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db(request, tmp_path):
+    """Every test a database of its own: a SQLite file, or a PostgreSQL database when `make test` provides a
+    server (DASHBOARD_TEST_PG_URL; without it only SQLite runs)."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'sessions.sqlite'}"
         return
-    if not PG_ADMIN_URL:
-        pytest.skip("PostgreSQL variant needs DASHBOARD_TEST_PG_URL")
-    admin_url = make_url(normalise_url(PG_ADMIN_URL))
-    name = f"store_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    yield admin_url.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
-    admin.dispose()
+    yield from database_url("postgresql", tmp_path)
 
 
 def is_sqlite(url: str) -> bool:
