@@ -34,7 +34,6 @@ import shutil
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -44,7 +43,6 @@ from core.intake.folder import folder_labels, list_folder, part_codes
 from core.intake.schema import DataSchema
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
-from core.synthesis.counts import Clique, count_tables
 from core.synthesis.fit_ledger import record_fit
 from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.parts import PartCounts, sample_in_parts
@@ -64,14 +62,6 @@ SIMULATION = ("Simulation, not a release: the noise comes from a seeded generato
               "reproduced from the seed.")
 
 
-def _count_clean_part(path: str, schema: DataSchema, labels: dict, cliques) -> dict[Clique, np.ndarray]:
-    """Integer count tables of ``cliques`` over one part read through ``schema`` (runs where it is read)."""
-    arr = part_codes(path, schema, labels)
-    index = {c: j for j, c in enumerate(labels)}
-    domain = {c: len(v) for c, v in labels.items()}
-    return count_tables(arr, index, domain, cliques)
-
-
 class FolderCounts(PartCounts):
     """Count tables of a declared folder set: :class:`PartCounts` whose parts are cleaned by the schema
     before they are encoded with its public labels (:func:`core.intake.folder.folder_labels`)."""
@@ -88,8 +78,8 @@ class FolderCounts(PartCounts):
         report = progress if progress is not None else self.progress
         super().count(cliques, progress=None if report is None else _pass_progress(report, self.passes + 1))
 
-    def part_counter(self, cliques: Sequence[Clique]):
-        return partial(_count_clean_part, schema=self.schema, labels=self.labels, cliques=cliques)
+    def part_reader(self):
+        return partial(part_codes, schema=self.schema)
 
 
 def _pass_progress(progress, number: int):

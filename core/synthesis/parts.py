@@ -66,9 +66,11 @@ def read_part_codes(path, labels: Mapping[str, Sequence]) -> np.ndarray:
     return out
 
 
-def _count_part(path, labels: Mapping[str, Sequence], cliques: Sequence[Clique]) -> dict[Clique, np.ndarray]:
-    """The integer count tables of ``cliques`` over one part (runs where the part is read)."""
-    arr = read_part_codes(path, labels)
+def _count_part(path, labels: Mapping[str, Sequence], cliques: Sequence[Clique],
+                read=read_part_codes) -> dict[Clique, np.ndarray]:
+    """The integer count tables of ``cliques`` over one part, encoded by ``read(path, labels=labels)`` (runs
+    where the part is read)."""
+    arr = read(path, labels=labels)
     index = {c: j for j, c in enumerate(labels)}
     domain = {c: len(v) for c, v in labels.items()}
     return count_tables(arr, index, domain, cliques)
@@ -107,7 +109,8 @@ class PartCounts:
         if unknown:
             raise ValueError(f"Column(s) {unknown} are not declared for these parts.")
         self.passes += 1
-        per_part = map_trials(self.part_counter(todo), [str(f) for f in self.files],
+        per_part = map_trials(partial(_count_part, labels=self.labels, cliques=todo, read=self.part_reader()),
+                              [str(f) for f in self.files],
                               n_jobs=self.n_jobs, progress=progress, label="parts counted", scheduler=self.scheduler)
         for clique in todo:
             total = per_part[0][clique].copy()
@@ -115,9 +118,10 @@ class PartCounts:
                 total += tables[clique]
             self._tables[clique] = total
 
-    def part_counter(self, cliques: Sequence[Clique]):
-        """The function that counts ``cliques`` in one part (given its path), wherever the part is read."""
-        return partial(_count_part, labels=self.labels, cliques=cliques)
+    def part_reader(self):
+        """``read(path, labels=...)``: one part as its (n, d) codes, wherever the part is read (a count source
+        that cleans its parts first changes only this)."""
+        return read_part_codes
 
     def table(self, clique: Clique) -> np.ndarray:
         clique = tuple(clique)
