@@ -29,10 +29,11 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Listener
 from typing import Any, Callable, Sequence
 
+from core.cluster import LOCAL, ChannelReporter, ClusterChannel, client_for, inside_cluster_task, scheduler_address
 from core.contracts import Cancelled, Progress
 from core.parallel import map_trials
 
-__all__ = ["UNITS", "RoundReporter", "relay_available", "relayed_map"]
+__all__ = ["UNITS", "RoundReporter", "relayed_map"]
 
 UNITS = 1000
 """Progress steps each item counts for (its rounds split them)."""
@@ -164,18 +165,13 @@ class _ClusterRelay:
     :class:`core.cluster.ClusterChannel` (the scheduler's queue and event), read through ``client``."""
 
     def __init__(self, client) -> None:
-        from core.cluster import ClusterChannel
-
         self.channel = ClusterChannel(client=client)
 
     def reporter(self, index: int, every: float) -> "_ItemReporter":
         return _ItemReporter(self.channel, (index,), every)
 
     def take(self, share: list[float], message: str) -> str:
-        for index, done, total, text in self.channel.take():
-            share[index] = max(share[index], min(done / max(total, 1), 1.0))
-            message = text or message
-        return message
+        return _count(self.channel.take(), share, message)
 
     def cancel(self) -> None:
         self.channel.stop()
@@ -184,42 +180,27 @@ class _ClusterRelay:
         self.channel.close()
 
 
-class _ItemReporter:
-    """One item's :class:`core.cluster.ChannelReporter`, with the ``finished`` and ``close`` that
-    :func:`call_reporting` calls."""
-
-    def __init__(self, channel, prefix: tuple, every: float) -> None:
-        from core.cluster import ChannelReporter
-
-        self.report = ChannelReporter(channel, prefix, every)
-
-    def __call__(self, done: int, total: int, message: str = "") -> None:
-        self.report(done, total, message)
+class _ItemReporter(ChannelReporter):
+    """One item's :class:`core.cluster.ChannelReporter` (its prefix the item's index), with the ``finished``
+    and ``close`` that :func:`call_reporting` calls."""
 
     def finished(self) -> None:
+        """The item is done: its whole share counts."""
         try:
-            self.report.channel.send((*self.report.prefix, 1, 1, ""))
+            self.channel.send((*self.prefix, 1, 1, ""))
         except Exception:  # no scheduler within reach: the result itself still counts
             pass
 
     def close(self) -> None:
-        pass
+        """Nothing to hang up: the channel lives on the scheduler."""
 
 
 def _cluster_now() -> tuple[str, object] | tuple[None, None]:
     """The address and client of the Dask cluster a fan-out from here goes to now, or ``(None, None)``
     (it runs on this machine)."""
-    from core.cluster import client_for, inside_cluster_task, scheduler_address
-
     address = None if inside_cluster_task() else scheduler_address(None)
     client = client_for(address) if address else None
     return (address, client) if client is not None else (None, None)
-
-
-def relay_available() -> bool:
-    """Whether a fan-out's rounds can be relayed: always, on this machine's workers over a local socket,
-    on a Dask cluster over its queue (kept for callers that ask)."""
-    return True
 
 
 def relayed_map(func: Callable, items: Sequence, *, n_jobs: int | None, progress: Progress,
@@ -230,8 +211,6 @@ def relayed_map(func: Callable, items: Sequence, *, n_jobs: int | None, progress
     items = list(items)
     if not items:
         return []
-    from core.cluster import LOCAL
-
     address, client = _cluster_now()
     relay = _ClusterRelay(client) if client is not None else _Relay()
     try:
@@ -270,10 +249,18 @@ def relayed_map(func: Callable, items: Sequence, *, n_jobs: int | None, progress
 
 def _drain(q, share: list[float], message: str) -> str:
     """Take every report waiting on the queue into ``share``; the latest message (or ``message``)."""
+    reports = []
     while True:
         try:
-            index, done, total, text = q.get_nowait()
+            reports.append(q.get_nowait())
         except queue_module.Empty:
-            return message
-        share[index] = max(share[index], min(done / total, 1.0))
+            return _count(reports, share, message)
+
+
+def _count(reports, share: list[float], message: str) -> str:
+    """Each ``(index, done, total, text)`` report into its item's ``share`` of the whole (never going back);
+    the latest message (or ``message``)."""
+    for index, done, total, text in reports:
+        share[index] = max(share[index], min(done / max(total, 1), 1.0))
         message = text or message
+    return message

@@ -34,7 +34,7 @@ from core.privacy.ledger import BudgetLedger
 from core.synthesis.encoding import check_codes
 from core.synthesis.fit_ledger import record_fit
 from core.synthesis.noise import noise_source
-from core.synthesis.round_relay import relay_available, relayed_map
+from core.synthesis.round_relay import relayed_map
 from core.synthesis.strata import StrataIndex
 
 SIZE_POLICIES = ("public", "dp_count")
@@ -260,11 +260,11 @@ class StratifiedSynthesizer:
                 if progress is not None and forward is None:
                     progress(s + 1, len(jobs), f"{label} fitted")
             return out
-        if progress is not None and relay_available():
+        if progress is not None:
             # workers, local or on a Dask cluster, relay their rounds back to this process (``round_relay``)
             return relayed_map(fit_reporting, jobs, n_jobs=self.n_jobs, progress=progress, label="stratum fits")
         # no progress wanted: a plain fan-out
-        return map_trials(_fit_one, jobs, n_jobs=self.n_jobs, progress=progress, label="stratum fits")
+        return map_trials(_fit_one, jobs, n_jobs=self.n_jobs, label="stratum fits")
 
     def release_size(self) -> int:
         """Rows a release may have: the sum of the sizes used (noisy under DP counts, public otherwise),

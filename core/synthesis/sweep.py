@@ -24,7 +24,7 @@ from core.synthesis.metrics import (group_keys, ml_utility, one_way_tvd, parity_
                                     workload_error)
 from core.synthesis.plan import MAX_STRATA, METHODS, SynthesisPlan
 from core.synthesis.registry import SYNTHESIZERS
-from core.synthesis.round_relay import relay_available, relayed_map
+from core.synthesis.round_relay import relayed_map
 from core.synthesis.stratified import StratifiedSynthesizer
 from core.synthesis.strata import StrataIndex
 
@@ -242,10 +242,10 @@ def run_sweep(plan: SynthesisPlan, frame: pd.DataFrame, progress: Progress | Non
     if n_jobs == 1:
         runs = map_trials(functools.partial(_one_run, progress=progress), items, n_jobs=1, progress=progress,
                           label="synthesizer fits")
-    elif progress is not None and relay_available():
+    elif progress is not None:
         runs = relayed_map(_one_run, items, n_jobs=n_jobs, progress=progress, label="synthesizer fits")
     else:
-        runs = map_trials(_one_run, items, n_jobs=n_jobs, progress=progress, label="synthesizer fits")
+        runs = map_trials(_one_run, items, n_jobs=n_jobs, label="synthesizer fits")
     names = stratum_labels(plan.strata, labels, domain)
     real_sizes = np.bincount(group_keys(train, plan.strata, domain), minlength=len(names))
     group_rows, overall_rows, strata, ledger, statement = [], [], [], None, ""
