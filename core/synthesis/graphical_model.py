@@ -291,6 +291,15 @@ def _reduction_plan(shape: tuple[int, ...], targets: Sequence[frozenset]) -> lis
     return out
 
 
+def _partial_sums(table: np.ndarray, plan: Sequence[tuple[int, tuple, list]]):
+    """The tables of a ``_reduction_plan`` over ``table``, parents first: ``(parent, the entry's
+    table, the entry's targets)`` for each entry."""
+    tables: list[np.ndarray] = []
+    for parent, drop, at in plan:
+        tables.append(table if parent < 0 else _reduce(np.add, tables[parent], drop))
+        yield parent, tables[-1], at
+
+
 @functools.lru_cache(maxsize=256)
 def _schedule(domain_items: tuple, cliques: frozenset) -> "_Tree":
     """The message-passing schedule of the junction tree of a clique set (built once per set)."""
@@ -462,12 +471,10 @@ class GraphicalModel:
         for node, group in groups.items():
             plan = _reduction_plan(self.clique_tables[node].shape,
                                    [frozenset(node.index(c) for c in cl) for cl in group])
-            tables: list[np.ndarray] = []
-            for parent, drop, at in plan:
-                tables.append(self.clique_tables[node] if parent < 0 else _reduce(np.add, tables[parent], drop))
+            for _, table, at in _partial_sums(self.clique_tables[node], plan):
                 for i in at:
                     kept = [c for c in node if c in group[i]]
-                    t = tables[-1].reshape([self.domain[c] for c in kept])
+                    t = table.reshape([self.domain[c] for c in kept])
                     out[group[i]] = np.transpose(t, [kept.index(c) for c in group[i]])
         return {tuple(cl): out[tuple(cl)] for cl in cliques}
 
@@ -660,11 +667,8 @@ class _Problem:
         """Measured-cell answers of the model, the loss and the weighted residual."""
         ans = self.A @ p_flat if self.A.nnz else np.zeros(self.y.size)
         for lo, hi, shape, nodes in self.dense:
-            tables: list[np.ndarray] = []
-            for parent, drop, hosted in nodes:
-                t = p_flat[lo:hi].reshape(shape) if parent < 0 else _reduce(np.add, tables[parent], drop)
+            for parent, t, hosted in _partial_sums(p_flat[lo:hi].reshape(shape), nodes):
                 WORK["host_passes"] += parent == 0
-                tables.append(t)
                 for _, _, r_shape, parts in hosted:
                     tr = t.reshape(r_shape)
                     for sub, _, a, b in parts:
