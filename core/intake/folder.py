@@ -312,14 +312,15 @@ def _register_estimate() -> None:
 _register_estimate()
 
 
-def part_progress(progress, what: str):
-    """``progress`` reporting parts as they finish: "part 7 of 20 checked" (None stays None). The fan-out
-    calls it where the parts are handed out (the job's process), once per finished part."""
+def part_progress(progress, what: str, before: str = ""):
+    """``progress`` reporting parts as they finish: "part 7 of 20 checked", after ``before`` when given
+    ("count pass 1: part 7 of 20 counted") (None stays None). The fan-out calls it where the parts are
+    handed out (the job's process), once per finished part."""
     if progress is None:
         return None
 
     def report(done: int, total: int, message: str = "") -> None:
-        progress(done, total, f"part {done} of {total} {what}")
+        progress(done, total, f"{before}part {done} of {total} {what}")
     return report
 
 

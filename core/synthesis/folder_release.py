@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from core.contracts import Plan, digest_of, named_rng
-from core.intake.folder import folder_labels, list_folder, part_codes
+from core.intake.folder import folder_labels, list_folder, part_codes, part_progress
 from core.intake.schema import DataSchema
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
@@ -76,17 +76,10 @@ class FolderCounts(PartCounts):
 
     def count(self, cliques, progress=None) -> None:
         report = progress if progress is not None else self.progress
-        super().count(cliques, progress=None if report is None else _pass_progress(report, self.passes + 1))
+        super().count(cliques, progress=part_progress(report, "counted", f"count pass {self.passes + 1}: "))
 
     def part_reader(self):
         return partial(part_codes, schema=self.schema)
-
-
-def _pass_progress(progress, number: int):
-    """The count pass ``number``'s parts as they finish: "count pass 1: part 7 of 20 counted"."""
-    def report(done: int, total: int, message: str = "") -> None:
-        progress(done, total, f"count pass {number}: part {done} of {total} counted")
-    return report
 
 
 @dataclass(frozen=True)
@@ -220,9 +213,8 @@ class ReleaseProgress:
         self.sizes = {"count": max(int(n_parts), 1), "fit": max(int(fit), 1), "write": max(int(out_parts), 1)}
         self.total = sum(self.sizes.values())
 
-    def stage(self, name: str, words=None):
-        """``progress(done, total, message)`` of stage ``name``, placed on the whole bar; ``words(done,
-        total, message)`` is what the bar says (the stage's own message when None)."""
+    def stage(self, name: str):
+        """``progress(done, total, message)`` of stage ``name``, placed on the whole bar with its message."""
         if self.progress is None:
             return None
         names = list(self.sizes)
@@ -230,8 +222,7 @@ class ReleaseProgress:
 
         def report(done: int, total: int, message: str = "") -> None:
             share = min(max(done / total, 0.0), 1.0) if total > 0 else 0.0
-            text = message if words is None else words(done, total, message)
-            self.progress(offset + int(round(share * size)), self.total, text)
+            self.progress(offset + int(round(share * size)), self.total, message)
         return report
 
 
@@ -285,8 +276,7 @@ def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secur
     try:
         paths = sample_in_parts(model, n_rows, plan.out_parts, int(sample_seed), labels=source.labels,
                                 folder=staging, n_jobs=n_jobs, scheduler=scheduler,
-                                progress=bar.stage("write", lambda done, total, _m:
-                                                   f"synthetic part {done} of {total} written"))
+                                progress=part_progress(bar.stage("write"), "written", "synthetic "))
     except BaseException:                 # a failure or a cancel: nothing half-written is left behind
         shutil.rmtree(staging, ignore_errors=True)
         raise

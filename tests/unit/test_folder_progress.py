@@ -89,7 +89,7 @@ def test_bar_stages_place_each_stage_after_the_ones_before():
     bar = ReleaseProgress(seen, n_parts=4, fit=10, out_parts=2)
     bar.stage("count")(2, 4, "x")
     bar.stage("fit")(5, 10, "y")
-    bar.stage("write", lambda d, t, m: f"part {d} of {t}")(1, 2)
+    bar.stage("write")(1, 2, "part 1 of 2")
     assert seen.calls == [(2, 16, "x"), (4 + 5, 16, "y"), (14 + 1, 16, "part 1 of 2")]
     assert ReleaseProgress(None, 1, 1, 1).stage("count") is None
 
