@@ -633,6 +633,10 @@ class _Problem:
             nodes = [(parent, drop, [(rs[i], _axes_shape(domain, v, rs[i]), tuple(domain[a] for a in rs[i]),
                                       dense[rs[i]]) for i in hosted]) for parent, drop, hosted in plan]
             self.dense.append((lo, hi, self.shapes[v], nodes))
+        # runs of the flat vector outside the large hosts: a step copies its base there (a large
+        # host's cells are written by the host's own first broadcast)
+        bounds = [0] + [x for lo, hi, _, _ in sorted(self.dense, key=lambda d: d[0]) for x in (lo, hi)] + [self.n_cells]
+        self.outside_dense = [(lo, hi) for lo, hi in zip(bounds[0::2], bounds[1::2]) if hi > lo]
         self.y = np.concatenate(ys) if ys else np.zeros(0)
         self.w = np.concatenate(ws) if ws else np.zeros(0)
         r_idx = np.concatenate(rows) if rows else np.zeros(0, np.int64)
@@ -688,19 +692,18 @@ class _Problem:
             g = np.zeros(self.n_cells) if sparse_part is None else sparse_part
         else:   # a large host's cells are written by its first broadcast below, from ``base``
             g = np.empty(self.n_cells) if out is None else out
-            bounds = [0] + [x for lo, hi, _, _ in sorted(self.dense) for x in (lo, hi)] + [self.n_cells]
-            for lo, hi in zip(bounds[0::2], bounds[1::2]):
+            for lo, hi in self.outside_dense:
                 if sparse_part is None:
                     g[lo:hi] = base[lo:hi]
                 else:
                     np.add(base[lo:hi], sparse_part[lo:hi], out=g[lo:hi])
-        for lo, hi, shape, nodes in self.dense:
 
-            def residual_table(r, r_shape, parts):
-                acc = np.zeros(r_shape)
-                for _, in_r, a, b in parts:
-                    acc += wd[a:b].reshape(in_r)
-                return acc
+        def residual_table(r, r_shape, parts):      # a maximal clique's measured residuals, summed on it
+            acc = np.zeros(r_shape)
+            for _, in_r, a, b in parts:
+                acc += wd[a:b].reshape(in_r)
+            return acc
+        for lo, hi, shape, nodes in self.dense:
             _spread(nodes, residual_table, g[lo:hi].reshape(shape),
                     None if base is None else base[lo:hi].reshape(shape))
         return g
