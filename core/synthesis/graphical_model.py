@@ -561,10 +561,11 @@ class _Problem:
     host tables is ``A^T (w (A p - y))`` (each measurement's residual broadcast over its host,
     which is where Private-PGM's gradient on the clique marginals goes). Measurements whose host
     table is larger than ``SPARSE_HOST_CELLS`` are summed and broadcast densely instead, so the
-    matrix never holds more than that many entries per measurement; there the host is summed once
-    down to each maximal measured clique it holds, and every measured sub-clique from that small
-    table (and the gradient is gathered on the maximal clique before one broadcast over the host),
-    so a step costs one pass over a host per maximal clique, not per measurement.
+    matrix never holds more than that many entries per measurement; there the host is summed down
+    to all the maximal measured cliques it holds along one ``_reduction_plan``, and every measured
+    sub-clique from its maximal clique's small table (the gradient is gathered on the maximal
+    cliques and broadcast back up the same plan), so a step costs a few passes over a large host
+    whatever the number of cliques it holds.
     """
 
     def __init__(self, domain: Mapping[str, int], measurements: Sequence[Measurement]) -> None:
