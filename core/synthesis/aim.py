@@ -204,12 +204,10 @@ class AIM:
                 rho_meas, rho_sel = 4 * rho_meas, 4 * rho_sel
             if last:
                 break
-        if not t:
-            self.model_ = model
-        elif self.accelerate:   # after the last spend: nothing the fit decides can change the budget's path
-            self.model_ = self._estimate(measurements, 3 * self.iters // 2, model, t + 1, accelerate=True)
-        else:
-            self.model_ = self._estimate(measurements, 3 * self.iters, model, t + 1)
+        # after the last spend nothing the fit decides can change the budget's path: the final fit
+        # may take accelerated steps (half as many as plain ones)
+        final_iters = 3 * self.iters // 2 if self.accelerate else 3 * self.iters
+        self.model_ = self._estimate(measurements, final_iters, model, t + 1, self.accelerate) if t else model
         self.measured_ = [m.clique for m in measurements]
         self.rho_ = rho
         return self
