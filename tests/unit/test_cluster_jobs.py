@@ -15,6 +15,7 @@ from distributed import LocalCluster
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cluster_jobs_support as support  # noqa: E402
 from ledger_support import release  # noqa: E402
+from sweep_support import small_aim_sweep  # noqa: E402
 
 from core.cluster import ChannelReporter, ClusterChannel, client_for, close_clients, use_scheduler
 from core.contracts import Cancelled
@@ -110,17 +111,9 @@ def test_a_task_whose_stop_flag_is_up_stops_at_its_first_report_and_sends_nothin
 
 def test_a_sweep_on_the_cluster_relays_its_fits_rounds(cluster, monkeypatch):
     """A fan-out on the cluster reports rounds from inside its fits (the bar moves within a fit)."""
-    from core.contracts import DataRef
-    from core.datasets import load_dataset
-    from core.synthesis import AIMParams, SweepPlan, SynthesisPlan
     from core.synthesis.sweep import run_sweep
-    from core.synthesis.workflow import prepare
 
-    columns = ("age_band", "education", "sex", "income")
-    data = load_dataset("cps").head(2000)[list(columns)].reset_index(drop=True)
-    plan = SynthesisPlan(data=DataRef("cps"), columns=columns, strata=("sex",), target=None, synthesizer="aim",
-                         synth_params=AIMParams(max_rounds=3), sweep=SweepPlan(epsilons=(2.0,), seeds=(0,)))
-    frame, _ = prepare(plan, data)
+    plan, frame = small_aim_sweep()
     relayed: list[str] = []
     real_take = ClusterChannel.take
 
@@ -159,18 +152,9 @@ class _Recording(JobQueue):
 def test_a_sweep_job_on_the_cluster_moves_the_bar_round_by_round(cluster, monkeypatch):
     """The whole way: the job's task, its fan-out to the cluster, the fits' rounds, back to the server."""
     import core.cluster
-
-    from core.contracts import DataRef
-    from core.datasets import load_dataset
-    from core.synthesis import AIMParams, SweepPlan, SynthesisPlan
     from core.synthesis.sweep import run_sweep
-    from core.synthesis.workflow import prepare
 
-    columns = ("age_band", "education", "sex", "income")
-    data = load_dataset("cps").head(2000)[list(columns)].reset_index(drop=True)
-    plan = SynthesisPlan(data=DataRef("cps"), columns=columns, strata=("sex",), target=None, synthesizer="aim",
-                         synth_params=AIMParams(max_rounds=3), sweep=SweepPlan(epsilons=(2.0,), seeds=(0,)))
-    frame, _ = prepare(plan, data)
+    plan, frame = small_aim_sweep()
     monkeypatch.setattr(core.cluster, "REPORT_EVERY", 0.0)              # the job passes on every report it gets
     address = cluster.scheduler_address
     queue = _Recording(DaskExecutor(address, client_for(address)), slots=1, cores=1)

@@ -4,7 +4,6 @@ round progress reaches the caller from worker processes too."""
 from __future__ import annotations
 
 import os
-
 import threading
 
 import numpy as np
@@ -17,6 +16,7 @@ from core.synthesis import gem as gem_module
 from core.synthesis.gem import (GEM, MIN_FIT_ROUNDS, MIN_SIGNAL, fit_rounds, generator_rows, program_shapes,
                                 programs, round_budget, row_buckets)
 from synthesis_toys import DOMAIN, correlated
+from sweep_support import small_aim_sweep
 
 STRATA = 36
 
@@ -176,18 +176,10 @@ def test_a_sweep_on_worker_processes_relays_aim_rounds(monkeypatch):
     import queue
     import types
 
-    from core.contracts import DataRef
     from core.synthesis import round_relay
-    from core.datasets import load_dataset
-    from core.synthesis import AIMParams, SweepPlan, SynthesisPlan
     from core.synthesis.sweep import run_sweep
-    from core.synthesis.workflow import prepare
 
-    columns = ("age_band", "education", "sex", "income")
-    data = load_dataset("cps").head(2000)[list(columns)].reset_index(drop=True)
-    plan = SynthesisPlan(data=DataRef("cps"), columns=columns, strata=("sex",), target=None, synthesizer="aim",
-                         synth_params=AIMParams(max_rounds=3), sweep=SweepPlan(epsilons=(2.0,), seeds=(0,)))
-    frame, _ = prepare(plan, data)
+    plan, frame = small_aim_sweep()
     relayed: list[str] = []
 
     class Recorded(queue.Queue):
