@@ -190,6 +190,10 @@ def test_a_large_host_is_summed_a_few_times_per_step_whatever_the_number_of_its_
     assert np.allclose(ans, ans_ref, rtol=1e-12) and loss == pytest.approx(loss_ref, rel=1e-12)
     assert np.allclose(prob.gradient(wd), ref.gradient(wd_ref), rtol=1e-12)
     assert np.allclose(prob.gradient(wd, base=p), p + ref.gradient(wd_ref), rtol=1e-12)   # a step's base added
+    # a warm start's potentials are added into the large host along the same plan, as into the matrix's host
+    start = gm._expand(dom, sparse_fit.potentials, prob.maximal)
+    assert np.abs(start[prob.maximal[0]]).max() > 0.1                  # a fitted start, not zeros
+    assert np.allclose(prob.theta(start), ref.theta(start), rtol=1e-12, atol=1e-12)
 
 
 def test_accelerated_descent_reaches_plain_descents_loss_in_fewer_steps_and_never_raises_it():
