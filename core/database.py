@@ -272,7 +272,6 @@ class Database:
         self.engine.dispose()
 
 
-
 class TableStore:
     """A store whose tables (the class's ``metadata``) live in the project database at ``url`` (the
     default database when None) or on ``engine``; created where missing."""

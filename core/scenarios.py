@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 
 import pandas as pd
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, select
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from core.compare import Snapshot, snapshot_of_report

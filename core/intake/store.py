@@ -25,7 +25,6 @@ from datetime import datetime, timezone
 
 import pandas as pd
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, select
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from core.database import TableStore
