@@ -22,14 +22,11 @@ REGION = ["North", "South", "East", "West"]
 
 
 @pytest.fixture(autouse=True)
-def _own_places(tmp_path, tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dsf_cache"))
+def _own_places(traced_queue, tmp_path, monkeypatch):
+    """A fresh job queue (the check and the release run as job processes of their own), a project database
+    of its own, and parts this small read in-process."""
     monkeypatch.setenv("DASHBOARD_DB_URL", f"sqlite:///{tmp_path / 'project.sqlite'}")
-    monkeypatch.setenv("DASHBOARD_N_JOBS", "1")     # parts this small are read in-process
-    from core.jobs import JobQueue, set_job_queue
-    old = set_job_queue(JobQueue(slots=1))           # the check and the release run as job processes of their own
-    yield
-    set_job_queue(old)
+    monkeypatch.setenv("DASHBOARD_N_JOBS", "1")
 
 
 @pytest.fixture

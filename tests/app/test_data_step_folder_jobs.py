@@ -30,16 +30,12 @@ RELEASE = "Releasing a synthetic copy of the parts"
 
 
 @pytest.fixture
-def queue(tmp_path, tmp_path_factory, monkeypatch):
-    """A job queue of its own whose jobs run on threads, a ledger and store of its own, parts read in-process."""
-    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dsfj_cache"))
+def queue(traced_queue, tmp_path, monkeypatch):
+    """A fresh job queue whose jobs run on threads, a ledger and store of its own, parts read in-process."""
     monkeypatch.setenv("DASHBOARD_DB_URL", f"sqlite:///{tmp_path / 'project.sqlite'}")
     monkeypatch.setenv("DASHBOARD_N_JOBS", "1")
     monkeypatch.setenv("DASHBOARD_JOB_WORKER", "thread")
-    fresh = JobQueue(slots=1)
-    old = set_job_queue(fresh)
-    yield fresh
-    set_job_queue(old)
+    return traced_queue
 
 
 @pytest.fixture
