@@ -171,13 +171,36 @@ def _saved(at) -> AppTest:
     return at
 
 
+def _release_form(at, out: Path, parts: int | None = None) -> AppTest:
+    """The release's output folder (and the number of parts to write, else the page's default)."""
+    at.text_input(key="ds_folder_out").input(str(out)).run()
+    if parts is not None:
+        at.number_input(key="ds_folder_parts").set_value(parts).run()
+    return at
+
+
+def _midway(monkeypatch, act) -> None:
+    """The page's release job calls ``act()`` when the first of its two synthetic parts is written (one part
+    already drawn and written), before the report goes on to the job."""
+    import core.synthesis.folder_release as folder_release
+
+    real = folder_release.release_unpublished
+
+    def release(plan, schema, folder, nonce, progress=None):
+        def report(done, total, message=""):
+            if message == "synthetic part 1 of 2 written":
+                act()
+            progress(done, total, message)
+        return real(plan, schema, folder, nonce, progress=report)
+
+    monkeypatch.setattr(folder_release, "release_unpublished", release)
+
+
 def test_the_release_is_a_job_that_counts_parts_and_publishes_after_the_commit(queue, parts, tmp_path):
     from core.privacy.project_ledger import ProjectLedger, declared_key
 
-    at = _saved(_open(parts))
     out = tmp_path / "synthetic"
-    at.text_input(key="ds_folder_out").input(str(out)).run()
-    at.number_input(key="ds_folder_parts").set_value(2).run()
+    at = _release_form(_saved(_open(parts)), out, 2)
     said = at.session_state["ds_folder_release_estimate_estimate"]
     assert said.work == ("count 3 parts x about 240 rows x 2 columns in one pass, fit MST (maximum spanning tree), "
                          "draw and write 2 synthetic parts")
@@ -202,25 +225,15 @@ def test_the_release_is_a_job_that_counts_parts_and_publishes_after_the_commit(q
 
 
 def test_a_cancelled_release_spends_nothing_and_leaves_no_part(queue, parts, tmp_path, monkeypatch):
-    import core.synthesis.folder_release as folder_release
     from core.privacy.project_ledger import ProjectLedger, declared_key
 
-    real = folder_release.release_unpublished
+    def cancel():
+        (job,) = _jobs(queue, RELEASE)
+        job.cancel()                                                   # the bar's (or the sidebar's) Cancel
 
-    def cancelled_midway(plan, schema, folder, nonce, progress=None):
-        def report(done, total, message=""):
-            if message == "synthetic part 1 of 2 written":             # one part already drawn and written
-                (job,) = _jobs(queue, RELEASE)
-                job.cancel()                                           # the bar's (or the sidebar's) Cancel
-            progress(done, total, message)                             # the job notices here and stops
-        return real(plan, schema, folder, nonce, progress=report)
-
-    monkeypatch.setattr(folder_release, "release_unpublished", cancelled_midway)
-    at = _saved(_open(parts))
+    _midway(monkeypatch, cancel)                                       # the job notices at the report and stops
     out = tmp_path / "synthetic"
-    at.text_input(key="ds_folder_out").input(str(out)).run()
-    at.number_input(key="ds_folder_parts").set_value(2).run()
-    confirm_release(at, "ds_folder_release")
+    at = confirm_release(_release_form(_saved(_open(parts)), out, 2), "ds_folder_release")
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     (job,) = _jobs(queue, RELEASE)
     assert job.state == CANCELLED
@@ -238,9 +251,8 @@ def test_a_release_the_ledger_cannot_commit_publishes_nothing(queue, parts, tmp_
     def refuse(self, reservation, spends=None):
         raise ValueError("The ledger could not be written (a test's refusal).")
 
-    at = _saved(_open(parts))
     out = tmp_path / "synthetic"
-    at.text_input(key="ds_folder_out").input(str(out)).run()
+    at = _release_form(_saved(_open(parts)), out)
     monkeypatch.setattr(ProjectLedger, "commit", refuse)
     confirm_release(at, "ds_folder_release")
     assert not at.exception and any("a test's refusal" in e.value for e in at.error)
@@ -255,26 +267,16 @@ def test_a_release_whose_job_stops_before_it_finishes_spends_nothing_and_says_so
     """A job that ends without a result (here it meets a stop of its own) drops the reservation and its
     unfinished parts in its completion hook; the page says so once. (Leaving the page no longer stops a
     release: it was paid for, and runs on: tests/app/test_releases_survive.py.)"""
-    import core.synthesis.folder_release as folder_release
     from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
     from core.privacy.project_ledger import ProjectLedger, declared_key
 
-    real = folder_release.release_unpublished
+    def stop():
+        raise StopException()
 
-    def stopped_midway(plan, schema, folder, nonce, progress=None):
-        def report(done, total, message=""):
-            if message == "synthetic part 1 of 2 written":
-                raise StopException()
-            progress(done, total, message)
-        return real(plan, schema, folder, nonce, progress=report)
-
-    monkeypatch.setattr(folder_release, "release_unpublished", stopped_midway)
-    at = _saved(_open(parts))
+    _midway(monkeypatch, stop)
     out = tmp_path / "synthetic"
-    at.text_input(key="ds_folder_out").input(str(out)).run()
-    at.number_input(key="ds_folder_parts").set_value(2).run()
-    confirm_release(at, "ds_folder_release")
+    at = confirm_release(_release_form(_saved(_open(parts)), out, 2), "ds_folder_release")
     assert not at.exception
     key = declared_key(NAME)
     ledger = ProjectLedger()
