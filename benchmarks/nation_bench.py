@@ -29,7 +29,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 
 from core.cluster import close_clients, use_scheduler  # noqa: E402
 from core.datasets import cps_domain, load_dataset  # noqa: E402
@@ -39,30 +38,29 @@ from core.synthesis.parts import PartCounts, sample_in_parts  # noqa: E402
 from core.synthesis.synthesizers import MST  # noqa: E402
 
 
-def write_parts(folder: Path, rows: int, part_rows: int) -> int:
-    """The resampled file in parts; returns the bytes of one part's codes in memory."""
+def part_layout(rows: int, part_rows: int) -> list[tuple[str, int]]:
+    """File name and row count of each part of a file of ``rows`` rows in parts of ``part_rows``."""
+    return [(f"part-{i:05d}.parquet", min(part_rows, rows - start)) for i, start in enumerate(range(0, rows, part_rows))]
+
+
+def write_parts(folder: Path, rows: int, part_rows: int) -> None:
+    """The resampled file in the parts of ``part_layout``."""
     people = load_dataset("cps")
     rng = np.random.default_rng(20261126)
-    start = 0
-    i = 0
-    while start < rows:
-        size = min(part_rows, rows - start)
+    for name, size in part_layout(rows, part_rows):
         part = people.iloc[rng.integers(0, len(people), size)].reset_index(drop=True)
-        part.astype(str).to_parquet(folder / f"part-{i:05d}.parquet", index=False)
-        start += size
-        i += 1
-    return part_rows * people.shape[1] * 8
+        part.astype(str).to_parquet(folder / name, index=False)
 
 
 def reusable_parts(folder: Path, rows: int, part_rows: int) -> bool:
     """True when ``folder`` holds the parts a run with these sizes writes (names and row counts)."""
     import pyarrow.parquet as pq
 
-    expected = [min(part_rows, rows - start) for start in range(0, rows, part_rows)]
+    layout = part_layout(rows, part_rows)
     found = sorted(folder.glob("part-*.parquet"))
-    if [p.name for p in found] != [f"part-{i:05d}.parquet" for i in range(len(expected))]:
+    if [p.name for p in found] != [name for name, _ in layout]:
         return False
-    return [pq.ParquetFile(p).metadata.num_rows for p in found] == expected
+    return [pq.ParquetFile(p).metadata.num_rows for p in found] == [size for _, size in layout]
 
 
 def part_frame_mb(path: Path) -> float:
@@ -147,7 +145,7 @@ def main() -> None:
             write_parts(data, args.rows, args.part_rows)
             written = f"written in {time.perf_counter() - t0:.0f} s" + ("" if args.data is None else f" to {data}")
         part_bytes = args.part_rows * len(labels) * 8
-        n_parts = len(list(data.glob("part-*.parquet")))
+        n_parts = len(part_layout(args.rows, args.part_rows))
         print(f"Nation on Dask: {args.rows:,} rows x {len(labels)} columns in {n_parts} Parquet parts "
               f"({written}); two single-threaded workers on loopback; load {os.getloadavg()[0]:.1f}")
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
