@@ -59,12 +59,11 @@ def dashboard(folder: Path, profile: str | None = None, **env: str) -> Iterator[
     """`make run`'s command on a free loopback port, with `env` added; yields the URL. The
     server's output goes to folder/server.log. `profile`: a file for the summed cProfile of every
     script run (benchmarks/profiled_streamlit.py)."""
-    if not profile:
-        with dashboard_process.dashboard(folder, **env) as url:
-            yield url
-        return
-    launcher = [str(ROOT / "benchmarks" / "profiled_streamlit.py")]
-    with dashboard_process.dashboard(folder, launcher, PROFILE_OUT=str(Path(profile).resolve()), **env) as url:
+    launcher = None
+    if profile:
+        launcher = [str(ROOT / "benchmarks" / "profiled_streamlit.py")]
+        env["PROFILE_OUT"] = str(Path(profile).resolve())
+    with dashboard_process.dashboard(folder, launcher, **env) as url:
         yield url
 
 
