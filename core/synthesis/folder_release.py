@@ -47,6 +47,7 @@ from core.synthesis.fit_ledger import record_fit
 from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.parts import PartCounts, sample_in_parts
 from core.synthesis.registry import SYNTHESIZERS
+from core.synthesis.stratified import takes_progress
 
 __all__ = ["FOLDER_ACTION", "FOLDER_METHODS", "FolderCounts", "FolderRelease", "FolderReleasePlan", "ReleaseProgress",
            "discard_unfinished", "fit_steps", "noisy_total", "pending_release", "plan_digest",
@@ -265,10 +266,8 @@ def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secur
         params = dataclasses.replace(params, max_rounds=plan.aim_rounds)
     model = SYNTHESIZERS[plan.method].build(params)
     fitting = bar.stage("fit")
-    if plan.method == "aim" and fitting is not None:
-        model = model.fit(source, None, plan.rho, rng, noise=noise, progress=fitting)
-    else:
-        model = model.fit(source, None, plan.rho, rng, noise=noise)
+    extra = {"progress": fitting} if fitting is not None and takes_progress(model.fit) else {}
+    model = model.fit(source, None, plan.rho, rng, noise=noise, **extra)
     if fitting is not None:
         fitting(1, 1, f"{SYNTHESIZERS[plan.method].label} fitted")
     n_rows = int(round(max(noisy_total(model), 0.0)))
