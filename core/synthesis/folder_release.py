@@ -200,6 +200,14 @@ def discard_unfinished(out, nonce: str = "*") -> int:
     return gone
 
 
+def _fit_params(plan: FolderReleasePlan, method: str):
+    """``method``'s default Params, with the plan's cap on AIM's rounds when it sets one."""
+    params = SYNTHESIZERS[method].default_params()
+    if method == "aim" and plan.aim_rounds:
+        params = dataclasses.replace(params, max_rounds=plan.aim_rounds)
+    return params
+
+
 def fit_steps(plan: FolderReleasePlan, n_columns: int) -> int:
     """The progress steps of the fit: AIM's planned rounds (``aim_rounds`` or 16 per column), MST's one."""
     return max(int(plan.aim_rounds or 16 * n_columns), 1) if plan.method == "aim" else 1
@@ -261,10 +269,7 @@ def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secur
     source = FolderCounts(listing.folder, schema, n_jobs=n_jobs, scheduler=scheduler)
     bar = ReleaseProgress(progress, listing.n_parts, fit_steps(plan, len(source.labels)), plan.out_parts)
     source.progress = bar.stage("count")
-    params = SYNTHESIZERS[plan.method].default_params()
-    if plan.method == "aim" and plan.aim_rounds:
-        params = dataclasses.replace(params, max_rounds=plan.aim_rounds)
-    model = SYNTHESIZERS[plan.method].build(params)
+    model = SYNTHESIZERS[plan.method].build(_fit_params(plan, plan.method))
     fitting = bar.stage("fit")
     extra = {"progress": fitting} if fitting is not None and takes_progress(model.fit) else {}
     model = model.fit(source, None, plan.rho, rng, noise=noise, **extra)
@@ -335,11 +340,8 @@ def _estimate_release(plan: FolderReleasePlan, data, costs):
     dims = data.dims or (2,) * max(data.columns, 1)
 
     def seconds_for(method: str) -> float:
-        params = SYNTHESIZERS[method].default_params()
-        if method == "aim" and plan.aim_rounds:
-            params = dataclasses.replace(params, max_rounds=plan.aim_rounds)
         coef = costs["synthesis"].get(method, costs["synthesis"]["mst"])
-        fit = fit_seconds(coef, fit_features(method, params, data.rows, dims))
+        fit = fit_seconds(coef, fit_features(method, _fit_params(plan, method), data.rows, dims))
         written = FolderWork(plan.out_parts, data.rows, data.columns)
         return (float(c["fixed"]) + parts_seconds(data, float(c["count"]), costs) + fit
                 + parts_seconds(written, float(c["write"]), costs, items=plan.out_parts))
