@@ -97,3 +97,15 @@ def traced_queue(tmp_path, monkeypatch):
     old = set_job_queue(fresh)
     yield fresh
     set_job_queue(old)
+
+
+@pytest.fixture
+def thread_queue():
+    """A fresh background job queue in place of the server's, with one slot, whose jobs run on threads of
+    this process (so a test's job can be a closure that waits for the test's own gate)."""
+    from core.jobs import JobQueue, ThreadExecutor, set_job_queue
+
+    fresh = JobQueue(ThreadExecutor(), slots=1, cores=2)
+    old = set_job_queue(fresh)
+    yield fresh
+    set_job_queue(old)

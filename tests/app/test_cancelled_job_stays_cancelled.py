@@ -8,7 +8,7 @@ import threading
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.jobs import CANCELLED, JobQueue, ThreadExecutor, run_key, set_job_queue
+from core.jobs import CANCELLED, run_key
 
 
 def _script():
@@ -51,38 +51,30 @@ def _as_the_page_sees_them():
     return module.PLAN, module.double
 
 
-@pytest.fixture
-def queue():
-    fresh = JobQueue(ThreadExecutor(), slots=1, cores=2)
-    old = set_job_queue(fresh)
-    yield fresh
-    set_job_queue(old)
-
-
-def test_a_cancelled_plan_waits_for_start_again(queue):
+def test_a_cancelled_plan_waits_for_start_again(thread_queue):
     plan, run = _as_the_page_sees_them()
     key = run_key(run, plan, None)
     gate = threading.Event()
-    queue.submit(lambda progress=None: gate.wait(), owner="another session", key="other", label="other")
-    queue.submit(run, plan, None, owner="me", key=key, label="Doubling")       # queued behind "other"
-    assert queue.cancel_key(key) and queue.find(key).state == CANCELLED
+    thread_queue.submit(lambda progress=None: gate.wait(), owner="another session", key="other", label="other")
+    thread_queue.submit(run, plan, None, owner="me", key=key, label="Doubling")       # queued behind "other"
+    assert thread_queue.cancel_key(key) and thread_queue.find(key).state == CANCELLED
     at = AppTest.from_function(_script, default_timeout=20).run()
     assert not at.exception
     assert [i.value for i in at.info] == ["cancelled"]
-    assert queue.find(key).state == CANCELLED                  # nothing was submitted again
+    assert thread_queue.find(key).state == CANCELLED                  # nothing was submitted again
     gate.set()
     again = next(b for b in at.button if b.label == "Start again")
     again.click().run()
     assert not at.exception and at.session_state["answer"] == 42
 
 
-def test_interactive_work_runs_while_every_batch_slot_is_taken(queue):
+def test_interactive_work_runs_while_every_batch_slot_is_taken(thread_queue):
     gate = threading.Event()
-    held = queue.submit(lambda progress=None: gate.wait(), owner="another session", key="held", label="held")
+    held = thread_queue.submit(lambda progress=None: gate.wait(), owner="another session", key="held", label="held")
     at = AppTest.from_function(_script, default_timeout=20)
     at.session_state["batch"] = False
     at.run()
     assert not at.exception and at.session_state["answer"] == 42
-    assert queue.find(run_key(*reversed(_as_the_page_sees_them()), None)) is None        # never went through the batch queue
+    assert thread_queue.find(run_key(*reversed(_as_the_page_sees_them()), None)) is None        # never went through the batch queue
     assert held.state == "running"
     gate.set()

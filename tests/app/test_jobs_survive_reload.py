@@ -12,20 +12,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.jobs import CANCELLED, RUNNING, JobQueue, ThreadExecutor, set_job_queue
+from core.jobs import CANCELLED, RUNNING
 from dashboard.components.progress import OWNER_KEY, OWNER_PARAM, valid_owner
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")
 ELICITATION = str(ROOT / "dashboard" / "tools" / "fairness_elicitation.py")
-
-
-@pytest.fixture
-def queue():
-    fresh = JobQueue(ThreadExecutor(), slots=1, cores=1)
-    old = set_job_queue(fresh)
-    yield fresh
-    set_job_queue(old)
 
 
 def _script():
@@ -50,20 +42,20 @@ def _open(**query) -> AppTest:
     return at
 
 
-def test_a_tabs_first_job_puts_its_owner_in_the_address(queue):
+def test_a_tabs_first_job_puts_its_owner_in_the_address(thread_queue):
     at = AppTest.from_function(_script, default_timeout=60).run()
     assert not at.exception and at.session_state["answer"] == 42
     owner = at.session_state[OWNER_KEY]
     assert valid_owner(owner) and len(bytes.fromhex(owner)) == 16          # 128 random bits
     assert at.query_params[OWNER_PARAM] == owner
-    assert [j.owner for j in queue.jobs()] == [owner]
+    assert [j.owner for j in thread_queue.jobs()] == [owner]
 
 
-def test_a_reload_with_the_token_lists_the_running_job_and_cancels_it(queue):
+def test_a_reload_with_the_token_lists_the_running_job_and_cancels_it(thread_queue):
     first = _open()
     assert OWNER_PARAM not in first.query_params                            # no job yet: nothing in the address
     gate = threading.Event()
-    job = queue.submit(lambda progress=None: gate.wait(), owner=first.session_state[OWNER_KEY], key="sweep",
+    job = thread_queue.submit(lambda progress=None: gate.wait(), owner=first.session_state[OWNER_KEY], key="sweep",
                        label="My sweep")
     first.run()
     token = first.query_params[OWNER_PARAM]
@@ -86,16 +78,16 @@ def test_a_reload_with_the_token_lists_the_running_job_and_cancels_it(queue):
 
 
 @pytest.mark.parametrize("bad", ["not-a-token", "ABCDEF" * 6, "0" * 31, "g" * 32, "script"])
-def test_a_malformed_token_is_ignored_and_a_new_one_made(queue, bad):
+def test_a_malformed_token_is_ignored_and_a_new_one_made(thread_queue, bad):
     at = _open(**{OWNER_PARAM: bad})
     owner = at.session_state[OWNER_KEY]
     assert valid_owner(owner) and owner != bad
-    queue.submit(lambda progress=None: None, owner=owner, key=f"k{bad}", label="Mine")
+    thread_queue.submit(lambda progress=None: None, owner=owner, key=f"k{bad}", label="Mine")
     at.run()
     assert not at.exception and at.query_params[OWNER_PARAM] == owner     # replaced once the tab has a job
 
 
-def test_the_join_link_never_carries_the_token(queue, monkeypatch):
+def test_the_join_link_never_carries_the_token(thread_queue, monkeypatch):
     import dashboard.components.join_link as join_link
 
     token = "0123456789abcdef" * 2
@@ -113,7 +105,7 @@ def test_the_join_link_never_carries_the_token(queue, monkeypatch):
     assert all(token not in m.value for m in fac.markdown)
 
 
-def test_join_and_me_parameters_work_beside_the_token(queue):
+def test_join_and_me_parameters_work_beside_the_token(thread_queue):
     token = "fedcba9876543210" * 2
     at = AppTest.from_file(ELICITATION, default_timeout=120)
     at.query_params["join"] = "AB12-CD34"
