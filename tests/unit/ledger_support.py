@@ -18,11 +18,12 @@ from core.privacy.project_ledger import CapExceeded, LedgerRelease, ProjectLedge
 PG_ADMIN_URL = os.environ.get("DASHBOARD_TEST_PG_URL", "")
 
 
-def database_url(kind: str, tmp_path):
-    """A fresh database of ``kind``: a SQLite file under ``tmp_path``, or a PostgreSQL database of its own
-    (so parallel runs never share tables); yields its URL and drops a PostgreSQL one afterwards."""
+def database_url(kind: str, tmp_path, sqlite_file: str = "ledger.sqlite"):
+    """A fresh database of ``kind``: the SQLite file ``sqlite_file`` under ``tmp_path``, or a PostgreSQL
+    database of its own (so parallel runs never share tables); yields its URL and drops a PostgreSQL one
+    afterwards."""
     if kind == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+        yield f"sqlite:///{tmp_path / sqlite_file}"
         return
     if not PG_ADMIN_URL:
         pytest.skip("PostgreSQL variant needs DASHBOARD_TEST_PG_URL")

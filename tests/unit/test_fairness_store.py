@@ -31,11 +31,9 @@ FIFTY = SessionConfig(n_core=2, n_random=48, n_repeat=0, seed=3)
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db(request, tmp_path):
     """Every test a database of its own: a SQLite file, or a PostgreSQL database when `make test` provides a
-    server (DASHBOARD_TEST_PG_URL; without it only SQLite runs)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'sessions.sqlite'}"
-        return
-    yield from database_url("postgresql", tmp_path)
+    server (DASHBOARD_TEST_PG_URL; without it only SQLite runs). Not the ledger's file name: a test opens a
+    ledger beside the store."""
+    yield from database_url(request.param, tmp_path, "sessions.sqlite")
 
 
 def is_sqlite(url: str) -> bool:
