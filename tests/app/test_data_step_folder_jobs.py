@@ -287,3 +287,27 @@ def test_a_release_whose_job_stops_before_it_finishes_spends_nothing_and_says_so
     at.run()                                                           # said once
     assert not any("stopped before it finished" in e.value for e in at.error)
     assert "ds_folder_result" not in at.session_state
+
+
+def test_a_release_whose_output_folder_fills_meanwhile_is_recorded_and_says_where_its_parts_wait(
+        queue, parts, tmp_path, monkeypatch):
+    """Committed, but not published over another writer's files: the parts stay in their marked folder, and
+    the page says where they are (in the error and in the result's warning)."""
+    from core.privacy.project_ledger import ProjectLedger, declared_key
+
+    out = tmp_path / "synthetic"
+
+    def another_writer():
+        out.mkdir(exist_ok=True)
+        pd.DataFrame({"sex": ["Male"]}).to_parquet(out / "theirs.parquet", index=False)
+
+    _midway(monkeypatch, another_writer)
+    at = confirm_release(_release_form(_saved(_open(parts)), out, 2), "ds_folder_release")
+    assert not at.exception
+    assert len(ProjectLedger().releases(declared_key(NAME), "release")) == 1          # paid for and recorded
+    (waiting,) = [p for p in tmp_path.iterdir() if ".unfinished-" in p.name]
+    assert sorted(p.name for p in waiting.glob("*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == ["theirs.parquet"]                 # nothing published over it
+    assert any("recorded in the ledger, but its parts could not be put in place" in e.value and str(waiting) in e.value
+               for e in at.error)
+    assert any(f"Released, but its 2 parts still wait in {waiting}" in w.value for w in at.warning)
