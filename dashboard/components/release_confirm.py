@@ -54,6 +54,7 @@ from dashboard.components.progress import follow, job_owner, keep_owner_in_addre
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+CANCELLED_NOTE = "The release was cancelled before anything was published. "
 NOTHING_SPENT = "Nothing was released and nothing was spent: the reservation in the ledger was dropped."
 #: after a failure the ledger could not record: the reservation stays and counts until it expires
 STILL_RESERVED = ("Nothing was released, but the ledger could not be written to drop its reservation: the "
@@ -268,16 +269,24 @@ def _reserve_and_run(rel: LedgerRelease, run: Callable[[], T], spent) -> T | Non
             if spent is not None:       # the detailed spends replace the reserved ones, never exceeding them
                 ledger.commit(reservation, spends_of(spent(result)))
         return result
-    except CapExceeded as exc:          # its message says what to change
-        st.error(f"{exc} Nothing was released or spent.")
-    except CapUndecided as exc:
-        st.error(f"{exc} Decide the data set's cap (or record 'no cap') and press the release button again.")
     except Cancelled:
-        st.info("The release was cancelled before anything was published. " + _what_is_left(ledger, reservation))
+        st.info(CANCELLED_NOTE + _what_is_left(ledger, reservation))
     except ValueError as exc:
-        st.error(str(exc))
-        st.info(_what_is_left(ledger, reservation))
+        _say_refused(exc, lambda: _what_is_left(ledger, reservation))
     return None
+
+
+def _say_refused(exc: ValueError, left: Callable[[], str]) -> None:
+    """What the page says when the ledger refuses a release: over the cap, or no cap decided yet (nothing was
+    reserved; the message says what to change), or another ledger error, then ``left()``: what became of the
+    reservation."""
+    if isinstance(exc, CapExceeded):    # its message says what to change
+        st.error(f"{exc} Nothing was released or spent.")
+    elif isinstance(exc, CapUndecided):
+        st.error(f"{exc} Decide the data set's cap (or record 'no cap') and press the release button again.")
+    else:
+        st.error(str(exc))
+        st.info(left())
 
 
 def _what_is_left(ledger, reservation) -> str:
@@ -417,15 +426,8 @@ def _reserve_and_submit(key: str, rel: LedgerRelease, spec: ReleaseJob, spent):
     try:
         args = spec.args() if callable(spec.args) else tuple(spec.args)
         reservation = ledger.reserve(rel)
-    except CapExceeded as exc:          # its message says what to change
-        st.error(f"{exc} Nothing was released or spent.")
-        return None
-    except CapUndecided as exc:
-        st.error(f"{exc} Decide the data set's cap (or record 'no cap') and press the release button again.")
-        return None
     except ValueError as exc:
-        st.error(str(exc))
-        st.info(_what_is_left(ledger, None))
+        _say_refused(exc, lambda: _what_is_left(ledger, None))
         return None
     owner = job_owner()
     record = _Release(owner, key, release_job_key(owner, key, reservation), spec.label, reservation)
@@ -488,7 +490,7 @@ def _deliver(record: _Release, key: str):
         return result
     error = record.error
     if record.state == CANCELLED:
-        st.info("The release was cancelled before anything was published. " + record.left)
+        st.info(CANCELLED_NOTE + record.left)
     elif record.state == REFUSED or isinstance(error, ValueError):
         st.error(str(error))
         st.info(record.left)

@@ -229,3 +229,25 @@ def test_the_sidebar_lists_the_release_while_the_page_waits_for_it(queue, monkey
     assert (LABEL, RUNNING) in drawn and drawn[-1] == (LABEL, DONE)
     assert any(f"{LABEL}: done" in m.value for m in at.sidebar.markdown)   # its last state stays listed
     assert len([b for b in at.button if b.key == "ba_release_cancel"]) <= 1
+
+
+@pytest.mark.parametrize("refusal, says", [
+    ("over", "Nothing was released or spent."),
+    ("undecided", "Decide the data set's cap (or record 'no cap') and press the release button again.")])
+def test_a_reservation_the_ledger_refuses_says_what_to_change_and_starts_no_job(queue, monkeypatch, refusal, says):
+    """The cap changed between the confirmation and the press (another page, another person): the reservation
+    is refused, the page says what to change, and no job is started."""
+    from core.privacy.project_ledger import CapExceeded, CapUndecided
+
+    def refuse(self, rel, **kwargs):
+        raise (CapExceeded("The release would take the data set past its cap (a test's refusal).") if refusal == "over"
+               else CapUndecided("No cap decision for the data set yet (a test's refusal)."))
+
+    at = _budget(AppTest.from_file(APP, default_timeout=240).run())
+    monkeypatch.setattr(ProjectLedger, "reserve", refuse)
+    confirm_release(at, "ba_release")
+    assert not at.exception and "ba_release_result" not in at.session_state
+    assert any("a test's refusal" in e.value and says in e.value for e in at.error)
+    assert _release_jobs(queue) == []
+    ledger = ProjectLedger()
+    assert not ledger.reservations(DATA) and not ledger.releases(DATA, "release")
