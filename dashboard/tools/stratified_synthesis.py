@@ -613,7 +613,6 @@ def release_section() -> None:
     secure_label = f"secure {rel_method}, {stated_spend(projected, data_key(ref))}"
 
     secured = release_button(      # a job out of the server process: it outlives this run of the page
-
         "Release synthetic data", key="ss_rel_secure", what=secure_label, error=plan_error or run_error,
         container=b2, pending=release_entry(secure_plan, PAGE, SECURE, secure_label, projected, fresh=True,
                                             data_label=picked.name,   # the seed plays no part in a secure fit
