@@ -783,14 +783,13 @@ class DaskExecutor:
 @dataclass
 class _FutureHandle:
     future: Any
-    channel: Any = None
+    channel: Any
     cancelled: bool = False
 
     def cancel(self) -> None:
         self.cancelled = True
         try:
-            if self.channel is not None:
-                self.channel.stop()      # a running task stops at its next progress call
+            self.channel.stop()          # a running task stops at its next progress call
             self.future.cancel()         # a task still waiting for a worker never starts
         except Exception:  # the cluster is gone; nothing left to cancel there
             pass
