@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.jobs import CANCELLED, run_key
