@@ -420,7 +420,9 @@ def fit_features(key: str, params, rows: float, dims, share: float = 1.0, stratu
     elif key == "mst":
         out["units"] = pair_cells(dims) / 1e4
     elif key == "aim":
-        rounds = getattr(params, "max_rounds", 0) or 16 * n_cols
+        from core.synthesis.aim import planned_rounds
+
+        rounds = planned_rounds(getattr(params, "max_rounds", 0), n_cols)
         cells = triple_cells(dims) if getattr(params, "degree", 2) == 3 else pair_cells(dims)
         out["units"] = rounds * cells / 1e5
     elif key == "gem":

@@ -48,6 +48,12 @@ MEASURE_SHARE = 0.9
 WITHIN_NOISE = None   # the noise-level stop is off by default: see the module docstring
 
 
+def planned_rounds(max_rounds: int | None, n_columns: int) -> int:
+    """AIM's planned number of rounds T: ``max_rounds`` when set (None or 0: unset), else 16 per column
+    (McKenna et al. 2022, Alg. 1); at least one."""
+    return max(int(max_rounds) if max_rounds else 16 * int(n_columns), 1)
+
+
 def workload_cliques(columns, domain: Mapping[str, int], degree: int, max_cells: int) -> list[tuple[str, ...]]:
     """All ``degree``-way column sets whose table has at most ``max_cells`` cells (public: schema only)."""
     return [cl for cl in itertools.combinations(columns, degree)
@@ -97,7 +103,7 @@ class AIM:
         d, rho = int(d), float(rho)
         if d <= 1:
             return gaussian_sigma(1.0, rho), math.nan
-        rounds = max(int(self.max_rounds) if self.max_rounds is not None else 16 * d, 1)
+        rounds = planned_rounds(self.max_rounds, d)
         rho_m = MEASURE_SHARE * rho / rounds
         return gaussian_sigma(math.sqrt(d), min(d * rho_m, rho / 2)), gaussian_sigma(1.0, rho_m)
 
@@ -149,8 +155,7 @@ class AIM:
         cands = list(weights)
         source.count([(c,) for c in self.columns_] + cands)
         true_tables = {cl: source.table(cl) for cl in cands}
-        T = int(self.max_rounds) if self.max_rounds is not None else 16 * d
-        T = max(T, 1)
+        T = planned_rounds(self.max_rounds, d)
         rho_meas = MEASURE_SHARE * rho / T
         rho_sel = (1 - MEASURE_SHARE) * rho / T
         # one-way marginals first, released together: L2 sensitivity sqrt(d); at most half the budget

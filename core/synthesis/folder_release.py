@@ -43,6 +43,7 @@ from core.intake.folder import folder_labels, list_folder, part_codes, part_prog
 from core.intake.schema import DataSchema
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
+from core.synthesis.aim import planned_rounds
 from core.synthesis.fit_ledger import record_fit
 from core.synthesis.noise import SecureNoise, SeededNoise
 from core.synthesis.parts import PartCounts, sample_in_parts
@@ -210,7 +211,7 @@ def _fit_params(plan: FolderReleasePlan, method: str):
 
 def fit_steps(plan: FolderReleasePlan, n_columns: int) -> int:
     """The progress steps of the fit: AIM's planned rounds (``aim_rounds`` or 16 per column), MST's one."""
-    return max(int(plan.aim_rounds or 16 * n_columns), 1) if plan.method == "aim" else 1
+    return planned_rounds(plan.aim_rounds, n_columns) if plan.method == "aim" else 1
 
 
 class ReleaseProgress:
