@@ -16,15 +16,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.jobs import CANCELLED, DONE, JobQueue, set_job_queue
+from tests.app.test_data_step_folder import APP, FOLDER, NAME, REGION, SEX, STEP
 from tests.release_steps import confirm_release
 
-ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "dashboard" / "app.py")
-STEP = "tools/data_step.py"
-FOLDER = "A folder of Parquet parts on this machine"
-NAME = "Regional parts"
-SEX = ["Female", "Male"]
-REGION = ["North", "South", "East", "West"]
 CHECK = "Checking 3 parts"
 RELEASE = "Releasing a synthetic copy of the parts"
 
