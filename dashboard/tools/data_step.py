@@ -245,8 +245,9 @@ def declaration(base: DataSchema, frame, prof, name: str, suffix: str, ticked: b
     gen = _state()["gen"]      # a declaration opened again starts these from its own values too
     most = c1.number_input("Most rows per person", 1, 1000, int(base.max_rows_per_person), key=f"{P}{gen}_max_rows",
                            disabled=len(ids) != 1,
-                           help="Contribution bounding keeps at most this many rows of each person (chosen at "
-                                "random, seeded); the privacy guarantee then covers a whole person.")
+                           help="Contribution bounding keeps at most this many rows of each person (chosen by a "
+                                "seeded hash of each row, so the same rows whatever else the file holds); "
+                                "the privacy guarantee then covers a whole person.")
     seed = c2.number_input("Seed of contribution bounding", 0, MAX_WIDGET_SEED,
                            min(int(base.bounding_seed), MAX_WIDGET_SEED), key=f"{P}{gen}_bounding_seed",
                            disabled=len(ids) != 1, help="Which of a person's rows over the limit are kept; "
