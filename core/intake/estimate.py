@@ -12,32 +12,35 @@ mechanism, so that the bounds land near the data on every scale and sign:
    sqrt(2) of |x| on both signs (|x| from 2^-20 to 2^40; smaller magnitudes share one bin around 0,
    larger ones count in the outermost bins), with Laplace noise of scale k / epsilon_1 (a person's k
    rows move the counts by at most k in L1). The bracket runs from the lowest to the highest bin whose
-   noisy count clears T = (k / epsilon_1) ln(B / beta) (B bins, beta = 0.1: an empty bin clears it
-   with probability at most beta / (2B)); this is SmartNoise's approximate bounds (powers of 2
-   there), on a finer grid. If no bin clears, the fullest noisy bin is the
-   bracket.
+   noisy count clears T = (k / epsilon_1) ln(B / beta_1) (B bins, beta_1 = 0.01: some empty bin clears
+   it with probability at most beta_1 / 2); if none clears, the fullest noisy bin is the bracket. This
+   is SmartNoise's approximate bounds (powers of 2 there) on a finer grid.
 2. *Quantiles* (3/8 of epsilon each): for alpha = 1% and 99%, report noisy max with exponential noise
-   (permute-and-flip; McKenna & Sheldon 2020, OpenDP's ``make_noisy_max``) over G = 1001 evenly spaced
-   candidates spanning the bracket, scoring c by -|#{x < c} - alpha n| (Smith 2011). One row moves
-   every score by at most max(alpha, 1 - alpha), a person's k rows by k times that, and the scores do
-   not all move the same way, so the noise scale is 2 k max(alpha, 1 - alpha) / epsilon_q.
+   (permute-and-flip; McKenna & Sheldon 2020; OpenDP's ``make_noisy_max``) over at most G = 1001
+   candidates, the same number evenly spaced in every bin of the bracket (fine where the data are,
+   however many magnitudes the bracket spans), scoring c by -|#{x < c} - alpha n| (Smith 2011). One row
+   moves every score by at most max(alpha, 1 - alpha), a person's k rows by k times that, and the scores
+   do not all move the same way, so the noise scale is s = 2 k max(alpha, 1 - alpha) / epsilon_q.
 
-The candidates come from the bracket, never from the raw data, and the far-away candidates that tie
-on a fixed wide grid (and pulled its tail quantiles to values like 10^7) are outside the bracket.
-The seeded path (``secure=False``) and the release (``secure=True``) run this same algorithm; only the
-noise differs: numpy's Laplace and exponential draws from ``rng`` for a simulation, OpenDP's samplers
-for a release (its Laplace, and its ``make_noisy_max``, whose own privacy map is checked against the
-budget).
+The candidates come from the bracket, never from the raw data; the far-away candidates that tie on a
+fixed wide grid (and pulled its tail quantiles to values like 10^7 on piled or offset columns) lie
+outside the bracket. The seeded path (``secure=False``) and the release (``secure=True``) run this same
+algorithm; only the noise source differs: numpy's Laplace and exponential draws from ``rng`` for a
+simulation, OpenDP's samplers for a release (its Laplace, and its ``make_noisy_max``, whose own privacy
+map is checked against the budget before it draws).
 
-Requirement (:func:`required_values`, public: it reads no data): the estimate is promised to land
-inside the true 0.5 to 99.5 percentile range widened by half its width on each side, with
-probability at least 1 - beta, when
-n >= max(T, s ln(G / beta)) / m, where s = 2 k max(alpha, 1 - alpha) / epsilon_q is the quantile
-step's noise scale and m = alpha - 0.5% the rank margin (the noisy max misses the best score by more
-than s ln(G / beta) with probability at most beta / 2 per bound, by a union bound over the
-candidates). Below that the estimate refuses before spending anything: raise epsilon, or declare the
-bounds from a code book. A public ``floor`` and ``ceiling`` (what no value can be below or above, from
-a code book) clip the values and cut the bins; there is no sign default.
+Requirement (:func:`required_values`, public: it reads no data). The promise, checked by
+:func:`near_truth`: the low bound lies between a - w/2 and the 2.5th percentile, the high bound
+between the 97.5th percentile and b + w/2, where a, b are the true 0.5 and 99.5 percentiles and
+w = b - a (at most the true range widened to twice its width, clipping at most 2.5% on a side). With
+m = alpha - 0.5% the rank margin, the noisy max misses the best score by more than s ln(G / beta_2)
+with probability at most beta_2 / 2 per bound (a union bound over the candidates, beta_2 = 0.09), so
+when m n exceeds that, and the tail holds at least T rows (m n >= T, so its bins can clear the
+bracket's threshold), the promise holds in at least 90% of draws:
+n >= max(T, s ln(G / beta_2)) / m. Below that the estimate refuses before drawing anything: raise
+epsilon, or declare the bounds from a code book. A public ``floor`` and ``ceiling`` (what no value
+can be below or above) clip the values and cut the bins; there is no sign default.
+``benchmarks/bounds_bench.py`` measures the promise on the bundled and the messy data.
 
 Categories (:func:`estimate_categories`): a stability-based thresholded histogram (Korolova et al. 2009;
 Wilson et al. 2020 for k rows per person). Every OBSERVED label's count gets Laplace noise of scale
@@ -51,6 +54,7 @@ project ledger books with the spend. Neither the counts nor the dropped labels l
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -70,7 +74,7 @@ N_CANDIDATES = 1001
 DEFAULT_QUANTILES = (0.01, 0.99)
 TRUTH_RANGE = (0.005, 0.995)
 BRACKET_SHARE = 0.25
-BETA = 0.1
+BETA = 0.09
 BRACKET_BETA = 0.01
 DEFAULT_DELTA = 1e-6
 
@@ -188,7 +192,7 @@ def bracket(x: np.ndarray, epsilon: float, edges: np.ndarray, rows_per_person: i
     if not clear.size:
         clear = np.array([int(np.argmax(noisy))])
     out = edges[int(clear[0]):int(clear[-1]) + 2].copy()
-    if out.size > 2 or out[0] != -MAGNITUDES[0]:
+    if out.size > 2:                               # not the bin around 0 alone
         out[0] = 0.0 if out[0] == -MAGNITUDES[0] else out[0]
         out[-1] = 0.0 if out[-1] == MAGNITUDES[0] else out[-1]
     return out
@@ -204,32 +208,40 @@ def bracket_candidates(bins: np.ndarray) -> np.ndarray:
     return np.r_[inner, bins[-1]]
 
 
+def rational(alpha: float) -> tuple[int, int]:
+    """alpha as num / den with den at most 10,000 (0.01 -> 1 / 100), so the scores are exact integers."""
+    frac = Fraction(alpha).limit_denominator(10_000)
+    return frac.numerator, frac.denominator
+
+
 def quantile_scores(sorted_x: np.ndarray, alpha: float, candidates: np.ndarray) -> np.ndarray:
-    """-|#{x < c} - alpha n| for every candidate c (higher is better; 0 at the exact quantile); ``sorted_x``
-    sorted ascending."""
-    below = np.searchsorted(sorted_x, candidates, side="left")
-    return -np.abs(below - alpha * sorted_x.size)
+    """-|den #{x < c} - num n| for every candidate c, alpha = num / den (:func:`rational`): the rank error
+    |#{x < c} - alpha n| in units of 1 / den row, as exact integers (higher is better; 0 at the exact
+    quantile). One row moves every score by at most max(num, den - num). ``sorted_x`` sorted ascending."""
+    num, den = rational(alpha)
+    below = np.searchsorted(sorted_x, candidates, side="left").astype(np.int64)
+    return -np.abs(den * below - num * np.int64(sorted_x.size))
 
 
-def noisy_max(scores: np.ndarray, epsilon: float, sensitivity: float, *, secure: bool,
+def noisy_max(scores: np.ndarray, epsilon: float, sensitivity: int, *, secure: bool,
               gen: np.random.Generator | None = None) -> int:
-    """Index of the largest score plus exponential noise of scale 2 sensitivity / epsilon (permute-and-flip,
-    McKenna & Sheldon 2020): epsilon-DP for scores that move by at most ``sensitivity``, not all the same
-    way. ``secure``: OpenDP's ``make_noisy_max``, whose privacy map must give at most epsilon; otherwise
-    numpy's exponential draws from ``gen``."""
+    """Index of the largest integer score plus exponential noise of scale 2 sensitivity / epsilon
+    (permute-and-flip, McKenna & Sheldon 2020): epsilon-DP for scores that move by at most ``sensitivity``,
+    not all the same way. ``secure``: OpenDP's ``make_noisy_max``, whose privacy map must give at most
+    epsilon; otherwise numpy's exponential draws from ``gen``."""
     scale = 2.0 * sensitivity / epsilon
     if not secure:
         return int(np.argmax(scores + gen.exponential(scale, scores.size)))
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
-    measurement = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-                                      dp.linf_distance(T=float), dp.max_divergence(), scale=scale)
-    spent = float(measurement.map(float(sensitivity)))
+    measurement = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T="i64")), dp.linf_distance(T="i64"),
+                                      dp.max_divergence(), scale=scale)
+    spent = float(measurement.map(int(sensitivity)))
     if spent > epsilon * (1 + 1e-9):
         raise ValueError(f"OpenDP's noisy max would spend {spent:g}, more than the {epsilon:g} planned; "
                          "nothing was released.")
-    return int(measurement([float(v) for v in scores]))
+    return int(measurement([int(v) for v in scores]))
 
 
 def estimate_bounds(values, epsilon: float, *, secure: bool, rng=None, quantiles: tuple[float, float] = DEFAULT_QUANTILES,
@@ -261,7 +273,8 @@ def estimate_bounds(values, epsilon: float, *, secure: bool, rng=None, quantiles
     candidates = bracket_candidates(bracket(x, e_bracket, edges, k, secure=secure, gen=gen))
     picks = []
     for alpha in (lo_q, hi_q):
-        sensitivity = k * max(alpha, 1.0 - alpha)
+        num, den = rational(alpha)
+        sensitivity = k * max(num, den - num)
         picks.append(float(candidates[noisy_max(quantile_scores(x, alpha, candidates), e_quantile, sensitivity,
                                                 secure=secure, gen=gen)]))
     del x
