@@ -291,13 +291,12 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
         column, what = choice.rsplit(": ", 1)
         epsilon = float(c2.number_input("Epsilon for this estimate", 0.01, 10.0, 1.0, 0.05, key=f"{P}_est_epsilon"))
         k = schema.max_rows_per_person
-        floor = ceiling = None
-        refusal = None
-        try:
-            values = estimate_input(frame, schema, column, what)
-        except ValueError as exc:
-            values, refusal = None, str(exc)
+        floor = ceiling = values = refusal = None
         if what == "bounds":
+            try:
+                values = estimate_input(frame, schema, column, what)
+            except ValueError as exc:
+                refusal = str(exc)
             st.caption(f"The {DEFAULT_QUANTILES[0]:.0%} and {DEFAULT_QUANTILES[1]:.0%} quantiles: a quarter of the "
                        "epsilon finds the range of magnitudes that holds the data (a noisy histogram over public "
                        "bins), the rest picks each quantile among candidates spread over that range.")
@@ -338,7 +337,8 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
                 low, high, spent = estimate_bounds(values, epsilon, secure=True, rows_per_person=k,
                                                    floor=floor, ceiling=ceiling)
                 return (low, high), spent
-            cats, spent = estimate_categories(values, epsilon, secure=True, rows_per_person=k)
+            cats, spent = estimate_categories(estimate_input(frame, schema, column, what), epsilon, secure=True,
+                                              rows_per_person=k)
             return cats, spent
 
         result = release_button("Estimate privately", key=f"{P}_estimate", pending=pending, run=run, what=label,
