@@ -7,7 +7,7 @@ PORT   ?= 8501
 # `make run ADDRESS=0.0.0.0` opens it to the room's network for a live session (see README).
 ADDRESS ?= 127.0.0.1
 
-.PHONY: run test install install-dev chromium axe postgres bench clean cluster reproduce
+.PHONY: run test test-quick install install-dev chromium axe postgres bench clean cluster reproduce
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,8 +45,17 @@ run: install
 	$(PY) -m streamlit run dashboard/app.py --server.headless true --server.address $(ADDRESS) --server.port $(PORT) \
 		--browser.gatherUsageStats false
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a worker so its module
+# fixtures (a dashboard server, a cluster) start once; each test has a deadline (pytest.ini).
+TEST_WORKERS ?= 2
+TEST_PG = DASHBOARD_TEST_PG_URL="$${DASHBOARD_TEST_PG_URL:-$$(cat $(VENV)/test_pg_url 2>/dev/null)}"
+
 test: install-dev chromium axe postgres
-	DASHBOARD_TEST_PG_URL="$${DASHBOARD_TEST_PG_URL:-$$(cat $(VENV)/test_pg_url 2>/dev/null)}" $(PY) -m pytest -q tests
+	$(TEST_PG) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+
+# The edit loop's subset: core tests that are not marked slow (no browser, servers, clusters or notebooks).
+test-quick: install-dev
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not browser" tests/unit
 
 # Recompute the papers' headline numbers with the project's code; fails when a row fails.
 reproduce: install

@@ -151,7 +151,9 @@ def test_cancelling_a_running_job_frees_its_slot_drops_its_result_and_commits_no
 
     page = threading.Thread(target=lambda: outcome.append(pytest.raises(Cancelled, page_release)))
     page.start()
+    deadline = time.monotonic() + 120                  # a bound on waiting, not an assertion on speed
     while not ledger.reservations("cps"):              # the page holds its reservation
+        assert time.monotonic() < deadline, "the page never reserved its spend"
         page.join(0.01)
     assert running.cancel()
     page.join()
@@ -221,7 +223,9 @@ def test_cancel_kills_a_running_job_and_the_workers_it_started(processes, tmp_pa
     job = processes.submit(jobs_support.hang, str(tmp_path), owner="A", key=f"hang {tmp_path}",
                            label="Hanging")
     pids = tmp_path / "pids"
+    deadline = time.monotonic() + 120                    # a bound on waiting, not an assertion on speed
     while not pids.exists() or len(pids.read_text().split()) < 2:
+        assert time.monotonic() < deadline, "the job never started its helper process"
         assert not job.wait(0.05), job.error             # still running; waits for the helper to start
     job_pid, helper_pid = map(int, pids.read_text().split())
     assert job.cancel()
