@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
-# Loopback only by default: the dashboard reads confidential microdata and has no login.
-# `make run ADDRESS=0.0.0.0` opens it to the room's network for a live session (see README).
+# Loopback only by default. `make run ADDRESS=0.0.0.0` opens it to the room's network for a live session:
+# the curator's pages still need a curator's sign-in; guests get the room's page only (see README).
 ADDRESS ?= 127.0.0.1
 
 .PHONY: run test test-quick install install-dev chromium axe postgres bench clean cluster reproduce
@@ -41,8 +41,10 @@ axe:
 postgres:
 	@scripts/test_postgres.sh $(VENV)/test_pg_url || echo "PostgreSQL unavailable: its store tests will be skipped."
 
+# The first start of a fresh installation makes the first curator and prints their sign-in link once.
 run: install
-	$(PY) -m streamlit run dashboard/app.py --server.headless true --server.address $(ADDRESS) --server.port $(PORT) \
+	$(PY) -m core curator first --address $(ADDRESS) --port $(PORT)
+	$(PY) -m streamlit run dashboard/server.py --server.headless true --server.address $(ADDRESS) --server.port $(PORT) \
 		--browser.gatherUsageStats false
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a worker so its module
