@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from core.contracts import make_rng
+from core.intake.check import apply
+from core.intake.schema import ColumnSchema, DataSchema
 from core.privacy.ledger import BudgetLedger
 from core.privacy.mechanisms import sample_exponential_mechanism, sample_laplace
 from core.privacy.protection import ProtectionUnit
@@ -233,3 +235,20 @@ def planned_estimate_ledger(what: str, column: str, epsilon: float, rows_per_per
     else:
         raise ValueError(f"Estimate 'bounds' or 'categories', not {what!r}.")
     return planned
+
+
+def column_values(frame: pd.DataFrame, schema: DataSchema, column: str, what: str) -> pd.Series:
+    """Column ``column`` of the declared file as an estimate reads it before its public information is known:
+    trimmed, merged, numbers parsed, missing values dropped, and each person kept to the declared number
+    of rows (contribution bounding with the schema's seed), so one person's rows move the estimate by at
+    most that many. ``what`` is "bounds" (numbers) or "categories" (labels)."""
+    col = schema.column(column)
+    if what == "categories":
+        keep = ColumnSchema(col.name, "category", merges=col.merges, missing="drop_row")
+    else:
+        keep = ColumnSchema(col.name, "number", parse_numbers=col.parse_numbers, missing="drop_row")
+    cols = [keep]
+    if schema.person_id is not None:
+        cols.insert(0, ColumnSchema(schema.person_id, "person_id", missing="drop_row"))
+    cleaned = apply(frame[[c.name for c in cols]], schema.replace(columns=tuple(cols)))
+    return cleaned[column].astype(str) if what == "categories" else cleaned[column].astype(float)

@@ -103,7 +103,7 @@ def test_two_copies_of_the_same_people_and_budget_record_the_same_digest():
 def test_a_release_part_digest_leaves_out_what_the_release_does_not_depend_on():
     from core.synthesis import ReleasePlan
     from core.synthesis.mean_release import MeanReleasePlan
-    from dashboard.components.ledger_badge import release_entry
+    from core.releases import release_entry
     plan = MeanReleasePlan(data=DataRef("cps"), column="income", strata=("sex",), category="50K+")
     spent = BudgetLedger()
     spent.spend("mean", 1.0, "epsilon")
