@@ -328,13 +328,13 @@ def stratified_mean_release(plan, raw, *, page: str, label: str, data_name: str 
 def audited_output_release(plan, data, *, page: str, label: str, data_name: str = "") -> Release:
     """One audited algorithm (``plan``: a PublishPlan) run once on the whole file with secure noise; the
     audit's seed drives simulations only."""
-    from core.coherence import publish as coherence
+    from core.coherence.publish import publish, trial_ledger
     from core.privacy.protection import ProtectionUnit
 
-    planned = coherence.trial_ledger(plan.release, protection=ProtectionUnit.of(plan.data))
+    planned = trial_ledger(plan.release, protection=ProtectionUnit.of(plan.data))
     entry = release_entry(plan, page, AUDITED, label, planned, fresh=True, data_label=data_name,
                           part=plan.replace(seed=0))
-    return Release(AUDITED, entry, coherence.publish, (plan, data), spent=lambda r: r.budget)
+    return Release(AUDITED, entry, publish, (plan, data), spent=lambda r: r.budget)
 
 
 def new_pairs_copy(plan, copy_id: str, progress=None):
