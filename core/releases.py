@@ -38,9 +38,10 @@ from core.report import data_ref_of
 
 __all__ = ["CANCELLED", "COMMITTED", "FAILED", "REFUSED", "RELEASE_KINDS", "RUNNING", "NOTHING_RESERVED",
            "NOTHING_SPENT", "STILL_RESERVED", "Outcome", "Release", "audited_output_release",
-           "census_counts_release", "folder_copy_release", "ledger_ref", "pairs_copy_release",
-           "private_estimate_release", "release_digest", "release_entry", "run_release", "settle",
-           "stratified_mean_release", "submit_release", "synthetic_data_release", "what_is_left"]
+           "census_counts_release", "folder_copy_release", "ledger_ref", "new_pairs_copy", "pairs_copy_release",
+           "private_estimate_release", "release_digest", "release_entry", "run_release", "secure_estimate",
+           "secure_mean", "settle", "stratified_mean_release", "submit_release", "synthetic_data_release",
+           "what_is_left"]
 
 log = logging.getLogger(__name__)
 
