@@ -38,10 +38,10 @@ from core.report import data_ref_of
 
 __all__ = ["CANCELLED", "COMMITTED", "FAILED", "REFUSED", "RELEASE_KINDS", "RUNNING", "NOTHING_RESERVED",
            "NOTHING_SPENT", "STILL_RESERVED", "Outcome", "Release", "audited_output_release",
-           "census_counts_release", "folder_copy_release", "ledger_ref", "new_pairs_copy", "pairs_copy_release",
-           "private_estimate_release", "release_digest", "release_entry", "run_release", "secure_estimate",
-           "secure_mean", "settle", "stratified_mean_release", "submit_release", "synthetic_data_release",
-           "what_is_left"]
+           "census_counts_release", "expiry_text", "folder_copy_release", "ledger_ref", "new_pairs_copy",
+           "pairs_copy_release", "private_estimate_release", "release_digest", "release_entry", "run_release",
+           "secure_estimate", "secure_mean", "settle", "stratified_mean_release", "submit_release",
+           "synthetic_data_release", "what_is_left"]
 
 log = logging.getLogger(__name__)
 
@@ -166,12 +166,17 @@ class Outcome:
         raise self.error
 
 
+def expiry_text(reservation: Reservation | None) -> str:
+    """When a reservation stops counting by itself, as " (<time> UTC)" ("" when unknown)."""
+    return f" ({reservation.expires_utc} UTC)" if reservation is not None and reservation.expires_utc else ""
+
+
 def what_is_left(ledger: ProjectLedger, reservation: Reservation | None) -> str:
     """After a failed or cancelled release: whether its reservation was dropped, or (the ledger could not be
     written, e.g. its database was deleted or made read-only) still counts until it expires."""
     if reservation is None:
         return NOTHING_RESERVED
-    until = f" ({reservation.expires_utc} UTC)" if reservation.expires_utc else ""
+    until = expiry_text(reservation)
     try:
         held = any(r.id == reservation.id for r, _ in ledger.reservations(reservation.data_key))
     except ValueError:                                    # cannot even be read: say what may be the case

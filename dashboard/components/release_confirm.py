@@ -45,7 +45,7 @@ from core.privacy.ledger import BudgetLedger
 from core.jobs import job_queue
 from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerRelease, Reservation,
                                          compose, spends_of)
-from core.releases import (CANCELLED, COMMITTED, REFUSED, RUNNING, Outcome, Release, run_release,
+from core.releases import (CANCELLED, COMMITTED, REFUSED, RUNNING, Outcome, Release, expiry_text, run_release,
                            submit_release)
 from dashboard.components.ledger_badge import ledger_delta, mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
@@ -275,10 +275,6 @@ def _shown(outcome: Outcome):
     return None
 
 
-def _until(reservation) -> str:
-    return f" ({reservation.expires_utc} UTC)" if reservation is not None and reservation.expires_utc else ""
-
-
 # ------------------------------------------------------------------------------------------- releases as jobs
 
 KEPT = 32
@@ -366,7 +362,7 @@ def _attend(record: _Followed, spec: ReleaseJob, key: str, *, confirmed_now: boo
         if job is None:                  # the job is not in this server's queue any more (it was replaced)
             st.warning("A release confirmed earlier is no longer followed by this server: nothing of it is "
                        "shown. Its reservation counts toward this data set's total until the job's outcome is "
-                       f"recorded or the reservation expires{_until(record.outcome.reservation)}.")
+                       f"recorded or the reservation expires{expiry_text(record.outcome.reservation)}.")
             record.delivered = True
             return None
         if not confirmed_now:
