@@ -209,3 +209,51 @@ def test_a_seeded_simulation_is_not_a_release():
     sim = LedgerRelease(KEY, "s", "simulation", "Test page", "a", "b", "d" * 64, (Spend("x", 1.0, "epsilon"),))
     with pytest.raises(ValueError, match="simulations are recorded apart"):
         Release("test", sim, lambda progress=None: None)
+
+
+# ------------------------------------------------------------------------------------------- pending entries
+
+def test_two_copies_of_the_same_people_and_budget_record_the_same_digest():
+    from core.fairness.private_pairs import PrivatePairsPlan
+    from core.releases import pairs_copy_release
+    plan = PrivatePairsPlan(epsilon=0.75)
+    a, b = (pairs_copy_release(plan, c).entry for c in ("c" * 16, "d" * 16))
+    assert a.release_key != b.release_key and a.plan_digest == b.plan_digest
+    assert a.release_key.endswith("c" * 16)                        # the stored copy's id closes its key
+    assert pairs_copy_release(plan.replace(epsilon=0.5), "c" * 16).entry.plan_digest != a.plan_digest
+
+
+def test_a_release_part_digest_leaves_out_what_the_release_does_not_depend_on():
+    from core.contracts import DataRef
+    from core.releases import release_entry
+    from core.synthesis import ReleasePlan
+    from core.synthesis.mean_release import MeanReleasePlan
+    plan = MeanReleasePlan(data=DataRef("cps"), column="income", strata=("sex",), category="50K+")
+    spent = BudgetLedger()
+    spent.spend("mean", 1.0, "epsilon")
+
+    def entry(p, part):
+        return release_entry(p, "Page", "act", "label", spent, fresh=True, part=part)
+
+    same = [entry(plan.replace(seed=s), ReleasePlan(epsilon=1.0, seed=0)) for s in (0, 9)]
+    assert same[0].plan_digest == same[1].plan_digest and same[0].release_key != same[1].release_key
+    assert entry(plan, ReleasePlan(epsilon=2.0)).plan_digest != same[0].plan_digest
+    other_data = entry(plan.replace(data=DataRef("adult")), ReleasePlan(epsilon=1.0))
+    assert other_data.plan_digest != same[0].plan_digest                  # the data reference is in it
+    assert entry(plan, None).plan_digest == plan.digest()                 # no part: the whole plan, as before
+
+
+@pytest.mark.parametrize("kw", [{}, {"noise": "gaussian", "size_policy": "public", "sizes_declared_public": True},
+                                {"pooled_share": 0.0}])
+def test_the_reserved_mean_release_spends_exactly_what_the_release_spends(kw):
+    """The pending entry holds the reservation's spends: measurement by measurement the release's own."""
+    from core.contracts import DataRef
+    from core.releases import stratified_mean_release
+    from core.synthesis.mean_release import MeanReleasePlan, release_stratified_mean
+    plan = MeanReleasePlan(data=DataRef("cps"), column="income", strata=("sex", "race"), epsilon=1.5,
+                           category="50K+", **kw)
+    made = release_stratified_mean(plan).budget
+    reserved = stratified_mean_release(plan, None, page="Page", label="mean").entry
+    keep = ("label", "amount", "unit", "composition", "group", "part")
+    assert [tuple(getattr(s, k) for k in keep) for s in reserved.spends] == \
+        [tuple(getattr(s, k) for k in keep) for s in made.spends]
