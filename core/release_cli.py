@@ -35,7 +35,7 @@ from core.releases import (COMMITTED, Outcome, Release, audited_output_release, 
                            folder_copy_release, pairs_copy_release, private_estimate_release, run_release,
                            stratified_mean_release, synthetic_data_release)
 from core.report import check_upload, data_ref_of, guarded_csv, load_plan
-from core.uploads import parse_json_text, read_text
+from core.uploads import parse_json_text, read_bytes, read_text
 
 __all__ = ["PAGE", "add_release_parser", "release_from", "run_release_command"]
 
@@ -45,7 +45,8 @@ ESTIMATE_REQUEST, FOLDER_REQUEST = "private estimate", "folder synthetic copy"
 
 def add_release_parser(sub: argparse._SubParsersAction) -> None:
     """The ``release`` command on the main parser's sub-commands."""
-    cmd = sub.add_parser("release", help="make a real release of a report's or plan's data set, headless")
+    cmd = sub.add_parser("release", help="make a real release of a report's or plan's data set, headless",
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cmd.add_argument("file", type=Path, help="a page's report, a plan JSON, or a private-estimate request")
     cmd.add_argument("--data", type=Path, action="append", default=[],
                      help="the declared data file the plan ran on (uploads only)")
@@ -70,7 +71,7 @@ def _declared(ref: DataRef | None) -> None:
 
 
 def _files(args) -> tuple[bytes, ...]:
-    return tuple(p.read_bytes() for p in args.data)
+    return tuple(read_bytes(p) for p in args.data)
 
 
 def _estimate(body: dict, args) -> Release:
@@ -86,7 +87,6 @@ def _estimate(body: dict, args) -> Release:
                          "under (the Data step or `python -m core data`).")
     if len(args.data) != 1:
         raise ValueError("A private estimate reads the declared file: pass it once with --data.")
-    from core.uploads import read_bytes
     raw = read_bytes(args.data[0])
     frame = read_table_bytes(raw, args.data[0].name)
     ref = DataRef(DataRef.UPLOAD, bytes_fingerprint(raw), schema=schema)
@@ -113,6 +113,7 @@ def _census(plan, source: dict | None) -> Release:
 
 
 def _microdata_label(plan) -> str:
+    """The name a bundled data set's releases are listed under (a declared one is listed by its own name)."""
     ref = data_ref_of(plan)
     return "" if ref is None else data_key(ref)
 
@@ -143,7 +144,7 @@ def release_from(body: dict, args) -> Release:
     source = body if isinstance(body, dict) and "schema" in body else None
     plan = load_plan(body) if source is not None else plan_from_dict(body)
     if not isinstance(plan, Plan):
-        raise ValueError("FILE holds no plan: give a page's report, a plan JSON, or a private-estimate request.")
+        raise ValueError("FILE holds no plan: give a page's report, a plan JSON, or a release request.")
     kind = type(plan).__name__
     _declared(data_ref_of(plan))
     data = check_upload(plan, _files(args)) if kind != "BudgetPlan" else None
@@ -162,8 +163,8 @@ def release_from(body: dict, args) -> Release:
         return _audited(plan, data, args.choice)
     if kind == "ElicitationPlan":
         return _pairs(plan)
-    raise ValueError(f"A {kind} makes no real release. Give a budget, synthesis, mean, audit, elicitation or "
-                     "folder plan, or a private-estimate request.")
+    raise ValueError(f"A {kind} makes no real release. Give a budget, synthesis, mean, audit or elicitation "
+                     "plan, or a release request (see `python -m core release --help`).")
 
 
 def _pairs(plan) -> Release:
