@@ -234,7 +234,8 @@ def settle(outcome: Outcome, ledger: ProjectLedger) -> Callable[[bool, Any], Non
             try:
                 value = release.publish(value)
             except ValueError as exc:
-                outcome.notice = f"The release is recorded in the ledger, but it could not be published: {exc}"
+                outcome.notice = (f"The release is recorded in the ledger, but its parts could not be put in place "
+                                  f"(nothing of it is published): {exc}")
         outcome.result, outcome.state = value, COMMITTED
 
     return hook

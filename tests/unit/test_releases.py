@@ -137,9 +137,9 @@ def test_a_publication_that_fails_keeps_the_commit_and_says_so(ledger):
 
     release = Release("test", entry(0.5), lambda progress=None: book_of(0.5), spent=lambda r: r, publish=refuse)
     outcome = run_release(release, ledger)
-    assert outcome.state == COMMITTED and "could not be published" in outcome.notice
+    assert outcome.state == COMMITTED and "could not be put in place" in outcome.notice
     assert len(ledger.releases(KEY, "release")) == 1
-    with pytest.raises(ValueError, match="could not be published"):
+    with pytest.raises(ValueError, match="could not be put in place"):
         outcome.value()
 
 
