@@ -5,6 +5,7 @@
     python -m core report REPORT.json [--compare A.json] --html OUT.html [--pdf OUT.pdf]
     python -m core data profile|check|apply FILE ...   (your own data file: see core/intake/cli.py)
     python -m core script REPORT.json [--out reproduce.py] [--notebook reproduce.ipynb] [--data FILE ...]
+    python -m core release REPORT.json [--data FILE] [--cap EPSILON | --no-cap] [--out DIR]   (core/release_cli.py)
     python -m core curator add|remove NAME | list | first   (curator keys: see core/access_cli.py)
 
 ``reproduce`` reruns the report's plan and checks that every table comes out the same (exit 1 if
@@ -14,6 +15,10 @@ are referenced by fingerprint: pass the same file(s) with ``--data`` and they ar
 anything runs; a plan whose data carries the curator's schema is cleaned by it again. What a plan's run keeps in the
 project database (the synthetic copy a fairness elicitation showed) is loaded from it here
 (``DASHBOARD_DB_URL``, else the default SQLite file) and passed to the run as its data.
+
+``release`` makes a real release of any of the seven kinds through ``core.releases`` (reserve against the
+data set's cap, compute with the secure sampler, commit the spends, then publish) and prints the spends and
+the ledger entry.
 
 ``report`` makes the stakeholder report of a saved report without rerunning anything: the same HTML
 the page offers (the figures the page stored in the file), and its PDF through headless Chromium. With
@@ -29,6 +34,7 @@ from pathlib import Path
 from core.contracts import plan_from_dict
 from core.access_cli import add_curator_parser, run_curator_command
 from core.intake.cli import add_data_parser, run_data_command
+from core.release_cli import add_release_parser, run_release_command
 from core.report import (build_report, check_upload, guarded_csv, load_plan, parse_report, report_json,
                          run_plan, stored_data, tables_match)
 from core.script_export import add_script_parser, run_script_command
@@ -98,24 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     add_data_parser(sub)
     add_curator_parser(sub)
     add_script_parser(sub)   # python -m core script: a report as a Python script / Jupyter notebook
+    add_release_parser(sub)  # python -m core release: a real release, headless
     args = parser.parse_args(argv)
     if args.command == "script":
         return run_script_command(args)
-    if args.command == "report":
+    commands = {"report": report_command, "data": run_data_command, "release": run_release_command,
+                "curator": run_curator_command}
+    if args.command in commands:
         try:
-            return report_command(args)
-        except (ValueError, OSError, json.JSONDecodeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.command == "curator":
-        try:
-            return run_curator_command(args)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.command == "data":
-        try:
-            return run_data_command(args)
+            return commands[args.command](args)
         except (ValueError, OSError, json.JSONDecodeError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -26,7 +26,8 @@ by URL), shared with the elicitation store and saved scenarios; writes take its 
 database file deleted or replaced under the running dashboard. One transaction per recorded release;
 recording the same release key twice changes nothing, so a page that reruns does not double count.
 
-A real release goes reserve -> run -> commit. :meth:`ProjectLedger.reserve` is one write transaction that
+A real release goes reserve -> run -> commit (the protocol is ``core.releases``; this module keeps the
+books). :meth:`ProjectLedger.reserve` is one write transaction that
 checks the committed releases, the live reservations and the new release against the data set's cap and
 stores the release as reserved, so two releases checked at the same time can never together pass the cap
 (SQLite: ``BEGIN IMMEDIATE``, writers queue; PostgreSQL: a per-data-set lock row taken ``FOR UPDATE``).
@@ -36,7 +37,6 @@ or the explicit, recorded choice of no cap.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -45,7 +45,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import pandas as pd
 from sqlalchemy import (Column, Float, ForeignKey, Integer, MetaData, String, Table, UniqueConstraint, delete,
@@ -754,19 +754,6 @@ class ProjectLedger:
                        & (c.status == RESERVED))
 
         self._write(body, "The reservation could not be cancelled; it stops counting when it expires")
-
-    @contextlib.contextmanager
-    def reserved(self, rel: LedgerRelease, *, ttl_seconds: float = DEFAULT_TTL) -> Iterator[Reservation]:
-        """Reserve ``rel``; commit when the block ends normally, cancel on any exception (including a
-        cancelled run or KeyboardInterrupt), which is then raised again."""
-        res = self.reserve(rel, ttl_seconds=ttl_seconds)
-        try:
-            yield res
-        except BaseException:
-            with contextlib.suppress(Exception):   # if even that fails, the reservation expires on its own
-                self.cancel(res)
-            raise
-        self.commit(res)
 
     def preview(self, rel: LedgerRelease) -> ReleasePreview:
         """Where ``rel``'s data set stands now and would stand after it (see :class:`ReleasePreview`)."""

@@ -76,14 +76,16 @@ def run_folder_command(args: argparse.Namespace) -> int:
             print(f"Saved {schema.name} as a folder set ({listing.folder}).")
         return 0
     from core.privacy.project_ledger import ProjectLedger
-    from core.synthesis.folder_release import FolderReleasePlan, release_and_record
+    from core.releases import folder_copy_release, run_release
+    from core.synthesis.folder_release import FolderReleasePlan
 
     schema, folder = store.get(args.name), store.folder(args.name)
     if schema is None or folder is None:
         raise ValueError(f"No folder set named {args.name!r} is declared; run `python -m core data declare-folder`.")
     plan = FolderReleasePlan(schema.name, args.method, args.epsilon, args.delta, args.out, args.parts,
                              args.aim_rounds)
-    result = release_and_record(ProjectLedger(), plan, schema, folder, progress=progress_lines())
+    release = folder_copy_release(plan, schema, folder, page="command line")
+    result = run_release(release, ProjectLedger(), progress=progress_lines()).value()
     for item, value in zip(result.summary["item"], result.summary["value"]):
         print(f"{item}: {value}")
     print(result.statement)

@@ -12,9 +12,9 @@ Publishing is the last step. The parts are drawn into a folder beside the output
 marks it unfinished (``_<out>.unfinished-<nonce>``: a name starting with "_" is a marker that
 :func:`core.intake.folder.list_folder`, pyarrow and dask skip), and :func:`publish` renames it into place
 (one rename when the output folder is new or empty). A run that fails or is cancelled removes its
-unfinished folder; one killed from outside leaves it, still marked, for :func:`discard_unfinished`. A page
-publishes only after the ledger has committed the release (:func:`release_unpublished`, then
-:func:`publish`), so no synthetic file appears without its spend recorded. Progress counts the parts
+unfinished folder; one killed from outside leaves it, still marked, for :func:`discard_unfinished`. A real
+release (``core.releases.folder_copy_release``) publishes only after the ledger has committed it
+(:func:`release_unpublished`, then :func:`publish`), so no synthetic file appears without its spend recorded. Progress counts the parts
 read, the fit's rounds and the synthetic parts written on one bar (:class:`ReleaseProgress`).
 
 The synthetic file's size is the model's own noisy total (MST's least-squares estimate of the row
@@ -50,12 +50,9 @@ from core.synthesis.parts import PartCounts, sample_in_parts
 from core.synthesis.registry import SYNTHESIZERS
 from core.synthesis.stratified import takes_progress
 
-__all__ = ["FOLDER_ACTION", "FOLDER_METHODS", "FolderCounts", "FolderRelease", "FolderReleasePlan", "ReleaseProgress",
-           "discard_unfinished", "fit_steps", "noisy_total", "pending_release", "plan_digest",
-           "projected_folder_ledger", "publish", "release_and_record", "release_folder", "release_unpublished",
-           "unfinished_folders"]
-
-FOLDER_ACTION = "folder synthetic release"
+__all__ = ["FOLDER_METHODS", "FolderCounts", "FolderRelease", "FolderReleasePlan", "ReleaseProgress",
+           "discard_unfinished", "fit_steps", "noisy_total", "plan_digest", "projected_folder_ledger", "publish",
+           "release_folder", "release_unpublished", "unfinished_folders"]
 
 FOLDER_METHODS = ("mst", "aim")
 MAX_OUT_PARTS = 10_000
@@ -300,12 +297,14 @@ def release_folder(plan: FolderReleasePlan, schema: DataSchema, folder, *, secur
     return publish(result) if publish_parts else result
 
 
-def release_unpublished(plan: FolderReleasePlan, schema: DataSchema, folder, nonce: str,
-                        progress=None) -> FolderRelease:
-    """A secure release whose parts wait in their marked unfinished folder (named by ``nonce``, so the page
-    can remove it should the job be stopped from outside): the background job of a page, which publishes
-    them (:func:`publish`) only once the ledger has committed the release."""
-    return release_folder(plan, schema, folder, secure=True, progress=progress, publish_parts=False, nonce=nonce)
+def release_unpublished(plan: FolderReleasePlan, schema: DataSchema, folder, nonce: str, n_jobs: int | None = None,
+                        scheduler: str | None = None, progress=None) -> FolderRelease:
+    """A secure release whose parts wait in their marked unfinished folder (named by ``nonce``, so it can be
+    removed should the job be stopped from outside): the computation of a folder release
+    (``core.releases.folder_copy_release``), which publishes them (:func:`publish`) only once the ledger has
+    committed the release."""
+    return release_folder(plan, schema, folder, secure=True, n_jobs=n_jobs, scheduler=scheduler, progress=progress,
+                          publish_parts=False, nonce=nonce)
 
 
 def publish(result: FolderRelease) -> FolderRelease:
@@ -370,31 +369,3 @@ def _register_estimate() -> None:
 _register_estimate()
 
 
-def pending_release(plan: FolderReleasePlan, schema: DataSchema, page: str, nonce: str, label: str | None = None):
-    """The project-ledger entry a folder release reserves: under ``dataset:<name>``, with the projected spend
-    (``nonce`` makes each press its own release)."""
-    from core.privacy.project_ledger import LedgerRelease, declared_key, release_key, spends_of
-    digest = plan_digest(plan, schema)
-    return LedgerRelease(declared_key(schema.name), release_key(FOLDER_ACTION, digest, nonce), "release", page,
-                         FOLDER_ACTION, label or plan.label(), digest, spends_of(projected_folder_ledger(plan)),
-                         schema.name)
-
-
-def release_and_record(ledger, plan: FolderReleasePlan, schema: DataSchema, folder, *, page: str = "command line",
-                       n_jobs: int | None = None, scheduler: str | None = None, progress=None) -> FolderRelease:
-    """A secure folder release through the project ledger: reserve the projected spend (refused over the
-    cap), run, commit the fit's detailed spends, then publish the parts; a failure drops the reservation,
-    spends nothing and publishes nothing."""
-    from core.privacy.project_ledger import spends_of
-    rel = pending_release(plan, schema, page, secrets.token_hex(8))
-    result = None
-    try:
-        with ledger.reserved(rel) as reservation:
-            result = release_folder(plan, schema, folder, secure=True, n_jobs=n_jobs, scheduler=scheduler,
-                                    progress=progress, publish_parts=False)
-            ledger.commit(reservation, spends_of(result.ledger))
-    except BaseException:
-        if result is not None:              # drawn but never committed: never published either
-            shutil.rmtree(result.staging, ignore_errors=True)
-        raise
-    return publish(result)

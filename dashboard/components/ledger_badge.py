@@ -1,21 +1,17 @@
 """The project privacy ledger on every page: the sidebar badge, the recording call for seeded simulations,
-the data set in use, and the ledger a report carries (a real release goes through
-``dashboard.components.release_confirm``). Composition and storage live in
+the data set in use, and the ledger a report carries (a real release is built and run by ``core.releases``,
+behind the confirmation of ``dashboard.components.release_confirm``). Composition and storage live in
 ``core.privacy.project_ledger``; this module only draws and calls it."""
 from __future__ import annotations
 
 import os
-import secrets
-from typing import Any
 
 import streamlit as st
 
-from core.contracts import DataRef, Plan, digest_of
-from core.privacy.ledger import BudgetLedger
-from core.privacy.project_ledger import (DECLARED, DEFAULT_DELTA, LedgerRelease, ProjectLedger, data_key,
-                                         release_key, spends_of)
+from core.contracts import Plan
+from core.privacy.project_ledger import DEFAULT_DELTA, LedgerRelease, ProjectLedger, data_key
 from core.privacy.project_ledger import data_label as ledger_data_label
-from core.report import data_ref_of
+from core.releases import ledger_ref
 from dashboard.components.plain_text import plain
 
 @st.cache_resource(show_spinner=False)
@@ -26,41 +22,6 @@ def _ledger(db_url: str) -> ProjectLedger:
 def project_ledger() -> ProjectLedger:
     """The project ledger on the sessions' database (``DASHBOARD_DB_URL``; ValueError when unreachable)."""
     return _ledger(os.environ.get("DASHBOARD_DB_URL", ""))
-
-
-def ledger_ref(plan: Plan) -> DataRef | None:
-    """The data set a plan's releases spend from: its geography for a census plan (a district-plan
-    upload still releases the geography's counts), else its data reference."""
-    geography = getattr(plan, "geography", None)
-    if isinstance(geography, str):
-        return DataRef(geography)
-    return data_ref_of(plan)
-
-
-def release_entry(plan: Plan, page: str, action: str, label: str, ledger: BudgetLedger, *,
-                  kind: str = "release", fresh: bool = False, data_label: str = "",
-                  part: Any = None) -> LedgerRelease:
-    """A page's release for the project ledger, keyed on the action and the plan's digest; ``fresh`` adds a
-    random nonce, for a secure release (each press is a new release even with the same plan). The data set
-    is ``data_key`` of the plan's data: a declared data set by its name, whichever file version the plan
-    used.
-
-    ``part`` is what the release itself depends on (its own sub-plan, with simulation-only settings such
-    as a seed or a number of seeded runs left out): the digest recorded is then that of the data
-    reference and ``part``, so the same release made under other simulation settings is still recognised
-    as a repeat. Without it the whole plan's digest is recorded (a simulation, keyed on its plan)."""
-    ref = ledger_ref(plan)
-    key = data_key(ref)
-    digest = plan.digest() if part is None else release_digest(ref, part)
-    # a declared data set is always labelled by its name, so every release of it reads the same everywhere
-    shown = ledger_data_label(ref) if key.startswith(DECLARED) else (data_label or key)
-    return LedgerRelease(key, release_key(action, digest, secrets.token_hex(8) if fresh else ""), kind, page,
-                         action, label, digest, spends_of(ledger), shown)
-
-
-def release_digest(ref: DataRef | None, part: Any) -> str:
-    """The digest of a release's data reference and its own plan part (see ``release_entry``)."""
-    return digest_of({"data": ref, "release": part})
 
 
 def ledger_delta(key: str) -> float:

@@ -1,6 +1,6 @@
 """One release button for every page that makes a real release: disabled while the page's settings are in
-error, then one confirmation in the same words everywhere, then the project ledger's reserve -> run ->
-commit.
+error, then one confirmation in the same words everywhere, then the release protocol of ``core.releases``
+(reserve -> compute -> commit or drop -> publish or discard). This module only asks and shows.
 
 The flow on every page:
 
@@ -15,9 +15,10 @@ The flow on every page:
    drop it, that the reservation counts until it expires). A release over the cap is refused with what to
    change.
 
-A long release (a :class:`ReleaseJob`) is computed as a background job that outlives the page run: the
-reservation is made in the page run after the confirmation, and the job's completion hook commits it (with
-the result's detailed spends) or drops it, in the server process, whether or not anyone still watches. The
+A long release (shown with a :class:`ReleaseJob`) is computed as a background job that outlives the page
+run: the reservation is made in the page run after the confirmation, and the job's completion hook
+(``core.releases.settle``) commits it (with the result's detailed spends) or drops it, in the server
+process, whether or not anyone still watches. The
 page that is opened again (after another page, a reload that keeps the tab's ``?jobs=`` token, or a widget
 change) follows the running release, or shows what became of it once. The ledger stays the authority: a
 result is shown only after its commit succeeded, and a server that dies mid-job leaves the reservation,
@@ -31,35 +32,27 @@ Seeded simulations do not come here: they are recorded with ``ledger_badge.recor
 """
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import streamlit as st
 
 from core.contracts import Cancelled
 from core.privacy.ledger import BudgetLedger
 from core.jobs import job_queue
-from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerRelease, ProjectLedger,
-                                         Reservation, compose, spends_of)
+from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerRelease, Reservation,
+                                         compose, spends_of)
+from core.releases import (CANCELLED, COMMITTED, REFUSED, RUNNING, Outcome, Release, expiry_text, run_release,
+                           submit_release)
 from dashboard.components.ledger_badge import ledger_delta, mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
 from dashboard.components import progress
 from dashboard.components.progress import follow, job_owner, keep_owner_in_address
 
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 CANCELLED_NOTE = "The release was cancelled before anything was published. "
-NOTHING_SPENT = "Nothing was released and nothing was spent: the reservation in the ledger was dropped."
-#: after a failure the ledger could not record: the reservation stays and counts until it expires
-STILL_RESERVED = ("Nothing was released, but the ledger could not be written to drop its reservation: the "
-                  "reservation still counts toward this data set's total until it expires{when}, after which "
-                  "it stops counting by itself. Nothing was published, so nothing more needs undoing.")
 #: round values offered as a first cap (epsilon)
 CAP_STEPS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 20.0, 50.0, 100.0)
 
@@ -193,22 +186,21 @@ def _confirmation(key: str, pending: LedgerRelease, what: str, same_as=None):
 
 # ------------------------------------------------------------------------------------------- the button
 
-def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: Callable[[], T] | None = None,
-                   job: "ReleaseJob | None" = None, error: str | None = None, what: str = "",
-                   spent: Callable[[T], BudgetLedger] | None = None, help: str | None = None, container=None,
-                   same_as: Callable[[LedgerRelease], bool] | None = None) -> T | None:
-    """A real release behind one confirmation and the ledger's reserve -> run -> commit.
+def release_button(label: str, *, key: str, release: Release | None, job: "ReleaseJob | None" = None,
+                   error: str | None = None, what: str = "", help: str | None = None, container=None,
+                   same_as: Callable[[LedgerRelease], bool] | None = None) -> Any:
+    """A real release behind one confirmation; the protocol itself is ``core.releases``.
 
-    ``pending`` is the release as it will be stored (from ``release_entry(..., fresh=True)``); ``run``
-    computes it in this page run, inside the reservation; ``job`` instead computes it as a background job
-    that survives the page run (see :class:`ReleaseJob`; pass it on every run, so a page opened again finds
-    its running release); ``spent`` reads the computed result's ledger, which must not exceed the
-    reservation; ``container`` is where the button goes (a column), the confirmation goes below it on the
-    page; ``same_as`` picks earlier releases that also count as this one's repeat (for releases whose plan
-    digest differs by an id alone). Returns the result on the run where it was committed, or (a job) on the
-    first run that finds it committed: once, the page keeps it and reruns; else None.
+    ``release`` is the release as the settings on screen describe it (from a builder of
+    ``core.releases``); it runs in this page run, or with ``job`` as a background job that survives the page
+    run (pass it on every run, so a page opened again finds its running release); ``container`` is where the
+    button goes (a column), the confirmation goes below it on the page; ``same_as`` picks earlier releases
+    that also count as this one's repeat (for releases whose plan digest differs by an id alone). Returns the
+    published result on the run where it was committed, or (a job) on the first run that finds it committed:
+    once, the page keeps it and reruns; else None.
     """
     state = f"release_confirm_{key}"
+    pending = None if release is None else release.entry
     if pending is not None:
         mark_in_use(pending.data_key, pending.data_label or pending.data_key)
     if job is not None:
@@ -253,117 +245,82 @@ def release_button(label: str, *, key: str, pending: LedgerRelease | None, run: 
     if action == "cancel":
         st.session_state[f"{state}_note"] = "Release cancelled: nothing was released and nothing was spent."
         st.rerun()
+    confirmed = replace(release, entry=stored["rel"])        # the entry as confirmed, with its press's key
     if job is not None:
-        return _reserve_and_submit(key, stored["rel"], job, spent)
-    return _reserve_and_run(stored["rel"], run, spent)
+        return _submit(key, confirmed, job)
+    return _shown(run_release(confirmed, project_ledger()))
 
 
-def _reserve_and_run(rel: LedgerRelease, run: Callable[[], T], spent) -> T | None:
-    """``with ledger.reserved(rel):`` run, then commit; every failure says nothing was released, and whether
-    its reservation was dropped or still counts until it expires."""
-    ledger = project_ledger()
-    reservation = None
-    try:
-        with ledger.reserved(rel) as reservation:
-            result = run()
-            if spent is not None:       # the detailed spends replace the reserved ones, never exceeding them
-                ledger.commit(reservation, spends_of(spent(result)))
-        return result
-    except Cancelled:
-        st.info(CANCELLED_NOTE + _what_is_left(ledger, reservation))
-    except ValueError as exc:
-        _say_refused(exc, lambda: _what_is_left(ledger, reservation))
-    return None
-
-
-def _say_refused(exc: ValueError, left: Callable[[], str]) -> None:
-    """What the page says when the ledger refuses a release: over the cap, or no cap decided yet (nothing was
-    reserved; the message says what to change), or another ledger error, then ``left()``: what became of the
-    reservation."""
-    if isinstance(exc, CapExceeded):    # its message says what to change
-        st.error(f"{exc} Nothing was released or spent.")
-    elif isinstance(exc, CapUndecided):
-        st.error(f"{exc} Decide the data set's cap (or record 'no cap') and press the release button again.")
+def _shown(outcome: Outcome):
+    """What the page says about a finished release: its published result (returned), or why nothing was
+    released and what became of its reservation."""
+    if outcome.state == COMMITTED:
+        if outcome.notice:
+            st.error(outcome.notice)
+        return outcome.result
+    error = outcome.error
+    if outcome.state == CANCELLED:
+        st.info(CANCELLED_NOTE + outcome.left)
+    elif isinstance(error, CapExceeded):          # its message says what to change
+        st.error(f"{error} Nothing was released or spent.")
+    elif isinstance(error, CapUndecided):
+        st.error(f"{error} Decide the data set's cap (or record 'no cap') and press the release button again.")
+    elif outcome.state == REFUSED or isinstance(error, ValueError):
+        st.error(str(error))
+        st.info(outcome.left)
     else:
-        st.error(str(exc))
-        st.info(left())
-
-
-def _what_is_left(ledger, reservation) -> str:
-    """After a failed or cancelled release: whether its reservation was dropped, or (the ledger could not be
-    written, e.g. its database was deleted or made read-only) still counts until it expires."""
-    if reservation is None:
-        return "Nothing was released and nothing was spent (nothing was reserved)."
-    try:
-        held = any(r.id == reservation.id for r, _ in ledger.reservations(reservation.data_key))
-    except ValueError:                                    # cannot even be read: say what may be the case
-        return ("Nothing was released. The ledger cannot be read, so its reservation may not have been "
-                "dropped: if it was kept, it counts toward this data set's total until it expires"
-                f"{_until(reservation)}.")
-    return STILL_RESERVED.format(when=_until(reservation)) if held else NOTHING_SPENT
-
-
-def _until(reservation) -> str:
-    return f" ({reservation.expires_utc} UTC)" if reservation.expires_utc else ""
+        st.error(f"The release stopped before it finished ({type(error).__name__}"
+                 + (f": {error}" if str(error) else "") + ").")
+        st.info(outcome.left)
+    return None
 
 
 # ------------------------------------------------------------------------------------------- releases as jobs
 
-RUNNING, COMMITTED, REFUSED, FAILED, CANCELLED = "running", "committed", "refused", "failed", "cancelled"
 KEPT = 32
 """Releases remembered by the server for pages to find again (the oldest finished ones go first)."""
 
 
 @dataclass(frozen=True)
 class ReleaseJob:
-    """A release's computation as a background job: ``func(*args, progress=...)`` (``args`` a tuple, or a
-    function giving it, called once on the confirming run), followed behind a bar labelled ``label`` with
-    Cancel (``cancel_key``) in ``slot`` (a ``st.empty``; below the button when None).
+    """How a release computed as a background job is followed on the page: behind a bar labelled ``label``
+    with Cancel (``cancel_key``) in ``slot`` (a ``st.empty``; below the button when None)."""
 
-    ``publish(result)`` runs after the commit and returns what the page shows (the folder release moves its
-    parts into place only then; a ``ValueError`` keeps the unpublished result and says why); ``discard()``
-    runs when nothing was released (failure, cancel, refused commit), to remove what the job left."""
-
-    func: Callable
-    args: tuple | Callable[[], tuple]
     label: str
     cancel_key: str
     n_jobs: int | None = None
     slot: Any = None
-    publish: Callable[[Any], Any] | None = None
-    discard: Callable[[], None] | None = None
 
 
 @dataclass(eq=False)
-class _Release:
-    """A confirmed release carried by a job: its reservation and, once the job ended, what became of it."""
+class _Followed:
+    """A confirmed release carried by a job, as this server's pages find it again: the tab's owner, the
+    button, the job, and the protocol's outcome (filled in by its completion hook)."""
 
     owner: str
     button: str
     job_key: str
-    label: str
-    reservation: Reservation
-    state: str = RUNNING
-    result: Any = field(default=None, repr=False)
-    error: BaseException | None = None
-    notice: str = ""
-    left: str = ""
+    outcome: Outcome
     delivered: bool = False
 
+    @property
+    def label(self) -> str:
+        return self.outcome.release.label
 
-_releases: "OrderedDict[str, _Release]" = OrderedDict()
+
+_releases: "OrderedDict[str, _Followed]" = OrderedDict()
 _releases_lock = threading.Lock()
 
 
-def _remember(record: _Release) -> None:
+def _remember(record: _Followed) -> None:
     with _releases_lock:
         _releases[record.job_key] = record
-        finished = [k for k, r in _releases.items() if r.state != RUNNING]
+        finished = [k for k, r in _releases.items() if r.outcome.state != RUNNING]
         for old in finished[:max(0, len(_releases) - KEPT)]:
             del _releases[old]
 
 
-def _ongoing(key: str) -> _Release | None:
+def _ongoing(key: str) -> _Followed | None:
     """This tab's release from button ``key`` not yet shown: by the job key kept in the session (another page
     and back), else by the tab's owner token (a reload, a new session with the same ``?jobs=``)."""
     held = st.session_state.get(f"release_confirm_{key}_job")
@@ -381,80 +338,31 @@ def release_job_key(owner: str, key: str, reservation: Reservation) -> str:
     return f"release|{owner}|{key}|{reservation.data_key}|{reservation.id}|{reservation.release_key}"
 
 
-def _settle(record: _Release, ledger: ProjectLedger, spec: ReleaseJob, spent) -> Callable[[bool, Any], None]:
-    """The job's completion hook, run in the server process whoever watches: commit the reservation with the
-    result's detailed spends (then publish), or drop it (then discard); a refused commit releases nothing and
-    its result is never shown."""
-
-    def discard() -> None:
-        if spec.discard is not None:
-            try:
-                spec.discard()
-            except Exception:  # noqa: BLE001 - the release's own outcome is what the page must hear
-                log.exception("Removing what %s left behind failed", record.label)
-
-    def drop(state: str, error: BaseException) -> None:
-        with contextlib.suppress(Exception):      # if even that fails, the reservation expires on its own
-            ledger.cancel(record.reservation)
-        discard()
-        record.error, record.left = error, _what_is_left(ledger, record.reservation)
-        record.state = state
-
-    def hook(ok: bool, value: Any) -> None:
-        if not ok:
-            drop(CANCELLED if isinstance(value, Cancelled) else FAILED, value)
-            return
-        try:       # the detailed spends replace the reserved ones, never exceeding them
-            ledger.commit(record.reservation, None if spent is None else spends_of(spent(value)))
-        except Exception as exc:  # noqa: BLE001 - refused (over the reservation, lost, unwritable)
-            drop(REFUSED, exc)
-            return
-        if spec.publish is not None:
-            try:
-                value = spec.publish(value)
-            except ValueError as exc:
-                record.notice = f"The release is recorded in the ledger, but its parts could not be put in place: {exc}"
-        record.result, record.state = value, COMMITTED
-
-    return hook
-
-
-def _reserve_and_submit(key: str, rel: LedgerRelease, spec: ReleaseJob, spent):
-    """Reserve ``rel`` in this page run, then hand the computation to a background job whose completion hook
-    commits or drops the reservation (:func:`_settle`); follow it here while this run lasts."""
-    ledger = project_ledger()
-    try:
-        args = spec.args() if callable(spec.args) else tuple(spec.args)
-        reservation = ledger.reserve(rel)
-    except ValueError as exc:
-        _say_refused(exc, lambda: _what_is_left(ledger, None))
-        return None
+def _submit(key: str, release: Release, spec: ReleaseJob):
+    """Reserve in this page run and hand the computation to a background job whose completion hook commits or
+    drops the reservation (``core.releases.submit_release``); follow it here while this run lasts."""
     owner = job_owner()
-    record = _Release(owner, key, release_job_key(owner, key, reservation), spec.label, reservation)
-    try:
-        _remember(record)
-        st.session_state[f"release_confirm_{key}_job"] = record.job_key
-        job_queue().submit(spec.func, *args, owner=owner, key=record.job_key, label=spec.label,
-                           on_done=_settle(record, ledger, spec, spent))
-    except BaseException:
-        with contextlib.suppress(Exception):
-            ledger.cancel(reservation)
-        record.state, record.delivered = CANCELLED, True
-        raise
+    outcome, job = submit_release(release, project_ledger(), job_queue(), owner=owner, label=spec.label,
+                                  key=lambda reservation: release_job_key(owner, key, reservation))
+    if job is None:
+        return _shown(outcome)
+    record = _Followed(owner, key, job.key, outcome)
+    _remember(record)
+    st.session_state[f"release_confirm_{key}_job"] = record.job_key
     keep_owner_in_address()              # a reload of this tab finds the release again
     return _attend(record, spec, key, confirmed_now=True)
 
 
-def _attend(record: _Release, spec: ReleaseJob, key: str, *, confirmed_now: bool):
+def _attend(record: _Followed, spec: ReleaseJob, key: str, *, confirmed_now: bool):
     """Follow a running release behind its bar (Cancel stops it: nothing is spent), then show what became of
     it, once: its result (returned), or why nothing was released."""
     queue = job_queue()
-    if record.state == RUNNING:
+    if record.outcome.state == RUNNING:
         job = queue.find(record.job_key)
         if job is None:                  # the job is not in this server's queue any more (it was replaced)
             st.warning("A release confirmed earlier is no longer followed by this server: nothing of it is "
                        "shown. Its reservation counts toward this data set's total until the job's outcome is "
-                       f"recorded or the reservation expires{_until(record.reservation)}.")
+                       f"recorded or the reservation expires{expiry_text(record.outcome.reservation)}.")
             record.delivered = True
             return None
         if not confirmed_now:
@@ -476,26 +384,12 @@ def _attend(record: _Release, spec: ReleaseJob, key: str, *, confirmed_now: bool
     return _deliver(record, key)
 
 
-def _deliver(record: _Release, key: str):
-    """What became of a finished release, shown once: the committed result is returned; otherwise the page
-    says nothing was released and what is left of the reservation."""
-    if record.state == RUNNING:
+def _deliver(record: _Followed, key: str):
+    """What became of a finished release, shown once (see :func:`_shown`)."""
+    if record.outcome.state == RUNNING:
         return None
     record.delivered = True
     st.session_state.pop(f"release_confirm_{key}_job", None)
-    if record.state == COMMITTED:
-        if record.notice:
-            st.error(record.notice)
-        result, record.result = record.result, None        # the page keeps it from now on
-        return result
-    error = record.error
-    if record.state == CANCELLED:
-        st.info(CANCELLED_NOTE + record.left)
-    elif record.state == REFUSED or isinstance(error, ValueError):
-        st.error(str(error))
-        st.info(record.left)
-    else:
-        st.error(f"The release stopped before it finished ({type(error).__name__}"
-                 + (f": {error}" if str(error) else "") + ").")
-        st.info(record.left)
-    return None
+    result = _shown(record.outcome)
+    record.outcome.result = None                  # the page keeps it from now on
+    return result

@@ -14,14 +14,15 @@ from core.census import AlgorithmPlan, BudgetPlan, MechanismSweepPlan, PublicInf
 from core.census.algorithm_comparison import LARGE_TREE, runtime_estimate
 from core.census.budget_plan import SIMULATION, TargetSettings, sweep_part
 from core.census.geography_data import GEOGRAPHIES, georgia_is_cached, load_geography, parse_fanouts
-from core.census.release import POST_PROCESSING_NOTE, RELEASE_NOTE, can_release, release_noisy_counts
+from core.census.release import POST_PROCESSING_NOTE, RELEASE_NOTE, can_release
 from core.contracts import Cancelled, DataRef
 from core.privacy.project_ledger import data_key
+from core.releases import census_counts_release, ledger_ref, release_entry
 from core.report import guarded_csv
 from dashboard.components.chart_table import chart_numbers
 from dashboard.components.budget_input import (ALGO, MECH, PUBLIC, budget_input, plan_to_widgets, target_widgets,
                                                weight_prefix)
-from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry
+from dashboard.components.ledger_badge import record_release
 from dashboard.components.params_form import field_key, field_widget
 from dashboard.components.progress import attached_job, job_key, run_job, run_with_progress
 from dashboard.components.release_confirm import ReleaseJob, release_button, stated_spend
@@ -459,25 +460,12 @@ with tab_export:
                            "budget again and adds to what the public can combine.")
             # one figure for this release everywhere: a rho total is stated at the ledger's delta
             what = f"noisy counts, {alloc.mechanism}, " + stated_spend(alloc.ledger(), data_key(ledger_ref(plan)))
-            # what the counts depend on: the allocation and the geography it is drawn on (a new number of
-            # seeded ToyDown runs, or another simulation setting, is the same release)
-            release_part = {"allocation": json.loads(alloc.to_json()), "geography": plan.geography,
-                            "fanouts": list(plan.fanouts) if plan.geography == "stylised" else [],
-                            "geography seed": plan.seed}
             release_slot = st.empty()
-
-            def _release_args():        # the job's arguments, made once the release is confirmed
-                return alloc, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
-                                             plan.seed)
-
             released = release_button(    # a job out of the server process: it outlives this run of the page
                 "Release noisy counts", key="ba_release", what=what,
-                job=ReleaseJob(release_noisy_counts, _release_args, "Releasing noisy counts",
-                               cancel_key="ba_release_cancel", slot=release_slot),
-                pending=release_entry(plan, PAGE, "noisy counts", what, alloc.ledger(), fresh=True,
-                                      part=release_part),
-                spent=lambda r: r.ledger(), help="A real release: it spends the budget above and cannot be "
-                                                 "repeated with the same noise.")
+                release=census_counts_release(plan, alloc, page=PAGE, label=what),
+                job=ReleaseJob("Releasing noisy counts", cancel_key="ba_release_cancel", slot=release_slot),
+                help="A real release: it spends the budget above and cannot be repeated with the same noise.")
             release_slot.empty()
             if released is not None:                                  # committed in the ledger: shown from now on
                 st.session_state["ba_release_result"] = released

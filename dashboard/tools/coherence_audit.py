@@ -20,13 +20,14 @@ from core.coherence import (ADVERSARIES, DEFAULT_LENS, NOT_PRIVATE_PASS, RELEASE
                             VERDICT_MEANING, AdversaryChoice, AuditPlan, Condition, CustomSubgroup,
                             ReleaseChoice, RowSample, SweepPlan, TheoryPlan, calculate, is_private,
                             min_trials_for_pass, run, usable_columns)
-from core.coherence.publish import (PublishPlan, publish, refuse_if_not_private, simulation_label,  # noqa: E402
+from core.coherence.publish import (PublishPlan, refuse_if_not_private, simulation_label,  # noqa: E402
                                     sweep_ledger, trial_ledger)
 from core.contracts import Cancelled, DataRef, Spec  # noqa: E402
 from core.privacy.protection import ProtectionUnit  # noqa: E402
+from core.releases import audited_output_release, release_entry  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.chart_table import chart_numbers  # noqa: E402
-from dashboard.components.ledger_badge import record_release, release_entry  # noqa: E402
+from dashboard.components.ledger_badge import record_release  # noqa: E402
 from dashboard.components.params_form import (check_shown, field_key, field_widget, params_widgets,  # noqa: E402
                                               plan_widget_values)
 from dashboard.components.progress import run_with_progress  # noqa: E402
@@ -42,7 +43,6 @@ KEEP = {"persist_state": "session"}
 SIM = ("Simulation, not a release: every split and every release of the audit is a seeded draw for auditing. "
        "Only the last section, Release, publishes an algorithm's output.")
 PAGE = "Coherence audit"
-PUBLISH = "audited release"
 LEDGER_COLUMNS = {"label": "Spend", "measured": "What was measured", "amount": "Amount", "unit": "Unit",
                   "composition": "Composition"}
 DEFAULTS = AuditPlan()                    # the plan's defaults, stated once in core
@@ -347,13 +347,9 @@ def _release_section(audited: AuditPlan | None, data: bytes | None, data_label: 
     with st.container(key="coh_pub_guard"):
         released = release_button(
             "Release this algorithm's output", key="coh_pub_run", what=label, error=error,
-            job=ReleaseJob(publish, (pub_plan, data), "Releasing with OpenDP's secure sampler",   # secure by default
-                           cancel_key="coh_pub_cancel", n_jobs=1),   # a job that outlives this run of the page
-            pending=release_entry(pub_plan, PAGE, PUBLISH, label,
-                                  trial_ledger(choice, protection=ProtectionUnit.of(pub_plan.data)), fresh=True,
-                                  data_label=data_label,      # the audit's seed drives simulations only
-                                  part=pub_plan.replace(seed=0)),
-            spent=lambda r: r.budget, help="Runs the algorithm once on the whole file with secure noise.")
+            release=audited_output_release(pub_plan, data, page=PAGE, label=label, data_name=data_label),
+            job=ReleaseJob("Releasing with OpenDP's secure sampler", cancel_key="coh_pub_cancel", n_jobs=1),
+            help="Runs the algorithm once on the whole file with secure noise.")   # a job that outlives this run
     if released is not None:
         st.session_state["coh_published"] = released     # committed in the ledger: shown from now on
         st.rerun()                                         # the sidebar total then includes it

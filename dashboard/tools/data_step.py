@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sys
 from pathlib import Path
 
@@ -32,19 +31,18 @@ if str(REPO_ROOT) not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.contracts import Cancelled, bytes_fingerprint, digest_of  # noqa: E402
+from core.contracts import Cancelled, bytes_fingerprint  # noqa: E402
 from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, check, clean,  # noqa: E402
                          draft_schema, needs_public_info, profile)
 from core.intake.folder import (SAMPLE_ROWS, check_folder, check_plan, folder_rows, folder_work,  # noqa: E402
                                 list_folder, sample_rows)
 from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, category_threshold,  # noqa: E402
-                                  estimate_bounds, estimate_categories, estimate_input, planned_estimate_ledger,
-                                  required_values)
+                                  estimate_input, required_values)
 from core.intake.read import table_suffix  # noqa: E402
 from core.intake.suggest import label_merges  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
-from core.privacy.project_ledger import (LedgerRelease, data_key, declared_key, release_key,  # noqa: E402
-                                         spends_of)
+from core.privacy.project_ledger import declared_key  # noqa: E402
+from core.releases import folder_copy_release, private_estimate_release  # noqa: E402
 from dashboard.components.dataset_picker import (declared_data, declared_ref, read_table_data,  # noqa: E402
                                                  register_declared)
 from dashboard.components.plain_text import plain  # noqa: E402
@@ -54,7 +52,6 @@ from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.uploads_kept import upload_kept  # noqa: E402
 
 PAGE = "Data step"
-ESTIMATE = "private estimate of public information"
 P = "ds"
 ROLE_LABELS = {"category": "Category", "number": "Number", "person_id": "Person id (unit of protection)",
                "leave_out": "Leave out"}
@@ -324,25 +321,10 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
         else:
             st.caption(f"Labels whose noisy count reaches {category_threshold(epsilon, DEFAULT_DELTA, k):.1f} are "
                        f"kept (the least that keeps delta {DEFAULT_DELTA:g}); rarer labels stay out.")
-        ref = declared_ref(schema, raw)
-        digest = digest_of({"schema": schema.digest(), "column": column, "what": what, "epsilon": epsilon,
-                            "floor": floor, "ceiling": ceiling})
-        planned = planned_estimate_ledger(what, column, epsilon, k)
-        label = f"private {what} of {column}, epsilon {epsilon:g}"
-        pending = LedgerRelease(data_key(ref), release_key(ESTIMATE, digest, secrets.token_hex(8)), "release", PAGE,
-                                ESTIMATE, label, digest, spends_of(planned), schema.name)
-
-        def run():
-            if what == "bounds":
-                low, high, spent = estimate_bounds(values, epsilon, secure=True, rows_per_person=k,
-                                                   floor=floor, ceiling=ceiling)
-                return (low, high), spent
-            cats, spent = estimate_categories(estimate_input(frame, schema, column, what), epsilon, secure=True,
-                                              rows_per_person=k)
-            return cats, spent
-
-        result = release_button("Estimate privately", key=f"{P}_estimate", pending=pending, run=run, what=label,
-                                spent=lambda r: r[1], error=refusal)
+        release = private_estimate_release(declared_ref(schema, raw), frame, column, what, epsilon, page=PAGE,
+                                           floor=floor, ceiling=ceiling)
+        result = release_button("Estimate privately", key=f"{P}_estimate", release=release, what=release.label,
+                                error=refusal)
         if result is not None:
             found, _ = result
             pend = st.session_state.setdefault(PENDING, {})
@@ -534,9 +516,7 @@ def _folder_save(schema: DataSchema, listing, checked) -> bool:
 
 def _folder_release(schema: DataSchema, listing) -> None:
     """A synthetic copy of the saved folder set: one confirmation, then reserve -> fit -> write -> commit."""
-    from core.synthesis.folder_release import (FOLDER_METHODS, FolderReleasePlan, discard_unfinished,
-                                               pending_release, projected_folder_ledger, publish,
-                                               release_unpublished)
+    from core.synthesis.folder_release import FOLDER_METHODS, FolderReleasePlan, projected_folder_ledger
     from core.synthesis.registry import SYNTHESIZERS
     from dashboard.components.release_confirm import stated_spend
 
@@ -556,29 +536,26 @@ def _folder_release(schema: DataSchema, listing) -> None:
                         str(base.parent / f"{base.name}-synthetic"), key=f"{P}_folder_out")
     parts = int(c5.number_input("Parts to write", 1, 10_000, min(max(listing.n_parts, 1), 10_000),
                                 key=f"{P}_folder_parts"))
-    error, pending, plan = None, None, None
+    error, release, plan = None, None, None
     try:
         plan = FolderReleasePlan(schema.name, method, epsilon, delta, out, parts)
     except ValueError as exc:
         error = str(exc)
     if plan is not None:
         spend = stated_spend(projected_folder_ledger(plan), declared_key(schema.name))
-        pending = pending_release(plan, schema, PAGE, secrets.token_hex(8),
-                                  label=f"{plan.label()} written in {parts} parts ({spend})")
+        # drawn in a job out of the server process that outlives this run of the page; the parts are published
+        # only after the ledger's commit, and removed when it is cancelled, fails or is refused
+        release = folder_copy_release(plan, schema, listing.folder, page=PAGE,
+                                      label=f"{plan.label()} written in {parts} parts ({spend})")
         rows = _folder_rows(listing.fingerprint, listing.folder)
         if rows is not None and not run_estimate_notice(plan, folder_work(listing, schema, rows),
                                                         key=f"{P}_folder_release_estimate"):
             error = "this release is predicted to run long: tick 'Start anyway' above to allow it."
     release_slot = st.empty()
-    nonce = secrets.token_hex(6)
-    # a job out of the server process that outlives this run of the page; its completion hook publishes the
-    # parts only after the ledger's commit, and removes the unfinished ones when it is cancelled, fails or is
-    # refused (none are ever published then)
-    job = ReleaseJob(release_unpublished, lambda: (plan, schema, listing.folder, nonce),
-                     "Releasing a synthetic copy of the parts", cancel_key=f"{P}_folder_release_cancel",
-                     slot=release_slot, publish=publish, discard=lambda: discard_unfinished(plan.out_folder, nonce))
-    result = release_button("Release a synthetic copy", key=f"{P}_folder_release", pending=pending, job=job,
-                            error=error, what=plan.label() if plan else "", spent=lambda r: r.ledger)
+    job = ReleaseJob("Releasing a synthetic copy of the parts", cancel_key=f"{P}_folder_release_cancel",
+                     slot=release_slot)
+    result = release_button("Release a synthetic copy", key=f"{P}_folder_release", release=release, job=job,
+                            error=error, what=plan.label() if plan else "")
     release_slot.empty()
     if result is not None:
         st.session_state[f"{P}_folder_result"] = result

@@ -27,10 +27,11 @@ from core.districts.scorecard import (SCORECARD_HELP, SCORECARD_LABELS, compare_
 from core.districts.generators import GRID_ONLY  # noqa: E402
 from core.districts.workflow import GENERATOR_CHOICES, GEOGRAPHIES, build_geography  # noqa: E402
 from core.geography.assignments import plan_to_frame  # noqa: E402
+from core.releases import ledger_ref, release_entry  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.budget_input import budget_input  # noqa: E402
 from dashboard.components.chart_table import chart_numbers  # noqa: E402
-from dashboard.components.ledger_badge import ledger_ref, record_release, release_entry  # noqa: E402
+from dashboard.components.ledger_badge import record_release  # noqa: E402
 from dashboard.components.params_form import field_key, field_widget, params_widgets, plan_widget_values  # noqa: E402
 from dashboard.components.progress import first_render, run_with_progress  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402

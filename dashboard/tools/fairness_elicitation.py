@@ -31,13 +31,15 @@ from core.fairness.elicitation_plan import (design_copy, fill_demo_session, priv
                                            run_elicitation, session_people)
 from core.fairness.private_pairs import SyntheticPeople, synthetic_people  # noqa: E402
 from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
-                                         SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, copy_release,
-                                         new_copy_id, planned_ledger, release_synthetic_people)
+                                         SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, new_copy_id,
+                                         planned_ledger)
 from core.fairness.session_summary import (Pooling, display_labels, learner_pairs,  # noqa: E402
                                            run_history_table, summarise_session)
 from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
                                  ElicitationStore, code_version, constraint_set_hash, format_code,
                                  frontier_summary, get_store)
+from core.privacy.project_ledger import data_key  # noqa: E402
+from core.releases import pairs_copy_release  # noqa: E402
 from core.report import tables_zip  # noqa: E402
 from dashboard.components.params_form import check_shown, field_key, field_widget, plan_widget_values  # noqa: E402
 from dashboard.components.plain_text import bare, plain  # noqa: E402
@@ -104,18 +106,6 @@ def existing_copy(sub: PrivatePairsPlan | None) -> str | None:
     return found[0]["copy_id"] if found else None
 
 
-def copy_pending(sub: PrivatePairsPlan, copy_id: str):
-    """The ledger record of the copy about to be made. Its id is chosen before the release, so the record
-    is the one ``copy_release`` gives the stored copy (an import of it elsewhere adds nothing)."""
-    return copy_release(sub.replace(copy_id=copy_id))
-
-
-def _make_copy(sub: PrivatePairsPlan, copy_id: str) -> SyntheticPeople:
-    """A new secure copy (run inside the ledger's reservation), under the id the reservation holds."""
-    made = release_synthetic_people(sub)
-    return dataclasses.replace(made, plan=made.plan.replace(copy_id=copy_id))
-
-
 def copy_button(label: str, key: str, plan_of, then) -> None:
     """The button that creates a session: a plain button for real records or a reused copy; when a new
     synthetic copy is needed, a release (one confirmation, then reserve -> make the copy -> commit), and
@@ -133,17 +123,15 @@ def copy_button(label: str, key: str, plan_of, then) -> None:
         return
     copy_id = st.session_state.setdefault(P + "next_copy_id", new_copy_id())
     earlier = existing_copy(sub)      # a copy of this population and epsilon already released: a repeat
-    pending = what = None
+    release = what = None
     if sub is not None:               # its rho stated at the ledger's delta, as the confirmation states it
-        pending = copy_pending(sub, copy_id)
-        spend = stated_spend(planned_ledger(sub), pending.data_key)
+        spend = stated_spend(planned_ledger(sub), data_key(sub.data))
         what = f"synthetic pair people (MST, {spend})"
-        pending = dataclasses.replace(pending, label=f"synthetic pair people (MST, {spend}, copy {copy_id})")
+        release = pairs_copy_release(sub, copy_id, label=f"synthetic pair people (MST, {spend}, copy {copy_id})")
         st.caption(f"{label} makes a new private synthetic copy of the people ({SYNTHETIC_PEOPLE:,} synthetic "
                    f"people, {spend}) with OpenDP's noise, stores it, and records it as a release of the COMPAS "
                    "data in the project ledger.")
-    made = release_button(label, key=key, error=error, what=what, pending=pending,
-                          run=lambda: _make_copy(sub, copy_id), spent=lambda c: c.spent,
+    made = release_button(label, key=key, error=error, what=what, release=release,
                           same_as=None if earlier is None else lambda r: r.release_key.endswith(earlier))
     if made is None:
         return

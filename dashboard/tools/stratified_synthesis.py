@@ -19,17 +19,18 @@ import streamlit as st  # noqa: E402
 from core.contracts import Cancelled  # noqa: E402
 from core.privacy.project_ledger import cumulative_frame, data_key, statement  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
+from core.releases import release_entry, stratified_mean_release, synthetic_data_release  # noqa: E402
 from core.synthesis import (SYNTHESIZERS, MarginalsPlan, MeansPlan, ReleasePlan, SweepPlan,  # noqa: E402
-                            SynthesisPlan, run, secure_release)
+                            SynthesisPlan, run)
 from core.synthesis.plan import parse_bounds, parse_epsilons  # noqa: E402
-from core.synthesis.mean_release import MeanReleasePlan, projected_ledger, release_stratified_mean  # noqa: E402,E501
+from core.synthesis.mean_release import MeanReleasePlan, projected_ledger  # noqa: E402
 from core.synthesis.release import budget_statement_text, projected_release_ledger  # noqa: E402
 from core.synthesis.workflow import CURATOR, prepared_view  # noqa: E402
 from core.synthesis.sweep import smallest_strata  # noqa: E402
 from dashboard.components.chart_table import EXPANDER_PREFIX, chart_numbers  # noqa: E402
 from dashboard.components.dataset_picker import (declared_public, declared_ranges,  # noqa: E402
                                                  pick_microdata)
-from dashboard.components.ledger_badge import ledger_delta, project_ledger, record_release, release_entry  # noqa: E402
+from dashboard.components.ledger_badge import ledger_delta, project_ledger, record_release  # noqa: E402
 from dashboard.components.params_form import declared_state, field_widget, params_widgets  # noqa: E402
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import run_with_progress  # noqa: E402
@@ -42,8 +43,6 @@ from dashboard.components.wide_table import wide_table  # noqa: E402
 from dashboard.figures import synthesis as figs  # noqa: E402
 
 PAGE = "Stratified synthesis"
-SECURE = "secure synthetic release"
-MEAN_ACTION = "stratified mean release"
 MEAN_LABELS = {  # the mean release's table: machine names -> what the page shows
     "group": "Stratum", "size": "Size (rows; declared public)", "noisy_size": "Noisy size (DP count, rows)",
     "weight": "Weight", "mean": "Private mean", "se": "Std. error",
@@ -432,7 +431,7 @@ def mean_release_section() -> None:
                "OpenDP's secure sampler; the release is recorded in this data set's ledger.")
     if plan is None:
         st.info("Fix the settings above to release a mean.")
-        release_button("Release the stratified mean", key="ss_mr_release", pending=None, run=lambda: None,
+        release_button("Release the stratified mean", key="ss_mr_release", release=None,
                        error=plan_error or run_error or "the settings above are in error.")
         return
     options = [c for c in raw.columns if c not in strata and c not in identifiers]
@@ -489,10 +488,7 @@ def mean_release_section() -> None:
                                       else f"epsilon {mr_eps:g}")
     released = release_button(
         "Release the stratified mean", key="ss_mr_release", what=label, error=plan_error or run_error,
-        pending=release_entry(mr_plan, PAGE, MEAN_ACTION, label, mr_spend, fresh=True, data_label=picked.name,
-                              part=mr_plan if mr_plan.unit == "rho"      # pure noise: the delta plays no part
-                              else mr_plan.replace(delta=MeanReleasePlan.delta)),
-        run=lambda: release_stratified_mean(mr_plan, picked.raw, secure=True), spent=lambda r: r.ledger(),
+        release=stratified_mean_release(mr_plan, picked.raw, page=PAGE, label=label, data_name=picked.name),
         help="Each release draws fresh OpenDP noise and adds its spend to this data set's ledger.")
     if released is not None:                     # committed in the ledger: shown from now on
         st.session_state["ss_mean_release"] = (label, released)
@@ -614,12 +610,9 @@ def release_section() -> None:
 
     secured = release_button(      # a job out of the server process: it outlives this run of the page
         "Release synthetic data", key="ss_rel_secure", what=secure_label, error=plan_error or run_error,
-        container=b2, pending=release_entry(secure_plan, PAGE, SECURE, secure_label, projected, fresh=True,
-                                            data_label=picked.name,   # the seed plays no part in a secure fit
-                                            part=plan.setup().replace(release=rel_plan.replace(seed=0))),
-        job=ReleaseJob(secure_release, (secure_plan, picked.raw), "Fitting with OpenDP's secure sampler",
-                       cancel_key="ss_rel_cancel", n_jobs=1),
-        spent=lambda r: r.ledger,
+        container=b2,
+        release=synthetic_data_release(secure_plan, picked.raw, page=PAGE, label=secure_label, data_name=picked.name),
+        job=ReleaseJob("Fitting with OpenDP's secure sampler", cancel_key="ss_rel_cancel", n_jobs=1),
         help="Draws every privacy noise value with OpenDP's secure sampler. Each release adds its spend to "
              "this data set's ledger.")
     if secured is not None:                      # committed in the ledger: shown from now on
@@ -663,7 +656,7 @@ def release_section() -> None:
 with tab_release:
     if plan is None:
         st.info("Fix the settings above to generate a synthetic data set.")
-        release_button("Release synthetic data", key="ss_rel_secure", pending=None, run=lambda: None,
+        release_button("Release synthetic data", key="ss_rel_secure", release=None,
                        error=plan_error or run_error or "the settings above are in error.")
     else:
         try:

@@ -180,12 +180,12 @@ def _midway(monkeypatch, act) -> None:
 
     real = folder_release.release_unpublished
 
-    def release(plan, schema, folder, nonce, progress=None):
+    def release(plan, schema, folder, nonce, *where, progress=None):       # where: n_jobs, scheduler
         def report(done, total, message=""):
             if message == "synthetic part 1 of 2 written":
                 act()
             progress(done, total, message)
-        return real(plan, schema, folder, nonce, progress=report)
+        return real(plan, schema, folder, nonce, *where, progress=report)
 
     monkeypatch.setattr(folder_release, "release_unpublished", release)
 

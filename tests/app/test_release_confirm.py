@@ -298,17 +298,3 @@ def test_the_ledger_page_opens_on_the_data_set_in_use_with_an_empty_cap(ledger):
 def test_a_first_cap_suggestion_leaves_room_for_the_release_and_as_much_again():
     from dashboard.components.release_confirm import suggested_cap
     assert [suggested_cap(e) for e in (0.0, 0.3, 1.0, 1.2, 4.0, 30.0, 1e9)] == [0.5, 1.0, 2.0, 3.0, 8.0, 100.0, 100.0]
-
-
-@pytest.mark.parametrize("kw", [{}, {"noise": "gaussian", "size_policy": "public", "sizes_declared_public": True},
-                                {"pooled_share": 0.0}])
-def test_the_reserved_mean_release_spends_exactly_what_the_release_spends(kw):
-    """The ledger holds the reservation's spends: measurement by measurement the release's own."""
-    from core.synthesis.mean_release import MeanReleasePlan, projected_ledger, release_stratified_mean
-    plan = MeanReleasePlan(data=DataRef("cps"), column="income", strata=("sex", "race"), epsilon=1.5,
-                           category="50K+", **kw)
-    made = release_stratified_mean(plan).budget
-    reserved = projected_ledger(plan)
-    keep = ("label", "amount", "unit", "composition", "group", "part")
-    assert [tuple(getattr(s, k) for k in keep) for s in reserved.spends] == \
-        [tuple(getattr(s, k) for k in keep) for s in made.spends]

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.contracts import DataRef
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
 from core.privacy.project_ledger import DEFAULT_DELTA, NOT_RECORDED, LedgerRelease, ProjectLedger, compose
@@ -91,32 +90,6 @@ def test_a_coherence_publish_is_a_repeat_after_the_audit_seed_changes(ledger):
     at.button(key="coh_run").click().run()                        # the audit again, under another seed
     assert not at.exception and not at.button(key="coh_pub_run").disabled
     assert _is_a_repeat(at, "coh_pub_run")
-
-
-def test_two_copies_of_the_same_people_and_budget_record_the_same_digest():
-    from core.fairness.private_pairs import PrivatePairsPlan, copy_release
-    a, b = (copy_release(PrivatePairsPlan(epsilon=0.75, copy_id=c)) for c in ("c" * 16, "d" * 16))
-    assert a.release_key != b.release_key and a.plan_digest == b.plan_digest
-    assert copy_release(PrivatePairsPlan(epsilon=0.5, copy_id="c" * 16)).plan_digest != a.plan_digest
-
-
-def test_a_release_part_digest_leaves_out_what_the_release_does_not_depend_on():
-    from core.synthesis import ReleasePlan
-    from core.synthesis.mean_release import MeanReleasePlan
-    from dashboard.components.ledger_badge import release_entry
-    plan = MeanReleasePlan(data=DataRef("cps"), column="income", strata=("sex",), category="50K+")
-    spent = BudgetLedger()
-    spent.spend("mean", 1.0, "epsilon")
-
-    def entry(p, part):
-        return release_entry(p, "Page", "act", "label", spent, fresh=True, part=part)
-
-    same = [entry(plan.replace(seed=s), ReleasePlan(epsilon=1.0, seed=0)) for s in (0, 9)]
-    assert same[0].plan_digest == same[1].plan_digest and same[0].release_key != same[1].release_key
-    assert entry(plan, ReleasePlan(epsilon=2.0)).plan_digest != same[0].plan_digest
-    other_data = entry(plan.replace(data=DataRef("adult")), ReleasePlan(epsilon=1.0))
-    assert other_data.plan_digest != same[0].plan_digest                  # the data reference is in it
-    assert entry(plan, None).plan_digest == plan.digest()                 # no part: the whole plan, as before
 
 
 # ------------------------------------------------------------------ one release, one (epsilon, delta)

@@ -21,6 +21,7 @@ from core.cluster import ChannelReporter, ClusterChannel, client_for, close_clie
 from core.contracts import Cancelled
 from core.jobs import CANCELLED, DONE, RUNNING, DaskExecutor, JobQueue
 from core.privacy.project_ledger import ProjectLedger
+from core.releases import Release, run_release
 
 GUARD = 120.0
 """Seconds after which a wait gives up (a hang fails the test instead of stalling the suite)."""
@@ -76,13 +77,13 @@ def test_cancel_stops_a_running_cluster_task_before_its_end_and_nothing_is_spent
     job = queue.submit(support.held_rounds, 50, owner="A", key="release", label="Release")
     outcome: list = []
 
-    def page_release():
-        """What a release page does: reserve, wait for the job, commit only on its result."""
-        with ledger.reserved(release(1.0, data="cps")):
-            job.wait()
-            outcome.append(job.outcome())
+    def waited(progress=None):
+        """A release's computation that waits for the job: the release commits only on its result."""
+        job.wait()
+        return job.outcome()
 
-    page = threading.Thread(target=lambda: outcome.append(pytest.raises(Cancelled, page_release)))
+    page_release = Release("test", release(1.0, data="cps"), waited)
+    page = threading.Thread(target=lambda: outcome.append(run_release(page_release, ledger)))
     page.start()
     assert _until(lambda: job.message == "round 1" and ledger.reservations("cps"), job)
     assert job.state == RUNNING and support.RECORD["round"] == 1       # the task holds in round 1 on a worker
@@ -91,8 +92,8 @@ def test_cancel_stops_a_running_cluster_task_before_its_end_and_nothing_is_spent
     support.GO.set()                                                    # round 1 ends; round 2 asks for the flag
     assert support.ENDED.wait(GUARD)
     assert support.RECORD == {"round": 2, "cancelled": True}             # stopped at its next report, not at 50
-    [raised] = outcome
-    assert raised.type is Cancelled and job.state == CANCELLED and job.result is None
+    [made] = outcome
+    assert isinstance(made.error, Cancelled) and job.state == CANCELLED and job.result is None
     assert ledger.releases("cps") == () and ledger.reservations("cps") == ()
     assert ("done", "Release") not in queue.events
     ledger.db.dispose()

@@ -11,8 +11,9 @@ from core.contracts import Cancelled
 from core.intake import ColumnSchema, DataSchema
 from core.intake.folder import check_folder, folder_rows, list_folder
 from core.privacy.project_ledger import ProjectLedger, declared_key
+from core.releases import folder_copy_release, run_release
 from core.synthesis.folder_release import (FolderReleasePlan, ReleaseProgress, discard_unfinished, publish,
-                                           release_and_record, release_folder, unfinished_folders)
+                                           release_folder, unfinished_folders)
 
 SEX = ("Female", "Male")
 REGION = ("North", "South", "East", "West")
@@ -134,7 +135,7 @@ def test_a_release_whose_commit_fails_publishes_nothing(folder, tmp_path, monkey
     out = tmp_path / "out"
     plan = FolderReleasePlan(SCHEMA.name, "mst", 1.0, 1e-6, str(out), 2)
     with pytest.raises(ValueError, match="could not be written"):
-        release_and_record(ledger, plan, SCHEMA, folder, n_jobs=1)
+        run_release(folder_copy_release(plan, SCHEMA, folder, page="command line", n_jobs=1), ledger).value()
     assert not out.exists() and not unfinished_folders(out)
     assert not ledger.releases(key, "release") and not ledger.reservations(key)
 

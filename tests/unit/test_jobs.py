@@ -26,6 +26,7 @@ from core.contracts import Cancelled
 from core.jobs import (CANCELLED, DONE, FAILED, QUEUED, RUNNING, JobQueue, ProcessExecutor, ThreadExecutor,
                        shippable)
 from core.privacy.project_ledger import ProjectLedger
+from core.releases import Release, run_release
 
 
 class Manual:
@@ -144,12 +145,12 @@ def test_cancelling_a_running_job_frees_its_slot_drops_its_result_and_commits_no
     waiting = _submit(q, "B", "B1")
     outcome = []
 
-    def page_release():
-        with ledger.reserved(release(1.0, data="cps")):
-            running.wait()
-            outcome.append(running.outcome())          # raises Cancelled: the block never commits
+    def waited(progress=None):
+        running.wait()
+        return running.outcome()                       # raises Cancelled: the release never commits
 
-    page = threading.Thread(target=lambda: outcome.append(pytest.raises(Cancelled, page_release)))
+    page_release = Release("test", release(1.0, data="cps"), waited)
+    page = threading.Thread(target=lambda: outcome.append(run_release(page_release, ledger)))
     page.start()
     deadline = time.monotonic() + 120                  # a bound on waiting, not an assertion on speed
     while not ledger.reservations("cps"):              # the page holds its reservation
@@ -157,8 +158,8 @@ def test_cancelling_a_running_job_frees_its_slot_drops_its_result_and_commits_no
         page.join(0.01)
     assert running.cancel()
     page.join()
-    [raised] = outcome                                 # the page saw Cancelled, not a result
-    assert raised.type is Cancelled and "release run was cancelled" in str(raised.value)
+    [made] = outcome                                   # the page saw Cancelled, not a result
+    assert isinstance(made.error, Cancelled) and "release run was cancelled" in str(made.error)
     assert ex.cancelled == ["release run"] and ex.started == ["release run", "B1"]   # the slot went to B1
     ex.finish["release run"](True, "late result")      # the killed run's result, should it still arrive
     assert running.state == CANCELLED and running.result is None

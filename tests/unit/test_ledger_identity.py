@@ -74,7 +74,7 @@ class _Plan(Plan):
 
 
 def test_a_page_release_of_a_declared_data_set_is_keyed_and_labelled_by_its_name(schema):
-    from dashboard.components.ledger_badge import release_entry
+    from core.releases import release_entry
     from core.privacy.ledger import BudgetLedger
     book = BudgetLedger()
     book.spend("counts", 0.5, "epsilon")

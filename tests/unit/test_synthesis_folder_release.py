@@ -11,7 +11,8 @@ import pytest
 
 from core.intake import ColumnSchema, DataSchema
 from core.privacy.project_ledger import ProjectLedger, declared_key
-from core.synthesis.folder_release import FolderReleasePlan, release_and_record, release_folder
+from core.releases import folder_copy_release, run_release
+from core.synthesis.folder_release import FolderReleasePlan, release_folder
 
 SEX = ("Female", "Male")
 REGION = ("North", "South", "East", "West")
@@ -60,7 +61,7 @@ def test_a_release_is_recorded_once_under_the_data_set_and_quotes_no_exact_count
     key = declared_key(SCHEMA.name)
     ledger.set_no_cap(key)
     plan = FolderReleasePlan(SCHEMA.name, "aim", 1.0, 1e-6, str(tmp_path / "out"), 2, aim_rounds=3)
-    result = release_and_record(ledger, plan, SCHEMA, folder, n_jobs=1)
+    result = run_release(folder_copy_release(plan, SCHEMA, folder, page="command line", n_jobs=1), ledger).value()
     assert len(result.paths) == 2 and _rows(result.paths) == result.n_rows
     released = ledger.releases(key, "release")
     assert len(released) == 1 and not ledger.reservations(key)
@@ -72,7 +73,7 @@ def test_a_release_is_recorded_once_under_the_data_set_and_quotes_no_exact_count
     assert str(sum(ROWS)) not in shared and "Release:" in result.statement
     # a run that fails (the output folder already holds parts) spends nothing and leaves no reservation
     with pytest.raises(ValueError, match="already holds Parquet files"):
-        release_and_record(ledger, plan, SCHEMA, folder, n_jobs=1)
+        run_release(folder_copy_release(plan, SCHEMA, folder, page="command line", n_jobs=1), ledger).value()
     assert len(ledger.releases(key, "release")) == 1 and not ledger.reservations(key)
 
 
