@@ -50,9 +50,15 @@ class Snapshot:
         return takeaway_of_report(self.report)
 
 
+#: Symbols a name may hold, in words.
+SYMBOL_WORDS = {"eta_hat": "eta-hat"}
+
+
 def readable_name(name: str) -> str:
-    """A machine-style number or column name in words: ``mean_abs_error_pct`` -> ``mean abs error (%)``;
-    names that already read as words are kept."""
+    """A machine-style number or column name in words: ``mean_abs_error_pct`` -> ``mean abs error (%)``,
+    ``eta_hat level 1`` -> ``eta-hat level 1``; other names that already read as words are kept."""
+    for symbol, words in SYMBOL_WORDS.items():
+        name = name.replace(symbol, words)
     if " " in name or "_" not in name:
         return name
     return name.removesuffix("_pct").replace("_", " ") + (" (%)" if name.endswith("_pct") else "")

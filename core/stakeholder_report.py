@@ -543,10 +543,15 @@ def with_unit(text: str, unit: str) -> str:
     return f"{text}%" if unit == "%" else f"{text} {unit}"
 
 
-def _moved_sentence(name: str, r: Mapping[str, Any], unit: str) -> str:
+def sentence_start(text: str) -> str:
+    """``text`` with its first letter in capitals (the rest as it is: names keep their capitals)."""
+    return text[:1].upper() + text[1:]
+
+
+def _moved_sentence(name: str, r: Mapping[str, Any], unit_a: str, unit_b: str) -> str:
     """How B moves one headline number from A, or, when A and B measure different things, both side by side."""
-    label = readable_name(str(name)).capitalize()
-    a, b = with_unit(format_answer(float(r["A"])), unit), with_unit(format_answer(float(r["B"])), unit)
+    label = sentence_start(readable_name(str(name)))
+    a, b = with_unit(format_answer(float(r["A"])), unit_a), with_unit(format_answer(float(r["B"])), unit_b)
     if r["direction"] == NOT_COMPARABLE:
         return f"{label} is {a} under A and {b} under B; they are not subtracted, because {r['why']}"
     return f"{label} moves from {a} under A to {b} under B ({format_signed(float(r['change']))})"
@@ -572,21 +577,32 @@ def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
         apart = comparison.headline.loc[comparison.headline["direction"] == NOT_COMPARABLE, "number"]
         items += [(k, parts.headline.get(k)) for k in apart if k not in dict(items)]
     worst = worst_off_sentences(comparison) if comparison is not None else []
+    lead = verdict_sentences(comparison) if comparison is not None else []
     if not parts.headline:
-        return ["This result quotes no headline number; see the tables below."] + worst
+        return lead + ["This result quotes no headline number; see the tables below."] + worst
     if not items:
-        return ["This result's numbers are its settings and sizes (the key numbers below); what it found "
-                "is in its tables and figures."] + worst
+        return lead + ["This result's numbers are its settings and sizes (the key numbers below); what it found "
+                       "is in its tables and figures."] + worst
     out = []
     for name, value in items:
         unit = unit_of(str(name), units)
-        text = f"{readable_name(str(name)).capitalize()} is {with_unit(format_answer(value), unit)}"
+        text = f"{sentence_start(readable_name(str(name)))} is {with_unit(format_answer(value), unit)}"
         if comparison is not None:
             row = comparison.headline[comparison.headline["number"] == name]
             if len(row):
-                text = _moved_sentence(name, row.iloc[0], unit)
+                text = _moved_sentence(name, row.iloc[0], unit_of(str(name), comparison.a.takeaway["units"]), unit)
         out.append(html.escape(text + "."))      # its uncertainty is in the key numbers just below
-    return out + worst
+    return lead + out + worst
+
+
+def verdict_sentences(comparison) -> list[str]:
+    """The verdict of A and of B (results that reach one, ``core.takeaway``), or that both reach the same."""
+    a, b = comparison.a.takeaway["verdict"], comparison.b.takeaway["verdict"]
+    if not (a or b):
+        return []
+    if a == b:
+        return [html.escape(f"Under both A and B: {a}")]
+    return [html.escape(f"Under A: {a or 'no verdict.'} Under B: {b or 'no verdict.'}")]
 
 
 def worst_off_sentences(comparison) -> list[str]:
@@ -689,9 +705,15 @@ def _first_page(parts: ReportParts, figure: Any, comparison, created: str) -> st
 
 # ------------------------------------------------------------------------------------------------ A/B
 
-def _delta_table(delta: pd.DataFrame, units: Mapping[str, str] | None = None) -> str:
-    """Signed differences of the headline numbers, each with its unit; a number A and B measure differently
-    is shown side by side with why, and never subtracted."""
+def _unit_cell(name: str, units_a: Mapping[str, str], units_b: Mapping[str, str]) -> str:
+    ua, ub = unit_of(name, units_a), unit_of(name, units_b)
+    return ub if ua == ub else f"A: {ua}; B: {ub}"
+
+
+def _delta_table(delta: pd.DataFrame, units_a: Mapping[str, str] | None = None,
+                 units_b: Mapping[str, str] | None = None) -> str:
+    """Signed differences of the headline numbers, each with its unit (A's and B's when they differ); a number
+    A and B measure differently is shown side by side with why, and never subtracted."""
     head = "".join(f"<th>{h}</th>" for h in ("number", "unit", "A (pinned)", "B (current)", "B − A", "change (% of A)"))
     rows = []
     for r in delta.itertuples(index=False):
@@ -702,7 +724,7 @@ def _delta_table(delta: pd.DataFrame, units: Mapping[str, str] | None = None) ->
                   f"<td class='num signed'>{html.escape(format_signed(float(r.change)))}</td>"
                   f"<td class='num'>{html.escape(pct)}</td>")
         rows.append(f"<tr><td>{html.escape(readable_name(str(r.number)))}</td>"
-                    f"<td class='unit'>{html.escape(unit_of(str(r.number), units))}</td>"
+                    f"<td class='unit'>{html.escape(_unit_cell(str(r.number), units_a or {}, units_b or {}))}</td>"
                     f"<td class='num'>{format_number(float(r.A))}</td><td class='num'>{format_number(float(r.B))}</td>"
                     f"{change}</tr>")
     return f"<table class='delta'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
@@ -733,7 +755,7 @@ def _ab_section(a: ReportParts, b: ReportParts, comparison, overlays: Sequence[A
     return ("<h2>Scenario A against scenario B</h2>"
             "<p>A is the scenario pinned on the page (kept as it was, never rerun); B is the current one. "
             "Every difference is B − A with its sign.</p>"
-            f"<h3>Signed differences of the headline numbers</h3>{_delta_table(comparison.headline, b.takeaway['units'])}"
+            f"<h3>Signed differences of the headline numbers</h3>{_delta_table(comparison.headline, a.takeaway['units'], b.takeaway['units'])}"
             + _worst_off_table(comparison, b.takeaway["worst_off_rule"] or a.takeaway["worst_off_rule"])
             + (f"<h3>The page's figures, A and B overlaid</h3>{_figures(list(overlays))}" if overlays else "")
             + f"<h3>What differs between the two plans</h3>{changed}"

@@ -6,6 +6,8 @@ member (:func:`takeaway_record`) so that a saved report, a pinned scenario and t
 read the same words:
 
 - ``answer``: the verdict or answer in sentences, each quoting numbers of the run that was made;
+- ``verdict``: the verdict in one sentence, for a result that reaches one (an A/B report sets A's
+  beside B's);
 - ``key``: the headline names that carry the answer, in the order a reader should see them;
 - ``units``: each headline number's unit in words (people, trials, share of trials...); a headline
   number without a declared unit gets one from its name (:func:`unit_of`);
@@ -27,6 +29,7 @@ __all__ = ["Takeaway", "takeaway_record", "takeaway_of_report", "unit_of", "UNIT
 @dataclass(frozen=True)
 class Takeaway:
     answer: tuple[str, ...] = ()
+    verdict: str = ""
     key: tuple[str, ...] = ()
     units: Mapping[str, str] = field(default_factory=dict)
     meaning: Mapping[str, str] = field(default_factory=dict)
@@ -86,7 +89,7 @@ def takeaway_record(result: Any) -> dict:
     take = take if isinstance(take, Takeaway) else Takeaway()
     headline = result.headline()
     units = {str(k): unit_of(str(k), take.units) for k in headline}
-    return {"answer": [str(s) for s in take.answer], "key": [str(k) for k in take.key if k in headline],
+    return {"answer": [str(s) for s in take.answer], "verdict": str(take.verdict), "key": [str(k) for k in take.key if k in headline],
             "units": units, "meaning": _texts(take.meaning), "worst_off": _texts(take.worst_off),
             "worst_off_rule": str(take.worst_off_rule)}
 
@@ -98,6 +101,7 @@ def takeaway_of_report(report: Mapping[str, Any]) -> dict:
     answer = record.get("answer")
     key = record.get("key")
     return {"answer": [str(s) for s in answer] if isinstance(answer, list) else [],
+            "verdict": str(record.get("verdict") or ""),
             "key": [str(k) for k in key] if isinstance(key, list) else [],
             "units": _texts(record.get("units") if isinstance(record.get("units"), Mapping) else {}),
             "meaning": _texts(record.get("meaning") if isinstance(record.get("meaning"), Mapping) else {}),

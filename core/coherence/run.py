@@ -239,9 +239,11 @@ class CoherenceResult(Result):
             text = f"{name}: {VERDICT_WORDS.get(row['verdict_shown'], row['verdict_shown'])}."
             if name in worst.index:
                 w = worst.loc[name]
+                trials = int(w["trials"])
                 text += (f" Its worst adversary ({w['adversary']}) pushed a subgroup past alpha {self.plan.alpha:g} in "
-                         f"{num(w['beta_hat'])} of its {int(w['trials']):,} trials (interval {num(w['ci_low'])} to "
-                         f"{num(w['ci_high'])}); a PASS needs that share to stay at most beta {self.plan.beta:g}.")
+                         f"{int(round(float(w['beta_hat']) * trials)):,} of {trials:,} trials, a failure rate of "
+                         f"{num(w['beta_hat'])} (interval {num(w['ci_low'])} to {num(w['ci_high'])}); a PASS needs "
+                         f"that rate to stay at most beta {self.plan.beta:g}.")
             answer.append(text)
         for _, row in self._certifiable().iterrows():
             units[theory_key(row["release"])] = "people per subgroup"
@@ -251,7 +253,7 @@ class CoherenceResult(Result):
                           f"of the {int(row['eligible_subgroups'])} subgroups audited.")
         if self.rows_shared:
             key.append("rows audited")
-        return Takeaway(answer=tuple(answer), key=tuple(key), units=units)
+        return Takeaway(answer=tuple(answer), verdict=answer[0], key=tuple(key), units=units)
 
 
 @cached
