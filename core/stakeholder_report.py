@@ -554,6 +554,12 @@ def _moved_sentence(name: str, r: Mapping[str, Any], unit_a: str, unit_b: str) -
     a, b = with_unit(format_answer(float(r["A"])), unit_a), with_unit(format_answer(float(r["B"])), unit_b)
     if r["direction"] == NOT_COMPARABLE:
         return f"{label} is {a} under A and {b} under B; they are not subtracted, because {r['why']}"
+    if not (math.isfinite(float(r["A"])) and math.isfinite(float(r["B"]))):
+        known = [(side, v) for side, v in (("A", a), ("B", b)) if math.isfinite(float(r[side]))]
+        if not known:
+            return f"{label} has no value under A or under B"
+        side, value = known[0]
+        return f"{label} is {value} under {side}; {'B' if side == 'A' else 'A'} has no such number"
     return f"{label} moves from {a} under A to {b} under B ({format_signed(float(r['change']))})"
 
 

@@ -300,6 +300,16 @@ def test_first_page_numbers_have_units_and_no_machine_keys(pairs, page, tmp_path
         assert "data set compas" not in words and "COMPAS" in words
 
 
+def test_a_number_only_one_side_has_is_said_so_not_moved_from_nothing(pairs):
+    a, b = pairs["Fairness elicitation"]                 # only B simulated a panel
+    assert "pairs with a constraint" not in a.headline() and "pairs with a constraint" in b.headline()
+    text = report_html(b, page="Fairness elicitation", compare=build_report(a, page="Fairness elicitation"))
+    answer = words_of(first_page(text).split("<h2>The answer</h2>", 1)[1].split("<h2>", 1)[0])
+    count = b.headline()["pairs with a constraint"]
+    assert f"Pairs with a constraint is {format_answer(count)} pairs under B; A has no such number." in answer
+    assert "n/a" not in answer
+
+
 def test_answer_numbers_carry_their_units(pairs):
     result = pairs["District maps"][0]
     answer = first_page(report_html(result, page="District maps")).split("<h2>The answer</h2>", 1)[1]
