@@ -22,7 +22,7 @@ import pytest
 from core.compare import NOT_COMPARABLE, compare_reports, compare_results, headline_delta, table_delta
 from core.contracts import DataRef
 from core.report import build_report, report_json, tables_zip
-from core.stakeholder_report import embedded_report, format_answer, report_html
+from core.stakeholder_report import embedded_report, format_answer, report_html, report_html_from_json
 from core.takeaway import unit_of
 
 
@@ -343,3 +343,17 @@ def test_report_command_without_an_output_says_what_to_give(tmp_path, capsys, pa
     source.write_text(report_json(build_report(pairs["Budget allocation"][0], page="Budget allocation")))
     assert main(["report", str(source)]) == 2
     assert "--html OUT.html, --pdf OUT.pdf or both" in capsys.readouterr().err
+
+
+def test_a_hand_edited_takeaway_is_refused_or_read_safely(pairs):
+    from core.report import parse_report
+    result = pairs["Budget allocation"][0]
+    report = build_report(result, page="Budget allocation")
+    with pytest.raises(ValueError, match="'takeaway' must be an object or null"):
+        parse_report(report_json({**report, "takeaway": "FAIL"}))
+    odd = {**report, "takeaway": {"answer": "not a list", "key": ["no such number", 3], "units": ["x"],
+                                  "worst_off": {"ERM": "<script>alert(1)</script>"}}}
+    text = visible(report_html_from_json(parse_report(report_json(odd)),
+                                         compare=build_report(pairs["Budget allocation"][1], page="x")))
+    assert "<script>alert" not in text and "&lt;script&gt;" in text
+    assert "no such number" not in first_page(text)
