@@ -60,8 +60,14 @@ UNIT_RULES: tuple[tuple[str, str], ...] = (
     (r"multiplier", "times"),
     (r"\brho\b", "rho (zCDP)"),
     (r"epsilon|budget", "epsilon"),
-    (r"utility loss|\bap@", "share (0 to 1)"),
-    (r"selection rate|\brate\b|share", "share (0 to 1)"),
+    (r"utility loss", "share of the original ranking's utility lost"),
+    (r"\bap at k", "average precision (0 to 1)"),
+    (r"selection rate", "ratio to the group's share of everybody (1 is parity)"),
+    (r"\bfpr\b", "false-positive rate (0 to 1)"),
+    (r"\btpr\b", "true-positive rate (0 to 1)"),
+    (r"\brate\b|share", "share (0 to 1)"),
+    (r"unfairness", "unfairness (the frontier's own measure)"),
+    (r"\berror\b", "share of people misclassified"),
     (r"\bmean\b", "units of the column"),
 )
 

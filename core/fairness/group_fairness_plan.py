@@ -386,11 +386,16 @@ class GroupFairnessResult(Result):
         side by side. Group names read from an uploaded file are left out."""
         from core.takeaway import Takeaway
         from core.uncertainty_words import num
+        named = not self.plan.data.is_upload
+        ranked, rules = {}, []
+        if self.ranking is not None and named:
+            top = self.ranking.counterfactual_at_top()
+            ranked[f"the counterfactual ranking at k={top.k}"] = str(top.rate_low_group)
+            rules.append("lowest selection rate in a ranking")
         if self.lexifair is None:
-            return Takeaway(units={name: "share (0 to 1)" for name in self.headline()})
+            return Takeaway(worst_off=ranked, worst_off_rule="; ".join(rules))
         loss = LEARNERS[self.plan.lexifair.learner].build().loss
         view = self.worst_off()
-        named = not self.plan.data.is_upload
         answer, worst = [], {}
         for row in view.itertuples(index=False):
             who = f"the group {row.group}" if named else "one group (not named: the data are private)"
@@ -402,8 +407,8 @@ class GroupFairnessResult(Result):
         units = {**{name: "share of held-out people misclassified" for name in view["headline_name"]},
                  **{name: f"average {loss} (the learner's loss)" for name in etas}}
         return Takeaway(answer=tuple(answer), key=tuple(view["headline_name"]), units=units,
-                        meaning={name: f"an average {loss}" for name in etas}, worst_off=worst,
-                        worst_off_rule="largest held-out error")
+                        meaning={name: f"an average {loss}" for name in etas}, worst_off={**worst, **ranked},
+                        worst_off_rule="; ".join(["largest held-out error of a model", *rules]))
 
 
 # ---------------------------------------------------------------- lexifair sub-run
