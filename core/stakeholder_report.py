@@ -41,7 +41,8 @@ from core.uncertainty_words import LEDGER_TOTAL, SET_BY_PLAN
 __all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts", "parts_of_report", "parts_of_result",
            "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
            "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND", "format_number", "format_signed", "key_numbers",
-           "answer_sentences", "format_answer", "privacy_sentences", "with_unit", "worst_off_sentences", "stored_figures", "FIRST_PAGE_NUMBERS", "PRINT_CONFIG"]
+           "answer_sentences", "format_answer", "privacy_sentences", "with_unit", "worst_off_sentences",
+           "verdict_sentences", "data_set_words", "stored_figures", "FIRST_PAGE_NUMBERS", "PRINT_CONFIG"]
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 PDF_NEEDS_CHROMIUM = "The PDF needs Chromium (Debian package 'chromium'); the HTML report works without it."
@@ -646,7 +647,8 @@ def format_signed(value: float) -> str:
 
 
 def data_set_words(key: str) -> str:
-    """A data set's key as its label (``compas`` -> ``COMPAS recidivism ...``); an unknown key as it is."""
+    """A data set's key as its label, quoted (``compas`` -> ``'COMPAS two-year recidivism'``); an unknown key
+    quoted as it is."""
     from core.datasets import DATASETS
     info = DATASETS.get(key)
     return f"'{info.label}'" if info is not None else (f"'{key}'" if key else "this data set")
@@ -760,8 +762,10 @@ def _ab_section(a: ReportParts, b: ReportParts, comparison, overlays: Sequence[A
                + "".join(f"<li>{html.escape(s)}</li>" for s in only_b) + "</ul></td></tr></tbody></table>")
     return ("<h2>Scenario A against scenario B</h2>"
             "<p>A is the scenario pinned on the page (kept as it was, never rerun); B is the current one. "
-            "Every difference is B − A with its sign.</p>"
-            f"<h3>Signed differences of the headline numbers</h3>{_delta_table(comparison.headline, a.takeaway['units'], b.takeaway['units'])}"
+            "Every difference is B − A with its sign; a number that measures something else under A than "
+            "under B (another loss or measure) is shown side by side and not subtracted.</p>"
+            "<h3>Signed differences of the headline numbers</h3>"
+            + _delta_table(comparison.headline, a.takeaway["units"], b.takeaway["units"])
             + _worst_off_table(comparison, b.takeaway["worst_off_rule"] or a.takeaway["worst_off_rule"])
             + (f"<h3>The page's figures, A and B overlaid</h3>{_figures(list(overlays))}" if overlays else "")
             + f"<h3>What differs between the two plans</h3>{changed}"

@@ -180,7 +180,8 @@ class CoherenceResult(Result):
         if self.comparison is not None:
             worst = self.comparison.worst_adversaries()
             out.update({worst_key(row["release"]): float(row["beta_hat"]) for _, row in worst.iterrows()})
-            out.update({theory_key(row["release"]): float(row["theory_gamma"]) for _, row in self._certifiable().iterrows()})
+            out.update({theory_key(row["release"]): float(row["theory_gamma"])
+                        for _, row in self._certifiable().iterrows()})
         if self.theory is not None:
             row = self.theory.summary.iloc[0]
             out["theory gamma (conservative)"] = float("nan") if row["gamma"] is None else float(row["gamma"])

@@ -10,6 +10,7 @@ row of the verdicts table, not the calculator's gamma.
 """
 from __future__ import annotations
 
+import dataclasses
 import html
 import io
 import re
@@ -209,7 +210,6 @@ def test_the_worst_off_group_of_a_model_is_the_one_with_the_largest_held_out_err
 
 def test_group_names_of_an_upload_are_not_taken_away():
     """Worst-off groups read from a private file are not named in what a report carries."""
-    from core.coherence.run import CoherenceResult  # noqa: F401  (areas import cleanly)
     from core.fairness.group_fairness_plan import GroupFairnessResult, LexifairResult
     from core.fairness import GroupFairnessPlan, LexifairPlan
     worst = pd.DataFrame({"model": ["ERM (plain accuracy)"], "rank_in_model": [1], "group": ["secret = x"],
@@ -218,15 +218,10 @@ def test_group_names_of_an_upload_are_not_taken_away():
     levels = pd.DataFrame({"level": [1], "eta_hat": [0.3]})
     plan = GroupFairnessPlan(lexifair=LexifairPlan(rounds=30, levels=1, bootstrap=0), ranking=None, companion=None)
     upload = DataRef("upload", fingerprint="0" * 64)
-    result = GroupFairnessResult(plan=dataclass_replace(plan, data=upload),
+    result = GroupFairnessResult(plan=dataclasses.replace(plan, data=upload),
                                  lexifair=LexifairResult(worst, levels, pd.DataFrame(), worst))
     take = result.takeaway()
     assert take.worst_off == {} and "secret" not in " ".join(take.answer)
-
-
-def dataclass_replace(obj, **changes):
-    import dataclasses
-    return dataclasses.replace(obj, **changes)
 
 
 # ---------------------------------------------------------------------------------- coherence verdict
