@@ -35,7 +35,7 @@ from core.contracts import DataRef, Result
 from core.report import (build_report, data_ref_of, ledger_statement, load_plan, migrate, package_versions,
                          protection_sentence, report_json, table_from_records)
 from core.report_words import plan_sections, plan_sentences
-from core.takeaway import takeaway_of_report, unit_of
+from core.takeaway import NO_UNIT, takeaway_of_report, unit_of
 from core.uncertainty_words import LEDGER_TOTAL, SET_BY_PLAN
 
 __all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts", "parts_of_report", "parts_of_result",
@@ -539,7 +539,7 @@ def format_answer(value: Any) -> str:
 
 def with_unit(text: str, unit: str) -> str:
     """A formatted number with its unit: ``33.59%``, ``116.1 people``; a number with no unit stays bare."""
-    if not unit or unit == unit_of(""):
+    if not unit or unit == NO_UNIT:
         return text
     return f"{text}%" if unit == "%" else f"{text} {unit}"
 

@@ -23,11 +23,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["Takeaway", "takeaway_record", "takeaway_of_report", "unit_of", "UNIT_RULES"]
+__all__ = ["Takeaway", "takeaway_record", "takeaway_of_report", "unit_of", "UNIT_RULES", "NO_UNIT"]
+
+NO_UNIT = "number (no unit)"
 
 
 @dataclass(frozen=True)
 class Takeaway:
+    """What a result declares about its own numbers (see the module docstring); every part is optional."""
+
     answer: tuple[str, ...] = ()
     verdict: str = ""
     key: tuple[str, ...] = ()
@@ -74,14 +78,14 @@ UNIT_RULES: tuple[tuple[str, str], ...] = (
 
 def unit_of(name: str, declared: Mapping[str, str] | None = None) -> str:
     """The unit of headline number ``name``: the declared one, else the first :data:`UNIT_RULES` match, else
-    "number (no unit)": never empty."""
+    :data:`NO_UNIT`: never empty."""
     if declared and declared.get(name):
         return str(declared[name])
     low = str(name).lower()
     for pattern, unit in UNIT_RULES:
         if re.search(pattern, low):
             return unit
-    return "number (no unit)"
+    return NO_UNIT
 
 
 def _texts(values: Any) -> dict[str, str]:
