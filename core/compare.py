@@ -219,9 +219,10 @@ class Comparison:
         return table_delta(self.a.tables[name], self.b.tables[name], keys)
 
     def tables(self, max_cells: int = MAX_DELTA_CELLS) -> dict[str, pd.DataFrame]:
-        """Every delta table (for export): the headline and each table both sides hold that is
-        not :meth:`too_large`."""
-        return {"headline_delta": self.headline,
+        """Every delta table (for export): the headline, the worst-off groups when either side names one,
+        and each table both sides hold that is not :meth:`too_large`."""
+        worst = self.worst_off()
+        return {"headline_delta": self.headline, **({"worst_off_groups": worst} if not worst.empty else {}),
                 **{f"delta_{name}": self.table(name) for name in self.common_tables()
                    if not self.too_large(name, max_cells)}}
 

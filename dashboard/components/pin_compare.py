@@ -119,8 +119,8 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
                          key=f"{key}__delta_cells", column_config=DELTA_FORMATS)
     st.download_button("Download the comparison (CSV, zipped)", lambda: tables_zip(comparison.tables()),
                        file_name=f"{key}_comparison.zip", mime="application/zip", key=f"{key}__delta_zip",
-                       icon=":material/download:", help="The headline delta and every table's cell deltas "
-                       "(tables with one row per block are left out).")
+                       icon=":material/download:", help="The headline delta, the worst-off groups of A and B "
+                       "and every table's cell deltas (tables with one row per block are left out).")
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

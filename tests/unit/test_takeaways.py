@@ -108,6 +108,9 @@ def test_every_table_of_every_page_compares_in_the_panel_the_zip_and_the_ab_repo
         with zipfile.ZipFile(io.BytesIO(tables_zip(exported))) as archive:
             files = set(archive.namelist())
         assert {f"{n}.csv" for n in exported} <= files and "headline_delta.csv" in files
+        names_worst_off = bool(comparison.a.takeaway["worst_off"] or comparison.b.takeaway["worst_off"])
+        assert ("worst_off_groups.csv" in files) == names_worst_off
+        assert names_worst_off == (page in ("Stratified synthesis", "Group fairness and ranking"))
     text = report_html(b, page=page, compare=report_a)
     assert "<h2>Scenario A against scenario B</h2>" in text
     assert "Traceback" not in text
