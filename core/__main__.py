@@ -2,7 +2,7 @@
 
     python -m core reproduce REPORT.json [--out DIR] [--data FILE ...]
     python -m core run PLAN.json --out DIR [--data FILE ...]
-    python -m core report REPORT.json [--compare A.json] --html OUT.html [--pdf OUT.pdf]
+    python -m core report REPORT.json [--compare A.json] [--html OUT.html] [--pdf OUT.pdf]
     python -m core data profile|check|apply FILE ...   (your own data file: see core/intake/cli.py)
     python -m core script REPORT.json [--out reproduce.py] [--notebook reproduce.ipynb] [--data FILE ...]
     python -m core release REPORT.json [--data FILE] [--cap EPSILON | --no-cap] [--out DIR]   (core/release_cli.py)
@@ -21,8 +21,9 @@ data set's cap, compute with the secure sampler, commit the spends, then publish
 the ledger entry.
 
 ``report`` makes the stakeholder report of a saved report without rerunning anything: the same HTML
-the page offers (the figures the page stored in the file), and its PDF through headless Chromium. With
-``--compare A.json`` it is the A/B report of REPORT (B) against A, with the page's overlays.
+the page offers (the figures the page stored in the file), and its PDF through headless Chromium: either
+``--html``, ``--pdf`` or both. With ``--compare A.json`` it is the A/B report of REPORT (B) against A, with
+the page's overlays.
 """
 from __future__ import annotations
 
@@ -72,12 +73,16 @@ def overlays_of(report: dict, compare: dict) -> list:
 def report_command(args) -> int:
     """``report``: HTML (and PDF) of a saved report, an A/B report with ``--compare``."""
     from core.stakeholder_report import report_html_from_json, report_pdf
+    if args.html is None and args.pdf is None:
+        raise ValueError("Say where to write the report: --html OUT.html, --pdf OUT.pdf or both.")
     report = parse_report(args.file.read_text())
     other = parse_report(args.compare.read_text()) if args.compare is not None else None
     overlays = overlays_of(report, other) if other is not None else []
     text = report_html_from_json(report, compare=other, overlays=overlays, file_name=args.file.name)
-    args.html.write_text(text, encoding="utf-8")
-    written = [str(args.html)]
+    written = []
+    if args.html is not None:
+        args.html.write_text(text, encoding="utf-8")
+        written.append(str(args.html))
     if args.pdf is not None:
         args.pdf.write_bytes(report_pdf(text))
         written.append(str(args.pdf))
@@ -99,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     rep = sub.add_parser("report", help="the stakeholder report (HTML, PDF) of a saved report")
     rep.add_argument("file", type=Path, help="the report (JSON) a page exported: scenario B with --compare")
     rep.add_argument("--compare", type=Path, help="the report of the pinned scenario A")
-    rep.add_argument("--html", type=Path, required=True, help="where to write the HTML report")
+    rep.add_argument("--html", type=Path, help="where to write the HTML report")
     rep.add_argument("--pdf", type=Path, help="where to write the PDF (needs Chromium)")
     add_data_parser(sub)
     add_curator_parser(sub)

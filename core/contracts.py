@@ -339,6 +339,11 @@ class Result:
         form, an exact count, a single draw). Never an exact count of private data. Default: nothing."""
         return {}
 
+    def takeaway(self):
+        """The answer in words, the key numbers, their units and meanings and the worst-off group
+        (a :class:`core.takeaway.Takeaway`); None: reports fall back on the headline alone."""
+        return None
+
     def ledger(self):
         return None
 

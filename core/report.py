@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from core.contracts import DataRef, Plan, Result, bytes_fingerprint, plan_from_dict, plan_to_dict
+from core.takeaway import takeaway_record
 from core.uploads import parse_json_text, read_text
 
 SCHEMA_VERSION = 2
@@ -193,6 +194,7 @@ def build_report(result: Result, *, page: str = "", ledger=None, extra: Mapping[
             "spends": table_records(ledger.to_frame()), "statement": ledger_statement(ledger, plan)},
         "headline": {k: _plain(v) for k, v in result.headline().items()},
         "headline_uncertainty": {str(k): str(v) for k, v in result.headline_uncertainty().items()},
+        "takeaway": takeaway_record(result),
         "versions": package_versions(),
         "tables": {name: table_records(df) for name, df in tables.items()},
         **({"extra": json.loads(json.dumps(dict(extra), default=str))} if extra else {}),
@@ -237,7 +239,8 @@ MEMBER_KINDS = {"plan": (dict,), "page": (str, type(None)), "created_utc": (str,
                 "plan_digest": (str, type(None)), "data": (dict, type(None)), "ledger": (dict, type(None)),
                 "headline": (dict, type(None)), "headline_uncertainty": (dict, type(None)),
                 "versions": (dict, type(None)), "tables": (dict,), "extra": (dict, type(None)),
-                "question": (str, type(None)), "figures": (list, type(None)), "project_ledger": (dict, type(None))}
+                "question": (str, type(None)), "figures": (list, type(None)), "project_ledger": (dict, type(None)),
+                "takeaway": (dict, type(None))}
 JSON_KIND = {dict: "an object", str: "text", list: "a list", type(None): "null"}
 
 

@@ -30,17 +30,19 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from core.compare import readable_name
+from core.compare import NOT_COMPARABLE, readable_name
 from core.contracts import DataRef, Result
 from core.report import (build_report, data_ref_of, ledger_statement, load_plan, migrate, package_versions,
                          protection_sentence, report_json, table_from_records)
 from core.report_words import plan_sections, plan_sentences
+from core.takeaway import NO_UNIT, takeaway_of_report, unit_of
 from core.uncertainty_words import LEDGER_TOTAL, SET_BY_PLAN
 
 __all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts", "parts_of_report", "parts_of_result",
            "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
            "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND", "format_number", "format_signed", "key_numbers",
-           "answer_sentences", "format_answer", "privacy_sentences", "stored_figures", "FIRST_PAGE_NUMBERS", "PRINT_CONFIG"]
+           "answer_sentences", "format_answer", "privacy_sentences", "with_unit", "worst_off_sentences",
+           "verdict_sentences", "data_set_words", "stored_figures", "FIRST_PAGE_NUMBERS", "PRINT_CONFIG"]
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 PDF_NEEDS_CHROMIUM = "The PDF needs Chromium (Debian package 'chromium'); the HTML report works without it."
@@ -204,18 +206,20 @@ def _table(df: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
 
 
 def _headline(headline: Mapping[str, Any], uncertainty: Mapping[str, str] | None = None, key: bool = False,
-              empty: str = "This result has no headline numbers.") -> str:
-    """The headline numbers, each with its uncertainty in words (``Result.headline_uncertainty``); ``key``:
-    the first page's few (the table marked apart from the rest's). Each number is printed in one of the
-    two tables only, so ``empty`` says why the rest's table has nothing to show."""
+              empty: str = "This result has no headline numbers.", units: Mapping[str, str] | None = None) -> str:
+    """The headline numbers, each with its unit (``units``, else :func:`core.takeaway.unit_of`) and its
+    uncertainty in words (``Result.headline_uncertainty``); ``key``: the first page's few (the table marked
+    apart from the rest's). Each number is printed in one of the two tables only, so ``empty`` says why the
+    rest's table has nothing to show."""
     if not headline:
         return f"<p class='muted'>{html.escape(empty)}</p>"
     words = uncertainty or {}
     rows = "".join(f"<tr><td>{html.escape(readable_name(str(k)))}</td><td class='value'>{format_number(v)}</td>"
+                   f"<td class='unit'>{html.escape(unit_of(str(k), units))}</td>"
                    f"<td class='uncertainty'>{html.escape(words.get(k) or 'not stated')}</td></tr>"
                    for k, v in headline.items())
-    return (f"<table class='headline{' key' if key else ''}'><thead><tr><th>number</th><th>value</th><th>uncertainty</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>")
+    return (f"<table class='headline{' key' if key else ''}'><thead><tr><th>number</th><th>value</th><th>unit</th>"
+            f"<th>uncertainty</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 def _uncertainty(tables: Mapping[str, pd.DataFrame]) -> str:
@@ -473,6 +477,11 @@ class ReportParts:
     def project(self) -> Mapping[str, Any] | None:
         return self.report.get("project_ledger")
 
+    @property
+    def takeaway(self) -> dict:
+        """The answer, key numbers, units, meanings and worst-off groups the result declared (``core.takeaway``)."""
+        return takeaway_of_report(self.report)
+
 
 def parts_of_result(result: Result, report: Mapping[str, Any], *, page: str, question: str,
                     tables: Mapping[str, pd.DataFrame], ledger, extra) -> ReportParts:
@@ -503,10 +512,15 @@ def parts_of_report(report: Mapping[str, Any], question: str = "") -> ReportPart
 # ------------------------------------------------------------------------------------------ first page
 
 def key_numbers(headline: Mapping[str, Any], limit: int = FIRST_PAGE_NUMBERS,
-                uncertainty: Mapping[str, str] | None = None) -> dict:
-    """At most ``limit`` headline numbers for the first page, in the result's order (it lists the ones a
-    stakeholder quotes first): its findings first, and only when there are fewer than ``limit`` of them
-    the numbers that restate an input (:func:`restates_input`: a setting, a size, the ledger's total)."""
+                uncertainty: Mapping[str, str] | None = None, key: Sequence[str] = ()) -> dict:
+    """At most ``limit`` headline numbers for the first page. A result that declares the numbers carrying
+    its answer (``key``, ``core.takeaway``) gets exactly those, in its order. Otherwise in the result's order
+    (it lists the ones a stakeholder quotes first): its findings first, and only when there are fewer than
+    ``limit`` of them the numbers that restate an input (:func:`restates_input`: a setting, a size, the
+    ledger's total)."""
+    declared = [k for k in key if k in headline]
+    if declared:
+        return {k: headline[k] for k in declared[:limit]}
     words = uncertainty or {}
     items = list(headline.items())
     found = [kv for kv in items if not restates_input(words.get(kv[0]))]
@@ -523,29 +537,93 @@ def format_answer(value: Any) -> str:
     return format_number(value)
 
 
+def with_unit(text: str, unit: str) -> str:
+    """A formatted number with its unit: ``33.59%``, ``116.1 people``; a number with no unit stays bare."""
+    if not unit or unit == NO_UNIT:
+        return text
+    return f"{text}%" if unit == "%" else f"{text} {unit}"
+
+
+def sentence_start(text: str) -> str:
+    """``text`` with its first letter in capitals (the rest as it is: names keep their capitals)."""
+    return text[:1].upper() + text[1:]
+
+
+def _moved_sentence(name: str, r: Mapping[str, Any], unit_a: str, unit_b: str) -> str:
+    """How B moves one headline number from A, or, when A and B measure different things, both side by side."""
+    label = sentence_start(readable_name(str(name)))
+    a, b = with_unit(format_answer(float(r["A"])), unit_a), with_unit(format_answer(float(r["B"])), unit_b)
+    if r["direction"] == NOT_COMPARABLE:
+        return f"{label} is {a} under A and {b} under B; they are not subtracted, because {r['why']}"
+    if not (math.isfinite(float(r["A"])) and math.isfinite(float(r["B"]))):
+        known = [(side, v) for side, v in (("A", a), ("B", b)) if math.isfinite(float(r[side]))]
+        if not known:
+            return f"{label} has no value under A or under B"
+        side, value = known[0]
+        return f"{label} is {value} under {side}; {'B' if side == 'A' else 'A'} has no such number"
+    return f"{label} moves from {a} under A to {b} under B ({format_signed(float(r['change']))})"
+
+
 def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
-    """The answer in one or two sentences, read from the headline: its first numbers with their
-    uncertainty, or, for an A/B report, how B moves them from A."""
-    quoted = [(k, v) for k, v in parts.headline.items() if not restates_input(parts.uncertainty.get(k))]
+    """The answer in words. A single report: the verdict or answer the result declares (``core.takeaway``),
+    else its first findings with their units. An A/B report: how B moves its first findings from A (numbers
+    that mean different things under A and B side by side, never subtracted) and whether the worst-off group
+    changed."""
+    take = parts.takeaway
+    if comparison is None and take["answer"]:
+        return [html.escape(s) for s in take["answer"]]
+    units = take["units"]
+    keyed = {k: parts.headline[k] for k in take["key"] if k in parts.headline}
+    quoted = list(keyed.items()) + [(k, v) for k, v in parts.headline.items()
+                                    if k not in keyed and not restates_input(parts.uncertainty.get(k))]
     if comparison is not None:      # the numbers B moves, before those it leaves alone
         moved = set(comparison.headline.loc[comparison.headline["direction"].isin(["higher", "lower"]), "number"])
         quoted = [kv for kv in quoted if kv[0] in moved] + [kv for kv in quoted if kv[0] not in moved]
     items = quoted[:2]
+    if comparison is not None:      # and every number that must not be subtracted is said so
+        apart = comparison.headline.loc[comparison.headline["direction"] == NOT_COMPARABLE, "number"]
+        items += [(k, parts.headline.get(k)) for k in apart if k not in dict(items)]
+    worst = worst_off_sentences(comparison) if comparison is not None else []
+    lead = verdict_sentences(comparison) if comparison is not None else []
     if not parts.headline:
-        return ["This result quotes no headline number; see the tables below."]
+        return lead + ["This result quotes no headline number; see the tables below."] + worst
     if not items:
-        return ["This result's numbers are its settings and sizes (the key numbers below); what it found "
-                "is in its tables and figures."]
+        return lead + ["This result's numbers are its settings and sizes (the key numbers below); what it found "
+                       "is in its tables and figures."] + worst
     out = []
     for name, value in items:
-        text = f"{readable_name(str(name)).capitalize()} is {format_answer(value)}"
+        unit = unit_of(str(name), units)
+        text = f"{sentence_start(readable_name(str(name)))} is {with_unit(format_answer(value), unit)}"
         if comparison is not None:
             row = comparison.headline[comparison.headline["number"] == name]
             if len(row):
-                r = row.iloc[0]
-                text = (f"{readable_name(str(name)).capitalize()} moves from {format_answer(float(r['A']))} under A "
-                        f"to {format_answer(float(r['B']))} under B ({format_signed(float(r['change']))})")
+                text = _moved_sentence(name, row.iloc[0], unit_of(str(name), comparison.a.takeaway["units"]), unit)
         out.append(html.escape(text + "."))      # its uncertainty is in the key numbers just below
+    return lead + out + worst
+
+
+def verdict_sentences(comparison) -> list[str]:
+    """The verdict of A and of B (results that reach one, ``core.takeaway``), or that both reach the same."""
+    a, b = comparison.a.takeaway["verdict"], comparison.b.takeaway["verdict"]
+    if not (a or b):
+        return []
+    if a == b:
+        return [html.escape(f"Under both A and B: {a}")]
+    return [html.escape(f"Under A: {a or 'no verdict.'} Under B: {b or 'no verdict.'}")]
+
+
+def worst_off_sentences(comparison) -> list[str]:
+    """Whether the worst-off group of each model or method is the same under A and B, naming both."""
+    out = []
+    for r in comparison.worst_off().itertuples(index=False):
+        if r.changed:
+            text = (f"The worst-off group under {r.what} changed: it is {r.A} under A and {r.B} under B.")
+        elif r.A and r.B:
+            text = f"The worst-off group under {r.what} is {r.A} under both A and B: it did not change."
+        else:
+            text = (f"The worst-off group under {r.what} is {r.A or r.B} under {'A' if r.A else 'B'}; "
+                    f"{'B' if r.A else 'A'} names none for it.")
+        out.append(html.escape(text))
     return out
 
 
@@ -568,6 +646,14 @@ def format_signed(value: float) -> str:
     return f"{value:+,.4g}"
 
 
+def data_set_words(key: str) -> str:
+    """A data set's key as its label, quoted (``compas`` -> ``'COMPAS two-year recidivism'``); an unknown key
+    quoted as it is."""
+    from core.datasets import DATASETS
+    info = DATASETS.get(key)
+    return f"'{info.label}'" if info is not None else (f"'{key}'" if key else "this data set")
+
+
 def privacy_sentences(parts: ReportParts) -> list[str]:
     """Privacy spent and left on the plan's data set (from its project ledger), and what this result's
     own numbers spend; says so when nothing is spent."""
@@ -575,7 +661,7 @@ def privacy_sentences(parts: ReportParts) -> list[str]:
     project = parts.project
     ref = data_ref_of(parts.plan) if parts.plan is not None else None
     if project and not project.get("unavailable"):
-        key = str(project.get("data_key", "this data set"))
+        key = data_set_words(str(project.get("data_key", "")))
         totals, cap = project.get("totals") or {}, project.get("cap")
         n = int(totals.get("n_releases", 0) or 0)
         unit = str((cap or {}).get("unit", "epsilon"))
@@ -614,11 +700,11 @@ def privacy_sentences(parts: ReportParts) -> list[str]:
 def _first_page(parts: ReportParts, figure: Any, comparison, created: str) -> str:
     title = html.escape(parts.page or "Result")
     subtitle = " (scenario B compared with A)" if comparison is not None else ""
-    numbers = key_numbers(parts.headline, uncertainty=parts.uncertainty)
+    numbers = key_numbers(parts.headline, uncertainty=parts.uncertainty, key=parts.takeaway["key"])
     body = [f"<h1>{title}</h1><p class='muted'>Report made {html.escape(created)} (UTC){subtitle}.</p>",
             f"<h2>The question</h2><p>{html.escape(parts.question or NO_QUESTION)}</p>",
             "<h2>The answer</h2>" + "".join(f"<p>{s}</p>" for s in answer_sentences(parts, comparison)),
-            "<h2>Key numbers</h2>" + _headline(numbers, parts.uncertainty, key=True),
+            "<h2>Key numbers</h2>" + _headline(numbers, parts.uncertainty, key=True, units=parts.takeaway["units"]),
             "<h2>Privacy spent and left</h2>" + "".join(f"<p>{s}</p>" for s in privacy_sentences(parts))]
     if figure is not None:
         body.append(f"<h2>The main figure</h2>{_figures([figure], first=True, zoom=first_page_zoom(figure))}")
@@ -627,17 +713,42 @@ def _first_page(parts: ReportParts, figure: Any, comparison, created: str) -> st
 
 # ------------------------------------------------------------------------------------------------ A/B
 
-def _delta_table(delta: pd.DataFrame) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("number", "A (pinned)", "B (current)", "B − A", "change (% of A)"))
+def _unit_cell(name: str, units_a: Mapping[str, str], units_b: Mapping[str, str]) -> str:
+    ua, ub = unit_of(name, units_a), unit_of(name, units_b)
+    return ub if ua == ub else f"A: {ua}; B: {ub}"
+
+
+def _delta_table(delta: pd.DataFrame, units_a: Mapping[str, str] | None = None,
+                 units_b: Mapping[str, str] | None = None) -> str:
+    """Signed differences of the headline numbers, each with its unit (A's and B's when they differ); a number
+    A and B measure differently is shown side by side with why, and never subtracted."""
+    head = "".join(f"<th>{h}</th>" for h in ("number", "unit", "A (pinned)", "B (current)", "B − A", "change (% of A)"))
     rows = []
     for r in delta.itertuples(index=False):
         pct = ("n/a" if not math.isfinite(float(r.change_pct)) else
                "0%" if abs(float(r.change_pct)) < 0.05 else f"{float(r.change_pct):+.1f}%")
+        why = getattr(r, "why", "")
+        change = (f"<td colspan='2' class='why'>not subtracted: {html.escape(why)}</td>" if why else
+                  f"<td class='num signed'>{html.escape(format_signed(float(r.change)))}</td>"
+                  f"<td class='num'>{html.escape(pct)}</td>")
         rows.append(f"<tr><td>{html.escape(readable_name(str(r.number)))}</td>"
+                    f"<td class='unit'>{html.escape(_unit_cell(str(r.number), units_a or {}, units_b or {}))}</td>"
                     f"<td class='num'>{format_number(float(r.A))}</td><td class='num'>{format_number(float(r.B))}</td>"
-                    f"<td class='num signed'>{html.escape(format_signed(float(r.change)))}</td>"
-                    f"<td class='num'>{html.escape(pct)}</td></tr>")
+                    f"{change}</tr>")
     return f"<table class='delta'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _worst_off_table(comparison, rule: str) -> str:
+    """The worst-off group of each model or method under A and under B, and whether it changed."""
+    view = comparison.worst_off()
+    if view.empty:
+        return ""
+    rows = "".join(f"<tr><td>{html.escape(str(r.what))}</td><td>{html.escape(r.A or 'not named')}</td>"
+                   f"<td>{html.escape(r.B or 'not named')}</td><td>{'yes' if r.changed else 'no'}</td></tr>"
+                   for r in view.itertuples(index=False))
+    how = f" (worst: {html.escape(rule)})" if rule else ""
+    return (f"<h3>The worst-off group, A and B{how}</h3><table class='worst-off'><thead><tr><th>under</th>"
+            f"<th>A (pinned)</th><th>B (current)</th><th>changed</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 def _ab_section(a: ReportParts, b: ReportParts, comparison, overlays: Sequence[Any]) -> str:
@@ -651,8 +762,11 @@ def _ab_section(a: ReportParts, b: ReportParts, comparison, overlays: Sequence[A
                + "".join(f"<li>{html.escape(s)}</li>" for s in only_b) + "</ul></td></tr></tbody></table>")
     return ("<h2>Scenario A against scenario B</h2>"
             "<p>A is the scenario pinned on the page (kept as it was, never rerun); B is the current one. "
-            "Every difference is B − A with its sign.</p>"
-            f"<h3>Signed differences of the headline numbers</h3>{_delta_table(comparison.headline)}"
+            "Every difference is B − A with its sign; a number that measures something else under A than "
+            "under B (another loss or measure) is shown side by side and not subtracted.</p>"
+            "<h3>Signed differences of the headline numbers</h3>"
+            + _delta_table(comparison.headline, a.takeaway["units"], b.takeaway["units"])
+            + _worst_off_table(comparison, b.takeaway["worst_off_rule"] or a.takeaway["worst_off_rule"])
             + (f"<h3>The page's figures, A and B overlaid</h3>{_figures(list(overlays))}" if overlays else "")
             + f"<h3>What differs between the two plans</h3>{changed}"
             + "<p class='muted'>Both plans in full are in the next section.</p>")
@@ -662,11 +776,11 @@ def _ab_section(a: ReportParts, b: ReportParts, comparison, overlays: Sequence[A
 
 def _rest_of_headline(parts: ReportParts) -> str:
     """The headline numbers the first page's key numbers leave out (each number is printed once)."""
-    shown = key_numbers(parts.headline, uncertainty=parts.uncertainty)
+    shown = key_numbers(parts.headline, uncertainty=parts.uncertainty, key=parts.takeaway["key"])
     rest = {k: v for k, v in parts.headline.items() if k not in shown}
     note = ("<p class='muted'>The key numbers on the first page are not repeated here.</p>"
             if shown and rest else "")
-    return note + _headline(rest, parts.uncertainty, empty=(
+    return note + _headline(rest, parts.uncertainty, units=parts.takeaway["units"], empty=(
         "Every headline number is among the key numbers on the first page." if parts.headline else
         "This result has no headline numbers."))
 

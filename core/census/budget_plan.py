@@ -256,6 +256,12 @@ class BudgetResult(Result):
             out[f"error sd: {row['target']}"] = float(row["analytic sd"])
         return out
 
+    def takeaway(self):
+        """The budget in its own unit (epsilon or rho); the other units follow from the numbers' names."""
+        from core.takeaway import Takeaway
+        unit = "rho (zCDP)" if self.allocation.unit == "rho" else "epsilon"
+        return Takeaway(units={"total budget": unit})
+
     def headline_uncertainty(self) -> dict[str, str]:
         """The budget and the split's numbers are closed forms; each target's analytic sd is checked
         against the spread of the simulated runs, with the chi-square interval of that simulated sd."""

@@ -31,6 +31,19 @@ def worst_key(release: str) -> str:
     return f"worst failure rate: {release}"
 
 
+def theory_key(release: str) -> str:
+    """The headline name of the subgroup size the theory needs to certify a release of the audit."""
+    return f"subgroup size the theory needs: {release}"
+
+
+#: Each verdict in a few words, for the answer on a report's first page.
+VERDICT_WORDS = {"FAIL": "FAIL: this release does not keep the data coherent",
+                 "PASS": "PASS: no tested adversary found a gap often enough to matter",
+                 "PASS (not private)": "PASS, but the release is not private: the tested adversaries found no gap, "
+                                       "which protects no one",
+                 "INCONCLUSIVE": "INCONCLUSIVE: the trials run cannot tell a pass from a fail"}
+
+
 def load_frame(ref: DataRef, data: bytes | None = None) -> pd.DataFrame:
     """The full table a plan names: a bundled data set, or the uploaded file's bytes (fingerprint checked;
     cleaned by the curator's schema when the reference carries one): :func:`core.datasets.load_microdata`."""
@@ -167,10 +180,20 @@ class CoherenceResult(Result):
         if self.comparison is not None:
             worst = self.comparison.worst_adversaries()
             out.update({worst_key(row["release"]): float(row["beta_hat"]) for _, row in worst.iterrows()})
+            out.update({theory_key(row["release"]): float(row["theory_gamma"])
+                        for _, row in self._certifiable().iterrows()})
         if self.theory is not None:
             row = self.theory.summary.iloc[0]
             out["theory gamma (conservative)"] = float("nan") if row["gamma"] is None else float(row["gamma"])
         return out
+
+    def _certifiable(self) -> pd.DataFrame:
+        """The audited releases the theory gives a subgroup size for (at the audit's rows, alpha, beta and
+        subgroups); none on an upload whose row count is not shared (that size gives the count back)."""
+        releases = self.comparison.releases
+        if not self.rows_shared:
+            return releases.iloc[:0]
+        return releases[pd.to_numeric(releases["theory_gamma"], errors="coerce").notna()]
 
     def headline_uncertainty(self) -> dict[str, str]:
         """Each worst failure rate with the Clopper-Pearson bounds the verdict uses (the lower one
@@ -184,11 +207,54 @@ class CoherenceResult(Result):
                     f"Clopper-Pearson bounds {num(row['ci_low'])}-{num(row['ci_high'])} over {int(row['trials'])} "
                     f"trials (adversary {row['adversary']}; upper at {100 * row['upper_confidence']:g}%, lower at "
                     f"{100 * row['lower_confidence']:.3g}% for {int(row['n_adversaries'])} adversaries)")
+            for _, row in self._certifiable().iterrows():
+                out[theory_key(row["release"])] = (f"{CLOSED_FORM}: {row['theory_basis']}, at the audit's rows, "
+                                                   "alpha, beta and number of subgroups")
         if self.theory is not None:
             gamma = self.theory.summary.iloc[0]["gamma"]
-            out["theory gamma (conservative)"] = (f"{CLOSED_FORM}: a proven bound" if gamma is not None
+            out["theory gamma (conservative)"] = (f"{CLOSED_FORM}: a proven bound, for the calculator's own "
+                                                   "settings, not the audited release" if gamma is not None
                                                    else "no bound: the theory certifies nothing here")
         return out
+
+    def takeaway(self):
+        """The verdict of each audited release in words, first; the key numbers are the audited releases'
+        worst failure rates, the subgroup size the theory needs for each private one and the rows audited.
+        The calculator's gamma is of its own example settings, so it is never a key number."""
+        from core.takeaway import Takeaway
+        from core.uncertainty_words import num
+        units = {"rows audited": "rows (people)", "trials a PASS needs at least": "trials",
+                 "theory gamma (conservative)": "people per subgroup (the calculator's own example settings)"}
+        if self.comparison is None:
+            return Takeaway(answer=("No release was audited: this run holds the theory calculator alone, whose "
+                                    "numbers follow from its own settings.",), units=units)
+        worst = self.comparison.worst_adversaries().set_index("release")
+        releases = self.comparison.releases
+        verdicts = "; ".join(f"{row['verdict_shown']} for {row['release']}" for _, row in releases.iterrows())
+        answer = [f"Verdict: {verdicts}."]
+        key = []
+        for _, row in releases.iterrows():
+            name = row["release"]
+            units[worst_key(name)] = "share of trials"
+            key.append(worst_key(name))
+            text = f"{name}: {VERDICT_WORDS.get(row['verdict_shown'], row['verdict_shown'])}."
+            if name in worst.index:
+                w = worst.loc[name]
+                trials = int(w["trials"])
+                text += (f" Its worst adversary ({w['adversary']}) pushed a subgroup past alpha {self.plan.alpha:g} in "
+                         f"{int(round(float(w['beta_hat']) * trials)):,} of {trials:,} trials, a failure rate of "
+                         f"{num(w['beta_hat'])} (interval {num(w['ci_low'])} to {num(w['ci_high'])}); a PASS needs "
+                         f"that rate to stay at most beta {self.plan.beta:g}.")
+            answer.append(text)
+        for _, row in self._certifiable().iterrows():
+            units[theory_key(row["release"])] = "people per subgroup"
+            key.append(theory_key(row["release"]))
+            answer.append(f"For the theory to certify {row['release']}, a subgroup needs at least "
+                          f"{float(row['theory_gamma']):,.0f} people; it certifies {int(row['certified_subgroups'])} "
+                          f"of the {int(row['eligible_subgroups'])} subgroups audited.")
+        if self.rows_shared:
+            key.append("rows audited")
+        return Takeaway(answer=tuple(answer), verdict=answer[0], key=tuple(key), units=units)
 
 
 @cached

@@ -380,6 +380,36 @@ class GroupFairnessResult(Result):
             out.update(self.companion.headline_uncertainty())
         return out
 
+    def takeaway(self):
+        """Each model's worst-off group and its held-out error first; ``eta_hat`` means an average of the
+        learner's own loss (0/1 error or logistic loss), so two plans with different learners keep theirs
+        side by side. Group names read from an uploaded file are left out."""
+        from core.takeaway import Takeaway
+        from core.uncertainty_words import num
+        named = not self.plan.data.is_upload
+        ranked, rules = {}, []
+        if self.ranking is not None and named:
+            top = self.ranking.counterfactual_at_top()
+            ranked[f"the counterfactual ranking at k={top.k}"] = str(top.rate_low_group)
+            rules.append("lowest selection rate in a ranking")
+        if self.lexifair is None:
+            return Takeaway(worst_off=ranked, worst_off_rule="; ".join(rules))
+        loss = LEARNERS[self.plan.lexifair.learner].build().loss
+        view = self.worst_off()
+        answer, worst = [], {}
+        for row in view.itertuples(index=False):
+            who = f"the group {row.group}" if named else "one group (not named: the data are private)"
+            answer.append(f"Under {row.model}, the worst-off group is {who}: {num(row.held_out_error)} of its "
+                          f"held-out people are misclassified ({row.interval}).")
+            if named:
+                worst[str(row.model)] = str(row.group)
+        etas = [f"eta_hat level {int(r)}" for r in self.lexifair.levels["level"]]
+        units = {**{name: "share of held-out people misclassified" for name in view["headline_name"]},
+                 **{name: f"average {loss} (the learner's loss)" for name in etas}}
+        return Takeaway(answer=tuple(answer), key=tuple(view["headline_name"]), units=units,
+                        meaning={name: f"an average {loss}" for name in etas}, worst_off={**worst, **ranked},
+                        worst_off_rule="; ".join(["largest held-out error of a model", *rules]))
+
 
 # ---------------------------------------------------------------- lexifair sub-run
 

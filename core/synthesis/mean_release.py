@@ -183,6 +183,15 @@ class MeanRelease(Result):
                           else f"exact (tight conversion of the ledger's rho at delta {self.plan.delta:g})")
         return out
 
+    def takeaway(self):
+        """The means in the column's own terms: a share of people for a category, else the column's units."""
+        from core.takeaway import Takeaway
+        plan = self.plan
+        unit = (f"share of people with {plan.column} = {plan.category} (0 to 1)" if plan.category is not None
+                else f"units of {plan.column}")
+        units = {f"{e} mean": unit for e in self.overall["estimate"]}
+        return Takeaway(units={**units, "epsilon": "epsilon"})
+
     def ledger(self) -> BudgetLedger:
         return self.budget
 

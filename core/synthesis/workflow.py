@@ -207,6 +207,33 @@ class SynthesisResult(Result):
             out["stratification cost multiplier"] = "exact (closed form from the declared public sizes)"
         return out
 
+    def takeaway(self):
+        """Per method, the worst-off group of the sweep's main measure at its largest epsilon beside the whole
+        population's, first. Group names are left out on an uploaded file whose category lists were not
+        declared public (they would be read from private data)."""
+        from core.takeaway import Takeaway
+        from core.uncertainty_words import num
+        units = {"strata": "strata (groups)", "release rho": "rho (zCDP)", "release epsilon": "epsilon",
+                 "stratification cost multiplier": "times the pooled release's error"}
+        if self.sweep is None:
+            return Takeaway(units=units)
+        named = not self.plan.data.is_upload or self.plan.domain_declared_public
+        answer, key, worst = [], [], {}
+        for row in self.sweep.headline_rows():
+            measure = self.sweep.main_measure_name
+            units[row["worst_name"]] = units[row["population_name"]] = f"{measure} (0 to 1)"
+            key += [row["worst_name"], row["population_name"]]
+            group = row["group"] if isinstance(row["group"], str) else ""
+            who = (f"the group {group}" if named and group else
+                   "one group (not named: the data are private)" if group else "no group (the measure is not defined)")
+            answer.append(f"With the {row['method']} method at epsilon {row['epsilon']:g}, the worst-off group is "
+                          f"{who}, with {measure} {num(row['worst'])} against {num(row['population'])} for the whole "
+                          "population (mean over the seeds).")
+            if named and group:
+                worst[f"{row['method']} method"] = group
+        return Takeaway(answer=tuple(answer), key=tuple(key), units=units, worst_off=worst,
+                        worst_off_rule=f"largest {self.sweep.main_measure_name} at the largest epsilon swept")
+
     def sweep_ledger(self) -> BudgetLedger | None:
         """What the seeded sweep's fits would spend at each epsilon (a simulation: listed in the project
         ledger apart from releases, never counted); None without a sweep."""

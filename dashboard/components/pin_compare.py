@@ -23,7 +23,7 @@ from dashboard.figures.overlays import (DIFFERENCE_COLUMNS, OVERLAYS, agreement_
 
 S = "session"
 DELTA_LABELS = {"number": "Headline number", "A": "A (pinned)", "B": "B (current)", "change": "B − A",
-                "change_pct": "Change (% of A)", "direction": "Direction"}
+                "change_pct": "Change (% of A)", "direction": "Direction", "why": "Not subtracted because"}
 CELL_LABELS = {**DELTA_LABELS, "column": "Quantity"}
 
 
@@ -98,7 +98,14 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
     if comparison.same_plan:
         st.info("B has the same settings as A: change a setting to see the difference.")
     st.dataframe(delta_view(comparison.headline), hide_index=True, key=f"{key}__delta", column_config=DELTA_FORMATS)
-    st.caption("B − A with its sign; the change in percent is of |A| and is left blank when A is 0.")
+    st.caption("B − A with its sign; the change in percent is of |A| and is left blank when A is 0. A number that "
+               "measures something else under A than under B (another loss or measure) is shown side by side, "
+               "not subtracted.")
+    worst = comparison.worst_off()
+    if not worst.empty:
+        st.markdown("**The worst-off group, A and B**")
+        st.dataframe(worst.rename(columns={"what": "Under", "A": "A (pinned)", "B": "B (current)",
+                                           "changed": "Changed"}), hide_index=True, key=f"{key}__worst_off")
     st.plotly_chart(overlay_for(comparison), key=f"{key}__overlay")
     if not files and result is not None and comparison.a.plan_class == "DistrictPlan":
         district_difference(comparison, result, key)
@@ -112,8 +119,8 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
                          key=f"{key}__delta_cells", column_config=DELTA_FORMATS)
     st.download_button("Download the comparison (CSV, zipped)", lambda: tables_zip(comparison.tables()),
                        file_name=f"{key}_comparison.zip", mime="application/zip", key=f"{key}__delta_zip",
-                       icon=":material/download:", help="The headline delta and every table's cell deltas "
-                       "(tables with one row per block are left out).")
+                       icon=":material/download:", help="The headline delta, the worst-off groups of A and B "
+                       "and every table's cell deltas (tables with one row per block are left out).")
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

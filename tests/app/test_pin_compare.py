@@ -250,3 +250,28 @@ def test_overlay_falls_back_to_headline_bars_without_a_demo_panel():
     a, b = run_elicitation(ElicitationPlan()), run_elicitation(ElicitationPlan(n_core=8))
     fig = overlay_for(_snapshots(a, b, "Fairness elicitation"))
     assert fig.layout.title.text == "Headline numbers, A and B"
+
+
+def test_two_synthesis_reports_compare_on_every_table_and_name_the_worst_off_groups():
+    """The noise table of a synthesizer that measures no two-way marginal (a column of nulls in its report)
+    against one that does: chosen under "Differences in the table", it shows its cells, not an error."""
+    from core.contracts import DataRef
+    from core.synthesis import SweepPlan, SynthesisPlan, run
+
+    def raw(synthesizer: str) -> bytes:
+        plan = SynthesisPlan(data=DataRef("cps"), columns=("education", "sex", "race", "income"), strata=("race",),
+                             synthesizer=synthesizer, sweep=SweepPlan(epsilons=(3.0,), seeds=(0,)), marginals=None,
+                             means=None)
+        return report_json(build_report(run(plan), page="Stratified synthesis")).encode()
+
+    at = _budget_page()
+    at.file_uploader(key=f"{KEY}__file_a").set_value(("a.json", raw("independent"), "application/json"))
+    at.file_uploader(key=f"{KEY}__file_b").set_value(("b.json", raw("mst"), "application/json"))
+    _ok(at.run())
+    box = at.selectbox(key=f"{KEY}__files__delta_table")
+    assert "noise" in box.options
+    for name in box.options:
+        _ok(box.set_value(name).run())
+        assert any("Quantity" in d.value.columns for d in at.dataframe), name      # the table's cell deltas
+    worst = next(d.value for d in at.dataframe if "Under" in d.value.columns)
+    assert {"Under", "A (pinned)", "B (current)", "Changed"} <= set(worst.columns) and len(worst) == 2

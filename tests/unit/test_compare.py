@@ -40,8 +40,9 @@ def toy(scale: float) -> ToyResult:
 
 def test_headline_delta_signs_percentages_and_missing():
     out = headline_delta({"x": 2.0, "z": 0.0, "a only": 1.0}, {"x": 3.0, "z": -1.0, "b only": 4.0})
-    assert list(out.columns) == ["number", "A", "B", "change", "change_pct", "direction"]
+    assert list(out.columns) == ["number", "A", "B", "change", "change_pct", "direction", "why"]
     assert list(out["number"]) == ["x", "z", "a only", "b only"]
+    assert (out["why"] == "").all()                      # no meaning declared: every number is subtracted
     row = out.set_index("number")
     assert row.loc["x", "change"] == 1.0 and row.loc["x", "change_pct"] == pytest.approx(50.0)
     assert row.loc["x", "direction"] == "higher"

@@ -108,7 +108,7 @@ def test_first_page_has_question_answer_at_most_five_numbers_privacy_and_one_fig
     for name in headline:
         assert (f"<td>{html.escape(readable_name(name))}</td>" in rest) == (name not in expected), name
     # privacy spent and left, from the data set's project ledger: cap 4, one release of 0.25
-    assert "Spent on data set cps so far: epsilon 0.25 over 1 release(s)." in page_text
+    assert "Spent on data set &#x27;CPS 1994-95 extract&#x27; so far: epsilon 0.25 over 1 release(s)." in page_text
     assert "Left under the curator&#x27;s cap of epsilon 4: epsilon 3.75." in page_text
     assert page_text.count("Plotly.newPlot") == 1                # one figure on the first page
     assert text.count("Plotly.newPlot") == 2                     # and every figure once in the report
@@ -118,7 +118,7 @@ def test_first_page_says_when_nothing_is_spent(budget_a, tmp_path):
     report = build_report(budget_a, page="Budget allocation")
     report["project_ledger"] = _project(tmp_path, "cps")
     page_text = first_page(report_html(budget_a, page="Budget allocation", report=report))
-    assert "Nothing has been spent on data set cps yet: no release is recorded." in page_text
+    assert "Nothing has been spent on data set &#x27;CPS 1994-95 extract&#x27; yet: no release is recorded." in page_text
     assert "epsilon 4: epsilon 4." in page_text                  # the whole cap is left
     report["project_ledger"] = None                              # the panel found no ledger for this geography
     page_text = first_page(report_html(budget_a, page="Budget allocation", report=report))
@@ -131,7 +131,8 @@ def test_answer_quotes_numbers_the_plan_does_not_set(budget_a):
     assert "Total budget is" not in answer                      # an input, not an answer
     assert "Leaves is" not in answer                             # a size of the geography
     assert answer.startswith("<p>Mean gain of the recommended split (%) is 33.59")
-    assert "Error sd: one block is 13.58." in answer              # answers quote four significant figures
+    assert "Error sd: one block is 13.58 people." in answer       # four significant figures, with the unit
+    assert "is 33.59%." in answer
 
 
 # ------------------------------------------------------------------------------------------ plan words

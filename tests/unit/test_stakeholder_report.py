@@ -64,15 +64,17 @@ def test_one_report_per_page_holds_its_headline_numbers(results, page):
     text = report_html(result, page=page, question="What does it answer?", report=report, file_name="x.json")
     headline = result.headline()
     assert headline, "every page's result quotes some numbers"
+    units = report["takeaway"]["units"]
+    assert set(units) == set(headline) and all(units.values()), "a unit for every headline number"
     for name, value in headline.items():
         assert f"<td>{html.escape(readable_name(name))}</td><td class='value'>{format_number(value)}</td>" in text, name
-    # every headline number carries its uncertainty in words, in the same row, before the tables' section
+    # every headline number carries its unit and its uncertainty in words, in the same row, before the tables
     words = result.headline_uncertainty()
     assert set(words) == set(headline), "one statement per headline number, no more"
     for name, value in headline.items():
         assert words[name].strip() and words[name] != "not stated", name
         row = (f"<td>{html.escape(readable_name(name))}</td><td class='value'>{format_number(value)}</td>"
-               f"<td class='uncertainty'>{html.escape(words[name])}</td>")
+               f"<td class='unit'>{html.escape(units[name])}</td><td class='uncertainty'>{html.escape(words[name])}</td>")
         assert row in text, name
     assert "<th>uncertainty</th>" in text
     assert text.index("<h2>Headline numbers</h2>") < text.index("<h2>Uncertainty in the tables</h2>")
