@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.contracts import Plan, Result
 from core.report import build_report, load_plan, parse_report, report_json, tables_zip
+from core.sharing import withholds
 from dashboard.components.code_export import code_export_buttons
 from dashboard.components.ledger_badge import ledger_for_report
 from dashboard.components.pin_compare import pin_compare_panel
@@ -42,10 +43,13 @@ def report_panel(result: Result, *, page: str, key: str, ledger=None,
 
 def with_figures(report: dict, result: Result, figures=()) -> dict:
     """The report with the page's main figures stored as plotly JSON, so ``python -m core report`` draws the
-    same stakeholder report from the file alone (made when the download is clicked)."""
+    same stakeholder report from the file alone (made when the download is clicked). A shared report of private
+    data carries no figure: they are drawn from numbers computed on the private rows."""
     import json
 
     from dashboard.components.stakeholder_figures import default_figures
+    if withholds(report):
+        return dict(report)
     shown = list(figures) or default_figures(result)
     return {**report, "figures": [json.loads(f.to_json()) for f in shown]}
 
