@@ -49,12 +49,12 @@ def check_audience(audience: str) -> str:
 
 
 def sharing_record(result: Any, audience: str, tables: Mapping[str, Any], headline: Mapping[str, Any]) -> dict:
-    """The report's ``sharing`` member: its audience, whether its data is private, and which of its tables and
-    headline numbers may leave the curator (all of them on public data)."""
-    private = is_private(result.plan)
-    names = set(result.shared_table_names()) if private else set(tables)
-    keys = set(result.shared_headline_names()) if private else set(headline)
-    return {"audience": check_audience(audience), "private_data": private,
+    """The report's ``sharing`` member: its audience, whether its data is private, and, when it is, which of its
+    tables and headline numbers may leave the curator (on public data all of them may)."""
+    if not is_private(result.plan):
+        return {"audience": check_audience(audience), "private_data": False}
+    names, keys = set(result.shared_table_names()), set(result.shared_headline_names())
+    return {"audience": check_audience(audience), "private_data": True,
             "shared_tables": [n for n in tables if n in names],
             "shared_headline": [k for k in headline if k in keys]}
 
