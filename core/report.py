@@ -338,19 +338,19 @@ def report_tables(report: Mapping[str, Any], tables: Mapping[str, pd.DataFrame])
     return {name: df for name, df in tables.items() if name in kept}
 
 
-def tables_zip(tables: Mapping[str, pd.DataFrame], report: dict | None = None) -> bytes:
+def tables_zip(tables: Mapping[str, pd.DataFrame], report: dict | None = None, *, readme: str | None = None) -> bytes:
     """A zip of one guarded CSV per table (plus the JSON report when given). With a report, only the tables
     it holds are written, and a README says what a shared report withheld or that a confidential one must
-    not be shared (:func:`core.sharing.zip_readme`)."""
+    not be shared (:func:`core.sharing.zip_readme`); without one, ``readme`` is the README when given."""
     buffer = io.BytesIO()
     if report is not None:
         tables = report_tables(report, tables)
+        readme = zip_readme(report)
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, df in tables.items():
             archive.writestr(f"{name}.csv", guarded_csv(df))
         if report is not None:
             archive.writestr("report.json", report_json(report))
-            readme = zip_readme(report)
-            if readme:
-                archive.writestr("README.txt", readme)
+        if readme:
+            archive.writestr("README.txt", readme)
     return buffer.getvalue()

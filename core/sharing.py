@@ -26,6 +26,8 @@ AUDIENCES = (SHARED, CONFIDENTIAL)
 CONFIDENTIAL_MARK = "Confidential \u2014 computed on private rows; do not share"
 #: Members of a report's ``extra`` that are fixed words of the tool, never numbers of the data.
 PUBLIC_EXTRA = ("simulation", "note")
+CONFIDENTIAL_README = (f"{CONFIDENTIAL_MARK}.\n\nThese tables were computed on the private rows of the curator's "
+                       "data set. Keep them with the curator: share the shared report instead.\n")
 WITHHELD_NOTE = ("This is the shared report of a private data set: it carries only numbers released through the "
                  "privacy ledger, public information (the plan's settings, the declared categories and bounds, "
                  "the ledger's spends) and numbers computed on a released synthetic copy. What the tool computed "
@@ -124,12 +126,17 @@ def for_audience(report: Mapping[str, Any], audience: str) -> dict:
     return out
 
 
+def confidential_geojson(text: str) -> str:
+    """A GeoJSON document of numbers computed on private rows, with the confidential mark as a top-level member."""
+    import json
+    return json.dumps({"confidential": CONFIDENTIAL_MARK, **json.loads(text)})
+
+
 def zip_readme(report: Mapping[str, Any]) -> str | None:
     """The README a CSV zip of ``report`` carries: the confidential mark, or what a shared report withheld
     (None for public data)."""
     if is_confidential(report):
-        return (f"{CONFIDENTIAL_MARK}.\n\nThese tables were computed on the private rows of the curator's data set. "
-                "Keep them with the curator: share the shared report instead.\n")
+        return CONFIDENTIAL_README
     if withholds(report):
         return WITHHELD_NOTE + "\n"
     return None
