@@ -35,7 +35,8 @@ from core.contracts import DataRef, Result
 from core.report import (build_report, data_ref_of, ledger_statement, load_plan, migrate, package_versions,
                          protection_sentence, report_json, table_from_records)
 from core.report_words import plan_sections, plan_sentences
-from core.sharing import CONFIDENTIAL_MARK, WITHHELD_NOTE, is_confidential, shared_copy, withholds
+from core.sharing import (CONFIDENTIAL, CONFIDENTIAL_MARK, WITHHELD_NOTE, audience_of, is_confidential, private_report,
+                          shared_copy, withholds)
 from core.uncertainty_words import LEDGER_TOTAL, SET_BY_PLAN
 
 __all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts", "parts_of_report", "parts_of_result",
@@ -772,6 +773,16 @@ def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: R
             + f"<script type='application/json' id='report-json'>{embedded}</script></body></html>")
 
 
+def same_audience(report: Mapping[str, Any], compare: Mapping[str, Any] | None,
+                  overlays: Iterable[Any]) -> tuple[Mapping[str, Any] | None, list]:
+    """The pinned scenario A of an A/B report for the audience of B's ``report``: a shared report compares with A's
+    shared copy, without the overlays drawn from A's private numbers."""
+    overlays = list(overlays)
+    if compare is None or audience_of(report) == CONFIDENTIAL or not private_report(compare):
+        return compare, overlays
+    return shared_copy(compare), []
+
+
 def report_html(result: Result, *, page: str, question: str = "", figures: Iterable[Any] = (),
                 report: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None,
                 tables: Mapping[str, pd.DataFrame] | None = None, ledger=None,
@@ -784,14 +795,14 @@ def report_html(result: Result, *, page: str, question: str = "", figures: Itera
     ledger = result.ledger() if ledger is None else ledger
     report = dict(report) if report is not None else build_report(result, page=page, ledger=ledger,
                                                                    extra=extra, tables=tables)
+    compare, overlays = same_audience(report, compare, overlays)
+    other = parts_of_report(compare) if compare is not None else None
     if withholds(report):      # the shared report of private data: drawn from what the report keeps, no figures
         shared = parts_of_report(report, question)
         shared.page = page or shared.page
-        other = parts_of_report(shared_copy(compare)) if compare is not None else None
         return render_report(shared, compare=other, file_name=file_name)
     parts = parts_of_result(result, report, page=page, question=question, tables=tables, ledger=ledger,
                             extra=extra)
-    other = parts_of_report(compare) if compare is not None else None
     return render_report(parts, figures=list(figures), compare=other, overlays=list(overlays),
                          file_name=file_name)
 
@@ -814,10 +825,10 @@ def report_html_from_json(report: Mapping[str, Any], *, compare: Mapping[str, An
     """The same report made from a saved JSON report alone (the command line's ``report``): the figures the
     page stored in it unless ``figures`` are given."""
     parts = parts_of_report(report, question)
-    if withholds(parts.report):
-        other = parts_of_report(shared_copy(compare)) if compare is not None else None
-        return render_report(parts, compare=other, file_name=file_name)
+    compare, overlays = same_audience(parts.report, compare, overlays)
     other = parts_of_report(compare) if compare is not None else None
+    if withholds(parts.report):
+        return render_report(parts, compare=other, file_name=file_name)
     shown = stored_figures(report) if figures is None else list(figures)
     return render_report(parts, figures=shown, compare=other, overlays=overlays, file_name=file_name)
 
