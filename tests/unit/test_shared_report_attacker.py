@@ -171,15 +171,20 @@ def _sizes(frame: pd.DataFrame, *columns: str, least: int = 13) -> set[int]:
 
 
 def test_coherence_audit(people):
+    from core.coherence.calculator import TheoryPlan
     from core.coherence.plan import AdversaryChoice, AuditPlan, ReleaseChoice, RowSample
     from core.coherence.run import run
     raw, frame, ref = people
     plan = AuditPlan(data=ref, rows=RowSample(None, 0), target="y", positive="yes", lens=("age", "sex"),
                      subgroup_columns=("sex", "race"), releases=(ReleaseChoice("clear_half"),),
-                     adversaries=(AdversaryChoice("logistic"),), alpha=0.3, gamma=50, trials=3)
+                     adversaries=(AdversaryChoice("logistic"),), alpha=0.3, gamma=50, trials=3, theory=TheoryPlan())
     result = run.uncached(plan, raw)
     sizes = _sizes(frame, "sex", "race") | {N_ROWS // 2}
     assert_nothing_recovered(result, "Coherence audit", sizes)
+    # what the calculator computes from its own settings is shared; nothing computed on the rows is
+    shared = build_report(result, page="Coherence audit")
+    assert set(shared["tables"]) == {"theory", "theory_gamma"}
+    assert set(shared["headline"]) == {"trials a PASS needs at least", "theory gamma (conservative)"}
 
 
 def test_group_fairness_ranking(people):
