@@ -19,6 +19,7 @@ import pandas as pd
 
 from core.contracts import Result
 from core.report import build_report, migrate, parse_report, table_from_records
+from core.sharing import CONFIDENTIAL
 
 DELTA_COLUMNS = ("A", "B", "change", "change_pct", "direction")
 MAX_DELTA_CELLS = 500_000  # larger tables (e.g. one row per block) are left out of cell-by-cell deltas
@@ -60,8 +61,9 @@ def snapshot_of_report(report: Mapping[str, Any] | str | bytes, label: str = "A"
 
 
 def snapshot_of_result(result: Result, *, page: str, label: str = "A") -> Snapshot:
-    """A snapshot of a result, through its report (so a pin and a saved report look the same)."""
-    return snapshot_of_report(build_report(result, page=page), label)
+    """A snapshot of a result, through its report (so a pin and a saved report look the same): the full report,
+    marked confidential on private data, as a comparison is the curator's own view."""
+    return snapshot_of_report(build_report(result, page=page, audience=CONFIDENTIAL), label)
 
 
 def _number(value: Any) -> float:

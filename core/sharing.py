@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from core.contracts import DataRef
+
 SHARED = "shared"
 CONFIDENTIAL = "confidential"
 AUDIENCES = (SHARED, CONFIDENTIAL)
@@ -39,9 +41,8 @@ WITHHELD_NOTE = ("This is the shared report of a private data set: it carries on
 def is_private(plan: Any) -> bool:
     """Whether ``plan`` runs on a curator's own data (an uploaded or declared data set), whose rows are private;
     bundled data and plans without data are public."""
-    from core.report import data_ref_of
-    ref = data_ref_of(plan)
-    return ref is not None and ref.is_upload
+    ref = getattr(plan, "data", None)
+    return isinstance(ref, DataRef) and ref.is_upload
 
 
 def check_audience(audience: str) -> str:
