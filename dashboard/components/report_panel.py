@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.contracts import Plan, Result
 from core.report import build_report, load_plan, parse_report, report_json, tables_zip
-from core.sharing import CONFIDENTIAL, CONFIDENTIAL_MARK, is_private, withholds
+from core.sharing import CONFIDENTIAL, CONFIDENTIAL_MARK, is_private, shared_copy, withholds
 from dashboard.components.code_export import code_export_buttons
 from dashboard.components.ledger_badge import ledger_for_report
 from dashboard.components.pin_compare import pin_compare_panel
@@ -24,16 +24,18 @@ def report_panel(result: Result, *, page: str, key: str, ledger=None,
     is the shared report (:mod:`core.sharing`); on private data the confidential one, with what was computed on
     the private rows, is offered apart, as an explicit choice. Returns the shared report."""
     tables = tables if tables is not None else result.tables()
-    report = labelled(build_report(result, page=page, ledger=ledger, extra=extra, tables=tables), result, page)
+    full = build_report(result, page=page, ledger=ledger, extra=extra, tables=tables, audience=CONFIDENTIAL)
+    full["project_ledger"] = ledger_for_report(result.plan)   # every release of this data set so far
+    full["question"] = page_question(page)                    # the stakeholder report's first line
+    report = shared_copy(full)
     if withholds(report):
         st.caption(SHARED_CAPTION)
     export_buttons(result, report, page=page, key=key, tables=tables, figures=figures, extra=extra, ledger=ledger)
-    full = report
     if is_private(result.plan):
-        full = labelled(build_report(result, page=page, ledger=ledger, extra=extra, tables=tables,
-                                     audience=CONFIDENTIAL), result, page)
         confidential_panel(result, full, page=page, key=key, tables=tables, figures=figures, extra=extra,
                            ledger=ledger)
+    else:
+        full = report
     pin_compare_panel(result, full, page=page, key=key)   # pin as A, compare B, saved scenarios (curator's screen)
     return report
 
@@ -43,13 +45,6 @@ SHARED_CAPTION = ("These downloads are the shared report: the plan, the declared
                   "ledger and what was released through it. Numbers computed on the private rows are withheld "
                   "(even as bands or rates they can give counts back); they are in the confidential report below.")
 CONFIDENTIAL_CONFIRM = "I will keep it with the curator and not share it"
-
-
-def labelled(report: dict, result: Result, page: str) -> dict:
-    """The report with the data set's project ledger and the page's question (the stakeholder report's first line)."""
-    report["project_ledger"] = ledger_for_report(result.plan)   # every release of this data set so far
-    report["question"] = page_question(page)
-    return report
 
 
 def export_buttons(result: Result, report: dict, *, page: str, key: str, tables, figures=(), extra=None,
