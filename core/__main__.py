@@ -2,7 +2,7 @@
 
     python -m core reproduce REPORT.json [--out DIR] [--data FILE ...]
     python -m core run PLAN.json --out DIR [--data FILE ...]
-    python -m core report REPORT.json [--compare A.json] [--html OUT.html] [--pdf OUT.pdf]
+    python -m core report REPORT.json [--compare A.json] [--html OUT.html] [--pdf OUT.pdf] [--shared]
     python -m core data profile|check|apply FILE ...   (your own data file: see core/intake/cli.py)
     python -m core script REPORT.json [--out reproduce.py] [--notebook reproduce.ipynb] [--data FILE ...]
     python -m core release REPORT.json [--data FILE] [--cap EPSILON | --no-cap] [--out DIR]   (core/release_cli.py)
@@ -23,7 +23,10 @@ the ledger entry.
 ``report`` makes the stakeholder report of a saved report without rerunning anything: the same HTML
 the page offers (the figures the page stored in the file), and its PDF through headless Chromium: either
 ``--html``, ``--pdf`` or both. With ``--compare A.json`` it is the A/B report of REPORT (B) against A, with
-the page's overlays.
+the page's overlays. A confidential
+report gives a confidential HTML (marked on every page); ``--shared`` makes its shared report instead.
+What ``reproduce``/``run`` write to ``--out`` is every table, so its ``report.json`` is the confidential one
+when the data is private.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from core.release_cli import add_release_parser, run_release_command
 from core.report import (build_report, check_upload, guarded_csv, load_plan, parse_report, report_json,
                          run_plan, stored_data, tables_match)
 from core.script_export import add_script_parser, run_script_command
+from core.sharing import CONFIDENTIAL, shared_copy
 from core.uploads import parse_json_text
 
 
@@ -46,7 +50,7 @@ def _write(out: Path, result, page: str, question: str = "") -> dict:
     """The rerun's tables as CSV and its ``report.json``, which keeps the saved report's page and question
     (so ``python -m core report`` on it opens with the same question as the page's report)."""
     out.mkdir(parents=True, exist_ok=True)
-    report = build_report(result, page=page)
+    report = build_report(result, page=page, audience=CONFIDENTIAL)    # every table is written next to it
     if question:
         report["question"] = question
     for name, df in result.tables().items():
@@ -77,6 +81,8 @@ def report_command(args) -> int:
         raise ValueError("Say where to write the report: --html OUT.html, --pdf OUT.pdf or both.")
     report = parse_report(args.file.read_text())
     other = parse_report(args.compare.read_text()) if args.compare is not None else None
+    if args.shared:
+        report = shared_copy(report)
     overlays = overlays_of(report, other) if other is not None else []
     text = report_html_from_json(report, compare=other, overlays=overlays, file_name=args.file.name)
     written = []
@@ -106,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--compare", type=Path, help="the report of the pinned scenario A")
     rep.add_argument("--html", type=Path, help="where to write the HTML report")
     rep.add_argument("--pdf", type=Path, help="where to write the PDF (needs Chromium)")
+    rep.add_argument("--shared", action="store_true",
+                     help="make the shared report of a confidential one (numbers of private rows withheld)")
     add_data_parser(sub)
     add_curator_parser(sub)
     add_script_parser(sub)   # python -m core script: a report as a Python script / Jupyter notebook
@@ -148,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     if differ:
         print(f"Reran {type(plan).__name__}, but these tables differ from the report: {', '.join(differ)}.")
         return 1
+    withheld = (report.get("sharing") or {}).get("withheld_tables") or []
     print(f"Reproduced {type(plan).__name__}: all {len(report.get('tables', {}))} tables match"
+          + (f" ({len(withheld)} more were withheld from this shared report)" if withheld else "")
           + (f"; written to {args.out}." if args.out is not None else "."))
     return 0
 

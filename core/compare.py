@@ -25,6 +25,7 @@ import pandas as pd
 from core.contracts import Result
 from core.report import build_report, migrate, parse_report, table_from_records
 from core.takeaway import takeaway_of_report
+from core.sharing import CONFIDENTIAL
 
 DELTA_COLUMNS = ("A", "B", "change", "change_pct", "direction")
 NOT_COMPARABLE = "not comparable"
@@ -78,8 +79,9 @@ def snapshot_of_report(report: Mapping[str, Any] | str | bytes, label: str = "A"
 
 
 def snapshot_of_result(result: Result, *, page: str, label: str = "A") -> Snapshot:
-    """A snapshot of a result, through its report (so a pin and a saved report look the same)."""
-    return snapshot_of_report(build_report(result, page=page), label)
+    """A snapshot of a result, through its report (so a pin and a saved report look the same): the full report,
+    marked confidential on private data, as a comparison is the curator's own view."""
+    return snapshot_of_report(build_report(result, page=page, audience=CONFIDENTIAL), label)
 
 
 def _number(value: Any) -> float:

@@ -347,6 +347,17 @@ class Result:
     def ledger(self):
         return None
 
+    def shared_table_names(self) -> tuple[str, ...]:
+        """Tables of :meth:`tables` that may leave the curator even when the data is private: numbers released
+        through the ledger, public information, or numbers computed on a released synthetic copy
+        (:mod:`core.sharing`). Default: none, as every table of a run is computed on the rows it was given."""
+        return ()
+
+    def shared_headline_names(self) -> tuple[str, ...]:
+        """Headline numbers that may leave the curator even when the data is private (as
+        :meth:`shared_table_names`). Default: none."""
+        return ()
+
 
 # --------------------------------------------------------------------------------------------------
 # Plugins: one registry shape

@@ -24,6 +24,7 @@ import pandas as pd
 
 from core.contracts import DataRef, Plan, Result, bytes_fingerprint, plan_from_dict, plan_to_dict
 from core.takeaway import takeaway_record
+from core.sharing import SHARED, for_audience, sharing_record, withholds, zip_readme
 from core.uploads import parse_json_text, read_text
 
 SCHEMA_VERSION = 2
@@ -173,16 +174,18 @@ def ledger_statement(ledger, plan: Plan) -> str:
 
 
 def build_report(result: Result, *, page: str = "", ledger=None, extra: Mapping[str, Any] | None = None,
-                 tables: Mapping[str, pd.DataFrame] | None = None) -> dict:
+                 tables: Mapping[str, pd.DataFrame] | None = None, audience: str = SHARED) -> dict:
     """A JSON-able record of one result: schema, plan, its digest, data reference (with the unit of
     protection), ledger (its statement naming that unit), headline numbers and the uncertainty of each
-    in words, versions and tables (``result.tables()`` unless ``tables`` is given). What a result leaves
-    out of ``tables()`` and ``headline()`` for an uploaded file (exact sizes, row-level values) stays out."""
+    in words, versions and tables (``result.tables()`` unless ``tables`` is given), made for ``audience``
+    (:mod:`core.sharing`): the shared report of private data keeps only what its result names as released,
+    public or computed on a released synthetic copy; the confidential one keeps everything and says so."""
     plan = result.plan
     ledger = result.ledger() if ledger is None else ledger
     tables = result.tables() if tables is None else tables
+    headline = {k: _plain(v) for k, v in result.headline().items()}
     ref = data_ref_of(plan)
-    return {
+    full = {
         "schema": SCHEMA_VERSION,
         "page": page,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -192,13 +195,15 @@ def build_report(result: Result, *, page: str = "", ledger=None, extra: Mapping[
                                           "unit_of_protection": protection_sentence(plan)},
         "ledger": None if ledger is None else {
             "spends": table_records(ledger.to_frame()), "statement": ledger_statement(ledger, plan)},
-        "headline": {k: _plain(v) for k, v in result.headline().items()},
+        "headline": headline,
         "headline_uncertainty": {str(k): str(v) for k, v in result.headline_uncertainty().items()},
         "takeaway": takeaway_record(result),
         "versions": package_versions(),
         "tables": {name: table_records(df) for name, df in tables.items()},
         **({"extra": json.loads(json.dumps(dict(extra), default=str))} if extra else {}),
+        "sharing": sharing_record(result, audience, tables, headline),
     }
+    return for_audience(full, audience)
 
 
 def report_json(report: dict) -> str:
@@ -240,7 +245,8 @@ MEMBER_KINDS = {"plan": (dict,), "page": (str, type(None)), "created_utc": (str,
                 "headline": (dict, type(None)), "headline_uncertainty": (dict, type(None)),
                 "versions": (dict, type(None)), "tables": (dict,), "extra": (dict, type(None)),
                 "question": (str, type(None)), "figures": (list, type(None)), "project_ledger": (dict, type(None)),
-                "takeaway": (dict, type(None))}
+                "takeaway": (dict, type(None)),
+                "sharing": (dict, type(None)), "confidential": (str, type(None))}
 JSON_KIND = {dict: "an object", str: "text", list: "a list", type(None): "null"}
 
 
@@ -319,19 +325,35 @@ def check_upload(plan: Plan, files: tuple[bytes, ...]) -> Any:
 
 
 def tables_match(report: Mapping[str, Any], tables: Mapping[str, pd.DataFrame]) -> list[str]:
-    """Names of the tables that differ between a report and a rerun (empty when all match)."""
+    """Names of the tables that differ between a report and a rerun (empty when all match); a shared report
+    of private data is checked on the tables it holds (the rest were withheld from it)."""
     saved = report.get("tables", {})
+    if withholds(report):
+        tables = report_tables(report, tables)
     fresh = {name: table_records(df) for name, df in tables.items()}
     names = sorted(set(saved) | set(fresh))
     return [n for n in names if json.dumps(saved.get(n)) != json.dumps(fresh.get(n))]
 
 
-def tables_zip(tables: Mapping[str, pd.DataFrame], report: dict | None = None) -> bytes:
-    """A zip of one guarded CSV per table (plus the JSON report when given)."""
+def report_tables(report: Mapping[str, Any], tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The tables of ``tables`` that ``report`` holds (a shared report of private data holds fewer)."""
+    kept = report.get("tables") or {}
+    return {name: df for name, df in tables.items() if name in kept}
+
+
+def tables_zip(tables: Mapping[str, pd.DataFrame], report: dict | None = None, *, readme: str | None = None) -> bytes:
+    """A zip of one guarded CSV per table (plus the JSON report when given). With a report, only the tables
+    it holds are written, and a README says what a shared report withheld or that a confidential one must
+    not be shared (:func:`core.sharing.zip_readme`); without one, ``readme`` is the README when given."""
     buffer = io.BytesIO()
+    if report is not None:
+        tables = report_tables(report, tables)
+        readme = zip_readme(report)
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, df in tables.items():
             archive.writestr(f"{name}.csv", guarded_csv(df))
         if report is not None:
             archive.writestr("report.json", report_json(report))
+        if readme:
+            archive.writestr("README.txt", readme)
     return buffer.getvalue()

@@ -36,6 +36,8 @@ from core.report import (build_report, data_ref_of, ledger_statement, load_plan,
                          protection_sentence, report_json, table_from_records)
 from core.report_words import plan_sections, plan_sentences
 from core.takeaway import NO_UNIT, takeaway_of_report, unit_of
+from core.sharing import (CONFIDENTIAL, CONFIDENTIAL_MARK, WITHHELD_NOTE, audience_of, is_confidential, private_report,
+                          shared_copy, withholds)
 from core.uncertainty_words import LEDGER_TOTAL, SET_BY_PLAN
 
 __all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts", "parts_of_report", "parts_of_result",
@@ -404,17 +406,25 @@ def simulations_line(simulations: Sequence[Mapping[str, Any]]) -> str:
     return text + "."
 
 
-def _simulation(ledger, extra: Mapping[str, Any] | None) -> str:
+def _simulation(ledger, extra: Mapping[str, Any] | None, report: Mapping[str, Any] | None = None) -> str:
     """What is a simulation and what a release (``ledger``: the result's ledger or its statement, None when
-    nothing would be spent)."""
+    nothing would be spent); what a shared report of private data withheld, or that a confidential one holds
+    numbers of the private rows (``report``: the report shown)."""
     lines = []
     note = (extra or {}).get("simulation")
     if note:
         lines.append(html.escape(str(note)))
-    if ledger is None:
+    report = report or {}
+    if withholds(report):
+        lines.append(html.escape(WITHHELD_NOTE))
+    elif is_confidential(report):
+        lines.append(html.escape(f"{CONFIDENTIAL_MARK}. The numbers here were computed on the curator's private "
+                                 "rows (simulations, audits, rankings): none of them is a release, and the "
+                                 "report must stay with the curator. Share the shared report instead."))
+    elif ledger is None:
         lines.append("Nothing here is a release of private data: every number is computed from the plan "
                      "(theory, bundled public data or simulation).")
-    else:
+    if ledger is not None and not withholds(report):
         lines.append("Every noisy number in this report is a simulation: noise drawn with the tool's "
                      "floating-point samplers from the plan's seed, to show what a release would look "
                      "like. The ledger above is what such a release would spend. An actual release is "
@@ -580,6 +590,9 @@ def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
         moved = set(comparison.headline.loc[comparison.headline["direction"].isin(["higher", "lower"]), "number"])
         quoted = [kv for kv in quoted if kv[0] in moved] + [kv for kv in quoted if kv[0] not in moved]
     items = quoted[:2]
+    if withholds(parts.report) and not parts.headline:
+        return ["The answer was computed on the curator's private rows, so this shared report withholds it "
+                "(the section below says what was left out and why); the curator's confidential report holds it."]
     if comparison is not None:      # and every number that must not be subtracted is said so
         apart = comparison.headline.loc[comparison.headline["direction"] == NOT_COMPARABLE, "number"]
         items += [(k, parts.headline.get(k)) for k in apart if k not in dict(items)]
@@ -794,6 +807,31 @@ def _tables_once(tables: Mapping[str, pd.DataFrame], ledger_shown: bool = False)
                            for name, df in shown.items()) or "<p class='muted'>No tables.</p>")
 
 
+#: A confidential report prints its mark at the top of every PDF page (Chromium repeats a fixed element on each).
+_CONFIDENTIAL_STYLE = """
+.confidential{border:2px solid #b42318;color:#b42318;font-weight:700;padding:.3rem .6rem;margin:.5rem 0}
+.confidential-running{display:none}
+@media print{body{padding-top:7mm}.confidential-running{display:block;position:fixed;top:0;left:0;right:0;
+text-align:center;font-size:8pt;font-weight:700;color:#b42318;background:white}}
+"""
+
+
+def _confidential_banner() -> str:
+    """The confidential mark: a box on screen, and a line printed at the top of every page."""
+    mark = html.escape(CONFIDENTIAL_MARK)
+    return (f"<div class='confidential'>{mark}. Every number below was computed on the private rows.</div>"
+            f"<div class='confidential-running'>{mark}</div>")
+
+
+def _withheld(report: Mapping[str, Any]) -> str:
+    """What a shared report of private data left out, by name, and why."""
+    sharing = report.get("sharing") or {}
+    items = [("tables", sharing.get("withheld_tables") or []), ("headline numbers", sharing.get("withheld_headline") or [])]
+    lists = "".join(f"<p><strong>Withheld {what}</strong>: "
+                    f"{html.escape(', '.join(readable_name(str(n)) for n in names))}.</p>" for what, names in items if names)
+    return f"<p>{html.escape(WITHHELD_NOTE)}</p>{lists}"
+
+
 def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: ReportParts | None = None,
                   overlays: Sequence[Any] = (), file_name: str = "report.json") -> str:
     """The report of ``parts`` as one self-contained HTML document; with ``compare`` (scenario A's parts)
@@ -813,7 +851,11 @@ def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: R
     embedded = report_json(shown).replace("</", "<\\/")
     command = REPRODUCE_COMMAND.format(file=file_name)
     title = html.escape(parts.page or "Result")
-    sections = [_first_page(parts, main, comparison, created)]
+    confidential = is_confidential(report)
+    sections = [_confidential_banner()] if confidential else []
+    sections.append(_first_page(parts, main, comparison, created))
+    if withholds(report):
+        sections.append(f"<h2>What this shared report withholds</h2>{_withheld(report)}")
     if comparison is not None:
         sections.append(_ab_section(compare, parts, comparison, rest_overlays))
     sections += [
@@ -822,10 +864,12 @@ def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: R
          f"<h3>Plan B (current)</h3><div class='plan-b'>{_plan(parts.plan)}</div>"),
         f"<h2>Headline numbers</h2>{_rest_of_headline(parts)}",
         f"<h2>Uncertainty in the tables</h2>{_uncertainty(parts.tables)}",
+        ("<h2>Figures</h2><p class='muted'>The figures are drawn from numbers computed on the private rows, so "
+         "this shared report leaves them out.</p>") if withholds(report) else
         f"<h2>Figures</h2>{_figures(rest_figures, first=main is None)}" if rest_figures or main is None else "",
         f"<h2>Privacy ledger</h2>{_ledger_parts(parts)}",
         f"<h2>Project privacy ledger of this data set</h2>{project_ledger_html(parts.project, 'project_ledger' in parts.report)}",
-        f"<h2>Simulation or release</h2>{_simulation(parts.ledger_text, parts.extra)}",
+        f"<h2>Simulation or release</h2>{_simulation(parts.ledger_text, parts.extra, report)}",
         f"<h2>Where the data came from</h2>{_provenance(data_ref_of(parts.plan))}",
         f"<h2>Package versions</h2>{_versions(versions)}",
         "<h2>Reproduce these numbers</h2><p>Save the JSON report embedded in this file (or downloaded "
@@ -837,9 +881,20 @@ def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: R
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
             "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; "
             "font-src data:\">"
-            f"<title>{title}: report</title><style>{_STYLE}</style></head><body>"
-            + "".join(sections)
+            f"<title>{'Confidential: ' if confidential else ''}{title}: report</title>"
+            f"<style>{_STYLE}{_CONFIDENTIAL_STYLE if confidential else ''}</style></head><body>"
+            + "".join(sections) + (_confidential_banner() if confidential else "")
             + f"<script type='application/json' id='report-json'>{embedded}</script></body></html>")
+
+
+def same_audience(report: Mapping[str, Any], compare: Mapping[str, Any] | None,
+                  overlays: Iterable[Any]) -> tuple[Mapping[str, Any] | None, list]:
+    """The pinned scenario A of an A/B report for the audience of B's ``report``: a shared report compares with A's
+    shared copy, without the overlays drawn from A's private numbers."""
+    overlays = list(overlays)
+    if compare is None or audience_of(report) == CONFIDENTIAL or not private_report(compare):
+        return compare, overlays
+    return shared_copy(compare), []
 
 
 def report_html(result: Result, *, page: str, question: str = "", figures: Iterable[Any] = (),
@@ -854,9 +909,14 @@ def report_html(result: Result, *, page: str, question: str = "", figures: Itera
     ledger = result.ledger() if ledger is None else ledger
     report = dict(report) if report is not None else build_report(result, page=page, ledger=ledger,
                                                                    extra=extra, tables=tables)
+    compare, overlays = same_audience(report, compare, overlays)
+    other = parts_of_report(compare) if compare is not None else None
+    if withholds(report):      # the shared report of private data: drawn from what the report keeps, no figures
+        shared = parts_of_report(report, question)
+        shared.page = page or shared.page
+        return render_report(shared, compare=other, file_name=file_name)
     parts = parts_of_result(result, report, page=page, question=question, tables=tables, ledger=ledger,
                             extra=extra)
-    other = parts_of_report(compare) if compare is not None else None
     return render_report(parts, figures=list(figures), compare=other, overlays=list(overlays),
                          file_name=file_name)
 
@@ -879,7 +939,10 @@ def report_html_from_json(report: Mapping[str, Any], *, compare: Mapping[str, An
     """The same report made from a saved JSON report alone (the command line's ``report``): the figures the
     page stored in it unless ``figures`` are given."""
     parts = parts_of_report(report, question)
+    compare, overlays = same_audience(parts.report, compare, overlays)
     other = parts_of_report(compare) if compare is not None else None
+    if withholds(parts.report):
+        return render_report(parts, compare=other, file_name=file_name)
     shown = stored_figures(report) if figures is None else list(figures)
     return render_report(parts, figures=shown, compare=other, overlays=overlays, file_name=file_name)
 

@@ -166,6 +166,14 @@ class CoherenceResult(Result):
             out.update({"theory": self.theory.summary, "theory_gamma": self.theory.gamma_curve})
         return out
 
+    def shared_table_names(self) -> tuple[str, ...]:
+        """The calculator's tables: closed forms of its own plan's settings, which no row of the data enters."""
+        return ("theory", "theory_gamma")
+
+    def shared_headline_names(self) -> tuple[str, ...]:
+        """The trials a PASS needs (from beta and the confidence) and the calculator's gamma: settings only."""
+        return ("trials a PASS needs at least", "theory gamma (conservative)")
+
     @property
     def rows_shared(self) -> bool:
         """Whether the headline may quote the rows audited: always on bundled data; on an upload only when

@@ -15,6 +15,7 @@ import streamlit as st
 
 from core.compare import Comparison, Snapshot, compare, compare_reports, readable_name, snapshot_of_report
 from core.report import tables_zip
+from core.sharing import CONFIDENTIAL_MARK, CONFIDENTIAL_README, is_confidential
 from core.scenarios import MAX_SCENARIO_NAME, ScenarioExists, get_scenario_store
 from core.uploads import read_bytes
 from dashboard.figures import compare as figs
@@ -117,10 +118,13 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
         else:
             st.dataframe(delta_view(comparison.table(name), CELL_LABELS), hide_index=True,
                          key=f"{key}__delta_cells", column_config=DELTA_FORMATS)
-    st.download_button("Download the comparison (CSV, zipped)", lambda: tables_zip(comparison.tables()),
-                       file_name=f"{key}_comparison.zip", mime="application/zip", key=f"{key}__delta_zip",
-                       icon=":material/download:", help="The headline delta, the worst-off groups of A and B "
-                       "and every table's cell deltas (tables with one row per block are left out).")
+    private = any(is_confidential(side.report) for side in (comparison.a, comparison.b))
+    st.download_button(f"{'Confidential: ' if private else ''}Download the comparison (CSV, zipped)",
+                       lambda: tables_zip(comparison.tables(), readme=CONFIDENTIAL_README if private else None),
+                       file_name=f"{key}_comparison{'_confidential' if private else ''}.zip", mime="application/zip",
+                       key=f"{key}__delta_zip", icon=":material/download:",
+                       help="The headline delta, the worst-off groups of A and B and every table's cell deltas (tables with one row per block are "
+                            "left out)." + (f" {CONFIDENTIAL_MARK}." if private else ""))
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

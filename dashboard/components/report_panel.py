@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.contracts import Plan, Result
 from core.report import build_report, load_plan, parse_report, report_json, tables_zip
+from core.sharing import CONFIDENTIAL, CONFIDENTIAL_MARK, is_private, shared_copy, withholds
 from dashboard.components.code_export import code_export_buttons
 from dashboard.components.ledger_badge import ledger_for_report
 from dashboard.components.pin_compare import pin_compare_panel
@@ -19,33 +20,78 @@ def report_panel(result: Result, *, page: str, key: str, ledger=None,
                  extra: Mapping[str, Any] | None = None,
                  tables: Mapping[str, pd.DataFrame] | None = None, figures=()) -> dict:
     """Download buttons for a result's report (plan, data fingerprint, ledger, versions, tables) and
-    the stakeholder report (HTML + PDF, with the page's plotly ``figures`` embedded)."""
-    report = build_report(result, page=page, ledger=ledger, extra=extra, tables=tables)
-    report["project_ledger"] = ledger_for_report(result.plan)   # every release of this data set so far
-    report["question"] = page_question(page)                    # the stakeholder report's first line
+    the stakeholder report (HTML + PDF, with the page's plotly ``figures`` embedded). Every default download
+    is the shared report (:mod:`core.sharing`); on private data the confidential one, with what was computed on
+    the private rows, is offered apart, as an explicit choice. Returns the shared report."""
+    tables = tables if tables is not None else result.tables()
+    full = build_report(result, page=page, ledger=ledger, extra=extra, tables=tables, audience=CONFIDENTIAL)
+    full["project_ledger"] = ledger_for_report(result.plan)   # every release of this data set so far
+    full["question"] = page_question(page)                    # the stakeholder report's first line
+    report = shared_copy(full)
+    if withholds(report):
+        st.caption(SHARED_CAPTION)
+    export_buttons(result, report, page=page, key=key, tables=tables, figures=figures, extra=extra, ledger=ledger)
+    if is_private(result.plan):
+        confidential_panel(result, full, page=page, key=key, tables=tables, figures=figures, extra=extra,
+                           ledger=ledger)
+    else:
+        full = report
+    pin_compare_panel(result, full, page=page, key=key)   # pin as A, compare B, saved scenarios (curator's screen)
+    return report
+
+
+#: What the page says above the default downloads when the data is private.
+SHARED_CAPTION = ("These downloads are the shared report: the plan, the declared categories and bounds, the "
+                  "ledger and what was released through it. Numbers computed on the private rows are withheld "
+                  "(even as bands or rates they can give counts back); they are in the confidential report below.")
+CONFIDENTIAL_CONFIRM = "I will keep it with the curator and not share it"
+
+
+def export_buttons(result: Result, report: dict, *, page: str, key: str, tables, figures=(), extra=None,
+                   ledger=None, label: str = "") -> None:
+    """The JSON report, the zipped CSVs, the script and notebook, and the stakeholder HTML/PDF of ``report``;
+    ``label`` prefixes the buttons (the confidential ones say so)."""
     left, right = st.columns(2)
-    left.download_button("Download report (JSON)", lambda: report_json(with_figures(report, result, figures)),
+    left.download_button(f"{label}Download report (JSON)", lambda: report_json(with_figures(report, result, figures)),
                          file_name=f"{key}.json", on_click="ignore",
                          mime="application/json", key=f"{key}_json", icon=":material/download:",
                          help="The plan, data fingerprint, ledger, versions and every table. Open it "
                               "again here, or rerun it with: python -m core reproduce FILE --out DIR")
-    right.download_button("Download tables (CSV, zipped)",
-                          tables_zip(tables if tables is not None else result.tables(), report),
+    right.download_button(f"{label}Download tables (CSV, zipped)", tables_zip(tables, report),
                           file_name=f"{key}.zip", mime="application/zip", key=f"{key}_zip",
                           icon=":material/table_view:")
     code_export_buttons(report, key=key)      # the same result as a Python script and a Jupyter notebook
     stakeholder_buttons(result, report, page=page, key=key, figures=figures, extra=extra, tables=tables,
-                        ledger=ledger)
-    pin_compare_panel(result, report, page=page, key=key)   # pin as A, compare B, saved scenarios
-    return report
+                        ledger=ledger, label=label)
+
+
+def confidential_key(key: str) -> str:
+    """The widget key prefix of a panel's confidential downloads."""
+    return f"{key}_confidential"
+
+
+def confidential_panel(result: Result, report: dict, *, page: str, key: str, tables, figures=(), extra=None,
+                       ledger=None) -> None:
+    """The confidential report of private data, offered only after the curator says it stays with them."""
+    ck = confidential_key(key)
+    with st.expander("Confidential report (computed on private rows)", icon=":material/lock:"):
+        st.caption(f"{CONFIDENTIAL_MARK}. Every table, headline number and figure the page computed on the "
+                   "private rows, for the curator's own records; each file says so on every page.")
+        if not st.checkbox(CONFIDENTIAL_CONFIRM, key=f"{ck}_confirm"):
+            return
+        export_buttons(result, report, page=page, key=ck, tables=tables, figures=figures, extra=extra,
+                       ledger=ledger, label="Confidential: ")
 
 
 def with_figures(report: dict, result: Result, figures=()) -> dict:
     """The report with the page's main figures stored as plotly JSON, so ``python -m core report`` draws the
-    same stakeholder report from the file alone (made when the download is clicked)."""
+    same stakeholder report from the file alone (made when the download is clicked). A shared report of private
+    data carries no figure: they are drawn from numbers computed on the private rows."""
     import json
 
     from dashboard.components.stakeholder_figures import default_figures
+    if withholds(report):
+        return dict(report)
     shown = list(figures) or default_figures(result)
     return {**report, "figures": [json.loads(f.to_json()) for f in shown]}
 

@@ -26,9 +26,10 @@ def builder_key(key: str) -> str:
 
 def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str, key: str,
                         figures: Sequence[Any] = (), extra: Mapping[str, Any] | None = None,
-                        tables=None, ledger=None) -> None:
+                        tables=None, ledger=None, label: str = "") -> None:
     """"Report (HTML)" and "Report (PDF)" download buttons; each file is made when its button is clicked.
-    Without ``figures`` the report draws the page's main figures from the result (default_figures)."""
+    Without ``figures`` the report draws the page's main figures from the result (default_figures); ``label``
+    prefixes the buttons' text."""
     from dashboard.components.pin_compare import pinned_for_report   # A/B report when a scenario is pinned
     ab_parts = pinned_for_report(dict(report), key, result)
 
@@ -43,13 +44,13 @@ def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str,
         return report_pdf(html_text())
 
     left, right = st.columns(2)
-    left.download_button("Report for stakeholders (HTML)", html_text, file_name=f"{key}.html",
+    left.download_button(f"{label}Report for stakeholders (HTML)", html_text, file_name=f"{key}.html",
                          mime="text/html", key=f"{key}_html", icon=":material/article:", on_click="ignore",
                          help="One file that opens offline: the question, the plan in plain words, headline "
                               "numbers, figures, ledger, data provenance, versions and the command that "
                               "reproduces it.")
     has_chromium = chromium_path() is not None
-    right.download_button("Report for stakeholders (PDF)", pdf_bytes if has_chromium else b"",
+    right.download_button(f"{label}Report for stakeholders (PDF)", pdf_bytes if has_chromium else b"",
                           file_name=f"{key}.pdf", mime="application/pdf", key=f"{key}_pdf",
                           icon=":material/picture_as_pdf:", on_click="ignore", disabled=not has_chromium,
                           help="The HTML report printed by headless Chromium." if has_chromium

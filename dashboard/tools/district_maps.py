@@ -29,6 +29,7 @@ from core.districts.workflow import GENERATOR_CHOICES, GEOGRAPHIES, build_geogra
 from core.geography.assignments import plan_to_frame  # noqa: E402
 from core.releases import ledger_ref, release_entry  # noqa: E402
 from core.report import guarded_csv  # noqa: E402
+from core.sharing import CONFIDENTIAL_MARK, confidential_geojson, is_private  # noqa: E402
 from dashboard.components.budget_input import budget_input  # noqa: E402
 from dashboard.components.chart_table import chart_numbers  # noqa: E402
 from dashboard.components.ledger_badge import record_release  # noqa: E402
@@ -470,5 +471,10 @@ with tab_exp:
                        guarded_csv(plan_to_frame(result.geoids, result.labels[0]), index=False),
                        file_name="plan.csv", mime="text/csv", key="dm_dl_plan")
     shapes, _ = outlines(result.plan.digest(), 1, geo, result.labels[0], result.plan_districts(1))
-    x2.download_button("Plan 1 districts with results (GeoJSON)", shapes.to_json(drop_id=True),
-                       file_name="districts.geojson", mime="application/geo+json", key="dm_dl_geojson")
+    if is_private(result.plan):    # head counts and errors of the curator's own blocks: confidential, marked
+        x2.download_button("Confidential: plan 1 districts with results (GeoJSON)",
+                           confidential_geojson(shapes.to_json(drop_id=True)), file_name="districts_confidential.geojson",
+                           mime="application/geo+json", key="dm_dl_geojson", help=CONFIDENTIAL_MARK)
+    else:
+        x2.download_button("Plan 1 districts with results (GeoJSON)", shapes.to_json(drop_id=True),
+                           file_name="districts.geojson", mime="application/geo+json", key="dm_dl_geojson")

@@ -13,6 +13,9 @@ from core.contracts import DataRef, bytes_fingerprint
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness
 from core.fairness.companion import CompanionPlan
 from core.report import build_report, load_plan, report_json, tables_match
+from core.sharing import CONFIDENTIAL_MARK
+from dashboard.components.report_panel import confidential_key
+from dashboard.components.stakeholder_buttons import builder_key
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "dashboard" / "tools" / "group_fairness.py")
@@ -157,6 +160,16 @@ def test_an_uploaded_table_is_ranked_and_kept(tmp_path):
     plan = at.session_state["gf_plan"]
     assert plan.data == DataRef("upload", bytes_fingerprint(raw)) and plan.ranking.ks == (20, 50)
     assert "Utility loss at k = 50" in _metrics(at)
+    # the page's downloads are the shared report; the confidential one waits for the curator's confirmation
+    labels = [str(b.proto.label) for b in at.get("download_button")]
+    assert "Download report (JSON)" in labels and not any(x.startswith("Confidential") for x in labels)
+    shared_html = at.session_state[builder_key("gf_report")]()
+    assert CONFIDENTIAL_MARK not in shared_html and "What this shared report withholds" in shared_html
+    at.checkbox(key=f"{confidential_key('gf_report')}_confirm").check().run()
+    labels = [str(b.proto.label) for b in at.get("download_button")]
+    assert "Confidential: Download report (JSON)" in labels and "Download report (JSON)" in labels
+    full_html = at.session_state[builder_key(confidential_key("gf_report"))]()
+    assert full_html.count(CONFIDENTIAL_MARK) >= 3 and "What this shared report withholds" not in full_html
     result = run_group_fairness(plan, raw)
     report = build_report(result, page="Group fairness and ranking")
     path = tmp_path / "report.json"

@@ -1,5 +1,7 @@
-"""Shared reports of an uploaded file carry no exact size of it and no row-level value; bundled data
-keeps every table exact; every report's budget statement names the unit of protection."""
+"""Reports of an uploaded file carry no exact size of it and no row-level value: the shared report withholds
+every table computed on its rows (tests/unit/test_shared_report_attacker.py attacks it), and even the
+curator's confidential report quotes sizes as bands; bundled data keeps every table exact; every report's
+budget statement names the unit of protection."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +20,7 @@ from core.fairness.group_fairness_plan import GroupFairnessPlan, RankingPlan, ru
 from core.intake import ColumnSchema, DataSchema
 from core.privacy.ledger import BudgetLedger
 from core.report import build_report, report_json, size_band
+from core.sharing import CONFIDENTIAL
 from core.stakeholder_report import report_html
 
 # Sizes chosen so none of them is a band edge, a k, a trial count or another setting of the plans.
@@ -110,7 +113,8 @@ def test_coherence_report_of_an_upload_has_no_exact_size(upload):
     assert RACE["C"] in set(c.excluded["size"])
     # ... the shared report none of them (crossings under 20 are left out of the search: such small
     # numbers also occur as settings, trial counts and the like)
-    report = build_report(result, page="Coherence audit")
+    assert not build_report(result, page="Coherence audit")["tables"]      # the shared report: none of them
+    report = build_report(result, page="Coherence audit", audience=CONFIDENTIAL)
     secrets = {N_ROWS, N_ROWS // 2, *SEX.values(), *RACE.values(), *(s for s in sizes if s >= 20)}
     secrets -= {result.plan.gamma, result.headline()["trials a PASS needs at least"]}   # settings, not the file
     _assert_absent(report, sorted(secrets))
@@ -152,7 +156,8 @@ def test_ranking_report_of_an_upload_has_no_head_count_or_income(upload):
     rk = result.ranking
     assert dict(zip(rk.composition["group"], rk.composition["people"])) == SEX      # the curator's view
     assert set(rk.rank_changes["score"]) <= set(frame["income"].astype(float))
-    report = build_report(result, page="Group fairness")
+    assert not build_report(result, page="Group fairness")["tables"]       # the shared report: none of them
+    report = build_report(result, page="Group fairness", audience=CONFIDENTIAL)
     tables = report["tables"]
     assert "ranking_rank_changes" not in tables
     comp = tables["ranking_composition"]
@@ -233,7 +238,8 @@ def test_coherence_figures_of_an_upload_have_no_exact_size(audit_of_upload):
                zip(heat.y, c.subgroups.groupby("subgroup")["size"].first().reindex(
                    [y.rsplit(" (", 1)[0] for y in heat.y])))
     # the downloadable JSON report with its figures, and the HTML report drawn with them
-    report = build_report(result, page="Coherence audit")
+    assert "figures" not in with_figures(build_report(result, page="Coherence audit"), result)   # shared: none
+    report = build_report(result, page="Coherence audit", audience=CONFIDENTIAL)
     _assert_absent_with_figures(with_figures(report, result), sorted(secrets))
     html_text = report_html(result, page="Coherence audit", report=report, figures=figures)
     scripts = re.findall(r"<script[^>]*>(.*?)</script>", html_text, flags=re.S)
