@@ -8,7 +8,8 @@ curator decides after reading it goes into the public :class:`~core.intake.schem
 Type guess, per column (``guess``), from the non-missing cells:
 
 - ``"number"``: at least ``NUMBER_SHARE`` of them read as numbers (after removing thousands
-  separators, currency and percent signs) and they are not codes (below);
+  separators, currency and percent signs, or a unit word the values carry, such as ``yrs`` in
+  ``"45 yrs"``: :func:`~core.intake.hints.unit_suggestions`) and they are not codes (below);
 - ``"category"``: a column of plainly written whole numbers with at most ``NUMERIC_CATEGORY_MAX``
   distinct values (codes such as 1/2; a currency sign, separator, percent sign or decimal makes it a
   quantity), or a text column with at most ``CATEGORY_MAX`` distinct labels;
@@ -31,6 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.intake.hints import unit_suggestions
 from core.intake.schema import DEFAULT_MISSING_TOKENS
 from core.intake.values import ColumnValues, read_values, require_table
 
@@ -134,6 +136,10 @@ def guess_of(name: str, values: ColumnValues) -> str:
     distinct = len(values.labels[1])
     is_number = present & ~np.isnan(values.numbers)
     number_share = values.rows_where(is_number) / n_present
+    if number_share < NUMBER_SHARE:     # numbers written with a unit ("45 yrs") are numbers too
+        number_share += sum(n for _, n in unit_suggestions(values)) / n_present
+        if number_share >= NUMBER_SHARE:
+            return "number"
     nearly_unique = n_present >= ID_MIN_ROWS and distinct >= ID_SHARE * n_present
     named_id = bool(ID_NAME.search(name))
     if number_share >= NUMBER_SHARE:
