@@ -96,8 +96,8 @@ def load_schema(path: Path) -> DataSchema:
 
 def _suggestion_lines(frame, schema: DataSchema, column: str) -> list[str]:
     """What the column's values suggest and is not declared yet, with the flag that declares it."""
-    found = column_suggestions(frame, schema, column)
     col = schema.column(column)
+    found = column_suggestions(frame[column], col.role, col.missing_texts(schema.missing_tokens))
     lines = []
     codes = [(t, n) for t, n in found.missing_codes]
     if codes:

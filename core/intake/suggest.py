@@ -108,19 +108,16 @@ class Suggestions:
     merges: tuple[tuple[str, str], ...] = ()
 
 
-def column_suggestions(frame: pd.DataFrame, schema: DataSchema, column: str) -> Suggestions:
-    """The suggestions for ``column`` of ``frame`` as ``schema`` declares it now: missing codes not read as
-    missing yet (:func:`~core.intake.hints.missing_code_suggestions`), units (number columns and text;
-    read without the declared units, so a declared unit stays among them) and label merges (category
-    columns)."""
-    col = schema.column(column)
-    if col.name not in frame.columns:
-        raise ValueError(f"The table has no column {column!r}.")
-    values = read_values(frame[col.name], col.missing_texts(schema.missing_tokens))
-    if col.role in ("person_id", "leave_out"):
+def column_suggestions(series: pd.Series, role: str, missing: tuple[str, ...]) -> Suggestions:
+    """The suggestions for one column (``series``) declared with ``role``, read with the texts ``missing``
+    (the schema's tokens and the column's codes: :meth:`~core.intake.schema.ColumnSchema.missing_texts`):
+    missing codes not read as missing yet (:func:`~core.intake.hints.missing_code_suggestions`), units
+    (number columns; a declared unit stays among them) and label merges (category columns)."""
+    if role in ("person_id", "leave_out"):
         return Suggestions()
-    codes = missing_code_suggestions(values, col.missing_texts(schema.missing_tokens))
-    if col.role == "number":
+    values = read_values(series, tuple(missing))
+    codes = missing_code_suggestions(values, tuple(missing))
+    if role == "number":
         return Suggestions(codes, unit_suggestions(values))
     return Suggestions(codes, merges=label_merges(values))
 

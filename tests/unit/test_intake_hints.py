@@ -177,9 +177,13 @@ def test_a_merge_added_by_hand_is_any_pair_and_the_draft_takes_no_codes_or_units
 
 
 def test_suggestions_of_one_column():
-    found = column_suggestions(export(), schema(), "age")
+    frame, tokens = export(), schema().missing_tokens
+    found = column_suggestions(frame["age"], "number", tokens)
     assert found.units == (("yrs", 60),) and dict(found.missing_codes) == {"999": 12, "refused": 3, "*": 1}
-    assert column_suggestions(export(), schema(), "education").merges[0] == ("montréal", "Montreal")
+    assert column_suggestions(frame["age"], "number", tokens + ("999",)).missing_codes == (("refused", 3), ("*", 1))
+    assert column_suggestions(frame["education"], "category", tokens).merges[0] == ("montréal", "Montreal")
+    assert column_suggestions(frame["education"], "leave_out", tokens) == column_suggestions(frame["age"],
+                                                                                             "person_id", tokens)
 
 
 # ---------------------------------------------------------------------------------------- the schema stays compatible
