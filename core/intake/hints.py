@@ -16,8 +16,9 @@ it on the command line). Nothing here is put in a schema, plan, report or ledger
   0, in a column where at least half the present cells read as numbers. The IQR
   is at least 1, so a column of nearly equal values does not flag
   every other value.
-- :func:`unit_suggestions`: words written before or after a number (``45 yrs``, ``USD 52,000``)
-  that make values readable once removed.
+- :func:`unit_suggestions`: words written before (and a space) or after a number (``45 yrs``,
+  ``USD 52,000``) that make values readable once removed; a letter glued before digits (``C00012``)
+  is an id's prefix, not a unit.
 - :func:`fold_label`: the key under which spelling variants meet: Unicode NFKD with combining marks
   dropped (accents), case folded, spaces, hyphens, underscores and dots removed.
 - :func:`named`: ``'45 yrs' (60), 'unknown' (40) and 3 more``: values with their rows, largest first.
@@ -43,7 +44,8 @@ MISSING_WORDS = ("refused", "don't know", "dont know", "do not know", "dk", "not
                  "not applicable", "no answer", "prefer not to say", "declined", "nk", "n.k.", "nil", "#n/a",
                  "n.a", "unk", "not available", "undefined", "blank", "missing value")
 UNIT_SCAN = 2_000      # distinct unreadable values looked at for units (the most frequent first)
-_AROUND = re.compile(r"^(?P<pre>[^\d+\-.$€£¥]*?)\s*[+-]?[$€£¥]?\s*[\d][\d.,]*\s*%?\s*(?P<post>[^\d]*?)$")
+# A word before the number (followed by a space: "C00012" is an id, not 12 with a unit), or after it.
+_AROUND = re.compile(r"^(?:(?P<pre>[^\d+\-.$€£¥]*?)\s+)?[+-]?[$€£¥]?\s*[\d][\d.,]*\s*%?\s*(?P<post>[^\d]*?)$")
 _FOLD_DROP = re.compile(r"[\s\-_.\u2010-\u2015]+")
 
 
@@ -148,7 +150,7 @@ def unit_suggestions(values: ColumnValues) -> tuple[tuple[str, int], ...]:
         match = _AROUND.match(str(values.text[i]))
         if match is None:
             continue
-        for word in (match["pre"].strip(), match["post"].strip()):
+        for word in ((match["pre"] or "").strip(), match["post"].strip()):
             if word and any(ch.isalpha() for ch in word):
                 spellings = found.setdefault(word.lower(), {})
                 spellings[word] = spellings.get(word, 0) + int(values.counts[i])

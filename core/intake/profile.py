@@ -136,10 +136,6 @@ def guess_of(name: str, values: ColumnValues) -> str:
     distinct = len(values.labels[1])
     is_number = present & ~np.isnan(values.numbers)
     number_share = values.rows_where(is_number) / n_present
-    if number_share < NUMBER_SHARE:     # numbers written with a unit ("45 yrs") are numbers too
-        number_share += sum(n for _, n in unit_suggestions(values)) / n_present
-        if number_share >= NUMBER_SHARE:
-            return "number"
     nearly_unique = n_present >= ID_MIN_ROWS and distinct >= ID_SHARE * n_present
     named_id = bool(ID_NAME.search(name))
     if number_share >= NUMBER_SHARE:
@@ -151,6 +147,8 @@ def guess_of(name: str, values: ColumnValues) -> str:
         return "category" if codes else "number"
     if nearly_unique:
         return "id"
+    if number_share + sum(n for _, n in unit_suggestions(values)) / n_present >= NUMBER_SHARE:
+        return "number"      # numbers written with a unit ("45 yrs") are numbers too
     if distinct <= CATEGORY_MAX:
         return "category"
     return "id" if named_id else "text"
