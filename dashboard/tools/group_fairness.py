@@ -113,6 +113,10 @@ def _lexifair_widgets(groups: tuple[str, ...] | None = None) -> LexifairPlan:
     values = {}
     for name, at in layout.items():
         if name == "columns" and groups is not None:
+            key = f"{LXD}_columns"    # groups chosen anew: keep those still offered, else offer them all
+            current = st.session_state.get(key)
+            if current is not None and not set(current) <= set(groups):
+                st.session_state[key] = [c for c in current if c in groups] or list(groups)
             values[name] = field_widget(LexifairPlan, name, LXD, container=cols[at], options=groups,
                                         default=groups, **KEEP)
         else:
