@@ -360,12 +360,15 @@ def problems_table(frame, schema: DataSchema) -> pd.DataFrame:
 def _column_values(frame, schema: DataSchema, column: str, what: str) -> pd.Series:
     """The column as every run reads it before its public information is known: trimmed, merged, numbers
     parsed, missing values dropped, and each person kept to the declared number of rows (contribution
-    bounding with the schema's seed), so one person's rows move the estimate by at most that many."""
+    bounding with the schema's seed), so one person's rows move the estimate by at most that many. The
+    column's missing codes and units are read as declared (999 is no age)."""
     col = schema.column(column)
     if what == "categories":
-        keep = ColumnSchema(col.name, "category", merges=col.merges, missing="drop_row")
+        keep = ColumnSchema(col.name, "category", merges=col.merges, missing="drop_row",
+                            missing_codes=col.missing_codes)
     else:
-        keep = ColumnSchema(col.name, "number", parse_numbers=col.parse_numbers, missing="drop_row")
+        keep = ColumnSchema(col.name, "number", parse_numbers=col.parse_numbers, missing="drop_row",
+                            units=col.units, missing_codes=col.missing_codes)
     cols = [keep]
     if schema.person_id is not None:
         cols.insert(0, ColumnSchema(schema.person_id, "person_id", missing="drop_row"))

@@ -240,3 +240,22 @@ def test_the_command_line_declares_every_choice_without_a_hand_edit(tmp_path):
     two = DataSchema.from_dict(json.loads((tmp_path / "two.json").read_text()))
     assert two.column("age").role == "number" and two.column("age").missing == "drop_row"
     assert {"refused", "*"} <= set(two.missing_tokens)
+
+
+def test_the_county_export_goes_through_the_command_line_with_its_choices_only(tmp_path):
+    """The committed export (units, 999 and refused, variants) profiled with the curator's choices named on
+    the command line, checked (nothing blocks) and cleaned, without touching the schema file by hand."""
+    export_file = REPO / "tests" / "fixtures" / "county_export.csv"
+    schema_path = tmp_path / "export.json"
+    done = cli("profile", str(export_file), "--out", str(schema_path), "--units", "age", "yrs",
+               "--units", "hours_per_week", "hrs", "--missing-code", "age", "999", "--missing-code", "age", "refused")
+    assert done.returncode == 0, done.stderr
+    done = cli("check", str(export_file), "--schema", str(schema_path))
+    assert done.returncode == 0, done.stdout
+    assert "'999' (18), 'refused' (6)" in done.stdout          # named among the missing values that are dropped
+    done = cli("apply", str(export_file), "--schema", str(schema_path), "--out", str(tmp_path / "clean.csv"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    cleaned = pd.read_csv(tmp_path / "clean.csv")
+    assert cleaned["age"].max() < 100 and pd.api.types.is_numeric_dtype(cleaned["hours_per_week"])
+    assert set(cleaned["education"]) == {"Less than HS", "High school", "Post-secondary"}
+    assert set(cleaned["town"]) == {"Montréal", "Laval", "Québec"}
