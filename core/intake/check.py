@@ -44,19 +44,26 @@ MAX_PAGE_CATEGORIES = 40    # the widest category column the synthesis and audit
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem of one column (curator-only): ``severity`` is ``"blocks a run"`` or ``"warning"``."""
+    """One problem of one column (curator-only): ``severity`` is ``"blocks a run"`` or ``"warning"``.
+
+    ``what`` names the values it is about, with their rows; ``brief`` is the same message without them
+    (empty when ``what`` names none), for a screen that says a data set cannot run without showing its
+    values."""
 
     column: str
     severity: str
     what: str
     todo: str
+    brief: str = ""
 
     @property
     def blocks(self) -> bool:
         return self.severity == BLOCKS
 
-    def line(self) -> str:
-        return f"{self.column}: [{self.severity}] {self.what} {self.todo}"
+    def line(self, values: bool = True) -> str:
+        """``column: [severity] what todo``; ``values=False`` leaves the values out (:attr:`brief`)."""
+        what = self.what if values or not self.brief else self.brief
+        return f"{self.column}: [{self.severity}] {what} {self.todo}"
 
 
 @dataclass(frozen=True)
@@ -185,15 +192,16 @@ def _column_problems(read: _Read, schema: DataSchema) -> list[Problem]:
     missing = values.missing_rows
     which = f" Read as missing: {_named_where(values, values.missing)}." if missing else ""
     if missing and col.missing is None:
-        out.append(Problem(name, BLOCKS, f"has {missing:,} missing values (blank or a missing token) and no "
-                                         f"missing policy.{which}",
+        what = f"has {missing:,} missing values (blank or a missing token) and no missing policy."
+        out.append(Problem(name, BLOCKS, what + which,
                            "Choose one: drop_row" + ("" if col.role == "person_id" else
                                                      ", fill with a public value" +
                                                      (", own_category" if col.role == "category" or col.bins else ""))
-                           + "."))
+                           + ".", what))
     elif missing and col.missing == "drop_row":
-        out.append(Problem(name, WARNING, f"has {missing:,} missing values; those rows will be dropped.{which}",
-                           "Keep it, or choose own_category or a public fill value to keep the rows."))
+        what = f"has {missing:,} missing values; those rows will be dropped."
+        out.append(Problem(name, WARNING, what + which,
+                           "Keep it, or choose own_category or a public fill value to keep the rows.", what))
     if col.role == "category":
         out += _category_problems(read)
     elif col.role == "number":
@@ -224,11 +232,10 @@ def _code_problems(read: _Read, tokens: tuple[str, ...]) -> list[Problem]:
         return []
     fate = "numbers" + (" (clipped into the public bounds)" if col.bounds is not None else "") \
         if col.role == "number" else "labels"
-    return [Problem(col.name, WARNING, f"has values that look like missing codes: "
-                                       f"{named([t for t, _ in found], [n for _, n in found])}; they are read as "
-                                       f"{fate}.",
+    listed = named([t for t, _ in found], [n for _, n in found])
+    return [Problem(col.name, WARNING, f"has values that look like missing codes: {listed}; they are read as {fate}.",
                     "If they mean 'no answer', add them to this column's missing codes (missing_codes); "
-                    "otherwise keep them.")]
+                    "otherwise keep them.", f"has values that look like missing codes; they are read as {fate}.")]
 
 
 def _category_problems(read: _Read) -> list[Problem]:
@@ -249,17 +256,16 @@ def _category_problems(read: _Read) -> list[Problem]:
         policy = col.missing
         sev = BLOCKS if policy is None else WARNING
         fate = "and there is no missing policy" if policy is None else f"they will be treated as missing ({policy})"
-        out.append(Problem(col.name, sev, f"has {outside:,} values ({int(read.outside.sum()):,} distinct labels) that "
-                                          f"are not public categories: {_named_where(values, read.outside)}; "
-                                          f"{fate}.",
-                           "Add them to the categories, merge them into one, or choose a missing policy."))
+        head = f"has {outside:,} values ({int(read.outside.sum()):,} distinct labels) that are not public categories"
+        out.append(Problem(col.name, sev, f"{head}: {_named_where(values, read.outside)}; {fate}.",
+                           "Add them to the categories, merge them into one, or choose a missing policy.",
+                           f"{head}; {fate}."))
     variants = _variants(read)
     if len(variants):
-        out.append(Problem(col.name, WARNING, f"has {len(variants):,} labels that differ from another only in "
-                                              "letter case, accents, spacing or hyphens: "
-                                              f"{named(variants.index, variants.to_numpy())}; they would be "
+        head = f"has {len(variants):,} labels that differ from another only in letter case, accents, spacing or hyphens"
+        out.append(Problem(col.name, WARNING, f"{head}: {named(variants.index, variants.to_numpy())}; they would be "
                                               "separate categories.",
-                           "Merge each variant into one label (merges)."))
+                           "Merge each variant into one label (merges).", f"{head}; they would be separate categories."))
     return out
 
 
@@ -283,6 +289,7 @@ def _number_problems(read: _Read, schema_tokens: tuple[str, ...]) -> list[Proble
         formatted = values.rows_where(read.unreadable & values.formatted)
         hint = (f" {formatted:,} of them are numbers with separators, currency or percent signs: turn "
                 "parse_numbers on." if formatted else "")
+        brief = f"has {bad:,} values that cannot be read as numbers.{hint}"
         codes = [t for t, _ in missing_code_suggestions(values, col.missing_texts(schema_tokens))
                  if t in set(values.text[read.unreadable])]
         if codes:
@@ -294,7 +301,7 @@ def _number_problems(read: _Read, schema_tokens: tuple[str, ...]) -> list[Proble
         out.append(Problem(col.name, BLOCKS, f"has {bad:,} values that cannot be read as numbers: "
                                              f"{_named_where(values, read.unreadable)}.{hint}",
                            "Declare their unit, add the ones meaning 'no answer' to the column's missing codes, "
-                           "correct them in the file, or make the column a category."))
+                           "correct them in the file, or make the column a category.", brief))
     readable = ~values.missing & ~np.isnan(read.number)
     percent = values.rows_where(values.percent & readable)
     if percent and percent < values.rows_where(readable):

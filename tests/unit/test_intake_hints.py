@@ -72,6 +72,19 @@ def test_every_problem_names_its_values_with_counts():
     assert "Read as missing: 'unknown' (40)." in dropped.what
 
 
+def test_a_problem_can_be_said_without_its_values():
+    """Another page that only says why a data set cannot run names no value of the file."""
+    problems = check(export(), schema())
+    assert {p.column for p in problems if p.brief} == {"age", "education", "region"}
+    for p in problems:
+        brief = p.line(values=False)
+        for value in ("45 yrs", "refused", "999", "Rgion X", "Montréal", "Post secondary", "unknown", "yrs"):
+            assert value not in brief, (value, brief)
+    region = problem(problems, "region", "not public categories")
+    assert region.line(values=False) == ("region: [warning] has 5 values (1 distinct labels) that are not public "
+                                         "categories; they will be treated as missing (drop_row). " + region.todo)
+
+
 def test_a_long_list_of_values_is_capped():
     frame = pd.DataFrame({"n": [f"v{i}" for i in range(12)] * 2 + ["1"] * 100})
     problems = check(frame, DataSchema("t", (ColumnSchema("n", "number"),)))
