@@ -454,7 +454,7 @@ def lexifair_subrun(plan: GroupFairnessPlan, progress: Progress | None = None,
     if unknown:
         raise ValueError(f"Group columns {unknown} are not available; choose among {list(data.attrs.columns)}.")
     M, names = membership_matrix(data.attrs, lx.columns, pairs=lx.pairs, min_size=lx.min_size,
-                                 top_values=lx.top_values)
+                                 top_values=lx.top_values, person=data.person)
     if (M[data.train].sum(axis=0) == 0).any() or (M[data.test].sum(axis=0) == 0).any():
         raise ValueError("A group has no members in the training or held-out rows; raise the minimum group size.")
     rng = named_rng(plan.seed, "lexifair game")

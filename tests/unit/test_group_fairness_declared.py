@@ -55,6 +55,18 @@ def test_group_sizes_count_persons():
     np.testing.assert_array_equal(rows.group_people(M), [2, 3])
 
 
+def test_the_smallest_group_counts_persons():
+    from core.fairness.lexifair import membership_matrix
+    attrs = pd.DataFrame({"g": list("xxxyyz")})
+    person = np.array([0, 0, 0, 1, 2, 3])          # group x is one person on three rows
+    _, by_rows = membership_matrix(attrs, ("g",), min_size=2, top_values=3)
+    assert by_rows == ["g = x", "g = y"]
+    with pytest.raises(ValueError, match="Fewer than two groups"):
+        membership_matrix(attrs, ("g",), min_size=2, top_values=3, person=person)
+    _, by_people = membership_matrix(attrs, ("g",), min_size=1, top_values=3, person=person)
+    assert by_people == ["g = x", "g = y", "g = z"]
+
+
 def test_learning_columns_are_checked():
     with pytest.raises(ValueError, match="label column"):
         LearningColumns("", "Yes", ("sex",))
