@@ -26,10 +26,10 @@ import json
 from pathlib import Path
 
 from core.intake.check import check, clean
+from core.intake.hints import named
 from core.intake.profile import profile
 from core.intake.read import read_table
 from core.intake.schema import DEFAULT_MISSING_TOKENS, DataSchema
-from core.intake.hints import named
 from core.intake.suggest import column_suggestions, draft_schema
 from core.report import guarded_csv
 from core.uploads import DEFAULT_MAX_BYTES, parse_json_text, read_text
@@ -99,9 +99,8 @@ def _suggestion_lines(frame, schema: DataSchema, column: str) -> list[str]:
     col = schema.column(column)
     found = column_suggestions(frame[column], col.role, col.missing_texts(schema.missing_tokens))
     lines = []
-    codes = [(t, n) for t, n in found.missing_codes]
-    if codes:
-        lines.append(f"looks like missing codes: {named(*zip(*codes))} (--missing-code {column} TEXT)")
+    if found.missing_codes:
+        lines.append(f"looks like missing codes: {named(*zip(*found.missing_codes))} (--missing-code {column} TEXT)")
     units = [(u, n) for u, n in found.units if u.lower() not in {x.lower() for x in col.units or ()}]
     if units:
         lines.append(f"numbers written with a unit: {named(*zip(*units))} (--units {column} UNIT)")
