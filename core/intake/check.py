@@ -243,10 +243,13 @@ def _category_problems(read: _Read) -> list[Problem]:
     out = []
     labels = {x for x in read.label if x is not None}
     if col.categories is None:
-        out.append(Problem(col.name, WARNING,
-                           f"has no public category list; the {len(labels):,} labels found would be used, and that "
-                           "list itself comes from the private data.",
-                           "Declare the public categories, or estimate them privately."))
+        present = np.array([x is not None for x in read.label], dtype=bool)
+        rows = pd.Series(values.counts[present]).groupby(read.label[present].astype(str), sort=True).sum()
+        out.append(_with_values(col.name, WARNING,
+                                f"has no public category list; the {len(labels):,} labels found would be used, and "
+                                "that list itself comes from the private data.",
+                                "Declare the public categories, or estimate them privately.",
+                                f"Found: {named(rows.index, rows.to_numpy())}."))
         if len(labels) > MAX_PAGE_CATEGORIES:
             out.append(Problem(col.name, WARNING, f"has {len(labels):,} distinct labels; the synthesis and audit "
                                                   f"pages take at most {MAX_PAGE_CATEGORIES}.",
@@ -267,6 +270,11 @@ def _category_problems(read: _Read) -> list[Problem]:
                                               "separate categories.",
                            "Merge each variant into one label (merges).", f"{head}; they would be separate categories."))
     return out
+
+
+def _with_values(column: str, severity: str, what: str, todo: str, values: str) -> Problem:
+    """A problem whose message ends naming its values (``brief`` without them)."""
+    return Problem(column, severity, f"{what} {values}", todo, what)
 
 
 def _variants(read: _Read) -> pd.Series:
@@ -305,21 +313,23 @@ def _number_problems(read: _Read, schema_tokens: tuple[str, ...]) -> list[Proble
     readable = ~values.missing & ~np.isnan(read.number)
     percent = values.rows_where(values.percent & readable)
     if percent and percent < values.rows_where(readable):
-        out.append(Problem(col.name, WARNING, f"has {percent:,} values written with a percent sign among plain "
-                                              "numbers; they are read as plain numbers (12% -> 12).",
-                           "Check they are in the column's units; correct them in the file if not."))
+        out.append(_with_values(col.name, WARNING, f"has {percent:,} values written with a percent sign among plain "
+                                                   "numbers; they are read as plain numbers (12% -> 12).",
+                                "Check they are in the column's units; correct them in the file if not.",
+                                f"They are: {_named_where(values, values.percent & readable)}."))
     if col.bounds is None:
         out.append(Problem(col.name, WARNING, "has no public bounds; its values are not clipped, and pages that "
                                               "need a range leave it out.",
                            "Declare public bounds or estimate them privately."))
     else:
         low, high = col.bounds
-        outside = values.rows_where(readable & ((read.number < low) | (read.number > high)))
+        beyond = readable & ((read.number < low) | (read.number > high))
+        outside = values.rows_where(beyond)
         if outside:
-            out.append(Problem(col.name, WARNING, f"has {outside:,} values outside the public bounds "
-                                                  f"[{low:g}, {high:g}]; they will be clipped.",
-                               "Keep the bounds (clipping is part of the protection), or widen them if the "
-                               "public range is wider."))
+            out.append(_with_values(col.name, WARNING, f"has {outside:,} values outside the public bounds "
+                                                       f"[{low:g}, {high:g}]; they will be clipped.",
+                                    "Keep the bounds (clipping is part of the protection), or widen them if the "
+                                    "public range is wider.", f"They are: {_named_where(values, beyond)}."))
     return out
 
 
@@ -329,12 +339,14 @@ def _person_problems(read: _Read, limit: int) -> list[Problem]:
     if not over.any():
         return []
     extra = int((per_person[over] - limit).sum())
-    return [Problem(read.col.name, WARNING,
-                    f"has {int(over.sum()):,} people with more than {limit} row{'s' if limit > 1 else ''} "
-                    f"({extra:,} rows over the limit); contribution bounding keeps {limit} per person, chosen "
-                    "at random (seeded).",
-                    "Keep it, or raise max_rows_per_person if every row of a person must count (the privacy "
-                    "guarantee then covers that many rows).")]
+    who = np.flatnonzero(over)
+    return [_with_values(read.col.name, WARNING,
+                         f"has {int(over.sum()):,} people with more than {limit} row{'s' if limit > 1 else ''} "
+                         f"({extra:,} rows over the limit); contribution bounding keeps {limit} per person, chosen "
+                         "at random (seeded).",
+                         "Keep it, or raise max_rows_per_person if every row of a person must count (the privacy "
+                         "guarantee then covers that many rows).",
+                         f"Rows per person: {named(read.values.label_names[who], per_person[who])}.")]
 
 
 # ---------------------------------------------------------------------------------- apply

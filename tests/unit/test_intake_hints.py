@@ -75,14 +75,27 @@ def test_every_problem_names_its_values_with_counts():
 def test_a_problem_can_be_said_without_its_values():
     """Another page that only says why a data set cannot run names no value of the file."""
     problems = check(export(), schema())
-    assert {p.column for p in problems if p.brief} == {"age", "education", "region"}
+    assert {p.column for p in problems if p.brief} == {"age", "income", "education", "region"}
     for p in problems:
         brief = p.line(values=False)
-        for value in ("45 yrs", "refused", "999", "Rgion X", "Montréal", "Post secondary", "unknown", "yrs"):
+        for value in ("45 yrs", "refused", "999", "Rgion X", "Montréal", "Post secondary", "unknown", "yrs", "12 %"):
             assert value not in brief, (value, brief)
     region = problem(problems, "region", "not public categories")
     assert region.line(values=False) == ("region: [warning] has 5 values (1 distinct labels) that are not public "
                                          "categories; they will be treated as missing (drop_row). " + region.todo)
+
+
+def test_bounds_percent_labels_and_people_over_the_limit_are_named():
+    problems = check(export(), schema(units=("yrs",), missing_codes=("refused", "*")))
+    assert "They are: '999' (12)." in problem(problems, "age", "outside the public bounds").what
+    assert "They are: '12 %' (100)." in problem(problems, "income", "percent sign").what
+    found = problem(problems, "education", "no public category list").what
+    assert found.endswith("Found: 'Post-secondary' (150), 'Post secondary' (90), 'Montreal' (30), 'Montréal' (20), "
+                          "'post-Secondary' (10).")
+    frame = pd.DataFrame({"pid": ["a", "a", "a", "b", "b", "c"], "x": ["1"] * 6})
+    people = check(frame, DataSchema("t", (ColumnSchema("pid", "person_id"), ColumnSchema("x", "number")),
+                                     person_id="pid"))
+    assert "Rows per person: 'a' (3), 'b' (2)." in problem(people, "pid", "more than 1 row").what
 
 
 def test_a_long_list_of_values_is_capped():
