@@ -5,7 +5,8 @@ and the calibration / equal-error companion, each a tab with its own sub-plan (N
 or an upload); ``learning`` names the data of the learning tabs (COMPAS with a population, Adult, or
 ``"declared"``: the plan's own ``data``, a data set declared on the Data step, with the label, groups
 and score chosen from its columns in ``learning_columns``). Where the declaration names a person id,
-every count of people (group sizes, people ranked) counts distinct persons, not rows. ``run_group_fairness`` computes each tab as a disk-cached sub-run, so changing one tab
+every count of people (group sizes, people ranked) counts distinct persons, not rows.
+``run_group_fairness`` computes each tab as a disk-cached sub-run, so changing one tab
 does not recompute the others.
 """
 from __future__ import annotations

@@ -268,7 +268,8 @@ def _category_problems(read: _Read) -> list[Problem]:
         head = f"has {len(variants):,} labels that differ from another only in letter case, accents, spacing or hyphens"
         out.append(Problem(col.name, WARNING, f"{head}: {named(variants.index, variants.to_numpy())}; they would be "
                                               "separate categories.",
-                           "Merge each variant into one label (merges).", f"{head}; they would be separate categories."))
+                           "Merge each variant into one label (merges).",
+                           f"{head}; they would be separate categories."))
     return out
 
 

@@ -18,8 +18,9 @@ How a value is read (the same rule in profile, check and apply):
 1. text is trimmed of surrounding spaces;
 2. a value equal, ignoring case, to one of ``missing_tokens`` (default: blank, NA, N/A, null,
    none, unknown, ?, -, ...) is missing. A column's own ``missing_codes`` (``"999"``,
-   ``"refused"``) are read as missing in that column only, beside the schema-wide tokens; in a column the file stores as numbers, a code that reads as a
-   number (``999``) marks that number missing;
+   ``"refused"``) are read as missing in that column only, beside the schema-wide tokens; in a
+   column the file stores as numbers, a code that reads as a number (``999``) marks that number
+   missing;
 3. a category value equal, ignoring case, to a merge's variant becomes that merge's canonical label;
 4. a number written as text is read after removing thousands separators, currency signs and a
    percent sign (``"$45,000" -> 45000``, ``"12%" -> 12``) when ``parse_numbers`` is on, and after

@@ -59,7 +59,8 @@ def test_every_tab_runs_on_the_declared_data_set():
     assert plan.companion.attribute in ("sex", "region")
     # the lexicographic tab's groups are the declared columns' groups
     table = next(d.value for d in at.dataframe if "Held-out error (share)" in d.value.columns)
-    assert {"sex = Female", "sex = Male"} <= set(table["Group"]) and any(g.startswith("region = ") for g in table["Group"])
+    assert {"sex = Female", "sex = Male"} <= set(table["Group"])
+    assert any(g.startswith("region = ") for g in table["Group"])
     # the ranking counts persons on rows, as core's result says
     result = run_group_fairness(plan, RAW)
     words = result.ranking.ranked_words()
