@@ -353,7 +353,7 @@ def equal_error_rate_scores(score: np.ndarray, y: np.ndarray, groups: pd.DataFra
     """Post-process learned scores into calibrated scores with equal error rates (R&V sections 3-4),
     or with the soft trade-off's per-group rates when equal rates are out of reach (or asked for)."""
     if config.attribute not in groups:
-        raise ValueError(f"Unknown group attribute {config.attribute!r}; use race or sex.")
+        raise ValueError(f"Unknown group attribute {config.attribute!r}; use one of {list(groups.columns)}.")
     label = groups[config.attribute].astype(str).to_numpy()
     present = set(label)
     missing = [g for g in config.groups if g not in present]

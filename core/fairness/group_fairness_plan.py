@@ -2,8 +2,11 @@
 and the calibration / equal-error companion, each a tab with its own sub-plan (None = not asked).
 
 ``GroupFairnessPlan.data`` names the ranking's table (bundled COMPAS, the synthetic moving company
-or an upload); ``learning`` names the data of the learning tabs (COMPAS with a population, or
-Adult). ``run_group_fairness`` computes each tab as a disk-cached sub-run, so changing one tab
+or an upload); ``learning`` names the data of the learning tabs (COMPAS with a population, Adult, or
+``"declared"``: the plan's own ``data``, a data set declared on the Data step, with the label, groups
+and score chosen from its columns in ``learning_columns``). Where the declaration names a person id,
+every count of people (group sizes, people ranked) counts distinct persons, not rows.
+``run_group_fairness`` computes each tab as a disk-cached sub-run, so changing one tab
 does not recompute the others.
 """
 from __future__ import annotations
@@ -22,11 +25,14 @@ from core.fairness.causal_ranking import (AT_K_NAMES, MediatorRole, RankingAtK, 
                                           counterfactual_scores, fit_scm, intersectional_labels, measures,
                                           most_disadvantaged, moving_company, quota_ranking, ranking)
 from core.fairness.companion import CompanionPlan, CompanionResult, equal_error_rate_scores
+from core.fairness.declared_learning import GroupData, LearningColumns, declared_learning, distinct_people
 from core.fairness.learner import cost_sensitive_oracle
 from core.fairness.lexifair import (LEARNERS, LevelTask, MergedOracle, bootstrap_group_errors, default_B,
                                     excess_over, group_errors, level_gap, membership_matrix)
 
-LEARNING_DATA = {"compas": "COMPAS two-year recidivism", "adult": "UCI Adult income"}
+DECLARED = "declared"
+LEARNING_DATA = {"compas": "COMPAS two-year recidivism", "adult": "UCI Adult income",
+                 DECLARED: "The declared data set (Data step) chosen as the plan's data"}
 RANKING_DATA = {"compas": "COMPAS: Black and White defendants with at least one prior",
                 "moving-company": "Moving company (synthetic, the paper's edge weights)",
                 "upload": "Your own table (CSV)"}
@@ -160,12 +166,23 @@ class GroupFairnessPlan(Plan):
     lexifair: LexifairPlan | None = field(default_factory=LexifairPlan)
     ranking: RankingPlan | None = field(default_factory=RankingPlan)
     companion: CompanionPlan | None = field(default_factory=CompanionPlan)
+    learning_columns: LearningColumns | None = field(default=None, metadata={"omit_if_none": True})
 
     def __post_init__(self) -> None:
         if not isinstance(self.data, DataRef) or self.data.source not in RANKING_DATA:
             raise ValueError(f"The ranking data must be one of {list(RANKING_DATA)}.")
         if self.learning not in LEARNING_DATA:
             raise ValueError(f"The learning data must be one of {list(LEARNING_DATA)}.")
+        if self.learning == DECLARED:
+            if self.data.schema is None:
+                raise ValueError("Learning on a declared data set needs one: choose a data set declared on the "
+                                 "Data step as the plan's data.")
+            if not isinstance(self.learning_columns, LearningColumns):
+                raise ValueError("Learning on a declared data set needs its label, positive value and group "
+                                 "columns (learning_columns).")
+        elif self.learning_columns is not None:
+            raise ValueError("learning_columns are for a declared data set only; set learning to 'declared' or "
+                             "remove them.")
         if self.population not in COMPAS_POPULATIONS:
             raise ValueError(f"Choose a COMPAS population among {list(COMPAS_POPULATIONS)}.")
         whole_number(self.max_rows, "The row cap", 200, 100_000)
@@ -179,26 +196,21 @@ class GroupFairnessPlan(Plan):
 
 # ---------------------------------------------------------------- learning data
 
-@dataclass(frozen=True)
-class GroupData:
-    """Standardised features, labels, the group columns (plain strings) and the train/test split."""
-
-    X: np.ndarray
-    y: np.ndarray
-    attrs: pd.DataFrame
-    train: np.ndarray
-    test: np.ndarray
-
-
 def _age_band(age: pd.Series) -> np.ndarray:
     a = pd.to_numeric(age, errors="coerce").to_numpy(dtype=float)
     return np.where(a < 25, "under 25", np.where(a < 45, "25 to 44", "45 and over"))
 
 
-def learning_frame(plan: GroupFairnessPlan) -> GroupData:
-    """The learning tabs' data: COMPAS (population rows, label two-year reoffence) or Adult (label
-    income over 50K), at most ``max_rows`` rows drawn with the plan's seed, split train/held-out."""
+def learning_frame(plan: GroupFairnessPlan, data: bytes | None = None) -> GroupData:
+    """The learning tabs' data: COMPAS (population rows, label two-year reoffence), Adult (label
+    income over 50K) or the declared data set (its file's bytes in ``data``; see
+    :mod:`core.fairness.declared_learning`), at most ``max_rows`` rows drawn with the plan's seed, split
+    train/held-out."""
     rng = named_rng(plan.seed, "group fairness rows")
+    if plan.learning == DECLARED:
+        from core.datasets import load_microdata
+        return declared_learning(load_microdata(plan.data, data), plan.data.schema, plan.learning_columns,
+                                 plan.max_rows, plan.test_share, rng)
     if plan.learning == "compas":
         frame = load_compas().iloc[compas_population(plan.population)].reset_index(drop=True)
         y = frame["two_year_recid"].to_numpy(dtype=int)
@@ -281,6 +293,14 @@ class RankingResult:
     baseline: dict
     rows: int
     composition: pd.DataFrame
+    people: int | None = None      # distinct persons ranked when a person id is declared (None: a row each)
+
+    def ranked_words(self) -> str:
+        """How many were ranked: ``"2,548 people on 2,840 rows"`` when a person id is declared, else
+        ``"2,840 people"`` (one row each)."""
+        if self.people is None:
+            return f"{self.rows:,} people"
+        return f"{self.people:,} people on {self.rows:,} rows"
 
     def counterfactual_at_top(self) -> RankingAtK:
         """The counterfactual ranking at its largest k: utility loss, AP@k and the range of the groups'
@@ -318,8 +338,12 @@ class GroupFairnessResult(Result):
         out: dict[str, pd.DataFrame] = {}
         if self.lexifair is not None:
             lx = self.lexifair
-            out.update({"lexifair_group_errors": lx.groups, "lexifair_levels": lx.levels,
-                        "lexifair_eta_trajectory": lx.trajectory, "lexifair_worst_off": lx.worst})
+            groups, worst = lx.groups, lx.worst
+            if self.plan.learning == DECLARED:     # a private table: its group head counts only as bands
+                from core.report import banded
+                groups, worst = banded(groups, "size"), banded(worst, "size")
+            out.update({"lexifair_group_errors": groups, "lexifair_levels": lx.levels,
+                        "lexifair_eta_trajectory": lx.trajectory, "lexifair_worst_off": worst})
         out.update(self.ranking_tables())
         if self.companion is not None:
             out.update(self.companion.tables())
@@ -451,19 +475,22 @@ def bootstrap_rng(seed: int, model: str) -> np.random.Generator:
     return named_rng(seed, "lexifair bootstrap", model)
 
 
-def lexifair_subrun(plan: GroupFairnessPlan, progress: Progress | None = None) -> LexifairResult:
-    """Groups, the ERM / minimax / lexifair fits and their sorted group errors with intervals."""
+def lexifair_subrun(plan: GroupFairnessPlan, progress: Progress | None = None,
+                    raw: bytes | None = None) -> LexifairResult:
+    """Groups, the ERM / minimax / lexifair fits and their sorted group errors with intervals (group sizes
+    in people: distinct persons when a person id is declared). ``raw``: the declared data set's bytes."""
     lx = plan.lexifair
-    data = learning_frame(plan)
+    data = learning_frame(plan, raw)
     unknown = [c for c in lx.columns if c not in data.attrs]
     if unknown:
         raise ValueError(f"Group columns {unknown} are not available; choose among {list(data.attrs.columns)}.")
     M, names = membership_matrix(data.attrs, lx.columns, pairs=lx.pairs, min_size=lx.min_size,
-                                 top_values=lx.top_values)
+                                 top_values=lx.top_values, person=data.person)
     if (M[data.train].sum(axis=0) == 0).any() or (M[data.test].sum(axis=0) == 0).any():
         raise ValueError("A group has no members in the training or held-out rows; raise the minimum group size.")
     rng = named_rng(plan.seed, "lexifair game")
     rows, probs, trails = _fit_levels(data, M, lx, rng, progress)
+    sizes = data.group_people(M)
     y = data.y.astype(float)
     frames = []
     for model, p in probs.items():
@@ -474,7 +501,7 @@ def lexifair_subrun(plan: GroupFairnessPlan, progress: Progress | None = None) -
                                             bootstrap_rng(plan.seed, model))
         else:
             lo = hi = np.full(len(names), np.nan)
-        frames.append(pd.DataFrame({"model": model, "group": names, "size": M.sum(axis=0),
+        frames.append(pd.DataFrame({"model": model, "group": names, "size": sizes,
                                     "in_sample_error": ins, "held_out_error": out,
                                     "held_out_low": lo, "held_out_high": hi}))
     groups = pd.concat(frames, ignore_index=True)
@@ -509,7 +536,11 @@ def ranking_subrun(plan: GroupFairnessPlan, data: bytes | None = None) -> Rankin
     missing = [c for c in needed if c not in frame]
     if missing:
         raise ValueError(f"The table has no column(s) {missing}; its columns are {list(frame.columns)}.")
-    frame = frame[needed].dropna().reset_index(drop=True)
+    schema = plan.data.schema
+    person_col = schema.person_id if schema is not None and schema.person_id in frame.columns \
+        and schema.person_id not in needed else None
+    frame = frame[needed + ([person_col] if person_col else [])].dropna().reset_index(drop=True)
+    person = frame[person_col].astype(str).to_numpy() if person_col else None
     for c in [*[m.name for m in rp.mediators], rp.outcome]:
         if not pd.api.types.is_numeric_dtype(frame[c]):
             raise ValueError(f"{c} must be numeric: mediators and the outcome are scores.")
@@ -546,16 +577,24 @@ def ranking_subrun(plan: GroupFairnessPlan, data: bytes | None = None) -> Rankin
     eq_rows = [{"variable": var, "term": i, "coefficient": float(c)}
                for var, coef in scm.coef.items() for i, c in enumerate(coef)]
     labels, counts = np.unique(groups, return_counts=True)
-    composition = pd.DataFrame({"group": labels, "people": counts, "share": counts / n})
+    if person is not None:       # people are persons: distinct ids per group
+        pairs = pd.DataFrame({"group": groups, "person": person}).drop_duplicates()
+        counts = pairs.groupby("group")["person"].size().reindex(labels).to_numpy()
+    total = n if person is None else distinct_people(person, n)
+    composition = pd.DataFrame({"group": labels, "people": counts, "share": counts / total})
     return RankingResult(table, changes.reset_index(drop=True), pd.DataFrame(eq_rows),
-                         {a: (v if isinstance(v, str) else float(v)) for a, v in baseline.items()}, n, composition)
+                         {a: (v if isinstance(v, str) else float(v)) for a, v in baseline.items()}, n, composition,
+                         None if person is None else total)
 
 
 # ---------------------------------------------------------------- companion sub-run
 
-def companion_subrun(plan: GroupFairnessPlan) -> CompanionResult:
-    """The calibration / equal-error companion on a plain logistic risk score of the learning data."""
-    data = learning_frame(plan)
+def companion_subrun(plan: GroupFairnessPlan, raw: bytes | None = None) -> CompanionResult:
+    """The calibration / equal-error companion on the declared score of a declared data set, else on a
+    plain logistic risk score of the learning data. ``raw``: the declared data set's bytes."""
+    data = learning_frame(plan, raw)
+    if data.score is not None:
+        return equal_error_rate_scores(data.score, data.y, data.attrs, plan.companion)
     oracle = cost_sensitive_oracle(data.X)
     w = np.zeros(data.y.size)
     w[data.train] = 1.0 / data.train.size
@@ -582,12 +621,17 @@ def run_group_fairness(plan: GroupFairnessPlan, data: bytes | None = None, *,
         raise ValueError("run_group_fairness needs a GroupFairnessPlan.")
     learning = dict(learning=plan.learning, population=plan.population, max_rows=plan.max_rows,
                     test_share=plan.test_share, seed=plan.seed)
+    raw = None
+    if plan.learning == DECLARED:     # the learning tabs read the plan's declared data set
+        learning.update(data=plan.data, learning_columns=plan.learning_columns)
+        raw = data
     lex = rank = comp = None
     if plan.lexifair is not None:
-        lex = _lexifair_cached(_tab_plan(plan, **learning).replace(lexifair=plan.lexifair), progress=progress)
+        lex = _lexifair_cached(_tab_plan(plan, **learning).replace(lexifair=plan.lexifair), progress=progress,
+                               raw=raw)
     if plan.ranking is not None:
         rank = _ranking_cached(_tab_plan(plan, data=plan.data, seed=plan.seed).replace(ranking=plan.ranking),
                                data if plan.data.is_upload else None)
     if plan.companion is not None:
-        comp = _companion_cached(_tab_plan(plan, **learning).replace(companion=plan.companion))
+        comp = _companion_cached(_tab_plan(plan, **learning).replace(companion=plan.companion), raw)
     return GroupFairnessResult(plan, lex, rank, comp)

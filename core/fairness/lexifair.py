@@ -31,10 +31,12 @@ from core.contracts import Progress, Registry, Spec
 # ---------------------------------------------------------------- groups
 
 def membership_matrix(frame: pd.DataFrame, columns: tuple[str, ...], *, pairs: bool = True,
-                      min_size: int = 50, top_values: int = 2) -> tuple[np.ndarray, list[str]]:
+                      min_size: int = 50, top_values: int = 2,
+                      person: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
     """Boolean n x K membership of the groups 'column = value' (the ``top_values`` largest values of
     each column) and, with ``pairs``, of their pairwise intersections across columns; groups with
-    fewer than ``min_size`` members are dropped."""
+    fewer than ``min_size`` members are dropped (members are distinct persons when ``person`` gives each
+    row's person, else rows)."""
     if not columns:
         raise ValueError("Choose at least one column to form groups from.")
     missing = [c for c in columns if c not in frame]
@@ -50,7 +52,10 @@ def membership_matrix(frame: pd.DataFrame, columns: tuple[str, ...], *, pairs: b
         for (c1, m1, n1), (c2, m2, n2) in itertools.combinations(singles, 2):
             if c1 != c2:
                 groups.append((f"{n1} & {n2}", m1 & m2))
-    kept = [(name, m) for name, m in groups if int(m.sum()) >= min_size]
+    def members(m: np.ndarray) -> int:
+        return int(m.sum()) if person is None else int(np.unique(person[m]).size)
+
+    kept = [(name, m) for name, m in groups if members(m) >= min_size]
     if len(kept) < 2:
         raise ValueError(f"Fewer than two groups have at least {min_size} members; lower the minimum "
                          "group size or choose other columns.")

@@ -2,15 +2,17 @@
 
 CURATOR-ONLY. Problems and the cleaning report hold exact counts of the private data (how many
 values fall outside the public categories, how many rows were dropped). They are for the curator's
-own screen and command line: never exported, put in a report, a plan or a ledger. Values
-themselves are not quoted, only counted (the profile shows examples).
+own screen and command line: never exported, put in a report, a plan or a ledger. A problem names
+the values it is about, with their rows (``'45 yrs' (60), 'unknown' (40) and 3 more``), so the
+curator sees what to fix; those values are private too and stay on the same screen.
 
 :func:`check` lists every problem of every column in one pass, each with its column, severity
 (``"blocks a run"`` or ``"warning"``), what is wrong and what to do. :func:`apply` refuses a table
 with a blocking problem (the message lists them all) and otherwise returns the cleaned table:
 
 1. every declared column is read by the schema's rules (:mod:`core.intake.schema`): trimmed,
-   missing tokens, merges, numbers written as text parsed;
+   missing tokens and the column's missing codes, merges, numbers written as text (with their
+   declared units) parsed;
 2. category values that are not public categories are treated as missing; numbers are clipped to
    the public bounds, then binned when bins are declared (labels in the column's units);
 3. missing values follow each column's policy: their own category ``MISSING_LABEL``, the public fill
@@ -31,29 +33,37 @@ import numpy as np
 import pandas as pd
 
 from core.intake.bounding import keep_per_person, row_keys
+from core.intake.hints import fold_label, missing_code_suggestions, named, unit_suggestions
 from core.intake.schema import BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
 from core.intake.values import ColumnValues, observed_order, read_values, require_table
 
-__all__ = ["Cleaned", "CleaningReport", "Problem", "apply", "check", "clean"]
+__all__ = ["Cleaned", "CleaningReport", "Problem", "apply", "check", "clean", "unreadable_values"]
 
 MAX_PAGE_CATEGORIES = 40    # the widest category column the synthesis and audit pages take as is
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem of one column (curator-only): ``severity`` is ``"blocks a run"`` or ``"warning"``."""
+    """One problem of one column (curator-only): ``severity`` is ``"blocks a run"`` or ``"warning"``.
+
+    ``what`` names the values it is about, with their rows; ``brief`` is the same message without them
+    (empty when ``what`` names none), for a screen that says a data set cannot run without showing its
+    values."""
 
     column: str
     severity: str
     what: str
     todo: str
+    brief: str = ""
 
     @property
     def blocks(self) -> bool:
         return self.severity == BLOCKS
 
-    def line(self) -> str:
-        return f"{self.column}: [{self.severity}] {self.what} {self.todo}"
+    def line(self, values: bool = True) -> str:
+        """``column: [severity] what todo``; ``values=False`` leaves the values out (:attr:`brief`)."""
+        what = self.what if values or not self.brief else self.brief
+        return f"{self.column}: [{self.severity}] {what} {self.todo}"
 
 
 @dataclass(frozen=True)
@@ -119,7 +129,7 @@ class _Read:
 
 
 def _read(frame: pd.DataFrame, col: ColumnSchema, tokens: tuple[str, ...]) -> _Read:
-    values = read_values(frame[col.name], tokens)
+    values = read_values(frame[col.name], col.missing_texts(tokens), col.units or ())
     if col.role == "number":
         numbers = values.numbers.copy()
         if not col.parse_numbers:
@@ -140,6 +150,19 @@ def _read(frame: pd.DataFrame, col: ColumnSchema, tokens: tuple[str, ...]) -> _R
 
 
 # ---------------------------------------------------------------------------------- check
+def unreadable_values(frame: pd.DataFrame, schema: DataSchema, column: str) -> pd.DataFrame:
+    """CURATOR-ONLY: the values of number column ``column`` that are neither missing nor readable as numbers
+    under ``schema`` (``value``, ``rows``; most rows first, spellings trimming to one text together)."""
+    col = schema.column(column)
+    if col.role != "number" or col.name not in frame.columns:
+        return pd.DataFrame({"value": pd.Series(dtype=object), "rows": pd.Series(dtype="int64")})
+    read = _read(frame, col, schema.missing_tokens)
+    idx = np.flatnonzero(read.unreadable)
+    rows = pd.Series(read.values.counts[idx], dtype="int64").groupby(read.values.text_of(idx), sort=False).sum()
+    rows = rows.sort_values(ascending=False, kind="stable")
+    return pd.DataFrame({"value": rows.index.astype(object), "rows": rows.to_numpy()})
+
+
 def check(frame: pd.DataFrame, schema: DataSchema) -> tuple[Problem, ...]:
     """Every problem of ``frame`` under ``schema``, in the schema's column order, then the file's
     undeclared columns (curator-only counts; see the module docstring)."""
@@ -167,23 +190,52 @@ def _column_problems(read: _Read, schema: DataSchema) -> list[Problem]:
     out = []
     name = col.name
     missing = values.missing_rows
+    which = f" Read as missing: {_named_where(values, values.missing)}." if missing else ""
     if missing and col.missing is None:
-        out.append(Problem(name, BLOCKS, f"has {missing:,} missing values (blank or a missing token) and no "
-                                         "missing policy.",
+        what = f"has {missing:,} missing values (blank or a missing token) and no missing policy."
+        out.append(Problem(name, BLOCKS, what + which,
                            "Choose one: drop_row" + ("" if col.role == "person_id" else
                                                      ", fill with a public value" +
                                                      (", own_category" if col.role == "category" or col.bins else ""))
-                           + "."))
+                           + ".", what))
     elif missing and col.missing == "drop_row":
-        out.append(Problem(name, WARNING, f"has {missing:,} missing values; those rows will be dropped.",
-                           "Keep it, or choose own_category or a public fill value to keep the rows."))
+        what = f"has {missing:,} missing values; those rows will be dropped."
+        out.append(Problem(name, WARNING, what + which,
+                           "Keep it, or choose own_category or a public fill value to keep the rows.", what))
     if col.role == "category":
         out += _category_problems(read)
     elif col.role == "number":
-        out += _number_problems(read)
+        out += _number_problems(read, schema.missing_tokens)
     elif col.role == "person_id":
         out += _person_problems(read, schema.max_rows_per_person)
+    if col.role != "person_id":
+        out += _code_problems(read, schema.missing_tokens)
     return out
+
+
+def _named_where(values: ColumnValues, mask: np.ndarray) -> str:
+    """The values marked in ``mask`` (one per distinct value) named with their rows, spellings that trim
+    to the same text counted together."""
+    idx = np.flatnonzero(mask)
+    rows = pd.Series(values.counts[idx]).groupby(values.text_of(idx), sort=False).sum()
+    return named(rows.index, rows.to_numpy())
+
+
+def _code_problems(read: _Read, tokens: tuple[str, ...]) -> list[Problem]:
+    """Values that look like missing codes (``999``, ``refused``) but are read as answers."""
+    col, values = read.col, read.values
+    found = missing_code_suggestions(values, col.missing_texts(tokens))
+    if col.role == "number":     # unreadable ones are named by the number problem already
+        readable = set(values.text[~values.missing & ~np.isnan(read.number)])
+        found = tuple(p for p in found if p[0] in readable)
+    if not found:
+        return []
+    fate = "numbers" + (" (clipped into the public bounds)" if col.bounds is not None else "") \
+        if col.role == "number" else "labels"
+    listed = named([t for t, _ in found], [n for _, n in found])
+    return [Problem(col.name, WARNING, f"has values that look like missing codes: {listed}; they are read as {fate}.",
+                    "If they mean 'no answer', add them to this column's missing codes (missing_codes); "
+                    "otherwise keep them.", f"has values that look like missing codes; they are read as {fate}.")]
 
 
 def _category_problems(read: _Read) -> list[Problem]:
@@ -191,10 +243,13 @@ def _category_problems(read: _Read) -> list[Problem]:
     out = []
     labels = {x for x in read.label if x is not None}
     if col.categories is None:
-        out.append(Problem(col.name, WARNING,
-                           f"has no public category list; the {len(labels):,} labels found would be used, and that "
-                           "list itself comes from the private data.",
-                           "Declare the public categories, or estimate them privately."))
+        present = np.array([x is not None for x in read.label], dtype=bool)
+        rows = pd.Series(values.counts[present]).groupby(read.label[present].astype(str), sort=True).sum()
+        out.append(_with_values(col.name, WARNING,
+                                f"has no public category list; the {len(labels):,} labels found would be used, and "
+                                "that list itself comes from the private data.",
+                                "Declare the public categories, or estimate them privately.",
+                                f"Found: {named(rows.index, rows.to_numpy())}."))
         if len(labels) > MAX_PAGE_CATEGORIES:
             out.append(Problem(col.name, WARNING, f"has {len(labels):,} distinct labels; the synthesis and audit "
                                                   f"pages take at most {MAX_PAGE_CATEGORIES}.",
@@ -204,19 +259,38 @@ def _category_problems(read: _Read) -> list[Problem]:
         policy = col.missing
         sev = BLOCKS if policy is None else WARNING
         fate = "and there is no missing policy" if policy is None else f"they will be treated as missing ({policy})"
-        out.append(Problem(col.name, sev, f"has {outside:,} values ({int(read.outside.sum()):,} distinct labels) that "
-                                          f"are not public categories; {fate}.",
-                           "Add them to the categories, merge them into one, or choose a missing policy."))
-    folded = pd.Series(sorted(labels), dtype="str").str.lower()
-    near = int((folded.value_counts() > 1).sum())
-    if near:
-        out.append(Problem(col.name, WARNING, f"has {near:,} labels that differ from another only in letter case; "
-                                              "they would be separate categories.",
-                           "Merge each variant into one label (merges)."))
+        head = f"has {outside:,} values ({int(read.outside.sum()):,} distinct labels) that are not public categories"
+        out.append(Problem(col.name, sev, f"{head}: {_named_where(values, read.outside)}; {fate}.",
+                           "Add them to the categories, merge them into one, or choose a missing policy.",
+                           f"{head}; {fate}."))
+    variants = _variants(read)
+    if len(variants):
+        head = f"has {len(variants):,} labels that differ from another only in letter case, accents, spacing or hyphens"
+        out.append(Problem(col.name, WARNING, f"{head}: {named(variants.index, variants.to_numpy())}; they would be "
+                                              "separate categories.",
+                           "Merge each variant into one label (merges).",
+                           f"{head}; they would be separate categories."))
     return out
 
 
-def _number_problems(read: _Read) -> list[Problem]:
+def _with_values(column: str, severity: str, what: str, todo: str, values: str) -> Problem:
+    """A problem whose message ends naming its values (``brief`` without them)."""
+    return Problem(column, severity, f"{what} {values}", todo, what)
+
+
+def _variants(read: _Read) -> pd.Series:
+    """Rows per label (after merges) that shares its spelling key (:func:`fold_label`) with a more frequent
+    label: the variants, largest first."""
+    present = np.array([x is not None for x in read.label], dtype=bool)
+    rows = pd.Series(read.values.counts[present]).groupby(read.label[present].astype(str), sort=True).sum()
+    if rows.size < 2:
+        return rows.iloc[:0]
+    keys = pd.Series([fold_label(x) for x in rows.index], index=rows.index)
+    ordered = rows.sort_values(ascending=False, kind="stable")
+    return ordered[keys[ordered.index].duplicated().to_numpy()]
+
+
+def _number_problems(read: _Read, schema_tokens: tuple[str, ...]) -> list[Problem]:
     col, values = read.col, read.values
     out = []
     bad = values.rows_where(read.unreadable)
@@ -224,27 +298,39 @@ def _number_problems(read: _Read) -> list[Problem]:
         formatted = values.rows_where(read.unreadable & values.formatted)
         hint = (f" {formatted:,} of them are numbers with separators, currency or percent signs: turn "
                 "parse_numbers on." if formatted else "")
-        out.append(Problem(col.name, BLOCKS, f"has {bad:,} values that cannot be read as numbers.{hint}",
-                           "Correct them in the file, add their text to missing_tokens, or make the column a "
-                           "category."))
+        brief = f"has {bad:,} values that cannot be read as numbers.{hint}"
+        codes = [t for t, _ in missing_code_suggestions(values, col.missing_texts(schema_tokens))
+                 if t in set(values.text[read.unreadable])]
+        if codes:
+            hint += f" {', '.join(repr(t) for t in codes[:5])} look{'s' if len(codes) == 1 else ''} like missing codes."
+        units = unit_suggestions(values)
+        if units:
+            hint += " Declaring the unit " + " or ".join(f"{u!r} (units) reads {n:,} of them" for u, n in units[:3]) \
+                + "."
+        out.append(Problem(col.name, BLOCKS, f"has {bad:,} values that cannot be read as numbers: "
+                                             f"{_named_where(values, read.unreadable)}.{hint}",
+                           "Declare their unit, add the ones meaning 'no answer' to the column's missing codes, "
+                           "correct them in the file, or make the column a category.", brief))
     readable = ~values.missing & ~np.isnan(read.number)
     percent = values.rows_where(values.percent & readable)
     if percent and percent < values.rows_where(readable):
-        out.append(Problem(col.name, WARNING, f"has {percent:,} values written with a percent sign among plain "
-                                              "numbers; they are read as plain numbers (12% -> 12).",
-                           "Check they are in the column's units; correct them in the file if not."))
+        out.append(_with_values(col.name, WARNING, f"has {percent:,} values written with a percent sign among plain "
+                                                   "numbers; they are read as plain numbers (12% -> 12).",
+                                "Check they are in the column's units; correct them in the file if not.",
+                                f"They are: {_named_where(values, values.percent & readable)}."))
     if col.bounds is None:
         out.append(Problem(col.name, WARNING, "has no public bounds; its values are not clipped, and pages that "
                                               "need a range leave it out.",
                            "Declare public bounds or estimate them privately."))
     else:
         low, high = col.bounds
-        outside = values.rows_where(readable & ((read.number < low) | (read.number > high)))
+        beyond = readable & ((read.number < low) | (read.number > high))
+        outside = values.rows_where(beyond)
         if outside:
-            out.append(Problem(col.name, WARNING, f"has {outside:,} values outside the public bounds "
-                                                  f"[{low:g}, {high:g}]; they will be clipped.",
-                               "Keep the bounds (clipping is part of the protection), or widen them if the "
-                               "public range is wider."))
+            out.append(_with_values(col.name, WARNING, f"has {outside:,} values outside the public bounds "
+                                                       f"[{low:g}, {high:g}]; they will be clipped.",
+                                    "Keep the bounds (clipping is part of the protection), or widen them if the "
+                                    "public range is wider.", f"They are: {_named_where(values, beyond)}."))
     return out
 
 
@@ -254,12 +340,14 @@ def _person_problems(read: _Read, limit: int) -> list[Problem]:
     if not over.any():
         return []
     extra = int((per_person[over] - limit).sum())
-    return [Problem(read.col.name, WARNING,
-                    f"has {int(over.sum()):,} people with more than {limit} row{'s' if limit > 1 else ''} "
-                    f"({extra:,} rows over the limit); contribution bounding keeps {limit} per person, chosen "
-                    "by a seeded hash of each row (the same rows whatever else the file holds).",
-                    "Keep it, or raise max_rows_per_person if every row of a person must count (the privacy "
-                    "guarantee then covers that many rows).")]
+    who = np.flatnonzero(over)
+    return [_with_values(read.col.name, WARNING,
+                         f"has {int(over.sum()):,} people with more than {limit} row{'s' if limit > 1 else ''} "
+                         f"({extra:,} rows over the limit); contribution bounding keeps {limit} per person, chosen "
+                         "by a seeded hash of each row (the same rows whatever else the file holds).",
+                         "Keep it, or raise max_rows_per_person if every row of a person must count (the privacy "
+                         "guarantee then covers that many rows).",
+                         f"Rows per person: {named(read.values.label_names[who], per_person[who])}.")]
 
 
 # ---------------------------------------------------------------------------------- apply

@@ -314,9 +314,11 @@ def estimate_input(frame: pd.DataFrame, schema: DataSchema, column: str, what: s
         raise ValueError(f"Estimate 'bounds' or 'categories', not {what!r}.")
     col = schema.column(column)
     if what == "categories":
-        keep = ColumnSchema(col.name, "category", merges=col.merges, missing="drop_row")
-    else:
-        keep = ColumnSchema(col.name, "number", parse_numbers=col.parse_numbers, missing="drop_row")
+        keep = ColumnSchema(col.name, "category", merges=col.merges, missing="drop_row",
+                            missing_codes=col.missing_codes)
+    else:           # the column's missing codes and units are read as declared (999 is no age)
+        keep = ColumnSchema(col.name, "number", parse_numbers=col.parse_numbers, missing="drop_row",
+                            units=col.units, missing_codes=col.missing_codes)
     cols = [keep]
     if schema.person_id is not None:
         cols.insert(0, ColumnSchema(schema.person_id, "person_id", missing="drop_row"))

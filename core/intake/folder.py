@@ -332,7 +332,7 @@ COUNTS = ("missing", "outside", "unreadable", "clipped", "lacking")
 def _column_counts(series: pd.Series, col: ColumnSchema, tokens: tuple[str, ...]) -> dict[str, int]:
     """Rows of one part's column that are missing, outside the public categories, unreadable as numbers
     or outside the public bounds (exact; they stay inside this module)."""
-    values = read_values(series, tokens)
+    values = read_values(series, col.missing_texts(tokens), col.units or ())
     out = dict.fromkeys(COUNTS, 0)
     out["missing"] = values.missing_rows
     if col.role == "category" and col.categories is not None:

@@ -8,7 +8,8 @@ curator decides after reading it goes into the public :class:`~core.intake.schem
 Type guess, per column (``guess``), from the non-missing cells:
 
 - ``"number"``: at least ``NUMBER_SHARE`` of them read as numbers (after removing thousands
-  separators, currency and percent signs) and they are not codes (below);
+  separators, currency and percent signs, or a unit word the values carry, such as ``yrs`` in
+  ``"45 yrs"``: :func:`~core.intake.hints.unit_suggestions`) and they are not codes (below);
 - ``"category"``: a column of plainly written whole numbers with at most ``NUMERIC_CATEGORY_MAX``
   distinct values (codes such as 1/2; a currency sign, separator, percent sign or decimal makes it a
   quantity), or a text column with at most ``CATEGORY_MAX`` distinct labels;
@@ -31,6 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.intake.hints import unit_suggestions
 from core.intake.schema import DEFAULT_MISSING_TOKENS
 from core.intake.values import ColumnValues, read_values, require_table
 
@@ -145,6 +147,8 @@ def guess_of(name: str, values: ColumnValues) -> str:
         return "category" if codes else "number"
     if nearly_unique:
         return "id"
+    if number_share + sum(n for _, n in unit_suggestions(values)) / n_present >= NUMBER_SHARE:
+        return "number"      # numbers written with a unit ("45 yrs") are numbers too
     if distinct <= CATEGORY_MAX:
         return "category"
     return "id" if named_id else "text"

@@ -17,16 +17,21 @@ How a value is read (the same rule in profile, check and apply):
 
 1. text is trimmed of surrounding spaces;
 2. a value equal, ignoring case, to one of ``missing_tokens`` (default: blank, NA, N/A, null,
-   none, unknown, ?, -, ...) is missing;
+   none, unknown, ?, -, ...) is missing. A column's own ``missing_codes`` (``"999"``,
+   ``"refused"``) are read as missing in that column only, beside the schema-wide tokens; in a
+   column the file stores as numbers, a code that reads as a number (``999``) marks that number
+   missing;
 3. a category value equal, ignoring case, to a merge's variant becomes that merge's canonical label;
 4. a number written as text is read after removing thousands separators, currency signs and a
-   percent sign (``"$45,000" -> 45000``, ``"12%" -> 12``) when ``parse_numbers`` is on.
+   percent sign (``"$45,000" -> 45000``, ``"12%" -> 12``) when ``parse_numbers`` is on, and after
+   removing one of the column's declared ``units`` written before or after it (``"45 yrs" -> 45``
+   with the unit ``yrs``; compared ignoring case).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from core.contracts import digest_of, storable
@@ -57,6 +62,22 @@ def _fail(column: str, message: str) -> None:
     raise ValueError(f"Column {column!r}: {message}")
 
 
+def _texts(column: str, what: str, value: Any) -> tuple[str, ...] | None:
+    """A list of distinct non-blank texts (trimmed; first spelling kept when two differ only in case),
+    or None when empty."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (tuple, list)):
+        _fail(column, f"{what} must be a list of texts, not {value!r:.40}.")
+    out: dict[str, str] = {}
+    for item in value:
+        text = str(item).strip()
+        if not text:
+            _fail(column, f"{what} holds a blank entry; blanks are missing values already.")
+        out.setdefault(text.lower(), text)
+    return tuple(out.values()) or None
+
+
 def _finite(column: str, what: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
         _fail(column, f"{what} must be a finite number, not {value!r:.40}.")
@@ -83,6 +104,13 @@ class ColumnSchema:
     - ``merges``: ``(variant, canonical)`` pairs; a value equal to a variant (trimmed, ignoring case)
       becomes the canonical label.
     - ``parse_numbers``: read ``"45,000"``, ``"$45,000"`` and ``"12%"`` as numbers (number columns).
+    - ``units``: words a number column's values may carry before or after the number (``"yrs"`` reads
+      ``"45 yrs"`` as 45; compared ignoring case); read only with ``parse_numbers`` on.
+    - ``missing_codes``: this column's own texts meaning "no value" (``"999"``, ``"refused"``), beside
+      the schema's ``missing_tokens``.
+
+    ``units`` and ``missing_codes`` are None when empty and then left out of the digest, so a
+    declaration written before they existed keeps its digest (and its cached runs).
     """
 
     name: str
@@ -94,6 +122,8 @@ class ColumnSchema:
     fill: str | float | None = None
     merges: tuple[tuple[str, str], ...] = ()
     parse_numbers: bool = True
+    units: tuple[str, ...] | None = field(default=None, metadata={"omit_if_none": True})
+    missing_codes: tuple[str, ...] | None = field(default=None, metadata={"omit_if_none": True})
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -143,6 +173,8 @@ class ColumnSchema:
                 _fail(name, "each merge is a pair (variant, canonical label).")
             pairs.append((str(pair[0]).strip(), str(pair[1]).strip()))
         put(self, "merges", tuple(pairs))
+        for what in ("units", "missing_codes"):
+            put(self, what, _texts(name, what, getattr(self, what)))
         if isinstance(self.fill, bool):
             _fail(name, "the fill value must be a label or a number, not true/false.")
         if self.role == "number" and isinstance(self.fill, int):
@@ -153,7 +185,7 @@ class ColumnSchema:
     # ---------------------------------------------------------------- per role
     def _only(self, allowed: set[str]) -> None:
         given = {"categories": self.categories is not None, "bounds": self.bounds is not None,
-                 "bins": self.bins is not None, "merges": bool(self.merges)}
+                 "bins": self.bins is not None, "merges": bool(self.merges), "units": bool(self.units)}
         extra = [k for k, v in given.items() if v and k not in allowed]
         if extra:
             _fail(self.name, f"a {self.role} column takes no {' or '.join(extra)}; remove them or change the role.")
@@ -194,8 +226,14 @@ class ColumnSchema:
             _fail(name, "the fill label is blank; give a label.")
 
     def _check_number(self) -> None:
-        self._only({"bounds", "bins"})
+        self._only({"bounds", "bins", "units"})
         name = self.name
+        if self.units and not self.parse_numbers:
+            _fail(name, f"units {list(self.units)} are read only with parse_numbers on; turn it on or remove "
+                        "the units.")
+        bad = [u for u in self.units or () if any(ch.isdigit() for ch in u)]
+        if bad:
+            _fail(name, f"the units {bad} hold digits; a unit is the word around the number (yrs, kg, %).")
         if self.bounds is not None and not self.bounds[0] < self.bounds[1]:
             _fail(name, f"the public bounds {self.bounds} need low < high.")
         if isinstance(self.bins, int):
@@ -228,6 +266,10 @@ class ColumnSchema:
             _fail(self.name, "rows without a person id can only be dropped (missing 'drop_row') or refused (unset).")
 
     # ---------------------------------------------------------------- views
+    def missing_texts(self, tokens: tuple[str, ...]) -> tuple[str, ...]:
+        """The texts read as missing in this column: the schema's ``tokens`` and the column's own codes."""
+        return tuple(tokens) + (self.missing_codes or ())
+
     def bin_edges(self) -> tuple[float, ...] | None:
         """The bin edges of a binned number column (equal width over the bounds for a count), else None."""
         if self.role != "number" or self.bins is None:
@@ -318,7 +360,7 @@ class DataSchema:
         for col in self.columns:
             if col.role != "category":
                 continue
-            tokens = {t.lower() for t in self.missing_tokens}
+            tokens = {t.lower() for t in self.missing_tokens + (col.missing_codes or ())}
             clash = [c for c in (col.categories or ()) + tuple(c for _, c in col.merges) if c.lower() in tokens]
             if clash:
                 raise ValueError(f"Column {col.name!r}: {clash[:5]} read as missing values (missing_tokens); "
@@ -341,6 +383,34 @@ class DataSchema:
 
     def replace(self, **changes) -> "DataSchema":
         return dataclasses.replace(self, **changes)
+
+    def with_column(self, name: str, **changes) -> "DataSchema":
+        """The schema with column ``name``'s declaration changed (ValueError naming what is inconsistent)."""
+        col = self.column(name)
+        return self.replace(columns=tuple(dataclasses.replace(c, **changes) if c is col else c for c in self.columns))
+
+    def with_choices(self, *, tokens: tuple[str, ...] = (), no_tokens: tuple[str, ...] = (),
+                     codes: tuple[tuple[str, str], ...] = (), no_codes: tuple[tuple[str, str], ...] = (),
+                     units: tuple[tuple[str, str], ...] = (),
+                     merges: tuple[tuple[str, str, str], ...] = ()) -> "DataSchema":
+        """The curator's choices added: schema-wide missing ``tokens`` added and ``no_tokens`` removed;
+        ``(column, code)`` missing codes added (``codes``) or removed (``no_codes``); ``(column, unit)``
+        units; ``(column, variant, label)`` merges (replacing an earlier merge of the same variant).
+        Texts are compared ignoring case."""
+        gone = {t.strip().lower() for t in no_tokens}
+        out = self.replace(missing_tokens=tuple(t for t in self.missing_tokens + tuple(tokens)
+                                                if t.strip().lower() not in gone))
+        for column, code in codes:
+            out = out.with_column(column, missing_codes=(out.column(column).missing_codes or ()) + (code,))
+        for column, code in no_codes:
+            kept = tuple(c for c in out.column(column).missing_codes or () if c.lower() != code.strip().lower())
+            out = out.with_column(column, missing_codes=kept or None)
+        for column, unit in units:
+            out = out.with_column(column, units=(out.column(column).units or ()) + (unit,))
+        for column, variant, label in merges:
+            kept = tuple(p for p in out.column(column).merges if p[0].lower() != variant.strip().lower())
+            out = out.with_column(column, merges=kept + ((variant, label),))
+        return out
 
     # ---------------------------------------------------------------- JSON
     def to_dict(self) -> dict:

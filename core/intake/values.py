@@ -10,6 +10,7 @@ Case is ignored by lower-casing (``str.lower`` / Arrow's ``utf8_lower``), the sa
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -19,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = ["ColumnValues", "format_number", "observed_order", "parse_number_text", "read_values",
-           "require_table"]
+           "require_table", "strip_units"]
 
 CURRENCY = "$€£¥"
 CASE_LIMIT = 10_000
@@ -186,13 +187,18 @@ class ColumnValues:
         return int(self.counts[np.asarray(mask, dtype=bool)].sum())
 
 
-def read_values(series: pd.Series, missing_tokens: tuple[str, ...]) -> ColumnValues:
-    """Read a column: distinct values, their row counts, which are missing and which are numbers."""
+def read_values(series: pd.Series, missing_tokens: tuple[str, ...], units: tuple[str, ...] = ()) -> ColumnValues:
+    """Read a column: distinct values, their row counts, which are missing and which are numbers.
+
+    ``units`` are words a number may carry before or after it (``"45 yrs"`` with ``("yrs",)``): a value
+    that is no number as written is read again with one of them removed (see :func:`strip_units`)."""
     if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
         codes, uniques = pd.factorize(series, use_na_sentinel=True)
         numbers = np.asarray(uniques, dtype="float64")
         numbers = np.where(np.isfinite(numbers), numbers, np.nan)
-        missing = np.zeros(len(numbers), dtype=bool)
+        coded = np.array([t for t in (_plain_float(x) for x in missing_tokens) if t is not None], dtype="float64")
+        missing = np.isin(numbers, coded)     # a numeric code such as 999 names a missing value here too
+        numbers[missing] = np.nan
         flags = np.zeros(len(numbers), dtype=bool)
         return _with_null(np.asarray(codes, dtype=np.int64), numbers, missing, flags, flags, None)
     if not (isinstance(series.dtype, pd.StringDtype) and series.dtype.storage == "pyarrow"):
@@ -206,9 +212,39 @@ def read_values(series: pd.Series, missing_tokens: tuple[str, ...]) -> ColumnVal
     tokens = pa.array(sorted({t.strip().lower() for t in missing_tokens}), type=trimmed.type)
     missing = _flags(pc.is_in(pc.utf8_lower(trimmed), value_set=tokens))
     numbers, formatted, percent = parse_number_text(trimmed, skip=missing)
+    if units:
+        again = np.flatnonzero(~missing & np.isnan(numbers))
+        if again.size:
+            stripped = strip_units(trimmed.take(pa.array(again)), units)
+            value, _, pct = parse_number_text(stripped)
+            read = ~np.isnan(value)
+            numbers[again[read]] = value[read]
+            formatted[again[read]] = True
+            percent[again[read]] = pct[read]
     numbers[missing] = np.nan
     joins = bool(pc.any(pc.not_equal(pc.binary_length(trimmed), pc.binary_length(encoded.dictionary))).as_py())
     return _with_null(codes, numbers, missing, formatted, percent, trimmed, joins)
+
+
+def strip_units(text: pa.Array, units: tuple[str, ...]) -> pa.Array:
+    """``text`` with one of ``units`` removed where it starts or ends the value (ignoring case, with
+    any spaces beside it): ``"45 yrs" -> "45"``, ``"USD 52,000" -> "52,000"``. Longer units are tried
+    first, so ``years`` is not read as ``year`` plus an ``s``."""
+    words = sorted({u.strip() for u in units if u.strip()}, key=len, reverse=True)
+    if not words:
+        return text
+    either = "|".join(re.escape(w) for w in words)
+    out = pc.replace_substring_regex(text, f"(?i)^(?:{either})\\s*", "")
+    return pc.utf8_trim_whitespace(pc.replace_substring_regex(out, f"(?i)\\s*(?:{either})$", ""))
+
+
+def _plain_float(text: str) -> float | None:
+    """A missing token that is a plainly written number (``"999"``, ``"-1"``), else None."""
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        return None
+    return value if np.isfinite(value) else None
 
 
 def _with_null(codes, numbers, missing, formatted, percent, trimmed, joins=False) -> ColumnValues:

@@ -95,7 +95,7 @@ def _blocking(digest: str, fingerprint: str, _schema, _raw: bytes, file_name: st
         frame = read_table_data(_raw, file_name)
     except ValueError as exc:
         return (str(exc),)
-    return tuple(p.line() for p in check(frame, _schema) if p.blocks)
+    return tuple(p.line(values=False) for p in check(frame, _schema) if p.blocks)
 
 
 @st.cache_data(max_entries=8, show_spinner="Cleaning the declared data...")

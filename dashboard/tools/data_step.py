@@ -31,7 +31,7 @@ if str(REPO_ROOT) not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.contracts import Cancelled, bytes_fingerprint  # noqa: E402
+from core.contracts import Cancelled, bytes_fingerprint, digest_of  # noqa: E402
 from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, check, clean,  # noqa: E402
                          draft_schema, needs_public_info, profile)
 from core.intake.folder import (SAMPLE_ROWS, check_folder, check_plan, folder_rows, folder_work,  # noqa: E402
@@ -39,7 +39,10 @@ from core.intake.folder import (SAMPLE_ROWS, check_folder, check_plan, folder_ro
 from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, category_threshold,  # noqa: E402
                                   estimate_input, required_values)
 from core.intake.read import table_suffix  # noqa: E402
-from core.intake.suggest import label_merges  # noqa: E402
+from core.intake.check import unreadable_values  # noqa: E402
+from core.intake.hints import named  # noqa: E402
+from core.intake.schema import DEFAULT_MISSING_TOKENS  # noqa: E402
+from core.intake.suggest import column_suggestions  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
 from core.privacy.project_ledger import declared_key  # noqa: E402
 from core.releases import folder_copy_release, private_estimate_release  # noqa: E402
@@ -132,23 +135,65 @@ def _apply_pending() -> None:
 
 # ------------------------------------------------------------------------------------------- widgets
 
-def _labels(frame: pd.DataFrame, name: str, tokens) -> list[str]:
-    """The distinct labels of a column as written (trimmed), for the curator's category menu."""
-    return sorted(str(x) for x in read_values(frame[name], tokens).label_names)
+def _labels(series: pd.Series, missing) -> list[str]:
+    """The distinct labels of a column as written (trimmed), for the curator's category and merge menus."""
+    return sorted(str(x) for x in read_values(series, tuple(missing)).label_names)
 
 
-def _category(col: ColumnSchema, frame, tokens, suggested, ticked: bool) -> dict:
+def _rows_format(rows: dict):
+    """A menu entry with its rows in the file when it was suggested (curator only), else as typed."""
+    return lambda text: f"{text} ({rows[text]:,} rows)" if text in rows else str(text)
+
+
+def _codes(col: ColumnSchema, series: pd.Series, role: str, tokens) -> tuple[str, ...]:
+    """This column's own missing codes: the suggested ones (a value far outside the rest, a word such as
+    'refused') to pick, or any other typed in."""
+    found = dict(column_suggestions(series, role, tokens).missing_codes)
+    key = _start(_k(col.name, "codes"), list(col.missing_codes or ()))
+    options = list(dict.fromkeys([*(col.missing_codes or ()), *found, *st.session_state[key]]))
+    fresh = [t for t in found if t not in st.session_state[key]]
+    if fresh:
+        st.caption("These values look like missing codes: " + plain(named(fresh, [found[t] for t in fresh]))
+                   + ". Pick the ones that mean 'no answer' below (curator only).")
+    return tuple(st.multiselect("Missing codes of this column (read as missing here only)", options, key=key,
+                                accept_new_options=True, format_func=_rows_format(found),
+                                help="Texts that mean 'no answer' in this column only, such as 999 or 'refused', "
+                                     "beside the values read as missing in every column. Type one to add it."))
+
+
+def _add_merge(name: str) -> None:
+    """Add the chosen labels -> target as merges of column ``name`` (a button's callback, so the menus can
+    be emptied before they are drawn again)."""
+    labels, target = st.session_state.get(_k(name, "merge_from"), []), st.session_state.get(_k(name, "merge_to"))
+    if target:
+        added = st.session_state.setdefault(_k(name, "added_merges"), [])
+        added += [(label, str(target).strip()) for label in labels if label != target and (label, target) not in added]
+    st.session_state[_k(name, "merge_from")] = []
+    st.session_state[_k(name, "merge_to")] = None
+
+
+def _category(col: ColumnSchema, series: pd.Series, missing, suggested, ticked: bool) -> dict:
+    added = st.session_state.get(_k(col.name, "added_merges"), [])
+    pairs = list(dict.fromkeys([*suggested, *col.merges, *added]))
     merges = []
-    if suggested:
-        st.markdown("Merge label variants (suggested; tick the ones you agree with):")
-    for j, (variant, label) in enumerate(suggested):
-        if st.checkbox(f"'{variant}' is '{label}'", value=ticked and (variant, label) in col.merges,
-                       key=_k(col.name, f"merge_{j}")):
+    if pairs:
+        st.markdown("Merge label variants (case, accent, spacing and hyphen variants are suggested; tick the ones "
+                    "you agree with):")
+    for variant, label in pairs:
+        start = (ticked and (variant, label) in col.merges) or (variant, label) in added
+        if st.checkbox(f"'{plain(variant)}' is '{plain(label)}'", value=start,
+                       key=_k(col.name, f"merge_{digest_of([variant, label])[:12]}")):
             merges.append((variant, label))
-    found = _labels(frame, col.name, tokens)
-    options = list(dict.fromkeys([*(col.categories or ()), *(c for _, c in merges), *found]))
+    found = _labels(series, missing)
     key = _start(_k(col.name, "categories"), list(col.categories or ()))
+    options = list(dict.fromkeys([*(col.categories or ()), *(c for _, c in merges), *found]))
     options += [c for c in st.session_state[key] if c not in options]
+    c1, c2, c3 = st.columns([3, 2, 1], vertical_alignment="bottom")
+    c1.multiselect("Merge these labels", found, key=_k(col.name, "merge_from"),
+                   help="Any labels of this column, merged into the label on the right.")
+    c2.selectbox("into", options, index=None, key=_k(col.name, "merge_to"), accept_new_options=True,
+                 placeholder="a label (or type one)")
+    c3.button("Add merge", key=_k(col.name, "merge_add"), on_click=_add_merge, args=(col.name,))
     cats = st.multiselect("Public categories (the full public list; empty: not declared yet)", options, key=key,
                           accept_new_options=True,
                           help="Categories known without looking at the data (a questionnaire's answers, a "
@@ -156,9 +201,22 @@ def _category(col: ColumnSchema, frame, tokens, suggested, ticked: bool) -> dict
     return {"categories": tuple(cats) or None, "merges": tuple(merges)}
 
 
-def _number(col: ColumnSchema) -> dict:
+def _units(col: ColumnSchema, found: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    """Words written around this column's numbers ("45 yrs"): the suggested ones to pick, or any typed in."""
+    rows = dict(found)
+    key = _start(_k(col.name, "units"), list(col.units or ()))
+    options = list(dict.fromkeys([*(col.units or ()), *rows, *st.session_state[key]]))
+    return tuple(st.multiselect("Units written around the numbers (45 yrs: yrs)", options, key=key,
+                                accept_new_options=True, format_func=_rows_format(rows),
+                                help="A word before or after the number, removed before reading it (ignoring "
+                                     "case). Suggested from the values that cannot be read yet; type one to add "
+                                     "it."))
+
+
+def _number(col: ColumnSchema, units: tuple[tuple[str, int], ...]) -> dict:
     parse = st.checkbox("Read numbers written with separators, currency or percent signs (45,000, $45,000, 12%)",
                         value=col.parse_numbers, key=_k(col.name, "parse"))
+    chosen = _units(col, units)
     declared = st.checkbox("Public bounds declared", key=_start(_k(col.name, "has_bounds"), col.bounds is not None),
                            help="A range known without looking at the data (a questionnaire's limits, a published "
                                 "top code). Values outside are clipped.")
@@ -174,10 +232,10 @@ def _number(col: ColumnSchema) -> dict:
     else:
         bins_value = int(bins) or None
     return {"parse_numbers": bool(parse), "bounds": (float(low), float(high)) if declared else None,
-            "bins": bins_value}
+            "bins": bins_value, "units": chosen}
 
 
-def _missing(col: ColumnSchema, role: str, prof) -> dict:
+def _missing(col: ColumnSchema, role: str, missing_rows: int) -> dict:
     options = [UNDECIDED, "drop_row"] if role == "person_id" else [UNDECIDED, *MISSING_POLICIES]
     start = col.missing if col.missing in options else UNDECIDED
     chosen = st.selectbox("A missing value becomes", options, index=options.index(start),
@@ -190,47 +248,73 @@ def _missing(col: ColumnSchema, role: str, prof) -> dict:
             out["fill"] = float(st.number_input("Public fill value", value=start_fill, key=_k(col.name, "fill_n")))
         else:
             out["fill"] = st.text_input("Public fill label", value=str(col.fill or ""), key=_k(col.name, "fill_t"))
-    if prof.missing:
-        fate = {"drop_row": f"drops {prof.missing:,} rows", None: "blocks a run until you decide"}.get(
+    if missing_rows:
+        fate = {"drop_row": f"drops {missing_rows:,} rows", None: "blocks a run until you decide"}.get(
             policy, "keeps those rows")
-        st.caption(f"{prof.missing:,} missing values in your file: this choice {fate} (curator only).")
+        st.caption(f"{missing_rows:,} missing values in your file: this choice {fate} (curator only).")
     return out
 
 
-def column_widgets(col: ColumnSchema, prof, frame, tokens, suggested, ticked: bool) -> ColumnSchema:
+def _unreadable(col: ColumnSchema, frame, tokens) -> None:
+    """The values of a number column that cannot be read yet, with their rows (curator only; plain text)."""
+    try:
+        table = unreadable_values(frame, DataSchema("column", (col,), missing_tokens=tokens), col.name)
+    except ValueError:
+        return
+    if len(table):
+        st.caption(f"{int(table['rows'].sum()):,} values cannot be read as numbers yet: declare their unit, pick "
+                   "the ones meaning 'no answer' as missing codes, or correct the file (curator only).")
+        st.dataframe(table, hide_index=True, key=_k(col.name, "unreadable"))
+
+
+def column_widgets(col: ColumnSchema, frame, tokens, ticked: bool) -> ColumnSchema:
     """One column's declaration from its widgets (ValueError naming the column when it is inconsistent)."""
     role = st.selectbox("Role", list(ROLE_LABELS), index=list(ROLE_LABELS).index(col.role),
                         format_func=ROLE_LABELS.get, key=_k(col.name, "role"))
     if role == "leave_out":
         st.caption("Dropped before anything runs.")
         return ColumnSchema(col.name, "leave_out")
-    fields = {}
+    series = frame[col.name]
+    codes = _codes(col, series, role, tokens) if role != "person_id" else ()
+    missing = tuple(tokens) + codes
+    found = column_suggestions(series, role, missing)
+    fields = {"missing_codes": codes}
     if role == "category":
-        fields.update(_category(col, frame, tokens, suggested, ticked))
+        fields.update(_category(col, series, missing, found.merges, ticked))
     elif role == "number":
-        fields.update(_number(col))
-    fields.update(_missing(col, role, prof))
-    return ColumnSchema(col.name, role, **fields)
+        fields.update(_number(col, found.units))
+    fields.update(_missing(col, role, read_values(series, missing).missing_rows))
+    declared = ColumnSchema(col.name, role, **fields)
+    if role == "number":
+        _unreadable(declared, frame, tokens)
+    return declared
+
+
+def _tokens(base: DataSchema) -> tuple[str, ...]:
+    """The texts read as missing in every column: the declaration's, any removed or typed in."""
+    key = _start(f"{P}{_state()['gen']}_tokens", list(base.missing_tokens))
+    options = list(dict.fromkeys([*DEFAULT_MISSING_TOKENS, *base.missing_tokens, *st.session_state[key]]))
+    return tuple(st.multiselect("Read as missing in every column (ignoring case)", options, key=key,
+                                accept_new_options=True, format_func=lambda t: t or "(a blank cell)",
+                                help="Remove one that is a real answer in your file; type one to add it. A single "
+                                     "column's own codes (such as 999) are declared in that column below."))
 
 
 def declaration(base: DataSchema, frame, prof, name: str, suffix: str, ticked: bool):
     """The schema the widgets declare, or (None, every declaration error) when some column is inconsistent."""
-    tokens = base.missing_tokens
+    tokens = _tokens(base)
     declared = {c.name: c for c in base.columns}
     columns, errors = [], []
     for source in frame.columns:
         colname = str(source)
         col = declared.get(colname) or ColumnSchema(colname, "leave_out")
         cprof = prof.column(colname)
-        suggested = ()
-        if cprof.guess != "number":
-            suggested = tuple(dict.fromkeys([*label_merges(read_values(frame[source], tokens)), *col.merges]))
-        with st.expander(f"{colname}: {ROLE_LABELS[st.session_state.get(_k(colname, 'role'), col.role)]}",
+        with st.expander(f"{plain(colname)}: {ROLE_LABELS[st.session_state.get(_k(colname, 'role'), col.role)]}",
                          expanded=False):
             st.caption(f"Looks like: {cprof.guess}; {cprof.distinct:,} distinct values, {cprof.missing:,} missing; "
-                       f"e.g. {', '.join(cprof.examples[:4])} (curator only).")
+                       f"e.g. {plain(', '.join(cprof.examples[:4]))} (curator only).")
             try:
-                columns.append(column_widgets(col, cprof, frame, tokens, suggested, ticked))
+                columns.append(column_widgets(col, frame, tokens, ticked))
             except ValueError as exc:
                 errors.append(str(exc))
     st.markdown("**Unit of protection**")

@@ -18,12 +18,14 @@ import streamlit as st  # noqa: E402
 
 from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness  # noqa: E402
-from core.fairness.group_fairness_plan import RANKING_DATA, RANKING_DEFAULTS, ranking_table  # noqa: E402
+from core.fairness.declared_learning import LearningColumns  # noqa: E402
+from core.fairness.group_fairness_plan import DECLARED, RANKING_DATA, RANKING_DEFAULTS, ranking_table  # noqa: E402
 from dashboard.components.chart_table import chart_numbers  # noqa: E402
-from dashboard.components.dataset_picker import (choice_of, data_selectbox, declared_name,  # noqa: E402
-                                                 pick_declared)
+from dashboard.components.dataset_picker import (DATA_STEP_HINT, choice_of, data_selectbox,  # noqa: E402
+                                                 declared_key, declared_name, declared_options, pick_declared)
 from dashboard.components.fairness_results import (companion_panel, companion_settings,  # noqa: E402
                                                    companion_widget_values)
+from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.params_form import field_widget, plan_widget_values  # noqa: E402
 from dashboard.components.progress import first_render, run_with_progress  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
@@ -34,6 +36,10 @@ KEEP = {"persist_state": "session"}
 PAGE = "Group fairness and ranking"
 P = "gf"                     # widget keys of the plan's own fields: gf_<field>
 LX = "gf_lx"                 # ... of the lexifair tab's: gf_lx_<field>
+LXD = "gf_lxd"               # ... its group columns on a declared data set (their menu is the data set's)
+LC = "gf_lc"                 # the declared data set's learning columns: gf_lc_<field>
+RVD = "gfd"                  # the calibration tab's widgets on a declared data set (its groups are the data's)
+FIT = ""                     # the score menu's entry for "fit a logistic score"
 #: Where an uploaded table's ranking widgets start (a bundled table starts from RANKING_DEFAULTS).
 UPLOAD_START = {"ascending": False, "ks": (50, 100), "outcome": ""}
 DEFAULT_BASELINE = "(most disadvantaged group)"
@@ -65,8 +71,15 @@ def plan_to_widgets(plan: GroupFairnessPlan) -> dict:
     out["gf_rk_source"] = choice_of(plan.data)
     if plan.data.is_upload:
         out["gf_upload_fp"] = plan.data.fingerprint
+    declared = plan.learning == DECLARED
+    if declared:
+        lc = plan.learning_columns
+        out.update({"gf_learn_source": choice_of(plan.data), f"{LC}_label": lc.label, f"{LC}_positive": lc.positive,
+                    f"{LC}_groups": list(lc.groups), f"{LC}_score": lc.score})
     if plan.lexifair is not None:
         out.update(plan_widget_values(plan.lexifair, LX))
+        if declared:
+            out[f"{LXD}_columns"] = out.pop(f"{LX}_columns")
     rk = plan.ranking
     if rk is not None:
         p = _ranking_prefix(choice_of(plan.data))
@@ -77,7 +90,10 @@ def plan_to_widgets(plan: GroupFairnessPlan) -> dict:
         for a, v in zip(rk.attributes, rk.baseline or (DEFAULT_BASELINE,) * len(rk.attributes)):
             out[f"{p}_baseline_{a}"] = v
     if plan.companion is not None:    # ValueError (the loader shows it) when the panel cannot redraw it
-        out.update(companion_widget_values("gf", plan.companion, COMPANION_PAIRS[plan.learning]))
+        if declared:
+            out.update(companion_widget_values(RVD, plan.companion, {plan.companion.attribute: plan.companion.groups}))
+        else:
+            out.update(companion_widget_values("gf", plan.companion, COMPANION_PAIRS[plan.learning]))
     return out
 
 
@@ -85,7 +101,8 @@ def plan_to_widgets(plan: GroupFairnessPlan) -> dict:
 # Widgets -> sub-plans
 # ------------------------------------------------------------------------------------------------
 
-def _lexifair_widgets() -> LexifairPlan:
+def _lexifair_widgets(groups: tuple[str, ...] | None = None) -> LexifairPlan:
+    """The lexifair sub-plan; ``groups``: the declared data set's group columns (None: the bundled data's)."""
     st.markdown("**Who is worst off, and what does lifting them cost?** Minimax fairness first lowers the "
                 "largest error any group suffers; lexicographic fairness then lowers the second largest "
                 "without giving that back, then the third. Compare their group errors with the plain "
@@ -93,8 +110,70 @@ def _lexifair_widgets() -> LexifairPlan:
     layout = {"columns": 0, "pairs": 0, "min_size": 1, "levels": 1, "alpha": 2, "rounds": 2, "learner": 3,
               "bound": 3}
     cols = st.columns(4)           # layout: field -> the column it sits in, top to bottom
-    return LexifairPlan(**{name: field_widget(LexifairPlan, name, LX, container=cols[at], **KEEP)
-                           for name, at in layout.items()})
+    values = {}
+    for name, at in layout.items():
+        if name == "columns" and groups is not None:
+            key = f"{LXD}_columns"    # groups chosen anew: keep those still offered, else offer them all
+            current = st.session_state.get(key)
+            if current is not None and not set(current) <= set(groups):
+                st.session_state[key] = [c for c in current if c in groups] or list(groups)
+            values[name] = field_widget(LexifairPlan, name, LXD, container=cols[at], options=groups,
+                                        default=groups, **KEEP)
+        else:
+            values[name] = field_widget(LexifairPlan, name, LX, container=cols[at], **KEEP)
+    return LexifairPlan(**values)
+
+
+def _declared_learning():
+    """The declared data set every tab uses and the columns the learning tabs read from it (label, its
+    positive value, groups, an optional score), or None when none is declared or chosen yet."""
+    if not declared_options()[0]:
+        st.info("No data set is declared in this session yet. " + DATA_STEP_HINT)
+        return None
+    choice = data_selectbox("Declared data set (every tab)", [], {}, key="gf_learn_source", upload=False, **KEEP)
+    name = declared_name(choice)
+    if name is None:
+        return None
+    try:
+        picked = pick_declared(name)
+    except ValueError as exc:
+        st.error(str(exc))
+        return None
+    schema = picked.ref.schema
+    used = [c for c in schema.used_columns() if c.role != "person_id"]
+    labels = [c.name for c in used if c.role == "category" or c.bins is not None]
+    numbers = [c.name for c in used if c.role == "number" and c.bins is None]
+    if not labels:
+        st.error(f"{name} has no category column to predict or to form groups from; declare one on the Data step.")
+        return None
+    c1, c2, c3, c4 = st.columns(4)
+    label = c1.selectbox("Label (what is predicted)", labels, key=f"{LC}_label", **KEEP)
+    values = [str(v) for v in (schema.column(label).categories or picked.frame[label].astype(str).unique())]
+    positive = c2.selectbox("Its positive value", sorted(values), key=f"{LC}_positive", **KEEP)
+    others = [c for c in labels if c != label]
+    groups = c3.multiselect("Group columns", others, default=others[:2], key=f"{LC}_groups", **KEEP)
+    score = c4.selectbox("Score to calibrate", [FIT, *numbers], key=f"{LC}_score", **KEEP,
+                         format_func=lambda c: c or "(fit a logistic score)",
+                         help="A number column in [0, 1] (or within its public bounds), post-processed by the "
+                              "calibration tab; or a plain logistic score fitted to the label.")
+    st.caption(f"{name}: cleaned by its declaration (Data step); the label, groups and score are its columns. "
+               + ("People are counted by its person id, not by rows." if schema.person_id else ""))
+    try:
+        return picked, LearningColumns(label, positive, tuple(groups), score)
+    except ValueError as exc:
+        st.error(str(exc))
+        return None
+
+
+def _declared_pairs(frame: pd.DataFrame, groups: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """The two largest groups of each group column with two groups at least (the calibration tab compares
+    two groups)."""
+    pairs = {}
+    for g in groups:
+        top = frame[g].astype(str).value_counts().index[:2]
+        if len(top) == 2:
+            pairs[g] = (str(top[0]), str(top[1]))
+    return pairs
 
 
 # ranking_table is not cached in core (the ranking sub-run is, the table it reads is not): the widgets
@@ -212,7 +291,7 @@ def _draw_lexifair(result) -> None:
 
 def _draw_ranking(res) -> None:
     base = ", ".join(f"{a} = {v}" for a, v in res.baseline.items())
-    st.markdown(f"**Baseline group:** {base}. {res.rows:,} people ranked.")
+    st.markdown(f"**Baseline group:** {plain(base)}. {res.ranked_words()} ranked.")
     m = res.measures
     top_k = res.counterfactual_at_top()          # the result's own view, as in its headline
     k = top_k.k
@@ -248,14 +327,20 @@ c1, c2, c3 = st.columns(3)
 learning = field_widget(GroupFairnessPlan, "learning", P, container=c1, **KEEP)
 population = field_widget(GroupFairnessPlan, "population", P, container=c2, disabled=learning != "compas", **KEEP)
 seed = field_widget(GroupFairnessPlan, "seed", P, container=c3, **KEEP)
-st.caption("The learning data of the lexicographic-fairness and calibration tabs are the bundled COMPAS or Adult "
-           "files; a data set declared on the Data step page is offered in the ranking tab.")
+learn = None
+if learning == DECLARED:
+    learn = _declared_learning()
+else:
+    st.caption("The learning data of the lexicographic-fairness and calibration tabs are the bundled COMPAS or "
+               "Adult files; choose 'The declared data set' to run every tab on a data set declared on the Data "
+               "step (a declared data set is also offered in the ranking tab).")
+learn_columns = learn[1] if learn is not None else None
 
 tab_lex, tab_rank, tab_cal = st.tabs(["Lexicographic fairness", "Counterfactual ranking",
                                       "Calibration and equal error rates"])
 with tab_lex:
     try:
-        lex_plan = _lexifair_widgets()
+        lex_plan = _lexifair_widgets(learn_columns.groups if learn_columns is not None else None)
     except ValueError as exc:
         lex_plan = None
         st.error(str(exc))
@@ -264,7 +349,12 @@ with tab_rank:
                 "model, mark which mediators are a legitimate basis, and rank everybody by the score they "
                 "would have had as members of one baseline group.")
     st.warning(WARNING, icon=":material/warning:")
-    picked = _ranking_data()
+    if learning == DECLARED:      # one data set for every tab: the declared one
+        picked = None if learn is None else (learn[0].ref, learn[0].raw, None, declared_key(learn[0].name))
+        if learn is not None:
+            st.caption(f"Ranking {plain(learn[0].name)}, the declared data set chosen above.")
+    else:
+        picked = _ranking_data()
     rank_plan, data_ref, raw = None, DataRef("compas"), None
     if picked is not None:
         data_ref, raw, rows, choice = picked
@@ -282,19 +372,28 @@ with tab_rank:
 with tab_cal:
     st.markdown("**Can scores stay calibrated within each group while flagging people with the same error "
                 "rates?** A plain logistic risk score of the learning data is post-processed.")
+    comp_plan = None
     try:
-        comp_plan = companion_settings("gf", None, seed, pairs=COMPANION_PAIRS[learning])
+        if learning != DECLARED:
+            comp_plan = companion_settings("gf", None, seed, pairs=COMPANION_PAIRS[learning])
+        elif learn is not None:
+            pairs = _declared_pairs(learn[0].frame, learn_columns.groups)
+            if pairs:
+                comp_plan = companion_settings(RVD, None, seed, pairs=pairs)
+            else:
+                st.info("No group column has two groups to compare.")
     except ValueError as exc:
-        comp_plan = None
         st.error(str(exc))
 
 result = None
+plan = None
 try:
-    plan = GroupFairnessPlan(data=data_ref, learning=learning, population=population, seed=seed,
-                             lexifair=lex_plan, ranking=rank_plan, companion=comp_plan)
+    if learning != DECLARED or learn is not None:    # a declared data set not chosen yet: the page said so
+        plan = GroupFairnessPlan(data=data_ref, learning=learning, population=population, seed=seed,
+                                 lexifair=lex_plan, ranking=rank_plan, companion=comp_plan,
+                                 learning_columns=learn_columns)
 except ValueError as exc:
     st.error(f"Settings: {exc}")
-    plan = None
 if plan is not None:
     st.session_state["gf_plan"] = plan
 if plan is not None and run_estimate_notice(plan, raw, key="gf_estimate", run=run_group_fairness):

@@ -358,12 +358,13 @@ def test_command_line_profile_check_apply(tmp_path):
 def test_fixture_is_the_generator_output():
     sys.path.insert(0, str(MESSY.parent))
     try:
-        from make_messy import make
+        from make_messy import EXPORT, make, make_export
     finally:
         sys.path.pop(0)
-    buffer = io.StringIO()
-    make().to_csv(buffer, index=False)
-    assert buffer.getvalue() == MESSY.read_text()
+    for made, path in ((make, MESSY), (make_export, EXPORT)):
+        buffer = io.StringIO()
+        made().to_csv(buffer, index=False)
+        assert buffer.getvalue() == path.read_text(), path.name
 
 
 def test_text_that_is_no_number_blocks_and_ragged_csv_is_refused(tmp_path):
