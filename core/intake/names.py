@@ -35,8 +35,10 @@ MARKUP = re.compile(r"[\[\]<>`]")
 
 
 def clean_text(text: str) -> str:
-    """``text`` without hiding characters, control characters as spaces, runs of spaces as one, trimmed."""
-    return " ".join(CONTROL.sub(" ", HIDDEN.sub("", text)).split())
+    """``text`` without hiding characters and trimmed; control characters become spaces, and where there were
+    any, runs of spaces become one."""
+    text = HIDDEN.sub("", text)
+    return " ".join(CONTROL.sub(" ", text).split()) if CONTROL.search(text) else text.strip()
 
 
 def checked_names(names: list, *, fix: bool = True, name_blanks: bool = True) -> tuple[list[str], list[str]]:
