@@ -39,7 +39,7 @@ __all__ = ["ReadReport", "TABLE_SUFFIXES", "TableRead", "read_file", "read_table
            "table_suffix"]
 
 TABLE_SUFFIXES = FILE_SUFFIXES
-TEXT_SUFFIXES = (".csv",)
+TEXT_SUFFIXES = (".csv", ".tsv", ".txt")
 # Control characters other than tab and line breaks (those separate fields and rows).
 _STRAY_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -78,7 +78,8 @@ def table_suffix(filename: str) -> str:
     name = str(filename or "").strip()
     suffix = name.lower() if name.startswith(".") and "." not in name[1:] else Path(name).suffix.lower()
     if suffix not in TABLE_SUFFIXES:
-        raise ValueError(f"{name or 'The file'}: read CSV, Parquet or Excel (.xlsx) files; save it as one of them.")
+        raise ValueError(f"{name or 'The file'}: read CSV (or .tsv, .txt delimited text), Parquet or Excel (.xlsx) "
+                         "files; save it as one of them.")
     return suffix
 
 

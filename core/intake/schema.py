@@ -55,7 +55,7 @@ MAX_BINS = 1_000
 MAX_MAGNITUDE = 1e15
 MAX_SEED = 2**63 - 1
 # The file types a data set is read from (core.intake.read reads each by this suffix).
-FILE_SUFFIXES = (".csv", ".parquet", ".pq", ".xlsx")
+FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".parquet", ".pq", ".xlsx")
 
 
 def _fail(column: str, message: str) -> None:

@@ -18,6 +18,7 @@ Each finding comes with the reason it was made, in words the page and the comman
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -94,9 +95,19 @@ def _first_lines(text: str, n: int) -> list[str]:
     return lines
 
 
-def _field_counts(lines: list[str], sep: str) -> list[int]:
-    """Fields per non-blank line when split by ``sep``, quotes respected."""
-    return [len(row) for row in csv.reader([ln for ln in lines if ln.strip()], delimiter=sep)]
+def _records(lines: list[str], sep: str) -> list[tuple[int, int]]:
+    """(first line number, fields) of each non-blank record of the sample, quotes respected (a quoted cell may
+    span lines), so line numbers stay the file's."""
+    reader = csv.reader(io.StringIO("\n".join(lines)), delimiter=sep)
+    out, start = [], 1
+    try:
+        for row in reader:
+            if row:
+                out.append((start, len(row)))
+            start = reader.line_num + 1
+    except csv.Error:     # an unclosed quote at the end of the sample
+        pass
+    return out
 
 
 @dataclass(frozen=True)
@@ -112,7 +123,7 @@ class TextLayout:
 
 def _score(lines: list[str], sep: str) -> tuple[float, int]:
     """(share of the non-blank lines with the commonest field count, that count)."""
-    counts = _field_counts(lines, sep)
+    counts = [n for _, n in _records(lines, sep)]
     if not counts:
         return 0.0, 1
     mode, share = Counter(counts).most_common(1)[0]
@@ -141,13 +152,7 @@ def layout(text: str, options: ReadOptions) -> TextLayout:
             sep_why = "no comma, semicolon, tab or pipe splits the lines: one column"
     if options.header_row is not None:
         return TextLayout(sep, options.header_row, sep_why, "chosen", fields)
-    numbered = [(i + 1, n) for i, n in enumerate(_line_counts(lines, sep))]
-    header = next((i for i, n in numbered if n == fields), 1)
+    header = next((line for line, n in _records(lines, sep) if n == fields), 1)
     header_why = "the first line" if header == 1 else (
         f"the first line with {fields} fields; the title or note lines above it are skipped")
     return TextLayout(sep, header, sep_why, header_why, fields)
-
-
-def _line_counts(lines: list[str], sep: str) -> list[int]:
-    """Fields per line (0 for a blank line), one line at a time, so line numbers stay the file's."""
-    return [len(next(csv.reader([ln], delimiter=sep), [])) if ln.strip() else 0 for ln in lines]

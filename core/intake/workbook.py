@@ -123,6 +123,31 @@ def _refuse_size(sheet: Sheet, name: str) -> None:
                          f"{MAX_CELLS:,} are read from a workbook. Save the table as CSV or Parquet.")
 
 
+def _stream(ws, sheet: Sheet, name: str) -> list[list[str]]:
+    """The sheet's rows as text, one row at a time, each as wide as its last cell: refused as soon as a cell
+    lies right of the recorded width (or of MAX_COLUMNS when none is recorded) or the cells pass MAX_CELLS, so
+    a recorded size that lies costs no more than an honest one."""
+    width = sheet.columns if sheet.columns is not None else MAX_COLUMNS
+    cap_rows = MAX_CELLS // max(width, 1)
+    ws.reset_dimensions()        # stream every row the sheet holds, not only those its recorded size admits
+    rows = []
+    try:
+        for values in ws.iter_rows(values_only=True):
+            if len(values) > width and any(v is not None for v in values[width:]):
+                where = "beyond its recorded size" if sheet.columns is not None else f"beyond column {width:,}"
+                raise ValueError(f"{name}: sheet '{sheet.name}' has cells {where} (column {len(values):,}); delete "
+                                 "the stray cells and save it again, or save the table as CSV.")
+            if len(rows) >= cap_rows:
+                raise ValueError(f"{name}: sheet '{sheet.name}' holds more than {MAX_CELLS:,} cells; save the table "
+                                 "as CSV or Parquet.")
+            rows.append([cell_text(v) for v in values[:width]])
+    except ValueError:
+        raise
+    except Exception:   # malformed sheet XML
+        raise ValueError(_damaged(name)) from None
+    return rows
+
+
 def cell_text(value) -> str:
     """A cell as text, as a CSV export writes it."""
     if value is None:
@@ -179,27 +204,14 @@ def read_sheet(data: bytes, name: str, sheet: str | None = None, header_row: int
         chosen, sheet_why = _choose(sheets, sheet, name)
         info = next(s for s in sheets if s.name == chosen)
         _refuse_size(info, name)
-        width = (info.columns if info.columns is not None else MAX_COLUMNS) + 1
-        cap_rows = MAX_CELLS // max(width - 1, 1)
-        rows = []
-        try:
-            for values in book[chosen].iter_rows(max_col=width, values_only=True):
-                if len(values) >= width and values[width - 1] is not None:
-                    raise ValueError(f"{name}: sheet '{chosen}' has cells beyond its recorded size (column "
-                                     f"{width:,} or further); open it in Excel and save it again, or save it as CSV.")
-                if len(rows) >= cap_rows:
-                    raise ValueError(f"{name}: sheet '{chosen}' holds more than {MAX_CELLS:,} cells; save the table "
-                                     "as CSV or Parquet.")
-                rows.append([cell_text(v) for v in values[:width - 1]])
-        except ValueError:
-            raise
-        except Exception:   # malformed sheet XML
-            raise ValueError(_damaged(name)) from None
+        rows = _stream(book[chosen], info, name)
     finally:
         book.close()
     if not any(any(r) for r in rows):
         raise ValueError(f"{name}: sheet '{chosen}' is empty; choose the sheet that holds the table "
                          f"({', '.join(s.describe() for s in sheets)}).")
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
     if header_row is None:
         index, header_why = find_header(rows[:HEADER_SCAN_ROWS])
     else:

@@ -123,7 +123,7 @@ def test_bounding_seed_and_file_suffix_are_validated_and_round_trip(schema):
     for bad in (-1, 1.5, True, "3", 2**63):
         with pytest.raises(ValueError, match="bounding_seed"):
             schema.replace(bounding_seed=bad)
-    for bad in (".txt", "", None, 3):
+    for bad in (".docx", "", None, 3):
         with pytest.raises(ValueError, match="file_suffix"):
             schema.replace(file_suffix=bad)
     # a plan carrying the schema keeps both through its JSON
