@@ -47,7 +47,7 @@ _STRAY_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
 @dataclass(frozen=True)
 class ReadReport:
     """How a file was read: ``options`` every choice made (the ones to save with the declaration), ``why``
-    one ``(what, value, reason)`` per choice, ``sheets`` every sheet of a workbook, ``notes`` what was changed
+    one ``(what, value, reason)`` per choice, ``sheets`` the names of a workbook's sheets, ``notes`` what was changed
     on the way (skipped title rows, named or cleaned columns). Curator-only: notes may count cells."""
 
     kind: str
@@ -60,7 +60,7 @@ class ReadReport:
         """The report as sentences: one per choice, then the sheets and the notes."""
         out = [f"{what}: {value} ({reason})." for what, value, reason in self.why]
         if len(self.sheets) > 1:
-            out.append(f"Sheets: {'; '.join(self.sheets)}.")
+            out.append(f"Sheets: {', '.join(map(repr, self.sheets))}.")
         return out + list(self.notes)
 
 
@@ -196,7 +196,7 @@ def _read_workbook(data: bytes, name: str, options: ReadOptions) -> TableRead:
         notes.append(f"Other sheets, not read: {'; '.join(others)}. Choose another sheet to read it.")
     used = ReadOptions(None, None, sheet.sheet, sheet.header_row)
     why = (("Sheet", repr(sheet.sheet), sheet.sheet_why), ("Header row", f"row {sheet.header_row}", sheet.header_why))
-    return TableRead(frame, ReadReport("workbook", used, why, tuple(s.describe() for s in sheet.sheets),
+    return TableRead(frame, ReadReport("workbook", used, why, tuple(s.name for s in sheet.sheets),
                                        tuple(notes)))
 
 

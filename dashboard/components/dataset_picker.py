@@ -76,10 +76,10 @@ def register_declared(schema, raw: bytes, file_name: str) -> str:
     return key
 
 
-def read_table_data(raw: bytes, file_name: str) -> pd.DataFrame:
-    """A curator's file as text cells, by its suffix (CSV, Parquet, Excel)."""
+def read_table_data(raw: bytes, file_name: str, options=None) -> pd.DataFrame:
+    """A curator's file as text cells, by its suffix (CSV, Parquet, Excel) and read options (None: detected)."""
     from core.intake import read_table_bytes
-    return read_table_bytes(bytes(raw), file_name)
+    return read_table_bytes(bytes(raw), file_name, options)
 
 
 def declared_ref(schema, raw: bytes) -> DataRef:
@@ -92,7 +92,7 @@ def _blocking(digest: str, fingerprint: str, _schema, _raw: bytes, file_name: st
     """The problems that block a run of the declared file (cached on the schema digest and file)."""
     from core.intake import check
     try:
-        frame = read_table_data(_raw, file_name)
+        frame = read_table_data(_raw, file_name, _schema.read)
     except ValueError as exc:
         return (str(exc),)
     return tuple(p.line() for p in check(frame, _schema) if p.blocks)
