@@ -46,7 +46,7 @@ from core.intake.suggest import label_merges  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
 from core.privacy.project_ledger import (LedgerRelease, data_key, declared_key, release_key,  # noqa: E402
                                          spends_of)
-from dashboard.components.dataset_picker import (declared_data, declared_ref, read_table_data,  # noqa: E402
+from dashboard.components.dataset_picker import (declared_data, declared_ref,  # noqa: E402
                                                  register_declared)
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import attached_job, job_key, run_job  # noqa: E402
