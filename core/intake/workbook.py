@@ -7,8 +7,8 @@
    recorded size (its ``<dimension>`` element) without parsing a cell. Every sheet is listed with
    its size; the sheet read is the one chosen, else the first visible sheet that holds more than
    one cell. A sheet wider than :data:`MAX_COLUMNS` or larger than :data:`MAX_CELLS` is refused
-   from its recorded size; its cells are then streamed one row at a time, bounded by that size
-   plus one column, so a sheet whose recorded size lies is refused as soon as a cell falls outside.
+   from its recorded size; its cells are then streamed one row at a time under the same caps, so a
+   sheet whose recorded size lies is refused as soon as its cells pass them.
 3. The header row is the chosen one, else the first of the top rows whose filled cells span most
    of the width and are mostly distinct text that is not a number; rows above it (titles, notes)
    are skipped. Blank or merged header cells are named by position; repeated names are refused.
@@ -98,7 +98,9 @@ def _size(ws) -> tuple[int | None, int | None]:
         rows, cols = ws.max_row, ws.max_column
     except Exception:   # a malformed <dimension> element
         return None, None
-    return (int(rows), int(cols)) if rows and cols else (None, None)
+    if not rows or not cols or rows * cols == 1:    # some writers record "A1" whatever the sheet holds
+        return None, None
+    return int(rows), int(cols)
 
 
 def _choose(sheets: tuple[Sheet, ...], wanted: str | None, name: str) -> tuple[str, str]:
@@ -124,23 +126,22 @@ def _refuse_size(sheet: Sheet, name: str) -> None:
 
 
 def _stream(ws, sheet: Sheet, name: str) -> list[list[str]]:
-    """The sheet's rows as text, one row at a time, each as wide as its last cell: refused as soon as a cell
-    lies right of the recorded width (or of MAX_COLUMNS when none is recorded) or the cells pass MAX_CELLS, so
-    a recorded size that lies costs no more than an honest one."""
-    width = sheet.columns if sheet.columns is not None else MAX_COLUMNS
-    cap_rows = MAX_CELLS // max(width, 1)
+    """The sheet's rows as text, one row at a time, each as wide as its last cell. The recorded size is not
+    trusted here (some writers record ``A1`` only): a cell right of MAX_COLUMNS, or more than MAX_CELLS cells
+    by the widest row so far, is refused as soon as it is met, so a size that lies costs no more than the caps."""
     ws.reset_dimensions()        # stream every row the sheet holds, not only those its recorded size admits
-    rows = []
+    rows, widest = [], 1
     try:
         for values in ws.iter_rows(values_only=True):
-            if len(values) > width and any(v is not None for v in values[width:]):
-                where = "beyond its recorded size" if sheet.columns is not None else f"beyond column {width:,}"
-                raise ValueError(f"{name}: sheet '{sheet.name}' has cells {where} (column {len(values):,}); delete "
-                                 "the stray cells and save it again, or save the table as CSV.")
-            if len(rows) >= cap_rows:
+            if len(values) > MAX_COLUMNS and any(v is not None for v in values[MAX_COLUMNS:]):
+                raise ValueError(f"{name}: sheet '{sheet.name}' has a cell in column {len(values):,}; at most "
+                                 f"{MAX_COLUMNS:,} columns are read. Delete the stray cells far to the right, or "
+                                 "save the table as CSV.")
+            widest = max(widest, min(len(values), MAX_COLUMNS))
+            if (len(rows) + 1) * widest > MAX_CELLS:
                 raise ValueError(f"{name}: sheet '{sheet.name}' holds more than {MAX_CELLS:,} cells; save the table "
                                  "as CSV or Parquet.")
-            rows.append([cell_text(v) for v in values[:width]])
+            rows.append([cell_text(v) for v in values[:MAX_COLUMNS]])
     except ValueError:
         raise
     except Exception:   # malformed sheet XML
@@ -228,5 +229,6 @@ def read_sheet(data: bytes, name: str, sheet: str | None = None, header_row: int
 
 def frame_of(read: WorkbookRead, names: list[str]) -> pd.DataFrame:
     """The sheet's rows under ``names``, every cell text."""
-    return pd.DataFrame(read.rows, columns=names, dtype=object) if read.rows else pd.DataFrame(
-        {n: pd.Series([], dtype=object) for n in names})
+    if not read.rows:
+        return pd.DataFrame({n: pd.Series([], dtype=str) for n in names})
+    return pd.DataFrame(read.rows, columns=names, dtype=object).astype(str)   # text cells, as a CSV's

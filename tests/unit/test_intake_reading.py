@@ -172,9 +172,12 @@ def _with_dimension(data: bytes, ref: str) -> bytes:
     return out.getvalue()
 
 
-def test_a_sheet_whose_recorded_size_lies_is_refused_when_a_cell_falls_outside():
-    with pytest.raises(ValueError, match="cells beyond its recorded size"):
+def test_a_sheet_whose_recorded_size_lies_is_held_to_the_caps_while_streamed():
+    with pytest.raises(ValueError, match=f"a cell in column 16,384; at most {MAX_COLUMNS:,}"):
         read_file(_with_dimension(wide_dimension_workbook(), "A1:B2"), "lying.xlsx")
+    # a writer that records "A1" only: the table is read whole
+    honest = read_file(_with_dimension(workbook_with_title(), "A1"), "a1.xlsx")
+    pd.testing.assert_frame_equal(honest.frame, expected_cells(EXPORTS["xlsx_title_two_sheets"]))
     rows = MAX_CELLS // 2 + 1
     with pytest.raises(ValueError, match=f"{rows:,} x 2 cells"):
         read_file(_with_dimension(workbook_with_title(), f"A1:B{rows}"), "huge.xlsx")
