@@ -113,6 +113,18 @@ def read_option_widgets(fp: str, suffix: str, read) -> None:
                     help="The row holding the column names; rows above it (titles, notes) are skipped.")
 
 
+def preset_read_options(fp: str, options: ReadOptions | None) -> None:
+    """Start the read boxes of a reopened declaration from the options it was read with (before they are drawn),
+    so it is read the same way and its declaration is not drafted again."""
+    _state()["read"] = None
+    if options is None:
+        return
+    for what, value in (("encoding", options.encoding), ("sep", options.separator), ("sheet", options.sheet),
+                        ("header", options.header_row)):
+        if value is not None:
+            st.session_state[_read_key(fp, what)] = value
+
+
 def _notable(report) -> bool:
     """Whether the read needs a look: not plain UTF-8 with commas from the first line, or notes."""
     used = report.options
@@ -761,6 +773,7 @@ with st.container(border=True, key=f"{P}_start"):
             fp_ = bytes_fingerprint(raw_)
             if _state()["fp"] != fp_ or _state()["base"] is None or _state()["base"].name != name:
                 _start_from(entry["schema"], "declared", fp_)
+                preset_read_options(fp_, entry["schema"].read)
             kept = type("Reopened", (), {"raw": raw_, "name": fname, "fingerprint": fp_})()
     if kept is None:
         st.info("Upload a table to begin. Nothing leaves this machine; the file is kept in this browser session "

@@ -108,3 +108,20 @@ def test_a_hostile_column_name_is_refused_without_being_rendered():
     assert not at.exception
     assert at.error and "markup" in at.error[0].value and "Column\\(s\\) \\[2\\]" in at.error[0].value
     assert not [b for b in _rendered(at) if UNESCAPED.search(b) or "invalid" in b]
+
+
+def test_a_reopened_declaration_is_read_the_way_it_was_declared():
+    from core.intake import DataSchema, ReadOptions, draft_schema, read_table_bytes
+    export = EXPORTS["xlsx_title_two_sheets"]
+    options = ReadOptions(sheet="Notes", header_row=2)
+    schema = draft_schema(read_table_bytes(export.data, export.filename, options), "Codes").replace(
+        file_suffix=".xlsx", read=options)
+    assert isinstance(schema, DataSchema)
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.session_state["declared_data"] = {"Codes": {"schema": schema, "raw": export.data, "file_name": export.filename}}
+    at.switch_page(STEP).run()
+    at.selectbox(key="ds_reopen").set_value("Codes").run()
+    assert not at.exception and not at.error
+    assert _profile_columns(at) == ["unknown", "not asked"]
+    assert _box(at, "sheet").value == "Notes"
+    assert at.text_input(key="ds_name").value == "Codes" and at.session_state["ds_state"]["kind"] == "declared"
