@@ -113,16 +113,18 @@ def read_option_widgets(fp: str, suffix: str, read) -> None:
                     help="The row holding the column names; rows above it (titles, notes) are skipped.")
 
 
-def preset_read_options(fp: str, options: ReadOptions | None) -> None:
-    """Start the read boxes of a reopened declaration from the options it was read with (before they are drawn),
-    so it is read the same way and its declaration is not drafted again."""
+def preset_read_options(fp: str, options: ReadOptions | None, *, next_run: bool = False) -> None:
+    """Start the read boxes of a declaration opened again from the options it was read with, so the file is
+    read the same way and the declaration is not drafted again; ``next_run`` when the boxes are already drawn
+    (their values are then set at the top of the next run)."""
     _state()["read"] = None
     if options is None:
         return
+    target = st.session_state.setdefault(PENDING, {}) if next_run else st.session_state
     for what, value in (("encoding", options.encoding), ("sep", options.separator), ("sheet", options.sheet),
                         ("header", options.header_row)):
         if value is not None:
-            st.session_state[_read_key(fp, what)] = value
+            target[_read_key(fp, what)] = value
 
 
 def _notable(report) -> bool:
@@ -498,7 +500,9 @@ def import_section(fp: str) -> None:
         if st.session_state.get(f"{P}_import_seen") != seen:
             st.session_state[f"{P}_import_seen"] = seen
             try:
-                _start_from(DataSchema.from_dict(json.loads(raw.decode("utf-8"))), "declared", fp)
+                opened = DataSchema.from_dict(json.loads(raw.decode("utf-8")))
+                _start_from(opened, "declared", fp)
+                preset_read_options(fp, opened.read, next_run=True)
             except (ValueError, UnicodeDecodeError) as exc:
                 c1.error(plain(f"{file.name}: {exc}"))
     try:
@@ -509,7 +513,9 @@ def import_section(fp: str) -> None:
         chosen = c2.selectbox("Or start from a saved declaration", ["", *names], key=f"{P}_stored",
                               format_func=lambda n: n or "(choose)")
         if chosen and c2.button("Use it", key=f"{P}_use_stored"):
-            _start_from(data_set_store().get(chosen), "declared", fp)
+            stored = data_set_store().get(chosen)
+            _start_from(stored, "declared", fp)
+            preset_read_options(fp, stored.read, next_run=True)
             st.rerun()
 
 
