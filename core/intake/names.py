@@ -24,14 +24,14 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from core.uploads import MAX_COLUMNS
+from core.uploads import CONTROL_CHARACTERS, HIDDEN_CHARACTERS, MARKUP_CHARACTERS, MAX_COLUMNS
 
 __all__ = ["HIDDEN", "MARKUP", "MAX_NAME", "checked_names", "clean_cells", "clean_text"]
 
 MAX_NAME = 200
-HIDDEN = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-MARKUP = re.compile(r"[\[\]<>`]")
+HIDDEN = re.compile(f"[{HIDDEN_CHARACTERS}]")
+CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
+MARKUP = re.compile(f"[{MARKUP_CHARACTERS}]")
 
 
 def clean_text(text: str) -> str:
