@@ -131,6 +131,7 @@ def _read_text(data: bytes, options: ReadOptions) -> TableRead:
         notes += more
     if found.header_row > 1:
         notes.insert(0, f"Skipped line(s) 1 to {found.header_row - 1} above the header.")
+    notes += _decimal_comma_note(frame)
     used = ReadOptions(encoding, found.separator, None, found.header_row)
     why = (("Encoding", ENCODINGS[encoding], enc_why),
            ("Separator", f"{SEPARATORS[found.separator]} ({found.separator!r})", found.separator_why),
@@ -152,6 +153,19 @@ def _named(frame: pd.DataFrame, header: list) -> tuple[pd.DataFrame, list[str]]:
     frame = frame.copy()
     frame.columns = names
     return frame.reset_index(drop=True), notes
+
+
+def _decimal_comma_note(frame: pd.DataFrame, rows: int = 1_000) -> list[str]:
+    """A warning naming the columns whose first rows write numbers with a decimal comma (``3,5``): cells stay as
+    written, and a number reads a comma as a thousands separator, so such a column is text (and ``1,500`` would
+    read as 1500)."""
+    head = frame.head(rows)
+    found = [str(c) for c in head.columns
+             if head[c].astype(str).str.fullmatch(r"[+-]?\d+,(?:\d{1,2}|\d{4,})").any()]
+    if not found:
+        return []
+    return [f"Decimal commas (such as 3,5) in {', '.join(found[:10])}: they are read as text, not numbers; a value "
+            "such as 1,500 would be read as 1500. Declare such a column a category, or export it with decimal points."]
 
 
 _ENDINGS = {"LF": "Unix", "CRLF": "Windows", "CR": "old Mac, read as line breaks",

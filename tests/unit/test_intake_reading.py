@@ -46,6 +46,8 @@ def test_the_report_names_what_was_detected_and_why():
     assert "Encoding: Windows-1252" in lines
     assert re.search(r"byte 0x[89A-F][0-9A-F] at position [0-9,]+ is not UTF-8", lines)
     assert "semicolon (';')" in lines and "Line endings: CRLF" in lines
+    assert "Decimal commas (such as 3,5) in hours" in lines
+    assert not any("Decimal" in n for n in read_file(EXPORTS["utf8"].data, "x.csv").report.notes)
     titled = read_file(EXPORTS["title_lines"].data, "t.csv").report
     assert "Skipped line(s) 1 to 2 above the header." in titled.notes
     book = read_file(EXPORTS["xlsx_title_two_sheets"].data, "p.xlsx").report
