@@ -26,7 +26,7 @@ import pandas as pd
 
 from core.uploads import CONTROL_CHARACTERS, HIDDEN_CHARACTERS, MARKUP_CHARACTERS, MAX_COLUMNS
 
-__all__ = ["HIDDEN", "MARKUP", "MAX_NAME", "checked_names", "clean_cells", "clean_text"]
+__all__ = ["CONTROL", "HIDDEN", "MARKUP", "MAX_NAME", "checked_names", "clean_cells", "clean_text"]
 
 MAX_NAME = 200
 HIDDEN = re.compile(f"[{HIDDEN_CHARACTERS}]")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from core.intake.options import ENCODINGS, SEPARATORS, ReadOptions
 
-__all__ = ["SAMPLE_LINES", "TextLayout", "decode", "layout"]
+__all__ = ["SAMPLE_LINES", "TextLayout", "decode", "detect_encoding", "layout", "line_endings"]
 
 SAMPLE_LINES = 200
 _UNDEFINED_IN_CP1252 = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
@@ -134,7 +134,7 @@ def layout(text: str, options: ReadOptions) -> TextLayout:
     """The separator and header line of a text table: ``options``' where given, else detected."""
     lines = _first_lines(text, SAMPLE_LINES)
     if options.separator is not None:
-        sep, (share, fields) = options.separator, _score(lines, options.separator)
+        sep, fields = options.separator, _score(lines, options.separator)[1]
         sep_why = "chosen"
     else:
         scores = {s: _score(lines, s) for s in SEPARATORS}
@@ -148,7 +148,7 @@ def layout(text: str, options: ReadOptions) -> TextLayout:
             if others:
                 sep_why += f" (else {', '.join(others)})"
         else:
-            sep, share, fields = ",", 1.0, 1
+            sep, fields = ",", 1
             sep_why = "no comma, semicolon, tab or pipe splits the lines: one column"
     if options.header_row is not None:
         return TextLayout(sep, options.header_row, sep_why, "chosen", fields)

@@ -27,7 +27,8 @@ import pandas as pd
 from core.intake.names import CONTROL, HIDDEN, clean_text
 from core.uploads import MAX_COLUMNS, MAX_EXPANDED_BYTES, MAX_ZIP_RATIO
 
-__all__ = ["MAX_CELLS", "MAX_WORKBOOK_MEMBERS", "HEADER_SCAN_ROWS", "Sheet", "WorkbookRead", "read_sheet"]
+__all__ = ["HEADER_SCAN_ROWS", "MAX_CELLS", "MAX_WORKBOOK_MEMBERS", "Sheet", "WorkbookRead", "cell_text", "find_header",
+           "frame_of", "read_sheet"]
 
 MAX_WORKBOOK_MEMBERS = 1_000
 MAX_CELLS = 5_000_000           # rows x columns of the sheet read; larger tables belong in CSV or Parquet
