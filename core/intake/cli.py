@@ -6,7 +6,7 @@
     python -m core data check-folder / declare-folder / release-folder ...   (core.synthesis.folder_cli)
 
 FILE is CSV (or other delimited text), Parquet or Excel (.xlsx). Read options (``--encoding``, ``--sep``,
-``--sheet``, ``--header-row``) override what is detected; ``profile`` writes the options the file was
+``--sheet``, ``--header-row``, ``--decimal``) override what is detected; ``profile`` writes the options the file was
 read with into the draft schema, and ``check``/``apply`` read by the schema's options unless a flag
 overrides one. How the file was read (and why) is printed on standard error. What these commands print
 (profiles, problems, cleaning counts) is CURATOR-ONLY: it is for the curator's terminal, not for a
@@ -59,6 +59,8 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
         step.add_argument("--sheet", default=None, help="the workbook sheet to read (default: the first with data)")
         step.add_argument("--header-row", type=int, default=None,
                           help="the row number holding the column names (default: detected past title rows)")
+        step.add_argument("--decimal", default=None,
+                          help="decimal mark of a text file's numbers: point or comma (default: detected)")
     from core.synthesis.folder_cli import add_folder_parsers
     add_folder_parsers(steps)
 
@@ -72,7 +74,7 @@ def read_with_options(args: argparse.Namespace, declared: ReadOptions | None) ->
     """The file read by the flags' options, then the declared ones, detecting the rest; the report goes to
     standard error."""
     import sys
-    flags = ReadOptions(args.encoding, args.sep, args.sheet, args.header_row)
+    flags = ReadOptions(args.encoding, args.sep, args.sheet, args.header_row, args.decimal)
     table_suffix(args.file.name)
     read = read_file(read_bytes(args.file, int(args.max_mb * 1e6)), args.file.name, flags.merged(declared))
     for line in read.report.lines():

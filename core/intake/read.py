@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from core.intake.names import HIDDEN, checked_names, clean_cells
-from core.intake.options import ENCODINGS, SEPARATORS, ReadOptions
+from core.intake.options import DECIMALS, ENCODINGS, SEPARATORS, ReadOptions
 from core.intake.schema import FILE_SUFFIXES
 from core.intake.sniff import decode, layout, line_endings
 from core.intake.workbook import frame_of, read_sheet
@@ -131,12 +131,16 @@ def _read_text(data: bytes, options: ReadOptions) -> TableRead:
         notes += more
     if found.header_row > 1:
         notes.insert(0, f"Skipped line(s) 1 to {found.header_row - 1} above the header.")
-    notes += _decimal_comma_note(frame)
-    used = ReadOptions(encoding, found.separator, None, found.header_row)
+    decimal, decimal_why = _decimal_mark(frame, options.decimal)
+    if decimal == ",":
+        frame, more = _with_points(frame)
+        notes += more
+    used = ReadOptions(encoding, found.separator, None, found.header_row, decimal)
     why = (("Encoding", ENCODINGS[encoding], enc_why),
            ("Separator", f"{SEPARATORS[found.separator]} ({found.separator!r})", found.separator_why),
            ("Header row", f"line {found.header_row}", found.header_why),
-           ("Line endings", endings, _ENDINGS[endings]))
+           ("Line endings", endings, _ENDINGS[endings]),
+           ("Decimal mark", f"{DECIMALS[decimal]} ({decimal!r})", decimal_why))
     return TableRead(frame, ReadReport("text", used, why, notes=tuple(notes)))
 
 
@@ -155,17 +159,46 @@ def _named(frame: pd.DataFrame, header: list) -> tuple[pd.DataFrame, list[str]]:
     return frame.reset_index(drop=True), notes
 
 
-def _decimal_comma_note(frame: pd.DataFrame, rows: int = 1_000) -> list[str]:
-    """A warning naming the columns whose first rows write numbers with a decimal comma (``3,5``): cells stay as
-    written, and a number reads a comma as a thousands separator, so such a column is text (and ``1,500`` would
-    read as 1500)."""
+# Numbers that can only be written with a decimal comma, or only with a decimal point (a fraction of other
+# than three digits: "1,500" and "1.500" are ambiguous, "3,5" and "3.25" are not).
+_DECIMAL_COMMA = r"[+-]?\d+,(?:\d{1,2}|\d{4,})"
+_DECIMAL_POINT = r"[+-]?\d+\.(?:\d{1,2}|\d{4,})"
+# A number written with a decimal comma and optional thousands dots: "3,5", "1.250,75", "1.250".
+_COMMA_NUMBER = r"[+-]?(?:\d{1,3}(?:\.\d{3})+|\d+)(?:,\d+)?"
+
+
+def _columns_matching(frame: pd.DataFrame, pattern: str, rows: int = 1_000) -> list[str]:
     head = frame.head(rows)
-    found = [str(c) for c in head.columns
-             if head[c].astype(str).str.fullmatch(r"[+-]?\d+,(?:\d{1,2}|\d{4,})").any()]
-    if not found:
-        return []
-    return [f"Decimal commas (such as 3,5) in {', '.join(found[:10])}: they are read as text, not numbers; a value "
-            "such as 1,500 would be read as 1500. Declare such a column a category, or export it with decimal points."]
+    return [str(c) for c in head.columns if head[c].astype(str).str.fullmatch(pattern).any()]
+
+
+def _decimal_mark(frame: pd.DataFrame, chosen: str | None) -> tuple[str, str]:
+    """(mark, why): the chosen one, else a comma when the first rows hold numbers only a decimal comma writes
+    and none only a decimal point writes, else a point."""
+    if chosen is not None:
+        return chosen, "chosen"
+    commas = _columns_matching(frame, _DECIMAL_COMMA)
+    if not commas:
+        return ".", "no number written with a decimal comma"
+    points = _columns_matching(frame, _DECIMAL_POINT)
+    if points:
+        return ".", (f"decimal points in {', '.join(points[:5])} (decimal commas in {', '.join(commas[:5])} are "
+                     "left as written)")
+    return ",", f"numbers such as 3,5 in {', '.join(commas[:5])}, and no decimal point"
+
+
+def _with_points(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Cells that are numbers written with a decimal comma, rewritten with a point and without thousands dots."""
+    touched = []
+    for name in frame.columns:
+        text = frame[name].astype(str)
+        hit = text.str.fullmatch(_COMMA_NUMBER) & text.str.contains(r"[.,]")
+        if hit.any():
+            frame[name] = text.where(~hit, text.str.replace(".", "", regex=False).str.replace(",", ".", regex=False))
+            touched.append(str(name))
+    notes = ([f"Numbers written with a decimal comma rewritten with a point in {', '.join(touched[:10])}."]
+             if touched else [])
+    return frame, notes
 
 
 _ENDINGS = {"LF": "Unix", "CRLF": "Windows", "CR": "old Mac, read as line breaks",

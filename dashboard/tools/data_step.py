@@ -40,7 +40,7 @@ from core.intake.folder import (SAMPLE_ROWS, check_folder, check_plan, folder_ro
 from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, candidate_grid, category_threshold,  # noqa: E402
                                   estimate_bounds, estimate_categories, planned_estimate_ledger,
                                   reliable_rows)
-from core.intake.options import ENCODINGS, SEPARATORS, ReadOptions  # noqa: E402
+from core.intake.options import DECIMALS, ENCODINGS, SEPARATORS, ReadOptions  # noqa: E402
 from core.intake.read import read_file, table_suffix  # noqa: E402
 from core.intake.suggest import label_merges  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
@@ -88,16 +88,16 @@ def _read_key(fp: str, what: str) -> str:
 
 def chosen_read_options(fp: str) -> ReadOptions:
     """The read options chosen on the page for this file (Detect, the default, leaves a choice to the file)."""
-    value = {w: st.session_state.get(_read_key(fp, w), DETECT) for w in ("encoding", "sep", "sheet")}
+    value = {w: st.session_state.get(_read_key(fp, w), DETECT) for w in ("encoding", "sep", "sheet", "decimal")}
     header = int(st.session_state.get(_read_key(fp, "header"), 0) or 0)
-    return ReadOptions(*(None if value[w] == DETECT else value[w] for w in ("encoding", "sep", "sheet")),
-                       header or None)
+    chosen = {w: None if v == DETECT else v for w, v in value.items()}
+    return ReadOptions(chosen["encoding"], chosen["sep"], chosen["sheet"], header or None, chosen["decimal"])
 
 
 def read_option_widgets(fp: str, suffix: str, read) -> None:
     """The boxes that override what is detected (their values are read by :func:`chosen_read_options`)."""
     text = suffix not in (".xlsx", ".parquet", ".pq")
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4, c5 = st.columns(5)
     c1.selectbox("Encoding", [DETECT, *ENCODINGS], key=_read_key(fp, "encoding"), disabled=not text,
                  format_func=lambda e: ENCODINGS.get(e, e))
     c2.selectbox("Separator", [DETECT, *SEPARATORS], key=_read_key(fp, "sep"), disabled=not text,
@@ -111,6 +111,9 @@ def read_option_widgets(fp: str, suffix: str, read) -> None:
     c4.number_input("Header row (0: detect)", 0, 1000, key=_read_key(fp, "header"),
                     disabled=suffix in (".parquet", ".pq"),
                     help="The row holding the column names; rows above it (titles, notes) are skipped.")
+    c5.selectbox("Decimal mark", [DETECT, *DECIMALS], key=_read_key(fp, "decimal"), disabled=not text,
+                 format_func=lambda v: f"{DECIMALS[v]} ({v!r})" if v in DECIMALS else v,
+                 help="With a comma, numbers such as 3,5 and 1.250,75 are read as 3.5 and 1250.75.")
 
 
 def preset_read_options(fp: str, options: ReadOptions | None, *, next_run: bool = False) -> None:
@@ -122,7 +125,7 @@ def preset_read_options(fp: str, options: ReadOptions | None, *, next_run: bool 
         return
     target = st.session_state.setdefault(PENDING, {}) if next_run else st.session_state
     for what, value in (("encoding", options.encoding), ("sep", options.separator), ("sheet", options.sheet),
-                        ("header", options.header_row)):
+                        ("header", options.header_row), ("decimal", options.decimal)):
         if value is not None:
             target[_read_key(fp, what)] = value
 

@@ -50,7 +50,9 @@ def test_a_semicolon_windows_export_is_read_and_the_page_says_how():
     said = _how_read(at)
     assert "Encoding: Windows-1252 (Western European)" in said and "Separator: semicolon (';')" in said
     assert _profile_columns(at) == list(people().columns)
-    assert at.session_state["ds_state"]["read"].separator == ";"
+    assert at.session_state["ds_state"]["read"].separator == ";" and at.session_state["ds_state"]["read"].decimal == ","
+    profile = next(d.value for d in at.dataframe if "looks like" in d.value.columns).set_index("column")
+    assert profile.loc["hours", "looks like"] == "number" and profile.loc["income", "looks like"] == "number"
 
 
 def test_choosing_the_wrong_separator_reads_one_column_and_blocks():

@@ -33,8 +33,8 @@ def test_each_county_export_is_read_with_what_was_detected(key):
     export = EXPORTS[key]
     read = read_file(export.data, export.filename)
     used = read.report.options
-    assert (used.encoding, used.separator, used.header_row, used.sheet) == \
-        (export.encoding, export.separator, export.header_row, export.sheet)
+    assert (used.encoding, used.separator, used.header_row, used.sheet, used.decimal) == \
+        (export.encoding, export.separator, export.header_row, export.sheet, export.decimal)
     pd.testing.assert_frame_equal(read.frame.reset_index(drop=True), expected_cells(export), check_dtype=False)
     # read again by the options it reported, it gives the same cells
     again = read_table_bytes(export.data, export.filename, used)
@@ -46,8 +46,10 @@ def test_the_report_names_what_was_detected_and_why():
     assert "Encoding: Windows-1252" in lines
     assert re.search(r"byte 0x[89A-F][0-9A-F] at position [0-9,]+ is not UTF-8", lines)
     assert "semicolon (';')" in lines and "Line endings: CRLF" in lines
-    assert "Decimal commas (such as 3,5) in hours" in lines
-    assert not any("Decimal" in n for n in read_file(EXPORTS["utf8"].data, "x.csv").report.notes)
+    assert "Decimal mark: comma (',') (numbers such as 3,5 in hours, and no decimal point)." in lines
+    assert "Numbers written with a decimal comma rewritten with a point in income, hours." in lines
+    plain = "\n".join(read_file(EXPORTS["utf8"].data, "x.csv").report.lines())
+    assert "Decimal mark: point ('.')" in plain and "rewritten" not in plain
     titled = read_file(EXPORTS["title_lines"].data, "t.csv").report
     assert "Skipped line(s) 1 to 2 above the header." in titled.notes
     book = read_file(EXPORTS["xlsx_title_two_sheets"].data, "p.xlsx").report
@@ -60,9 +62,13 @@ def test_the_report_names_what_was_detected_and_why():
 # ------------------------------------------------------------------------------------------- overrides
 def test_overrides_are_used_instead_of_detection():
     semi = EXPORTS["semicolon_decimal_comma"]
-    # read by commas, the decimal commas split rows unevenly: refused, naming the separator
+    by_commas = read_file(semi.data, semi.filename, ReadOptions(separator="comma"))
+    assert by_commas.report.why[1][2] == "chosen" and len(by_commas.frame.columns) == 2   # split at the decimals
+    # rows split unevenly by the chosen separator: refused, naming it
     with pytest.raises(ValueError, match=r"with the comma \(','\) as separator.*choose another separator"):
-        read_file(semi.data, semi.filename, ReadOptions(separator="comma"))
+        read_file(b"a,b\n1,5\n3,4,5\n", "ragged.csv", ReadOptions(separator="comma"))
+    as_written = read_file(semi.data, semi.filename, ReadOptions(decimal="point")).frame
+    assert as_written["hours"].str.contains(",").all() and as_written["income"].str.contains(r"\.").any()
     tab = EXPORTS["tab"]
     assert read_file(tab.data, tab.filename, ReadOptions(separator="tab")).report.why[1][2] == "chosen"
     with pytest.raises(ValueError, match="cannot be read as UTF-8: byte 0x.. at position"):
@@ -98,7 +104,8 @@ def test_a_file_read_as_one_column_while_it_holds_separators_blocks_a_run():
 def test_read_options_validate_and_accept_names():
     assert ReadOptions(encoding="Windows-1252", separator="tab").separator == "\t"
     assert ReadOptions(encoding="latin1").encoding == "latin-1"
-    for bad in (dict(encoding="ebcdic"), dict(separator="#"), dict(header_row=0), dict(sheet=" ")):
+    assert ReadOptions(decimal="comma").decimal == ","
+    for bad in (dict(encoding="ebcdic"), dict(separator="#"), dict(header_row=0), dict(sheet=" "), dict(decimal=";")):
         with pytest.raises(ValueError):
             ReadOptions(**bad)
 
@@ -117,10 +124,10 @@ def test_the_read_options_travel_with_the_declaration_and_reruns_read_the_same_w
     assert DataSchema.from_dict(schema.to_dict()) == schema
     ref = DataRef(DataRef.UPLOAD, bytes_fingerprint(export.data), schema=schema)
     back = plan_from_dict(plan_to_dict(_plan_on(ref))).data
-    assert back.schema.read == ReadOptions("cp1252", ";", None, 1)
+    assert back.schema.read == ReadOptions("cp1252", ";", None, 1, ",")
     pd.testing.assert_frame_equal(load_microdata(back, export.data), apply(read.frame, schema))
     # the same file declared with another separator is read that way, and refused
-    wrong = schema.replace(read=ReadOptions("cp1252", ",", None, 1))
+    wrong = schema.replace(read=ReadOptions("cp1252", ",", None, 1, ","))
     with pytest.raises(ValueError):
         load_microdata(DataRef(DataRef.UPLOAD, ref.fingerprint, schema=wrong), export.data)
 
@@ -280,7 +287,7 @@ def test_command_line_detects_says_and_overrides(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "read: Separator: semicolon (';')" in done.stderr and "Windows-1252" in done.stderr
     schema = DataSchema.from_dict(json.loads(schema_path.read_text()))
-    assert schema.read == ReadOptions("cp1252", ";", None, 1)
+    assert schema.read == ReadOptions("cp1252", ";", None, 1, ",")
     assert [c.name for c in schema.columns] == list(people().columns)
     done = _cli("check", str(path), "--schema", str(schema_path), "--sep", "comma")
     assert done.returncode == 2 and "with the comma (',') as separator" in done.stderr
