@@ -131,7 +131,7 @@ def _read_text(data: bytes, options: ReadOptions) -> TableRead:
         notes += more
     if found.header_row > 1:
         notes.insert(0, f"Skipped line(s) 1 to {found.header_row - 1} above the header.")
-    decimal, decimal_why = _decimal_mark(frame, options.decimal)
+    decimal, decimal_why = _decimal_mark(frame, options.decimal, found.separator)
     if decimal == ",":
         frame, more = _with_points(frame)
         notes += more
@@ -172,11 +172,14 @@ def _columns_matching(frame: pd.DataFrame, pattern: str, rows: int = 1_000) -> l
     return [str(c) for c in head.columns if head[c].astype(str).str.fullmatch(pattern).any()]
 
 
-def _decimal_mark(frame: pd.DataFrame, chosen: str | None) -> tuple[str, str]:
-    """(mark, why): the chosen one, else a comma when the first rows hold numbers only a decimal comma writes
-    and none only a decimal point writes, else a point."""
+def _decimal_mark(frame: pd.DataFrame, chosen: str | None, separator: str) -> tuple[str, str]:
+    """(mark, why): the chosen one, else a point in a comma-separated file (a decimal comma there would need
+    quotes; "1,500" is a thousands separator), else a comma when the first rows hold numbers only a decimal
+    comma writes and none only a decimal point writes, else a point."""
     if chosen is not None:
         return chosen, "chosen"
+    if separator == ",":
+        return ".", "the file is comma-separated"
     commas = _columns_matching(frame, _DECIMAL_COMMA)
     if not commas:
         return ".", "no number written with a decimal comma"

@@ -49,7 +49,9 @@ def test_the_report_names_what_was_detected_and_why():
     assert "Decimal mark: comma (',') (numbers such as 3,5 in hours, and no decimal point)." in lines
     assert "Numbers written with a decimal comma rewritten with a point in income, hours." in lines
     plain = "\n".join(read_file(EXPORTS["utf8"].data, "x.csv").report.lines())
-    assert "Decimal mark: point ('.')" in plain and "rewritten" not in plain
+    assert "Decimal mark: point ('.') (the file is comma-separated)" in plain and "rewritten" not in plain
+    quoted = read_file(b'id,hours\nP1,"3,5"\nP2,"4,25"\n', "q.csv")
+    assert quoted.frame["hours"].tolist() == ["3,5", "4,25"] and quoted.report.options.decimal == "."
     titled = read_file(EXPORTS["title_lines"].data, "t.csv").report
     assert "Skipped line(s) 1 to 2 above the header." in titled.notes
     book = read_file(EXPORTS["xlsx_title_two_sheets"].data, "p.xlsx").report
