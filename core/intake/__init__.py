@@ -4,8 +4,8 @@ The whole surface (UI-agnostic; the data-step page and ``python -m core data`` b
 
     frame = read_table("extract.csv")                  # CSV / Parquet / Excel, cells as written
     frame = read_table_bytes(data, "extract.xlsx")     # the same from bytes in memory, by the name's suffix
-    read = read_file(data, "extract.csv", ReadOptions(separator=";"))   # .frame and .report: what was
-                                                       # detected (encoding, separator, sheet, header row) and why
+    read = read_file(data, "extract.csv", ReadOptions(separator=";"))   # .frame and .report: what was detected
+                                                       # (encoding, separator, sheet, header row, decimal) and why
     prof = profile(frame)                              # CURATOR-ONLY: counts and examples, never exported
     schema = draft_schema(frame, "County extract")     # a DataSchema with the obvious cleaning proposed
     problems = check(frame, schema)                    # every problem at once (column, severity, what, todo)

@@ -5,11 +5,11 @@
     python -m core data apply FILE --schema SCHEMA.json --out CLEAN.csv [--seed N] [read options]
     python -m core data check-folder / declare-folder / release-folder ...   (core.synthesis.folder_cli)
 
-FILE is CSV (or other delimited text), Parquet or Excel (.xlsx). Read options (``--encoding``, ``--sep``,
-``--sheet``, ``--header-row``, ``--decimal``) override what is detected; ``profile`` writes the options the file was
-read with into the draft schema, and ``check``/``apply`` read by the schema's options unless a flag
-overrides one. How the file was read (and why) is printed on standard error. What these commands print
-(profiles, problems, cleaning counts) is CURATOR-ONLY: it is for the curator's terminal, not for a
+FILE is CSV (or other delimited text), Parquet or Excel (.xlsx). Read options (``--encoding``,
+``--sep``, ``--sheet``, ``--header-row``, ``--decimal``) override what is detected; ``profile`` writes
+the options the file was read with into the draft schema, and ``check``/``apply`` read by the schema's
+options unless a flag overrides one. How the file was read (and why) is printed on standard error.
+What these commands print (profiles, problems, cleaning counts) is CURATOR-ONLY: it is for the curator's terminal, not for a
 report. Exit codes: 0 done; 1 ``check``/``apply`` found a problem that blocks a run; 2 the input
 could not be read.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from core.intake.check import check, clean
@@ -73,7 +74,6 @@ def load_schema(path: Path) -> DataSchema:
 def read_with_options(args: argparse.Namespace, declared: ReadOptions | None) -> TableRead:
     """The file read by the flags' options, then the declared ones, detecting the rest; the report goes to
     standard error."""
-    import sys
     flags = ReadOptions(args.encoding, args.sep, args.sheet, args.header_row, args.decimal)
     table_suffix(args.file.name)
     read = read_file(read_bytes(args.file, int(args.max_mb * 1e6)), args.file.name, flags.merged(declared))
