@@ -9,9 +9,9 @@ FILE is CSV (or other delimited text), Parquet or Excel (.xlsx). Read options (`
 ``--sep``, ``--sheet``, ``--header-row``, ``--decimal``) override what is detected; ``profile`` writes
 the options the file was read with into the draft schema, and ``check``/``apply`` read by the schema's
 options unless a flag overrides one. How the file was read (and why) is printed on standard error.
-What these commands print (profiles, problems, cleaning counts) is CURATOR-ONLY: it is for the curator's terminal, not for a
-report. Exit codes: 0 done; 1 ``check``/``apply`` found a problem that blocks a run; 2 the input
-could not be read.
+What these commands print (profiles, problems, cleaning counts) is CURATOR-ONLY: it is for the
+curator's terminal, not for a report. Exit codes: 0 done; 1 ``check``/``apply`` found a problem that
+blocks a run; 2 the input could not be read.
 """
 from __future__ import annotations
 
