@@ -259,8 +259,8 @@ def load_microdata(ref: DataRef, data: bytes | None = None) -> pd.DataFrame:
     - bundled data (``ref.source`` a DATASETS key): a fresh copy of it; ``data`` must be None;
     - an upload: ``data`` must be the file's bytes, and their SHA-256 must be ``ref.fingerprint``
       (checked before anything is parsed). With the curator's schema (``ref.schema``, a
-      :class:`core.intake.DataSchema`) the bytes are read by the schema's ``file_suffix``
-      (:func:`core.intake.read_table_bytes`, cells as text) and cleaned by
+      :class:`core.intake.DataSchema`) the bytes are read by the schema's ``file_suffix`` and ``read``
+      options (:func:`core.intake.read_table_bytes`, cells as text) and cleaned by
       :func:`core.intake.apply` with the schema's ``bounding_seed``, so every run, and every rerun of
       a report, sees exactly the same cleaned table; without a schema they are read as a CSV by
       ``core.uploads.read_upload(..., "microdata_csv")``.
@@ -291,7 +291,7 @@ def load_microdata(ref: DataRef, data: bytes | None = None) -> pd.DataFrame:
     if not isinstance(schema, DataSchema):
         raise ValueError(f"The plan's data schema is a {type(schema).__name__}, not a DataSchema; declare the "
                          "data again on the data step.")
-    frame = apply(read_table_bytes(read_bytes(data), schema.file_suffix), schema)
+    frame = apply(read_table_bytes(read_bytes(data), schema.file_suffix, schema.read), schema)
     if frame.empty or not len(frame.columns):
         raise ValueError(f"Cleaning {schema.name!r} by its schema leaves no rows or no columns; check the "
                          "missing-value policies and roles on the data step.")

@@ -37,7 +37,8 @@ import pandas as pd
 import shapely
 
 __all__ = [
-    "DEFAULT_MAX_BYTES", "MAX_COLUMNS", "MAX_COUNT", "MAX_EXPANDED_BYTES", "MAX_ZIP_MEMBERS",
+    "CONTROL_CHARACTERS", "DEFAULT_MAX_BYTES", "HIDDEN_CHARACTERS", "MARKUP_CHARACTERS", "MAX_COLUMNS",
+    "MAX_COUNT", "MAX_EXPANDED_BYTES", "MAX_ZIP_MEMBERS",
     "MAX_ZIP_RATIO", "UPLOAD_KINDS", "parse_json_text", "read_bytes", "read_json", "read_text",
     "read_upload",
 ]
@@ -47,9 +48,13 @@ MIN_MICRODATA_ROWS = 10
 MIN_MICRODATA_COLUMNS = 2
 # Widest CSV accepted; a PL 94-171 segment has a few hundred fields, microdata a few dozen.
 MAX_COLUMNS = 2_000
-# Characters that would let a column name act as a link, image, HTML or code span when shown, or
-# hide itself (control, zero-width and direction-changing characters).
-_ACTIVE_IN_NAMES = re.compile(r"[\[\]<>`\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+# Characters that would let a column name act as a link, image, HTML or code span when shown (markup), or
+# hide itself or reorder the text around it (zero-width, direction marks and overrides, byte-order marks,
+# soft hyphens), and control characters; as regular-expression class bodies, shared with core.intake.names.
+MARKUP_CHARACTERS = r"\[\]<>`"
+HIDDEN_CHARACTERS = "\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f\u2028\u2029"
+_ACTIVE_IN_NAMES = re.compile(f"[{MARKUP_CHARACTERS}{HIDDEN_CHARACTERS}{CONTROL_CHARACTERS}]")
 # Zips: at most this many members, each expanding at most MAX_ZIP_RATIO times its compressed size,
 # and all of them together at most MAX_EXPANDED_BYTES (checked on the declared sizes, then enforced
 # on the bytes actually inflated).

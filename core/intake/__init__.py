@@ -4,6 +4,8 @@ The whole surface (UI-agnostic; the data-step page and ``python -m core data`` b
 
     frame = read_table("extract.csv")                  # CSV / Parquet / Excel, cells as written
     frame = read_table_bytes(data, "extract.xlsx")     # the same from bytes in memory, by the name's suffix
+    read = read_file(data, "extract.csv", ReadOptions(separator=";"))   # .frame and .report: what was detected
+                                                       # (encoding, separator, sheet, header row, decimal) and why
     prof = profile(frame)                              # CURATOR-ONLY: counts and examples, never exported
     schema = draft_schema(frame, "County extract")     # a DataSchema with the obvious cleaning proposed
     problems = check(frame, schema)                    # every problem at once (column, severity, what, todo)
@@ -18,13 +20,15 @@ still undeclared: the hook for private estimation.
 """
 from core.intake.check import Cleaned, CleaningReport, Problem, apply, check, clean
 from core.intake.profile import ColumnProfile, Profile, profile
-from core.intake.read import read_table, read_table_bytes
+from core.intake.options import ReadOptions
+from core.intake.read import ReadReport, TableRead, read_file, read_table, read_table_bytes
 from core.intake.schema import (BLOCKS, DEFAULT_MISSING_TOKENS, FILE_SUFFIXES, MISSING_LABEL, MISSING_POLICIES,
                                 ROLES, SCHEMA_VERSION, WARNING, ColumnSchema, DataSchema)
 from core.intake.suggest import draft_schema, needs_public_info
 
 __all__ = [
     "BLOCKS", "Cleaned", "CleaningReport", "ColumnProfile", "ColumnSchema", "DataSchema", "DEFAULT_MISSING_TOKENS",
-    "FILE_SUFFIXES", "MISSING_LABEL", "MISSING_POLICIES", "Problem", "Profile", "ROLES", "SCHEMA_VERSION", "WARNING",
-    "apply", "check", "clean", "draft_schema", "needs_public_info", "profile", "read_table", "read_table_bytes",
+    "FILE_SUFFIXES", "MISSING_LABEL", "MISSING_POLICIES", "Problem", "Profile", "ROLES", "ReadOptions", "ReadReport",
+    "SCHEMA_VERSION", "TableRead", "WARNING", "apply", "check", "clean", "draft_schema", "needs_public_info",
+    "profile", "read_file", "read_table", "read_table_bytes",
 ]

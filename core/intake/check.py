@@ -34,6 +34,7 @@ import pandas as pd
 
 from core.intake.bounding import keep_per_person, row_keys
 from core.intake.hints import fold_label, missing_code_suggestions, named, unit_suggestions
+from core.intake.options import SEPARATORS
 from core.intake.schema import BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
 from core.intake.values import ColumnValues, observed_order, read_values, require_table
 
@@ -169,7 +170,7 @@ def check(frame: pd.DataFrame, schema: DataSchema) -> tuple[Problem, ...]:
     require_table(frame, "check")
     if not isinstance(schema, DataSchema):
         raise ValueError("check takes a DataSchema; draft one with core.intake.draft_schema.")
-    problems: list[Problem] = []
+    problems: list[Problem] = list(_one_column_problem(frame))
     for col in schema.used_columns():
         if col.name not in frame.columns:
             problems.append(Problem(col.name, BLOCKS, "is declared but not in the file.",
@@ -183,6 +184,25 @@ def check(frame: pd.DataFrame, schema: DataSchema) -> tuple[Problem, ...]:
             problems.append(Problem(str(name), WARNING, "is in the file but not declared; it will be left out.",
                                     "Declare it in the schema (or mark it leave_out to silence this)."))
     return tuple(problems)
+
+
+def _one_column_problem(frame: pd.DataFrame) -> list[Problem]:
+    """A table read as one column although its header or most of its rows hold a separator: the file was
+    read with the wrong separator, and every value would be one long label."""
+    if len(frame.columns) != 1:
+        return []
+    name = str(frame.columns[0])
+    text = frame.iloc[:, 0].astype(str)
+    found = []
+    for sep, word in SEPARATORS.items():
+        rows = int(text.str.contains(sep, regex=False).sum())
+        if sep in name or (len(text) and rows * 2 > len(text)):
+            found.append(f"{word} ({sep!r}: {'in the header, ' if sep in name else ''}{rows:,} rows)")
+    if not found:
+        return []
+    return [Problem(name, BLOCKS, f"is the only column read, but the file holds separators: {', '.join(found)}.",
+                    "Read the file with that separator (the Separator choice on the page, or --sep on the "
+                    "command line).")]
 
 
 def _column_problems(read: _Read, schema: DataSchema) -> list[Problem]:

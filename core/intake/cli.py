@@ -1,9 +1,9 @@
 """``python -m core data ...``: profile a curator's file into a draft schema, check it, apply it.
 
-    python -m core data profile FILE --out SCHEMA.json [--name NAME] [CHOICES]
+    python -m core data profile FILE --out SCHEMA.json [--name NAME] [CHOICES] [READ OPTIONS]
     python -m core data edit SCHEMA.json [--out NEW.json] CHOICES
-    python -m core data check FILE --schema SCHEMA.json
-    python -m core data apply FILE --schema SCHEMA.json --out CLEAN.csv [--seed N]
+    python -m core data check FILE --schema SCHEMA.json [READ OPTIONS]
+    python -m core data apply FILE --schema SCHEMA.json --out CLEAN.csv [--seed N] [READ OPTIONS]
     python -m core data check-folder / declare-folder / release-folder ...   (core.synthesis.folder_cli)
 
 CHOICES are the curator's declarations, each repeatable: ``--missing-token TEXT`` /
@@ -14,7 +14,12 @@ COLUMN VARIANT LABEL``. ``profile`` prints what the values suggest (missing code
 their rows); none of it enters the schema unless named here, except the label merges the draft
 proposes. ``edit`` changes a schema file (in place unless ``--out``) without reading the data.
 
-FILE is CSV, Parquet or Excel (.xlsx). What these commands print
+READ OPTIONS (``--encoding``, ``--sep``, ``--sheet``, ``--header-row``, ``--decimal``) override what is
+detected; ``profile`` writes the options the file was read with into the draft schema, and
+``check``/``apply`` read by the schema's options unless a flag overrides one. How the file was read (and
+why) is printed on standard error.
+
+FILE is CSV (or other delimited text), Parquet or Excel (.xlsx). What these commands print
 (profiles, problems, cleaning counts) is CURATOR-ONLY: it is for the curator's terminal, not for a
 report. Exit codes: 0 done; 1 ``check``/``apply`` found a problem that blocks a run; 2 the input
 could not be read.
@@ -23,16 +28,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from core.intake.check import check, clean
 from core.intake.hints import named
 from core.intake.profile import profile
-from core.intake.read import read_table
+from core.intake.options import ENCODINGS, ReadOptions
+from core.intake.read import TableRead, read_file, table_suffix
 from core.intake.schema import DEFAULT_MISSING_TOKENS, DataSchema
 from core.intake.suggest import column_suggestions, draft_schema
 from core.report import guarded_csv
-from core.uploads import DEFAULT_MAX_BYTES, parse_json_text, read_text
+from core.uploads import DEFAULT_MAX_BYTES, parse_json_text, read_bytes, read_text
 
 __all__ = ["add_data_parser", "run_data_command"]
 
@@ -85,6 +92,14 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
                               help="seed of contribution bounding (default: the schema's bounding_seed)")
         step.add_argument("--max-mb", type=float, default=DEFAULT_MAX_BYTES / 1e6,
                           help="largest file read, in MB (default: the upload limit)")
+        step.add_argument("--encoding", default=None, help=f"text encoding, one of {', '.join(ENCODINGS)} "
+                                                           "(default: detected)")
+        step.add_argument("--sep", default=None, help="separator: comma, semicolon, tab or pipe (default: detected)")
+        step.add_argument("--sheet", default=None, help="the workbook sheet to read (default: the first with data)")
+        step.add_argument("--header-row", type=int, default=None,
+                          help="the row number holding the column names (default: detected past title rows)")
+        step.add_argument("--decimal", default=None,
+                          help="decimal mark of a text file's numbers: point or comma (default: detected)")
     from core.synthesis.folder_cli import add_folder_parsers
     add_folder_parsers(steps)
 
@@ -92,6 +107,17 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
 def load_schema(path: Path) -> DataSchema:
     """A schema JSON file written by ``data profile`` (and edited by the curator)."""
     return DataSchema.from_dict(parse_json_text(read_text(path)))
+
+
+def read_with_options(args: argparse.Namespace, declared: ReadOptions | None) -> TableRead:
+    """The file read by the flags' options, then the declared ones, detecting the rest; the report goes to
+    standard error."""
+    flags = ReadOptions(args.encoding, args.sep, args.sheet, args.header_row, args.decimal)
+    table_suffix(args.file.name)
+    read = read_file(read_bytes(args.file, int(args.max_mb * 1e6)), args.file.name, flags.merged(declared))
+    for line in read.report.lines():
+        print(f"read: {line}", file=sys.stderr)
+    return read
 
 
 def _suggestion_lines(frame, schema: DataSchema, column: str) -> list[str]:
@@ -118,14 +144,16 @@ def run_data_command(args: argparse.Namespace) -> int:
         out.write_text(json.dumps(schema.to_dict(), indent=2) + "\n")
         print(f"Schema written to {out}.")
         return 0
-    frame = read_table(args.file, max_bytes=int(args.max_mb * 1e6))
+    schema = None if args.data_command == "profile" else load_schema(args.schema)
+    read = read_with_options(args, None if schema is None else schema.read)
+    frame = read.frame
     if args.data_command == "profile":
         gone = {t.lower() for (t,) in args.no_missing_token}
         tokens = tuple(t for t in DEFAULT_MISSING_TOKENS + tuple(t for (t,) in args.missing_token)
                        if t.lower() not in gone)
         prof = profile(frame, tokens)
         schema = draft_schema(frame, args.name or args.file.stem, tokens, profiled=prof)
-        schema = _with_choices(schema.replace(file_suffix=args.file.suffix.lower()), args)
+        schema = _with_choices(schema.replace(file_suffix=args.file.suffix.lower(), read=read.report.options), args)
         for column in dict.fromkeys(c for c, _ in args.missing_code):    # codes make missing values: the draft's policy
             if schema.column(column).missing is None:
                 role = schema.column(column).role
@@ -140,7 +168,6 @@ def run_data_command(args: argparse.Namespace) -> int:
         args.out.write_text(json.dumps(schema.to_dict(), indent=2) + "\n")
         print(f"Draft schema written to {args.out}; edit it, then run `python -m core data check`.")
         return 0
-    schema = load_schema(args.schema)
     if args.data_command == "check":
         problems = check(frame, schema)
         for problem in problems:

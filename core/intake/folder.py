@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from core.intake.check import Problem, apply
+from core.intake.names import checked_names
 from core.intake.schema import BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
 from core.intake.values import read_values
 
@@ -137,7 +138,7 @@ def sample_rows(listing: FolderListing, n_rows: int = SAMPLE_ROWS) -> pd.DataFra
         if have >= n_rows:
             break
     frame = pd.concat(batches, ignore_index=True).head(n_rows) if batches else pd.DataFrame(columns=columns)
-    frame.columns = [str(c).strip() for c in frame.columns]
+    frame.columns = checked_names([str(c) for c in frame.columns], fix=False, name_blanks=False)[0]
     return frame
 
 

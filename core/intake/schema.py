@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from core.contracts import digest_of, storable
+from core.intake.options import ReadOptions
 
 __all__ = [
     "BLOCKS", "ColumnSchema", "DataSchema", "DEFAULT_MISSING_TOKENS", "FILE_SUFFIXES", "MISSING_LABEL",
@@ -53,9 +55,12 @@ MISSING_LABEL = "(missing)"
 BLOCKS = "blocks a run"
 WARNING = "warning"
 MAX_BINS = 1_000
+# Largest magnitude of a bound, bin edge or fill value: well inside float64, so widths and edges stay
+# finite and distinct (1e308 - -1e308 overflows to inf, and inf / bins gives NaN edges).
+MAX_MAGNITUDE = 1e15
 MAX_SEED = 2**63 - 1
 # The file types a data set is read from (core.intake.read reads each by this suffix).
-FILE_SUFFIXES = (".csv", ".parquet", ".pq", ".xlsx")
+FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".parquet", ".pq", ".xlsx")
 
 
 def _fail(column: str, message: str) -> None:
@@ -81,7 +86,15 @@ def _texts(column: str, what: str, value: Any) -> tuple[str, ...] | None:
 def _finite(column: str, what: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
         _fail(column, f"{what} must be a finite number, not {value!r:.40}.")
+    if abs(float(value)) > MAX_MAGNITUDE:
+        _fail(column, f"{what} must lie within +-{MAX_MAGNITUDE:g}, not {value!r:.40}; give it in larger units.")
     return float(value)
+
+
+def _repeated(values, key=lambda v: v) -> list:
+    """The values that occur more than once under ``key`` (one counting pass: linear in their number)."""
+    counts = Counter(key(v) for v in values)
+    return sorted({v for v in values if counts[key(v)] > 1})
 
 
 @storable
@@ -164,6 +177,8 @@ class ColumnSchema:
         if self.bins is not None and (isinstance(self.bins, bool) or not isinstance(self.bins, int)):
             if isinstance(self.bins, str) or not isinstance(self.bins, (tuple, list)):
                 _fail(name, f"bins must be a whole number of bins or a list of edges, not {self.bins!r:.40}.")
+            if len(self.bins) > MAX_BINS + 1:
+                _fail(name, f"{len(self.bins):,} bin edges are given; at most {MAX_BINS + 1:,} ({MAX_BINS:,} bins).")
             put(self, "bins", tuple(_finite(name, "each bin edge", e) for e in self.bins))
         if isinstance(self.merges, Mapping):
             put(self, "merges", tuple(self.merges.items()))
@@ -198,22 +213,22 @@ class ColumnSchema:
                 _fail(name, "the public category list is empty; list the categories or unset it.")
             if any(c == "" for c in self.categories):
                 _fail(name, "a public category is blank; blanks are missing values, handled by the missing policy.")
-            seen = [c.lower() for c in self.categories]
-            twice = sorted({c for c in self.categories if seen.count(c.lower()) > 1})
+            twice = _repeated(self.categories, str.lower)
             if twice:
                 _fail(name, f"the categories {twice} are listed twice (ignoring case); list each once.")
             if MISSING_LABEL in self.categories and self.missing == "own_category":
                 _fail(name, f"{MISSING_LABEL!r} is the label of missing values; remove it from the categories.")
-        variants = [v.lower() for v, _ in self.merges]
+        merged_twice = _repeated([v for v, _ in self.merges], str.lower)
+        if merged_twice:
+            _fail(name, f"the variant(s) {merged_twice[:10]} are merged twice; keep one merge for each.")
+        public = set(self.categories) if self.categories is not None else None
         target = {v.lower(): c for v, c in self.merges}
         for variant, label in self.merges:
             if not variant or not label:
                 _fail(name, "a merge has a blank variant or label; blanks are missing values.")
             if variant == label:
                 _fail(name, f"the merge {variant!r} -> {label!r} changes nothing; remove it.")
-            if variants.count(variant.lower()) > 1:
-                _fail(name, f"the variant {variant!r} is merged twice; keep one merge for it.")
-            if self.categories is not None and label not in self.categories:
+            if public is not None and label not in public:
                 _fail(name, f"the merge {variant!r} -> {label!r} leads to a label that is not a public category; "
                             "add it to the categories or merge into one of them.")
         chained = sorted({c for _, c in self.merges if target.get(c.lower(), c) != c})
@@ -241,6 +256,10 @@ class ColumnSchema:
                 _fail(name, f"bins must be from 1 to {MAX_BINS}, not {self.bins}.")
             if self.bounds is None:
                 _fail(name, f"{self.bins} equal-width bins need public bounds; declare them or give the edges.")
+            edges = self.bin_edges()
+            if any(b <= a for a, b in zip(edges, edges[1:])):
+                _fail(name, f"{self.bins} equal-width bins over {self.bounds} are narrower than a number can tell "
+                            "apart; use fewer bins or a wider range.")
         elif self.bins is not None:
             edges = self.bins
             if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
@@ -250,6 +269,11 @@ class ColumnSchema:
             if (edges[0], edges[-1]) != self.bounds:
                 _fail(name, f"the bin edges run from {edges[0]:g} to {edges[-1]:g} but the bounds are "
                             f"{self.bounds[0]:g} to {self.bounds[1]:g}; make the first and last edge the bounds.")
+        if self.bins is not None:
+            same = _repeated(self.bin_labels())
+            if same:
+                _fail(name, f"the bins {same[:3]} would have the same label; use fewer bins or edges that differ in "
+                            "their first six digits.")
         if self.missing == "own_category" and self.bins is None:
             _fail(name, "a number keeps missing values as their own category only when it is binned; declare "
                         "bins, fill with a public value, or drop the rows.")
@@ -301,7 +325,9 @@ class DataSchema:
     this seed, :mod:`core.intake.bounding`), so the same rows are kept wherever it is rerun, whatever
     else the file holds. ``file_suffix`` records the file type the data set
     is read from (``".csv"``, ``".parquet"``, ``".pq"`` or ``".xlsx"``), so a rerun reads the bytes the
-    same way. Both are public; schemas written before they existed load with the defaults.
+    same way. ``read`` holds how the file is read (:class:`core.intake.options.ReadOptions`: encoding,
+    separator, sheet, header row), as detected or chosen when it was declared; None reads by detection.
+    All three are public; schemas written before they existed load with the defaults.
     """
 
     name: str
@@ -311,6 +337,7 @@ class DataSchema:
     missing_tokens: tuple[str, ...] = DEFAULT_MISSING_TOKENS
     bounding_seed: int = 0
     file_suffix: str = ".csv"
+    read: ReadOptions | None = field(default=None, metadata={"omit_if_none": True})
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -324,7 +351,7 @@ class DataSchema:
         if bad:
             raise ValueError(f"Every column must be a ColumnSchema, not {type(bad[0]).__name__}.")
         names = [c.name for c in self.columns]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = _repeated(names)
         if twice:
             raise ValueError(f"Column(s) {twice} are declared twice; declare each column once.")
         if isinstance(self.missing_tokens, str) or not isinstance(self.missing_tokens, (tuple, list)):
@@ -357,11 +384,17 @@ class DataSchema:
             raise ValueError(f"file_suffix must be one of {list(FILE_SUFFIXES)} (the type of the data file), not "
                              f"{self.file_suffix!r:.40}.")
         object.__setattr__(self, "file_suffix", suffix)
+        if isinstance(self.read, Mapping):
+            _known(ReadOptions, self.read)
+            object.__setattr__(self, "read", ReadOptions(**{k: v for k, v in self.read.items() if k != "__type__"}))
+        if self.read is not None and not isinstance(self.read, ReadOptions):
+            raise ValueError(f"read must be the file's read options (ReadOptions), not {type(self.read).__name__}.")
+        tokens = {t.lower() for t in self.missing_tokens}
         for col in self.columns:
             if col.role != "category":
                 continue
-            tokens = {t.lower() for t in self.missing_tokens + (col.missing_codes or ())}
-            clash = [c for c in (col.categories or ()) + tuple(c for _, c in col.merges) if c.lower() in tokens]
+            codes = tokens | {c.lower() for c in col.missing_codes or ()}
+            clash = [c for c in (col.categories or ()) + tuple(c for _, c in col.merges) if c.lower() in codes]
             if clash:
                 raise ValueError(f"Column {col.name!r}: {clash[:5]} read as missing values (missing_tokens); "
                                  "rename the category or remove the token.")
@@ -414,10 +447,13 @@ class DataSchema:
 
     # ---------------------------------------------------------------- JSON
     def to_dict(self) -> dict:
-        """Plain JSON-able data with ``schema_version``; unset fields are written as null."""
+        """Plain JSON-able data with ``schema_version``; unset fields are written as null (``read`` is left out
+        when unset, so a declaration without it reads as before)."""
         body = {"schema_version": SCHEMA_VERSION}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.metadata.get("omit_if_none") and value is None:
+                continue
             body[f.name] = [_plain(c) for c in value] if f.name == "columns" else _plain(value)
         return body
 

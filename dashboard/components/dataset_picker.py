@@ -25,6 +25,7 @@ import streamlit as st
 from core.contracts import DataRef, bytes_fingerprint
 from core.datasets import DATASETS, load_dataset
 from core.uploads import read_upload
+from dashboard.components.plain_text import plain
 from dashboard.components.uploads_kept import upload_kept, wanted_fingerprint
 
 UPLOAD = "upload"
@@ -76,10 +77,10 @@ def register_declared(schema, raw: bytes, file_name: str) -> str:
     return key
 
 
-def read_table_data(raw: bytes, file_name: str) -> pd.DataFrame:
-    """A curator's file as text cells, by its suffix (CSV, Parquet, Excel)."""
+def read_table_data(raw: bytes, file_name: str, options=None) -> pd.DataFrame:
+    """A curator's file as text cells, by its suffix (CSV, Parquet, Excel) and read options (None: detected)."""
     from core.intake import read_table_bytes
-    return read_table_bytes(bytes(raw), file_name)
+    return read_table_bytes(bytes(raw), file_name, options)
 
 
 def declared_ref(schema, raw: bytes) -> DataRef:
@@ -92,7 +93,7 @@ def _blocking(digest: str, fingerprint: str, _schema, _raw: bytes, file_name: st
     """The problems that block a run of the declared file (cached on the schema digest and file)."""
     from core.intake import check
     try:
-        frame = read_table_data(_raw, file_name)
+        frame = read_table_data(_raw, file_name, _schema.read)
     except ValueError as exc:
         return (str(exc),)
     return tuple(p.line(values=False) for p in check(frame, _schema) if p.blocks)
@@ -210,14 +211,14 @@ def data_selectbox(label: str, bundled, labels: dict, *, key: str, default: str 
     index = options.index(default) if default in options else 0
     wanted = declared_name(st.session_state.get(key))
     if wanted is not None and declared_key(wanted) not in options and wanted not in declared_data():
-        st.info(f"The data set {wanted} (asked for by an opened report, or chosen earlier) is not declared in this "
-                "browser session: upload its file on the Data step and open its declaration there to use it.")
+        st.info(f"The data set {plain(wanted)} (asked for by an opened report, or chosen earlier) is not declared in "
+                "this browser session: upload its file on the Data step and open its declaration there to use it.")
     if follow_choice(key, options):
         index = 0          # the value was just set in the session; a second default would only warn
     choice = (container or st).selectbox(label, options, index=index, format_func=lambda k: names.get(k, k),
                                          key=key, help=help, **kwargs)
     for why in refused:
-        st.caption(f"Not offered: {why}")
+        st.caption(f"Not offered: {plain(why)}")      # names and problems come from the curator's file
     if not offered:
         st.caption(DATA_STEP_HINT)
     remember_choice(key, choice)

@@ -38,7 +38,8 @@ from core.intake.folder import (SAMPLE_ROWS, check_folder, check_plan, folder_ro
                                 list_folder, sample_rows)
 from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, category_threshold,  # noqa: E402
                                   estimate_input, required_values)
-from core.intake.read import table_suffix  # noqa: E402
+from core.intake.options import DECIMALS, ENCODINGS, SEPARATORS, ReadOptions  # noqa: E402
+from core.intake.read import read_file, table_suffix  # noqa: E402
 from core.intake.check import unreadable_values  # noqa: E402
 from core.intake.hints import named  # noqa: E402
 from core.intake.schema import DEFAULT_MISSING_TOKENS  # noqa: E402
@@ -46,7 +47,7 @@ from core.intake.suggest import column_suggestions  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
 from core.privacy.project_ledger import declared_key  # noqa: E402
 from core.releases import folder_copy_release, private_estimate_release  # noqa: E402
-from dashboard.components.dataset_picker import (declared_data, declared_ref, read_table_data,  # noqa: E402
+from dashboard.components.dataset_picker import (declared_data, declared_ref,  # noqa: E402
                                                  register_declared)
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import attached_job, job_key, run_job  # noqa: E402
@@ -66,7 +67,8 @@ CURATOR_ONLY = ("Only on your screen: the profile, the problem list and every co
                 "private file. They are never exported, never put in a report, a plan or the privacy ledger. "
                 "What travels is the declaration below (roles, public categories and bounds, missing values, "
                 "merges, unit of protection), which holds nothing counted from the data.")
-TYPES = ["csv", "parquet", "pq", "xlsx"]
+TYPES = ["csv", "tsv", "txt", "parquet", "pq", "xlsx"]
+DETECT = "Detect"
 MAX_WIDGET_SEED = 2**53 - 1   # the largest whole number a browser's number box holds exactly
 STATE = "ds_state"         # {"fp", "base": DataSchema, "kind": "draft" | "declared", "gen": int}
 PENDING = "ds_pending"     # widget values to set before the widgets are drawn (estimates)
@@ -76,8 +78,82 @@ UPLOAD, FOLDER = "Upload a file", "A folder of Parquet parts on this machine"
 # ------------------------------------------------------------------------------------------- cached reads
 
 @st.cache_data(max_entries=4, show_spinner="Reading the file...")
-def _read(fingerprint: str, _raw: bytes, file_name: str) -> pd.DataFrame:
-    return read_table_data(_raw, file_name)
+def _read(fingerprint: str, _raw: bytes, file_name: str, options_digest: str, _options: ReadOptions):
+    return read_file(_raw, file_name, _options)
+
+
+def _read_key(fp: str, what: str) -> str:
+    return f"{P}_read_{what}_{fp[:16]}"
+
+
+def chosen_read_options(fp: str) -> ReadOptions:
+    """The read options chosen on the page for this file (Detect, the default, leaves a choice to the file)."""
+    value = {w: st.session_state.get(_read_key(fp, w), DETECT) for w in ("encoding", "sep", "sheet", "decimal")}
+    header = int(st.session_state.get(_read_key(fp, "header"), 0) or 0)
+    chosen = {w: None if v == DETECT else v for w, v in value.items()}
+    return ReadOptions(chosen["encoding"], chosen["sep"], chosen["sheet"], header or None, chosen["decimal"])
+
+
+def read_option_widgets(fp: str, suffix: str, read) -> None:
+    """The boxes that override what is detected (their values are read by :func:`chosen_read_options`)."""
+    text = suffix not in (".xlsx", ".parquet", ".pq")
+    c1, c2, c3, c4, c5 = st.columns(5)
+    c1.selectbox("Encoding", [DETECT, *ENCODINGS], key=_read_key(fp, "encoding"), disabled=not text,
+                 format_func=lambda e: ENCODINGS.get(e, e))
+    c2.selectbox("Separator", [DETECT, *SEPARATORS], key=_read_key(fp, "sep"), disabled=not text,
+                 format_func=lambda v: f"{SEPARATORS[v]} ({v!r})" if v in SEPARATORS else v)
+    sheets = list(read.report.sheets) if read is not None else []
+    chosen = st.session_state.get(_read_key(fp, "sheet"))
+    c3.selectbox("Sheet", [DETECT, *sheets, *([chosen] if chosen and chosen != DETECT and chosen not in sheets
+                                              else [])],
+                 key=_read_key(fp, "sheet"), disabled=suffix != ".xlsx",
+                 help="Every sheet of the workbook; Detect reads the first one that holds a table.")
+    c4.number_input("Header row (0: detect)", 0, 1000, key=_read_key(fp, "header"),
+                    disabled=suffix in (".parquet", ".pq"),
+                    help="The row holding the column names; rows above it (titles, notes) are skipped.")
+    c5.selectbox("Decimal mark", [DETECT, *DECIMALS], key=_read_key(fp, "decimal"), disabled=not text,
+                 format_func=lambda v: f"{DECIMALS[v]} ({v!r})" if v in DECIMALS else v,
+                 help="With a comma, numbers such as 3,5 and 1.250,75 are read as 3.5 and 1250.75.")
+
+
+def preset_read_options(fp: str, options: ReadOptions | None, *, next_run: bool = False) -> None:
+    """Start the read boxes of a declaration opened again from the options it was read with, so the file is
+    read the same way and the declaration is not drafted again; ``next_run`` when the boxes are already drawn
+    (their values are then set at the top of the next run)."""
+    _state()["read"] = None
+    if options is None:
+        return
+    target = st.session_state.setdefault(PENDING, {}) if next_run else st.session_state
+    for what, value in (("encoding", options.encoding), ("sep", options.separator), ("sheet", options.sheet),
+                        ("header", options.header_row), ("decimal", options.decimal)):
+        if value is not None:
+            target[_read_key(fp, what)] = value
+
+
+def _notable(report) -> bool:
+    """Whether the read needs a look: not plain UTF-8 with commas from the first line, or notes."""
+    used = report.options
+    return (report.kind == "text" and (used.encoding != "utf-8" or used.separator != ",")) \
+        or (used.header_row or 1) > 1 or len(report.sheets) > 1 or bool(report.notes)
+
+
+def read_section(raw: bytes, file_name: str, fp: str):
+    """The file read by the options on the page, with how it was read (plain text: sheet names and notes come
+    from the file) and the boxes that change it; stops the page with the reason when it cannot be read."""
+    read, error = None, None
+    try:
+        suffix = table_suffix(file_name)
+        options = chosen_read_options(fp)
+        read = _read(fp, raw, file_name, digest_of(options), options)
+    except ValueError as exc:
+        suffix, error = Path(file_name).suffix.lower(), exc
+    with st.expander("How the file is read", expanded=read is None or _notable(read.report)):
+        read_option_widgets(fp, suffix, read)
+        if read is None:
+            st.error(plain(f"{file_name}: {error}"))
+            st.stop()
+        st.text("\n".join(read.report.lines()))
+    return read
 
 
 @st.cache_data(max_entries=4, show_spinner="Profiling every column...")
@@ -361,7 +437,7 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
     if not wanted:
         return
     with st.container(border=True, key=f"{P}_estimate_box"):
-        st.markdown("**Missing public information**: " + ", ".join(f"{c} ({w})" for c, w in wanted) + ".")
+        st.markdown("**Missing public information**: " + ", ".join(f"{plain(c)} ({w})" for c, w in wanted) + ".")
         st.caption("Declare them above if they are known publicly (a code book, the questionnaire's limits). "
                    "Otherwise they can be estimated privately: that is a real release (OpenDP's secure "
                    "sampler), its spend is recorded in this data set's privacy ledger, and the estimate becomes "
@@ -420,7 +496,8 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
                 pend[_k(column, "categories")] = list(found)
                 shown = ", ".join(found) if found else "no label cleared the threshold"
             st.session_state[f"{P}_estimated_note"] = (f"Estimated privately and recorded in the ledger: the public "
-                                                       f"{what} of {column}: {shown}. Check them above, then save.")
+                                                       f"{what} of {plain(column)}: {plain(shown)}. Check them above, "
+                                                       "then save.")
             st.rerun()
 
 
@@ -470,8 +547,8 @@ def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, 
     st.session_state.pop(f"{P}_saving", None)
     register_declared(final, raw, file_name)
     st.session_state[f"{P}_saved_note"] = (
-        f"Saved {final.name} in the project database"
-        + ("" if filed_as == schema.name else f" (the same population as {filed_as}, so its budget goes on)")
+        f"Saved {plain(final.name)} in the project database"
+        + ("" if filed_as == schema.name else f" (the same population as {plain(filed_as)}, so its budget goes on)")
         + ". It is offered on every microdata page of this session: Stratified synthesis, Coherence audit, "
           "Group fairness and ranking.")
     if filed_as != schema.name:
@@ -489,9 +566,11 @@ def import_section(fp: str) -> None:
         if st.session_state.get(f"{P}_import_seen") != seen:
             st.session_state[f"{P}_import_seen"] = seen
             try:
-                _start_from(DataSchema.from_dict(json.loads(raw.decode("utf-8"))), "declared", fp)
+                opened = DataSchema.from_dict(json.loads(raw.decode("utf-8")))
+                _start_from(opened, "declared", fp)
+                preset_read_options(fp, opened.read, next_run=True)
             except (ValueError, UnicodeDecodeError) as exc:
-                c1.error(f"{file.name}: {exc}")
+                c1.error(plain(f"{file.name}: {exc}"))
     try:
         names = data_set_store().names()
     except ValueError:
@@ -500,7 +579,9 @@ def import_section(fp: str) -> None:
         chosen = c2.selectbox("Or start from a saved declaration", ["", *names], key=f"{P}_stored",
                               format_func=lambda n: n or "(choose)")
         if chosen and c2.button("Use it", key=f"{P}_use_stored"):
-            _start_from(data_set_store().get(chosen), "declared", fp)
+            stored = data_set_store().get(chosen)
+            _start_from(stored, "declared", fp)
+            preset_read_options(fp, stored.read, next_run=True)
             st.rerun()
 
 
@@ -573,7 +654,7 @@ def _folder_save(schema: DataSchema, listing, checked) -> bool:
         st.error(f"The project database cannot be read: {exc}")
         return False
     if existing == schema and where == listing.folder:
-        st.success(f"{plain(schema.name)} is saved as a folder set ({listing.folder}).")
+        st.success(f"{plain(schema.name)} is saved as a folder set ({plain(listing.folder)}).")
         return True
     replace = False
     if existing is not None:
@@ -678,10 +759,10 @@ def folder_step() -> None:
         sample = _folder_sample(listing.fingerprint, listing.folder)
         prof = _profile("folder:" + listing.fingerprint, listing.folder, sample)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
         return
     names = listing.names
-    st.caption(f"{listing.n_parts} part{'s' if listing.n_parts > 1 else ''}: {', '.join(names[:5])}"
+    st.caption(f"{listing.n_parts} part{'s' if listing.n_parts > 1 else ''}: {plain(', '.join(names[:5]))}"
                + (f" and {len(names) - 5} more" if len(names) > 5 else "") + ".")
     fp = "folder:" + listing.fingerprint
     state = _state()
@@ -713,7 +794,7 @@ def folder_step() -> None:
     st.subheader("Problems in every part")
     if errors:
         for err in errors:
-            st.error(err)
+            st.error(plain(err))
         return
     checked = _folder_check(listing, schema)
     if checked is not None:
@@ -759,24 +840,27 @@ with st.container(border=True, key=f"{P}_start"):
             fp_ = bytes_fingerprint(raw_)
             if _state()["fp"] != fp_ or _state()["base"] is None or _state()["base"].name != name:
                 _start_from(entry["schema"], "declared", fp_)
+                preset_read_options(fp_, entry["schema"].read)
             kept = type("Reopened", (), {"raw": raw_, "name": fname, "fingerprint": fp_})()
     if kept is None:
         st.info("Upload a table to begin. Nothing leaves this machine; the file is kept in this browser session "
                 "only, and in the project database only its declaration and fingerprint are saved.")
         st.stop()
 raw, file_name, fp = kept.raw, kept.name, kept.fingerprint
+read = read_section(raw, file_name, fp)
+suffix = table_suffix(file_name)
+frame = read.frame
 try:
-    suffix = table_suffix(file_name)
-    frame = _read(fp, raw, file_name)
-    prof = _profile(fp, file_name, frame)
+    prof = _profile(fp + digest_of(read.report.options), file_name, frame)
 except ValueError as exc:
-    st.error(f"{file_name}: {exc}")
+    st.error(plain(f"{file_name}: {exc}"))
     st.stop()
 
 state = _state()
-if state["fp"] != fp or state["base"] is None:
+if state["fp"] != fp or state["base"] is None or state.get("read") not in (None, read.report.options):
     _start_from(draft_schema(frame, Path(file_name).stem, profiled=prof), "draft", fp)
     state = _state()
+state["read"] = read.report.options     # read another way (new columns), the declaration is drafted again
 
 st.info(CURATOR_ONLY, icon=":material/visibility_off:")
 with st.expander(f"Profile of every column ({prof.rows:,} rows x {len(prof.columns)} columns; curator only)",
@@ -797,11 +881,13 @@ if state["kind"] == "draft":
                "their own category. Public categories and bounds are never read from the data: declare them, or "
                "estimate them privately below. Label merges are suggestions: tick the ones you agree with.")
 schema, errors = declaration(state["base"], frame, prof, name or "", suffix, ticked=state["kind"] != "draft")
+if schema is not None:
+    schema = schema.replace(read=read.report.options)   # a rerun reads the file the way it was read here
 
 st.subheader("Problems (every one, at once)")
 if errors:
     for err in errors:
-        st.error(err)
+        st.error(plain(err))
     st.stop()
 table = problems_table(frame, schema)
 blocking = int((table["severity"] == "blocks a run").sum())
@@ -821,7 +907,7 @@ estimate_section(frame, schema, raw)
 if not blocking:
     with st.expander("What the cleaning does (curator only)"):
         try:
-            st.markdown("\n".join(f"- {line}" for line in clean(frame, schema).report.lines()))
+            st.markdown("\n".join(f"- {plain(line)}" for line in clean(frame, schema).report.lines()))
         except ValueError as exc:
             st.error(str(exc))
 
