@@ -16,7 +16,7 @@ if str(REPO_ROOT) not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
+from core.contracts import Cancelled, DataRef  # noqa: E402
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness  # noqa: E402
 from core.fairness.group_fairness_plan import RANKING_DATA, RANKING_DEFAULTS, ranking_table  # noqa: E402
 from dashboard.components.chart_table import chart_numbers  # noqa: E402
@@ -34,7 +34,7 @@ KEEP = {"persist_state": "session"}
 PAGE = "Group fairness and ranking"
 P = "gf"                     # widget keys of the plan's own fields: gf_<field>
 LX = "gf_lx"                 # ... of the lexifair tab's: gf_lx_<field>
-#: Where an uploaded table's ranking widgets start (a bundled table starts from RANKING_DEFAULTS).
+#: Where a declared table's ranking widgets start (a bundled table starts from RANKING_DEFAULTS).
 UPLOAD_START = {"ascending": False, "ks": (50, 100), "outcome": ""}
 DEFAULT_BASELINE = "(most disadvantaged group)"
 COMPANION_PAIRS = {"compas": {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")},
@@ -63,8 +63,6 @@ def plan_to_widgets(plan: GroupFairnessPlan) -> dict:
     plus the table choice, the mediators, their roles and the baseline (keys that depend on the data)."""
     out = plan_widget_values(plan, P)
     out["gf_rk_source"] = choice_of(plan.data)
-    if plan.data.is_upload:
-        out["gf_upload_fp"] = plan.data.fingerprint
     if plan.lexifair is not None:
         out.update(plan_widget_values(plan.lexifair, LX))
     rk = plan.ranking
@@ -109,8 +107,8 @@ def _table(source: str, fingerprint: str, raw: bytes | None, rows: int | None, s
 
 
 def _ranking_data() -> tuple[DataRef, bytes | None, int | None, str] | None:
-    """The table to rank, its bytes (an upload), the synthetic size (None: not a synthetic table) and the
-    choice's key (a bundled key, "upload", or a data set declared on the Data step)."""
+    """The table to rank, its bytes (a declared data set's file), the synthetic size (None: not a synthetic
+    table) and the choice's key (a bundled key, or a data set declared on the Data step: the one intake)."""
     source = data_selectbox("Table to rank", [k for k in RANKING_DATA if k != "upload"], RANKING_DATA,
                             key="gf_rk_source", **KEEP)
     name = declared_name(source)
@@ -128,29 +126,12 @@ def _ranking_data() -> tuple[DataRef, bytes | None, int | None, str] | None:
         st.caption("Synthetic data: drawn from the paper's causal graph with its edge weights and standard "
                    "normal errors (our choice). Women score lower on lifting; the score is lower for women "
                    "and for Black applicants.")
-    if source != "upload":
-        return DataRef(source), None, rows, source
-    uploads: dict = st.session_state.setdefault("gf_uploads", {})
-    file = st.file_uploader("CSV file (UTF-8, comma-separated, header row)", type=["csv"], key="gf_upload")
-    if file is not None:
-        raw = file.getvalue()
-        fp = bytes_fingerprint(raw)
-        uploads.clear()
-        uploads[fp] = (file.name, raw)
-        st.session_state["gf_upload_fp"] = fp
-    fp = st.session_state.get("gf_upload_fp")
-    if fp not in uploads:
-        st.info("Upload a table with sensitive attributes, at least one numeric mediator and a numeric score.")
-        return None
-    name, raw = uploads[fp]
-    if file is None:
-        st.caption(f"Using {name}, uploaded earlier in this session.")
-    return DataRef("upload", fp), raw, rows, source
+    return DataRef(source), None, rows, source
 
 
 def _ranking_widgets(frame: pd.DataFrame, source: str) -> RankingPlan:
     """The causal model's widgets; their menus are the table's columns, their starting values the table's
-    preset (``RANKING_DEFAULTS``; an upload starts from its first column and ``UPLOAD_START``)."""
+    preset (``RANKING_DEFAULTS``; a declared table starts from its first column and ``UPLOAD_START``)."""
     default = RANKING_DEFAULTS.get(source)
     start = ({"attributes": default.attributes, "outcome": default.outcome, "ascending": default.ascending,
               "ks": default.ks} if default else {**UPLOAD_START, "attributes": tuple(frame.columns[:1])})
