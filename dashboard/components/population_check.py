@@ -57,22 +57,34 @@ def _stored_digest(stored: Mapping) -> str:
     return sha.hexdigest()
 
 
+def _key_id(secret: bytes) -> str:
+    """Which installation key a cached result was made with (a digest, never the key)."""
+    return hashlib.sha256(b"key id" + secret).hexdigest()[:16]
+
+
 @st.cache_data(max_entries=8, show_spinner="Comparing the rows with the declared data sets...")
-def _upload_overlaps(fingerprint: str, stored_digest: str, _frame: pd.DataFrame, _stored) -> dict:
-    secret = installation_secret()
-    return match(column_terms(_frame, TOKENS, secret), _stored, secret)
+def _upload_overlaps(fingerprint: str, stored_digest: str, key_id: str, _frame: pd.DataFrame, _stored,
+                     _secret: bytes) -> dict:
+    return match(column_terms(_frame, TOKENS, _secret), _stored, _secret)
 
 
 @st.cache_data(max_entries=8, show_spinner="Fingerprinting the rows...")
-def upload_sketches(fingerprint: str, _frame: pd.DataFrame) -> list:
-    """The population sketches a saved upload keeps (``core.intake.identity``), cached on its fingerprint."""
-    return frame_sketches(_frame, TOKENS)
+def _upload_sketches(fingerprint: str, key_id: str, _frame: pd.DataFrame, _secret: bytes) -> list:
+    return frame_sketches(_frame, TOKENS, _secret)
+
+
+def upload_sketches(fingerprint: str, frame: pd.DataFrame) -> list:
+    """The population sketches a saved upload keeps (``core.intake.identity``), cached on its fingerprint and
+    the installation's key."""
+    secret = installation_secret()
+    return _upload_sketches(fingerprint, _key_id(secret), frame, secret)
 
 
 def upload_overlaps(fingerprint: str, frame: pd.DataFrame) -> dict:
     """How an uploaded table's rows stand to each declared data set's: name -> Overlap."""
     stored = data_set_store().sketches()
-    return _upload_overlaps(fingerprint, _stored_digest(stored), frame, stored)
+    secret = installation_secret()
+    return _upload_overlaps(fingerprint, _stored_digest(stored), _key_id(secret), frame, stored, secret)
 
 
 def folder_overlaps(sketches) -> dict:
