@@ -129,3 +129,51 @@ def test_a_different_population_answer_is_on_the_ledger_page_and_in_its_export(d
     ledger_export = json.loads(downloads["pl_json"])
     assert [(r["new_name"], r["answered_utc"]) for r in ledger_export["different_population_answers"]] == [
         ("Second county", table["answered_utc"][0])]
+
+
+def test_the_same_parts_through_a_symlinked_folder_under_a_new_name_are_asked_about(traced_queue, tmp_path,
+                                                                                    monkeypatch):
+    """A folder set saved once; the same parts named through a symlinked folder and declared under a new name
+    are recognised by their rows (checked in the same pass as the problems) and filed under the first."""
+    import numpy as np
+    import pandas as pd
+
+    from core.intake.store import DataSetStore
+    from tests.app.test_data_step_folder import FOLDER, REGION, SEX, STEP, _key as folder_key
+
+    monkeypatch.setenv("DASHBOARD_N_JOBS", "1")
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    rng = np.random.default_rng(8)
+    for i in range(2):
+        pd.DataFrame({"sex": rng.choice(SEX, 60), "region": rng.choice(REGION, 60),
+                      "id": [f"r{i}-{j}" for j in range(60)]}).astype(object).to_parquet(parts / f"p{i}.parquet")
+    linked = tmp_path / "linked"
+    linked.symlink_to(parts, target_is_directory=True)
+
+    def declare_and_save(path, name) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=300).run()
+        at.switch_page(STEP).run()
+        at.radio(key="ds_source").set_value(FOLDER).run()
+        at.text_input(key="ds_folder").input(str(path)).run()
+        at.text_input(key="ds_name").input(name).run()
+        at.multiselect(key=folder_key(at, "sex", "categories")).set_value(SEX)
+        at.multiselect(key=folder_key(at, "region", "categories")).set_value(REGION)
+        at.selectbox(key=folder_key(at, "id", "role")).set_value("leave_out")
+        at.run()
+        at.button(key="ds_folder_check").click().run()
+        at.button(key="ds_folder_save").click().run()
+        assert not at.exception, at.exception
+        return at
+
+    declare_and_save(parts, "Regional parts")
+    store = DataSetStore()
+    assert store.names() == ["Regional parts"]
+    at = declare_and_save(linked, "Regional parts, again")
+    assert store.names() == ["Regional parts"]                         # nothing saved before the answer
+    assert any("Is this the same population" in w.value for w in at.warning)
+    box = next(r.key for r in at.radio if (r.key or "").endswith("_choice"))
+    at.radio(key=box).set_value("Regional parts").run()
+    at.button(key=box.replace("_choice", "_record")).click().run()
+    assert not at.exception, at.exception
+    assert store.names() == ["Regional parts"]                         # filed under the data set of those rows

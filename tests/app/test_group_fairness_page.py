@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.__main__ import main as core_main
-from core.contracts import DataRef, bytes_fingerprint
+from core.contracts import DataRef
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness
 from core.fairness.companion import CompanionPlan
 from core.report import build_report, load_plan, report_json, tables_match
@@ -136,37 +136,6 @@ def test_leaving_and_returning_keeps_plan_and_results():
     assert not at.exception and not at.error
     assert at.select_slider(key="gf_lx_rounds").value == 100
     assert at.session_state["gf_plan"] == plan and _metrics(at) == metrics
-
-
-def test_an_uploaded_table_is_ranked_and_kept(tmp_path):
-    from core.fairness.causal_ranking import moving_company
-    frame = moving_company(400, np.random.default_rng(3))
-    raw = frame.to_csv(index=False).encode()
-    at = AppTest.from_file(APP, default_timeout=300).run()
-    at.switch_page("tools/group_fairness.py").run()
-    _quick(at)
-    at.selectbox(key="gf_rk_source").select("upload").run()
-    at.file_uploader(key="gf_upload").set_value(("applicants.csv", raw, "text/csv"))
-    at.run()
-    at.multiselect(key="gf_rk_upload_attributes").set_value(["gender", "race"]).run()
-    at.multiselect(key="gf_rk_upload_mediators").set_value(["lifting"]).run()
-    at.selectbox(key="gf_rk_upload_outcome").select("score")
-    at.radio(key="gf_rk_upload_ascending").set_value(False)
-    at.multiselect(key="gf_rk_upload_ks").set_value([20, 50]).run()
-    assert not at.exception and not at.error
-    plan = at.session_state["gf_plan"]
-    assert plan.data == DataRef("upload", bytes_fingerprint(raw)) and plan.ranking.ks == (20, 50)
-    assert "Utility loss at k = 50" in _metrics(at)
-    result = run_group_fairness(plan, raw)
-    report = build_report(result, page="Group fairness and ranking")
-    path = tmp_path / "report.json"
-    path.write_text(report_json(report))
-    data = tmp_path / "applicants.csv"
-    data.write_bytes(raw)
-    assert core_main(["reproduce", str(path), "--out", str(tmp_path / "out"), "--data", str(data)]) == 0
-    at.switch_page("home.py").run()
-    at.switch_page("tools/group_fairness.py").run()
-    assert not at.exception and at.session_state["gf_plan"] == plan
 
 
 def test_saved_report_restores_the_widgets():
