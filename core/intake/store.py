@@ -31,9 +31,9 @@ import re
 import unicodedata
 from datetime import datetime, timezone
 
-import pandas as pd
 from pathlib import Path
 
+import pandas as pd
 from sqlalchemy import (Column, Integer, LargeBinary, MetaData, String, Table, Text, UniqueConstraint, delete, insert,
                         select)
 from sqlalchemy.exc import IntegrityError
@@ -44,7 +44,6 @@ from core.intake.schema import DataSchema
 
 __all__ = ["DataSetStore", "LOCAL_CURATOR", "MAX_DATA_SET_NAME", "MAX_FILE_NAME", "MAX_FOLDER", "VERSION_COLUMNS",
            "check_data_set_name"]
-
 
 MAX_DATA_SET_NAME = 120
 MAX_FILE_NAME = 255

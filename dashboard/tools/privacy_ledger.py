@@ -154,7 +154,9 @@ def show_answers(frame: pd.DataFrame | None, key: str) -> None:
 
 
 def answer_records(frame: pd.DataFrame | None) -> list[dict]:
-    return [] if frame is None else frame.to_dict("records")
+    """The answers as the downloads carry them: names, when, who and the file's fingerprint; how the rows
+    relate is computed from the private rows, so it stays on this screen."""
+    return [] if frame is None else frame.drop(columns=["relation"]).to_dict("records")
 
 
 def decision_text(decision) -> str:
@@ -213,7 +215,7 @@ if key == ALL:
         a1.download_button("Download the answers (JSON)", json.dumps(answer_records(answers), indent=1),
                            file_name="different_population_answers.json", mime="application/json",
                            key="pl_answers_json", icon=":material/download:")
-        a2.download_button("Download the answers (CSV)", guarded_csv(answers),
+        a2.download_button("Download the answers (CSV)", guarded_csv(answers.drop(columns=["relation"])),
                            file_name="different_population_answers.csv", mime="text/csv", key="pl_answers_csv",
                            icon=":material/table_view:")
     with st.expander("What counts as a release, and how totals compose"):

@@ -122,8 +122,9 @@ def test_a_different_population_answer_is_on_the_ledger_page_and_in_its_export(d
         ("Second county", NAME, "same", "local")]
     assert table["answered_utc"].str.len().min() > 0
     exported = json.loads(downloads["pl_answers_json"])
-    assert [(r["new_name"], r["compared_name"], r["relation"]) for r in exported] == [("Second county", NAME, "same")]
-    assert "Second county" in downloads["pl_answers_csv"]
+    assert [(r["new_name"], r["compared_name"], r["curator"]) for r in exported] == [("Second county", NAME, "local")]
+    assert all("relation" not in r for r in exported)                 # computed from private rows: screen only
+    assert "Second county" in downloads["pl_answers_csv"] and "same" not in downloads["pl_answers_csv"]
     at.selectbox(key="pl_data").set_value(f"dataset:{NAME}").run()
     assert not at.exception, at.exception
     ledger_export = json.loads(downloads["pl_json"])
