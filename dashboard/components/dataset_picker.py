@@ -5,8 +5,9 @@ would be keyed by its bytes, so it could never carry one budget per population).
 kept in the project database with their file on the server (``core.intake.store.DataSetStore``: schema
 and kept file, per curator), so they come back after a reload or a server restart: ``declared_data()``
 fills ``st.session_state["declared_data"]`` (``{name: {"schema": DataSchema, "raw": bytes, "file_name":
-str}}``) from the store, and the Data step page adds to it when it saves. The picker offers each one as ``"declared:<name>"`` and returns a :class:`PickedData` whose ``ref`` is
-``DataRef("upload", fingerprint, schema=schema)``, so the declaration travels in every plan and every run
+str}}``) from the store, and the Data step page adds to it when it saves. The picker offers each one as
+``"declared:<name>"`` and returns a :class:`PickedData` whose ``ref`` is ``DataRef("upload", fingerprint,
+schema=schema)``, so the declaration travels in every plan and every run
 cleans the file exactly as declared (``core.datasets.load_microdata``). A declared data set that still has
 a problem blocking a run is not offered; the picker says which and why.
 
@@ -16,13 +17,12 @@ from it (bundled keys and declared data sets).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
-
-import os
 
 from core.contracts import DataRef, bytes_fingerprint
 from core.database import LOCAL_CURATOR

@@ -6,8 +6,8 @@ missing public bounds and categories (a real release, recorded under the data se
 to, declared from the moment it spends) -> save in the project database (``core.intake.store.DataSetStore``:
 the declaration, the file kept on the server, the rows' population sketches; a table whose rows belong to
 another declared data set first answers "same population?") and offer it on every microdata page, after a
-reload or a restart too (``dashboard.components.dataset_picker``). This page is the one intake. Nothing is computed here: reading,
-profiling, drafting, checking, cleaning and estimating are core's.
+reload or a restart too (``dashboard.components.dataset_picker``). This page is the one intake. Nothing is
+computed here: reading, profiling, drafting, checking, cleaning and estimating are core's.
 
 A table too large for a browser upload is named instead by the path of its folder of Parquet parts on this
 machine (``core.intake.folder``): a bounded sample is profiled and drafted, every part is checked in one
@@ -277,10 +277,9 @@ def _column_values(frame, schema: DataSchema, column: str, what: str) -> pd.Seri
     return cleaned[column].astype(str) if what == "categories" else cleaned[column].astype(float)
 
 
-def keep_declared(name: str, schema: DataSchema, raw: bytes, file_name: str, frame) -> DataSchema:
-    """Declare the file under ``name`` in the project database (its declaration when none is saved under that
-    name yet, the file as a version, its population sketches and the file kept on the server) and give the
-    saved declaration back."""
+def keep_declared(name: str, schema: DataSchema, raw: bytes, file_name: str, frame) -> None:
+    """Declare the file under ``name`` in the project database: its declaration when none is saved under that
+    name yet, the file as a version, its population sketches and the file kept on the server."""
     from dashboard.components.population_check import upload_sketches
     fp = bytes_fingerprint(raw)
     store = data_set_store()
@@ -289,7 +288,6 @@ def keep_declared(name: str, schema: DataSchema, raw: bytes, file_name: str, fra
     store.add_version(name, fp, file_name)
     store.save_sketches(name, fp, upload_sketches(fp, frame))
     store.keep_file(name, raw, file_name, fp)
-    return store.get(name)
 
 
 def _estimate_owner(schema: DataSchema, raw: bytes, frame) -> str | None:
