@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from sqlalchemy import create_engine, text
 
-from core.intake import read_table, read_table_bytes
+from core.contracts import bytes_fingerprint
+from core.intake import draft_schema, read_table, read_table_bytes
 from core.intake.folder import check_folder, list_folder
-from core.intake.identity import (K, PopulationSketch, compare, frame_sketches, match, column_terms,
-                                  installation_secret, overlap, relation)
+from core.intake.identity import (K, PopulationSketch, column_terms, compare, frame_sketches, installation_secret,
+                                  match, overlap, relation)
 from core.intake.schema import DEFAULT_MISSING_TOKENS
 from core.intake.store import DataSetStore
-from core.intake import draft_schema
 from core.privacy.population import PopulationAnswers, related
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "messy_county.csv"
@@ -190,3 +190,25 @@ def test_answers_written_before_relations_and_curators_gain_those_columns(tmp_pa
     assert list(zip(frame["new_name"], frame["compared_name"], frame["curator"], frame["relation"])) == [
         ("B", "A", "local", "")]
     answers.dispose()
+
+
+def test_a_declared_file_is_kept_on_the_server_for_its_curator_until_removed(frame, tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHBOARD_DATA_DIR", str(tmp_path / "data"))
+    url = f"sqlite:///{tmp_path / 'project.sqlite'}"
+    raw = FIXTURE.read_bytes()
+    fp = bytes_fingerprint(raw)
+    store = DataSetStore(url)
+    for name in ("County survey", "County copy"):
+        store.save(draft_schema(frame, name))
+        store.keep_file(name, raw, "messy_county.csv", fp)
+    with pytest.raises(ValueError, match="save its schema first"):
+        store.keep_file("Nobody", raw, "x.csv", fp)
+    again = DataSetStore(url)                                         # a restart: read back from the database
+    assert again.kept("County survey") == ("messy_county.csv", raw)
+    assert again.kept_names() == ["County copy", "County survey"] and again.kept_names("someone else") == []
+    assert again.remove_file("County survey") and again.kept("County survey") is None
+    assert again.kept("County copy") == ("messy_county.csv", raw)      # the same bytes, still used by the copy
+    again.delete("County copy")
+    assert not (tmp_path / "data" / "kept" / fp).exists()              # removed once nothing uses it
+    store.dispose()
+    again.dispose()
