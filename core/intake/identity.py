@@ -44,19 +44,17 @@ import pandas as pd
 
 from core.intake.values import read_values
 
-__all__ = ["CONTAINED", "K", "MAX_LEFT_OUT", "OVERLAP", "Overlap", "PopulationSketch", "RELATIONS",
-           "column_terms", "compare", "covered_set", "data_folder", "frame_sketches", "installation_secret", "match", "merge_sketches",
-           "overlap", "relation", "sketches_for", "sketches_from_terms"]
+__all__ = ["CONTAINED", "K", "MAX_LEFT_OUT", "OVERLAP", "Overlap", "PopulationSketch", "column_terms", "compare",
+           "covered_set", "data_folder", "frame_sketches", "installation_secret", "match", "merge_sketches", "overlap",
+           "relation", "sketches_for", "sketches_from_terms"]
 
 K = 512                  # row values kept per column set
 MAX_LEFT_OUT = 64        # tables with more columns keep only the whole-row sketch
 CONTAINED = 0.9          # share of a table's rows found in the other for "subset"/"superset"/"same"
 OVERLAP = 0.05           # share above which two tables are said to share rows
-RELATIONS = ("same", "subset", "superset", "overlap", "different")
 SECRET_ENV = "DASHBOARD_IDENTITY_SECRET"
 DATA_ENV = "DASHBOARD_DATA_DIR"
 SECRET_FILE = "installation.key"
-MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 MISSING_CELL = "\x00missing"
 
 

@@ -146,8 +146,9 @@ def confirm_population(schema, fingerprint: str, overlaps: Mapping, *, curator: 
                    "and listed on the Privacy ledger page.")
         options = [*compared, NEW]
         choice = st.radio("This table is", options, index=None, key=f"{key}_choice",
-                          format_func=lambda o: ("a different population: start a new data set with a fresh "
-                                                 "budget (recorded)") if o == NEW else f"the same population as {bare(o)}")
+                          format_func=lambda o: (f"the same population as {bare(o)}" if o != NEW else
+                                                 "a different population: start a new data set with a fresh "
+                                                 "budget (recorded)"))
         pressed = st.button("Record the answer", key=f"{key}_record", type="primary", disabled=choice is None)
     if not pressed or choice is None:
         return None

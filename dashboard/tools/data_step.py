@@ -521,8 +521,8 @@ def _folder_check(listing, schema: DataSchema):
         slot = st.empty()
         try:
             with slot.container():
-                checked = run_job(check_folder, listing, schema, secret, column_sets, key=key, label=f"Checking {listing.n_parts} parts",
-                                  cancel_key=f"{P}_folder_check_cancel")
+                checked = run_job(check_folder, listing, schema, secret, column_sets, key=key,
+                                  label=f"Checking {listing.n_parts} parts", cancel_key=f"{P}_folder_check_cancel")
         except Cancelled:
             slot.empty()
             st.info("The check was stopped before it finished: nothing was kept. Press **Check every part** to "
