@@ -290,6 +290,23 @@ def keep_declared(name: str, schema: DataSchema, raw: bytes, file_name: str, fra
     store.keep_file(name, raw, file_name, fp)
 
 
+def _remove_kept_button(name: str) -> bool:
+    """A button that removes the data set's file from the server (its declaration, population fingerprints
+    and ledger stay, so its rows keep their budget); True when it was just removed."""
+    if not st.button("Remove its file from this server", key=f"{P}_remove_kept",
+                     help="The declaration, the fingerprints that recognise its rows and its privacy ledger stay; "
+                          "upload the file again to use it."):
+        return False
+    try:
+        data_set_store().remove_file(name)
+    except ValueError as exc:
+        st.error(str(exc))
+        return False
+    declared_data().pop(name, None)
+    st.session_state.setdefault(PENDING, {})[f"{P}_reopen"] = ""
+    st.rerun()
+
+
 def _estimate_owner(schema: DataSchema, raw: bytes, frame) -> str | None:
     """The data set a private estimate on this file spends from: the one its rows were confirmed to belong
     to, else its own name; None while the "same population?" question waits for an answer (it is on screen)."""
@@ -753,6 +770,8 @@ with st.container(border=True, key=f"{P}_start"):
     if kept is None and reopen:
         name = st.selectbox("Or edit a declared data set (kept on this server)", ["", *reopen], key=f"{P}_reopen",
                             format_func=lambda n: n or "(choose)")
+        if name and _remove_kept_button(name):
+            name = ""
         if name:
             entry = declared_data()[name]
             raw_, fname = entry["raw"], entry["file_name"]

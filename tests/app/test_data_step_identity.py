@@ -178,3 +178,22 @@ def test_the_same_parts_through_a_symlinked_folder_under_a_new_name_are_asked_ab
     at.button(key=box.replace("_choice", "_record")).click().run()
     assert not at.exception, at.exception
     assert store.names() == ["Regional parts"]                         # filed under the data set of those rows
+
+
+def test_a_kept_file_is_removed_from_the_server_and_its_rows_keep_their_budget():
+    from core.intake.store import DataSetStore
+
+    _saved()
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.switch_page("tools/data_step.py").run()
+    at.selectbox(key="ds_reopen").set_value(NAME).run()                 # after a reload: no upload needed
+    assert not at.exception, at.exception
+    assert at.text_input(key="ds_name").value == NAME
+    at.button(key="ds_remove_kept").click().run()
+    assert not at.exception, at.exception
+    store = DataSetStore()
+    assert store.kept(NAME) is None and NAME in store.names()          # the file goes, the declaration stays
+    assert NAME in store.sketches()                                    # its rows are still recognised
+    fresh = AppTest.from_file(APP, default_timeout=300).run()
+    fresh.switch_page(SYNTHESIS).run()
+    assert not fresh.exception and f"declared:{NAME}" not in fresh.selectbox(key="ss_dataset").options
