@@ -3,11 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
-# Loopback only by default: the dashboard reads confidential microdata and has no login.
-# `make run ADDRESS=0.0.0.0` opens it to the room's network for a live session (see README).
+# Loopback only by default. `make run ADDRESS=0.0.0.0` opens it to the room's network for a live session:
+# the curator's pages still need a curator's sign-in; guests get the room's page only (see README).
 ADDRESS ?= 127.0.0.1
 
-.PHONY: run test install install-dev chromium axe postgres bench clean cluster reproduce
+.PHONY: run test test-quick install install-dev chromium axe postgres bench clean cluster reproduce
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,12 +41,23 @@ axe:
 postgres:
 	@scripts/test_postgres.sh $(VENV)/test_pg_url || echo "PostgreSQL unavailable: its store tests will be skipped."
 
+# The first start of a fresh installation makes the first curator and prints their sign-in link once.
 run: install
-	$(PY) -m streamlit run dashboard/app.py --server.headless true --server.address $(ADDRESS) --server.port $(PORT) \
+	$(PY) -m core curator first --address $(ADDRESS) --port $(PORT)
+	$(PY) -m streamlit run dashboard/server.py --server.headless true --server.address $(ADDRESS) --server.port $(PORT) \
 		--browser.gatherUsageStats false
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a worker so its module
+# fixtures (a dashboard server, a cluster) start once; each test has a deadline (pytest.ini).
+TEST_WORKERS ?= 2
+TEST_PG = DASHBOARD_TEST_PG_URL="$${DASHBOARD_TEST_PG_URL:-$$(cat $(VENV)/test_pg_url 2>/dev/null)}"
+
 test: install-dev chromium axe postgres
-	DASHBOARD_TEST_PG_URL="$${DASHBOARD_TEST_PG_URL:-$$(cat $(VENV)/test_pg_url 2>/dev/null)}" $(PY) -m pytest -q tests
+	$(TEST_PG) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+
+# The edit loop's subset: core tests that are not marked slow (no browser, servers, clusters or notebooks).
+test-quick: install-dev
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not browser" tests/unit
 
 # Recompute the papers' headline numbers with the project's code; fails when a row fails.
 reproduce: install

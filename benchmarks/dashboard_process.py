@@ -1,5 +1,5 @@
 """The dashboard as `make run` starts it, on a free loopback port, for the load benchmark and the
-browser tests: `streamlit run dashboard/app.py`, headless, no file watcher (an edit elsewhere in the
+browser tests: `streamlit run dashboard/server.py` (the pages plus the curator's sign-in), headless, no file watcher (an edit elsewhere in the
 tree would show a 'File change' notice that reads as a page still running), no usage statistics."""
 from __future__ import annotations
 
@@ -35,6 +35,20 @@ def wait_healthy(url: str, timeout: float = 180.0) -> None:
     raise RuntimeError(f"the dashboard did not start within {timeout:.0f} s")
 
 
+def curator_token(db_url: str | None = None, name: str = "bench curator") -> str:
+    """A sign-in token (the cookie's value) of a curator made in the database at ``db_url`` (the
+    project's default when None), for a browser or client that must see the curator's pages."""
+    from core.access import CuratorKeys
+
+    store = CuratorKeys(db_url)
+    try:
+        if name not in store.names():
+            store.add(name)
+        return store.open_session(name)
+    finally:
+        store.dispose()
+
+
 @contextmanager
 def dashboard(folder: Path, launcher: list[str] | None = None, **env: str) -> Iterator[str]:
     """The dashboard with `env` added to this process's environment; yields its URL. The server's
@@ -42,7 +56,7 @@ def dashboard(folder: Path, launcher: list[str] | None = None, **env: str) -> It
     (a profiling wrapper). The server gets a process group of its own, stopped as a whole at the
     end, so pool workers it started go with it."""
     port = free_port()
-    command = [sys.executable, *(launcher or ["-m", "streamlit"]), "run", "dashboard/app.py",
+    command = [sys.executable, *(launcher or ["-m", "streamlit"]), "run", "dashboard/server.py",
                "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     with open(folder / "server.log", "wb") as log:

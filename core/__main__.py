@@ -5,6 +5,7 @@
     python -m core report REPORT.json [--compare A.json] --html OUT.html [--pdf OUT.pdf]
     python -m core data profile|check|apply FILE ...   (your own data file: see core/intake/cli.py)
     python -m core script REPORT.json [--out reproduce.py] [--notebook reproduce.ipynb] [--data FILE ...]
+    python -m core curator add|remove NAME | list | first   (curator keys: see core/access_cli.py)
 
 ``reproduce`` reruns the report's plan and checks that every table comes out the same (exit 1 if
 not); ``run`` runs a plan file (the ``plan`` object of a report, or a report itself). Tables are
@@ -26,6 +27,7 @@ import sys
 from pathlib import Path
 
 from core.contracts import plan_from_dict
+from core.access_cli import add_curator_parser, run_curator_command
 from core.intake.cli import add_data_parser, run_data_command
 from core.report import (build_report, check_upload, guarded_csv, load_plan, parse_report, report_json,
                          run_plan, stored_data, tables_match)
@@ -94,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--html", type=Path, required=True, help="where to write the HTML report")
     rep.add_argument("--pdf", type=Path, help="where to write the PDF (needs Chromium)")
     add_data_parser(sub)
+    add_curator_parser(sub)
     add_script_parser(sub)   # python -m core script: a report as a Python script / Jupyter notebook
     args = parser.parse_args(argv)
     if args.command == "script":
@@ -102,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return report_command(args)
         except (ValueError, OSError, json.JSONDecodeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.command == "curator":
+        try:
+            return run_curator_command(args)
+        except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     if args.command == "data":

@@ -12,6 +12,7 @@ import inspect
 import hashlib
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 from typing import Any, Callable
@@ -71,7 +72,45 @@ def check_cache_dir(root: Path) -> Path:
         if mode & 0o002 and not mode & stat.S_ISVTX:
             raise ValueError(f"The result cache folder {root} sits in {parent}, which anyone can write to; set "
                              "DASHBOARD_CACHE_DIR to a folder inside one only you can change.")
+    if uid is not None and root not in _checked:
+        drop_foreign_entries(root / "joblib", uid)
+        _checked.add(root)
     return root
+
+
+_checked: set[Path] = set()
+"""Cache folders swept by :func:`drop_foreign_entries` in this process (once made private, nobody else
+can add to them)."""
+
+
+def forget_checked_folders() -> None:
+    """Sweep every cache folder again at its next use (a test standing in for a fresh server)."""
+    _checked.clear()
+
+
+def drop_foreign_entries(folder: Path, uid: int) -> int:
+    """Delete every file, link and folder under ``folder`` that user ``uid`` does not own, and take
+    group and other write access off the rest; returns how many entries were deleted.
+
+    Cached results are pickles: one planted by another local user while the folder was open to them
+    would run as their code when loaded. Making the folder private afterwards keeps new files out but
+    not the ones already there, so trust stops at ownership, checked entry by entry. Links are never
+    followed."""
+    dropped = 0
+    for here, dirs, files in os.walk(folder, topdown=True, followlinks=False):
+        for name in list(dirs) + files:
+            path = Path(here, name)
+            info = path.lstat()
+            if info.st_uid != uid or stat.S_ISLNK(info.st_mode):
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(path, ignore_errors=True)
+                    dirs.remove(name)
+                else:
+                    path.unlink(missing_ok=True)
+                dropped += 1
+            elif info.st_mode & 0o022:
+                path.chmod(info.st_mode & ~0o022 & 0o7777)
+    return dropped
 
 
 def memory() -> Memory:

@@ -10,6 +10,12 @@ background, outside the server process, at most ``slots`` jobs at a time:
 - the next job to start is taken from the owner (browser session) with the fewest running jobs, ties
   going to the owner served least recently, so one session's six sweep points cannot hold every slot
   while another session's learner waits;
+- a session alone may use every slot, but when another session's job waits, a session holding more than
+  its share (the slots divided by the sessions that want one) gives back its most recently started job:
+  that job is stopped and put back at the front of its session's queue, to start again on its next turn
+  (a job with a completion hook, a release, is never taken off its slot);
+- every job has a time limit (:data:`DEFAULT_LIMIT`, or ``limit=`` at submit), counted from its start;
+  a job still running then is cancelled, and its outcome says why;
 - a job's fan-outs get its fair share of the cores as their ``n_jobs``: the cores divided by the jobs
   that want a slot when it starts (running and queued, at most ``slots``);
 - cancel of a queued job drops it; of a running job kills its process group (its joblib workers too),
@@ -71,6 +77,9 @@ WORKER_ENV = "DASHBOARD_JOB_WORKER"
 """"process" (default) or "thread": see :func:`worker_kind`."""
 TRACE_ENV = "DASHBOARD_JOB_TRACE"
 """When set, each job process appends ``<key>`` as a line to this file as it starts (tests count runs)."""
+DEFAULT_LIMIT = 2 * 3600.0
+"""Seconds a batch job may run before it is cancelled (``DASHBOARD_JOB_LIMIT`` overrides it)."""
+LIMIT_ENV = "DASHBOARD_JOB_LIMIT"
 PRELOAD = ("core.jobs", "core.cache", "core.parallel", "core.synthesis", "core.districts", "core.fairness",
            "core.census", "core.coherence")
 """Modules the forkserver imports once, so a job's process starts without importing them again."""
@@ -133,6 +142,13 @@ class Job:
     seconds: float | None = None
     """Wall seconds from start to a successful finish (what run-time estimates are checked against)."""
     observed: bool = False
+    limit: float = DEFAULT_LIMIT
+    """Seconds the job may run once started; then it is cancelled with :attr:`reason` saying so."""
+    reason: str = ""
+    """Why a cancelled job was cancelled, when it was not the user (its time limit)."""
+    run: int = 0
+    """How many times the job was started; a stopped run's late progress or result is dropped."""
+    timer: threading.Timer | None = field(default=None, repr=False)
     on_done: Callable[[bool, Any], None] | None = field(default=None, repr=False)
     """Called once when the job ends (see :meth:`JobQueue.submit`); None once called."""
 
@@ -147,7 +163,7 @@ class Job:
         if self.state == FAILED:
             raise self.error
         if self.state == CANCELLED:
-            raise Cancelled(f"{self.label} was cancelled.")
+            raise Cancelled(self.reason or f"{self.label} was cancelled.")
         raise RuntimeError(f"{self.label} has not finished ({self.state}).")
 
     def position(self) -> int:
@@ -156,12 +172,13 @@ class Job:
         return self.queue.position(self) if self.queue is not None and self.state == QUEUED else 0
 
     def status(self) -> str:
-        """"Queued behind 2 jobs", "Running on this machine, background worker", "Done", ..."""
+        """"Queued behind 2 jobs", "Running on this machine, background worker (stopped after 2 h)", "Done", ..."""
         if self.state == QUEUED:
             n = self.position()
             return f"Queued behind {n} job{'' if n == 1 else 's'}"
         if self.state == RUNNING:
-            return f"Running on {self.where}" if self.where else "Running"
+            where = f"Running on {self.where}" if self.where else "Running"
+            return f"{where} (stopped after {describe_limit(self.limit)})"
         return self.state.capitalize()
 
     def status_inline(self) -> str:
@@ -189,10 +206,12 @@ class JobQueue:
     """The process-wide registry and scheduler of jobs (see the module docstring)."""
 
     def __init__(self, executor: Executor | None = None, *, slots: int | None = None, cores: int | None = None,
-                 keep: int = 32) -> None:
+                 keep: int = 32, limit: float | None = None) -> None:
         from core.cluster import default_n_jobs
 
         self.executor = executor if executor is not None else AutoExecutor()
+        self.limit = check_limit(limit if limit is not None else float(os.environ.get(LIMIT_ENV, DEFAULT_LIMIT)))
+        """Seconds a job may run unless it was submitted with a limit of its own."""
         self._cores = cores
         self.slots = max(1, int(slots if slots is not None else default_n_jobs()))
         self.keep = keep
@@ -217,7 +236,7 @@ class JobQueue:
     # ------------------------------------------------------------------ batch lane
 
     def submit(self, func: Callable, *args, owner: str, key: str, label: str, kind: str = BATCH,
-               on_done: Callable[[bool, Any], None] | None = None) -> Job:
+               on_done: Callable[[bool, Any], None] | None = None, limit: float | None = None) -> Job:
         """Queue ``func(*args, progress=...)`` as a batch job, or return the job already holding ``key``
         (queued, running or done; its own ``on_done`` stays). ``kind="interactive"`` runs at once instead
         (see :meth:`interactive`).
@@ -227,14 +246,18 @@ class JobQueue:
         too). It runs on whichever thread learned the outcome (the job's pipe reader, the cluster follower,
         the thread that cancelled), after the job's state is set and its process is told to stop, and
         before :meth:`Job.wait` returns, so whoever waits for the job finds the hook's work done. An
-        exception of the hook is logged, never raised. A server that dies first never calls it."""
+        exception of the hook is logged, never raised. A server that dies first never calls it.
+
+        ``limit`` (seconds, default the queue's :attr:`limit`) is how long the job may run once started."""
         if kind not in (BATCH, INTERACTIVE):
             raise ValueError(f"A job's kind is 'batch' or 'interactive'; got {kind!r}.")
+        limit = self.limit if limit is None else check_limit(limit)
         with self._lock:
             have = self._by_key.get(key)
             if have is not None and have.state in REUSABLE:
                 return have
-            job = Job(next(self._ids), key, owner, label, kind, func, args, queue=self, on_done=on_done)
+            job = Job(next(self._ids), key, owner, label, kind, func, args, queue=self, on_done=on_done,
+                      limit=limit)
             self._jobs[job.id] = job
             self._by_key[key] = job
             if kind == INTERACTIVE:
@@ -262,6 +285,7 @@ class JobQueue:
                     del self._waiting[job.owner]
             handle = job.handle
             job.func, job.args, job.handle = None, (), None
+            _stop_timer(job)
             self._log("cancelled", job)
             hook = self._take_hook(job)
             self._prune()
@@ -348,7 +372,9 @@ class JobQueue:
         return order
 
     def _dispatch(self) -> None:
-        """Start queued jobs while slots are free."""
+        """Start queued jobs while slots are free, first taking a slot back for a waiting session (see
+        :meth:`_preempt`)."""
+        self._preempt()
         while True:
             with self._lock:
                 if len(self.running()) >= self.slots:
@@ -362,6 +388,7 @@ class JobQueue:
                     del self._waiting[job.owner]
                 self._served[job.owner] = next(self._turn)
                 job.state = RUNNING
+                job.run += 1
                 job.started_at = time.monotonic()
                 waiting = sum(len(q) for q in self._waiting.values())
                 job.n_jobs = max(1, self.cores // min(self.slots, len(self.running()) + waiting))
@@ -371,6 +398,7 @@ class JobQueue:
             except BaseException as exc:  # the executor could not even start it
                 self._finisher(job)(False, exc)
                 continue
+            self._start_timer(job)
             with self._lock:
                 if job.state == RUNNING:
                     job.handle = handle
@@ -378,17 +406,75 @@ class JobQueue:
             if handle is not None and job.state == CANCELLED:    # cancelled while it was starting
                 handle.cancel()
 
+    def _preempt(self) -> None:
+        """While a session waits with fewer running jobs than its share (the slots divided by the sessions
+        that run or wait, at least one), stop the most recently started job of the session furthest
+        over its share and queue it again at the front of its session's queue. Jobs with a completion
+        hook (releases) keep their slot."""
+        stopped = []
+        with self._lock:
+            while True:
+                running = self.running()
+                held: dict[str, list[Job]] = {}
+                for j in running:
+                    held.setdefault(j.owner, []).append(j)
+                waiting = [o for o, q in self._waiting.items() if q]
+                if len(running) < self.slots or not waiting:
+                    break
+                share = max(1, self.slots // len(set(held) | set(waiting)))
+                if not any(len(held.get(o, ())) < share for o in waiting):
+                    break
+                over = [o for o in held if len(held[o]) > share
+                        and any(j.on_done is None for j in held[o])]
+                if not over:
+                    break
+                owner = max(over, key=lambda o: len(held[o]))
+                job = max((j for j in held[owner] if j.on_done is None), key=lambda j: j.started_at or 0.0)
+                handle, job.handle = job.handle, None
+                _stop_timer(job)
+                job.state, job.done, job.total, job.message, job.where = QUEUED, 0, 0, "", ""
+                self._waiting.setdefault(owner, deque()).appendleft(job)
+                self._log("preempted", job)
+                stopped.append(handle)
+        for handle in stopped:
+            if handle is not None:
+                handle.cancel()
+
+    def _start_timer(self, job: Job) -> None:
+        """Cancel ``job`` with a message once it has run for its limit (this run only)."""
+        run = job.run
+
+        def expire() -> None:
+            with self._lock:
+                if job.state != RUNNING or job.run != run:
+                    return
+                job.reason = (f"{job.label} was stopped: it ran past its time limit of {describe_limit(job.limit)}. "
+                              "Make the run smaller (fewer runs, rows or settings), or ask for a longer limit.")
+            self.cancel(job)
+
+        with self._lock:
+            if job.state != RUNNING or job.run != run:
+                return
+            job.timer = threading.Timer(job.limit, expire)
+            job.timer.daemon = True
+            job.timer.start()
+
     def _progress_of(self, job: Job) -> Callable[[int, int, str], None]:
+        run = job.run
+
         def report(done: int, total: int, message: str = "") -> None:
-            if job.state == RUNNING:
+            if job.state == RUNNING and job.run == run:
                 job.done, job.total, job.message = int(done), int(total), str(message or "")
         return report
 
     def _finisher(self, job: Job) -> Callable[[bool, Any], None]:
+        run = job.run
+
         def finish(ok: bool, value: Any) -> None:
             with self._lock:
-                if job.state != RUNNING:        # cancelled meanwhile: a late result is dropped
+                if job.state != RUNNING or job.run != run:   # cancelled or stopped meanwhile: dropped
                     return
+                _stop_timer(job)
                 if ok:
                     job.state, job.result = DONE, value
                     job.done = max(job.done, job.total)
@@ -437,6 +523,32 @@ class JobQueue:
             del self._jobs[old.id]
             if self._by_key.get(old.key) is old:
                 del self._by_key[old.key]
+
+
+def check_limit(seconds) -> float:
+    """A job's time limit in seconds: a positive finite number, or a ValueError."""
+    try:
+        seconds = float(seconds)
+    except (TypeError, ValueError):
+        raise ValueError(f"A job's time limit must be a number of seconds; got {seconds!r}.") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"A job's time limit must be a positive number of seconds; got {seconds:g}.")
+    return seconds
+
+
+def describe_limit(seconds: float) -> str:
+    """A time limit as a page states it: "2 h", "45 min", "30 s"."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.3g} s"
+
+
+def _stop_timer(job: Job) -> None:
+    timer, job.timer = job.timer, None
+    if timer is not None:
+        timer.cancel()
 
 
 # ---------------------------------------------------------------------- executors

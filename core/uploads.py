@@ -481,6 +481,18 @@ def _polygons_in_wgs84(gdf: gpd.GeoDataFrame, source: str) -> gpd.GeoDataFrame:
     return gdf
 
 
+def _legacy_crs(member) -> str:
+    """The CRS a GeoJSON's legacy ``crs`` member names (``{"properties": {"name": ...}}``), else WGS84."""
+    if member is None:
+        return "EPSG:4326"
+    properties = member.get("properties") if isinstance(member, dict) else None
+    name = properties.get("name") if isinstance(properties, dict) else None
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("The GeoJSON's 'crs' member must look like {\"type\": \"name\", \"properties\": "
+                         "{\"name\": \"EPSG:...\"}}; remove it for longitude/latitude (WGS84) coordinates.")
+    return name
+
+
 def _geojson(text: str, required: Iterable[str] | None) -> gpd.GeoDataFrame:
     """GeoJSON FeatureCollection of polygons; a legacy 'crs' member is honoured and converted."""
     doc = parse_json_text(text)
@@ -493,10 +505,7 @@ def _geojson(text: str, required: Iterable[str] | None) -> gpd.GeoDataFrame:
     for i, feature in enumerate(features):
         if not isinstance(feature, dict) or not feature.get("geometry"):
             raise ValueError(f"Feature {i + 1} of the GeoJSON has no geometry; every feature needs a polygon.")
-    crs = "EPSG:4326"
-    named = ((doc.get("crs") or {}).get("properties") or {}).get("name")
-    if named:
-        crs = named
+    crs = _legacy_crs(doc.get("crs"))
     try:
         gdf = gpd.GeoDataFrame.from_features(features, crs=crs)
     except Exception as err:  # malformed coordinates raise from shapely with varied types

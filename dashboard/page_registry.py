@@ -100,3 +100,6 @@ PAGES: tuple[PageEntry, ...] = (
     ),
 )
 ALL_PAGES: tuple[PageEntry, ...] = (HOME, *PAGES)
+ROOM: PageEntry = next(p for p in PAGES if p.file == "tools/fairness_elicitation.py")
+"""The one page a browser without a curator's sign-in can open: the room (stakeholder cards through a
+join link, a facilitator's console through a session's key)."""

@@ -8,7 +8,7 @@ The whole surface (UI-agnostic; the data-step page and ``python -m core data`` b
     schema = draft_schema(frame, "County extract")     # a DataSchema with the obvious cleaning proposed
     problems = check(frame, schema)                    # every problem at once (column, severity, what, todo)
     table = apply(frame, schema)                       # the cleaned table (clean() adds its report); contribution
-                                                       # bounding seeded by schema.bounding_seed
+                                                       # bounding keyed by schema.bounding_seed
 
 A :class:`DataSchema` is public and frozen: it nests inside plans (``plan_to_dict`` /
 ``plan_from_dict`` round-trip it), has a versioned JSON form (``to_dict`` / ``from_dict``) and a

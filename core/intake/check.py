@@ -15,11 +15,11 @@ with a blocking problem (the message lists them all) and otherwise returns the c
    the public bounds, then binned when bins are declared (labels in the column's units);
 3. missing values follow each column's policy: their own category ``MISSING_LABEL``, the public fill
    value, or the row is dropped;
-4. contribution bounding: each person keeps at most ``max_rows_per_person`` rows. Every input row
-   gets a uniform random key from the stream ``named_rng(seed, "contribution bounding")`` (the seed
-   given, else the schema's ``bounding_seed``; one draw per input row, in file order), and a
-   person's rows with the smallest keys are kept, so the kept rows are a uniformly random subset per
-   person, the same for the same seed and file;
+4. contribution bounding: each person keeps at most ``max_rows_per_person`` rows, those with the
+   smallest keys, where a row's key is a keyed hash of its person id and its cleaned content under the
+   seed (the seed given, else the schema's ``bounding_seed``; :mod:`core.intake.bounding`). The kept
+   rows depend on the person's own rows and the seed only, never on other people or the row order, so
+   one person added or removed moves no other person's rows and no count by more than the limit;
 5. left-out and undeclared columns are dropped; categories become ``pandas.Categorical`` over the
    public categories (or, until they are declared, the labels found, in a stable order).
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from core.contracts import SeedLike, named_rng
+from core.intake.bounding import keep_per_person, row_keys
 from core.intake.schema import BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
 from core.intake.values import ColumnValues, observed_order, read_values, require_table
 
@@ -257,19 +257,19 @@ def _person_problems(read: _Read, limit: int) -> list[Problem]:
     return [Problem(read.col.name, WARNING,
                     f"has {int(over.sum()):,} people with more than {limit} row{'s' if limit > 1 else ''} "
                     f"({extra:,} rows over the limit); contribution bounding keeps {limit} per person, chosen "
-                    "at random (seeded).",
+                    "by a seeded hash of each row (the same rows whatever else the file holds).",
                     "Keep it, or raise max_rows_per_person if every row of a person must count (the privacy "
                     "guarantee then covers that many rows).")]
 
 
 # ---------------------------------------------------------------------------------- apply
-def apply(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike | None = None) -> pd.DataFrame:
+def apply(frame: pd.DataFrame, schema: DataSchema, rng_seed: int | None = None) -> pd.DataFrame:
     """The cleaned table (see the module docstring); ValueError listing every blocking problem.
-    Contribution bounding draws from ``rng_seed``, by default the schema's ``bounding_seed``."""
+    Contribution bounding is keyed by ``rng_seed`` (a whole number), by default the schema's ``bounding_seed``."""
     return clean(frame, schema, rng_seed).frame
 
 
-def clean(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike | None = None) -> Cleaned:
+def clean(frame: pd.DataFrame, schema: DataSchema, rng_seed: int | None = None) -> Cleaned:
     """:func:`apply` plus its :class:`CleaningReport` (curator-only counts)."""
     blocking = [p for p in check(frame, schema) if p.blocks]
     if blocking:
@@ -280,7 +280,7 @@ def clean(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike | None = N
     counts: dict[str, list[tuple[str, int]]] = {k: [] for k in
                                                 ("dropped_missing", "merged", "parsed_text", "clipped", "filled",
                                                  "own_category", "outside_categories")}
-    person_codes = None
+    person_codes = person_col = None
 
     def note(kind: str, column: str, rows: int) -> None:
         if rows:
@@ -298,7 +298,7 @@ def clean(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike | None = N
         elif col.missing == "own_category":
             note("own_category", col.name, missing_rows)
         if col.role == "person_id":
-            person_codes = values.labels[0][values.codes]
+            person_codes, person_col = values.labels[0][values.codes], col.name
             columns[col.name] = values.label_names[np.maximum(person_codes, 0)]
         elif col.role == "category":
             note("merged", col.name, values.rows_where(read.merged))
@@ -312,8 +312,8 @@ def clean(frame: pd.DataFrame, schema: DataSchema, rng_seed: SeedLike | None = N
     over = 0
     if person_codes is not None:
         seed = schema.bounding_seed if rng_seed is None else rng_seed
-        bounded = _bound_contributions(person_codes, keep, schema.max_rows_per_person,
-                                       named_rng(seed, "contribution bounding"))
+        keys = row_keys(columns[person_col], [v for c, v in columns.items() if c != person_col], seed)
+        bounded = keep_per_person(person_codes, keep, keys, schema.max_rows_per_person)
         over = int(keep.sum() - bounded.sum())
         keep = bounded
     index = np.flatnonzero(keep)
@@ -374,16 +374,3 @@ def _number_column(read: _Read) -> tuple[np.ndarray | pd.Categorical, int]:
         return pd.Categorical.from_codes(codes[values.codes], categories=labels), clipped
     return number[values.codes], clipped
 
-
-def _bound_contributions(person: np.ndarray, keep: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
-    """``keep`` narrowed to at most ``limit`` rows per person: the kept rows with the smallest random keys
-    (one uniform key per input row, drawn in row order). Rows without a person were already dropped."""
-    key = rng.random(person.size)
-    rows = np.flatnonzero(keep & (person >= 0))
-    order = rows[np.lexsort((key[rows], person[rows]))]
-    grouped = person[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(grouped)) + 1]
-    rank = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
-    out = np.zeros_like(keep)
-    out[order[rank < limit]] = True
-    return out

@@ -254,9 +254,10 @@ class DataSchema:
     ``person_id`` names the column of role ``"person_id"`` (None: one row is one person) and
     ``max_rows_per_person`` is how many rows one person may contribute; :func:`core.intake.apply`
     keeps at most that many per person (contribution bounding). ``missing_tokens`` is the text read as
-    a missing value (compared after trimming, ignoring case). ``bounding_seed`` seeds contribution
-    bounding (which of a person's rows over the limit are kept), so the same file cleaned by the same
-    schema keeps the same rows wherever it is rerun. ``file_suffix`` records the file type the data set
+    a missing value (compared after trimming, ignoring case). ``bounding_seed`` keys contribution
+    bounding (which of a person's rows over the limit are kept: a hash of the person's own rows under
+    this seed, :mod:`core.intake.bounding`), so the same rows are kept wherever it is rerun, whatever
+    else the file holds. ``file_suffix`` records the file type the data set
     is read from (``".csv"``, ``".parquet"``, ``".pq"`` or ``".xlsx"``), so a rerun reads the bytes the
     same way. Both are public; schemas written before they existed load with the defaults.
     """

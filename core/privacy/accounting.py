@@ -17,6 +17,18 @@ def _check_positive(value: float, name: str) -> float:
     return value
 
 
+MAX_BUDGET = 1e6
+"""The largest epsilon or rho the conversions take: far beyond any budget that still protects anyone,
+and small enough that their searches stay inside floating point."""
+
+
+def _check_budget(value: float, name: str) -> float:
+    value = _check_positive(value, name)
+    if value > MAX_BUDGET:
+        raise ValueError(f"{name} must be at most {MAX_BUDGET:,.0f} (a budget this large protects no one); got {value:g}.")
+    return value
+
+
 def _check_delta(delta: float) -> float:
     delta = float(delta)
     if not 0 < delta < 1:
@@ -88,7 +100,7 @@ def rho_for_epsilon(epsilon: float, delta: float) -> float:
     ``rho_to_epsilon`` at fixed delta, found by root finding on log(rho) (CKS 2020, Cor. 13)."""
     from scipy.optimize import brentq
 
-    epsilon = _check_positive(epsilon, "epsilon")
+    epsilon = _check_budget(epsilon, "epsilon")
     _check_delta(delta)
     lo, hi = math.log(epsilon) - 30.0, math.log(epsilon) + 3.0
     return math.exp(brentq(lambda lr: rho_to_epsilon(math.exp(lr), delta) - epsilon, lo, hi, xtol=1e-13))
@@ -99,8 +111,8 @@ def delta_for(rho: float, epsilon: float) -> float:
 
     delta = inf over alpha > 1 of exp((alpha - 1)(alpha rho - epsilon)) (1 - 1/alpha)^alpha / (alpha - 1).
     """
-    rho = _check_positive(rho, "rho")
-    epsilon = _check_positive(epsilon, "epsilon")
+    rho = _check_budget(rho, "rho")
+    epsilon = _check_budget(epsilon, "epsilon")
 
     def log_delta_at(alpha):
         return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * np.log1p(-1.0 / alpha) - np.log(alpha - 1.0)

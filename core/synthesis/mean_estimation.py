@@ -33,9 +33,22 @@ def clip_bound(n: int | np.ndarray, R: float, gamma: float, margin: str = "paper
     The paper prints the interval as [R - c, R + c]; we clip to [-(R + c), R + c], the symmetric
     interval its proof uses. The "proof" margin is the one that makes the no-clipping tail bound hold.
     """
+    R, gamma = check_mean_model(R, gamma)
     n = np.maximum(np.asarray(n, float), 1.0)
     factor = 2.0 if margin == "proof" else 1.0
     return R + np.sqrt(factor * np.log(n / gamma))
+
+
+def check_mean_model(R: float, gamma: float) -> tuple[float, float]:
+    """(R, gamma) of the model |mu| <= R with failure probability gamma, or a ValueError: R must be a
+    positive finite bound and gamma a probability strictly between 0 and 1."""
+    R, gamma = float(R), float(gamma)
+    if not math.isfinite(R) or R <= 0:
+        raise ValueError(f"The bound R on |mean| must be a positive finite number (e.g. 1); got {R}.")
+    if not 0 < gamma < 1:
+        raise ValueError(f"gamma (the chance a value falls outside the clip range) must lie strictly between "
+                         f"0 and 1 (e.g. 0.1); got {gamma}.")
+    return R, gamma
 
 
 def laplace_scale(n: int | np.ndarray, R: float, gamma: float, epsilon: float, margin: str = "paper") -> np.ndarray:
@@ -297,6 +310,7 @@ def mean_estimation_curves(sizes: Sequence[int], R: float, gamma: float, epsilon
     """Population privacy error against epsilon: theory sd (Sec. 2.3) and simulated |error| of the real
     estimators on Gaussian data with these group sizes. Tidy: epsilon, method, kind, value.
     Gaussian noise runs at the rho that is (epsilon, delta)-DP (``noise_budget``)."""
+    check_mean_model(R, gamma)
     noise = mean_noise(noise)
     sizes = np.asarray(sizes, int)
     k = sizes.size

@@ -3,7 +3,7 @@
 The Data step is the one intake: a curator's own file is declared there, and nowhere else (a plain upload
 would be keyed by its bytes, so it could never carry one budget per population). Declared data sets are
 kept in the project database with their file on the server (``core.intake.store.DataSetStore``: schema
-and kept file, per curator), so they come back after a reload or a server restart: ``declared_data()``
+and kept file, per signed-in curator, :func:`current_curator`), so they come back after a reload or a server restart: ``declared_data()``
 fills ``st.session_state["declared_data"]`` (``{name: {"schema": DataSchema, "raw": bytes, "file_name":
 str}}``) from the store, and the Data step page adds to it when it saves. The picker offers each one as
 ``"declared:<name>"`` and returns a :class:`PickedData` whose ``ref`` is ``DataRef("upload", fingerprint,
@@ -69,13 +69,21 @@ def data_set_store():
     return _store(os.environ.get("DASHBOARD_DB_URL", ""))
 
 
-def declared_data(curator: str = LOCAL_CURATOR) -> dict:
+def current_curator() -> str:
+    """The signed-in curator (sign-in cookie or identity provider), else ``LOCAL_CURATOR``: whose kept files
+    and answers these are."""
+    from dashboard.components import access
+    return access.current_role().curator or LOCAL_CURATOR
+
+
+def declared_data() -> dict:
     """The declared data sets this session can use: name -> {"schema", "raw", "file_name"}; the ones kept in
-    the project database for ``curator`` are added the first time they are missing from the session."""
+    the project database for the signed-in curator are added the first time they are missing from the
+    session."""
     session = st.session_state.setdefault(DECLARED_DATA, {})
     try:
         store = data_set_store()
-        for name in store.kept_names(curator):
+        for name in store.kept_names(current_curator()):
             if name in session:
                 continue
             schema, kept = store.get(name), store.kept(name)

@@ -25,11 +25,10 @@ from typing import Mapping
 import pandas as pd
 import streamlit as st
 
-from core.database import LOCAL_CURATOR
 from core.intake.identity import (column_terms, compare, frame_sketches, installation_secret, match)
 from core.intake.schema import DEFAULT_MISSING_TOKENS
 from core.privacy.population import PopulationAnswers, related
-from dashboard.components.dataset_picker import data_set_store
+from dashboard.components.dataset_picker import current_curator, data_set_store
 from dashboard.components.plain_text import bare, plain
 
 QUESTION = "Is this the same population as a data set already declared?"
@@ -110,12 +109,13 @@ def same_population_as(schema, fingerprint: str) -> str | None:
     return decision if isinstance(decision, str) else None
 
 
-def confirm_population(schema, fingerprint: str, overlaps: Mapping, *, curator: str = LOCAL_CURATOR,
+def confirm_population(schema, fingerprint: str, overlaps: Mapping, *, curator: str | None = None,
                        key: str = "population") -> bool | None:
     """Ask, once per table, whether a new data set is the same population as a declared one it shares rows
     with. ``overlaps`` maps declared names to ``core.intake.identity.Overlap``. Returns None until answered,
     True for the same population (then :func:`same_population_as` names the data set to file it under),
-    False for a new data set with a fresh budget. ``key`` prefixes the question's widgets (a page may ask in
+    False for a new data set with a fresh budget. The answer is recorded as ``curator``'s (the signed-in
+    curator by default). ``key`` prefixes the question's widgets (a page may ask in
     two places; the first answer recorded answers both)."""
     name, fingerprint = schema.name, str(fingerprint)
     matches = related(overlaps, exclude=name)
@@ -155,7 +155,7 @@ def confirm_population(schema, fingerprint: str, overlaps: Mapping, *, curator: 
     same_as = None if choice == NEW else choice
     try:
         answers.record(name, fingerprint, same_as, compared, relations={m.name: m.relation for m in matches},
-                       curator=curator)
+                       curator=curator or current_curator())
     except ValueError as exc:
         st.error(str(exc))
         return None

@@ -34,20 +34,20 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.contracts import Cancelled, bytes_fingerprint, digest_of  # noqa: E402
-from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, apply, check, clean,  # noqa: E402
+from core.intake import (MISSING_POLICIES, ColumnSchema, DataSchema, check, clean,  # noqa: E402
                          draft_schema, needs_public_info, profile)
 from core.intake.folder import (SAMPLE_ROWS, check_folder, check_plan, folder_rows, folder_work,  # noqa: E402
                                 list_folder, sample_rows)
-from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, candidate_grid, category_threshold,  # noqa: E402
-                                  estimate_bounds, estimate_categories, planned_estimate_ledger,
-                                  reliable_rows)
+from core.intake.estimate import (DEFAULT_DELTA, DEFAULT_QUANTILES, category_threshold,  # noqa: E402
+                                  estimate_bounds, estimate_categories, estimate_input, planned_estimate_ledger,
+                                  required_values)
 from core.intake.read import table_suffix  # noqa: E402
 from core.intake.suggest import label_merges  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
 from core.privacy.project_ledger import (LedgerRelease, data_key, declared_key, release_key,  # noqa: E402
                                          spends_of)
-from dashboard.components.dataset_picker import (data_set_store, declared_data, declared_ref,  # noqa: E402
-                                                 read_table_data, register_declared)
+from dashboard.components.dataset_picker import (current_curator, data_set_store, declared_data,  # noqa: E402
+                                                 declared_ref, read_table_data, register_declared)
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import attached_job, job_key, run_job  # noqa: E402
 from dashboard.components.release_confirm import ReleaseJob, release_button  # noqa: E402
@@ -232,8 +232,9 @@ def declaration(base: DataSchema, frame, prof, name: str, suffix: str, ticked: b
     gen = _state()["gen"]      # a declaration opened again starts these from its own values too
     most = c1.number_input("Most rows per person", 1, 1000, int(base.max_rows_per_person), key=f"{P}{gen}_max_rows",
                            disabled=len(ids) != 1,
-                           help="Contribution bounding keeps at most this many rows of each person (chosen at "
-                                "random, seeded); the privacy guarantee then covers a whole person.")
+                           help="Contribution bounding keeps at most this many rows of each person (chosen by a "
+                                "seeded hash of each row, so the same rows whatever else the file holds); "
+                                "the privacy guarantee then covers a whole person.")
     seed = c2.number_input("Seed of contribution bounding", 0, MAX_WIDGET_SEED,
                            min(int(base.bounding_seed), MAX_WIDGET_SEED), key=f"{P}{gen}_bounding_seed",
                            disabled=len(ids) != 1, help="Which of a person's rows over the limit are kept; "
@@ -260,23 +261,6 @@ def problems_table(frame, schema: DataSchema) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------- private estimates
 
-def _column_values(frame, schema: DataSchema, column: str, what: str) -> pd.Series:
-    """The column as every run reads it before its public information is known: trimmed, merged, numbers
-    parsed, missing values dropped, and each person kept to the declared number of rows (contribution
-    bounding with the schema's seed), so one person's rows move the estimate by at most that many."""
-    col = schema.column(column)
-    if what == "categories":
-        keep = ColumnSchema(col.name, "category", merges=col.merges, missing="drop_row")
-    else:
-        keep = ColumnSchema(col.name, "number", parse_numbers=col.parse_numbers, missing="drop_row")
-    cols = [keep]
-    if schema.person_id is not None:
-        cols.insert(0, ColumnSchema(schema.person_id, "person_id", missing="drop_row"))
-    one = schema.replace(columns=tuple(cols))
-    cleaned = apply(frame[[c.name for c in cols]], one)
-    return cleaned[column].astype(str) if what == "categories" else cleaned[column].astype(float)
-
-
 def keep_declared(name: str, schema: DataSchema, raw: bytes, file_name: str, frame) -> None:
     """Declare the file under ``name`` in the project database: its declaration when none is saved under that
     name yet, the file as a version, its population sketches and the file kept on the server."""
@@ -287,7 +271,7 @@ def keep_declared(name: str, schema: DataSchema, raw: bytes, file_name: str, fra
         store.save(schema.replace(name=name))
     store.add_version(name, fp, file_name)
     store.save_sketches(name, fp, upload_sketches(fp, frame))
-    store.keep_file(name, raw, file_name, fp)
+    store.keep_file(name, raw, file_name, fp, curator=current_curator())
 
 
 def _remove_kept_button(name: str) -> bool:
@@ -334,30 +318,43 @@ def estimate_section(frame, schema: DataSchema, raw: bytes, file_name: str) -> N
         st.caption("Declare them above if they are known publicly (a code book, the questionnaire's limits). "
                    "Otherwise they can be estimated privately: that is a real release (OpenDP's secure "
                    "sampler), its spend is recorded in this data set's privacy ledger, and the estimate becomes "
-                   "part of the public declaration. Look at it before saving: on a small file the tails of a "
-                   "range can land far out.")
+                   "part of the public declaration. A bounds estimate says how many values it needs first, "
+                   "and on a smaller column it is not offered.")
         c1, c2 = st.columns(2)
         choice = c1.selectbox("Column", [f"{c}: {w}" for c, w in wanted], key=f"{P}_est_column")
         column, what = choice.rsplit(": ", 1)
         epsilon = float(c2.number_input("Epsilon for this estimate", 0.01, 10.0, 1.0, 0.05, key=f"{P}_est_epsilon"))
         k = schema.max_rows_per_person
-        nonnegative, ceiling = False, None
+        floor = ceiling = values = refusal = None
         if what == "bounds":
-            st.caption(f"The {DEFAULT_QUANTILES[0]:.0%} and {DEFAULT_QUANTILES[1]:.0%} quantiles, each with half the "
-                       "epsilon, chosen from a fixed public grid of candidate values.")
-            nonnegative = st.checkbox("This column is never negative (public knowledge: ages, counts, amounts)",
-                                      True, key=f"{P}_est_nonnegative",
-                                      help="Leaves the negative candidates out, so a low bound below the smallest "
-                                           "value lands near 0 rather than far below it.")
-            ceiling = float(st.number_input(
-                "A value no record could exceed (public knowledge; 0 = none)", 0.0, 1e9, 0.0, key=f"{P}_est_ceiling",
-                help="For example 130 for an age or 100 for a percentage. Leaves the larger candidates out, so the "
-                     "high bound lands near the data rather than far above it.")) or None
-            grid = candidate_grid(nonnegative, ceiling)
-            need = reliable_rows(epsilon, grid.size, DEFAULT_QUANTILES[0], k)
-            st.caption(f"With {grid.size} candidates at this epsilon, each tail is found reliably when the column has "
-                       f"at least about {need:,.0f} values (a public figure: it uses no data); with fewer, raise "
-                       "the epsilon, declare a ceiling, or declare the bounds yourself.")
+            try:
+                values = estimate_input(frame, schema, column, what)
+            except ValueError as exc:
+                refusal = str(exc)
+            st.caption(f"The {DEFAULT_QUANTILES[0]:.0%} and {DEFAULT_QUANTILES[1]:.0%} quantiles: a quarter of the "
+                       "epsilon finds the range of magnitudes that holds the data (a noisy histogram over public "
+                       "bins), the rest picks each quantile among candidates spread over that range.")
+            c3, c4 = st.columns(2)
+            floor = c3.number_input("A value no record could be below (public knowledge; empty = none)", value=None,
+                                    key=f"{P}_est_floor", help="For example 0 for an age, a count or an amount. "
+                                    "Values below it are clipped; leave it empty unless a code book says so.")
+            ceiling = c4.number_input("A value no record could exceed (public knowledge; empty = none)", value=None,
+                                      key=f"{P}_est_ceiling", help="For example 130 for an age or 100 for a "
+                                      "percentage. Values above it are clipped.")
+            try:
+                need = required_values(epsilon, k, DEFAULT_QUANTILES, floor, ceiling)
+            except ValueError as exc:
+                need, refusal = None, str(exc)
+            if need is not None:
+                enough = values is not None and len(values) >= need
+                st.caption(f"At this epsilon the estimate lands near the true range (within the 0.5 to 99.5 "
+                           f"percentile range widened by half its width on each side, in at least 90% of draws) "
+                           f"when the column has at least {need:,} values"
+                           f"{f' (up to {k} rows per person)' if k > 1 else ''} (a public figure: it uses no "
+                           f"data). This column has {'enough' if enough else 'fewer'}.")
+                if refusal is None and not enough:
+                    refusal = (f"the column has fewer values than the {need:,} the estimate needs at epsilon "
+                               f"{epsilon:g}; raise the epsilon, or declare the bounds above from a code book.")
         else:
             st.caption(f"Labels whose noisy count reaches {category_threshold(epsilon, DEFAULT_DELTA, k):.1f} are "
                        f"kept (the least that keeps delta {DEFAULT_DELTA:g}); rarer labels stay out.")
@@ -368,7 +365,7 @@ def estimate_section(frame, schema: DataSchema, raw: bytes, file_name: str) -> N
             st.caption(f"These rows are {plain(owner)}'s: the estimate is recorded in its privacy ledger.")
         ref = declared_ref(schema.replace(name=owner), raw)
         digest = digest_of({"schema": schema.digest(), "column": column, "what": what, "epsilon": epsilon,
-                            "nonnegative": nonnegative, "ceiling": ceiling})
+                            "floor": floor, "ceiling": ceiling})
         planned = planned_estimate_ledger(what, column, epsilon, k)
         label = f"private {what} of {column}, epsilon {epsilon:g}"
         pending = LedgerRelease(data_key(ref), release_key(ESTIMATE, digest, secrets.token_hex(8)), "release", PAGE,
@@ -376,16 +373,16 @@ def estimate_section(frame, schema: DataSchema, raw: bytes, file_name: str) -> N
 
         def run():
             keep_declared(owner, schema, raw, file_name, frame)     # spent on: declared from this moment
-            values = _column_values(frame, schema, column, what)
             if what == "bounds":
                 low, high, spent = estimate_bounds(values, epsilon, secure=True, rows_per_person=k,
-                                                   nonnegative=nonnegative, ceiling=ceiling)
+                                                   floor=floor, ceiling=ceiling)
                 return (low, high), spent
-            cats, spent = estimate_categories(values, epsilon, secure=True, rows_per_person=k)
+            cats, spent = estimate_categories(estimate_input(frame, schema, column, what), epsilon, secure=True,
+                                              rows_per_person=k)
             return cats, spent
 
         result = release_button("Estimate privately", key=f"{P}_estimate", pending=pending, run=run, what=label,
-                                spent=lambda r: r[1])
+                                spent=lambda r: r[1], error=refusal)
         if result is not None:
             found, _ = result
             pend = st.session_state.setdefault(PENDING, {})

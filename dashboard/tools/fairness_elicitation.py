@@ -46,6 +46,7 @@ from dashboard.components.report_panel import report_panel, saved_report_loader 
 from dashboard.figures import fairness_sessions as figs  # noqa: E402
 from dashboard.page_registry import PAGES  # noqa: E402
 
+from dashboard.components.access import current_role, identity_provider_configured  # noqa: E402
 from dashboard.components.fairness_results import render_fairness_results  # noqa: E402
 from dashboard.components.join_link import browser_page_url, join_panel, join_url  # noqa: E402
 from dashboard.components.ledger_badge import project_ledger  # noqa: E402
@@ -578,19 +579,43 @@ def facilitator_setup() -> None:
     _design_preview()
 
     st.subheader("Open a session")
-    if _state("open_error"):
-        st.error(_state("open_error"))
-    # one form: typing the code and the key sends nothing until Open, so no rerun can drop a half-typed key
-    with st.form(P + "open_form", border=False):
-        c1, c2 = st.columns(2)
-        c1.text_input("Join code", key=P + "open_code", persist_state=KEEP)
-        c2.text_input("Facilitator key", key=P + "open_key", type="password", persist_state=KEEP)
-        st.form_submit_button("Open", key=P + "open", on_click=_open_session)
+    open_session_form()
     with st.expander("Import an exported session (JSON or CSV)"):
         st.file_uploader("Session file", type=["json", "csv"], key=P + "import_file")
         st.button("Import", key=P + "import", on_click=_import_session)
 
 
+
+
+def open_session_form() -> None:
+    """Join code and facilitator key in one form: typing sends nothing until Open, so no rerun can drop a
+    half-typed key."""
+    if _state("open_error"):
+        st.error(_state("open_error"))
+    with st.form(P + "open_form", border=False):
+        c1, c2 = st.columns(2)
+        c1.text_input("Join code", key=P + "open_code", persist_state=KEEP)
+        c2.text_input("Facilitator key", key=P + "open_key", type="password", persist_state=KEEP)
+        st.form_submit_button("Open", key=P + "open", on_click=_open_session)
+
+
+def guest_view() -> None:
+    """What a browser without a curator's sign-in sees: how to join as a stakeholder, and how a facilitator
+    opens the console of the session whose key they hold. Creating, importing and demo sessions, and every
+    other page, are the curator's."""
+    fac = _state("fac")
+    if fac:
+        facilitator_session(fac)
+        return
+    stakeholder_join(None)
+    with st.expander("Facilitators: open your session", expanded=bool(_state("open_error"))):
+        st.write("Type the session's join code and the facilitator key you were given when it was created.")
+        open_session_form()
+    st.divider()
+    if identity_provider_configured():
+        st.button("Curator sign-in", key=P + "oidc_login", on_click=st.login)
+    else:
+        st.caption("Curators: open the sign-in link that came with your curator key.")
 
 
 def _progress_block(store: ElicitationStore, fac: dict, progress: pd.DataFrame | None = None) -> None:
@@ -873,10 +898,14 @@ if join_param or st.query_params.get("me") or _state("login"):
     # Came through a join or stakeholder link (or signed in as one): the stakeholder's view only, with no
     # switch to the facilitator's or the demo's screens. Signing out of a page without a link brings it back.
     st.session_state[P + "role"] = role = SH
+elif not current_role().is_curator:
+    role = None
 else:
     role = st.radio("Open as", ROLES, key=P + "role", horizontal=True, persist_state=KEEP)
 
-if role == SH:
+if role is None:
+    guest_view()
+elif role == SH:
     stakeholder_view(join_param)
 elif role == FAC:
     fac = _state("fac")

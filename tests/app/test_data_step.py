@@ -226,6 +226,7 @@ def test_group_fairness_ranks_the_declared_data_set(saved):
 
 
 def test_missing_bounds_and_categories_are_estimated_privately_as_recorded_releases():
+    from core.intake.estimate import required_values
     from core.privacy.project_ledger import ProjectLedger, compose
     from tests.release_steps import confirm_release
 
@@ -234,15 +235,26 @@ def test_missing_bounds_and_categories_are_estimated_privately_as_recorded_relea
     at.text_input(key="ds_name").input(NAME).run()
     assert at.selectbox(key="ds_est_column").options[:3] == ["sex: categories", "age: bounds", "education: categories"]
     at.selectbox(key="ds_est_column").set_value("age: bounds").run()
+    # no sign or limit is declared for the curator
+    assert at.number_input(key="ds_est_floor").value is None and at.number_input(key="ds_est_ceiling").value is None
     at.number_input(key="ds_est_epsilon").set_value(0.5).run()
+    # about 3,400 ages against about 19,700 needed at epsilon 0.5: the requirement is shown, nothing is offered
+    need = required_values(0.5)
+    assert any(f"at least {need:,} values" in c.value and "This column has fewer" in c.value for c in at.caption)
+    assert at.button(key="ds_estimate").disabled
+    assert any("raise the epsilon, or declare the bounds" in c.value for c in at.caption)
+    assert not ProjectLedger().releases(f"dataset:{NAME}", "release")
+    at.number_input(key="ds_est_epsilon").set_value(3.5).run()                     # needs 2,811: enough
+    assert not at.button(key="ds_estimate").disabled
     confirm_release(at, "ds_estimate")
     assert not at.exception, at.exception
     assert at.checkbox(key=_key(at, "age", "has_bounds")).value                   # the estimate filled the widgets
     low, high = (at.number_input(key=_key(at, "age", f)).value for f in ("low", "high"))
-    assert low < high and at.session_state["ds_state"]["base"] is not None          # a public range, from the grid
+    assert 0 <= low <= 25 and 80 <= high <= 125                                   # ages 18 to 90 in the file
     assert any("Estimated privately and recorded in the ledger" in s.value for s in at.success)
     assert "age: bounds" not in at.selectbox(key="ds_est_column").options
     at.selectbox(key="ds_est_column").set_value("race: categories").run()
+    at.number_input(key="ds_est_epsilon").set_value(0.5).run()
     confirm_release(at, "ds_estimate")
     assert not at.exception, at.exception
     assert set(at.multiselect(key=_key(at, "race", "categories")).value) <= {"White", "Black", "Asian", "Other"}
@@ -250,7 +262,7 @@ def test_missing_bounds_and_categories_are_estimated_privately_as_recorded_relea
     ledger = ProjectLedger()
     releases = ledger.releases(f"dataset:{NAME}", "release")
     assert [r.action for r in releases] == ["private estimate of public information"] * 2
-    assert compose(releases).epsilon == pytest.approx(1.0)                        # 0.5 + 0.5, pure epsilon
+    assert compose(releases).epsilon == pytest.approx(4.0)                        # 3.5 + 0.5, pure epsilon
 
 
 def test_a_new_name_for_a_budgeted_population_is_asked_about_and_filed_under_it(saved):

@@ -48,6 +48,17 @@ def test_a_declared_data_set_comes_back_after_a_reload_on_the_synthesis_page():
     assert again.session_state["declared_data"][NAME]["raw"] == RAW      # the kept file, read back from the server
 
 
+def test_kept_data_sets_are_each_curators_own(monkeypatch):
+    from dashboard.components import access
+
+    _saved()                                                          # saved by "test curator"
+    monkeypatch.setattr(access, "current_role", lambda: access.Role("another curator"))
+    other = AppTest.from_file(APP, default_timeout=300).run()
+    other.switch_page(SYNTHESIS).run()
+    assert not other.exception, other.exception
+    assert f"declared:{NAME}" not in other.selectbox(key="ss_dataset").options
+
+
 def test_a_page_without_a_declared_data_set_points_to_the_data_step():
     at = AppTest.from_file(APP, default_timeout=300).run()
     at.switch_page(SYNTHESIS).run()
@@ -119,10 +130,11 @@ def test_a_different_population_answer_is_on_the_ledger_page_and_in_its_export(d
     assert not at.exception, at.exception
     table = next(d.value for d in at.dataframe if "compared_name" in d.value.columns)
     assert list(zip(table["new_name"], table["compared_name"], table["relation"], table["curator"])) == [
-        ("Second county", NAME, "same", "local")]
+        ("Second county", NAME, "same", "test curator")]      # the signed-in curator (tests/app/conftest.py)
     assert table["answered_utc"].str.len().min() > 0
     exported = json.loads(downloads["pl_answers_json"])
-    assert [(r["new_name"], r["compared_name"], r["curator"]) for r in exported] == [("Second county", NAME, "local")]
+    assert [(r["new_name"], r["compared_name"], r["curator"]) for r in exported] == [
+        ("Second county", NAME, "test curator")]
     assert all("relation" not in r for r in exported)                 # computed from private rows: screen only
     assert "Second county" in downloads["pl_answers_csv"] and "same" not in downloads["pl_answers_csv"]
     at.selectbox(key="pl_data").set_value(f"dataset:{NAME}").run()

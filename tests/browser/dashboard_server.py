@@ -28,18 +28,32 @@ BROWSER_MARKS = [
 ]
 
 
+CURATOR_TOKENS: dict[str, str] = {}
+"""Server URL -> a signed-in curator's cookie value on that server (made by :func:`dashboard`)."""
+
+
 @contextmanager
 def dashboard(folder: Path, **env: str) -> Iterator[str]:
     """Run the dashboard with its cache (and any other settings in `env`) under `folder`; yields
-    its URL (benchmarks/dashboard_process.py)."""
+    its URL (benchmarks/dashboard_process.py). A curator is made in its database, whose sign-in
+    :func:`open_page` puts in a tab when asked (``curator_of=url``)."""
     with dashboard_process.dashboard(folder, **{"DASHBOARD_CACHE_DIR": str(folder / "cache"), **env}) as url:
-        yield url
+        CURATOR_TOKENS[url] = dashboard_process.curator_token(env.get("DASHBOARD_DB_URL"), "browser test")
+        try:
+            yield url
+        finally:
+            CURATOR_TOKENS.pop(url, None)
 
 
-def open_page(browser, height: int = 1000, width: int = 1400, **context):
+def open_page(browser, height: int = 1000, width: int = 1400, curator_of: str | None = None, **context):
     """A new tab that records every request and web socket leaving the machine: (page, URLs).
-    ``context`` goes to Playwright's new_page (a phone: is_mobile, has_touch, device_scale_factor)."""
+    ``curator_of`` (a server's URL) signs the tab in as that server's curator, as the sign-in link's
+    cookie would; without it the tab is a guest (a stakeholder's phone). ``context`` goes to Playwright's
+    new_page (a phone: is_mobile, has_touch, device_scale_factor)."""
     page = browser.new_page(viewport={"width": width, "height": height}, **context)
+    if curator_of is not None:
+        page.context.add_cookies([{"name": "dashboard_curator", "value": CURATOR_TOKENS[curator_of],
+                                   "url": curator_of, "httpOnly": True, "sameSite": "Strict"}])
     outside: list[str] = []
 
     def record(url: str) -> None:

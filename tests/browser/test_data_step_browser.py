@@ -30,7 +30,7 @@ def test_upload_once_then_use_it_on_the_coherence_audit(served):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page, outside = open_page(browser, height=1400)
+        page, outside = open_page(browser, height=1400, curator_of=served)
         page.goto(f"{served}/data-step")
         wait_until_idle(page, timeout_ms=180_000)
         page.locator(".st-key-ds_file input[type='file']").set_input_files(str(FIXTURE))

@@ -35,7 +35,7 @@ def test_every_page_renders_without_exception(server):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=CHROMIUM_FLAGS)
-        page, outside_requests = open_page(browser)
+        page, outside_requests = open_page(browser, curator_of=server)
         requested: list[str] = []
         page.on("request", lambda request: requested.append(request.url))
         # a tool's own URL first on the fresh server: a shared deep link must open without a
@@ -113,7 +113,7 @@ def test_district_upload_builds_a_map_and_rejects_bad_counts(server, tmp_path):
     bad = counts.decode().replace(",10,8,", ",-10,8,", 1).encode()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page, outside = open_page(browser, height=1600)
+        page, outside = open_page(browser, height=1600, curator_of=server)
         page.goto(f"{server}/district-maps")
         wait_until_idle(page, timeout_ms=120_000)
         page.get_by_text("My block files (TIGER/Line + PL 94-171)").click()
@@ -159,7 +159,7 @@ def test_budget_page_takes_a_district_plan_csv_as_a_target(server):
     csv = plan_to_frame(geo.leaf_ids, labels).to_csv(index=False).encode()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page, outside = open_page(browser, height=2400)
+        page, outside = open_page(browser, height=2400, curator_of=server)
         page.goto(f"{server}/budget-allocation")
         wait_until_idle(page, timeout_ms=120_000)
         page.get_by_text(GEOGRAPHIES["georgia"], exact=True).click()

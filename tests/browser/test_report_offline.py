@@ -68,7 +68,7 @@ def test_one_click_html_report_downloads_and_opens_offline(tmp_path):
 
     with _server(tmp_path) as url, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page, outside_app = open_page(browser)
+        page, outside_app = open_page(browser, curator_of=url)
         page.goto(f"{url}/district-maps")
         wait_until_idle(page, timeout_ms=300_000)
         page.get_by_role("tab", name="Export").click()         # the page keeps its exports in a tab

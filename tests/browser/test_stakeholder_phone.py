@@ -54,7 +54,7 @@ def test_phone_stakeholder_joins_by_link_answers_reloads_and_finishes(session_se
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
         # The facilitator's view: the link the room opens, read from this browser's own address.
-        desk, outside = open_page(browser, height=1100)
+        desk, outside = open_page(browser, height=1100, curator_of=url)
         desk.goto(f"{url}/{TOOL_PATH}")
         wait_until_idle(desk)
         # the code and the key sit in one form: typing sends nothing, so no rerun can drop what was typed

@@ -154,3 +154,26 @@ def test_spawn_rngs_is_deterministic_and_handles_unseeded_bit_generators():
 
 def test_map_trials_on_empty_input():
     assert map_trials(_square, [], n_jobs=2) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="planting another user's file needs root")
+def test_a_result_planted_by_another_user_while_the_folder_was_open_is_never_loaded(tmp_path, monkeypatch):
+    """The attacker's view: the cache folder was world-writable for a while and another local user
+    replaced a cached result with their own pickle. Once the folder is made private the planted file
+    is still there; it must be thrown away (and the result computed again), never unpickled."""
+    import pickle
+
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(folder))
+    fast = cache.cached_call(_expensive)
+    CALLS.clear()
+    assert fast(5.0, _Config(2.0, 0)) == 10.0
+    [output] = list(folder.rglob("output.pkl"))
+    for path in (folder, *folder.rglob("*")):
+        path.chmod(0o777)                      # the window in which anyone could write there
+    output.write_bytes(pickle.dumps(-1.0))     # the planted answer ...
+    os.chown(output, 65534, 65534)             # ... owned by its author
+    cache.forget_checked_folders()             # a server started after the folder was opened
+    assert fast(5.0, _Config(2.0, 0)) == 10.0  # recomputed, not the planted -1.0
+    assert CALLS == [5.0, 5.0]
+    assert all(p.stat().st_uid == os.getuid() for p in folder.rglob("*"))

@@ -223,8 +223,8 @@ def test_bounding_keeps_the_smallest_keys():
     frame = pd.DataFrame({"pid": ["a", "a", "a", "b", "c", "c"], "x": ["1", "2", "3", "4", "5", "6"]})
     schema = DataSchema("t", (ColumnSchema("pid", "person_id"), ColumnSchema("x", "category")),
                          person_id="pid", max_rows_per_person=2)
-    from core.contracts import named_rng
-    key = named_rng(9, "contribution bounding").random(6)
+    from core.intake.bounding import row_keys
+    key = row_keys(frame["pid"].to_numpy(object), [pd.Categorical(frame["x"])], seed=9)
     expect = sorted(list(np.argsort(key[:3])[:2]) + [3] + [4, 5])
     out = apply(frame, schema, rng_seed=9)
     assert list(out["x"].astype(str)) == [str(i + 1) for i in expect]

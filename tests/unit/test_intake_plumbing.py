@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from core.__main__ import main as cli
-from core.contracts import DataRef, bytes_fingerprint, named_rng, plan_from_dict, plan_to_dict
+from core.contracts import DataRef, bytes_fingerprint, plan_from_dict, plan_to_dict
+from core.intake.bounding import row_keys
 from core.datasets import load_microdata
 from core.intake import ColumnSchema, DataSchema, apply, clean, draft_schema, read_table, read_table_bytes
 from core.intake.store import DataSetStore
@@ -153,14 +154,16 @@ def test_apply_bounds_contributions_with_the_schemas_seed(raw, schema):
     # one row per person always; which of P00007's four rows is kept follows the seed
     for out in kept.values():
         assert out["person_id"].is_unique and len(out) == frame["person_id"].nunique()
-    p7 = frame.index[frame["person_id"] == "P00007"]
+    every = clean(frame, ids.replace(max_rows_per_person=4)).frame      # all of P00007's rows, cleaned
+    p7 = every[every["person_id"] == "P00007"]
+    assert len(p7) == 4
     picks = set()
     for seed in range(8):
-        key = named_rng(seed, "contribution bounding").random(len(frame))
-        picks.add(int(p7[np.argmin(key[p7])]))
+        key = row_keys(p7["person_id"].to_numpy(object), [p7["sex"]], seed)
+        picks.add(int(np.argmin(key)))
         out = apply(frame, ids.replace(bounding_seed=seed))
         sex = out.loc[out["person_id"] == "P00007", "sex"].astype(str).item()
-        assert sex == frame.loc[p7[np.argmin(key[p7])], "sex"].strip()
+        assert sex == str(p7["sex"].iloc[int(np.argmin(key))])
     assert len(picks) > 1
 
 

@@ -151,7 +151,9 @@ def test_cancelling_a_running_job_frees_its_slot_drops_its_result_and_commits_no
 
     page = threading.Thread(target=lambda: outcome.append(pytest.raises(Cancelled, page_release)))
     page.start()
+    deadline = time.monotonic() + 120                  # a bound on waiting, not an assertion on speed
     while not ledger.reservations("cps"):              # the page holds its reservation
+        assert time.monotonic() < deadline, "the page never reserved its spend"
         page.join(0.01)
     assert running.cancel()
     page.join()
@@ -221,7 +223,9 @@ def test_cancel_kills_a_running_job_and_the_workers_it_started(processes, tmp_pa
     job = processes.submit(jobs_support.hang, str(tmp_path), owner="A", key=f"hang {tmp_path}",
                            label="Hanging")
     pids = tmp_path / "pids"
+    deadline = time.monotonic() + 120                    # a bound on waiting, not an assertion on speed
     while not pids.exists() or len(pids.read_text().split()) < 2:
+        assert time.monotonic() < deadline, "the job never started its helper process"
         assert not job.wait(0.05), job.error             # still running; waits for the helper to start
     job_pid, helper_pid = map(int, pids.read_text().split())
     assert job.cancel()
@@ -300,3 +304,61 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_session_holding_every_slot_gives_one_back_when_another_session_waits():
+    """Fair share: A's two sweeps took both slots before B came; B's job must not wait for them. A's
+    most recently started job goes back to the front of A's queue (its late result is dropped) and
+    starts again as soon as a slot is A's to take."""
+    ex = Manual()
+    q = JobQueue(ex, slots=2, cores=2)
+    a1, a2, a3 = (_submit(q, "A", f"A{i}") for i in (1, 2, 3))
+    assert ex.started == ["A1", "A2"]
+    stale_a2 = ex.finish["A2"]
+    b1 = _submit(q, "B", "B1")
+    assert ex.cancelled == ["A2"] and a2.state == QUEUED and b1.state == RUNNING
+    assert ex.started == ["A1", "A2", "B1"]
+    assert ("preempted", "A2") in q.events
+    stale_a2(True, "late")                          # the stopped run's result arrives after all
+    assert a2.state == QUEUED and a2.result is None
+    ex.finish["A1"](True, "a1")
+    assert ex.started == ["A1", "A2", "B1", "A2"]   # A2 before A3: it was taken off a slot, not new
+    ex.finish["A2"](True, "a2")
+    assert a2.outcome() == "a2" and a3.state == RUNNING
+
+
+def test_a_session_alone_keeps_every_slot_and_a_release_is_never_taken_off_its_slot():
+    ex = Manual()
+    q = JobQueue(ex, slots=2, cores=2)
+    hooked = q.submit(noop, owner="A", key="rel", label="release", on_done=lambda ok, value: None)
+    _submit(q, "A", "A2")
+    assert ex.started == ["release", "A2"]          # nobody else waits: A uses both slots
+    _submit(q, "B", "B1")
+    assert ex.cancelled == ["A2"]                   # the job with a completion hook (a release) stays
+    assert hooked.state == RUNNING
+
+
+def test_a_job_past_its_time_limit_is_cancelled_with_a_message_and_frees_its_slot():
+    ex = Manual()
+    q = JobQueue(ex, slots=1, cores=2)
+    slow = q.submit(noop, owner="A", key="slow", label="slow sweep", limit=0.01)
+    nxt = _submit(q, "B", "next")
+    assert slow.wait(60)
+    assert slow.state == CANCELLED and ex.cancelled == ["slow sweep"]
+    with pytest.raises(Cancelled, match="time limit of 0.01 s"):
+        slow.outcome()
+    assert nxt.state == RUNNING
+
+
+def test_a_time_limit_must_be_positive():
+    q = JobQueue(Manual(), slots=1, cores=2)
+    with pytest.raises(ValueError, match="time limit"):
+        q.submit(noop, owner="A", key="k", label="x", limit=0)
+
+
+def test_a_running_job_states_its_time_limit():
+    ex = Manual()
+    q = JobQueue(ex, slots=1, cores=2, limit=45 * 60)
+    job = _submit(q, "A", "sweep")
+    assert job.status() == "Running on nowhere (stopped after 45 min)"
+    ex.finish["sweep"](True, None)

@@ -140,3 +140,11 @@ def test_rho_for_epsilon_rejects_bad_input():
         acc.rho_for_epsilon(0.0, 1e-6)
     with pytest.raises(ValueError):
         acc.rho_for_epsilon(1.0, 1.5)
+
+
+@pytest.mark.parametrize("call", [lambda: acc.rho_for_epsilon(1e308, 1e-6), lambda: acc.delta_for(1e308, 1.0),
+                                  lambda: acc.rho_for_epsilon(1e7, 1e-6)])
+def test_budgets_beyond_any_meaning_are_refused_not_overflowed(call):
+    """An epsilon or rho of 1e308 used to escape as OverflowError from the root search."""
+    with pytest.raises(ValueError, match="at most"):
+        call()

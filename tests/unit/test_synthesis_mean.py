@@ -207,3 +207,15 @@ def test_gaussian_noise_on_the_mean_tab_runs_at_the_equivalent_rho():
             theory * math.sqrt(2 / math.pi), rel=0.12)
     with pytest.raises(ValueError, match="noise must be"):
         me.noise_budget(1.0, "cauchy")
+
+
+@pytest.mark.parametrize("R, gamma", [(0.0, 0.1), (-1.0, 0.1), (float("nan"), 0.1), (float("inf"), 0.1),
+                                      (1.0, 0.0), (1.0, 1.0), (1.0, -0.5), (1.0, float("nan"))])
+def test_mean_model_outside_its_range_is_refused_with_a_value_error(R, gamma):
+    """|mu| <= R needs R > 0 and the failure probability gamma lies in (0, 1): anything else is a
+    message, not a clip radius of R alone (R = 0 used to pass silently) or an infinite one."""
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="R|gamma"):
+        me.mean_estimation_curves([100, 200], R, gamma, [1.0], 1, rng)
+    with pytest.raises(ValueError, match="R|gamma"):
+        me.clipped_mean(np.ones(5), R, gamma, 1.0, rng)

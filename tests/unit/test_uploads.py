@@ -446,3 +446,16 @@ def test_column_names_that_could_act_as_markup_or_hide_are_refused(name):
     text = f'"{name}",b\n{rows}\n'
     with pytest.raises(ValueError, match="plain names"):
         read_upload(text.encode(), "microdata_csv")
+
+
+@pytest.mark.parametrize("crs", [[1, 2], "EPSG:4326", {"properties": []}, {"properties": {"name": 7}}])
+def test_geojson_with_a_malformed_crs_member_is_a_value_error(crs):
+    """The legacy ``crs`` member is a dict with a name in its properties; a list (or any other shape)
+    used to escape as AttributeError."""
+    import json
+
+    doc = {"type": "FeatureCollection", "crs": crs, "features": [
+        {"type": "Feature", "properties": {"GEOID": "1"},
+         "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 0]]]}}]}
+    with pytest.raises(ValueError, match="crs"):
+        read_upload(json.dumps(doc).encode(), "geojson")
