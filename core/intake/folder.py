@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from core.intake.check import Problem, apply
-from core.intake.schema import BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
+from core.intake.identity import column_terms, merge_sketches, sketches_for, sketches_from_terms
+from core.intake.schema import BLOCKS, DEFAULT_MISSING_TOKENS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
 from core.intake.values import read_values
 
 __all__ = ["FOLDER_COSTS", "FOLDER_SUFFIX", "SAMPLE_ROWS", "FolderCheck", "FolderCheckPlan", "FolderListing",
@@ -356,8 +357,6 @@ def _column_counts(series: pd.Series, col: ColumnSchema, tokens: tuple[str, ...]
 
 def _part_sketches(frame: pd.DataFrame, secret: bytes, column_sets) -> list:
     """One part's population sketches: its own column sets and each of ``column_sets`` it covers."""
-    from core.intake.identity import column_terms, sketches_for, sketches_from_terms
-    from core.intake.schema import DEFAULT_MISSING_TOKENS
     terms = column_terms(frame, tuple(DEFAULT_MISSING_TOKENS), secret)
     return sketches_from_terms(terms, secret) + sketches_for(terms, column_sets, secret)
 
@@ -491,6 +490,5 @@ def check_folder(listing: FolderListing, schema: DataSchema, secret: bytes | Non
                                 "Declare it (or mark it leave_out to silence this)."))
     sketches = ()
     if secret is not None:
-        from core.intake.identity import merge_sketches
         sketches = tuple(merge_sketches(r["sketches"] for _, r in readable))
     return FolderCheck(tuple(problems), listing.n_parts, sketches)
