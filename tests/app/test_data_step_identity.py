@@ -79,11 +79,11 @@ def test_an_estimate_while_drafting_is_recorded_where_the_rows_end_up_and_a_new_
     _upload(at)
     at.text_input(key="ds_name").input("Draft").run()
     at.selectbox(key="ds_est_column").set_value("age: bounds").run()
-    at.number_input(key="ds_est_epsilon").set_value(0.5).run()
+    at.number_input(key="ds_est_epsilon").set_value(3.5).run()          # enough values at this epsilon
     confirm_release(at, "ds_estimate")
     assert not at.exception, at.exception
     ledger = ProjectLedger()
-    assert compose(ledger.releases("dataset:Draft", "release")).epsilon == pytest.approx(0.5)
+    assert compose(ledger.releases("dataset:Draft", "release")).epsilon == pytest.approx(3.5)
     store = DataSetStore()
     assert "Draft" in store.names() and bytes_fingerprint(RAW) in set(store.versions("Draft")["fingerprint"])
     _declare(at)                                                       # renames the data set to NAME
@@ -96,7 +96,7 @@ def test_an_estimate_while_drafting_is_recorded_where_the_rows_end_up_and_a_new_
     assert not at.exception, at.exception
     assert NAME not in store.names()                                   # filed under the data set that spent
     assert ledger.releases(f"dataset:{NAME}") == ()
-    assert compose(ledger.releases("dataset:Draft", "release")).epsilon == pytest.approx(0.5)
+    assert compose(ledger.releases("dataset:Draft", "release")).epsilon == pytest.approx(3.5)
     assert at.checkbox(key=_key(at, "age", "has_bounds")).value         # the estimate stayed in the declaration
 
 
