@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
+LOCAL_CURATOR = "local"   # who a row belongs to until curators log in (a login fills the curator columns)
 DEFAULT_DB_FILE = Path(__file__).resolve().parents[1] / "data" / "sessions" / "elicitation.sqlite"
 
 
@@ -292,5 +293,5 @@ class TableStore:
         self.db.dispose()
 
 
-__all__ = ["DEFAULT_DB_FILE", "NOT_SAVED", "Database", "FileWatch", "StoreUnavailable", "TableStore", "Tx", "default_db_url",
+__all__ = ["DEFAULT_DB_FILE", "LOCAL_CURATOR", "NOT_SAVED", "Database", "FileWatch", "StoreUnavailable", "TableStore", "Tx", "default_db_url",
            "describe_fault", "lost_connection", "make_engine", "normalise_url", "sqlite_file"]

@@ -77,10 +77,12 @@ def network_guard(monkeypatch):
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_cache(tmp_path_factory):
-    """Point the result cache and the session database at per-run temporary folders."""
+    """Point the result cache, the session database and the curator's data folder (kept files, the
+    installation's key) at per-run temporary folders."""
     root = tmp_path_factory.mktemp("dashboard")
     os.environ["DASHBOARD_CACHE_DIR"] = str(root / "cache")
     os.environ.setdefault("DASHBOARD_DB_URL", f"sqlite:///{root / 'sessions.sqlite'}")
+    os.environ.setdefault("DASHBOARD_DATA_DIR", str(root / "curator"))
     yield root
 
 

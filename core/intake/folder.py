@@ -12,7 +12,10 @@ where it lives, part by part:
 - :func:`check_folder` checks every part against the declared schema in one pass (the parts are
   handed out through :func:`core.parallel.map_trials`, so a Dask cluster reads them where they are
   when one is configured): per column, missing values, values outside the declared categories,
-  unreadable numbers and parts that lack the column. Exact counts never leave this module: a
+  unreadable numbers and parts that lack the column. Given the installation's secret, the same pass
+  fingerprints every row (:mod:`core.intake.identity`) and keeps the folder's population sketches, so a
+  folder is known by its rows, not its path: the same parts through a symlinked folder, under a new name
+  or copied to another place are the same population. Exact counts never leave this module: a
   problem quotes its count as a size band (:func:`core.report.size_band`), like every other count
   of private rows the tools show. Progress counts parts ("part 7 of 20 checked"), and a folder whose
   listing changed while it was read is refused rather than reported on.
@@ -40,8 +43,9 @@ import numpy as np
 import pandas as pd
 
 from core.intake.check import Problem, apply
+from core.intake.identity import column_terms, merge_sketches, sketches_for, sketches_from_terms
 from core.intake.names import checked_names
-from core.intake.schema import BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
+from core.intake.schema import BLOCKS, DEFAULT_MISSING_TOKENS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
 from core.intake.values import read_values
 
 __all__ = ["FOLDER_COSTS", "FOLDER_SUFFIX", "SAMPLE_ROWS", "FolderCheck", "FolderCheckPlan", "FolderListing",
@@ -107,7 +111,7 @@ def list_folder(folder) -> FolderListing:
     for p in parts:
         stat = p.stat()
         sha.update(f"{p.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8"))
-    return FolderListing(str(path.resolve()), tuple(str(p) for p in parts), sha.hexdigest())
+    return FolderListing(str(path.resolve()), tuple(str(p.resolve()) for p in parts), sha.hexdigest())
 
 
 def _open(path: str):
@@ -352,20 +356,31 @@ def _column_counts(series: pd.Series, col: ColumnSchema, tokens: tuple[str, ...]
     return out
 
 
-def _check_part(path: str, schema: DataSchema) -> dict:
-    """Counts per used column of one part, or the reason it cannot be read (runs where the part is read)."""
+def _part_sketches(frame: pd.DataFrame, secret: bytes, column_sets) -> list:
+    """One part's population sketches: its own column sets and each of ``column_sets`` it covers."""
+    terms = column_terms(frame, tuple(DEFAULT_MISSING_TOKENS), secret)
+    return sketches_from_terms(terms, secret) + sketches_for(terms, column_sets, secret)
+
+
+def _check_part(path: str, schema: DataSchema, secret: bytes | None = None, column_sets=()) -> dict:
+    """Counts per used column of one part (and, with ``secret``, its population sketches), or the reason it
+    cannot be read (runs where the part is read)."""
     try:
         handle = _open(path)
     except ValueError as exc:
         return {"unreadable": str(exc)}
     names = set(handle.schema_arrow.names)
     wanted = [c for c in schema.used_columns() if c.name in names]
-    frame = handle.read(columns=[c.name for c in wanted]).to_pandas() if wanted else pd.DataFrame()
+    read = sorted(names) if secret is not None else [c.name for c in wanted]
+    frame = handle.read(columns=read).to_pandas() if read else pd.DataFrame()
     counts = {c.name: _column_counts(frame[c.name], c, schema.missing_tokens) for c in wanted}
     for col in schema.used_columns():
         if col.name not in names:
             counts[col.name] = {**dict.fromkeys(COUNTS, 0), "lacking": 1}
-    return {"counts": counts, "columns": sorted(names)}
+    out = {"counts": counts, "columns": sorted(names)}
+    if secret is not None:
+        out["sketches"] = _part_sketches(frame, secret, column_sets)
+    return out
 
 
 @dataclass(frozen=True)
@@ -374,6 +389,7 @@ class FolderCheck:
 
     problems: tuple[Problem, ...]
     n_parts: int
+    sketches: tuple = ()      # the folder's population sketches (core.intake.identity), when fingerprinted
 
     @property
     def blocking(self) -> tuple[Problem, ...]:
@@ -441,14 +457,17 @@ def _problems(col: ColumnSchema, total: dict[str, int], lacking: list[str]) -> l
     return out
 
 
-def check_folder(listing: FolderListing, schema: DataSchema, *, n_jobs: int | None = None,
-                 scheduler: str | None = None, progress=None) -> FolderCheck:
+def check_folder(listing: FolderListing, schema: DataSchema, secret: bytes | None = None, column_sets=(), *,
+                 n_jobs: int | None = None, scheduler: str | None = None, progress=None) -> FolderCheck:
     """Every part checked against ``schema`` in one pass (module docstring): a :class:`FolderCheck` whose
-    problems quote counts as size bands."""
+    problems quote counts as size bands. With the installation's ``secret`` the pass also keeps the folder's
+    population sketches, over its own column sets and each of ``column_sets`` (other data sets' columns)."""
     from core.parallel import map_trials
     if not isinstance(schema, DataSchema):
         raise ValueError("check_folder takes a DataSchema; draft one from the sample first.")
-    results = map_trials(partial(_check_part, schema=schema), list(listing.parts), n_jobs=n_jobs,
+    column_sets = tuple(tuple(c) for c in column_sets)
+    results = map_trials(partial(_check_part, schema=schema, secret=secret, column_sets=column_sets),
+                         list(listing.parts), n_jobs=n_jobs,
                          progress=part_progress(progress, "checked"), label="parts checked", scheduler=scheduler)
     if list_folder(listing.folder).fingerprint != listing.fingerprint:
         raise ValueError(f"The parts of {listing.folder} changed while they were checked (a part was written, "
@@ -470,4 +489,7 @@ def check_folder(listing: FolderListing, schema: DataSchema, *, n_jobs: int | No
     for name in sorted({c for _, r in readable for c in r["columns"]} - declared):
         problems.append(Problem(name, WARNING, "is in some parts but not declared; it will be left out.",
                                 "Declare it (or mark it leave_out to silence this)."))
-    return FolderCheck(tuple(problems), listing.n_parts)
+    sketches = ()
+    if secret is not None:
+        sketches = tuple(merge_sketches(r["sketches"] for _, r in readable))
+    return FolderCheck(tuple(problems), listing.n_parts, sketches)

@@ -14,7 +14,15 @@ files it was read from. Never the data.
   changes); ``versions(name)`` lists them oldest first; ``find_by_fingerprint`` says which data set a
   file was already declared under;
 - ``save_folder(name, folder)`` records that a saved data set is read from a folder of Parquet parts on
-  this machine (``core.intake.folder``), ``folder(name)`` gives that path back (None for an upload).
+  this machine (``core.intake.folder``), ``folder(name)`` gives that path back (None for an upload);
+- ``save_sketches(name, source, sketches)`` keeps the population sketches (``core.intake.identity``: a
+  bounded set of keyed row hashes per column set, nothing readable) of one file or folder read under a data
+  set, ``sketches()`` gives every data set's, so a new table is compared by content with each of them;
+- ``keep_file(name, raw, file_name)`` keeps the file a data set is read from on the server, under the
+  project's data folder (``core.intake.identity.data_folder``), for its curator, until ``remove_file``:
+  ``kept(name)`` gives ``(file_name, bytes)`` back after a reload or a restart, ``kept_names(curator)``
+  the data sets a curator has files for. There is no curator login yet: every row says ``LOCAL_CURATOR``,
+  and the column is there for a login to fill.
 """
 from __future__ import annotations
 
@@ -23,14 +31,18 @@ import re
 import unicodedata
 from datetime import datetime, timezone
 
+from pathlib import Path
+
 import pandas as pd
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, select
+from sqlalchemy import (Column, Integer, LargeBinary, MetaData, String, Table, Text, UniqueConstraint, delete, insert,
+                        select)
 from sqlalchemy.exc import IntegrityError
 
-from core.database import TableStore
+from core.database import LOCAL_CURATOR, TableStore
+from core.intake.identity import PopulationSketch, data_folder
 from core.intake.schema import DataSchema
 
-__all__ = ["DataSetStore", "MAX_DATA_SET_NAME", "MAX_FILE_NAME", "MAX_FOLDER", "VERSION_COLUMNS",
+__all__ = ["DataSetStore", "LOCAL_CURATOR", "MAX_DATA_SET_NAME", "MAX_FILE_NAME", "MAX_FOLDER", "VERSION_COLUMNS",
            "check_data_set_name"]
 
 MAX_DATA_SET_NAME = 120
@@ -64,6 +76,37 @@ data_set_folders = Table(      # a data set read from a folder of Parquet parts 
     Column("folder", String(MAX_FOLDER), nullable=False),
     Column("saved_utc", String(40), nullable=False),
 )
+
+
+data_set_sketches = Table(     # population sketches of each file or folder read under a data set
+    "intake_data_set_sketches", metadata,
+    Column("sketch_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(MAX_DATA_SET_NAME), nullable=False, index=True),
+    Column("source", String(80), nullable=False),
+    Column("columns_json", Text, nullable=False),
+    Column("hashes", LargeBinary, nullable=False),
+    Column("saved_utc", String(40), nullable=False),
+)
+
+data_set_files = Table(        # the file a data set is read from, kept on the server for its curator
+    "intake_data_set_files", metadata,
+    Column("name", String(MAX_DATA_SET_NAME), primary_key=True),
+    Column("curator", String(120), nullable=False, server_default=LOCAL_CURATOR),
+    Column("fingerprint", String(64), nullable=False),
+    Column("file_name", String(MAX_FILE_NAME), nullable=False),
+    Column("kept_utc", String(40), nullable=False),
+)
+
+
+def kept_folder() -> Path:
+    """Where kept files live: ``kept/`` in the project's data folder."""
+    folder = data_folder() / "kept"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _kept_path(fingerprint: str) -> Path:
+    return kept_folder() / fingerprint
 
 
 def _now() -> str:
@@ -138,7 +181,84 @@ class DataSetStore(TableStore):
             gone = conn.execute(delete(data_sets).where(data_sets.c.name == name)).rowcount
             conn.execute(delete(data_set_versions).where(data_set_versions.c.name == name))
             conn.execute(delete(data_set_folders).where(data_set_folders.c.name == name))
+            conn.execute(delete(data_set_sketches).where(data_set_sketches.c.name == name))
+        self.remove_file(name)
         return bool(gone)
+
+    # ---------------------------------------------------------------- population sketches
+    def save_sketches(self, name: str, source: str, sketches) -> None:
+        """Keep the population sketches of one file or folder (``source``: its fingerprint) read under the
+        saved data set ``name``, replacing those of the same source."""
+        name, source = str(name).strip(), str(source)[:80]
+        rows = [{"name": name, "source": source, "columns_json": json.dumps(list(s.columns)),
+                 "hashes": s.to_bytes(), "saved_utc": _now()} for s in sketches]
+        c = data_set_sketches.c
+        with self._write() as conn:
+            if conn.execute(select(data_sets.c.name).where(data_sets.c.name == name)).first() is None:
+                raise ValueError(f"No data set named {name!r} is saved; save its schema first.")
+            conn.execute(delete(data_set_sketches).where((c.name == name) & (c.source == source)))
+            if rows:
+                conn.execute(insert(data_set_sketches), rows)
+
+    def sketches(self) -> dict[str, list[PopulationSketch]]:
+        """Every saved data set's population sketches (of all its sources), by name."""
+        c = data_set_sketches.c
+        with self._read() as conn:
+            rows = conn.execute(select(c.name, c.columns_json, c.hashes).order_by(c.sketch_id)).all()
+        out: dict[str, list[PopulationSketch]] = {}
+        for name, columns, hashes in rows:
+            out.setdefault(name, []).append(PopulationSketch.from_bytes(json.loads(columns), bytes(hashes)))
+        return out
+
+    # ---------------------------------------------------------------- kept files
+    def keep_file(self, name: str, raw: bytes, file_name: str, fingerprint: str, *,
+                  curator: str = LOCAL_CURATOR) -> None:
+        """Keep ``raw`` (whose SHA-256 is ``fingerprint``) on the server as the file the saved data set ``name``
+        is read from, for ``curator``; replaces the file kept for it before."""
+        name = str(name).strip()
+        if not FINGERPRINT.fullmatch(str(fingerprint)):
+            raise ValueError("A file's fingerprint is its SHA-256 as 64 lower-case hexadecimal digits.")
+        path = _kept_path(fingerprint)
+        if not path.exists():
+            partial = path.with_suffix(".partial")
+            partial.write_bytes(bytes(raw))
+            partial.replace(path)
+        with self._write() as conn:
+            if conn.execute(select(data_sets.c.name).where(data_sets.c.name == name)).first() is None:
+                raise ValueError(f"No data set named {name!r} is saved; save its schema first.")
+            conn.execute(delete(data_set_files).where(data_set_files.c.name == name))
+            conn.execute(insert(data_set_files).values(name=name, curator=str(curator)[:120] or LOCAL_CURATOR,
+                                                       fingerprint=fingerprint,
+                                                       file_name=str(file_name or "")[:MAX_FILE_NAME],
+                                                       kept_utc=_now()))
+
+    def kept(self, name: str) -> tuple[str, bytes] | None:
+        """``(file_name, bytes)`` of the file kept for ``name``, or None (none kept, or removed from disk)."""
+        c = data_set_files.c
+        with self._read() as conn:
+            row = conn.execute(select(c.fingerprint, c.file_name).where(c.name == str(name).strip())).first()
+        if row is None or not _kept_path(row[0]).is_file():
+            return None
+        return row[1], _kept_path(row[0]).read_bytes()
+
+    def kept_names(self, curator: str = LOCAL_CURATOR) -> list[str]:
+        """The data sets ``curator`` keeps a file for, sorted."""
+        c = data_set_files.c
+        with self._read() as conn:
+            return sorted(conn.execute(select(c.name).where(c.curator == str(curator))).scalars())
+
+    def remove_file(self, name: str) -> bool:
+        """Forget the file kept for ``name`` and delete it from disk when no other data set uses it."""
+        c = data_set_files.c
+        with self._write() as conn:
+            fp = conn.execute(select(c.fingerprint).where(c.name == str(name).strip())).scalar_one_or_none()
+            if fp is None:
+                return False
+            conn.execute(delete(data_set_files).where(c.name == str(name).strip()))
+            shared = conn.execute(select(c.name).where(c.fingerprint == fp)).first() is not None
+        if not shared:
+            _kept_path(fp).unlink(missing_ok=True)
+        return True
 
     # ---------------------------------------------------------------- folders of parts
     def save_folder(self, name: str, folder: str) -> None:

@@ -1,44 +1,39 @@
-"""Is a new upload the same population as a data set that already has a privacy budget?
+"""Is a new table the same population as a data set already declared? Decided by content, not by name.
 
-The ledger counts spends per declared data set (``project_ledger.data_key``: ``"dataset:" + name``), so a
-curator who declares a re-export of a capped data set under a new name would start a fresh budget for the
-same people. Before a new data set is saved, its column names and row count are compared with the declared
-data sets that already have a cap or a release; when one is close, the curator is asked whether it is the
-same population, and the answer is recorded in the project database (table ``population_answers``).
+The ledger counts spends per declared data set (``project_ledger.data_key``: ``"dataset:" + name``). A
+re-export, a subset, a copy with columns added or another encoding of the same rows, declared under a new
+name, would otherwise start a fresh budget for the same people. So before a new data set is saved its rows
+are compared with every declared data set's population sketch (``core.intake.identity``: keyed row
+fingerprints, a bounded sample of them kept per data set), and each data set it shares rows with is named
+with how (:data:`RELATION_WORDS`: the same rows, a subset, a superset, some rows in common). The curator
+files the table under one of them (its spends and cap go on) or answers, on the record, that it is a
+different population. Every answer is kept in the project database (table ``population_answers``) with
+when and who, and the privacy ledger page lists the "different population" answers and exports them.
 
-The closeness rule (:func:`similar_data_sets`), both parts needed:
-
-* **columns**: the column names (trimmed, ignoring case) are the same, or the shared names are at least
-  ``COLUMN_OVERLAP`` (80%) of the longer of the two lists: ``|A & B| / max(|A|, |B|) >= 0.8``;
-* **size**: the row counts differ by at most ``ROW_TOLERANCE`` (10%) of the larger one:
-  ``|n - m| <= 0.1 * max(n, m)``. A candidate whose row count is not at hand (its file is not loaded) is
-  compared on its columns alone: asking once too often costs a click, missing a match would let a budget
-  start again from zero.
-
-Row counts are private numbers: they are used for this comparison only, in memory. Nothing here stores
-or returns them; what leaves is the candidates' names and the words "close in size". The answers table
-holds names, the answer, the upload's fingerprint and when.
+Nothing private leaves: the answers hold names, the relation's word, the file's fingerprint, when and the
+curator; never a row count or a share of rows.
 """
 from __future__ import annotations
 
-import operator
 import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
-from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select
+from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.database import Database, StoreUnavailable
-from core.privacy.project_ledger import DECLARED, Cap, ProjectLedger, declared_name
+from core.database import LOCAL_CURATOR, Database, StoreUnavailable
 
-COLUMN_OVERLAP = 0.8     # share of the longer column list that must be shared
-ROW_TOLERANCE = 0.10     # largest difference in rows, as a share of the larger count
 SAME, DIFFERENT = "same", "different"
 WAIT_LIMIT = 60.0        # seconds a write keeps waiting behind other writers
+RELATION_WORDS = {"same": "the same rows",
+                  "subset": "its rows are among that data set's rows (a subset)",
+                  "superset": "it holds that data set's rows and more (a superset)",
+                  "overlap": "it shares a part of its rows with that data set"}
+ANSWER_COLUMNS = ["new_name", "compared_name", "answer", "relation", "fingerprint", "curator", "answered_utc"]
 
 metadata = MetaData()
 answers_table = Table(
@@ -49,88 +44,32 @@ answers_table = Table(
     Column("answer", String(12), nullable=False),
     Column("fingerprint", String(64), nullable=False, server_default=""),
     Column("answered_utc", String(32), nullable=False),
+    Column("relation", String(12), nullable=False, server_default=""),
+    Column("curator", String(120), nullable=False, server_default=LOCAL_CURATOR),
 )
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A declared data set a new upload is compared with: its name, its column names, and its row count
-    when its file is at hand (None: compared on columns alone). The count stays in memory."""
+class Match:
+    """A declared data set a new table shares rows with, and how (a key of :data:`RELATION_WORDS`)."""
 
     name: str
-    columns: tuple[str, ...]
-    n_rows: int | None = None
+    relation: str
 
-    def __post_init__(self):
-        object.__setattr__(self, "columns", _column_names(self.columns, f"the columns of {self.name!r}"))
-        if self.n_rows is not None:
-            object.__setattr__(self, "n_rows", _row_count(self.n_rows, f"the row count of {self.name!r}"))
+    @property
+    def words(self) -> str:
+        return RELATION_WORDS[self.relation]
 
 
-def _column_names(columns, what: str) -> tuple[str, ...]:
-    if isinstance(columns, str) or not isinstance(columns, (tuple, list)):
-        raise ValueError(f"{what[0].upper()}{what[1:]} must be a list of column names; got {columns!r:.60}.")
-    return tuple(str(c) for c in columns)
+STRENGTH = {"same": 0, "subset": 1, "superset": 2, "overlap": 3}
 
 
-def _row_count(n, what: str) -> int:
-    try:
-        if isinstance(n, bool):
-            raise TypeError
-        n = operator.index(n)
-    except TypeError:
-        raise ValueError(f"{what[0].upper()}{what[1:]} must be a whole number of rows; got {n!r:.40}.") from None
-    if n < 0:
-        raise ValueError(f"{what[0].upper()}{what[1:]} cannot be negative; got {n}.")
-    return n
-
-
-def _normalised(columns: Iterable[str]) -> set[str]:
-    return {str(c).strip().casefold() for c in columns if str(c).strip()}
-
-
-def column_overlap(a: Sequence[str], b: Sequence[str]) -> float:
-    """Shared column names (trimmed, ignoring case) as a share of the longer list: 1.0 for the same names
-    in any order, 0.0 when either list is empty."""
-    left, right = _normalised(a), _normalised(b)
-    if not left or not right:
-        return 0.0
-    return len(left & right) / max(len(left), len(right))
-
-
-def close_in_size(n: int, m: int) -> bool:
-    """True when the row counts ``n`` and ``m`` differ by at most ROW_TOLERANCE of the larger one."""
-    return abs(n - m) <= ROW_TOLERANCE * max(n, m)
-
-
-def similar_data_sets(columns: tuple[str, ...], n_rows: int | None, candidates: Iterable[Candidate]) -> list[str]:
-    """Names of the ``candidates`` close to an upload with ``columns`` and ``n_rows`` rows (the rule in the
-    module's docstring), the largest column overlap first, then by name. ``n_rows`` None compares columns
-    alone. Only names leave this function."""
-    columns = _column_names(columns, "the upload's columns")
-    n_rows = None if n_rows is None else _row_count(n_rows, "the upload's row count")
-    close = []
-    for cand in candidates:
-        cand = cand if isinstance(cand, Candidate) else Candidate(*cand)
-        overlap = column_overlap(columns, cand.columns)
-        if overlap < COLUMN_OVERLAP - 1e-12:
-            continue
-        if n_rows is not None and cand.n_rows is not None and not close_in_size(n_rows, cand.n_rows):
-            continue
-        close.append((-overlap, cand.name))
-    return [name for _, name in sorted(close)]
-
-
-def budgeted_names(ledger: ProjectLedger) -> list[str]:
-    """Declared data sets with a budget to protect: a cap, or at least one release, in the ledger."""
-    names = []
-    for key in ledger.data_sets()["data_key"]:
-        name = declared_name(key)
-        if name is None:
-            continue
-        if isinstance(ledger.cap_decision(key), Cap) or ledger.releases(key, "release"):
-            names.append(name)
-    return names
+def related(overlaps: Mapping[str, object], *, exclude: str | None = None) -> list[Match]:
+    """The data sets among ``overlaps`` (name -> ``core.intake.identity.Overlap``) that share rows with the new
+    table, the closest relation first, then by name; ``exclude`` (the new table's own name) is left out."""
+    found = [Match(name, o.relation) for name, o in overlaps.items()
+             if o.relation in STRENGTH and name != exclude]
+    return sorted(found, key=lambda m: (STRENGTH[m.relation], m.name))
 
 
 def _now() -> str:
@@ -148,8 +87,20 @@ class PopulationAnswers:
     def __init__(self, url: str | None = None):
         try:
             self.db = Database(url).create(metadata)
+            self._migrate()
         except (SQLAlchemyError, StoreUnavailable) as exc:
             raise ValueError(f"The project database cannot be opened for population answers ({exc}).") from exc
+
+    def _migrate(self) -> None:
+        """Give an answers table written before relations and curators those columns."""
+        have = {c["name"] for c in inspect(self.db.engine).get_columns("population_answers")}
+        added = {"relation": "VARCHAR(12) NOT NULL DEFAULT ''",
+                 "curator": f"VARCHAR(120) NOT NULL DEFAULT '{LOCAL_CURATOR}'"}
+        missing = [name for name in added if name not in have]
+        if missing:
+            with self.db.write_tx() as conn:
+                for name in missing:
+                    conn.exec_driver_sql(f"ALTER TABLE population_answers ADD COLUMN {name} {added[name]}")
 
     def _write(self, body) -> None:
         deadline = time.monotonic() + WAIT_LIMIT
@@ -175,11 +126,13 @@ class PopulationAnswers:
         except (SQLAlchemyError, StoreUnavailable) as exc:
             raise ValueError(f"The population answers cannot be read ({exc}).") from exc
 
-    def record(self, new_name: str, fingerprint: str, same_as: str | None, compared: Sequence[str]) -> None:
+    def record(self, new_name: str, fingerprint: str, same_as: str | None, compared: Sequence[str], *,
+               relations: Mapping[str, str] | None = None, curator: str = LOCAL_CURATOR) -> None:
         """Record one answer in one transaction: ``same_as`` (one of ``compared``) is the same population
         (one "same" row), or None: a different population from every name in ``compared`` (one
-        "different" row each)."""
+        "different" row each). ``relations`` (name -> relation word key) and ``curator`` are kept with it."""
         new_name, compared = str(new_name).strip(), [str(c) for c in compared]
+        relations = dict(relations or {})
         if not new_name:
             raise ValueError("Name the new data set before answering.")
         if not compared:
@@ -197,8 +150,10 @@ class PopulationAnswers:
                     (c.new_name == new_name[:200]) & (c.compared_name == name[:200]) & (c.fingerprint == fp))
                     .order_by(c.id.desc()).limit(1)).scalar()
                 if last != answer:
-                    conn.execute(insert(answers_table).values(new_name=new_name[:200], compared_name=name[:200],
-                                                              answer=answer, fingerprint=fp, answered_utc=_now()))
+                    conn.execute(insert(answers_table).values(
+                        new_name=new_name[:200], compared_name=name[:200], answer=answer, fingerprint=fp,
+                        answered_utc=_now(), relation=str(relations.get(name, ""))[:12],
+                        curator=str(curator or LOCAL_CURATOR)[:120]))
 
         self._write(body)
 
@@ -219,12 +174,17 @@ class PopulationAnswers:
     def frame(self, new_name: str | None = None) -> pd.DataFrame:
         """Every recorded answer (of ``new_name`` when given), oldest first."""
         where = None if new_name is None else answers_table.c.new_name == str(new_name).strip()[:200]
-        cols = ["new_name", "compared_name", "answer", "fingerprint", "answered_utc"]
-        return pd.DataFrame([{k: r[k] for k in cols} for r in self._rows(where)], columns=cols)
+        return pd.DataFrame([{k: r[k] for k in ANSWER_COLUMNS} for r in self._rows(where)], columns=ANSWER_COLUMNS)
+
+    def different(self) -> pd.DataFrame:
+        """Every "different population" answer, oldest first: which data set was declared apart from which,
+        how their rows relate, when and by whom (the ledger page lists and exports it)."""
+        frame = self.frame()
+        return frame[frame["answer"] == DIFFERENT].reset_index(drop=True)
 
     def dispose(self) -> None:
         self.db.dispose()
 
 
-__all__ = ["COLUMN_OVERLAP", "Candidate", "DECLARED", "DIFFERENT", "PopulationAnswers", "ROW_TOLERANCE", "SAME",
-           "budgeted_names", "close_in_size", "column_overlap", "similar_data_sets"]
+__all__ = ["ANSWER_COLUMNS", "DIFFERENT", "Match", "PopulationAnswers", "RELATION_WORDS",
+           "SAME", "related"]

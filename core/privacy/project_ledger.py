@@ -8,8 +8,9 @@ and never count toward a total.
 
 What "one data set" is (:func:`data_key`): a bundled data set by its name; a data set the curator declared
 (a DataRef carrying its schema) by the declared name, ``"dataset:" + name``, so every file version uploaded
-into it spends from one budget under one cap; an upload without a declaration by its SHA-256. Whether a new
-declaration is really a new population is asked and recorded in ``core.privacy.population``.
+into it spends from one budget under one cap; an upload without a declaration by its SHA-256, for seeded simulations only: a real release on
+it is refused (:func:`refuse_plain_upload`). Whether a new declaration is really a new population is
+decided by its rows and recorded in ``core.privacy.population``.
 
 Composition of one data set's releases:
 
@@ -233,6 +234,16 @@ def check_release(rel: "LedgerRelease") -> "LedgerRelease":
         if not (math.isfinite(d) and 0.0 <= d < 1.0):
             raise ValueError(f"The delta of {s.label!r} must be at least 0 and below 1; got {s.delta!r}.")
     return rel
+
+
+def refuse_plain_upload(rel: "LedgerRelease") -> None:
+    """A real release is made on a declared data set only: a file uploaded without a declaration (an
+    ``"upload:"`` key) is keyed by its bytes, so one changed byte would give the same people a fresh budget.
+    ValueError saying where to declare it; simulations pass."""
+    if rel.kind == "release" and rel.data_key.startswith(f"{DataRef.UPLOAD}:"):
+        raise ValueError("A real release needs a declared data set: declare this file on the Data step page "
+                         "(its budget then follows its rows, whatever the file's name or bytes) and release "
+                         "from it. A plain upload can only be used for seeded simulations.")
 
 
 @dataclass(frozen=True)
@@ -652,6 +663,7 @@ class ProjectLedger:
         let a different release run uncounted. Expired reservations of the data set are removed on the way.
         """
         check_release(rel)
+        refuse_plain_upload(rel)
         try:
             ttl = float(ttl_seconds)
         except (TypeError, ValueError):

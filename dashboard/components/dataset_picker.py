@@ -1,21 +1,23 @@
-"""Reusable widget: choose bundled microdata (CPS extract, UCI Adult), a data set declared on the Data step,
-or upload a CSV.
+"""Reusable widget: choose bundled microdata (CPS extract, UCI Adult) or a data set declared on the Data step.
 
-Declared data sets live in this browser session under ``st.session_state["declared_data"]``
-(``{name: {"schema": DataSchema, "raw": bytes, "file_name": str}}``, written by the Data step page). The
-picker offers each one as ``"declared:<name>"`` and returns a :class:`PickedData` whose ``ref`` is
-``DataRef("upload", fingerprint, schema=schema)``, so the declaration travels in every plan and every run
+The Data step is the one intake: a curator's own file is declared there, and nowhere else (a plain upload
+would be keyed by its bytes, so it could never carry one budget per population). Declared data sets are
+kept in the project database with their file on the server (``core.intake.store.DataSetStore``: schema
+and kept file, per signed-in curator, :func:`current_curator`), so they come back after a reload or a server restart: ``declared_data()``
+fills ``st.session_state["declared_data"]`` (``{name: {"schema": DataSchema, "raw": bytes, "file_name":
+str}}``) from the store, and the Data step page adds to it when it saves. The picker offers each one as
+``"declared:<name>"`` and returns a :class:`PickedData` whose ``ref`` is ``DataRef("upload", fingerprint,
+schema=schema)``, so the declaration travels in every plan and every run
 cleans the file exactly as declared (``core.datasets.load_microdata``). A declared data set that still has
 a problem blocking a run is not offered; the picker says which and why.
 
 The choice follows the curator across pages: every picker writes what was chosen to
 ``st.session_state["data_choice"]`` and, when another page changed it since this picker last drew, starts
-from it (bundled keys and declared data sets; an ad-hoc upload stays on its own page).
-
-Uploads are kept in the session by fingerprint (``uploads_kept``) and reused when the user comes back.
+from it (bundled keys and declared data sets).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,14 +25,12 @@ import pandas as pd
 import streamlit as st
 
 from core.contracts import DataRef, bytes_fingerprint
+from core.database import LOCAL_CURATOR
 from core.datasets import DATASETS, load_dataset
-from core.uploads import read_upload
 from dashboard.components.plain_text import plain
-from dashboard.components.uploads_kept import upload_kept, wanted_fingerprint
 
-UPLOAD = "upload"
-MICRODATA_CHOICES = ("cps", "adult", UPLOAD)
-CHOICE_LABELS = {"cps": "CPS 1994-95 extract", "adult": "UCI Adult", UPLOAD: "Upload CSV"}
+MICRODATA_CHOICES = ("cps", "adult")
+CHOICE_LABELS = {"cps": "CPS 1994-95 extract", "adult": "UCI Adult"}
 DECLARED = "declared:"
 DECLARED_DATA = "declared_data"          # session key: name -> {"schema", "raw", "file_name"}
 DATA_CHOICE = "data_choice"              # session key: the choice last made on any page
@@ -38,12 +38,12 @@ _SEEN = "data_choice_seen"               # session key: widget key -> the shared
 _LAST = "data_choice_last"               # session key: widget key -> its value when it last drew
 DATA_STEP_HINT = ("Your own file is declared once on the **Data step** page (first among the tools): "
                   "roles, public categories and bounds, missing values, label merges, unit of protection. "
-                  "It is then offered here and on every microdata page.")
+                  "It is then kept and offered here and on every microdata page, after a reload too.")
 
 
 @dataclass(frozen=True)
 class PickedData:
-    """What the user chose: a reference a plan can hold, a name, the table, and (uploads) the bytes."""
+    """What the user chose: a reference a plan can hold, a name, the table, and (declared data) the bytes."""
 
     ref: DataRef
     name: str
@@ -59,9 +59,40 @@ class PickedData:
 
 # ------------------------------------------------------------------------------------------- declared data
 
+@st.cache_resource(show_spinner=False)
+def _store(db_url: str):
+    from core.intake.store import DataSetStore
+    return DataSetStore(db_url or None)
+
+
+def data_set_store():
+    """The data set store in the project database (``DASHBOARD_DB_URL``); ValueError when unavailable."""
+    return _store(os.environ.get("DASHBOARD_DB_URL", ""))
+
+
+def current_curator() -> str:
+    """The signed-in curator (sign-in cookie or identity provider), else ``LOCAL_CURATOR``: whose kept files
+    and answers these are."""
+    from dashboard.components import access
+    return access.current_role().curator or LOCAL_CURATOR
+
+
 def declared_data() -> dict:
-    """This session's declared data sets: name -> {"schema", "raw", "file_name"}."""
-    return st.session_state.setdefault(DECLARED_DATA, {})
+    """The declared data sets this session can use: name -> {"schema", "raw", "file_name"}; the ones kept in
+    the project database for the signed-in curator are added the first time they are missing from the
+    session."""
+    session = st.session_state.setdefault(DECLARED_DATA, {})
+    try:
+        store = data_set_store()
+        for name in store.kept_names(current_curator()):
+            if name in session:
+                continue
+            schema, kept = store.get(name), store.kept(name)
+            if schema is not None and kept is not None:
+                session[name] = {"schema": schema, "raw": kept[1], "file_name": kept[0]}
+    except ValueError:      # the project database cannot be read: this session's declarations only
+        pass
+    return session
 
 
 def declared_key(name: str) -> str:
@@ -110,7 +141,7 @@ def declared_status(name: str) -> tuple[str | None, str | None]:
     """(label, None) for a declared data set a run can use, else (None, why not)."""
     entry = declared_data().get(name)
     if entry is None:
-        return None, f"{name} is not declared in this session."
+        return None, f"{name} is not declared (or its file is no longer kept): declare it on the Data step."
     schema, raw = entry["schema"], entry["raw"]
     blocks = _blocking(schema.digest(), bytes_fingerprint(raw), schema, raw, entry["file_name"])
     if blocks:
@@ -191,28 +222,33 @@ def follow_choice(widget_key: str, options) -> bool:
 
 def remember_choice(widget_key: str, choice: str) -> None:
     """After drawing: a choice the curator made here (the value changed since this widget last drew) becomes
-    the shared one; merely opening a page changes nothing. An ad-hoc upload stays on its own page."""
+    the shared one; merely opening a page changes nothing."""
     last = st.session_state.setdefault(_LAST, {})
     changed = widget_key in last and last[widget_key] != choice
     last[widget_key] = choice
-    if choice == UPLOAD or not (changed or st.session_state.get(DATA_CHOICE) is None):
+    if not (changed or st.session_state.get(DATA_CHOICE) is None):
         return
     st.session_state[DATA_CHOICE] = choice
     st.session_state.setdefault(_SEEN, {})[widget_key] = choice
 
 
 def data_selectbox(label: str, bundled, labels: dict, *, key: str, default: str | None = None,
-                   upload: bool = True, help: str | None = None, container=None, **kwargs) -> str:
-    """A data selectbox: ``bundled`` keys, then this session's declared data sets, then (``upload``) an
-    upload; the choice follows the curator across pages. Returns the chosen key."""
+                   help: str | None = None, container=None, **kwargs) -> str:
+    """A data selectbox: ``bundled`` keys, then the declared data sets; the choice follows the curator across
+    pages. Returns the chosen key."""
     offered, refused = declared_options()
-    options = [*bundled, *offered, *([UPLOAD] if upload else [])]
+    options = [*bundled, *offered]
     names = {**labels, **offered}
     index = options.index(default) if default in options else 0
-    wanted = declared_name(st.session_state.get(key))
+    asked = st.session_state.get(key)
+    wanted = declared_name(asked)
     if wanted is not None and declared_key(wanted) not in options and wanted not in declared_data():
-        st.info(f"The data set {plain(wanted)} (asked for by an opened report, or chosen earlier) is not declared in "
-                "this browser session: upload its file on the Data step and open its declaration there to use it.")
+        st.info(f"The data set {plain(wanted)} (asked for by an opened report, or chosen earlier) is not declared: "
+                "declare its file on the Data step to use it.")
+    elif asked is not None and wanted is None and asked not in options:
+        st.info("The opened report ran on a file uploaded without a declaration, which the tools no longer take: "
+                "declare that file on the Data step (one intake, one budget per population) and choose it here.")
+        st.session_state.pop(key)
     if follow_choice(key, options):
         index = 0          # the value was just set in the session; a second default would only warn
     choice = (container or st).selectbox(label, options, index=index, format_func=lambda k: names.get(k, k),
@@ -227,21 +263,13 @@ def data_selectbox(label: str, bundled, labels: dict, *, key: str, default: str 
 
 # ------------------------------------------------------------------------------------------- the picker
 
-@st.cache_data(show_spinner="Checking the uploaded file...", max_entries=4)
-def _parse_microdata(data: bytes) -> pd.DataFrame:
-    """Validated microdata from uploaded bytes (cached on the content, errors are not cached)."""
-    return read_upload(data, "microdata_csv")
-
-
 def pick_microdata(key: str, default: str = "cps") -> PickedData | None:
-    """Selectbox of bundled microdata, declared data sets and CSV upload; None when nothing usable is
-    chosen yet."""
+    """Selectbox of bundled microdata and declared data sets; None when nothing usable is chosen yet."""
     if default not in MICRODATA_CHOICES:
         raise ValueError(f"default must be one of {MICRODATA_CHOICES}, not {default!r}")
-    choice = data_selectbox("Microdata", MICRODATA_CHOICES[:-1], CHOICE_LABELS, key=f"{key}_dataset",
+    choice = data_selectbox("Microdata", MICRODATA_CHOICES, CHOICE_LABELS, key=f"{key}_dataset",
                             default=default, persist_state="session",
-                            help="A bundled real data set, a data set declared on the Data step, or your own "
-                                 "comma-separated file with a header row.")
+                            help="A bundled real data set, or your own file declared on the Data step.")
     name = declared_name(choice)
     if name is not None:
         try:
@@ -254,27 +282,8 @@ def pick_microdata(key: str, default: str = "cps") -> PickedData | None:
                    f"cleaning of {Path(entry['file_name']).name}. The declaration (schema) travels with every "
                    "plan and report; change it on the Data step page.")
         return picked
-    if choice != UPLOAD:
-        info = DATASETS[choice]
-        frame = load_dataset(choice)
-        st.caption(f"{info.label}: {len(frame):,} rows x {frame.shape[1]} columns. "
-                   f"Source: {info.provenance}. Licence: {info.licence}.")
-        return PickedData(DataRef(choice), info.label, frame)
-
-    kept = upload_kept("CSV file (UTF-8, comma-separated, header row, at least 10 rows and 2 columns)",
-                       f"{key}_upload", type=["csv"], keep=3)
-    if kept is None:
-        fp = wanted_fingerprint(f"{key}_upload")
-        wanted = f" The opened report ran on the file with fingerprint {fp[:12]}...: upload that file." if fp else ""
-        st.info("Upload a CSV file to continue, or choose a bundled data set." + wanted)
-        return None
-    try:
-        frame = _parse_microdata(kept.raw)
-    except ValueError as err:
-        st.error(f"{kept.name}: {err}")
-        return None
-    again = "" if kept.fresh else (f" Kept from earlier in this session (uploaded earlier; fingerprint "
-                                   f"{kept.fingerprint[:12]}...).")
-    st.caption(f"{kept.name}: {len(frame):,} rows x {frame.shape[1]} columns (your upload; "
-               f"text columns read as categories).{again}")
-    return PickedData(DataRef(DataRef.UPLOAD, kept.fingerprint), kept.name, frame.copy(), kept.raw)
+    info = DATASETS[choice]
+    frame = load_dataset(choice)
+    st.caption(f"{info.label}: {len(frame):,} rows x {frame.shape[1]} columns. "
+               f"Source: {info.provenance}. Licence: {info.licence}.")
+    return PickedData(DataRef(choice), info.label, frame)

@@ -35,7 +35,6 @@ from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.release_confirm import ReleaseJob, release_button  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.dataset_picker import choice_of, pick_microdata  # noqa: E402
-from dashboard.components.uploads_kept import current_key  # noqa: E402
 from dashboard.components.wide_table import wide_table  # noqa: E402
 from dashboard.figures import coherence as figs  # noqa: E402
 
@@ -61,12 +60,12 @@ with n is relatively noisier here than on the full file."""
 
 
 # ------------------------------------------------------------------------------------------------
-# Data: bundled, declared on the Data step, or an upload kept by its fingerprint (the shared picker)
+# Data: bundled, or declared on the Data step (the shared picker)
 # ------------------------------------------------------------------------------------------------
 
 def _pick_data() -> tuple[DataRef, bytes | None, pd.DataFrame, str] | None:
-    """The shared picker: bundled data, a data set declared on the Data step (cleaned by its schema), or an
-    upload kept by its fingerprint; (reference, bytes, table, label for the ledger) or None."""
+    """The shared picker: bundled data or a data set declared on the Data step (cleaned by its schema);
+    (reference, bytes, table, label for the ledger) or None."""
     picked = pick_microdata("coh")
     if picked is None:
         return None
@@ -98,8 +97,6 @@ def plan_to_widgets(plan: AuditPlan) -> dict:
         "coh_adversaries": [a.key for a in plan.adversaries], "coh_n_custom": len(plan.custom_subgroups),
         "coh_compare_on": plan.compare, "coh_sweep_on": plan.sweep is not None,
     })
-    if plan.data.is_upload:
-        out[current_key("coh_upload")] = plan.data.fingerprint      # the same file, or none: never another one
     if plan.positive is not None:
         out["coh_positive"] = plan.positive
     for r in plan.releases:

@@ -2,10 +2,12 @@
 
 Upload (CSV, Parquet, Excel) -> profile (curator-only) -> a drafted ``core.intake.DataSchema`` the curator
 confirms with widgets -> every problem at once (``core.intake.check``) -> optional private estimates of
-missing public bounds and categories (a real release, recorded in the ledger) -> save in the project
-database (``core.intake.store.DataSetStore``; a new data set first answers "same population?") and offer it
-to every page of this session (``dashboard.components.dataset_picker``). Nothing is computed here: reading,
-profiling, drafting, checking, cleaning and estimating are core's.
+missing public bounds and categories (a real release, recorded under the data set the file's rows belong
+to, declared from the moment it spends) -> save in the project database (``core.intake.store.DataSetStore``:
+the declaration, the file kept on the server, the rows' population sketches; a table whose rows belong to
+another declared data set first answers "same population?") and offer it on every microdata page, after a
+reload or a restart too (``dashboard.components.dataset_picker``). This page is the one intake. Nothing is
+computed here: reading, profiling, drafting, checking, cleaning and estimating are core's.
 
 A table too large for a browser upload is named instead by the path of its folder of Parquet parts on this
 machine (``core.intake.folder``): a bounded sample is profiled and drafted, every part is checked in one
@@ -19,8 +21,8 @@ only after the commit.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -47,8 +49,8 @@ from core.intake.suggest import column_suggestions  # noqa: E402
 from core.intake.values import read_values  # noqa: E402
 from core.privacy.project_ledger import declared_key  # noqa: E402
 from core.releases import folder_copy_release, private_estimate_release  # noqa: E402
-from dashboard.components.dataset_picker import (declared_data, declared_ref,  # noqa: E402
-                                                 register_declared)
+from dashboard.components.dataset_picker import (current_curator, data_set_store, declared_data,  # noqa: E402
+                                                 declared_ref, register_declared)
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.progress import attached_job, job_key, run_job  # noqa: E402
 from dashboard.components.release_confirm import ReleaseJob, release_button  # noqa: E402
@@ -159,20 +161,6 @@ def read_section(raw: bytes, file_name: str, fp: str):
 @st.cache_data(max_entries=4, show_spinner="Profiling every column...")
 def _profile(fingerprint: str, file_name: str, _frame: pd.DataFrame):
     return profile(_frame)
-
-
-@st.cache_resource(show_spinner=False)
-def _store(db_url: str):
-    from core.intake.store import DataSetStore
-    return DataSetStore(db_url or None)
-
-
-def data_set_store():
-    """The data set store in the project database (``DASHBOARD_DB_URL``); ValueError when unavailable."""
-    try:
-        return _store(os.environ.get("DASHBOARD_DB_URL", ""))
-    except ImportError:
-        raise ValueError("The data set store is not available in this installation.") from None
 
 
 # ------------------------------------------------------------------------------------------- state
@@ -431,10 +419,57 @@ def problems_table(frame, schema: DataSchema) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------- private estimates
 
-def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
-    """Estimate missing public bounds or categories privately: a real release behind the shared confirmation."""
+def keep_declared(name: str, schema: DataSchema, raw: bytes, file_name: str, frame) -> None:
+    """Declare the file under ``name`` in the project database: its declaration when none is saved under that
+    name yet, the file as a version, its population sketches and the file kept on the server."""
+    from dashboard.components.population_check import upload_sketches
+    fp = bytes_fingerprint(raw)
+    store = data_set_store()
+    if store.get(name) is None:
+        store.save(schema.replace(name=name))
+    store.add_version(name, fp, file_name)
+    store.save_sketches(name, fp, upload_sketches(fp, frame))
+    store.keep_file(name, raw, file_name, fp, curator=current_curator())
+
+
+def _remove_kept_button(name: str) -> bool:
+    """A button that removes the data set's file from the server (its declaration, population fingerprints
+    and ledger stay, so its rows keep their budget); True when it was just removed."""
+    if not st.button("Remove its file from this server", key=f"{P}_remove_kept",
+                     help="The declaration, the fingerprints that recognise its rows and its privacy ledger stay; "
+                          "upload the file again to use it."):
+        return False
+    try:
+        data_set_store().remove_file(name)
+    except ValueError as exc:
+        st.error(str(exc))
+        return False
+    declared_data().pop(name, None)
+    st.session_state.setdefault(PENDING, {})[f"{P}_reopen"] = ""
+    st.rerun()
+
+
+def _estimate_owner(schema: DataSchema, raw: bytes, frame) -> str | None:
+    """The data set a private estimate on this file spends from: the one its rows were confirmed to belong
+    to, else its own name; None while the "same population?" question waits for an answer (it is on screen)."""
+    from dashboard.components.population_check import confirm_population, same_population_as, upload_overlaps
+    fp = bytes_fingerprint(raw)
+    try:
+        answer = confirm_population(schema, fp, upload_overlaps(fp, frame), key="population_est")
+    except ValueError as exc:
+        st.error(f"The project database cannot be read: {exc}")
+        return None
+    if answer is None:
+        st.caption("Answer first: a private estimate spends the budget of the data set these rows belong to.")
+        return None
+    return (same_population_as(schema, fp) if answer else None) or schema.name
+
+
+def estimate_section(frame, schema: DataSchema, raw: bytes, file_name: str) -> None:
+    """Estimate missing public bounds or categories privately: a real release behind the shared confirmation,
+    recorded under the data set the file ends up in (the one its rows belong to, declared when it spends)."""
     wanted = needs_public_info(schema)
-    if not wanted:
+    if not wanted or not schema.name:
         return
     with st.container(border=True, key=f"{P}_estimate_box"):
         st.markdown("**Missing public information**: " + ", ".join(f"{plain(c)} ({w})" for c, w in wanted) + ".")
@@ -481,8 +516,19 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
         else:
             st.caption(f"Labels whose noisy count reaches {category_threshold(epsilon, DEFAULT_DELTA, k):.1f} are "
                        f"kept (the least that keeps delta {DEFAULT_DELTA:g}); rarer labels stay out.")
-        release = private_estimate_release(declared_ref(schema, raw), frame, column, what, epsilon, page=PAGE,
-                                           floor=floor, ceiling=ceiling)
+        owner = _estimate_owner(schema, raw, frame)
+        if owner is None:
+            return
+        if owner != schema.name:
+            st.caption(f"These rows are {plain(owner)}'s: the estimate is recorded in its privacy ledger.")
+        release = private_estimate_release(declared_ref(schema.replace(name=owner), raw), frame, column, what,
+                                           epsilon, page=PAGE, floor=floor, ceiling=ceiling)
+
+        def publish(found):       # spent on: declared under its owner from this moment
+            keep_declared(owner, schema, raw, file_name, frame)
+            return found
+
+        release = dataclasses.replace(release, publish=publish)
         result = release_button("Estimate privately", key=f"{P}_estimate", release=release, what=release.label,
                                 error=refusal)
         if result is not None:
@@ -503,18 +549,21 @@ def estimate_section(frame, schema: DataSchema, raw: bytes) -> None:
 
 # ------------------------------------------------------------------------------------------- saving
 
-def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, columns, n_rows: int) -> None:
-    """Save the declaration in the project database (a new data set first answers "same population?") and
-    offer it to every page of this session."""
+def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, frame) -> None:
+    """Save the declaration in the project database, with the file kept on the server and its population
+    sketches (a table whose rows belong to another declared data set first answers "same population?"), and
+    offer it on every microdata page, after a reload too."""
+    from dashboard.components.population_check import confirm_population, same_population_as, upload_overlaps
     fp = bytes_fingerprint(raw)
     try:
         store = data_set_store()
         existing = store.get(schema.name)
+        own_file = existing is not None and fp in set(store.versions(schema.name)["fingerprint"])
     except ValueError as exc:
         st.error(f"The project database cannot be read: {exc}")
         return
-    replace = False
-    if existing is not None and existing != schema:
+    replace = own_file       # a declaration of this very file, saved before (or when it spent), is edited
+    if existing is not None and existing != schema and not own_file:
         replace = st.checkbox(f"Replace the saved declaration of {plain(schema.name)}", key=f"{P}_replace")
     reason = None
     if blocking:
@@ -529,27 +578,27 @@ def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, 
         return
     if st.session_state.get(f"{P}_saving") != (schema.digest(), fp):
         return
-    filed_as = schema.name
-    if existing is None:
-        from dashboard.components.population_check import confirm_population, same_population_as
-        answer = confirm_population(schema, fp, tuple(columns), n_rows=n_rows)
-        if answer is None:
-            return
-        if answer:
-            filed_as = same_population_as(schema, fp) or schema.name
+    try:
+        answer = confirm_population(schema, fp, upload_overlaps(fp, frame))
+    except ValueError as exc:
+        st.error(f"The project database cannot be read: {exc}")
+        return
+    if answer is None:
+        return
+    filed_as = (same_population_as(schema, fp) if answer else None) or schema.name
     final = schema.replace(name=filed_as)
     try:
         store.save(final, replace=store.get(filed_as) is not None)
-        store.add_version(filed_as, fp, file_name)
+        keep_declared(filed_as, final, raw, file_name, frame)
     except ValueError as exc:
         st.error(str(exc))
         return
     st.session_state.pop(f"{P}_saving", None)
     register_declared(final, raw, file_name)
     st.session_state[f"{P}_saved_note"] = (
-        f"Saved {plain(final.name)} in the project database"
+        f"Saved {plain(final.name)} in the project database, with its file kept on this server"
         + ("" if filed_as == schema.name else f" (the same population as {plain(filed_as)}, so its budget goes on)")
-        + ". It is offered on every microdata page of this session: Stratified synthesis, Coherence audit, "
+        + ". It is offered on every microdata page, after a reload too: Stratified synthesis, Coherence audit, "
           "Group fairness and ranking.")
     if filed_as != schema.name:
         _start_from(final, "declared", fp, next_run=True)
@@ -601,6 +650,19 @@ def _folder_rows(fingerprint: str, folder: str) -> int | None:
         return None
 
 
+def _folder_identity(listing) -> tuple[bytes, tuple[tuple[str, ...], ...]]:
+    """What the check needs to fingerprint the folder's rows: the installation's secret, and the column sets
+    of the declared data sets its columns cover (so a copy with columns added is measured on theirs)."""
+    from core.intake.identity import covered_set, installation_secret
+    names = {str(c).strip().casefold() for c in _folder_sample(listing.fingerprint, listing.folder).columns}
+    try:
+        stored = data_set_store().sketches()
+    except ValueError:
+        stored = {}
+    sets = {covered_set(old, names) for old in stored.values()} - {None}
+    return installation_secret(), tuple(sorted(sets))
+
+
 def _folder_check(listing, schema: DataSchema):
     """Every part checked against the declaration (one pass over the parts) on a press, as a background job
     keyed by the declaration and the folder's listing: leaving the page (or reloading it) while it runs and
@@ -608,7 +670,8 @@ def _folder_check(listing, schema: DataSchema):
     this declaration and this listing; a cancelled check keeps nothing."""
     rows = _folder_rows(listing.fingerprint, listing.folder)
     plan = check_plan(listing, schema, rows or 0)
-    key = job_key(check_folder, plan.digest())
+    secret, column_sets = _folder_identity(listing)
+    key = job_key(check_folder, plan.digest(), [list(c) for c in column_sets])
     done = st.session_state.get(f"{P}_folder_checked")
     if done is not None and done[0] != plan.digest():
         done = None
@@ -625,8 +688,8 @@ def _folder_check(listing, schema: DataSchema):
         slot = st.empty()
         try:
             with slot.container():
-                checked = run_job(check_folder, listing, schema, key=key, label=f"Checking {listing.n_parts} parts",
-                                  cancel_key=f"{P}_folder_check_cancel")
+                checked = run_job(check_folder, listing, schema, secret, column_sets, key=key,
+                                  label=f"Checking {listing.n_parts} parts", cancel_key=f"{P}_folder_check_cancel")
         except Cancelled:
             slot.empty()
             st.info("The check was stopped before it finished: nothing was kept. Press **Check every part** to "
@@ -646,7 +709,9 @@ def _folder_check(listing, schema: DataSchema):
 
 
 def _folder_save(schema: DataSchema, listing, checked) -> bool:
-    """Save the declaration and the folder's path; True when this declaration is the one saved."""
+    """Save the declaration, the folder's path and its rows' population sketches (parts that hold another
+    declared data set's rows first answer "same population?"); True when this declaration is the one saved."""
+    from dashboard.components.population_check import confirm_population, folder_overlaps, same_population_as
     try:
         store = data_set_store()
         existing, where = store.get(schema.name), store.folder(schema.name)
@@ -667,16 +732,32 @@ def _folder_save(schema: DataSchema, listing, checked) -> bool:
     elif existing is not None and not replace:
         reason = f"a data set named {schema.name} is already saved; tick 'Replace' or choose another name."
     if st.button("Save the folder data set", key=f"{P}_folder_save", type="primary", disabled=reason is not None):
-        try:
-            store.save(schema, replace=replace)
-            store.save_folder(schema.name, listing.folder)
-        except ValueError as exc:
-            st.error(str(exc))
-            return False
-        st.rerun()
+        st.session_state[f"{P}_folder_saving"] = (schema.digest(), listing.fingerprint)
     if reason is not None:
         st.caption(f"Saving is disabled: {plain(reason)}")
-    return False
+        st.session_state.pop(f"{P}_folder_saving", None)
+        return False
+    if st.session_state.get(f"{P}_folder_saving") != (schema.digest(), listing.fingerprint):
+        return False
+    try:
+        answer = confirm_population(schema, listing.fingerprint, folder_overlaps(checked.sketches))
+    except ValueError as exc:
+        st.error(f"The project database cannot be read: {exc}")
+        return False
+    if answer is None:
+        return False
+    filed_as = (same_population_as(schema, listing.fingerprint) if answer else None) or schema.name
+    try:
+        store.save(schema.replace(name=filed_as), replace=replace or filed_as != schema.name)
+        store.save_folder(filed_as, listing.folder)
+        store.save_sketches(filed_as, listing.fingerprint, checked.sketches)
+    except ValueError as exc:
+        st.error(str(exc))
+        return False
+    st.session_state.pop(f"{P}_folder_saving", None)
+    if filed_as != schema.name:
+        _start_from(schema.replace(name=filed_as), "declared", "folder:" + listing.fingerprint, next_run=True)
+    st.rerun()
 
 
 def _folder_release(schema: DataSchema, listing) -> None:
@@ -832,8 +913,10 @@ with st.container(border=True, key=f"{P}_start"):
                        type=TYPES, keep=3)
     reopen = [n for n in declared_data()]
     if kept is None and reopen:
-        name = st.selectbox("Or edit a data set declared in this session", ["", *reopen], key=f"{P}_reopen",
+        name = st.selectbox("Or edit a declared data set (kept on this server)", ["", *reopen], key=f"{P}_reopen",
                             format_func=lambda n: n or "(choose)")
+        if name and _remove_kept_button(name):
+            name = ""
         if name:
             entry = declared_data()[name]
             raw_, fname = entry["raw"], entry["file_name"]
@@ -843,8 +926,9 @@ with st.container(border=True, key=f"{P}_start"):
                 preset_read_options(fp_, entry["schema"].read)
             kept = type("Reopened", (), {"raw": raw_, "name": fname, "fingerprint": fp_})()
     if kept is None:
-        st.info("Upload a table to begin. Nothing leaves this machine; the file is kept in this browser session "
-                "only, and in the project database only its declaration and fingerprint are saved.")
+        st.info("Upload a table to begin. Nothing leaves this machine. Once saved, the declaration is kept in the "
+                "project database and the file on this server (under the project's data folder), until you remove "
+                "the data set; the database holds no row, only keyed fingerprints that recognise the same rows.")
         st.stop()
 raw, file_name, fp = kept.raw, kept.name, kept.fingerprint
 read = read_section(raw, file_name, fp)
@@ -902,7 +986,7 @@ st.dataframe(table, hide_index=True, width="stretch", key=f"{P}_problems")
 note = st.session_state.pop(f"{P}_estimated_note", None)
 if note:
     st.success(note)
-estimate_section(frame, schema, raw)
+estimate_section(frame, schema, raw, file_name)
 
 if not blocking:
     with st.expander("What the cleaning does (curator only)"):
@@ -915,7 +999,7 @@ st.subheader("Save and share the declaration")
 saved = st.session_state.pop(f"{P}_saved_note", None)
 if saved:
     st.success(saved)
-save_section(schema, blocking, raw, file_name, frame.columns, len(frame))
+save_section(schema, blocking, raw, file_name, frame)
 st.download_button("Download the declaration (JSON)", json.dumps(schema.to_dict(), indent=2),
                    file_name=f"{schema.name}.schema.json", mime="application/json", key=f"{P}_export",
                    help="Public: roles, categories, bounds, missing values, merges, unit of protection. No counts.")

@@ -16,7 +16,7 @@ if str(REPO_ROOT) not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.contracts import Cancelled, DataRef, bytes_fingerprint  # noqa: E402
+from core.contracts import Cancelled, DataRef  # noqa: E402
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness  # noqa: E402
 from core.fairness.declared_learning import LearningColumns  # noqa: E402
 from core.fairness.group_fairness_plan import DECLARED, RANKING_DATA, RANKING_DEFAULTS, ranking_table  # noqa: E402
@@ -40,7 +40,7 @@ LXD = "gf_lxd"               # ... its group columns on a declared data set (the
 LC = "gf_lc"                 # the declared data set's learning columns: gf_lc_<field>
 RVD = "gfd"                  # the calibration tab's widgets on a declared data set (its groups are the data's)
 FIT = ""                     # the score menu's entry for "fit a logistic score"
-#: Where an uploaded table's ranking widgets start (a bundled table starts from RANKING_DEFAULTS).
+#: Where a declared table's ranking widgets start (a bundled table starts from RANKING_DEFAULTS).
 UPLOAD_START = {"ascending": False, "ks": (50, 100), "outcome": ""}
 DEFAULT_BASELINE = "(most disadvantaged group)"
 COMPANION_PAIRS = {"compas": {"race": ("African-American", "Caucasian"), "sex": ("Male", "Female")},
@@ -69,8 +69,6 @@ def plan_to_widgets(plan: GroupFairnessPlan) -> dict:
     plus the table choice, the mediators, their roles and the baseline (keys that depend on the data)."""
     out = plan_widget_values(plan, P)
     out["gf_rk_source"] = choice_of(plan.data)
-    if plan.data.is_upload:
-        out["gf_upload_fp"] = plan.data.fingerprint
     declared = plan.learning == DECLARED
     if declared:
         lc = plan.learning_columns
@@ -130,7 +128,7 @@ def _declared_learning():
     if not declared_options()[0]:
         st.info("No data set is declared in this session yet. " + DATA_STEP_HINT)
         return None
-    choice = data_selectbox("Declared data set (every tab)", [], {}, key="gf_learn_source", upload=False, **KEEP)
+    choice = data_selectbox("Declared data set (every tab)", [], {}, key="gf_learn_source", **KEEP)
     name = declared_name(choice)
     if name is None:
         return None
@@ -188,8 +186,8 @@ def _table(source: str, fingerprint: str, raw: bytes | None, rows: int | None, s
 
 
 def _ranking_data() -> tuple[DataRef, bytes | None, int | None, str] | None:
-    """The table to rank, its bytes (an upload), the synthetic size (None: not a synthetic table) and the
-    choice's key (a bundled key, "upload", or a data set declared on the Data step)."""
+    """The table to rank, its bytes (a declared data set's file), the synthetic size (None: not a synthetic
+    table) and the choice's key (a bundled key, or a data set declared on the Data step: the one intake)."""
     source = data_selectbox("Table to rank", [k for k in RANKING_DATA if k != "upload"], RANKING_DATA,
                             key="gf_rk_source", **KEEP)
     name = declared_name(source)
@@ -207,29 +205,12 @@ def _ranking_data() -> tuple[DataRef, bytes | None, int | None, str] | None:
         st.caption("Synthetic data: drawn from the paper's causal graph with its edge weights and standard "
                    "normal errors (our choice). Women score lower on lifting; the score is lower for women "
                    "and for Black applicants.")
-    if source != "upload":
-        return DataRef(source), None, rows, source
-    uploads: dict = st.session_state.setdefault("gf_uploads", {})
-    file = st.file_uploader("CSV file (UTF-8, comma-separated, header row)", type=["csv"], key="gf_upload")
-    if file is not None:
-        raw = file.getvalue()
-        fp = bytes_fingerprint(raw)
-        uploads.clear()
-        uploads[fp] = (file.name, raw)
-        st.session_state["gf_upload_fp"] = fp
-    fp = st.session_state.get("gf_upload_fp")
-    if fp not in uploads:
-        st.info("Upload a table with sensitive attributes, at least one numeric mediator and a numeric score.")
-        return None
-    name, raw = uploads[fp]
-    if file is None:
-        st.caption(f"Using {name}, uploaded earlier in this session.")
-    return DataRef("upload", fp), raw, rows, source
+    return DataRef(source), None, rows, source
 
 
 def _ranking_widgets(frame: pd.DataFrame, source: str) -> RankingPlan:
     """The causal model's widgets; their menus are the table's columns, their starting values the table's
-    preset (``RANKING_DEFAULTS``; an upload starts from its first column and ``UPLOAD_START``)."""
+    preset (``RANKING_DEFAULTS``; a declared table starts from its first column and ``UPLOAD_START``)."""
     default = RANKING_DEFAULTS.get(source)
     start = ({"attributes": default.attributes, "outcome": default.outcome, "ascending": default.ascending,
               "ks": default.ks} if default else {**UPLOAD_START, "attributes": tuple(frame.columns[:1])})

@@ -1,7 +1,9 @@
 """Privacy ledger: every release made from each data set, on any page, composed into one total.
 
 The page reads and draws ``core.privacy.project_ledger``; the only thing it writes is the curator's
-budget cap per data set. Releases are recorded by the pages that make them.
+budget cap per data set. Releases are recorded by the pages that make them. Every answer that a table
+sharing rows with a declared data set is nevertheless "a different population" (with its own budget) is
+listed here with when and by whom (``core.privacy.population``), and travels in the page's downloads.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from core.privacy.project_ledger import (DEFAULT_DELTA, NO_CAP, Cap, check_cap, 
                                          cumulative_frame, declared_name, spends_frame)
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.ledger_badge import badge_labels, data_in_use, project_ledger  # noqa: E402
+from dashboard.components.population_check import population_answers  # noqa: E402
 from dashboard.figures.ledger import cumulative_figure  # noqa: E402
 
 S = "session"
@@ -117,6 +120,45 @@ def show_versions(name: str) -> None:
                "into it (a re-export, a corrected copy, a row fewer) spends from the same budget.")
 
 
+ANSWER_LABELS = {"new_name": "Declared data set", "compared_name": "Shares rows with", "relation": "How",
+                 "answered_utc": "Answered (UTC)", "curator": "By", "fingerprint": "File or folder fingerprint"}
+ANSWER_ORDER = ["new_name", "compared_name", "relation", "answered_utc", "curator", "fingerprint"]
+
+
+def different_answers(name: str | None = None) -> pd.DataFrame | None:
+    """Every "different population" answer (those naming the declared data set ``name`` when given), oldest
+    first; None when the answers cannot be read."""
+    try:
+        frame = population_answers().different()
+    except ValueError:
+        return None
+    if name is not None:
+        frame = frame[(frame["new_name"] == name) | (frame["compared_name"] == name)]
+    return frame[ANSWER_ORDER].reset_index(drop=True)
+
+
+def show_answers(frame: pd.DataFrame | None, key: str) -> None:
+    """The "different population" answers: each is a budget started apart from rows already declared."""
+    st.subheader("Declared as a different population")
+    if frame is None:
+        st.caption("The recorded answers cannot be read from the project database right now.")
+        return
+    if frame.empty:
+        st.caption("No table sharing rows with a declared data set was declared as a different population.")
+        return
+    st.dataframe(frame, hide_index=True, width="stretch", key=key,
+                 column_config={c: st.column_config.Column(v) for c, v in ANSWER_LABELS.items()})
+    st.caption("Each row is the curator's recorded answer that a table whose rows were found in a declared data "
+               "set is nevertheless a different population, with a budget of its own. Both budgets then cover "
+               "the rows they share.")
+
+
+def answer_records(frame: pd.DataFrame | None) -> list[dict]:
+    """The answers as the downloads carry them: names, when, who and the file's fingerprint; how the rows
+    relate is computed from the private rows, so it stays on this screen."""
+    return [] if frame is None else frame.drop(columns=["relation"]).to_dict("records")
+
+
 def decision_text(decision) -> str:
     if isinstance(decision, Cap):
         return (f"rho {decision.amount:.4g}" if decision.unit == "rho"
@@ -166,6 +208,16 @@ if key == ALL:
                    "and downloads.")
     else:
         st.info("No release has been recorded for any data set yet.")
+    answers = different_answers()
+    show_answers(answers, "pl_answers_all")
+    if answers is not None and not answers.empty:
+        a1, a2 = st.columns(2)
+        a1.download_button("Download the answers (JSON)", json.dumps(answer_records(answers), indent=1),
+                           file_name="different_population_answers.json", mime="application/json",
+                           key="pl_answers_json", icon=":material/download:")
+        a2.download_button("Download the answers (CSV)", guarded_csv(answers.drop(columns=["relation"])),
+                           file_name="different_population_answers.csv", mime="text/csv", key="pl_answers_csv",
+                           icon=":material/table_view:")
     with st.expander("What counts as a release, and how totals compose"):
         st.markdown(WHAT_COUNTS)
     st.stop()
@@ -226,8 +278,11 @@ else:
     st.info("No budget cap has been decided for this data set: the first release on any page asks for one (a "
             "cap, or the explicit choice of no cap).")
 
+answers = None
 if declared_name(key) is not None:
     show_versions(declared_name(key))
+    answers = different_answers(declared_name(key))
+    show_answers(answers, "pl_answers")
 
 frame = spends_frame(rels)   # for the downloads; the tables number releases and simulations apart
 sims = [r for r in rels if r.kind == "simulation"]
@@ -252,7 +307,8 @@ else:
     st.caption("No seeded preview recorded for this data set.")
 
 d1, d2 = st.columns(2)
-d1.download_button("Download the ledger (JSON)", json.dumps(ledger.export(key), indent=1, allow_nan=False),
+exported = {**ledger.export(key), "different_population_answers": answer_records(answers)}
+d1.download_button("Download the ledger (JSON)", json.dumps(exported, indent=1, allow_nan=False),
                    file_name=f"privacy_ledger_{key[:24].replace(':', '_')}.json", mime="application/json",
                    key="pl_json", icon=":material/download:")
 d2.download_button("Download the ledger (CSV)", guarded_csv(frame),

@@ -93,7 +93,7 @@ if picked is None:
 ref, raw = picked.ref, picked.frame
 slug = ref.source
 if loaded is not None and loaded.data != ref:
-    st.warning("The opened report ran on other data; choose that data (or upload the same file) to rerun it.")
+    st.warning("The opened report ran on other data; choose that data (a declared data set comes back from the Data step) to rerun it.")
 
 # ------------------------------------------------------------------------------- settings, action beside them
 plan_error = None

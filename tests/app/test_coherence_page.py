@@ -263,26 +263,6 @@ def test_navigating_away_and_back_keeps_settings_and_results():
     assert not any("settings changed" in w.value for w in at.warning)
 
 
-def test_uploaded_csv_is_kept_by_fingerprint_across_pages():
-    from core.contracts import bytes_fingerprint
-    from core.datasets import load_dataset
-    raw = load_dataset("cps").head(800).to_csv(index=False).encode()
-    at = AppTest.from_file(APP, default_timeout=240)
-    at.run()
-    at.switch_page("tools/coherence_audit.py").run()
-    at.selectbox(key="coh_dataset").select("upload").run()
-    at.file_uploader(key="coh_upload").set_value(("people.csv", raw, "text/csv"))
-    at.run()
-    assert not at.exception and not at.error
-    assert at.session_state["coh_plan"].data.fingerprint == bytes_fingerprint(raw)
-    at.switch_page("home.py").run()
-    at.switch_page("tools/coherence_audit.py").run()
-    assert not at.exception and not at.error
-    assert at.selectbox(key="coh_dataset").value == "upload"
-    assert at.session_state["coh_plan"].data.fingerprint == bytes_fingerprint(raw)
-    assert any("uploaded earlier" in c.value for c in at.caption) or at.file_uploader(key="coh_upload").value
-
-
 def test_saved_report_on_adult_restores_a_range_subgroup():
     plan = AuditPlan(data=DataRef("adult"),
                      rows=RowSample(2000, 1), seed=1, trials=3, positive=">50K",
@@ -300,25 +280,22 @@ def test_saved_report_on_adult_restores_a_range_subgroup():
     assert restored.replace(theory=None) == plan
 
 
-def test_report_on_another_upload_asks_for_that_file():
+def test_a_report_on_a_plain_upload_points_to_the_data_step():
+    """One intake: a report made on a file uploaded without a declaration reopens on bundled data, with a
+    pointer to declare that file on the Data step (no page-local upload is offered)."""
     from core.contracts import bytes_fingerprint
     from core.datasets import load_dataset
-    first = load_dataset("cps").head(700).to_csv(index=False).encode()
     other = load_dataset("cps").tail(700).to_csv(index=False).encode()
     plan = AuditPlan(data=DataRef("upload", bytes_fingerprint(other)), rows=RowSample(None, 0), trials=2, gamma=40,
                      compare=True)
     report = report_json(build_report(run(plan, other), page="Coherence audit"))
     at = AppTest.from_file(PAGE, default_timeout=240)
     at.run()
-    at.selectbox(key="coh_dataset").select("upload").run()
-    at.file_uploader(key="coh_upload").set_value(("first.csv", first, "text/csv"))
-    at.run()
-    assert at.session_state["coh_plan"].data.fingerprint == bytes_fingerprint(first)
-    at.file_uploader(key="coh_upload").set_value(None)
+    assert "upload" not in at.selectbox(key="coh_dataset").options
     at.file_uploader(key="coh__report_file").set_value(("r.json", report.encode(), "application/json"))
     at.run()
     assert not at.exception
-    assert any(bytes_fingerprint(other)[:12] in i.value for i in at.info)
+    assert any("uploaded without a declaration" in i.value and "Data step" in i.value for i in at.info)
 
 
 def test_audit_is_listed_as_a_simulation_and_release_is_recorded_once(tmp_path, monkeypatch):

@@ -336,7 +336,7 @@ def test_a_declared_data_set_missing_from_the_session_is_named_not_silently_repl
     at.session_state["coh_dataset"] = "declared:Elsewhere"      # as an opened report on a declared data set asks
     at.run()
     assert not at.exception
-    assert any("Elsewhere" in i.value and "not declared in this browser session" in i.value for i in at.info)
+    assert any("Elsewhere" in i.value and "is not declared" in i.value for i in at.info)
     assert any("declared once on the **Data step**" in c.value for c in at.caption)   # where to declare it
 
 

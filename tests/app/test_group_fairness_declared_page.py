@@ -12,6 +12,9 @@ from core.datasets import load_microdata
 from core.fairness import run_group_fairness
 from core.fairness.declared_learning import LearningColumns
 from core.report import build_report, report_json
+from core.sharing import CONFIDENTIAL_MARK
+from dashboard.components.report_panel import confidential_key
+from dashboard.components.stakeholder_buttons import builder_key
 from tests.unit.test_group_fairness_declared import RAW, export_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,3 +85,18 @@ def test_a_saved_report_on_the_declared_data_set_restores_the_widgets():
     again.run()
     assert not again.exception and not again.error, [e.value for e in again.error]
     assert again.session_state["gf_plan"] == plan
+
+
+def test_the_downloads_are_the_shared_report_and_the_confidential_one_waits_for_the_curators_word():
+    """A declared data set is private: the page's default downloads are the shared report (what it withholds
+    said, no confidential mark); the confidential report appears only after the curator's confirmation."""
+    at = _declare(_open())
+    labels = [str(b.proto.label) for b in at.get("download_button")]
+    assert "Download report (JSON)" in labels and not any(x.startswith("Confidential") for x in labels)
+    shared_html = at.session_state[builder_key("gf_report")]()
+    assert CONFIDENTIAL_MARK not in shared_html and "What this shared report withholds" in shared_html
+    at.checkbox(key=f"{confidential_key('gf_report')}_confirm").check().run()
+    labels = [str(b.proto.label) for b in at.get("download_button")]
+    assert "Confidential: Download report (JSON)" in labels and "Download report (JSON)" in labels
+    full_html = at.session_state[builder_key(confidential_key("gf_report"))]()
+    assert full_html.count(CONFIDENTIAL_MARK) >= 3 and "What this shared report withholds" not in full_html

@@ -9,13 +9,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.__main__ import main as core_main
-from core.contracts import DataRef, bytes_fingerprint
+from core.contracts import DataRef
 from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan, run_group_fairness
 from core.fairness.companion import CompanionPlan
 from core.report import build_report, load_plan, report_json, tables_match
-from core.sharing import CONFIDENTIAL_MARK
-from dashboard.components.report_panel import confidential_key
-from dashboard.components.stakeholder_buttons import builder_key
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "dashboard" / "tools" / "group_fairness.py")
@@ -139,47 +136,6 @@ def test_leaving_and_returning_keeps_plan_and_results():
     assert not at.exception and not at.error
     assert at.select_slider(key="gf_lx_rounds").value == 100
     assert at.session_state["gf_plan"] == plan and _metrics(at) == metrics
-
-
-def test_an_uploaded_table_is_ranked_and_kept(tmp_path):
-    from core.fairness.causal_ranking import moving_company
-    frame = moving_company(400, np.random.default_rng(3))
-    raw = frame.to_csv(index=False).encode()
-    at = AppTest.from_file(APP, default_timeout=300).run()
-    at.switch_page("tools/group_fairness.py").run()
-    _quick(at)
-    at.selectbox(key="gf_rk_source").select("upload").run()
-    at.file_uploader(key="gf_upload").set_value(("applicants.csv", raw, "text/csv"))
-    at.run()
-    at.multiselect(key="gf_rk_upload_attributes").set_value(["gender", "race"]).run()
-    at.multiselect(key="gf_rk_upload_mediators").set_value(["lifting"]).run()
-    at.selectbox(key="gf_rk_upload_outcome").select("score")
-    at.radio(key="gf_rk_upload_ascending").set_value(False)
-    at.multiselect(key="gf_rk_upload_ks").set_value([20, 50]).run()
-    assert not at.exception and not at.error
-    plan = at.session_state["gf_plan"]
-    assert plan.data == DataRef("upload", bytes_fingerprint(raw)) and plan.ranking.ks == (20, 50)
-    assert "Utility loss at k = 50" in _metrics(at)
-    # the page's downloads are the shared report; the confidential one waits for the curator's confirmation
-    labels = [str(b.proto.label) for b in at.get("download_button")]
-    assert "Download report (JSON)" in labels and not any(x.startswith("Confidential") for x in labels)
-    shared_html = at.session_state[builder_key("gf_report")]()
-    assert CONFIDENTIAL_MARK not in shared_html and "What this shared report withholds" in shared_html
-    at.checkbox(key=f"{confidential_key('gf_report')}_confirm").check().run()
-    labels = [str(b.proto.label) for b in at.get("download_button")]
-    assert "Confidential: Download report (JSON)" in labels and "Download report (JSON)" in labels
-    full_html = at.session_state[builder_key(confidential_key("gf_report"))]()
-    assert full_html.count(CONFIDENTIAL_MARK) >= 3 and "What this shared report withholds" not in full_html
-    result = run_group_fairness(plan, raw)
-    report = build_report(result, page="Group fairness and ranking")
-    path = tmp_path / "report.json"
-    path.write_text(report_json(report))
-    data = tmp_path / "applicants.csv"
-    data.write_bytes(raw)
-    assert core_main(["reproduce", str(path), "--out", str(tmp_path / "out"), "--data", str(data)]) == 0
-    at.switch_page("home.py").run()
-    at.switch_page("tools/group_fairness.py").run()
-    assert not at.exception and at.session_state["gf_plan"] == plan
 
 
 def test_saved_report_restores_the_widgets():

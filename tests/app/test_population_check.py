@@ -1,61 +1,58 @@
-"""The "same population?" question before a new declared data set is saved: it appears for an upload close to a
-budgeted data set, names the candidates without any row count, returns None until answered, and records
-the answer (same: the upload is filed under that data set; different: a fresh budget)."""
+"""The "same population?" question before a new declared data set is saved, decided by the rows: it appears for a
+table whose rows are a declared data set's (re-encoded, a subset), names the data set and how without any count,
+returns None until answered, and records the answer (same: filed under that data set; different: a fresh
+budget, recorded with when and who). A table sharing no rows is not asked about."""
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.contracts import bytes_fingerprint
 from core.intake import draft_schema, read_table
+from core.intake.identity import frame_sketches
+from core.intake.schema import DEFAULT_MISSING_TOKENS
 from core.intake.store import DataSetStore
 from core.privacy.population import PopulationAnswers
-from core.privacy.project_ledger import Cap, ProjectLedger, declared_key
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "messy_county.csv"
 RAW = FIXTURE.read_bytes()
-RE_EXPORT = b"\n".join(RAW.split(b"\n")[:-40]).replace(b"\n", b"\r\n")   # CRLF, 39 rows fewer (of 3,500)
-N_ROWS = 3500
+FRAME = read_table(FIXTURE)
+RE_EXPORT = FRAME.sample(frac=0.85, random_state=4)[list(reversed(FRAME.columns))].to_csv(index=False).encode()
 
 
 @pytest.fixture()
 def db(tmp_path, monkeypatch):
-    """A project database holding "County survey" with a cap (its schema saved, its file in the session)."""
+    """A project database holding "County survey" (no cap, no release: declared is enough to be protected)."""
     url = f"sqlite:///{tmp_path / 'project.sqlite'}"
     monkeypatch.setenv("DASHBOARD_DB_URL", url)
-    schema = draft_schema(read_table(FIXTURE), "County survey")
+    monkeypatch.setenv("DASHBOARD_DATA_DIR", str(tmp_path / "data"))
     store = DataSetStore(url)
-    store.save(schema)
-    store.add_version("County survey", bytes_fingerprint(RAW), "messy_county.csv")
-    ProjectLedger(url).set_cap(declared_key("County survey"), Cap(1.0))
-    return url, schema
+    store.save(draft_schema(FRAME, "County survey"))
+    store.save_sketches("County survey", bytes_fingerprint(RAW), frame_sketches(FRAME, tuple(DEFAULT_MISSING_TOKENS)))
+    store.dispose()
+    return url
 
 
-def script(new_name: str, raw: bytes, n_rows: int | None, with_session_file: bool):
+def script(new_name: str, raw: bytes):
     import streamlit as st
 
     from core.contracts import bytes_fingerprint
     from core.intake import draft_schema
     from dashboard.components.dataset_picker import read_table_data
-    from dashboard.components.population_check import confirm_population, same_population_as
+    from dashboard.components.population_check import confirm_population, same_population_as, upload_overlaps
 
     frame = read_table_data(raw, "upload.csv")
-    if with_session_file and "declared_data" not in st.session_state:
-        from pathlib import Path
-        path = Path.cwd() / "tests" / "fixtures" / "messy_county.csv"
-        old = draft_schema(read_table_data(path.read_bytes(), "messy_county.csv"), "County survey")
-        st.session_state["declared_data"] = {"County survey": {"schema": old, "raw": path.read_bytes(),
-                                                               "file_name": "messy_county.csv"}}
     schema = draft_schema(frame, new_name)
-    answer = confirm_population(schema, bytes_fingerprint(raw), tuple(frame.columns), n_rows=n_rows)
-    st.session_state["answer"] = answer
-    st.session_state["filed_under"] = same_population_as(schema, bytes_fingerprint(raw))
+    fp = bytes_fingerprint(raw)
+    st.session_state["answer"] = confirm_population(schema, fp, upload_overlaps(fp, frame), curator="ana")
+    st.session_state["filed_under"] = same_population_as(schema, fp)
 
 
-def _app(new_name="County survey 2025", raw=RE_EXPORT, n_rows=N_ROWS - 39, with_session_file=True) -> AppTest:
-    at = AppTest.from_function(script, default_timeout=120, args=(new_name, raw, n_rows, with_session_file))
+def _app(new_name="County survey 2025", raw=RE_EXPORT) -> AppTest:
+    at = AppTest.from_function(script, default_timeout=120, args=(new_name, raw))
     at.run()
     assert not at.exception, at.exception
     return at
@@ -70,53 +67,48 @@ def _asked(at) -> bool:
     return any("Is this the same population" in w.value for w in at.warning)
 
 
-def test_a_close_upload_is_asked_and_the_same_answer_is_recorded(db):
-    url, _ = db
+KEY = f"population_{bytes_fingerprint(RE_EXPORT)[:16]}"
+
+
+def test_a_subset_re_encoded_is_asked_about_and_the_same_answer_is_recorded(db):
     at = _app()
     assert _asked(at) and at.session_state["answer"] is None and at.session_state["filed_under"] is None
     text = _texts(at)
-    assert "County survey" in text and "the same column names, close in size" in text
-    assert "3461" not in text and "3,461" not in text and "3500" not in text and "3,500" not in text
-    assert at.button(key=f"population_{bytes_fingerprint(RE_EXPORT)[:16]}_record").disabled   # choose first
-    assert PopulationAnswers(url).frame().empty
-    key = f"population_{bytes_fingerprint(RE_EXPORT)[:16]}"
-    at.radio(key=f"{key}_choice").set_value("County survey").run()
-    at.button(key=f"{key}_record").click().run()
+    assert "County survey" in text and "a subset" in text
+    assert not any(str(n) in text for n in (len(FRAME), f"{len(FRAME):,}", 2975, "2,975", "85%"))   # no count
+    assert at.button(key=f"{KEY}_record").disabled                                  # choose first
+    assert PopulationAnswers(db).frame().empty
+    at.radio(key=f"{KEY}_choice").set_value("County survey").run()
+    at.button(key=f"{KEY}_record").click().run()
     assert not at.exception
     assert at.session_state["answer"] is True and at.session_state["filed_under"] == "County survey"
-    frame = PopulationAnswers(url).frame()
-    assert list(zip(frame["new_name"], frame["compared_name"], frame["answer"])) == [
-        ("County survey 2025", "County survey", "same")]
-    assert frame["fingerprint"].tolist() == [bytes_fingerprint(RE_EXPORT)]
+    frame = PopulationAnswers(db).frame()
+    assert list(zip(frame["new_name"], frame["compared_name"], frame["answer"], frame["relation"],
+                    frame["curator"])) == [("County survey 2025", "County survey", "same", "subset", "ana")]
     at.run()                                   # a rerun: the recorded answer stands, nothing is asked again
     assert not _asked(at) and at.session_state["answer"] is True
-    assert len(PopulationAnswers(url).frame()) == 1
+    assert len(PopulationAnswers(db).frame()) == 1
 
 
-def test_a_different_population_is_recorded_and_starts_a_fresh_budget(db):
-    url, _ = db
-    at = _app(with_session_file=False)          # the candidate's file is not loaded: columns from the store
-    assert _asked(at) and "size not compared" in _texts(at)
-    key = f"population_{bytes_fingerprint(RE_EXPORT)[:16]}"
-    at.radio(key=f"{key}_choice").set_value("__new_population__").run()
-    at.button(key=f"{key}_record").click().run()
+def test_a_different_population_answer_is_recorded_and_read_back_in_a_new_session(db):
+    at = _app()
+    at.radio(key=f"{KEY}_choice").set_value("__new_population__").run()
+    at.button(key=f"{KEY}_record").click().run()
     assert not at.exception and at.session_state["answer"] is False and at.session_state["filed_under"] is None
-    frame = PopulationAnswers(url).frame()
-    assert list(zip(frame["compared_name"], frame["answer"])) == [("County survey", "different")]
-    fresh = _app(with_session_file=False)       # a new session: the answer is read back from the database
+    different = PopulationAnswers(db).different()
+    assert list(zip(different["compared_name"], different["relation"])) == [("County survey", "subset")]
+    assert different["answered_utc"].str.len().min() > 0
+    fresh = _app()                              # a new session: the answer is read back from the database
     assert not _asked(fresh) and fresh.session_state["answer"] is False
 
 
-def test_a_far_upload_is_not_asked_and_the_same_name_joins_its_data_set(db):
-    url, _ = db
-    lines = RAW.split(b"\n")
-    half = b"\n".join(lines[:1500])                                        # far fewer rows: not close in size
-    at = _app(raw=half, n_rows=1499)
+def test_a_table_sharing_no_rows_is_not_asked_about(db):
+    rng = np.random.default_rng(2)
+    other = FRAME.copy()
+    for column in other.columns:
+        other[column] = other[column].to_numpy()[rng.permutation(len(other))]
+    at = _app(raw=other.to_csv(index=False).encode())
     assert not _asked(at) and at.session_state["answer"] is False
-    narrow = read_table(FIXTURE).iloc[:, :3].to_csv(index=False).encode()              # 3 of 10 columns
-    at = _app(raw=narrow, n_rows=N_ROWS)
-    assert not _asked(at) and at.session_state["answer"] is False
-    same_name = _app(new_name="County survey")
-    assert not _asked(same_name) and same_name.session_state["answer"] is True
-    assert same_name.session_state["filed_under"] == "County survey"
-    assert PopulationAnswers(url).frame().empty
+    same_name = _app(new_name="County survey")  # its own name: nothing to ask, it is that data set
+    assert not _asked(same_name) and same_name.session_state["answer"] is False
+    assert PopulationAnswers(db).frame().empty

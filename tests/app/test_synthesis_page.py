@@ -273,46 +273,6 @@ def test_a_saved_report_restores_the_settings_and_results():
     assert set(_table(at, "seeds")["epsilon"]) == {3.0}          # the sweep result is back without a click
 
 
-def _upload_bytes(n=300):
-    import numpy as np
-    import pandas as pd
-
-    rng = np.random.default_rng(0)
-    return pd.DataFrame({"person_id": [f"p{i}" for i in range(n)], "age": rng.integers(18, 90, n),
-                         "sex": rng.choice(["F", "M"], n), "job": rng.choice(["=cmd", "clerk", "+nurse"], n),
-                         "income": rng.choice(["low", "high"], n)}).to_csv(index=False).encode()
-
-
-def test_an_upload_needs_declared_categories_and_survives_navigation():
-    from core.contracts import bytes_fingerprint
-
-    raw = _upload_bytes()
-    fp = bytes_fingerprint(raw)
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    at.session_state["ss_dataset"] = "upload"
-    at.session_state["ss_upload__files"] = {fp: ("people.csv", raw)}   # as if uploaded earlier
-    at.session_state["ss_upload__current"] = fp
-    at.run()
-    assert not at.exception
-    # the identifier is flagged and not pre-selected; the numeric column needs a public range
-    assert any("person_id: looks like an identifier" in c.value for c in at.caption)
-    assert "person_id" not in at.multiselect(key="ss_columns_upload").value
-    assert any("age: left out" in c.value and "public bounds" in c.value for c in at.caption)
-    assert any("category lists would be read from the private rows" in e.value for e in at.error)
-    at.checkbox(key="ss_domain_declared_public").check().run()
-    assert not at.exception and not at.error
-    at.multiselect(key="ss_strata_upload").set_value(["sex"]).run()
-    at.button(key="ss_rel_run").click().run()
-    assert not at.exception and not at.error
-    assert any(w.value.startswith("Simulation, not a release") for w in at.warning)
-    at.switch_page(HOME).run()
-    at.switch_page(PAGE).run()
-    assert not at.exception and not at.error
-    assert any("Kept from earlier in this session" in c.value for c in at.caption)
-    assert at.checkbox(key="ss_domain_declared_public").value
-    assert any(w.value.startswith("Simulation, not a release") for w in at.warning)
-
-
 def test_synthesizer_settings_survive_navigation():
     """The synthesizer's own widgets (drawn from its Params) keep their values across pages."""
     at = AppTest.from_file(str(Path(PAGE).parents[1] / "app.py"), default_timeout=180)

@@ -79,52 +79,6 @@ def test_every_page_renders_without_exception(server):
     assert not outside_requests, f"pages requested outside addresses: {sorted(set(outside_requests))[:5]}"
 
 
-def _upload(page, name: str, payload: bytes, label: str | None = None) -> None:
-    """Upload into the first file input, or into the uploader whose label contains ``label``."""
-    inputs = page.locator("input[type=file]") if label is None else \
-        page.locator("[data-testid='stFileUploader']").filter(has_text=label).locator("input[type=file]")
-    inputs.first.set_input_files(
-        files=[{"name": name, "mimeType": "text/csv", "buffer": payload}])
-    page.wait_for_timeout(1000)
-    wait_until_idle(page, timeout_ms=60_000)
-
-
-def test_microdata_upload_rejects_bad_files_and_feeds_the_page(server):
-    """The upload path AppTest cannot drive: bad files get a named error, a good file drives the page."""
-    from playwright.sync_api import sync_playwright
-
-    from core.datasets import load_adult
-
-    adult = load_adult().sample(3000, random_state=1)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page, outside = open_page(browser, height=1600, curator_of=server)
-        page.goto(f"{server}/stratified-synthesis")
-        wait_until_idle(page, timeout_ms=120_000)
-        page.locator("[data-testid='stSelectbox']").filter(has_text="Microdata").first.click()
-        page.get_by_role("option", name="Upload CSV").click()
-        wait_until_idle(page, timeout_ms=60_000)
-
-        _upload(page, "semicolons.csv", adult.head(50).to_csv(sep=";", index=False).encode(), label="CSV file (UTF-8")
-        error = page.locator("[data-testid='stAlertContentError']")
-        assert "semicolon" in error.first.inner_text(timeout=30_000)
-        _upload(page, "binary.csv", bytes(range(256)) * 20, label="CSV file (UTF-8")
-        assert "binary" in error.first.inner_text(timeout=30_000)
-
-        _upload(page, "adult_sample.csv", adult.to_csv(index=False).encode(), label="CSV file (UTF-8")
-        page.get_by_text("adult_sample.csv: 3,000 rows x 15 columns").first.wait_for(timeout=30_000)
-        # an upload's category lists are only used once the curator declares them public
-        assert "category lists would be read from the private rows" in error.first.inner_text(timeout=30_000)
-        page.get_by_text("The category lists of the chosen columns are public knowledge").click()
-        wait_until_idle(page, timeout_ms=60_000)
-        assert not error.count()
-        metrics = [m.split() for m in page.locator("[data-testid='stMetric']").all_inner_texts()]
-        assert ["Rows", "(curator", "only)", "3,000"] in metrics and ["Strata", "(public", "domain)", "10"] in metrics
-        assert not page.locator("[data-testid='stException']").count()
-        browser.close()
-    assert not outside, f"the page requested outside addresses: {sorted(set(outside))[:5]}"
-
-
 def _block_files(tmp_path) -> tuple[bytes, bytes]:
     """A TIGER-style zipped shapefile of 64 blocks (8 x 8 boxes: 2 counties x 2 tracts x 2 block groups x
     8 blocks) and its PL-style counts, every tract holding the same 160 people."""

@@ -1,6 +1,6 @@
 """A declared data set's spends and cap follow its name, not its file: a re-export uploaded into it (one byte
 changed, other line endings, a row dropped) keeps them; bundled and schema-less keys are unchanged; a new
-upload close to a budgeted data set is compared by the documented rule and the answer is recorded."""
+plain upload never makes a real release; the curator's "same population?" answers are recorded with who and how."""
 from __future__ import annotations
 
 import uuid
@@ -12,9 +12,8 @@ import pytest
 from core.contracts import DataRef, Plan, bytes_fingerprint
 from core.intake import draft_schema, read_table
 from core.privacy.ledger import Spend
-from core.privacy.population import (Candidate, PopulationAnswers, budgeted_names, close_in_size, column_overlap,
-                                     similar_data_sets)
-from core.privacy.project_ledger import (KEY_LENGTH, Cap, CapExceeded, CapUndecided, LedgerRelease, ProjectLedger,
+from core.privacy.population import PopulationAnswers
+from core.privacy.project_ledger import (KEY_LENGTH, Cap, CapExceeded, LedgerRelease, ProjectLedger,
                                          data_key, data_label, declared_key, declared_name)
 from tests.unit.ledger_support import database_url
 
@@ -105,54 +104,28 @@ def test_a_re_export_uploaded_into_the_same_data_set_keeps_its_spends_and_cap(ur
     assert ledger.totals(key).epsilon == pytest.approx(1.0)
     assert list(ledger.data_sets()["data_key"]) == [key]
     assert list(ledger.data_sets()["data_label"]) == ["County survey"]
-    # without its schema the same file is an upload of its own: no cap decided, nothing spent
+    # without its schema the same file is an upload of its own: nothing spent, and no real release on it
     loose = DataRef("upload", refs["CRLF line endings"].fingerprint)
     assert ledger.totals(data_key(loose)).n_releases == 0
-    with pytest.raises(CapUndecided):
+    with pytest.raises(ValueError, match="declared data set"):
         ledger.reserve(spend(loose, 0.1, "schema-less"))
     ledger.db.dispose()
 
 
-# ------------------------------------------------------------------------------------------- closeness
+# ------------------------------------------------------------------------------------------- plain uploads
 
-def test_column_overlap_is_the_shared_share_of_the_longer_list():
-    assert column_overlap(("a", "b", "c"), (" C", "B", "a")) == 1.0          # order, case and spaces ignored
-    assert column_overlap(tuple("abcde"), tuple("abcd")) == pytest.approx(4 / 5)
-    assert column_overlap(tuple("abcd"), tuple("abcx")) == pytest.approx(3 / 4)
-    assert column_overlap((), ("a",)) == 0.0
-
-
-def test_close_in_size_allows_ten_percent_of_the_larger_count():
-    assert close_in_size(1000, 900) and close_in_size(900, 1000)             # 100 <= 0.1 * 1000
-    assert not close_in_size(1000, 899)                                       # 101 > 100
-    assert close_in_size(3500, 3499)
-
-
-def test_similar_data_sets_needs_both_columns_and_size():
-    cols = tuple("abcde")
-    pool = [Candidate("same", tuple("edcba"), 3499), Candidate("four of five", tuple("abcd"), 3500),
-            Candidate("three of four", tuple("abcx"), 3500), Candidate("too small", cols, 3000),
-            Candidate("unknown size", cols, None), Candidate("extra column", tuple("abcdef"), 3600)]
-    # "extra column": 5 of 6 shared (0.83), 100 rows apart (<= 360); "too small": 500 > 350 apart
-    assert similar_data_sets(cols, 3500, pool) == ["same", "unknown size", "extra column", "four of five"]
-    assert similar_data_sets(cols, None, pool) == ["same", "too small", "unknown size", "extra column",
-                                                   "four of five"]
-    assert similar_data_sets(cols, 3500, [("tuple form", cols, 3400)]) == ["tuple form"]
-    with pytest.raises(ValueError, match="whole number"):
-        similar_data_sets(cols, 3.5, pool)
-    with pytest.raises(ValueError, match="negative"):
-        similar_data_sets(cols, -1, pool)
-
-
-def test_budgeted_names_are_declared_data_sets_with_a_cap_or_a_release(url, schema):
+def test_a_plain_upload_can_only_simulate_never_release(url):
+    """An undeclared upload is keyed by its bytes: one changed byte would be a fresh budget. So the ledger
+    refuses to reserve a real release on it, whatever its cap, and still records its simulations."""
     ledger = ProjectLedger(url)
-    ledger.set_cap(declared_key("capped"), Cap(2.0))
-    ledger.set_no_cap(declared_key("no cap, nothing spent"))
-    ledger.set_no_cap(declared_key("no cap, spent"))
-    ref = DataRef("upload", "c" * 64, schema=draft_schema(read_table(FIXTURE), "no cap, spent"))
-    ledger.commit(ledger.reserve(spend(ref, 0.5, "v1")))
-    ledger.set_cap("cps", Cap(1.0))
-    assert sorted(budgeted_names(ledger)) == ["capped", "no cap, spent"]
+    loose = DataRef("upload", bytes_fingerprint(FIXTURE.read_bytes()))
+    ledger.set_no_cap(data_key(loose))
+    with pytest.raises(ValueError, match="declared data set"):
+        ledger.reserve(spend(loose, 0.1, "loose"))
+    assert ledger.releases(data_key(loose)) == ()
+    sim = LedgerRelease(data_key(loose), "sim-1", "simulation", "Test page", "counts", "seeded preview", "d" * 64,
+                        (Spend("counts", 0.1, "epsilon"),), "people.csv")
+    assert ledger.reserve(sim) is not None
     ledger.db.dispose()
 
 
@@ -162,14 +135,19 @@ def test_answers_are_recorded_once_per_upload_and_read_back(url):
     answers.record("New", "f1", "Old", ["Old", "Other"])
     answers.record("New", "f1", "Old", ["Old", "Other"])                       # a rerun records nothing more
     assert answers.decision("New", "f1", ["Old", "Other"]) == "Old"
-    answers.record("New", "f2", None, ["Old", "Other"])
+    answers.record("New", "f2", None, ["Old", "Other"], relations={"Old": "subset", "Other": "overlap"},
+                   curator="ana")
     assert answers.decision("New", "f2", ["Old", "Other"]) is False
     assert answers.decision("New", "f2", ["Old", "Other", "Third"]) is None   # a new candidate is asked about
     frame = answers.frame("New")
     assert list(zip(frame["compared_name"], frame["answer"], frame["fingerprint"])) == [
         ("Old", "same", "f1"), ("Old", "different", "f2"), ("Other", "different", "f2")]
-    assert list(frame.columns) == ["new_name", "compared_name", "answer", "fingerprint", "answered_utc"]
+    assert list(frame.columns) == ["new_name", "compared_name", "answer", "relation", "fingerprint", "curator",
+                                   "answered_utc"]
     assert all(frame["answered_utc"].str.len() > 0)
+    assert list(frame["curator"]) == ["local", "ana", "ana"]           # no login yet: the local curator
+    different = answers.different()
+    assert list(zip(different["compared_name"], different["relation"])) == [("Old", "subset"), ("Other", "overlap")]
     with pytest.raises(ValueError, match="not one of"):
         answers.record("New", "f3", "Elsewhere", ["Old"])
     answers.dispose()

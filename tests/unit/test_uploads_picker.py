@@ -48,11 +48,21 @@ def test_switching_to_cps(app):
     assert "seed 20240601" in _provenance(app)
 
 
-def test_upload_choice_without_a_file_returns_none_and_asks_for_one(app):
-    app.selectbox(key="pk_dataset").set_value("upload").run()
-    assert not app.exception
-    assert result(app) == "RESULT none"
-    assert "Upload a CSV file" in app.info[0].value
+def test_the_picker_offers_no_plain_upload_and_points_to_the_data_step(app):
+    """One intake: a curator's own file comes through the Data step's declaration, never a page-local upload
+    (keyed by its bytes, it could not keep one budget per population)."""
+    assert app.selectbox(key="pk_dataset").options == ["CPS 1994-95 extract", "UCI Adult"]
+    assert not app.get("file_uploader")
+    assert any("declared once on the **Data step**" in c.value for c in app.caption)
+
+
+def test_a_report_made_on_a_plain_upload_is_pointed_to_the_data_step():
+    at = AppTest.from_function(picker_script, default_timeout=60)
+    at.session_state["pk_dataset"] = "upload"            # as a report saved before the one intake asks
+    at.run()
+    assert not at.exception
+    assert any("uploaded without a declaration" in i.value and "Data step" in i.value for i in at.info)
+    assert result(at) == "RESULT UCI Adult 48842x15"
 
 
 def test_bad_default_is_refused():
@@ -60,39 +70,3 @@ def test_bad_default_is_refused():
 
     with pytest.raises(ValueError, match="default must be one of"):
         pick_microdata("x", default="compas")
-
-
-def upload_script() -> None:
-    import io
-
-    import streamlit as st
-
-    import dashboard.components.dataset_picker as picker
-
-    class FakeUpload(io.BytesIO):
-        name = "people.csv"
-
-    payload = st.session_state.get("payload", b"")
-    original = picker.st.file_uploader
-    picker.st.file_uploader = lambda *args, **kwargs: FakeUpload(payload)
-    try:
-        picked = picker.pick_microdata("up", default="upload")
-    finally:
-        picker.st.file_uploader = original
-    st.markdown("RESULT none" if picked is None else f"RESULT {picked[0]} {picked[1].shape}")
-
-
-@pytest.mark.parametrize("payload,expected,error", [
-    (b"a;b\n" + b"1;2\n" * 12, "RESULT none", "people.csv: The file seems to use a semicolon"),
-    (b"a,b\n" + b"x,2\n" * 12, "RESULT people.csv (12, 2)", None),
-])
-def test_upload_is_validated_and_errors_are_shown(payload, expected, error):
-    at = AppTest.from_function(upload_script, default_timeout=60)
-    at.session_state["payload"] = payload
-    at.run()
-    assert not at.exception
-    assert result(at) == expected
-    if error:
-        assert at.error[0].value.startswith(error)
-    else:
-        assert not at.error and "your upload" in _provenance(at)
