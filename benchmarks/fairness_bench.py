@@ -123,7 +123,7 @@ def size_curve(sizes: list[int]) -> None:
 
 
 def main() -> None:
-    ap = store_options(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    ap = store_options(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--sizes", default="5829,20000,50000,100000", help="people of the size curve")
     ap.add_argument("--skip-store", action="store_true", help="leave out the store's write latency")
     args = ap.parse_args()
