@@ -326,3 +326,46 @@ def test_parity_and_group_metrics_flow_through_the_sweep():
                                          f"stratum {name}: round 3: selection", f"stratum {name}: round 3: measurement"]
         assert abs(own["rho_equivalent"].sum() - rho_for_epsilon(5.0, plan.delta)) <= 1e-9
     assert (led["composition"] == "parallel").all() and "2 disjoint parts" in result.budget_statement
+
+
+def planned_ledger(rho: float, planned: int, run: int, d: int, chosen: list[str]) -> list[tuple[str, float, str]]:
+    """(label, rho, what was measured) of every spend a GEM fit plans, from the closed forms: round 1 costs
+    rho / planned on the d one-way tables (L2 sensitivity sqrt(d)); the ``run`` - 1 later rounds share the
+    rest evenly, each split alpha : 1 - alpha of epsilon0 between the exponential mechanism
+    (epsilon0^2 alpha^2 / 8) and a two-way Gaussian (the round's remainder). ``chosen``: the marginal each
+    later round measured (the mechanism's adaptive choice, read from the fit)."""
+    first = rho / planned
+    later = (rho - first) / (run - 1)
+    eps0_sq = later / (SELECT_SHARE ** 2 / 8 + (1 - SELECT_SHARE) ** 2 / 2)
+    select = SELECT_SHARE ** 2 * eps0_sq / 8
+    measure = later - select
+    pairs = d * (d - 1) // 2
+    rows = [("round 1: one-way marginals", first,
+             f"{d} one-way count tables, sigma {math.sqrt(d) / math.sqrt(2 * first):.3g} each")]
+    for t, name in enumerate(chosen, start=2):
+        before = chosen[:t - 2].count(name)
+        rows += [(f"round {t}: selection", select,
+                  f"exponential mechanism over {pairs} marginals, epsilon {math.sqrt(8 * select):.3g}"),
+                 (f"round {t}: measurement", measure, f"Gaussian counts of {name}, sigma {1 / math.sqrt(2 * measure):.3g}"
+                  + (f"; averaged with {before} earlier measurement(s) of it" if before else ""))]
+    return rows
+
+
+@pytest.mark.parametrize("n, scale_rounds", [(3000, False), (300, True)])
+def test_the_ledger_is_the_planned_rounds_and_spends(n, scale_rounds):
+    """How the generator is trained (rows per step, program shapes, steps) never changes what a fit spends:
+    its ledger is the planned rounds and spends, line for line. With ``scale_rounds`` a small file runs
+    only the rounds its noisy total carries (``fit_rounds``), the later ones sharing what round 1 left."""
+    df = correlated(n, 4)
+    df["d"] = np.random.default_rng(5).integers(0, 4, n)
+    dom = {**DOMAIN, "d": 4}
+    rho, planned = 0.005, 8
+    model = small(rounds=planned, scale_rounds=scale_rounds).fit(df, dom, rho, np.random.default_rng(6))
+    run = fit_rounds(planned, model.n_estimate_, rho - rho / planned) if scale_rounds else planned
+    assert model.rounds_run_ == run and (run < planned) == scale_rounds
+    want = planned_ledger(rho, planned, run, len(dom), [r["marginal"] for r in model.rounds_])
+    got = [(s.label, s.amount, s.measured) for s in model.ledger_.spends]
+    assert [(label, text) for label, _, text in got] == [(label, text) for label, _, text in want]
+    np.testing.assert_allclose([a for _, a, _ in got], [a for _, a, _ in want], rtol=1e-12, atol=0)
+    assert all(s.unit == "rho" and s.composition == "sequential" for s in model.ledger_.spends)
+    assert math.fsum(a for _, a, _ in got) == pytest.approx(rho, rel=1e-12)
