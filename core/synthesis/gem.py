@@ -478,8 +478,6 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     T = model.rounds if pairs else 1
     rho_round = rho / T
     pad = jnp.asarray(padding(sizes))
-    params = jax.tree.map(jnp.asarray, model._init_params(rng, d * M))
-    key = jax.random.PRNGKey(int(rng.integers(2 ** 31)))
     ledger = BudgetLedger()
     spent: list[float] = []
     # round 0: every one-way marginal, released together (L2 sensitivity sqrt(d))
@@ -501,6 +499,10 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     T = fit_rounds(T, n_hat, rho - rho_round) if pairs and getattr(model, "fit_to_size", False) else T
     if T < T_planned:
         rho_round = (rho - rho_round) / (T - 1)
+    # the generator's initial weights are drawn after round 1, so a seeded fit's one-way noise, noisy
+    # total and therefore its rounds and spends do not depend on the network's size or training settings
+    params = jax.tree.map(jnp.asarray, model._init_params(rng, d * M))
+    key = jax.random.PRNGKey(int(rng.integers(2 ** 31)))
     # generator rows per step from that noisy total, in a few shared sizes (``generator_rows``)
     rows_per_step = generator_rows(model.batch, n_hat)
     prog = model._programs(d, M, rows_per_step)

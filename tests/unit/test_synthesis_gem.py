@@ -369,3 +369,21 @@ def test_the_ledger_is_the_planned_rounds_and_spends(n, scale_rounds):
     np.testing.assert_allclose([a for _, a, _ in got], [a for _, a, _ in want], rtol=1e-12, atol=0)
     assert all(s.unit == "rho" and s.composition == "sequential" for s in model.ledger_.spends)
     assert math.fsum(a for _, a, _ in got) == pytest.approx(rho, rel=1e-12)
+
+
+def test_a_seeded_fit_spends_the_same_whatever_the_network_and_training_settings():
+    """The rounds a fit runs depend on its noisy total (round 1); the generator's size and training settings
+    (width, noise input, rows per step, steps, learning rate) must not move that noise, so a seed's ledger
+    amounts, its noisy total and its rounds stay the same when only how the generator trains changes."""
+    df = correlated(300, 4)
+    rho = 0.005
+
+    def fit(**kw):
+        return small(rounds=8, scale_rounds=True, **kw).fit(df, DOMAIN, rho, np.random.default_rng(6))
+
+    base = fit()
+    for other in (fit(hidden=48, noise_dim=12, batch=64, steps=7, learning_rate=3e-3), fit(hidden=16, batch=256)):
+        assert other.n_estimate_ == base.n_estimate_
+        assert other.rounds_run_ == base.rounds_run_ < 8                  # cut to the noisy total, identically
+        assert ([(s.label, s.amount) for s in other.ledger_.spends]
+                == [(s.label, s.amount) for s in base.ledger_.spends])
