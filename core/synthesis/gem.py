@@ -29,21 +29,25 @@ embedding 512, learning rate 1e-4, T = 100) and why:
   times the work per step on CPS.
   A three-way option (a ``degree`` setting like AIM's) would need the answers gathered per
   measured triple instead, so it is not offered; AIM offers three-way.
-- Network and training: two hidden layers of width 96, noise input 64, Adam learning rate 3e-3,
-  12 steps a round on 2,000 generator rows (the authors: width 512, 1e-4). A fit's CPU time is
-  almost all training steps, the generator rows through the network and back (about 99 % of a
-  50,000-row CPS fit; the marginal tables, each round's answers and selection, and loading the
-  compiled programs share the rest), so the settings trade rows per step, steps and width. Rows per
-  step matter most: the L1 loss sees the generator's answers through an average over those rows, and
-  with few rows the rare cells' averages are noisy and skewed, which more steps do not undo. On CPS
-  at epsilon 1 (100 rounds, mean two-way TVD of seeds 0-2, CPU seconds at a load of 10-20 on 2
-  cores): the former width 256, 1,000 rows, 40 steps at 1e-3 took 42-43 s for 0.0153; 250 rows and 40
-  steps 12.9 s for 0.0244; 1,000 rows and 10 steps 11.7 s for 0.0202 (0.0197 at 3e-3); 2,000 rows,
-  width 128, 12 steps at 3e-3 12.5 s for 0.0153; these settings 11.1 s for 0.0148, and 10 steps
-  instead of 12 9.5 s for 0.0177. Tried and dropped: an L2 loss (0.0318 at 250 rows), a learning
-  rate decaying over the rounds, fewer steps after a marginal already measured (0.0194 against
-  0.0160), noise input 16 (0.0172 against 0.0160), and logits for the real cells only instead of
-  the padded (d, M) table (no faster: the scatter and gather cost what the smaller products saved).
+- Network and training: two hidden layers of width 96, noise input 64, Adam learning rate 3e-3, 12
+  steps a round on 2,000 generator rows (the authors: width 512, 1e-4). A fit's CPU time is almost
+  all training steps, the generator rows through the network and back (about 99 % of a 50,000-row
+  CPS fit; the marginal tables, each round's answers and selection, and loading the compiled
+  programs share the rest), so the settings trade rows per step, steps and width. Rows per step
+  matter most: the L1 loss sees the generator's answers through an average over those rows, and with
+  few rows the rare cells' averages are noisy and skewed, which more steps do not undo. On CPS at
+  epsilon 1 (100 rounds, mean two-way TVD of seeds 0-2, CPU seconds at a load of 10-20 on 2 cores):
+  the former width 256, 1,000 rows, 40 steps at 1e-3 took 42-43 s for 0.0153; 250 rows and 40 steps
+  12.9 s for 0.0244; 1,000 rows and 10 steps 11.7 s for 0.0202 (0.0197 at 3e-3); 2,000 rows, width
+  128, 12 steps at 3e-3 12.5 s for 0.0153; these settings 11.1 s for 0.0148 (seeds 3-5: 10.2 s for
+  0.0153 against 42.5 s for 0.0161), and 10 steps instead of 12 9.5 s for 0.0177. Both settings on
+  the same one-way noise (the weights are drawn after round 1), seeds 0-3: 9.5-10.0 s for 0.0154,
+  0.0185, 0.0153 and 0.0160 against 39-41 s for 0.0170, 0.0163, 0.0153 and 0.0172: a quarter of the
+  time, the same accuracy within the spread between seeds. Tried and dropped: an L2 loss (0.0318 at
+  250 rows), a learning rate decaying over the rounds, fewer steps after a marginal already measured
+  (0.0194 against 0.0160), noise input 16 (0.0172 against 0.0160), and logits for the real cells
+  only instead of the padded (d, M) table (no faster: the scatter and gather cost what the smaller
+  products saved).
 - Rounds: 100, as in the paper; in a stratified run with ``scale_rounds`` a stratum runs the rounds
   times its share of the rows, at least ``MIN_STRATUM_ROUNDS`` (``GEM.for_stratum``). With
   ``scale_rounds`` every fit (pooled too) then runs only as many of those rounds as its noisy total
@@ -63,6 +67,7 @@ Speed: the rows enter once, through the exact one-way and two-way count tables (
 pass over the data); every round and every training step works on those tables and on the generator's
 own rows, so a fit's cost does not grow with the data (CPS at epsilon 1, fit and sampling as many rows,
 with the former 256-wide network: 42.8 s CPU at 50,000 rows, 50.8 s at 1,000,000, growth exponent 0.06;
+with the present settings about 10 s and 14.0 s, two-way TVD 0.0128 at 1,000,000;
 ``benchmarks/gem_bench.py``). Sampling goes block by block, so its memory does not grow with n either.
 The jitted programs depend only on shapes and settings (which cells are padding is an argument), so they
 are built and compiled once per process and shared by every fit of that shape: every stratum of a
