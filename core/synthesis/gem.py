@@ -278,7 +278,8 @@ def _build_programs(d, M, noise_dim, hidden, batch, steps, learning_rate, decay)
 
     def two_way(p):
         # every column pair's answer from one (dM x K) (K x dM) product, then the workload's pairs
-        # (i < j): one large product runs 2 times faster on CPU than P small ones (einsum per pair)
+        # (i < j): on CPU one large product ran 1.5 times faster than P small ones (an einsum over
+        # the gathered pairs)
         q = p.reshape(p.shape[0], d * M)
         return (q.T @ q / p.shape[0]).reshape(d, M, d, M)[first, :, second, :]
 
