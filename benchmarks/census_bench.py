@@ -1,6 +1,7 @@
 """Benchmark of core.census: prints each figure beside its target (run from the repository root)."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 import tracemalloc
@@ -21,13 +22,32 @@ from core.census.toydown import draw_node_noise, toydown  # noqa: E402
 PEER = {(10, 10, 10): (1.20, 7.93), (10, 10, 10, 10): (12.4, 9.84), (10, 10, 10, 10, 10): (128.0, 11.77)}
 
 
-def _timed(func, repeat: int = 3) -> float:
+WARM_RUNS = 3
+"""Timed calls after the discarded first one; every figure is their median, printed with their range."""
+
+
+def warm_times(func, repeat: int = WARM_RUNS, clock=time.process_time) -> np.ndarray:
+    """Seconds of ``repeat`` calls of ``func`` after one discarded call (CPU seconds by default).
+
+    The first call pays for what later calls find ready (lazy imports, first-touch memory, caches), so
+    timing it alone mixes that cost into the comparison: here every compared call is timed warm."""
+    func()
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         func()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+        times.append(clock() - t0)
+    return np.asarray(times)
+
+
+def spread(times: np.ndarray, scale: float = 1.0, unit: str = "s", digits: int = 2) -> str:
+    """"median unit (min-max)" of ``times`` multiplied by ``scale``."""
+    t = np.asarray(times) * scale
+    return f"{np.median(t):.{digits}f} {unit} ({t.min():.{digits}f}-{t.max():.{digits}f})"
+
+
+def load() -> str:
+    return "load " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def bench_large_toydown() -> None:
@@ -35,50 +55,67 @@ def bench_large_toydown() -> None:
     rng = np.random.default_rng(0)
     counts = rng.poisson(5, h.n_leaves)
     eps = [0.2] * h.depth
-    t = _timed(lambda: toydown(h, counts, eps, nonnegative=True, rng=rng))
-    print(f"ToyDown non-negative, {h.n_leaves:,} leaves, 4 levels below the root: {t:.2f} s per run (target <= 3 s)")
+    t = warm_times(lambda: toydown(h, counts, eps, nonnegative=True, rng=rng))
+    print(f"ToyDown non-negative, {h.n_leaves:,} leaves, 4 levels below the root: {spread(t)} CPU per run "
+          f"(target <= 3 s); {load()}")
 
 
-def _cpu_and_peak(func) -> tuple[float, float]:
-    """CPU seconds of one call and the peak of memory it allocated on top of what was live (numpy
-    reports its arrays to tracemalloc), in MB."""
+def peak_mb(func) -> float:
+    """The peak of memory one call of ``func`` allocates on top of what was live (numpy reports its arrays
+    to tracemalloc), in MB. Measured on a call of its own: tracing slows the Python parts of a call."""
     tracemalloc.start()
-    t0 = time.process_time()
     func()
-    cpu = time.process_time() - t0
     peak = tracemalloc.get_traced_memory()[1] / 1e6
     tracemalloc.stop()
-    return cpu, peak
+    return peak
 
 
 def bench_national_toydown() -> None:
     """ToyDown on a national-size tree (fan-outs 50 x 60 x 50 x 55 = 8.25 million leaves) and two smaller
     trees of the same shape, beside the floor every ToyDown run pays: noise for every node plus one
-    grouped sum per level. The growth exponent is log(cost ratio) / log(leaf ratio) between sizes."""
+    grouped sum per level. Non-negative ToyDown is timed as real numbers and as the non-negative
+    integers a release publishes (``core.census.release.post_process``: largest-remainder rounding
+    at every level). Every call is timed warm (one discarded call, then the median of ``WARM_RUNS``,
+    with the range); the ratios are of medians. The growth exponent is log(cost ratio) / log(leaf
+    ratio) between sizes, of the integer release."""
     rows = []
     for last in (5, 16, 55):
         h = Hierarchy.homogeneous([50, 60, 50, last])
         counts = np.random.default_rng(3).poisson(40, h.n_leaves)
         eps = [0.2] * h.depth
-
-        def floor():
-            noise = draw_node_noise(h, eps, "laplace", 2.0, None, np.random.default_rng(0))
-            return h.aggregate(counts) + noise
-        f_cpu, f_mem = _cpu_and_peak(floor)
-        p_cpu, _ = _cpu_and_peak(lambda: toydown(h, counts, eps, rng=np.random.default_rng(0)))
-        n_cpu, n_mem = _cpu_and_peak(lambda: toydown(h, counts, eps, nonnegative=True, rng=np.random.default_rng(0)))
-        rows.append((h.n_leaves, f_cpu, f_mem, p_cpu, n_cpu, n_mem))
-        del h, counts
-    print("ToyDown size curve (CPU s; peak MB allocated by the call; exponent vs the previous size):")
-    print(f"  {'leaves':>10} {'floor s':>8} {'floor MB':>9} {'plain s':>8} {'non-neg s':>10} {'x floor':>8} "
-          f"{'non-neg MB':>11} {'x floor':>8} {'exponent':>9}")
-    for i, (n, f_cpu, f_mem, p_cpu, n_cpu, n_mem) in enumerate(rows):
-        grow = "" if i == 0 else f"{np.log(n_cpu / rows[i - 1][4]) / np.log(n / rows[i - 1][0]):.2f}"
-        print(f"  {n:>10,} {f_cpu:8.2f} {f_mem:9.0f} {p_cpu:8.2f} {n_cpu:10.2f} {n_cpu / f_cpu:8.1f} "
-              f"{n_mem:11.0f} {n_mem / f_mem:8.2f} {grow:>9}")
-    n, f_cpu, f_mem, _, n_cpu, n_mem = rows[-1]
-    print(f"ToyDown non-negative on {n:,} leaves: {n_cpu:.2f} s CPU (target < 2 s), {n_cpu / f_cpu:.1f}x the floor "
-          f"(target <= 8x); peak memory {n_mem / f_mem:.2f}x the floor's (target <= 2x)")
+        calls = {
+            "floor": lambda: h.aggregate(counts) + draw_node_noise(h, eps, "laplace", 2.0, None,
+                                                                   np.random.default_rng(0)),
+            "plain": lambda: toydown(h, counts, eps, rng=np.random.default_rng(0)),
+            "non-neg": lambda: toydown(h, counts, eps, nonnegative=True, rng=np.random.default_rng(0)),
+            "integer": lambda: toydown(h, counts, eps, nonnegative=True, integer=True, rng=np.random.default_rng(0)),
+        }
+        cpu = {name: warm_times(call) for name, call in calls.items()}
+        mem = {name: peak_mb(calls[name]) for name in ("floor", "non-neg", "integer")}
+        rows.append((h.n_leaves, cpu, mem))
+        del h, counts, calls
+    print(f"ToyDown size curve: CPU s, median of {WARM_RUNS} warm calls (range); peak MB allocated by one call; "
+          f"x floor: ratio of medians; {load()}")
+    print(f"  {'leaves':>10} {'floor s':>17} {'plain s':>17} {'non-neg s':>17} {'x floor':>7} {'integer s':>17} "
+          f"{'x floor':>7} {'floor MB':>9} {'non-neg MB':>11} {'integer MB':>11} {'x floor':>7} {'exponent':>9}")
+    med = lambda times: float(np.median(times))  # noqa: E731
+    for i, (n, cpu, mem) in enumerate(rows):
+        grow = ""
+        if i:
+            before_n, before_cpu, _ = rows[i - 1]
+            grow = f"{np.log(med(cpu['integer']) / med(before_cpu['integer'])) / np.log(n / before_n):.2f}"
+        floor = med(cpu["floor"])
+        print(f"  {n:>10,} {spread(cpu['floor'], unit=''):>17} {spread(cpu['plain'], unit=''):>17} "
+              f"{spread(cpu['non-neg'], unit=''):>17} {med(cpu['non-neg']) / floor:7.1f} "
+              f"{spread(cpu['integer'], unit=''):>17} {med(cpu['integer']) / floor:7.1f} {mem['floor']:9.0f} "
+              f"{mem['non-neg']:11.0f} {mem['integer']:11.0f} {mem['integer'] / mem['floor']:7.2f} {grow:>9}")
+    n, cpu, mem = rows[-1]
+    floor = med(cpu["floor"])
+    for name, label in (("non-neg", "non-negative"), ("integer", "released (non-negative integer)")):
+        lo, hi = cpu[name].min() / cpu["floor"].max(), cpu[name].max() / cpu["floor"].min()
+        print(f"ToyDown {label} on {n:,} leaves: {spread(cpu[name])} CPU (target < 2 s), "
+              f"{med(cpu[name]) / floor:.1f}x the floor ({lo:.1f}-{hi:.1f}x between runs; target <= 8x); "
+              f"peak memory {mem[name]:.0f} MB, {mem[name] / mem['floor']:.2f}x the floor's (target <= 2x); {load()}")
 
 
 def bench_county_runs() -> None:
@@ -90,8 +127,9 @@ def bench_county_runs() -> None:
     def hundred():
         for _ in range(100):
             toydown(h, counts, eps, nonnegative=True, rng=rng)
-    t = _timed(hundred, repeat=1)
-    print(f"100 non-negative ToyDown runs of a {h.n_leaves:,}-leaf county: {t:.2f} s in all (target <= 2 s)")
+    t = warm_times(hundred)
+    print(f"100 non-negative ToyDown runs of a {h.n_leaves:,}-leaf county: {spread(t)} CPU in all (target <= 2 s); "
+          f"{load()}")
 
 
 def bench_district_variance() -> None:
@@ -101,26 +139,27 @@ def bench_district_variance() -> None:
     contiguous = ((np.arange(h.n_leaves) + offset) % h.n_leaves) * 1000 // h.n_leaves
     scattered = rng.permutation(h.n_leaves) * 1000 // h.n_leaves
     for name, labels in (("contiguous", contiguous), ("scattered", scattered)):
-        t = _timed(lambda: district_variances(h, labels, [0.2] * 5))
-        print(f"district_variance for 1,000 {name} districts on {h.n_leaves:,} leaves: {t:.3f} s (target < 1 s)")
+        t = warm_times(lambda: district_variances(h, labels, [0.2] * 5))
+        print(f"district_variance for 1,000 {name} districts on {h.n_leaves:,} leaves: {spread(t, digits=3)} CPU "
+              f"(target < 1 s); {load()}")
 
 
 def bench_peer_toydown() -> None:
-    print("ToyDown vs peer ToyDown (peer: scipy SLSQP, L2 objective; both non-negative, eps = 1 equal over levels):")
+    print("ToyDown vs peer ToyDown (peer: scipy SLSQP, L2 objective; both non-negative, eps = 1 equal over levels; "
+          "ours: median of 5 warm runs, range):")
     for fan, (peer_t, peer_mae) in PEER.items():
         h = Hierarchy.homogeneous(list(fan))
         rng = np.random.default_rng(3)
         counts = rng.poisson(50, h.n_leaves)
         eps = [1.0 / h.depth] * h.depth
-        runs = 5
         maes = []
-        t0 = time.perf_counter()
-        for _ in range(runs):
+
+        def run():
             alpha = toydown(h, counts, eps, nonnegative=True, rng=rng)
             maes.append(np.mean(np.abs(alpha[h.leaf_nodes] - counts)))
-        t = (time.perf_counter() - t0) / runs
-        print(f"  {h.n_leaves:>7,} leaves {fan}: {t * 1000:8.1f} ms per run (peer {peer_t:.1f} s, "
-              f"{peer_t / t:,.0f}x faster); leaf MAE {np.mean(maes):.2f} (peer L2 {peer_mae:.2f})")
+        t = warm_times(run, repeat=5)
+        print(f"  {h.n_leaves:>7,} leaves {fan}: {spread(t, 1000, 'ms', 1)} CPU per run (peer {peer_t:.1f} s, "
+              f"{peer_t / np.median(t):,.0f}x faster); leaf MAE {np.mean(maes):.2f} (peer L2 {peer_mae:.2f}); {load()}")
 
 
 def bench_gg_calibration() -> None:

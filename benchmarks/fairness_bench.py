@@ -13,6 +13,7 @@ the resampled people), CPU seconds in-process, the growth exponent between sizes
 log people ratio; 1 is linear) and the 60 s target beside 100,000 people.
 
 Run: .venv/bin/python benchmarks/fairness_bench.py [--sizes 5829,20000,50000,100000] [--skip-store]
+     [--writers 20] [--answers 50] [--repeats 3] [--url URL]   (the last four: the store's write latency)
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ import pandas as pd  # noqa: E402
 from core.fairness.frontier import FrontierPlan, trade_off_frontier  # noqa: E402
 from core.fairness.learner import LearnerConfig, fit_elicited_fair, ordered_pairs, pair_metrics  # noqa: E402
 from core.fairness.learning_data import compas_learning_data  # noqa: E402
+from benchmarks.fairness_store_latency import add_options as store_options  # noqa: E402
 from benchmarks.fairness_store_latency import main as store_latency  # noqa: E402
 
 ORACLE_NAMES = {"logistic": "weighted logistic regression (page default)",
@@ -121,7 +123,7 @@ def size_curve(sizes: list[int]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = store_options(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--sizes", default="5829,20000,50000,100000", help="people of the size curve")
     ap.add_argument("--skip-store", action="store_true", help="leave out the store's write latency")
     args = ap.parse_args()
@@ -167,7 +169,7 @@ def main() -> None:
     size_curve([int(x) for x in args.sizes.split(",")])
     if not args.skip_store:
         print()
-        store_latency()
+        store_latency(args)
 
 
 if __name__ == "__main__":

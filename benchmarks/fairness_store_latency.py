@@ -70,13 +70,20 @@ def run(url: str, writers: int, answers: int, think_ms: float, same_card: bool =
             "p95": np.percentile(lat, 95), "p99": np.percentile(lat, 99), "max": lat.max()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def add_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """This benchmark's options on ``parser`` (its own or a larger benchmark's), so one parser reads the
+    command line."""
     parser.add_argument("--writers", type=int, default=20)
     parser.add_argument("--answers", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--url", default=None, help="database URL (default: temporary SQLite under data/sessions/)")
-    args = parser.parse_args()
+    return parser
+
+
+def main(args: argparse.Namespace | None = None) -> None:
+    """Every regime's latency; ``args`` from ``add_options`` (read from the command line when None)."""
+    if args is None:
+        args = add_options(argparse.ArgumentParser(description=__doc__)).parse_args()
     folder = ROOT / "data" / "sessions"
     folder.mkdir(parents=True, exist_ok=True)
     print(f"Elicitation store: one transaction per answer, {args.writers} concurrent writers x "

@@ -24,17 +24,30 @@ embedding 512, learning rate 1e-4, T = 100) and why:
 
 - Workload: every two-way marginal, not three-way. The Stratified synthesis page scores fidelity
   by two-way total variation distance, and the bundled CPS extract's 10 columns have 45 pairs
-  (1,381 cells) against 120 triples (19,708 cells). The generator's answers are one padded
-  (d, d, M, M) tensor per step; triples would need (d, d, d, M, M, M), about d M = 90 times the work
-  per step on CPS, where 100 rounds already take about 26 s pooled (50,000 rows, 2 shared cores).
+  (1,381 cells) against 120 triples (19,708 cells). The generator's two-way answers come from one
+  (dM x K) (K x dM) product per step; triples would need a (d, d, d, M, M, M) table, about d M = 90
+  times the work per step on CPS.
   A three-way option (a ``degree`` setting like AIM's) would need the answers gathered per
   measured triple instead, so it is not offered; AIM offers three-way.
-- Network: hidden width 256 (two layers), noise input 64, Adam learning rate 1e-3. Measured on
-  CPS at epsilon 1 with 30 rounds (seeds 0 and 1): learning rate 1e-3 reached mean two-way TVD
-  0.021 and 0.023 against 0.039 and 0.041 at 1e-4 (40 steps per round are too few for 1e-4), and
-  width 512 at 1e-4 took 2.5 times as long (15.9 s against 6.4 s) for TVD 0.032. With 100 rounds
-  (seed 0) 1e-3 still led at epsilon 1 (0.016 against 0.022) but not at epsilon 0.1 (0.067
-  against 0.063): the gain is in short fits and large budgets.
+- Network and training: two hidden layers of width 96, noise input 64, Adam learning rate 3e-3, 12
+  steps a round on 2,000 generator rows (the authors: width 512, 1e-4). A fit's CPU time is almost
+  all training steps, the generator rows through the network and back (about 99 % of a 50,000-row
+  CPS fit; the marginal tables, each round's answers and selection, and loading the compiled
+  programs share the rest), so the settings trade rows per step, steps and width. Rows per step
+  matter most: the L1 loss sees the generator's answers through an average over those rows, and with
+  few rows the rare cells' averages are noisy and skewed, which more steps do not undo. On CPS at
+  epsilon 1 (100 rounds, mean two-way TVD of seeds 0-2, CPU seconds at a load of 10-20 on 2 cores):
+  the former width 256, 1,000 rows, 40 steps at 1e-3 took 42-43 s for 0.0153; 250 rows and 40 steps
+  12.9 s for 0.0244; 1,000 rows and 10 steps 11.7 s for 0.0202 (0.0197 at 3e-3); 2,000 rows, width
+  128, 12 steps at 3e-3 12.5 s for 0.0153; these settings 11.1 s for 0.0148 (seeds 3-5: 10.2 s for
+  0.0153 against 42.5 s for 0.0161), and 10 steps instead of 12 9.5 s for 0.0177. Both settings on
+  the same one-way noise (the weights are drawn after round 1), seeds 0-3: 9.5-10.0 s for 0.0154,
+  0.0185, 0.0153 and 0.0160 against 39-41 s for 0.0170, 0.0163, 0.0153 and 0.0172: a quarter of the
+  time, the same accuracy within the spread between seeds. Tried and dropped: an L2 loss (0.0318 at
+  250 rows), a learning rate decaying over the rounds, fewer steps after a marginal already measured
+  (0.0194 against 0.0160), noise input 16 (0.0172 against 0.0160), and logits for the real cells
+  only instead of the padded (d, M) table (no faster: the scatter and gather cost what the smaller
+  products saved).
 - Rounds: 100, as in the paper; in a stratified run with ``scale_rounds`` a stratum runs the rounds
   times its share of the rows, at least ``MIN_STRATUM_ROUNDS`` (``GEM.for_stratum``). With
   ``scale_rounds`` every fit (pooled too) then runs only as many of those rounds as its noisy total
@@ -50,25 +63,26 @@ rho/T = epsilon0^2 (alpha^2/8 + (1-alpha)^2/2). The authors' wrapper passed the 
 as epsilon0 for every round instead, so its runs spent about T times more (effective epsilon about
 3.1 for a nominal 0.1 at delta 1e-9).
 
-Speed: the rows enter once, through the exact one-way and two-way count tables (``exact_marginals``,
-one pass over the data); every round and every training step works on those tables and on the
-generator's own rows, so a fit's cost does not grow with the data (CPS at epsilon 1, fit and sampling
-as many rows: 42.8 s CPU at 50,000 rows, 50.8 s at 1,000,000, growth exponent 0.06;
-``benchmarks/gem_bench.py``). Sampling goes block by block, so its memory does not grow with n either. The jitted programs
-depend only on shapes and settings (which cells are padding is an argument), so they are built and
-compiled once per process and shared by every fit of that shape: every stratum of a stratified
-release, every seed of a sweep; they are also kept on disk in the project's cache folder
-(``persist_compilation``), so a fresh process loads them instead of compiling. The cost of a round
-grows with the generator rows per step (CPS, one round of 40 steps: 0.44 s CPU at 1,000 rows, 0.13 s
-at 250, 0.07 s at 62, 0.04 s at 16), so a fit takes at most about as many as its data has rows (its
-noisy total), in four sizes (``generator_rows``: batch, batch / 4, batch / 16, batch / 64): a stratum
-of 30 people no longer trains on 1,000 generator rows a step, and 36 strata compile at most four
-program sets. Fits whose noisy total reaches ``batch`` are unchanged. A curator-sized file (3,500
-rows, 36 strata over class of worker x sex x income, 28 of them under 100 rows, epsilon 1) fell from
-147 s to 29 s CPU for the stratified fit with these buckets; the rounds cut to the noisy total
-(``fit_rounds``), the fourth bucket and the disk cache then took the whole sweep point (stratified
-and pooled fit with scoring, seed 0, loaded machine) from 84 s to 36 s CPU, with two-way TVD
-stratified 0.308 to 0.301 and pooled 0.154 to 0.132 (seed 1: 92 s to 37 s; 0.293 to 0.268 and
+Speed: the rows enter once, through the exact one-way and two-way count tables (``exact_marginals``, one
+pass over the data); every round and every training step works on those tables and on the generator's
+own rows, so a fit's cost does not grow with the data (CPS at epsilon 1, fit and sampling as many rows,
+with the former 256-wide network: 42.8 s CPU at 50,000 rows, 50.8 s at 1,000,000, growth exponent 0.06;
+with the present settings about 10 s and 14.0 s, two-way TVD 0.0128 at 1,000,000;
+``benchmarks/gem_bench.py``). Sampling goes block by block, so its memory does not grow with n either.
+The jitted programs depend only on shapes and settings (which cells are padding is an argument), so they
+are built and compiled once per process and shared by every fit of that shape: every stratum of a
+stratified release, every seed of a sweep; they are also kept on disk in the project's cache folder
+(``persist_compilation``), so a fresh process loads them instead of compiling. The cost of a round grows
+with the generator rows per step (CPS, one round of 40 steps of the former 256-wide network: 0.44 s CPU
+at 1,000 rows, 0.13 s at 250, 0.07 s at 62, 0.04 s at 16), so a fit takes at most about as many as its
+data has rows (its noisy total), in four sizes (``generator_rows``: batch, batch / 4, batch / 16, batch
+/ 64): a stratum of 30 people no longer trains on 1,000 generator rows a step, and 36 strata compile at
+most four program sets. Fits whose noisy total reaches ``batch`` are unchanged. A curator-sized file
+(3,500 rows, 36 strata over class of worker x sex x income, 28 of them under 100 rows, epsilon 1) fell
+from 147 s to 29 s CPU for the stratified fit with these buckets; the rounds cut to the noisy total
+(``fit_rounds``), the fourth bucket and the disk cache then took the whole sweep point (stratified and
+pooled fit with scoring, seed 0, loaded machine) from 84 s to 36 s CPU, with two-way TVD stratified
+0.308 to 0.301 and pooled 0.154 to 0.132 (seed 1: 92 s to 37 s; 0.293 to 0.268 and
 0.129 to 0.124). Training G models side by side in
 one vectorised call was tried and dropped: on CPU the batched matrix products ran 2-3 times
 slower per model than one model at a time.
@@ -213,9 +227,11 @@ def _jax():
 class Programs:
     """The jitted pieces of GEM for one shape and one set of settings.
 
-    ``probs(params, z, pad)``: row probabilities (K, d, M); ``answers(params, z, pad)``: every
-    two-way answer (d, d, M, M); ``train(params, ema, opt_state, key, pad, y1, y2, mask2)``: one
-    round of ``steps`` Adam steps; ``init_opt(params)``: a fresh optimiser state.
+    ``probs(params, z, pad)``: row probabilities (K, d, M); ``answers(params, z, pad)``: the answer
+    to every workload pair (P, M, M), pairs in ``pair_index`` order; ``train(params, ema, opt_state,
+    key, pad, y1, y2, weight2)``: one round of ``steps`` Adam steps on the one-way targets (d, M) and
+    the pairs' targets (P, M, M) weighted by ``weight2`` (P,); ``init_opt(params)``: a fresh optimiser
+    state.
     """
 
     probs: Callable
@@ -252,6 +268,7 @@ def program_shapes() -> list[tuple]:
 
 def _build_programs(d, M, noise_dim, hidden, batch, steps, learning_rate, decay) -> Programs:
     jax, jnp, optax = _jax()
+    first, second = pair_index(d)
 
     def probs(params, z, pad):
         h = jax.nn.relu(z @ params["l1"]["w"] + params["l1"]["b"])
@@ -260,19 +277,23 @@ def _build_programs(d, M, noise_dim, hidden, batch, steps, learning_rate, decay)
         return jax.nn.softmax(jnp.where(pad[None], -1e9, logits), axis=-1)
 
     def two_way(p):
-        return jnp.einsum("kim,kjn->ijmn", p, p) / p.shape[0]
+        # every column pair's answer from one (dM x K) (K x dM) product, then the workload's pairs
+        # (i < j): on CPU one large product ran 1.5 times faster than P small ones (an einsum over
+        # the gathered pairs)
+        q = p.reshape(p.shape[0], d * M)
+        return (q.T @ q / p.shape[0]).reshape(d, M, d, M)[first, :, second, :]
 
-    def loss(params, z, pad, y1, y2, mask2):
+    def loss(params, z, pad, y1, y2, weight2):
         p = probs(params, z, pad)
-        return jnp.abs(p.mean(0) - y1).sum() + (mask2[:, :, None, None] * jnp.abs(two_way(p) - y2)).sum()
+        return jnp.abs(p.mean(0) - y1).sum() + (weight2[:, None, None] * jnp.abs(two_way(p) - y2)).sum()
 
     opt = optax.adam(learning_rate)
 
-    def train_one(params, ema, opt_state, key, pad, y1, y2, mask2):
+    def train_one(params, ema, opt_state, key, pad, y1, y2, weight2):
         def step(carry, k):
             params, ema, opt_state = carry
             z = jax.random.normal(k, (batch, noise_dim))
-            grads = jax.grad(loss)(params, z, pad, y1, y2, mask2)
+            grads = jax.grad(loss)(params, z, pad, y1, y2, weight2)
             updates, opt_state = opt.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
             ema = jax.tree.map(lambda e, p: decay * e + (1 - decay) * p, ema, params)
@@ -288,18 +309,23 @@ def _build_programs(d, M, noise_dim, hidden, batch, steps, learning_rate, decay)
                     init_opt=jax.jit(opt.init))
 
 
+def pair_index(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The workload's column pairs (i < j) in a fixed order: (first columns, second columns)."""
+    return np.triu_indices(int(d), 1)
+
+
 class GEM:
     """GEM synthesizer: ``fit(df, domain, rho, rng, noise=None, progress=None)`` then ``sample(n, rng)``.
 
     Defaults are this project's choices, not the paper's (module docstring): two-way workload, hidden
-    width 256, noise input 64, learning rate 1e-3, 100 rounds (scaled by a stratum's share of the rows
-    when ``scale_rounds``). Repeated measurements of one marginal are averaged by precision. ``batch``
-    is the most generator rows a step takes; a fit whose noisy row count is smaller takes fewer
-    (``generator_rows``; the fitted ``batch_``).
+    width 96, noise input 64, learning rate 3e-3, 12 steps a round on at most 2,000 generator rows,
+    100 rounds (scaled by a stratum's share of the rows when ``scale_rounds``). Repeated measurements
+    of one marginal are averaged by precision. ``batch`` is the most generator rows a step takes; a fit
+    whose noisy row count is smaller takes fewer (``generator_rows``; the fitted ``batch_``).
     """
 
-    def __init__(self, rounds: int = 100, steps: int = 40, batch: int = 1000, hidden: int = 256,
-                 noise_dim: int = 64, learning_rate: float = 1e-3, ema: float = 0.9,
+    def __init__(self, rounds: int = 100, steps: int = 12, batch: int = 2000, hidden: int = 96,
+                 noise_dim: int = 64, learning_rate: float = 3e-3, ema: float = 0.9,
                  scale_rounds: bool = False) -> None:
         self.rounds = int(rounds)
         self.scale_rounds = bool(scale_rounds)
@@ -399,15 +425,16 @@ def padding(sizes: Sequence[int]) -> np.ndarray:
 
 
 def exact_marginals(arr: np.ndarray, sizes: Sequence[int], pairs: Sequence[tuple[int, int]]):
-    """Exact one-way (d, M) and two-way (d, d, M, M) counts, padded; used only to measure and to score."""
+    """Exact one-way (d, M) and two-way (P, M, M) counts of the ``pairs`` in order, padded; used only
+    to measure and to score."""
     d, M = len(sizes), max(sizes)
     one = np.zeros((d, M))
-    two = np.zeros((d, d, M, M))
+    two = np.zeros((len(pairs), M, M))
     for i, s in enumerate(sizes):
         one[i, :s] = np.bincount(arr[:, i], minlength=s)
-    for i, j in pairs:
+    for k, (i, j) in enumerate(pairs):
         si, sj = sizes[i], sizes[j]
-        two[i, j, :si, :sj] = np.bincount(arr[:, i] * sj + arr[:, j], minlength=si * sj).reshape(si, sj)
+        two[k, :si, :sj] = np.bincount(arr[:, i] * sj + arr[:, j], minlength=si * sj).reshape(si, sj)
     return one, two
 
 
@@ -452,14 +479,11 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     jax, jnp, _ = _jax()
     d, M = len(sizes), max(sizes)
     noise = noise_source(rng, noise)
-    pairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
-    pi, pj = (np.array([p[k] for p in pairs], np.int64) for k in (0, 1))
+    pairs = list(zip(*(ix.tolist() for ix in pair_index(d))))
     one, two = exact_marginals(arr, sizes, pairs)
     T = model.rounds if pairs else 1
     rho_round = rho / T
     pad = jnp.asarray(padding(sizes))
-    params = jax.tree.map(jnp.asarray, model._init_params(rng, d * M))
-    key = jax.random.PRNGKey(int(rng.integers(2 ** 31)))
     ledger = BudgetLedger()
     spent: list[float] = []
     # round 0: every one-way marginal, released together (L2 sensitivity sqrt(d))
@@ -481,18 +505,22 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     T = fit_rounds(T, n_hat, rho - rho_round) if pairs and getattr(model, "fit_to_size", False) else T
     if T < T_planned:
         rho_round = (rho - rho_round) / (T - 1)
+    # the generator's initial weights are drawn after round 1, so a seeded fit's one-way noise, noisy
+    # total and therefore its rounds and spends do not depend on the network's size or training settings
+    params = jax.tree.map(jnp.asarray, model._init_params(rng, d * M))
+    key = jax.random.PRNGKey(int(rng.integers(2 ** 31)))
     # generator rows per step from that noisy total, in a few shared sizes (``generator_rows``)
     rows_per_step = generator_rows(model.batch, n_hat)
     prog = model._programs(d, M, rows_per_step)
     y1 = np.maximum(y1, 0.0)
     y1 = (y1 / np.maximum(y1.sum(1, keepdims=True), 1e-12)).astype(np.float32)
-    # the measured two-way tables, in fixed (d, d, M, M) slots: an unmeasured pair has weight 0, so
+    # the measured two-way tables, in fixed (P, M, M) slots: an unmeasured pair has weight 0, so
     # every round runs the same compiled step
-    y2 = np.zeros((d, d, M, M), np.float32)
-    mask2 = np.zeros((d, d), np.float32)
+    y2 = np.zeros((len(pairs), M, M), np.float32)
+    weight2 = np.zeros(len(pairs), np.float32)
     history: list[dict] = []
     ema, opt_state = params, prog.init_opt(params)
-    params, ema, opt_state, key = prog.train(params, ema, opt_state, key, pad, y1, y2, mask2)
+    params, ema, opt_state, key = prog.train(params, ema, opt_state, key, pad, y1, y2, weight2)
     z_eval = jnp.asarray(rng.normal(size=(rows_per_step, model.noise_dim)), jnp.float32)
     rho_sel, rho_meas = round_budget(rho_round)
     eps_em = exponential_mechanism_epsilon(rho_sel)
@@ -507,7 +535,7 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
             rho_sel, rho_meas = round_budget(rho - math.fsum(spent))
             eps_em = exponential_mechanism_epsilon(rho_sel)
         a2 = np.asarray(prog.answers(ema, z_eval, pad), float)
-        scores = np.abs(two - n_hat * a2).sum((2, 3))[pi, pj]
+        scores = np.abs(two - n_hat * a2).sum((1, 2))
         k = noise.choose(scores, eps_em)
         i, j = pairs[k]
         ledger.spend(f"round {t}: selection", rho_sel, "rho",
@@ -521,12 +549,12 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
         spent += [rho_sel, rho_meas]
         # a marginal chosen again keeps what was paid for before: its measurements act as one at
         # their precision-weighted mean, weighted in the loss by that precision (as in AIM's model)
-        y, s = merged.add((i, j), two[i, j, :si, :sj] + draw, sigma)
+        y, s = merged.add((i, j), two[k, :si, :sj] + draw, sigma)
         noisy = np.maximum(y, 0.0)
-        y2[i, j] = 0.0
-        y2[i, j, :si, :sj] = noisy / max(noisy.sum(), 1e-12)
-        mask2[i, j] = (sigma_ref / s) ** 2
-        params, ema, opt_state, key = prog.train(params, ema, opt_state, key, pad, y1, y2, mask2)
+        y2[k] = 0.0
+        y2[k, :si, :sj] = noisy / max(noisy.sum(), 1e-12)
+        weight2[k] = (sigma_ref / s) ** 2
+        params, ema, opt_state, key = prog.train(params, ema, opt_state, key, pad, y1, y2, weight2)
         history.append({"round": t, "marginal": f"{columns[i]} x {columns[j]}", "sigma": sigma, "epsilon_em": eps_em,
                         "times_measured": merged.count[(i, j)], "combined_sigma": s})
     model.columns_ = list(columns)

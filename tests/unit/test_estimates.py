@@ -245,15 +245,18 @@ def test_a_gem_sweep_costs_the_sum_of_its_fits_at_their_own_batch_and_rounds():
     shape = sweep_shape(p, df)
     rho = shape.rhos[0]
     width = sum(shape.other_dims)
+    steps, batch = GEMParams().steps, GEMParams().batch        # the plan's GEM settings
 
     def units(rows, rounds):
-        return fit_rounds(rounds, max(rows, 1.0), rho - rho / rounds) * 40 * generator_rows(1000, max(rows, 1.0)) * width
+        rows = max(rows, 1.0)
+        return fit_rounds(rounds, rows, rho - rho / rounds) * steps * generator_rows(batch, rows) * width
 
     strata = sum(units(r, max(10, int(np.ceil(100 * r / shape.rows)))) for r in shape.fitted_strata())
-    pooled = fit_rounds(100, shape.rows, rho - rho / 100) * 40 * 1000 * (width + sum(shape.strata_dims))
+    pooled = (fit_rounds(100, shape.rows, rho - rho / 100) * steps * generator_rows(batch, shape.rows)
+              * (width + sum(shape.strata_dims)))
     assert sweep_seconds(shape, only_units, n_workers=1) == pytest.approx((strata + pooled) / 1e9)
     # every stratum here has under 100 training rows: the full batch would have cost over 10 times more
-    full = len(shape.fitted_strata()) * 10 * 40 * 1000 * width
+    full = len(shape.fitted_strata()) * 10 * steps * batch * width
     assert strata * 10 < full
 
 

@@ -326,3 +326,64 @@ def test_parity_and_group_metrics_flow_through_the_sweep():
                                          f"stratum {name}: round 3: selection", f"stratum {name}: round 3: measurement"]
         assert abs(own["rho_equivalent"].sum() - rho_for_epsilon(5.0, plan.delta)) <= 1e-9
     assert (led["composition"] == "parallel").all() and "2 disjoint parts" in result.budget_statement
+
+
+def planned_ledger(rho: float, planned: int, run: int, d: int, chosen: list[str]) -> list[tuple[str, float, str]]:
+    """(label, rho, what was measured) of every spend a GEM fit plans, from the closed forms: round 1 costs
+    rho / planned on the d one-way tables (L2 sensitivity sqrt(d)); the ``run`` - 1 later rounds share the
+    rest evenly, each split alpha : 1 - alpha of epsilon0 between the exponential mechanism
+    (epsilon0^2 alpha^2 / 8) and a two-way Gaussian (the round's remainder). ``chosen``: the marginal each
+    later round measured (the mechanism's adaptive choice, read from the fit)."""
+    first = rho / planned
+    later = (rho - first) / (run - 1)
+    eps0_sq = later / (SELECT_SHARE ** 2 / 8 + (1 - SELECT_SHARE) ** 2 / 2)
+    select = SELECT_SHARE ** 2 * eps0_sq / 8
+    measure = later - select
+    pairs = d * (d - 1) // 2
+    rows = [("round 1: one-way marginals", first,
+             f"{d} one-way count tables, sigma {math.sqrt(d) / math.sqrt(2 * first):.3g} each")]
+    for t, name in enumerate(chosen, start=2):
+        before = chosen[:t - 2].count(name)
+        rows += [(f"round {t}: selection", select,
+                  f"exponential mechanism over {pairs} marginals, epsilon {math.sqrt(8 * select):.3g}"),
+                 (f"round {t}: measurement", measure, f"Gaussian counts of {name}, sigma {1 / math.sqrt(2 * measure):.3g}"
+                  + (f"; averaged with {before} earlier measurement(s) of it" if before else ""))]
+    return rows
+
+
+@pytest.mark.parametrize("n, scale_rounds", [(3000, False), (300, True)])
+def test_the_ledger_is_the_planned_rounds_and_spends(n, scale_rounds):
+    """How the generator is trained (rows per step, program shapes, steps) never changes what a fit spends:
+    its ledger is the planned rounds and spends, line for line. With ``scale_rounds`` a small file runs
+    only the rounds its noisy total carries (``fit_rounds``), the later ones sharing what round 1 left."""
+    df = correlated(n, 4)
+    df["d"] = np.random.default_rng(5).integers(0, 4, n)
+    dom = {**DOMAIN, "d": 4}
+    rho, planned = 0.005, 8
+    model = small(rounds=planned, scale_rounds=scale_rounds).fit(df, dom, rho, np.random.default_rng(6))
+    run = fit_rounds(planned, model.n_estimate_, rho - rho / planned) if scale_rounds else planned
+    assert model.rounds_run_ == run and (run < planned) == scale_rounds
+    want = planned_ledger(rho, planned, run, len(dom), [r["marginal"] for r in model.rounds_])
+    got = [(s.label, s.amount, s.measured) for s in model.ledger_.spends]
+    assert [(label, text) for label, _, text in got] == [(label, text) for label, _, text in want]
+    np.testing.assert_allclose([a for _, a, _ in got], [a for _, a, _ in want], rtol=1e-12, atol=0)
+    assert all(s.unit == "rho" and s.composition == "sequential" for s in model.ledger_.spends)
+    assert math.fsum(a for _, a, _ in got) == pytest.approx(rho, rel=1e-12)
+
+
+def test_a_seeded_fit_spends_the_same_whatever_the_network_and_training_settings():
+    """The rounds a fit runs depend on its noisy total (round 1); the generator's size and training settings
+    (width, noise input, rows per step, steps, learning rate) must not move that noise, so a seed's ledger
+    amounts, its noisy total and its rounds stay the same when only how the generator trains changes."""
+    df = correlated(300, 4)
+    rho = 0.005
+
+    def fit(**kw):
+        return small(rounds=8, scale_rounds=True, **kw).fit(df, DOMAIN, rho, np.random.default_rng(6))
+
+    base = fit()
+    for other in (fit(hidden=48, noise_dim=12, batch=64, steps=7, learning_rate=3e-3), fit(hidden=16, batch=256)):
+        assert other.n_estimate_ == base.n_estimate_
+        assert other.rounds_run_ == base.rounds_run_ < 8                  # cut to the noisy total, identically
+        assert ([(s.label, s.amount) for s in other.ledger_.spends]
+                == [(s.label, s.amount) for s in base.ledger_.spends])
