@@ -25,8 +25,10 @@ if current_role().is_curator:
     sidebar_badge()
     jobs_sidebar()
 else:
-    # A guest's session knows one page: the room (join a session as a stakeholder, or open one's console
-    # with its facilitator key). Every other address lands there too; no list of pages is sent.
-    page = st.navigation([st.Page(ROOM.file, title=ROOM.title, url_path=ROOM.url_path, icon=ROOM.icon,
-                                  default=True)], position="hidden")
+    # A guest's session knows the room only (join a session as a stakeholder, or open one's console with its
+    # facilitator key), at its own address, where join links point; the bare address (the default page, served
+    # at "/") goes there too. No list of pages is sent.
+    room = st.Page(ROOM.file, title=ROOM.title, url_path=ROOM.url_path, icon=ROOM.icon)
+    page = st.navigation([st.Page(lambda: st.switch_page(room), title="Join a session", url_path="join",
+                                  default=True), room], position="hidden")
 page.run()

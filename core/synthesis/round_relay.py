@@ -23,6 +23,7 @@ import functools
 import math
 import os
 import queue as queue_module
+import socket
 import threading
 import time
 from multiprocessing import AuthenticationError
@@ -100,6 +101,19 @@ def call_reporting(func: Callable, pair: tuple) -> Any:
     return out
 
 
+def _wake(address) -> None:
+    """Connect to the relay's socket and hang up at once, so a blocked ``accept`` returns. A plain socket,
+    not an authenticated client: that would wait for the relay's challenge, which never comes while the
+    accept thread is still answering a worker that hung mid-handshake (a test run hung here for 10 min)."""
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    try:
+        with socket.socket(family) as sock:
+            sock.settimeout(2.0)
+            sock.connect(address)
+    except OSError:
+        pass
+
+
 class _Relay:
     """The listening end: one thread accepts workers' connections, one thread per connection answers."""
 
@@ -143,10 +157,7 @@ class _Relay:
     def close(self) -> None:
         """Stop listening: a blocked ``accept`` is woken by one last connection, then the socket goes."""
         self.closed = True
-        try:
-            Client(self.address, authkey=self.authkey).close()
-        except OSError:
-            pass
+        _wake(self.address)
         self.thread.join(timeout=5)
         self.listener.close()
 

@@ -14,8 +14,10 @@ TOOLS = Path(__file__).resolve().parents[2] / "dashboard" / "tools"
 
 
 @pytest.fixture
-def cancelling(monkeypatch):
-    """Replace the shared progress bar with one whose Cancel was clicked (for bars that offer Cancel)."""
+def cancelling(monkeypatch, tmp_path):
+    """Replace the shared progress bar with one whose Cancel was clicked (for bars that offer Cancel), with a
+    result cache of its own: a result another test left in the run's cache would be answered without a bar."""
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cache"))
     keys: list[str] = []
 
     @contextmanager

@@ -51,7 +51,7 @@ def checks(monkeypatch):
 
     real, made = folder.check_folder, []
 
-    def spy(listing, schema, progress=None, **kwargs):
+    def spy(listing, schema, *args, progress=None, **kwargs):
         seen = []
         made.append(seen)
 
@@ -59,7 +59,7 @@ def checks(monkeypatch):
             seen.append((done, total, message))
             if progress is not None:
                 progress(done, total, message)
-        return real(listing, schema, progress=report, **kwargs)
+        return real(listing, schema, *args, progress=report, **kwargs)
 
     monkeypatch.setattr(folder, "check_folder", spy)
     return made
@@ -116,9 +116,9 @@ def test_the_check_is_a_job_that_counts_parts_and_is_found_again_from_a_new_sess
     set_job_queue(later)
     gate, real = threading.Event(), folder.check_folder
 
-    def waiting(listing, schema, progress=None):
+    def waiting(listing, schema, *args, progress=None):
         assert gate.wait(120), "the page never attached"
-        return real(listing, schema, progress=progress)
+        return real(listing, schema, *args, progress=progress)
 
     running = later.submit(waiting, *job_args(queue, job), owner="an earlier visit", key=job.key, label=CHECK)
     submit = later.submit

@@ -57,6 +57,8 @@ def test_each_role_sees_only_what_it_may(session_server):
         phone.goto(f"{url}/{ROOM.url_path}?join={created.join_code}")
         wait_until_idle(phone)
         assert phone.get_by_label("Join code").input_value() == created.join_code
+        assert phone.locator("[role='dialog']").count() == 0          # no "page not found" over the card
+        phone.get_by_label("Your name or nickname").fill("Pat")        # the card takes input (nothing covers it)
         assert not any(word in _main_text(phone) for word in CURATOR_WORDS)
 
         # The facilitator's key opens that session's console, without a curator's key.
