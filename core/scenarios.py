@@ -16,11 +16,12 @@ import unicodedata
 from datetime import datetime, timezone
 
 import pandas as pd
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, select
+from sqlalchemy import (Column, Integer, MetaData, String, Table, Text, UniqueConstraint, delete, insert, inspect,
+                        select)
 from sqlalchemy.exc import IntegrityError
 
 from core.compare import Snapshot, snapshot_of_report
-from core.database import TableStore, default_db_url
+from core.database import LOCAL_CURATOR, TableStore, default_db_url
 from core.report import report_json
 
 MAX_SCENARIO_NAME = 80
@@ -37,6 +38,7 @@ saved_scenarios = Table(
     Column("plan_digest", String(64), nullable=False),
     Column("report", Text, nullable=False),
     Column("saved_at", String(40), nullable=False),
+    Column("curator", String(120), nullable=False, server_default=LOCAL_CURATOR),   # who saved it
     UniqueConstraint("page", "name", name="uq_scenario_page_name"),
 )
 
@@ -75,7 +77,16 @@ class ScenarioStore(TableStore):
 
     metadata = metadata
 
-    def save(self, name: str, snapshot: Snapshot, *, replace: bool = False) -> str:
+    def __init__(self, url: str | None = None, engine=None):
+        super().__init__(url, engine)
+        have = {c["name"] for c in inspect(self.engine).get_columns("saved_scenarios")}
+        if "curator" not in have:         # a table saved before curators: its rows are the local curator's
+            guard = "" if self.db.is_sqlite else "IF NOT EXISTS "
+            with self._write() as conn:
+                conn.exec_driver_sql(f"ALTER TABLE saved_scenarios ADD COLUMN {guard}curator VARCHAR(120) "
+                                     f"NOT NULL DEFAULT '{LOCAL_CURATOR}'")
+
+    def save(self, name: str, snapshot: Snapshot, *, replace: bool = False, curator: str = LOCAL_CURATOR) -> str:
         """Save ``snapshot`` under ``name`` on its page; returns the name.
 
         When the page already has a scenario of that name, the same report again is left as it is,
@@ -85,7 +96,8 @@ class ScenarioStore(TableStore):
         page = str(snapshot.page or "")[:MAX_PAGE_NAME]
         row = {"page": page, "name": name, "plan_class": snapshot.plan_class[:120],
                "plan_digest": snapshot.plan_digest[:64], "report": report_json(snapshot.report),
-               "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+               "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "curator": (curator or LOCAL_CURATOR)[:120]}
         same_name = (saved_scenarios.c.page == page) & (saved_scenarios.c.name == name)
         try:
             with self._write() as conn:
@@ -102,15 +114,15 @@ class ScenarioStore(TableStore):
 
     def listing(self, page: str, plan_class: str | None = None) -> pd.DataFrame:
         """The page's saved scenarios (of one plan class when given), newest first: name, saved_at,
-        plan_digest."""
-        query = select(saved_scenarios.c.name, saved_scenarios.c.saved_at, saved_scenarios.c.plan_digest
-                       ).where(saved_scenarios.c.page == page)
+        plan_digest, curator (who saved it)."""
+        query = select(saved_scenarios.c.name, saved_scenarios.c.saved_at, saved_scenarios.c.plan_digest,
+                       saved_scenarios.c.curator).where(saved_scenarios.c.page == page)
         if plan_class:
             query = query.where(saved_scenarios.c.plan_class == plan_class)
         query = query.order_by(saved_scenarios.c.saved_at.desc(), saved_scenarios.c.scenario_id.desc())
         with self._read() as conn:
             rows = conn.execute(query).all()
-        return pd.DataFrame(rows, columns=["name", "saved_at", "plan_digest"])
+        return pd.DataFrame(rows, columns=["name", "saved_at", "plan_digest", "curator"])
 
     def load(self, page: str, name: str, label: str = "A") -> Snapshot:
         """The scenario saved as ``name`` on ``page`` (``ValueError`` if there is none)."""

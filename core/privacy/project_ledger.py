@@ -55,7 +55,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import DataRef
-from core.database import Database, StoreUnavailable, lost_connection
+from core.database import LOCAL_CURATOR, Database, StoreUnavailable, lost_connection
 from core.privacy.ledger import BudgetLedger, Spend
 
 KINDS = ("release", "simulation")
@@ -83,6 +83,7 @@ releases_table = Table(
     Column("created_utc", String(32), nullable=False),
     Column("status", String(12), nullable=False, server_default=COMMITTED),
     Column("expires_at", Float(53)),           # reserved: seconds since the epoch when it stops counting
+    Column("curator", String(120), nullable=False, server_default=LOCAL_CURATOR),   # who reserved it
     UniqueConstraint("data_key", "release_key", name="uq_ledger_release"),
 )
 spends_table = Table(
@@ -106,12 +107,16 @@ caps_table = Table(
     Column("unit", String(8), nullable=False),
     Column("delta", Float(53), nullable=False),
     Column("updated_utc", String(32), nullable=False),
+    Column("curator", String(120), nullable=False, server_default=LOCAL_CURATOR),
 )
 no_cap_table = Table(     # the curator's explicit choice of no cap for a data set, with when it was made
     "ledger_no_cap", metadata,
     Column("data_key", String(200), primary_key=True),
     Column("decided_utc", String(32), nullable=False),
+    Column("curator", String(120), nullable=False, server_default=LOCAL_CURATOR),
 )
+CURATOR_COLUMNS = ("ledger_releases", "ledger_caps", "ledger_no_cap")
+"""Tables whose rows name the curator who made them (added to a ledger written before curators)."""
 locks_table = Table(      # one row per data set; PostgreSQL writers take it FOR UPDATE to queue per data set
     "ledger_locks", metadata,
     Column("data_key", String(200), primary_key=True),
@@ -260,8 +265,12 @@ class LedgerRelease:
     spends: tuple[Spend, ...]
     data_label: str = ""
     created_utc: str = ""
+    curator: str = LOCAL_CURATOR
+    """Who made it: the signed-in curator's name (``LOCAL_CURATOR`` for scripts and older rows)."""
 
     def __post_init__(self):
+        if not self.curator:
+            object.__setattr__(self, "curator", LOCAL_CURATOR)
         if self.kind not in KINDS:
             raise ValueError(f"kind must be 'release' or 'simulation'; got {self.kind!r}.")
         if not self.spends:
@@ -439,11 +448,12 @@ def cumulative_frame(releases: Iterable[LedgerRelease], delta: float = DEFAULT_D
 
 
 def spends_frame(releases: Iterable[LedgerRelease]) -> pd.DataFrame:
-    """One row per stored spend with its release's page, action, kind, time and plan digest."""
-    columns = ["release", "kind", "page", "action", "release_label", "created_utc", "plan_digest", "label",
-               "measured", "amount", "unit", "delta", "composition", "group", "part"]
+    """One row per stored spend with its release's page, action, kind, time, curator and plan digest."""
+    columns = ["release", "kind", "page", "action", "release_label", "created_utc", "curator", "plan_digest",
+               "label", "measured", "amount", "unit", "delta", "composition", "group", "part"]
     rows = [{"release": i, "kind": r.kind, "page": r.page, "action": r.action, "release_label": r.label,
-             "created_utc": r.created_utc, "plan_digest": r.plan_digest, "label": s.label, "measured": s.measured,
+             "created_utc": r.created_utc, "curator": r.curator, "plan_digest": r.plan_digest, "label": s.label,
+             "measured": s.measured,
              "amount": s.amount, "unit": s.unit, "delta": s.delta, "composition": s.composition,
              "group": s.group, "part": s.part}
             for i, r in enumerate(releases, start=1) for s in r.spends]
@@ -507,8 +517,10 @@ class ProjectLedger:
     # ------------------------------------------------------------------ schema
 
     def _migrate(self) -> None:
-        """Give a ledger written before reservations its status and expiry columns; every row it already
-        holds is a committed release (or simulation)."""
+        """Give a ledger written before reservations its status and expiry columns (every row it already
+        holds is a committed release or simulation), and one written before curators its curator columns
+        (every row it already holds is the local curator's)."""
+        self._add_curator_columns()
         if {"status", "expires_at"} <= {c["name"] for c in inspect(self.engine).get_columns("ledger_releases")}:
             return
         floating = "DOUBLE PRECISION" if self.engine.dialect.name == "postgresql" else "FLOAT"
@@ -524,6 +536,17 @@ class ProjectLedger:
                 conn.exec_driver_sql("ALTER TABLE ledger_releases ADD COLUMN IF NOT EXISTS status VARCHAR(12) "
                                      f"NOT NULL DEFAULT '{COMMITTED}'")
                 conn.exec_driver_sql(f"ALTER TABLE ledger_releases ADD COLUMN IF NOT EXISTS expires_at {floating}")
+
+    def _add_curator_columns(self) -> None:
+        lacking = [t for t in CURATOR_COLUMNS
+                   if "curator" not in {c["name"] for c in inspect(self.engine).get_columns(t)}]
+        if not lacking:
+            return
+        guard = "" if self.db.is_sqlite else "IF NOT EXISTS "     # two servers may migrate at once
+        with self.db.write_tx() as conn:
+            for table in lacking:
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {guard}curator VARCHAR(120) NOT NULL "
+                                     f"DEFAULT '{LOCAL_CURATOR}'")
 
     def _absorb_legacy(self) -> None:
         """Move the synthesis page's earlier release book into this ledger once, then drop its table."""
@@ -600,7 +623,8 @@ class ProjectLedger:
         row = {"data_key": rel.data_key, "data_label": (rel.data_label or rel.data_key)[:200],
                "release_key": rel.release_key, "kind": rel.kind, "page": rel.page[:80],
                "action": rel.action[:80], "label": rel.label[:200], "plan_digest": rel.plan_digest[:64],
-               "created_utc": rel.created_utc or _now_iso(), "status": status, "expires_at": expires_at}
+               "created_utc": rel.created_utc or _now_iso(), "status": status, "expires_at": expires_at,
+               "curator": rel.curator[:120]}
         rid = conn.execute(insert(releases_table).values(**row)).inserted_primary_key[0]
         ProjectLedger._insert_spends(conn, rid, rel.spends)
         return rid
@@ -635,7 +659,7 @@ class ProjectLedger:
                 float(s["delta"])))
         return [(dict(h), LedgerRelease(h["data_key"], h["release_key"], h["kind"], h["page"], h["action"], h["label"],
                                         h["plan_digest"], tuple(by_release.get(h["id"], ())), h["data_label"],
-                                        h["created_utc"])) for h in heads]
+                                        h["created_utc"], h["curator"])) for h in heads]
 
     def _live(self, key: str, now: float):
         """Committed rows, and reservations that have not expired at ``now``, of data set ``key``."""
@@ -860,8 +884,8 @@ class ProjectLedger:
 
     # ------------------------------------------------------------------ cap decisions
 
-    def set_cap(self, key: str, cap: Cap | None) -> None:
-        """Set the curator's cap for data set ``key`` (replacing a "no cap" choice), or with None remove the
+    def set_cap(self, key: str, cap: Cap | None, curator: str = LOCAL_CURATOR) -> None:
+        """Set ``curator``'s cap for data set ``key`` (replacing a "no cap" choice), or with None remove the
         decision altogether (the data set is then undecided), in one transaction."""
         if cap is not None and not isinstance(cap, Cap):
             raise ValueError(f"A cap must be a Cap (amount, unit, delta) or None; got {cap!r}.")
@@ -872,24 +896,36 @@ class ProjectLedger:
             conn.execute(delete(no_cap_table).where(no_cap_table.c.data_key == key))
             if cap is not None:
                 conn.execute(insert(caps_table).values(data_key=key, amount=cap.amount, unit=cap.unit,
-                                                       delta=cap.delta, updated_utc=_now_iso()))
+                                                       delta=cap.delta, updated_utc=_now_iso(),
+                                                       curator=(curator or LOCAL_CURATOR)[:120]))
 
         self._write(body, "The cap could not be saved; try again")
 
-    def set_no_cap(self, key: str) -> None:
-        """Record the curator's explicit choice that data set ``key`` has no cap (and when it was made)."""
+    def set_no_cap(self, key: str, curator: str = LOCAL_CURATOR) -> None:
+        """Record ``curator``'s explicit choice that data set ``key`` has no cap (and when it was made)."""
 
         def body(conn) -> None:
             self._lock(conn, key)
             conn.execute(delete(caps_table).where(caps_table.c.data_key == key))
             conn.execute(delete(no_cap_table).where(no_cap_table.c.data_key == key))
-            conn.execute(insert(no_cap_table).values(data_key=key, decided_utc=_now_iso()))
+            conn.execute(insert(no_cap_table).values(data_key=key, decided_utc=_now_iso(),
+                                                     curator=(curator or LOCAL_CURATOR)[:120]))
 
         self._write(body, "The choice of no cap could not be saved; try again")
 
     def cap_decision(self, key: str) -> Cap | str | None:
         """The data set's cap, "none" for the explicit choice of no cap, or None while undecided."""
         return self._read(lambda conn: self._decision(conn, key))
+
+    def cap_decided_by(self, key: str) -> tuple[str, str] | None:
+        """(curator, when) of data set ``key``'s cap decision, or None while undecided."""
+        def body(conn):
+            for table, when in ((caps_table, caps_table.c.updated_utc), (no_cap_table, no_cap_table.c.decided_utc)):
+                row = conn.execute(select(table.c.curator, when).where(table.c.data_key == key)).first()
+                if row is not None:
+                    return str(row[0]), str(row[1])
+            return None
+        return self._read(body)
 
     def cap(self, key: str) -> Cap | None:
         """The data set's cap (None without one, whether undecided or by choice)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from core.access import CuratorKeys
+from core.database import LOCAL_CURATOR
 
 COOKIE = "dashboard_curator"
 """The sign-in cookie's name (HttpOnly: the page's scripts never see it)."""
@@ -73,3 +74,9 @@ def current_role() -> Role:
     if name is None and identity_provider_configured():
         name = _oidc_curator()
     return Role(name)
+
+
+def curator_name() -> str:
+    """Who is acting, as the ledger, the data-set store and the population answers record it: the signed-in
+    curator, else ``LOCAL_CURATOR`` (a page built without a sign-in, as in a script)."""
+    return current_role().curator or LOCAL_CURATOR

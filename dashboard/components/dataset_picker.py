@@ -25,7 +25,6 @@ import pandas as pd
 import streamlit as st
 
 from core.contracts import DataRef, bytes_fingerprint
-from core.database import LOCAL_CURATOR
 from core.datasets import DATASETS, load_dataset
 from dashboard.components.plain_text import plain
 
@@ -74,7 +73,7 @@ def current_curator() -> str:
     """The signed-in curator (sign-in cookie or identity provider), else ``LOCAL_CURATOR``: whose kept files
     and answers these are."""
     from dashboard.components import access
-    return access.current_role().curator or LOCAL_CURATOR
+    return access.curator_name()
 
 
 def declared_data() -> dict:

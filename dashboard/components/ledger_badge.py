@@ -5,6 +5,7 @@ behind the confirmation of ``dashboard.components.release_confirm``). Compositio
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import streamlit as st
 
@@ -12,6 +13,7 @@ from core.contracts import Plan
 from core.privacy.project_ledger import DEFAULT_DELTA, LedgerRelease, ProjectLedger, data_key
 from core.privacy.project_ledger import data_label as ledger_data_label
 from core.releases import ledger_ref
+from dashboard.components import access
 from dashboard.components.plain_text import plain
 
 @st.cache_resource(show_spinner=False)
@@ -103,6 +105,7 @@ def record_release(rel: LedgerRelease) -> bool:
     Pages call this on every rerun for their seeded previews (one entry per plan): a key this browser
     session has already stored is not sent to the database again."""
     mark_in_use(rel.data_key, rel.data_label)
+    rel = replace(rel, curator=access.curator_name())
     seen = st.session_state.setdefault("ledger_recorded_keys", set())
     key = (os.environ.get("DASHBOARD_DB_URL", ""), rel.data_key, rel.release_key)
     if key in seen:

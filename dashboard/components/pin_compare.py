@@ -18,6 +18,7 @@ from core.report import tables_zip
 from core.sharing import CONFIDENTIAL_MARK, CONFIDENTIAL_README, is_confidential
 from core.scenarios import MAX_SCENARIO_NAME, ScenarioExists, get_scenario_store
 from core.uploads import read_bytes
+from dashboard.components import access
 from dashboard.figures import compare as figs
 from dashboard.figures.overlays import (DIFFERENCE_COLUMNS, OVERLAYS, agreement_distribution,  # noqa: F401
                                         district_difference_figure, overlay_figures, overlay_for)
@@ -183,7 +184,7 @@ def saved_section(pinned: Snapshot | None, report: dict, *, page: str, key: str)
         snapshot = dataclasses.replace(snapshot, page=page)
         st.session_state.pop(pending_key, None)
         try:
-            saved = store.save(name, snapshot)
+            saved = store.save(name, snapshot, curator=access.curator_name())
         except ScenarioExists as exc:       # never replace silently: ask first, keeping what was clicked
             st.session_state[pending_key] = (exc.name, snapshot)
         except ValueError as exc:
@@ -199,7 +200,8 @@ def saved_section(pinned: Snapshot | None, report: dict, *, page: str, key: str)
         return
     o1, o2 = st.columns([3, 1], vertical_alignment="bottom")
     choice = o1.selectbox("Saved scenario", list(listing["name"]), key=f"{key}__open_name", persist_state=S,
-                          format_func=lambda n: f"{n} (saved {listing.set_index('name').at[n, 'saved_at'][:16]} UTC)")
+                          format_func=lambda n: (f"{n} (saved {listing.set_index('name').at[n, 'saved_at'][:16]} UTC "
+                                                 f"by {listing.set_index('name').at[n, 'curator']})"))
     if o2.button("Open as A", key=f"{key}__open", icon=":material/folder_open:"):
         try:
             st.session_state[pin_key(key)] = dataclasses.replace(store.load(page, choice, "A"), page=page)
@@ -218,7 +220,7 @@ def replace_prompt(store, pending: tuple[str, Snapshot], pending_key: str, key: 
     if r1.button("Replace", key=f"{key}__replace_yes", icon=":material/sync:"):
         st.session_state.pop(pending_key, None)
         try:
-            return store.save(name, snapshot, replace=True)
+            return store.save(name, snapshot, replace=True, curator=access.curator_name())
         except ValueError as exc:
             st.error(str(exc))
     elif r2.button("Cancel", key=f"{key}__replace_no"):

@@ -49,7 +49,7 @@ from core.releases import (CANCELLED, COMMITTED, REFUSED, RUNNING, Outcome, Rele
                            submit_release)
 from dashboard.components.ledger_badge import ledger_delta, mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
-from dashboard.components import progress
+from dashboard.components import access, progress
 from dashboard.components.progress import follow, job_owner, keep_owner_in_address
 
 CANCELLED_NOTE = "The release was cancelled before anything was published. "
@@ -134,9 +134,10 @@ def _cap_decision(key: str, pending: LedgerRelease, preview) -> None:
         ledger = project_ledger()
         try:
             if choice == "Set a cap":
-                ledger.set_cap(pending.data_key, Cap(float(amount), "epsilon", float(cap_delta)))
+                ledger.set_cap(pending.data_key, Cap(float(amount), "epsilon", float(cap_delta)),
+                               curator=access.curator_name())
             else:
-                ledger.set_no_cap(pending.data_key)
+                ledger.set_no_cap(pending.data_key, curator=access.curator_name())
         except ValueError as exc:
             st.error(str(exc))
             return
@@ -200,6 +201,8 @@ def release_button(label: str, *, key: str, release: Release | None, job: "Relea
     once, the page keeps it and reruns; else None.
     """
     state = f"release_confirm_{key}"
+    if release is not None:       # the ledger records who made it
+        release = replace(release, entry=replace(release.entry, curator=access.curator_name()))
     pending = None if release is None else release.entry
     if pending is not None:
         mark_in_use(pending.data_key, pending.data_label or pending.data_key)

@@ -26,12 +26,14 @@ from core.privacy.project_ledger import (DEFAULT_DELTA, NO_CAP, Cap, check_cap, 
                                          cumulative_frame, declared_name, spends_frame)
 from core.report import guarded_csv  # noqa: E402
 from dashboard.components.ledger_badge import badge_labels, data_in_use, project_ledger  # noqa: E402
+from dashboard.components.access import curator_name  # noqa: E402
+from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.population_check import population_answers  # noqa: E402
 from dashboard.figures.ledger import cumulative_figure  # noqa: E402
 
 S = "session"
 LABELS = {"release": "#", "kind": "Kind", "page": "Page", "action": "Action",
-          "release_label": "Release", "created_utc": "Time (UTC)", "plan_digest": "Plan digest",
+          "release_label": "Release", "created_utc": "Time (UTC)", "curator": "By", "plan_digest": "Plan digest",
           "label": "Spend", "measured": "What was measured", "amount": "Amount", "unit": "Unit",
           "delta": "delta", "composition": "Composition", "group": "Disjoint group", "part": "Part",
           "epsilon": "Total epsilon", "rho": "Total rho (zCDP)"}
@@ -58,7 +60,7 @@ WHAT_COUNTS = """
 
 
 ORDER = ["release", "release_label", "label", "measured", "amount", "unit", "delta", "composition", "group",
-         "part", "page", "action", "created_utc", "plan_digest"]
+         "part", "page", "action", "created_utc", "curator", "plan_digest"]
 
 
 def show(df: pd.DataFrame, key: str) -> None:
@@ -225,7 +227,9 @@ if key == ALL:
 decision = ledger.cap_decision(key)
 cap = decision if isinstance(decision, Cap) else None
 with st.expander("Budget cap for this data set", expanded=cap is None):
-    st.markdown(f"**Current decision**: {decision_text(decision)}.")
+    decided = ledger.cap_decided_by(key)
+    st.markdown(f"**Current decision**: {decision_text(decision)}"
+                + (f" (by {plain(decided[0])}, {plain(decided[1][:16].replace('T', ' '))} UTC)." if decided else "."))
     c1, c2, c3 = st.columns(3)
     unit = c1.radio("Cap in", ["epsilon", "rho"], index=0 if cap is None or cap.unit == "epsilon" else 1,
                     key=f"pl_cap_unit_{key}", horizontal=True, persist_state=S)
@@ -240,18 +244,18 @@ with st.expander("Budget cap for this data set", expanded=cap is None):
         try:
             if amount is None:
                 raise ValueError("Enter the cap first (a positive number), then save it.")
-            ledger.set_cap(key, Cap(float(amount), unit, float(cap_delta)))
+            ledger.set_cap(key, Cap(float(amount), unit, float(cap_delta)), curator=curator_name())
             st.rerun()
         except ValueError as exc:
             st.error(str(exc))
     if decision != NO_CAP and s2.button("Record 'no cap'", key="pl_no_cap",
                                         help="The explicit choice to release this data set without a cap; "
                                              "releases are then never refused for their total."):
-        ledger.set_no_cap(key)
+        ledger.set_no_cap(key, curator=curator_name())
         st.rerun()
     if decision is not None and s3.button("Undo the decision", key="pl_cap_remove",
                                           help="Back to undecided: the next release asks for a cap again."):
-        ledger.set_cap(key, None)
+        ledger.set_cap(key, None, curator=curator_name())
         st.rerun()
 
 delta = cap.delta if cap is not None else DEFAULT_DELTA

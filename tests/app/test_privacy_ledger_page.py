@@ -140,3 +140,18 @@ def test_sidebar_labels_are_plain_text_and_tell_uploads_with_one_name_apart():
     assert labels["upload:" + "b" * 64] == "people.csv (bbbbbbbb)"
     assert labels["cps"] == "CPS 1994-95 extract"
     assert "![" not in plain("![x](https://example.invalid/p.png)")
+
+
+def test_the_page_says_which_curator_spent_what_and_who_decided_the_cap(seeded):
+    """Two curators released from one data set (one budget); the tables name each one, and the cap decision
+    saved on the page names the signed-in curator (the test's, see tests/app/conftest.py)."""
+    ProjectLedger().record(LedgerRelease(seeded, "grace:d", "release", "Test page", "grace", "Grace's release",
+                                         "d" * 64, (Spend("counts", 0.1, "epsilon"),), "Ledger test data",
+                                         curator="Grace"))
+    at = _ledger_page(seeded)
+    releases = next(d.value for d in at.dataframe if "Grace's release" in set(d.value.get("release_label", [])))
+    assert set(releases["curator"]) == {"local", "Grace"}
+    at.number_input(key=f"pl_cap_amount_{seeded}").set_value(5.0).run()
+    at.button(key="pl_cap_save").click().run()
+    assert ProjectLedger().cap_decided_by(seeded)[0] == "test curator"
+    assert any("by test curator" in m.value for m in at.markdown)

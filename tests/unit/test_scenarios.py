@@ -131,3 +131,20 @@ def test_a_saved_scenario_reopens_as_a_report_that_reruns_and_reproduces(store, 
     path = tmp_path / "scenario.json"
     path.write_text(report_json(back.report))
     assert main(["reproduce", str(path), "--out", str(tmp_path / "out")]) == 0
+
+
+def test_a_saved_scenario_names_the_curator_who_saved_it_and_older_tables_read_as_local(tmp_path):
+    import sqlite3
+
+    from core.database import LOCAL_CURATOR
+
+    path = tmp_path / "old.sqlite"
+    store = ScenarioStore(f"sqlite:///{path}")
+    store.save("before", snap(1.0))
+    store.dispose()
+    with sqlite3.connect(path) as conn:                 # the table as an older version wrote it
+        conn.execute("ALTER TABLE saved_scenarios DROP COLUMN curator")
+    again = ScenarioStore(f"sqlite:///{path}")
+    again.save("after", snap(2.0), curator="Ada")
+    listing = again.listing("Toy").set_index("name")
+    assert listing.loc["before", "curator"] == LOCAL_CURATOR and listing.loc["after", "curator"] == "Ada"
