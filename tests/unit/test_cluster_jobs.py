@@ -23,6 +23,8 @@ from core.jobs import CANCELLED, DONE, RUNNING, DaskExecutor, JobQueue
 from core.privacy.project_ledger import ProjectLedger
 from core.releases import Release, run_release
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 GUARD = 120.0
 """Seconds after which a wait gives up (a hang fails the test instead of stalling the suite)."""
 

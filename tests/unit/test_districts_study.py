@@ -6,6 +6,8 @@ from core.districts import DistrictPlan, EnsemblePlan, GreedyParams, NoiseConfig
 from core.districts.display import display_values, district_shapes
 from core.geography.grid import synthetic_grid
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 
 @pytest.fixture(scope="module")
 def grid():

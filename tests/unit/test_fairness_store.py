@@ -24,6 +24,8 @@ from core.fairness.store import (MAX_REASON_LENGTH, SCHEMA_VERSION, WITHDRAWN, E
                                  constraint_set_hash, frontier_summary, normalise_url, parse_export)
 from tests.unit.ledger_support import database_url
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 REPO = Path(__file__).resolve().parents[2]
 FIFTY = SessionConfig(n_core=2, n_random=48, n_repeat=0, seed=3)
 

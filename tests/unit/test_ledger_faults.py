@@ -21,6 +21,8 @@ from ledger_support import database_url, release, reserve_then_die  # noqa: E402
 from core.database import normalise_url
 from core.privacy.project_ledger import Cap, CapExceeded, ProjectLedger, ReservationLost
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def url(request, tmp_path):

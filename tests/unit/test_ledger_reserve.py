@@ -20,6 +20,8 @@ from core.privacy.ledger import Spend
 from core.privacy.project_ledger import (Cap, CapExceeded, CapUndecided, LedgerRelease, ProjectLedger,
                                          ReservationLost, check_cap, compose)
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def url(request, tmp_path):

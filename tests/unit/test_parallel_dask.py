@@ -22,6 +22,8 @@ from core.cluster import (Backend, ClusterUnavailable, client_for, close_clients
 from core.contracts import Cancelled
 from core.parallel import map_trials
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 
 def loopback_cluster(n_workers: int) -> LocalCluster:
     """Single-threaded worker processes and a scheduler; every port (dashboard too) on loopback.

@@ -16,6 +16,8 @@ from core.intake import ColumnSchema, DataSchema, draft_schema, read_table_bytes
 from core.intake.store import DataSetStore
 from core.privacy.project_ledger import ProjectLedger, data_key
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 MESSY = Path(__file__).resolve().parents[1] / "fixtures" / "messy_county.csv"
 PUBLIC = {
     "sex": dict(categories=("Female", "Male")),

@@ -31,6 +31,8 @@ from core.report import build_report, guarded_csv, report_json, table_from_recor
 from core.sharing import CONFIDENTIAL
 from core.script_export import DIGEST_PREFIX, FIGURE_FILE, OUT_DIR, notebook_json, plan_source, script_text
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 REPO = Path(__file__).resolve().parents[2]
 
 # A sitecustomize that refuses every connection and name lookup beyond loopback, for the child processes.

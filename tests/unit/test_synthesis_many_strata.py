@@ -18,6 +18,8 @@ from core.synthesis.gem import (GEM, MIN_FIT_ROUNDS, MIN_SIGNAL, fit_rounds, gen
 from synthesis_toys import DOMAIN, correlated
 from sweep_support import small_aim_sweep
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 STRATA = 36
 
 

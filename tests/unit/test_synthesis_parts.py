@@ -16,6 +16,8 @@ from core.synthesis.parts import PartCounts, sample_in_parts, split_sizes
 from core.synthesis.synthesizers import MST
 from tests.unit.test_parallel_dask import loopback_cluster
 
+pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
+
 COLUMNS = ["age_band", "education", "sex", "race", "income", "marital"]
 
 
