@@ -45,7 +45,7 @@ import pandas as pd
 from core.intake.values import read_values
 
 __all__ = ["CONTAINED", "K", "MAX_LEFT_OUT", "OVERLAP", "Overlap", "PopulationSketch", "column_terms", "compare",
-           "covered_set", "data_folder", "frame_sketches", "installation_secret", "match", "merge_sketches", "overlap",
+           "covered_set", "covered_sets", "data_folder", "frame_sketches", "installation_secret", "match", "merge_sketches", "overlap",
            "relation", "sketches_for", "sketches_from_terms"]
 
 K = 512                  # row values kept per column set
@@ -297,21 +297,28 @@ def compare(new: Sequence[PopulationSketch], old: Sequence[PopulationSketch]) ->
 
 def covered_set(old: Sequence[PopulationSketch], names: Iterable[str]) -> tuple[str, ...] | None:
     """The largest of ``old``'s column sets that ``names`` covers (its whole set first), or None."""
-    have = set(names)
-    fits = [s.columns for s in old if set(s.columns) <= have]
+    fits = covered_sets(old, names)
     return max(fits, key=len) if fits else None
+
+
+def covered_sets(old: Sequence[PopulationSketch], names: Iterable[str]) -> list[tuple[str, ...]]:
+    """Every one of ``old``'s column sets that ``names`` covers: the whole set, and each set with one column
+    left out, so a table whose one column was recoded ("M" for "Male") still meets the old rows on the others."""
+    have = set(names)
+    return [s.columns for s in old if set(s.columns) <= have]
 
 
 def match(terms: Mapping[str, np.ndarray], stored: Mapping[str, Sequence[PopulationSketch]],
           secret: bytes) -> dict[str, Overlap]:
-    """How a table in memory (its :func:`column_terms`) stands to each stored table, by name; a stored table
-    with no column set the new one covers is left out (nothing to compare on)."""
+    """How a table in memory (its :func:`column_terms`) stands to each stored table, by name: the closest of the
+    comparisons on every column set both can be measured on (:func:`covered_sets`; each set sketched once for
+    all stored tables); a stored table with no such set is left out (nothing to compare on)."""
+    wanted = sorted({cols for old in stored.values() for cols in covered_sets(old, terms)})
+    if not wanted:
+        return {}
+    mine = sketches_for(terms, wanted, secret)
     out = {}
     for name, old in stored.items():
-        columns = covered_set(old, terms)
-        if columns is None:
-            continue
-        mine = sketches_for(terms, [columns], secret)
         found = compare(mine, old)
         if found is not None:
             out[name] = found

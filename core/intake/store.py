@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
-from sqlalchemy import (Column, Integer, LargeBinary, MetaData, String, Table, Text, UniqueConstraint, delete, insert,
+from sqlalchemy import (Column, Integer, LargeBinary, MetaData, String, Table, Text, UniqueConstraint, delete, insert, inspect,
                         select)
 from sqlalchemy.exc import IntegrityError
 
@@ -48,7 +48,7 @@ __all__ = ["DataSetStore", "LOCAL_CURATOR", "MAX_DATA_SET_NAME", "MAX_FILE_NAME"
 MAX_DATA_SET_NAME = 120
 MAX_FILE_NAME = 255
 MAX_FOLDER = 1_000
-VERSION_COLUMNS = ("fingerprint", "file_name", "added_utc")
+VERSION_COLUMNS = ("fingerprint", "file_name", "added_utc", "curator")
 FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 
 metadata = MetaData()
@@ -58,6 +58,7 @@ data_sets = Table(
     Column("name", String(MAX_DATA_SET_NAME), primary_key=True),
     Column("schema_json", Text, nullable=False),
     Column("saved_utc", String(40), nullable=False),
+    Column("curator", String(120), nullable=False, server_default=LOCAL_CURATOR),    # who declared it
 )
 
 data_set_versions = Table(
@@ -67,6 +68,7 @@ data_set_versions = Table(
     Column("fingerprint", String(64), nullable=False),
     Column("file_name", String(MAX_FILE_NAME), nullable=False),
     Column("added_utc", String(40), nullable=False),
+    Column("curator", String(120), nullable=False, server_default=LOCAL_CURATOR),    # who read it under the set
     UniqueConstraint("name", "fingerprint", name="uq_intake_version"),
 )
 
@@ -88,10 +90,10 @@ data_set_sketches = Table(     # population sketches of each file or folder read
     Column("saved_utc", String(40), nullable=False),
 )
 
-data_set_files = Table(        # the file a data set is read from, kept on the server for its curator
+data_set_files = Table(        # the file a data set is read from, kept on the server for each curator
     "intake_data_set_files", metadata,
     Column("name", String(MAX_DATA_SET_NAME), primary_key=True),
-    Column("curator", String(120), nullable=False, server_default=LOCAL_CURATOR),
+    Column("curator", String(120), primary_key=True, server_default=LOCAL_CURATOR),
     Column("fingerprint", String(64), nullable=False),
     Column("file_name", String(MAX_FILE_NAME), nullable=False),
     Column("kept_utc", String(40), nullable=False),
@@ -136,10 +138,19 @@ class DataSetStore(TableStore):
 
     metadata = metadata
 
+    def __init__(self, url: str | None = None, engine=None):
+        super().__init__(url, engine)
+        guard = "" if self.db.is_sqlite else "IF NOT EXISTS "       # two servers may migrate at once
+        for table in (data_sets.name, data_set_versions.name):      # tables written before curators
+            if "curator" not in {c["name"] for c in inspect(self.engine).get_columns(table)}:
+                with self._write() as conn:
+                    conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {guard}curator VARCHAR(120) NOT NULL "
+                                         f"DEFAULT '{LOCAL_CURATOR}'")
+
     # ---------------------------------------------------------------- schemas
-    def save(self, schema: DataSchema, *, replace: bool = False) -> str:
-        """Keep ``schema`` under its name; returns the name. The same declaration again changes nothing;
-        a different one under a saved name is a ValueError unless ``replace`` is True."""
+    def save(self, schema: DataSchema, *, replace: bool = False, curator: str = LOCAL_CURATOR) -> str:
+        """Keep ``schema`` under its name, declared by ``curator``; returns the name. The same declaration again
+        changes nothing; a different one under a saved name is a ValueError unless ``replace`` is True."""
         if not isinstance(schema, DataSchema):
             raise ValueError(f"save takes a DataSchema, not {type(schema).__name__}.")
         name = check_data_set_name(schema.name)
@@ -157,7 +168,8 @@ class DataSetStore(TableStore):
                 if earlier is not None and not replace:
                     raise taken
                 conn.execute(delete(data_sets).where(data_sets.c.name == name))
-                conn.execute(insert(data_sets).values(name=name, schema_json=text, saved_utc=_now()))
+                conn.execute(insert(data_sets).values(name=name, schema_json=text, saved_utc=_now(),
+                                                      curator=(curator or LOCAL_CURATOR)[:120]))
         except IntegrityError as err:   # another session saved the name between our read and insert
             raise taken from err
         return name
@@ -182,7 +194,7 @@ class DataSetStore(TableStore):
             conn.execute(delete(data_set_versions).where(data_set_versions.c.name == name))
             conn.execute(delete(data_set_folders).where(data_set_folders.c.name == name))
             conn.execute(delete(data_set_sketches).where(data_set_sketches.c.name == name))
-        self.remove_file(name)
+        self.remove_file(name, curator=None)
         return bool(gone)
 
     # ---------------------------------------------------------------- population sketches
@@ -214,7 +226,8 @@ class DataSetStore(TableStore):
     def keep_file(self, name: str, raw: bytes, file_name: str, fingerprint: str, *,
                   curator: str = LOCAL_CURATOR) -> None:
         """Keep ``raw`` (whose SHA-256 is ``fingerprint``) on the server as the file the saved data set ``name``
-        is read from, for ``curator``; replaces the file kept for it before."""
+        is read from, for ``curator``; replaces the file that curator kept for it before (another curator's
+        file for the same data set stays theirs)."""
         name = str(name).strip()
         if not FINGERPRINT.fullmatch(str(fingerprint)):
             raise ValueError("A file's fingerprint is its SHA-256 as 64 lower-case hexadecimal digits.")
@@ -226,17 +239,21 @@ class DataSetStore(TableStore):
         with self._write() as conn:
             if conn.execute(select(data_sets.c.name).where(data_sets.c.name == name)).first() is None:
                 raise ValueError(f"No data set named {name!r} is saved; save its schema first.")
-            conn.execute(delete(data_set_files).where(data_set_files.c.name == name))
-            conn.execute(insert(data_set_files).values(name=name, curator=str(curator)[:120] or LOCAL_CURATOR,
+            curator = str(curator)[:120] or LOCAL_CURATOR
+            conn.execute(delete(data_set_files).where((data_set_files.c.name == name)
+                                                      & (data_set_files.c.curator == curator)))
+            conn.execute(insert(data_set_files).values(name=name, curator=curator,
                                                        fingerprint=fingerprint,
                                                        file_name=str(file_name or "")[:MAX_FILE_NAME],
                                                        kept_utc=_now()))
 
-    def kept(self, name: str) -> tuple[str, bytes] | None:
-        """``(file_name, bytes)`` of the file kept for ``name``, or None (none kept, or removed from disk)."""
+    def kept(self, name: str, curator: str = LOCAL_CURATOR) -> tuple[str, bytes] | None:
+        """``(file_name, bytes)`` of the file ``curator`` keeps for ``name``, or None (none kept, or removed
+        from disk)."""
         c = data_set_files.c
         with self._read() as conn:
-            row = conn.execute(select(c.fingerprint, c.file_name).where(c.name == str(name).strip())).first()
+            row = conn.execute(select(c.fingerprint, c.file_name).where(
+                (c.name == str(name).strip()) & (c.curator == str(curator)))).first()
         if row is None or not _kept_path(row[0]).is_file():
             return None
         return row[1], _kept_path(row[0]).read_bytes()
@@ -247,16 +264,20 @@ class DataSetStore(TableStore):
         with self._read() as conn:
             return sorted(conn.execute(select(c.name).where(c.curator == str(curator))).scalars())
 
-    def remove_file(self, name: str) -> bool:
-        """Forget the file kept for ``name`` and delete it from disk when no other data set uses it."""
+    def remove_file(self, name: str, curator: str | None = LOCAL_CURATOR) -> bool:
+        """Forget the file ``curator`` keeps for ``name`` (every curator's with None) and delete it from disk
+        when nothing else uses it; True if there was one."""
         c = data_set_files.c
+        which = c.name == str(name).strip()
+        if curator is not None:
+            which = which & (c.curator == str(curator))
         with self._write() as conn:
-            fp = conn.execute(select(c.fingerprint).where(c.name == str(name).strip())).scalar_one_or_none()
-            if fp is None:
+            fps = set(conn.execute(select(c.fingerprint).where(which)).scalars())
+            if not fps:
                 return False
-            conn.execute(delete(data_set_files).where(c.name == str(name).strip()))
-            shared = conn.execute(select(c.name).where(c.fingerprint == fp)).first() is not None
-        if not shared:
+            conn.execute(delete(data_set_files).where(which))
+            used = set(conn.execute(select(c.fingerprint).where(c.fingerprint.in_(fps))).scalars())
+        for fp in fps - used:
             _kept_path(fp).unlink(missing_ok=True)
         return True
 
@@ -286,9 +307,9 @@ class DataSetStore(TableStore):
             return sorted(conn.execute(select(data_set_folders.c.name)).scalars())
 
     # ---------------------------------------------------------------- versions
-    def add_version(self, name: str, fingerprint: str, file_name: str) -> None:
-        """Record that the file with ``fingerprint`` was read under the data set ``name`` (which must be
-        saved). Recording the same file again changes nothing."""
+    def add_version(self, name: str, fingerprint: str, file_name: str, curator: str = LOCAL_CURATOR) -> None:
+        """Record that ``curator`` read the file with ``fingerprint`` under the data set ``name`` (which must
+        be saved). Recording the same file again changes nothing."""
         name = str(name).strip()
         if not isinstance(fingerprint, str) or not FINGERPRINT.fullmatch(fingerprint):
             raise ValueError("A file's fingerprint is its SHA-256 as 64 lower-case hexadecimal digits "
@@ -302,14 +323,15 @@ class DataSetStore(TableStore):
                 if conn.execute(select(data_set_versions.c.version_id).where(same)).first() is not None:
                     return
                 conn.execute(insert(data_set_versions).values(name=name, fingerprint=fingerprint,
-                                                              file_name=file_name, added_utc=_now()))
+                                                              file_name=file_name, added_utc=_now(),
+                                                              curator=(curator or LOCAL_CURATOR)[:120]))
         except IntegrityError:   # the same file recorded by another session at the same moment
             return
 
     def versions(self, name: str) -> pd.DataFrame:
-        """The files read under ``name``, oldest first: fingerprint, file_name, added_utc."""
+        """The files read under ``name``, oldest first: fingerprint, file_name, added_utc, curator."""
         query = select(data_set_versions.c.fingerprint, data_set_versions.c.file_name,
-                       data_set_versions.c.added_utc).where(data_set_versions.c.name == str(name).strip()
+                       data_set_versions.c.added_utc, data_set_versions.c.curator).where(data_set_versions.c.name == str(name).strip()
                                                             ).order_by(data_set_versions.c.version_id)
         with self._read() as conn:
             rows = conn.execute(query).all()

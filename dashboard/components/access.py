@@ -43,20 +43,24 @@ class Role:
 
 
 def _oidc_curator() -> str | None:
-    """The user Streamlit's identity-provider login signed in (their e-mail), when ``[auth]`` is configured
-    in ``.streamlit/secrets.toml``: the provider decides who gets in; ``curators = [...]`` under ``[auth]``
-    narrows it to the listed addresses."""
+    """The user Streamlit's identity-provider login signed in, when ``[auth]`` is configured in
+    ``.streamlit/secrets.toml`` and the provider vouches for their e-mail: a curator only when that e-mail is
+    named, either in ``curators = [...]`` under ``[auth]`` or as a curator in the key store
+    (``python -m core curator add ada@example.org``, so ``curator remove`` ends it too). Signing in with the
+    provider alone opens nothing: a public provider lets anyone sign in."""
     try:
         user = st.user
         if not user.is_logged_in:
             return None
-        email = str(user.get("email") or "")
+        email = str(user.get("email") or "").strip()
+        verified = user.get("email_verified", True)
         allowed = st.secrets["auth"].get("curators")
     except Exception:  # noqa: BLE001 - no [auth] section configured: st.user has nothing to say
         return None
-    if not email or (allowed is not None and email not in list(allowed)):
+    if not email or verified is False:
         return None
-    return email
+    named = list(allowed) if allowed is not None else curator_keys().names()
+    return email if email in named else None
 
 
 def identity_provider_configured() -> bool:

@@ -83,10 +83,11 @@ def declared_data() -> dict:
     session = st.session_state.setdefault(DECLARED_DATA, {})
     try:
         store = data_set_store()
-        for name in store.kept_names(current_curator()):
+        curator = current_curator()
+        for name in store.kept_names(curator):
             if name in session:
                 continue
-            schema, kept = store.get(name), store.kept(name)
+            schema, kept = store.get(name), store.kept(name, curator)
             if schema is not None and kept is not None:
                 session[name] = {"schema": schema, "raw": kept[1], "file_name": kept[0]}
     except ValueError:      # the project database cannot be read: this session's declarations only
@@ -277,9 +278,9 @@ def pick_microdata(key: str, default: str = "cps") -> PickedData | None:
             st.error(str(exc))
             return None
         entry = declared_data()[name]
-        st.caption(f"{name}: {len(picked.frame):,} rows x {picked.frame.shape[1]} columns after the declared "
-                   f"cleaning of {Path(entry['file_name']).name}. The declaration (schema) travels with every "
-                   "plan and report; change it on the Data step page.")
+        st.caption(f"{plain(name)}: {len(picked.frame):,} rows x {picked.frame.shape[1]} columns after the "
+                   f"declared cleaning of {plain(Path(entry['file_name']).name)}. The declaration (schema) travels "
+                   "with every plan and report; change it on the Data step page.")
         return picked
     info = DATASETS[choice]
     frame = load_dataset(choice)

@@ -426,8 +426,8 @@ def keep_declared(name: str, schema: DataSchema, raw: bytes, file_name: str, fra
     fp = bytes_fingerprint(raw)
     store = data_set_store()
     if store.get(name) is None:
-        store.save(schema.replace(name=name))
-    store.add_version(name, fp, file_name)
+        store.save(schema.replace(name=name), curator=current_curator())
+    store.add_version(name, fp, file_name, curator=current_curator())
     store.save_sketches(name, fp, upload_sketches(fp, frame))
     store.keep_file(name, raw, file_name, fp, curator=current_curator())
 
@@ -440,7 +440,7 @@ def _remove_kept_button(name: str) -> bool:
                           "upload the file again to use it."):
         return False
     try:
-        data_set_store().remove_file(name)
+        data_set_store().remove_file(name, current_curator())
     except ValueError as exc:
         st.error(str(exc))
         return False
@@ -588,7 +588,7 @@ def save_section(schema: DataSchema, blocking: int, raw: bytes, file_name: str, 
     filed_as = (same_population_as(schema, fp) if answer else None) or schema.name
     final = schema.replace(name=filed_as)
     try:
-        store.save(final, replace=store.get(filed_as) is not None)
+        store.save(final, replace=store.get(filed_as) is not None, curator=current_curator())
         keep_declared(filed_as, final, raw, file_name, frame)
     except ValueError as exc:
         st.error(str(exc))
@@ -653,13 +653,13 @@ def _folder_rows(fingerprint: str, folder: str) -> int | None:
 def _folder_identity(listing) -> tuple[bytes, tuple[tuple[str, ...], ...]]:
     """What the check needs to fingerprint the folder's rows: the installation's secret, and the column sets
     of the declared data sets its columns cover (so a copy with columns added is measured on theirs)."""
-    from core.intake.identity import covered_set, installation_secret
+    from core.intake.identity import covered_sets, installation_secret
     names = {str(c).strip().casefold() for c in _folder_sample(listing.fingerprint, listing.folder).columns}
     try:
         stored = data_set_store().sketches()
     except ValueError:
         stored = {}
-    sets = {covered_set(old, names) for old in stored.values()} - {None}
+    sets = {cols for old in stored.values() for cols in covered_sets(old, names)}
     return installation_secret(), tuple(sorted(sets))
 
 
@@ -748,7 +748,8 @@ def _folder_save(schema: DataSchema, listing, checked) -> bool:
         return False
     filed_as = (same_population_as(schema, listing.fingerprint) if answer else None) or schema.name
     try:
-        store.save(schema.replace(name=filed_as), replace=replace or filed_as != schema.name)
+        store.save(schema.replace(name=filed_as), replace=replace or filed_as != schema.name,
+                   curator=current_curator())
         store.save_folder(filed_as, listing.folder)
         store.save_sketches(filed_as, listing.fingerprint, checked.sketches)
     except ValueError as exc:

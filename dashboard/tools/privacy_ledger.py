@@ -87,7 +87,8 @@ def summary_frame(ledger, keys, labels) -> pd.DataFrame:
                                        "cap"])
 
 
-VERSION_LABELS = {"fingerprint": "File fingerprint (SHA-256)", "file_name": "File name", "added_utc": "Added (UTC)"}
+VERSION_LABELS = {"fingerprint": "File fingerprint (SHA-256)", "file_name": "File name", "added_utc": "Added (UTC)",
+                  "curator": "By"}
 
 
 def file_versions(name: str) -> pd.DataFrame | None:

@@ -642,8 +642,13 @@ def release_section() -> None:
                                     for c in rel.data.columns})
         stem = f"synthetic_{rel.method}_{plan.synthesizer}_eps{rel.epsilon:g}{'' if rel.secure else '_simulation'}"
         dl1, dl2 = st.columns(2)
-        dl1.download_button("Download synthetic data (CSV)", guarded_csv(rel.data), file_name=f"{stem}.csv",
-                            mime="text/csv", key=f"{key}_download")
+        if rel.secure or not ref.is_upload:
+            dl1.download_button("Download synthetic data (CSV)", guarded_csv(rel.data), file_name=f"{stem}.csv",
+                                mime="text/csv", key=f"{key}_download")
+        else:   # a seeded draw from the curator's private rows is not a release: it stays on this screen
+            dl1.caption("A seeded simulation of your own data is not a release (its noise is reproducible from "
+                        "the seed in the plan), so it is not offered as a file; release it with the secure "
+                        "sampler to download it.")
         dl2.download_button("Download its budget statement (TXT)",
                             budget_statement_text(plan, rel, log_statement),
                             file_name=f"{stem}_budget.txt", mime="text/plain", key=f"{key}_statement")

@@ -44,3 +44,27 @@ def test_a_curator_gets_every_page_and_the_room_with_its_session_tools():
     at.switch_page(ROOM.file)
     at.run()
     assert "Open as" in _texts(at)
+
+
+def test_an_identity_provider_login_is_a_curator_only_when_its_e_mail_is_named(monkeypatch, guest_browser):
+    """With Streamlit's OIDC login configured, a provider's user is a curator only when the e-mail is listed
+    (``curators`` under ``[auth]``, else the key store) and verified: a public provider lets anyone in."""
+    from dashboard.components import access
+
+    class User(dict):
+        is_logged_in = True
+
+    class Secrets(dict):
+        pass
+
+    def signed_in(email, verified=True, curators=None):
+        monkeypatch.setattr(access.st, "user", User(email=email, email_verified=verified))
+        auth = {} if curators is None else {"curators": curators}
+        monkeypatch.setattr(access.st, "secrets", Secrets(auth=auth))
+        return access._oidc_curator()
+
+    assert signed_in("ada@example.org", curators=["ada@example.org"]) == "ada@example.org"
+    assert signed_in("eve@example.org", curators=["ada@example.org"]) is None
+    assert signed_in("ada@example.org", verified=False, curators=["ada@example.org"]) is None
+    monkeypatch.setattr(access, "curator_keys", lambda: type("Keys", (), {"names": lambda self: ["bob@example.org"]})())
+    assert signed_in("bob@example.org") == "bob@example.org" and signed_in("eve@example.org") is None

@@ -307,7 +307,7 @@ def test_store_keeps_the_files_of_each_data_set(store, schema):
     store.save(schema)
     store.save(schema.replace(name="Second"))
     a, b = hashlib.sha256(b"first file").hexdigest(), hashlib.sha256(b"second file").hexdigest()
-    assert list(store.versions("Messy county").columns) == ["fingerprint", "file_name", "added_utc"]
+    assert list(store.versions("Messy county").columns) == ["fingerprint", "file_name", "added_utc", "curator"]
     assert store.versions("Messy county").empty and store.find_by_fingerprint(a) is None
     store.add_version("Messy county", a, "county_2024.csv")
     store.add_version("Messy county", a, "county_2024.csv")     # idempotent

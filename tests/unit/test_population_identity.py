@@ -17,7 +17,7 @@ from core.intake import draft_schema, read_table, read_table_bytes
 from core.intake.folder import check_folder, list_folder
 from core.intake.identity import (K, PopulationSketch, column_terms, compare, frame_sketches, installation_secret,
                                   match, overlap, relation)
-from core.intake.schema import DEFAULT_MISSING_TOKENS
+from core.intake.schema import DEFAULT_MISSING_TOKENS, ColumnSchema, DataSchema
 from core.intake.store import DataSetStore
 from core.privacy.population import PopulationAnswers, related
 
@@ -212,3 +212,51 @@ def test_a_declared_file_is_kept_on_the_server_for_its_curator_until_removed(fra
     assert not (tmp_path / "data" / "kept" / fp).exists()              # removed once nothing uses it
     store.dispose()
     again.dispose()
+
+
+def test_two_curators_keep_their_own_file_of_one_data_set(tmp_path):
+    """Curator B filing a file under A's data set keeps it for B; A's kept file stays A's (it used to be replaced,
+    and A lost the data set from every page after a reload)."""
+    from core.intake.store import DataSetStore
+
+    store = DataSetStore(f"sqlite:///{tmp_path / 'kept.sqlite'}")
+    raw_a, raw_b = b"person_id,age\n1,30\n", b"person_id;age\n1;30\n"
+    fp_a, fp_b = (bytes_fingerprint(r) for r in (raw_a, raw_b))
+    store.save(DataSchema("Shared county", (ColumnSchema("age", "number"),)))
+    store.keep_file("Shared county", raw_a, "a.csv", fp_a, curator="Ada")
+    store.keep_file("Shared county", raw_b, "b.csv", fp_b, curator="Grace")
+    assert store.kept("Shared county", "Ada") == ("a.csv", raw_a)
+    assert store.kept("Shared county", "Grace") == ("b.csv", raw_b)
+    assert store.kept_names("Ada") == store.kept_names("Grace") == ["Shared county"]
+    assert store.remove_file("Shared county", "Grace") and store.kept("Shared county", "Ada") == ("a.csv", raw_a)
+
+
+def test_a_recoded_column_still_meets_the_declared_rows_on_the_other_columns(frame, declared):
+    """The same people with one column written another way ("M" for "Male") share every other column: compared on
+    the declared sets with one column left out, they are the same population, not a fresh budget."""
+    recoded = frame.assign(sex=frame["sex"].astype(str).str[:1])
+    assert _relation_to(declared, recoded) == "same"
+
+
+def test_the_store_records_who_declared_a_data_set_and_who_read_each_file_and_older_tables_read_as_local(tmp_path):
+    import sqlite3
+
+    from core.database import LOCAL_CURATOR
+    from core.intake.store import DataSetStore
+
+    path = tmp_path / "declared.sqlite"
+    store = DataSetStore(f"sqlite:///{path}")
+    store.save(DataSchema("Older set", (ColumnSchema("age", "number"),)))
+    store.add_version("Older set", "a" * 64, "old.csv")
+    store.dispose()
+    with sqlite3.connect(path) as conn:                      # the tables as an older version wrote them
+        for table in ("intake_data_sets", "intake_data_set_versions"):
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN curator")
+    again = DataSetStore(f"sqlite:///{path}")
+    again.save(DataSchema("New set", (ColumnSchema("age", "number"),)), curator="Ada")
+    again.add_version("New set", "b" * 64, "new.csv", curator="Ada")
+    assert again.versions("Older set")["curator"].tolist() == [LOCAL_CURATOR]
+    assert again.versions("New set")["curator"].tolist() == ["Ada"]
+    with sqlite3.connect(path) as conn:
+        assert dict(conn.execute("SELECT name, curator FROM intake_data_sets")) == {"Older set": LOCAL_CURATOR,
+                                                                                   "New set": "Ada"}
