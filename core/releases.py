@@ -37,7 +37,7 @@ from core.privacy.project_ledger import data_label as ledger_data_label
 from core.report import data_ref_of
 
 __all__ = ["CANCELLED", "COMMITTED", "FAILED", "REFUSED", "RELEASE_KINDS", "RUNNING", "NOTHING_RESERVED",
-           "NOTHING_SPENT", "STILL_RESERVED", "Outcome", "Release", "audited_output_release",
+           "NOTHING_SPENT", "STILL_RESERVED", "Outcome", "Release", "audited_output_release", "cancel_release",
            "census_counts_release", "expiry_text", "folder_copy_release", "ledger_ref", "new_pairs_copy",
            "pairs_copy_release", "private_estimate_release", "release_digest", "release_entry", "run_release",
            "secure_estimate", "secure_mean", "settle", "stratified_mean_release", "submit_release",
@@ -279,6 +279,13 @@ def submit_release(release: Release, ledger: ProjectLedger, queue, *, owner: str
         outcome.state = CANCELLED
         raise
     return outcome, job
+
+
+def cancel_release(job) -> None:
+    """Stop a release submitted by :func:`submit_release` and wait until its hook (:func:`settle`) has dropped
+    the reservation and discarded what it made: nothing is spent, and the ledger says so when this returns."""
+    job.cancel()
+    job.wait()
 
 
 # ------------------------------------------------------------------------------------------- the kinds

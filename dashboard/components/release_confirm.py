@@ -45,8 +45,8 @@ from core.privacy.ledger import BudgetLedger
 from core.jobs import job_queue
 from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerRelease, Reservation,
                                          compose, spends_of)
-from core.releases import (CANCELLED, COMMITTED, REFUSED, RUNNING, Outcome, Release, expiry_text, run_release,
-                           submit_release)
+from core.releases import (CANCELLED, COMMITTED, REFUSED, RUNNING, Outcome, Release, cancel_release, expiry_text,
+                           run_release, submit_release)
 from dashboard.components.ledger_badge import ledger_delta, mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
 from dashboard.components import access, progress
@@ -378,8 +378,7 @@ def _attend(record: _Followed, spec: ReleaseJob, key: str, *, confirmed_now: boo
                 with progress.progress_bar(spec.label, cancel_key=spec.cancel_key, n_jobs=spec.n_jobs) as bar:
                     follow(job, bar)
         except Cancelled:                # this bar's Cancel (or the sidebar's, seen as the job's outcome)
-            queue.cancel(job)            # its hook drops the reservation before this returns
-            job.wait()
+            cancel_release(job)          # core drops the reservation before this returns
         except BaseException as exc:     # the job's own failure (its hook recorded it) or Streamlit's stop
             if exc is not job.error:
                 raise
