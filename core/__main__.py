@@ -64,13 +64,9 @@ def _progress(done: int, total: int, message: str) -> None:
 
 
 def overlays_of(report: dict, compare: dict) -> list:
-    """The overlays the page's comparison panel draws (from the dashboard's figure builders, which need no
-    server); none when the dashboard package is not importable."""
-    try:
-        from dashboard.figures.overlays import overlay_figures
-    except ImportError:
-        return []
+    """The overlays the page's comparison panel draws (``core.figures.overlays``, shared with the page)."""
     from core.compare import compare_reports
+    from core.figures.overlays import overlay_figures
     return overlay_figures(compare_reports(compare, report))
 
 

@@ -19,8 +19,7 @@ from core.sharing import CONFIDENTIAL_MARK, CONFIDENTIAL_README, is_confidential
 from core.scenarios import MAX_SCENARIO_NAME, ScenarioExists, get_scenario_store
 from core.uploads import read_bytes
 from dashboard.components import access
-from dashboard.figures import compare as figs
-from dashboard.figures.overlays import (DIFFERENCE_COLUMNS, OVERLAYS, agreement_distribution,  # noqa: F401
+from core.figures.overlays import (DIFFERENCE_COLUMNS, OVERLAYS, agreement_distribution,  # noqa: F401
                                         district_difference_figure, overlay_figures, overlay_for)
 
 S = "session"

@@ -180,7 +180,7 @@ def test_district_pin_survives_navigation_and_maps_the_difference():
 def test_overlay_figures_draw_a_and_b_on_one_set_of_axes():
     import pandas as pd
 
-    from dashboard.figures.compare import OverlaySpec, headline_change_figure, overlay_figure
+    from core.figures.compare import OverlaySpec, headline_change_figure, overlay_figure
     from core.compare import headline_delta
 
     a = pd.DataFrame({"unfairness": [0.3, 0.1, 0.2], "error": [0.30, 0.36, 0.33]})

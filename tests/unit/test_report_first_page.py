@@ -217,7 +217,7 @@ def test_nested_plugin_params_are_written_with_their_labels():
 
 def test_pinned_scenario_makes_an_ab_report_with_both_plans_and_signed_differences(budget_a, budget_b):
     from core.compare import compare_results
-    from dashboard.figures.overlays import overlay_figures
+    from core.figures.overlays import overlay_figures
     report_a = build_report(budget_a, page="Budget allocation")
     overlays = overlay_figures(compare_results(budget_a, budget_b, page="Budget allocation"))
     text = report_html(budget_b, page="Budget allocation", compare=report_a, overlays=overlays)

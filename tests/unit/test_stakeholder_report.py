@@ -180,7 +180,7 @@ def test_plan_lines_read_as_words_and_leave_out_what_the_plan_did_not_ask_for():
 @pytest.mark.parametrize("page", list(PAGES))
 def test_every_page_gives_an_ab_report_with_its_overlay(results, page):
     from core.compare import compare_results
-    from dashboard.figures.overlays import overlay_figures
+    from core.figures.overlays import overlay_figures
     result = results[page]
     overlays = overlay_figures(compare_results(result, result, page=page))
     text = report_html(result, page=page, compare=build_report(result, page=page), overlays=overlays)

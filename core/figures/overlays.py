@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from core.compare import Comparison
-from dashboard.figures import compare as figs
-from dashboard.figures.compare import OverlaySpec
+from core.figures import compare as figs
+from core.figures.compare import OverlaySpec
 
 # each page's main figure, drawn from the tables both scenarios hold (keyed by the plan's class)
 OVERLAYS: dict[str, OverlaySpec] = {
