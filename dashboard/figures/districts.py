@@ -67,21 +67,35 @@ def fit_zoom(bounds, width_px: float, height_px: float) -> float:
 MAP_FIT_PX = (560, 480)
 
 
-def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataFrame, outline_geojson: dict,
-             colour: str, title: str, fit_px: tuple[int, int] = MAP_FIT_PX, height: int = 600) -> go.Figure:
-    """Choropleth of the display units coloured by ``colour``; district boundaries drawn on top. The zoom fits
-    the whole area into ``fit_px`` pixels (the column the map is drawn in), so every district number shows."""
+def colour_range(frames: list[pd.DataFrame], colour: str) -> tuple[float, float]:
+    """One colour range for every map in ``frames`` (two plans side by side share it, so one colour means
+    one value on both): symmetric around 0 for a diverging measure, else from the least value to the 98th
+    percentile, over the values of all frames together."""
     if colour not in COLOUR_BY:
         raise ValueError(f"Colour by one of {list(COLOUR_BY)}, not {colour!r}.")
-    col, bar, scale, diverging = COLOUR_BY[colour]
+    col, _, _, diverging = COLOUR_BY[colour]
+    vals = pd.concat([f[col] for f in frames], ignore_index=True).astype(float)
+    if not vals.notna().any():
+        return (-1.0, 1.0) if diverging else (0.0, 1.0)
+    if diverging:
+        m = max(float(np.nanpercentile(np.abs(vals), 98)), 1e-9)
+        return -m, m
+    low, high = float(np.nanmin(vals)), float(np.nanpercentile(vals, 98))
+    return low, max(high, low + 1e-9)
+
+
+def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataFrame, outline_geojson: dict,
+             colour: str, title: str, fit_px: tuple[int, int] = MAP_FIT_PX, height: int = 600,
+             zrange: tuple[float, float] | None = None) -> go.Figure:
+    """Choropleth of the display units coloured by ``colour``; district boundaries drawn on top. The zoom fits
+    the whole area into ``fit_px`` pixels (the column the map is drawn in), so every district number shows.
+    ``zrange`` fixes the colour range (two maps compared share one, from ``colour_range``)."""
+    rng = colour_range([units], colour) if zrange is None else zrange     # checks the colour choice too
+    if colour not in COLOUR_BY:
+        raise ValueError(f"Colour by one of {list(COLOUR_BY)}, not {colour!r}.")
+    col, bar, scale, _ = COLOUR_BY[colour]
     data = units.drop(columns="geometry").assign(unit_id=units["unit_id"].astype(str))
     vals = data[col].astype(float)
-    if diverging:
-        m = float(np.nanpercentile(np.abs(vals), 98)) if vals.notna().any() else 1.0
-        rng = (-max(m, 1e-9), max(m, 1e-9))
-    else:
-        rng = (float(np.nanmin(vals)) if vals.notna().any() else 0.0,
-               float(np.nanpercentile(vals, 98)) if vals.notna().any() else 1.0)
     bounds = units.total_bounds
     center = {"lon": float((bounds[0] + bounds[2]) / 2), "lat": float((bounds[1] + bounds[3]) / 2)}
     zoom = fit_zoom(bounds, *fit_px)
