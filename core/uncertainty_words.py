@@ -72,8 +72,9 @@ def rounded(value: float, low: float, high: float) -> str:
     return f"{round_to_uncertainty(value, half):,.{decimals}f}".replace("-", "\u2212")
 
 
-def with_interval(value: float, low: float, high: float, unit: str = "") -> str:
-    """"value unit (95% interval low to high)" with all three rounded to what the interval supports."""
+def with_interval(value: float, low: float, high: float, unit: str = "", short: bool = False) -> str:
+    """"value unit (95% interval low to high)" with all three rounded to what the interval supports;
+    ``short`` leaves out the words "95% interval" (for a table whose header says it)."""
     unit = f" {unit}" if unit else ""
-    return (f"{rounded(value, low, high)}{unit} (95% interval {rounded(low, low, high)} to "
-            f"{rounded(high, low, high)})")
+    words = "" if short else "95% interval "
+    return f"{rounded(value, low, high)}{unit} ({words}{rounded(low, low, high)} to {rounded(high, low, high)})"

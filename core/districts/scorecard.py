@@ -140,7 +140,7 @@ def compare_scorecards(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str] 
 
 def comparison_words(table: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
     """The comparison as a reader sees it: exact measures to their own decimals, the noisy measure and
-    its difference rounded to what their 95% intervals support, with the interval beside them."""
+    its difference rounded to what their 95% intervals support, with the interval in brackets."""
     cols = (names[0], names[1], f"{names[1]} - {names[0]}")
     shown = {"measure": table["measure"].to_list()}
     for col in cols:
@@ -148,7 +148,7 @@ def comparison_words(table: pd.DataFrame, names: tuple[str, str]) -> pd.DataFram
         for _, r in table.iterrows():
             low, high = r.get(f"{col}, 95% low", np.nan), r.get(f"{col}, 95% high", np.nan)
             if np.isfinite(low) and np.isfinite(high):
-                words.append(with_interval(r[col], low, high))
+                words.append(with_interval(r[col], low, high, short=True))
             else:
                 words.append(f"{r[col]:,.{SUMMARY_DECIMALS.get(r['measure'], 2)}f}".replace("-", "\u2212"))
         shown[col] = words
@@ -156,8 +156,8 @@ def comparison_words(table: pd.DataFrame, names: tuple[str, str]) -> pd.DataFram
 
 
 def error_sd_words(card: pd.DataFrame) -> list[str]:
-    """Each district's error sd rounded to its chi-square interval, with the interval."""
-    return [with_interval(v, lo, hi) if np.isfinite(lo) and np.isfinite(hi) and rounding_step((hi - lo) / 2)
+    """Each district's error sd rounded to its chi-square 95% interval, with the interval in brackets."""
+    return [with_interval(v, lo, hi, short=True) if np.isfinite(lo) and np.isfinite(hi) and rounding_step((hi - lo) / 2)
             else f"{v:,.0f}" for v, lo, hi in card[["error_sd", "error_sd_low", "error_sd_high"]].to_numpy(float)]
 
 

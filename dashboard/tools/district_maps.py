@@ -302,7 +302,8 @@ def scorecard_table(card, key: str, narrow: bool = True) -> None:
                                                                  help=SCORECARD_HELP.get(c))
               for c in card.columns if c not in ("district", "error_sd")}
     config[SCORECARD_LABELS["error_sd"]] = st.column_config.TextColumn(
-        SCORECARD_LABELS["error_sd"], help=SCORECARD_HELP["error_sd"] + " " + SCORECARD_HELP["error_sd_low"])
+        SCORECARD_LABELS["error_sd"] + ", 95% interval", help=SCORECARD_HELP["error_sd"] + " In brackets: its "
+        "chi-square 95% interval (few runs give a wide one).")
     wide_table(card.rename(columns=SCORECARD_LABELS), key=key, narrow=narrow, column_config=config)
 
 
@@ -371,7 +372,7 @@ def map_panel(result, geo, kind: str) -> None:
             names = (f"plan {plan_no}", f"plan {other}")
             both = compare_plans(result.districts, result.runs, plan_no, other, result.plan.noise.seed, names)
             st.dataframe(comparison_words(both, names), hide_index=True, key="dm_scorecard_compare",
-                         column_config={"measure": st.column_config.TextColumn("Measure", width="large")})
+                         column_config={"measure": st.column_config.TextColumn("Measure", width="medium")})
             other_table = result.plan_districts(other)
             other_shapes, other_gj = outlines(result.plan.digest(), other, geo, result.labels[other - 1], other_table)
             other_units = units_view(result.plan.digest(), other, display, county, geo, result.labels[other - 1],
@@ -388,7 +389,8 @@ def map_panel(result, geo, kind: str) -> None:
                     scorecard_table(card, f"dm_scorecard_{'ab'[col is right]}")
             st.caption("Both maps use one colour scale, so a colour means the same value on each. The noisy-count "
                        f"error is measured over {int(result.runs['run'].nunique())} seeded runs: it is rounded to "
-                       "what its 95% interval supports (a paired bootstrap over the runs, which serve both plans). "
+                       "what its 95% interval supports, the interval in brackets (a paired bootstrap over the runs, which "
+                       "serve both plans; chi-square per district). "
                        "District numbers of two plans name different areas, so the plans compare as wholes "
                        "(the first table); each plan's own districts are below it.")
     cols = ["district", "population", "deviation_pct", "pieces", "contiguous", "balanced", "passes",

@@ -36,7 +36,7 @@ def test_the_scorecard_beside_the_map_is_the_runs_view(app):
         np.testing.assert_allclose(shown[col].to_numpy(float), expected[col].to_numpy(float))
     # the error sd comes from a few runs: shown rounded to its chi-square interval, with the interval
     assert shown[sd].to_list() == error_sd_words(card)
-    assert all("95% interval" in w for w in shown[sd])
+    assert all(w.endswith(")") and " to " in w for w in shown[sd])
     assert shown["Deviation from ideal (people)"].sum() == pytest.approx(0.0, abs=1e-6)
     spec = json.loads(next(c for c in app.get("plotly_chart") if "choroplethmap" in c.proto.spec).proto.spec)
     assert any(t.get("name") == "district numbers" for t in spec["data"])
@@ -52,7 +52,7 @@ def test_two_plans_side_by_side(app):
     assert list(both.columns) == ["measure", "plan 1", "plan 2", "plan 2 - plan 1"]
     assert both.equals(comparison_words(expected, names))
     noisy = both.set_index("measure").loc["Mean noisy-count error sd (people)"]
-    assert all("95% interval" in noisy[c] for c in names + ("plan 2 - plan 1",))
+    assert all(noisy[c].endswith(")") and " to " in noisy[c] for c in names + ("plan 2 - plan 1",))
     # one colour scale for both maps
     specs = [json.loads(c.proto.spec) for c in app.get("plotly_chart") if "dm_map_side" in (c.proto.id or "")]
     ranges = {(s["data"][0]["zmin"], s["data"][0]["zmax"]) for s in specs}

@@ -111,8 +111,8 @@ def test_the_noisy_measure_is_rounded_to_its_interval_and_the_exact_ones_are_not
     names = ("plan 1", "plan 2")
     words = comparison_words(compare_scorecards(a, b, names, intervals), names).set_index("measure")
     noisy = words.loc["Mean noisy-count error sd (people)"]
-    assert noisy["plan 2 - plan 1"] == "\u221220 (95% interval \u221250 to 0)"      # -20.44 with a +-25 interval
-    assert noisy["plan 1"] == "120 (95% interval 100 to 140)"
+    assert noisy["plan 2 - plan 1"] == "\u221220 (\u221250 to 0)"      # -20.44 with a +-25 interval
+    assert noisy["plan 1"] == "120 (100 to 140)"
     assert words.loc["Least compact district (Polsby-Popper)", "plan 2"] == "0.400"
     assert words.loc["Districts that split a county", "plan 2 - plan 1"] == "1"
 
@@ -122,6 +122,7 @@ def test_rounding_follows_the_first_figure_of_the_half_width():
     assert rounding_step(0) == 0 and rounding_step(float("nan")) == 0
     assert round_to_uncertainty(-20.56, 42) == -20 and round_to_uncertainty(116.13, 5.9) == 116
     assert with_interval(118.4, 77.2, 161.3, "people") == "120 people (95% interval 80 to 160)"
+    assert with_interval(118.4, 77.2, 161.3, short=True) == "120 (80 to 160)"
     assert rounded(1.234, 1.234, 1.234) == "1.23"
 
 
