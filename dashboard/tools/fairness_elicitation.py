@@ -332,7 +332,7 @@ def stakeholder_join(join_code: str | None) -> None:
     c1, c2 = st.columns(2)
     c1.text_input("Join code", key=P + "join_code", max_chars=20, persist_state=KEEP)
     c2.text_input("Your name or nickname", key=P + "join_name", max_chars=MAX_NAME_LENGTH, persist_state=KEEP)
-    st.text_input("Resume code (only if you joined before, on another device)", key=P + "resume_code",
+    st.text_input("Resume code (if you started on another device)", key=P + "resume_code",
                   max_chars=40, placeholder="e.g. K7QM-2XPA-R4TB-9CHD",
                   help="Shown at the foot of each of your cards. With it your answers continue where you "
                        "left them, under your name; on the device you joined on the join link is enough.")
