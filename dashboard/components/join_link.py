@@ -108,9 +108,10 @@ PROJECTOR_CSS = """<style>
   align-items:center;justify-content:center;gap:1.5vh;padding:2vh 2vw;box-sizing:border-box}
 .projector-qr img{width:min(74vh,94vw)!important;height:min(74vh,94vw)!important;max-width:none!important}
 .projector-qr .projector-link{font:600 clamp(16px,2.6vw,44px) sans-serif;text-align:center;word-break:break-all;
-  margin:0;max-width:96vw}
+  margin:0;max-width:100%}
 .projector-qr .projector-code{font:700 clamp(18px,3.2vw,56px) monospace;letter-spacing:.08em;margin:0}
 .st-key-fe_qr_close{position:fixed;top:1rem;right:1rem;z-index:999991;width:auto}
+[data-testid="stSidebar"],[data-testid="stSidebarCollapsedControl"],[data-testid="stHeader"]{display:none!important}
 </style>"""
 
 

@@ -20,8 +20,8 @@ CARD_CSS = """<style>
 [data-testid="stMainBlockContainer"]{padding-top:.6rem;padding-bottom:1rem}
 [data-testid="stMainBlockContainer"] h1{font-size:1rem;padding:0;margin:0;color:#444}
 .st-key-fe_card [data-testid="stVerticalBlock"]{gap:.45rem}
-.st-key-fe_card h3{font-size:1.15rem;padding:0}
-.st-key-fe_card h4{font-size:1.05rem;padding:0;margin:0}
+.st-key-fe_card h3{font-size:1.15rem;padding:.1rem 0 1rem}
+.st-key-fe_card h4{font-size:1.05rem;padding:.2rem 0 1rem}
 .st-key-fe_card [data-testid="stTable"] table{font-size:.82rem;line-height:1.2}
 .st-key-fe_card [data-testid="stTable"] th,.st-key-fe_card [data-testid="stTable"] td{padding:.2rem .4rem}
 .st-key-fe_card [data-testid="stExpander"] summary{padding-top:.3rem;padding-bottom:.3rem}
@@ -31,6 +31,8 @@ CARD_CSS = """<style>
 .st-key-fe_answers [data-testid="stColumn"],.st-key-fe_nav [data-testid="stColumn"]
   {min-width:0;flex:1 1 0;width:auto}
 .st-key-fe_answers button{min-height:3.2rem;line-height:1.15}
+.st-key-fe_answers button [data-testid="stMarkdownContainer"],.st-key-fe_answers button p
+  {white-space:normal;overflow:visible;text-overflow:clip}
 .st-key-fe_nav button{padding-left:.2rem;padding-right:.2rem;font-size:.85rem}
 .resume-code{font:600 1rem monospace;letter-spacing:.06em}
 </style>"""
