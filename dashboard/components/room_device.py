@@ -68,10 +68,9 @@ def card_layout() -> None:
     st.html(CARD_CSS)
 
 
-def scroll_to_card(position: int, drawn: str) -> None:
-    """Bring the card's header to the top of the view when a new card is drawn (a click at the bottom of
-    one card would otherwise open the next scrolled past its header). ``drawn`` changes with every draw, so
-    the script runs again for each card."""
-    st.html(f"<script data-card='{int(position)}-{drawn}'>"
+def scroll_to_card(position: int) -> None:
+    """Bring the card's header to the top of the view; drawn once per newly opened card (a click at the
+    bottom of one card would otherwise open the next scrolled past its header)."""
+    st.html(f"<script data-card='{int(position)}'>"
             "document.querySelector('.st-key-fe_card_head')?.scrollIntoView({block: 'start'});</script>",
             unsafe_allow_javascript=True)

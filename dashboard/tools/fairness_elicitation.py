@@ -41,6 +41,7 @@ from core.fairness.session_summary import (Pooling, display_labels, learner_pair
 from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
                                  ElicitationStore, code_version, constraint_set_hash, format_code,
                                  frontier_summary, get_store)
+from core.fairness.store.devices import shown_resume_code  # noqa: E402
 from core.privacy.project_ledger import data_key  # noqa: E402
 from core.releases import pairs_copy_release  # noqa: E402
 from core.report import tables_zip  # noqa: E402
@@ -231,6 +232,7 @@ def _signed_in(login, *, bound: bool = False) -> None:
     _set("login", {"token": login.token, "name": login.pseudonym})
     _set("view_pos", None)
     _set("scrolled_to", None)
+    _set("forget_device", None)
     st.query_params["me"] = login.token
     device = device_token()
     if device is not None and not bound:
@@ -397,7 +399,7 @@ def stakeholder_cards() -> None:
         _card_footer(token, session)
         return
     if _state("scrolled_to") != view:   # a new card opens at its own header
-        scroll_to_card(view, uuid.uuid4().hex[:8])
+        scroll_to_card(view)
         _set("scrolled_to", view)
 
     row = plan.iloc[view]
@@ -456,7 +458,7 @@ def stakeholder_cards() -> None:
 
 def _card_footer(token: str, session: dict) -> None:
     """The foot of every card: the resume code in full view, and how answers are kept."""
-    st.markdown(f'Your resume code: <span class="resume-code">{html.escape(format_code(token))}</span>',
+    st.markdown(f'Your resume code: <span class="resume-code">{html.escape(shown_resume_code(token))}</span>',
                 unsafe_allow_html=True)
     st.caption(f"Session: {plain(session['name'])}" + (" (simulated)" if session["simulated"] else "")
                + ". Type the resume code on another device to continue there; keep it to yourself, as anyone "

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from core.fairness.elicitation import SessionConfig
 from core.fairness.store import ElicitationStore, format_code
 from core.fairness.store.devices import (RESUME_CODE_LENGTH, check_device_token, new_device_token,
-                                         normalise_resume_code, seal, unseal)
+                                         new_resume_code, normalise_resume_code, seal, shown_resume_code, unseal)
 from core.fairness.store.schema import failed_attempts, stakeholder_devices, stakeholders
 
 CARDS = SessionConfig(n_core=1, n_random=2, n_repeat=0, seed=2)
@@ -126,7 +126,10 @@ def test_withdrawing_a_stakeholder_forgets_her_devices(store, room):
 def test_codes_and_device_tokens_are_checked():
     assert normalise_resume_code(" abcd efgh-jkmn PQRS ") == "ABCDEFGHJKMNPQRS"
     legacy = "Kx8_f-Qz0aBcDeFgHiJkLmNo"                       # codes handed out before: kept as they are
-    assert normalise_resume_code(legacy) == legacy
+    assert normalise_resume_code(legacy) == legacy and shown_resume_code(legacy) == legacy
+    code = new_resume_code()
+    shown = shown_resume_code(code)
+    assert re.fullmatch(r"(?:[A-Z2-9]{4}-){3}[A-Z2-9]{4}", shown) and normalise_resume_code(shown) == code
     with pytest.raises(ValueError, match="resume code"):
         normalise_resume_code("   ")
     token = new_device_token()

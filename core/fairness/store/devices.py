@@ -50,6 +50,14 @@ def normalise_resume_code(text: Any) -> str:
     return text
 
 
+def shown_resume_code(code: str) -> str:
+    """A resume code as the stakeholder reads it: in groups of four ('K7QM-2XPA-R4TB-9CHD'); a code handed
+    out before codes were readable, as it is (its dashes are its own)."""
+    if len(code) == RESUME_CODE_LENGTH and all(c in CODE_ALPHABET for c in code):
+        return "-".join(code[k:k + 4] for k in range(0, len(code), 4))
+    return code
+
+
 def new_device_token() -> str:
     return secrets.token_urlsafe(32)
 
