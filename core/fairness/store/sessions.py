@@ -6,8 +6,8 @@ drawn; ids are unique per (session, stakeholder), so a rerun or a re-delivered c
 twice and another stakeholder's id can never swallow an answer. Keys, resume codes and device tokens
 are random and only their SHA-256 digests are stored (``devices``). Wrong join codes, resume codes and
 keys are logged: a browser session that guessed wrong too often is refused, and past the per-address or
-overall limit wrong codes are answered slowly, so a code cannot be guessed by trying many, while a right code,
-and above all a stakeholder's own `?me=` link, still opens whatever others have tried.
+overall limit wrong codes are answered slowly, so a code cannot be guessed by trying many, while a right
+code, and above all a stakeholder's own `?me=` link, still opens whatever others have tried.
 """
 from __future__ import annotations
 
