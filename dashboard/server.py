@@ -33,7 +33,8 @@ if str(REPO_ROOT) not in sys.path:
 
 from core.access import GuessLimiter  # noqa: E402
 from core.fairness.store import get_store  # noqa: E402
-from core.fairness.store.devices import DEVICE_COOKIE, DEVICE_SECONDS, check_device_token, new_device_token  # noqa: E402
+from core.fairness.store.devices import (DEVICE_COOKIE, DEVICE_SECONDS, check_device_token,  # noqa: E402
+                                         new_device_token)
 from dashboard.components.access import COOKIE, curator_keys  # noqa: E402
 from dashboard.components.room_device import DEVICE_PATH  # noqa: E402
 
