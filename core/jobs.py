@@ -55,6 +55,9 @@ from multiprocessing.context import ForkServerProcess, set_spawning_popen
 from typing import Any, Callable, Protocol
 
 from core.contracts import Cancelled
+from core.cache import adopt_code_digests, fingerprint_of, known_code_digests, memory
+from core.cluster import (ChannelReporter, ClusterChannel, client_for, default_n_jobs, scheduler_address,
+                          use_scheduler)
 
 __all__ = ["BATCH", "CANCELLED", "DONE", "FAILED", "INTERACTIVE", "QUEUED", "RUNNING", "AutoExecutor",
            "DaskExecutor", "Job", "JobQueue", "ProcessExecutor", "ThreadExecutor", "job_queue", "run_key",
@@ -98,8 +101,6 @@ def worker_kind() -> str:
 def run_key(run: Callable, plan, data=None) -> str:
     """A job's key: the run's name, the plan's digest and the data's fingerprint, in the result cache
     where its result goes (whose folder names the code version): the same key is the same result."""
-    from core.cache import fingerprint_of, memory
-
     name = f"{getattr(run, '__module__', '?')}.{getattr(run, '__qualname__', repr(run))}"
     return f"{name}:{plan.digest()}:{fingerprint_of(data)}@{memory().location}"
 
@@ -207,8 +208,6 @@ class JobQueue:
 
     def __init__(self, executor: Executor | None = None, *, slots: int | None = None, cores: int | None = None,
                  keep: int = 32, limit: float | None = None) -> None:
-        from core.cluster import default_n_jobs
-
         self.executor = executor if executor is not None else AutoExecutor()
         self.limit = check_limit(limit if limit is not None else float(os.environ.get(LIMIT_ENV, DEFAULT_LIMIT)))
         """Seconds a job may run unless it was submitted with a limit of its own."""
@@ -229,8 +228,6 @@ class JobQueue:
     @property
     def cores(self) -> int:
         """Cores the running jobs share: as given, else ``DASHBOARD_N_JOBS`` or all cores (read now)."""
-        from core.cluster import default_n_jobs
-
         return max(1, int(self._cores if self._cores is not None else default_n_jobs()))
 
     # ------------------------------------------------------------------ batch lane
@@ -636,9 +633,8 @@ def _job_main(conn, key: str, func, args, env: dict, digests: dict, n_jobs: int)
     os.environ.update(env)
     os.environ["DASHBOARD_N_JOBS"] = str(n_jobs)
     _end_with_the_server()
-    from core import cache
 
-    cache._code_digests.update(digests)
+    adopt_code_digests(digests)
     trace = env.get(TRACE_ENV)
     if trace:
         with open(trace, "a", encoding="utf-8") as out:
@@ -732,8 +728,6 @@ class ProcessExecutor:
         threading.Thread(target=forkserver.ensure_running, name="forkserver warm-up", daemon=True).start()
 
     def start(self, job: Job, on_progress, on_finish) -> Handle:
-        from core import cache
-
         reader, writer = self.context.Pipe(duplex=False)
         # the job's joblib workers share memory through files in a folder of the job's own, removed when
         # the job ends: a killed job cannot clean up after itself
@@ -741,7 +735,7 @@ class ProcessExecutor:
         env = {**os.environ, "JOBLIB_TEMP_FOLDER": scratch}
         proc = _JobProcess(
             target=_job_main, name=f"job {job.id}",
-            args=(writer, job.key, job.func, job.args, env, dict(cache._code_digests), job.n_jobs))
+            args=(writer, job.key, job.func, job.args, env, known_code_digests(), job.n_jobs))
         try:
             proc.start()
         except BaseException:
@@ -808,7 +802,6 @@ def _cluster_job(func, args, address: str, channel):
     next progress call; it says when it has ended, so the server knows the flag is no longer needed."""
     from distributed import rejoin, secede
 
-    from core.cluster import ChannelReporter, use_scheduler
 
     report = ChannelReporter(channel, prefix=("progress",))
     secede()
@@ -844,8 +837,6 @@ class DaskExecutor:
         return f"Dask cluster {self.address}"
 
     def start(self, job: Job, on_progress, on_finish) -> Handle:
-        from core.cluster import ClusterChannel
-
         name = f"job-{job.id}-{os.getpid()}-{os.urandom(6).hex()}"
         channel = ClusterChannel(name, client=self.client)
         future = self.client.submit(_cluster_job, job.func, job.args, self.address, channel, pure=False, key=name)
@@ -922,8 +913,6 @@ class AutoExecutor:
         return self._process
 
     def start(self, job: Job, on_progress, on_finish) -> Handle:
-        from core.cluster import client_for, scheduler_address
-
         if worker_kind() == "thread" or not shippable(job.func):
             return self.thread.start(job, on_progress, on_finish)
         address = scheduler_address()

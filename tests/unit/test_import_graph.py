@@ -46,10 +46,11 @@ UPWARD_ALLOWED = {
     # Temporary: run-time estimates still hold each area's cost model; once every area registers its own
     # (as the folder check and the folder release already do), these edges go and so does this entry.
     ("core.estimates", "core.synthesis"),
+    ("core.estimates", "core.privacy"),
 }
 """(importer unit, imported unit) edges exempt from the layer and unit-cycle checks, each with its reason."""
 
-FUNCTION_IMPORT_CEILING = 0  # set below after counting
+FUNCTION_IMPORT_CEILING = 164
 """Imports of project modules inside a function body, over the whole tree. Lower it when you remove some;
 never raise it to make room for a new one."""
 
