@@ -31,7 +31,7 @@ def _draw(jobs: list[Job]) -> None:
 
 
 def _warm_workers() -> None:
-    """Start the job processes' forkserver once per server, before anyone presses Run."""
+    """Start the job host (the process that forks job processes) once per server, before anyone presses Run."""
     global _warmed
     if not _warmed and st.runtime.exists():             # a served app (not a script or AppTest)
         _warmed = True
