@@ -250,6 +250,7 @@ class Database:
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self.write_lock = threading.Lock() if self.is_sqlite else None
         self.watch = FileWatch(sqlite_file(normalise_url(str(self.engine.url))) if self.is_sqlite else None)
+        self.pid = os.getpid()   # a forked child opens its own (pooled connections do not cross a fork)
 
     def create(self, metadata) -> "Database":
         """Create ``metadata``'s tables where missing, then check the file (whose identity the watch takes
@@ -292,14 +293,15 @@ def open_database(url: str | None = None, engine: Engine | None = None) -> Datab
     lock and file watch.
 
     A database whose file was deleted or replaced stays refused to the stores that hold it; the next store
-    opened on that URL gets a fresh one, as a restarted dashboard would. An in-memory SQLite URL names no
-    shared database (each engine has its own), so each call makes a new one."""
+    opened on that URL gets a fresh one, as a restarted dashboard would. A forked child process opens its
+    own. An in-memory SQLite URL names no shared database (each engine has its own), so each call makes a
+    new one."""
     key: object = id(engine) if engine is not None else normalise_url(url or default_db_url())
     if engine is None and key.startswith("sqlite") and sqlite_file(key) is None:
         return Database(key)
     with _open_lock:
         db = _open.get(key)
-        if db is None or db.watch.changed():
+        if db is None or db.pid != os.getpid() or db.watch.changed():
             db = _open[key] = Database(None if engine is not None else key, engine)
         return db
 
