@@ -783,6 +783,11 @@ def _job_child(fd: int) -> None:
             _job_main(conn, key, func, args, env, digests, n_jobs)
             code = 0
     finally:
+        for stream in (sys.stdout, sys.stderr):     # os._exit skips the interpreter's own flushing
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
         os._exit(code)
 
 
