@@ -37,6 +37,7 @@ from pathlib import Path
 
 from core.contracts import plan_from_dict
 from core.access_cli import add_curator_parser, run_curator_command
+from core.folder_cli import FOLDER_COMMANDS, add_folder_parsers, run_folder_command
 from core.intake.cli import add_data_parser, run_data_command
 from core.release_cli import add_release_parser, run_release_command
 from core.report import (build_report, check_upload, guarded_csv, load_plan, parse_report, report_json,
@@ -92,6 +93,12 @@ def report_command(args) -> int:
     return 0
 
 
+def _data_command(args: argparse.Namespace) -> int:
+    """One ``data`` step: a folder's from core/folder_cli.py, a file's from core.intake."""
+    run = run_folder_command if args.data_command in FOLDER_COMMANDS else run_data_command
+    return run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -110,14 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--pdf", type=Path, help="where to write the PDF (needs Chromium)")
     rep.add_argument("--shared", action="store_true",
                      help="make the shared report of a confidential one (numbers of private rows withheld)")
-    add_data_parser(sub)
+    add_folder_parsers(add_data_parser(sub))  # a file's steps (core.intake) and a folder's (core/folder_cli.py)
     add_curator_parser(sub)
     add_script_parser(sub)   # python -m core script: a report as a Python script / Jupyter notebook
     add_release_parser(sub)  # python -m core release: a real release, headless
     args = parser.parse_args(argv)
     if args.command == "script":
         return run_script_command(args)
-    commands = {"report": report_command, "data": run_data_command, "release": run_release_command,
+    commands = {"report": report_command, "data": _data_command, "release": run_release_command,
                 "curator": run_curator_command}
     if args.command in commands:
         try:

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.jobs import CANCELLED, DONE, RUNNING
 from core.privacy.project_ledger import ProjectLedger, spends_of
-from dashboard.components.progress import OWNER_KEY, OWNER_PARAM
+from dashboard.components.job_lines import OWNER_KEY, OWNER_PARAM
 from tests.release_steps import confirm_release
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,7 +210,7 @@ def test_a_commit_the_ledger_refuses_shows_nothing_and_spends_nothing(queue, mon
 
 
 def test_the_sidebar_lists_the_release_while_the_page_waits_for_it(queue, monkeypatch):
-    import dashboard.components.jobs as jobs
+    import dashboard.components.job_lines as jobs
 
     gated = Gated(monkeypatch)
     real, drawn = jobs.draw_line, []

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import make_rng
-from core.database import Database, StoreUnavailable, Tx, describe_fault
+from core.database import StoreUnavailable, Tx, describe_fault, open_database
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, ElicitationPlan, core_pairs,
                                        population_rows, sample_assignment, self_agreement, stakeholder_seed)
 from core.fairness.private_pairs import (SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople, check_copy_id,
@@ -195,7 +195,7 @@ class SessionStore:
 
     def __init__(self, url: str | None = None, engine: Engine | None = None):
         self.url = url
-        self.db = Database(url, engine)     # the project database (core.database): engine, lock, file watch
+        self.db = open_database(url, engine)  # the project database, shared by every store: engine, lock, file watch
         self.engine = self.db.engine
         self.is_sqlite = self.db.is_sqlite
         self._memo: dict[str, tuple] = {}
@@ -203,7 +203,7 @@ class SessionStore:
         self.pause = time.sleep                 # how a wrong code over the address or overall limit waits
         self.failure_pause_s = FAILURE_PAUSE_S
         self._create_schema()
-        self.db.watch_file()  # the file exists now
+        self.db.watch.check()  # the file exists now: the watch has taken it
 
     # ------------------------------------------------------------------ plumbing
     def write_tx(self) -> Tx:
