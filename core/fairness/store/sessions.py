@@ -31,7 +31,7 @@ from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, Elicitatio
 from core.fairness.private_pairs import (SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople, check_copy_id,
                                          copy_clash, copy_from_json, copy_to_json, refuse_clash, remember_copy,
                                          same_copy)
-from core.fairness.store import devices
+import core.fairness.store.devices as devices
 from core.fairness.store.checks import (CODE_ALPHABET, check_pseudonym, check_reason, check_secret,
                                         check_session_name, digest)
 from core.fairness.store.schema import (synthetic_copies, assignments, failed_attempts, judgments, metadata, now_utc,
