@@ -68,9 +68,10 @@ Speed: the rows enter once, through the exact one-way and two-way count tables (
 pass over the data); every round and every training step works on those tables and on the generator's
 own rows, so a fit's cost does not grow with the data (CPS at epsilon 1, fit and sampling as many rows,
 with the former 256-wide network: 42.8 s CPU at 50,000 rows, 50.8 s at 1,000,000, growth exponent 0.06;
-with the present settings about 10 s and 14.0 s, two-way TVD 0.0128 at 1,000,000;
+with width 96 on the padded output about 10 s and 14.0 s, two-way TVD 0.0128 at 1,000,000; with the
+present settings 6.5-6.9 s at 50,000 rows, warm, 7.9-8.6 s as the first fit of a fresh process;
 ``benchmarks/gem_bench.py``). Sampling goes block by block, so its memory does not grow with n either.
-The jitted programs depend only on shapes and settings (which cells are padding is an argument), so they
+The jitted programs depend only on shapes and settings (which cells are real is an argument), so they
 are built and compiled once per process and shared by every fit of that shape: every stratum of a
 stratified release, every seed of a sweep; they are also kept on disk in the project's cache folder
 (``persist_compilation``), so a fresh process loads them instead of compiling. The cost of a round grows
