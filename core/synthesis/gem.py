@@ -69,7 +69,8 @@ pass over the data); every round and every training step works on those tables a
 own rows, so a fit's cost does not grow with the data (CPS at epsilon 1, fit and sampling as many rows,
 with the former 256-wide network: 42.8 s CPU at 50,000 rows, 50.8 s at 1,000,000, growth exponent 0.06;
 with width 96 on the padded output about 10 s and 14.0 s, two-way TVD 0.0128 at 1,000,000; with the
-present settings 6.5-6.9 s at 50,000 rows, warm, 7.9-8.6 s as the first fit of a fresh process;
+present settings 6.5-6.9 s at 50,000 rows, warm (7.9-8.6 s as the first fit of a fresh process), and
+11.7 s at 1,000,000, two-way TVD 0.0119;
 ``benchmarks/gem_bench.py``). Sampling goes block by block, so its memory does not grow with n either.
 The jitted programs depend only on shapes and settings (which cells are real is an argument), so they
 are built and compiled once per process and shared by every fit of that shape: every stratum of a
