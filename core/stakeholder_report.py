@@ -67,9 +67,9 @@ LEDGER_TABLE = "ledger"       # the table name results give their ledger's spend
 MIN_FONT_PX = 10
 PRINT_WIDTH_PX = 700
 PRINT_MAX_HEIGHT_PX = 880      # the tallest figure that fits one printed page under its heading (Letter is shorter)
-#: The first page's main figure: a figure up to 480 px high is drawn 290 px high, which fits under the first page's
+#: The first page's main figure: a figure up to 480 px high is drawn 220 px high, which fits under the first page's
 #: text on A4 and Letter; a taller one (several panels) keeps its height and starts the second page.
-FIRST_PAGE_FIT = (290, 480)
+FIRST_PAGE_FIT = (220, 480)
 #: Paper sizes the PDF prints on (CSS ``@page`` size names).
 PAPERS = ("A4", "Letter")
 #: Fill patterns that tell bar series apart without colour (the first series stays plain).
