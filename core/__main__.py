@@ -2,7 +2,7 @@
 
     python -m core reproduce REPORT.json [--out DIR] [--data FILE ...]
     python -m core run PLAN.json --out DIR [--data FILE ...]
-    python -m core report REPORT.json [--compare A.json] [--html OUT.html] [--pdf OUT.pdf] [--shared]
+    python -m core report REPORT.json [--compare A.json] [--html OUT.html] [--pdf OUT.pdf] [--paper A4|Letter] [--shared]
     python -m core data profile|check|apply FILE ...   (your own data file: see core/intake/cli.py)
     python -m core script REPORT.json [--out reproduce.py] [--notebook reproduce.ipynb] [--data FILE ...]
     python -m core release REPORT.json [--data FILE] [--cap EPSILON | --no-cap] [--out DIR]   (core/release_cli.py)
@@ -44,6 +44,7 @@ from core.report import (build_report, check_upload, guarded_csv, load_plan, par
                          run_plan, stored_data, tables_match)
 from core.script_export import add_script_parser, run_script_command
 from core.sharing import CONFIDENTIAL, shared_copy
+from core.stakeholder_report import PAPERS
 from core.uploads import parse_json_text
 
 
@@ -87,7 +88,7 @@ def report_command(args) -> int:
         args.html.write_text(text, encoding="utf-8")
         written.append(str(args.html))
     if args.pdf is not None:
-        args.pdf.write_bytes(report_pdf(text))
+        args.pdf.write_bytes(report_pdf(text, paper=args.paper))
         written.append(str(args.pdf))
     print(f"Wrote the {'A/B ' if other is not None else ''}stakeholder report: {', '.join(written)}.")
     return 0
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--compare", type=Path, help="the report of the pinned scenario A")
     rep.add_argument("--html", type=Path, help="where to write the HTML report")
     rep.add_argument("--pdf", type=Path, help="where to write the PDF (needs Chromium)")
+    rep.add_argument("--paper", choices=PAPERS, default=PAPERS[0], help="the PDF's paper size")
     rep.add_argument("--shared", action="store_true",
                      help="make the shared report of a confidential one (numbers of private rows withheld)")
     add_folder_parsers(add_data_parser(sub))  # a file's steps (core.intake) and a folder's (core/folder_cli.py)
