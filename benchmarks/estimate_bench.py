@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -43,6 +44,7 @@ import numpy as np  # noqa: E402
 from scipy.optimize import nnls  # noqa: E402
 
 from core import estimates  # noqa: E402
+from core.synthesis import cost as synthesis_cost  # noqa: E402
 from core.contracts import DataRef, make_rng  # noqa: E402
 from core.datasets import load_cps  # noqa: E402
 from core.privacy.accounting import rho_for_epsilon  # noqa: E402
@@ -108,7 +110,7 @@ FIT_GRID = {
 
 def fit_synthesizers(frame, only: str | None = None) -> dict:
     """Per synthesizer (or only ``only``): single fits over a small grid of rows, columns and settings,
-    NNLS of the seconds on the features of ``core.estimates.fit_features``. GEM's compile time is the
+    NNLS of the seconds on the features of ``core.synthesis.cost.fit_features``. GEM's compile time is the
     median over the grid of its first fit of a shape less the second."""
     out = {}
     rho = rho_for_epsilon(1.0, 1e-9)
@@ -131,7 +133,7 @@ def fit_synthesizers(frame, only: str | None = None) -> dict:
             if key == "gem":
                 compiles.append(times[0] - times[1])
             took = times[1]
-            feats = estimates.fit_features(key, params, n, dims, rho=rho)
+            feats = synthesis_cost.fit_features(key, params, n, dims, rho=rho)
             names = ["fixed", "data", "units"] + (["steps"] if key == "gem" else [])
             rows_a.append([feats[k] for k in names])
             secs.append(took)
@@ -149,7 +151,7 @@ def fit_scoring(frame, synth_costs: dict) -> dict:
     less its modelled fits."""
     os.environ["DASHBOARD_N_JOBS"] = "1"
     rows_a, secs = [], []
-    costs = estimates.merge_costs(estimates.DEFAULT_COSTS, {"synthesis": {**synth_costs,
+    costs = estimates.merge_costs(estimates.default_costs(), {"synthesis": {**synth_costs,
                                                                          "score": {"fixed": 0.0, "data": 0.0}}})
     from core.synthesis.sweep import run_sweep
 
@@ -161,8 +163,8 @@ def fit_scoring(frame, synth_costs: dict) -> dict:
             run_sweep(plan, data, n_jobs=1)
             continue
         _, took = timed(lambda: run_sweep(plan, data, n_jobs=1))
-        shape = estimates.sweep_shape(plan, data)
-        fits = estimates.sweep_seconds(shape, costs, n_workers=1)
+        shape = synthesis_cost.sweep_shape(plan, data)
+        fits = synthesis_cost.sweep_seconds(shape, costs, n_workers=1)
         rows_a.append([2.0, 2.0 * shape.rows * len(COLUMNS) / 1e5 * shape.n_trees / 20.0])
         secs.append(max(took - fits, 0.01))
         print(f"  scoring {n:5d} rows: sweep {took:.2f} s, fits {fits:.2f} s (load {load()})", flush=True)
@@ -210,8 +212,10 @@ def fit_learner() -> dict:
     data = compas_learning_data()
     cons = pooled_constraints(data.n, 300, 0)
     cons = cons.assign(i=data.rows[cons["i"]], j=data.rows[cons["j"]])
+    # two fits side by side: one wave of T rounds on two workers, two waves on one (core/fairness/cost.py)
+    waves = math.ceil(2 / min(estimates.workers(), 2))
     res = two_point("learner rounds", lambda t, seed: trade_off_frontier(cons, FrontierPlan(gammas=(0.0, 0.3), T=t, seed=seed)),
-                    (50, 250), lambda t: 2 * t)
+                    (50, 250), lambda t: waves * t)
     return {"fixed": res["fixed"], "per_round": res["per"]}
 
 

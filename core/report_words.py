@@ -6,19 +6,21 @@ Fields declared without a label get one from :data:`FIELD_WORDS` (never the Pyth
 keys are read as their registry's label, nested plugin Params are written out with their own labels,
 and parts the plan leaves unset (None: a tab that was not asked for) are left out.
 
-A plan class may have a lead (:data:`LEADS`): a few sentences that say what several fields mean
-together (the Budget allocation's geography, split and targets); the fields it covers are not
-repeated below it.
+A plan type may have a lead (its area's ``PlanParts.lead``, ``core.areas``): a few sentences that say
+what several fields mean together (the Budget allocation's geography, split and targets); the fields it
+covers are not repeated below it. A plan type's own words for a field whose generic words would
+mislead come from its area too (``PlanParts.words``, ``AreaSpec.sub_words``).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
+from core.areas import AREAS, parts_for
 from core.contracts import DataRef
 
-__all__ = ["plan_sentences", "plan_sections", "value_words", "field_label", "FIELD_WORDS", "LEADS",
+__all__ = ["plan_sentences", "plan_sections", "value_words", "field_label", "FIELD_WORDS", "budget_lead",
            "number_words", "plural"]
 
 #: Words for plan fields declared without a label (the field name is never shown).
@@ -62,13 +64,6 @@ FIELD_WORDS: dict[str, str] = {
     "source": "Source", "people": "People", "runs": "Runs", "k": "k",
 }
 
-#: Words for a field of one plan class where the generic words would mislead.
-CLASS_FIELD_WORDS: dict[tuple[str, str], str] = {
-    ("SynthesisPlan", "release"): "Release of a synthetic file", ("SynthesisPlan", "target"): "Outcome column",
-    ("AuditPlan", "target"): "Target attribute", ("PublishPlan", "release"): "Release method",
-    ("SweepPlan", "release"): "Release method swept",
-}
-
 #: Plan fields whose value is a key of a plugin registry: field name -> (module, registry name).
 REGISTRY_FIELDS: dict[str, tuple[str, str]] = {
     "mechanism": ("core.privacy.mechanisms", "MECHANISMS"), "generator": ("core.districts.generators", "GENERATORS"),
@@ -110,8 +105,8 @@ def field_label(owner: Any, f: dataclasses.Field) -> str:
     label = (f.metadata or {}).get("label") or ""
     if label:
         return label
-    cls = type(owner).__name__ if not isinstance(owner, type) else owner.__name__
-    words = CLASS_FIELD_WORDS.get((cls, f.name)) or FIELD_WORDS.get(f.name)
+    cls = owner if isinstance(owner, type) else type(owner)
+    words = AREAS.field_words(cls, f.name) or FIELD_WORDS.get(f.name)
     if words:
         return words
     help_text = (f.metadata or {}).get("help") or ""
@@ -247,7 +242,7 @@ def _is_section(value: Any) -> bool:
 
 # ---------------------------------------------------------------------------------------------- leads
 
-def _budget_lead(plan: Any) -> tuple[list[str], frozenset[str]]:
+def budget_lead(plan: Any) -> tuple[list[str], frozenset[str]]:
     from core.census.geography_data import stylised_level_names
     from core.census.targets import parse_target
     meta = {f.name: f.metadata for f in dataclasses.fields(plan)}
@@ -295,8 +290,6 @@ def _budget_lead(plan: Any) -> tuple[list[str], frozenset[str]]:
                                  "mechanism", "sensitivity", "targets", "target_weights", "fig2_fanouts"})
 
 
-LEADS: dict[str, Callable[[Any], tuple[list[str], frozenset[str]]]] = {"BudgetPlan": _budget_lead}
-
 
 # ------------------------------------------------------------------------------------------- entry points
 
@@ -305,7 +298,8 @@ def plan_sections(plan: Any, title: str = "") -> list[tuple[str, list[str]]]:
     per sub-plan that is set, headed by its label. Unset parts are left out."""
     if not _is_plan_like(plan):
         return [(title, [value_words(plan)])]
-    lead = LEADS.get(type(plan).__name__)
+    parts = parts_for(plan)
+    lead = parts.lead if parts is not None else None
     sentences, skip = lead(plan) if lead is not None else ([], frozenset())
     sections = [(title, sentences + _field_sentences(plan, skip))]
     for f in dataclasses.fields(plan):

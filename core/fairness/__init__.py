@@ -46,7 +46,10 @@ def stored_data(plan, store=None):
     return load_copy_for(sub, store)
 
 
-__all__ = ["CompanionPlan", "ConstraintTable", "ElicitationDesign", "ElicitationPlan", "FrontierPlan",
+# the area's descriptor, registered for the shared machinery (core.areas); last, as it reads the above
+from core.fairness.area import AREA  # noqa: E402
+
+__all__ = ["AREA", "CompanionPlan", "ConstraintTable", "ElicitationDesign", "ElicitationPlan", "FrontierPlan",
            "LearningPlan", "LearningResult", "RUNS", "run", "run_elicitation", "run_learning",
            "GroupFairnessPlan", "GroupFairnessResult", "LexifairPlan", "RankingPlan", "MediatorRole",
            "run_group_fairness", "stored_data", "LEARNERS", "ORACLES"]

@@ -310,8 +310,8 @@ def _estimate_check(plan: FolderCheckPlan, data, costs):
 
 def _register_estimate() -> None:
     from core.estimates import ESTIMATORS
-    if "FolderCheckPlan" not in set(ESTIMATORS):      # a module imported again registers once
-        ESTIMATORS.register("FolderCheckPlan", "check of a folder set")(_estimate_check)
+    if FolderCheckPlan not in ESTIMATORS:
+        ESTIMATORS.register(FolderCheckPlan, "check of a folder set")(_estimate_check)
 
 
 _register_estimate()
