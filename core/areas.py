@@ -173,6 +173,9 @@ class AreaRegistry(Mapping[str, AreaSpec]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._areas)
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._areas
+
     def __len__(self) -> int:
         return len(self._areas)
 

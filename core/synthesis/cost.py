@@ -108,6 +108,13 @@ def fit_cost(key: str) -> FitCost:
                          "core/synthesis/cost.py, so its runs are timed as its own.") from None
 
 
+def uncosted(synthesizers=None) -> list[str]:
+    """Keys of ``synthesizers`` (default: ``SYNTHESIZERS``) that have no cost model in :data:`FIT_COSTS`."""
+    if synthesizers is None:
+        from core.synthesis.registry import SYNTHESIZERS as synthesizers
+    return [key for key in synthesizers if key not in FIT_COSTS]
+
+
 def fit_features(key: str, params, rows: float, dims, share: float = 1.0, stratum: bool = False,
                  rho: float | None = None) -> dict:
     """Work units of one synthesizer fit on ``rows`` rows of columns with category counts ``dims``.
@@ -381,4 +388,4 @@ def estimate_synthesis(plan, data, costs) -> Work:
 __all__ = ["DEFAULT_COSTS", "FIT_COSTS", "FitCost", "SweepShape", "coefficients", "epsilon_parts",
            "estimate_synthesis", "fit_cost", "fit_features", "fit_seconds", "gem_fit_plan", "point_seconds",
            "point_shape", "release_seconds", "sweep_seconds", "sweep_sentence", "sweep_shape",
-           "synthesis_suggestions"]
+           "synthesis_suggestions", "uncosted"]
