@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from core.areas import AREAS, parts_for
 from core.contracts import DataRef
 
-__all__ = ["plan_sentences", "plan_sections", "value_words", "field_label", "FIELD_WORDS", "budget_lead",
+__all__ = ["plan_sentences", "plan_sections", "value_words", "field_label", "FIELD_WORDS", "join_words", "number_text",
            "number_words", "plural"]
 
 #: Words for plan fields declared without a label (the field name is never shown).
@@ -240,55 +240,8 @@ def _is_section(value: Any) -> bool:
     return isinstance(value, Plan)
 
 
-# ---------------------------------------------------------------------------------------------- leads
-
-def budget_lead(plan: Any) -> tuple[list[str], frozenset[str]]:
-    from core.census.geography_data import stylised_level_names
-    from core.census.targets import parse_target
-    meta = {f.name: f.metadata for f in dataclasses.fields(plan)}
-    if plan.geography == "stylised":
-        names = stylised_level_names(len(plan.fanouts) + 1)
-        leaves = math.prod(plan.fanouts)
-        per = [f"{n:,} {plural(child)} per {parent}" for n, parent, child in zip(plan.fanouts, names[:-1], names[1:])]
-        geo = (f"the {number_words(len(names))} levels ({_join(list(names))}) of a stylised geography of "
-               f"{leaves:,} {plural(names[-1])} ({', '.join(per)})")
-    else:
-        names = ()
-        geo = "the levels of the Georgia census geography" + (" with an uploaded district plan"
-                                                            if plan.data.is_upload else "")
-    if plan.split == "preset":
-        how = f"split by the paper's '{plan.preset}' rule" if plan.preset != "equal" else "split equally"
-    elif plan.split == "custom":
-        how = f"split by hand (shares {_join([_number(s) for s in plan.custom_shares])})"
-    else:
-        how = "split to minimise the error of the targets below"
-    mech = value_words(plan.mechanism, meta["mechanism"], "mechanism")
-    unit = "rho (zero-concentrated DP)" if plan.unit == "rho" else "epsilon"
-    sentences = [f"A total privacy budget of {_number(plan.total)} ({unit}) is {how} among {geo}.",
-                 f"Each level's counts get noise from the {mech} mechanism, with sensitivity "
-                 f"{_number(plan.sensitivity)}" + (f" and delta {_number(plan.delta)}" if plan.delta is not None
-                                                   else "") + "."]
-    words = []
-    for spec in plan.targets:
-        t = parse_target(spec)
-        if t.kind == "leaf":
-            words.append(f"one {names[-1] if names else 'block'}")
-        elif t.kind == "unit":
-            level = names[t.arg] if names and t.arg < len(names) else f"level {t.arg}"
-            words.append(f"each whole {level}")
-        elif t.kind == "greedy":
-            words.append(f"{number_words(t.arg)} districts that follow the geography")
-        elif t.kind == "scattered":
-            words.append(f"{number_words(t.arg)} districts scattered across it")
-        else:
-            words.append("the districts of the uploaded plan")
-    weights = (f", weighted {_join([_number(w) for w in plan.target_weights])}" if plan.target_weights else "")
-    sentences.append(f"Accuracy is judged on the population of {_join(words)}{weights}.")
-    a, b = plan.fig2_fanouts
-    sentences.append(f"The paper's Figure 2 is redrawn on a small tree of {a:,} x {b:,} units.")
-    return sentences, frozenset({"data", "fanouts", "total", "unit", "delta", "split", "preset", "custom_shares",
-                                 "mechanism", "sensitivity", "targets", "target_weights", "fig2_fanouts"})
-
+#: The helpers an area's own lead sentences use (``core/census/words.py``), by public names.
+join_words, number_text = _join, _number
 
 
 # ------------------------------------------------------------------------------------------- entry points

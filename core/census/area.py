@@ -4,7 +4,7 @@ from __future__ import annotations
 from core.areas import AreaSpec, CostModel, OverlaySpec, PlanParts, register_area
 from core.census.budget_plan import BudgetPlan, run
 from core.census.cost import DEFAULT_COSTS, estimate_budget
-from core.report_words import budget_lead
+from core.census.words import budget_lead
 
 
 def budget_figure(plan: BudgetPlan) -> tuple[str, str]:

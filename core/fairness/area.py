@@ -1,16 +1,50 @@
 """The fairness tools (elicitation, the pairwise learner, group fairness), described once for the shared
-machinery (``core.areas``)."""
+machinery (``core.areas``), and the area's ``run``, which dispatches on the plan's type."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from core.areas import AreaSpec, CostModel, OverlaySpec, PlanParts, register_area
-from core.fairness import run, stored_data
 from core.fairness.cost import DEFAULT_COSTS, estimate_elicitation, estimate_group_fairness, estimate_learner
 from core.fairness.elicitation import ElicitationPlan
-from core.fairness.group_fairness_plan import GroupFairnessPlan
-from core.fairness.learning_plan import LearningPlan
+from core.fairness.elicitation_plan import run_elicitation
+from core.fairness.group_fairness_plan import GroupFairnessPlan, run_group_fairness
+from core.fairness.learning_plan import LearningPlan, run_learning
+
+# Each plan class of the area maps to the run that computes it; `run` dispatches on the plan's type
+# so `core.report.run_plan` and `python -m core reproduce` find every fairness plan.
+RUNS = {ElicitationPlan: run_elicitation, LearningPlan: run_learning, GroupFairnessPlan: run_group_fairness}
+
+
+def run(plan, data=None, *, progress=None):
+    """Run a fairness plan with the run registered for its class."""
+    for cls, func in RUNS.items():
+        if isinstance(plan, cls):
+            return func(plan, data, progress=progress)
+    raise ValueError(f"No fairness run takes a {type(plan).__name__}.")
+
+
+def stored_data(plan, store=None):
+    """What ``run(plan, data)`` needs from the project database, fetched here for a caller that has no
+    page to fetch it (``python -m core reproduce``): the synthetic copy a design's cards showed or a
+    learning plan's pairs name, loaded from ``store`` (default: the sessions database). None for plans
+    that read only bundled data. The run itself never opens the database."""
+    from core.fairness.private_pairs import load_copy_for
+
+    if isinstance(plan, ElicitationPlan):
+        sub = plan.private_pairs_plan()
+    elif isinstance(plan, LearningPlan):
+        sub = plan.constraints.people
+    else:
+        return None
+    if sub is None or not sub.copy_id:
+        return None
+    if store is None:
+        from core.fairness.store import get_store
+        store = get_store()
+    return load_copy_for(sub, store)
+
 
 AGREEMENT_BINS = np.linspace(0.0, 1.0, 6)
 
@@ -75,4 +109,4 @@ AREA = register_area(AreaSpec(
     ),
     stored=stored_data))
 
-__all__ = ["AGREEMENT_BINS", "AREA", "agreement_distribution"]
+__all__ = ["AGREEMENT_BINS", "AREA", "RUNS", "agreement_distribution", "run", "stored_data"]
