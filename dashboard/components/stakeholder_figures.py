@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from core.areas import area_for
 from core.contracts import Result
 
 
@@ -85,20 +86,21 @@ def _synthesis(result) -> list:
     return out
 
 
+#: The main figures of each area's page, by the area's key (``core.areas``): a result is looked up by its plan's
+#: area, so a plan type of the area without those parts draws nothing rather than failing.
 BUILDERS: dict[str, Callable[[Any], list]] = {
-    "BudgetResult": _budget,
-    "DistrictResult": _districts,
-    "DistrictsResult": _districts,
-    "GroupFairnessResult": _group_fairness,
-    "AuditResult": _coherence,
-    "CoherenceResult": _coherence,
-    "SynthesisResult": _synthesis,
+    "census": _budget,
+    "districts": _districts,
+    "fairness": _group_fairness,
+    "coherence": _coherence,
+    "synthesis": _synthesis,
 }
 
 
 def default_figures(result: Result) -> list:
     """The page's main figures for ``result`` (an empty list when none can be drawn)."""
-    build = BUILDERS.get(type(result).__name__)
+    area = area_for(getattr(result, "plan", None))
+    build = BUILDERS.get(area.key) if area is not None else None
     if build is None:
         return []
     try:
