@@ -9,6 +9,7 @@ from core.areas import parts_for
 from core.compare import Comparison
 from core.figures import compare as figs
 
+
 def overlay_for(comparison: Comparison):
     """The page's main figure with A and B overlaid when both scenarios hold its table and something to draw
     from it; the headline numbers side by side otherwise."""

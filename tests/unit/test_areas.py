@@ -194,3 +194,17 @@ def test_the_page_plans_on_their_defaults_are_interactive_and_the_long_ones_batc
     table = ConstraintTable(i=(0,), j=(1,), weight=(1.0,), w_ij=(0.0,), w_ji=(0.0,), agreement=(1.0,))
     assert work_class(LearningPlan(constraints=table, frontier=FrontierPlan(T=3000))) == BATCH
     assert work_class(AuditPlan(trials=200)) == BATCH
+
+
+def test_the_estimates_and_the_consumers_of_the_descriptors_import_no_area():
+    """Run-time estimates, the descriptors' registry and the tables that used to be keyed by plan-class names
+    (script export, report words, overlays, pin/compare) reach an area only through its descriptor: no
+    import of an area package, imports inside functions included."""
+    from tests.unit.test_import_graph import import_graph
+
+    graph = import_graph()
+    areas = ("core.census", "core.districts", "core.synthesis", "core.coherence", "core.fairness")
+    shared = ("core.estimates", "core.areas", "core.script_export", "core.report_words", "core.figures.overlays",
+              "core.figures.compare", "core.compare")
+    up = sorted((m, d) for m in shared for d in graph[m] if d.startswith(areas))
+    assert up == [], f"shared modules import area packages: {up}"
