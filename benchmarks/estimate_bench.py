@@ -19,6 +19,11 @@ Last measured (2026-11-26, coefficients fitted at load 7.1, compared at load 3.3
 predicted 54 s against 36 s measured (it was 708 s against 76 s before GEM's per-fit batch and rounds
 were counted); the two AIM runs (2.28, 2.54) are the ones outside a factor of 2.
 
+``--learner`` compares the pairwise learner's estimates with measured runs of a few plans (see
+``learner_grid``). Last measured (2026-11-29, two workers, load 15-25 from other work on the machine,
+the speed correction at its bound of 10 for most runs): within [1.05, 1.73] on 5 runs, after the
+learner was timed in waves of fits over the workers and the probe retimed every two minutes.
+
 ``--fit --only aim`` (or another synthesizer) refits one synthesizer and keeps the rest of the file,
 its coefficients put on the file's speed (times the file's probe over the probe now); ``--only aim``
 alone compares only that synthesizer's sweeps. AIM refitted so (2026-11-26 15:36, load 2.4, after its
@@ -340,14 +345,52 @@ def compare(only: str | None = None) -> None:
     print(f"estimates: predicted/measured within [{min(ratios):.2f}, {max(ratios):.2f}] on {len(ratios)} runs")
 
 
+def learner_grid():
+    """(what, frontier settings, elicited pairs) of the pairwise learner plans compared: the page's default
+    sweep, sweeps whose fits do not divide evenly among two workers, an eta sweep and more pairs."""
+    return [("10 gammas x 1000 (page default)", {}, 300),
+            ("4 gammas x 1000", {"gammas": (0.0, 0.1, 0.3, 0.5)}, 300),
+            ("2 gammas x 1000", {"gammas": (0.0, 0.3)}, 300),
+            ("5 etas x 500", {"sweep": "eta", "etas": (0.0, 0.1, 0.2, 0.5, 1.0), "T": 500}, 300),
+            ("3 gammas x 1000, 1000 pairs", {"gammas": (0.0, 0.2, 0.4)}, 1000)]
+
+
+def compare_learner() -> None:
+    """The learner's estimate, made as a server makes it just before the run (the speed probe retimed
+    when stale), against the run's measured seconds, on fresh result caches."""
+    from benchmarks.fairness_bench import pooled_constraints
+    from core.fairness.frontier import FrontierPlan
+    from core.fairness.learning_data import compas_learning_data
+    from core.fairness.learning_plan import ConstraintTable, LearningPlan, run_learning
+
+    data = compas_learning_data()
+    costs = estimates.load_costs()
+    ratios = []
+    print(f"Learner estimates against measured runs (load {load()}, {estimates.workers()} workers)")
+    for name, settings, k in learner_grid():
+        cons = pooled_constraints(data.n, k, 0)
+        cons = cons.assign(i=data.rows[cons["i"]], j=data.rows[cons["j"]])
+        plan = LearningPlan(constraints=ConstraintTable.from_frame(cons, source="bench"),
+                            frontier=FrontierPlan(**{"T": 1000, **settings}))
+        est = estimates.estimate(plan, costs=costs)
+        _, took = timed(lambda: run_learning(plan))
+        ratios.append(est.seconds / took)
+        print(f"  {name}: predicted {est.seconds:6.1f} s (model {est.raw_seconds:5.1f} s x {est.factor:.2f}), "
+              f"measured {took:6.1f} s, ratio {ratios[-1]:.2f} (load {load()})", flush=True)
+    print(f"learner estimates: predicted/measured within [{min(ratios):.2f}, {max(ratios):.2f}] on {len(ratios)} runs")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", action="store_true", help="measure and write core/estimate_costs.json")
     parser.add_argument("--out", type=Path, default=estimates.COSTS_PATH)
     parser.add_argument("--only", choices=sorted(FIT_GRID), default=None,
                         help="fit (or compare) only this synthesizer, keeping the other coefficients")
+    parser.add_argument("--learner", action="store_true", help="compare the pairwise learner's estimates instead")
     args = parser.parse_args()
-    if args.fit and args.only:
+    if args.learner:
+        compare_learner()
+    elif args.fit and args.only:
         fit_one(args.out, args.only)
     elif args.fit:
         fit(args.out)
