@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
+import pandas as pd
 
 from core.estimates import Tip, Work, workers
 
@@ -196,11 +197,18 @@ def sweep_shape(plan, data) -> SweepShape:
     """The :class:`SweepShape` of a synthesis plan with a sweep, on its prepared category frame ``data``."""
     if plan.sweep is None:
         raise ValueError("This plan holds no sweep to estimate; set its sweep first.")
-    if data is None:
-        from core.synthesis.workflow import prepare
+    return point_shape(plan, category_frame(plan, data), plan.sweep.epsilons, plan.sweep.seeds)
 
-        data, _ = prepare(plan)
-    return point_shape(plan, data, plan.sweep.epsilons, plan.sweep.seeds)
+
+def category_frame(plan, data) -> pd.DataFrame:
+    """``data`` as the run prepares it (every plan column a category): as given when it already is, else
+    prepared from the raw table, the uploaded bytes or (None) the bundled data set."""
+    if isinstance(data, pd.DataFrame) and all(c in data.columns and isinstance(data[c].dtype, pd.CategoricalDtype)
+                                              for c in plan.columns):
+        return data
+    from core.synthesis.workflow import prepare
+
+    return prepare(plan, data)[0]
 
 
 def point_seconds(shape: SweepShape, costs: Mapping) -> list[tuple[float, float, float]]:
@@ -361,10 +369,7 @@ def estimate_synthesis(plan, data, costs) -> Work:
                     float(costs["synthesis"]["score"]["fixed"]))
     parts, units, seconds = [], 0, 0.0
     tips: tuple = ()
-    if data is None:
-        from core.synthesis.workflow import prepare
-
-        data, _ = prepare(plan)
+    data = category_frame(plan, data)
     if plan.sweep is not None:
         shape = sweep_shape(plan, data)
         sentence, units = sweep_sentence(shape, label)
@@ -385,7 +390,7 @@ def estimate_synthesis(plan, data, costs) -> Work:
     return Work("; ".join(parts), units, seconds, tips)
 
 
-__all__ = ["DEFAULT_COSTS", "FIT_COSTS", "FitCost", "SweepShape", "coefficients", "epsilon_parts",
+__all__ = ["DEFAULT_COSTS", "FIT_COSTS", "FitCost", "SweepShape", "category_frame", "coefficients", "epsilon_parts",
            "estimate_synthesis", "fit_cost", "fit_features", "fit_seconds", "gem_fit_plan", "point_seconds",
            "point_shape", "release_seconds", "sweep_seconds", "sweep_sentence", "sweep_shape",
            "synthesis_suggestions", "uncosted"]
