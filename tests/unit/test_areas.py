@@ -208,3 +208,15 @@ def test_the_estimates_and_the_consumers_of_the_descriptors_import_no_area():
               "core.figures.compare", "core.compare")
     up = sorted((m, d) for m in shared for d in graph[m] if d.startswith(areas))
     assert up == [], f"shared modules import area packages: {up}"
+
+
+def test_a_first_plan_estimated_long_is_batch_like_any_other():
+    """District maps' ReCom chain on the Georgia geography: 1 chain x 40 steps and 16 noisy runs on 20,000
+    blocks, past the threshold on the default coefficients, so even as a page's first plan it is queued."""
+    from core.districts import GENERATORS, DistrictPlan
+
+    plan = DistrictPlan(data=DataRef("georgia"), generator="recom", params=GENERATORS["recom"].params())
+    c = estimates.load_costs()["districts"]
+    seconds = c["fixed"] + 20_000 / 4096 * (c["per_run"] * plan.noise.runs + c["per_step"] * plan.params.steps)
+    assert estimates.estimate(plan).seconds == pytest.approx(seconds)
+    assert work_class(plan) == (INTERACTIVE if seconds <= estimates.INTERACTIVE_SECONDS else BATCH)
