@@ -20,8 +20,8 @@ from typing import Any, Mapping
 from core.areas import AREAS, parts_for
 from core.contracts import DataRef
 
-__all__ = ["plan_sentences", "plan_sections", "value_words", "field_label", "FIELD_WORDS", "join_words", "number_text",
-           "number_words", "plural"]
+__all__ = ["plan_sentences", "plan_sections", "value_words", "field_label", "FIELD_WORDS", "join_words",
+           "number_text", "number_words", "plural"]
 
 #: Words for plan fields declared without a label (the field name is never shown).
 FIELD_WORDS: dict[str, str] = {
