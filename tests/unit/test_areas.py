@@ -81,7 +81,7 @@ def test_a_new_synthesizer_without_a_cost_model_is_flagged_and_never_timed_as_ms
     from core.synthesis.registry import SYNTHESIZERS, MSTParams
 
     fake = Registry("synthesizer", [*SYNTHESIZERS.values()])
-    fake._specs["copycat"] = Spec("copycat", "Copycat", lambda p: None, MSTParams)   # a registry line, no cost
+    fake.register(Spec("copycat", "Copycat", lambda p: None, MSTParams))   # one registry line, no cost model
     assert uncosted(fake) == ["copycat"]
     with pytest.raises(ValueError, match="'copycat' has no cost model"):
         fit_features("copycat", MSTParams(), 1000, [2, 3])
