@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from core.contracts import Result
+from core.contracts import Result, saved_plan_type
 from core.report import build_report, migrate, parse_report, table_from_records
 from core.takeaway import takeaway_of_report
 from core.sharing import CONFIDENTIAL
@@ -44,6 +44,15 @@ class Snapshot:
     headline: dict[str, float]
     tables: dict[str, pd.DataFrame] = field(repr=False)
     report: dict = field(repr=False)
+
+    @property
+    def plan_type(self) -> type | None:
+        """The plan class of this side's report (its area's package imported), or None when the report
+        names none the project exports."""
+        try:
+            return saved_plan_type(self.report.get("plan") or {})
+        except (ValueError, ImportError):
+            return None
 
     @property
     def takeaway(self) -> dict:

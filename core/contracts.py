@@ -298,8 +298,9 @@ def _from_fields(cls: type, data: Mapping[str, Any]):
         raise ValueError(f"The saved {cls.__name__} is incomplete or holds a value of the wrong type: {exc}.") from exc
 
 
-def plan_from_dict(data: Mapping[str, Any]) -> Plan:
-    """Rebuild a plan saved by :func:`plan_to_dict`; only plan classes exported by a ``core`` package load."""
+def saved_plan_type(data: Mapping[str, Any]) -> type:
+    """The plan class a plan saved by :func:`plan_to_dict` names (its ``__module__`` and ``__type__``);
+    only plan classes exported by a ``core`` package are accepted."""
     if not isinstance(data, Mapping) or "__type__" not in data or "__module__" not in data:
         raise ValueError("This is not a saved plan (it has no __type__ and __module__).")
     module_name, type_name = str(data["__module__"]), str(data["__type__"])
@@ -310,7 +311,12 @@ def plan_from_dict(data: Mapping[str, Any]) -> Plan:
     if cls is None or type_name not in getattr(package, "__all__", ()) \
             or not (isinstance(cls, type) and issubclass(cls, Plan)):
         raise ValueError(f"{type_name} is not a plan that {package.__name__} exports.")
-    return _from_fields(cls, data)
+    return cls
+
+
+def plan_from_dict(data: Mapping[str, Any]) -> Plan:
+    """Rebuild a plan saved by :func:`plan_to_dict`; only plan classes exported by a ``core`` package load."""
+    return _from_fields(saved_plan_type(data), data)
 
 
 # --------------------------------------------------------------------------------------------------

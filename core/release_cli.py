@@ -29,8 +29,12 @@ import secrets
 import sys
 from pathlib import Path
 
+from core.census import BudgetPlan
+from core.coherence import AuditPlan, PublishPlan
 from core.contracts import DataRef, Plan, plan_from_dict
+from core.fairness import ElicitationPlan
 from core.privacy.project_ledger import Cap, CapUndecided, ProjectLedger, data_key
+from core.synthesis import MeanReleasePlan, SynthesisPlan
 from core.releases import (COMMITTED, Outcome, Release, audited_output_release, census_counts_release,
                            folder_copy_release, pairs_copy_release, private_estimate_release, run_release,
                            stratified_mean_release, synthetic_data_release)
@@ -154,25 +158,24 @@ def release_from(body: dict, args) -> Release:
     plan = load_plan(body) if source is not None else plan_from_dict(body)
     if not isinstance(plan, Plan):
         raise ValueError("FILE holds no plan: give a page's report, a plan JSON, or a release request.")
-    kind = type(plan).__name__
     _declared(data_ref_of(plan))
-    data = check_upload(plan, _files(args)) if kind != "BudgetPlan" else None
-    if kind == "BudgetPlan":
+    if isinstance(plan, BudgetPlan):
         return _census(plan, source)
-    if kind == "SynthesisPlan":
+    data = check_upload(plan, _files(args))
+    if isinstance(plan, SynthesisPlan):
         if plan.release is None:
             raise ValueError("The synthesis plan has no release settings: set the release's epsilon and method "
                              "(its 'release' part) and export it again.")
         label = f"secure {plan.release.method}, epsilon {plan.release.epsilon:g}"
         return synthetic_data_release(plan, data, page=PAGE, label=label, data_name=_microdata_label(plan))
-    if kind == "MeanReleasePlan":
+    if isinstance(plan, MeanReleasePlan):
         label = f"stratified mean of {plan.column}, epsilon {plan.epsilon:g}"
         return stratified_mean_release(plan, data, page=PAGE, label=label, data_name=_microdata_label(plan))
-    if kind in ("PublishPlan", "AuditPlan"):
+    if isinstance(plan, (PublishPlan, AuditPlan)):
         return _audited(plan, data, args.choice)
-    if kind == "ElicitationPlan":
+    if isinstance(plan, ElicitationPlan):
         return _pairs(plan)
-    raise ValueError(f"A {kind} makes no real release. Give a budget, synthesis, mean, audit or elicitation "
+    raise ValueError(f"A {type(plan).__name__} makes no real release. Give a budget, synthesis, mean, audit or elicitation "
                      "plan, or a release request (see `python -m core release --help`).")
 
 

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from core.areas import area_for
 from core.contracts import DataRef, Plan, Result, bytes_fingerprint, plan_from_dict, plan_to_dict
 from core.takeaway import takeaway_record
 from core.sharing import SHARED, for_audience, sharing_record, withholds, zip_readme
@@ -293,17 +294,20 @@ def area_of(plan: Plan):
 
 
 def run_plan(plan: Plan, data: Any = None, *, progress=None) -> Result:
-    """Run any plan with its area's ``run``."""
-    return area_of(plan).run(plan, data, progress=progress)
+    """Run any plan with its area's ``run`` (its descriptor's, ``core.areas``; for a plan type no
+    descriptor lists, the ``run`` its package exports)."""
+    area = area_for(plan)
+    run = area.run if area is not None else area_of(plan).run
+    return run(plan, data, progress=progress)
 
 
 def stored_data(plan: Plan) -> Any:
     """What ``plan``'s run needs from the project database (e.g. the synthetic copy a fairness design
-    showed), fetched by its area's ``stored_data(plan)``; None when the area keeps nothing there. Runs
+    showed), fetched by its area's ``stored`` (``core.areas``); None when the area keeps nothing there. Runs
     never open the database themselves: a caller without a page (the command line) fetches it here and
     passes it as the run's data."""
-    loader = getattr(area_of(plan), "stored_data", None)
-    return None if loader is None else loader(plan)
+    area = area_for(plan)
+    return None if area is None or area.stored is None else area.stored(plan)
 
 
 def check_upload(plan: Plan, files: tuple[bytes, ...]) -> Any:

@@ -6,20 +6,22 @@ Fields declared without a label get one from :data:`FIELD_WORDS` (never the Pyth
 keys are read as their registry's label, nested plugin Params are written out with their own labels,
 and parts the plan leaves unset (None: a tab that was not asked for) are left out.
 
-A plan class may have a lead (:data:`LEADS`): a few sentences that say what several fields mean
-together (the Budget allocation's geography, split and targets); the fields it covers are not
-repeated below it.
+A plan type may have a lead (its area's ``PlanParts.lead``, ``core.areas``): a few sentences that say
+what several fields mean together (the Budget allocation's geography, split and targets); the fields it
+covers are not repeated below it. A plan type's own words for a field whose generic words would
+mislead come from its area too (``PlanParts.words``, ``AreaSpec.sub_words``).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from core.contracts import DataRef
+from core.areas import AREAS, parts_for
+from core.contracts import DataRef, Plan
 
-__all__ = ["plan_sentences", "plan_sections", "value_words", "field_label", "FIELD_WORDS", "LEADS",
-           "number_words", "plural"]
+__all__ = ["plan_sentences", "plan_sections", "value_words", "field_label", "FIELD_WORDS", "join_words",
+           "number_text", "number_words", "plural"]
 
 #: Words for plan fields declared without a label (the field name is never shown).
 FIELD_WORDS: dict[str, str] = {
@@ -60,13 +62,6 @@ FIELD_WORDS: dict[str, str] = {
     "theory": "Theory calculator", "lens": "Columns the predictor sees", "key": "Method",
     "name": "Name", "conditions": "Conditions", "values": "Values", "low": "From", "high": "To",
     "source": "Source", "people": "People", "runs": "Runs", "k": "k",
-}
-
-#: Words for a field of one plan class where the generic words would mislead.
-CLASS_FIELD_WORDS: dict[tuple[str, str], str] = {
-    ("SynthesisPlan", "release"): "Release of a synthetic file", ("SynthesisPlan", "target"): "Outcome column",
-    ("AuditPlan", "target"): "Target attribute", ("PublishPlan", "release"): "Release method",
-    ("SweepPlan", "release"): "Release method swept",
 }
 
 #: Plan fields whose value is a key of a plugin registry: field name -> (module, registry name).
@@ -110,8 +105,8 @@ def field_label(owner: Any, f: dataclasses.Field) -> str:
     label = (f.metadata or {}).get("label") or ""
     if label:
         return label
-    cls = type(owner).__name__ if not isinstance(owner, type) else owner.__name__
-    words = CLASS_FIELD_WORDS.get((cls, f.name)) or FIELD_WORDS.get(f.name)
+    cls = owner if isinstance(owner, type) else type(owner)
+    words = AREAS.field_words(cls, f.name) or FIELD_WORDS.get(f.name)
     if words:
         return words
     help_text = (f.metadata or {}).get("help") or ""
@@ -241,61 +236,11 @@ def _field_sentences(obj: Any, skip: frozenset[str] = frozenset()) -> list[str]:
 
 def _is_section(value: Any) -> bool:
     """A sub-plan (a page tab) gets its own heading; small dataclasses stay inline."""
-    from core.contracts import Plan
     return isinstance(value, Plan)
 
 
-# ---------------------------------------------------------------------------------------------- leads
-
-def _budget_lead(plan: Any) -> tuple[list[str], frozenset[str]]:
-    from core.census.geography_data import stylised_level_names
-    from core.census.targets import parse_target
-    meta = {f.name: f.metadata for f in dataclasses.fields(plan)}
-    if plan.geography == "stylised":
-        names = stylised_level_names(len(plan.fanouts) + 1)
-        leaves = math.prod(plan.fanouts)
-        per = [f"{n:,} {plural(child)} per {parent}" for n, parent, child in zip(plan.fanouts, names[:-1], names[1:])]
-        geo = (f"the {number_words(len(names))} levels ({_join(list(names))}) of a stylised geography of "
-               f"{leaves:,} {plural(names[-1])} ({', '.join(per)})")
-    else:
-        names = ()
-        geo = "the levels of the Georgia census geography" + (" with an uploaded district plan"
-                                                            if plan.data.is_upload else "")
-    if plan.split == "preset":
-        how = f"split by the paper's '{plan.preset}' rule" if plan.preset != "equal" else "split equally"
-    elif plan.split == "custom":
-        how = f"split by hand (shares {_join([_number(s) for s in plan.custom_shares])})"
-    else:
-        how = "split to minimise the error of the targets below"
-    mech = value_words(plan.mechanism, meta["mechanism"], "mechanism")
-    unit = "rho (zero-concentrated DP)" if plan.unit == "rho" else "epsilon"
-    sentences = [f"A total privacy budget of {_number(plan.total)} ({unit}) is {how} among {geo}.",
-                 f"Each level's counts get noise from the {mech} mechanism, with sensitivity "
-                 f"{_number(plan.sensitivity)}" + (f" and delta {_number(plan.delta)}" if plan.delta is not None
-                                                   else "") + "."]
-    words = []
-    for spec in plan.targets:
-        t = parse_target(spec)
-        if t.kind == "leaf":
-            words.append(f"one {names[-1] if names else 'block'}")
-        elif t.kind == "unit":
-            level = names[t.arg] if names and t.arg < len(names) else f"level {t.arg}"
-            words.append(f"each whole {level}")
-        elif t.kind == "greedy":
-            words.append(f"{number_words(t.arg)} districts that follow the geography")
-        elif t.kind == "scattered":
-            words.append(f"{number_words(t.arg)} districts scattered across it")
-        else:
-            words.append("the districts of the uploaded plan")
-    weights = (f", weighted {_join([_number(w) for w in plan.target_weights])}" if plan.target_weights else "")
-    sentences.append(f"Accuracy is judged on the population of {_join(words)}{weights}.")
-    a, b = plan.fig2_fanouts
-    sentences.append(f"The paper's Figure 2 is redrawn on a small tree of {a:,} x {b:,} units.")
-    return sentences, frozenset({"data", "fanouts", "total", "unit", "delta", "split", "preset", "custom_shares",
-                                 "mechanism", "sensitivity", "targets", "target_weights", "fig2_fanouts"})
-
-
-LEADS: dict[str, Callable[[Any], tuple[list[str], frozenset[str]]]] = {"BudgetPlan": _budget_lead}
+#: The helpers an area's own lead sentences use (``core/census/words.py``), by public names.
+join_words, number_text = _join, _number
 
 
 # ------------------------------------------------------------------------------------------- entry points
@@ -305,7 +250,8 @@ def plan_sections(plan: Any, title: str = "") -> list[tuple[str, list[str]]]:
     per sub-plan that is set, headed by its label. Unset parts are left out."""
     if not _is_plan_like(plan):
         return [(title, [value_words(plan)])]
-    lead = LEADS.get(type(plan).__name__)
+    parts = parts_for(plan)
+    lead = parts.lead if parts is not None else None
     sentences, skip = lead(plan) if lead is not None else ([], frozenset())
     sections = [(title, sentences + _field_sentences(plan, skip))]
     for f in dataclasses.fields(plan):

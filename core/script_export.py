@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from core.areas import parts_for
 from core.contracts import DataRef, Plan
 from core.report import area_of, data_ref_of, load_plan
 
@@ -276,49 +277,10 @@ def _stored_section(plan: Plan) -> Section | None:
 
 
 def _figure_code(plan: Plan) -> tuple[str, str] | None:
-    """(what the figure shows, code that sets ``fig``) for the page's main figure, or None."""
-    kind = type(plan).__name__
-    if kind == "BudgetPlan":
-        return ("how the budget is split across the geography's levels (the page's first chart)",
-                "from dashboard.figures import census as figures\n\n"
-                "fig = figures.budget_shares_figure(result.levels, result.allocation.unit)")
-    if kind == "DistrictPlan":
-        return ("each district's noisy population error in the first plan (the page's district chart)",
-                "from dashboard.figures import districts as figures\n\n"
-                "fig = figures.district_error_figure(result.plan_districts(1))")
-    if kind == "AuditPlan":
-        if getattr(plan, "compare", False):
-            return ("the distance of each subgroup for the worst adversary (the page's heat map)",
-                    "from dashboard.figures import coherence as figures\n\n"
-                    "comparison = result.comparison\n"
-                    "worst = comparison.worst_adversary()[\"adversary\"]\n"
-                    "fig = figures.distance_heatmap(comparison.subgroups, worst, comparison.settings[\"alpha\"])")
-        if getattr(plan, "sweep", None) is not None:
-            return ("the audit's outcome across epsilons",
-                    "from dashboard.figures import coherence as figures\n\n"
-                    "sweep = result.sweep\n"
-                    "fig = figures.epsilon_figure(sweep.audit.summary, sweep.audit.releases, sweep.theory,\n"
-                    "                             sweep.audit.settings[\"beta\"])")
-    if kind == "SynthesisPlan":
-        return ("the size of each stratum (the page's first chart)",
-                "from dashboard.figures import synthesis as figures\n\n"
-                "fig = figures.strata_sizes_figure(result.overview, 0)")
-    if kind == "GroupFairnessPlan" and getattr(plan, "lexifair", None) is not None:
-        return ("each group's error under the lexicographically fair model (the page's first chart)",
-                "from dashboard.figures import group_fairness as figures\n\n"
-                "fig = figures.group_error_figure(result.lexifair.groups)")
-    if kind == "ElicitationPlan" and getattr(plan, "demo_stakeholders", 0) \
-            and getattr(plan, "response_mode", "") == "binary":
-        return ("for each core pair, the share of the simulated panel who said the two people should get the "
-                "same prediction (drawn here from the result's table; the page shows the pairs as cards)",
-                "import plotly.express as px\n\n"
-                "judged = result.tables()[\"simulated_judgments\"]\n"
-                "core = judged[judged[\"kind\"] == \"core\"].assign(same=lambda t: t[\"response\"] == \"same\")\n"
-                "alike = core.groupby([\"a\", \"b\"], as_index=False)[\"same\"].mean()\n"
-                "alike[\"pair\"] = \"people \" + alike[\"a\"].astype(str) + \" and \" + alike[\"b\"].astype(str)\n"
-                "fig = px.bar(alike, x=\"pair\", y=\"same\", labels={\"same\": \"share answering 'same'\"},\n"
-                "             title=\"Simulated panel: should the two people get the same prediction?\")")
-    return None
+    """(what the figure shows, code that sets ``fig``) for the page's main figure, from the plan's area
+    (``core.areas``), or None."""
+    parts = parts_for(plan)
+    return parts.figure(plan) if parts is not None and parts.figure is not None else None
 
 
 def _fallback_figure() -> tuple[str, str]:
@@ -331,13 +293,9 @@ def _fallback_figure() -> tuple[str, str]:
 
 
 def _notes(plan: Plan) -> list[str]:
-    """What the exported code does not recompute, said plainly."""
-    if type(plan).__name__ == "ElicitationPlan":
-        return ["This is the session's design (the pairs every stakeholder sees"
-                + (", and the simulated panel's answers" if getattr(plan, "demo_stakeholders", 0) else "")
-                + "). The answers of real stakeholders are not part of the plan: they live in the sessions "
-                "database, and the page's 'Export session (CSV)' button saves them."]
-    return []
+    """What the exported code does not recompute, said plainly (the plan's area says it)."""
+    parts = parts_for(plan)
+    return parts.notes(plan) if parts is not None and parts.notes is not None else []
 
 
 def script_sections(report: Mapping[str, Any], *, data_files: Sequence[str] = ()) -> list[Section]:

@@ -9,5 +9,8 @@ from core.census.mechanism_comparison import MechanismSweepPlan
 from core.census.public_info import PublicInfoPlan, WemPlan
 from core.census.release import CountRelease, release_noisy_counts
 
-__all__ = ["AlgorithmPlan", "Allocation", "BudgetPlan", "BudgetResult", "CountRelease", "MechanismSweepPlan",
+# the area's descriptor, registered for the shared machinery (core.areas); last, as it reads the above
+from core.census.area import AREA  # noqa: E402
+
+__all__ = ["AREA", "AlgorithmPlan", "Allocation", "BudgetPlan", "BudgetResult", "CountRelease", "MechanismSweepPlan",
            "PublicInfoPlan", "WemPlan", "release_noisy_counts", "run"]

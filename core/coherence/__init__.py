@@ -13,7 +13,10 @@ from core.coherence.run import CoherenceResult, load_frame, run, sample_rows, us
 from core.coherence.subgroups import Condition, CustomSubgroup
 from core.coherence.verdicts import NOT_PRIVATE_PASS, VERDICT_MEANING, min_trials_for_pass, verdict_label
 
-__all__ = [
+# the area's descriptor, registered for the shared machinery (core.areas); last, as it reads the above
+from core.coherence.area import AREA  # noqa: E402
+
+__all__ = ["AREA", 
     "ADVERSARIES", "RELEASES", "NEIGHBOURS", "GUARANTEES", "BUNDLED", "DEFAULT_LENS",
     "AuditPlan", "RowSample", "ReleaseChoice", "AdversaryChoice", "SweepPlan", "TheoryPlan",
     "Condition", "CustomSubgroup", "CoherenceResult", "run", "calculate", "load_frame", "sample_rows",

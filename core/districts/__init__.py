@@ -7,5 +7,8 @@ from core.districts.generators import (GENERATORS, DisconnParams, ExactParams, G
 from core.districts.noise import ALGORITHMS, NoiseConfig
 from core.districts.workflow import DistrictPlan, DistrictResult, EnsemblePlan, ERPlan, run
 
-__all__ = ["ALGORITHMS", "DisconnParams", "DistrictPlan", "DistrictResult", "ERPlan", "EnsemblePlan", "ExactParams",
+# the area's descriptor, registered for the shared machinery (core.areas); last, as it reads the above
+from core.districts.area import AREA  # noqa: E402
+
+__all__ = ["AREA", "ALGORITHMS", "DisconnParams", "DistrictPlan", "DistrictResult", "ERPlan", "EnsemblePlan", "ExactParams",
            "GENERATORS", "GreedyParams", "NoiseConfig", "ReComParams", "SquareParams", "run"]

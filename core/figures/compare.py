@@ -1,51 +1,14 @@
 """Figures for comparing a pinned scenario (A) with another (B): headline changes and A/B overlays (no streamlit)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.areas import OverlaySpec
+
 A_COLOUR, B_COLOUR = "#E69F00", "#0072B2"  # Okabe-Ito orange and blue: distinct for colour-blind readers
 DIRECTION_COLOURS = {"higher": "#0072B2", "lower": "#D55E00", "same": "#999999", "n/a": "#cccccc"}
-
-
-@dataclass(frozen=True)
-class OverlaySpec:
-    """Which table and columns make a page's main figure: ``y`` is the first listed column the
-    table holds; ``where`` keeps rows equal to the given values; ``series`` splits into lines/bars."""
-
-    table: str
-    x: str
-    y: tuple[str, ...]
-    title: str
-    y_label: str = ""
-    series: str | None = None
-    where: dict = field(default_factory=dict)
-    line: bool | None = None  # None: lines for a numeric x with many values, grouped bars otherwise
-    derive: Callable[[pd.DataFrame], pd.DataFrame] | None = None   # the plotted frame made from the table
-
-    def y_column(self, table: pd.DataFrame) -> str | None:
-        for col in self.y:
-            if col in table.columns:
-                return col
-        return None
-
-    def rows(self, table: pd.DataFrame) -> pd.DataFrame:
-        """The rows drawn: ``derive`` applied, ``where`` kept, and repeated (series, x) points (seeds,
-        replicates) averaged into one."""
-        if self.derive is not None:
-            table = self.derive(table)
-        for col, value in self.where.items():
-            if col in table.columns:
-                table = table[table[col] == value]
-        y = self.y_column(table)
-        keys = [c for c in (self.series, self.x) if c]
-        if y is not None and not table.empty and table.duplicated(keys).any():
-            table = table.groupby(keys, sort=False, as_index=False)[y].mean()
-        return table
 
 
 def headline_change_figure(delta: pd.DataFrame) -> go.Figure:

@@ -307,8 +307,8 @@ def _estimate_check(plan: FolderCheckPlan, data, costs):
     return Work(f"read and check {plan.work.words()} once", plan.work.n_parts, seconds)
 
 
-if "FolderCheckPlan" not in set(ESTIMATORS):      # a module imported again registers once
-    ESTIMATORS.register("FolderCheckPlan", "check of a folder set")(_estimate_check)
+if FolderCheckPlan not in ESTIMATORS:      # a module imported again registers once
+    ESTIMATORS.register(FolderCheckPlan, "check of a folder set")(_estimate_check)
 
 
 def part_progress(progress, what: str, before: str = ""):

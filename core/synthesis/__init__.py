@@ -11,7 +11,10 @@ from core.synthesis.workflow import SynthesisResult, run, secure_release
 from core.synthesis.stratified import StratifiedSynthesizer
 from core.synthesis.synthesizers import MST, IndependentMarginals
 
-__all__ = ["SynthesisPlan", "SweepPlan", "MarginalsPlan", "ReleasePlan", "MeansPlan", "SynthesisResult", "run",
+# the area's descriptor, registered for the shared machinery (core.areas); last, as it reads the above
+from core.synthesis.area import AREA  # noqa: E402
+
+__all__ = ["AREA", "SynthesisPlan", "SweepPlan", "MarginalsPlan", "ReleasePlan", "MeansPlan", "SynthesisResult", "run",
            "secure_release", "MeanReleasePlan", "release_stratified_mean", "parse_epsilons", "SYNTHESIZERS", "NOISES", "IndependentParams", "MSTParams",
            "AIMParams", "GEMParams",
            "make_synthesizer", "StratifiedSynthesizer", "MST", "IndependentMarginals", "encode_categories",

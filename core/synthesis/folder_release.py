@@ -331,8 +331,9 @@ def _estimate_release(plan: FolderReleasePlan, data, costs):
     """One count pass over the parts, the fit (the synthesis cost model on the folder's rows: its data term
     also carries AIM's larger marginals on more rows) and the synthetic parts drawn and written. ``data``
     is the folder's :class:`core.intake.folder.FolderWork`."""
-    from core.estimates import Tip, Work, fit_features, fit_seconds
+    from core.estimates import Tip, Work
     from core.intake.folder import FolderWork, folder_costs, parts_seconds
+    from core.synthesis.cost import coefficients, fit_features, fit_seconds
 
     if not isinstance(data, FolderWork):
         raise ValueError("A folder release is estimated from its FolderWork (parts, rows, columns).")
@@ -340,7 +341,7 @@ def _estimate_release(plan: FolderReleasePlan, data, costs):
     dims = data.dims or (2,) * max(data.columns, 1)
 
     def seconds_for(method: str) -> float:
-        coef = costs["synthesis"].get(method, costs["synthesis"]["mst"])
+        coef = coefficients(costs, method)
         fit = fit_seconds(coef, fit_features(method, _fit_params(plan, method), data.rows, dims))
         written = FolderWork(plan.out_parts, data.rows, data.columns)
         return (float(c["fixed"]) + parts_seconds(data, float(c["count"]), costs) + fit
@@ -362,8 +363,8 @@ def _estimate_release(plan: FolderReleasePlan, data, costs):
 
 def _register_estimate() -> None:
     from core.estimates import ESTIMATORS
-    if "FolderReleasePlan" not in set(ESTIMATORS):    # a module imported again registers once
-        ESTIMATORS.register("FolderReleasePlan", "synthetic copy of a folder set")(_estimate_release)
+    if FolderReleasePlan not in ESTIMATORS:
+        ESTIMATORS.register(FolderReleasePlan, "synthetic copy of a folder set")(_estimate_release)
 
 
 _register_estimate()

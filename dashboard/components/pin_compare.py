@@ -19,7 +19,9 @@ from core.sharing import CONFIDENTIAL_MARK, CONFIDENTIAL_README, is_confidential
 from core.scenarios import MAX_SCENARIO_NAME, ScenarioExists, get_scenario_store
 from core.uploads import read_bytes
 from dashboard.components import access
-from core.figures.overlays import (DIFFERENCE_COLUMNS, OVERLAYS, agreement_distribution,  # noqa: F401
+from core.areas import area_for
+from core.fairness.area import agreement_distribution  # noqa: F401  (the elicitation's overlay, for its tests)
+from core.figures.overlays import (DIFFERENCE_COLUMNS,  # noqa: F401
                                         district_difference_figure, overlay_figures, overlay_for)
 
 S = "session"
@@ -108,7 +110,7 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
         st.dataframe(worst.rename(columns={"what": "Under", "A": "A (pinned)", "B": "B (current)",
                                            "changed": "Changed"}), hide_index=True, key=f"{key}__worst_off")
     st.plotly_chart(overlay_for(comparison), key=f"{key}__overlay")
-    if not files and result is not None and comparison.a.plan_class == "DistrictPlan":
+    if not files and _district_plan(getattr(result, "plan", None)):
         district_difference(comparison, result, key)
     names = comparison.common_tables()
     if names:
@@ -127,6 +129,12 @@ def show_comparison(comparison: Comparison, *, key: str, result=None, files: boo
                             "left out)." + (f" {CONFIDENTIAL_MARK}." if private else ""))
 
 
+def _district_plan(plan) -> bool:
+    """Whether ``plan`` is the district maps' (whose comparison also draws a per-district difference map)."""
+    area = area_for(plan) if plan is not None else None
+    return area is not None and area.key == "districts"
+
+
 @st.cache_resource(max_entries=8, show_spinner=False)
 def district_outlines(plan_digest: str, _result):
     """District polygons of plan 1 of a district result, and their GeoJSON (cached per plan)."""
@@ -143,7 +151,7 @@ def report_outlines(result):
     """B's plan-1 district polygons for the A/B report's difference map, when ``result`` is a district result
     on a geography the server can load (not an upload); None otherwise."""
     plan = getattr(result, "plan", None)
-    if type(plan).__name__ != "DistrictPlan" or plan.data.source == "upload":
+    if not _district_plan(plan) or plan.data.source == "upload":
         return None
     return district_outlines(plan.digest(), result)
 

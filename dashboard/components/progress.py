@@ -14,7 +14,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from core.cache import config_digest, memory
 from core.cluster import backend_for, last_failure, scheduler_address
 from core.contracts import Cancelled
-from core.estimates import observe
+from core.estimates import INTERACTIVE, observe, work_class
 from core.jobs import CANCELLED, REUSABLE, job_queue, run_key
 from dashboard.components import job_lines
 from dashboard.components.job_lines import LISTED_KEY, job_owner, keep_owner_in_address
@@ -95,8 +95,7 @@ Cancel click reach the waiting page)."""
 
 
 def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
-                      cancel_key: str | None = None, n_jobs: int | None = None, batch: bool = True,
-                      restart: bool = False) -> T:
+                      cancel_key: str | None = None, n_jobs: int | None = None, restart: bool = False) -> T:
     """``run(plan, data)`` for a page: answered straight from the result cache when it holds the plan
     (no job, no bar flickers on a display change), otherwise as a background batch job
     (:mod:`core.jobs`) that the page waits for behind :func:`progress_bar`, with Cancel.
@@ -110,14 +109,15 @@ def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
 
     A plan whose job was cancelled is not started again by merely coming back to the page: the page
     gets :class:`Cancelled` until the user asks again (``restart``, e.g. a Run button pressed in this
-    script run, or the "Start again" button shown here). ``batch=False`` marks interactive work (a
-    page's first render, a quick preview): it runs in this process at once and never queues behind
+    script run, or the "Start again" button shown here). Whether the run is interactive or batch is the
+    plan's own estimate's answer (:func:`core.estimates.work_class`): interactive work (a quick
+    preview, a first render on the defaults) runs in this process at once and never queues behind
     other sessions' batch jobs.
     """
     is_cached = getattr(run, "is_cached", None)
     if is_cached is not None and is_cached(plan, data):
         return run(plan, data)
-    if not batch:
+    if work_class(plan, data) == INTERACTIVE:
         with progress_bar(label, cancel_key=cancel_key, n_jobs=n_jobs) as bar:
             return job_queue().interactive(run, plan, data, owner=job_owner(), label=label, progress=bar)
     key = run_key(run, plan, data)
@@ -130,15 +130,6 @@ def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
     result = run_job(run, plan, data, key=key, label=label, cancel_key=cancel_key, n_jobs=n_jobs)
     observe_run(plan, data, job_queue().find(key))
     return result
-
-
-def first_render(page: str, plan) -> bool:
-    """Whether ``plan`` is what ``page`` computes on its first render in this browser session: the first
-    plan the page asked for here (kept by digest). A page passes ``batch=not first_render(...)`` to
-    :func:`run_with_progress`, so opening it draws at once, in the server, and never waits behind other
-    sessions' batch jobs; the runs its later settings ask for go to the batch queue."""
-    digest = plan.digest()
-    return st.session_state.setdefault(f"_first_plan_{page}", digest) == digest
 
 
 MIN_OBSERVED_SECONDS = 5.0

@@ -14,6 +14,7 @@ from dashboard.components.code_export import code_export_buttons
 from dashboard.components.ledger_badge import ledger_for_report
 from dashboard.components.pin_compare import pin_compare_panel
 from dashboard.components.stakeholder_buttons import page_question, saved_report_text, stakeholder_buttons
+from dashboard.components.stakeholder_figures import with_figures  # noqa: F401 - the page's report, as tests read it
 
 
 def report_panel(result: Result, *, page: str, key: str, ledger=None,
@@ -78,19 +79,6 @@ def confidential_panel(result: Result, report: dict, *, page: str, key: str, tab
             return
         export_buttons(result, report, page=page, key=ck, tables=tables, figures=figures,
                        label="Confidential: ")
-
-
-def with_figures(report: dict, result: Result, figures=()) -> dict:
-    """The report with the page's main figures stored as plotly JSON, so ``python -m core report`` draws the
-    same stakeholder report from the file alone (made when the download is clicked). A shared report of private
-    data carries no figure: they are drawn from numbers computed on the private rows."""
-    import json
-
-    from dashboard.components.stakeholder_figures import default_figures
-    if withholds(report):
-        return dict(report)
-    shown = list(figures) or default_figures(result)
-    return {**report, "figures": [json.loads(f.to_json()) for f in shown]}
 
 
 def saved_report_loader(key: str, accepts: tuple[type, ...],

@@ -15,6 +15,7 @@ import streamlit as st
 from core.contracts import Result
 from core.report import report_json
 from core.stakeholder_report import PDF_NEEDS_CHROMIUM, chromium_path, report_html_from_json, report_pdf
+from dashboard.components.stakeholder_figures import with_figures
 from dashboard.page_registry import ALL_PAGES
 
 
@@ -43,7 +44,6 @@ def _built_key(key: str) -> str:
 def saved_report_text(result: Result, report: Mapping[str, Any], figures: Sequence[Any] = ()) -> str:
     """The JSON report a page offers: ``report`` with the page's main figures (plotly JSON), as the command line
     reads it back."""
-    from dashboard.components.report_panel import with_figures
     return report_json(with_figures(dict(report), result, figures))
 
 

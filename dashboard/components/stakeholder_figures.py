@@ -11,11 +11,14 @@ size of an uploaded file (subgroup sizes, rows per stratum), the figures draw th
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 import numpy as np
 
+from core.areas import area_for
 from core.contracts import Result
+from core.sharing import withholds
 
 
 def _budget(result) -> list:
@@ -100,23 +103,34 @@ def _synthesis(result) -> list:
     return out
 
 
+#: The main figures of each area's page, by the area's key (``core.areas``): a result is looked up by its plan's
+#: area, so a plan type of the area without those parts draws nothing rather than failing.
 BUILDERS: dict[str, Callable[[Any], list]] = {
-    "BudgetResult": _budget,
-    "DistrictResult": _districts,
-    "DistrictsResult": _districts,
-    "GroupFairnessResult": _group_fairness,
-    "AuditResult": _coherence,
-    "CoherenceResult": _coherence,
-    "SynthesisResult": _synthesis,
+    "census": _budget,
+    "districts": _districts,
+    "fairness": _group_fairness,
+    "coherence": _coherence,
+    "synthesis": _synthesis,
 }
 
 
 def default_figures(result: Result) -> list:
     """The page's main figures for ``result`` (an empty list when none can be drawn)."""
-    build = BUILDERS.get(type(result).__name__)
+    area = area_for(getattr(result, "plan", None))
+    build = BUILDERS.get(area.key) if area is not None else None
     if build is None:
         return []
     try:
         return [f for f in build(result) if f is not None]
     except (AttributeError, KeyError, TypeError, ValueError):
         return []
+
+
+def with_figures(report: dict, result: Result, figures=()) -> dict:
+    """The report with the page's main figures stored as plotly JSON, so ``python -m core report`` draws the
+    same stakeholder report from the file alone (made when the download is clicked). A shared report of private
+    data carries no figure: they are drawn from numbers computed on the private rows."""
+    if withholds(report):
+        return dict(report)
+    shown = list(figures) or default_figures(result)
+    return {**report, "figures": [json.loads(f.to_json()) for f in shown]}

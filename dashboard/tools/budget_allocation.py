@@ -315,8 +315,7 @@ try:
         runs=runs, seed=seed, nonnegative=nonneg, **tab_plans(subplans, h, seed))
     st.session_state["ba_plan"] = plan
     with progress_slot.container():          # the bar sits above the tabs
-        result = run_with_progress(run, plan, plan_bytes, label="Allocating the budget and running ToyDown",
-                                   batch=False)   # seconds at most: interactive, never queued
+        result = run_with_progress(run, plan, plan_bytes, label="Allocating the budget and running ToyDown")
 except ValueError as exc:
     st.error(str(exc))
     st.stop()

@@ -36,7 +36,7 @@ from dashboard.components.budget_input import budget_input  # noqa: E402
 from dashboard.components.chart_table import chart_numbers  # noqa: E402
 from dashboard.components.ledger_badge import record_release  # noqa: E402
 from dashboard.components.params_form import field_key, field_widget, params_widgets, plan_widget_values  # noqa: E402
-from dashboard.components.progress import first_render, run_with_progress  # noqa: E402
+from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.uploads_kept import upload_kept  # noqa: E402
@@ -235,9 +235,7 @@ try:
     st.session_state["dm_plan"] = plan
     if not run_estimate_notice(plan, data, key="dm_estimate", run=run):
         st.stop()
-    result = run_with_progress(run, plan, data, label="Drawing plans and noisy runs", cancel_key="dm_cancel",
-                               # the first render of each geography (opening the page, a switch of state) never queues
-                               batch=not first_render(f"dm_{ref.source}", plan))
+    result = run_with_progress(run, plan, data, label="Drawing plans and noisy runs", cancel_key="dm_cancel")
     if ledger_ref(plan) is not None:   # the seeded noisy runs: listed apart in the project ledger, never counted
         record_release(release_entry(plan, "District maps", "seeded noisy runs",
                                      f"{ALGORITHMS[plan.noise.algorithm].label}, {plan.noise.runs} seeded noisy runs, "

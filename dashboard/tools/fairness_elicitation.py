@@ -571,8 +571,7 @@ def _design_preview() -> None:
             st.info("The core pairs of synthetic people are shown once the copy is released (when the "
                     "session is created).")
             return
-        result = run_with_progress(run_elicitation, plan, _copy(plan), label="Drawing the core pairs",
-                                   batch=False)   # a preview in seconds: interactive, never queued
+        result = run_with_progress(run_elicitation, plan, _copy(plan), label="Drawing the core pairs")
     except ValueError as err:
         st.error(str(err))
         return

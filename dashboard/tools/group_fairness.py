@@ -27,7 +27,7 @@ from dashboard.components.fairness_results import (companion_panel, companion_se
                                                    companion_widget_values)
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.params_form import field_widget, plan_widget_values  # noqa: E402
-from dashboard.components.progress import first_render, run_with_progress  # noqa: E402
+from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.figures import group_fairness as figs  # noqa: E402
@@ -380,7 +380,7 @@ if plan is not None:
 if plan is not None and run_estimate_notice(plan, raw, key="gf_estimate", run=run_group_fairness):
     try:
         result = run_with_progress(run_group_fairness, plan, raw, label="Training and ranking",
-                                   cancel_key="gf_cancel", batch=not first_render("gf", plan))   # first: at once
+                                   cancel_key="gf_cancel")
     except Cancelled:
         st.info("Stopped; change a setting or rerun to start again.")
     except ValueError as exc:

@@ -230,11 +230,8 @@ if plan is not None:
     st.session_state["ss_plan"] = full      # what the numbers below were computed from
     try:
         with progress_slot.container():
-            # the overview and the means draw at once; fitted synthesizers (a sweep, its marginals, a
-            # simulated release) are batch work that waits its turn
-            fits = any(part in asked for part in ("sweep", "marginals", "release"))
             result = run_with_progress(run, full, picked.raw, label="Computing", cancel_key="ss_cancel",
-                                       restart=run_clicked, batch=fits)
+                                       restart=run_clicked)
     except Cancelled:
         st.info("The computation was cancelled; your settings are kept. Change one, or rerun to start again.")
     except ValueError as exc:

@@ -11,12 +11,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dataclasses import replace
+
 from core import estimates
 from core.contracts import DataRef
-from core.estimates import (DEFAULT_COSTS, ESTIMATORS, ObservedSpeed, estimate, fit_features, observe,
-                            speed_correction, sweep_seconds, sweep_shape)
+from core.estimates import ESTIMATORS, ObservedSpeed, default_costs, estimate, observe, speed_correction
 from core.synthesis import AIMParams, GEMParams, SweepPlan, SynthesisPlan
+from core.synthesis import cost as synthesis_cost
+from core.synthesis.cost import fit_features, sweep_seconds, sweep_shape
 
+import core.census, core.coherence, core.districts, core.fairness  # noqa: E401,F401,E402  (their cost models)
+
+DEFAULT_COSTS = default_costs()
 COSTS = estimates.merge_costs(DEFAULT_COSTS, {"probe_seconds": None})
 
 
@@ -100,7 +106,7 @@ def modelled(shape, n_workers: int) -> float:
 
 def test_one_worker_costs_the_sum_of_the_fits_and_more_workers_never_more():
     shape = sweep_shape(plan("mst"), frame())
-    half = estimates.replace(shape, seeds=1)
+    half = replace(shape, seeds=1)
     speed_up = modelled(shape, 1) / modelled(shape, 2)
     growth = modelled(shape, 1) / modelled(half, 1)
     assert speed_up >= 1.0                                # a second worker never predicts a slower sweep
@@ -182,12 +188,31 @@ def test_districts_count_noisy_runs_and_chain_steps():
 def test_a_plan_without_an_estimator_is_refused_with_the_choices():
     with pytest.raises(ValueError, match="No time estimate"):
         estimate(SweepPlan())
-    assert {"SynthesisPlan", "LearningPlan", "GroupFairnessPlan", "AuditPlan", "DistrictPlan"} <= set(ESTIMATORS)
+    from core.coherence import AuditPlan
+    from core.districts import DistrictPlan
+    from core.fairness import GroupFairnessPlan, LearningPlan
+    assert {SynthesisPlan, LearningPlan, GroupFairnessPlan, AuditPlan, DistrictPlan} <= set(ESTIMATORS)
 
 
 def test_a_sweepless_synthesis_plan_says_what_to_set():
     with pytest.raises(ValueError, match="no sweep"):
-        estimate(plan().replace(sweep=None), frame(), costs=COSTS)
+        sweep_shape(plan().replace(sweep=None), frame())
+
+
+def test_a_synthesis_plan_without_fits_costs_the_overview_and_each_tab_adds_its_fits():
+    from core.synthesis import MarginalsPlan, ReleasePlan
+
+    overview = estimate(plan().replace(sweep=None), frame(), costs=COSTS, speed=1.0)
+    assert overview.raw_seconds == pytest.approx(COSTS["synthesis"]["score"]["fixed"])
+    assert overview.units == 0
+    base = plan("mst").replace(sweep=None)
+    marg = estimate(base.replace(marginals=MarginalsPlan(1.0, 0)), frame(), costs=COSTS, speed=1.0)
+    assert marg.units == 36 + 1                       # every stratum's model and the pooled one
+    pooled = estimate(base.replace(release=ReleasePlan(1.0, "pooled")), frame(), costs=COSTS, speed=1.0)
+    strat = estimate(base.replace(release=ReleasePlan(1.0, "stratified")), frame(), costs=COSTS, speed=1.0)
+    assert (pooled.units, strat.units) == (1, 36)
+    # 36 stratum models cost more than one pooled model; the marginals fit both and score them
+    assert marg.raw_seconds > strat.raw_seconds > pooled.raw_seconds > 0
 
 
 def test_costs_file_is_written_over_the_defaults(tmp_path, monkeypatch):
@@ -215,7 +240,7 @@ def test_durations_are_said_in_seconds_then_minutes():
 # --------------------------------------------------------------------------------------------------
 
 def test_gem_fit_of_a_small_stratum_counts_its_small_batch_and_its_cut_rounds():
-    from core.estimates import gem_fit_plan
+    from core.synthesis.cost import gem_fit_plan
 
     params = GEMParams(rounds=100, steps=40, batch=1000, scale_rounds=True)
     rho = 0.01
@@ -279,7 +304,7 @@ def test_suggestions_carry_the_headline_corrections_and_epsilon_parts_add_up():
     est = estimate(p, df, costs=COSTS, speed=2.0)
     assert est.factor == pytest.approx(3.0)
     assert est.seconds == pytest.approx(3.0 * sweep_seconds(shape, COSTS))
-    parts = estimates.epsilon_parts(shape, COSTS)
+    parts = synthesis_cost.epsilon_parts(shape, COSTS)
     assert len(parts) == 3
     assert sum(parts) == pytest.approx(sweep_seconds(shape, COSTS))
     assert sum(parts) * est.factor == pytest.approx(est.seconds)
@@ -287,7 +312,7 @@ def test_suggestions_carry_the_headline_corrections_and_epsilon_parts_add_up():
     assert eps_tip == (f"Fewer epsilons: of the whole run, epsilon 0.1 takes {estimates.duration_words(3 * parts[0])}, "
                        f"epsilon 1 {estimates.duration_words(3 * parts[1])}, "
                        f"epsilon 5 {estimates.duration_words(3 * parts[2])}.")
-    one_seed = sweep_seconds(estimates.replace(shape, seeds=1), COSTS)
+    one_seed = sweep_seconds(replace(shape, seeds=1), COSTS)
     assert est.seconds / 2 <= 3 * one_seed <= est.seconds
     seed_tip = next(s for s in est.suggestions if s.startswith("Fewer seeds"))
     assert seed_tip == f"Fewer seeds: 1 seed instead of 2 takes {estimates.duration_words(3 * one_seed)}."
@@ -324,3 +349,21 @@ def test_the_speed_probe_reads_the_clock_it_is_given():
 
     ticks = count(0.0, 0.5)                          # every reading half a second after the last
     assert estimates.probe_seconds(repeats=3, clock=lambda: next(ticks)) == pytest.approx(0.5)
+
+
+def test_the_learner_is_timed_in_waves_of_fits_over_the_workers():
+    """Fits spread over the workers: ceil(fits / lanes) waves of T rounds; a slack of 1 is solved directly."""
+    from core.fairness.cost import estimate_learner
+    from core.fairness.frontier import FrontierPlan
+    from core.fairness.learning_plan import ConstraintTable, LearningPlan
+
+    table = ConstraintTable(i=(0,), j=(1,), weight=(1.0,), w_ij=(0.0,), w_ji=(0.0,), agreement=(1.0,))
+    c = COSTS["learner"]
+    ten = LearningPlan(constraints=table, frontier=FrontierPlan(T=1000))   # 0.0 ... 0.8 and 1.0: nine fits
+    assert estimate_learner(ten, None, COSTS, n_workers=2).seconds == pytest.approx(
+        c["fixed"] + 5 * 1000 * c["per_round"])
+    assert estimate_learner(ten, None, COSTS, n_workers=1).seconds == pytest.approx(
+        c["fixed"] + 9 * 1000 * c["per_round"])
+    three = LearningPlan(constraints=table, frontier=FrontierPlan(gammas=(0.0, 0.2, 0.4), T=500))
+    assert estimate_learner(three, None, COSTS, n_workers=2).seconds == pytest.approx(
+        c["fixed"] + 2 * 500 * c["per_round"])

@@ -146,10 +146,10 @@ def test_counts_in_words_keep_two_significant_figures():
 
 
 def test_the_check_and_the_release_are_estimated_from_parts_rows_and_columns(monkeypatch):
-    from core.estimates import DEFAULT_COSTS, estimate, merge_costs
+    from core.estimates import default_costs, estimate, merge_costs
     from core.intake.folder import FolderCheckPlan, FolderWork
 
-    costs = merge_costs(DEFAULT_COSTS, {"folder": {"fixed": 1.0, "check": 0.5, "count": 0.1, "write": 0.2},
+    costs = merge_costs(default_costs(), {"folder": {"fixed": 1.0, "check": 0.5, "count": 0.1, "write": 0.2},
                                         "synthesis": {"mst": {"fixed": 2.0, "data": 0.0, "units": 0.0},
                                                       "parallel_efficiency": 1.0}})
     work = FolderWork(4, 200_000, 5, (2, 4, 3, 2, 5))          # 1,000,000 cells

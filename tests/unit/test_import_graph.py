@@ -31,11 +31,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("core", "core.contracts", "core.numeric", "core.uploads", "core.sharing", "core.takeaway",
                     "core.uncertainty_words")),
     ("infrastructure", ("core.cluster", "core.parallel", "core.cache", "core.database", "core.jobs",
-                        "core.estimates", "core.access")),
+                        "core.estimates", "core.access", "core.areas")),
     ("privacy", ("core.privacy",)),
     ("reports", ("core.report",)),
     ("intake", ("core.intake",)),
     ("data", ("core.datasets", "core.geography")),
+    ("words", ("core.report_words",)),
     ("areas", ("core.census", "core.districts", "core.synthesis", "core.coherence", "core.fairness")),
     ("composition", ("core.releases", "core.compare", "core.scenarios", "core.figures", "core.report_words",
                      "core.script_export", "core.stakeholder_report", "core.reproductions", "core.paper_errors")),
@@ -49,18 +50,14 @@ A module may import its own layer and lower ones; within a layer, :func:`test_no
 keeps the order one way (``core.districts`` uses ``core.census``; ``core.coherence`` and
 ``core.fairness`` use ``core.synthesis``; never the reverse)."""
 
-UPWARD_ALLOWED = {
-    # Temporary: run-time estimates still hold each area's cost model; once every area registers its own
-    # (as the folder check and the folder release already do), these edges go and so does this entry.
-    ("core.estimates", "core.synthesis"),
-    ("core.estimates", "core.privacy"),
-}
+UPWARD_ALLOWED: set[tuple[str, str]] = set()
 """(importer unit, imported unit) edges exempt from the layer and unit-cycle checks, each with its reason."""
 
 WRITES_DASHBOARD_IMPORTS = {
-    # Temporary: an exported script draws its page's main figure with dashboard.figures; once each area
-    # names its main figure in core (core/figures), the script imports it from there and this entry goes.
-    "core.script_export",
+    # Temporary: each area's descriptor holds the code an exported script draws its page's main figure with,
+    # which calls dashboard.figures; once each area's main figure lives in core/figures, these entries go.
+    "core.census.area", "core.coherence.area", "core.districts.area", "core.fairness.area",
+    "core.synthesis.area",
 }
 """Modules of core allowed to write code (a script, a notebook) that imports ``dashboard``; each with its reason."""
 

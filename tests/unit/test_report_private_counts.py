@@ -274,8 +274,8 @@ def test_synthesis_figures_leave_rows_per_stratum_out_unless_declared_public():
         def __init__(self, public):
             self.plan, self.overview, self.sweep, self.means = Plan(public), overview, None, None
 
-    assert BUILDERS["SynthesisResult"](SynthesisResult(False)) == []
-    shown = BUILDERS["SynthesisResult"](SynthesisResult(True))
+    assert BUILDERS["synthesis"](SynthesisResult(False)) == []
+    shown = BUILDERS["synthesis"](SynthesisResult(True))
     assert [list(f.data[0].y) for f in shown] == [[RACE["A"], RACE["B"]]]
 
 
@@ -298,8 +298,8 @@ def test_group_error_figure_of_an_upload_quotes_head_counts_as_bands():
         def __init__(self, data):
             self.plan, self.lexifair = Plan(data), Lexifair()
 
-    shared = BUILDERS["GroupFairnessResult"](GroupFairnessResult(DataRef("upload", "f" * 64)))
+    shared = BUILDERS["fairness"](GroupFairnessResult(DataRef("upload", "f" * 64)))
     _assert_absent_with_figures({"figures": [json.loads(f.to_json()) for f in shared]}, sorted(SEX.values()))
     assert [row[1] for row in shared[0].data[0].customdata] == [size_band(SEX["F"]), size_band(SEX["M"])]
-    public = BUILDERS["GroupFairnessResult"](GroupFairnessResult(DataRef("moving-company")))
+    public = BUILDERS["fairness"](GroupFairnessResult(DataRef("moving-company")))
     assert [float(row[1]) for row in public[0].data[0].customdata] == [SEX["F"], SEX["M"]]
