@@ -272,12 +272,13 @@ def run_release(release: Release, ledger: ProjectLedger, *, progress=None, wait:
 
 
 def submit_release(release: Release, ledger: ProjectLedger, queue, *, owner: str, key: Callable[[Reservation], str]
-                   | str, label: str):
+                   | str, label: str, wait: float | None = None):
     """Reserve in this thread, then hand the computation to ``queue`` (a :class:`core.jobs.JobQueue`) as a
     background job whose completion hook (:func:`settle`) commits or drops the reservation in the server
-    process, whoever watches. ``key`` is the job's key, or a function of the reservation giving it.
+    process, whoever watches. ``key`` is the job's key, or a function of the reservation giving it; ``wait``
+    bounds the reservation's wait for the ledger as in :func:`run_release`.
     Returns (outcome, job); the job is None when the ledger refused the release."""
-    outcome, args = _reserve(release, ledger)
+    outcome, args = _reserve(release, ledger, wait=wait)
     if outcome.state != RUNNING:
         return outcome, None
     job_key = key(outcome.reservation) if callable(key) else str(key)
