@@ -5,23 +5,19 @@ tasks run in worker threads here, so the job functions (``cluster_jobs_support``
 threading events, and every assertion is about the order of events, not elapsed time."""
 from __future__ import annotations
 
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 from distributed import LocalCluster
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import cluster_jobs_support as support  # noqa: E402
-from ledger_support import release  # noqa: E402
-from sweep_support import small_aim_sweep  # noqa: E402
 
 from core.cluster import ChannelReporter, ClusterChannel, client_for, close_clients, use_scheduler
 from core.contracts import Cancelled
 from core.jobs import CANCELLED, DONE, RUNNING, DaskExecutor, JobQueue
 from core.privacy.project_ledger import ProjectLedger
 from core.releases import Release, run_release
+from tests.unit import cluster_jobs_support as support
+from tests.unit.ledger_support import release
+from tests.unit.sweep_support import small_aim_sweep
 
 pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
 

@@ -7,7 +7,6 @@ import multiprocessing
 import os
 import shutil
 import subprocess
-import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -15,11 +14,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, event, text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ledger_support import database_url, release, reserve_then_die  # noqa: E402
-
 from core.database import normalise_url
 from core.privacy.project_ledger import Cap, CapExceeded, ProjectLedger, ReservationLost
+from tests.unit.ledger_support import database_url, release, reserve_then_die
 
 pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
 
