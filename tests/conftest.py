@@ -87,6 +87,21 @@ def isolated_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def session_server(tmp_path_factory):
+    """The one dashboard server of this test process, for every test that drives a real one (the browser
+    tests, the protocol tests): (URL, database URL). It has a project database, a result cache and a
+    curator's data folder of its own (not the test process's), and its log beside the database. Each test
+    makes what it needs in it (its own elicitation session, curator key or declared data set), so none
+    depends on another's leftovers; starting the server is paid once."""
+    from tests.browser.dashboard_server import dashboard
+
+    folder = tmp_path_factory.mktemp("dashboard_server")
+    db_url = f"sqlite:///{folder / 'project.sqlite'}"
+    with dashboard(folder, DASHBOARD_DB_URL=db_url, DASHBOARD_DATA_DIR=str(folder / "curator")) as url:
+        yield url, db_url
+
+
+@pytest.fixture(scope="session")
 def dask_cluster():
     """One Dask cluster of two single-threaded worker processes on loopback for this test process, started on
     first use, for tests that send it work and leave it whole (``tests/dask_cluster.py``)."""
