@@ -11,6 +11,8 @@ waiting page meets (raised in the page's run once the job is running); everythin
 never by time."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from streamlit.testing.v1 import AppTest
@@ -48,7 +50,9 @@ def leave_once(monkeypatch):
         seen.append(job.state)
         if len(seen) == 1:
             assert job.queue is not None
+            deadline = time.monotonic() + 120
             while job.state != RUNNING or not job.message:      # the job reported its start
+                assert time.monotonic() < deadline, "the release job never reported its start"
                 job.wait(0.01)
             raise StopException()
         return real(job, bar)

@@ -13,6 +13,7 @@ events (the job waits for a gate the test opens), never by time."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,9 @@ def leave_once(monkeypatch):
         seen.append(job.state)
         if len(seen) == 1:
             assert job.queue is not None
+            deadline = time.monotonic() + 120
             while job.state != RUNNING or not job.message:      # the job reported its start
+                assert time.monotonic() < deadline, "the release job never reported its start"
                 job.wait(0.01)
             raise StopException()
         return real(job, bar)

@@ -33,7 +33,8 @@ def hang(folder: str, progress=None):
     Path(folder, "pids").write_text(f"{os.getpid()} {helper.pid}")
     if progress is not None:
         progress(0, 1, "waiting")
-    while True:
+    deadline = time.monotonic() + 600               # killed long before; a deadline all the same
+    while time.monotonic() < deadline:
         time.sleep(0.05)
 
 
