@@ -90,3 +90,31 @@ def gated_page():
         st.session_state["rel_result"] = made
         st.success(f"Released: {made['counts']}")
     jobs_sidebar()
+
+
+#: a message here makes :func:`inline_counts` fail with it (tests set and clear it)
+FAIL: dict[str, str] = {}
+
+
+def inline_counts(x: int, progress=None) -> str:
+    """A release's computation made in the page's run; fails with ``FAIL["message"]`` when set."""
+    if "message" in FAIL:
+        raise ValueError(FAIL["message"])
+    return f"counts {x}"
+
+
+def inline_page():
+    """A page with one release button whose release is made in the page's run (an AppTest runs this body)."""
+    import streamlit as st
+
+    from core.privacy.ledger import Spend
+    from core.privacy.project_ledger import LedgerRelease
+    from core.releases import Release
+    from dashboard.components.release_confirm import release_button
+    from tests.release_steps import GATED_KEY, inline_counts
+
+    entry = LedgerRelease(GATED_KEY, "inline-release", "release", "Test page", "test action",
+                          "test counts, epsilon 0.25", "d" * 64, (Spend("planned", 0.25, "epsilon"),), "people")
+    made = release_button("Release the counts", key="rel", release=Release("test", entry, inline_counts, (7,)))
+    if made is not None:
+        st.success(f"Released: {made}")
