@@ -1,7 +1,6 @@
 """What a real release records and says about itself: the digest of what the release depends on (so a
 change of a simulation-only setting leaves an identical release a repeat), one (epsilon, delta) figure in
-its label, confirmation and ledger, and no release
-while the page's simulation is in error."""
+its label, confirmation and ledger, and no release while the page's simulation is in error."""
 from __future__ import annotations
 
 from pathlib import Path
