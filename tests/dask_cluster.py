@@ -1,7 +1,8 @@
 """The Dask cluster the tests share: a scheduler and single-threaded worker processes, every port (the
 dashboard's too) on 127.0.0.1. ``tests/conftest.py`` starts one per test process on first use
-(``dask_cluster``, session-scoped) for tests that only send it work; a test that kills a worker or loses
-the scheduler starts its own with :func:`loopback_cluster`, so the shared one stays whole."""
+(``dask_cluster``, session-scoped) for tests that send it work and leave it whole (a test that kills a
+worker waits until the nanny has replaced it); a test that closes the scheduler starts its own with
+:func:`loopback_cluster`."""
 from __future__ import annotations
 
 import sys

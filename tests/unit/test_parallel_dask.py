@@ -29,15 +29,6 @@ def cluster(dask_cluster):
     return dask_cluster
 
 
-@pytest.fixture
-def own_cluster():
-    """A cluster of this test alone, for a test that kills one of its workers (the shared one stays whole)."""
-    local = loopback_cluster(2)
-    yield local
-    close_clients()
-    local.close()
-
-
 def _noisy_row_sum(item: int, rng: np.random.Generator, table: np.ndarray) -> float:
     return float(table[item].sum() + rng.normal())
 
@@ -128,8 +119,9 @@ def _square_of(item) -> int:
     return item.index ** 2 if isinstance(item, _Job) else item["i"] ** 2
 
 
-def test_a_worker_killed_mid_sweep_does_not_change_the_results(own_cluster):
-    cluster = own_cluster
+def test_a_worker_killed_mid_sweep_does_not_change_the_results(cluster):
+    """On the shared cluster: it ends only once the nanny has brought the killed worker back, so the cluster
+    is whole again for the next test."""
     local = map_trials(_slow_draw, range(16), seed=5, n_jobs=1)
     client = client_for(cluster.scheduler_address)
     pids = sorted(client.run(os.getpid).values())
