@@ -36,12 +36,12 @@ from core.privacy.project_ledger import (DECLARED, LedgerRelease, ProjectLedger,
 from core.privacy.project_ledger import data_label as ledger_data_label
 from core.report import data_ref_of
 
-__all__ = ["CANCELLED", "COMMITTED", "FAILED", "REFUSED", "RELEASE_KINDS", "RUNNING", "NOTHING_RESERVED",
-           "NOTHING_SPENT", "STILL_RESERVED", "Outcome", "Release", "audited_output_release", "cancel_release",
-           "INTERACTIVE_WAIT", "WAITING", "census_counts_release", "expiry_text", "folder_copy_release", "ledger_ref", "new_pairs_copy",
-           "pairs_copy_release", "private_estimate_release", "release_digest", "release_entry", "release_when_free", "run_release",
-           "secure_estimate", "secure_mean", "settle", "stratified_mean_release", "submit_release",
-           "synthetic_data_release", "what_is_left"]
+__all__ = ["CANCELLED", "COMMITTED", "FAILED", "INTERACTIVE_WAIT", "NOTHING_RESERVED", "NOTHING_SPENT", "REFUSED",
+           "RELEASE_KINDS", "RUNNING", "STILL_RESERVED", "WAITING", "Outcome", "Release", "audited_output_release",
+           "cancel_release", "census_counts_release", "expiry_text", "folder_copy_release", "ledger_ref",
+           "new_pairs_copy", "pairs_copy_release", "private_estimate_release", "release_digest", "release_entry",
+           "release_when_free", "run_release", "secure_estimate", "secure_mean", "settle", "stratified_mean_release",
+           "submit_release", "synthetic_data_release", "what_is_left"]
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +305,7 @@ def release_when_free(release: Release, ledger: ProjectLedger, queue, *, owner: 
     def wait_then_compute(progress=None):
         def waiting() -> None:             # a cancel is raised here, between two tries for the lock
             if progress is not None:
-                progress(0, 0, WAITING)
+                progress(0, 1, WAITING)
         held, args = _reserve(release, ledger, waiting=waiting)
         if held.state != RUNNING:
             raise held.error
