@@ -37,7 +37,7 @@ def test_every_page_renders_without_exception(server):
         page, outside_requests = open_page(browser, curator_of=server)
         requested: list[str] = []
         page.on("request", lambda request: requested.append(request.url))
-        # a tool's own URL first on the fresh server: a shared deep link must open without a
+        # a tool's own URL first in a new browser session: a shared deep link must open without a
         # 'Page not found' dialog (Streamlit raises it when a pages/ folder sits beside app.py)
         for entry in (*PAGES, HOME):
             start = time.perf_counter()
