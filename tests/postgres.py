@@ -77,13 +77,13 @@ def schema_url() -> Iterator[str]:
     base = make_url(session_database())
     schema = f"t_{uuid.uuid4().hex[:12]}"
     owner = create_engine(base, isolation_level="AUTOCOMMIT")
+    with owner.connect() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
     try:
-        with owner.connect() as conn:
-            conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
         yield base.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    finally:          # a failed test's schema too (the database goes at the session's end in any case)
         with owner.connect() as conn:        # ends what the test left connected to the schema, then drops it
             conn.exec_driver_sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
                                  "current_database() AND pid <> pg_backend_pid() AND usename = current_user")
             conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
-    finally:
         owner.dispose()
