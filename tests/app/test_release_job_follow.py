@@ -233,3 +233,33 @@ def test_a_reservation_the_ledger_refuses_says_what_to_change_and_starts_no_job(
     assert _release_jobs(queue) == []
     ledger = ProjectLedger()
     assert not ledger.reservations(KEY) and not ledger.releases(KEY, "release")
+
+
+def test_a_job_release_that_finds_the_ledger_locked_can_wait_in_the_background(queue, monkeypatch):
+    """The job path of the locked-ledger offer: nothing reserved or started while locked; the background job
+    then reserves, computes and commits, and the page shows the result once."""
+    import sqlite3
+
+    from dashboard.components import release_confirm
+
+    monkeypatch.setattr(release_confirm, "INTERACTIVE_WAIT", 0.0)    # one try (the busy timeout), then say so
+    release_steps.GATE.set()                                         # the computation runs straight through
+    at = _page()
+    at.button(key="rel").click().run()
+    other = sqlite3.connect(str(ProjectLedger().db.watch.path), isolation_level=None, timeout=0)
+    try:
+        other.execute("BEGIN IMMEDIATE")               # another writer holds the ledger's write lock
+        at.button(key="rel_confirm").click().run()
+        assert not at.exception
+        assert any("locked by another writer" in w.value for w in at.warning)
+        assert [b.key for b in at.button if b.key.startswith("rel_wait")] == ["rel_wait_background", "rel_wait_drop"]
+        assert _release_jobs(queue) == [] and ProjectLedger().reservations(KEY) == ()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    at.button(key="rel_wait_background").click().run()
+    assert not at.exception and not at.error
+    assert at.session_state["rel_result"] == {"counts": 7}
+    (job,) = _release_jobs(queue)
+    assert job.state == DONE
+    _one_commit()
