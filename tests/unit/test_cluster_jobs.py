@@ -27,6 +27,8 @@ GUARD = 120.0
 
 @pytest.fixture(scope="module")
 def cluster():
+    """A cluster in this process, not the session's shared one (worker processes): its jobs wait on this test's
+    threading events (``cluster_jobs_support``), which only a worker thread of this process can see."""
     local = LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://", host="127.0.0.1",
                          dashboard_address="127.0.0.1:0", silence_logs=50)
     yield local

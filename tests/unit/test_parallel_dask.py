@@ -377,7 +377,7 @@ def test_toydown_runs_on_the_cluster_equal_the_local_run(cluster, tmp_path, monk
 def test_a_scheduler_lost_mid_run_leaves_the_rest_to_this_machine(monkeypatch):
     monkeypatch.setenv("DASHBOARD_DASK_TIMEOUT", "1")
     local = map_trials(_slow_draw, range(12), seed=8, n_jobs=1)
-    doomed = loopback_cluster(1)
+    doomed = loopback_cluster(1)             # its own: this test closes the scheduler
     address = doomed.scheduler_address
 
     def close_early(done, total, message):
