@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.cluster import (Backend, ClusterUnavailable, client_for, close_clients, describe_backend,
+from core.cluster import (Backend, ClusterUnavailable, client_for, describe_backend,
                           fill, forget_failures, inside_cluster_task, opened, split_shared, use_scheduler)
 from core.contracts import Cancelled
 from core.parallel import map_trials
