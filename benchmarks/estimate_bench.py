@@ -25,6 +25,14 @@ alone compares only that synthesizer's sweeps. AIM refitted so (2026-11-26 15:36
 estimator change, with two fits on the page's default rounds added to its grid): the two AIM sweeps
 predicted/measured 1.22 and 1.10 (3,000 and 20,000 rows; they were 1.56 and 1.87 refitted on the
 old grid, 2.28 and 2.54 before).
+
+``--fit --only gem --cpu`` times the fits and the speed probe in CPU seconds of this process instead of
+wall seconds, for a shared machine whose load makes wall seconds measure the other work: refitted so
+(2026-11-29 04:42, load 19-31, probe 69 ms CPU, coefficients x 0.56 onto the file's speed) after GEM's
+cell layout and noise input changed, with two fits on the page's defaults added to its grid. The same
+refit on wall seconds at load 25 read a probe of 602 ms (x 0.06) and gave units 0: unusable. The pooled
+50,000 x 10 CPS fit is now predicted at 5.7 s at the file's speed (75 s before; measured 6.5-6.9 s CPU at
+a probe of 69 ms, i.e. about 3.8 s at the file's 39 ms).
 """
 from __future__ import annotations
 
@@ -62,10 +70,14 @@ def load() -> str:
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
+CLOCK = {"now": time.perf_counter}
+"""The clock of every timing: wall seconds, or this process's CPU seconds with ``--cpu``."""
+
+
 def timed(func) -> tuple[object, float]:
-    start = time.perf_counter()
+    start = CLOCK["now"]()
     out = func()
-    return out, time.perf_counter() - start
+    return out, CLOCK["now"]() - start
 
 
 def cps_frame(columns=COLUMNS):
@@ -102,7 +114,9 @@ FIT_GRID = {
             (3000, 4, GEMParams(rounds=20, steps=40, batch=500)),
             # small fits, as a small stratum's: the 62- and 16-row generator batches (the part of a step
             # that does not shrink with the generator rows) and the rounds cut to a small noisy total
-            (80, 6, GEMParams(rounds=20, steps=40, batch=1000)), (30, 6, GEMParams(rounds=30, steps=40, batch=1000))],
+            (80, 6, GEMParams(rounds=20, steps=40, batch=1000)), (30, 6, GEMParams(rounds=30, steps=40, batch=1000)),
+            # the page's defaults (100 rounds of 12 steps on 2,000 generator rows), as a sweep's pooled fits
+            (5000, 6, None), (20000, 4, None)],
 }
 
 
@@ -253,12 +267,13 @@ def fit_one(out_path: Path, key: str) -> None:
     if key not in costs.get("synthesis", {}):
         raise ValueError(f"{out_path} has no coefficients for {key!r}; run --fit for all tools instead.")
     print(f"Fitting {key}'s estimate costs on this machine (load {load()}, {os.cpu_count()} cores)", flush=True)
-    probe = estimates.probe_seconds()
+    probe = estimates.probe_seconds(clock=CLOCK["now"])
     coef = fit_synthesizers(cps_frame(), only=key)[key]
-    now = float(np.sqrt(probe * estimates.probe_seconds()))
+    now = float(np.sqrt(probe * estimates.probe_seconds(clock=CLOCK["now"])))
     ratio = float(costs["probe_seconds"]) / now
     costs["synthesis"][key] = {k: v * ratio for k, v in coef.items()}
-    costs[f"fitted_{key}"] = {"when": time.strftime("%Y-%m-%d %H:%M"), "load": os.getloadavg()[0], "probe_seconds": now}
+    costs[f"fitted_{key}"] = {"when": time.strftime("%Y-%m-%d %H:%M"), "load": os.getloadavg()[0], "probe_seconds": now,
+                              "clock": "cpu" if CLOCK["now"] is time.process_time else "wall"}
     out_path.write_text(json.dumps(costs, indent=2, sort_keys=True) + "\n")
     print(f"wrote {key} into {out_path} (probe now {now * 1e3:.1f} ms, file's {costs['probe_seconds'] * 1e3:.1f} ms: "
           f"coefficients x {ratio:.2f}): {costs['synthesis'][key]}")
@@ -342,7 +357,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=estimates.COSTS_PATH)
     parser.add_argument("--only", choices=sorted(FIT_GRID), default=None,
                         help="fit (or compare) only this synthesizer, keeping the other coefficients")
+    parser.add_argument("--cpu", action="store_true",
+                        help="with --fit --only: time the fits and the probe in CPU seconds of this process (on a "
+                             "shared, loaded machine, where wall seconds measure the other work)")
     args = parser.parse_args()
+    if args.cpu:
+        CLOCK["now"] = time.process_time
     if args.fit and args.only:
         fit_one(args.out, args.only)
     elif args.fit:

@@ -2,7 +2,7 @@
 
     python -m core reproduce REPORT.json [--out DIR] [--data FILE ...]
     python -m core run PLAN.json --out DIR [--data FILE ...]
-    python -m core report REPORT.json [--compare A.json] [--html OUT.html] [--pdf OUT.pdf] [--shared]
+    python -m core report REPORT.json [--compare A.json] [--html OUT.html] [--pdf OUT.pdf] [--paper A4|Letter] [--shared]
     python -m core data profile|check|apply FILE ...   (your own data file: see core/intake/cli.py)
     python -m core script REPORT.json [--out reproduce.py] [--notebook reproduce.ipynb] [--data FILE ...]
     python -m core release REPORT.json [--data FILE] [--cap EPSILON | --no-cap] [--out DIR]   (core/release_cli.py)
@@ -37,12 +37,14 @@ from pathlib import Path
 
 from core.contracts import plan_from_dict
 from core.access_cli import add_curator_parser, run_curator_command
+from core.folder_cli import FOLDER_COMMANDS, add_folder_parsers, run_folder_command
 from core.intake.cli import add_data_parser, run_data_command
 from core.release_cli import add_release_parser, run_release_command
 from core.report import (build_report, check_upload, guarded_csv, load_plan, parse_report, report_json,
                          run_plan, stored_data, tables_match)
 from core.script_export import add_script_parser, run_script_command
 from core.sharing import CONFIDENTIAL, shared_copy
+from core.stakeholder_report import PAPERS
 from core.uploads import parse_json_text
 
 
@@ -86,10 +88,16 @@ def report_command(args) -> int:
         args.html.write_text(text, encoding="utf-8")
         written.append(str(args.html))
     if args.pdf is not None:
-        args.pdf.write_bytes(report_pdf(text))
+        args.pdf.write_bytes(report_pdf(text, paper=args.paper))
         written.append(str(args.pdf))
     print(f"Wrote the {'A/B ' if other is not None else ''}stakeholder report: {', '.join(written)}.")
     return 0
+
+
+def _data_command(args: argparse.Namespace) -> int:
+    """One ``data`` step: a folder's from core/folder_cli.py, a file's from core.intake."""
+    run = run_folder_command if args.data_command in FOLDER_COMMANDS else run_data_command
+    return run(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,16 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--compare", type=Path, help="the report of the pinned scenario A")
     rep.add_argument("--html", type=Path, help="where to write the HTML report")
     rep.add_argument("--pdf", type=Path, help="where to write the PDF (needs Chromium)")
+    rep.add_argument("--paper", choices=PAPERS, default=PAPERS[0], help="the PDF's paper size")
     rep.add_argument("--shared", action="store_true",
                      help="make the shared report of a confidential one (numbers of private rows withheld)")
-    add_data_parser(sub)
+    add_folder_parsers(add_data_parser(sub))  # a file's steps (core.intake) and a folder's (core/folder_cli.py)
     add_curator_parser(sub)
     add_script_parser(sub)   # python -m core script: a report as a Python script / Jupyter notebook
     add_release_parser(sub)  # python -m core release: a real release, headless
     args = parser.parse_args(argv)
     if args.command == "script":
         return run_script_command(args)
-    commands = {"report": report_command, "data": run_data_command, "release": run_release_command,
+    commands = {"report": report_command, "data": _data_command, "release": run_release_command,
                 "curator": run_curator_command}
     if args.command in commands:
         try:

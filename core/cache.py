@@ -47,6 +47,17 @@ def code_digest(root: Path = CORE_DIR) -> str:
     return _code_digests[root]
 
 
+def known_code_digests() -> dict[Path, str]:
+    """The code digests taken so far, to hand to a job's process (which then need not read the files again,
+    and agrees with the server on the version of code that keys the cache)."""
+    return dict(_code_digests)
+
+
+def adopt_code_digests(digests: dict[Path, str]) -> None:
+    """Take the server's code digests (:func:`known_code_digests`) as this process's own."""
+    _code_digests.update(digests)
+
+
 def check_cache_dir(root: Path) -> Path:
     """The cache folder, made private to this user, or a ``ValueError`` when someone else could plant a
     file in it: cached results are pickles, and a planted pickle would run as code when loaded.

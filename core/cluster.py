@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from core.contracts import Cancelled
+
 __all__ = ["Backend", "ChannelReporter", "ClusterChannel", "ClusterUnavailable", "LOCAL", "SCHEDULER_ENV",
            "SharedRef", "Shipment", "TIMEOUT_ENV", "backend_for", "buffer_bytes", "client_for", "close_clients", "cluster_slots", "cluster_task",
            "connect_timeout", "default_n_jobs", "describe_backend", "fill", "forget_failures", "inside_cluster_task",
@@ -522,8 +524,6 @@ class ChannelReporter:
 
     def check(self) -> None:
         """Raise ``Cancelled`` when the caller has stopped the run."""
-        from core.contracts import Cancelled
-
         try:
             stopped = self.channel.stopped()
         except Exception:  # no scheduler within reach: nobody there can stop it either

@@ -53,16 +53,26 @@ class Snapshot:
 
 #: Symbols a name may hold, in words.
 SYMBOL_WORDS = {"eta_hat": "eta-hat"}
+#: Whole machine names that read wrongly word by word, in words (the one place a report's names are spelled out).
+NAME_WORDS = {"nan_trials": "trials without a value", "mean_abs_district_error": "mean absolute district error",
+              "q_w1": "W1 at the (1 - beta) quantile", "q_null": "null W1 at the (1 - beta) quantile"}
+#: Abbreviations inside a machine name, in words (whole words only).
+WORD_WORDS = {"abs": "absolute", "w1": "W1", "ci": "interval", "q05": "5th percentile",
+              "q95": "95th percentile", "dev": "deviation", "n": "number of"}
 
 
 def readable_name(name: str) -> str:
-    """A machine-style number or column name in words: ``mean_abs_error_pct`` -> ``mean abs error (%)``,
-    ``eta_hat level 1`` -> ``eta-hat level 1``; other names that already read as words are kept."""
+    """A machine-style number or column name in words: ``mean_abs_error_pct`` -> ``mean absolute error (%)``,
+    ``eta_hat level 1`` -> ``eta-hat level 1``, ``nan_trials`` -> ``trials without a value`` (:data:`NAME_WORDS`,
+    :data:`WORD_WORDS`); other names that already read as words are kept."""
+    if name in NAME_WORDS:
+        return NAME_WORDS[name]
     for symbol, words in SYMBOL_WORDS.items():
         name = name.replace(symbol, words)
     if " " in name or "_" not in name:
         return name
-    return name.removesuffix("_pct").replace("_", " ") + (" (%)" if name.endswith("_pct") else "")
+    words = name.removesuffix("_pct").split("_")
+    return " ".join(WORD_WORDS.get(w, w) for w in words) + (" (%)" if name.endswith("_pct") else "")
 
 
 def snapshot_of_report(report: Mapping[str, Any] | str | bytes, label: str = "A") -> Snapshot:

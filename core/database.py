@@ -1,10 +1,13 @@
 """The project database: engines, transactions and the file watch, shared by everything that persists.
 
-The elicitation store (``core.fairness.store``), the privacy ledger (``core.privacy.project_ledger``)
-and saved scenarios (``core.scenarios``) keep their tables in one database: ``DASHBOARD_DB_URL``, or
-a SQLite file under data/sessions/ by default; a PostgreSQL URL goes through psycopg 3. Each opens it
-through :class:`Database`, which holds the engine, the write lock (SQLite) and the file watch, and
-hands out read and write transactions.
+Every store keeps its tables in one database: ``DASHBOARD_DB_URL``, or a SQLite file under data/sessions/
+by default; a PostgreSQL URL goes through psycopg 3. The elicitation store (``core.fairness.store``), the
+privacy ledger and its caps (``core.privacy.project_ledger``), population answers
+(``core.privacy.population``), saved scenarios (``core.scenarios``), declared data sets
+(``core.intake.store``) and curator keys (``core.access``) each open it with :func:`open_database`, which
+hands every store of this process the same :class:`Database` for a URL: one engine (one connection pool),
+one write lock (SQLite) and one file watch, so writers of different stores queue on one lock instead of
+meeting in SQLite's busy handler.
 
 A fault the page can do nothing about (disk full, a read-only file, the file deleted or replaced
 under a running dashboard, a server that cannot be reached) becomes :class:`StoreUnavailable`, a
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -149,6 +153,10 @@ class FileWatch:
             return None
         return (st.st_dev, st.st_ino)
 
+    def changed(self) -> bool:
+        """True once the file this watch took is gone or is another file (a fresh watch never says so)."""
+        return self.path is not None and self.identity is not None and self._identity() != self.identity
+
     def check(self) -> None:
         if self.path is None:
             return
@@ -242,15 +250,16 @@ class Database:
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self.write_lock = threading.Lock() if self.is_sqlite else None
         self.watch = FileWatch(sqlite_file(normalise_url(str(self.engine.url))) if self.is_sqlite else None)
+        self.pid = os.getpid()   # a forked child opens its own (pooled connections do not cross a fork)
 
     def create(self, metadata) -> "Database":
-        """Create ``metadata``'s tables where missing, then watch the file (which exists only now); a
-        fault becomes :class:`StoreUnavailable` in plain words."""
+        """Create ``metadata``'s tables where missing, then check the file (whose identity the watch takes
+        now if the file is new); a fault becomes :class:`StoreUnavailable` in plain words."""
         try:
             metadata.create_all(self.engine, checkfirst=True)
         except SQLAlchemyError as err:
             raise describe_fault(err) from err
-        self.watch_file()
+        self.watch.check()
         return self
 
     def watch_file(self) -> None:
@@ -273,6 +282,30 @@ class Database:
         self.engine.dispose()
 
 
+_open: "weakref.WeakValueDictionary[object, Database]" = weakref.WeakValueDictionary()
+_open_lock = threading.Lock()
+"""The open databases by URL (or by the id of an engine given), each kept while a store holds it."""
+
+
+def open_database(url: str | None = None, engine: Engine | None = None) -> Database:
+    """This process's one :class:`Database` for ``url`` (``DASHBOARD_DB_URL`` or the default file when None),
+    or for ``engine`` when one is given: every store that opens the same database shares its engine, write
+    lock and file watch.
+
+    A database whose file was deleted or replaced stays refused to the stores that hold it; the next store
+    opened on that URL gets a fresh one, as a restarted dashboard would. A forked child process opens its
+    own. An in-memory SQLite URL names no shared database (each engine has its own), so each call makes a
+    new one."""
+    key: object = id(engine) if engine is not None else normalise_url(url or default_db_url())
+    if engine is None and key.startswith("sqlite") and sqlite_file(key) is None:
+        return Database(key)
+    with _open_lock:
+        db = _open.get(key)
+        if db is None or db.pid != os.getpid() or db.watch.changed():
+            db = _open[key] = Database(None if engine is not None else key, engine)
+        return db
+
+
 class TableStore:
     """A store whose tables (the class's ``metadata``) live in the project database at ``url`` (the
     default database when None) or on ``engine``; created where missing."""
@@ -280,7 +313,7 @@ class TableStore:
     metadata = None
 
     def __init__(self, url: str | None = None, engine: Engine | None = None):
-        self.db = Database(normalise_url(url or default_db_url()), engine).create(self.metadata)
+        self.db = open_database(url, engine).create(self.metadata)
         self.engine = self.db.engine
 
     def _write(self) -> Tx:
@@ -294,4 +327,4 @@ class TableStore:
 
 
 __all__ = ["DEFAULT_DB_FILE", "LOCAL_CURATOR", "NOT_SAVED", "Database", "FileWatch", "StoreUnavailable", "TableStore", "Tx", "default_db_url",
-           "describe_fault", "lost_connection", "make_engine", "normalise_url", "sqlite_file"]
+           "describe_fault", "lost_connection", "make_engine", "normalise_url", "open_database", "sqlite_file"]

@@ -34,6 +34,10 @@ import numpy as np
 import pandas as pd
 
 from core.contracts import DataRef, bytes_fingerprint
+from core.intake.check import apply
+from core.intake.read import read_table_bytes
+from core.intake.schema import DataSchema
+from core.uploads import read_bytes, read_upload
 
 __all__ = [
     "DATA_DIR", "DATASETS", "DatasetInfo", "COMPAS_POPULATIONS", "compas_population", "cps_domain",
@@ -281,12 +285,8 @@ def load_microdata(ref: DataRef, data: bytes | None = None) -> pd.DataFrame:
     if bytes_fingerprint(data) != ref.fingerprint:
         raise ValueError("The file given is not the one the plan was made with (its fingerprint differs); give "
                          "that file, unchanged.")
-    from core.uploads import read_bytes, read_upload
     if ref.schema is None:
         return read_upload(data, "microdata_csv")
-    from core.intake.check import apply
-    from core.intake.read import read_table_bytes
-    from core.intake.schema import DataSchema
     schema = ref.schema
     if not isinstance(schema, DataSchema):
         raise ValueError(f"The plan's data schema is a {type(schema).__name__}, not a DataSchema; declare the "

@@ -243,31 +243,32 @@ def load_costs(path: Path | None = None) -> dict:
         return merge_costs(DEFAULT_COSTS, {})
 
 
-def probe_seconds(repeats: int = 5) -> float:
+def probe_seconds(repeats: int = 5, clock=time.perf_counter) -> float:
     """Seconds of a fixed numpy workload (matrix products and a sort on a seeded array) on one thread,
     the mean of ``repeats``: the yardstick that compares this machine now with the machine the costs were
     fitted on. The mean, not the best, so a loaded machine (whose work gets a share of a core) reads as
-    slower; one thread, as each fit runs its linear algebra on one thread of one worker."""
+    slower; one thread, as each fit runs its linear algebra on one thread of one worker. ``clock=
+    time.process_time`` reads the workload's CPU seconds instead: the core's speed whatever its load."""
     try:
         from threadpoolctl import threadpool_limits   # installed with scikit-learn
     except ImportError:
-        return _probe(repeats)
+        return _probe(repeats, clock)
     with threadpool_limits(limits=1):
-        return _probe(repeats)
+        return _probe(repeats, clock)
 
 
-def _probe(repeats: int) -> float:
+def _probe(repeats: int, clock=time.perf_counter) -> float:
     rng = np.random.default_rng(12345)
     a = rng.standard_normal((200, 200)) / 15.0
     v = rng.standard_normal(1_000_000)
     took = []
     for _ in range(max(int(repeats), 1)):
-        start = time.perf_counter()
+        start = clock()
         b = a
         for _ in range(24):     # long enough (about 0.1 s idle) to see the share of a core it gets
             b = np.tanh(b @ a)
         np.sort(v)
-        took.append(time.perf_counter() - start)
+        took.append(clock() - start)
     return float(np.mean(took))
 
 

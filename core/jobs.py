@@ -22,9 +22,9 @@ background, outside the server process, at most ``slots`` jobs at a time:
   or on a Dask cluster raises its stop flag, which the task answers at its next progress call, and frees
   its slot; a cancelled job never delivers a result, so a release waiting on it never commits.
 
-Where a job runs is the executor's business. :class:`ProcessExecutor` starts one process per job from a
-``forkserver`` whose parent already imported ``core`` (a fork, not a fresh interpreter), lowers its
-priority and puts it in a session of its own; progress and the pickled result come back over a pipe
+Where a job runs is the executor's business. :class:`ProcessExecutor` starts one process per job, forked
+by a :class:`JobHost` that already imported ``core`` (a fork, not a fresh interpreter), lowers its
+priority and puts it in a session of its own; progress and the pickled result come back over a socket
 drained by a thread. :class:`DaskExecutor` sends the job to the cluster named by
 ``DASHBOARD_DASK_SCHEDULER`` as one task (falling back to this machine when the scheduler is away), its
 progress and Cancel carried by the cluster's own queue and event.
@@ -35,26 +35,31 @@ with fake jobs and check the order of events, not the clock.
 from __future__ import annotations
 
 import atexit
-import io
+import importlib
 import itertools
 import logging
-import multiprocessing
 import os
 import pickle
 import shutil
 import signal
+import socket
+import struct
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
-from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
-from multiprocessing.context import ForkServerProcess, set_spawning_popen
 from typing import Any, Callable, Protocol
 
 from core.contracts import Cancelled
+from core.cache import adopt_code_digests, fingerprint_of, known_code_digests, memory
+from core.cluster import (ChannelReporter, ClusterChannel, client_for, default_n_jobs, scheduler_address,
+                          use_scheduler)
 
 __all__ = ["BATCH", "CANCELLED", "DONE", "FAILED", "INTERACTIVE", "QUEUED", "RUNNING", "AutoExecutor",
            "DaskExecutor", "Job", "JobQueue", "ProcessExecutor", "ThreadExecutor", "job_queue", "run_key",
@@ -82,7 +87,7 @@ DEFAULT_LIMIT = 2 * 3600.0
 LIMIT_ENV = "DASHBOARD_JOB_LIMIT"
 PRELOAD = ("core.jobs", "core.cache", "core.parallel", "core.synthesis", "core.districts", "core.fairness",
            "core.census", "core.coherence")
-"""Modules the forkserver imports once, so a job's process starts without importing them again."""
+"""Modules the job host imports once, so a job's process starts without importing them again."""
 
 
 def worker_kind() -> str:
@@ -98,8 +103,6 @@ def worker_kind() -> str:
 def run_key(run: Callable, plan, data=None) -> str:
     """A job's key: the run's name, the plan's digest and the data's fingerprint, in the result cache
     where its result goes (whose folder names the code version): the same key is the same result."""
-    from core.cache import fingerprint_of, memory
-
     name = f"{getattr(run, '__module__', '?')}.{getattr(run, '__qualname__', repr(run))}"
     return f"{name}:{plan.digest()}:{fingerprint_of(data)}@{memory().location}"
 
@@ -207,8 +210,6 @@ class JobQueue:
 
     def __init__(self, executor: Executor | None = None, *, slots: int | None = None, cores: int | None = None,
                  keep: int = 32, limit: float | None = None) -> None:
-        from core.cluster import default_n_jobs
-
         self.executor = executor if executor is not None else AutoExecutor()
         self.limit = check_limit(limit if limit is not None else float(os.environ.get(LIMIT_ENV, DEFAULT_LIMIT)))
         """Seconds a job may run unless it was submitted with a limit of its own."""
@@ -229,8 +230,6 @@ class JobQueue:
     @property
     def cores(self) -> int:
         """Cores the running jobs share: as given, else ``DASHBOARD_N_JOBS`` or all cores (read now)."""
-        from core.cluster import default_n_jobs
-
         return max(1, int(self._cores if self._cores is not None else default_n_jobs()))
 
     # ------------------------------------------------------------------ batch lane
@@ -636,9 +635,8 @@ def _job_main(conn, key: str, func, args, env: dict, digests: dict, n_jobs: int)
     os.environ.update(env)
     os.environ["DASHBOARD_N_JOBS"] = str(n_jobs)
     _end_with_the_server()
-    from core import cache
 
-    cache._code_digests.update(digests)
+    adopt_code_digests(digests)
     trace = env.get(TRACE_ENV)
     if trace:
         with open(trace, "a", encoding="utf-8") as out:
@@ -665,7 +663,7 @@ ORPHAN_POLL = 2.0
 
 def _end_with_the_server() -> None:
     """In a job's process: a thread that kills the job's process group (the job and its workers) once
-    the server is gone. The job's parent is the server's forkserver, which ends with the server, after
+    the server is gone. The job's parent is the server's job host, which ends with the server, after
     which the job is re-parented; a killed server would otherwise leave a quiet job computing on."""
     parent = os.getppid()
 
@@ -678,91 +676,179 @@ def _end_with_the_server() -> None:
 
 
 def _repo_on_path() -> None:
-    """Put the repository on ``PYTHONPATH``: the forkserver of Python 3.11 imports its preload modules
-    before it applies the server's ``sys.path``, so ``core`` must be importable from the environment
-    (whatever folder the server was started in)."""
+    """Put the repository on ``PYTHONPATH``: the job host is a fresh interpreter that imports ``core``
+    before anything else, so ``core`` must be importable from the environment (whatever folder the server
+    was started in)."""
     root = str(Path(__file__).resolve().parent.parent)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([*paths, root])
 
 
-class _JobPopen(popen_forkserver.Popen):
-    """The forkserver's launcher, minus one step: the child does not run the parent's ``__main__`` again.
-    In the server (and under AppTest) ``__main__`` is the page script being run, which a job must not
-    re-execute; a job's function and arguments are all named by importable modules."""
+class JobHost:
+    """The process that starts job processes: a fresh interpreter that imported :data:`PRELOAD` once and
+    forks one child per job, so a job starts without importing ``core`` again and without running the
+    server's ``__main__`` (under Streamlit, the page script) a second time.
 
-    def _launch(self, process_obj):
-        prep_data = spawn.get_preparation_data(process_obj._name)
-        prep_data.pop("init_main_from_path", None)
-        prep_data.pop("init_main_from_name", None)
-        buf = io.BytesIO()
-        set_spawning_popen(self)
+    The server talks to it over a Unix socket: "start" carries one end of the job's own socket and is
+    answered with the job's process id; "reap" asks whether that process has ended, answered with its exit
+    code once it has. When the server goes, the socket closes and the host ends; its jobs then end too
+    (see :func:`_end_with_the_server`)."""
+
+    def __init__(self, preload: tuple[str, ...]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        code = "import sys; from core.jobs import host_main; host_main(int(sys.argv[1]), sys.argv[2:])"
         try:
-            reduction.dump(prep_data, buf)
-            reduction.dump(process_obj, buf)
+            self.proc = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), *preload],
+                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        except BaseException:
+            ours.close()
+            raise
         finally:
-            set_spawning_popen(None)
-        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
-        _parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
-        with open(w, "wb", closefd=True) as f:
-            f.write(buf.getbuffer())
-        self.pid = forkserver.read_signed(self.sentinel)
+            theirs.close()
+        self.control = ours
+        self.lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _ask(self, message: bytes, fds: tuple[int, ...] = ()) -> tuple[int, ...]:
+        with self.lock:
+            socket.send_fds(self.control, [message], list(fds))
+            answer = self.control.recv(16)
+        if len(answer) != 16:
+            raise OSError("The job host ended; the job was not started.")
+        return struct.unpack("qq", answer)
+
+    def start(self, channel: socket.socket) -> int:
+        """Fork a job process that talks over ``channel`` (its end is closed here once it is sent)."""
+        try:
+            return self._ask(b"start", (channel.fileno(),))[1]
+        finally:
+            channel.close()
+
+    def exit_code(self, pid: int) -> int | None:
+        """``pid``'s exit code once it has ended (reaped then), else None; a host that has gone says 0."""
+        try:
+            ended, code = self._ask(b"reap" + struct.pack("q", pid))
+        except OSError:
+            return 0
+        return code if ended else None
+
+    def close(self) -> None:
+        self.control.close()
 
 
-class _JobProcess(ForkServerProcess):
-    @staticmethod
-    def _Popen(process_obj):
-        return _JobPopen(process_obj)
+def host_main(control_fd: int, preload: list[str]) -> None:
+    """The job host's loop (:class:`JobHost`): import ``preload``, then answer the server until it goes."""
+    for name in preload:
+        importlib.import_module(name)
+    control = socket.socket(fileno=control_fd)
+    while True:
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(control, 64, 1)
+        except OSError:
+            return
+        if not message:
+            return
+        if message == b"start":
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                _job_child(fds[0])
+            os.close(fds[0])
+            control.send(struct.pack("qq", 1, pid))
+        elif message.startswith(b"reap"):
+            (pid,) = struct.unpack("q", message[4:12])
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done, status = pid, 0
+            control.send(struct.pack("qq", int(done == pid), os.waitstatus_to_exitcode(status) if done else 0))
+
+
+def _job_child(fd: int) -> None:
+    """A forked job process: take the job from the server over ``fd``, run it (:func:`_job_main`), exit."""
+    code = 1
+    try:
+        conn = Connection(fd)
+        try:
+            path, folder, job = pickle.loads(conn.recv_bytes())
+            sys.path[:] = path               # the server's import path and folder, as a job finds its code
+            os.chdir(folder)
+            key, func, args, env, digests, n_jobs = pickle.loads(job)
+        except BaseException as exc:      # a function or argument this process cannot import back
+            conn.send(("failed", _sendable_error(exc), traceback.format_exc()))
+        else:
+            _job_main(conn, key, func, args, env, digests, n_jobs)
+            code = 0
+    finally:
+        for stream in (sys.stdout, sys.stderr):     # os._exit skips the interpreter's own flushing
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os._exit(code)
 
 
 class ProcessExecutor:
-    """A job in a process of its own, forked by a ``forkserver`` that imported :data:`PRELOAD` once."""
+    """A job in a process of its own, forked by the :class:`JobHost` that imported :data:`PRELOAD` once."""
 
     where = LOCAL_WHERE
 
     def __init__(self, preload: tuple[str, ...] = PRELOAD) -> None:
-        self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload(list(preload))
+        self.preload = tuple(preload)
+        self._host: JobHost | None = None
+        self._host_lock = threading.Lock()
         _repo_on_path()
 
+    def host(self) -> JobHost:
+        """The running job host, started (again) when there is none."""
+        with self._host_lock:
+            if self._host is None or not self._host.alive():
+                if self._host is not None:
+                    self._host.close()
+                self._host = JobHost(self.preload)
+                atexit.register(self._host.close)
+            return self._host
+
     def warm(self) -> None:
-        """Start the forkserver now (in a thread), so the first job does not wait for its imports."""
-        threading.Thread(target=forkserver.ensure_running, name="forkserver warm-up", daemon=True).start()
+        """Start the job host now (in a thread), so the first job does not wait for its imports."""
+        threading.Thread(target=self.host, name="job host warm-up", daemon=True).start()
 
     def start(self, job: Job, on_progress, on_finish) -> Handle:
-        from core import cache
-
-        reader, writer = self.context.Pipe(duplex=False)
         # the job's joblib workers share memory through files in a folder of the job's own, removed when
         # the job ends: a killed job cannot clean up after itself
         scratch = tempfile.mkdtemp(prefix=f"job{job.id}_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         env = {**os.environ, "JOBLIB_TEMP_FOLDER": scratch}
-        proc = _JobProcess(
-            target=_job_main, name=f"job {job.id}",
-            args=(writer, job.key, job.func, job.args, env, dict(cache._code_digests), job.n_jobs))
         try:
-            proc.start()
+            payload = pickle.dumps((list(sys.path), os.getcwd(), pickle.dumps(
+                (job.key, job.func, job.args, env, known_code_digests(), job.n_jobs))))
+            host = self.host()
+            ours, theirs = socket.socketpair()
+            try:
+                pid = host.start(theirs)
+            except BaseException:
+                ours.close()
+                raise
         except BaseException:
-            reader.close()
             shutil.rmtree(scratch, ignore_errors=True)
             raise
-        finally:
-            writer.close()
-        _live_groups.add(proc.pid)
+        _live_groups.add(pid)
+        conn = Connection(ours.detach())
         job.where = self.where
-        handle = _ProcessHandle(proc, scratch)
-        threading.Thread(target=self._drain, args=(reader, proc, handle, on_progress, on_finish),
+        handle = _ProcessHandle(pid, host, scratch)
+        threading.Thread(target=self._drain, args=(conn, payload, handle, on_progress, on_finish),
                          name=f"job {job.id} pipe", daemon=True).start()
         return handle
 
     @staticmethod
-    def _drain(reader, proc, handle: "_ProcessHandle", on_progress, on_finish) -> None:
+    def _drain(conn, payload: bytes, handle: "_ProcessHandle", on_progress, on_finish) -> None:
         outcome = None
         try:
+            conn.send_bytes(payload)
             while outcome is None:
-                message = reader.recv()
+                message = conn.recv()
                 if message[0] == "progress":
                     on_progress(*message[1:])
                 elif message[0] == "done":
@@ -775,30 +861,47 @@ class ProcessExecutor:
             outcome = (False, RuntimeError(f"The background job's answer could not be read: "
                                            f"{type(exc).__name__}: {exc}"))
         finally:
-            reader.close()
+            conn.close()
         if outcome is not None:
             on_finish(*outcome)          # the waiting page goes on while the process winds down
-        proc.join(timeout=5)
-        _kill_group(proc.pid)            # workers the job left behind
-        proc.join()
-        _live_groups.discard(proc.pid)
+        code = handle.wind_down()
         if handle.scratch:
             shutil.rmtree(handle.scratch, ignore_errors=True)
         if outcome is None:
             on_finish(False, RuntimeError(
                 "The background job stopped before it finished" + ("" if handle.killed else
-                                                                   f" (exit code {proc.exitcode})") + "."))
+                                                                   f" (exit code {code})") + "."))
+
+
+WIND_DOWN = 5.0
+"""Seconds a job process that has answered gets to end by itself before its group is killed."""
 
 
 @dataclass
 class _ProcessHandle:
-    proc: Any
+    pid: int
+    host: JobHost
     scratch: str = ""
     killed: bool = False
 
     def cancel(self) -> None:
         self.killed = True
-        _kill_group(self.proc.pid)
+        _kill_group(self.pid)
+
+    def wind_down(self) -> int:
+        """Let the process end (up to :data:`WIND_DOWN` seconds), kill the workers it left behind, reap it;
+        its exit code."""
+        deadline = time.monotonic() + WIND_DOWN
+        code = self.host.exit_code(self.pid)
+        while code is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            code = self.host.exit_code(self.pid)
+        _kill_group(self.pid)            # workers the job left behind
+        while code is None:
+            time.sleep(0.02)
+            code = self.host.exit_code(self.pid)
+        _live_groups.discard(self.pid)
+        return code
 
 
 def _cluster_job(func, args, address: str, channel):
@@ -808,7 +911,6 @@ def _cluster_job(func, args, address: str, channel):
     next progress call; it says when it has ended, so the server knows the flag is no longer needed."""
     from distributed import rejoin, secede
 
-    from core.cluster import ChannelReporter, use_scheduler
 
     report = ChannelReporter(channel, prefix=("progress",))
     secede()
@@ -844,8 +946,6 @@ class DaskExecutor:
         return f"Dask cluster {self.address}"
 
     def start(self, job: Job, on_progress, on_finish) -> Handle:
-        from core.cluster import ClusterChannel
-
         name = f"job-{job.id}-{os.getpid()}-{os.urandom(6).hex()}"
         channel = ClusterChannel(name, client=self.client)
         future = self.client.submit(_cluster_job, job.func, job.args, self.address, channel, pure=False, key=name)
@@ -922,8 +1022,6 @@ class AutoExecutor:
         return self._process
 
     def start(self, job: Job, on_progress, on_finish) -> Handle:
-        from core.cluster import client_for, scheduler_address
-
         if worker_kind() == "thread" or not shippable(job.func):
             return self.thread.start(job, on_progress, on_finish)
         address = scheduler_address()

@@ -36,6 +36,15 @@ from core.releases import (COMMITTED, Outcome, Release, audited_output_release, 
                            stratified_mean_release, synthetic_data_release)
 from core.report import check_upload, data_ref_of, guarded_csv, load_plan
 from core.uploads import parse_json_text, read_bytes, read_text
+from core.census.allocation import Allocation
+from core.coherence.publish import PublishPlan
+from core.contracts import bytes_fingerprint
+from core.fairness.private_pairs import new_copy_id
+from core.fairness.store import get_store
+from core.intake.read import read_table_bytes
+from core.intake.store import DataSetStore
+from core.report import run_plan
+from core.synthesis.folder_release import FolderReleasePlan
 
 __all__ = ["PAGE", "add_release_parser", "release_from", "run_release_command"]
 
@@ -63,7 +72,6 @@ def _declared(ref: DataRef | None) -> None:
     """Refuse an upload that is not a data set declared in the project database."""
     if ref is None or not ref.is_upload:
         return
-    from core.intake.store import DataSetStore
     schema = getattr(ref, "schema", None)
     if schema is None or DataSetStore().get(schema.name) is None:
         raise ValueError("Real releases are made on declared data sets only: declare the file first (the Data "
@@ -76,10 +84,6 @@ def _files(args) -> tuple[bytes, ...]:
 
 def _estimate(body: dict, args) -> Release:
     """The private bounds/categories estimate of one column of a declared data set."""
-    from core.contracts import bytes_fingerprint
-    from core.intake.read import read_table_bytes
-    from core.intake.store import DataSetStore
-
     name = str(body.get("data_set") or "")
     schema = DataSetStore().get(name) if name else None
     if schema is None:
@@ -113,9 +117,6 @@ def _optional_number(body: dict, name: str) -> float | None:
 
 
 def _census(plan, source: dict | None) -> Release:
-    from core.census.allocation import Allocation
-    from core.report import run_plan
-
     text = (source or {}).get("allocation")
     allocation = Allocation.from_json(text) if text else run_plan(plan.setup()).allocation
     label = f"noisy counts, {allocation.mechanism}"
@@ -129,8 +130,6 @@ def _microdata_label(plan) -> str:
 
 
 def _audited(plan, data, choice: str) -> Release:
-    from core.coherence.publish import PublishPlan
-
     if not isinstance(plan, PublishPlan):
         keys = [c.key for c in plan.releases]
         picked = next((c for c in plan.releases if c.key == choice), None)
@@ -178,9 +177,6 @@ def release_from(body: dict, args) -> Release:
 
 
 def _pairs(plan) -> Release:
-    from core.fairness.private_pairs import new_copy_id
-    from core.fairness.store import get_store
-
     sub = plan.private_pairs_plan()
     if sub is None:
         raise ValueError("This elicitation shows real records: choose synthetic cards to release a copy.")
@@ -188,9 +184,6 @@ def _pairs(plan) -> Release:
 
 
 def _folder(body: dict) -> Release:
-    from core.intake.store import DataSetStore
-    from core.synthesis.folder_release import FolderReleasePlan
-
     fields = ("name", "method", "epsilon", "delta", "out_folder", "out_parts", "aim_rounds")
     unknown = sorted(set(body) - {"release", *fields})
     if unknown:

@@ -35,6 +35,17 @@ from core.privacy.project_ledger import (DECLARED, LedgerRelease, ProjectLedger,
                                          declared_key, release_key, spends_of)
 from core.privacy.project_ledger import data_label as ledger_data_label
 from core.report import data_ref_of
+from core.census import release as census
+from core.census.geography_data import load_geography
+from core.coherence.publish import publish, trial_ledger
+from core.fairness.private_pairs import COPY_PAGE, copy_release, release_synthetic_people
+from core.intake.estimate import estimate_bounds, estimate_categories, estimate_input, planned_estimate_ledger
+from core.privacy.protection import ProtectionUnit
+from core.synthesis import folder_release as fr
+from core.synthesis import workflow
+from core.synthesis import mean_release
+from core.synthesis.mean_release import MeanReleasePlan, projected_ledger
+from core.synthesis.release import projected_release_ledger
 
 __all__ = ["CANCELLED", "COMMITTED", "FAILED", "INTERACTIVE_WAIT", "NOTHING_RESERVED", "NOTHING_SPENT", "REFUSED",
            "RELEASE_KINDS", "RUNNING", "STILL_RESERVED", "WAITING", "Outcome", "Release", "audited_output_release",
@@ -343,14 +354,11 @@ def census_counts_release(plan, allocation, *, page: str, label: str) -> Release
     """Census noisy counts of the budget allocation ``allocation`` on ``plan``'s geography (loaded when the
     release is confirmed). What the counts depend on is the allocation and the geography it is drawn on, so
     another number of seeded runs is the same release."""
-    from core.census import release as census
-
     part = {"allocation": json.loads(allocation.to_json()), "geography": plan.geography,
             "fanouts": list(plan.fanouts) if plan.geography == "stylised" else [], "geography seed": plan.seed}
     entry = release_entry(plan, page, CENSUS, label, allocation.ledger(), fresh=True, part=part)
 
     def args() -> tuple:
-        from core.census.geography_data import load_geography
         return allocation, load_geography(plan.geography, plan.fanouts if plan.geography == "stylised" else (),
                                           plan.seed)
 
@@ -360,9 +368,6 @@ def census_counts_release(plan, allocation, *, page: str, label: str) -> Release
 def synthetic_data_release(plan, raw, *, page: str, label: str, data_name: str = "") -> Release:
     """A secure synthetic copy of ``plan``'s data (``plan.release`` holds its epsilon and method); the
     seed plays no part in a secure fit, so it is left out of what the release depends on."""
-    from core.synthesis import workflow
-    from core.synthesis.release import projected_release_ledger
-
     if plan.release is None:
         raise ValueError("Choose the release's epsilon and method first.")
     setup = plan.setup().replace(release=plan.release.replace(seed=0))
@@ -373,15 +378,12 @@ def synthetic_data_release(plan, raw, *, page: str, label: str, data_name: str =
 
 def secure_mean(plan, raw, progress=None):
     """The stratified mean drawn with OpenDP's sampler (the computation of a mean release)."""
-    from core.synthesis.mean_release import release_stratified_mean
-    return release_stratified_mean(plan, raw, secure=True)
+    return mean_release.release_stratified_mean(plan, raw, secure=True)
 
 
 def stratified_mean_release(plan, raw, *, page: str, label: str, data_name: str = "") -> Release:
     """One column's stratified mean (``plan``: a MeanReleasePlan); a pure-DP noise ignores the delta, so it
     is left out of what the release depends on."""
-    from core.synthesis.mean_release import MeanReleasePlan, projected_ledger
-
     part = plan if plan.unit == "rho" else plan.replace(delta=MeanReleasePlan.delta)
     entry = release_entry(plan, page, MEAN, label, projected_ledger(plan), fresh=True, data_label=data_name,
                           part=part)
@@ -391,9 +393,6 @@ def stratified_mean_release(plan, raw, *, page: str, label: str, data_name: str 
 def audited_output_release(plan, data, *, page: str, label: str, data_name: str = "") -> Release:
     """One audited algorithm (``plan``: a PublishPlan) run once on the whole file with secure noise; the
     audit's seed drives simulations only."""
-    from core.coherence.publish import publish, trial_ledger
-    from core.privacy.protection import ProtectionUnit
-
     planned = trial_ledger(plan.release, protection=ProtectionUnit.of(plan.data))
     entry = release_entry(plan, page, AUDITED, label, planned, fresh=True, data_label=data_name,
                           part=plan.replace(seed=0))
@@ -403,7 +402,6 @@ def audited_output_release(plan, data, *, page: str, label: str, data_name: str 
 def new_pairs_copy(plan, copy_id: str, progress=None):
     """A new secure synthetic copy of the pair people, under the id its reservation holds."""
     import dataclasses
-    from core.fairness.private_pairs import release_synthetic_people
 
     made = release_synthetic_people(plan, progress=progress)
     return dataclasses.replace(made, plan=made.plan.replace(copy_id=copy_id))
@@ -413,7 +411,6 @@ def pairs_copy_release(plan, copy_id: str, *, label: str = "", page: str = "", s
     """The elicitation's synthetic copy of the people (``plan``: a PrivatePairsPlan) under ``copy_id``;
     with ``store`` (an elicitation store) the copy is stored once committed."""
     import dataclasses
-    from core.fairness.private_pairs import COPY_PAGE, copy_release
 
     entry = copy_release(plan.replace(copy_id=copy_id), page or COPY_PAGE)
     if label:
@@ -432,8 +429,6 @@ def folder_copy_release(plan, schema, folder, *, page: str, label: str = "", non
     """A synthetic copy of a declared folder set, drawn into a marked unfinished folder (named by ``nonce``)
     and moved into place only after the commit; removed when nothing was released. ``n_jobs`` and
     ``scheduler`` say where the parts are counted and drawn (the default: as configured)."""
-    from core.synthesis import folder_release as fr
-
     digest = fr.plan_digest(plan, schema)
     entry = LedgerRelease(declared_key(schema.name), release_key(FOLDER, digest, secrets.token_hex(8)), "release",
                           page, FOLDER, label or plan.label(), digest, spends_of(fr.projected_folder_ledger(plan)),
@@ -447,8 +442,6 @@ def folder_copy_release(plan, schema, folder, *, page: str, label: str = "", non
 def secure_estimate(frame, schema, column: str, what: str, epsilon: float, floor: float | None = None,
                     ceiling: float | None = None, progress=None):
     """(found, spent ledger): private bounds (low, high) or categories of one column, on the release path."""
-    from core.intake.estimate import estimate_bounds, estimate_categories, estimate_input
-
     values = estimate_input(frame, schema, column, what)
     k = schema.max_rows_per_person
     if what == "bounds":
@@ -462,8 +455,6 @@ def private_estimate_release(ref: DataRef, frame, column: str, what: str, epsilo
                              floor: float | None = None, ceiling: float | None = None) -> Release:
     """Private bounds (``what="bounds"``) or categories (``"categories"``) of one column of the declared data
     set ``ref`` (its schema rides in it), read from ``frame``, the declared file."""
-    from core.intake.estimate import planned_estimate_ledger
-
     schema = getattr(ref, "schema", None)
     if schema is None:
         raise ValueError("A private estimate is made on a declared data set: declare the file's schema first.")

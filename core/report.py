@@ -26,6 +26,7 @@ from core.contracts import DataRef, Plan, Result, bytes_fingerprint, plan_from_d
 from core.takeaway import takeaway_record
 from core.sharing import SHARED, for_audience, sharing_record, withholds, zip_readme
 from core.uploads import parse_json_text, read_text
+from core.privacy.protection import ProtectionUnit
 
 SCHEMA_VERSION = 2
 _VERSIONED = ("numpy", "pandas", "scipy", "scikit-learn", "opendp", "gerrychain", "geopandas",
@@ -161,7 +162,6 @@ def protection_sentence(plan: Plan) -> str | None:
     ref = data_ref_of(plan)
     if ref is None:
         return None
-    from core.privacy.protection import ProtectionUnit
     return ProtectionUnit.of(ref).sentence()
 
 

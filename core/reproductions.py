@@ -21,7 +21,31 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from core.contracts import Progress
+from core.census.analytic import district_variance, fragmentation, leaf_variance_homogeneous
+from core.census.public_info import delta_z_dependent_count
+from core.census.targets import optimal_split
+from core.coherence.theory import (certified_alpha_pure_dp, gamma_approx_dp, gamma_pure_dp, max_epsilon,
+                                   null_envelope)
+from core.contracts import Progress, make_rng, spawn_rngs
+from core.districts.enumeration import enumerate_plans, grid_edges
+from core.districts.plans import greedy_plan
+from core.fairness.causal_ranking import (MediatorRole, counterfactual_scores, fit_scm, intersectional_labels,
+                                          measures, most_disadvantaged, moving_company, ranking)
+from core.fairness.companion import corollary5
+from core.fairness.learner import LearnerConfig, best_constant_error, fit_elicited_fair, ordered_pairs
+from core.fairness.learning_data import compas_learning_data
+from core.fairness.lexifair import lexifair_lp
+from core.geography.grid import grid_positions
+from core.geography.hierarchy import Hierarchy
+from core.parallel import map_trials
+from core.privacy.accounting import (analytic_gaussian_sigma, epsilon_to_rho, generalized_gaussian_sigma_bound,
+                                     rho_to_epsilon_simple)
+from core.privacy.calibration import calibrate_generalized_gaussian
+from core.privacy.mechanisms import GeneralizedGaussianParams, get_mechanism
+from core.synthesis.aim import AIM
+from core.synthesis.gem import GEM
+from core.synthesis.mean_estimation import (best_case_log_sizes, dirichlet_alpha_mle, dirichlet_expected_log_sizes,
+                                            worst_case_log_sizes)
 
 __all__ = ["Reproduction", "REPRODUCTIONS", "reproduction_keys", "get_reproduction", "run_reproduction",
            "reproductions_table", "TABLE_COLUMNS"]
@@ -54,31 +78,23 @@ class Reproduction:
 
 def _toydown_optimal_split(level: int) -> Callable[[], float]:
     def compute() -> float:
-        from core.census.targets import optimal_split
-        from core.geography.hierarchy import Hierarchy
         return float(optimal_split(Hierarchy.homogeneous([10, 10]), 1.0, "leaf")[level])
     return compute
 
 
 def _toydown_leaf_variance() -> float:
-    from core.census.analytic import leaf_variance_homogeneous
-    from core.census.targets import optimal_split
-    from core.geography.hierarchy import Hierarchy
     best = optimal_split(Hierarchy.homogeneous([10, 10]), 1.0, "leaf")
     return float(leaf_variance_homogeneous([10, 10], best))
 
 
 def _toydown_leaf_variance_split(shares: tuple[float, ...]) -> Callable[[], float]:
     def compute() -> float:
-        from core.census.analytic import leaf_variance_homogeneous
         return float(leaf_variance_homogeneous([10, 10], list(shares)))
     return compute
 
 
 def _cor3_district_variance() -> float:
     """Cor. 3 on a 3-level tree: a district of a whole level-2 unit equals Cor. 4 at depth 2."""
-    from core.census.analytic import district_variance, leaf_variance_homogeneous
-    from core.geography.hierarchy import Hierarchy
     h = Hierarchy.homogeneous([10, 10])
     mask = np.zeros(h.n_leaves, bool)
     mask[:1] = True
@@ -91,16 +107,12 @@ DALLAS_FANOUTS = (484, 4, 25)
 
 
 def _dallas():
-    from core.geography.grid import grid_positions
-    from core.geography.hierarchy import Hierarchy
     rows, cols, side = grid_positions(DALLAS_FANOUTS)
     return Hierarchy.homogeneous(list(DALLAS_FANOUTS)), rows, cols, side
 
 
 def _greedy_fragmentation() -> float:
     """Frag of the first district the hierarchy-greedy generator (Alg. 3) draws on (484, 4, 25), k = 4."""
-    from core.census.analytic import fragmentation
-    from core.districts.plans import greedy_plan
     h, *_ = _dallas()
     labels = greedy_plan(h, 4)
     return float(fragmentation(h, labels == 0))
@@ -114,7 +126,6 @@ def square_fragmentation_summary(k: int = 4) -> dict[str, float]:
     the t x t distinct placements are computed with :func:`core.census.analytic.fragmentation` and
     weighted by how many corners share each residue.
     """
-    from core.census.analytic import fragmentation
     h, rows, cols, side = _dallas()
     s = int(round(side / math.sqrt(k)))
     tract = side // int(round(math.sqrt(DALLAS_FANOUTS[0])))
@@ -135,7 +146,6 @@ def _square_stat(stat: str) -> Callable[[], float]:
 
 def _gg_proven_sigma() -> float:
     """Ganesh-Zhao Lemma 14: the proven scale at k=1000, p=4, eps=1, delta=1e-6."""
-    from core.privacy.accounting import generalized_gaussian_sigma_bound
     return float(generalized_gaussian_sigma_bound(1000, 4.0, 1.0, 1e-6))
 
 
@@ -143,13 +153,11 @@ def _gg_proven_sigma() -> float:
 
 def _enumeration_count(side: int) -> Callable[[], float]:
     def compute() -> float:
-        from core.districts.enumeration import enumerate_plans, grid_edges
         return float(len(enumerate_plans(side * side, grid_edges(side, side), side)))
     return compute
 
 
 def _five_by_five_min_cut_count() -> float:
-    from core.districts.enumeration import enumerate_plans, grid_edges
     e = grid_edges(5, 5)
     plans = enumerate_plans(25, e, 5)
     cuts = (plans[:, e[:, 0]] != plans[:, e[:, 1]]).sum(axis=1)
@@ -161,7 +169,6 @@ def _five_by_five_min_cut_count() -> float:
 def _gg_reduction(p: float) -> Callable[[], float]:
     """Relative gap between GGauss(p, sigma) and the mechanism it reduces to (0 when exact)."""
     def compute() -> float:
-        from core.privacy.mechanisms import GeneralizedGaussianParams, get_mechanism
         sigma = 2.0
         var = float(get_mechanism("generalized_gaussian", GeneralizedGaussianParams(order=p)).variance(sigma))
         if p == 1:
@@ -174,14 +181,12 @@ def _gg_reduction(p: float) -> Callable[[], float]:
 
 def _gg_scale(k: int, p: float) -> Callable[[], float]:
     def compute() -> float:
-        from core.privacy.calibration import calibrate_generalized_gaussian
         return float(calibrate_generalized_gaussian(k, p, 1.0, 1e-6))
     return compute
 
 
 def _analytic_gaussian_std(k: int) -> Callable[[], float]:
     def compute() -> float:
-        from core.privacy.accounting import analytic_gaussian_sigma
         return float(analytic_gaussian_sigma(1.0, 1e-6, math.sqrt(k)))
     return compute
 
@@ -190,7 +195,6 @@ def _analytic_gaussian_std(k: int) -> Callable[[], float]:
 
 def _example3(n: int, z1: float, z0: float) -> Callable[[], float]:
     def compute() -> float:
-        from core.census.public_info import delta_z_dependent_count
         return float(delta_z_dependent_count(n, z1, z0))
     return compute
 
@@ -202,23 +206,19 @@ NY_RACE = (138474, 24024, 17030, 10964, 5646, 508, 244, 72, 5)
 
 def _theorem10(alpha: float) -> Callable[[], float]:
     def compute() -> float:
-        from core.synthesis.mean_estimation import dirichlet_expected_log_sizes
         return float(dirichlet_expected_log_sizes(alpha, 9, sum(NY_RACE)))
     return compute
 
 
 def _worst_case_log_sizes() -> float:
-    from core.synthesis.mean_estimation import worst_case_log_sizes
     return float(worst_case_log_sizes(sum(NY_RACE), 9))
 
 
 def _best_case_log_sizes() -> float:
-    from core.synthesis.mean_estimation import best_case_log_sizes
     return float(best_case_log_sizes(sum(NY_RACE), 9))
 
 
 def _dirichlet_mle() -> float:
-    from core.synthesis.mean_estimation import dirichlet_alpha_mle
     sizes = np.asarray(NY_RACE, dtype=float)
     return float(dirichlet_alpha_mle(sizes / sizes.sum()))
 
@@ -227,33 +227,28 @@ def _dirichlet_mle() -> float:
 
 def _coherence_gamma(eps: float, n: int, alpha: float, groups: int, constants: str) -> Callable[[], float]:
     def compute() -> float:
-        from core.coherence.theory import gamma_pure_dp
         return float(gamma_pure_dp(eps, n, alpha, 0.05, groups, constants=constants).gamma)
     return compute
 
 
 def _coherence_approx_gamma(constants: str) -> float:
-    from core.coherence.theory import gamma_approx_dp
     return float(gamma_approx_dp(0.001, 0.0, 10**5, 0.5, 0.05, 100, constants=constants).gamma)
 
 
 def _certified_alpha(constants: str) -> Callable[[], float]:
     def compute() -> float:
-        from core.coherence.theory import certified_alpha_pure_dp
         return float(certified_alpha_pure_dp(1000, 0.01, 200_000, 0.05, 10, constants=constants))
     return compute
 
 
 def _max_epsilon(constants: str) -> Callable[[], float]:
     def compute() -> float:
-        from core.coherence.theory import max_epsilon
         return float(max_epsilon(10_000, 10**6, 0.5, 0.05, 100, constants=constants))
     return compute
 
 
 def _null_envelope(m: int, alpha: float) -> Callable[[], float]:
     def compute() -> float:
-        from core.coherence.theory import null_envelope
         return float(null_envelope(m, alpha, "paper"))
     return compute
 
@@ -267,8 +262,6 @@ def _split_probability() -> float:
 # --------------------------------------------------------------------------------------------- Fairness
 
 def _compas_unconstrained_error() -> float:
-    from core.fairness.learner import LearnerConfig, fit_elicited_fair, ordered_pairs
-    from core.fairness.learning_data import compas_learning_data
     data = compas_learning_data(seed=0)
     empty = ordered_pairs(pd.DataFrame({"i": [], "j": [], "weight": []}), data.n)
     fit = fit_elicited_fair(data, empty, LearnerConfig(gamma=1.0, oracle="ols"))
@@ -276,15 +269,12 @@ def _compas_unconstrained_error() -> float:
 
 
 def _compas_best_constant() -> float:
-    from core.fairness.learner import best_constant_error
-    from core.fairness.learning_data import compas_learning_data
     return float(best_constant_error(compas_learning_data(seed=0).y))
 
 
 def _corollary5_boundary(which: str) -> Callable[[], float]:
     """R&V Corollary 5: a1 = 0 exactly when mu_H equals the cutoff, a1 = 1 when mu_L does."""
     def compute() -> float:
-        from core.fairness.companion import corollary5
         if which == "high":
             return float(corollary5(0.3, 0.6, 0.6)["a1"])
         return float(corollary5(0.6, 0.8, 0.6)["a1"])
@@ -293,7 +283,6 @@ def _corollary5_boundary(which: str) -> Callable[[], float]:
 
 def _corollary5_rate_point() -> float:
     """Corollary 5's (a1, a2) satisfies Theorem 4's first condition with equality (the PPV edge)."""
-    from core.fairness.companion import corollary5
     mu_l, mu_h, cutoff = 0.3, 0.5, 0.4
     c = corollary5(mu_l, mu_h, cutoff)
     b_l = mu_l / (1 - mu_l)
@@ -306,7 +295,6 @@ def _lexifair_level(level: int) -> Callable[[], float]:
     The exact lexifair solution is h1, so the sums of the j largest errors are (0.5, 1.0, 1.0);
     the convex programme at zero slack must give the same (Claim 7)."""
     def compute() -> float:
-        from core.fairness.lexifair import lexifair_lp
         a = 0.05
         E = np.array([[0.5, 0.5 + 2 * a], [0.5, 0.0], [0.0, 0.5]])
         return float(lexifair_lp(E, 3, 0.0)[level - 1])
@@ -331,9 +319,6 @@ def moving_company_measures() -> pd.DataFrame:
     input (``input_share``) and of the top k (``topk_share`` = selection rate x input share).
     Averaging over replicates stands in for the paper's single draw, whose noise we do not know.
     """
-    from core.contracts import spawn_rngs
-    from core.fairness.causal_ranking import (MediatorRole, counterfactual_scores, fit_scm, intersectional_labels,
-                                              measures, most_disadvantaged, moving_company, ranking)
     frames = []
     for rep, rng in enumerate(spawn_rngs(20210101, MOVING_COMPANY_REPLICATES)):
         company = moving_company(2000, rng)
@@ -378,8 +363,6 @@ def _aim_budget_gap() -> float:
 
     The spec's AIM spends its whole budget over the one-way marginals and select/measure rounds;
     the table is a seeded toy with correlated columns, so no survey data is needed."""
-    from core.contracts import make_rng
-    from core.synthesis.aim import AIM
     rng = make_rng(7)
     a = rng.integers(0, 2, 1500)
     b = np.where(rng.random(1500) < 0.8, a + rng.integers(0, 2, 1500), rng.integers(0, 3, 1500))
@@ -392,8 +375,6 @@ def _aim_budget_gap() -> float:
 
 def _gem_budget_gap() -> float:
     """|sum of GEM's ledger - rho| on a seeded three-column toy table (rho = 0.5, three rounds)."""
-    from core.contracts import make_rng
-    from core.synthesis.gem import GEM
     rng = make_rng(9)
     a = rng.integers(0, 2, 800)
     b = (a + rng.integers(0, 2, 800)) % 3
@@ -409,7 +390,6 @@ def _gem_wrapper_epsilon(nominal: float) -> Callable[[], float]:
     eps)^2 / 8) and the rest to a Gaussian measurement (rho = ((1 - alpha) eps)^2 / 2); the rounds add in rho.
     Converted as the spec does (rho + 2 sqrt(rho ln 1/delta)); the tight conversion gives a little less."""
     def compute() -> float:
-        from core.privacy.accounting import epsilon_to_rho, rho_to_epsilon_simple
         rounds, alpha = 100, 0.67
         per_round = epsilon_to_rho(alpha * nominal) / 4 + epsilon_to_rho((1 - alpha) * nominal)
         return rho_to_epsilon_simple(rounds * per_round, 1e-9)
@@ -638,7 +618,6 @@ def _run_key(key: str) -> dict:
 
 def reproductions_table(keys=None, *, progress: Progress | None = None, n_jobs: int | None = 1) -> pd.DataFrame:
     """Run the rows named by ``keys`` (all by default) and return one tidy row each (TABLE_COLUMNS)."""
-    from core.parallel import map_trials
     keys = reproduction_keys() if keys is None else [get_reproduction(k).key for k in keys]
     rows = map_trials(_run_key, keys, n_jobs=n_jobs, progress=progress, label="reproductions")
     return pd.DataFrame(list(rows), columns=list(TABLE_COLUMNS))

@@ -20,6 +20,7 @@ import html
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -44,7 +45,8 @@ __all__ = ["report_html", "report_html_from_json", "render_report", "ReportParts
            "report_pdf", "project_ledger_html", "chromium_path", "plan_lines", "uncertainty_columns", "embedded_report",
            "PDF_NEEDS_CHROMIUM", "REPRODUCE_COMMAND", "format_number", "format_signed", "key_numbers",
            "answer_sentences", "format_answer", "privacy_sentences", "with_unit", "worst_off_sentences",
-           "verdict_sentences", "data_set_words", "stored_figures", "FIRST_PAGE_NUMBERS", "PRINT_CONFIG"]
+           "verdict_sentences", "data_set_words", "stored_figures", "FIRST_PAGE_NUMBERS", "PRINT_CONFIG", "print_ready",
+           "PAPERS", "MIN_FONT_PX", "PRINT_WIDTH_PX", "page_size_css"]
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 PDF_NEEDS_CHROMIUM = "The PDF needs Chromium (Debian package 'chromium'); the HTML report works without it."
@@ -59,9 +61,24 @@ INPUT_WORDS = ("count)", "units of the geography", "size of", "rows the plan", "
 NO_QUESTION = ("This report was made from a plan file alone, which does not state the question it answers; "
                "the plan in plain words below says what was computed.")
 LEDGER_TABLE = "ledger"       # the table name results give their ledger's spends
-FIRST_PAGE_FIGURE_ZOOM = 0.72   # the main figure, drawn at its own size, printed smaller to fit the first page
-FIRST_PAGE_FIGURE_PIXELS = 270  # ... and no taller than this many pixels there
-SMALLEST_ZOOM = 0.5
+#: Print sizes. A CSS pixel prints as 0.75 pt, so no text of a printed figure is smaller than
+#: MIN_FONT_PX * 0.75 = 7.5 pt; figures are drawn PRINT_WIDTH_PX wide, which fits the printable width of both
+#: A4 (210 mm - 2 x 12 mm = 186 mm = 703 px) and US Letter (216 mm - 24 mm = 192 mm = 725 px) at 100 %.
+MIN_FONT_PX = 10
+PRINT_WIDTH_PX = 700
+PRINT_MAX_HEIGHT_PX = 880      # the tallest figure that fits one printed page under its heading (Letter is shorter)
+#: The first page's main figure: a figure up to 480 px high is drawn 220 px high, which fits under the first page's
+#: text on A4 and Letter; a taller one (several panels) keeps its height and starts the second page.
+FIRST_PAGE_FIT = (220, 480)
+#: Paper sizes the PDF prints on (CSS ``@page`` size names).
+PAPERS = ("A4", "Letter")
+#: Fill patterns that tell bar series apart without colour (the first series stays plain).
+BAR_PATTERNS = ("", "/", "x", ".", "\\", "+", "-", "|")
+#: Markers drawn on one line at most (a dense curve keeps every point of its line).
+MOST_MARKERS = 15
+#: Marker symbols that tell line series apart without colour.
+LINE_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "triangle-down", "star", "pentagon",
+                "hexagon")
 #: Geographies the tool makes up itself: no person's data, so no budget to spend.
 PUBLIC_SOURCES = ("stylised", "grid")
 #: How every figure is drawn in a report: a still picture (no toolbar over titles, no hover), sized by the page.
@@ -82,8 +99,7 @@ code,pre{background:#f6f8fa;padding:.1rem .3rem;border-radius:3px;font-size:.85r
 pre{padding:.5rem;white-space:pre-wrap}ul.plan{padding-left:1.2rem}ul.plan li{margin:.15rem 0}
 .figure,table.headline,table.delta{break-inside:avoid;page-break-inside:avoid;margin:1rem 0}
 .modebar,.modebar-container{display:none!important}
-@page{size:A4;margin:14mm 12mm}
-@media print{body{margin:0;max-width:none;font-size:10pt}h1{margin-top:0}.first-page h2{margin-top:1rem}
+@media print{body{margin:0;max-width:none;font-size:10pt}h1{margin-top:0}.first-page h2{margin-top:.7rem;margin-bottom:.3rem}
 .first-page p{margin:.3rem 0}.first-page .figure{margin:.3rem 0}.first-page{break-after:page;page-break-after:always}
 h2,h3{break-after:avoid;page-break-after:avoid}
 table{font-size:.7rem;display:table;overflow:visible}td{overflow-wrap:break-word}th{overflow-wrap:normal}
@@ -153,11 +169,17 @@ def format_number(value: Any) -> str:
     return html.escape(str(value))
 
 
+#: A cell that holds a machine key (``clear_half``, ``parity_error``): printed in words.
+MACHINE_KEY = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
 def _cell(value: Any) -> str:
-    """A table cell; numbers never wrap across lines; yes/no for a true/false value."""
+    """A table cell; numbers never wrap across lines; yes/no for a true/false value; a machine key in words."""
     if isinstance(value, (bool, np.bool_)):
         return f"<td>{'yes' if value else 'no'}</td>"
     is_number = isinstance(value, (int, float, np.integer, np.floating))
+    if isinstance(value, str) and MACHINE_KEY.fullmatch(value):
+        value = readable_name(value)
     return f"<td class='num'>{format_number(value)}</td>" if is_number else f"<td>{format_number(value)}</td>"
 
 
@@ -239,29 +261,20 @@ def _uncertainty(tables: Mapping[str, pd.DataFrame]) -> str:
             "move:</p><ul>" + "".join(items) + "</ul>")
 
 
-def first_page_zoom(fig: Any) -> float:
-    """How much smaller the main figure prints so that it fits the first page: at most
-    :data:`FIRST_PAGE_FIGURE_ZOOM`, and a tall figure down to :data:`FIRST_PAGE_FIGURE_PIXELS` high, but never
-    below :data:`SMALLEST_ZOOM` (a very tall figure stays readable and starts the next page instead). The figure
-    keeps its own layout (a figure squeezed to a lower height would hide tick labels or overlap its legend)."""
-    height = getattr(getattr(fig, "layout", None), "height", None) or 420
-    return round(max(SMALLEST_ZOOM, min(FIRST_PAGE_FIGURE_ZOOM, FIRST_PAGE_FIGURE_PIXELS / float(height))), 3)
-
-
-def _figures(figures: Sequence[Any], first: bool = False, height: int | None = None,
-             zoom: float | None = None) -> str:
-    """Plotly figures as still pictures (no toolbar: :data:`PRINT_CONFIG`), in the page's own colours
-    (marker colours the template would pick are written into each trace, so print never falls back to
-    black); plotly.js is inlined once, with the report's first figure (``first``)."""
+def _figures(figures: Sequence[Any], first: bool = False, fit: tuple[int, int] | None = None) -> str:
+    """Plotly figures as still pictures (no toolbar: :data:`PRINT_CONFIG`) made ready for print
+    (:func:`print_ready`: the page's colours, a pattern or marker per series, readable text, the printed
+    width) and never scaled down in print; plotly.js is inlined once, with the report's first figure
+    (``first``). ``fit`` (height, tallest): a figure no taller than ``tallest`` pixels is drawn ``height`` high
+    (the first page's room); a figure too tall for what is left of a page starts the next one."""
     out = []
     for i, fig in enumerate(figures):
         fig = print_ready(fig)
-        if height is not None:
-            fig.update_layout(height=min(int(fig.layout.height or height), height))
+        if fit is not None and (fig.layout.height or 420) <= fit[1]:
+            fig.update_layout(height=min(fig.layout.height or 420, fit[0]))
         div = fig.to_html(full_html=False, include_plotlyjs=(first and i == 0), config=PRINT_CONFIG,
-                                       default_width="100%", default_height="420px")
-        style = f" style='zoom:{zoom}'" if zoom else ""
-        out.append(f"<div class='figure'{style}>{div}</div>")
+                                       default_width=f"{PRINT_WIDTH_PX}px", default_height="420px")
+        out.append(f"<div class='figure'>{div}</div>")
     return "".join(out) or "<p class='muted'>No figures for this result.</p>"
 
 
@@ -285,8 +298,6 @@ THEME_COLOURS: dict[str, str] = {
 
 def theme_colours(fig: Any) -> Any:
     """``fig`` with the chart theme's stand-in colours (:data:`THEME_COLOURS`) replaced by real ones."""
-    import re
-
     import plotly.io as pio
     text = fig.to_json() if hasattr(fig, "to_json") else json.dumps(fig)
     swapped = re.sub(r'"(#0000[0-4][0-9])"', lambda m: json.dumps(THEME_COLOURS.get(m.group(1), m.group(1))), text)
@@ -294,10 +305,12 @@ def theme_colours(fig: Any) -> Any:
 
 
 def print_ready(fig: Any) -> Any:
-    """A copy of ``fig`` in the page's colours (:func:`theme_colours`) whose traces carry explicit colours (the
-    template's colourway, in order) where they had none, without the empty fill pattern plotly express gives bars (Chromium prints a bar whose fill
-    points at an empty pattern as solid black), with margins that grow to fit long tick labels as the page's
-    do (plotly.js alone keeps a figure's fixed margins and cuts such labels), on a white background."""
+    """A copy of ``fig`` for print: in the page's colours (:func:`theme_colours`) with explicit colours on traces
+    that had none (the template's colourway, in order); every series told apart without colour too
+    (:func:`distinct_series`); no empty fill pattern (Chromium prints a bar whose fill points at an empty pattern
+    as solid black); margins that grow to fit long tick labels as the page's do (plotly.js alone keeps a
+    figure's fixed margins and cuts such labels); no text below :data:`MIN_FONT_PX` (:func:`readable_text`);
+    :data:`PRINT_WIDTH_PX` wide and at most :data:`PRINT_MAX_HEIGHT_PX` high, on a white background."""
     import plotly.graph_objects as go
     fig = go.Figure(theme_colours(fig))
     template = fig.layout.template
@@ -316,10 +329,98 @@ def print_ready(fig: Any) -> Any:
             trace.line.color = colour
             if marker is not None and marker.color is None:
                 trace.marker.color = colour
+    distinct_series(fig)
     for each in (fig.for_each_xaxis, fig.for_each_yaxis):     # the page grows margins to fit long tick
         each(lambda axis: axis.update(automargin=True) if axis.automargin is None else None)   # labels too
-    fig.update_layout(paper_bgcolor="white")
+    height = fig.layout.height
+    fig.update_layout(paper_bgcolor="white", width=PRINT_WIDTH_PX, autosize=False,
+                      height=min(int(height), PRINT_MAX_HEIGHT_PX) if height else None)
+    return readable_text(fig)
+
+
+def _series(fig: Any, kinds: tuple[str, ...]) -> list[str]:
+    """The names of the series of ``fig`` drawn by traces of ``kinds``, in order (a series drawn in several
+    panels, one trace each, counts once); traces without a name or a legend entry are not series."""
+    names = []
+    for trace in fig.data:
+        if trace.type in kinds and trace.name and trace.showlegend is not False and getattr(trace, "fill", None) in (
+                None, "none") and trace.name not in names:
+            names.append(trace.name)
+    titles = [a.text for a in (fig.layout.annotations or ()) if a.text]    # panels titled one per series
+    bars = [t for t in fig.data if t.type in kinds]
+    if len(names) < 2 and len(bars) >= 2 and len(titles) >= len(bars):
+        names = [f"panel {i}" for i in range(len(bars))]
+    return names
+
+
+def distinct_series(fig: Any) -> Any:
+    """Every series of ``fig`` told apart without its colour: each bar series its own fill pattern
+    (:data:`BAR_PATTERNS`) and each line series its own marker symbol (:data:`LINE_SYMBOLS`), so a
+    grey-scale print or a reader who cannot tell the colours apart still can. A figure of one series is left
+    as it is; a trace's own pattern or symbol is kept."""
+    bars = _series(fig, ("bar", "histogram"))
+    if len(bars) >= 2:
+        by_panel = bars[0] == "panel 0"
+        for i, trace in enumerate(t for t in fig.data if t.type in ("bar", "histogram")):
+            k = i if by_panel else (bars.index(trace.name) if trace.name in bars else -1)
+            shape = BAR_PATTERNS[k % len(BAR_PATTERNS)] if k >= 0 else ""
+            if shape and (trace.marker.pattern is None or not trace.marker.pattern.shape):
+                trace.marker.pattern = dict(shape=shape, fillmode="overlay", fgcolor="white", solidity=0.35)
+    lines = _series(fig, ("scatter",))
+    if len(lines) >= 2:
+        for trace in fig.data:
+            if trace.type != "scatter" or trace.name not in lines or "lines" not in str(trace.mode or "lines"):
+                continue
+            if trace.marker.symbol is None:
+                trace.marker.symbol = LINE_SYMBOLS[lines.index(trace.name) % len(LINE_SYMBOLS)]
+                trace.mode = "lines+markers"
+                if trace.x is not None and len(trace.x) > MOST_MARKERS:     # a dense curve: a few markers
+                    trace.marker.maxdisplayed = MOST_MARKERS
     return fig
+
+
+def _raise_fonts(node: Any) -> None:
+    """Raise every font size in a figure's JSON below :data:`MIN_FONT_PX` to it (numbers and lists of numbers)."""
+    if isinstance(node, list):
+        for item in node:
+            _raise_fonts(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key.endswith("font") and isinstance(value, dict):
+            size = value.get("size")
+            if isinstance(size, (int, float)):
+                value["size"] = max(size, MIN_FONT_PX)
+            elif isinstance(size, list):
+                value["size"] = [max(v, MIN_FONT_PX) if isinstance(v, (int, float)) else v for v in size]
+        _raise_fonts(value)
+
+
+def readable_text(fig: Any) -> Any:
+    """``fig`` with no text smaller than :data:`MIN_FONT_PX` (7.5 pt in print): the base font, every font a
+    figure sets (titles, ticks, legends, colour bars, annotations, hover and cell labels), and text inside bars
+    or heat-map cells, which plotly would otherwise shrink to fit."""
+    import plotly.graph_objects as go
+    spec = fig.to_plotly_json()
+    layout = spec.setdefault("layout", {})
+    base = layout.setdefault("font", {})
+    base["size"] = max(base.get("size") or 12, MIN_FONT_PX)
+    layout["uniformtext"] = {"minsize": MIN_FONT_PX, "mode": "show"}
+    for trace in spec.get("data", []):
+        if trace.get("text") is not None or trace.get("texttemplate") is not None:
+            font = trace.setdefault("textfont", {})
+            if not isinstance(font.get("size"), (int, float, list)):
+                font["size"] = base["size"]
+    _raise_fonts(spec)
+    return go.Figure(spec)
+
+
+def page_size_css(paper: str) -> str:
+    """The CSS that sets the printed page's size (one of :data:`PAPERS`); ValueError for another."""
+    if paper not in PAPERS:
+        raise ValueError(f"Print on one of {', '.join(PAPERS)}, not {paper!r}.")
+    return f"@page{{size:{paper};margin:14mm 12mm}}"
 
 
 def _ledger(ledger, plan: Any = None) -> str:
@@ -554,6 +655,13 @@ def with_unit(text: str, unit: str) -> str:
     return f"{text}%" if unit == "%" else f"{text} {unit}"
 
 
+def number_name(name: str, unit: str) -> str:
+    """A headline number's name as a sentence says it: in words, without a trailing ``(%)`` when the unit that
+    follows the number is already ``%``."""
+    words = readable_name(str(name))
+    return words.removesuffix(" (%)") if unit == "%" else words
+
+
 def sentence_start(text: str) -> str:
     """``text`` with its first letter in capitals (the rest as it is: names keep their capitals)."""
     return text[:1].upper() + text[1:]
@@ -561,7 +669,7 @@ def sentence_start(text: str) -> str:
 
 def _moved_sentence(name: str, r: Mapping[str, Any], unit_a: str, unit_b: str) -> str:
     """How B moves one headline number from A, or, when A and B measure different things, both side by side."""
-    label = sentence_start(readable_name(str(name)))
+    label = sentence_start(number_name(name, unit_a if unit_a == unit_b else ""))
     a, b = with_unit(format_answer(float(r["A"])), unit_a), with_unit(format_answer(float(r["B"])), unit_b)
     if r["direction"] == NOT_COMPARABLE:
         return f"{label} is {a} under A and {b} under B; they are not subtracted, because {r['why']}"
@@ -606,7 +714,7 @@ def answer_sentences(parts: ReportParts, comparison=None) -> list[str]:
     out = []
     for name, value in items:
         unit = unit_of(str(name), units)
-        text = f"{sentence_start(readable_name(str(name)))} is {with_unit(format_answer(value), unit)}"
+        text = f"{sentence_start(number_name(name, unit))} is {with_unit(format_answer(value), unit)}"
         if comparison is not None:
             row = comparison.headline[comparison.headline["number"] == name]
             if len(row):
@@ -720,7 +828,7 @@ def _first_page(parts: ReportParts, figure: Any, comparison, created: str) -> st
             "<h2>Key numbers</h2>" + _headline(numbers, parts.uncertainty, key=True, units=parts.takeaway["units"]),
             "<h2>Privacy spent and left</h2>" + "".join(f"<p>{s}</p>" for s in privacy_sentences(parts))]
     if figure is not None:
-        body.append(f"<h2>The main figure</h2>{_figures([figure], first=True, zoom=first_page_zoom(figure))}")
+        body.append(f"<h2>The main figure</h2>{_figures([figure], first=True, fit=FIRST_PAGE_FIT)}")
     return f"<section class='first-page'>{''.join(body)}</section>"
 
 
@@ -882,7 +990,8 @@ def render_report(parts: ReportParts, *, figures: Sequence[Any] = (), compare: R
             "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; "
             "font-src data:\">"
             f"<title>{'Confidential: ' if confidential else ''}{title}: report</title>"
-            f"<style>{_STYLE}{_CONFIDENTIAL_STYLE if confidential else ''}</style></head><body>"
+            f"<style>{_STYLE}{_CONFIDENTIAL_STYLE if confidential else ''}</style>"
+            f"<style id='page-size'>{page_size_css(PAPERS[0])}</style></head><body>"
             + "".join(sections) + (_confidential_banner() if confidential else "")
             + f"<script type='application/json' id='report-json'>{embedded}</script></body></html>")
 
@@ -959,12 +1068,16 @@ def chromium_path() -> str | None:
     return found
 
 
-def report_pdf(report_html_text: str, *, chromium: str | None = None, timeout: float = 90.0) -> bytes:
-    """Print the HTML report to PDF with headless Chromium; ValueError when Chromium is missing or fails.
+def report_pdf(report_html_text: str, *, chromium: str | None = None, timeout: float = 90.0,
+               paper: str = PAPERS[0]) -> bytes:
+    """Print the HTML report to PDF with headless Chromium on ``paper`` (one of :data:`PAPERS`); ValueError
+    when Chromium is missing or fails.
 
     The page is loaded from a temporary file with networking switched off, so printing cannot
     fetch anything either.
     """
+    sized = page_size_css(paper)
+    report_html_text = report_html_text.replace(page_size_css(PAPERS[0]), sized, 1)
     exe = chromium or chromium_path()
     if exe is None:
         raise ValueError(PDF_NEEDS_CHROMIUM)

@@ -8,6 +8,10 @@ Streamlit serves the pages of ``app.py``; this module adds the curator's sign-in
   TLS) and a redirect to the home page. A wrong key gets a plain refusal after a wait that grows with
   each failure from the same address (:class:`core.access.GuessLimiter`).
 - ``/signout`` ends the session and clears the cookie.
+- ``/room/device`` (POST from the room's page, same origin) gives a stakeholder's browser a device token in an
+  HttpOnly, SameSite=Strict cookie, when it has none, and binds it to her (her resume code in the body, checked
+  under the guessing limit): reopening the join link on that browser brings her back to her cards.
+  ``forget=1`` unbinds it (sign-out on a shared device).
 
 The pages read the cookie on the server (``dashboard/components/access.py``) and build the navigation
 for the role it proves; a browser without one gets the room's join page and nothing else.
@@ -28,7 +32,11 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from core.access import GuessLimiter  # noqa: E402
+from core.fairness.store import get_store  # noqa: E402
+from core.fairness.store.devices import (DEVICE_COOKIE, DEVICE_SECONDS, check_device_token,  # noqa: E402
+                                         new_device_token)
 from dashboard.components.access import COOKIE, curator_keys  # noqa: E402
+from dashboard.components.room_device import DEVICE_PATH  # noqa: E402
 
 SIGNIN_PATH = "/signin"
 SIGNOUT_PATH = "/signout"
@@ -106,5 +114,31 @@ async def signout(request: Request) -> Response:
     return response
 
 
+async def room_device(request: Request) -> Response:
+    """Bind this browser's device token (made here when the request carries none) to the stakeholder whose
+    resume code is posted, or unbind it (``forget=1``). A wrong code counts against the guessing limit."""
+    if not _same_origin(request):
+        return Response(status_code=403, headers=NO_STORE)
+    form = await request.form()
+    code, forget = form.get("code"), form.get("forget") == "1"
+    store = get_store()
+    client = f"{request.client.host if request.client else '?'}/device"
+    device = check_device_token(request.cookies.get(DEVICE_COOKIE))
+    try:
+        await asyncio.to_thread(store.resume, code if isinstance(code, str) else "", client=client)
+        if forget:
+            await asyncio.to_thread(store.forget_device, code, device)
+            return Response(status_code=204, headers=NO_STORE)
+        device = device or new_device_token()
+        await asyncio.to_thread(store.bind_device, code, device)
+    except (ValueError, PermissionError):
+        return Response(status_code=403, headers=NO_STORE)
+    response = Response(status_code=204, headers=NO_STORE)
+    response.set_cookie(DEVICE_COOKIE, device, max_age=DEVICE_SECONDS, path="/", httponly=True,
+                        samesite="strict", secure=_secure(request))
+    return response
+
+
 app = st.App("app.py", routes=[Route(SIGNIN_PATH, signin, methods=["GET", "POST"]),
-                               Route(SIGNOUT_PATH, signout, methods=["GET"])])
+                               Route(SIGNOUT_PATH, signout, methods=["GET"]),
+                               Route(DEVICE_PATH, room_device, methods=["POST"])])

@@ -411,6 +411,16 @@ class DistrictResult(Result):
                 "cut_edges": float(first["cut_edges"].sum() // 2),
                 "plans_passing_checks": float(self.plans["passes"].sum())}
 
+    def mean_abs_error_interval(self, plan_no: int = 1) -> tuple[float, float]:
+        """Normal 95% interval of the plan's mean absolute district error over the seeded runs (mean of the
+        per-run means +- 1.96 standard errors); (nan, nan) with a single run."""
+        runs = self.runs[self.runs["plan"] == int(plan_no)]
+        per_run = runs.assign(a=runs["error"].abs()).groupby("run")["a"].mean().to_numpy()
+        if per_run.size < 2:
+            return float("nan"), float("nan")
+        half = 1.96 * float(per_run.std(ddof=1)) / np.sqrt(per_run.size)
+        return float(per_run.mean()) - half, float(per_run.mean()) + half
+
     def headline_uncertainty(self) -> dict[str, str]:
         """Plan 1's noisy-run numbers with their spread over the seeded runs (from the runs table); the
         true deviation, cut edges and checks are exact on the true block counts."""

@@ -64,7 +64,7 @@ DIFFERENCE_COLUMNS = {"mean_abs_error": "mean absolute population error (people)
 def district_difference_figure(comparison: Comparison, outlines, outline_geojson: dict,
                                column: str = "mean_abs_error"):
     """B's plan-1 districts coloured by B − A of ``column`` (districts matched by number)."""
-    from dashboard.figures.districts import difference_map
+    from core.figures.maps import difference_map
 
     if column not in DIFFERENCE_COLUMNS:
         raise ValueError(f"Colour the difference map by one of {list(DIFFERENCE_COLUMNS)}, not {column!r}.")

@@ -4,7 +4,7 @@
     python -m core data edit SCHEMA.json [--out NEW.json] CHOICES
     python -m core data check FILE --schema SCHEMA.json [READ OPTIONS]
     python -m core data apply FILE --schema SCHEMA.json --out CLEAN.csv [--seed N] [READ OPTIONS]
-    python -m core data check-folder / declare-folder / release-folder ...   (core.synthesis.folder_cli)
+    python -m core data check-folder / declare-folder / release-folder ...   (core/folder_cli.py)
 
 CHOICES are the curator's declarations, each repeatable: ``--missing-token TEXT`` /
 ``--no-missing-token TEXT`` (read as missing in every column, or no longer), ``--missing-code COLUMN
@@ -65,8 +65,9 @@ def _with_choices(schema: DataSchema, args: argparse.Namespace) -> DataSchema:
                                units=tuple(map(tuple, args.units)), merges=tuple(map(tuple, args.merge)))
 
 
-def add_data_parser(sub: argparse._SubParsersAction) -> None:
-    """The ``data`` command and its steps, on the main parser's sub-commands."""
+def add_data_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The ``data`` command and its steps, on the main parser's sub-commands; returns the steps, to which
+    the command line adds the folder steps (``core/folder_cli.py``, a layer above the intake)."""
     data = sub.add_parser("data", help="profile, check and clean your own data file (curator-only output)")
     steps = data.add_subparsers(dest="data_command", required=True)
     edit = steps.add_parser("edit", help="change a schema file: missing tokens and codes, units, merges")
@@ -100,8 +101,7 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
                           help="the row number holding the column names (default: detected past title rows)")
         step.add_argument("--decimal", default=None,
                           help="decimal mark of a text file's numbers: point or comma (default: detected)")
-    from core.synthesis.folder_cli import add_folder_parsers
-    add_folder_parsers(steps)
+    return steps
 
 
 def load_schema(path: Path) -> DataSchema:
@@ -135,9 +135,6 @@ def _suggestion_lines(frame, schema: DataSchema, column: str) -> list[str]:
 
 def run_data_command(args: argparse.Namespace) -> int:
     """Run one ``data`` step; ValueError/OSError propagate to the caller (exit 2)."""
-    from core.synthesis.folder_cli import FOLDER_COMMANDS, run_folder_command
-    if args.data_command in FOLDER_COMMANDS:
-        return run_folder_command(args)
     if args.data_command == "edit":
         schema = _with_choices(load_schema(args.schema), args)
         out = args.out or args.schema

@@ -42,11 +42,15 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from core.contracts import digest_of
+from core.estimates import ESTIMATORS, Work, workers
 from core.intake.check import Problem, apply
 from core.intake.identity import column_terms, merge_sketches, sketches_for, sketches_from_terms
 from core.intake.names import checked_names
 from core.intake.schema import BLOCKS, DEFAULT_MISSING_TOKENS, MISSING_LABEL, WARNING, ColumnSchema, DataSchema
 from core.intake.values import read_values
+from core.parallel import map_trials
+from core.report import size_band
 
 __all__ = ["FOLDER_COSTS", "FOLDER_SUFFIX", "SAMPLE_ROWS", "FolderCheck", "FolderCheckPlan", "FolderListing",
            "FolderWork", "check_folder", "check_plan", "folder_costs", "folder_labels", "folder_rows", "folder_work",
@@ -272,8 +276,6 @@ def parts_seconds(work: FolderWork, per_cell: float, costs: Mapping, items: int 
     """Wall seconds of one pass over ``work``'s cells at ``per_cell`` CPU seconds per 100,000, its
     ``items`` (the parts) shared by the local workers at the fitted parallel efficiency (never slower
     than one worker)."""
-    from core.estimates import workers
-
     cpu = per_cell * work.cells / 1e5
     lanes = min(workers(), max(int(items if items is not None else work.n_parts), 1))
     efficiency = float(costs.get("synthesis", {}).get("parallel_efficiency", 0.8))
@@ -291,7 +293,6 @@ class FolderCheckPlan:
     work: FolderWork
 
     def digest(self) -> str:
-        from core.contracts import digest_of
         return digest_of({"folder": self.folder, "fingerprint": self.fingerprint, "schema": self.schema_digest})
 
 
@@ -301,20 +302,13 @@ def check_plan(listing: FolderListing, schema: DataSchema, rows: int | None = No
 
 def _estimate_check(plan: FolderCheckPlan, data, costs):
     """One pass reading and checking every cell of the declared columns."""
-    from core.estimates import Work
-
     c = folder_costs(costs)
     seconds = float(c["fixed"]) + parts_seconds(plan.work, float(c["check"]), costs)
     return Work(f"read and check {plan.work.words()} once", plan.work.n_parts, seconds)
 
 
-def _register_estimate() -> None:
-    from core.estimates import ESTIMATORS
-    if "FolderCheckPlan" not in set(ESTIMATORS):      # a module imported again registers once
-        ESTIMATORS.register("FolderCheckPlan", "check of a folder set")(_estimate_check)
-
-
-_register_estimate()
+if "FolderCheckPlan" not in set(ESTIMATORS):      # a module imported again registers once
+    ESTIMATORS.register("FolderCheckPlan", "check of a folder set")(_estimate_check)
 
 
 def part_progress(progress, what: str, before: str = ""):
@@ -406,11 +400,6 @@ class FolderCheck:
             raise ValueError("The folder cannot be used yet:\n" + "\n".join(p.line() for p in self.blocking))
 
 
-def _band(n: int) -> str:
-    from core.report import size_band
-    return size_band(n)
-
-
 def _problems(col: ColumnSchema, total: dict[str, int], lacking: list[str]) -> list[Problem]:
     name, out = col.name, []
     if lacking:
@@ -421,7 +410,7 @@ def _problems(col: ColumnSchema, total: dict[str, int], lacking: list[str]) -> l
                            "Leave it out (each row is then one person)."))
         return out
     if total["missing"]:
-        band = _band(total["missing"])
+        band = size_band(total["missing"])
         if col.missing is None:
             out.append(Problem(name, BLOCKS, f"has missing values (blank or a missing token; {band} rows) and no "
                                              "missing policy.", "Choose one: own_category, a public fill value "
@@ -434,7 +423,7 @@ def _problems(col: ColumnSchema, total: dict[str, int], lacking: list[str]) -> l
             out.append(Problem(name, BLOCKS, "has no public category list; a folder's categories are never read "
                                              "from its parts.", "Declare the public categories."))
         elif total["outside"]:
-            band = _band(total["outside"])
+            band = size_band(total["outside"])
             policy = col.missing
             out.append(Problem(name, BLOCKS if policy is None else WARNING,
                                f"has values outside the declared categories ({band} rows); "
@@ -444,7 +433,7 @@ def _problems(col: ColumnSchema, total: dict[str, int], lacking: list[str]) -> l
     elif col.role == "number":
         if total["unreadable"]:
             out.append(Problem(name, BLOCKS, f"has values that cannot be read as numbers "
-                                             f"({_band(total['unreadable'])} rows).",
+                                             f"({size_band(total['unreadable'])} rows).",
                                "Correct them in the parts, add their text to the missing tokens, or make the "
                                "column a category."))
         if col.bin_edges() is None:
@@ -452,7 +441,7 @@ def _problems(col: ColumnSchema, total: dict[str, int], lacking: list[str]) -> l
                                "Declare public bounds and a number of bins, or leave the column out."))
         elif total["clipped"]:
             out.append(Problem(name, WARNING, f"has values outside the public bounds "
-                                              f"({_band(total['clipped'])} rows); they will be clipped.",
+                                              f"({size_band(total['clipped'])} rows); they will be clipped.",
                                "Keep the bounds, or widen them if the public range is wider."))
     return out
 
@@ -462,7 +451,6 @@ def check_folder(listing: FolderListing, schema: DataSchema, secret: bytes | Non
     """Every part checked against ``schema`` in one pass (module docstring): a :class:`FolderCheck` whose
     problems quote counts as size bands. With the installation's ``secret`` the pass also keeps the folder's
     population sketches, over its own column sets and each of ``column_sets`` (other data sets' columns)."""
-    from core.parallel import map_trials
     if not isinstance(schema, DataSchema):
         raise ValueError("check_folder takes a DataSchema; draft one from the sample first.")
     column_sets = tuple(tuple(c) for c in column_sets)

@@ -25,7 +25,7 @@ import pandas as pd
 from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.database import LOCAL_CURATOR, Database, StoreUnavailable
+from core.database import LOCAL_CURATOR, StoreUnavailable, open_database
 
 SAME, DIFFERENT = "same", "different"
 WAIT_LIMIT = 60.0        # seconds a write keeps waiting behind other writers
@@ -86,7 +86,7 @@ class PopulationAnswers:
 
     def __init__(self, url: str | None = None):
         try:
-            self.db = Database(url).create(metadata)
+            self.db = open_database(url).create(metadata)
             self._migrate()
         except (SQLAlchemyError, StoreUnavailable) as exc:
             raise ValueError(f"The project database cannot be opened for population answers ({exc}).") from exc

@@ -55,7 +55,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import DataRef
-from core.database import LOCAL_CURATOR, Database, StoreUnavailable, lost_connection
+from core.database import LOCAL_CURATOR, Database, StoreUnavailable, lost_connection, open_database
 from core.privacy.ledger import BudgetLedger, Spend
 
 KINDS = ("release", "simulation")
@@ -517,11 +517,10 @@ class ProjectLedger:
     db: Database = field(init=False, repr=False)
 
     def __post_init__(self):
-        self.db = Database(self.url)
+        self.db = open_database(self.url)
         self.engine = self.db.engine
         try:
-            metadata.create_all(self.engine)
-            self.db.watch_file()
+            self.db.create(metadata)
             self._migrate()
             self._absorb_legacy()
         except (SQLAlchemyError, StoreUnavailable) as exc:

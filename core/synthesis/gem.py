@@ -25,29 +25,30 @@ embedding 512, learning rate 1e-4, T = 100) and why:
 - Workload: every two-way marginal, not three-way. The Stratified synthesis page scores fidelity
   by two-way total variation distance, and the bundled CPS extract's 10 columns have 45 pairs
   (1,381 cells) against 120 triples (19,708 cells). The generator's two-way answers come from one
-  (dM x K) (K x dM) product per step; triples would need a (d, d, d, M, M, M) table, about d M = 90
-  times the work per step on CPS.
+  (C x K) (K x C) product per step over its C = 56 real cells; triples would need a (C, C, C) table,
+  about C = 56 times the work per step on CPS.
   A three-way option (a ``degree`` setting like AIM's) would need the answers gathered per
   measured triple instead, so it is not offered; AIM offers three-way.
-- Network and training: two hidden layers of width 96, noise input 64, Adam learning rate 3e-3, 12
-  steps a round on 2,000 generator rows (the authors: width 512, 1e-4). A fit's CPU time is almost
-  all training steps, the generator rows through the network and back (about 99 % of a 50,000-row
-  CPS fit; the marginal tables, each round's answers and selection, and loading the compiled
-  programs share the rest), so the settings trade rows per step, steps and width. Rows per step
-  matter most: the L1 loss sees the generator's answers through an average over those rows, and with
-  few rows the rare cells' averages are noisy and skewed, which more steps do not undo. On CPS at
-  epsilon 1 (100 rounds, mean two-way TVD of seeds 0-2, CPU seconds at a load of 10-20 on 2 cores):
-  the former width 256, 1,000 rows, 40 steps at 1e-3 took 42-43 s for 0.0153; 250 rows and 40 steps
-  12.9 s for 0.0244; 1,000 rows and 10 steps 11.7 s for 0.0202 (0.0197 at 3e-3); 2,000 rows, width
-  128, 12 steps at 3e-3 12.5 s for 0.0153; these settings 11.1 s for 0.0148 (seeds 3-5: 10.2 s for
-  0.0153 against 42.5 s for 0.0161), and 10 steps instead of 12 9.5 s for 0.0177. Both settings on
-  the same one-way noise (the weights are drawn after round 1), seeds 0-3: 9.5-10.0 s for 0.0154,
-  0.0185, 0.0153 and 0.0160 against 39-41 s for 0.0170, 0.0163, 0.0153 and 0.0172: a quarter of the
-  time, the same accuracy within the spread between seeds. Tried and dropped: an L2 loss (0.0318 at
-  250 rows), a learning rate decaying over the rounds, fewer steps after a marginal already measured
-  (0.0194 against 0.0160), noise input 16 (0.0172 against 0.0160), and logits for the real cells
-  only instead of the padded (d, M) table (no faster: the scatter and gather cost what the smaller
-  products saved).
+- Network and training: two hidden layers of width 96, noise input 32, one logit per real cell (a
+  softmax per column), Adam learning rate 3e-3, 12 steps a round on 2,000 generator rows (the
+  authors: width 512, 1e-4). A fit's CPU time is almost all training steps, the generator rows
+  through the network and back (the marginal tables, each round's answers and selection, and
+  loading the compiled programs share about 5 % of a 50,000-row CPS fit), so the settings trade rows
+  per step, steps and width. Rows per step matter most: the L1 loss sees the generator's answers
+  through an average over those rows, and with few rows the rare cells' averages are noisy and
+  skewed, which more steps do not undo. On CPS at epsilon 1 (100 rounds, mean two-way TVD, CPU
+  seconds at a load of 10-25 on 2 cores): the former width 256, 1,000 rows, 40 steps at 1e-3 took
+  39-43 s for 0.0160 (10 seeds); 250 rows and 40 steps 12.9 s for 0.0244; 1,000 rows and 10 steps
+  11.7 s for 0.0202; width 96, 2,000 rows, 12 steps, noise 64 and the padded (d, M) output 9.5-10.0 s
+  for 0.0165 (seeds 0-5), 10 steps instead of 12 9.5 s for 0.0177. The padded output spent a third
+  of each step's products on cells no column has (90 logits and a 90 x 90 two-way product on CPS
+  against 56 and 56 x 56); one logit per real cell, with the column sums and the per-column largest
+  logit spread to the cells by products with a 0/1 (C, d) matrix, is the same model for about 22 %
+  less CPU (seeds 0-5: 0.0164). Noise input 32 instead of 64 halves the first layer and the random
+  draws: seeds 0-5 0.0158; width 64 as well: 0.0166 (width 64 with noise 64: 0.0171). Tried and
+  dropped: an L2 loss (0.0318 at 250 rows), a learning rate decaying over the rounds, fewer steps
+  after a marginal already measured (0.0194 against 0.0160), noise input 16 at width 128 (0.0172
+  against 0.0160).
 - Rounds: 100, as in the paper; in a stratified run with ``scale_rounds`` a stratum runs the rounds
   times its share of the rows, at least ``MIN_STRATUM_ROUNDS`` (``GEM.for_stratum``). With
   ``scale_rounds`` every fit (pooled too) then runs only as many of those rounds as its noisy total
@@ -67,9 +68,11 @@ Speed: the rows enter once, through the exact one-way and two-way count tables (
 pass over the data); every round and every training step works on those tables and on the generator's
 own rows, so a fit's cost does not grow with the data (CPS at epsilon 1, fit and sampling as many rows,
 with the former 256-wide network: 42.8 s CPU at 50,000 rows, 50.8 s at 1,000,000, growth exponent 0.06;
-with the present settings about 10 s and 14.0 s, two-way TVD 0.0128 at 1,000,000;
+with width 96 on the padded output about 10 s and 14.0 s, two-way TVD 0.0128 at 1,000,000; with the
+present settings 6.5-6.9 s at 50,000 rows, warm (7.9-8.6 s as the first fit of a fresh process), and
+11.7 s at 1,000,000, two-way TVD 0.0119;
 ``benchmarks/gem_bench.py``). Sampling goes block by block, so its memory does not grow with n either.
-The jitted programs depend only on shapes and settings (which cells are padding is an argument), so they
+The jitted programs depend only on shapes and settings (which cells are real is an argument), so they
 are built and compiled once per process and shared by every fit of that shape: every stratum of a
 stratified release, every seed of a sweep; they are also kept on disk in the project's cache folder
 (``persist_compilation``), so a fresh process loads them instead of compiling. The cost of a round grows
@@ -227,11 +230,14 @@ def _jax():
 class Programs:
     """The jitted pieces of GEM for one shape and one set of settings.
 
-    ``probs(params, z, pad)``: row probabilities (K, d, M); ``answers(params, z, pad)``: the answer
-    to every workload pair (P, M, M), pairs in ``pair_index`` order; ``train(params, ema, opt_state,
-    key, pad, y1, y2, weight2)``: one round of ``steps`` Adam steps on the one-way targets (d, M) and
-    the pairs' targets (P, M, M) weighted by ``weight2`` (P,); ``init_opt(params)``: a fresh optimiser
-    state.
+    The network's output has one logit per real cell (C = the sum of the column sizes, cells column
+    by column: ``Layout``), and ``cells = (segment (C, d), index (d, M), pad (d, M))`` describes them
+    (``Layout.device``). ``probs(params, z, cells)``: row probabilities (K, C), a softmax per column;
+    ``answers(params, z, cells)``: every two-way answer at once, the (C, C) product of those rows
+    averaged over them; ``train(params, ema, opt_state, key, cells, y1, y2, weight2)``: one round of
+    ``steps`` Adam steps on the one-way targets (C,) and the two-way targets (C, C) weighted cell by
+    cell by ``weight2`` (C, C; zero outside the measured pairs' blocks); ``init_opt(params)``: a fresh
+    optimiser state.
     """
 
     probs: Callable
@@ -248,8 +254,8 @@ def programs(d: int, M: int, noise_dim: int, hidden: int, batch: int, steps: int
              ema: float) -> Programs:
     """The compiled programs for ``d`` columns of at most ``M`` values: built once per process and shape.
 
-    Nothing here depends on the data or on which cells are padding (``pad`` is an argument), so
-    every stratum and every round reuses the same compiled code.
+    Nothing here depends on the data (which cells are real is the ``cells`` argument), so every
+    stratum and every round reuses the same compiled code.
     """
     key = (int(d), int(M), int(noise_dim), int(hidden), int(batch), int(steps), float(learning_rate), float(ema))
     with _PROGRAMS_LOCK:
@@ -268,32 +274,34 @@ def program_shapes() -> list[tuple]:
 
 def _build_programs(d, M, noise_dim, hidden, batch, steps, learning_rate, decay) -> Programs:
     jax, jnp, optax = _jax()
-    first, second = pair_index(d)
 
-    def probs(params, z, pad):
+    def probs(params, z, cells):
+        segment, index, pad = cells
         h = jax.nn.relu(z @ params["l1"]["w"] + params["l1"]["b"])
         h = jax.nn.relu(h @ params["l2"]["w"] + params["l2"]["b"])
-        logits = (h @ params["out"]["w"] + params["out"]["b"]).reshape(z.shape[0], d, M)
-        return jax.nn.softmax(jnp.where(pad[None], -1e9, logits), axis=-1)
+        logits = h @ params["out"]["w"] + params["out"]["b"]                         # (K, C)
+        # a softmax per column: the column's largest logit subtracted (a constant for the gradient),
+        # the column sums and their spread back to the cells as products with the 0/1 (C, d) matrix
+        top = jax.lax.stop_gradient(jnp.where(pad[None], -jnp.inf, logits[:, index]).max(-1))
+        e = jnp.exp(logits - top @ segment.T)
+        return e / ((e @ segment) @ segment.T)
 
     def two_way(p):
-        # every column pair's answer from one (dM x K) (K x dM) product, then the workload's pairs
-        # (i < j): on CPU one large product ran 1.5 times faster than P small ones (an einsum over
-        # the gathered pairs)
-        q = p.reshape(p.shape[0], d * M)
-        return (q.T @ q / p.shape[0]).reshape(d, M, d, M)[first, :, second, :]
+        # every cell pair's answer from one (C x K) (K x C) product: on CPU one large product ran 1.5
+        # times faster than one small product per workload pair
+        return p.T @ p / p.shape[0]
 
-    def loss(params, z, pad, y1, y2, weight2):
-        p = probs(params, z, pad)
-        return jnp.abs(p.mean(0) - y1).sum() + (weight2[:, None, None] * jnp.abs(two_way(p) - y2)).sum()
+    def loss(params, z, cells, y1, y2, weight2):
+        p = probs(params, z, cells)
+        return jnp.abs(p.mean(0) - y1).sum() + (weight2 * jnp.abs(two_way(p) - y2)).sum()
 
     opt = optax.adam(learning_rate)
 
-    def train_one(params, ema, opt_state, key, pad, y1, y2, weight2):
+    def train_one(params, ema, opt_state, key, cells, y1, y2, weight2):
         def step(carry, k):
             params, ema, opt_state = carry
             z = jax.random.normal(k, (batch, noise_dim))
-            grads = jax.grad(loss)(params, z, pad, y1, y2, weight2)
+            grads = jax.grad(loss)(params, z, cells, y1, y2, weight2)
             updates, opt_state = opt.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
             ema = jax.tree.map(lambda e, p: decay * e + (1 - decay) * p, ema, params)
@@ -302,11 +310,55 @@ def _build_programs(d, M, noise_dim, hidden, batch, steps, learning_rate, decay)
         (params, ema, opt_state), _ = jax.lax.scan(step, (params, ema, opt_state), jax.random.split(sub, steps))
         return params, ema, opt_state, key
 
-    def answers_one(params, z, pad):
-        return two_way(probs(params, z, pad))
+    def answers_one(params, z, cells):
+        return two_way(probs(params, z, cells))
 
     return Programs(probs=jax.jit(probs), answers=jax.jit(answers_one), train=jax.jit(train_one),
                     init_opt=jax.jit(opt.init))
+
+
+class Layout:
+    """Where each column's real cells sit in the network's output: column by column, C = sum of the
+    sizes, against the padded (d, M) tables (the exact counts, the measurements) and their pairs
+    (P, M, M) in ``pair_index`` order. Host-side numpy; ``device()`` gives the programs' ``cells``."""
+
+    def __init__(self, sizes: Sequence[int]) -> None:
+        sizes = np.asarray(sizes, int)
+        self.d, self.M, self.C = len(sizes), int(sizes.max()), int(sizes.sum())
+        self.pad = padding(sizes)                                   # (d, M)
+        self.real = np.flatnonzero(~self.pad.ravel())               # the C real cells of the d * M
+        column = np.repeat(np.arange(self.d), sizes)
+        self.segment = (column[:, None] == np.arange(self.d)[None]).astype(np.float32)    # (C, d)
+        self.sizes = sizes
+        self.start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        self.index = np.minimum(self.start[:, None] + np.arange(self.M)[None], self.C - 1).astype(np.int32)
+        self.first, self.second = pair_index(self.d)
+
+    def device(self):
+        _, jnp, _ = _jax()
+        return jnp.asarray(self.segment), jnp.asarray(self.index), jnp.asarray(self.pad)
+
+    def one_way(self, table: np.ndarray) -> np.ndarray:
+        """(d, M) padded one-way table -> its C real cells."""
+        return np.asarray(table).reshape(-1)[self.real]
+
+    def block(self, i: int, j: int) -> tuple[slice, slice]:
+        """The (C, C) cells of the pair of columns i and j."""
+        return (slice(self.start[i], self.start[i] + self.sizes[i]),
+                slice(self.start[j], self.start[j] + self.sizes[j]))
+
+    def pairs(self, cells: np.ndarray) -> np.ndarray:
+        """(C, C) cell table -> the (P, M, M) padded pair tables (padding cells zero)."""
+        dm = self.d * self.M
+        full = np.zeros((dm, dm), np.asarray(cells).dtype)
+        full[np.ix_(self.real, self.real)] = cells
+        return full.reshape(self.d, self.M, self.d, self.M)[self.first, :, self.second, :]
+
+    def padded(self, rows: np.ndarray) -> np.ndarray:
+        """(K, C) row probabilities -> (K, d, M), padding cells zero."""
+        out = np.zeros((len(rows), self.d * self.M), np.asarray(rows).dtype)
+        out[:, self.real] = rows
+        return out.reshape(len(rows), self.d, self.M)
 
 
 def pair_index(d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -318,14 +370,14 @@ class GEM:
     """GEM synthesizer: ``fit(df, domain, rho, rng, noise=None, progress=None)`` then ``sample(n, rng)``.
 
     Defaults are this project's choices, not the paper's (module docstring): two-way workload, hidden
-    width 96, noise input 64, learning rate 3e-3, 12 steps a round on at most 2,000 generator rows,
+    width 96, noise input 32, learning rate 3e-3, 12 steps a round on at most 2,000 generator rows,
     100 rounds (scaled by a stratum's share of the rows when ``scale_rounds``). Repeated measurements
     of one marginal are averaged by precision. ``batch`` is the most generator rows a step takes; a fit
     whose noisy row count is smaller takes fewer (``generator_rows``; the fitted ``batch_``).
     """
 
     def __init__(self, rounds: int = 100, steps: int = 12, batch: int = 2000, hidden: int = 96,
-                 noise_dim: int = 64, learning_rate: float = 3e-3, ema: float = 0.9,
+                 noise_dim: int = 32, learning_rate: float = 3e-3, ema: float = 0.9,
                  scale_rounds: bool = False) -> None:
         self.rounds = int(rounds)
         self.scale_rounds = bool(scale_rounds)
@@ -403,7 +455,8 @@ class GEM:
         if n < 0:
             raise ValueError(f"The number of rows must be zero or more; got {n}.")
         d, M = len(self.columns_), max(self.sizes_)
-        probs, pad = self._programs(d, M).probs, jnp.asarray(padding(self.sizes_))
+        layout = Layout(self.sizes_)
+        probs, cells = self._programs(d, M).probs, layout.device()
         # rows go through in blocks of one fixed size, so any n reuses one compiled program
         z = np.zeros((-(-max(n, 1) // SAMPLE_BLOCK) * SAMPLE_BLOCK, self.noise_dim), np.float32)
         z[:n] = rng.normal(size=(n, self.noise_dim))
@@ -412,7 +465,7 @@ class GEM:
         top = np.asarray(self.sizes_) - 1
         for s in range(0, n, SAMPLE_BLOCK):
             # one block at a time: memory stays at one block's (rows, d, M) table whatever n is
-            p = np.asarray(probs(self.params_, jnp.asarray(z[s:s + SAMPLE_BLOCK]), pad), float)[:n - s]
+            p = layout.padded(np.asarray(probs(self.params_, jnp.asarray(z[s:s + SAMPLE_BLOCK]), cells), float)[:n - s])
             cdf = np.cumsum(p, axis=2)
             cdf /= cdf[:, :, -1:]
             codes[s:s + SAMPLE_BLOCK] = np.minimum((cdf < u[s:s + SAMPLE_BLOCK]).sum(axis=2), top)
@@ -483,7 +536,8 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
     one, two = exact_marginals(arr, sizes, pairs)
     T = model.rounds if pairs else 1
     rho_round = rho / T
-    pad = jnp.asarray(padding(sizes))
+    layout = Layout(sizes)
+    cells = layout.device()
     ledger = BudgetLedger()
     spent: list[float] = []
     # round 0: every one-way marginal, released together (L2 sensitivity sqrt(d))
@@ -507,20 +561,20 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
         rho_round = (rho - rho_round) / (T - 1)
     # the generator's initial weights are drawn after round 1, so a seeded fit's one-way noise, noisy
     # total and therefore its rounds and spends do not depend on the network's size or training settings
-    params = jax.tree.map(jnp.asarray, model._init_params(rng, d * M))
+    params = jax.tree.map(jnp.asarray, model._init_params(rng, layout.C))
     key = jax.random.PRNGKey(int(rng.integers(2 ** 31)))
     # generator rows per step from that noisy total, in a few shared sizes (``generator_rows``)
     rows_per_step = generator_rows(model.batch, n_hat)
     prog = model._programs(d, M, rows_per_step)
     y1 = np.maximum(y1, 0.0)
-    y1 = (y1 / np.maximum(y1.sum(1, keepdims=True), 1e-12)).astype(np.float32)
-    # the measured two-way tables, in fixed (P, M, M) slots: an unmeasured pair has weight 0, so
+    y1 = layout.one_way(y1 / np.maximum(y1.sum(1, keepdims=True), 1e-12)).astype(np.float32)
+    # the measured two-way tables, in fixed (C, C) blocks: an unmeasured pair has weight 0, so
     # every round runs the same compiled step
-    y2 = np.zeros((len(pairs), M, M), np.float32)
-    weight2 = np.zeros(len(pairs), np.float32)
+    y2 = np.zeros((layout.C, layout.C), np.float32)
+    weight2 = np.zeros((layout.C, layout.C), np.float32)
     history: list[dict] = []
     ema, opt_state = params, prog.init_opt(params)
-    params, ema, opt_state, key = prog.train(params, ema, opt_state, key, pad, y1, y2, weight2)
+    params, ema, opt_state, key = prog.train(params, ema, opt_state, key, cells, y1, y2, weight2)
     z_eval = jnp.asarray(rng.normal(size=(rows_per_step, model.noise_dim)), jnp.float32)
     rho_sel, rho_meas = round_budget(rho_round)
     eps_em = exponential_mechanism_epsilon(rho_sel)
@@ -534,7 +588,7 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
         if t == T:   # the last round spends exactly what is left
             rho_sel, rho_meas = round_budget(rho - math.fsum(spent))
             eps_em = exponential_mechanism_epsilon(rho_sel)
-        a2 = np.asarray(prog.answers(ema, z_eval, pad), float)
+        a2 = layout.pairs(np.asarray(prog.answers(ema, z_eval, cells), float))
         scores = np.abs(two - n_hat * a2).sum((1, 2))
         k = noise.choose(scores, eps_em)
         i, j = pairs[k]
@@ -551,10 +605,10 @@ def _fit(model: GEM, arr: np.ndarray, columns: list[str], sizes: list[int], rho:
         # their precision-weighted mean, weighted in the loss by that precision (as in AIM's model)
         y, s = merged.add((i, j), two[k, :si, :sj] + draw, sigma)
         noisy = np.maximum(y, 0.0)
-        y2[k] = 0.0
-        y2[k, :si, :sj] = noisy / max(noisy.sum(), 1e-12)
-        weight2[k] = (sigma_ref / s) ** 2
-        params, ema, opt_state, key = prog.train(params, ema, opt_state, key, pad, y1, y2, weight2)
+        block = layout.block(i, j)
+        y2[block] = noisy / max(noisy.sum(), 1e-12)
+        weight2[block] = (sigma_ref / s) ** 2
+        params, ema, opt_state, key = prog.train(params, ema, opt_state, key, cells, y1, y2, weight2)
         history.append({"round": t, "marginal": f"{columns[i]} x {columns[j]}", "sigma": sigma, "epsilon_em": eps_em,
                         "times_measured": merged.count[(i, j)], "combined_sigma": s})
     model.columns_ = list(columns)

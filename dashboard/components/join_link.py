@@ -98,3 +98,27 @@ def join_panel(code_shown: str, link: str) -> None:
             st.warning(LOOPBACK_NOTE)
     with right:
         st.html(f'<div class="join-qr">{qr_image(link, "QR code of the join link " + link)}</div>')
+
+
+# The projector's view: a white layer over the whole window, the QR code as large as the window's shorter
+# side allows after the text, the link and code below it in large dark type. The close button (keyed
+# ``fe_qr_close``) stays above the layer, in its top right corner.
+PROJECTOR_CSS = """<style>
+.projector-qr{position:fixed;inset:0;z-index:999990;background:#fff;color:#000;display:flex;flex-direction:column;
+  align-items:center;justify-content:center;gap:1.5vh;padding:2vh 2vw;box-sizing:border-box}
+.projector-qr img{width:min(74vh,94vw)!important;height:min(74vh,94vw)!important;max-width:none!important}
+.projector-qr .projector-link{font:600 clamp(16px,2.6vw,44px) sans-serif;text-align:center;word-break:break-all;
+  margin:0;max-width:100%}
+.projector-qr .projector-code{font:700 clamp(18px,3.2vw,56px) monospace;letter-spacing:.08em;margin:0}
+.st-key-fe_qr_close{position:fixed;top:1rem;right:1rem;z-index:999991;width:auto}
+[data-testid="stSidebar"],[data-testid="stSidebarCollapsedControl"],[data-testid="stHeader"]{display:none!important}
+</style>"""
+
+
+def projector_qr(code_shown: str, link: str) -> None:
+    """The join link's QR code over the whole window for a projector: dark on white, the link and the
+    join code in text under it."""
+    st.html(PROJECTOR_CSS + f'''<div class="projector-qr" role="dialog" aria-label="Join QR code, full screen">
+{qr_image(link, "QR code of the join link " + link, scale=16)}
+<p class="projector-link">{html.escape(link)}</p>
+<p class="projector-code">Join code {html.escape(code_shown)}</p></div>''')

@@ -4,18 +4,21 @@ background job queue (:mod:`core.jobs`) and the page follows it here."""
 from __future__ import annotations
 
 import os
-import re
-import secrets
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from core.cache import config_digest, memory
 from core.cluster import backend_for, last_failure, scheduler_address
 from core.contracts import Cancelled
 from core.estimates import observe
 from core.jobs import CANCELLED, REUSABLE, job_queue, run_key
+from dashboard.components import job_lines
+from dashboard.components.job_lines import LISTED_KEY, job_owner, keep_owner_in_address
+from dashboard.components.run_estimate import plan_estimate
 
 T = TypeVar("T")
 
@@ -91,48 +94,6 @@ HEARTBEAT = 0.5
 Cancel click reach the waiting page)."""
 
 
-OWNER_KEY = "_jobs_owner"
-OWNER_PARAM = "jobs"
-"""The query parameter that carries a browser tab's job owner across a reload (a new Streamlit session)."""
-_OWNER_FORM = re.compile(r"[0-9a-f]{32}")
-
-
-def valid_owner(token) -> bool:
-    """Whether ``token`` has the form of an owner this module makes: 32 lower-case hex digits (128 bits)."""
-    return isinstance(token, str) and _OWNER_FORM.fullmatch(token) is not None
-
-
-def job_owner() -> str:
-    """This browser tab's name in the job queue, or "script" outside Streamlit; the sidebar lists the jobs
-    of this owner.
-
-    The name is a random 128-bit token kept in the session state. Once the tab has a job the token also
-    rides in the page address as ``?jobs=...`` (:func:`keep_owner_in_address`), so a reload (a new
-    Streamlit session) adopts it from there and finds the tab's jobs again. A session keeps the token it
-    has; a new session adopts a well-formed token from the address and otherwise makes a new one (a
-    malformed value is ignored, not an error). Whoever holds the address can see and cancel those jobs, so
-    links made for others (the join link and its QR code) are built without the page's query."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    if get_script_run_ctx(suppress_warning=True) is None:
-        return "script"
-    owner = st.session_state.get(OWNER_KEY)
-    if owner is None:
-        carried = st.query_params.get(OWNER_PARAM)
-        owner = carried if valid_owner(carried) else secrets.token_hex(16)
-        st.session_state[OWNER_KEY] = owner
-    return owner
-
-
-def keep_owner_in_address() -> None:
-    """Write this tab's owner token into the address (``?jobs=``) when it is not there: after its first
-    job, and again after a page change dropped the parameter. Other parameters (``?me=``, ``?join=``) are
-    left as they are."""
-    owner = job_owner()
-    if valid_owner(owner) and st.query_params.get(OWNER_PARAM) != owner:
-        st.query_params[OWNER_PARAM] = owner
-
-
 def run_with_progress(run: Callable[..., T], plan, data=None, *, label: str,
                       cancel_key: str | None = None, n_jobs: int | None = None, batch: bool = True,
                       restart: bool = False) -> T:
@@ -187,8 +148,6 @@ MIN_OBSERVED_SECONDS = 5.0
 def observe_run(plan, data, job) -> None:
     """Tell the run-time estimates (:func:`core.estimates.observe`) how long a finished job took, once
     per job, so later estimates on this server follow the machine's real speed and load."""
-    from dashboard.components.run_estimate import plan_estimate
-
     if job is None or job.seconds is None or job.observed or os.environ.get("DASHBOARD_OBSERVE_RUNS") == "0":
         return
     job.observed = True
@@ -226,8 +185,6 @@ def job_key(func: Callable, *parts) -> str:
     """The key of a job that calls ``func`` on what ``parts`` name (JSON-able: row keys, a digest, a
     nonce), for work that has no plan: the function's name, the digest of the parts and the code version
     (the result cache's folder), as :func:`core.jobs.run_key` names a plan's run."""
-    from core.cache import config_digest, memory
-
     name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
     return f"{name}:{config_digest(list(parts))}@{memory().location}"
 
@@ -236,10 +193,6 @@ def attached_job(key: str):
     """The job of ``key`` a page may attach to (queued, running or finished with a result), else None."""
     job = job_queue().find(key)
     return job if job is not None and job.state in REUSABLE else None
-
-
-LISTED_KEY = "_jobs_listed"
-"""Session key: ids of the jobs the sidebar listed in this script run (set by ``jobs_sidebar``)."""
 
 
 def follow(job, bar: Callable[[int, int, str], None]):
@@ -267,17 +220,13 @@ def follow(job, bar: Callable[[int, int, str], None]):
 def _sidebar_line(job) -> Callable[[], None] | None:
     """A redraw of ``job``'s line in a sidebar slot of this run, or None when the sidebar already lists it
     (or there is no script run to draw in)."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
     if get_script_run_ctx(suppress_warning=True) is None or job.id in st.session_state.get(LISTED_KEY, ()):
         return None
     slot = st.sidebar.empty()
 
     def draw() -> None:
-        from dashboard.components.jobs import draw_line
-
         with slot.container():
-            draw_line(job)
+            job_lines.draw_line(job)
     return draw
 
 

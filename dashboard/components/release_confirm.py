@@ -52,7 +52,8 @@ from core.releases import (CANCELLED, COMMITTED, INTERACTIVE_WAIT, REFUSED, RUNN
 from dashboard.components.ledger_badge import ledger_delta, mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
 from dashboard.components import access, progress
-from dashboard.components.progress import follow, job_owner, keep_owner_in_address
+from dashboard.components.job_lines import job_owner, keep_owner_in_address
+from dashboard.components.progress import follow
 
 CANCELLED_NOTE = "The release was cancelled before anything was published. "
 #: round values offered as a first cap (epsilon)

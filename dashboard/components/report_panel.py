@@ -8,12 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from core.contracts import Plan, Result
-from core.report import build_report, load_plan, parse_report, report_json, tables_zip
+from core.report import build_report, load_plan, parse_report, tables_zip
 from core.sharing import CONFIDENTIAL, CONFIDENTIAL_MARK, is_private, shared_copy, withholds
 from dashboard.components.code_export import code_export_buttons
 from dashboard.components.ledger_badge import ledger_for_report
 from dashboard.components.pin_compare import pin_compare_panel
-from dashboard.components.stakeholder_buttons import page_question, stakeholder_buttons
+from dashboard.components.stakeholder_buttons import page_question, saved_report_text, stakeholder_buttons
 
 
 def report_panel(result: Result, *, page: str, key: str, ledger=None,
@@ -30,10 +30,9 @@ def report_panel(result: Result, *, page: str, key: str, ledger=None,
     report = shared_copy(full)
     if withholds(report):
         st.caption(SHARED_CAPTION)
-    export_buttons(result, report, page=page, key=key, tables=tables, figures=figures, extra=extra, ledger=ledger)
+    export_buttons(result, report, page=page, key=key, tables=tables, figures=figures)
     if is_private(result.plan):
-        confidential_panel(result, full, page=page, key=key, tables=tables, figures=figures, extra=extra,
-                           ledger=ledger)
+        confidential_panel(result, full, page=page, key=key, tables=tables, figures=figures)
     else:
         full = report
     pin_compare_panel(result, full, page=page, key=key)   # pin as A, compare B, saved scenarios (curator's screen)
@@ -47,12 +46,12 @@ SHARED_CAPTION = ("These downloads are the shared report: the plan, the declared
 CONFIDENTIAL_CONFIRM = "I will keep it with the curator and not share it"
 
 
-def export_buttons(result: Result, report: dict, *, page: str, key: str, tables, figures=(), extra=None,
-                   ledger=None, label: str = "") -> None:
+def export_buttons(result: Result, report: dict, *, page: str, key: str, tables, figures=(),
+                   label: str = "") -> None:
     """The JSON report, the zipped CSVs, the script and notebook, and the stakeholder HTML/PDF of ``report``;
     ``label`` prefixes the buttons (the confidential ones say so)."""
     left, right = st.columns(2)
-    left.download_button(f"{label}Download report (JSON)", lambda: report_json(with_figures(report, result, figures)),
+    left.download_button(f"{label}Download report (JSON)", lambda: saved_report_text(result, report, figures),
                          file_name=f"{key}.json", on_click="ignore",
                          mime="application/json", key=f"{key}_json", icon=":material/download:",
                          help="The plan, data fingerprint, ledger, versions and every table. Open it "
@@ -61,8 +60,7 @@ def export_buttons(result: Result, report: dict, *, page: str, key: str, tables,
                           file_name=f"{key}.zip", mime="application/zip", key=f"{key}_zip",
                           icon=":material/table_view:")
     code_export_buttons(report, key=key)      # the same result as a Python script and a Jupyter notebook
-    stakeholder_buttons(result, report, page=page, key=key, figures=figures, extra=extra, tables=tables,
-                        ledger=ledger, label=label)
+    stakeholder_buttons(result, report, page=page, key=key, figures=figures, label=label)
 
 
 def confidential_key(key: str) -> str:
@@ -70,8 +68,7 @@ def confidential_key(key: str) -> str:
     return f"{key}_confidential"
 
 
-def confidential_panel(result: Result, report: dict, *, page: str, key: str, tables, figures=(), extra=None,
-                       ledger=None) -> None:
+def confidential_panel(result: Result, report: dict, *, page: str, key: str, tables, figures=()) -> None:
     """The confidential report of private data, offered only after the curator says it stays with them."""
     ck = confidential_key(key)
     with st.expander("Confidential report (computed on private rows)", icon=":material/lock:"):
@@ -79,8 +76,8 @@ def confidential_panel(result: Result, report: dict, *, page: str, key: str, tab
                    "private rows, for the curator's own records; each file says so on every page.")
         if not st.checkbox(CONFIDENTIAL_CONFIRM, key=f"{ck}_confirm"):
             return
-        export_buttons(result, report, page=page, key=ck, tables=tables, figures=figures, extra=extra,
-                       ledger=ledger, label="Confidential: ")
+        export_buttons(result, report, page=page, key=ck, tables=tables, figures=figures,
+                       label="Confidential: ")
 
 
 def with_figures(report: dict, result: Result, figures=()) -> dict:

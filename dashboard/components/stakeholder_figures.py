@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from core.contracts import Result
 
 
@@ -52,6 +54,8 @@ def _coherence(result) -> list:
     shared = result.tables()        # on an upload its sizes are bands ("50 <= n < 100"), never exact
     private = bool(getattr(result, "private_sizes", True))
     comparison = getattr(result, "comparison", None)
+    if comparison is not None and "curve" in shared:   # first what the verdict is judged on: the failure rate
+        out += failure_rate_figures(result, shared["curve"], comparison.settings)
     if comparison is not None:
         worst = comparison.worst_adversary()["adversary"]       # the page's heat map opens on the same one
         out.append(figs.distance_heatmap(shared["subgroups"], worst, comparison.settings["alpha"]))
@@ -64,6 +68,17 @@ def _coherence(result) -> list:
         sizes = comparison.subgroups["size"].unique() if comparison is not None and not private else []
         out.append(figs.gamma_figure(theory.gamma_curve, sizes))
     return out
+
+
+def failure_rate_figures(result, curve, settings) -> list:
+    """The failure rate against alpha of each audited release (the measure its verdict is judged on), the
+    release with the highest worst failure rate first."""
+    from core.coherence.run import worst_key
+    from dashboard.figures import coherence as figs
+    headline = result.headline()
+    releases = list(dict.fromkeys(curve["release"]))
+    releases.sort(key=lambda r: -np.nan_to_num(float(headline.get(worst_key(r), 0.0))))
+    return [figs.coherence_curve_figure(curve, r, settings["alpha"], settings["beta"]) for r in releases]
 
 
 def _synthesis(result) -> list:

@@ -67,21 +67,35 @@ def fit_zoom(bounds, width_px: float, height_px: float) -> float:
 MAP_FIT_PX = (560, 480)
 
 
-def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataFrame, outline_geojson: dict,
-             colour: str, title: str, fit_px: tuple[int, int] = MAP_FIT_PX, height: int = 600) -> go.Figure:
-    """Choropleth of the display units coloured by ``colour``; district boundaries drawn on top. The zoom fits
-    the whole area into ``fit_px`` pixels (the column the map is drawn in), so every district number shows."""
+def colour_range(frames: list[pd.DataFrame], colour: str) -> tuple[float, float]:
+    """One colour range for every map in ``frames`` (two plans side by side share it, so one colour means
+    one value on both): symmetric around 0 for a diverging measure, else from the least value to the 98th
+    percentile, over the values of all frames together."""
     if colour not in COLOUR_BY:
         raise ValueError(f"Colour by one of {list(COLOUR_BY)}, not {colour!r}.")
-    col, bar, scale, diverging = COLOUR_BY[colour]
+    col, _, _, diverging = COLOUR_BY[colour]
+    vals = pd.concat([f[col] for f in frames], ignore_index=True).astype(float)
+    if not vals.notna().any():
+        return (-1.0, 1.0) if diverging else (0.0, 1.0)
+    if diverging:
+        m = max(float(np.nanpercentile(np.abs(vals), 98)), 1e-9)
+        return -m, m
+    low, high = float(np.nanmin(vals)), float(np.nanpercentile(vals, 98))
+    return low, max(high, low + 1e-9)
+
+
+def plan_map(units: gpd.GeoDataFrame, unit_geojson: dict, outlines: gpd.GeoDataFrame, outline_geojson: dict,
+             colour: str, title: str, fit_px: tuple[int, int] = MAP_FIT_PX, height: int = 600,
+             zrange: tuple[float, float] | None = None) -> go.Figure:
+    """Choropleth of the display units coloured by ``colour``; district boundaries drawn on top. The zoom fits
+    the whole area into ``fit_px`` pixels (the column the map is drawn in), so every district number shows.
+    ``zrange`` fixes the colour range (two maps compared share one, from ``colour_range``)."""
+    rng = colour_range([units], colour) if zrange is None else zrange     # checks the colour choice too
+    if colour not in COLOUR_BY:
+        raise ValueError(f"Colour by one of {list(COLOUR_BY)}, not {colour!r}.")
+    col, bar, scale, _ = COLOUR_BY[colour]
     data = units.drop(columns="geometry").assign(unit_id=units["unit_id"].astype(str))
     vals = data[col].astype(float)
-    if diverging:
-        m = float(np.nanpercentile(np.abs(vals), 98)) if vals.notna().any() else 1.0
-        rng = (-max(m, 1e-9), max(m, 1e-9))
-    else:
-        rng = (float(np.nanmin(vals)) if vals.notna().any() else 0.0,
-               float(np.nanpercentile(vals, 98)) if vals.notna().any() else 1.0)
     bounds = units.total_bounds
     center = {"lon": float((bounds[0] + bounds[2]) / 2), "lat": float((bounds[1] + bounds[3]) / 2)}
     zoom = fit_zoom(bounds, *fit_px)
@@ -263,34 +277,4 @@ def er_histogram(estimates: pd.DataFrame, truth: dict) -> go.Figure:
     fig.update_layout(title=f"ER estimates over noisy runs ({SIMULATION_NOTE}; simulated truth "
                             f"{truth['group']:.2f} / {truth['complement']:.2f})", height=400,
                       legend=dict(orientation="h", y=-0.2), margin=dict(t=70, b=30, l=50, r=10))
-    return fig
-
-
-def difference_map(outlines: gpd.GeoDataFrame, outline_geojson: dict, delta: pd.DataFrame, what: str) -> go.Figure:
-    """Districts coloured by B − A of one district number (``delta``: district, A, B, change), on a
-    diverging scale centred on 0; districts only one side has are drawn grey."""
-    values = outlines[["district"]].merge(delta[["district", "A", "B", "change"]], on="district", how="left")
-    change = values["change"].astype(float)
-    m = float(np.nanmax(np.abs(change))) if change.notna().any() else 1.0
-    bounds = outlines.total_bounds
-    center = {"lon": float((bounds[0] + bounds[2]) / 2), "lat": float((bounds[1] + bounds[3]) / 2)}
-    dx = max(bounds[2] - bounds[0], 1e-4)
-    dy = max(bounds[3] - bounds[1], 1e-4) / np.cos(np.radians(center["lat"]))
-    zoom = float(np.clip(min(np.log2(700 * 360 / (512 * dx)), np.log2(440 * 360 / (512 * dy))), 2, 16))
-    ids = values["district"].astype(str)
-    fig = go.Figure(go.Choroplethmap(
-        geojson=outline_geojson, locations=ids, featureidkey="properties.district", z=change.fillna(0.0),
-        zmin=-max(m, 1e-9), zmax=max(m, 1e-9), colorscale="RdBu_r", marker_opacity=0.85, marker_line_width=1.5,
-        marker_line_color="#222", customdata=values[["A", "B"]].to_numpy(dtype=float),
-        hovertemplate="<b>District %{location}</b><br>A: %{customdata[0]:.4g}<br>B: %{customdata[1]:.4g}<br>"
-                      "B − A: %{z:+.4g}<extra></extra>",
-        colorbar=dict(title=dict(text=f"B − A: {what}")), name=""))
-    missing = change.isna().to_numpy()
-    if missing.any():
-        fig.add_trace(go.Choroplethmap(geojson=outline_geojson, locations=ids[missing],
-                                       featureidkey="properties.district", z=np.zeros(int(missing.sum())),
-                                       colorscale=[[0, "#bbbbbb"], [1, "#bbbbbb"]], showscale=False,
-                                       hoverinfo="skip", name="only in B"))
-    fig.update_layout(map=dict(style="white-bg", center=center, zoom=zoom), height=480,
-                      title=f"Per-district difference, B − A: {what}", margin=dict(l=0, r=0, t=40, b=0))
     return fig

@@ -22,8 +22,10 @@ from core.districts import (ALGORITHMS, GENERATORS, DistrictPlan, EnsemblePlan, 
                             run)
 from core.districts.checks import check_warning  # noqa: E402
 from core.districts.display import DISPLAY_LEVELS, display_values, district_shapes  # noqa: E402
-from core.districts.scorecard import (SCORECARD_HELP, SCORECARD_LABELS, compare_scorecards,  # noqa: E402
-                                      scorecard)
+from core.districts.standards import balance_sentence  # noqa: E402
+from core.uncertainty_words import rounded, with_interval  # noqa: E402
+from core.districts.scorecard import (SCORECARD_HELP, SCORECARD_LABELS, compare_plans,  # noqa: E402
+                                      comparison_words, error_sd_words, scorecard)
 from core.districts.generators import GRID_ONLY  # noqa: E402
 from core.districts.workflow import GENERATOR_CHOICES, GEOGRAPHIES, build_geography  # noqa: E402
 from core.geography.assignments import plan_to_frame  # noqa: E402
@@ -262,8 +264,10 @@ m[1].metric("Largest true deviation (plan 1)", f"{head['largest_true_deviation_p
             help="Largest gap between a district's true population and the ideal, in percent of the ideal.")
 m[2].metric("Plans passing the checks", f"{n_passing} of {n_plans}",
             help="Plans whose districts are each one piece and within the balance tolerance.")
-m[3].metric("Mean absolute district error (people)", f"{head['mean_abs_district_error']:.1f}",
-            help="Mean over plan 1's districts and the noisy runs of |noisy population - true population|.")
+err_low, err_high = result.mean_abs_error_interval(1)
+m[3].metric("Mean absolute district error (people)", rounded(head["mean_abs_district_error"], err_low, err_high),
+            help="Mean over plan 1's districts and the noisy runs of |noisy population - true population|, rounded "
+                 f"to what its 95% interval over the runs supports: {with_interval(head['mean_abs_district_error'], err_low, err_high, 'people')}.")
 m[4].metric("Worst deviation if balanced on noisy counts", f"{head['worst_deviation_if_balanced_on_noisy_pct']:.3f}%",
             help="Had plan 1 been balanced exactly on the noisy counts: its largest true deviation over the runs.")
 if ALGORITHMS[algorithm].closed_form_note:
@@ -289,13 +293,17 @@ def outlines(plan_digest: str, plan_no: int, _geo, _labels, _table):
 
 
 def scorecard_table(card, key: str, narrow: bool = True) -> None:
-    """A scorecard with its labels, two decimals and a help text on each column (no cut labels); in a side
-    column it says that it scrolls sideways."""
-    fmt = {"deviation": "%.0f", "deviation_pct": "%.2f", "error_sd": "%.1f", "polsby_popper": "%.3f",
-           "minority_share_pct": "%.1f"}
+    """A scorecard with its labels, a help text on each column (no cut labels) and numbers to the precision
+    they carry: the error sd, measured over a few noisy runs, rounded to its 95% interval and shown with it;
+    in a side column it says that it scrolls sideways."""
+    fmt = {"deviation": "%.0f", "deviation_pct": "%.2f", "polsby_popper": "%.3f", "minority_share_pct": "%.1f"}
+    card = card.drop(columns=["error_sd_low", "error_sd_high"]).assign(error_sd=error_sd_words(card))
     config = {SCORECARD_LABELS[c]: st.column_config.NumberColumn(SCORECARD_LABELS[c], format=fmt.get(c),
                                                                  help=SCORECARD_HELP.get(c))
-              for c in card.columns if c != "district"}
+              for c in card.columns if c not in ("district", "error_sd")}
+    config[SCORECARD_LABELS["error_sd"]] = st.column_config.TextColumn(
+        SCORECARD_LABELS["error_sd"] + ", 95% interval", help=SCORECARD_HELP["error_sd"] + " In brackets: its "
+        "chi-square 95% interval (few runs give a wide one).")
     wide_table(card.rename(columns=SCORECARD_LABELS), key=key, narrow=narrow, column_config=config)
 
 
@@ -328,12 +336,13 @@ def map_panel(result, geo, kind: str) -> None:
     labels = result.labels[plan_no - 1]
     table = result.plan_districts(plan_no)
     verdict = result.verdict(plan_no)
-    warning = check_warning(verdict, result.plan.balance_tolerance_pct)
+    tolerance = result.plan.balance_tolerance_pct
+    standard = balance_sentence(tolerance, float(table["population"].sum()) / max(len(table), 1))
+    warning = check_warning(verdict, tolerance)
     if warning:
-        st.warning(warning + " Use it only if that is what you intend.")
+        st.warning(f"{warning} The balance check: {standard}. Use the plan only if that is what you intend.")
     else:
-        st.success(f"Plan {plan_no} passes: every district is one piece and within "
-                   f"{result.plan.balance_tolerance_pct:g}% of the ideal population.")
+        st.success(f"Plan {plan_no} passes: every district is one piece and {standard}.")
     shapes, outline_gj = outlines(result.plan.digest(), plan_no, geo, labels, table)
     units = units_view(result.plan.digest(), plan_no, display, county, geo, labels, table, result.block_mean_error)
     tol_m = {"county": 400.0, "tract": 400.0, "block group": 40.0, "block": 5.0}[display]
@@ -360,34 +369,44 @@ def map_panel(result, geo, kind: str) -> None:
                                     key="dm_compare_no", persist_state=S))
         if other != plan_no:
             card_a, card_b = scorecard(table), scorecard(result.plan_districts(other))
-            st.dataframe(compare_scorecards(card_a, card_b, (f"plan {plan_no}", f"plan {other}")), hide_index=True,
-                         key="dm_scorecard_compare", column_config={
-                             "measure": st.column_config.TextColumn("Measure", width="large")})
+            names = (f"plan {plan_no}", f"plan {other}")
+            both = compare_plans(result.districts, result.runs, plan_no, other, result.plan.noise.seed, names)
+            st.dataframe(comparison_words(both, names), hide_index=True, key="dm_scorecard_compare",
+                         column_config={"measure": st.column_config.TextColumn("Measure", width="medium")})
             other_table = result.plan_districts(other)
             other_shapes, other_gj = outlines(result.plan.digest(), other, geo, result.labels[other - 1], other_table)
             other_units = units_view(result.plan.digest(), other, display, county, geo, result.labels[other - 1],
                                      other_table, result.block_mean_error)
             if county is not None:
                 other_shapes = other_shapes[other_shapes["district"].isin(other_units["district"].unique())]
+            shared = figs.colour_range([units, other_units], colour)
             left, right = st.columns(2)
             for col, no, shp, sgj, unt, card in ((left, plan_no, shown, outline_gj, units, card_a),
                                                  (right, other, other_shapes, other_gj, other_units, card_b)):
                 with col:
                     st.plotly_chart(figs.plan_map(unt, gj, shp, sgj, colour, f"Plan {no}", fit_px=(400, 400),
-                                                  height=520), key=f"dm_map_side_{'ab'[col is right]}")
+                                                  height=520, zrange=shared), key=f"dm_map_side_{'ab'[col is right]}")
                     scorecard_table(card, f"dm_scorecard_{'ab'[col is right]}")
-            st.caption("District numbers of two plans name different areas, so the plans compare as wholes "
+            st.caption("Both maps use one colour scale, so a colour means the same value on each. The noisy-count "
+                       f"error is measured over {int(result.runs['run'].nunique())} seeded runs: it is rounded to "
+                       "what its 95% interval supports, the interval in brackets (a paired bootstrap over the runs, which "
+                       "serve both plans; chi-square per district). "
+                       "District numbers of two plans name different areas, so the plans compare as wholes "
                        "(the first table); each plan's own districts are below it.")
     cols = ["district", "population", "deviation_pct", "pieces", "contiguous", "balanced", "passes",
-            "mean_noisy_population", "mean_abs_error", "p95_abs_error", "empirical_sd", "analytic_toydown_sd",
-            "balanced_on_noisy_mean_abs_dev_pct", "balanced_on_noisy_max_abs_dev_pct", "black_share_pct",
-            "fragmentation", "cut_edges", "polsby_popper", "split_counties"]
+            "mean_noisy_population", "mean_abs_error", "p95_abs_error", "empirical_sd", "empirical_sd_low",
+            "empirical_sd_high", "analytic_toydown_sd", "balanced_on_noisy_mean_abs_dev_pct",
+            "balanced_on_noisy_max_abs_dev_pct", "black_share_pct", "fragmentation", "cut_edges", "polsby_popper",
+            "split_counties"]
     st.markdown("**Every district's numbers**")
+    # people to the person (the errors come from a few runs: their spread is the sd's interval beside them),
+    # shares to two decimals, compactness to three
+    formats = {**dict.fromkeys(("mean_noisy_population", "mean_abs_error", "p95_abs_error", "empirical_sd",
+                                "empirical_sd_low", "empirical_sd_high", "analytic_toydown_sd"), "%.0f"),
+               **dict.fromkeys(("deviation_pct", "black_share_pct", "balanced_on_noisy_mean_abs_dev_pct",
+                                "balanced_on_noisy_max_abs_dev_pct"), "%.2f"), "polsby_popper": "%.3f"}
     wide_table(human(table[cols]), key="dm_table",
-                 column_config={COLUMNS[c]: st.column_config.NumberColumn(format="%.2f")
-                                for c in ("deviation_pct", "mean_noisy_population", "mean_abs_error", "p95_abs_error",
-                                          "empirical_sd", "analytic_toydown_sd", "black_share_pct", "polsby_popper",
-                                          "balanced_on_noisy_mean_abs_dev_pct", "balanced_on_noisy_max_abs_dev_pct")})
+               column_config={COLUMNS[c]: st.column_config.NumberColumn(format=f) for c, f in formats.items()})
     st.caption("If balanced on noisy counts: had the plan been drawn so that every district's noisy count were "
                "exactly the noisy ideal, its true population would differ from the true ideal by this much "
                "(mean and worst over the runs).")

@@ -6,11 +6,14 @@ database under its copy id, so every later view loads the same people instead of
 
 The page turns widgets into an ElicitationPlan (the design) or into pooling choices, calls core,
 and draws what comes back. A stakeholder's view lives in the URL (`?join=CODE&me=RESUME-CODE`), so
-a reload or a trip to another page comes back to their cards; that link opens only their own view.
+a reload or a trip to another page comes back to their cards; that link opens only their own view. The
+browser she joined on keeps a device token (an HttpOnly cookie), so the bare join link reopens her cards
+there too; on another device her resume code, shown at the foot of every card, brings her back.
 """
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import sys
 import uuid
@@ -38,6 +41,7 @@ from core.fairness.session_summary import (Pooling, display_labels, learner_pair
 from core.fairness.store import (MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_SESSION_NAME_LENGTH,  # noqa: E402
                                  ElicitationStore, code_version, constraint_set_hash, format_code,
                                  frontier_summary, get_store)
+from core.fairness.store.devices import shown_resume_code  # noqa: E402
 from core.privacy.project_ledger import data_key  # noqa: E402
 from core.releases import pairs_copy_release  # noqa: E402
 from core.report import tables_zip  # noqa: E402
@@ -50,9 +54,11 @@ from dashboard.page_registry import PAGES  # noqa: E402
 
 from dashboard.components.access import current_role, identity_provider_configured  # noqa: E402
 from dashboard.components.fairness_results import render_fairness_results  # noqa: E402
-from dashboard.components.join_link import browser_page_url, join_panel, join_url  # noqa: E402
+from dashboard.components.join_link import browser_page_url, join_panel, join_url, projector_qr  # noqa: E402
 from dashboard.components.ledger_badge import project_ledger  # noqa: E402
 from dashboard.components.release_confirm import release_button, stated_spend  # noqa: E402
+from dashboard.components.room_device import (card_layout, device_token, forget_device, keep_device,  # noqa: E402
+                                              scroll_to_card)
 from dashboard.components.wide_table import wide_table  # noqa: E402
 
 P = "fe_"
@@ -218,12 +224,23 @@ def _goto(position: int | None) -> None:
     _clear_card_inputs()
 
 
-def _signed_in(login) -> None:
-    """Remember the stakeholder in this browser session and in the URL (reloads keep their view)."""
+def _signed_in(login, *, bound: bool = False) -> None:
+    """Remember the stakeholder in this browser session and in the URL (reloads keep their view), and let
+    this browser's device token reopen her cards from the join link: bound here when the browser sent one,
+    else the server sets one when the card view asks it to (``keep_device``)."""
     _set("join_error", None)
     _set("login", {"token": login.token, "name": login.pseudonym})
     _set("view_pos", None)
+    _set("scrolled_to", None)
+    _set("forget_device", None)
     st.query_params["me"] = login.token
+    device = device_token()
+    if device is not None and not bound:
+        try:
+            _store().bind_device(login.token, device)
+        except (ValueError, PermissionError):
+            device = None
+    _set("keep_device", None if device is not None else login.token)
 
 
 def _join(code_key: str, name_key: str) -> None:
@@ -232,32 +249,50 @@ def _join(code_key: str, name_key: str) -> None:
         return
     try:
         login = _store().join(st.session_state.get(code_key, ""), st.session_state.get(name_key, ""),
-                              client=_client())
+                              resume_code=st.session_state.get(P + "resume_code") or None,
+                              device=device_token(), client=_client())
     except (ValueError, PermissionError) as err:
         _set("join_error", str(err))
         return
-    _signed_in(login)
-
-
-def _resume(token_key: str) -> None:
-    try:
-        login = _store().resume(st.session_state.get(token_key, ""), client=_client())
-    except (ValueError, PermissionError) as err:
-        _set("join_error", str(err))
-        return
+    st.session_state[P + "resume_code"] = ""
     _signed_in(login)
 
 
 def _sign_out() -> None:
+    """Sign out on this device: the join link no longer reopens her cards here."""
+    login = _state("login")
     _set("login", None)
+    _set("signed_out", True)
     st.query_params.pop("me", None)
+    device = device_token()
+    if login and device is not None:
+        try:
+            _store().forget_device(login["token"], device)
+        except (ValueError, PermissionError):
+            pass
+    elif login:                   # a token the server set after this connection opened: it forgets it
+        _set("forget_device", login["token"])
+    _set("keep_device", None)
 
 
 def restore_stakeholder() -> None:
-    """A stakeholder link (`?me=...`) signs this browser session in as that stakeholder, once."""
+    """A stakeholder link (`?me=...`) signs this browser session in as that stakeholder, once; a join link
+    (`?join=CODE`) does when this browser's device token is bound to a stakeholder of that session."""
     token = st.query_params.get("me")
     login = _state("login")
-    if not token or (login and login["token"] == token):
+    if login and (not token or login["token"] == token):
+        return
+    if not token:
+        join_code, device = st.query_params.get("join"), device_token()
+        if not join_code or device is None or _state("signed_out"):
+            return
+        try:
+            found = _store().device_login(join_code, device)
+        except ValueError:        # a malformed join code: the join form says so when it is used
+            return
+        if found is not None:
+            st.session_state[P + "role"] = SH
+            _signed_in(found, bound=True)
         return
     st.session_state[P + "role"] = SH  # a stakeholder link never opens the facilitator's screens
     try:
@@ -299,13 +334,18 @@ def stakeholder_join(join_code: str | None) -> None:
     c1, c2 = st.columns(2)
     c1.text_input("Join code", key=P + "join_code", max_chars=20, persist_state=KEEP)
     c2.text_input("Your name or nickname", key=P + "join_name", max_chars=MAX_NAME_LENGTH, persist_state=KEEP)
+    st.text_input("Resume code (if you started on another device)", key=P + "resume_code",
+                  max_chars=40, placeholder="e.g. K7QM-2XPA-R4TB-9CHD",
+                  help="Shown at the foot of each of your cards. With it your answers continue where you "
+                       "left them, under your name; on the device you joined on the join link is enough.")
     st.checkbox("I understand that my answers are stored under this name, shown to the facilitator, "
                 "and used, pooled with others, to constrain a statistical model. I can ask the "
                 "facilitator to withdraw them.", key=P + "consent", persist_state=KEEP)
     st.button("Join", key=P + "join", type="primary", on_click=_join, args=(P + "join_code", P + "join_name"))
-    with st.expander("Resume after a disconnect"):
-        st.text_input("Your resume code", key=P + "resume_token", type="password", persist_state=KEEP)
-        st.button("Resume", key=P + "resume", on_click=_resume, args=(P + "resume_token",))
+    st.caption("When you join you get a resume code, shown at the foot of every card: keep it to continue "
+               "on another device.")
+    if _state("forget_device"):
+        forget_device(_state("forget_device"))
 
 
 def stakeholder_view(join_code: str | None) -> None:
@@ -314,7 +354,11 @@ def stakeholder_view(join_code: str | None) -> None:
         stakeholder_join(join_code)
         return
     st.query_params["me"] = login["token"]  # keep the link current after a trip to another page
-    stakeholder_cards()
+    if _state("keep_device") == login["token"]:
+        keep_device(login["token"])
+    card_layout()
+    with st.container(key=P + "card"):
+        stakeholder_cards()
 
 
 @st.fragment
@@ -337,16 +381,11 @@ def stakeholder_cards() -> None:
     config = ElicitationPlan.from_dict(session["config"])
     n = len(plan)
     answered = int(plan["response"].notna().sum())
-    st.subheader(f"Welcome, {plain(login['name'])}")
-    st.caption(f"Session: {plain(session['name'])}" + (" (simulated)" if session["simulated"] else ""))
+    with st.container(key=P + "card_head"):
+        st.subheader(f"Welcome, {plain(login['name'])}")
+        st.progress(answered / n if n else 1.0, text=f"{answered} of {n} cards answered")
     if session["status"] != "open":
         st.warning("The facilitator has closed this session; answers can no longer be changed.")
-    with st.expander("Your resume code (keep it to continue later or on another device)"):
-        st.code(token, language=None)
-        st.caption("This page's address holds it too: bookmark the page to come back to your cards. "
-                   "Anyone with the code or the address can answer as you, so keep it to yourself.")
-        st.button("Sign out on this device", key=P + "signout", on_click=_sign_out)
-    st.progress(answered / n if n else 1.0, text=f"{answered} of {n} cards answered")
     if _state("answer_error"):
         st.error(_state("answer_error"))
 
@@ -357,7 +396,11 @@ def stakeholder_cards() -> None:
     if view is None:
         st.success("All cards answered. Thank you! You can go back and change any answer.")
         st.button("Review my answers from the start", key=P + "review", on_click=_goto, args=(0,))
+        _card_footer(token, session)
         return
+    if _state("scrolled_to") != view:   # a new card opens at its own header
+        scroll_to_card(view)
+        _set("scrolled_to", view)
 
     row = plan.iloc[view]
     try:
@@ -389,27 +432,39 @@ def stakeholder_cards() -> None:
     if config.response_mode == "four_option":
         better = "a risk prediction no higher" if config.favourable_label == 0 else "a prediction no less favourable"
         st.caption(f"'At least as well' means {better} than the other person's.")
-    per_row = 2 if len(options) > 2 else len(options)  # long labels stay readable on a phone
-    cols = [c for _ in range(0, len(options), per_row) for c in st.columns(per_row)]
-    for col, option in zip(cols, options):
-        chosen = option == current
-        label = ("✓ " if chosen else "") + el.RESPONSE_LABELS[option]
-        # The current choice is the one filled button; before any answer all options look alike.
-        col.button(label, key=f"{P}ans_{option}", type="primary" if chosen or current is None else "secondary",
-                   icon=":material/check_circle:" if chosen else None, use_container_width=True,
-                   on_click=_answer, args=(token, view, option, event_id),
-                   help="Your current answer" if chosen else None)
-    nav = st.columns(4)
-    nav[0].button("← Back", key=P + "back", disabled=view == 0, use_container_width=True,
-                  on_click=_goto, args=(max(0, view - 1),))
-    nav[1].button("Skip this card", key=P + "skip", use_container_width=True,
-                  on_click=_answer, args=(token, view, el.SKIP, event_id))
-    nav[2].button("Undo answer", key=P + "undo", disabled=current is None, use_container_width=True,
-                  on_click=_answer, args=(token, view, el.RETRACT, event_id))
-    nav[3].button("Next →", key=P + "next", disabled=current is None or view >= n - 1,
-                  use_container_width=True, on_click=_goto, args=(view + 1,))
-    st.caption("Labels and model scores are never shown. Your answers are stored as soon as you click; "
-               "if you lose the connection, reload this page or come back with your resume code.")
+    with st.container(key=P + "answers"):
+        per_row = 2   # side by side even on a phone; four options make two rows
+        cols = [c for _ in range(0, len(options), per_row) for c in st.columns(per_row)]
+        for col, option in zip(cols, options):
+            chosen = option == current
+            label = ("✓ " if chosen else "") + el.RESPONSE_LABELS[option]
+            # The current choice is the one filled button; before any answer all options look alike.
+            col.button(label, key=f"{P}ans_{option}", type="primary" if chosen or current is None else "secondary",
+                       icon=":material/check_circle:" if chosen else None, use_container_width=True,
+                       on_click=_answer, args=(token, view, option, event_id),
+                       help="Your current answer" if chosen else None)
+    with st.container(key=P + "nav"):
+        nav = st.columns(4)
+        nav[0].button("← Back", key=P + "back", disabled=view == 0, use_container_width=True,
+                      on_click=_goto, args=(max(0, view - 1),))
+        nav[1].button("Skip", key=P + "skip", use_container_width=True, help="Skip this card",
+                      on_click=_answer, args=(token, view, el.SKIP, event_id))
+        nav[2].button("Undo", key=P + "undo", disabled=current is None, use_container_width=True,
+                      help="Undo your answer to this card", on_click=_answer, args=(token, view, el.RETRACT, event_id))
+        nav[3].button("Next →", key=P + "next", disabled=current is None or view >= n - 1,
+                      use_container_width=True, on_click=_goto, args=(view + 1,))
+    _card_footer(token, session)
+
+
+def _card_footer(token: str, session: dict) -> None:
+    """The foot of every card: the resume code in full view, and how answers are kept."""
+    st.markdown(f'Your resume code: <span class="resume-code">{html.escape(shown_resume_code(token))}</span>',
+                unsafe_allow_html=True)
+    st.caption(f"Session: {plain(session['name'])}" + (" (simulated)" if session["simulated"] else "")
+               + ". Type the resume code on another device to continue there; keep it to yourself, as anyone "
+               "with it can answer as you. Labels and model scores are never shown; each answer is stored "
+               "as soon as you click.")
+    st.button("Sign out on this device", key=P + "signout", on_click=_sign_out)
 
 
 # ============================================================================ facilitator
@@ -630,6 +685,14 @@ def _join_panel(join_code: str) -> None:
         st.markdown(f"**Join code:** `{shown}`")
         return
     join_panel(shown, link)
+    if _state("qr_full"):
+        projector_qr(shown, link)
+        st.button("Close the full-screen QR code", key=P + "qr_close", icon=":material/close:",
+                  on_click=_set, args=("qr_full", False))
+    else:
+        st.button("Show the QR code full screen", key=P + "qr_open", icon=":material/fullscreen:",
+                  on_click=_set, args=("qr_full", True), help="For a projector: the QR code as large as the "
+                  "screen allows, dark on white, with the join link and code in large text.")
 
 
 def _withdraw(fac: dict) -> None:

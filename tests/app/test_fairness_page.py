@@ -4,6 +4,7 @@ from pathlib import Path
 import pandas as pd
 
 from streamlit.testing.v1 import AppTest
+from core.fairness.store import format_code
 from tests.release_steps import decide_cap, has_button, press
 
 PAGE = str(Path(__file__).resolve().parents[2] / "dashboard" / "tools" / "fairness_elicitation.py")
@@ -94,8 +95,11 @@ def test_stakeholder_answers_three_cards_and_facilitator_sees_them():
     # A fresh browser session resumes with the resume code at the same card.
     again = _app()
     again.radio(key="fe_role").set_value("Stakeholder").run()
-    again.text_input(key="fe_resume_token").input(sh.session_state["fe_login"]["token"]).run()
-    again.button(key="fe_resume").click().run()
+    again.text_input(key="fe_join_code").input(session["join_code"]).run()
+    again.text_input(key="fe_resume_code").input(format_code(sh.session_state["fe_login"]["token"])).run()
+    again.checkbox(key="fe_consent").check().run()
+    again.button(key="fe_join").click().run()
+    assert not again.error
     assert any("Card 4 of 52" in m.value for m in again.markdown)
 
 

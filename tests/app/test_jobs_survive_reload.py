@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.jobs import CANCELLED, RUNNING
-from dashboard.components.progress import OWNER_KEY, OWNER_PARAM, valid_owner
+from dashboard.components.job_lines import OWNER_KEY, OWNER_PARAM, valid_owner
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "dashboard" / "app.py")

@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.jobs import CANCELLED, DONE, RUNNING
 from core.privacy.project_ledger import ProjectLedger
-from dashboard.components.progress import OWNER_KEY, OWNER_PARAM
+from dashboard.components.job_lines import OWNER_KEY, OWNER_PARAM
 from tests import release_steps
 from tests.release_steps import GATED_KEY as KEY
 from tests.release_steps import confirm_release, gated_page
@@ -193,7 +193,7 @@ def test_a_commit_the_ledger_refuses_shows_nothing_and_spends_nothing(queue, mon
 
 
 def test_the_sidebar_lists_the_release_while_the_page_waits_for_it(queue, monkeypatch):
-    import dashboard.components.jobs as jobs
+    import dashboard.components.job_lines as jobs
 
     real, drawn = jobs.draw_line, []
 

@@ -35,3 +35,27 @@ def test_budget_page_offers_html_and_pdf_reports_holding_its_headline_numbers():
     assert report["plan_digest"] == at.session_state["ba_plan"].digest()
     assert report["headline"] == {k: float(v) for k, v in headline.items()}
     assert "<h2>Project privacy ledger of this data set</h2>" in visible
+
+
+def test_the_pages_report_is_the_command_lines_for_the_same_saved_report(tmp_path):
+    """The page's HTML is made from the JSON report its JSON button offers, by the command line's function: the
+    same document (plotly's random div ids aside) and so the same size; it is made once and kept across reruns."""
+    from core.__main__ import main
+    from dashboard.components.stakeholder_buttons import saved_key
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.run()
+    at.session_state["ba_tab"] = "Export & release"
+    at.run()
+    assert not at.exception, at.exception
+    page_html = at.session_state[builder_key(KEY)]()
+    saved = tmp_path / f"{KEY}.json"
+    saved.write_text(at.session_state[saved_key(KEY)]())
+    out = tmp_path / "cli.html"
+    assert main(["report", str(saved), "--html", str(out)]) == 0
+    cli_html = out.read_text()
+    assert abs(len(page_html) - len(cli_html)) <= 0.02 * len(cli_html)
+    uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    assert re.sub(uuid, "id", page_html) == re.sub(uuid, "id", cli_html)
+    assert page_html.count("Plotly.newPlot") == cli_html.count("Plotly.newPlot") >= 1    # the page's figures
+    at.run()                                                    # a rerun with the same result
+    assert at.session_state[builder_key(KEY)]() is page_html    # kept, not built again

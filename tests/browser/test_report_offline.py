@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from core.report import build_report
 from core.stakeholder_report import format_number, report_html
+from tests.browser.accessibility import axe_violations, describe
 from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, open_page,
                                             wait_until_idle)
 from tests.unit.test_stakeholder_report import PAGES
@@ -57,6 +58,8 @@ def test_every_pages_report_opens_offline(tmp_path):
                 failures.append(f"{title}: requested {sorted(set(outside))[:3]}")
             if page.locator(".js-plotly-plot").count() != 2:
                 failures.append(f"{title}: expected 2 drawn figures")
+            if found := axe_violations(page):     # the file a curator sends out, as its reader opens it
+                failures.append(f"{title} report: accessibility\n{describe(found)}")
             page.screenshot(path=str(ARTIFACTS / f"report_{path.stem}.png"))
             page.close()
         browser.close()

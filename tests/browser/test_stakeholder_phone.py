@@ -1,7 +1,9 @@
 """A live session as a room lives it: a stakeholder on a phone (390 x 844) joins through the facilitator's
-link, answers every card with both people on screen at once, reloads half-way and finishes; every answer is
-stored once. The facilitator's view offers that link (as the browser reached the server), its QR code and the
-code once. Both views pass the accessibility check."""
+link, answers every card with the card's header, both people and the answer buttons on screen at once (no
+scrolling, each new card opened at its own header), reloads half-way, closes the tab and opens the bare join
+link again (her browser's device token brings her back to her card) and finishes; every answer is stored
+once, under one name. The facilitator's view offers that link (as the browser reached the server), its QR
+code, the code once, and the QR code full screen for a projector. Both views pass the accessibility check."""
 from __future__ import annotations
 
 import re
@@ -24,10 +26,30 @@ def _in_viewport(page, locator) -> bool:
             and box["x"] + box["width"] <= size["width"] + 0.5 and box["y"] + box["height"] <= size["height"] + 0.5)
 
 
+ANSWERS = ("Treat them the same", "They may be treated differently")
+
+
+def _fits_without_scrolling(page, k: int, n: int) -> None:
+    """Card k of n as it opens, before anything is scrolled: its header, the pair and the answer buttons all
+    inside the phone's 844 px, and the resume code in full view at its foot."""
+    for what, locator in [("header", page.get_by_text(f"Card {k} of {n}")),
+                          ("pair", page.locator("[data-testid='stTable'] table").first),
+                          *[(name, page.get_by_role("button", name=name, exact=True)) for name in ANSWERS]]:
+        box = locator.bounding_box()
+        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"], \
+            f"card {k}: the {what} is outside the phone's view as the card opens ({box})"
+    code = page.locator(".resume-code")
+    assert code.count() == 1 and code.is_visible()
+    assert re.fullmatch(r"(?:[A-Z2-9]{4}-){3}[A-Z2-9]{4}", code.inner_text())
+
+
 def _check_card(page, k: int, n: int) -> None:
-    """Card k of n: both people's columns (header and every row) in the phone's viewport together."""
+    """Card k of n: fits the phone as it opens; both people's columns (header and every row) in the phone's
+    viewport together."""
     page.get_by_text(f"Card {k} of {n}").wait_for(timeout=120_000)
     wait_until_idle(page)
+    page.screenshot(path=str(ARTIFACTS / f"stakeholder_phone_open{k}.png"))
+    _fits_without_scrolling(page, k, n)
     table = page.locator("[data-testid='stTable'] table").first
     table.evaluate("t => t.scrollIntoView({block: 'center'})")
     page.wait_for_timeout(300)
@@ -78,6 +100,19 @@ def test_phone_stakeholder_joins_by_link_answers_reloads_and_finishes(session_se
         assert main.count(created.join_code) == 0 and main.count(shown) == 2   # the code, and inside the link
         if found := axe_violations(desk):
             failures.append("facilitator view:\n" + describe(found))
+        # The projector's QR code: dark on white over the whole window, the link in text under it.
+        desk.get_by_role("button", name="Show the QR code full screen").click()
+        wait_until_idle(desk)
+        big = desk.locator(".projector-qr img")
+        box, view = big.bounding_box(), desk.viewport_size
+        assert box["width"] >= 0.6 * view["height"] and box["y"] >= 0 and box["y"] + box["height"] <= view["height"]
+        assert big.get_attribute("alt") == f"QR code of the join link {link}"
+        assert desk.locator(".projector-qr").bounding_box() == {"x": 0, "y": 0, **view}
+        assert desk.locator(".projector-link").inner_text() == link and desk.locator(".projector-link").is_visible()
+        desk.screenshot(path=str(ARTIFACTS / "facilitator_qr_full_screen.png"))
+        desk.get_by_role("button", name="Close the full-screen QR code").click()
+        wait_until_idle(desk)
+        assert desk.locator(".projector-qr").count() == 0
 
         # The stakeholder's phone opens that link: the join form, with no facilitator/stakeholder/demo switch.
         phone, outside_phone = open_page(browser, height=PHONE["height"], width=PHONE["width"],
@@ -113,7 +148,19 @@ def test_phone_stakeholder_joins_by_link_answers_reloads_and_finishes(session_se
                 wait_until_idle(phone)
                 _check_card(phone, k, n)
                 assert phone.get_by_text("Open as").count() == 0
+            if k == 2:    # read further down (a longer page): the next card must still open at its header
+                phone.locator("[data-testid='stMainBlockContainer']").evaluate("e => e.style.paddingBottom = '1500px'")
+                phone.mouse.wheel(0, 450)
+                phone.wait_for_timeout(500)
+                assert phone.get_by_text(f"Card {k} of {n}").bounding_box()["y"] < 0
+            if k == 4:    # the tab is closed and the join link (no resume code in it) opened again
+                phone.goto(link)
+                wait_until_idle(phone)
+                phone.get_by_text("Welcome, Pocket").wait_for(timeout=120_000)
+                _check_card(phone, k, n)
+                assert phone.get_by_text("3 of 5 cards answered").count() == 1
             phone.get_by_role("button", name=labels[response], exact=True).click()
+            wait_until_idle(phone)
         phone.get_by_text("All cards answered").wait_for(timeout=120_000)
         wait_until_idle(phone)
         phone.screenshot(path=str(ARTIFACTS / "stakeholder_phone_done.png"), full_page=True)

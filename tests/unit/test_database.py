@@ -1,11 +1,12 @@
-"""The project database (core.database) is the one engine module: the elicitation store, the privacy
-ledger and saved scenarios open it alike, and each refuses writes to a database file deleted under it."""
+"""The project database (core.database) is the one engine module: every store of a process opens the same
+database for a URL (one engine, one write lock, one file watch), and each refuses writes to a database file
+deleted under it."""
 from pathlib import Path
 
 import pytest
 
 from core.contracts import DataRef
-from core.database import Database, StoreUnavailable
+from core.database import Database, StoreUnavailable, open_database
 from core.privacy.ledger import BudgetLedger
 from core.privacy.project_ledger import LedgerRelease, ProjectLedger, data_key, spends_of
 from tests.unit.test_import_graph import import_graph
@@ -25,6 +26,85 @@ def test_privacy_imports_no_area_package():
     up = sorted((m, d) for m, deps in graph.items() if m.startswith("core.privacy") for d in deps
                 if d.startswith(AREAS))
     assert up == []
+
+
+def _every_store(url: str) -> list:
+    from core.access import CuratorKeys
+    from core.fairness.store import ElicitationStore
+    from core.intake.store import DataSetStore
+    from core.privacy.population import PopulationAnswers
+    from core.scenarios import ScenarioStore
+    return [ElicitationStore(url), ProjectLedger(url), ScenarioStore(url), DataSetStore(url), CuratorKeys(url),
+            PopulationAnswers(url)]
+
+
+def test_every_store_on_one_url_shares_one_engine_and_one_write_lock(tmp_path):
+    """Six stores on one file: one Database, so one connection pool and one lock that every writer of this
+    process queues on; another file has its own."""
+    url = f"sqlite:///{tmp_path / 'project.sqlite'}"
+    stores = _every_store(url)
+    other = ProjectLedger(f"sqlite:///{tmp_path / 'other.sqlite'}")
+    try:
+        assert len({id(s.db) for s in stores}) == 1
+        assert len({id(s.db.engine) for s in stores}) == 1 and stores[0].db.write_lock is not None
+        assert open_database(url) is stores[0].db
+        assert other.db is not stores[0].db and other.db.write_lock is not stores[0].db.write_lock
+    finally:
+        stores[0].db.dispose()
+        other.db.dispose()
+
+
+def test_writers_of_different_stores_take_turns_on_the_shared_lock(tmp_path):
+    """While one store holds the write lock, a write through another store on the same file waits for it
+    (it does not race into SQLite's busy handler), then goes through."""
+    import threading
+    from core.scenarios import ScenarioStore
+    url = f"sqlite:///{tmp_path / 'project.sqlite'}"
+    ledger, scenarios = ProjectLedger(url), ScenarioStore(url)
+    started, order = threading.Event(), []
+
+    def other_writer():
+        started.set()
+        with scenarios._write() as conn:
+            order.append("scenarios")
+            conn.exec_driver_sql("SELECT 1")
+
+    try:
+        with ledger.db.write_tx():
+            thread = threading.Thread(target=other_writer)
+            thread.start()
+            started.wait()
+            assert scenarios.db.write_lock.locked()     # the ledger's write holds the scenarios' lock too
+            order.append("ledger")
+        thread.join()
+        assert order == ["ledger", "scenarios"]
+        assert ledger.record(_release("after both"))
+    finally:
+        ledger.db.dispose()
+
+
+def test_after_the_file_is_deleted_old_stores_refuse_and_a_store_opened_anew_starts_fresh(tmp_path):
+    """A deleted file refuses writes to every store that had it open; a store opened afterwards (as after a
+    restart) gets a new database on the new file, not the refused one."""
+    from core.scenarios import ScenarioStore
+    path = tmp_path / "project.sqlite"
+    url = f"sqlite:///{path}"
+    ledger, scenarios = ProjectLedger(url), ScenarioStore(url)
+    try:
+        assert ledger.record(_release("before"))
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        with pytest.raises(ValueError, match="deleted"):
+            ledger.record(_release("after"))
+        with pytest.raises(StoreUnavailable, match="deleted"):
+            with scenarios._write():
+                pass
+        fresh = ProjectLedger(url)
+        assert fresh.db is not ledger.db
+        assert fresh.record(_release("after a restart"))
+        fresh.db.dispose()
+    finally:
+        ledger.db.dispose()
 
 
 def test_store_ledger_and_scenarios_open_the_database_through_core_database(tmp_path):

@@ -43,3 +43,25 @@ def test_plan_map_draws_every_district_number_inside_its_district():
             pos += 3
     hover = next(t for t in fig.data if t.name == "district")
     assert list(hover.hovertext) == [f"District {d}" for d in range(1, 13)]   # the number in words too
+
+
+def test_two_maps_compared_share_one_colour_range():
+    outlines = _outlines(4)
+    small = outlines.assign(unit_id=outlines["district"].astype(str), district_population=[10.0, 20, 30, 40])
+    large = small.assign(district_population=[100.0, 200, 300, 400])
+    low, high = figs.colour_range([small, large], "population")
+    assert low == 10.0 and high > 300
+    gj = figs.map_geojson(small, "unit_id", 1.0)
+    ogj = figs.map_geojson(outlines, "district", 1.0)
+    maps = [figs.plan_map(u, gj, outlines, ogj, "population", "t", zrange=(low, high)) for u in (small, large)]
+    assert {(m.data[0].zmin, m.data[0].zmax) for m in maps} == {(low, high)}
+    alone = figs.plan_map(small, gj, outlines, ogj, "population", "t")
+    assert alone.data[0].zmax < high                                  # on its own a map fits its own values
+    diverging = figs.colour_range([small.assign(district_deviation_pct=[-3.0, 1, 2, 0])], "deviation")
+    assert diverging[0] == -diverging[1]
+    try:
+        figs.colour_range([small], "rainbow")
+    except ValueError as exc:
+        assert "Colour by" in str(exc)
+    else:
+        raise AssertionError("an unknown colour choice must be refused")

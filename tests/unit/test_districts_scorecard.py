@@ -5,7 +5,10 @@ import pytest
 import shapely
 
 from core.districts.metrics import district_metrics, polsby_popper
-from core.districts.scorecard import SUMMARY, compare_scorecards, plan_summary, scorecard
+from core.districts.scorecard import (SUMMARY, compare_scorecards, comparison_words, mean_sd_intervals, plan_summary,
+                                      scorecard)
+from core.districts.standards import balance_sentence, standard_for
+from core.uncertainty_words import round_to_uncertainty, rounded, rounding_step, with_interval
 from core.geography.adjacency import grid_adjacency
 from core.geography.hierarchy import Hierarchy
 
@@ -84,3 +87,50 @@ def test_a_scorecard_wants_one_plans_table():
         scorecard(t)
     with pytest.raises(ValueError, match="lacks"):
         scorecard(t.drop(columns="polsby_popper"))
+
+
+def test_the_bootstrap_pairs_the_runs_that_serve_both_plans():
+    rng = np.random.default_rng(5)
+    shared = rng.normal(0, 100, size=(16, 4))
+    a, b = shared, shared * 1.1           # plan B's errors are plan A's, 10% larger, run by run
+    got = mean_sd_intervals(a, b, np.random.default_rng(0))
+    sd_a = a.std(axis=0, ddof=1).mean()
+    assert got[0, 0] < sd_a < got[0, 1]
+    # paired: every resample has B - A = 0.1 * A's sd, so the difference's interval is 0.1 x A's interval
+    np.testing.assert_allclose(got[2], 0.1 * got[0], rtol=1e-9)
+    assert got[2, 1] - got[2, 0] < (got[1, 1] - got[1, 0]) / 5
+    with pytest.raises(ValueError, match="same noisy runs"):
+        mean_sd_intervals(a, b[:8], np.random.default_rng(0))
+    assert np.isnan(mean_sd_intervals(a[:1], b[:1], np.random.default_rng(0))).all()
+
+
+def test_the_noisy_measure_is_rounded_to_its_interval_and_the_exact_ones_are_not():
+    a = _card([-2.0, 2.0], [100.0, 140.0], [0.5, 0.7], [0, 1], [10.0, 30.0])
+    b = _card([-1.0, 1.0], [90.0, 109.12], [0.4, 0.8], [2, 1], [15.0, 25.0])
+    intervals = np.array([[100.0, 140.0], [80.0, 119.0], [-45.3, 4.9]])
+    names = ("plan 1", "plan 2")
+    words = comparison_words(compare_scorecards(a, b, names, intervals), names).set_index("measure")
+    noisy = words.loc["Mean noisy-count error sd (people)"]
+    assert noisy["plan 2 - plan 1"] == "\u221220 (\u221250 to 0)"      # -20.44 with a +-25 interval
+    assert noisy["plan 1"] == "120 (100 to 140)"
+    assert words.loc["Least compact district (Polsby-Popper)", "plan 2"] == "0.400"
+    assert words.loc["Districts that split a county", "plan 2 - plan 1"] == "1"
+
+
+def test_rounding_follows_the_first_figure_of_the_half_width():
+    assert rounding_step(42) == 10 and rounding_step(14) == 1 and rounding_step(0.3) == 0.1
+    assert rounding_step(0) == 0 and rounding_step(float("nan")) == 0
+    assert round_to_uncertainty(-20.56, 42) == -20 and round_to_uncertainty(116.13, 5.9) == 116
+    assert with_interval(118.4, 77.2, 161.3, "people") == "120 people (95% interval 80 to 160)"
+    assert with_interval(118.4, 77.2, 161.3, short=True) == "120 (80 to 160)"
+    assert rounded(1.234, 1.234, 1.234) == "1.23"
+
+
+def test_a_tolerance_names_its_standard_and_its_source_or_says_it_has_none():
+    five = balance_sentence(5, 1_612_580)
+    assert "\u00b180,629 people" in five and "Brown v. Thomson" in five and "10%" in five
+    assert "Karcher v. Daggett" in balance_sentence(0, 700_000)
+    assert "French" in balance_sentence(20, 50_000)
+    custom = balance_sentence(7.5, 1000)
+    assert "not a named legal standard" in custom
+    assert standard_for(5.0).tolerance_pct == 5.0 and standard_for(3) is None

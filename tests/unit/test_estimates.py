@@ -317,3 +317,10 @@ def test_observed_correction_is_a_mean_decaying_with_age():
     assert speed.count() == 3
     with pytest.raises(ValueError, match="half-life"):
         ObservedSpeed(half_life=0.0)
+
+
+def test_the_speed_probe_reads_the_clock_it_is_given():
+    from itertools import count
+
+    ticks = count(0.0, 0.5)                          # every reading half a second after the last
+    assert estimates.probe_seconds(repeats=3, clock=lambda: next(ticks)) == pytest.approx(0.5)

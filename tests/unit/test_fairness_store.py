@@ -22,6 +22,7 @@ from core.contracts import make_rng
 from core.fairness.elicitation import SessionConfig, aggregate_constraints, sample_assignment, stakeholder_seed
 from core.fairness.store import (MAX_REASON_LENGTH, SCHEMA_VERSION, WITHDRAWN, ElicitationStore,
                                  constraint_set_hash, frontier_summary, normalise_url, parse_export)
+from core.fairness.store.devices import new_device_token
 from tests.unit.ledger_support import database_url
 
 pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
@@ -458,10 +459,10 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
     ids = _make_v1_database(db)
     store = ElicitationStore(db)
     try:
-        assert store.schema_version() == SCHEMA_VERSION == 5
+        assert store.schema_version() == SCHEMA_VERSION == 6
         with store.engine.connect() as conn:
             versions = [r[0] for r in conn.execute(text("SELECT version FROM schema_version ORDER BY version"))]
-        assert versions == [1, 2, 3, 4, 5]
+        assert versions == [1, 2, 3, 4, 5, 6]
         info = store.open_session(ids["code"], ids["key"])
         # Schema 4: the session drew from every row before populations existed, and says so.
         assert info["config"]["population"] == "full"
@@ -486,12 +487,16 @@ def test_schema_1_database_is_upgraded_in_place_and_keeps_its_answers(db):
         assert cards[["a", "b"]].to_numpy().tolist() == before[["a", "b"]].to_numpy().tolist()
         assert store.record_answer(newcomer.token, 0, "same", "old-event-0") is True
         assert store.record_answer(ids["token"], 0, "same", "old-event-0") is False
+        # Schema 6: the old stakeholder's browser keeps a device token that brings her old code back.
+        phone = new_device_token()
+        store.bind_device(ids["token"], phone)
+        assert store.device_login(ids["code"], phone).token == ids["token"]
     finally:
         store.dispose()
     # Opening again applies nothing twice.
     again = ElicitationStore(db)
     with again.engine.connect() as conn:
-        assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 5
+        assert conn.execute(text("SELECT COUNT(*) FROM schema_version")).scalar() == 6
     assert len(again.event_log(ids["session"], ids["key"])) == 5
     again.dispose()
 
@@ -1006,15 +1011,20 @@ def test_a_synthetic_session_import_checks_pairs_against_its_synthetic_people(st
 def test_a_schema_4_database_gains_the_copy_table_and_keeps_its_sessions(db, released):
     first = ElicitationStore(db)
     created = first.create_session(SessionConfig(n_core=2, n_random=1, n_repeat=0), "before copies")
-    with first.engine.begin() as conn:   # the file as schema 4 left it: no copy table, no version 5
+    ann = first.join(created.join_code, "Ann")
+    with first.engine.begin() as conn:   # the file as schema 4 left it: no copy or device table, no version 5 or 6
         conn.exec_driver_sql("DROP TABLE synthetic_copies")
-        conn.exec_driver_sql("DELETE FROM schema_version WHERE version = 5")
+        conn.exec_driver_sql("DROP TABLE stakeholder_devices")
+        conn.exec_driver_sql("DELETE FROM schema_version WHERE version >= 5")
     first.dispose()
     store = ElicitationStore(db)
     try:
-        assert store.schema_version() == 5
+        assert store.schema_version() == 6
         assert store.open_session(created.join_code, created.facilitator_key)["name"] == "before copies"
         assert store.save_copy(released) is True
+        phone = new_device_token()
+        store.bind_device(ann.token, phone)
+        assert store.device_login(created.join_code, phone).pseudonym == "Ann"
     finally:
         store.dispose()
 

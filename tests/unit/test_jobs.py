@@ -3,7 +3,7 @@ in turn, a key re-attaches to its job, cancel frees the slot and spends nothing,
 
 Scheduling is checked with a fake executor that starts nothing until the test says so, and with the
 queue's own event log, so every assertion is about order, never about elapsed time. A few tests run
-real job processes (forkserver) to check what only they can show: progress from the worker process,
+real job processes (forked by the job host) to check what only they can show: progress from the worker process,
 an error's message, the fair-share width, and that Cancel kills the job and the workers it started.
 """
 from __future__ import annotations
@@ -241,7 +241,7 @@ def test_a_jobs_scratch_folder_is_removed_when_it_ends(processes, tmp_path):
 
 
 def test_a_job_ends_with_the_server_that_started_it(tmp_path):
-    """A job whose server died (and with it the forkserver, its parent) kills its own process group."""
+    """A job whose server died (and with it the job host, its parent) kills its own process group."""
     script = (
         "import os, sys, time\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"

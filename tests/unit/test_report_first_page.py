@@ -130,9 +130,8 @@ def test_answer_quotes_numbers_the_plan_does_not_set(budget_a):
     answer = text.split("<h2>The answer</h2>", 1)[1].split("<h2>", 1)[0]
     assert "Total budget is" not in answer                      # an input, not an answer
     assert "Leaves is" not in answer                             # a size of the geography
-    assert answer.startswith("<p>Mean gain of the recommended split (%) is 33.59")
+    assert answer.startswith("<p>Mean gain of the recommended split is 33.59%.")   # "%" said once, as the unit
     assert "Error sd: one block is 13.58 people." in answer       # four significant figures, with the unit
-    assert "is 33.59%." in answer
 
 
 # ------------------------------------------------------------------------------------------ plan words

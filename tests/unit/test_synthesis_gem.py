@@ -387,3 +387,45 @@ def test_a_seeded_fit_spends_the_same_whatever_the_network_and_training_settings
         assert other.rounds_run_ == base.rounds_run_ < 8                  # cut to the noisy total, identically
         assert ([(s.label, s.amount) for s in other.ledger_.spends]
                 == [(s.label, s.amount) for s in base.ledger_.spends])
+
+
+def test_layout_places_each_pair_in_its_block_of_real_cells_and_back():
+    from core.synthesis.gem import Layout
+
+    layout = Layout([2, 3, 1])                     # C = 6 real cells of a padded (3, 3) table
+    assert layout.C == 6 and layout.one_way(np.arange(9.0).reshape(3, 3)).tolist() == [0, 1, 3, 4, 5, 6]
+    cells = np.arange(36.0).reshape(6, 6)
+    pairs = layout.pairs(cells)                    # pairs (0, 1), (0, 2), (1, 2), padded to 3 x 3
+    np.testing.assert_array_equal(pairs[0], [[2, 3, 4], [8, 9, 10], [0, 0, 0]])
+    np.testing.assert_array_equal(pairs[1], [[5, 0, 0], [11, 0, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(pairs[2], [[17, 0, 0], [23, 0, 0], [29, 0, 0]])
+    for k, (i, j) in enumerate([(0, 1), (0, 2), (1, 2)]):
+        np.testing.assert_array_equal(cells[layout.block(i, j)], pairs[k, :[2, 3, 1][i], :[2, 3, 1][j]])
+    rows = np.arange(12.0).reshape(2, 6)
+    np.testing.assert_array_equal(layout.padded(rows)[1], [[6, 7, 0], [8, 9, 10], [11, 0, 0]])
+
+
+def test_generator_rows_are_a_softmax_per_column_and_the_answers_their_averaged_products():
+    """Closed form: with the hidden layers' weights zero the logits are the output bias, so every row
+    is the per-column softmax of the bias; columns whose logits lie hundreds apart (beyond float32's
+    exp range) still give finite probabilities summing to 1 per column."""
+    import jax
+    import jax.numpy as jnp
+
+    from core.synthesis.gem import Layout, programs
+
+    sizes = [3, 1, 2]
+    layout = Layout(sizes)
+    prog = programs(3, 3, 4, 5, 8, 1, 1e-3, 0.9)
+    bias = np.array([300.0, 301.0, 299.0, -400.0, 0.5, -0.5], np.float32)
+    params = {"l1": {"w": np.zeros((4, 5), np.float32), "b": np.zeros(5, np.float32)},
+              "l2": {"w": np.zeros((5, 5), np.float32), "b": np.zeros(5, np.float32)},
+              "out": {"w": np.zeros((5, 6), np.float32), "b": bias}}
+    params = jax.tree.map(jnp.asarray, params)
+    z = jnp.asarray(np.random.default_rng(0).normal(size=(7, 4)), jnp.float32)
+    p = np.asarray(prog.probs(params, z, layout.device()), float)
+    want = np.concatenate([np.exp(b - b.max()) / np.exp(b - b.max()).sum()
+                           for b in np.split(bias.astype(float), np.cumsum(sizes)[:-1])])
+    np.testing.assert_allclose(p, np.broadcast_to(want, p.shape), rtol=1e-6, atol=1e-7)
+    answers = np.asarray(prog.answers(params, z, layout.device()), float)
+    np.testing.assert_allclose(answers, np.outer(want, want), rtol=1e-5, atol=1e-7)

@@ -314,8 +314,8 @@ def test_answer_numbers_carry_their_units(pairs):
     answer = first_page(report_html(result, page="District maps")).split("<h2>The answer</h2>", 1)[1]
     answer = words_of(answer.split("<h2>", 1)[0])
     error = result.headline()["mean_abs_district_error"]
-    assert f"Largest true deviation (%) is {result.headline()['largest_true_deviation_pct']:,.4g}%" in answer
-    assert f"Mean abs district error is {error:,.4g} people." in answer
+    assert f"Largest true deviation is {result.headline()['largest_true_deviation_pct']:,.4g}%" in answer
+    assert f"Mean absolute district error is {error:,.4g} people." in answer
 
 
 # ------------------------------------------------------------------------------------ command line
@@ -327,7 +327,7 @@ def test_report_command_writes_a_pdf_without_html(pairs, tmp_path, monkeypatch):
     source = tmp_path / "R.json"
     source.write_text(report_json(build_report(result, page="Budget allocation")))
     printed = []
-    monkeypatch.setattr(stakeholder, "report_pdf", lambda text: printed.append(text) or b"%PDF-1.4 test")
+    monkeypatch.setattr(stakeholder, "report_pdf", lambda text, paper: printed.append(text) or b"%PDF-1.4 test")
     out = tmp_path / "out.pdf"
     assert main(["report", str(source), "--pdf", str(out)]) == 0
     assert out.read_bytes() == b"%PDF-1.4 test"

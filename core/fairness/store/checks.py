@@ -17,6 +17,7 @@ from core.fairness.store.schema import MAX_NAME_LENGTH, MAX_REASON_LENGTH, MAX_S
 # included), format characters (Cf: zero-width spaces and joiners, direction marks and
 # overrides, the byte-order mark), private use, unpaired surrogates, line/paragraph separators.
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
+CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # join and resume codes: no 0/O, 1/I lookalikes
 
 
 def digest(secret: str) -> str:

@@ -8,6 +8,8 @@ Schema history:
    from every row of the file, are marked "full".
 5. the synthetic copies sessions show: each copy (a DP release, made with secure noise and not
    reproducible) is stored once by its random id, with its population, budget and people.
+6. the devices a stakeholder joined or resumed on: a browser's device token (kept in an HttpOnly cookie)
+   stored as its digest, with the stakeholder's resume code sealed under that token.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from sqlalchemy.schema import CreateTable
 
 from core.fairness.elicitation import LEGACY_POPULATION
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 MAX_NAME_LENGTH = 60
 MAX_SESSION_NAME_LENGTH = 120
 MAX_REASON_LENGTH = 500
@@ -136,6 +138,18 @@ synthetic_copies = Table(  # schema 5: released synthetic copies (DP output: saf
 )
 
 
+stakeholder_devices = Table(  # schema 6: the browsers that reopen a stakeholder's cards from the join link
+    "stakeholder_devices", metadata,
+    Column("session_id", String(32), ForeignKey("sessions.session_id"), nullable=False),
+    Column("stakeholder_id", String(32), ForeignKey("stakeholders.stakeholder_id"), nullable=False),
+    Column("device_hash", String(64), nullable=False),    # SHA-256 of the browser's device token
+    Column("sealed_code", String(128), nullable=False),   # the resume code, readable only with that token
+    Column("bound_at", String(40), nullable=False),
+    UniqueConstraint("session_id", "device_hash", name="uq_session_device"),
+    Index("ix_stakeholder_devices_owner", "stakeholder_id"),
+)
+
+
 def now_utc() -> str:
     """The timestamp format of every stored row: ISO 8601, UTC, milliseconds."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -186,8 +200,13 @@ def migrate_to_5(conn: Connection) -> None:
     synthetic_copies.create(conn, checkfirst=True)
 
 
+def migrate_to_6(conn: Connection) -> None:
+    """Version 6: the table of stakeholders' devices (the same DDL on SQLite and PostgreSQL)."""
+    stakeholder_devices.create(conn, checkfirst=True)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: migrate_to_2, 3: migrate_to_3, 4: migrate_to_4,
-                                                       5: migrate_to_5}
+                                                       5: migrate_to_5, 6: migrate_to_6}
 
 
 def upgrade(conn: Connection) -> None:

@@ -3,11 +3,11 @@
 Judgments are append-only events ordered by a database sequence; a position's live answer is its
 latest event (a retraction empties it). Every click carries an event id minted when the card was
 drawn; ids are unique per (session, stakeholder), so a rerun or a re-delivered click never writes
-twice and another stakeholder's id can never swallow an answer. Keys and resume tokens are random
-and only their SHA-256 digests are stored. Wrong join codes, resume codes and keys are logged: a
-browser session that guessed wrong too often is refused, and past the per-address or overall limit
-wrong codes are answered slowly, so a code cannot be guessed by trying many, while a right code,
-and above all a stakeholder's own `?me=` link, still opens whatever others have tried.
+twice and another stakeholder's id can never swallow an answer. Keys, resume codes and device tokens
+are random and only their SHA-256 digests are stored (``devices``). Wrong join codes, resume codes and
+keys are logged: a browser session that guessed wrong too often is refused, and past the per-address or
+overall limit wrong codes are answered slowly, so a code cannot be guessed by trying many, while a right
+code, and above all a stakeholder's own `?me=` link, still opens whatever others have tried.
 """
 from __future__ import annotations
 
@@ -25,18 +25,19 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from core.contracts import make_rng
-from core.database import Database, StoreUnavailable, Tx, describe_fault
+from core.database import StoreUnavailable, Tx, describe_fault, open_database
 from core.fairness.elicitation import (RESPONSE_MODES, RETRACT, SKIP, ElicitationPlan, core_pairs,
                                        population_rows, sample_assignment, self_agreement, stakeholder_seed)
 from core.fairness.private_pairs import (SYNTHETIC_PEOPLE, PrivatePairsPlan, SyntheticPeople, check_copy_id,
                                          copy_clash, copy_from_json, copy_to_json, refuse_clash, remember_copy,
                                          same_copy)
-from core.fairness.store.checks import (check_pseudonym, check_reason, check_secret, check_session_name,
-                                        digest)
+import core.fairness.store.devices as devices
+from core.fairness.store.checks import (CODE_ALPHABET, check_pseudonym, check_reason, check_secret,
+                                        check_session_name, digest)
 from core.fairness.store.schema import (synthetic_copies, assignments, failed_attempts, judgments, metadata, now_utc,
-                                        schema_version, sessions, stakeholders, upgrade)
+                                        schema_version, sessions, stakeholder_devices, stakeholders, upgrade)
 
-JOIN_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I lookalikes
+JOIN_ALPHABET = CODE_ALPHABET
 JOIN_CODE_LENGTH = 12          # 32**12 = 2**60 codes
 LEGACY_CODE_LENGTH = 6         # sessions created before schema 3 keep their codes
 ATTEMPT_WINDOW_S = 15 * 60
@@ -107,12 +108,14 @@ class CreatedSession:
 
 @dataclass(frozen=True)
 class StakeholderLogin:
-    """A stakeholder's handle: the resume token is their only credential."""
+    """A stakeholder's handle: the resume code (``token``) is their credential on any device."""
 
     session_id: str
     stakeholder_id: str
     pseudonym: str
     token: str
+    resumed: bool = False
+    """True when the stakeholder had joined before (back through her device or her resume code)."""
 
 
 def new_join_code() -> str:
@@ -192,7 +195,7 @@ class SessionStore:
 
     def __init__(self, url: str | None = None, engine: Engine | None = None):
         self.url = url
-        self.db = Database(url, engine)     # the project database (core.database): engine, lock, file watch
+        self.db = open_database(url, engine)  # the project database, shared by every store: engine, lock, file watch
         self.engine = self.db.engine
         self.is_sqlite = self.db.is_sqlite
         self._memo: dict[str, tuple] = {}
@@ -200,7 +203,7 @@ class SessionStore:
         self.pause = time.sleep                 # how a wrong code over the address or overall limit waits
         self.failure_pause_s = FAILURE_PAUSE_S
         self._create_schema()
-        self.db.watch_file()  # the file exists now
+        self.db.watch.check()  # the file exists now: the watch has taken it
 
     # ------------------------------------------------------------------ plumbing
     def write_tx(self) -> Tx:
@@ -445,13 +448,22 @@ class SessionStore:
         return self._limited(client, attempt)
 
     # ------------------------------------------------------------------ stakeholders
-    def join(self, join_code: str, pseudonym: str, *, simulated: bool = False,
-             client: str | None = None) -> StakeholderLogin:
-        """Join a session under a pseudonym; the assignment is drawn once and stored (spec 4.3)."""
-        pseudonym = check_pseudonym(pseudonym)
+    def join(self, join_code: str, pseudonym: str | None, *, resume_code: str | None = None,
+             device: str | None = None, simulated: bool = False, client: str | None = None) -> StakeholderLogin:
+        """Join a session under a pseudonym, or come back to one's own cards.
+
+        A new name draws the assignment once and stores it (spec 4.3); the login's token is the new
+        stakeholder's resume code. A name already taken opens that stakeholder's cards only for the
+        browser she joined on (``device``, the device token bound to her) or with her resume code;
+        anyone else is refused. A resume code given here reopens its owner's cards in this session
+        whatever name is typed (wrong codes count against the guessing limit).
+        """
         code = normalise_code(join_code)
+        if resume_code is not None and str(resume_code).strip():
+            return self._resume_in(code, resume_code, device, client)
+        pseudonym = check_pseudonym(pseudonym)
         who, counts = self._guard_attempts(client)
-        token = secrets.token_urlsafe(18)
+        token = devices.new_resume_code()
         stakeholder_id = uuid.uuid4().hex
         with self.write_tx() as conn:
             row = conn.execute(select(sessions).where(sessions.c.join_code == code)).mappings().first()
@@ -461,8 +473,12 @@ class SessionStore:
                 taken = conn.execute(select(stakeholders.c.stakeholder_id).where(
                     stakeholders.c.session_id == row["session_id"], stakeholders.c.pseudonym == pseudonym)).first()
                 if taken is not None:
-                    raise ValueError(f"The name {pseudonym!r} is already taken in this session. Choose "
-                                     "another, or resume with your resume code.")
+                    mine = devices.device_code(conn, device, row["session_id"], taken[0])
+                    if mine is None:
+                        raise ValueError(f"The name {pseudonym!r} is already taken in this session. If it is "
+                                         "yours, type your resume code (shown at the foot of your cards) "
+                                         "below; otherwise choose another name.")
+                    return StakeholderLogin(row["session_id"], taken[0], pseudonym, mine[1], resumed=True)
                 config = ElicitationPlan.from_dict(dict(row["config"]))
                 plan = sample_assignment(config, np.asarray(row["core_pairs"], dtype=np.int64).reshape(-1, 2),
                                          population_rows(config),
@@ -480,19 +496,67 @@ class SessionStore:
             raise self._failed(who, counts, wrong)
         return StakeholderLogin(row["session_id"], stakeholder_id, pseudonym, token)
 
+    def _resume_in(self, join_code: str, resume_code: str, device: str | None,
+                   client: str | None) -> StakeholderLogin:
+        """The stakeholder whose resume code this is, when she belongs to the session of ``join_code``; the
+        device (when given) is bound to her. A wrong code is a failed attempt."""
+        def attempt() -> StakeholderLogin:
+            token = devices.normalise_resume_code(resume_code)
+            with self.write_tx() as conn:
+                me = self._stakeholder(conn, token)
+                found = conn.execute(select(sessions.c.join_code)
+                                     .where(sessions.c.session_id == me["session_id"])).scalar()
+                if found != join_code:
+                    raise PermissionError("This resume code is not valid in this session; check it (it is "
+                                          "shown at the foot of your cards) and the join link.")
+                if devices.check_device_token(device):
+                    devices.bind(conn, device, me, token)
+            return StakeholderLogin(me["session_id"], me["stakeholder_id"], me["pseudonym"], token, resumed=True)
+        return self._limited(client, attempt, personal=True)
+
+    def device_login(self, join_code: str, device: str | None) -> StakeholderLogin | None:
+        """The stakeholder this browser joined the session of ``join_code`` as (its device token bound to
+        her), or None: the join link opens her own cards again on the device she used."""
+        if devices.check_device_token(device) is None:
+            return None
+        code = normalise_code(join_code)
+        with self.read_tx() as conn:
+            session_id = conn.execute(select(sessions.c.session_id).where(sessions.c.join_code == code)).scalar()
+            found = None if session_id is None else devices.device_code(conn, device, session_id)
+        if found is None:
+            return None
+        me, token = found
+        return StakeholderLogin(me["session_id"], me["stakeholder_id"], me["pseudonym"], token, resumed=True)
+
+    def bind_device(self, token: str, device: str) -> None:
+        """Let this browser's device token reopen the stakeholder's cards from the join link."""
+        if devices.check_device_token(device) is None:
+            raise ValueError("A device token is 43 URL-safe characters.")
+        token = devices.normalise_resume_code(token)
+        with self.write_tx() as conn:
+            devices.bind(conn, device, self._stakeholder(conn, token), token)
+
+    def forget_device(self, token: str, device: str | None) -> None:
+        """Sign out on a shared device: its token no longer opens the stakeholder's cards."""
+        if devices.check_device_token(device) is None:
+            return
+        with self.write_tx() as conn:
+            devices.forget(conn, device, self._stakeholder(conn, devices.normalise_resume_code(token)))
+
     def _stakeholder(self, conn: Connection, token: str):
-        token = check_secret(token, "resume code")
+        token = devices.normalise_resume_code(token)
         row = conn.execute(Q_TOKEN, {"token_hash": digest(token)}).mappings().first()
         if row is None or not hmac.compare_digest(row["token_hash"], digest(token)):
             raise PermissionError("This resume code is not valid; check it or join again.")
         return row
 
     def resume(self, token: str, *, client: str | None = None) -> StakeholderLogin:
-        """Find the stakeholder behind a resume token (after a disconnect, a reload or in a new tab)."""
+        """Find the stakeholder behind a resume code (after a disconnect, a reload or in a new tab)."""
         def attempt() -> StakeholderLogin:
             with self.read_tx() as conn:
                 row = self._stakeholder(conn, token)
-            return StakeholderLogin(row["session_id"], row["stakeholder_id"], row["pseudonym"], token.strip())
+            return StakeholderLogin(row["session_id"], row["stakeholder_id"], row["pseudonym"],
+                                    devices.normalise_resume_code(token), resumed=True)
         return self._limited(client, attempt, personal=True)
 
     def my_session(self, token: str) -> dict:
@@ -563,7 +627,7 @@ class SessionStore:
             except IntegrityError:
                 # This stakeholder's event id stored already (a re-delivered click), or the
                 # stakeholder withdrawn by another process: forget the memo, re-check and retry.
-                self._memo.pop(digest(token.strip()), None)
+                self._memo.pop(digest(devices.normalise_resume_code(token)), None)
                 with self.read_tx() as conn:
                     if conn.execute(Q_EVENT, {"sid": me["session_id"], "uid": me["stakeholder_id"],
                                               "event_id": event_id}).first():
@@ -580,7 +644,7 @@ class SessionStore:
     def _checked(self, token: str, position: Any, response: Any, confidence: Any,
                  latency_ms: Any, reason: Any = None) -> tuple[dict, dict]:
         """Validate an answer; the stakeholder, their cards and the session mode are memoised per token."""
-        token = check_secret(token, "resume code")
+        token = devices.normalise_resume_code(token)
         key = digest(token)
         memo = self._memo.get(key)
         if memo is None:
@@ -755,6 +819,7 @@ class SessionStore:
             if row is None:
                 raise ValueError(f"No stakeholder named {pseudonym!r} in this session.")
             n = conn.execute(judgments.delete().where(judgments.c.stakeholder_id == row[0])).rowcount
+            conn.execute(stakeholder_devices.delete().where(stakeholder_devices.c.stakeholder_id == row[0]))
             conn.execute(assignments.delete().where(assignments.c.stakeholder_id == row[0]))
             conn.execute(stakeholders.delete().where(stakeholders.c.stakeholder_id == row[0]))
             self.supersede_runs_of(conn, session_id, pseudonym)

@@ -18,6 +18,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from core.intake.folder import check_folder, list_folder
+from core.intake.schema import DataSchema
+from core.intake.store import DataSetStore
+from core.privacy.project_ledger import ProjectLedger
+from core.releases import folder_copy_release, run_release
+from core.synthesis.folder_release import FolderReleasePlan
+from core.uploads import parse_json_text, read_text
+
 __all__ = ["FOLDER_COMMANDS", "add_folder_parsers", "progress_lines", "run_folder_command"]
 
 FOLDER_COMMANDS = ("check-folder", "declare-folder", "release-folder")
@@ -54,11 +62,6 @@ def progress_lines(stream=None):
 
 def run_folder_command(args: argparse.Namespace) -> int:
     """Run one folder step; ValueError/OSError propagate to the caller (exit 2)."""
-    from core.intake.folder import check_folder, list_folder
-    from core.intake.schema import DataSchema
-    from core.intake.store import DataSetStore
-    from core.uploads import parse_json_text, read_text
-
     store = DataSetStore()
     if args.data_command in ("check-folder", "declare-folder"):
         listing = list_folder(args.folder)
@@ -75,10 +78,6 @@ def run_folder_command(args: argparse.Namespace) -> int:
             store.save_folder(schema.name, listing.folder)
             print(f"Saved {schema.name} as a folder set ({listing.folder}).")
         return 0
-    from core.privacy.project_ledger import ProjectLedger
-    from core.releases import folder_copy_release, run_release
-    from core.synthesis.folder_release import FolderReleasePlan
-
     schema, folder = store.get(args.name), store.folder(args.name)
     if schema is None or folder is None:
         raise ValueError(f"No folder set named {args.name!r} is declared; run `python -m core data declare-folder`.")
