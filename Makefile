@@ -47,8 +47,9 @@ run: install
 	$(PY) -m streamlit run dashboard/server.py --server.headless true --server.address $(ADDRESS) --server.port $(PORT) \
 		--browser.gatherUsageStats false
 
-# The suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a worker so its module
-# fixtures (a dashboard server, a cluster) start once; each test has a deadline (pytest.ini).
+# The suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a worker (its module fixtures
+# start once); each worker starts the shared dashboard server, Dask cluster and PostgreSQL test database
+# only when one of its tests needs them (tests/conftest.py); each test has a deadline (pytest.ini).
 TEST_WORKERS ?= 2
 TEST_PG = DASHBOARD_TEST_PG_URL="$${DASHBOARD_TEST_PG_URL:-$$(cat $(VENV)/test_pg_url 2>/dev/null)}"
 

@@ -20,7 +20,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import dashboard_process  # noqa: E402
+from tests import dashboard_process  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 SOURCE = ROOT / "tests" / "fixtures" / "county_export.csv"

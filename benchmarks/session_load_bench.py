@@ -6,7 +6,7 @@ Run from the repository root: `python benchmarks/session_load_bench.py [--stakeh
 It starts the dashboard as `make run` does (`streamlit run dashboard/app.py`, headless, on a free
 loopback port) with a temporary session database (DASHBOARD_DB_URL) and cache folder, creates a
 session through the store (as the facilitator's Create button does), and then drives real Streamlit
-sessions with light websocket clients (benchmarks/streamlit_ws_client.py, Streamlit's own protocol;
+sessions with light websocket clients (tests/streamlit_ws_client.py, Streamlit's own protocol;
 no browser):
 
 - each stakeholder opens the join link (`?join=CODE` on the elicitation page), types a name, ticks
@@ -40,12 +40,11 @@ from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
-import dashboard_process  # noqa: E402
-from streamlit_ws_client import FINISHED_OK, StreamlitSession  # noqa: E402
+from tests import dashboard_process  # noqa: E402
+from tests.streamlit_ws_client import FINISHED_OK, StreamlitSession  # noqa: E402
 
 PAGE = "fairness-elicitation"
 SWEEP_PAGE = "stratified-synthesis"

@@ -47,12 +47,12 @@ from core.synthesis import mean_release
 from core.synthesis.mean_release import MeanReleasePlan, projected_ledger
 from core.synthesis.release import projected_release_ledger
 
-__all__ = ["CANCELLED", "COMMITTED", "FAILED", "REFUSED", "RELEASE_KINDS", "RUNNING", "NOTHING_RESERVED",
-           "NOTHING_SPENT", "STILL_RESERVED", "Outcome", "Release", "audited_output_release", "cancel_release",
-           "census_counts_release", "expiry_text", "folder_copy_release", "ledger_ref", "new_pairs_copy",
-           "pairs_copy_release", "private_estimate_release", "release_digest", "release_entry", "run_release",
-           "secure_estimate", "secure_mean", "settle", "stratified_mean_release", "submit_release",
-           "synthetic_data_release", "what_is_left"]
+__all__ = ["CANCELLED", "COMMITTED", "FAILED", "INTERACTIVE_WAIT", "NOTHING_RESERVED", "NOTHING_SPENT", "REFUSED",
+           "RELEASE_KINDS", "RUNNING", "STILL_RESERVED", "WAITING", "Outcome", "Release", "audited_output_release",
+           "cancel_release", "census_counts_release", "expiry_text", "folder_copy_release", "ledger_ref",
+           "new_pairs_copy", "pairs_copy_release", "private_estimate_release", "release_digest", "release_entry",
+           "release_when_free", "run_release", "secure_estimate", "secure_mean", "settle", "stratified_mean_release",
+           "submit_release", "synthetic_data_release", "what_is_left"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,12 @@ NOTHING_RESERVED = "Nothing was released and nothing was spent (nothing was rese
 STILL_RESERVED = ("Nothing was released, but the ledger could not be written to drop its reservation: the "
                   "reservation still counts toward this data set's total until it expires{when}, after which "
                   "it stops counting by itself. Nothing was published, so nothing more needs undoing.")
+
+#: seconds a release made in a page's run waits for another writer's lock on the ledger before it says so (a
+#: try may then still block for the database's busy timeout, ten seconds on SQLite: under a minute in all)
+INTERACTIVE_WAIT = 30.0
+#: the progress message of a release kept waiting in the background while the ledger is locked
+WAITING = "Waiting for the privacy ledger's database: another writer holds its lock."
 
 # the release kinds (the ledger's action names)
 CENSUS, SYNTHETIC, MEAN, AUDITED, PAIRS, FOLDER, ESTIMATE = (
@@ -197,13 +203,15 @@ def what_is_left(ledger: ProjectLedger, reservation: Reservation | None) -> str:
     return STILL_RESERVED.format(when=until) if held else NOTHING_SPENT
 
 
-def _reserve(release: Release, ledger: ProjectLedger) -> tuple[Outcome, tuple]:
+def _reserve(release: Release, ledger: ProjectLedger, *, wait: float | None = None,
+             waiting: Callable[[], None] | None = None) -> tuple[Outcome, tuple]:
     """Prepare the computation's arguments, then reserve: an outcome still running, or refused (the ledger's
-    ``ValueError``: over the cap, no cap decided, unwritable) with nothing reserved."""
+    ``ValueError``: over the cap, no cap decided, unwritable, or still locked by another writer after
+    ``wait`` seconds) with nothing reserved."""
     outcome = Outcome(release)
     try:
         args = release.arguments()
-        outcome.reservation = ledger.reserve(release.entry)
+        outcome.reservation = ledger.reserve(release.entry, wait=wait, waiting=waiting)
     except ValueError as exc:
         outcome.state, outcome.error, outcome.left = REFUSED, exc, NOTHING_RESERVED
         return outcome, ()
@@ -252,10 +260,13 @@ def settle(outcome: Outcome, ledger: ProjectLedger) -> Callable[[bool, Any], Non
     return hook
 
 
-def run_release(release: Release, ledger: ProjectLedger, *, progress=None) -> Outcome:
+def run_release(release: Release, ledger: ProjectLedger, *, progress=None, wait: float | None = None) -> Outcome:
     """The whole protocol in this thread; the outcome says what became of it. An interruption that is not an
-    error (a stopped script) drops the reservation and is raised again."""
-    outcome, args = _reserve(release, ledger)
+    error (a stopped script) drops the reservation and is raised again. ``wait`` (seconds; a page passes
+    :data:`INTERACTIVE_WAIT`) bounds the wait behind another writer's lock on the ledger: past it the release
+    is refused with :class:`~core.privacy.project_ledger.LedgerBusy`, and :func:`release_when_free` can keep
+    waiting in the background."""
+    outcome, args = _reserve(release, ledger, wait=wait)
     if outcome.state != RUNNING:
         return outcome
     hook = settle(outcome, ledger)
@@ -272,12 +283,13 @@ def run_release(release: Release, ledger: ProjectLedger, *, progress=None) -> Ou
 
 
 def submit_release(release: Release, ledger: ProjectLedger, queue, *, owner: str, key: Callable[[Reservation], str]
-                   | str, label: str):
+                   | str, label: str, wait: float | None = None):
     """Reserve in this thread, then hand the computation to ``queue`` (a :class:`core.jobs.JobQueue`) as a
     background job whose completion hook (:func:`settle`) commits or drops the reservation in the server
-    process, whoever watches. ``key`` is the job's key, or a function of the reservation giving it.
+    process, whoever watches. ``key`` is the job's key, or a function of the reservation giving it; ``wait``
+    bounds the reservation's wait for the ledger as in :func:`run_release`.
     Returns (outcome, job); the job is None when the ledger refused the release."""
-    outcome, args = _reserve(release, ledger)
+    outcome, args = _reserve(release, ledger, wait=wait)
     if outcome.state != RUNNING:
         return outcome, None
     job_key = key(outcome.reservation) if callable(key) else str(key)
@@ -289,6 +301,43 @@ def submit_release(release: Release, ledger: ProjectLedger, queue, *, owner: str
             ledger.cancel(outcome.reservation)
         outcome.state = CANCELLED
         raise
+    return outcome, job
+
+
+def release_when_free(release: Release, ledger: ProjectLedger, queue, *, owner: str, key: str, label: str):
+    """The whole protocol as one background job that first waits its turn for the ledger (as long as the
+    ledger waits for any writer) with :data:`WAITING` as its progress, so a page whose release found the
+    ledger locked need not hold its run. Nothing is reserved while it waits, and a cancel then spends
+    nothing; once reserved, the computation runs and the completion hook (:func:`settle`) commits or drops
+    the reservation as for :func:`submit_release`. The job runs on a thread of the server (its body is bound
+    to this ledger and release). Returns (outcome, job)."""
+    outcome = Outcome(release)
+
+    def wait_then_compute(progress=None):
+        def waiting() -> None:             # a cancel is raised here, between two tries for the lock
+            if progress is not None:
+                progress(0, 1, WAITING)
+        held, args = _reserve(release, ledger, waiting=waiting)
+        if held.state != RUNNING:
+            raise held.error
+        outcome.reservation = held.reservation
+        try:
+            waiting()                      # cancelled while the reservation was being made: drop it now
+        except BaseException:
+            with contextlib.suppress(Exception):
+                ledger.cancel(held.reservation)
+            raise
+        return release.compute(*args, progress=progress)
+
+    def hook(ok: bool, value: Any) -> None:
+        if outcome.reservation is not None:
+            settle(outcome, ledger)(ok, value)
+            return
+        outcome.error, outcome.left = value, NOTHING_RESERVED      # stopped before anything was reserved
+        outcome.state = (CANCELLED if isinstance(value, Cancelled) else
+                         REFUSED if isinstance(value, ValueError) else FAILED)
+
+    job = queue.submit(wait_then_compute, owner=owner, key=key, label=label, on_done=hook)
     return outcome, job
 
 

@@ -86,6 +86,43 @@ def isolated_cache(tmp_path_factory):
     yield root
 
 
+@pytest.fixture(scope="session")
+def session_server(tmp_path_factory):
+    """The one dashboard server of this test process, for every test that drives a real one (the browser
+    tests, the protocol tests): (URL, database URL). It has a project database, a result cache and a
+    curator's data folder of its own (not the test process's), and its log beside the database. Each test
+    makes what it needs in it (its own elicitation session, curator key or declared data set), so none
+    depends on another's leftovers; starting the server is paid once."""
+    from tests.browser.dashboard_server import dashboard
+
+    folder = tmp_path_factory.mktemp("dashboard_server")
+    db_url = f"sqlite:///{folder / 'project.sqlite'}"
+    with dashboard(folder, DASHBOARD_DB_URL=db_url, DASHBOARD_DATA_DIR=str(folder / "curator")) as url:
+        yield url, db_url
+
+
+@pytest.fixture(scope="session")
+def dask_cluster():
+    """One Dask cluster of two single-threaded worker processes on loopback for this test process, started on
+    first use, for tests that send it work and leave it whole (``tests/dask_cluster.py``)."""
+    from core.cluster import close_clients
+    from tests.dask_cluster import loopback_cluster
+
+    local = loopback_cluster(2)
+    yield local
+    close_clients()
+    local.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def postgres_database():
+    """Drop this process's PostgreSQL test database at the end, if a test made one (``tests/postgres.py``)."""
+    yield
+    made = sys.modules.get("tests.postgres")
+    if made is not None:
+        made.drop_session_database()
+
+
 @pytest.fixture
 def traced_queue(tmp_path, monkeypatch):
     """A fresh background job queue with one slot in place of the server's, a result cache of its own

@@ -135,6 +135,19 @@ class ReservationLost(ValueError):
     """The reservation is unknown, cancelled or expired, so the release it covered cannot be committed."""
 
 
+class LedgerBusy(ValueError):
+    """Another writer kept the ledger's database locked for longer than the caller chose to wait; nothing
+    was reserved. A page offers to keep waiting in the background (``core.releases.release_when_free``)."""
+
+
+def busy_message(waited: float) -> str:
+    """Why a reservation gave up after ``waited`` seconds, and what the curator can do, in words."""
+    return (f"The privacy ledger's database is locked by another writer (another release, a migration, or a "
+            f"program holding the file), and it was still locked after {waited:.0f} seconds of waiting. Nothing "
+            "was reserved and nothing was spent. Keep waiting in the background: the release then runs as a "
+            "background job as soon as the lock is released; or try again later.")
+
+
 @dataclass(frozen=True)
 class Reservation:
     """A release stored as reserved: it counts toward the cap until committed, cancelled or expired."""
@@ -567,17 +580,26 @@ class ProjectLedger:
 
     # ------------------------------------------------------------------ transactions
 
-    def _write(self, body: Callable, failure: str):
+    def _write(self, body: Callable, failure: str, *, wait: float | None = None,
+               waiting: Callable[[], None] | None = None):
         """Run ``body(conn)`` in one write transaction and return its result.
 
         A writer that finds the database busy waits its turn and tries again (up to WAIT_LIMIT seconds);
         a connection the server dropped mid-transaction is retried once on a fresh one (the transaction
         was rolled back, and every body here is idempotent). Other faults become a ValueError starting
         with ``failure``; the ledger's own errors (CapExceeded, ...) pass through unchanged.
+
+        ``wait`` (seconds) shortens the wait for a caller that must answer soon (a page): once it has
+        passed, the next busy try raises :class:`LedgerBusy` instead (a try itself may block for the
+        database's busy timeout). ``waiting()`` is called before each new try; it may raise to stop.
         """
-        deadline = time.monotonic() + WAIT_LIMIT
-        dropped = clashes = 0
+        started = time.monotonic()
+        deadline = started + WAIT_LIMIT
+        dropped = clashes = tries = 0
         while True:
+            if waiting is not None and tries:
+                waiting()
+            tries += 1
             try:
                 with self.db.write_tx() as conn:
                     return body(conn)
@@ -587,6 +609,8 @@ class ProjectLedger:
                     continue
                 raise ValueError(f"{failure} ({_why(exc)}).") from exc
             except StoreUnavailable as exc:
+                if exc.retryable and wait is not None and time.monotonic() >= started + wait:
+                    raise LedgerBusy(busy_message(time.monotonic() - started)) from exc
                 if exc.retryable and time.monotonic() < deadline:
                     time.sleep(random.uniform(0.005, 0.05))
                     continue
@@ -675,7 +699,8 @@ class ProjectLedger:
 
     # ------------------------------------------------------------------ reserve -> run -> commit
 
-    def reserve(self, rel: LedgerRelease, *, ttl_seconds: float = DEFAULT_TTL) -> Reservation:
+    def reserve(self, rel: LedgerRelease, *, ttl_seconds: float = DEFAULT_TTL, wait: float | None = None,
+                waiting: Callable[[], None] | None = None) -> Reservation:
         """Check ``rel`` against its data set's cap and store it as reserved, in one write transaction.
 
         Counted against the cap: the committed releases, the live reservations and ``rel``. A real release
@@ -684,6 +709,9 @@ class ProjectLedger:
         release) it already has, so a retried call never counts twice; a key already stored with another
         plan digest, kind or spends is refused (``ValueError``), since returning the old reservation would
         let a different release run uncounted. Expired reservations of the data set are removed on the way.
+
+        ``wait``: at most this many seconds behind another writer's lock, then :class:`LedgerBusy` (default:
+        the ledger's long WAIT_LIMIT); ``waiting()`` is called before each new try (see :meth:`_write`).
         """
         check_release(rel)
         refuse_plain_upload(rel)
@@ -710,7 +738,8 @@ class ProjectLedger:
             rid = self._insert(conn, rel, RESERVED, expires_at)
             return Reservation(int(rid), rel.data_key, rel.release_key, _now_iso(expires_at))
 
-        return self._write(body, f"{NOT_RECORDED}: the release was not reserved, so do not run it")
+        return self._write(body, f"{NOT_RECORDED}: the release was not reserved, so do not run it", wait=wait,
+                           waiting=waiting)
 
     def _same_release(self, conn, have, rel: LedgerRelease) -> None:
         """Refuse (``ValueError``) a release key already stored for another release: a retried press may

@@ -13,7 +13,9 @@ The flow on every page:
 4. Confirm: the release is reserved in the ledger, then computed, then committed; a failure or a cancel
    drops the reservation and the page says nothing was spent (or, when the ledger could not be written to
    drop it, that the reservation counts until it expires). A release over the cap is refused with what to
-   change.
+   change. When another writer keeps the ledger's database locked, the release gives up after a short wait
+   (``core.releases.INTERACTIVE_WAIT``), says so, and offers to keep waiting in the background: a batch job
+   that reserves once the lock goes, then computes and commits (``core.releases.release_when_free``).
 
 A long release (shown with a :class:`ReleaseJob`) is computed as a background job that outlives the page
 run: the reservation is made in the page run after the confirmation, and the job's completion hook
@@ -43,10 +45,10 @@ import streamlit as st
 from core.contracts import Cancelled
 from core.privacy.ledger import BudgetLedger
 from core.jobs import job_queue
-from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerRelease, Reservation,
-                                         compose, spends_of)
-from core.releases import (CANCELLED, COMMITTED, REFUSED, RUNNING, Outcome, Release, cancel_release, expiry_text,
-                           run_release, submit_release)
+from core.privacy.project_ledger import (DEFAULT_DELTA, Cap, CapExceeded, CapUndecided, LedgerBusy, LedgerRelease,
+                                         Reservation, compose, spends_of)
+from core.releases import (CANCELLED, COMMITTED, INTERACTIVE_WAIT, REFUSED, RUNNING, Outcome, Release, cancel_release,
+                           expiry_text, release_when_free, run_release, submit_release)
 from dashboard.components.ledger_badge import ledger_delta, mark_in_use, project_ledger
 from dashboard.components.plain_text import plain
 from dashboard.components import access, progress
@@ -207,12 +209,14 @@ def release_button(label: str, *, key: str, release: Release | None, job: "Relea
     pending = None if release is None else release.entry
     if pending is not None:
         mark_in_use(pending.data_key, pending.data_label or pending.data_key)
-    if job is not None:
-        ongoing = _ongoing(key)
-        if ongoing is not None:
-            made = _attend(ongoing, job, key, confirmed_now=False)
-            if made is not None:
-                return made
+    ongoing = _ongoing(key)
+    if ongoing is not None:               # a release job (or one kept waiting for the ledger) of this button
+        made = _attend(ongoing, job or _waiting_job(key, ongoing.label), key, confirmed_now=False)
+        if made is not None:
+            return made
+    busy = st.session_state.get(f"{state}_busy")
+    if busy is not None:                   # a release that found the ledger locked: wait in the background?
+        return _busy_offer(key, busy, job)
     if error is None and pending is None:
         error = "there is nothing to release with these settings."
     note = st.session_state.pop(f"{state}_note", None)
@@ -252,7 +256,43 @@ def release_button(label: str, *, key: str, release: Release | None, job: "Relea
     confirmed = replace(release, entry=stored["rel"])        # the entry as confirmed, with its press's key
     if job is not None:
         return _submit(key, confirmed, job)
-    return _shown(run_release(confirmed, project_ledger()))
+    outcome = run_release(confirmed, project_ledger(), wait=INTERACTIVE_WAIT)
+    if isinstance(outcome.error, LedgerBusy):
+        return _busy_offer(key, _busy(key, confirmed, outcome), job)
+    return _shown(outcome)
+
+
+def _busy(key: str, release: Release, outcome: Outcome) -> dict:
+    """Remember a release refused because the ledger stayed locked, with the ledger's words, for the offer."""
+    held = {"release": release, "message": str(outcome.error)}
+    st.session_state[f"release_confirm_{key}_busy"] = held
+    return held
+
+
+def _waiting_job(key: str, label: str) -> "ReleaseJob":
+    """How a page without a release job of its own follows a release kept waiting for the ledger."""
+    return ReleaseJob(label=f"Release: {label}", cancel_key=f"{key}_wait_cancel")
+
+
+def _busy_offer(key: str, busy: dict, spec: "ReleaseJob | None"):
+    """Say that the ledger is locked and nothing was reserved; offer to keep waiting in the background (the
+    release, as confirmed, then runs as a batch job once the lock goes) or to drop it."""
+    release = busy["release"]
+    st.warning(f"{busy['message']} The release waiting is: {plain(release.label)}.")
+    c1, c2 = st.columns(2)
+    if c1.button("Keep waiting in the background", key=f"{key}_wait_background", type="primary",
+                 icon=":material/schedule:"):
+        st.session_state.pop(f"release_confirm_{key}_busy", None)
+        owner = job_owner()
+        outcome, started = release_when_free(release, project_ledger(), job_queue(), owner=owner,
+                                             key=f"release-wait|{owner}|{key}|{release.entry.release_key}",
+                                             label=spec.label if spec is not None else release.label)
+        return _follow_new(key, outcome, started, spec or _waiting_job(key, release.label))
+    if c2.button("Do not release", key=f"{key}_wait_drop"):
+        st.session_state.pop(f"release_confirm_{key}_busy", None)
+        st.session_state[f"release_confirm_{key}_note"] = "Release dropped: nothing was released and nothing was spent."
+        st.rerun()
+    return None
 
 
 def _shown(outcome: Outcome):
@@ -347,9 +387,18 @@ def _submit(key: str, release: Release, spec: ReleaseJob):
     drops the reservation (``core.releases.submit_release``); follow it here while this run lasts."""
     owner = job_owner()
     outcome, job = submit_release(release, project_ledger(), job_queue(), owner=owner, label=spec.label,
-                                  key=lambda reservation: release_job_key(owner, key, reservation))
+                                  key=lambda reservation: release_job_key(owner, key, reservation),
+                                  wait=INTERACTIVE_WAIT)
+    if isinstance(outcome.error, LedgerBusy):
+        return _busy_offer(key, _busy(key, release, outcome), spec)
     if job is None:
         return _shown(outcome)
+    return _follow_new(key, outcome, job, spec)
+
+
+def _follow_new(key: str, outcome: Outcome, job, spec: ReleaseJob):
+    """Remember a release just handed to a job, so this tab finds it again, and follow it now."""
+    owner = job_owner()
     record = _Followed(owner, key, job.key, outcome)
     _remember(record)
     st.session_state[f"release_confirm_{key}_job"] = record.job_key

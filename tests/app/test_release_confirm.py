@@ -188,23 +188,6 @@ def test_changed_settings_after_the_press_need_a_new_press(ledger):
     assert _released(ledger, "cps") == 0
 
 
-def test_a_failed_release_drops_its_reservation_and_says_nothing_was_spent(ledger, monkeypatch):
-    import core.synthesis.mean_release as mean_release
-
-    def broken(*args, **kwargs):
-        raise ValueError("The mean could not be computed.")
-
-    monkeypatch.setattr(mean_release, "release_stratified_mean", broken)
-    ledger.set_no_cap("cps")
-    at = _synthesis()
-    at.button(key="ss_mr_release").click().run()
-    at.button(key="ss_mr_release_confirm").click().run()
-    assert not at.exception
-    assert any("The mean could not be computed." in e.value for e in at.error)
-    assert any("nothing was spent" in i.value for i in at.info)
-    assert _released(ledger, "cps") == 0 and not ledger.reservations("cps")
-
-
 # ------------------------------------------------------------------------------------------ Coherence audit
 
 def _audited(ledger) -> AppTest:

@@ -1,7 +1,6 @@
 """What a real release records and says about itself: the digest of what the release depends on (so a
 change of a simulation-only setting leaves an identical release a repeat), one (epsilon, delta) figure in
-its label, confirmation and ledger, the truth about its reservation after a failed commit, and no release
-while the page's simulation is in error."""
+its label, confirmation and ledger, and no release while the page's simulation is in error."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.privacy.accounting import rho_for_epsilon
 from core.privacy.ledger import BudgetLedger
-from core.privacy.project_ledger import DEFAULT_DELTA, NOT_RECORDED, LedgerRelease, ProjectLedger, compose
+from core.privacy.project_ledger import DEFAULT_DELTA, LedgerRelease, ProjectLedger, compose
 from tests.release_steps import confirm_release, has_button
 
 TOOLS = Path(__file__).resolve().parents[2] / "dashboard" / "tools"
@@ -122,46 +121,8 @@ def test_a_synthetic_release_states_one_epsilon_at_the_caps_delta_everywhere(led
     assert f"epsilon {ledger.totals('cps').epsilon:.4g} at delta 1e-05" in capped
 
 
-# ------------------------------------------------------------------ a failed commit
-
-
-def test_a_failed_commit_says_the_reservation_counts_until_it_expires(ledger, monkeypatch):
-    """The run succeeded but the ledger could not be written (database read-only or gone): neither the
-    commit nor the cancel got through, so the reservation is still there; the page must not claim it was
-    dropped."""
-    def broken(self, *args, **kwargs):
-        raise ValueError(f"{NOT_RECORDED}: the release was not committed; do not publish until it is "
-                         "(attempt to write a readonly database).")
-
-    ledger.set_no_cap("cps")
-    at = _page("stratified_synthesis.py")
-    at.button(key="ss_mr_release").click().run()
-    monkeypatch.setattr(ProjectLedger, "commit", broken)
-    monkeypatch.setattr(ProjectLedger, "cancel", broken)
-    at.button(key="ss_mr_release_confirm").click().run()
-    assert not at.exception
-    [(res, _)] = ledger.reservations("cps")
-    assert ledger.releases("cps", "release") == ()
-    said = " ".join(i.value for i in at.info)
-    assert "was dropped" not in said
-    assert "counts toward this data set's total until it expires" in said and res.expires_utc in said
-
-
-def test_a_failed_run_that_dropped_its_reservation_still_says_so(ledger, monkeypatch):
-    import core.synthesis.mean_release as mean_release
-
-    def broken(*args, **kwargs):
-        raise ValueError("The mean could not be computed.")
-
-    monkeypatch.setattr(mean_release, "release_stratified_mean", broken)
-    ledger.set_no_cap("cps")
-    at = _page("stratified_synthesis.py")
-    confirm_release(at, "ss_mr_release")
-    assert any("the reservation in the ledger was dropped" in i.value for i in at.info)
-    assert ledger.reservations("cps") == ()
-
-
 # ------------------------------------------------------------------ the simulation's error
+# (a failed commit or run on the release component: tests/app/test_release_component.py)
 
 
 def test_a_failed_simulation_run_disables_both_synthesis_releases(ledger, monkeypatch):

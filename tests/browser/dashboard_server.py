@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from benchmarks import dashboard_process
+from tests import dashboard_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -35,7 +35,7 @@ CURATOR_TOKENS: dict[str, str] = {}
 @contextmanager
 def dashboard(folder: Path, **env: str) -> Iterator[str]:
     """Run the dashboard with its cache (and any other settings in `env`) under `folder`; yields
-    its URL (benchmarks/dashboard_process.py). A curator is made in its database, whose sign-in
+    its URL (tests/dashboard_process.py). A curator is made in its database, whose sign-in
     :func:`open_page` puts in a tab when asked (``curator_of=url``)."""
     with dashboard_process.dashboard(folder, **{"DASHBOARD_CACHE_DIR": str(folder / "cache"), **env}) as url:
         CURATOR_TOKENS[url] = dashboard_process.curator_token(env.get("DASHBOARD_DB_URL"), "browser test")

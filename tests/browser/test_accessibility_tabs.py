@@ -9,17 +9,15 @@ import pytest
 
 from dashboard.page_registry import HOME, PAGES
 from tests.browser.accessibility import axe_violations, describe
-from tests.browser.dashboard_server import (BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, dashboard, open_page,
-                                            wait_until_idle)
+from tests.browser.dashboard_server import BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, open_page, wait_until_idle
 
 pytestmark = BROWSER_MARKS
 TAB = "[role='tab']"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with dashboard(tmp_path_factory.mktemp("axe_tabs")) as url:
-        yield url
+@pytest.fixture
+def server(session_server):
+    return session_server[0]
 
 
 def tab_findings(page, where: str) -> list[str]:

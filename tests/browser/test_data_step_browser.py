@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, REPO_ROOT, dashboard,
-                                            open_page, wait_until_idle)
+from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, REPO_ROOT, open_page,
+                                            wait_until_idle)
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "messy_county.csv"
 
 pytestmark = BROWSER_MARKS
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("data_step")
-    with dashboard(folder, DASHBOARD_DB_URL=f"sqlite:///{folder / 'project.sqlite'}") as url:
-        yield url
+@pytest.fixture
+def served(session_server):
+    return session_server[0]
 
 
 def _no_exception(page, where: str) -> None:

@@ -13,17 +13,16 @@ import pytest
 from dashboard.page_registry import HOME, PAGES
 from tests.browser.accessibility import axe_violations, describe
 from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, REPO_ROOT,
-                                            dashboard, open_page, wait_for_figure, wait_until_idle)
+                                            open_page, wait_for_figure, wait_until_idle)
 
 README_SHOT = REPO_ROOT / "docs" / "home.png"
 
 pytestmark = BROWSER_MARKS
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with dashboard(tmp_path_factory.mktemp("browser")) as url:
-        yield url
+@pytest.fixture
+def server(session_server):
+    return session_server[0]
 
 
 def test_every_page_renders_without_exception(server):
@@ -38,7 +37,7 @@ def test_every_page_renders_without_exception(server):
         page, outside_requests = open_page(browser, curator_of=server)
         requested: list[str] = []
         page.on("request", lambda request: requested.append(request.url))
-        # a tool's own URL first on the fresh server: a shared deep link must open without a
+        # a tool's own URL first in a new browser session: a shared deep link must open without a
         # 'Page not found' dialog (Streamlit raises it when a pages/ folder sits beside app.py)
         for entry in (*PAGES, HOME):
             start = time.perf_counter()

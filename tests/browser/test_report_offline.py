@@ -8,8 +8,8 @@ import plotly.graph_objects as go
 from core.report import build_report
 from core.stakeholder_report import format_number, report_html
 from tests.browser.accessibility import axe_violations, describe
-from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, dashboard,
-                                            open_page, wait_until_idle)
+from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, open_page,
+                                            wait_until_idle)
 from tests.unit.test_stakeholder_report import PAGES
 
 pytestmark = BROWSER_MARKS
@@ -66,10 +66,11 @@ def test_every_pages_report_opens_offline(tmp_path):
     assert not failures, "\n".join(failures)
 
 
-def test_one_click_html_report_downloads_and_opens_offline(tmp_path):
+def test_one_click_html_report_downloads_and_opens_offline(tmp_path, session_server):
     from playwright.sync_api import sync_playwright
 
-    with _server(tmp_path) as url, sync_playwright() as playwright:
+    url = session_server[0]
+    with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
         page, outside_app = open_page(browser, curator_of=url)
         page.goto(f"{url}/district-maps")
@@ -95,9 +96,3 @@ def test_one_click_html_report_downloads_and_opens_offline(tmp_path):
         assert pdf.read_bytes().startswith(b"%PDF")
         assert not outside_app, sorted(set(outside_app))[:3]
         browser.close()
-
-
-def _server(tmp_path):
-    folder = tmp_path / "server"
-    folder.mkdir()
-    return dashboard(folder)

@@ -33,7 +33,8 @@ def hang(folder: str, progress=None):
     Path(folder, "pids").write_text(f"{os.getpid()} {helper.pid}")
     if progress is not None:
         progress(0, 1, "waiting")
-    while True:
+    deadline = time.monotonic() + 600               # killed long before; a deadline all the same
+    while time.monotonic() < deadline:
         time.sleep(0.05)
 
 
@@ -42,3 +43,31 @@ def scratch_folder(_unused=None, progress=None) -> str:
     folder = os.environ["JOBLIB_TEMP_FOLDER"]
     Path(folder, "memmap").write_bytes(b"x" * 1024)
     return folder
+
+
+class Manual:
+    """An executor that only records what it was asked to start; the test finishes jobs by hand."""
+
+    where = "nowhere"
+
+    def __init__(self):
+        self.started: list[str] = []
+        self.cancelled: list[str] = []
+        self.finish: dict[str, callable] = {}
+        self.widths: dict[str, int] = {}
+
+    def start(self, job, on_progress, on_finish):
+        self.started.append(job.label)
+        self.finish[job.label] = on_finish
+        self.widths[job.label] = job.n_jobs
+        job.where = self.where
+        manual = self
+
+        class Handle:
+            def cancel(self):
+                manual.cancelled.append(job.label)
+        return Handle()
+
+
+def noop(progress=None):
+    return None

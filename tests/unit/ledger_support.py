@@ -1,56 +1,23 @@
-"""Shared pieces of the project ledger's reservation and fault tests: a database per test on SQLite or
-PostgreSQL, releases of a given spend, and the writers run in threads and spawned processes."""
+"""Shared pieces of the project ledger's reservation and fault tests: a database per test on SQLite (a file)
+or PostgreSQL (a schema), releases of a given spend, and the writers run in threads and spawned processes."""
 from __future__ import annotations
 
 import os
-import time
 import uuid
-import warnings
 
-import pytest
-from sqlalchemy import create_engine, make_url
-from sqlalchemy.exc import DBAPIError
-
-from core.database import normalise_url
 from core.privacy.ledger import Spend
 from core.privacy.project_ledger import CapExceeded, LedgerRelease, ProjectLedger
-
-PG_ADMIN_URL = os.environ.get("DASHBOARD_TEST_PG_URL", "")
+from tests.postgres import schema_url
 
 
 def database_url(kind: str, tmp_path, sqlite_file: str = "ledger.sqlite"):
-    """A fresh database of ``kind``: the SQLite file ``sqlite_file`` under ``tmp_path``, or a PostgreSQL
-    database of its own (so parallel runs never share tables); yields its URL and drops a PostgreSQL one
-    afterwards."""
+    """A fresh database of ``kind``: the SQLite file ``sqlite_file`` under ``tmp_path``, or a schema of its own
+    in this test process's PostgreSQL database (``tests/postgres.py``), dropped afterwards; yields its URL."""
     if kind == "sqlite":
         yield f"sqlite:///{tmp_path / sqlite_file}"
         return
-    if not PG_ADMIN_URL:
-        pytest.skip("PostgreSQL variant needs DASHBOARD_TEST_PG_URL")
-    admin_url = make_url(normalise_url(PG_ADMIN_URL))
-    name = f"ledger_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin_url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        drop_database(admin, name)
-        admin.dispose()
-
-
-def drop_database(admin, name: str, attempts: int = 40) -> None:
-    """Drop a test database. FORCE ends the test's own connections, but not a server process of another
-    role (an autovacuum worker that just entered it) - that refusal passes within moments, so try again;
-    a database still there after that is left to the throwaway test server rather than failing a test."""
-    for attempt in range(attempts):
-        try:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            return
-        except DBAPIError:
-            time.sleep(0.25)
-    warnings.warn(f"test database {name} could not be dropped; it stays on the test server", stacklevel=2)
+    with schema_url() as url:
+        yield url
 
 
 def release(amount: float, *, key: str | None = None, data: str = "cps", kind: str = "release",

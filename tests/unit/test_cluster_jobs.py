@@ -5,23 +5,19 @@ tasks run in worker threads here, so the job functions (``cluster_jobs_support``
 threading events, and every assertion is about the order of events, not elapsed time."""
 from __future__ import annotations
 
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 from distributed import LocalCluster
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import cluster_jobs_support as support  # noqa: E402
-from ledger_support import release  # noqa: E402
-from sweep_support import small_aim_sweep  # noqa: E402
 
 from core.cluster import ChannelReporter, ClusterChannel, client_for, close_clients, use_scheduler
 from core.contracts import Cancelled
 from core.jobs import CANCELLED, DONE, RUNNING, DaskExecutor, JobQueue
 from core.privacy.project_ledger import ProjectLedger
 from core.releases import Release, run_release
+from tests.unit import cluster_jobs_support as support
+from tests.unit.ledger_support import release
+from tests.unit.sweep_support import small_aim_sweep
 
 pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
 
@@ -31,6 +27,8 @@ GUARD = 120.0
 
 @pytest.fixture(scope="module")
 def cluster():
+    """A cluster in this process, not the session's shared one (worker processes): its jobs wait on this test's
+    threading events (``cluster_jobs_support``), which only a worker thread of this process can see."""
     local = LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://", host="127.0.0.1",
                          dashboard_address="127.0.0.1:0", silence_logs=50)
     yield local

@@ -1,18 +1,15 @@
 """The project database (core.database) is the one engine module: every store of a process opens the same
 database for a URL (one engine, one write lock, one file watch), and each refuses writes to a database file
 deleted under it."""
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_import_graph import import_graph  # noqa: E402
 
 from core.contracts import DataRef
 from core.database import Database, StoreUnavailable, open_database
 from core.privacy.ledger import BudgetLedger
 from core.privacy.project_ledger import LedgerRelease, ProjectLedger, data_key, spends_of
+from tests.unit.test_import_graph import import_graph
 
 AREAS = ("core.census", "core.districts", "core.synthesis", "core.coherence", "core.fairness")
 

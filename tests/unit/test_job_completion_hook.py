@@ -4,16 +4,12 @@ finds the hook's work done; a result arriving after a cancel never reaches the h
 executor's calls, never by time."""
 from __future__ import annotations
 
-import sys
 import threading
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import jobs_support  # noqa: E402
-from test_jobs import Manual, noop  # noqa: E402
 
 from core.contracts import Cancelled
 from core.jobs import CANCELLED, DONE, FAILED, JobQueue, ThreadExecutor
+from tests.unit import jobs_support
+from tests.unit.jobs_support import Manual, noop
 
 
 def _hooked(q, label, calls):

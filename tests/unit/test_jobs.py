@@ -18,43 +18,14 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import jobs_support  # noqa: E402
-from ledger_support import release  # noqa: E402
-
 from core.contracts import Cancelled
 from core.jobs import (CANCELLED, DONE, FAILED, QUEUED, RUNNING, JobQueue, ProcessExecutor, ThreadExecutor,
                        shippable)
 from core.privacy.project_ledger import ProjectLedger
 from core.releases import Release, run_release
-
-
-class Manual:
-    """An executor that only records what it was asked to start; the test finishes jobs by hand."""
-
-    where = "nowhere"
-
-    def __init__(self):
-        self.started: list[str] = []
-        self.cancelled: list[str] = []
-        self.finish: dict[str, callable] = {}
-        self.widths: dict[str, int] = {}
-
-    def start(self, job, on_progress, on_finish):
-        self.started.append(job.label)
-        self.finish[job.label] = on_finish
-        self.widths[job.label] = job.n_jobs
-        job.where = self.where
-        manual = self
-
-        class Handle:
-            def cancel(self):
-                manual.cancelled.append(job.label)
-        return Handle()
-
-
-def noop(progress=None):
-    return None
+from tests.unit import jobs_support
+from tests.unit.jobs_support import Manual, noop
+from tests.unit.ledger_support import release
 
 
 def _submit(q, owner, label):
@@ -239,10 +210,8 @@ def test_cancel_kills_a_running_job_and_the_workers_it_started(processes, tmp_pa
         job.outcome()
 
 
-def test_with_a_cluster_configured_a_job_runs_there_as_one_task(monkeypatch):
-    from test_parallel_dask import loopback_cluster
-
-    local = loopback_cluster(1)
+def test_with_a_cluster_configured_a_job_runs_there_as_one_task(monkeypatch, dask_cluster):
+    local = dask_cluster
     try:
         monkeypatch.setenv("DASHBOARD_DASK_SCHEDULER", local.scheduler_address)
         q = JobQueue(slots=1, cores=1)
@@ -255,7 +224,6 @@ def test_with_a_cluster_configured_a_job_runs_there_as_one_task(monkeypatch):
         from core.cluster import close_clients
 
         close_clients()
-        local.close()
 
 
 def test_a_jobs_scratch_folder_is_removed_when_it_ends(processes, tmp_path):

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ledger_support import (database_url, race_worker, record_simulations, release,  # noqa: E402
-                            reserve_and_commit)
-
 from core.privacy.ledger import Spend
 from core.privacy.project_ledger import (Cap, CapExceeded, CapUndecided, LedgerRelease, ProjectLedger,
                                          ReservationLost, check_cap, compose)
+from tests.unit.ledger_support import (database_url, race_worker, record_simulations, release,
+                                        reserve_and_commit)
 
 pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
 

@@ -7,50 +7,26 @@ import functools
 import os
 import signal
 import socket
-import sys
 import threading
 import time
-import types
 
 import numpy as np
 import pandas as pd
 import pytest
-from distributed import LocalCluster
 
-from core.cluster import (Backend, ClusterUnavailable, client_for, close_clients, describe_backend,
+from core.cluster import (Backend, ClusterUnavailable, client_for, describe_backend,
                           fill, forget_failures, inside_cluster_task, opened, split_shared, use_scheduler)
 from core.contracts import Cancelled
 from core.parallel import map_trials
+from tests.dask_cluster import loopback_cluster, tasks_seen
 
 pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
 
 
-def loopback_cluster(n_workers: int) -> LocalCluster:
-    """Single-threaded worker processes and a scheduler; every port (dashboard too) on loopback.
-
-    Worker processes are spawned, and spawning re-runs the parent's ``__main__`` file; an AppTest
-    run earlier in the session leaves its page script there, so a bare module stands in meanwhile.
-    """
-    real_main = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address="127.0.0.1:0", silence_logs=50)
-    finally:
-        sys.modules["__main__"] = real_main
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    local = loopback_cluster(2)
-    yield local
-    close_clients()
-    local.close()
-
-
-def tasks_seen(cluster) -> int:
-    """Task transitions the scheduler has made so far (grows only when work reaches the cluster)."""
-    return cluster.scheduler.transition_counter
+@pytest.fixture
+def cluster(dask_cluster):
+    """The session's shared cluster (two workers): these tests send it work and leave it whole."""
+    return dask_cluster
 
 
 def _noisy_row_sum(item: int, rng: np.random.Generator, table: np.ndarray) -> float:
@@ -144,6 +120,8 @@ def _square_of(item) -> int:
 
 
 def test_a_worker_killed_mid_sweep_does_not_change_the_results(cluster):
+    """On the shared cluster: it ends only once the nanny has brought the killed worker back, so the cluster
+    is whole again for the next test."""
     local = map_trials(_slow_draw, range(16), seed=5, n_jobs=1)
     client = client_for(cluster.scheduler_address)
     pids = sorted(client.run(os.getpid).values())
@@ -399,7 +377,7 @@ def test_toydown_runs_on_the_cluster_equal_the_local_run(cluster, tmp_path, monk
 def test_a_scheduler_lost_mid_run_leaves_the_rest_to_this_machine(monkeypatch):
     monkeypatch.setenv("DASHBOARD_DASK_TIMEOUT", "1")
     local = map_trials(_slow_draw, range(12), seed=8, n_jobs=1)
-    doomed = loopback_cluster(1)
+    doomed = loopback_cluster(1)             # its own: this test closes the scheduler
     address = doomed.scheduler_address
 
     def close_early(done, total, message):

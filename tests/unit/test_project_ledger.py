@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import uuid
 
 import pytest
@@ -13,6 +12,7 @@ from core.privacy.accounting import rho_to_epsilon, rho_to_epsilon_simple
 from core.privacy.ledger import BudgetLedger, Spend
 from core.privacy.project_ledger import (Cap, LedgerRelease, ProjectLedger, check_cap, compose,
                                          cumulative_frame, data_key, release_key, spends_of)
+from tests.postgres import schema_url
 
 
 def rel(*spends, kind="release", key=None, data="cps"):
@@ -131,9 +131,9 @@ def test_a_restart_keeps_the_ledger_sqlite(tmp_path):
     _restart_keeps_the_ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
 
 
-@pytest.mark.skipif(not os.environ.get("DASHBOARD_TEST_PG_URL"), reason="no test PostgreSQL configured")
 def test_a_restart_keeps_the_ledger_postgres():
-    _restart_keeps_the_ledger(os.environ["DASHBOARD_TEST_PG_URL"])
+    with schema_url() as url:          # skips without DASHBOARD_TEST_PG_URL
+        _restart_keeps_the_ledger(url)
 
 
 def test_the_synthesis_release_book_is_folded_in(tmp_path):

@@ -4,14 +4,9 @@ thread and as a background job whose completion hook is core's. Ordered by event
 calls, never by time."""
 from __future__ import annotations
 
-import sys
 import threading
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_jobs import Manual  # noqa: E402
 
 from core.contracts import Cancelled
 from core.jobs import JobQueue
@@ -19,6 +14,7 @@ from core.privacy.ledger import BudgetLedger, Spend
 from core.privacy.project_ledger import Cap, CapExceeded, CapUndecided, LedgerRelease, ProjectLedger
 from core.releases import (CANCELLED, COMMITTED, FAILED, NOTHING_RESERVED, NOTHING_SPENT, REFUSED, RUNNING,
                            Release, run_release, submit_release)
+from tests.unit.jobs_support import Manual
 
 KEY = "dataset:people"
 

@@ -115,23 +115,20 @@ def test_the_command_line_checks_declares_and_releases_a_folder_set(folder, tmp_
     assert len(list(out.glob("*.parquet"))) == 2 and len(ledger.releases(declared_key(SCHEMA.name), "release")) == 1
 
 
-def test_on_a_cluster_the_check_the_counts_and_the_synthetic_parts_are_the_same(folder, tmp_path):
+def test_on_a_cluster_the_check_the_counts_and_the_synthetic_parts_are_the_same(folder, tmp_path, dask_cluster):
     from core.cluster import close_clients, use_scheduler
     from core.intake.folder import check_folder, list_folder
-    from tests.unit.test_parallel_dask import loopback_cluster
 
     plan = FolderReleasePlan(SCHEMA.name, "mst", 1.0, 1e-6, str(tmp_path / "here"), 2)
     here = release_folder(plan, SCHEMA, folder, secure=False, seed=5, n_jobs=1)
     checked_here = check_folder(list_folder(folder), SCHEMA, n_jobs=1)
-    cluster = loopback_cluster(2)
     try:
-        with use_scheduler(cluster.scheduler_address):
+        with use_scheduler(dask_cluster.scheduler_address):
             there = release_folder(plan.replace(out_folder=str(tmp_path / "there")), SCHEMA, folder, secure=False,
                                    seed=5)
             checked_there = check_folder(list_folder(folder), SCHEMA)
     finally:
         close_clients()
-        cluster.close()
     assert there.where == "a Dask cluster" and here.where == "this machine"
     assert checked_there == checked_here and there.n_rows == here.n_rows
     for a, b in zip(here.paths, there.paths):

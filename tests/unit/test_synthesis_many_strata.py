@@ -16,7 +16,7 @@ from core.synthesis import gem as gem_module
 from core.synthesis.gem import (GEM, MIN_FIT_ROUNDS, MIN_SIGNAL, fit_rounds, generator_rows, program_shapes,
                                 programs, round_budget, row_buckets)
 from synthesis_toys import DOMAIN, correlated
-from sweep_support import small_aim_sweep
+from tests.unit.sweep_support import small_aim_sweep
 
 pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
 

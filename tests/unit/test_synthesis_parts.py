@@ -14,7 +14,6 @@ from core.synthesis.counts import ArrayCounts
 from core.synthesis.encoding import encode_categories
 from core.synthesis.parts import PartCounts, sample_in_parts, split_sizes
 from core.synthesis.synthesizers import MST
-from tests.unit.test_parallel_dask import loopback_cluster
 
 pytestmark = pytest.mark.slow   # processes, clusters, servers or notebooks: left out of make test-quick
 
@@ -75,20 +74,18 @@ def test_fits_on_parts_equal_fits_on_rows_and_read_the_parts_once(folder, labels
     assert on_rows.sample(3000, np.random.default_rng(2)).equals(on_parts.sample(3000, np.random.default_rng(2)))
 
 
-def test_counting_and_sampling_on_a_cluster_equal_in_process(folder, labels, tmp_path):
+def test_counting_and_sampling_on_a_cluster_equal_in_process(folder, labels, tmp_path, dask_cluster):
     fitted = MST().fit(PartCounts(folder, labels, n_jobs=1), None, 0.4, np.random.default_rng(1))
     in_process = PartCounts(folder, labels, n_jobs=1)
     in_process.count([("age_band", "income"), ("race",)])
     whole = sample_in_parts(fitted, 10_001, 3, seed=8, labels=labels, n_jobs=1)
-    cluster = loopback_cluster(2)
     try:
-        with use_scheduler(cluster.scheduler_address):
+        with use_scheduler(dask_cluster.scheduler_address):
             remote = PartCounts(folder, labels)
             remote.count([("age_band", "income"), ("race",)])
             written = sample_in_parts(fitted, 10_001, 3, seed=8, labels=labels, folder=tmp_path / "synthetic")
     finally:
         close_clients()
-        cluster.close()
     for clique in [("age_band", "income"), ("race",)]:
         np.testing.assert_array_equal(remote.table(clique), in_process.table(clique))
     assert [len(p) for p in whole] == split_sizes(10_001, 3) == [3334, 3334, 3333]

@@ -9,8 +9,8 @@ query string, and `script_finished` when the run is over. A click is one more `r
 widget states hold the button's id with `trigger_value` set; like a browser, the client sends back
 the values it has set on other widgets with every run.
 
-Used by `benchmarks/session_load_bench.py` and its protocol test; it needs only `websockets` and
-Streamlit's protobufs, so many clients cost the measuring machine little.
+Used by `benchmarks/session_load_bench.py` and the protocol tests (`tests/unit/test_stakeholder_*protocol.py`);
+it needs only `websockets` and Streamlit's protobufs, so many clients cost the measuring machine little.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The dashboard as `make run` starts it, on a free loopback port, for the load benchmark and the
-browser tests: `streamlit run dashboard/server.py` (the pages plus the curator's sign-in), headless, no file watcher (an edit elsewhere in the
-tree would show a 'File change' notice that reads as a page still running), no usage statistics."""
+"""The dashboard as `make run` starts it, on a free loopback port, for the tests that drive a real server
+(`tests/conftest.py`'s session server) and the benchmarks that measure one: `streamlit run
+dashboard/server.py` (the pages plus the curator's sign-in), headless, no file watcher (an edit elsewhere
+in the tree would show a 'File change' notice that reads as a page still running), no usage statistics."""
 from __future__ import annotations
 
 import os
