@@ -66,7 +66,7 @@ def test_headline_words_and_report_figure_name_the_same_adversary(tied):
         assert "lower at 97.5% for 2 adversaries" in words[key]
     pd.testing.assert_frame_equal(result.tables()["worst_adversaries"], worst)
     from dashboard.components.stakeholder_figures import default_figures
-    heat = default_figures(result)[0]
+    heat = next(f for f in default_figures(result) if f.data and f.data[0].type == "heatmap")
     assert "(full)" in heat.layout.title.text
 
 

@@ -149,6 +149,8 @@ def _example_plans() -> list:
         importlib.import_module(module)
     out = []
     for cls in sorted(set(_subclasses(Plan)) | set(PARAMS_TYPES.values()), key=lambda c: c.__name__):
+        if not cls.__module__.startswith("core.") or not dataclasses.is_dataclass(cls):
+            continue                    # a plan another test module made up (its process may have run it first)
         try:
             out.append(cls())
         except (TypeError, ValueError):
