@@ -17,11 +17,12 @@ from core.cache import cached, cached_call
 from core.census.analytic import PRESETS, district_variances
 from core.contracts import (DataRef, Plan, Result, bytes_fingerprint, check_params, named_rng, param,
                             seed_sequence, stream_key)
-from core.districts.checks import district_checks, plan_check
+from core.districts.checks import check_warning, district_checks, plan_check
 from core.districts.ecological import ecological_study
 from core.districts.generators import GENERATORS, GRID_ONLY, UNIT_LABELS, GeneratorParams, ReComParams, is_grid
 from core.districts.metrics import district_metrics
 from core.districts.noise import NoiseConfig, ensemble_study, membership_matrix, noisy_leaf_counts, sd_interval
+from core.districts.standards import balance_sentence
 from core.districts.uploads import load_uploaded_blocks
 from core.geography.adjacency import block_adjacency
 from core.geography.assignments import plan_from_csv
@@ -29,6 +30,8 @@ from core.geography.blocks import BlockGeography
 from core.geography.grid import synthetic_grid
 from core.geography.sources import geographies, georgia_blocks
 from core.parallel import map_trials
+from core.takeaway import Takeaway
+from core.uncertainty_words import with_interval
 
 GEOGRAPHIES = geographies("grid", "georgia", "upload")
 GRID_SHAPES = ((16, 4, 16), (64, 4, 16), (484, 4, 25))
@@ -410,6 +413,34 @@ class DistrictResult(Result):
                 "worst_deviation_if_balanced_on_noisy_pct": float(first["balanced_on_noisy_max_abs_dev_pct"].max()),
                 "cut_edges": float(first["cut_edges"].sum() // 2),
                 "plans_passing_checks": float(self.plans["passes"].sum())}
+
+    def takeaway(self) -> Takeaway:
+        """Verdict first: whether plan 1 passes its checks, against which balance standard (named, with
+        its source, in people), then its noisy-count error rounded to its interval over the runs."""
+        first = self.plan_districts(1)
+        verdict = plan_check(first)
+        tolerance = self.plan.balance_tolerance_pct
+        standard = balance_sentence(tolerance, float(first["population"].sum()) / max(len(first), 1))
+        if verdict["passes"]:
+            said = f"Plan 1 passes: every district is one piece and {standard}."
+        else:
+            said = check_warning(verdict, tolerance).replace("This plan", "Plan 1") + f" The standard: {standard}."
+        low, high = self.mean_abs_error_interval(1)
+        runs = int(self.runs["run"].nunique())
+        head = self.headline()
+        answer = [said, f"{int(head['plans_passing_checks'])} of {int(head['plans'])} plans pass these checks."]
+        if np.isfinite(low):
+            answer.append(f"A noisy count misses a district's true population by "
+                          f"{with_interval(head['mean_abs_district_error'], low, high, 'people')} on average "
+                          f"over {runs} seeded runs (a simulation, not a release).")
+        answer.append(f"Drawn to balance the noisy counts exactly, plan 1's worst district would truly be "
+                      f"{head['worst_deviation_if_balanced_on_noisy_pct']:.2f}% off the ideal.")
+        return Takeaway(answer=tuple(answer), verdict=said,
+                        key=("plans_passing_checks", "largest_true_deviation_pct", "mean_abs_district_error",
+                             "worst_deviation_if_balanced_on_noisy_pct"),
+                        units={"plans_passing_checks": "plans", "largest_true_deviation_pct": "%",
+                               "mean_abs_district_error": "people", "worst_deviation_if_balanced_on_noisy_pct": "%",
+                               "districts": "districts", "plans": "plans", "cut_edges": "edges between units"})
 
     def mean_abs_error_interval(self, plan_no: int = 1) -> tuple[float, float]:
         """Normal 95% interval of the plan's mean absolute district error over the seeded runs (mean of the

@@ -25,6 +25,7 @@ from core.contracts import DataRef
 from core.report import build_report, report_json, tables_zip
 from core.stakeholder_report import embedded_report, format_answer, report_html, report_html_from_json
 from core.takeaway import NO_UNIT, unit_of
+from core.uncertainty_words import with_interval
 
 
 def _budget(total, preset="equal"):
@@ -313,9 +314,13 @@ def test_answer_numbers_carry_their_units(pairs):
     result = pairs["District maps"][0]
     answer = first_page(report_html(result, page="District maps")).split("<h2>The answer</h2>", 1)[1]
     answer = words_of(answer.split("<h2>", 1)[0])
-    error = result.headline()["mean_abs_district_error"]
-    assert f"Largest true deviation is {result.headline()['largest_true_deviation_pct']:,.4g}%" in answer
-    assert f"Mean absolute district error is {error:,.4g} people." in answer
+    head = result.headline()
+    # the verdict first, with its standard in people and its source; the error rounded to its interval
+    assert answer.strip().startswith(("Plan 1 passes:", "Plan 1 fails the checks:"))
+    assert "people (\u00b1" in answer and "source:" in answer
+    error = with_interval(head["mean_abs_district_error"], *result.mean_abs_error_interval(1), "people")
+    assert f"by {error} on average" in answer
+    assert f"{int(head['plans_passing_checks'])} of {int(head['plans'])} plans pass" in answer
 
 
 # ------------------------------------------------------------------------------------ command line
