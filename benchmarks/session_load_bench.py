@@ -46,6 +46,7 @@ import numpy as np  # noqa: E402
 
 import dashboard_process  # noqa: E402
 from streamlit_ws_client import FINISHED_OK, StreamlitSession  # noqa: E402
+from timing import record  # noqa: E402
 
 PAGE = "fairness-elicitation"
 SWEEP_PAGE = "stratified-synthesis"
@@ -307,6 +308,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  ... and {len(tally.failures) - 10} more failures")
     print(f"session load: stored {stored}/{expected} answers; answer p95 {pct(tally.answers, 95):.0f} ms; "
           f"refresh p95 {pct(tally.refreshes, 95):.0f} ms; load {load[0]:.1f}")
+    record(f"Live session, {args.stakeholders} stakeholders x {args.cards} cards: answer latency p95, one session",
+           pct(tally.answers, 95), unit="ms", clock="wall", load=load[0])
     return {"stored": stored, "expected": expected, "acknowledged": tally.acknowledged,
             "failures": tally.failures, "joins": tally.joins, "answers": tally.answers,
             "refreshes": tally.refreshes}
