@@ -118,8 +118,8 @@ def print_curve(points: list[dict]) -> None:
     for i in range(len(points)):
         print(row_line(points, i), flush=True)
     for p in points:
-        record(f"AIM fit + sample, {p['rows']:,} rows, epsilon {EPSILON:g} (2-way TVD {p['tvd']:.4f})",
-               Value(p["cpu_s"], *p["cpu_range"]), load=p["load"])
+        record(f"AIM fit + sample, {p['rows']:,} rows resampled from CPS, epsilon {EPSILON:g} "
+               f"(2-way TVD {p['tvd']:.4f})", Value(p["cpu_s"], *p["cpu_range"]), load=p["load"])
 
 
 def compare_spends(points: list[dict], path: str) -> None:
