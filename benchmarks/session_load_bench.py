@@ -308,11 +308,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  ... and {len(tally.failures) - 10} more failures")
     print(f"session load: stored {stored}/{expected} answers; answer p95 {pct(tally.answers, 95):.0f} ms; "
           f"refresh p95 {pct(tally.refreshes, 95):.0f} ms; load {load[0]:.1f}")
-    record(f"Live session, {args.stakeholders} stakeholders x {args.cards} cards: answer latency p95, one session",
-           pct(tally.answers, 95), unit="ms", clock="wall", load=load[0])
     return {"stored": stored, "expected": expected, "acknowledged": tally.acknowledged,
             "failures": tally.failures, "joins": tally.joins, "answers": tally.answers,
-            "refreshes": tally.refreshes}
+            "refreshes": tally.refreshes, "load": load[0], "people": args.stakeholders, "cards": args.cards}
 
 
 @contextmanager
@@ -321,4 +319,6 @@ def _nothing(value):
 
 
 if __name__ == "__main__":
-    main()
+    out = main()
+    record(f"Live session, {out['people']} stakeholders x {out['cards']} cards: answer latency p95, one session",
+           pct(out["answers"], 95), unit="ms", clock="wall", load=out["load"])
