@@ -133,7 +133,7 @@ def lexifair_size_curve(sizes: list[int]) -> None:
             cut = int(round(0.3 * n))
             data = gfp.GroupData(base.X[idx], base.y[idx], base.attrs.iloc[idx].reset_index(drop=True),
                                  np.sort(perm[cut:]), np.sort(perm[:cut]))
-            gfp.learning_frame = lambda _plan, data=data: data
+            gfp.learning_frame = lambda _plan, _raw=None, data=data: data
             t = time.process_time()
             gfp.lexifair_subrun(plan)
             cpu = time.process_time() - t
