@@ -41,7 +41,7 @@ from core.fairness.learner import LearnerConfig, fit_elicited_fair, ordered_pair
 from core.fairness.learning_data import compas_learning_data  # noqa: E402
 from benchmarks.fairness_store_latency import add_options as store_options  # noqa: E402
 from benchmarks.fairness_store_latency import main as store_latency  # noqa: E402
-from timing import record, warm_time  # noqa: E402
+from timing import WARM_RUNS, record, warm_time  # noqa: E402
 
 ORACLE_NAMES = {"logistic": "weighted logistic regression (page default)",
                 "ols": "least-squares threshold (not the default)"}
@@ -174,7 +174,7 @@ def main() -> None:
         where = "in-process" if jobs else f"default workers ({os.cpu_count()})"
         print(f"  {where}: {t.text(digits=1)} CPU in this process, {t.wall_value.text(digits=1)} wall "
               + (f"(target <= 60 s CPU {'OK' if t.median <= 60 else 'MISSED'}); " if jobs else "; ")
-              + f"{len(calls) // 4} progress updates a run")
+              + f"{len(calls) // (WARM_RUNS + 1)} progress updates a run")
         record(f"Ten-point fairness frontier, {where}", t, wall=not jobs)
         if not jobs:
             with tempfile.TemporaryDirectory() as tmp:
