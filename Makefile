@@ -7,7 +7,7 @@ PORT   ?= 8501
 # the curator's pages still need a curator's sign-in; guests get the room's page only (see README).
 ADDRESS ?= 127.0.0.1
 
-.PHONY: run test test-quick install install-dev chromium axe postgres bench clean cluster reproduce
+.PHONY: run test test-quick install install-dev chromium axe postgres bench bench-quick bench-peers clean cluster reproduce
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,8 +64,25 @@ test-quick: install-dev
 reproduce: install
 	$(PY) scripts/reproduce.py --errors
 
+# Every benchmark, each compared call timed warm (benchmarks/timing.py), then the one table of their
+# headline figures with the load and date of each (benchmarks/results/figures.md; the README's table).
 bench: install
 	for f in benchmarks/*_bench.py; do $(PY) $$f || exit 1; done
+	$(PY) benchmarks/figures.py
+
+# A subset of a few minutes: the core figures at their smaller sizes; the table keeps every other
+# figure from its last full run, with that run's date.
+bench-quick: install
+	$(PY) benchmarks/census_bench.py
+	$(PY) benchmarks/synthesis_bench.py
+	$(PY) benchmarks/privacy_bench.py
+	$(PY) benchmarks/gem_bench.py --sizes 50000 --sizes-only
+	DASHBOARD_N_JOBS=1 $(PY) benchmarks/aim_estimator_bench.py --skip-mbi --sizes 50000,100000
+	$(PY) benchmarks/figures.py
+
+# Our AIM against packaged peers' AIM, each peer in its own virtualenv under .cache/peers (not a test).
+bench-peers: install
+	benchmarks/peers/run.sh --epsilon 0.1 --rows 50000
 
 # A Dask scheduler and two single-threaded workers on this machine, every port on loopback (their
 # --no-dashboard still opens one on all interfaces, hence --dashboard-address), from the project's

@@ -10,14 +10,16 @@ On the bundled CPS extract (50,000 rows x 10 columns) at epsilon 1, delta 1e-9, 
    seconds, rounds, model MB, TVD and the growth exponent between sizes, the 1M line beside its
    120 s target;
 5. the machine's load average before and after, since the machine is shared.
+Every fit is timed warm (``timing.warm_time``: a discarded first fit, then the median CPU seconds of
+``--repeats`` fits, printed with the range); ratios are of medians.
 
 Run: DASHBOARD_N_JOBS=1 .venv/bin/python benchmarks/aim_estimator_bench.py [--skip-mbi] [--sizes 50000,100000]
+     [--repeats 3]
 """
 from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,6 +34,7 @@ from core.synthesis.metrics import two_way_tvd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from size_curves import aim_point, print_curve  # noqa: E402
+from timing import WARM_RUNS, ratio, record, warm_time  # noqa: E402
 
 EPSILON, DELTA, SEED = 1.0, 1e-9, 0
 MST_TWO_WAY = 0.028    # MST's mean two-way TVD at epsilon 1 on this extract (synthesis_bench.py)
@@ -42,13 +45,15 @@ def load() -> str:
     return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores"
 
 
-def run(factory, codes, dom, rho):
-    t = time.perf_counter()
-    model = factory().fit(codes, dom, rho, make_rng(SEED))
-    fitted = time.perf_counter() - t
-    synth = model.sample(len(codes), make_rng(SEED + 1000))
-    total = time.perf_counter() - t
-    return fitted, total, float(two_way_tvd(codes, synth, dom)["tvd"].mean()), model
+def run(factory, codes, dom, rho, repeats):
+    """Warm CPU seconds of the seeded fit + sample, its 2-way TVD and the last (identical) fit's model."""
+    out = {}
+
+    def fit_and_sample():
+        out["model"] = factory().fit(codes, dom, rho, make_rng(SEED))
+        out["synth"] = out["model"].sample(len(codes), make_rng(SEED + 1000))
+    total = warm_time(fit_and_sample, repeats)
+    return total, float(two_way_tvd(codes, out["synth"], dom)["tvd"].mean()), out["model"]
 
 
 def cost_per_round(point: dict) -> None:
@@ -64,6 +69,7 @@ def cost_per_round(point: dict) -> None:
 
 def main() -> None:
     skip_mbi = "--skip-mbi" in sys.argv
+    repeats = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else WARM_RUNS
     codes, dom, _ = encode_categories(load_cps())
     rho = rho_for_epsilon(EPSILON, DELTA)
     print(f"CPS extract: {len(codes):,} rows x {codes.shape[1]} columns; epsilon {EPSILON:g}, delta {DELTA:g}, "
@@ -71,30 +77,36 @@ def main() -> None:
     print(f"before: {load()}\n")
 
     aim = lambda: make_synthesizer("aim")  # noqa: E731
-    fit, ours, tvd, model = run(aim, codes, dom, rho)
-    print(f"1. pooled AIM, our estimator: fit {fit:.1f} s, fit+sample {ours:.1f} s (target <= 120 s), "
+    ours, tvd, model = run(aim, codes, dom, rho, repeats)
+    print(f"1. pooled AIM, our estimator: fit+sample {ours.text(digits=1)} CPU (target <= 120 s), "
           f"{len(model.rounds_)} rounds, mean 2-way TVD {tvd:.4f} (MST about {MST_TWO_WAY})")
+    record(f"AIM fit + sample, CPS 50,000 rows, epsilon {EPSILON:g} (2-way TVD {tvd:.4f})", ours)
     if skip_mbi:
         print("   mbi's estimator: skipped (--skip-mbi)")
     else:
         with use_estimator("mbi"):
-            fit_m, theirs, tvd_m, model_m = run(aim, codes, dom, rho)
-        print(f"   mbi's estimator:  fit {fit_m:.1f} s, fit+sample {theirs:.1f} s, {len(model_m.rounds_)} rounds, "
+            theirs, tvd_m, model_m = run(aim, codes, dom, rho, repeats)
+        print(f"   mbi's estimator:  fit+sample {theirs.text(digits=1)} CPU, {len(model_m.rounds_)} rounds, "
               f"mean 2-way TVD {tvd_m:.4f}")
-        print(f"   speed-up: mbi / ours = {theirs / ours:.1f}x; TVD ours - mbi = {tvd - tvd_m:+.4f}")
+        speed = ratio(theirs, ours)
+        print(f"   speed-up: mbi / ours = {speed.text('x', 1)}; TVD ours - mbi = {tvd - tvd_m:+.4f}")
+        record(f"AIM on mbi's estimator / on ours, same rounds (TVD ours - mbi {tvd - tvd_m:+.4f})", speed,
+               unit="x", load=theirs.load)
     print(f"   {load()}\n")
 
     strat = lambda: StratifiedSynthesizer(aim, ("sex", "race"), size_policy="public")  # noqa: E731
-    fit_s, both_s, tvd_s, _ = run(strat, codes, dom, rho)
-    print(f"2. stratified AIM (sex x race, 10 strata), our estimator: fit+sample {both_s:.1f} s, "
+    both_s, tvd_s, _ = run(strat, codes, dom, rho, repeats)
+    print(f"2. stratified AIM (sex x race, 10 strata), our estimator: fit+sample {both_s.text(digits=1)} CPU, "
           f"mean 2-way TVD {tvd_s:.4f}")
-    print(f"   stratified / pooled = {both_s / ours:.2f}x (target <= 3x)\n")
+    strat_ratio = ratio(both_s, ours)
+    print(f"   stratified / pooled = {strat_ratio.text('x')} (target <= 3x)\n")
+    record("AIM stratified (sex x race) / pooled, CPS 50,000 rows", strat_ratio, unit="x", load=both_s.load)
 
     sizes = [int(v) for v in (sys.argv[sys.argv.index("--sizes") + 1] if "--sizes" in sys.argv
                               else "50000,100000,200000,1000000").split(",")]
     points = []
     for n in sizes:
-        points.append(aim_point(codes, dom, n))
+        points.append(aim_point(codes, dom, n, repeats))
         print(f"   ... {n:,} rows done: {points[-1]['cpu_s']:.1f} s CPU", flush=True)
     cost_per_round(points[-1])
     print("\n4. AIM size curve (CPU seconds of fit + sample; exponent = growth between sizes)")

@@ -1,13 +1,12 @@
 """Benchmark of core.census: prints each figure beside its target (run from the repository root)."""
 from __future__ import annotations
 
-import os
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
@@ -16,38 +15,11 @@ from core.census.geography_data import Hierarchy  # noqa: E402
 from core.census.mechanism_comparison import gg_metrics  # noqa: E402
 from core.privacy.calibration import calibrate_generalized_gaussian, gg_scale_by_bisection  # noqa: E402
 from core.census.toydown import draw_node_noise, toydown  # noqa: E402
+from timing import WARM_RUNS, Value, load, ratio, record, warm_time  # noqa: E402
 
 # Peer ToyDown (scipy path, L2 objective, eps = 1 split equally over all levels incl. the root,
 # leaves ~ Poisson(50)): median seconds per run and leaf MAE, from the shared peer-baseline notes.
 PEER = {(10, 10, 10): (1.20, 7.93), (10, 10, 10, 10): (12.4, 9.84), (10, 10, 10, 10, 10): (128.0, 11.77)}
-
-
-WARM_RUNS = 3
-"""Timed calls after the discarded first one; every figure is their median, printed with their range."""
-
-
-def warm_times(func, repeat: int = WARM_RUNS, clock=time.process_time) -> np.ndarray:
-    """Seconds of ``repeat`` calls of ``func`` after one discarded call (CPU seconds by default).
-
-    The first call pays for what later calls find ready (lazy imports, first-touch memory, caches), so
-    timing it alone mixes that cost into the comparison: here every compared call is timed warm."""
-    func()
-    times = []
-    for _ in range(repeat):
-        t0 = clock()
-        func()
-        times.append(clock() - t0)
-    return np.asarray(times)
-
-
-def spread(times: np.ndarray, scale: float = 1.0, unit: str = "s", digits: int = 2) -> str:
-    """"median unit (min-max)" of ``times`` multiplied by ``scale``."""
-    t = np.asarray(times) * scale
-    return f"{np.median(t):.{digits}f} {unit} ({t.min():.{digits}f}-{t.max():.{digits}f})"
-
-
-def load() -> str:
-    return "load " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def bench_large_toydown() -> None:
@@ -55,9 +27,10 @@ def bench_large_toydown() -> None:
     rng = np.random.default_rng(0)
     counts = rng.poisson(5, h.n_leaves)
     eps = [0.2] * h.depth
-    t = warm_times(lambda: toydown(h, counts, eps, nonnegative=True, rng=rng))
-    print(f"ToyDown non-negative, {h.n_leaves:,} leaves, 4 levels below the root: {spread(t)} CPU per run "
-          f"(target <= 3 s); {load()}")
+    t = warm_time(lambda: toydown(h, counts, eps, nonnegative=True, rng=rng))
+    label = f"ToyDown non-negative, {h.n_leaves:,} leaves, 4 levels below the root"
+    print(f"{label}: {t.text()} CPU per run (target <= 3 s); {load()}")
+    record(label, t)
 
 
 def peak_mb(func) -> float:
@@ -90,7 +63,7 @@ def bench_national_toydown() -> None:
             "non-neg": lambda: toydown(h, counts, eps, nonnegative=True, rng=np.random.default_rng(0)),
             "integer": lambda: toydown(h, counts, eps, nonnegative=True, integer=True, rng=np.random.default_rng(0)),
         }
-        cpu = {name: warm_times(call) for name, call in calls.items()}
+        cpu = {name: warm_time(call) for name, call in calls.items()}
         mem = {name: peak_mb(calls[name]) for name in ("floor", "non-neg", "integer")}
         rows.append((h.n_leaves, cpu, mem))
         del h, counts, calls
@@ -98,24 +71,26 @@ def bench_national_toydown() -> None:
           f"x floor: ratio of medians; {load()}")
     print(f"  {'leaves':>10} {'floor s':>17} {'plain s':>17} {'non-neg s':>17} {'x floor':>7} {'integer s':>17} "
           f"{'x floor':>7} {'floor MB':>9} {'non-neg MB':>11} {'integer MB':>11} {'x floor':>7} {'exponent':>9}")
-    med = lambda times: float(np.median(times))  # noqa: E731
     for i, (n, cpu, mem) in enumerate(rows):
         grow = ""
         if i:
             before_n, before_cpu, _ = rows[i - 1]
-            grow = f"{np.log(med(cpu['integer']) / med(before_cpu['integer'])) / np.log(n / before_n):.2f}"
-        floor = med(cpu["floor"])
-        print(f"  {n:>10,} {spread(cpu['floor'], unit=''):>17} {spread(cpu['plain'], unit=''):>17} "
-              f"{spread(cpu['non-neg'], unit=''):>17} {med(cpu['non-neg']) / floor:7.1f} "
-              f"{spread(cpu['integer'], unit=''):>17} {med(cpu['integer']) / floor:7.1f} {mem['floor']:9.0f} "
-              f"{mem['non-neg']:11.0f} {mem['integer']:11.0f} {mem['integer'] / mem['floor']:7.2f} {grow:>9}")
+            grow = f"{np.log(cpu['integer'].median / before_cpu['integer'].median) / np.log(n / before_n):.2f}"
+        print(f"  {n:>10,} {cpu['floor'].text(unit=''):>17} {cpu['plain'].text(unit=''):>17} "
+              f"{cpu['non-neg'].text(unit=''):>17} {ratio(cpu['non-neg'], cpu['floor']).median:7.1f} "
+              f"{cpu['integer'].text(unit=''):>17} {ratio(cpu['integer'], cpu['floor']).median:7.1f} "
+              f"{mem['floor']:9.0f} {mem['non-neg']:11.0f} {mem['integer']:11.0f} {mem['integer'] / mem['floor']:7.2f} "
+              f"{grow:>9}")
     n, cpu, mem = rows[-1]
-    floor = med(cpu["floor"])
     for name, label in (("non-neg", "non-negative"), ("integer", "released (non-negative integer)")):
-        lo, hi = cpu[name].min() / cpu["floor"].max(), cpu[name].max() / cpu["floor"].min()
-        print(f"ToyDown {label} on {n:,} leaves: {spread(cpu[name])} CPU (target < 2 s), "
-              f"{med(cpu[name]) / floor:.1f}x the floor ({lo:.1f}-{hi:.1f}x between runs; target <= 8x); "
+        times = ratio(cpu[name], cpu["floor"])
+        print(f"ToyDown {label} on {n:,} leaves: {cpu[name].text()} CPU (target < 2 s), "
+              f"{times.median:.1f}x the floor ({times.low:.1f}-{times.high:.1f}x between runs; target <= 8x); "
               f"peak memory {mem[name]:.0f} MB, {mem[name] / mem['floor']:.2f}x the floor's (target <= 2x); {load()}")
+        record(f"ToyDown {label}, {n:,} leaves", cpu[name])
+        record(f"ToyDown {label}, {n:,} leaves, against the floor (noise + level sums)", times, unit="x",
+               load=cpu[name].load)
+        record(f"ToyDown {label}, {n:,} leaves, peak memory allocated", mem[name], unit="MB", clock="-")
 
 
 def bench_county_runs() -> None:
@@ -127,9 +102,10 @@ def bench_county_runs() -> None:
     def hundred():
         for _ in range(100):
             toydown(h, counts, eps, nonnegative=True, rng=rng)
-    t = warm_times(hundred)
-    print(f"100 non-negative ToyDown runs of a {h.n_leaves:,}-leaf county: {spread(t)} CPU in all (target <= 2 s); "
-          f"{load()}")
+    t = warm_time(hundred)
+    label = f"100 non-negative ToyDown runs of a {h.n_leaves:,}-leaf county"
+    print(f"{label}: {t.text()} CPU in all (target <= 2 s); {load()}")
+    record(label, t)
 
 
 def bench_district_variance() -> None:
@@ -139,14 +115,15 @@ def bench_district_variance() -> None:
     contiguous = ((np.arange(h.n_leaves) + offset) % h.n_leaves) * 1000 // h.n_leaves
     scattered = rng.permutation(h.n_leaves) * 1000 // h.n_leaves
     for name, labels in (("contiguous", contiguous), ("scattered", scattered)):
-        t = warm_times(lambda: district_variances(h, labels, [0.2] * 5))
-        print(f"district_variance for 1,000 {name} districts on {h.n_leaves:,} leaves: {spread(t, digits=3)} CPU "
-              f"(target < 1 s); {load()}")
+        t = warm_time(lambda: district_variances(h, labels, [0.2] * 5))
+        label = f"district_variance for 1,000 {name} districts on {h.n_leaves:,} leaves"
+        print(f"{label}: {t.text(digits=3)} CPU (target < 1 s); {load()}")
+        record(label, t)
 
 
 def bench_peer_toydown() -> None:
     print("ToyDown vs peer ToyDown (peer: scipy SLSQP, L2 objective; both non-negative, eps = 1 equal over levels; "
-          "ours: median of 5 warm runs, range):")
+          f"ours: median of {WARM_RUNS} warm runs, range):")
     for fan, (peer_t, peer_mae) in PEER.items():
         h = Hierarchy.homogeneous(list(fan))
         rng = np.random.default_rng(3)
@@ -157,24 +134,27 @@ def bench_peer_toydown() -> None:
         def run():
             alpha = toydown(h, counts, eps, nonnegative=True, rng=rng)
             maes.append(np.mean(np.abs(alpha[h.leaf_nodes] - counts)))
-        t = warm_times(run, repeat=5)
-        print(f"  {h.n_leaves:>7,} leaves {fan}: {spread(t, 1000, 'ms', 1)} CPU per run (peer {peer_t:.1f} s, "
-              f"{peer_t / np.median(t):,.0f}x faster); leaf MAE {np.mean(maes):.2f} (peer L2 {peer_mae:.2f}); {load()}")
+        t = warm_time(run)
+        faster = ratio(Value(peer_t, peer_t, peer_t), t)
+        print(f"  {h.n_leaves:>7,} leaves {fan}: {t.text(1000, 'ms', 1)} CPU per run (peer {peer_t:.1f} s, "
+              f"{faster.median:,.0f}x faster); leaf MAE {np.mean(maes):.2f} (peer L2 {peer_mae:.2f}); {load()}")
+    record(f"ToyDown {h.n_leaves:,} leaves against peer ToyDown's recorded {peer_t:g} s (times faster)", faster,
+           unit="x", load=t.load)
 
 
 def bench_gg_calibration() -> None:
     spec = {(100, 3.0): (75.3, 111), (1000, 3.0): (233.2, 404), (1000, 4.0): (271.8, 402)}
     for (k, p), (sigma_ref, emax_ref) in spec.items():
-        t0 = time.perf_counter()
-        sigma = gg_scale_by_bisection(k, p, 1.0, 1e-6)          # the calibration itself, not the shipped grid
-        t = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        out = {}                                                # the calibration itself, not the shipped grid
+        t = warm_time(lambda: out.__setitem__("sigma", gg_scale_by_bisection(k, p, 1.0, 1e-6)))
+        sigma = out["sigma"]
         shipped = calibrate_generalized_gaussian(k, p, 1.0, 1e-6)
-        t_page = time.perf_counter() - t0
+        t_page = warm_time(lambda: calibrate_generalized_gaussian(k, p, 1.0, 1e-6))
         emax = gg_metrics(sigma, p, k)["E max error"]
-        print(f"GG calibration k={k}, p={p:g}, eps=1, delta=1e-6: sigma {sigma:.1f} (spec {sigma_ref}), "
-              f"E max {emax:.0f} (spec {emax_ref}), {t:.2f} s (spec: 1-20 s per pair); "
-              f"page lookup {t_page * 1000:.1f} ms (sigma {shipped:.1f})")
+        label = f"GG calibration k={k}, p={p:g}, eps=1, delta=1e-6"
+        print(f"{label}: sigma {sigma:.1f} (spec {sigma_ref}), E max {emax:.0f} (spec {emax_ref}), {t.text()} CPU "
+              f"(spec: 1-20 s per pair); page lookup {t_page.text(1000, 'ms', 1)} CPU (sigma {shipped:.1f}); {load()}")
+        record(label, t)
 
 
 
@@ -210,6 +190,8 @@ def bench_page() -> None:
             print(f"Budget page {label}: first render {r['first']:.2f} s; preset change {r['preset']:.2f} s, "
                   f"back to a cached preset {r['back']:.2f} s (target < 1 s), opening the Mechanisms tab "
                   f"{r['tab_open']:.2f} s, its k change {r['tab']:.2f} s; first switch to Georgia {r['georgia']:.2f} s; no exception: {r['ok']}")
+            record(f"Budget page first render, {label}, one AppTest run", r["first"], clock="wall")
+            record(f"Budget page back to a cached preset, {label}", r["back"], clock="wall")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ beside the coefficients the Data step's time estimates use (``core.intake.folder
 "folder" entry of ``core/estimate_costs.json``). Not a test.
 
 A folder of Parquet parts (category columns as text) is written to a temporary folder, then measured in
-this process (one worker, so CPU seconds count all the work): every part checked against the declaration
+this process (one worker, so CPU seconds count all the work; each step warm, the median of three after a
+discarded call): every part checked against the declaration
 (:func:`core.intake.folder.check_folder`), one count pass of every one-way and two-way table through the
 declaration (:class:`core.synthesis.folder_release.FolderCounts`, as MST's fit asks), and a synthetic file
 of the same size drawn and written in as many parts (:func:`core.synthesis.parts.sample_in_parts`). The
@@ -15,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -32,6 +32,7 @@ from core.intake.folder import check_folder, folder_costs, list_folder  # noqa: 
 from core.synthesis.folder_release import FolderCounts  # noqa: E402
 from core.synthesis.parts import sample_in_parts, split_sizes  # noqa: E402
 from core.synthesis.synthesizers import MST  # noqa: E402
+from timing import load, record, warm_time  # noqa: E402
 
 CATEGORIES = ("Alpha", "Beta", "Gamma", "Delta", "Epsilon", "Zeta")
 
@@ -48,10 +49,10 @@ def write_parts(folder: Path, rows: int, parts: int, columns: int) -> DataSchema
                       file_suffix=".parquet")
 
 
-def cpu(func) -> tuple[float, object]:
-    t0 = time.process_time()
-    out = func()
-    return time.process_time() - t0, out
+def fresh_folder(parent: Path):
+    """A new, empty folder under ``parent`` at each call (so a repeated write starts from nothing)."""
+    count = itertools.count()
+    return lambda: parent / f"synthetic-{next(count)}"
 
 
 def main() -> None:
@@ -68,19 +69,23 @@ def main() -> None:
         schema = write_parts(folder, args.rows, args.parts, args.columns)
         listing = list_folder(folder)
         seconds = {}
-        seconds["check"], _ = cpu(lambda: check_folder(listing, schema, n_jobs=1))
+        seconds["check"] = warm_time(lambda: check_folder(listing, schema, n_jobs=1))
         source = FolderCounts(folder, schema, n_jobs=1)
         cliques = [(c,) for c in source.columns] + list(itertools.combinations(source.columns, 2))
-        seconds["count"], _ = cpu(lambda: source.count(cliques))
+        seconds["count"] = warm_time(lambda: FolderCounts(folder, schema, n_jobs=1).count(cliques))
+        source.count(cliques)
         model = MST().fit(source, None, 1.0, np.random.default_rng(1))
-        seconds["write"], _ = cpu(lambda: sample_in_parts(model, args.rows, args.parts, 2, labels=source.labels,
-                                                          folder=out, n_jobs=1))
-    print(f"Folder set: {args.rows:,} rows x {args.columns} columns in {args.parts} parts, one worker; "
-          f"load {os.getloadavg()[0]:.1f}")
-    print(f"  {'step':<6} {'CPU s':>8} {'per 100,000 cells':>18} {'estimate uses':>14} {'measured/used':>14}")
+        where = fresh_folder(out)
+        seconds["write"] = warm_time(lambda: sample_in_parts(model, args.rows, args.parts, 2, labels=source.labels,
+                                                             folder=where(), n_jobs=1))
+    print(f"Folder set: {args.rows:,} rows x {args.columns} columns in {args.parts} parts, one worker; CPU s: "
+          f"median of 3 warm calls (range); {load()}")
+    print(f"  {'step':<6} {'CPU s':>18} {'per 100,000 cells':>18} {'estimate uses':>14} {'measured/used':>14}")
     for step, spent in seconds.items():
-        per = spent / cells
-        print(f"  {step:<6} {spent:>8.2f} {per:>18.4f} {float(coef[step]):>14.4f} {per / float(coef[step]):>14.2f}")
+        per = spent.median / cells
+        print(f"  {step:<6} {spent.text(unit=''):>18} {per:>18.4f} {float(coef[step]):>14.4f} "
+              f"{per / float(coef[step]):>14.2f}")
+        record(f"Folder set {step}, {args.rows:,} rows x {args.columns} columns in {args.parts} parts", spent)
 
 
 if __name__ == "__main__":

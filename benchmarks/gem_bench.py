@@ -1,8 +1,8 @@
 """GEM speed and accuracy on the bundled CPS extract: pooled against stratified (sex x race, 10 strata).
 
-Each line is one fit of 50,000 rows x 10 columns at epsilon 1 (delta 1e-9) followed by sampling
-as many rows; "cold" times include building the compiled programs for that shape (once per
-process), "warm" repeats the same fit with them already built. Accuracy is the mean two-way
+Each line is a fit of 50,000 rows x 10 columns at epsilon 1 (delta 1e-9) followed by sampling
+as many rows, timed warm (``benchmarks/timing.py``: a discarded first fit builds the compiled
+programs for that shape, then the median CPU seconds of three, with the range). Accuracy is the mean two-way
 total variation distance over the 45 column pairs. The product's target: stratified within 3 x
 pooled at equal accuracy. The machine's load average is printed with every line because other
 work on a 2-core machine moves these numbers a lot.
@@ -14,7 +14,7 @@ targets: 50,000 rows under 8 s, 1,000,000 rows under 120 s). Every fit is warm (
 builds the programs) and each size is the median of ``--seeds`` seeds, printed with the range. The rows
 enter once, through the marginal tables.
 
-Run: .venv/bin/python benchmarks/gem_bench.py [--rounds N] [--warm] [--jobs J] [--unscaled] [--probe-batch K]
+Run: .venv/bin/python benchmarks/gem_bench.py [--rounds N] [--jobs J] [--unscaled] [--probe-batch K]
      [--sizes 50000,1000000] [--sizes-only] [--seeds 3]
 Defaults are the registry's (``make_synthesizer("gem")``): 100 rounds, and in a stratified fit each
 stratum runs rounds in proportion to its share of the rows (at least 10); every fit then runs no more
@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core.contracts import make_rng  # noqa: E402
 from core.datasets import load_cps  # noqa: E402
@@ -49,22 +50,21 @@ from core.synthesis.gem import GEM  # noqa: E402
 from core.synthesis.metrics import two_way_tvd  # noqa: E402
 from core.synthesis.registry import GEMParams, make_synthesizer  # noqa: E402
 from core.synthesis.stratified import StratifiedSynthesizer  # noqa: E402
+from timing import load, ratio, record, spread, warm_time  # noqa: E402
 
 EPSILON, DELTA, STRATA, TARGET = 1.0, 1e-9, ("sex", "race"), 3.0
 FIT_TARGET = 8.0
 """CPU seconds a pooled fit of 50,000 rows may take, so a sweep of three epsilons and two seeds fits in a minute."""
 
 
-def load() -> str:
-    return "load " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def timed(factory, codes, dom, rho, seed):
-    t = time.perf_counter()
-    model = factory().fit(codes, dom, rho, make_rng(seed))
-    synth = model.sample(len(codes), make_rng(seed + 1000))
-    seconds = time.perf_counter() - t
-    return seconds, float(two_way_tvd(codes, synth, dom)["tvd"].mean())
+    """Warm CPU seconds of one seeded fit + sampling as many rows (``timing.warm_time``), and its 2-way TVD."""
+    out = {}
+
+    def fit():
+        out["synth"] = factory().fit(codes, dom, rho, make_rng(seed)).sample(len(codes), make_rng(seed + 1000))
+    seconds = warm_time(fit)
+    return seconds, float(two_way_tvd(codes, out["synth"], dom)["tvd"].mean())
 
 
 def cpu_timed(factory, codes, dom, rho, seed):
@@ -90,14 +90,16 @@ def size_curve(sizes: list[int], rounds: int, seeds: int) -> None:
         if k == 0:
             cpu_timed(make, data, dom, rho, 99)          # discarded: builds or loads the compiled programs
         runs = np.array([cpu_timed(make, data, dom, rho, seed) for seed in range(seeds)])
-        seconds, tvd = float(np.median(runs[:, 0])), runs[:, 1]
+        cpu, tvd = spread(runs[:, 0]), runs[:, 1]
+        seconds = cpu.median
         growth = (f"; growth exponent {math.log(seconds / rows[-1][1]) / math.log(n / rows[-1][0]):.2f}"
                   if rows else "")
         rows.append((n, seconds))
         limit = FIT_TARGET if n <= 50_000 else 120.0 if n >= 1_000_000 else None
         target = f" -> {'PASS' if seconds < limit else 'FAIL'} (target < {limit:g} s)" if limit else ""
-        print(f"  GEM at {n:,} rows: {seconds:.1f} s CPU ({runs[:, 0].min():.1f}-{runs[:, 0].max():.1f}), 2-way TVD "
+        print(f"  GEM at {n:,} rows: {cpu.text(digits=1)} CPU, 2-way TVD "
               f"{tvd.mean():.4f} ({tvd.min():.4f}-{tvd.max():.4f}){growth}{target}; {load()}", flush=True)
+        record(f"GEM fit + sample, {n:,} rows, epsilon {EPSILON:g}, median of {seeds} seeds", cpu)
 
 
 def main() -> None:
@@ -106,7 +108,6 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="n_jobs of the stratified wrapper (1: in this process)")
     ap.add_argument("--unscaled", action="store_true", help="also fit strata with every stratum running all rounds")
     ap.add_argument("--probe-batch", type=int, default=0, help="generator rows per step of a probe (0: skip)")
-    ap.add_argument("--warm", action="store_true", help="repeat each fit once the programs are compiled")
     ap.add_argument("--sizes", default="50000,1000000", help="rows of the size curve, comma-separated ('' skips)")
     ap.add_argument("--sizes-only", action="store_true", help="only the size curve")
     ap.add_argument("--seeds", type=int, default=3, help="seeded fits per size of the size curve (median, range)")
@@ -130,29 +131,26 @@ def main() -> None:
                                                                          STRATA, n_jobs=args.jobs)))
     rows = {}
     for name, factory in fits:
-        runs = [timed(factory, codes, dom, rho, 0)]
-        if args.warm:
-            runs.append(timed(factory, codes, dom, rho, 1))
-        rows[name] = runs
-        text = ", ".join(f"{lab} {s:.1f} s (2-way TVD {tv:.4f})" for lab, (s, tv) in zip(("cold", "warm"), runs))
-        print(f"  {name:>10}: {text}; {load()}", flush=True)
-    ratio = rows["stratified"][0][0] / rows["pooled"][0][0]
-    print(f"  stratified / pooled (cold): {ratio:.2f} x -> {'PASS' if ratio <= TARGET else 'FAIL'} "
+        rows[name] = timed(factory, codes, dom, rho, 0)
+        print(f"  {name:>10}: {rows[name][0].text(digits=1)} CPU (2-way TVD {rows[name][1]:.4f}); {load()}", flush=True)
+    times = ratio(rows["stratified"][0], rows["pooled"][0])
+    print(f"  stratified / pooled: {times.text('x')} -> {'PASS' if times.median <= TARGET else 'FAIL'} "
           f"(target <= {TARGET:g} x)")
-    if args.warm:
-        print(f"  stratified / pooled (warm): {rows['stratified'][1][0] / rows['pooled'][1][0]:.2f} x")
-    print(f"  2-way TVD stratified / pooled: {rows['stratified'][0][1] / rows['pooled'][0][1]:.2f}")
+    record(f"GEM stratified (sex x race) / pooled, CPS 50,000 rows, epsilon {EPSILON:g}", times, unit="x",
+           load=rows["stratified"][0].load)
+    print(f"  2-way TVD stratified / pooled: {rows['stratified'][1] / rows['pooled'][1]:.2f}")
     if args.probe_batch > 0:
         k = args.probe_batch
         probe = {"pooled": timed(lambda: GEM(rounds=args.rounds, batch=k), codes, dom, rho, 0),
                  "stratified": timed(lambda: StratifiedSynthesizer(lambda: GEM(rounds=args.rounds, batch=k), STRATA,
                                                                    n_jobs=args.jobs), codes, dom, rho, 0)}
         for name, (s, tv) in probe.items():
-            print(f"  probe, {k} generator rows per step, {name:>10}: {s:.1f} s (2-way TVD {tv:.4f}); {load()}")
-        ratio_k = probe["stratified"][0] / rows["pooled"][0][0]
-        print(f"  probe: stratified at {k} rows / pooled at 1000 rows: {ratio_k:.2f} x time, "
-              f"{probe['stratified'][1] / rows['pooled'][0][1]:.2f} x TVD (stratified at 1000 rows: "
-              f"{rows['stratified'][0][1] / rows['pooled'][0][1]:.2f} x TVD)")
+            print(f"  probe, {k} generator rows per step, {name:>10}: {s.text(digits=1)} CPU (2-way TVD {tv:.4f}); "
+                  f"{load()}")
+        ratio_k = ratio(probe["stratified"][0], rows["pooled"][0])
+        print(f"  probe: stratified at {k} rows / pooled at 1000 rows: {ratio_k.text('x')} time, "
+              f"{probe['stratified'][1] / rows['pooled'][1]:.2f} x TVD (stratified at 1000 rows: "
+              f"{rows['stratified'][1] / rows['pooled'][1]:.2f} x TVD)")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -31,14 +32,16 @@ from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, Ranking
 from core.fairness.group_fairness_plan import RANKING_DEFAULTS, lexifair_subrun, ranking_subrun  # noqa: E402
 from core.fairness.lexifair import finite_game, lexifair_lp  # noqa: E402
 from core.contracts import DataRef  # noqa: E402
+from timing import load, record, warm_time  # noqa: E402
 
 
 def timed(label: str, func, target: float):
-    start = time.perf_counter()
-    out = func()
-    took = time.perf_counter() - start
-    print(f"{label}: {took:.2f} s (target < {target:g} s) {'OK' if took < target else 'SLOW'}")
-    return out
+    """func() timed warm (one discarded call, then the median CPU seconds of three), printed and recorded."""
+    out = {}
+    t = warm_time(lambda: out.__setitem__("result", func()))
+    print(f"{label}: {t.text()} CPU (target < {target:g} s) {'OK' if t.median < target else 'SLOW'}; {load()}")
+    record(label, t)
+    return out["result"]
 
 
 def lexifair_compas() -> None:
@@ -130,7 +133,7 @@ def lexifair_size_curve(sizes: list[int]) -> None:
             cut = int(round(0.3 * n))
             data = gfp.GroupData(base.X[idx], base.y[idx], base.attrs.iloc[idx].reset_index(drop=True),
                                  np.sort(perm[cut:]), np.sort(perm[:cut]))
-            gfp.learning_frame = lambda _plan, data=data: data
+            gfp.learning_frame = lambda _plan, _raw=None, data=data: data
             t = time.process_time()
             gfp.lexifair_subrun(plan)
             cpu = time.process_time() - t

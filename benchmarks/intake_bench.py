@@ -13,6 +13,7 @@ Run: .venv/bin/python benchmarks/intake_bench.py [--rows 1000000]
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import subprocess
 import sys
@@ -21,9 +22,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from timing import record  # noqa: E402
 
 CHUNK = 100_000
 TARGET_SECONDS = 10.0
@@ -88,6 +92,7 @@ def measure(path: Path) -> None:
     print(f"CPU time {cpu:.2f} s (pyarrow reads on several threads; on a busy machine wall time also "
           "includes waiting for a core)")
     print("within targets" if total < TARGET_SECONDS and peak < TARGET_BYTES else "OVER TARGET")
+    print(json.dumps({"rows": len(frame), "wall": total, "cpu": cpu, "peak_gb": peak / 1024**3}))
 
 
 def main() -> int:
@@ -103,7 +108,14 @@ def main() -> int:
         started = time.perf_counter()
         generate(path, args.rows)
         print(f"generated in {time.perf_counter() - started:.1f} s")
-        return subprocess.run([sys.executable, __file__, "--measure", str(path)]).returncode
+        done = subprocess.run([sys.executable, __file__, "--measure", str(path)], capture_output=True, text=True)
+        print(done.stdout + done.stderr, end="")
+        if done.returncode == 0:      # one run in a fresh process: its peak memory is the intake's alone
+            out = json.loads(done.stdout.strip().splitlines()[-1])
+            what = f"Intake read + profile + draft + check, {out['rows']:,} x 30 messy CSV, one run"
+            record(what, out["wall"], clock="wall")
+            record(f"{what}, peak memory", out["peak_gb"] * 1024, unit="MB", clock="-")
+        return done.returncode
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pathlib import Path
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
@@ -35,6 +36,7 @@ from core.datasets import cps_domain, load_dataset  # noqa: E402
 from core.privacy.accounting import rho_for_epsilon  # noqa: E402
 from core.synthesis.aim import AIM  # noqa: E402
 from core.synthesis.parts import PartCounts, sample_in_parts  # noqa: E402
+from timing import record  # noqa: E402
 from core.synthesis.synthesizers import MST  # noqa: E402
 
 
@@ -115,6 +117,8 @@ def end_to_end(name: str, synthesizer, folder: Path, labels: dict, rows: int, n_
     print(f"  {name}: end to end {t_fit + t_sample:.1f} s (count + fit {t_fit:.1f} s, {source.passes} pass over "
           f"{source.n_parts} parts{rounds}; synthetic {rows:,} rows in {len(paths)} parts {t_sample:.1f} s); "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
+    record(f"{name} end to end on {rows:,} rows in {source.n_parts} parts, two-worker cluster, one run",
+           t_fit + t_sample, clock="wall")
 
 
 def main() -> None:

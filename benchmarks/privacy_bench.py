@@ -12,51 +12,53 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
 from core.privacy import mechanisms as m  # noqa: E402
+from timing import Value, load, record, spread, warm_time  # noqa: E402
 
 N = 10_000_000
 REPEATS = 5
 
 
-def draws_per_second(draw) -> float:
-    """Best of several timed calls of ``draw(N)`` (best-of filters out the shared machine's noise)."""
-    draw(10_000)
-    best = float("inf")
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        draw(N)
-        best = min(best, time.perf_counter() - start)
-    return N / best
+def rate(seconds) -> Value:
+    """Draws per CPU second: the median call's rate, and the range between the slowest and fastest call."""
+    t = spread(seconds)
+    return Value(N / t.median, N / t.high, N / t.low)
 
 
-def paired_rates(draw, reference) -> tuple[float, float]:
-    """Best rates of ``draw`` and ``reference``, timed alternately so that load on a shared machine
+def draws_per_second(draw) -> Value:
+    """Rate of ``draw(N)``, timed warm (one discarded call, then the median of ``REPEATS``)."""
+    return rate(warm_time(lambda: draw(N), REPEATS).cpu)
+
+
+def paired_rates(draw, reference) -> tuple[Value, Value]:
+    """Rates of ``draw`` and ``reference``, each warm, timed alternately so that load on a shared machine
     hits both alike (timing them minutes apart made identical code look 30% slower)."""
-    draw(10_000)
-    reference(10_000)
-    best = [float("inf"), float("inf")]
+    draw(N)
+    reference(N)
+    times: list[list[float]] = [[], []]
     for _ in range(REPEATS):
         for i, fn in enumerate((draw, reference)):
-            start = time.perf_counter()
+            start = time.process_time()
             fn(N)
-            best[i] = min(best[i], time.perf_counter() - start)
-    return N / best[0], N / best[1]
+            times[i].append(time.process_time() - start)
+    return rate(times[0]), rate(times[1])
 
 
-def import_seconds() -> float:
-    """Fastest of three fresh-interpreter imports of the core modules."""
+def import_seconds() -> Value:
+    """Seconds of a fresh interpreter's import of the core modules: one discarded, then the median of three."""
     probe = ("import time, json; t = time.perf_counter(); import core, core.privacy.mechanisms, "
              "core.privacy.accounting, core.privacy.ledger, core.cache, core.parallel; "
              "import sys; print(json.dumps([time.perf_counter() - t, "
              "sorted({k.split('.')[0] for k in sys.modules} & {'streamlit', 'plotly'})]))")
     runs = [json.loads(subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
-                                      text=True, check=True).stdout) for _ in range(3)]
+                                      text=True, check=True).stdout) for _ in range(4)][1:]
     if any(r[1] for r in runs):
         print("WARNING: import core pulled in", runs[0][1])
-    return min(r[0] for r in runs)
+    return spread([r[0] for r in runs])
 
 
 def main() -> None:
@@ -67,25 +69,29 @@ def main() -> None:
 
     lap, lap_ref = paired_rates(lambda n: m.sample_laplace(10.0, n, rng), numpy_ref)
     geo, geo_ref = paired_rates(lambda n: m.sample_geometric(10.0, n, rng), numpy_ref)
-    numpy_laplace = max(lap_ref, geo_ref)
+    numpy_laplace = max(lap_ref, geo_ref, key=lambda v: v.median)
     rows = [
         ("discrete Gaussian, sigma=10", draws_per_second(lambda n: m.sample_discrete_gaussian(10.0, n, rng)),
          ">= 5.0e6 /s", 5e6),
         ("discrete Gaussian, sigma=1000", draws_per_second(lambda n: m.sample_discrete_gaussian(1e3, n, rng)),
          "(info)", None),
-        ("Laplace, b=10", lap, f"~ numpy {lap_ref:.2e} /s", 0.8 * lap_ref),
-        ("two-sided geometric, b=10", geo, f"~ numpy {geo_ref:.2e} /s", 0.8 * geo_ref),
+        ("Laplace, b=10", lap, f"~ numpy {lap_ref.median:.2e} /s", 0.8 * lap_ref.median),
+        ("two-sided geometric, b=10", geo, f"~ numpy {geo_ref.median:.2e} /s", 0.8 * geo_ref.median),
         ("Generalized Gaussian, p=4", draws_per_second(lambda n: m.sample_generalized_gaussian(10.0, 4, n, rng)),
          "(info)", None),
         ("numpy rng.laplace (reference)", numpy_laplace, "(reference)", None),
     ]
-    print(f"{'figure':34s} {'measured':>14s}  {'target':24s} verdict")
+    print(f"Draws per CPU second, median of {REPEATS} warm calls of {N:,} draws (range); {load()}")
+    print(f"{'figure':34s} {'measured':>10s} {'range':>21s}  {'target':24s} verdict")
     for name, value, target, floor in rows:
-        verdict = "" if floor is None else ("PASS" if value >= floor else "MISS")
-        print(f"{name:34s} {value:14.3e}  {target:24s} {verdict}")
+        verdict = "" if floor is None else ("PASS" if value.median >= floor else "MISS")
+        print(f"{name:34s} {value.median:10.3e} ({value.low:.3e}-{value.high:.3e})  {target:24s} {verdict}")
+        if floor is not None:
+            record(f"{name}: millions of draws per CPU second", value.scaled(1e-6), unit="M/s")
     seconds = import_seconds()
-    print(f"{'import core (fresh process)':34s} {seconds:13.3f}s  {'< 1 s, no streamlit/plotly':24s} "
-          f"{'PASS' if seconds < 1 else 'MISS'}")
+    print(f"{'import core (fresh process)':34s} {seconds.text(digits=3):>32s}  {'< 1 s, no streamlit/plotly':24s} "
+          f"{'PASS' if seconds.median < 1 else 'MISS'}")
+    record("import core in a fresh interpreter", seconds, clock="wall")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -46,6 +47,7 @@ from core.parallel import map_trials  # noqa: E402
 from core.synthesis.plan import SweepPlan, SynthesisPlan  # noqa: E402
 from core.synthesis.registry import AIMParams  # noqa: E402
 from core.synthesis.sweep import run_sweep  # noqa: E402
+from timing import ratio, record, warm_time  # noqa: E402
 
 PAPER_GRID = {"epsilons": 6, "seeds": 5, "variants": 13, "synthesizers": 3}
 SWEEP_COLUMNS = ("age_band", "education", "sex", "race", "income")
@@ -69,14 +71,23 @@ def one_ms(item: int) -> int:
     return item
 
 
+def warm_wall(fn):
+    """(result of the last call, wall seconds: median and range) of fn() timed warm (timing.warm_time)."""
+    out = {}
+    t = warm_time(lambda: out.__setitem__("result", fn()))
+    return out["result"], t.wall_value
+
+
 def compare(name: str, run, address: str, same) -> tuple[float, float]:
-    """``run(n_jobs)`` in-process (n_jobs=1), then on the cluster (n_jobs=None)."""
-    local, t_local = timed(lambda: run(1))
+    """``run(n_jobs)`` in-process (n_jobs=1), then on the cluster (n_jobs=None), each warm; wall seconds."""
+    local, t_local = warm_wall(lambda: run(1))
     with use_scheduler(address):
-        remote, t_remote = timed(lambda: run(None))
-    print(f"{name}: 1 local worker {t_local:.1f} s; {describe_backend(scheduler=address)} {t_remote:.1f} s; "
-          f"speed-up {t_local / t_remote:.2f}x; identical results: {same(local, remote)}")
-    return t_local, t_remote
+        remote, t_remote = warm_wall(lambda: run(None))
+    speed = ratio(t_local, t_remote)
+    print(f"{name}: 1 local worker {t_local.text()}; {describe_backend(scheduler=address)} {t_remote.text()} wall; "
+          f"speed-up {speed.text('x')}; identical results: {same(local, remote)}; load {os.getloadavg()[0]:.1f}")
+    record(f"{name}: two-worker cluster against one local worker (speed-up)", speed, unit="x", clock="wall")
+    return t_local.median, t_remote.median
 
 
 def main() -> None:

@@ -45,6 +45,7 @@ import numpy as np  # noqa: E402
 
 from tests import dashboard_process  # noqa: E402
 from tests.streamlit_ws_client import FINISHED_OK, StreamlitSession  # noqa: E402
+from timing import record  # noqa: E402
 
 PAGE = "fairness-elicitation"
 SWEEP_PAGE = "stratified-synthesis"
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"refresh p95 {pct(tally.refreshes, 95):.0f} ms; load {load[0]:.1f}")
     return {"stored": stored, "expected": expected, "acknowledged": tally.acknowledged,
             "failures": tally.failures, "joins": tally.joins, "answers": tally.answers,
-            "refreshes": tally.refreshes}
+            "refreshes": tally.refreshes, "load": load[0], "people": args.stakeholders, "cards": args.cards}
 
 
 @contextmanager
@@ -317,4 +318,6 @@ def _nothing(value):
 
 
 if __name__ == "__main__":
-    main()
+    out = main()
+    record(f"Live session, {out['people']} stakeholders x {out['cards']} cards: answer latency p95, one session",
+           pct(out["answers"], 95), unit="ms", clock="wall", load=out["load"])

@@ -3,8 +3,9 @@
 Rows are resampled with replacement from the bundled CPS extract (seeded), AIM runs with its
 registry defaults at epsilon 1, delta 1e-9, and the synthetic copy (as many rows as the input) is
 scored by the mean two-way TVD against the resampled rows. CPU time is process time (user +
-system of this process), so load from other processes does not blur it. The growth exponent
-between two sizes is log(cost ratio) / log(size ratio): 1 is linear.
+system of this process), so load from other processes does not blur it; each size is timed warm
+(``timing.warm_time``: a discarded first fit, then the median of ``--repeats`` fits, with the range).
+The growth exponent between two sizes is log(cost ratio) / log(size ratio): 1 is linear.
 
 ``--ledger FILE`` writes every run's spends (label and amount) to a JSON file, and ``--compare
 FILE`` checks them against an earlier run's, so a change to the estimator can be shown to leave
@@ -43,10 +44,10 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
@@ -57,6 +58,7 @@ from core.synthesis import make_synthesizer  # noqa: E402
 from core.synthesis.encoding import encode_categories  # noqa: E402
 from core.synthesis.graphical_model import model_size_mb  # noqa: E402
 from core.synthesis.metrics import two_way_tvd  # noqa: E402
+from timing import WARM_RUNS, Value, record, warm_time  # noqa: E402
 
 EPSILON, DELTA, SEED = 1.0, 1e-9, 0
 TARGET_1M_S = 120.0
@@ -68,17 +70,21 @@ def resampled(codes, n: int, seed: int = SEED):
     return codes.iloc[idx].reset_index(drop=True)
 
 
-def aim_point(codes, dom, n: int) -> dict:
-    """One AIM fit + sample on ``n`` resampled rows: CPU seconds, rounds, model MB, TVD, spends."""
+def aim_point(codes, dom, n: int, repeats: int = WARM_RUNS) -> dict:
+    """AIM fit + sample on ``n`` resampled rows, timed warm: median CPU seconds of fit + sample (and range),
+    and the rounds, model MB, TVD and spends of the last of the (seeded, so identical) fits."""
     rows = resampled(codes, n)
     rho = rho_for_epsilon(EPSILON, DELTA)
-    t0 = time.process_time()
-    model = make_synthesizer("aim").fit(rows, dom, rho, make_rng(SEED))
-    fit_s = time.process_time() - t0
-    synth = model.sample(n, make_rng(SEED + 1000))
-    cpu = time.process_time() - t0
+    out = {}
+
+    def fit_and_sample():
+        out["model"] = make_synthesizer("aim").fit(rows, dom, rho, make_rng(SEED))
+        out["synth"] = out["model"].sample(n, make_rng(SEED + 1000))
+    both = warm_time(fit_and_sample, repeats)
+    model, synth = out["model"], out["synth"]
     tvd = float(two_way_tvd(rows, synth, dom)["tvd"].mean())
-    return {"rows": n, "cpu_s": cpu, "fit_s": fit_s, "rounds": len(model.rounds_),
+    return {"rows": n, "cpu_s": both.median, "cpu_range": [both.value.low, both.value.high], "load": both.load,
+            "rounds": len(model.rounds_),
             "model_mb": model_size_mb(dom, model.measured_), "tvd": tvd,
             "estimate_s": math.fsum(e["cpu_s"] for e in model.estimates_),
             "estimates": model.estimates_,
@@ -92,7 +98,7 @@ def exponent(a: dict, b: dict, key: str = "cpu_s") -> float:
     return math.log(b[key] / a[key]) / math.log(b["rows"] / a["rows"])
 
 
-HEADER = f"{'rows':>10} {'CPU s':>8} {'rounds':>6} {'model MB':>9} {'2-way TVD':>10} {'exponent':>9}"
+HEADER = f"{'rows':>10} {'CPU s (range)':>20} {'rounds':>6} {'model MB':>9} {'2-way TVD':>10} {'exponent':>9}"
 
 
 def row_line(points: list[dict], i: int) -> str:
@@ -102,13 +108,18 @@ def row_line(points: list[dict], i: int) -> str:
     note = ""
     if p["rows"] == 1_000_000:
         note = f"   target < {TARGET_1M_S:.0f} s: {'met' if p['cpu_s'] < TARGET_1M_S else 'MISSED'}"
-    return f"{p['rows']:>10,} {p['cpu_s']:8.1f} {p['rounds']:>6} {p['model_mb']:9.2f} {p['tvd']:10.4f} {exp}{note}"
+    cpu = f"{p['cpu_s']:.1f} ({p['cpu_range'][0]:.1f}-{p['cpu_range'][1]:.1f})"
+    return f"{p['rows']:>10,} {cpu:>20} {p['rounds']:>6} {p['model_mb']:9.2f} {p['tvd']:10.4f} {exp}{note}"
 
 
 def print_curve(points: list[dict]) -> None:
+    """Print the curve and record each size's CPU seconds among the benchmark figures."""
     print(HEADER)
     for i in range(len(points)):
         print(row_line(points, i), flush=True)
+    for p in points:
+        record(f"AIM fit + sample, {p['rows']:,} rows resampled from CPS, epsilon {EPSILON:g} "
+               f"(2-way TVD {p['tvd']:.4f})", Value(p["cpu_s"], *p["cpu_range"]), load=p["load"])
 
 
 def compare_spends(points: list[dict], path: str) -> None:
@@ -129,6 +140,7 @@ def main() -> None:
     ap.add_argument("--rows", default="50000,100000,200000,1000000")
     ap.add_argument("--ledger", default=None, help="write every run's spends and figures to this JSON file")
     ap.add_argument("--compare", default=None, help="compare the spends with an earlier --ledger file")
+    ap.add_argument("--repeats", type=int, default=WARM_RUNS, help="timed fits per size after a discarded one")
     args = ap.parse_args()
     codes, dom, _ = encode_categories(load_cps())
     sizes = [int(s) for s in args.rows.split(",")]
@@ -136,7 +148,7 @@ def main() -> None:
     points = []
     print(HEADER, flush=True)
     for n in sizes:
-        points.append(aim_point(codes, dom, n))
+        points.append(aim_point(codes, dom, n, args.repeats))
         print(row_line(points, len(points) - 1), flush=True)
         if args.ledger:
             Path(args.ledger).write_text(json.dumps(points, indent=1))

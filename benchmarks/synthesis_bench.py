@@ -13,6 +13,9 @@ Many strata (CPU seconds, so the machine's load does not blur them):
   curator-sized file: 3,500 rows sampled from the extract, 36 strata (class of worker x sex x income),
   most of them small (target: under 60 s).
 
+Every timed fit is warm (``timing.warm_time``: a discarded first call, then the median CPU seconds of
+three, printed with the range); ratios are of medians.
+
 Run: DASHBOARD_N_JOBS=1 .venv/bin/python benchmarks/synthesis_bench.py [--strata-only]
 """
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core.contracts import make_rng  # noqa: E402
 from core.datasets import load_cps  # noqa: E402
@@ -35,6 +39,7 @@ from core.synthesis.metrics import one_way_tvd, tvd_by_stratum, two_way_tvd  # n
 from core.synthesis.stratified import StratifiedSynthesizer  # noqa: E402
 from core.privacy.accounting import rho_for_epsilon  # noqa: E402
 from core.synthesis.synthesizers import MST, IndependentMarginals  # noqa: E402
+from timing import load, ratio, record, warm_time  # noqa: E402
 
 # RECORDED constants (not rerun): SmartNoise MST 1.0.8 with mbi's i.i.d. sampler, same 50,000-row CPS
 # extract, delta 1e-9, 3 repeats, as measured for the peer-baselines spec
@@ -62,20 +67,16 @@ def weighted_strata_tvd(codes, synth, dom, strata):
 STRATA_50 = ("race", "sex", "citizenship")
 CURATOR_STRATA = ("class_of_worker", "sex", "income")
 CURATOR_ROWS = 3_500
-WARM = {"aim": {"max_rounds": 2}, "gem": {"rounds": 2}}
 
 
 def cpu_fit(factory, codes, dom, eps, seed):
-    """CPU seconds of one fit plus sampling as many rows (this process and its threads)."""
-    rho = rho_for_epsilon(eps, DELTA)
-    t = time.process_time()
-    factory().fit(codes, dom, rho, make_rng(seed)).sample(len(codes), make_rng(seed + 1000))
-    return time.process_time() - t
+    """Warm CPU seconds of one seeded fit plus sampling as many rows (this process and its threads)."""
+    return warm_time(lambda: fit_sample(factory, codes, dom, eps, seed))
 
 
 def many_strata() -> None:
     """The two many-strata lines (module docstring)."""
-    from core.synthesis.registry import SYNTHESIZERS, make_synthesizer
+    from core.synthesis.registry import make_synthesizer
 
     cps = load_cps()
     codes, dom, _ = encode_categories(cps)
@@ -85,15 +86,15 @@ def many_strata() -> None:
     ratios = {}
     for key in ("aim", "gem"):
         make = lambda key=key: make_synthesizer(key)  # noqa: E731
-        # builds GEM's compiled programs outside the timing (two rounds: rounds are not part of their shape)
-        cpu_fit(lambda key=key: make_synthesizer(key, SYNTHESIZERS[key].params(**WARM[key])), codes.head(2000), dom,
-                1.0, 99)
         pooled = cpu_fit(make, codes, dom, 1.0, 0)
         strat = cpu_fit(lambda: StratifiedSynthesizer(make, STRATA_50, size_policy="dp_count"), codes, dom, 1.0, 0)
-        ratios[key] = strat / pooled
-        print(f"   {key.upper()}: pooled {pooled:.1f} s, stratified {strat:.1f} s", flush=True)
-    print(f"stratified/pooled with {k} strata: AIM {ratios['aim']:.1f}x, GEM {ratios['gem']:.1f}x -> "
-          f"{'PASS' if max(ratios.values()) <= 3 else 'FAIL'} (target <= 3x each)\n")
+        ratios[key] = ratio(strat, pooled)
+        print(f"   {key.upper()}: pooled {pooled.text(digits=1)}, stratified {strat.text(digits=1)} CPU; {load()}",
+              flush=True)
+        record(f"{key.upper()} stratified ({k} strata) / pooled, CPS 50,000 rows, epsilon 1", ratios[key], unit="x",
+               load=strat.load)
+    print(f"stratified/pooled with {k} strata: AIM {ratios['aim'].text('x', 1)}, GEM {ratios['gem'].text('x', 1)} -> "
+          f"{'PASS' if max(r.median for r in ratios.values()) <= 3 else 'FAIL'} (target <= 3x each)\n")
     curator_sweep_point(cps)
 
 
@@ -130,7 +131,9 @@ def curator_sweep_point(cps) -> None:
           f"{tvd['pooled']:.4f}")
     print(f"GEM sweep point (epsilon 1, one seed, stratified + pooled with scoring) on {CURATOR_ROWS:,} rows x "
           f"{sizes.size} strata: {cpu:.1f} s CPU ({wall:.1f} s wall) -> {'PASS' if cpu < 60 else 'FAIL'} "
-          "(target < 60 s)\n")
+          "(target < 60 s; one run)\n")
+    record(f"GEM sweep point (stratified + pooled with scoring), {CURATOR_ROWS:,} rows x {sizes.size} strata, one run",
+           cpu)
 
 
 def main() -> None:
@@ -145,22 +148,21 @@ def main() -> None:
           f"{int(np.prod(list(dom.values()))):,} cells; delta {DELTA:g}; {REPEATS} repeats each\n")
 
     print("1. MST fit + sample 50,000 rows x 10 columns at epsilon 1 (target <= 3 s)")
-    times = [fit_sample(MST, codes, dom, 1.0, s)[0] for s in range(REPEATS)]
-    base = [fit_sample(IndependentMarginals, codes, dom, 1.0, s)[0] for s in range(REPEATS)]
-    print(f"   median {np.median(times):.3f} s (runs {', '.join(f'{t:.3f}' for t in times)}) -> "
-          f"{'PASS' if np.median(times) <= 3 else 'FAIL'}")
-    print(f"   live: our independent-marginals baseline {np.median(base):.3f} s in this run; "
+    times = cpu_fit(MST, codes, dom, 1.0, 0)
+    base = cpu_fit(IndependentMarginals, codes, dom, 1.0, 0)
+    print(f"   {times.text(digits=3)} CPU -> {'PASS' if times.median <= 3 else 'FAIL'}; {load()}")
+    print(f"   live: our independent-marginals baseline {base.text(digits=3)} CPU in this run; "
           f"recorded: SmartNoise MST {PEER_SECONDS[1.0]} s (not rerun)\n")
+    record("MST fit + sample, CPS 50,000 rows, epsilon 1", times)
 
     print("2. Stratified MST over 12 strata (sex x hispanic x income) on the same data (target <= 20 s)")
     strata12 = ("sex", "hispanic", "income")
     k12 = int(np.prod([dom[c] for c in strata12]))
-    t12 = [fit_sample(lambda: StratifiedSynthesizer(MST, strata12, n_jobs=1), codes, dom, 1.0, s)[0]
-           for s in range(REPEATS)]
-    print(f"   {k12} strata: median {np.median(t12):.3f} s -> {'PASS' if np.median(t12) <= 20 else 'FAIL'}")
-    t10 = [fit_sample(lambda: StratifiedSynthesizer(MST, ("sex", "race"), n_jobs=1), codes, dom, 1.0, s)[0]
-           for s in range(REPEATS)]
-    print(f"   sex x race (10 strata, the page default): median {np.median(t10):.3f} s\n")
+    t12 = cpu_fit(lambda: StratifiedSynthesizer(MST, strata12, n_jobs=1), codes, dom, 1.0, 0)
+    print(f"   {k12} strata: {t12.text(digits=3)} CPU -> {'PASS' if t12.median <= 20 else 'FAIL'}")
+    t10 = cpu_fit(lambda: StratifiedSynthesizer(MST, ("sex", "race"), n_jobs=1), codes, dom, 1.0, 0)
+    print(f"   sex x race (10 strata, the page default): {t10.text(digits=3)} CPU; {load()}\n")
+    record("MST stratified by sex x race (10 strata), CPS 50,000 rows, epsilon 1", t10)
 
     print("3. Two-way marginal TVD, mean over the 45 pairs (target: ours <= 1.25 x the recorded peer at epsilon "
           "1 and 5; live: MST against our independent baseline on the same seeds)")
@@ -215,7 +217,8 @@ def main() -> None:
     at.button(key="ss_run").click().run()
     t_sweep = time.perf_counter() - t
     print(f"   default render {t_render:.2f} s (exception: {bool(at.exception)}); "
-          f"sweep of 12 fits with scoring {t_sweep:.2f} s")
+          f"sweep of 12 fits with scoring {t_sweep:.2f} s (wall, one run each)")
+    record("Synthesis page: a 3-epsilon x 2-seed sweep through AppTest, one run", t_sweep, clock="wall")
 
 
 if __name__ == "__main__":
