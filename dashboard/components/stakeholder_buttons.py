@@ -14,7 +14,7 @@ import streamlit as st
 
 from core.contracts import Result
 from core.report import report_json
-from core.stakeholder_report import PDF_NEEDS_CHROMIUM, chromium_path, report_html_from_json, report_pdf
+from core.stakeholder_report import PAPERS, PDF_NEEDS_CHROMIUM, chromium_path, report_html_from_json, report_pdf
 from dashboard.components.stakeholder_figures import with_figures
 from dashboard.page_registry import ALL_PAGES
 
@@ -78,10 +78,13 @@ def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str,
     st.session_state[builder_key(key)] = html_text     # what the HTML button offers, for reuse and checks
     st.session_state[saved_key(key)] = json_text
 
+    paper = st.radio("Paper for the PDF", PAPERS, horizontal=True, key=f"{key}_paper",
+                     help="The PDF prints on this paper size; figures and labels are sized to fit both.")
+
     def pdf_bytes() -> bytes:
         text = html_text()
-        if built.get("pdf", (None,))[0] != made_for:
-            built["pdf"] = (made_for, report_pdf(text))
+        if built.get("pdf", (None,))[0] != (made_for, paper):
+            built["pdf"] = ((made_for, paper), report_pdf(text, paper=paper))
         return built["pdf"][1]
 
     left, right = st.columns(2)
@@ -92,7 +95,7 @@ def stakeholder_buttons(result: Result, report: Mapping[str, Any], *, page: str,
                               "reproduces it.")
     has_chromium = chromium_path() is not None
     right.download_button(f"{label}Report for stakeholders (PDF)", pdf_bytes if has_chromium else b"",
-                          file_name=f"{key}.pdf", mime="application/pdf", key=f"{key}_pdf",
+                          file_name=f"{key}-{paper.lower()}.pdf", mime="application/pdf", key=f"{key}_pdf",
                           icon=":material/picture_as_pdf:", on_click="ignore", disabled=not has_chromium,
                           help="The HTML report printed by headless Chromium." if has_chromium
                           else PDF_NEEDS_CHROMIUM)

@@ -25,6 +25,11 @@ def test_budget_page_offers_html_and_pdf_reports_holding_its_headline_numbers():
     assert not at.exception, at.exception
     buttons = {b.proto.label for b in at.get("download_button")}
     assert {"Report for stakeholders (HTML)", "Report for stakeholders (PDF)"} <= buttons
+    paper = at.radio(key=f"{KEY}_paper")                 # the PDF prints on A4 or Letter, as on the command line
+    assert list(paper.options) == ["A4", "Letter"] and paper.value == "A4"
+    paper.set_value("Letter").run()
+    assert not at.exception, at.exception
+    assert "Report for stakeholders (PDF)" in {b.proto.label for b in at.get("download_button")}
     text = at.session_state[builder_key(KEY)]()          # the bytes the HTML button would download
     visible = re.sub(r"<script.*?</script>", "", text, flags=re.S)
     headline = run(BudgetPlan()).headline()             # the default plan, run in plain Python
