@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("core.datasets", "core.geography")),
     ("words", ("core.report_words",)),
     ("areas", ("core.census", "core.districts", "core.synthesis", "core.coherence", "core.fairness")),
-    ("composition", ("core.releases", "core.compare", "core.scenarios", "core.figures", "core.report_words",
+    ("composition", ("core.releases", "core.compare", "core.scenarios", "core.figures",
                      "core.script_export", "core.stakeholder_report", "core.reproductions", "core.paper_errors")),
     ("commands", ("core.__main__", "core.release_cli", "core.folder_cli", "core.access_cli")),
     ("dashboard figures", ("dashboard", "dashboard.figures")),
