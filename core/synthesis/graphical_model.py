@@ -293,11 +293,65 @@ def _reduction_plan(shape: tuple[int, ...], targets: Sequence[frozenset]) -> lis
 
 def _partial_sums(table: np.ndarray, plan: Sequence[tuple[int, tuple, list]]):
     """The tables of a ``_reduction_plan`` over ``table``, parents first: ``(parent, the entry's
-    table, the entry's targets)`` for each entry."""
+    table, the entry's targets)`` for each entry. The entries summed from the table itself are
+    summed together, in one pass over it (``_sweep``)."""
+    level = [k for k, (parent, _, _) in enumerate(plan) if parent == 0]
+    first = dict(zip(level, _sweep(table.shape, [plan[k][1] for k in level], table.__getitem__)))
+    WORK["host_passes"] += bool(level)
     tables: list[np.ndarray] = []
-    for parent, drop, at in plan:
-        tables.append(table if parent < 0 else _reduce(np.add, tables[parent], drop))
+    for k, (parent, drop, at) in enumerate(plan):
+        tables.append(table if parent < 0 else first[k] if parent == 0 else _reduce(np.add, tables[parent], drop))
         yield parent, tables[-1], at
+
+
+BLOCK_CELLS = 1 << 16  # a pass over a large table goes block by block, each small enough to stay in the cache
+
+
+@functools.lru_cache(maxsize=4096)
+def _blocks(shape: tuple[int, ...]) -> tuple[tuple, ...]:
+    """Index tuples cutting a C-ordered table of ``shape`` into contiguous blocks of at most about
+    ``BLOCK_CELLS`` cells: single indices on the leading axes, then a run of the next one (a table
+    that small is one block)."""
+    k = 0
+    while k < len(shape) - 1 and math.prod(shape[k + 1:]) > BLOCK_CELLS:
+        k += 1
+    inner = math.prod(shape[k + 1:])
+    pieces = -(-shape[k] // max(1, BLOCK_CELLS // inner))
+    run = -(-shape[k] // pieces)       # runs of even length
+    return tuple((*lead, slice(j, min(j + run, shape[k])))
+                 for lead in itertools.product(*(range(n) for n in shape[:k])) for j in range(0, shape[k], run))
+
+
+def _part(table: np.ndarray, idx: tuple) -> np.ndarray:
+    """The part of ``table`` (broadcast against a large one: length-1 axes are broadcast) that meets
+    the large table's block ``idx``, as a view."""
+    return table[tuple(i if table.shape[a] > 1 else (slice(0, 1) if isinstance(i, slice) else 0)
+                       for a, i in enumerate(idx))]
+
+
+def _sweep(shape: tuple[int, ...], drops: Sequence[tuple[int, ...]], block_of) -> list[np.ndarray]:
+    """Sums of a table of ``shape`` over each axes tuple of ``drops`` (length-1 axes kept), in one pass
+    block by block: ``block_of(idx)`` gives the block ``idx`` (computing it first if it must), and each
+    block, still in the cache, is summed into every result. The sums are those of one reduction up to
+    the order of the floating-point additions."""
+    outs = [np.zeros(tuple(1 if a in d else n for a, n in enumerate(shape))) for d in drops]
+    for idx in _blocks(tuple(shape)):
+        blk = block_of(idx)
+        off = len(idx) - 1          # block axis 0 is the table's axis ``off``
+        for out, d in zip(outs, drops):
+            part = _part(out, idx)
+            part += _reduce(np.add, blk, tuple(a - off for a in d if a >= off))
+    return outs
+
+
+def _add_into(view: np.ndarray, first: np.ndarray | None, parts: Sequence[np.ndarray]) -> None:
+    """``view`` plus (with ``first``: ``first`` plus) the tables ``parts`` broadcast over it, written
+    into ``view`` in one pass, block by block."""
+    for idx in _blocks(view.shape):
+        v = view[idx]
+        np.add(v if first is None else first[idx], _part(parts[0], idx), out=v)
+        for t in parts[1:]:
+            v += _part(t, idx)
 
 
 @functools.lru_cache(maxsize=256)
@@ -340,50 +394,81 @@ class _Tree:
         log-space messages, then each clique's marginal from its parent's separator marginal.
 
         One exponential per cell: the upward pass keeps each child's shifted table
-        ``e = exp(up - max)`` (whose sums over the non-separator axes ``s`` give the message
-        ``log s + max``), and the child's marginal is then ``e * sep / s`` with ``sep`` the parent's
-        marginal on the separator, i.e. ``exp(up + log sep - message)`` without a second
-        exponential. ``out`` (optional) holds arrays to write the tables into, and ``work`` (optional,
-        empty at first) keeps the pass's scratch tables for the next call: a fresh table of tens of
-        megabytes costs more in page faults than the arithmetic done in it."""
+        ``e = exp(up - shift)`` (``up``: its potentials plus its children's messages; whose sums over
+        the non-separator axes ``s`` give the message ``log s + shift``), and the child's marginal is
+        then ``e * sep / s`` with ``sep`` the parent's marginal on the separator, i.e.
+        ``exp(up + log sep - message)`` without a second exponential. Each table is made and summed
+        in one pass, block by block (``_sweep``): ``up`` is never written out, and the sums of a
+        parent's table its children need come from the pass that makes it. ``out`` (optional) holds
+        arrays to write the tables into, and ``work`` (optional, empty at first) keeps the scratch
+        tables and each clique's shift for the next call: a fresh table of tens of megabytes costs
+        more in page faults than the arithmetic done in it."""
         work = {} if work is None else work
-        up = dict(theta)                 # theta plus messages from children (new arrays, theta untouched)
-        owned: set = set()               # cliques whose ``up`` table is already a new array
-        shifted = {}                     # child -> (exp(up - max), its sums over the non-separator axes)
-        for v, u, child_axes, _, in_parent in reversed(self.edges):
-            x = up[v]
-            m = _reduce(np.maximum, x, child_axes)
-            e = np.subtract(x, m, out=work.get(("e", v)))
-            work[("e", v)] = e
-            np.exp(e, out=e)
-            s = _reduce(np.add, e, child_axes)
-            shifted[v] = (e, s)
-            msg = np.log(s)
-            msg += m
-            if u in owned:
-                up[u] += msg.reshape(in_parent)
-            else:
-                up[u] = work[("up", u)] = np.add(up[u], msg.reshape(in_parent), out=work.get(("up", u)))
-                owned.add(u)
-        tables: dict[Clique, np.ndarray] = {} if out is None else out
-        scale: dict[Clique, float | None] = {}     # a root's table is scaled to ``total`` last
-        for v in self.roots:
-            b = up[v]
-            p = np.subtract(b, b.max(), out=tables.get(v))
-            np.exp(p, out=p)
-            tables[v] = p
-            scale[v] = None
+        messages: dict[Clique, list] = {v: [] for v in self.nodes}   # into each clique, in its shape
+        kids: dict[Clique, list] = {v: [] for v in self.nodes}       # (child, axes summed for its separator)
         for v, u, _, parent_axes, _ in self.edges:
-            sep = _reduce(np.add, tables[u], parent_axes)
-            if u in scale:      # the root's sum is its separator table's: no pass of its own
-                if scale[u] is None:
-                    scale[u] = total / float(sep.sum())
-                sep *= scale[u]
+            kids[u].append((v, parent_axes))
+        shifted = {}                     # child -> (exp(up - shift), its sums over the non-separator axes)
+        for v, u, child_axes, _, in_parent in reversed(self.edges):
+            e = work.get(("e", v))
+            e = work[("e", v)] = np.empty(theta[v].shape) if e is None else e
+            (s,), shift = self._exp_sweep(v, theta[v], messages[v], e, [child_axes], work)
+            shifted[v] = (e, s)
+            with np.errstate(divide="ignore"):      # an empty separator cell sends log 0 = -inf
+                msg = np.log(s)
+            msg += shift
+            messages[u].append(msg.reshape(in_parent))
+        tables: dict[Clique, np.ndarray] = {} if out is None else out
+        seps: dict[Clique, np.ndarray] = {}        # child -> its parent's marginal on their separator
+        for v in self.roots:
+            p = tables[v] = np.empty(theta[v].shape) if tables.get(v) is None else tables[v]
+            drops = [axes for _, axes in kids[v]] or [tuple(range(p.ndim))]
+            sums, _ = self._exp_sweep(v, theta[v], messages[v], p, drops, work)
+            scale = total / float(sums[0].sum())
+            p *= scale
+            for (w, _), t in zip(kids[v], sums):
+                seps[w] = t * scale
+        for v, _, _, _, _ in self.edges:            # parents first: a clique's separator table is ready
             e, s = shifted[v]
-            tables[v] = np.multiply(e, sep.reshape(s.shape) / s, out=tables.get(v))
-        for v, c in scale.items():
-            tables[v] *= total / float(tables[v].sum()) if c is None else c
+            ratio = np.divide(seps[v].reshape(s.shape), s, out=np.zeros(s.shape), where=s > 0)
+            t = tables[v] = np.empty(e.shape) if tables.get(v) is None else tables[v]
+            fill = lambda idx, t=t, e=e, ratio=ratio: np.multiply(e[idx], _part(ratio, idx), out=t[idx])  # noqa: E731
+            for (w, _), sep in zip(kids[v], _sweep(t.shape, [axes for _, axes in kids[v]], fill)):
+                seps[w] = sep
         return tables
+
+    @staticmethod
+    def _exp_sweep(v: Clique, theta: np.ndarray, messages: list, dest: np.ndarray, drops: list,
+                   work: dict) -> tuple[list[np.ndarray], float]:
+        """``dest = exp(theta + messages - shift)`` and its sums over each of ``drops``, in one pass
+        (``_sweep``), and the scalar ``shift``. The shift is the one that put the clique's largest
+        sum at 1 the last time (kept in ``work``), so the step's change of the potentials cannot
+        overflow it; if it still overflows, or everything underflows, or on the first call, the
+        pass is made again with the largest ``theta + messages`` as the shift, which cannot."""
+        shift = work.get(("shift", v))
+        for exact in (shift is None, True):
+            if exact:
+                up = theta.copy()
+                for m in messages:
+                    up += m
+                shift = float(up.max())
+
+            def fill(idx, shift=shift):
+                b = dest[idx]
+                if messages:
+                    np.add(theta[idx], _part(messages[0], idx) - shift, out=b)
+                    for m in messages[1:]:
+                        b += _part(m, idx)
+                else:
+                    np.subtract(theta[idx], shift, out=b)
+                return np.exp(b, out=b)
+            with np.errstate(over="ignore", under="ignore"):
+                sums = _sweep(dest.shape, drops, fill)
+            largest = float(sums[0].max())
+            if np.isfinite(sums[0]).all() and largest > 0:
+                break
+        work[("shift", v)] = shift + math.log(largest)
+        return sums, shift
 
 
 # ---------------------------------------------------------------------------------------------
@@ -672,8 +757,7 @@ class _Problem:
         """Measured-cell answers of the model, the loss and the weighted residual."""
         ans = self.A @ p_flat if self.A.nnz else np.zeros(self.y.size)
         for lo, hi, shape, nodes in self.dense:
-            for parent, t, hosted in _partial_sums(p_flat[lo:hi].reshape(shape), nodes):
-                WORK["host_passes"] += parent == 0
+            for _, t, hosted in _partial_sums(p_flat[lo:hi].reshape(shape), nodes):
                 for _, _, r_shape, parts in hosted:
                     tr = t.reshape(r_shape)
                     for sub, _, a, b in parts:
@@ -734,10 +818,11 @@ class _Problem:
 def _spread(nodes: list, table_of, view: np.ndarray, first: np.ndarray | None) -> None:
     """Add tables over cliques of a large host into ``view`` (the host), along the host's
     ``_reduction_plan`` run backwards: ``table_of(clique, its shape, its measured parts)`` gives
-    each, every plan entry's sum is broadcast into its parent's, and the host takes one broadcast
-    per child of the root. With ``first``, ``view`` is written as ``first`` plus the sum (no pass
-    to copy ``first`` in before)."""
+    each, every plan entry's sum is broadcast into its parent's, and the sums of the root's children
+    are broadcast into the host together, in one pass (``_add_into``). With ``first``, ``view`` is
+    written as ``first`` plus the sum (no pass to copy ``first`` in before)."""
     sums: list[np.ndarray | None] = [None] * len(nodes)
+    top: list[np.ndarray] = []                  # tables added into the large table itself
     for k in range(len(nodes) - 1, -1, -1):     # children before parents
         parent, _, hosted = nodes[k]
         gk = sums[k]
@@ -746,14 +831,14 @@ def _spread(nodes: list, table_of, view: np.ndarray, first: np.ndarray | None) -
             gk = t if gk is None else gk + t
         if gk is None:
             continue
-        if k == 0 or parent == 0:               # the large table itself: added in place
-            if first is None:
-                view += gk
-            else:
-                np.add(first, gk, out=view)
-                first = None
+        if k == 0 or parent == 0:
+            top.append(gk)
         else:
             sums[parent] = gk if sums[parent] is None else sums[parent] + gk
+    if top:
+        _add_into(view, first, top)
+    elif first is not None:
+        view[...] = first
 
 
 _LOG_FLOOR = -700.0   # log of an empty cell in closed-form potentials: exp() of it is 0 to double precision
