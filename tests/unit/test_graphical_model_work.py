@@ -1,6 +1,6 @@
 """How much work the estimator does: closed-form fits take no step, the junction tree and its
 schedule are built once per clique set, the noise-level stop ends a fit once every table is fitted
-to within its noise, and the sliced reduction equals numpy's."""
+to within its noise, and the sum by matrix products equals numpy's."""
 from __future__ import annotations
 
 import itertools
@@ -129,11 +129,12 @@ def test_noise_level_stop_ends_once_every_table_is_fitted_within_its_noise():
 
 
 @pytest.mark.parametrize("shape, axes", [((8, 7, 7, 5, 9, 2), (5,)), ((8, 7, 7, 5, 5, 9), (2, 5)),
-                                         ((40, 3, 60), (0, 2)), ((3, 4), (1,))])
-def test_sliced_reduction_equals_numpys(shape, axes):
+                                         ((40, 3, 60), (0, 2)), ((3, 4), (1,)), ((4, 5, 2, 3), (0, 1, 2, 3)),
+                                         ((6, 1, 4), (1, 2)), ((5, 7), ())])
+def test_sum_by_matrix_products_equals_numpys(shape, axes):
     x = np.random.default_rng(7).normal(size=shape)
-    for uf in (np.add, np.maximum):
-        assert np.allclose(gm._reduce(uf, x, axes), uf.reduce(x, axis=axes, keepdims=True), rtol=1e-12)
+    assert np.allclose(gm._sum(x, axes), x.sum(axis=axes, keepdims=True), rtol=1e-12)
+    assert np.allclose(gm._sum(x.transpose(), axes), x.transpose().sum(axis=axes, keepdims=True), rtol=1e-12)
 
 
 def test_aim_records_each_estimate_and_still_spends_exactly_its_budget():
@@ -290,3 +291,20 @@ def test_a_stale_shift_that_would_overflow_is_replaced_and_the_marginals_are_unc
         assert np.allclose(moved, fresh, rtol=1e-9)
     for v, t in prob.views(fresh).items():
         assert t.sum() == pytest.approx(2000.0)
+
+
+def test_a_large_root_left_unscaled_gives_the_same_answers_and_tables_once_scaled(monkeypatch):
+    data = rows(2000, 25)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d"), ("d", "e")]
+    meas = [Measurement(cl, counts(data, cl) + 1.0, 2.0) for cl in cliques]
+    monkeypatch.setattr(gm, "SPARSE_HOST_CELLS", 4)           # every table "large": summed densely, root unscaled
+    prob = gm._Problem(DOM, meas)
+    theta = np.random.default_rng(26).normal(0, 1, prob.n_cells)
+    scaled = prob.counts(theta, 2000.0)
+    factors: dict = {}
+    lazy = prob.counts(theta, 2000.0, factors=factors)
+    assert set(factors) == set(prob.tree.roots) and all(c != 1.0 for c in factors.values())
+    ans, loss, _ = prob.residual(scaled)
+    lazy_ans, lazy_loss, _ = prob.residual(lazy, factors)
+    assert np.allclose(lazy_ans, ans, rtol=1e-12) and lazy_loss == pytest.approx(loss, rel=1e-12)
+    assert np.allclose(prob.scale(lazy, factors), scaled, rtol=1e-12)
