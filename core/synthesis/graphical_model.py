@@ -228,15 +228,18 @@ def _drop_axes(node: Clique, sub: Clique) -> tuple[int, ...]:
     return tuple(i for i, c in enumerate(node) if c not in sub)
 
 
+_PRODUCT_MIN = 4096     # smaller tables are summed by numpy's own reduction (less overhead)
+
+
 def _sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """``x`` summed over ``axes``, length-1 axes kept, by products with vectors of ones: each run of
     adjacent summed axes is one axis of a C-ordered reshape (rows, run, columns), summed by one
     matrix product (BLAS), which on blocks like (4, 5, 2, 3, 5, 9, 8) is several times faster than
     numpy's reduction over a short axis or a sum of its slices. The same sum up to the order of
     the floating-point additions."""
+    if x.size < _PRODUCT_MIN or not axes:
+        return x.sum(axis=tuple(axes), keepdims=True) if axes else x
     axes = set(axes)
-    if not axes:
-        return x
     runs: list[list] = []            # [cells, summed] of each run of adjacent axes
     for a, n in enumerate(x.shape):
         if runs and runs[-1][1] == (a in axes):
@@ -317,7 +320,9 @@ BLOCK_CELLS = 1 << 16  # a pass over a large table goes block by block, each sma
 def _blocks(shape: tuple[int, ...]) -> tuple[tuple, ...]:
     """Index tuples cutting a C-ordered table of ``shape`` into contiguous blocks of at most about
     ``BLOCK_CELLS`` cells: single indices on the leading axes, then a run of the next one (a table
-    that small is one block)."""
+    that small is one block, ``...``)."""
+    if math.prod(shape) <= BLOCK_CELLS:
+        return (Ellipsis,)
     k = 0
     while k < len(shape) - 1 and math.prod(shape[k + 1:]) > BLOCK_CELLS:
         k += 1
@@ -331,6 +336,8 @@ def _blocks(shape: tuple[int, ...]) -> tuple[tuple, ...]:
 def _part(table: np.ndarray, idx: tuple) -> np.ndarray:
     """The part of ``table`` (broadcast against a large one: length-1 axes are broadcast) that meets
     the large table's block ``idx``, as a view."""
+    if idx is Ellipsis:
+        return table
     return table[tuple(i if table.shape[a] > 1 else (slice(0, 1) if isinstance(i, slice) else 0)
                        for a, i in enumerate(idx))]
 
@@ -340,8 +347,12 @@ def _sweep(shape: tuple[int, ...], drops: Sequence[tuple[int, ...]], block_of) -
     block by block: ``block_of(idx)`` gives the block ``idx`` (computing it first if it must), and each
     block, still in the cache, is summed into every result. The sums are those of one reduction up to
     the order of the floating-point additions."""
+    blocks = _blocks(tuple(shape))
+    if len(blocks) == 1:
+        whole = block_of(blocks[0])
+        return [_sum(whole, d) for d in drops]
     outs = [np.zeros(tuple(1 if a in d else n for a, n in enumerate(shape))) for d in drops]
-    for idx in _blocks(tuple(shape)):
+    for idx in blocks:
         blk = block_of(idx)
         off = len(idx) - 1          # block axis 0 is the table's axis ``off``
         for out, d in zip(outs, drops):
@@ -393,6 +404,9 @@ class _Tree:
                 sep = tuple(c for c in v if c in u)
                 self.edges.append((v, u, _drop_axes(v, sep), _drop_axes(u, sep), _axes_shape(self.domain, u, sep)))
         self.roots = [v for v in self.nodes if self.parent[v] is None]
+        self.kids: dict[Clique, list] = {v: [] for v in self.nodes}   # (child, axes summed for its separator)
+        for v, u, _, parent_axes, _ in self.edges:
+            self.kids[u].append((v, parent_axes))
 
     def marginals(self, theta: Mapping[Clique, np.ndarray], out: dict[Clique, np.ndarray] | None = None,
                   total: float = 1.0, work: dict | None = None,
@@ -412,22 +426,21 @@ class _Tree:
         more in page faults than the arithmetic done in it. With ``factors`` (a dict), a root table
         larger than ``SPARSE_HOST_CELLS`` is left unscaled and its factor put in ``factors`` (a pass
         saved when the caller only sums it: the factor scales the sums)."""
-        work = {} if work is None else work
+        with np.errstate(over="ignore", under="ignore", divide="ignore"):   # overflow is handled by _exp_sweep
+            return self._marginals(theta, {} if work is None else work, {} if out is None else out, total, factors)
+
+    def _marginals(self, theta, work: dict, tables: dict, total: float, factors: dict | None) -> dict:
         messages: dict[Clique, list] = {v: [] for v in self.nodes}   # into each clique, in its shape
-        kids: dict[Clique, list] = {v: [] for v in self.nodes}       # (child, axes summed for its separator)
-        for v, u, _, parent_axes, _ in self.edges:
-            kids[u].append((v, parent_axes))
+        kids = self.kids
         shifted = {}                     # child -> (exp(up - shift), its sums over the non-separator axes)
         for v, u, child_axes, _, in_parent in reversed(self.edges):
             e = work.get(("e", v))
             e = work[("e", v)] = np.empty(theta[v].shape) if e is None else e
             (s,), shift = self._exp_sweep(v, theta[v], messages[v], e, [child_axes], work)
             shifted[v] = (e, s)
-            with np.errstate(divide="ignore"):      # an empty separator cell sends log 0 = -inf
-                msg = np.log(s)
+            msg = np.log(s)                         # an empty separator cell sends log 0 = -inf
             msg += shift
             messages[u].append(msg.reshape(in_parent))
-        tables: dict[Clique, np.ndarray] = {} if out is None else out
         seps: dict[Clique, np.ndarray] = {}        # child -> its parent's marginal on their separator
         for v in self.roots:
             p = tables[v] = np.empty(theta[v].shape) if tables.get(v) is None else tables[v]
@@ -474,10 +487,9 @@ class _Tree:
                 else:
                     np.subtract(theta[idx], shift, out=b)
                 return np.exp(b, out=b)
-            with np.errstate(over="ignore", under="ignore"):
-                sums = _sweep(dest.shape, drops, fill)
-            largest = float(sums[0].max())
-            if np.isfinite(sums[0]).all() and largest > 0:
+            sums = _sweep(dest.shape, drops, fill)      # (overflow is looked for here: see marginals' errstate)
+            largest = float(sums[0].max())              # NaN or inf when a cell overflowed
+            if math.isfinite(largest) and largest > 0:
                 break
         work[("shift", v)] = shift + math.log(largest)
         return sums, shift
