@@ -75,7 +75,7 @@ Clique = tuple[str, ...]
 
 _ESTIMATOR = ["numpy"]
 _GROW = 1.01                 # Armijo: an accepted step grows the next by 1%, a refused one halves it
-SPARSE_HOST_CELLS = 1 << 16  # measurements of larger junction-tree tables are summed densely
+SPARSE_HOST_CELLS = 1 << 12  # measurements of larger junction-tree tables are summed densely (see _Problem)
 
 # Counts of work done since import (tests read them; nothing depends on them): triangulations and
 # junction-tree schedules built (once per distinct clique set), estimates finished in closed form,
@@ -683,7 +683,9 @@ class _Problem:
     to all the maximal measured cliques it holds along one ``_reduction_plan``, and every measured
     sub-clique from its maximal clique's small table (the gradient is gathered on the maximal
     cliques and broadcast back up the same plan), so a step costs a few passes over a large host
-    whatever the number of cliques it holds.
+    whatever the number of cliques it holds. The sparse matrix reads a host once per measured clique
+    it holds, so it is kept for tables of at most 4,096 cells: with 65,536 (as before), AIM's
+    estimates at 100,000 CPS rows took 3.8 s CPU instead of 3.1 s, on the same path.
     """
 
     def __init__(self, domain: Mapping[str, int], measurements: Sequence[Measurement]) -> None:
