@@ -10,25 +10,23 @@ between two sizes is log(cost ratio) / log(size ratio): 1 is linear.
 FILE`` checks them against an earlier run's, so a change to the estimator can be shown to leave
 the budget's path alone.
 
-Measured on the shared 2-core machine, CPU seconds of fit + sample (seed 0), the defaults' run of
-2026-11-26 15:37-15:40 (load average 2.1 before, 0.6 after):
-  rows       first numpy estimator            now
-  50,000      2.7 s, 29 rounds, TVD 0.01101     3.4 s, 29 rounds, 0.24 MB, TVD 0.01092 (2.3 s in another run)
-  100,000     6.4 s, 37 rounds, TVD 0.00565     7.1 s, 37 rounds, 1.39 MB, TVD 0.00581
-  200,000    40.5 s, 42 rounds, TVD 0.00368    19.9 s, 42 rounds, 3.98 MB, TVD 0.00363 (15.1 s in another)
-  1,000,000  not finished (164 s CPU by round  108.2 s, 49 rounds, 45.2 MB, TVD 0.00166: the 120 s target
-             44), TVD 0.00167 with the first    is met (113.5 s in another run at load 2.4-3.8)
-             fix below (247 s under a profiler)
-Every ledger is identical to the first estimator's (``--compare``): the rounds keep their 100
-plain steps, so every selection and annealing decision is the same. What changed: a large
-junction-tree table is summed to all its measured cliques along one tree of partial sums (a 17 MB
-model's step went from 410 ms to 90 ms), a step's large tables are reused instead of allocated
-afresh (their page faults cost more than the arithmetic), and the final fit after the last spend
-takes 150 accelerated steps instead of 300 plain ones (lower loss; a lower TVD at 50k, 200k and 1M,
-a higher one at 100k, where every accelerated final fit from 100 to 300 steps gave 0.0057-0.0058
-against 0.0057 for 300 plain steps: a closer fit there fits more of the noise). At 1M rows the three
-45 MB rounds and the final fit are about half of the CPU time (``aim_estimator_bench.py`` prints
-the cost per round against model size).
+Measured on the shared 2-core machine, CPU seconds of fit + sample (seed 0; one discarded warm-up
+call, then the median of 3 at each size), 2026-11-29 05:00-05:20, the code before and after the
+blocked estimator run side by side (load average 8-16, falling to 4 for the 1M runs):
+  rows       before (one pass per reduction)         after (blocked passes, dense hosts above 4,096 cells)
+  50,000      1.49 s, 29 rounds, 0.24 MB, TVD 0.01092   1.40 s, 29 rounds, 0.24 MB, TVD 0.01093
+  100,000     5.04 s, 37 rounds, 1.39 MB, TVD 0.00581   3.93 s, 37 rounds, 1.39 MB, TVD 0.00575
+  200,000    14.21 s, 42 rounds, 3.98 MB, TVD 0.00363   8.55 s, 42 rounds, 3.98 MB, TVD 0.00364
+  1,000,000  74.5 s, 49 rounds, 45.2 MB, TVD 0.00166   47.8 s, 49 rounds, 45.2 MB, TVD 0.00163
+  fitted exponent 1.28                                  1.16
+The rounds, models and spends are the same before and after (every ledger compared spend for
+spend); the TVDs differ only through the last digits of the fits. The model itself grows
+with rows (less noise per count, so AIM picks more and larger marginals until the model-size cap
+binds), and a step costs in proportion to the model: 146 ms before and 81 ms after on the 45 MB
+model of 1M rows (``aim_estimator_bench.py`` prints the cost per round against model size).
+Earlier history: the first numpy estimator took 2.7 / 6.4 / 40.5 s at 50k / 100k / 200k and did not
+finish 1M; summing a large table to all its cliques along one tree of partial sums, reusing a
+step's tables and a final fit of 150 accelerated steps brought 1M to 108 s (2026-11-26).
 
 Run: .venv/bin/python benchmarks/size_curves.py [--rows 50000,100000,200000,1000000] [--repeat 3] [--ledger out.json]
 """
