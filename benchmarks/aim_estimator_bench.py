@@ -8,7 +8,7 @@ On the bundled CPS extract (50,000 rows x 10 columns) at epsilon 1, delta 1e-9, 
 3. the estimator's cost per round against the model's size (MB), from the largest fit of 4;
 4. AIM's size curve (``size_curves.py``): rows 50k, 100k, 200k, 1M resampled from the extract, CPU
    seconds, rounds, model MB, TVD and the growth exponent between sizes, the 1M line beside its
-   120 s target;
+   60 s target;
 5. the machine's load average before and after, since the machine is shared.
 Every fit is timed warm (``timing.warm_time``: a discarded first fit, then the median CPU seconds of
 ``--repeats`` fits, printed with the range); ratios are of medians.

@@ -11,27 +11,25 @@ The growth exponent between two sizes is log(cost ratio) / log(size ratio): 1 is
 FILE`` checks them against an earlier run's, so a change to the estimator can be shown to leave
 the budget's path alone.
 
-Measured on the shared 2-core machine, CPU seconds of fit + sample (seed 0), the defaults' run of
-2026-11-26 15:37-15:40 (load average 2.1 before, 0.6 after):
-  rows       first numpy estimator            now
-  50,000      2.7 s, 29 rounds, TVD 0.01101     3.4 s, 29 rounds, 0.24 MB, TVD 0.01092 (2.3 s in another run)
-  100,000     6.4 s, 37 rounds, TVD 0.00565     7.1 s, 37 rounds, 1.39 MB, TVD 0.00581
-  200,000    40.5 s, 42 rounds, TVD 0.00368    19.9 s, 42 rounds, 3.98 MB, TVD 0.00363 (15.1 s in another)
-  1,000,000  not finished (164 s CPU by round  108.2 s, 49 rounds, 45.2 MB, TVD 0.00166: the 120 s target
-             44), TVD 0.00167 with the first    is met (113.5 s in another run at load 2.4-3.8)
-             fix below (247 s under a profiler)
-Every ledger is identical to the first estimator's (``--compare``): the rounds keep their 100
-plain steps, so every selection and annealing decision is the same. What changed: a large
-junction-tree table is summed to all its measured cliques along one tree of partial sums (a 17 MB
-model's step went from 410 ms to 90 ms), a step's large tables are reused instead of allocated
-afresh (their page faults cost more than the arithmetic), and the final fit after the last spend
-takes 150 accelerated steps instead of 300 plain ones (lower loss; a lower TVD at 50k, 200k and 1M,
-a higher one at 100k, where every accelerated final fit from 100 to 300 steps gave 0.0057-0.0058
-against 0.0057 for 300 plain steps: a closer fit there fits more of the noise). At 1M rows the three
-45 MB rounds and the final fit are about half of the CPU time (``aim_estimator_bench.py`` prints
-the cost per round against model size).
+Measured on the shared 2-core machine, CPU seconds of fit + sample (seed 0; one discarded warm-up
+call, then the median of 3 at each size), 2026-11-29 05:00-05:20, the code before and after the
+blocked estimator run side by side (load average 8-16, falling to 4 for the 1M runs):
+  rows       before (one pass per reduction)         after (blocked passes, dense hosts above 4,096 cells)
+  50,000      1.49 s, 29 rounds, 0.24 MB, TVD 0.01092   1.40 s, 29 rounds, 0.24 MB, TVD 0.01093
+  100,000     5.04 s, 37 rounds, 1.39 MB, TVD 0.00581   3.93 s, 37 rounds, 1.39 MB, TVD 0.00575
+  200,000    14.21 s, 42 rounds, 3.98 MB, TVD 0.00363   8.55 s, 42 rounds, 3.98 MB, TVD 0.00364
+  1,000,000  74.5 s, 49 rounds, 45.2 MB, TVD 0.00166   47.8 s, 49 rounds, 45.2 MB, TVD 0.00163
+  fitted exponent 1.28                                  1.16
+The rounds, models and spends are the same before and after (every ledger compared spend for
+spend); the TVDs differ only through the last digits of the fits. The model itself grows
+with rows (less noise per count, so AIM picks more and larger marginals until the model-size cap
+binds), and a step costs in proportion to the model: 146 ms before and 81 ms after on the 45 MB
+model of 1M rows (``aim_estimator_bench.py`` prints the cost per round against model size).
+Earlier history: the first numpy estimator took 2.7 / 6.4 / 40.5 s at 50k / 100k / 200k and did not
+finish 1M; summing a large table to all its cliques along one tree of partial sums, reusing a
+step's tables and a final fit of 150 accelerated steps brought 1M to 108 s (2026-11-26).
 
-Run: .venv/bin/python benchmarks/size_curves.py [--rows 50000,100000,200000,1000000] [--ledger out.json]
+Run: .venv/bin/python benchmarks/size_curves.py [--rows 50000,100000,200000,1000000] [--repeats 3] [--ledger out.json]
 """
 from __future__ import annotations
 
@@ -61,13 +59,22 @@ from core.synthesis.metrics import two_way_tvd  # noqa: E402
 from timing import WARM_RUNS, Value, record, warm_time  # noqa: E402
 
 EPSILON, DELTA, SEED = 1.0, 1e-9, 0
-TARGET_1M_S = 120.0
+TARGET_1M_S = 60.0
 
 
 def resampled(codes, n: int, seed: int = SEED):
     """``n`` rows drawn with replacement from ``codes`` (seeded, so every run sees the same rows)."""
     idx = np.random.default_rng(seed + n).integers(0, len(codes), n)
     return codes.iloc[idx].reset_index(drop=True)
+
+
+def fitted_exponent(points: list[dict], key: str = "cpu_s") -> float:
+    """Least-squares slope of log(cost) on log(rows) over every point: the curve's growth exponent."""
+    if len(points) < 2:
+        return math.nan
+    x = np.log([p["rows"] for p in points])
+    y = np.log([p[key] for p in points])
+    return float(np.polyfit(x, y, 1)[0])
 
 
 def aim_point(codes, dom, n: int, repeats: int = WARM_RUNS) -> dict:
@@ -120,6 +127,8 @@ def print_curve(points: list[dict]) -> None:
     for p in points:
         record(f"AIM fit + sample, {p['rows']:,} rows resampled from CPS, epsilon {EPSILON:g} "
                f"(2-way TVD {p['tvd']:.4f})", Value(p["cpu_s"], *p["cpu_range"]), load=p["load"])
+    print(f"fitted exponent (least squares on log-log, all sizes): {fitted_exponent(points):.2f}; "
+          f"load average now {os.getloadavg()[0]:.1f}")
 
 
 def compare_spends(points: list[dict], path: str) -> None:
@@ -146,6 +155,8 @@ def main() -> None:
     sizes = [int(s) for s in args.rows.split(",")]
     print(f"AIM size curve: CPS columns ({codes.shape[1]}), epsilon {EPSILON:g}, delta {DELTA:g}, seed {SEED}")
     points = []
+    if args.repeat > 1:
+        aim_point(codes, dom, sizes[0])     # warm-up (imports, first allocations), discarded
     print(HEADER, flush=True)
     for n in sizes:
         points.append(aim_point(codes, dom, n, args.repeats))

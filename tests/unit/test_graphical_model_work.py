@@ -1,6 +1,6 @@
 """How much work the estimator does: closed-form fits take no step, the junction tree and its
 schedule are built once per clique set, the noise-level stop ends a fit once every table is fitted
-to within its noise, and the sliced reduction equals numpy's."""
+to within its noise, and the sum by matrix products equals numpy's."""
 from __future__ import annotations
 
 import itertools
@@ -129,11 +129,12 @@ def test_noise_level_stop_ends_once_every_table_is_fitted_within_its_noise():
 
 
 @pytest.mark.parametrize("shape, axes", [((8, 7, 7, 5, 9, 2), (5,)), ((8, 7, 7, 5, 5, 9), (2, 5)),
-                                         ((40, 3, 60), (0, 2)), ((3, 4), (1,))])
-def test_sliced_reduction_equals_numpys(shape, axes):
+                                         ((40, 3, 60), (0, 2)), ((3, 4), (1,)), ((4, 5, 2, 3), (0, 1, 2, 3)),
+                                         ((6, 1, 4), (1, 2)), ((5, 7), ())])
+def test_sum_by_matrix_products_equals_numpys(shape, axes):
     x = np.random.default_rng(7).normal(size=shape)
-    for uf in (np.add, np.maximum):
-        assert np.allclose(gm._reduce(uf, x, axes), uf.reduce(x, axis=axes, keepdims=True), rtol=1e-12)
+    assert np.allclose(gm._sum(x, axes), x.sum(axis=axes, keepdims=True), rtol=1e-12)
+    assert np.allclose(gm._sum(x.transpose(), axes), x.transpose().sum(axis=axes, keepdims=True), rtol=1e-12)
 
 
 def test_aim_records_each_estimate_and_still_spends_exactly_its_budget():
@@ -160,7 +161,7 @@ def test_reduction_plan_reaches_every_target_with_three_passes_over_the_large_ta
     assert sum(1 for parent, _, _ in plan if parent == 0) == 3
 
 
-def test_a_large_host_is_summed_a_few_times_per_step_whatever_the_number_of_its_cliques(monkeypatch):
+def test_a_large_host_is_summed_once_per_step_whatever_the_number_of_its_cliques(monkeypatch):
     dom = {c: 3 for c in "abcdefg"}
     rng = np.random.default_rng(10)
     data = {c: rng.integers(0, 3, 2000) for c in dom}
@@ -178,7 +179,8 @@ def test_a_large_host_is_summed_a_few_times_per_step_whatever_the_number_of_its_
     assert passes <= 3 < len(pairs)
     before = WORK["host_passes"]
     dense_fit = estimate(dom, meas, 12)
-    assert WORK["host_passes"] - before == passes * (dense_fit.iterations + 1)    # one residual per step, one at the start
+    # the plan's first sums (``passes`` of them) are taken in one pass: one residual per step, one at the start
+    assert WORK["host_passes"] - before == dense_fit.iterations + 1
     # the same fit as the sparse matrix's (the residual and gradient summed in another order)
     assert dense_fit.loss == pytest.approx(sparse_fit.loss, rel=1e-10)
     p = np.random.default_rng(11).random(prob.n_cells)
@@ -232,3 +234,77 @@ def test_aim_accelerates_only_the_final_fit_so_the_budgets_path_is_unchanged():
     assert fits[False][1] == 0                                     # no momentum anywhere without it
     assert (plain.estimates_[-1]["steps"], fast.estimates_[-1]["steps"]) == (120, 60)
     assert fast.model_.loss <= plain.model_.loss                   # half the final steps, no worse a fit
+
+
+def blocked(monkeypatch, cells: int) -> None:
+    """Cut every table into blocks of at most ``cells`` cells from now on."""
+    monkeypatch.setattr(gm, "BLOCK_CELLS", cells)
+    gm._blocks.cache_clear()
+    monkeypatch.setattr(gm, "_blocks", gm._blocks)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 2, 3, 2), (5, 1, 7, 2), (11,), (2, 3)])
+def test_blocks_cover_every_cell_once_and_sweeps_and_adds_equal_numpys(monkeypatch, shape):
+    blocked(monkeypatch, 5)
+    rng = np.random.default_rng(3)
+    x = rng.random(shape)
+    seen = np.zeros(shape, int)
+    for idx in gm._blocks(shape):
+        seen[idx] += 1
+        assert x[idx].size <= max(5, shape[-1])
+    assert (seen == 1).all()
+    drops = [tuple(a for a in range(len(shape)) if a % 2 == k) for k in (0, 1)] + [(), tuple(range(len(shape)))]
+    for got, d in zip(gm._sweep(shape, drops, x.__getitem__), drops):
+        assert np.allclose(got, x.sum(axis=d, keepdims=True), rtol=1e-12)
+    parts = [rng.random(tuple(n if a in d else 1 for a, n in enumerate(shape))) for d in drops[:2]]
+    base, view = rng.random(shape), np.zeros(shape)
+    gm._add_into(view, base, parts)
+    assert np.allclose(view, base + parts[0] + parts[1], rtol=1e-12)
+    gm._blocks.cache_clear()
+
+
+def test_a_fit_swept_in_small_blocks_is_the_fit_in_one_block(monkeypatch):
+    data = rows(3000, 21)
+    rng = np.random.default_rng(22)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d"), ("d", "e"), ("b", "e")]   # a cycle: mirror descent
+    meas = [Measurement(cl, counts(data, cl) + rng.normal(0, 3.0, counts(data, cl).size), 3.0) for cl in cliques]
+    whole = estimate(DOM, meas, 40)
+    blocked(monkeypatch, 7)
+    parts = estimate(DOM, meas, 40)
+    gm._blocks.cache_clear()
+    assert parts.iterations == whole.iterations
+    assert parts.loss == pytest.approx(whole.loss, rel=1e-10)
+    for node, table in whole.clique_tables.items():
+        assert np.allclose(parts.clique_tables[node], table, rtol=1e-9, atol=1e-9)
+
+
+def test_a_stale_shift_that_would_overflow_is_replaced_and_the_marginals_are_unchanged():
+    data = rows(2000, 23)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")]
+    meas = [Measurement(cl, counts(data, cl), 1.0) for cl in cliques]
+    prob = gm._Problem(DOM, meas)
+    theta = np.random.default_rng(24).normal(0, 1, prob.n_cells)
+    fresh = prob.counts(theta, 2000.0)
+    for jump in (2000.0, -2000.0):          # far above, then far below, the shifts kept from the last call
+        moved = prob.counts(theta + jump, 2000.0)           # the same distribution: potentials moved by a constant
+        assert np.isfinite(moved).all()
+        assert np.allclose(moved, fresh, rtol=1e-9)
+    for v, t in prob.views(fresh).items():
+        assert t.sum() == pytest.approx(2000.0)
+
+
+def test_a_large_root_left_unscaled_gives_the_same_answers_and_tables_once_scaled(monkeypatch):
+    data = rows(2000, 25)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d"), ("d", "e")]
+    meas = [Measurement(cl, counts(data, cl) + 1.0, 2.0) for cl in cliques]
+    monkeypatch.setattr(gm, "SPARSE_HOST_CELLS", 4)           # every table "large": summed densely, root unscaled
+    prob = gm._Problem(DOM, meas)
+    theta = np.random.default_rng(26).normal(0, 1, prob.n_cells)
+    scaled = prob.counts(theta, 2000.0)
+    factors: dict = {}
+    lazy = prob.counts(theta, 2000.0, factors=factors)
+    assert set(factors) == set(prob.tree.roots) and all(c != 1.0 for c in factors.values())
+    ans, loss, _ = prob.residual(scaled)
+    lazy_ans, lazy_loss, _ = prob.residual(lazy, factors)
+    assert np.allclose(lazy_ans, ans, rtol=1e-12) and lazy_loss == pytest.approx(loss, rel=1e-12)
+    assert np.allclose(prob.scale(lazy, factors), scaled, rtol=1e-12)
