@@ -235,14 +235,31 @@ def estimate(plan, data=None, *, costs: Mapping | None = None, speed: float | No
                        raw_seconds=max(work.seconds, 0.0), observed=observed, factor=factor)
 
 
-def work_class(plan, data=None, *, threshold: float = INTERACTIVE_SECONDS) -> str:
+def interactive_seconds() -> float:
+    """The interactive/batch threshold: ``DASHBOARD_INTERACTIVE_SECONDS`` when set (0 sends every run to
+    the job queue, a large value answers every run in the server), else :data:`INTERACTIVE_SECONDS`."""
+    text = os.environ.get("DASHBOARD_INTERACTIVE_SECONDS", "").strip()
+    if not text:
+        return INTERACTIVE_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"DASHBOARD_INTERACTIVE_SECONDS must be a number of seconds, not {text!r}.") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"DASHBOARD_INTERACTIVE_SECONDS must be 0 or more seconds, not {text!r}.")
+    return value
+
+
+def work_class(plan, data=None, *, threshold: float | None = None) -> str:
     """``"interactive"`` or ``"batch"``: how a page runs ``plan``, decided from its own estimate here
     and now (the machine's speed and the observed runs included).
 
     A run predicted to take at most ``threshold`` seconds is interactive (answered at once in the
     server, never queued behind other sessions' jobs); a longer one is batch (a background job that
     says how long before it starts, reports progress and can be cancelled). A plan with no cost model,
-    or whose estimate fails, is batch: the safe side, as a job can always be cancelled."""
+    or whose estimate fails, is batch: the safe side, as a job can always be cancelled. ``threshold``
+    defaults to :func:`interactive_seconds`."""
+    threshold = interactive_seconds() if threshold is None else threshold
     try:
         seconds = estimate(plan, data).seconds
     except Exception:   # noqa: BLE001 - an estimate never stops a run; unknown work waits its turn
@@ -460,4 +477,4 @@ __all__ = ["RunEstimate", "Work", "EstimatorSpec", "ESTIMATORS", "estimate", "ob
            "speed_factor", "speed_correction", "probe_seconds", "load_costs", "LONG_RUN_SECONDS",
            "duration_words", "OBSERVED", "ObservedSpeed", "BASE_COSTS", "default_costs", "merge_costs",
            "COSTS_PATH", "Tip", "OBSERVED_HALF_LIFE", "fewer", "workers", "lanes_seconds", "work_class",
-           "INTERACTIVE", "BATCH", "INTERACTIVE_SECONDS", "ProbeClock", "current_probe_seconds", "PROBE_TTL"]
+           "INTERACTIVE", "BATCH", "INTERACTIVE_SECONDS", "interactive_seconds", "ProbeClock", "current_probe_seconds", "PROBE_TTL"]

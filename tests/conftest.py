@@ -139,6 +139,13 @@ def traced_queue(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def batch_runs(monkeypatch):
+    """Every page run goes to the job queue, whatever its estimate (a test of the job path on a plan small
+    enough to keep the test short)."""
+    monkeypatch.setenv("DASHBOARD_INTERACTIVE_SECONDS", "0")
+
+
+@pytest.fixture
 def thread_queue():
     """A fresh background job queue in place of the server's, with one slot, whose jobs run on threads of
     this process (so a test's job can be a closure that waits for the test's own gate)."""

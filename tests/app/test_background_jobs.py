@@ -38,12 +38,14 @@ def _page_job(queue):
     return next((j for j in queue.jobs() if j.label == LABEL), None)
 
 
-def _leave_while_queued(at, queue) -> None:
-    """Open the page (its first render is interactive: drawn at once, no job), change a setting, and stop
-    the script while the new plan's job waits (as navigating away does); the stop comes from AppTest's
-    timeout, retried longer until the page had reached its run."""
+def _leave_while_queued(at, queue, monkeypatch) -> None:
+    """Open the page (its first render is interactive: drawn at once, no job), change a setting to a plan
+    that runs as a job (every run from here on, whatever its estimate: the page's plans are all quick), and
+    stop the script while that job waits (as navigating away does); the stop comes from AppTest's timeout,
+    retried longer until the page had reached its run."""
     at.switch_page(PAGE).run()
     assert not at.exception and _page_job(queue) is None
+    monkeypatch.setenv("DASHBOARD_INTERACTIVE_SECONDS", "0")
     for seconds in (10, 20, 40, 80, 160):
         with pytest.raises(RuntimeError, match="timed out"):
             at.number_input(key="gf_seed").set_value(SEED).run(timeout=seconds)
@@ -52,13 +54,13 @@ def _leave_while_queued(at, queue) -> None:
     pytest.fail("the page never submitted its run")
 
 
-def test_leaving_and_coming_back_reattaches_to_the_job_without_computing_again(queue, tmp_path):
+def test_leaving_and_coming_back_reattaches_to_the_job_without_computing_again(queue, tmp_path, monkeypatch):
     gate = threading.Event()
     other = queue.submit(lambda progress=None: gate.wait(), owner="another session", key="other",
                          label="Another session's sweep")     # holds the only slot
     at = AppTest.from_file(APP, default_timeout=300).run()
     assert not at.exception
-    _leave_while_queued(at, queue)
+    _leave_while_queued(at, queue, monkeypatch)
     job = _page_job(queue)
     assert job.state == QUEUED and job.position() == 1 and job.status() == "Queued behind 1 job"
     at.switch_page(HOME).run()                                 # elsewhere in the app meanwhile

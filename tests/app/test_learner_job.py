@@ -31,7 +31,7 @@ st.session_state["tables"] = {{k: v.shape for k, v in tables.items()}}
 
 
 @pytest.fixture
-def queue(traced_queue):
+def queue(traced_queue, batch_runs):
     """The shared fresh queue (``tests/conftest.py``) under this module's name for it."""
     return traced_queue
 

@@ -220,3 +220,15 @@ def test_a_first_plan_estimated_long_is_batch_like_any_other():
     seconds = c["fixed"] + 20_000 / 4096 * (c["per_run"] * plan.noise.runs + c["per_step"] * plan.params.steps)
     assert estimates.estimate(plan).seconds == pytest.approx(seconds)
     assert work_class(plan) == (INTERACTIVE if seconds <= estimates.INTERACTIVE_SECONDS else BATCH)
+
+
+def test_the_threshold_can_be_set_for_the_installation(monkeypatch):
+    from core.estimates import INTERACTIVE_SECONDS, interactive_seconds
+    monkeypatch.delenv("DASHBOARD_INTERACTIVE_SECONDS", raising=False)
+    assert interactive_seconds() == INTERACTIVE_SECONDS
+    monkeypatch.setenv("DASHBOARD_INTERACTIVE_SECONDS", "0")
+    assert interactive_seconds() == 0.0
+    for bad in ("ten", "-1", "nan"):
+        monkeypatch.setenv("DASHBOARD_INTERACTIVE_SECONDS", bad)
+        with pytest.raises(ValueError, match="DASHBOARD_INTERACTIVE_SECONDS"):
+            interactive_seconds()
