@@ -48,3 +48,25 @@ def describe(violations: list[dict], limit: int = 3) -> str:
         where = "; ".join(f"{n['target']} ({n['html']})" for n in v["nodes"][:limit])
         lines.append(f"{v['id']} [{v['impact']}] {v['help']}: {len(v['nodes'])} element(s): {where}")
     return "\n".join(lines)
+
+
+TAB = "[role='tab']"
+
+
+def tab_findings(page, where: str) -> list[str]:
+    """axe-core's serious findings on every tab of the page as it is now (each opened in turn and left to
+    finish), one entry per tab that has any: a board member clicks past the first tab too."""
+    from tests.browser.dashboard_server import wait_until_idle
+
+    failures = []
+    tabs = page.locator(TAB)
+    names = [tabs.nth(i).inner_text().strip() for i in range(tabs.count())]
+    for i, name in enumerate(names):
+        tab = page.locator(TAB).nth(i)
+        if not tab.is_visible():            # a tab list inside a tab not open now is checked with its parent
+            continue
+        tab.click()
+        wait_until_idle(page, timeout_ms=120_000, settle_ms=500)
+        if found := axe_violations(page):
+            failures.append(f"{where}, tab {name!r}:\n{describe(found)}")
+    return failures

@@ -1,6 +1,7 @@
 """Load every registered page in headless Chromium, wait until it has finished running and drawn
 its main figure, and check it rendered without an exception or a request leaving the machine, and
-without a critical or serious accessibility finding of axe-core (injected from tests/browser/node_modules)."""
+without a critical or serious accessibility finding of axe-core (injected from tests/browser/node_modules)
+on the page as opened and on each of its tabs."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from dashboard.page_registry import HOME, PAGES
-from tests.browser.accessibility import axe_violations, describe
+from tests.browser.accessibility import axe_violations, describe, tab_findings
 from tests.browser.dashboard_server import (ARTIFACTS, BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, REPO_ROOT,
                                             open_page, wait_for_figure, wait_until_idle)
 
@@ -71,6 +72,10 @@ def test_every_page_renders_without_exception(server):
             if entry.url_path == "home" and os.environ.get("UPDATE_README_SCREENSHOT") == "1":
                 README_SHOT.parent.mkdir(exist_ok=True)
                 shutil.copy(shot, README_SHOT)
+            try:      # and of every other tab, each opened in turn
+                failures.extend(tab_findings(page, entry.title))
+            except Exception as exc:  # noqa: BLE001 - reported with the others
+                failures.append(f"{entry.title}: the tabs' accessibility check did not run ({exc})"[:600])
         browser.close()
     (ARTIFACTS / "render_times.json").write_text(json.dumps(timings, indent=2))
     (ARTIFACTS / "requests.json").write_text(json.dumps(sorted(set(requested)), indent=1))
