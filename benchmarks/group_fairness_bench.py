@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole, RankingPlan  # noqa: E402
+from core.fairness import GroupFairnessPlan, LexifairPlan, MediatorRole  # noqa: E402
 from core.fairness.group_fairness_plan import RANKING_DEFAULTS, lexifair_subrun, ranking_subrun  # noqa: E402
 from core.fairness.lexifair import finite_game, lexifair_lp  # noqa: E402
 from core.contracts import DataRef  # noqa: E402

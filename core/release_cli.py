@@ -41,7 +41,6 @@ from core.releases import (COMMITTED, Outcome, Release, audited_output_release, 
 from core.report import check_upload, data_ref_of, guarded_csv, load_plan
 from core.uploads import parse_json_text, read_bytes, read_text
 from core.census.allocation import Allocation
-from core.coherence.publish import PublishPlan
 from core.contracts import bytes_fingerprint
 from core.fairness.private_pairs import new_copy_id
 from core.fairness.store import get_store

@@ -5,7 +5,6 @@ every number comes from core. A real release of noisy counts (OpenDP) is a separ
 """
 from __future__ import annotations
 
-import json
 
 import pandas as pd
 import streamlit as st

@@ -33,7 +33,7 @@ from core.fairness import elicitation as el  # noqa: E402
 from core.fairness.elicitation_plan import (design_copy, fill_demo_session, private_pairs_plan,  # noqa: E402
                                            run_elicitation, session_people)
 from core.fairness.private_pairs import SyntheticPeople, synthetic_people  # noqa: E402
-from core.fairness.private_pairs import (MAX_PAIR_EPSILON, PAIR_DELTA, PAIR_SOURCES, SAMPLING_NOTE,  # noqa: E402
+from core.fairness.private_pairs import (PAIR_DELTA, SAMPLING_NOTE,  # noqa: E402
                                          SYNTHETIC_NOTE, SYNTHETIC_PEOPLE, PrivatePairsPlan, new_copy_id,
                                          planned_ledger)
 from core.fairness.session_summary import (Pooling, display_labels, learner_pairs,  # noqa: E402
