@@ -54,7 +54,7 @@ TEST_WORKERS ?= 2
 TEST_PG = DASHBOARD_TEST_PG_URL="$${DASHBOARD_TEST_PG_URL:-$$(cat $(VENV)/test_pg_url 2>/dev/null)}"
 
 test: install-dev chromium axe postgres
-	$(TEST_PG) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+	$(TEST_PG) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 tests
 
 # The edit loop's subset: core tests that are not marked slow (no browser, servers, clusters or notebooks).
 test-quick: install-dev

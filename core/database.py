@@ -26,6 +26,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
+#: How long a SQLite connection waits for another writer's lock before "database is locked" (ms).
+SQLITE_BUSY_MS = 10_000
+
 LOCAL_CURATOR = "local"   # who a row belongs to until curators log in (a login fills the curator columns)
 DEFAULT_DB_FILE = Path(__file__).resolve().parents[1] / "data" / "sessions" / "elicitation.sqlite"
 
@@ -123,7 +126,7 @@ def make_engine(url: str | None = None) -> Engine:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA busy_timeout=10000")
+        cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_MS)}")
         cur.execute("PRAGMA synchronous=FULL")  # an acknowledged answer survives power loss
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()

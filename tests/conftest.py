@@ -139,6 +139,13 @@ def traced_queue(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def short_busy_timeout(monkeypatch):
+    """SQLite's wait for another writer's lock cut from 10 s to 1 s, for tests that wait it out on purpose."""
+    import core.database
+    monkeypatch.setattr(core.database, "SQLITE_BUSY_MS", 1000)
+
+
+@pytest.fixture
 def batch_runs(monkeypatch):
     """Every page run goes to the job queue, whatever its estimate (a test of the job path on a plan small
     enough to keep the test short)."""

@@ -69,8 +69,8 @@ def test_a_failed_commit_says_the_reservation_counts_until_it_expires(ledger, mo
     assert "counts toward this data set's total until it expires" in said and res.expires_utc in said
 
 
-def test_a_locked_ledger_is_said_in_words_and_the_release_can_wait_in_the_background(ledger, thread_queue,
-                                                                                      monkeypatch):
+def test_a_locked_ledger_is_said_in_words_and_the_release_can_wait_in_the_background(short_busy_timeout, ledger,
+                                                                                      thread_queue, monkeypatch):
     monkeypatch.setattr(release_confirm, "INTERACTIVE_WAIT", 0.0)    # one try (the busy timeout), then say so
     at = AppTest.from_function(inline_page, default_timeout=120)
     at.run()
@@ -100,7 +100,8 @@ def test_a_locked_ledger_is_said_in_words_and_the_release_can_wait_in_the_backgr
     assert not at.success and not has_button(at, "rel_wait_background")
 
 
-def test_a_release_dropped_while_the_ledger_is_locked_spends_nothing(ledger, thread_queue, monkeypatch):
+def test_a_release_dropped_while_the_ledger_is_locked_spends_nothing(short_busy_timeout, ledger, thread_queue,
+                                                                     monkeypatch):
     monkeypatch.setattr(release_confirm, "INTERACTIVE_WAIT", 0.0)
     at = AppTest.from_function(inline_page, default_timeout=120)
     at.run()

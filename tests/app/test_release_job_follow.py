@@ -235,7 +235,7 @@ def test_a_reservation_the_ledger_refuses_says_what_to_change_and_starts_no_job(
     assert not ledger.reservations(KEY) and not ledger.releases(KEY, "release")
 
 
-def test_a_job_release_that_finds_the_ledger_locked_can_wait_in_the_background(queue, monkeypatch):
+def test_a_job_release_that_finds_the_ledger_locked_can_wait_in_the_background(short_busy_timeout, queue, monkeypatch):
     """The job path of the locked-ledger offer: nothing reserved or started while locked; the background job
     then reserves, computes and commits, and the page shows the result once."""
     import sqlite3

@@ -18,7 +18,8 @@ from core.privacy.project_ledger import Cap, LedgerBusy, LedgerRelease, ProjectL
 from core.releases import (CANCELLED, COMMITTED, NOTHING_RESERVED, REFUSED, WAITING, Release, release_when_free,
                            run_release)
 
-pytestmark = pytest.mark.slow   # each busy try waits out SQLite's busy timeout: left out of make test-quick
+# each busy try waits out SQLite's busy timeout (cut to 1 s here): left out of make test-quick
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("short_busy_timeout")]
 
 KEY = "dataset:people"
 
