@@ -343,7 +343,9 @@ def release_when_free(release: Release, ledger: ProjectLedger, queue, *, owner: 
 
 def cancel_release(job) -> None:
     """Stop a release submitted by :func:`submit_release` and wait until its hook (:func:`settle`) has dropped
-    the reservation and discarded what it made: nothing is spent, and the ledger says so when this returns."""
+    the reservation and discarded what it made: nothing is spent, and the ledger says so when this returns.
+    Any other job (one without a completion hook) stops at once, so a list of a session's jobs cancels them
+    all this way and never needs to know which are releases."""
     job.cancel()
     job.wait()
 

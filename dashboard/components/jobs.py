@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.jobs import LIVE, Job, job_queue
+from core.releases import cancel_release
 from dashboard.components.job_lines import LISTED_KEY, job_line, job_owner, keep_owner_in_address
 
 REFRESH = 2.0
@@ -19,7 +20,7 @@ _warmed = False
 def _cancel(job_id: int) -> None:
     for job in job_queue().jobs_of(job_owner()):
         if job.id == job_id:
-            job.cancel()
+            cancel_release(job)          # a release drops its reservation before this returns
 
 
 def _draw(jobs: list[Job]) -> None:

@@ -127,6 +127,8 @@ def test_speed_correction_is_the_ratio_of_probe_times_and_scales_the_estimate():
 
 
 def test_observed_runs_keep_a_geometric_mean_correction():
+    """No clock is read: the "measured" seconds handed to ``observe`` are made-up multiples of a prediction
+    from fixed coefficients, and what is checked is the correction's arithmetic."""
     est = estimate(plan(), frame(), costs=COSTS, speed=1.0)
     assert observe(est, 2 * est.seconds) == pytest.approx(2.0)
     again = estimate(plan(), frame(), costs=COSTS, speed=1.0)
@@ -164,7 +166,8 @@ def test_the_other_tools_state_their_work_in_closed_form():
     assert audit.work == "60 trials x 3 adversaries x 2 releases = 360 adversary fits"
     assert audit.units == 360
     longer = estimate(AuditPlan(trials=120), costs=COSTS, speed=1.0)
-    assert longer.seconds > audit.seconds
+    fixed = COSTS["coherence"]["fixed"]                   # closed form on fixed coefficients: twice the fits
+    assert longer.seconds - fixed == pytest.approx(2 * (audit.seconds - fixed))
     gf = estimate(GroupFairnessPlan(lexifair=LexifairPlan(levels=3, rounds=500)), costs=COSTS, speed=1.0)
     assert gf.work == "3 levels x 500 rounds = 1,500 classifier calls"
     table = ConstraintTable(i=(0,), j=(1,), weight=(1.0,), w_ij=(0.0,), w_ji=(0.0,), agreement=(1.0,))
@@ -182,7 +185,11 @@ def test_districts_count_noisy_runs_and_chain_steps():
     assert est.work == f"{base.noise.runs} noisy runs"
     ens = estimate(base.replace(ensemble=EnsemblePlan(runs=4, n_square=50)), costs=COSTS, speed=1.0)
     assert ens.work == f"{base.noise.runs + 3 * 4} noisy runs, 50 random districts"
-    assert ens.seconds > est.seconds
+    # closed form on fixed coefficients: the ensemble adds its runs, its chains' steps and its districts
+    c, e = COSTS["districts"], base.replace(ensemble=EnsemblePlan(runs=4, n_square=50)).ensemble
+    added = (c["per_run"] * 3 * 4 + c["per_step"] * 40 * len(e.recom_units)
+             + c["per_district"] * (50 + len(e.disconn_units) * e.n_disconn))
+    assert ens.seconds - est.seconds == pytest.approx(added * 16 * 4 * 16 / 4096)
 
 
 def test_a_plan_without_an_estimator_is_refused_with_the_choices():
