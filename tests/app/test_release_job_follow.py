@@ -11,7 +11,6 @@ waiting page meets (raised in the page's run once the job is running); everythin
 never by time."""
 from __future__ import annotations
 
-import time
 
 import pytest
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
@@ -36,29 +35,6 @@ def queue(thread_queue, tmp_path, monkeypatch):
     release_steps.GATE.clear()
     yield thread_queue
     release_steps.GATE.set()          # a job still waiting ends
-
-
-@pytest.fixture
-def leave_once(monkeypatch):
-    """The first page run that follows a release stops once the job runs (the curator goes elsewhere);
-    later runs follow as usual. Records the job's state each time a page attaches."""
-    import dashboard.components.release_confirm as rc
-
-    real, seen = rc.follow, []
-
-    def follow(job, bar):
-        seen.append(job.state)
-        if len(seen) == 1:
-            assert job.queue is not None
-            deadline = time.monotonic() + 120
-            while job.state != RUNNING or not job.message:      # the job reported its start
-                assert time.monotonic() < deadline, "the release job never reported its start"
-                job.wait(0.01)
-            raise StopException()
-        return real(job, bar)
-
-    monkeypatch.setattr(rc, "follow", follow)
-    return seen
 
 
 def _page() -> AppTest:

@@ -13,11 +13,9 @@ events (the job waits for a gate the test opens), never by time."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from streamlit.testing.v1 import AppTest
 
 from core.jobs import DONE, RUNNING
@@ -55,29 +53,6 @@ class Gated:
         self.started.set()
         assert self.gate.wait(60), "the test never opened the gate"
         return self.real(allocation, geo, progress=progress)
-
-
-@pytest.fixture
-def leave_once(monkeypatch):
-    """The first page run that follows a release stops once the job runs (the curator goes elsewhere);
-    later runs follow as usual. Records the job's state each time a page attaches."""
-    import dashboard.components.release_confirm as rc
-
-    real, seen = rc.follow, []
-
-    def follow(job, bar):
-        seen.append(job.state)
-        if len(seen) == 1:
-            assert job.queue is not None
-            deadline = time.monotonic() + 120
-            while job.state != RUNNING or not job.message:      # the job reported its start
-                assert time.monotonic() < deadline, "the release job never reported its start"
-                job.wait(0.01)
-            raise StopException()
-        return real(job, bar)
-
-    monkeypatch.setattr(rc, "follow", follow)
-    return seen
 
 
 def _budget(at) -> AppTest:
