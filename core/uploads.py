@@ -23,7 +23,6 @@ import io
 import json
 import math
 import re
-import shutil
 import tempfile
 import warnings
 import zipfile
@@ -193,7 +192,7 @@ def _no_constant(name: str) -> None:
 
 def _depth_ok(text: str) -> None:
     """Refuse nesting deeper than MAX_JSON_DEPTH in one linear pass (brackets outside strings)."""
-    depth = deepest = 0
+    depth = 0
     in_string = escaped = False
     for ch in text:
         if in_string:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from core.datasets import DATASETS, datasets_summary, load_dataset, load_georgia_counties
 from dashboard.components.chart_table import chart_numbers
-from dashboard.figures.home import MAP_METRICS, georgia_choropleth
+from core.figures.home import MAP_METRICS, georgia_choropleth
 from dashboard.page_registry import PAGES
 
 GLOSSARY = {

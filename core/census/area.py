@@ -9,7 +9,7 @@ from core.census.words import budget_lead
 
 def budget_figure(plan: BudgetPlan) -> tuple[str, str]:
     return ("how the budget is split across the geography's levels (the page's first chart)",
-            "from dashboard.figures import census as figures\n\n"
+            "from core.figures import census as figures\n\n"
             "fig = figures.budget_shares_figure(result.levels, result.allocation.unit)")
 
 

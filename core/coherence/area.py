@@ -11,13 +11,13 @@ from core.coherence.run import run
 def audit_figure(plan: AuditPlan) -> tuple[str, str] | None:
     if getattr(plan, "compare", False):
         return ("the distance of each subgroup for the worst adversary (the page's heat map)",
-                "from dashboard.figures import coherence as figures\n\n"
+                "from core.figures import coherence as figures\n\n"
                 "comparison = result.comparison\n"
                 "worst = comparison.worst_adversary()[\"adversary\"]\n"
                 "fig = figures.distance_heatmap(comparison.subgroups, worst, comparison.settings[\"alpha\"])")
     if getattr(plan, "sweep", None) is not None:
         return ("the audit's outcome across epsilons",
-                "from dashboard.figures import coherence as figures\n\n"
+                "from core.figures import coherence as figures\n\n"
                 "sweep = result.sweep\n"
                 "fig = figures.epsilon_figure(sweep.audit.summary, sweep.audit.releases, sweep.theory,\n"
                 "                             sweep.audit.settings[\"beta\"])")

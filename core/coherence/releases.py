@@ -14,7 +14,7 @@ import math
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd

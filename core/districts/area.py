@@ -8,7 +8,7 @@ from core.districts.workflow import DistrictPlan, run
 
 def district_figure(plan: DistrictPlan) -> tuple[str, str]:
     return ("each district's noisy population error in the first plan (the page's district chart)",
-            "from dashboard.figures import districts as figures\n\n"
+            "from core.figures import districts as figures\n\n"
             "fig = figures.district_error_figure(result.plan_districts(1))")
 
 

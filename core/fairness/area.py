@@ -84,7 +84,7 @@ def group_fairness_figure(plan: GroupFairnessPlan) -> tuple[str, str] | None:
     if getattr(plan, "lexifair", None) is None:
         return None
     return ("each group's error under the lexicographically fair model (the page's first chart)",
-            "from dashboard.figures import group_fairness as figures\n\n"
+            "from core.figures import group_fairness as figures\n\n"
             "fig = figures.group_error_figure(result.lexifair.groups)")
 
 

@@ -135,7 +135,7 @@ def play_level(respond: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], K
     auditor, share of rounds the auditor chose a set of each size 1..j, eta's running average
     every T/100 rounds)."""
     V = np.zeros(K)
-    total_h = None
+    total_h = loss_sum = None
     eta, eta_sum = level * loss_max / 2.0, 0.0
     step = level * loss_max / ((1.0 + B) * np.sqrt(T))
     scale = B * np.sqrt(T)
@@ -145,7 +145,7 @@ def play_level(respond: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], K
     for t in range(T):
         h, losses = respond(V + rng.exponential(scale, K))
         total_h = h.astype(float).copy() if total_h is None else total_h + h
-        loss_sum = losses.copy() if t == 0 else loss_sum + losses
+        loss_sum = losses.copy() if loss_sum is None else loss_sum + losses
         chosen, size, _ = auditor_response(loss_sum / (t + 1), np.r_[fixed, eta])
         V[chosen] += B
         counts[size] += 1

@@ -9,7 +9,7 @@ from core.synthesis.workflow import run
 
 def synthesis_figure(plan: SynthesisPlan) -> tuple[str, str]:
     return ("the size of each stratum (the page's first chart)",
-            "from dashboard.figures import synthesis as figures\n\n"
+            "from core.figures import synthesis as figures\n\n"
             "fig = figures.strata_sizes_figure(result.overview, 0)")
 
 

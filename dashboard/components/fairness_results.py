@@ -37,7 +37,7 @@ from dashboard.components.params_form import check_shown, field_widget, plan_wid
 from dashboard.components.progress import attached_job, remember, run_with_progress
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.run_estimate import run_estimate_notice
-from dashboard.figures import fairness as figs
+from core.figures import fairness as figs
 
 KEEP = "session"
 PAGE = "fairness_learning"

@@ -20,7 +20,6 @@ from core.scenarios import MAX_SCENARIO_NAME, ScenarioExists, get_scenario_store
 from core.uploads import read_bytes
 from dashboard.components import access
 from core.areas import area_for
-from core.fairness.area import agreement_distribution  # noqa: F401  (the elicitation's overlay, for its tests)
 from core.figures.overlays import (DIFFERENCE_COLUMNS,  # noqa: F401
                                         district_difference_figure, overlay_figures, overlay_for)
 
@@ -140,7 +139,7 @@ def district_outlines(plan_digest: str, _result):
     """District polygons of plan 1 of a district result, and their GeoJSON (cached per plan)."""
     from core.districts.display import district_shapes
     from core.districts.workflow import load_geography
-    from dashboard.figures.districts import map_geojson
+    from core.figures.districts import map_geojson
 
     numbers = pd.DataFrame({"district": np.unique(_result.labels[0]) + 1})
     shapes = district_shapes(load_geography(_result.plan), _result.labels[0], numbers)

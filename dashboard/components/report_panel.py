@@ -14,7 +14,6 @@ from dashboard.components.code_export import code_export_buttons
 from dashboard.components.ledger_badge import ledger_for_report
 from dashboard.components.pin_compare import pin_compare_panel
 from dashboard.components.stakeholder_buttons import page_question, saved_report_text, stakeholder_buttons
-from dashboard.components.stakeholder_figures import with_figures  # noqa: F401 - the page's report, as tests read it
 
 
 def report_panel(result: Result, *, page: str, key: str, ledger=None,

@@ -1,6 +1,6 @@
 """The main figures of each page, rebuilt from a result for the stakeholder report.
 
-Each builder uses the same figure function the page draws (``dashboard/figures/<area>.py``) on the
+Each builder uses the same figure function the page draws (``core/figures/<area>.py``) on the
 result's own parts, so the report shows what the page shows. A page may pass its figures to
 ``report_panel(figures=...)`` instead; these are the default when it does not. A builder that
 cannot draw (a tab not run, a part missing) gives no figure rather than an error.
@@ -22,14 +22,14 @@ from core.sharing import withholds
 
 
 def _budget(result) -> list:
-    from dashboard.figures import census as figs
+    from core.figures import census as figs
     return [figs.budget_shares_figure(result.levels, result.allocation.unit),
             figs.target_error_figure(result.targets),
             figs.figure2_figure(result.figure2, result.figure2_optimum)]
 
 
 def _districts(result) -> list:
-    from dashboard.figures import districts as figs
+    from core.figures import districts as figs
     out = [figs.district_error_figure(result.plan_districts(1))]
     study = getattr(result, "ensemble", None)
     if study is not None:
@@ -38,7 +38,7 @@ def _districts(result) -> list:
 
 
 def _group_fairness(result) -> list:
-    from dashboard.figures import group_fairness as figs
+    from core.figures import group_fairness as figs
     out = []
     lex = getattr(result, "lexifair", None)
     if lex is not None:
@@ -52,7 +52,7 @@ def _group_fairness(result) -> list:
 
 
 def _coherence(result) -> list:
-    from dashboard.figures import coherence as figs
+    from core.figures import coherence as figs
     out = []
     shared = result.tables()        # on an upload its sizes are bands ("50 <= n < 100"), never exact
     private = bool(getattr(result, "private_sizes", True))
@@ -77,7 +77,7 @@ def failure_rate_figures(result, curve, settings) -> list:
     """The failure rate against alpha of each audited release (the measure its verdict is judged on), the
     release with the highest worst failure rate first."""
     from core.coherence.run import worst_key
-    from dashboard.figures import coherence as figs
+    from core.figures import coherence as figs
     headline = result.headline()
     releases = list(dict.fromkeys(curve["release"]))
     releases.sort(key=lambda r: -np.nan_to_num(float(headline.get(worst_key(r), 0.0))))
@@ -85,7 +85,7 @@ def failure_rate_figures(result, curve, settings) -> list:
 
 
 def _synthesis(result) -> list:
-    from dashboard.figures import synthesis as figs
+    from core.figures import synthesis as figs
     out = []
     public = bool(getattr(result.plan, "sizes_public", False))  # rows per stratum are curator-only unless declared
     overview = getattr(result, "overview", None)

@@ -28,7 +28,7 @@ from dashboard.components.release_confirm import ReleaseJob, release_button, sta
 from dashboard.components.report_panel import report_panel, saved_report_loader
 from dashboard.components.uploads_kept import kept_files, upload_kept
 from dashboard.components.wide_table import wide_table
-from dashboard.figures import census as figs
+from core.figures import census as figs
 
 KEEP = {"persist_state": "session"}
 PAGE = "Budget allocation"

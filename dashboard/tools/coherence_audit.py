@@ -36,7 +36,7 @@ from dashboard.components.release_confirm import ReleaseJob, release_button  # n
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.dataset_picker import choice_of, pick_microdata  # noqa: E402
 from dashboard.components.wide_table import wide_table  # noqa: E402
-from dashboard.figures import coherence as figs  # noqa: E402
+from core.figures import coherence as figs  # noqa: E402
 
 KEEP = {"persist_state": "session"}
 SIM = ("Simulation, not a release: every split and every release of the audit is a seeded draw for auditing. "

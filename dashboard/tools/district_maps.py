@@ -41,7 +41,7 @@ from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
 from dashboard.components.uploads_kept import upload_kept  # noqa: E402
 from dashboard.components.wide_table import wide_table  # noqa: E402
-from dashboard.figures import districts as figs  # noqa: E402
+from core.figures import districts as figs  # noqa: E402
 
 S = "session"
 SIM = "Simulation, not a release: seeded floating-point noise for illustration only."

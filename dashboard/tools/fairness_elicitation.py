@@ -49,7 +49,7 @@ from dashboard.components.params_form import check_shown, field_key, field_widge
 from dashboard.components.plain_text import bare, plain  # noqa: E402
 from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
-from dashboard.figures import fairness_sessions as figs  # noqa: E402
+from core.figures import fairness_sessions as figs  # noqa: E402
 from dashboard.page_registry import PAGES  # noqa: E402
 
 from dashboard.components.access import current_role, identity_provider_configured  # noqa: E402

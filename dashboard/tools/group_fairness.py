@@ -30,7 +30,7 @@ from dashboard.components.params_form import field_widget, plan_widget_values  #
 from dashboard.components.progress import run_with_progress  # noqa: E402
 from dashboard.components.run_estimate import run_estimate_notice  # noqa: E402
 from dashboard.components.report_panel import report_panel, saved_report_loader  # noqa: E402
-from dashboard.figures import group_fairness as figs  # noqa: E402
+from core.figures import group_fairness as figs  # noqa: E402
 
 KEEP = {"persist_state": "session"}
 PAGE = "Group fairness and ranking"

@@ -29,7 +29,7 @@ from dashboard.components.ledger_badge import badge_labels, data_in_use, project
 from dashboard.components.access import curator_name  # noqa: E402
 from dashboard.components.plain_text import plain  # noqa: E402
 from dashboard.components.population_check import population_answers  # noqa: E402
-from dashboard.figures.ledger import cumulative_figure  # noqa: E402
+from core.figures.ledger import cumulative_figure  # noqa: E402
 
 S = "session"
 LABELS = {"release": "#", "kind": "Kind", "page": "Page", "action": "Action",

@@ -40,7 +40,7 @@ from dashboard.components.report_panel import report_panel, saved_report_loader 
 from dashboard.components.synthesis_widgets import (ME, MR, NO_TARGET, REL, START, P, epsilons_text,  # noqa: E402
                                                    numeric_range_widgets, plan_to_widgets)
 from dashboard.components.wide_table import wide_table  # noqa: E402
-from dashboard.figures import synthesis as figs  # noqa: E402
+from core.figures import synthesis as figs  # noqa: E402
 
 PAGE = "Stratified synthesis"
 MEAN_LABELS = {  # the mean release's table: machine names -> what the page shows

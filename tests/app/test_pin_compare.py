@@ -230,7 +230,8 @@ def test_synthesis_overlay_draws_parity_error_curves_of_a_and_b():
 
 def test_elicitation_overlay_counts_pairs_by_agreement():
     from core.fairness.elicitation_plan import ElicitationPlan, run_elicitation
-    from dashboard.components.pin_compare import agreement_distribution, overlay_for
+    from core.fairness.area import agreement_distribution
+    from dashboard.components.pin_compare import overlay_for
 
     a = run_elicitation(ElicitationPlan(demo_stakeholders=6, demo_kind="metric"))
     b = run_elicitation(ElicitationPlan(demo_stakeholders=6, demo_kind="score"))

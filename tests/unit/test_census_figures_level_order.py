@@ -1,7 +1,7 @@
 """Census charts list levels from the top down (state, county, tract, block group, block), whatever the row order."""
 import pandas as pd
 
-from dashboard.figures import census as figs
+from core.figures import census as figs
 
 DOWN = ["state", "county", "tract", "block group", "block"]
 SHUFFLED = ["block", "county", "block group", "state", "tract"]

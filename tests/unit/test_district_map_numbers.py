@@ -3,7 +3,7 @@ import geopandas as gpd
 import numpy as np
 import shapely
 
-from dashboard.figures import districts as figs
+from core.figures import districts as figs
 
 
 def _outlines(n: int) -> gpd.GeoDataFrame:

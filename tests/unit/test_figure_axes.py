@@ -3,7 +3,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from dashboard.figures.axes import log_tick_values, tidy_log_axes
+from core.figures.axes import log_tick_values, tidy_log_axes
 
 
 @pytest.mark.parametrize("lo, hi, expected", [

@@ -14,8 +14,8 @@ together), resolved to a module of the project, and checked:
 - **the command line stays clear of the dashboard**: ``python -m core`` reaches no ``dashboard`` module,
   and no code that core writes (scripts, notebooks) imports one.
 
-Exceptions are listed by name with their reason (:data:`UPWARD_ALLOWED`, :data:`WRITES_DASHBOARD_IMPORTS`),
-and one that is no longer needed fails the test, so the lists only shrink.
+Exceptions are listed by name with their reason (:data:`UPWARD_ALLOWED`), and one that is no longer
+needed fails the test, so the list only shrinks.
 """
 from __future__ import annotations
 
@@ -41,8 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("composition", ("core.releases", "core.compare", "core.scenarios", "core.figures",
                      "core.script_export", "core.stakeholder_report", "core.reproductions", "core.paper_errors")),
     ("commands", ("core.__main__", "core.release_cli", "core.folder_cli", "core.access_cli")),
-    ("dashboard figures", ("dashboard", "dashboard.figures")),
-    ("dashboard components", ("dashboard.page_registry", "dashboard.components")),
+    ("dashboard components", ("dashboard", "dashboard.page_registry", "dashboard.components")),
     ("pages", ("dashboard.tools", "dashboard.home", "dashboard.app", "dashboard.server")),
 )
 """Lowest first. A module sits in the layer of the longest name listed that is it or a package holding it.
@@ -52,14 +51,6 @@ keeps the order one way (``core.districts`` uses ``core.census``; ``core.coheren
 
 UPWARD_ALLOWED: set[tuple[str, str]] = set()
 """(importer unit, imported unit) edges exempt from the layer and unit-cycle checks, each with its reason."""
-
-WRITES_DASHBOARD_IMPORTS = {
-    # Temporary: each area's descriptor holds the code an exported script draws its page's main figure with,
-    # which calls dashboard.figures; once each area's main figure lives in core/figures, these entries go.
-    "core.census.area", "core.coherence.area", "core.districts.area", "core.fairness.area",
-    "core.synthesis.area",
-}
-"""Modules of core allowed to write code (a script, a notebook) that imports ``dashboard``; each with its reason."""
 
 FUNCTION_IMPORT_CEILING = 120
 """Imports of project modules inside a function body, over the whole tree. Lower it when you remove some;
@@ -203,8 +194,8 @@ def test_every_module_has_a_layer():
 
 
 def test_no_module_imports_a_higher_layer():
-    """Infrastructure and the intake import no area, core never imports dashboard, figures never import
-    components, and so on up :data:`LAYERS`."""
+    """Infrastructure and the intake import no area, core never imports dashboard, components never
+    import pages, and so on up :data:`LAYERS`."""
     graph = import_graph()
     edges = [(m, d) for m, deps in graph.items() for d in deps if layer_of(d) > layer_of(m)]
     up = sorted(f"{m} ({LAYERS[layer_of(m)][0]}) -> {d} ({LAYERS[layer_of(d)][0]})"
@@ -257,10 +248,9 @@ def test_the_command_line_never_reaches_dashboard():
 
 def test_code_that_core_writes_imports_no_dashboard():
     """A script or notebook that core writes (``python -m core script``) runs with core alone: no string of
-    a core module holds a line that imports ``dashboard``. A listed exception that no longer writes one
-    fails too, so the list only shrinks."""
+    a core module holds a line that imports ``dashboard``."""
     importing = re.compile(r"^\s*(from|import)\s+dashboard\b", re.MULTILINE)
     writers = {module for module, path in module_names().items() if module.startswith("core")
                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                if isinstance(node, ast.Constant) and isinstance(node.value, str) and importing.search(node.value)}
-    assert writers == WRITES_DASHBOARD_IMPORTS
+    assert writers == set()

@@ -2,7 +2,7 @@
 import numpy as np
 
 from dashboard.components.wide_table import scroll_hint
-from dashboard.figures.districts import MAP_FIT_PX, fit_zoom
+from core.figures.districts import MAP_FIT_PX, fit_zoom
 
 
 def _pixels(bounds, zoom):

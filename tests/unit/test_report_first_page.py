@@ -316,7 +316,7 @@ def test_tick_labels_get_room_in_print():
 # ------------------------------------------------------------------------------------------ headless
 
 def _saved(result, page: str, path):
-    from dashboard.components.report_panel import with_figures
+    from dashboard.components.stakeholder_figures import with_figures
     report = build_report(result, page=page)
     from dashboard.components.stakeholder_buttons import page_question
     report["question"] = page_question(page)         # the page's own question, at its full length

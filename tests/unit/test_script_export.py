@@ -109,7 +109,7 @@ def _coherence_upload():
 
 
 def _districts():
-    from core.districts import DistrictPlan, GreedyParams, NoiseConfig, run
+    from core.districts import DistrictPlan, GreedyParams, run
     plan = DistrictPlan(generator="greedy", params=GreedyParams(n_plans=2))
     return run(plan.replace(noise=plan.noise.replace(runs=4))), None
 

@@ -1,7 +1,7 @@
 """Session figures say what they show without relying on colour alone."""
 import pandas as pd
 
-from dashboard.figures.fairness_sessions import agreement_figure, progress_figure
+from core.figures.fairness_sessions import agreement_figure, progress_figure
 
 
 def test_progress_parts_differ_by_pattern_as_well_as_colour():

@@ -101,7 +101,7 @@ def attack(text: str, sizes: set[int], multipliers: set[float]) -> list[str]:
 def shared_artefacts(result, page: str) -> dict[str, str]:
     """What a page offers by default for download, as text: the JSON report (with its figures), the CSV zip,
     the stakeholder HTML (with the page's figures), the script and the notebook."""
-    from dashboard.components.report_panel import with_figures
+    from dashboard.components.stakeholder_figures import with_figures
     from dashboard.components.stakeholder_figures import default_figures
     report = build_report(result, page=page)
     out = {"report.json": report_json(with_figures(report, result))}

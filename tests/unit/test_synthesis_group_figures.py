@@ -4,7 +4,7 @@ import re
 import pandas as pd
 
 from core.synthesis.sweep import SweepResult, smallest_strata
-from dashboard.figures import synthesis as figs
+from core.figures import synthesis as figs
 
 
 def _sweep(n_groups: int = 36) -> SweepResult:

@@ -6,7 +6,7 @@ import plotly.colors as pcolors
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.axes import tidy_log_axes
+from core.figures.axes import tidy_log_axes
 
 METHOD_COLORS = {"stratified": "#E45756", "pooled": "#4C78A8"}
 METRIC_LABELS = {

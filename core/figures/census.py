@@ -5,7 +5,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from dashboard.figures.axes import tidy_log_axes
+from core.figures.axes import tidy_log_axes
 
 SIMULATION_NOTE = "simulation, not a release"
 METRIC_NAMES = {"MAE": "mean |error| per query", "RMSE": "RMSE per query",

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.axes import tidy_log_axes
+from core.figures.axes import tidy_log_axes
 
 VERDICT_COLOURS = {"FAIL": "#c0392b", "PASS": "#1e8449", "INCONCLUSIVE": "#b9770e"}
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
