@@ -18,6 +18,7 @@ from core.intake import (BLOCKS, MISSING_LABEL, WARNING, ColumnSchema, DataSchem
                          draft_schema, needs_public_info, profile, read_table)
 from core.report import guarded_csv
 from core.uploads import read_upload
+from tests.core_command import core_command
 
 REPO = Path(__file__).resolve().parents[2]
 MESSY = REPO / "tests" / "fixtures" / "messy_county.csv"
@@ -320,8 +321,16 @@ def test_csv_header_checks(tmp_path):
 
 # ---------------------------------------------------------------------------------------- command line
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "core", "data", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+    return core_command("data", *args)
+
+
+def test_python_m_core_runs_as_its_own_process(tmp_path):
+    """The one real ``python -m core`` (the others call its ``main`` in the test's process)."""
+    schema_path = tmp_path / "schema.json"
+    done = subprocess.run([sys.executable, "-m", "core", "data", "profile", str(MESSY), "--out", str(schema_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(schema_path.read_text())["columns"]
 
 
 def test_command_line_profile_check_apply(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from core.intake.check import unreadable_values
 from core.intake.hints import fold_label, missing_code_suggestions, named, unit_suggestions
 from core.intake.suggest import column_suggestions, label_merges
 from core.intake.values import read_values
+from tests.core_command import core_command
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -233,8 +233,7 @@ def digest_of_text(value) -> str:
 
 # ---------------------------------------------------------------------------------------- command line
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "core", "data", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+    return core_command("data", *args)
 
 
 def test_the_command_line_declares_every_choice_without_a_hand_edit(tmp_path):

@@ -6,7 +6,6 @@ import io
 import json
 import re
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from core.intake import (ColumnSchema, DataSchema, ReadOptions, apply, check, dr
 from core.intake.folder import list_folder, sample_rows
 from core.intake.workbook import MAX_CELLS
 from core.uploads import MAX_COLUMNS
+from tests.core_command import core_command
 from tests.fixtures.county_exports import (duplicate_header_workbook, expected_cells, exports, merged_header_workbook,
                                            people, wide_dimension_workbook, workbook_with_title)
 
@@ -277,8 +277,7 @@ def test_bins_are_capped_and_edges_finite_bounded_and_distinct():
 
 # ------------------------------------------------------------------------------------------- command line
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "core", "data", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    return core_command("data", *args)
 
 
 def test_command_line_detects_says_and_overrides(tmp_path):
