@@ -620,7 +620,7 @@ def _sendable_error(exc: BaseException):
     return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-def _job_main(conn, key: str, func, args, env: dict, digests: dict, n_jobs: int) -> None:
+def _job_main(conn, host: int, key: str, func, args, env: dict, digests: dict, n_jobs: int) -> None:
     """The body of a job's process: own session (so Cancel can kill the group), lower priority, the
     server's environment, fair-share ``DASHBOARD_N_JOBS``; progress and outcome go back over ``conn``."""
     try:
@@ -634,7 +634,7 @@ def _job_main(conn, key: str, func, args, env: dict, digests: dict, n_jobs: int)
     os.environ.clear()
     os.environ.update(env)
     os.environ["DASHBOARD_N_JOBS"] = str(n_jobs)
-    _end_with_the_server()
+    _end_with_the_server(host)
 
     adopt_code_digests(digests)
     trace = env.get(TRACE_ENV)
@@ -661,11 +661,11 @@ ORPHAN_POLL = 2.0
 """Seconds between a job's looks at whether the server that started it is still there."""
 
 
-def _end_with_the_server() -> None:
+def _end_with_the_server(parent: int) -> None:
     """In a job's process: a thread that kills the job's process group (the job and its workers) once
-    the server is gone. The job's parent is the server's job host, which ends with the server, after
-    which the job is re-parented; a killed server would otherwise leave a quiet job computing on."""
-    parent = os.getppid()
+    its parent ``parent`` (the server's job host, which ends with the server) is gone, after which the job
+    is re-parented; a killed server would otherwise leave a quiet job computing on. ``parent`` is the id
+    the host had before it forked: read in the job, the host may already be gone and the id a stranger's."""
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -752,10 +752,11 @@ def host_main(control_fd: int, preload: list[str]) -> None:
         if not message:
             return
         if message == b"start":
+            host = os.getpid()
             pid = os.fork()
             if pid == 0:
                 control.close()
-                _job_child(fds[0])
+                _job_child(fds[0], host)
             os.close(fds[0])
             control.send(struct.pack("qq", 1, pid))
         elif message.startswith(b"reap"):
@@ -767,8 +768,9 @@ def host_main(control_fd: int, preload: list[str]) -> None:
             control.send(struct.pack("qq", int(done == pid), os.waitstatus_to_exitcode(status) if done else 0))
 
 
-def _job_child(fd: int) -> None:
-    """A forked job process: take the job from the server over ``fd``, run it (:func:`_job_main`), exit."""
+def _job_child(fd: int, host: int) -> None:
+    """A forked job process of the job host ``host``: take the job from the server over ``fd``, run it
+    (:func:`_job_main`), exit."""
     code = 1
     try:
         conn = Connection(fd)
@@ -780,7 +782,7 @@ def _job_child(fd: int) -> None:
         except BaseException as exc:      # a function or argument this process cannot import back
             conn.send(("failed", _sendable_error(exc), traceback.format_exc()))
         else:
-            _job_main(conn, key, func, args, env, digests, n_jobs)
+            _job_main(conn, host, key, func, args, env, digests, n_jobs)
             code = 0
     finally:
         for stream in (sys.stdout, sys.stderr):     # os._exit skips the interpreter's own flushing

@@ -240,23 +240,34 @@ def test_a_jobs_scratch_folder_is_removed_when_it_ends(processes, tmp_path):
     assert not folder.exists()
 
 
-def test_a_job_ends_with_the_server_that_started_it(tmp_path):
-    """A job whose server died (and with it the job host, its parent) kills its own process group."""
+def _orphan_after(child_delay: float) -> int:
+    """A 'server' that forks a job and leaves at once, as a killed one does; the job starts its watch on
+    the server ``child_delay`` seconds later. Returns the job's process id."""
     script = (
         "import os, sys, time\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
         "from core import jobs\n"
         "jobs.ORPHAN_POLL = 0.05\n"
+        "server = os.getpid()\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
         "    os.setsid()\n"
-        "    jobs._end_with_the_server()\n"
+        "    os.close(1)\n"                   # the test reads the server's output to its end
+        f"    time.sleep({child_delay})\n"
+        "    jobs._end_with_the_server(server)\n"
         "    time.sleep(600)\n"
         "    os._exit(0)\n"
-        "print(pid, flush=True)\n"           # the 'server' leaves at once, as a killed one does
+        "print(pid, flush=True)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    orphan = int(out.stdout.split()[0])
+    return int(out.stdout.split()[0])
+
+
+@pytest.mark.parametrize("child_delay", [0.0, 1.0], ids=["watching before the server goes", "server gone first"])
+def test_a_job_ends_with_the_server_that_started_it(child_delay):
+    """A job whose server died (and with it the job host, its parent) kills its own process group, also when
+    the server was gone before the job began to watch it (the job is then already re-parented)."""
+    orphan = _orphan_after(child_delay)
     for _ in range(600):
         if not _alive(orphan):
             break
