@@ -196,6 +196,7 @@ def test_the_page_plans_on_their_defaults_are_interactive_and_the_long_ones_batc
     assert work_class(AuditPlan(trials=200)) == BATCH
 
 
+@pytest.mark.slow
 def test_the_estimates_and_the_consumers_of_the_descriptors_import_no_area():
     """Run-time estimates, the descriptors' registry and the tables that used to be keyed by plan-class names
     (script export, report words, overlays, pin/compare) reach an area only through its descriptor: no

@@ -36,6 +36,7 @@ def test_example2_weights():
     assert beta_noisy_public_mean(10, 1.0, 1e-6) < 1e-9
 
 
+@pytest.mark.slow
 def test_congenial_wem_matches_enumeration():
     x = np.array([3, 0, 2])
     s, eps, dz = 6, 1.0, 2.0

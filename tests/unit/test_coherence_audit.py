@@ -64,6 +64,7 @@ def test_overall_verdict():
     assert overall_verdict(["PASS", "INCONCLUSIVE"]) == "INCONCLUSIVE"
 
 
+@pytest.mark.slow
 def test_trials_needed():
     assert trials_needed(0, 10, 0.05) == 59
     assert trials_needed(0, 10, 0.01) == 299
@@ -113,6 +114,7 @@ def test_subgroups_below_gamma_are_excluded():
 
 # ---- worked examples from the paper (spec T1) ---------------------------------------------------
 
+@pytest.mark.slow
 def test_two_person_subgroup_splits_with_probability_50_over_99():
     n = 100
     df = pd.DataFrame({"who": np.arange(n), "y": np.tile(["a", "b"], n // 2)})

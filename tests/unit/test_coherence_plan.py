@@ -88,6 +88,7 @@ def test_adding_a_release_or_adversary_changes_nothing_else():
     pd.testing.assert_frame_equal(alone.tables()["maxima"], m, check_exact=True)
 
 
+@pytest.mark.slow
 def test_export_load_rerun_is_bit_for_bit(tmp_path, monkeypatch):
     plan = _small(sweep=SweepPlan(ReleaseChoice("laplace_table"), (0.1, 10.0), 3), theory=TheoryPlan(),
                   custom_subgroups=(CustomSubgroup("", (Condition("race", ("White", "Black")),)),))

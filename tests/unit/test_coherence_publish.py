@@ -75,6 +75,7 @@ def test_seeded_simulation_reproduces_and_secure_release_does_not():
     assert not np.allclose(s1.table.iloc[:, -1], s2.table.iloc[:, -1])
 
 
+@pytest.mark.slow
 def test_seeded_synthesizer_simulation_reproduces():
     plan = PublishPlan(lens=LENS, release=_choice("synth_independent", epsilon=1.0), seed=3)
     pd.testing.assert_frame_equal(publish(plan, secure=False).table, publish(plan, secure=False).table)

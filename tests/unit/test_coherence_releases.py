@@ -96,6 +96,7 @@ def test_tables_count_on_the_public_domain_and_add_noise():
         table_counts(pd.DataFrame({"a": [0], "b": [0], "y": [1]}), wide)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", [k for k in RELEASES if k.startswith(("synth_", "strat_"))])
 def test_synthesizer_releases_return_microdata_of_half_size(key):
     codes, schema = _half()
@@ -127,6 +128,7 @@ def test_encode_for_audit_rejects_wide_or_missing_columns():
         encode_for_audit(df, ["zzz"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adv", sorted(ADVERSARIES))
 def test_adversaries_give_deterministic_scores_in_range_on_both_report_kinds(adv):
     codes, schema = _half()

@@ -55,6 +55,7 @@ def test_classes_merge_people_with_the_same_cell_and_subgroups():
     assert ca.tolist() == [[1, 1, 0], [0, 1, 0]] and cb.tolist() == [[1, 2, 0], [0, 1, 0]]
 
 
+@pytest.mark.slow
 def test_people_are_classed_once_per_audit_whatever_the_trials(monkeypatch):
     built = []
     real = audit_mod.SideCounts
@@ -70,6 +71,7 @@ def test_people_are_classed_once_per_audit_whatever_the_trials(monkeypatch):
     assert built == [800, 800]
 
 
+@pytest.mark.slow
 def test_the_data_are_shipped_once_per_audit_not_once_per_task(monkeypatch):
     """On a cluster, the codes, the people's classes and the lens cells are scattered once; every
     task carries only references and its trial numbers, so a task's bytes do not grow with the rows."""

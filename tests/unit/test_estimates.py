@@ -84,6 +84,7 @@ def test_gem_rounds_of_a_stratum_follow_its_share_with_a_floor_of_ten():
     assert fit_features("aim", AIMParams(), 10, dims)["units"] == pytest.approx(32 * 8 / 1e5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("synth", ["independent", "mst", "aim", "gem"])
 def test_more_rows_seeds_epsilons_or_strata_are_never_cheaper(synth):
     """The cost model's order, from fixed coefficients and no clock: a bigger sweep never costs less."""

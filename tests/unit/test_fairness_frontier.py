@@ -144,6 +144,7 @@ def test_fpr_gap_along_the_sweep(sweep):
     assert gap.iloc[-1]["fpr_gap"] > 0.05        # the unconstrained fit flags more African-Americans wrongly
 
 
+@pytest.mark.slow
 def test_points_do_not_depend_on_the_other_points_or_the_warm_start():
     """Each point starts its logistic oracle from the unconstrained fit (a function of the data
     only), so a point's numbers are the same whichever sweep it belongs to, and the same as from a

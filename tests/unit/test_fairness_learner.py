@@ -232,6 +232,7 @@ def test_constraint_people_join_at_zero_cost_and_leave_real_rows_untouched():
         with_constraint_people(data, people.drop(columns=["race"]))
 
 
+@pytest.mark.slow
 def test_fit_on_synthetic_constraint_people_tightens_their_pairs_as_gamma_falls():
     from core.fairness.learner import fit_with_constraint_people
     from core.fairness.learning_data import compas_learning_data

@@ -1,4 +1,6 @@
 """One list of geography sources and one Georgia loader, shared by the census and districts areas."""
+import pytest
+
 from core.census import geography_data
 from core.districts import workflow
 from core.geography import sources
@@ -11,6 +13,7 @@ def test_each_area_offers_a_subset_of_the_one_list_with_the_same_labels():
     assert list(workflow.GEOGRAPHIES) == ["grid", "georgia", "upload"]
 
 
+@pytest.mark.slow
 def test_both_pages_read_the_same_georgia_and_know_it_is_cached():
     sources._GEORGIA.clear()            # an earlier test may hold one built under another cache folder
     blocks = workflow.build_geography("georgia", (), 0)

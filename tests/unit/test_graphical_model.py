@@ -41,6 +41,7 @@ def noisy(rows, cliques, sigma, seed=1):
             for cl in cliques]
 
 
+@pytest.mark.slow
 def test_matches_mbi_on_a_cycle_that_needs_triangulation():
     rows = sample_rows()
     # a-b-c-d-a is a 4-cycle (no chord measured), plus a 3-way clique and a pendant column
@@ -94,6 +95,7 @@ def test_junction_tree_is_valid_and_triangulates_cycles():
     assert sorted(chain.nodes) == [("a", "b"), ("b", "c"), ("c", "d"), ("e",), ("f",)]
 
 
+@pytest.mark.slow
 def test_model_size_and_estimate_never_import_jax():
     code = (
         "import sys\n"

@@ -67,6 +67,7 @@ def test_default_is_empty():
     assert Result.headline_uncertainty(object.__new__(Result)) == {}
 
 
+@pytest.mark.slow
 def test_parts_the_page_fixtures_leave_out_are_covered_too(synthesis, learning, mean_release):
     """Release, simulated panel, ranking, learning frontier, companion and the mean release."""
     for result in [synthesis, learning, mean_release, *_others()]:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
@@ -16,6 +18,7 @@ print(json.dumps({"ui": ui}))
 """
 
 
+@pytest.mark.slow
 def test_import_core_skips_streamlit_and_plotly():
     done = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True,
                           timeout=300, check=True)

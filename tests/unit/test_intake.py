@@ -205,6 +205,7 @@ def test_bounds_bins_fill_and_outside_categories_by_hand():
     assert report.rows_in == report.rows_out == 18
 
 
+@pytest.mark.slow
 def test_contribution_bounding_keeps_at_most_k_rows_per_person_seeded(messy, draft):
     per_person_raw = messy["person_id"].value_counts()
     assert per_person_raw["P00007"] == 4
@@ -324,6 +325,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return core_command("data", *args)
 
 
+@pytest.mark.slow
 def test_python_m_core_runs_as_its_own_process(tmp_path):
     """The one real ``python -m core`` (the others call its ``main`` in the test's process)."""
     schema_path = tmp_path / "schema.json"
@@ -333,6 +335,7 @@ def test_python_m_core_runs_as_its_own_process(tmp_path):
     assert json.loads(schema_path.read_text())["columns"]
 
 
+@pytest.mark.slow
 def test_command_line_profile_check_apply(tmp_path):
     schema_path, clean_path = tmp_path / "schema.json", tmp_path / "clean.csv"
     done = cli("profile", str(MESSY), "--out", str(schema_path))

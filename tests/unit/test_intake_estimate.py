@@ -151,6 +151,7 @@ def test_common_labels_are_returned_and_the_ledger_states_epsilon_with_its_delta
     assert "west" not in " ".join(s.measured + s.label for s in ledger.spends)
 
 
+@pytest.mark.slow
 def test_a_label_one_person_holds_is_never_returned_at_the_default_threshold():
     values = pd.Series(["a"] * 500 + ["b"] * 200 + ["only-me"])
     shown = sum("only-me" in estimate_categories(values, 1.0, secure=False, rng=s)[0] for s in range(2000))
@@ -162,6 +163,7 @@ def test_a_label_one_person_holds_is_never_returned_at_the_default_threshold():
     assert shown3 == 0
 
 
+@pytest.mark.slow
 def test_the_chance_a_singleton_label_shows_stays_within_delta():
     # at a large delta the bound can be checked statistically: P(shown) <= delta, with a 4-sd margin
     delta, draws = 0.05, 4000

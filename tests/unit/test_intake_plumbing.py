@@ -190,6 +190,7 @@ def test_load_microdata_reads_cleans_and_checks_the_fingerprint(raw, schema):
     assert load_microdata(DataRef("cps")).shape == (50_000, 10)
 
 
+@pytest.mark.slow
 def test_an_excel_data_set_is_read_by_its_declared_suffix(tmp_path, raw, schema):
     path = tmp_path / "messy.xlsx"
     read_table(MESSY).to_excel(path, index=False)

@@ -157,6 +157,7 @@ def processes():
         job.cancel()
 
 
+@pytest.mark.slow
 def test_a_job_process_reports_progress_and_returns_its_result(processes):
     job = processes.submit(jobs_support.double, 21, owner="A", key="double 21", label="Doubling")
     assert job.wait(300)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("core", "dashboard")
 
@@ -53,12 +55,14 @@ def private_imports(root: Path = REPO) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_private_name_from_another():
     found = private_imports()
     unexplained = [f for f in found if f not in ALLOWED]
     assert not unexplained, "private names imported across modules:\n" + "\n".join(unexplained)
 
 
+@pytest.mark.slow
 def test_allow_list_has_no_stale_entries():
     stale = sorted(set(ALLOWED) - set(private_imports()))
     assert not stale, f"fixed, remove from ALLOWED: {stale}"

@@ -228,6 +228,7 @@ def test_mechanism_ids_carry_parameters_between_pages():
             m.get_mechanism(bad)
 
 
+@pytest.mark.slow
 def test_generalized_gaussian_is_calibrated_for_the_counts_one_person_changes():
     from core.privacy.calibration import calibrate_generalized_gaussian, gg_scale_estimate
     gg = m.get_mechanism("generalized_gaussian")
@@ -240,6 +241,7 @@ def test_generalized_gaussian_is_calibrated_for_the_counts_one_person_changes():
     assert draws.shape == (1000,)
 
 
+@pytest.mark.slow
 def test_exponential_mechanism_matches_its_distribution_and_skips_minus_infinity():
     rng = np.random.default_rng(0)
     scores = np.array([0.0, 1.0, -np.inf, 2.0])

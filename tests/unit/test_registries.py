@@ -136,6 +136,7 @@ def _synthesis_frame(n=800, seed=0) -> pd.DataFrame:
                         ).astype("category")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(WALKED["synthesizer"]))
 def test_synthesizer_fits_plans_its_noise_rides_in_a_plan_and_is_an_audit_release(key):
     from core.coherence.releases import RELEASES
@@ -159,6 +160,7 @@ def test_synthesizer_fits_plans_its_noise_rides_in_a_plan_and_is_an_audit_releas
     assert len(audit_keys) >= 2, f"{key}: no pooled and stratified audit release"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(WALKED["mechanism"]))
 def test_mechanism_rides_in_a_budget_plan_runs_and_reports(key):
     from core.census import BudgetPlan
@@ -179,6 +181,7 @@ def _district_plan(**changes):
     return base.replace(**changes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(WALKED["generator"]))
 def test_generator_rides_in_a_district_plan_runs_and_reports(key):
     from core.districts.workflow import run
@@ -221,6 +224,7 @@ def _audit(releases, adversaries):
     return result.comparison
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(WALKED["release"]))
 def test_release_rides_in_an_audit_plan_and_runs(key):
     from core.coherence import AdversaryChoice, ReleaseChoice
@@ -229,6 +233,7 @@ def test_release_rides_in_an_audit_plan_and_runs(key):
     assert len(res.releases) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(WALKED["adversary"]))
 def test_adversary_rides_in_an_audit_plan_and_runs(key):
     from core.coherence import AdversaryChoice, ReleaseChoice
@@ -246,6 +251,7 @@ def test_learner_rides_in_a_group_fairness_plan_runs_and_reports(key):
     _report_round_trip(result, "Group fairness and ranking")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(WALKED["oracle"]))
 def test_oracle_rides_in_a_learning_plan_runs_and_reports(key):
     from core.fairness import ConstraintTable, FrontierPlan, LearningPlan, run_learning

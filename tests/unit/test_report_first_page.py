@@ -331,6 +331,7 @@ def same_but_ids(x: str, y: str) -> bool:
     return re.sub(uuid, "id", x) == re.sub(uuid, "id", y)
 
 
+@pytest.mark.slow
 def test_command_line_makes_the_same_report_from_saved_json(budget_a, budget_b, tmp_path):
     from core.__main__ import main
     a, b = tmp_path / "a.json", tmp_path / "b.json"

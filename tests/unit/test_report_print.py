@@ -90,6 +90,7 @@ def first_page(text: str) -> str:
 
 # ------------------------------------------------------------------------------------------ figures
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", list(AREAS))
 def test_every_printed_figure_has_readable_text_and_fits_a4_and_letter(results, page):
     from dashboard.components.stakeholder_figures import default_figures
@@ -192,6 +193,7 @@ def test_paper_sizes_are_a4_and_letter_and_anything_else_is_refused_in_words():
 
 @pytest.mark.skipif(chromium_path() is None or shutil.which("pdftotext") is None,
                     reason="needs Chromium and poppler's pdftotext")
+@pytest.mark.slow
 def test_the_printed_first_page_leads_with_the_verdict_on_a4_and_letter(results, tmp_path):
     from core.__main__ import main
     result = results["Coherence audit"]

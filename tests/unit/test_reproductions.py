@@ -115,6 +115,7 @@ def test_paper_errors_table():
     assert isinstance(table, pd.DataFrame)
 
 
+@pytest.mark.slow
 def test_causal_ranking_rows_check_the_moving_company_findings():
     keys = ["mc_input_white_men", "mc_top_white_men", "mc_top_black_women", "mc_resolving_black_men",
             "mc_resolving_white_men", "mc_resolving_utility_loss", "mc_nonresolving_parity"]

@@ -57,6 +57,7 @@ def results():
     return {page: make() for page, make in PAGES.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", list(PAGES))
 def test_one_report_per_page_holds_its_headline_numbers(results, page):
     result = results[page]
@@ -112,6 +113,7 @@ def test_plan_in_plain_words_and_uncertainty_columns(results):
     assert uncertainty_columns(df) == ["error sd", "95% CI low"]
 
 
+@pytest.mark.slow
 def test_pdf_needs_chromium_and_prints_when_present(results, tmp_path):
     text = report_html(results["District maps"], page="District maps",
                        figures=[go.Figure(go.Bar(x=[1, 2], y=[3, 4]))])
@@ -125,6 +127,7 @@ def test_pdf_needs_chromium_and_prints_when_present(results, tmp_path):
 
 @pytest.mark.parametrize("page,least", [("Budget allocation", 3), ("District maps", 1), ("Coherence audit", 1),
                                         ("Stratified synthesis", 1), ("Group fairness and ranking", 2)])
+@pytest.mark.slow
 def test_default_figures_are_the_pages_own(results, page, least):
     from dashboard.components.stakeholder_figures import default_figures
     figs = default_figures(results[page])
@@ -177,6 +180,7 @@ def test_plan_lines_read_as_words_and_leave_out_what_the_plan_did_not_ask_for():
     assert any(depth == 1 for depth, _, _ in lines)            # nested settings indented under their group
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", list(PAGES))
 def test_every_page_gives_an_ab_report_with_its_overlay(results, page):
     from core.compare import compare_results

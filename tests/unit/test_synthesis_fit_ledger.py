@@ -157,6 +157,7 @@ def test_aim_noise_table_matches_a_real_fit():
     assert loose["stratum two-way cell sd"] > 3 * row["stratum two-way cell sd"]
 
 
+@pytest.mark.slow
 def test_gem_noise_table_matches_a_real_fit():
     from core.synthesis.gem import GEM
     df = frame(600)

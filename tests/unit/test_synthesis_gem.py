@@ -36,6 +36,7 @@ def test_the_published_accounting_would_have_spent_far_more():
     assert rho_to_epsilon(rho_for_epsilon(0.1, 1e-9), 1e-9) == pytest.approx(0.1)
 
 
+@pytest.mark.slow
 def test_ledger_sums_to_the_stated_total_with_every_round():
     rho = 1e-4
     model = small().fit(correlated(), DOMAIN, rho, np.random.default_rng(0))
@@ -45,6 +46,7 @@ def test_ledger_sums_to_the_stated_total_with_every_round():
     assert len(labels) == 1 + 2 * (5 - 1) and len(model.rounds_) == 4
 
 
+@pytest.mark.slow
 def test_huge_budget_recovers_the_workload_marginals():
     df = correlated()
     model = GEM(rounds=4, steps=400, batch=256, hidden=64, noise_dim=16, learning_rate=3e-3).fit(
@@ -88,6 +90,7 @@ def strata_frame(n: int = 1200, seed: int = 5) -> tuple[pd.DataFrame, dict]:
     return df, {**DOMAIN, "s": 3}
 
 
+@pytest.mark.slow
 def test_tiny_budget_stops_within_it_and_records_every_round():
     rho = 1e-7
     model = small(rounds=6).fit(correlated(500), DOMAIN, rho, np.random.default_rng(3))
@@ -146,6 +149,7 @@ class Compiles:
         jax.monitoring.unregister_event_duration_listener(self._listener)
 
 
+@pytest.mark.slow
 def test_strata_share_one_compiled_program():
     from core.synthesis.gem import programs
 
@@ -210,6 +214,7 @@ def test_sampling_any_size_reuses_one_program_and_keeps_the_domain():
         model.sample(-1, np.random.default_rng(0))
 
 
+@pytest.mark.slow
 def test_stratum_rounds_follow_the_share_of_rows_and_each_stratum_spends_its_budget():
     df, dom = strata_frame(2000)
     df["s"] = np.repeat([0, 1, 2], [1500, 400, 100])      # public sizes: 75%, 20%, 5% of the rows
@@ -251,6 +256,7 @@ class FixedNoise:
         return 0
 
 
+@pytest.mark.slow
 def test_a_marginal_measured_twice_keeps_both_at_their_inverse_variance_mean():
     df = correlated(600)[["a", "b"]]                 # one pair: every later round measures a x b
     dom = {"a": 2, "b": 3}
@@ -304,6 +310,7 @@ def test_seeded_runs_with_repeated_marginals_are_reproducible():
     np.testing.assert_array_equal(y1, y2)
 
 
+@pytest.mark.slow
 def test_parity_and_group_metrics_flow_through_the_sweep():
     df = correlated(1200, 9).astype(str).astype("category")
     df["sex"] = pd.Categorical(np.random.default_rng(1).choice(["F", "M"], len(df)))
@@ -351,6 +358,7 @@ def planned_ledger(rho: float, planned: int, run: int, d: int, chosen: list[str]
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, scale_rounds", [(3000, False), (300, True)])
 def test_the_ledger_is_the_planned_rounds_and_spends(n, scale_rounds):
     """How the generator is trained (rows per step, program shapes, steps) never changes what a fit spends:
@@ -371,6 +379,7 @@ def test_the_ledger_is_the_planned_rounds_and_spends(n, scale_rounds):
     assert math.fsum(a for _, a, _ in got) == pytest.approx(rho, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_a_seeded_fit_spends_the_same_whatever_the_network_and_training_settings():
     """The rounds a fit runs depend on its noisy total (round 1); the generator's size and training settings
     (width, noise input, rows per step, steps, learning rate) must not move that noise, so a seed's ledger

@@ -69,6 +69,7 @@ def test_stratified_estimator_error_matches_theory_on_real_draws():
     assert runs.std() == pytest.approx(me.population_error_sd(sizes, R, gamma, eps), rel=0.05)
 
 
+@pytest.mark.slow
 def test_gaussian_means_match_their_closed_form():
     # rho-zCDP versions: the clipped mean's noise sd is (2B/n)/sqrt(2 rho), and the stratified
     # population error adds one such term per stratum, weighted by g_i/n

@@ -155,6 +155,7 @@ def _plan(columns=COLS, strata=("sex", "race"), epsilons=(1.0,), seeds=(0,), tar
                          sweep=SweepPlan(epsilons=epsilons, seeds=seeds, n_trees=5), **kw)
 
 
+@pytest.mark.slow
 def test_sweep_is_tidy_and_spends_the_declared_budget(small_cps):
     plan = _plan(epsilons=(0.3, 3.0), seeds=(0, 1), count_share=0.2)
     res = run_sweep(plan, small_cps)
@@ -171,6 +172,7 @@ def test_sweep_is_tidy_and_spends_the_declared_budget(small_cps):
     assert "rho" in res.budget_statement
 
 
+@pytest.mark.slow
 def test_sweep_fanned_out_over_workers_gives_the_same_numbers(small_cps):
     # the page spreads a sweep's fits over the cores; every run seeds itself, so scheduling cannot matter
     plan = _plan(seeds=(0, 1))
@@ -211,6 +213,7 @@ def test_release_has_labels_and_budget_statement(small_cps):
     assert len(pooled.ledger) == 1 and len(pooled.data) == len(small_cps)
 
 
+@pytest.mark.slow
 def test_summaries_for_the_page(small_cps):
     from core.synthesis.sweep import curve_table, noise_table, smallest_strata, strata_overview, worst_group_table
     plan = _plan(epsilons=(0.5, 5.0), seeds=(0, 1), size_policy="public", sizes_declared_public=True)
@@ -313,6 +316,7 @@ def test_population_figures_use_the_same_marginals_as_the_groups(small_cps):
     assert table.loc["pooled", "population"] == pytest.approx(om["tvd_2way"])
 
 
+@pytest.mark.slow
 def test_named_views_pick_the_main_measure_and_the_headline_reads_them(small_cps):
     """Two or more columns besides the strata: two-way TVD leads; the headline quotes its worst group
     and population figure at the largest epsilon, each the mean over seeds of the sweep's own rows."""

@@ -118,6 +118,7 @@ def test_ancestral_sampling_matches_model_with_compression():
     assert model.sum() == pytest.approx(1.0) and (model >= 0).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(SYNTHESIZERS))
 def test_samples_have_declared_domain(key, chain):
     df, dom = chain

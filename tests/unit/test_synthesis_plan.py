@@ -85,6 +85,7 @@ def test_dp_count_release_shares_no_exact_stratum_size():
     assert abs(len(rel.data) - 50_000) < 6 * 10 * math.sqrt(10 / (2 * 0.1 * rho_for_epsilon(1.0, DELTA)))
 
 
+@pytest.mark.slow
 def test_dp_count_sweep_export_keeps_exact_sizes_out_but_public_sizes_may_show():
     sweep = SweepPlan(epsilons=(1.0,), seeds=(0,), n_trees=5)
     plan = cps_plan(columns=("education", "sex", "race", "income"), sweep=sweep)
@@ -253,6 +254,7 @@ def page_default_plan() -> SynthesisPlan:
                          release=ReleasePlan(epsilon=1.0), means=MeansPlan(epsilons=(1.0,), runs=10))
 
 
+@pytest.mark.slow
 def test_report_reloads_and_reruns_bit_for_bit(tmp_path):
     plan = page_default_plan()
     result = run(plan)

@@ -91,6 +91,7 @@ def words_of(fragment: str) -> str:
 
 # ------------------------------------------------------------------------------ every table compares
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", list(PAIRS))
 def test_every_table_of_every_page_compares_in_the_panel_the_zip_and_the_ab_report(pairs, page):
     a, b = pairs[page]
@@ -275,6 +276,7 @@ FIRST_PAGE_PAGES = ["Budget allocation", "Coherence audit", "District maps", "St
                     "Group fairness and ranking", "Fairness elicitation"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", FIRST_PAGE_PAGES)
 def test_first_page_numbers_have_units_and_no_machine_keys(pairs, page, tmp_path):
     from core.privacy.ledger import Spend

@@ -132,6 +132,7 @@ def one_way(frame):
     (one_way, 1.0),                 # a one-way marginal a synthesizer measures
     (two_way, 1.0),                 # a two-way marginal a synthesizer measures
 ])
+@pytest.mark.slow
 def test_one_whole_person_moves_each_statistic_by_at_most_its_stated_sensitivity(bounded, statistic, per_row):
     stated = ProtectionUnit(K, person_id=True).sensitivity(per_row)
     assert stated == K * per_row

@@ -48,6 +48,7 @@ def test_switching_to_cps(app):
     assert "seed 20240601" in _provenance(app)
 
 
+@pytest.mark.slow
 def test_the_picker_offers_no_plain_upload_and_points_to_the_data_step(app):
     """One intake: a curator's own file comes through the Data step's declaration, never a page-local upload
     (keyed by its bytes, it could not keep one budget per population)."""
