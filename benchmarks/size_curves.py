@@ -155,7 +155,7 @@ def main() -> None:
     sizes = [int(s) for s in args.rows.split(",")]
     print(f"AIM size curve: CPS columns ({codes.shape[1]}), epsilon {EPSILON:g}, delta {DELTA:g}, seed {SEED}")
     points = []
-    if args.repeat > 1:
+    if args.repeats > 1:
         aim_point(codes, dom, sizes[0])     # warm-up (imports, first allocations), discarded
     print(HEADER, flush=True)
     for n in sizes:

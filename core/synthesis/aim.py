@@ -45,6 +45,7 @@ from core.synthesis.graphical_model import Measurement, estimate, model_size_mb,
 from core.synthesis.noise import noise_source
 
 MEASURE_SHARE = 0.9
+ACCELERATE_MB = 2.0   # rounds whose model is larger take accelerated steps, half as many: see the module docstring
 WITHIN_NOISE = None   # the noise-level stop is off by default: see the module docstring
 
 
@@ -75,7 +76,8 @@ class AIM:
 
     def __init__(self, degree: int = 2, max_cells: int = 10_000, max_model_mb: float = 80.0,
                  max_rounds: int | None = None, iters: int = 100,
-                 within_noise: float | None = WITHIN_NOISE, accelerate: bool = True) -> None:
+                 within_noise: float | None = WITHIN_NOISE, accelerate: bool = True,
+                 accelerate_mb: float = ACCELERATE_MB) -> None:
         self.degree = int(degree)
         self.max_cells = int(max_cells)
         self.max_model_mb = float(max_model_mb)
@@ -83,16 +85,29 @@ class AIM:
         self.iters = int(iters)
         self.within_noise = within_noise
         self.accelerate = bool(accelerate)
+        self.accelerate_mb = float(accelerate_mb)
 
-    def _estimate(self, measurements, iters, warm_start, t: int, accelerate: bool = False):
-        """Re-fit the model (at most ``iters`` steps, stopping once the fit is within the noise;
-        accelerated descent when asked) and record the estimate's cost: round, model size, steps,
-        CPU seconds."""
+    def schedule(self, model_mb: float, final: bool = False) -> tuple[int, bool]:
+        """(at most how many steps, accelerated or not) of a fit on a model of ``model_mb`` megabytes:
+        a round's fit takes ``iters`` plain steps, or, with ``accelerate`` and a model larger than
+        ``accelerate_mb``, half as many accelerated ones; the final fit takes 1.5 ``iters`` accelerated
+        steps (3 ``iters`` plain ones without ``accelerate``). See the module docstring."""
+        if final:
+            return (3 * self.iters // 2, True) if self.accelerate else (3 * self.iters, False)
+        if self.accelerate and model_mb > self.accelerate_mb:
+            return self.iters // 2, True
+        return self.iters, False
+
+    def _estimate(self, measurements, warm_start, t: int, final: bool = False):
+        """Re-fit the model (the steps of ``schedule``, stopping once the fit is within the noise) and
+        record the estimate's cost: round, model size, steps, CPU seconds, accelerated or not."""
         t0 = time.process_time()
+        mb = model_size_mb(self.domain_, [m.clique for m in measurements])
+        iters, accelerate = self.schedule(mb, final)
         model = estimate(self.domain_, measurements, iters, warm_start=warm_start, within_noise=self.within_noise,
                          accelerate=accelerate)
-        self.estimates_.append({"round": t, "model_mb": model_size_mb(self.domain_, [m.clique for m in measurements]),
-                                "steps": model.iterations, "cpu_s": time.process_time() - t0})
+        self.estimates_.append({"round": t, "model_mb": mb, "steps": model.iterations, "accelerated": accelerate,
+                                "cpu_s": time.process_time() - t0})
         return model
 
     def planned_sds(self, d: int, rho: float) -> tuple[float, float]:
@@ -161,7 +176,7 @@ class AIM:
         # one-way marginals first, released together: L2 sensitivity sqrt(d); at most half the budget
         rho_one = rho if not cands else min(d * rho_meas, rho / 2)
         measurements = self._one_way(source, rho_one, noise, "one-way marginals")
-        model = self._estimate(measurements, self.iters, None, 0)
+        model = self._estimate(measurements, None, 0)
         t = 0
         while cands and rho - math.fsum(self.spent_) > 0:
             t += 1
@@ -183,7 +198,7 @@ class AIM:
                 # every candidate would break the model-size cap: the rest of the budget measures the
                 # one-way marginals again (they never grow the model), so nothing is left unspent
                 measurements += self._one_way(source, left, noise, "rest of the budget: one-way marginals")
-                model = self._estimate(measurements, self.iters, model, t)
+                model = self._estimate(measurements, model, t)
                 self.rounds_.append({"round": t, "marginal": "one-way marginals (model-size cap reached)",
                                      "sigma": measurements[-1].sigma, "epsilon_em": float("nan"), "annealed": False})
                 break
@@ -200,7 +215,7 @@ class AIM:
             before = model.project(pick)
             measurements.append(self._measure(source, pick, rho_meas, noise,
                                               f"round {t}: measurement"))
-            model = self._estimate(measurements, self.iters, model, t)
+            model = self._estimate(measurements, model, t)
             moved = float(np.abs(model.project(pick) - before).sum())
             annealed = moved <= math.sqrt(2 / math.pi) * sigma * before.size and not last
             self.rounds_.append({"round": t, "marginal": " x ".join(pick), "sigma": sigma, "epsilon_em": eps_em,
@@ -209,10 +224,7 @@ class AIM:
                 rho_meas, rho_sel = 4 * rho_meas, 4 * rho_sel
             if last:
                 break
-        # after the last spend nothing the fit decides can change the budget's path: the final fit
-        # may take accelerated steps (half as many as plain ones)
-        final_iters = 3 * self.iters // 2 if self.accelerate else 3 * self.iters
-        self.model_ = self._estimate(measurements, final_iters, model, t + 1, self.accelerate) if t else model
+        self.model_ = self._estimate(measurements, model, t + 1, final=True) if t else model
         self.measured_ = [m.clique for m in measurements]
         self.rho_ = rho
         return self
