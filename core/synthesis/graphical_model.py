@@ -245,31 +245,49 @@ def _sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     adjacent summed axes is one axis of a C-ordered reshape (rows, run, columns), summed by one
     matrix product (BLAS), which on blocks like (4, 5, 2, 3, 5, 9, 8) is several times faster than
     numpy's reduction over a short axis or a sum of its slices. The same sum up to the order of
-    the floating-point additions."""
+    the floating-point additions. The products to take are worked out once per shape and axes
+    (``_sum_plan``): a step sums thousands of blocks of a few shapes."""
     if x.size < _PRODUCT_MIN or not axes:
         return x.sum(axis=tuple(axes), keepdims=True) if axes else x
-    axes = set(axes)
+    products, shape = _sum_plan(x.shape, tuple(axes))
+    y = x
+    for rows, n, cols in products:
+        if cols == 1:
+            y = y.reshape(rows, n) @ _ones(n)
+        elif rows == 1:
+            y = _ones(n) @ y.reshape(n, cols)
+        else:
+            y = np.matmul(_ones(n), y.reshape(rows, n, cols))
+    return y.reshape(shape)
+
+
+@functools.lru_cache(maxsize=65536)
+def _sum_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[tuple, tuple[int, ...]]:
+    """The matrix products of ``_sum`` for a table of ``shape`` summed over ``axes``: (rows, run,
+    columns) of each run of adjacent summed axes, the last run first, and the result's shape."""
+    summed = set(axes)
     runs: list[list] = []            # [cells, summed] of each run of adjacent axes
-    for a, n in enumerate(x.shape):
-        if runs and runs[-1][1] == (a in axes):
+    for a, n in enumerate(shape):
+        if runs and runs[-1][1] == (a in summed):
             runs[-1][0] *= n
         else:
-            runs.append([n, a in axes])
+            runs.append([n, a in summed])
     dims = [n for n, _ in runs]
-    y = x
+    products = []
     for i in range(len(runs) - 1, -1, -1):
-        n, summed = runs[i]
-        if not summed:
-            continue
-        rows, cols = math.prod(dims[:i]), math.prod(dims[i + 1:])
-        if cols == 1:
-            y = y.reshape(rows, n) @ np.ones(n)
-        elif rows == 1:
-            y = np.ones(n) @ y.reshape(n, cols)
-        else:
-            y = np.matmul(np.ones(n), y.reshape(rows, n, cols))
-        dims[i] = 1
-    return np.reshape(y, tuple(1 if a in axes else n for a, n in enumerate(x.shape)))
+        n, is_summed = runs[i]
+        if is_summed:
+            products.append((math.prod(dims[:i]), n, math.prod(dims[i + 1:])))
+            dims[i] = 1
+    return tuple(products), tuple(1 if a in summed else n for a, n in enumerate(shape))
+
+
+@functools.lru_cache(maxsize=1024)
+def _ones(n: int) -> np.ndarray:
+    """A read-only vector of ``n`` ones (shared by every ``_sum``)."""
+    out = np.ones(n)
+    out.flags.writeable = False
+    return out
 
 
 def _reduction_plan(shape: tuple[int, ...], targets: Sequence[frozenset]) -> list[tuple[int, tuple, list]]:
