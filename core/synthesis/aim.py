@@ -18,18 +18,19 @@ model is larger than ``accelerate_mb`` (2 MB), 50 accelerated ones (``accelerate
 ``schedule`` says which). The rounds' fits decide the selections and the annealing, so a fit that
 reaches a different loss can take a different path; below the threshold every fit is the one it
 was before, and above it the accelerated steps reach about the loss of twice as many plain ones.
-On CPS rows resampled to 200,000 and 1,000,000 (seeds 0-2, epsilon 1) the mean 2-way TVD went
-from 0.00378 to 0.00370 and from 0.00189 to 0.00182 while the CPU seconds of fit + sample fell
-by a quarter and 30% (9.6 to 7.3 s, 53 to 37 s); at 50,000 and 100,000 the models stay below 2 MB and nothing
-changed. Accelerating every round (no threshold) cost 3% in TVD at 50,000, where a step is cheap
-anyway; 50 or 30 plain steps per round made AIM anneal sooner and stop at smaller models (TVD
-0.00408 and 0.00484 at 200,000). The budget's rules do not depend on the schedule. The final fit,
-after the last spend, takes 150 accelerated steps (without ``accelerate`` 300 plain steps, as
-before): on CPS rows resampled to 50,000, 200,000 and 1,000,000 that gave a
-lower loss and a lower 2-way TVD (0.01092, 0.00363 and 0.00166 against 0.01101, 0.00368 and
-0.00167) at half the steps; at 100,000 the TVD was higher (0.00581 against 0.00565), as it was for
-every accelerated final fit of 100-300 steps there. With
-``within_noise`` set (e.g. 1.0) a fit stops sooner once every measured table is fitted to within its
+On CPS rows resampled to 200,000 and 1,000,000 (AIM seeds 0-4, epsilon 1) the mean 2-way TVD
+went from 0.00386 to 0.00375 and from 0.00184 to 0.00172, and the mean CPU seconds of fit +
+sample from 9.7 to 7.0 and from 49.2 to 39.9 (on two seeds at 1,000,000 the cheaper rounds let
+AIM grow a larger model, 45 and 54 MB instead of 27 and 37, at about the same CPU); at 50,000
+and 100,000 the models stay below 2 MB and nothing changed. Accelerating every round (no
+threshold) cost 3% in TVD at 50,000, where a step is cheap anyway; 50 or 30 plain steps per
+round made AIM anneal sooner and stop at smaller models (TVD 0.00408 and 0.00484 at 200,000).
+The budget's rules do not depend on the schedule. The final fit, after the last spend, takes 150
+accelerated steps (without ``accelerate`` 300 plain steps, as before): on CPS rows resampled to
+50,000, 200,000 and 1,000,000 that gave a lower loss and a lower 2-way TVD (0.01092, 0.00363 and
+0.00166 against 0.01101, 0.00368 and 0.00167) at half the steps; at 100,000 the TVD was higher
+(0.00581 against 0.00565), as it was for every accelerated final fit of 100-300 steps there.
+With ``within_noise`` set (e.g. 1.0) a fit stops sooner once every measured table is fitted to within its
 noise; it is off by default because, on CPS rows resampled to 50,000-200,000, the tables rarely all
 get there within 100 steps (2 of 31 fits ended early at 50,000, none at 100,000), so it saves
 little and moved the 2-way TVD by +0.00005 at 50,000. Each estimate's model size, steps, kind of
