@@ -236,7 +236,7 @@ def test_accelerated_descent_reaches_plain_descents_loss_in_fewer_steps_and_neve
     assert np.allclose(kept.project(("a", "b")), fast.project(("a", "b")), atol=1e-6)
 
 
-def test_aim_accelerates_only_the_final_fit_so_the_budgets_path_is_unchanged():
+def test_on_models_below_accelerate_mb_aim_accelerates_only_the_final_fit_so_the_path_is_unchanged():
     df = pd.DataFrame(rows(3000, 16))
     fits = {}
     for accelerate in (False, True):
