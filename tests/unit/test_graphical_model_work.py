@@ -137,6 +137,22 @@ def test_sum_by_matrix_products_equals_numpys(shape, axes):
     assert np.allclose(gm._sum(x.transpose(), axes), x.transpose().sum(axis=axes, keepdims=True), rtol=1e-12)
 
 
+@pytest.mark.parametrize("part_shape", [(7, 5, 2, 3, 5, 1, 8), (1, 1, 1, 1, 5, 9, 1), (7, 5, 2, 3, 5, 9, 1),
+                                        (1, 5, 1, 3, 1, 9, 8), (7, 5, 2, 3, 5, 9, 8), (1, 1, 1, 1, 1, 1, 1)])
+def test_a_broadcast_table_repeated_out_gives_the_same_sums_bit_for_bit(part_shape):
+    shape = (7, 5, 2, 3, 5, 9, 8)
+    rng = np.random.default_rng(11)
+    x, part = rng.normal(size=shape), rng.normal(size=part_shape)
+    wide = gm._wide(part, shape)
+    assert np.array_equal(np.broadcast_to(wide, shape), np.broadcast_to(part, shape))
+    assert np.array_equal(x + wide, x + part)
+    # what is still broadcast lies outside a run of at least _LONG_RUN cells (or nothing is)
+    broadcast = [k for k in range(len(shape)) if wide.shape[k] == 1 and shape[k] > 1]
+    if broadcast:
+        assert math.prod(shape[broadcast[-1] + 1:]) >= gm._LONG_RUN
+    assert wide.size <= math.prod(shape)
+
+
 def test_aim_records_each_estimate_and_still_spends_exactly_its_budget():
     df = pd.DataFrame(rows(3000, 8))
     model = AIM(max_rounds=5, iters=40).fit(df, DOM, 0.5, np.random.default_rng(9))
@@ -220,7 +236,7 @@ def test_accelerated_descent_reaches_plain_descents_loss_in_fewer_steps_and_neve
     assert np.allclose(kept.project(("a", "b")), fast.project(("a", "b")), atol=1e-6)
 
 
-def test_aim_accelerates_only_the_final_fit_so_the_budgets_path_is_unchanged():
+def test_on_models_below_accelerate_mb_aim_accelerates_only_the_final_fit_so_the_path_is_unchanged():
     df = pd.DataFrame(rows(3000, 16))
     fits = {}
     for accelerate in (False, True):
