@@ -505,6 +505,10 @@ class _Tree:
         for v, _, _, _, _ in self.edges:            # parents first: a clique's separator table is ready
             e, s = shifted[v]
             ratio = np.divide(seps[v].reshape(s.shape), s, out=np.zeros(s.shape), where=s > 0)
+            over = np.isinf(ratio)     # a subnormal sum under a cell the parent gives mass: the quotient overflows
+            if over.any():             # those slices of e become shares of their sum (each at most 1) instead
+                np.divide(e, s, out=e, where=over)
+                ratio[over] = seps[v].reshape(s.shape)[over]
             t = tables[v] = np.empty(e.shape) if tables.get(v) is None else tables[v]
             fill = lambda idx, t=t, e=e, ratio=ratio: np.multiply(e[idx], _part(ratio, idx), out=t[idx])  # noqa: E731
             for (w, _), sep in zip(kids[v], _sweep(t.shape, [axes for _, axes in kids[v]], fill)):

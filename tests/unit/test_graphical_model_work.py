@@ -324,3 +324,21 @@ def test_a_large_root_left_unscaled_gives_the_same_answers_and_tables_once_scale
     lazy_ans, lazy_loss, _ = prob.residual(lazy, factors)
     assert np.allclose(lazy_ans, ans, rtol=1e-12) and lazy_loss == pytest.approx(loss, rel=1e-12)
     assert np.allclose(prob.scale(lazy, factors), scaled, rtol=1e-12)
+
+
+def test_a_separator_cell_whose_sum_is_subnormal_keeps_its_mass_and_makes_no_nan():
+    """A child clique whose potentials on one separator cell sit ~740 below the rest sums that cell to a
+    subnormal number; the parent still gives the cell mass, and the quotient of the two overflows. The
+    child's table must then split the parent's mass by the child's own shares (here all on c = 0, as
+    exp(-746) underflows to 0), never 0 x inf = NaN, and agree with the parent on the separator."""
+    domain = {"a": 5, "b": 2, "c": 2}
+    tree = gm._schedule(*gm._key(domain, [("a", "b"), ("b", "c")]))
+    assert tree.roots == [("a", "b")] and [e[0] for e in tree.edges] == [("b", "c")]
+    theta = {("a", "b"): np.tile([740.0, 0.0], (5, 1)), ("b", "c"): np.array([[-740.0, -746.0], [0.0, 0.0]])}
+    with np.errstate(all="raise"):
+        tables = tree.marginals(theta, total=1000.0)
+    child, parent = tables[("b", "c")], tables[("a", "b")]
+    assert np.isfinite(child).all() and np.isfinite(parent).all()
+    assert child.sum() == pytest.approx(1000.0) and parent.sum() == pytest.approx(1000.0)
+    assert child.sum(axis=1) == pytest.approx(parent.sum(axis=0), rel=1e-9)
+    assert child[0, 1] == 0.0 and child[0, 0] == pytest.approx(parent[:, 0].sum(), rel=1e-9)
