@@ -106,7 +106,7 @@ def drop_foreign_entries(folder: Path, uid: int) -> int:
     Cached results are pickles: one planted by another local user while the folder was open to them
     would run as their code when loaded. Making the folder private afterwards keeps new files out but
     not the ones already there, so trust stops at ownership, checked entry by entry. Links are never
-    followed."""
+    followed. An entry that cannot be removed is a ``ValueError``: the folder is not used with it inside."""
     dropped = 0
     for here, dirs, files in os.walk(folder, topdown=True, followlinks=False):
         for name in list(dirs) + files:
@@ -118,6 +118,10 @@ def drop_foreign_entries(folder: Path, uid: int) -> int:
                     dirs.remove(name)
                 else:
                     path.unlink(missing_ok=True)
+                if os.path.lexists(path):       # a folder of theirs this user may not empty
+                    raise ValueError(f"The result cache holds {path}, which another user put there and this "
+                                     "server could not remove; remove it, or set DASHBOARD_CACHE_DIR to a new "
+                                     "folder (cached results run as code when loaded).")
                 dropped += 1
             elif info.st_mode & 0o022:
                 path.chmod(info.st_mode & ~0o022 & 0o7777)

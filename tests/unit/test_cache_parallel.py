@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -100,6 +101,44 @@ def test_cache_folder_is_private_to_its_user_and_a_planted_folder_is_refused(tmp
         monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(theirs))
         with pytest.raises(ValueError, match="belongs to another user"):
             cache.cached_call(_expensive)(1.0, _Config(2.0, 0))
+
+
+def _planted(joblib: Path) -> dict[str, Path]:
+    """What another local user could have left in a cache folder while it was open: a pickle, a folder of
+    them, and a link out of the folder (the user's own entry beside them)."""
+    (joblib / "theirs").mkdir(parents=True)
+    planted = {"file": joblib / "output.pkl", "folder": joblib / "theirs", "inner": joblib / "theirs" / "output.pkl",
+               "link": joblib / "elsewhere", "mine": joblib / "mine.pkl"}
+    for key in ("file", "inner", "mine"):
+        planted[key].write_bytes(b"not a result")
+    planted["link"].symlink_to(planted["mine"])
+    for key in ("file", "folder", "inner"):
+        os.chown(planted[key], 65534, 65534)
+    return planted
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="planting as another user needs root")
+def test_entries_another_user_planted_are_dropped_before_any_is_loaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cache"))
+    planted = _planted(tmp_path / "cache" / "joblib")
+    cache.forget_checked_folders()
+    assert cache.cached_call(_expensive)(1.0, _Config(2.0, 0)) == 2.0
+    assert [k for k, path in planted.items() if os.path.lexists(path)] == ["mine"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="planting as another user needs root")
+def test_a_planted_folder_that_cannot_be_emptied_refuses_the_cache(tmp_path, monkeypatch):
+    """A server that is not root cannot empty a folder another user owns: the cache is then refused with a
+    ValueError, never used with the planted pickles still inside."""
+    monkeypatch.setenv("DASHBOARD_CACHE_DIR", str(tmp_path / "cache"))
+    planted = _planted(tmp_path / "cache" / "joblib")
+    cache.forget_checked_folders()
+    monkeypatch.setattr(cache.shutil, "rmtree", lambda path, ignore_errors=False: None)   # permission denied
+    with pytest.raises(ValueError, match="could not remove"):
+        cache.cached_call(_expensive)(1.0, _Config(2.0, 0))
+    assert planted["inner"].exists()
+    with pytest.raises(ValueError, match="could not remove"):     # and not on a second try either
+        cache.cached_call(_expensive)(1.0, _Config(2.0, 0))
 
 
 def test_code_digest_follows_source_changes(tmp_path):
