@@ -86,6 +86,18 @@ def isolated_cache(tmp_path_factory):
     yield root
 
 
+SLOW_FIXTURES = {"session_server", "dask_cluster", "traced_queue", "processes"}
+"""Fixtures that start a server, a cluster or job processes: a test that asks for one is ``slow``."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` every test that asks for a fixture of :data:`SLOW_FIXTURES` (``make test-quick`` leaves
+    them out), so a new test of that kind cannot slip into the edit loop unmarked."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def session_server(tmp_path_factory):
     """The one dashboard server of this test process, for every test that drives a real one (the browser

@@ -24,8 +24,6 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 TOP_PACKAGES = ("core", "dashboard")
 
@@ -195,7 +193,6 @@ def test_every_module_has_a_layer():
     assert unplaced == [], f"modules in no layer (add them to LAYERS in {Path(__file__).name}): {unplaced}"
 
 
-@pytest.mark.slow
 def test_no_module_imports_a_higher_layer():
     """Infrastructure and the intake import no area, core never imports dashboard, components never
     import pages, and so on up :data:`LAYERS`."""
@@ -249,7 +246,6 @@ def test_the_command_line_never_reaches_dashboard():
     assert sorted(m for m in seen if m.startswith("dashboard")) == []
 
 
-@pytest.mark.slow
 def test_code_that_core_writes_imports_no_dashboard():
     """A script or notebook that core writes (``python -m core script``) runs with core alone: no string of
     a core module holds a line that imports ``dashboard``."""

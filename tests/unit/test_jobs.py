@@ -264,6 +264,7 @@ def _orphan_after(child_delay: float) -> int:
     return int(out.stdout.split()[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("child_delay", [0.0, 1.0], ids=["watching before the server goes", "server gone first"])
 def test_a_job_ends_with_the_server_that_started_it(child_delay):
     """A job whose server died (and with it the job host, its parent) kills its own process group, also when

@@ -96,6 +96,7 @@ def test_parity_and_group_metrics_flow_through_the_sweep():
     assert np.isfinite(result.group_metrics["value"]).all()
 
 
+@pytest.mark.slow
 def test_fit_and_sample_never_import_jax():
     """The estimator on AIM's hot path is numpy: no JAX program is built (mbi is only a reference)."""
     import subprocess

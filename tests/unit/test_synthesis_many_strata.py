@@ -251,6 +251,7 @@ def test_fits_whose_noisy_total_carries_every_round_are_unchanged():
     assert [s.amount for s in cut.ledger_.spends] == [s.amount for s in kept.ledger_.spends]
 
 
+@pytest.mark.slow
 def test_compiled_programs_are_kept_in_a_private_folder_of_the_cache(tmp_path):
     """In a fresh process (JAX takes its compilation cache folder once per process, so in this one an
     earlier test's cache folder may already hold it)."""
