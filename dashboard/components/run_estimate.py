@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from core.estimates import LONG_RUN_SECONDS, RunEstimate, estimate
+from core.estimates import LONG_RUN_SECONDS, RunEstimate, estimate, interactive_seconds
+from core.jobs import describe_limit, job_queue
 
 
 def plan_estimate(plan, data=None) -> RunEstimate | None:
@@ -21,6 +22,19 @@ def plan_estimate(plan, data=None) -> RunEstimate | None:
         return estimate(plan, data)
     except Exception:   # noqa: BLE001 - a missing or failing estimate must not stop the page
         return None
+
+
+def background_limit(est: RunEstimate) -> str:
+    """What the page says of the time limit of the work it will start: nothing for interactive work (run at
+    once, here); for a background job the queue's limit, after which the job is cancelled with a message
+    (``core.jobs``), and a warning when the estimate's upper end passes it."""
+    if est.seconds <= interactive_seconds():
+        return ""
+    limit = job_queue().limit
+    if est.high > limit:
+        return (f" Its upper estimate passes the background limit of {describe_limit(limit)}, when the run "
+                "would be stopped: make it smaller, or ask for a longer limit (DASHBOARD_JOB_LIMIT).")
+    return f" It runs in the background and is stopped if it runs past {describe_limit(limit)}."
 
 
 def run_estimate_notice(plan, data=None, *, key: str, run: Callable[..., Any] | None = None,
@@ -45,11 +59,12 @@ def run_estimate_notice(plan, data=None, *, key: str, run: Callable[..., Any] | 
     where = st if container is None else container
     st.session_state[f"{key}_estimate"] = est       # what the page said (tests, and the run's observation)
     if not est.is_long(threshold):
-        where.caption(f":material/schedule: {est.sentence()}.")
+        where.caption(f":material/schedule: {est.sentence()}.{background_limit(est)}")
         return True
     box = where.container(border=True)
     box.warning(f"{est.sentence()} (between {est.low / 60:.0f} and {est.high / 60:.0f} minutes). "
-                f"Runs over {threshold / 60:.0f} minutes ask before starting.", icon=":material/schedule:")
+                f"Runs over {threshold / 60:.0f} minutes ask before starting.{background_limit(est)}",
+                icon=":material/schedule:")
     if est.suggestions:
         box.markdown("**Faster:**\n" + "\n".join(f"- {s}" for s in est.suggestions))
     digest = plan.digest()[:12] if hasattr(plan, "digest") else "plan"

@@ -85,3 +85,30 @@ def test_a_cached_plan_starts_without_asking(tmp_path, monkeypatch, cached, allo
     assert not at.exception
     assert at.session_state["allowed"] is allowed
     assert bool(_checkboxes(at, "Start anyway")) is not cached
+
+
+@pytest.mark.parametrize("fixed, limit, says", [
+    (1.0, None, None),                                  # interactive: runs at once, nothing about a limit
+    (60.0, None, "stopped if it runs past 2 h"),        # batch: the background limit, before it starts
+    (1000.0, "600", "passes the background limit of 10 min"),   # longer than the limit: said so
+])
+def test_the_notice_states_the_background_limit_of_batch_work(tmp_path, monkeypatch, fixed, limit, says):
+    from core.jobs import JobQueue, set_job_queue
+
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"probe_seconds": None, "districts": {"fixed": fixed}}))
+    monkeypatch.setenv("DASHBOARD_ESTIMATE_COSTS", str(path))
+    if limit is not None:
+        monkeypatch.setenv("DASHBOARD_JOB_LIMIT", limit)
+    old = set_job_queue(JobQueue())
+    try:
+        at = AppTest.from_string(SCRIPT.format(cached=False), default_timeout=60)
+        at.run()
+    finally:
+        set_job_queue(old)
+    assert not at.exception
+    shown = " ".join(e.value for e in [*at.caption, *at.warning])
+    if says is None:
+        assert "limit" not in shown and "stopped" not in shown
+    else:
+        assert says in shown
