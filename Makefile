@@ -68,6 +68,7 @@ reproduce: install
 # headline figures with the load and date of each (benchmarks/results/figures.md; the README's table).
 bench: install
 	for f in benchmarks/*_bench.py; do $(PY) $$f || exit 1; done
+	$(PY) benchmarks/size_curves.py --repeats 3
 	$(PY) benchmarks/figures.py
 
 # A subset of a few minutes: the core figures at their smaller sizes; the table keeps every other
