@@ -56,6 +56,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from core.areas import AREAS
 from core.contracts import Cancelled
 from core.cache import adopt_code_digests, fingerprint_of, known_code_digests, memory
 from core.cluster import (ChannelReporter, ClusterChannel, client_for, default_n_jobs, scheduler_address,
@@ -85,9 +86,16 @@ TRACE_ENV = "DASHBOARD_JOB_TRACE"
 DEFAULT_LIMIT = 2 * 3600.0
 """Seconds a batch job may run before it is cancelled (``DASHBOARD_JOB_LIMIT`` overrides it)."""
 LIMIT_ENV = "DASHBOARD_JOB_LIMIT"
-PRELOAD = ("core.jobs", "core.cache", "core.parallel", "core.synthesis", "core.districts", "core.fairness",
-           "core.census", "core.coherence")
-"""Modules the job host imports once, so a job's process starts without importing them again."""
+PRELOAD = ("core.jobs", "core.cache", "core.parallel")
+"""Infrastructure the job host always imports once (see :func:`preload_modules` for the areas)."""
+
+
+def preload_modules() -> tuple[str, ...]:
+    """What the job host imports before it forks its first job: :data:`PRELOAD` and the package of every
+    plan type an area has registered in this process (``core.areas``: the server has imported its pages
+    by then), so a job of any page starts without importing its area again. Infrastructure names no area."""
+    areas = sorted({".".join(plan.__module__.split(".")[:2]) for plan in AREAS.plan_types()})
+    return tuple(dict.fromkeys([*PRELOAD, *areas]))
 
 
 def worker_kind() -> str:
@@ -686,7 +694,7 @@ def _repo_on_path() -> None:
 
 
 class JobHost:
-    """The process that starts job processes: a fresh interpreter that imported :data:`PRELOAD` once and
+    """The process that starts job processes: a fresh interpreter that imported its preload once and
     forks one child per job, so a job starts without importing ``core`` again and without running the
     server's ``__main__`` (under Streamlit, the page script) a second time.
 
@@ -794,12 +802,12 @@ def _job_child(fd: int, host: int) -> None:
 
 
 class ProcessExecutor:
-    """A job in a process of its own, forked by the :class:`JobHost` that imported :data:`PRELOAD` once."""
+    """A job in a process of its own, forked by the :class:`JobHost` (which imported its preload once)."""
 
     where = LOCAL_WHERE
 
-    def __init__(self, preload: tuple[str, ...] = PRELOAD) -> None:
-        self.preload = tuple(preload)
+    def __init__(self, preload: tuple[str, ...] | None = None) -> None:
+        self.preload = None if preload is None else tuple(preload)   # None: preload_modules() as the host starts
         self._host: JobHost | None = None
         self._host_lock = threading.Lock()
         _repo_on_path()
@@ -810,7 +818,7 @@ class ProcessExecutor:
             if self._host is None or not self._host.alive():
                 if self._host is not None:
                     self._host.close()
-                self._host = JobHost(self.preload)
+                self._host = JobHost(preload_modules() if self.preload is None else self.preload)
                 atexit.register(self._host.close)
             return self._host
 

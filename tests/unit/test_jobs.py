@@ -344,3 +344,17 @@ def test_a_running_job_states_its_time_limit():
     job = _submit(q, "A", "sweep")
     assert job.status() == "Running on nowhere (stopped after 45 min)"
     ex.finish["sweep"](True, None)
+
+
+def test_the_job_host_preloads_the_areas_registered_here_and_infrastructure_names_none():
+    """The job host imports the areas the server has registered (``core.areas``), so core.jobs need not name
+    them: a string naming an area in it would be an import the layer test cannot see."""
+    import core.census  # noqa: F401 - registers its area, as the server's pages do
+    import core.synthesis  # noqa: F401
+    from core.jobs import PRELOAD, preload_modules
+
+    loaded = preload_modules()
+    assert loaded[:len(PRELOAD)] == PRELOAD and {"core.census", "core.synthesis"} <= set(loaded)
+    assert len(loaded) == len(set(loaded))
+    source = Path(preload_modules.__code__.co_filename).read_text()
+    assert [a for a in ("census", "districts", "synthesis", "coherence", "fairness") if f'"core.{a}"' in source] == []
