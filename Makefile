@@ -64,11 +64,11 @@ test-quick: install-dev
 reproduce: install
 	$(PY) scripts/reproduce.py --errors
 
-# Every benchmark, each compared call timed warm (benchmarks/timing.py), then the one table of their
-# headline figures with the load and date of each (benchmarks/results/figures.md; the README's table).
+# Every benchmark, each compared call timed warm (benchmarks/timing.py; AIM's size curve is drawn by
+# aim_estimator_bench.py with size_curves.py's functions), then the one table of their headline figures
+# with the load and date of each (benchmarks/results/figures.md; the README's table).
 bench: install
 	for f in benchmarks/*_bench.py; do $(PY) $$f || exit 1; done
-	$(PY) benchmarks/size_curves.py --repeats 3
 	$(PY) benchmarks/figures.py
 
 # A subset of a few minutes: the core figures at their smaller sizes; the table keeps every other

@@ -140,8 +140,12 @@ def print_curve(points: list[dict]) -> None:
     for p in points:
         record(f"AIM fit + sample, {p['rows']:,} rows resampled from CPS, epsilon {EPSILON:g} "
                f"(2-way TVD {p['tvd']:.4f})", Value(p["cpu_s"], *p["cpu_range"]), load=p["load"])
-    print(f"fitted exponent (least squares on log-log, all sizes): {fitted_exponent(points):.2f}; "
+    slope = fitted_exponent(points)
+    print(f"fitted exponent (least squares on log-log, all sizes): {slope:.2f}; "
           f"load average now {os.getloadavg()[0]:.1f}")
+    if len(points) > 1:
+        record(f"AIM size curve's growth exponent, {points[0]['rows']:,} to {points[-1]['rows']:,} rows "
+               "(least squares on log-log CPU seconds)", slope, unit="", clock="CPU", load=points[-1]["load"])
 
 
 def compare_spends(points: list[dict], path: str) -> None:
