@@ -342,3 +342,20 @@ def test_a_separator_cell_whose_sum_is_subnormal_keeps_its_mass_and_makes_no_nan
     assert child.sum() == pytest.approx(1000.0) and parent.sum() == pytest.approx(1000.0)
     assert child.sum(axis=1) == pytest.approx(parent.sum(axis=0), rel=1e-9)
     assert child[0, 1] == 0.0 and child[0, 0] == pytest.approx(parent[:, 0].sum(), rel=1e-9)
+
+
+def test_the_estimator_runs_blas_on_one_thread_and_gives_the_threads_back(monkeypatch):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    seen = []
+    real = gm.minimum_variance_total
+    monkeypatch.setattr(gm, "minimum_variance_total", lambda meas: (seen.append(blas_threads()), real(meas))[1])
+    data = rows()
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        estimate(DOM, [Measurement(cl, counts(data, cl), 1.0) for cl in [("a", "b"), ("b", "c"), ("a", "c")]], 20)
+        assert blas_threads() == before
+    assert seen and all(n == 1 for threads in seen for n in threads)
