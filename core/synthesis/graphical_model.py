@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from core.synthesis.sampling import draw_conditional
 
@@ -997,9 +997,16 @@ def _one_blas_thread(func):
     with two BLAS threads, 28 s with one)."""
     @functools.wraps(func)
     def in_one_thread(*args, **kwargs):
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _blas_libraries().limit(limits=1, user_api="blas"):
             return func(*args, **kwargs)
     return in_one_thread
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_libraries() -> ThreadpoolController:
+    """The thread pools loaded in this process, found once: looking them up on every fit costs a few
+    milliseconds in a process with many libraries, and a stratified AIM fits hundreds of times."""
+    return ThreadpoolController()
 
 
 @_one_blas_thread
