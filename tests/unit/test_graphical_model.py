@@ -14,19 +14,13 @@ import pytest
 from core.synthesis.graphical_model import (
     Measurement, estimate, junction_tree, minimum_variance_total, model_size_mb, use_estimator,
 )
+from tests.unit.graphical_support import DOM, correlated_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-DOM = {"a": 3, "b": 4, "c": 2, "d": 3, "e": 2}
 
 
 def sample_rows(n: int = 4000, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, 3, n)
-    b = (a + rng.integers(0, 2, n)) % 4
-    c = ((b > 1).astype(int) ^ (rng.random(n) < 0.2)).astype(int)
-    d = (c + a + rng.integers(0, 2, n)) % 3
-    e = np.where(rng.random(n) < 0.7, b % 2, rng.integers(0, 2, n))
-    return {"a": a, "b": b, "c": c, "d": d, "e": e}
+    return correlated_rows(n, seed)
 
 
 def counts(rows, clique, dom=DOM) -> np.ndarray:

@@ -13,18 +13,12 @@ import pytest
 import core.synthesis.graphical_model as gm
 from core.synthesis.aim import AIM
 from core.synthesis.graphical_model import WORK, Measurement, estimate, model_size_mb, model_size_with
+from tests.unit.graphical_support import DOM, correlated_rows
 
-DOM = {"a": 3, "b": 4, "c": 2, "d": 3, "e": 2}
 
 
 def rows(n: int = 5000, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, 3, n)
-    b = (a + rng.integers(0, 2, n)) % 4
-    c = ((b > 1).astype(int) ^ (rng.random(n) < 0.2)).astype(int)
-    d = (c + a + rng.integers(0, 2, n)) % 3
-    e = np.where(rng.random(n) < 0.7, b % 2, rng.integers(0, 2, n))
-    return {"a": a, "b": b, "c": c, "d": d, "e": e}
+    return correlated_rows(n, seed)
 
 
 def counts(data, clique) -> np.ndarray:

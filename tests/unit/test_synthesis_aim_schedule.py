@@ -11,18 +11,12 @@ import pytest
 
 from core.synthesis.aim import MEASURE_SHARE, AIM, planned_rounds
 from core.synthesis.graphical_model import WORK
+from tests.unit.graphical_support import DOM, correlated_rows
 
-DOM = {"a": 3, "b": 4, "c": 2, "d": 3, "e": 2}
 
 
 def frame(n: int = 3000, seed: int = 16) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, 3, n)
-    b = (a + rng.integers(0, 2, n)) % 4
-    c = ((b > 1).astype(int) ^ (rng.random(n) < 0.2)).astype(int)
-    d = (c + a + rng.integers(0, 2, n)) % 3
-    e = np.where(rng.random(n) < 0.7, b % 2, rng.integers(0, 2, n))
-    return pd.DataFrame({"a": a, "b": b, "c": c, "d": d, "e": e})
+    return pd.DataFrame(correlated_rows(n, seed))
 
 
 def test_the_schedule_is_plain_below_the_threshold_and_half_as_many_accelerated_steps_above():
