@@ -259,12 +259,17 @@ def work_class(plan, data=None, *, threshold: float | None = None) -> str:
     says how long before it starts, reports progress and can be cancelled). A plan with no cost model,
     or whose estimate fails, is batch: the safe side, as a job can always be cancelled. ``threshold``
     defaults to :func:`interactive_seconds`."""
-    threshold = interactive_seconds() if threshold is None else threshold
     try:
-        seconds = estimate(plan, data).seconds
+        est = estimate(plan, data)
     except Exception:   # noqa: BLE001 - an estimate never stops a run; unknown work waits its turn
         return BATCH
-    return INTERACTIVE if seconds <= threshold else BATCH
+    return class_of(est, threshold=threshold)
+
+
+def class_of(est: RunEstimate, *, threshold: float | None = None) -> str:
+    """``"interactive"`` or ``"batch"`` for work estimated at ``est`` (the rule of :func:`work_class`)."""
+    threshold = interactive_seconds() if threshold is None else threshold
+    return INTERACTIVE if est.seconds <= threshold else BATCH
 
 
 # --------------------------------------------------------------------------------------------------
@@ -476,5 +481,5 @@ def lanes_seconds(items: int, item_seconds: float, n_workers: int | None = None)
 __all__ = ["RunEstimate", "Work", "EstimatorSpec", "ESTIMATORS", "estimate", "observe", "observed_factor",
            "speed_factor", "speed_correction", "probe_seconds", "load_costs", "LONG_RUN_SECONDS",
            "duration_words", "OBSERVED", "ObservedSpeed", "BASE_COSTS", "default_costs", "merge_costs",
-           "COSTS_PATH", "Tip", "OBSERVED_HALF_LIFE", "fewer", "workers", "lanes_seconds", "work_class",
+           "COSTS_PATH", "Tip", "OBSERVED_HALF_LIFE", "fewer", "workers", "lanes_seconds", "work_class", "class_of",
            "INTERACTIVE", "BATCH", "INTERACTIVE_SECONDS", "interactive_seconds", "ProbeClock", "current_probe_seconds", "PROBE_TTL"]

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from core.estimates import LONG_RUN_SECONDS, RunEstimate, estimate, interactive_seconds
+from core.estimates import INTERACTIVE, LONG_RUN_SECONDS, RunEstimate, class_of, estimate
 from core.jobs import describe_limit, job_queue
 
 
@@ -28,7 +28,7 @@ def background_limit(est: RunEstimate) -> str:
     """What the page says of the time limit of the work it will start: nothing for interactive work (run at
     once, here); for a background job the queue's limit, after which the job is cancelled with a message
     (``core.jobs``), and a warning when the estimate's upper end passes it."""
-    if est.seconds <= interactive_seconds():
+    if class_of(est) == INTERACTIVE:
         return ""
     limit = job_queue().limit
     if est.high > limit:
