@@ -96,9 +96,13 @@ def test_a_public_floor_and_ceiling_clip_the_values():
 
 
 def test_the_release_path_draws_the_same_algorithm_and_lands_near_the_truth():
+    """The secure sampler cannot be seeded, and one draw may miss, as up to 4 of the 40 seeded draws above
+    may: of 10 releases at least 5 land near the truth (if each lands with chance 0.9, this test fails with
+    chance below 2 in 10,000), and every one spends epsilon 1."""
     x = columns(np.random.default_rng(7))["ages piled at 18 and 90"]
-    low, high, ledger = estimate_bounds(x, 1.0, secure=True)
-    assert near_truth(x, low, high) and ledger.total("epsilon") == pytest.approx(1.0)
+    releases = [estimate_bounds(x, 1.0, secure=True) for _ in range(10)]
+    assert all(ledger.total("epsilon") == pytest.approx(1.0) for _, _, ledger in releases)
+    assert sum(near_truth(x, low, high) for low, high, _ in releases) >= 5
 
 
 def test_seeded_and_opendp_noisy_max_pick_the_best_of_two_with_permute_and_flips_chance():
